@@ -1,0 +1,104 @@
+// backend.h: the numerics interface the model and trainer call. Two
+// implementations: CpuBackend (always built; the reference) and CudaBackend.
+//
+// All pointers passed to a Backend are that backend's memory (device memory
+// for CUDA). Operations are ordered on the backend's compute stream and may
+// return before they finish; copy_to_host and synchronize wait. Shapes are
+// row-major. Counts are element counts; byte counts say `_bytes`.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "kernels/elementwise_math.h"
+#include "kernels/half.h"
+
+namespace ddp {
+
+enum class DeviceKind { Cpu, Cuda };
+enum class Transpose { No, Yes };
+
+// C[m,n] = alpha * op(A)[m,k] * op(B)[k,n] + beta * C  (+ bias[n] per row),
+// row-major, FP16 operands and result, FP32 accumulation, one rounding to
+// FP16 at the end. lda/ldb/ldc are row strides of the stored matrices
+// (stored A is m x k when trans_a == No, k x m when Yes).
+struct GemmFp16 {
+  Transpose trans_a = Transpose::No;
+  Transpose trans_b = Transpose::No;
+  int m = 0, n = 0, k = 0;
+  float alpha = 1.0f;
+  float beta = 0.0f;
+  const half16* a = nullptr;
+  int lda = 0;
+  const half16* b = nullptr;
+  int ldb = 0;
+  half16* c = nullptr;
+  int ldc = 0;
+  // Optional [n] bias added in FP32 before the rounding (a cuBLASLt epilogue
+  // on CUDA). Only with beta == 0.
+  const half16* bias = nullptr;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual DeviceKind kind() const = 0;
+  virtual std::string description() const = 0;
+
+  // ---- memory -------------------------------------------------------------
+  virtual void* allocate_bytes(size_t size_bytes) = 0;
+  virtual void free_bytes(void* ptr) noexcept = 0;
+  virtual void copy_to_device(void* dst, const void* src_host, size_t size_bytes) = 0;
+  // Waits for all queued work before copying.
+  virtual void copy_to_host(void* dst_host, const void* src, size_t size_bytes) = 0;
+  virtual void copy_on_device(void* dst, const void* src, size_t size_bytes) = 0;
+  virtual void fill_zero(void* dst, size_t size_bytes) = 0;
+  virtual void synchronize() = 0;
+
+  // ---- GEMM ---------------------------------------------------------------
+  virtual void gemm_fp16(const GemmFp16& g) = 0;
+
+  // ---- element-wise and reductions (FP32 math, RNE to FP16) ---------------
+  // y[r,c] = fp16(y[r,c] + bias[c])                      y: [rows, cols]
+  virtual void add_bias_fp16(half16* y, const half16* bias, int rows, int cols) = 0;
+  // y = fp16(act(z)); z may equal y.
+  virtual void activation_forward_fp16(Activation act, const half16* z, half16* y, size_t count) = 0;
+  // dz = fp16(act'(z) * dy); dz may equal dy.
+  virtual void activation_backward_fp16(Activation act, const half16* z, const half16* dy, half16* dz,
+                                        size_t count) = 0;
+  // db[c] = fp16(sum_r dy[r,c] (+ db[c] when accumulate)), FP32 sum.   dy: [rows, cols]
+  virtual void bias_grad_fp16(const half16* dy, int rows, int cols, half16* db, bool accumulate) = 0;
+  virtual void cast_fp32_to_fp16(const float* src, half16* dst, size_t count) = 0;
+  virtual void cast_fp16_to_fp32(const half16* src, float* dst, size_t count) = 0;
+
+  // ---- losses (FP32 from FP16 predictions) --------------------------------
+  // *loss_mean = mean_r [logsumexp(logits[r,:]) - logits[r, labels[r]]];
+  // *correct_count (if not null) = #rows whose argmax equals the label
+  // (first maximum wins, as torch.argmax).
+  virtual void softmax_xent_forward(const half16* logits, const int32_t* labels, int rows, int cols,
+                                    float* loss_mean, int32_t* correct_count) = 0;
+  // dlogits = fp16(loss_scale * (softmax(logits) - onehot(labels)) / rows)
+  virtual void softmax_xent_backward(const half16* logits, const int32_t* labels, int rows, int cols,
+                                     float loss_scale, half16* dlogits) = 0;
+  // *loss_mean = mean over rows*cols of (pred - target)^2 (torch MSELoss 'mean').
+  virtual void mse_forward(const half16* pred, const float* target, int rows, int cols, float* loss_mean) = 0;
+  // dpred = fp16(loss_scale * 2 * (pred - target) / (rows * cols))
+  virtual void mse_backward(const half16* pred, const float* target, int rows, int cols, float loss_scale,
+                            half16* dpred) = 0;
+
+  // ---- optimizer -----------------------------------------------------------
+  // grads_fp32 = float(grads_fp16) * inv_scale; if any result is Inf/NaN, sets
+  // *nonfinite_flag = 1 (never clears it: the caller zeroes it per step).
+  virtual void unscale_fp16_to_fp32(const half16* grads_fp16, float* grads_fp32, size_t count, float inv_scale,
+                                    int32_t* nonfinite_flag) = 0;
+  // *norm = sqrt(sum x^2), FP32 accumulation at least (Inf/NaN propagate).
+  virtual void l2_norm_fp32(const float* x, size_t count, float* norm) = 0;
+  // SGD step (elementwise_math.h: sgd_update_element) on master weights and
+  // momentum, then weights_fp16 = fp16(master). Does nothing at all when
+  // *skip_flag != 0 (skip_flag may be null: never skip).
+  virtual void sgd_update(const SgdParams& params, const float* grads_fp32, float* master_fp32,
+                          float* momentum_fp32, half16* weights_fp16, size_t count, const int32_t* skip_flag) = 0;
+};
+
+}  // namespace ddp

@@ -1,0 +1,99 @@
+// cuda_backend.h: the Backend on one NVIDIA GPU. Everything is queued on one
+// non-blocking `compute_stream` in call order; GEMMs go through cuBLASLt
+// (cuda_gemm.h), the rest through the kernels in cuda_elementwise.cu,
+// cuda_loss.cu and cuda_optimizer.cu, whose element-wise math is the shared
+// code in elementwise_math.h / half.h.
+//
+// Threading: one CudaBackend per host thread. The constructor makes `device`
+// current on the calling thread; the methods assume it still is (kernels are
+// launched on compute_stream, which belongs to that device).
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include <cuda_runtime.h>
+
+#include "kernels/backend.h"
+#include "kernels/cuda_raii.h"
+
+namespace ddp {
+
+class CublasLtGemm;
+
+class CudaBackend final : public Backend {
+ public:
+  // cuBLASLt workspace: 32 MiB is what NVIDIA recommends for Hopper (and is
+  // ample for Ampere); allocated once, reused by every GEMM.
+  static constexpr size_t kGemmWorkspaceBytes = size_t{32} << 20;
+
+  // Throws ddp::Error when the device does not exist, the build has no
+  // kernels for it, or memory for the workspace is missing.
+  explicit CudaBackend(int device = 0);
+  ~CudaBackend() override;
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  DeviceKind kind() const override { return DeviceKind::Cuda; }
+  std::string description() const override { return description_; }
+  int device() const { return device_; }
+  // The stream every operation is queued on; other streams (communication)
+  // order themselves against it with events.
+  cudaStream_t compute_stream() const { return compute_stream_.get(); }
+
+  void* allocate_bytes(size_t size_bytes) override;
+  void free_bytes(void* ptr) noexcept override;
+  // Returns once `src_host` may be reused (the copy is synchronous with
+  // respect to the host, as on CpuBackend).
+  void copy_to_device(void* dst, const void* src_host, size_t size_bytes) override;
+  void copy_to_host(void* dst_host, const void* src, size_t size_bytes) override;
+  void copy_on_device(void* dst, const void* src, size_t size_bytes) override;
+  void fill_zero(void* dst, size_t size_bytes) override;
+  void synchronize() override;
+
+  void gemm_fp16(const GemmFp16& g) override;
+
+  void add_bias_fp16(half16* y, const half16* bias, int rows, int cols) override;
+  void activation_forward_fp16(Activation act, const half16* z, half16* y, size_t count) override;
+  void activation_backward_fp16(Activation act, const half16* z, const half16* dy, half16* dz,
+                                size_t count) override;
+  void bias_grad_fp16(const half16* dy, int rows, int cols, half16* db, bool accumulate) override;
+  void cast_fp32_to_fp16(const float* src, half16* dst, size_t count) override;
+  void cast_fp16_to_fp32(const half16* src, float* dst, size_t count) override;
+
+  void softmax_xent_forward(const half16* logits, const int32_t* labels, int rows, int cols, float* loss_mean,
+                            int32_t* correct_count) override;
+  void softmax_xent_backward(const half16* logits, const int32_t* labels, int rows, int cols, float loss_scale,
+                             half16* dlogits) override;
+  void mse_forward(const half16* pred, const float* target, int rows, int cols, float* loss_mean) override;
+  void mse_backward(const half16* pred, const float* target, int rows, int cols, float loss_scale,
+                    half16* dpred) override;
+
+  void unscale_fp16_to_fp32(const half16* grads_fp16, float* grads_fp32, size_t count, float inv_scale,
+                            int32_t* nonfinite_flag) override;
+  void l2_norm_fp32(const float* x, size_t count, float* norm) override;
+  void sgd_update(const SgdParams& params, const float* grads_fp32, float* master_fp32, float* momentum_fp32,
+                  half16* weights_fp16, size_t count, const int32_t* skip_flag) override;
+
+  // For tests: route every GEMM through the plain CUDA-core kernel that is
+  // otherwise used only where cuBLASLt offers no algorithm, so that path is
+  // checked too.
+  void force_simple_gemm_for_testing(bool on);
+
+ private:
+  // Device scratch for multi-pass reductions, grown on demand (never shrunk)
+  // so steady-state training allocates nothing.
+  void* scratch(size_t size_bytes);
+
+  int device_ = 0;
+  std::string description_;
+  // Declaration order is destruction order reversed: the stream outlives
+  // everything that queues work on it.
+  UniqueCudaStream compute_stream_;
+  std::unique_ptr<CublasLtGemm> gemm_;
+  UniqueDeviceMemory scratch_;
+  size_t scratch_bytes_ = 0;
+};
+
+}  // namespace ddp

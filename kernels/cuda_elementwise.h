@@ -1,0 +1,32 @@
+// cuda_elementwise.h: launchers for the element-wise CUDA kernels (bias add,
+// activations, casts) and the bias-gradient column sum. Each queues one
+// kernel on `stream` and checks the launch; semantics are those of the
+// Backend method of the same name (backend.h). Plain C++: g++ can include it.
+#pragma once
+
+#include <cstddef>
+
+#include <cuda_runtime.h>
+
+#include "kernels/elementwise_math.h"
+#include "kernels/half.h"
+
+namespace ddp {
+
+// y: [rows, cols], bias: [cols]
+void launch_add_bias_fp16(cudaStream_t stream, half16* y, const half16* bias, int rows, int cols);
+// z may equal y.
+void launch_activation_forward_fp16(cudaStream_t stream, Activation act, const half16* z, half16* y, size_t count);
+// dz may equal dy.
+void launch_activation_backward_fp16(cudaStream_t stream, Activation act, const half16* z, const half16* dy,
+                                     half16* dz, size_t count);
+// dy: [rows, cols], db: [cols]; FP32 column sums.
+void launch_bias_grad_fp16(cudaStream_t stream, const half16* dy, int rows, int cols, half16* db, bool accumulate);
+void launch_cast_fp32_to_fp16(cudaStream_t stream, const float* src, half16* dst, size_t count);
+void launch_cast_fp16_to_fp32(cudaStream_t stream, const half16* src, float* dst, size_t count);
+
+// Throws ddp::Error with the fix ("rebuild with CMAKE_CUDA_ARCHITECTURES=..")
+// when this binary holds no kernel image the current device can run.
+void check_kernel_image_for_current_device();
+
+}  // namespace ddp

@@ -1,0 +1,31 @@
+// cuda_loss.h: launchers for the loss kernels (softmax cross-entropy, MSE),
+// FP32 math from FP16 predictions; semantics as the Backend methods of the
+// same name (backend.h). Outputs (loss, count) are device pointers; the
+// reductions need device scratch of the stated size, owned by the caller.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "kernels/half.h"
+
+namespace ddp {
+
+size_t softmax_xent_forward_scratch_bytes(int rows);
+// A label outside [0, cols) makes that row's loss NaN (so the mean is NaN)
+// and the row not correct: a kernel cannot throw, and NaN cannot go unseen.
+void launch_softmax_xent_forward(cudaStream_t stream, const half16* logits, const int32_t* labels, int rows,
+                                 int cols, float* loss_mean, int32_t* correct_count, void* scratch);
+// An out-of-range label gives that row NaN gradients.
+void launch_softmax_xent_backward(cudaStream_t stream, const half16* logits, const int32_t* labels, int rows,
+                                  int cols, float loss_scale, half16* dlogits);
+
+size_t mse_forward_scratch_bytes();
+void launch_mse_forward(cudaStream_t stream, const half16* pred, const float* target, size_t count,
+                        float* loss_mean, void* scratch);
+void launch_mse_backward(cudaStream_t stream, const half16* pred, const float* target, size_t count,
+                         float loss_scale, half16* dpred);
+
+}  // namespace ddp

@@ -1,0 +1,79 @@
+// cuda_optimizer.cu: unscale + Inf/NaN flag, L2 norm, SGD step. The
+// per-element SGD math is sgd_update_element (elementwise_math.h), the same
+// function the CPU loop calls.
+#include "kernels/cuda_optimizer.h"
+
+#include <cmath>
+
+#include "kernels/cuda_check.h"
+#include "kernels/cuda_common.cuh"
+#include "kernels/error.h"
+
+namespace ddp {
+namespace {
+
+__global__ void unscale_kernel(const half16* grads_fp16, float* grads_fp32, size_t count, float inv_scale,
+                               int32_t* nonfinite_flag) {
+  bool nonfinite = false;
+  for (size_t i = global_thread_index(); i < count; i += grid_stride()) {
+    const float g = to_float(grads_fp16[i]) * inv_scale;
+    grads_fp32[i] = g;
+    nonfinite |= !is_finite_float(g);
+  }
+  // Every writer stores the same value 1, so the race is benign; the flag is
+  // never cleared here (the caller zeroes it once per step).
+  if (nonfinite && nonfinite_flag) *nonfinite_flag = 1;
+}
+
+struct Square {
+  const float* x;
+  __device__ double operator()(size_t i) const { return static_cast<double>(x[i]) * x[i]; }
+};
+
+struct SquareRoot {
+  // Inf and NaN propagate through sqrt, as backend.h asks.
+  __device__ float operator()(double sum) const { return static_cast<float>(sqrt(sum)); }
+};
+
+__global__ void sgd_kernel(SgdParams params, const float* grads_fp32, float* master_fp32, float* momentum_fp32,
+                           half16* weights_fp16, size_t count, const int32_t* skip_flag) {
+  // The skip decision (an overflow found by unscale) lives on the device, so
+  // the host never waits for it; every thread reads it and leaves.
+  if (skip_flag && *skip_flag != 0) return;
+  for (size_t i = global_thread_index(); i < count; i += grid_stride()) {
+    float p = master_fp32[i];
+    float buf = momentum_fp32 ? momentum_fp32[i] : 0.0f;
+    sgd_update_element(params, grads_fp32[i], p, buf);
+    master_fp32[i] = p;
+    if (momentum_fp32) momentum_fp32[i] = buf;
+    if (weights_fp16) weights_fp16[i] = to_half(p);
+  }
+}
+
+}  // namespace
+
+void launch_unscale_fp16_to_fp32(cudaStream_t stream, const half16* grads_fp16, float* grads_fp32, size_t count,
+                                 float inv_scale, int32_t* nonfinite_flag) {
+  if (count == 0) return;
+  unscale_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(grads_fp16, grads_fp32, count, inv_scale,
+                                                                   nonfinite_flag);
+  DDP_CUDA_CHECK_LAUNCH();
+}
+
+size_t l2_norm_scratch_bytes() { return sum_scratch_bytes(); }
+
+void launch_l2_norm_fp32(cudaStream_t stream, const float* x, size_t count, float* norm, void* scratch) {
+  // count == 0 still runs and writes 0.
+  launch_sum(stream, Square{x}, count, SquareRoot{}, norm, scratch);
+}
+
+void launch_sgd_update(cudaStream_t stream, const SgdParams& params, const float* grads_fp32, float* master_fp32,
+                       float* momentum_fp32, half16* weights_fp16, size_t count, const int32_t* skip_flag) {
+  DDP_REQUIRE(momentum_fp32 != nullptr || params.momentum == 0.0f, "sgd_update: momentum != 0 needs a momentum buffer");
+  if (count == 0) return;
+  sgd_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(params, grads_fp32, master_fp32, momentum_fp32,
+                                                               weights_fp16, count, skip_flag);
+  DDP_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace ddp

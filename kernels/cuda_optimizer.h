@@ -1,0 +1,29 @@
+// cuda_optimizer.h: launchers for the optimizer-side kernels: unscale with
+// the Inf/NaN check, the L2 norm (for clipping) and the SGD step; semantics
+// as the Backend methods of the same name (backend.h). Flags, norms and
+// skip flags are device pointers, so none of these waits for the host.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "kernels/elementwise_math.h"
+#include "kernels/half.h"
+
+namespace ddp {
+
+// nonfinite_flag may be null (no check reported).
+void launch_unscale_fp16_to_fp32(cudaStream_t stream, const half16* grads_fp16, float* grads_fp32, size_t count,
+                                 float inv_scale, int32_t* nonfinite_flag);
+
+size_t l2_norm_scratch_bytes();
+void launch_l2_norm_fp32(cudaStream_t stream, const float* x, size_t count, float* norm, void* scratch);
+
+// momentum_fp32 may be null when params.momentum == 0; weights_fp16 may be
+// null (no FP16 re-cast); skip_flag may be null (never skip).
+void launch_sgd_update(cudaStream_t stream, const SgdParams& params, const float* grads_fp32, float* master_fp32,
+                       float* momentum_fp32, half16* weights_fp16, size_t count, const int32_t* skip_flag);
+
+}  // namespace ddp

@@ -1,0 +1,71 @@
+// elementwise_math.h: per-element math written once and called from the CPU
+// loops (cpu_backend.cpp) and the CUDA kernels (cuda_*.cu) alike, so both
+// backends compute the same function and differ only in FP32 rounding of
+// transcendental calls (erff/expf/logf), which the tests' tolerances cover.
+#pragma once
+
+#include <cmath>
+
+#include "kernels/host_device.h"
+
+namespace ddp {
+
+enum class Activation { None, Relu, Gelu };
+
+DDP_HD float relu_forward(float z) { return z > 0.0f ? z : 0.0f; }
+// Derivative at 0 is taken as 0, as PyTorch does.
+DDP_HD float relu_backward(float z, float dy) { return z > 0.0f ? dy : 0.0f; }
+
+// PyTorch's exact GELU: 0.5 * z * (1 + erf(z / sqrt(2))).
+DDP_HD float gelu_forward(float z) { return 0.5f * z * (1.0f + erff(z * 0.70710678118654752f)); }
+// d/dz = Phi(z) + z * phi(z).
+DDP_HD float gelu_backward(float z, float dy) {
+  const float cdf = 0.5f * (1.0f + erff(z * 0.70710678118654752f));
+  const float pdf = 0.39894228040143268f * expf(-0.5f * z * z);
+  return dy * (cdf + z * pdf);
+}
+
+DDP_HD float activation_forward(Activation act, float z) {
+  switch (act) {
+    case Activation::Relu: return relu_forward(z);
+    case Activation::Gelu: return gelu_forward(z);
+    default: return z;
+  }
+}
+
+DDP_HD float activation_backward(Activation act, float z, float dy) {
+  switch (act) {
+    case Activation::Relu: return relu_backward(z, dy);
+    case Activation::Gelu: return gelu_backward(z, dy);
+    default: return dy;
+  }
+}
+
+// Hyper-parameters of one SGD step, PyTorch torch.optim.SGD semantics:
+//   g  = grad * grad_multiplier (unscaled gradient times the clip coefficient)
+//   g += weight_decay * p
+//   buf = first_step ? g : momentum * buf + (1 - dampening) * g
+//   g  = nesterov ? g + momentum * buf : buf        (when momentum != 0)
+//   p -= lr * g
+struct SgdParams {
+  float lr = 0.01f;
+  float momentum = 0.0f;
+  float dampening = 0.0f;
+  float weight_decay = 0.0f;
+  bool nesterov = false;
+  bool first_step = true;       // momentum buffer not yet initialised
+  float grad_multiplier = 1.0f;  // clip coefficient (1 when not clipping)
+};
+
+// One element of the SGD update on FP32 master weight `p` and momentum `buf`.
+DDP_HD void sgd_update_element(const SgdParams& s, float grad, float& p, float& buf) {
+  float g = grad * s.grad_multiplier;
+  if (s.weight_decay != 0.0f) g += s.weight_decay * p;
+  if (s.momentum != 0.0f) {
+    buf = s.first_step ? g : s.momentum * buf + (1.0f - s.dampening) * g;
+    g = s.nesterov ? g + s.momentum * buf : buf;
+  }
+  p -= s.lr * g;
+}
+
+}  // namespace ddp

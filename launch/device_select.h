@@ -1,0 +1,19 @@
+// device_select.h: --device auto|cuda|cpu to a Backend, said in one line.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "kernels/backend.h"
+
+namespace ddp {
+
+struct DeviceChoice {
+  std::unique_ptr<Backend> backend;
+  std::string notice;  // one line for the log: what was chosen and why
+};
+
+// local_rank picks the GPU; cpu_threads <= 0 means cores / local_ranks.
+DeviceChoice select_device(const std::string& device, int local_rank, int local_ranks, int cpu_threads);
+
+}  // namespace ddp

@@ -1,0 +1,195 @@
+// options.cpp
+#include "launch/options.h"
+
+#include <boost/program_options.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "kernels/error.h"
+
+namespace po = boost::program_options;
+
+namespace ddp {
+
+std::vector<int64_t> parse_layer_widths(const std::string& text) {
+  std::vector<int64_t> widths;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != item.size() || item.empty() || v <= 0 || v > (1 << 20))
+      throw Error("--layers: '" + text + "' is not a comma-separated list of positive widths");
+    widths.push_back(v);
+  }
+  if (widths.size() < 2) throw Error("--layers: '" + text + "' needs at least an input and an output width");
+  return widths;
+}
+
+namespace {
+
+template <class T>
+void require_positive(const T& v, const char* flag) {
+  if (!(v > 0)) throw Error(std::string(flag) + " must be positive");
+}
+
+void require_non_negative(double v, const char* flag) {
+  if (!(v >= 0) || !std::isfinite(v)) throw Error(std::string(flag) + " must be a finite number >= 0");
+}
+
+}  // namespace
+
+ParsedOptions parse_options(int argc, const char* const argv[]) {
+  ParsedOptions out;
+  TrainConfig& c = out.config;
+  std::string layers = "784,512,512,10", activation = "relu", loss = "xent", schedule = "cosine",
+              loss_scale = "dynamic", config_file;
+  int64_t seed = 0;
+
+  po::options_description general("General");
+  general.add_options()
+      ("help,h", "show this help and exit")
+      ("config", po::value(&config_file), "INI file with the same options (key = value); the command line wins")
+      ("device", po::value(&c.device)->default_value(c.device), "auto | cuda | cpu (auto: CUDA when a GPU is visible)")
+      ("threads", po::value(&c.threads)->default_value(c.threads), "CPU compute threads per rank (0: cores / local ranks)");
+
+  po::options_description data("Data");
+  data.add_options()
+      ("data", po::value(&c.data.kind)->default_value(c.data.kind), "fashion-mnist | idx | npy | csv | synthetic")
+      ("data-dir", po::value(&c.data.data_dir)->default_value(c.data.data_dir), "Fashion-MNIST directory (gzipped IDX)")
+      ("train-images", po::value(&c.data.train_images), "IDX training images")
+      ("train-labels", po::value(&c.data.train_labels), "IDX training labels")
+      ("test-images", po::value(&c.data.test_images), "IDX test images")
+      ("test-labels", po::value(&c.data.test_labels), "IDX test labels")
+      ("train-x", po::value(&c.data.train_x), ".npy training features [N, D]")
+      ("train-y", po::value(&c.data.train_y), ".npy training labels [N] or targets [N, K]")
+      ("test-x", po::value(&c.data.test_x), ".npy test features")
+      ("test-y", po::value(&c.data.test_y), ".npy test labels or targets")
+      ("train-csv", po::value(&c.data.train_csv), "CSV training set (label last, optional header)")
+      ("test-csv", po::value(&c.data.test_csv), "CSV test set")
+      ("synthetic-samples", po::value(&c.data.synthetic_train_samples)->default_value(c.data.synthetic_train_samples),
+       "training samples of --data synthetic")
+      ("no-shuffle", po::bool_switch(), "keep the data order (no per-epoch shuffle)")
+      ("drop-last", po::bool_switch(&c.drop_last), "drop the last partial batch of each epoch");
+
+  po::options_description model("Model");
+  model.add_options()
+      ("layers", po::value(&layers)->default_value(layers), "widths: input,hidden...,output (synthetic data: 10,10)")
+      ("activation", po::value(&activation)->default_value(activation), "relu | gelu")
+      ("loss", po::value(&loss)->default_value(loss), "xent | mse (synthetic data: mse)");
+
+  po::options_description optim("Optimisation");
+  optim.add_options()
+      ("batch-size", po::value(&c.batch_size)->default_value(c.batch_size), "samples per step per rank")
+      ("epochs", po::value(&c.epochs)->default_value(c.epochs), "passes over the training set")
+      ("steps", po::value(&c.steps)->default_value(0), "iterations to run instead of --epochs (0: use --epochs)")
+      ("stop-after-steps", po::value(&c.stop_after_steps)->default_value(0),
+       "end this run after N iterations, with a checkpoint (e.g. to fit a scheduler slot); --resume continues")
+      ("seed", po::value(&seed)->default_value(0), "seed for initialisation and shuffling")
+      ("lr", po::value(&c.lr)->default_value(c.lr), "base learning rate")
+      ("momentum", po::value(&c.momentum)->default_value(c.momentum), "SGD momentum")
+      ("nesterov", po::bool_switch(&c.nesterov), "Nesterov momentum")
+      ("weight-decay", po::value(&c.weight_decay)->default_value(c.weight_decay), "L2 weight decay (torch SGD)")
+      ("lr-schedule", po::value(&schedule)->default_value(schedule), "constant | step | cosine (over all steps)")
+      ("warmup-steps", po::value(&c.warmup_steps)->default_value(c.warmup_steps), "linear warm-up iterations")
+      ("lr-step-size", po::value(&c.lr_step_size)->default_value(0), "step schedule: iterations per decay (0: a third)")
+      ("lr-gamma", po::value(&c.lr_gamma)->default_value(c.lr_gamma), "step schedule: decay factor")
+      ("clip-grad-norm", po::value(&c.clip_grad_norm)->default_value(0.0), "clip the global L2 norm (0: off)");
+
+  po::options_description scaling("Loss scaling");
+  scaling.add_options()
+      ("loss-scale", po::value(&loss_scale)->default_value(loss_scale), "dynamic | static:<S> | none")
+      ("init-scale", po::value(&c.loss_scaler.init_scale)->default_value(65536.0), "initial dynamic scale")
+      ("growth-factor", po::value(&c.loss_scaler.growth_factor)->default_value(2.0), "scale growth factor")
+      ("backoff-factor", po::value(&c.loss_scaler.backoff_factor)->default_value(0.5), "scale backoff factor")
+      ("growth-interval", po::value(&c.loss_scaler.growth_interval)->default_value(2000), "clean steps per growth")
+      ("hysteresis", po::value(&c.loss_scaler.hysteresis)->default_value(1), "overflows tolerated before a backoff")
+      ("min-loss-scale", po::value(&c.loss_scaler.min_scale)->default_value(0.0), "floor of the dynamic scale");
+
+  po::options_description output("Output and checkpoints");
+  output.add_options()
+      ("metrics", po::value(&c.metrics_path), "JSON Lines metrics file")
+      ("log-every", po::value(&c.log_every)->default_value(c.log_every), "steps per log line / step record")
+      ("checkpoint-dir", po::value(&c.checkpoint_dir), "directory for checkpoints")
+      ("checkpoint-every", po::value(&c.checkpoint_every)->default_value(0), "steps between checkpoints (0: at the end only)")
+      ("keep-checkpoints", po::value(&c.keep_checkpoints)->default_value(0), "keep the K newest (0: all)")
+      ("resume", po::value(&c.resume_path)->implicit_value(""), "resume from PATH, or bare: the newest valid in --checkpoint-dir")
+      ("save-weights", po::value(&c.save_weights_dir), "write layer<i>.{weight,bias}.npy here at the end")
+      ("init-weights", po::value(&c.init_weights_dir), "start from layer<i>.{weight,bias}.npy in this directory");
+
+  po::options_description all("ddp_train: data-parallel FP16 MLP training with dynamic loss scaling\n\n"
+                              "Usage: [mpirun -np N] ddp_train [options]\n");
+  all.add(general).add(data).add(model).add(optim).add(scaling).add(output);
+
+  po::variables_map vm;
+  try {
+    po::store(po::parse_command_line(argc, argv, all), vm);
+    if (vm.count("config")) {
+      const std::string path = vm["config"].as<std::string>();
+      std::ifstream in(path);
+      if (!in) throw Error("--config: cannot open " + path);
+      po::store(po::parse_config_file(in, all), vm);  // stored second: the command line wins
+    }
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw Error(std::string(e.what()) + " (see --help)");
+  }
+  std::ostringstream help;
+  help << all;
+  out.help_text = help.str();
+  out.show_help = vm.count("help") > 0;
+  if (out.show_help) return out;
+
+  c.seed = static_cast<uint64_t>(seed);
+  c.shuffle = !vm["no-shuffle"].as<bool>();
+  c.resume = vm.count("resume") > 0;
+  if (c.data.kind == "synthetic") {  // the seed problem: Linear(10,10) regression
+    if (vm["layers"].defaulted()) layers = "10,10";
+    if (vm["loss"].defaulted()) loss = "mse";
+  }
+  c.layer_widths = parse_layer_widths(layers);
+  if (activation == "relu") c.activation = Activation::Relu;
+  else if (activation == "gelu") c.activation = Activation::Gelu;
+  else throw Error("--activation: '" + activation + "' is not one of relu, gelu");
+  c.activation_name = activation;
+  if (loss == "xent") c.loss = LossKind::SoftmaxCrossEntropy;
+  else if (loss == "mse") c.loss = LossKind::MeanSquaredError;
+  else throw Error("--loss: '" + loss + "' is not one of xent, mse");
+  c.loss_name = loss;
+  c.lr_schedule = parse_lr_schedule(schedule);
+  parse_loss_scale_mode(loss_scale, c.loss_scaler);
+  if (c.device != "auto" && c.device != "cuda" && c.device != "cpu")
+    throw Error("--device: '" + c.device + "' is not one of auto, cuda, cpu");
+
+  require_positive(c.batch_size, "--batch-size");
+  require_positive(c.log_every, "--log-every");
+  require_positive(c.data.synthetic_train_samples, "--synthetic-samples");
+  if (c.steps < 0 || c.stop_after_steps < 0) throw Error("--steps and --stop-after-steps must be >= 0");
+  if (c.steps == 0) require_positive(c.epochs, "--epochs");
+  if (c.warmup_steps < 0 || c.checkpoint_every < 0 || c.lr_step_size < 0 || c.threads < 0 || c.keep_checkpoints < 0)
+    throw Error("--warmup-steps, --checkpoint-every, --lr-step-size, --threads and --keep-checkpoints must be >= 0");
+  if (!(c.lr > 0) || !std::isfinite(c.lr)) throw Error("--lr must be a positive number");
+  require_non_negative(c.momentum, "--momentum");
+  require_non_negative(c.weight_decay, "--weight-decay");
+  require_non_negative(c.clip_grad_norm, "--clip-grad-norm");
+  require_non_negative(c.loss_scaler.min_scale, "--min-loss-scale");
+  if (c.nesterov && c.momentum == 0) throw Error("--nesterov needs --momentum > 0");
+  if (!(c.loss_scaler.init_scale > 0) || !std::isfinite(c.loss_scaler.init_scale))
+    throw Error("--init-scale must be a positive number");
+  if (!(c.loss_scaler.growth_factor >= 1)) throw Error("--growth-factor must be >= 1");
+  if (!(c.loss_scaler.backoff_factor > 0 && c.loss_scaler.backoff_factor <= 1))
+    throw Error("--backoff-factor must be in (0, 1]");
+  require_positive(c.loss_scaler.growth_interval, "--growth-interval");
+  require_positive(c.loss_scaler.hysteresis, "--hysteresis");
+  if (!c.resume_path.empty() && !c.resume) c.resume = true;
+  return out;
+}
+
+}  // namespace ddp

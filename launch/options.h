@@ -1,0 +1,24 @@
+// options.h: the command line and --config INI file (Boost.Program_options)
+// turned into a TrainConfig. The command line overrides the file.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "trainer/train_config.h"
+
+namespace ddp {
+
+struct ParsedOptions {
+  TrainConfig config;
+  bool show_help = false;
+  std::string help_text;
+};
+
+// Throws ddp::Error with one line naming the flag on anything malformed.
+ParsedOptions parse_options(int argc, const char* const argv[]);
+
+// "784,512,10" -> {784, 512, 10}; throws naming --layers.
+std::vector<int64_t> parse_layer_widths(const std::string& text);
+
+}  // namespace ddp

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# test.sh: the README's test command. Installs what is missing, builds
+# (CUDA sources included when the toolkit is present) and runs every suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+launch/install_deps.sh
+launch/build.sh
+# Multi-rank suites start Open MPI as root in containers and CI.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+ctest --test-dir build -j2 --output-on-failure --timeout 600

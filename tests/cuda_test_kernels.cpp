@@ -1,0 +1,714 @@
+// cuda_test_kernels.cpp: every CudaBackend method against CpuBackend (the
+// reference, itself checked in test_cpu_kernels.cpp) on the same fresh random
+// inputs, outputs poisoned before each run. Every CudaKernels test skips with
+// the reason where no GPU is visible; the CudaCheckMacros and CudaDeviceQuery
+// tests need no GPU and run everywhere CUDA is built.
+//
+// Tolerances, stated once (both sides compute in FP32, so we compare the two
+// implementations with each other, not with an exact value):
+// - Same FP32 operations in the same order (add_bias, ReLU, casts, unscale):
+//   bitwise equal.
+// - GEMM: both sum exact products in FP32, but in different orders (Tensor
+//   Core MMA steps, truncating adds, vs OpenBLAS's blocking), so the FP32
+//   sums differ by up to ~k * 2^-24 * sum|terms| and the FP16 outputs by 1-2
+//   FP16 ulps: kFp16RelTol relative plus 1e-5 * sum|terms| + 6e-8 (one FP16
+//   subnormal step) absolute, as test_cpu_kernels.cpp allows against double.
+// - Transcendental kernels (GELU, softmax): CUDA's erff/expf/logf and
+//   glibc's differ in the last FP32 bits; after rounding to FP16 that is at
+//   most one FP16 ulp (kFp16RelTol) plus a small absolute floor where the
+//   result cancels (1 + erf(z) for z << 0, p - 1 near a certain class).
+// - FP32 loss reductions: CpuBackend sums sequentially in FP32 (relative
+//   error up to count * 2^-24 for positive terms), CUDA in a tree (double
+//   across rows), so we allow max(kFp32RelTol, 2 * count * 2^-24) relative.
+//   Bias grad (FP32 column sums, FP16 result) gets the GEMM rule with
+//   sum|terms| <= rows. L2 norm: both accumulate in double, kFp32RelTol.
+// - SGD: nvcc contracts a*b+c into FMA, g++ (ISO C++, no -mfma) does not, so
+//   FP32 masters and momenta differ by ~1 FP32 ulp of the terms: kFp32RelTol
+//   plus 1e-6 absolute; the FP16 re-cast may then flip by one FP16 ulp.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "kernels/buffer.h"
+#include "kernels/cpu_backend.h"
+#include "kernels/cuda_backend.h"
+#include "kernels/cuda_check.h"
+#include "kernels/device_query.h"
+#include "test_support.h"
+
+namespace ddp {
+namespace {
+
+using test::close_enough;
+using test::kFp16RelTol;
+using test::kFp32RelTol;
+
+constexpr double kFp16SubnormalStep = 6e-8;  // 2^-24
+
+std::string seed_text() {
+  return "seed " + std::to_string(test::test_seed()) + " (set DDP_TEST_SEED to reproduce)";
+}
+
+// Tolerance of an FP32 sum over `count` terms computed by two different
+// orders (see the header comment).
+double fp32_sum_rel_tol(size_t count) {
+  return std::max(kFp32RelTol, 2.0 * static_cast<double>(count) * std::ldexp(1.0, -24));
+}
+
+class CudaKernels : public ::testing::Test {
+ protected:
+  CudaKernels() : rng(test::test_seed()) {}
+  void SetUp() override {
+    std::string why;
+    if (visible_cuda_devices(&why) == 0) GTEST_SKIP() << "no GPU: " << why;
+    gpu = std::make_unique<CudaBackend>(0);
+  }
+
+  // The same host data on both backends.
+  template <class T>
+  struct Pair {
+    Buffer<T> cpu, gpu;
+  };
+  template <class T>
+  Pair<T> both(const std::vector<T>& host) {
+    Pair<T> p{Buffer<T>(cpu, host.size()), Buffer<T>(*gpu, host.size())};
+    p.cpu.upload(host);
+    p.gpu.upload(host);
+    return p;
+  }
+
+  CpuBackend cpu;  // default: leaves the BLAS thread count alone
+  std::unique_ptr<CudaBackend> gpu;
+  std::mt19937_64 rng;
+};
+
+bool same_half(half16 a, half16 b) {
+  const bool a_nan = std::isnan(to_float(a)), b_nan = std::isnan(to_float(b));
+  // NaN payloads differ (the CUDA intrinsic returns a canonical NaN).
+  return (a_nan || b_nan) ? (a_nan && b_nan) : a.bits == b.bits;
+}
+
+bool same_float(float a, float b) {
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
+  uint32_t ua, ub;
+  std::memcpy(&ua, &a, 4);
+  std::memcpy(&ub, &b, 4);
+  return ua == ub;
+}
+
+// Reports the first few mismatches and the total.
+void expect_halves_equal(const std::vector<half16>& got, const std::vector<half16>& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  size_t bad = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    if (!same_half(got[i], want[i]) && bad++ < 5)
+      ADD_FAILURE() << what << "[" << i << "]: cuda 0x" << std::hex << got[i].bits << " cpu 0x" << want[i].bits
+                    << std::dec;
+  EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << got.size() << " differ";
+}
+
+void expect_floats_equal(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  size_t bad = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    if (!same_float(got[i], want[i]) && bad++ < 5)
+      ADD_FAILURE() << what << "[" << i << "]: cuda " << got[i] << " cpu " << want[i];
+  EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << got.size() << " differ";
+}
+
+// abs_floor(i) gives the absolute floor for element i.
+template <class T, class Floor>
+void expect_close(const std::vector<T>& got, const std::vector<T>& want, double rel, Floor abs_floor,
+                  const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  size_t bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    double g, w;
+    if constexpr (std::is_same_v<T, half16>) {
+      g = to_float(got[i]), w = to_float(want[i]);
+    } else {
+      g = got[i], w = want[i];
+    }
+    if (!close_enough(g, w, rel, abs_floor(i)) && bad++ < 5)
+      ADD_FAILURE() << what << "[" << i << "]: cuda " << g << " cpu " << w << " (diff " << g - w << ")";
+  }
+  EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << got.size() << " outside tolerance";
+}
+
+template <class T>
+void expect_close(const std::vector<T>& got, const std::vector<T>& want, double rel, double abs_floor,
+                  const std::string& what) {
+  expect_close(got, want, rel, [abs_floor](size_t) { return abs_floor; }, what);
+}
+
+std::vector<float> nan_floats(size_t count) { return std::vector<float>(count, std::nanf("")); }
+
+// ---- memory ---------------------------------------------------------------------
+
+TEST_F(CudaKernels, MemoryCopiesAndFill) {
+  SCOPED_TRACE(seed_text());
+  const size_t n = 100003;
+  const auto host = test::random_floats(rng, n);
+  Buffer<float> a(*gpu, n), b(*gpu, n);
+  a.upload(host);
+  EXPECT_EQ(a.download(), host);
+  gpu->copy_on_device(b.data(), a.data(), n * sizeof(float));
+  auto want = host;
+  // Zero an odd, unaligned sub-range of b.
+  const size_t first = 7, count = 5001;
+  gpu->fill_zero(b.data() + first, count * sizeof(float));
+  for (size_t i = first; i < first + count; ++i) want[i] = 0.0f;
+  EXPECT_EQ(b.download(), want);
+  // Zero-byte operations are no-ops.
+  gpu->copy_on_device(b.data(), a.data(), 0);
+  gpu->fill_zero(b.data(), 0);
+  gpu->synchronize();
+  EXPECT_EQ(b.download(), want);
+  EXPECT_EQ(gpu->kind(), DeviceKind::Cuda);
+  EXPECT_NE(gpu->description().find("CUDA device 0"), std::string::npos) << gpu->description();
+}
+
+// ---- GEMM -------------------------------------------------------------------------
+
+struct GemmCase {
+  int m, n, k;
+  Transpose trans_a = Transpose::No, trans_b = Transpose::No;
+  float alpha = 1.0f, beta = 0.0f;
+  bool bias = false;
+  int pad = 0;          // extra elements per stored row (lda/ldb/ldc beyond the minimum)
+  size_t offset = 0;    // elements: an odd offset makes every pointer only 2-byte aligned
+};
+
+std::string describe(const GemmCase& c) {
+  return "m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) + " k=" + std::to_string(c.k) +
+         " trans_a=" + (c.trans_a == Transpose::Yes ? "T" : "N") + " trans_b=" +
+         (c.trans_b == Transpose::Yes ? "T" : "N") + " alpha=" + std::to_string(c.alpha) +
+         " beta=" + std::to_string(c.beta) + " bias=" + (c.bias ? "yes" : "no") + " pad=" + std::to_string(c.pad) +
+         " offset=" + std::to_string(c.offset);
+}
+
+void run_gemm_case(CpuBackend& cpu, CudaBackend& gpu, std::mt19937_64& rng, const GemmCase& c) {
+  SCOPED_TRACE(describe(c));
+  const bool a_t = c.trans_a == Transpose::Yes, b_t = c.trans_b == Transpose::Yes;
+  const int a_rows = a_t ? c.k : c.m, a_cols = a_t ? c.m : c.k;
+  const int b_rows = b_t ? c.n : c.k, b_cols = b_t ? c.k : c.n;
+  const int lda = std::max(a_cols, 1) + c.pad, ldb = std::max(b_cols, 1) + c.pad, ldc = c.n + c.pad;
+  const auto a = test::random_halves(rng, c.offset + static_cast<size_t>(a_rows) * lda);
+  const auto b = test::random_halves(rng, c.offset + static_cast<size_t>(b_rows) * ldb);
+  const size_t c_count = c.offset + static_cast<size_t>(c.m) * ldc;
+  // beta == 0 must not read C: poison it (NaN would propagate if read).
+  const auto c0 = c.beta != 0.0f ? test::random_halves(rng, c_count) : test::poison_halves(c_count);
+  const auto bias = test::random_halves(rng, c.offset + static_cast<size_t>(c.n));
+  std::vector<double> magnitude_sum;
+
+  std::vector<half16> outputs[2];
+  for (int side = 0; side < 3; ++side) {
+    // Side 2 runs the CPU GEMM on |A|, |B|, |C| with |alpha|, |beta|: the
+    // per-element magnitude sum|alpha a b| + |beta c| for the tolerance
+    // floor (exact operands; its own FP16 rounding is irrelevant there).
+    Backend& be = side == 1 ? static_cast<Backend&>(gpu) : static_cast<Backend&>(cpu);
+    const bool magnitude = side == 2;
+    auto abs_of = [](std::vector<half16> v) {
+      for (half16& h : v) h.bits &= 0x7fff;
+      return v;
+    };
+    Buffer<half16> da(be, a.size()), db(be, b.size()), dc(be, c0.size()), dbias(be, bias.size());
+    da.upload(magnitude ? abs_of(a) : a), db.upload(magnitude ? abs_of(b) : b);
+    dc.upload(magnitude && c.beta != 0.0f ? abs_of(c0) : c0), dbias.upload(bias);
+    GemmFp16 g;
+    g.trans_a = c.trans_a, g.trans_b = c.trans_b;
+    g.m = c.m, g.n = c.n, g.k = c.k;
+    g.alpha = magnitude ? std::fabs(c.alpha) : c.alpha;
+    g.beta = magnitude ? std::fabs(c.beta) : c.beta;
+    g.a = da.data() + c.offset, g.lda = lda;
+    g.b = db.data() + c.offset, g.ldb = ldb;
+    g.c = dc.data() + c.offset, g.ldc = ldc;
+    g.bias = c.bias && !magnitude ? dbias.data() + c.offset : nullptr;
+    be.gemm_fp16(g);
+    if (magnitude) {
+      const auto mag = dc.download();
+      magnitude_sum.assign(c_count, 0.0);
+      for (size_t idx = c.offset; idx < c_count; ++idx) {
+        const size_t j = (idx - c.offset) % ldc;
+        if (static_cast<int>(j) < c.n)
+          magnitude_sum[idx] = to_float(mag[idx]) + (c.bias ? std::fabs(to_float(bias[c.offset + j])) : 0.0);
+      }
+    } else {
+      outputs[side] = dc.download();
+    }
+  }
+  const auto& want = outputs[0];
+  const auto& got = outputs[1];
+
+  // Compare the m x n window; padding and the offset prefix must be untouched.
+  std::vector<half16> got_window, want_window, got_rest, want_rest;
+  std::vector<double> window_magnitude;
+  for (size_t idx = 0; idx < c_count; ++idx) {
+    const bool inside = idx >= c.offset && static_cast<int>((idx - c.offset) % ldc) < c.n;
+    if (inside) {
+      got_window.push_back(got[idx]), want_window.push_back(want[idx]);
+      window_magnitude.push_back(magnitude_sum[idx]);
+    } else {
+      got_rest.push_back(got[idx]), want_rest.push_back(c0[idx]);
+    }
+  }
+  expect_close(got_window, want_window, kFp16RelTol,
+               [&](size_t i) { return 1e-5 * window_magnitude[i] + kFp16SubnormalStep; }, "C");
+  expect_halves_equal(got_rest, want_rest, "C outside the m x n window");
+}
+
+const Transpose kBoth[] = {Transpose::No, Transpose::Yes};
+
+TEST_F(CudaKernels, GemmAllTransposesOddShapes) {
+  SCOPED_TRACE(seed_text());
+  const int shapes[][3] = {{1, 1, 1},   {3, 17, 5},   {17, 3, 1031}, {1, 1003, 3},
+                           {1033, 17, 3}, {64, 33, 129}, {5, 1031, 7}};
+  for (const auto& s : shapes)
+    for (Transpose ta : kBoth)
+      for (Transpose tb : kBoth) {
+        GemmCase c{s[0], s[1], s[2]};
+        c.trans_a = ta, c.trans_b = tb;
+        run_gemm_case(cpu, *gpu, rng, c);
+      }
+}
+
+TEST_F(CudaKernels, GemmAlphaBeta) {
+  SCOPED_TRACE(seed_text());
+  const float alpha_beta[][2] = {{0.5f, 0.0f}, {1.0f, 1.0f}, {-2.0f, 0.25f}, {1.5f, -0.75f}};
+  for (const auto& ab : alpha_beta)
+    for (Transpose ta : kBoth)
+      for (Transpose tb : kBoth) {
+        GemmCase c{37, 29, 65};
+        c.trans_a = ta, c.trans_b = tb, c.alpha = ab[0], c.beta = ab[1];
+        run_gemm_case(cpu, *gpu, rng, c);
+      }
+}
+
+TEST_F(CudaKernels, GemmBiasEpilogue) {
+  SCOPED_TRACE(seed_text());
+  // Forward layers are X W^T + b (trans_b = Yes); the others must hold too.
+  const int shapes[][3] = {{1, 1, 1}, {45, 130, 200}, {5, 3, 1000}, {256, 512, 784}, {1031, 10, 17}};
+  for (const auto& s : shapes)
+    for (Transpose ta : kBoth)
+      for (Transpose tb : kBoth)
+        for (float alpha : {1.0f, 0.75f}) {
+          GemmCase c{s[0], s[1], s[2]};
+          c.trans_a = ta, c.trans_b = tb, c.alpha = alpha, c.bias = true;
+          run_gemm_case(cpu, *gpu, rng, c);
+        }
+}
+
+TEST_F(CudaKernels, GemmPaddedStridesAndUnalignedViews) {
+  SCOPED_TRACE(seed_text());
+  // Views into the flat parameter buffers can start at any element: 2-byte
+  // aligned A, B, C and bias (the bias is then staged to an aligned copy).
+  for (size_t offset : {size_t{0}, size_t{1}, size_t{3}})
+    for (Transpose ta : kBoth)
+      for (Transpose tb : kBoth)
+        for (bool bias : {false, true}) {
+          GemmCase c{31, 47, 129};
+          c.trans_a = ta, c.trans_b = tb, c.pad = 3, c.offset = offset, c.bias = bias;
+          c.beta = bias ? 0.0f : 0.5f;
+          run_gemm_case(cpu, *gpu, rng, c);
+        }
+}
+
+TEST_F(CudaKernels, GemmLongKKeepsFp32Sums) {
+  SCOPED_TRACE(seed_text());
+  // Few outputs, long dot products: where cuBLASLt likes split-K. Partial
+  // sums rounded to FP16 would break the tolerance; FP32 ones do not.
+  for (Transpose ta : kBoth)
+    for (Transpose tb : kBoth) {
+      GemmCase c{16, 16, 8192};
+      c.trans_a = ta, c.trans_b = tb;
+      run_gemm_case(cpu, *gpu, rng, c);
+    }
+}
+
+TEST_F(CudaKernels, GemmPlanReuseWithNewData) {
+  SCOPED_TRACE(seed_text());
+  // Same shape three times: the cached plan must pick up new pointers, alpha
+  // and bias each call.
+  for (int rep = 0; rep < 3; ++rep) {
+    GemmCase c{64, 96, 80};
+    c.trans_b = Transpose::Yes, c.alpha = 1.0f + 0.5f * rep, c.bias = rep != 1;
+    run_gemm_case(cpu, *gpu, rng, c);
+  }
+}
+
+TEST_F(CudaKernels, GemmZeroKAndEmpty) {
+  SCOPED_TRACE(seed_text());
+  GemmCase c{7, 9, 0};
+  c.beta = 0.5f;
+  run_gemm_case(cpu, *gpu, rng, c);  // C = beta C
+  c.beta = 0.0f, c.bias = true;
+  run_gemm_case(cpu, *gpu, rng, c);  // C = bias
+  GemmCase empty{0, 5, 3};
+  run_gemm_case(cpu, *gpu, rng, empty);
+}
+
+TEST_F(CudaKernels, GemmSimpleFallbackKernel) {
+  SCOPED_TRACE(seed_text());
+  // The CUDA-core kernel used where cuBLASLt has no algorithm.
+  gpu->force_simple_gemm_for_testing(true);
+  const int shapes[][3] = {{1, 1, 1}, {3, 17, 5}, {70, 33, 300}};
+  for (const auto& s : shapes)
+    for (Transpose ta : kBoth)
+      for (Transpose tb : kBoth) {
+        GemmCase c{s[0], s[1], s[2]};
+        c.trans_a = ta, c.trans_b = tb, c.alpha = 0.75f, c.pad = 1;
+        run_gemm_case(cpu, *gpu, rng, c);
+        c.bias = true, c.offset = 1;
+        run_gemm_case(cpu, *gpu, rng, c);
+        c.bias = false, c.beta = -0.5f;
+        run_gemm_case(cpu, *gpu, rng, c);
+      }
+  gpu->force_simple_gemm_for_testing(false);
+}
+
+// ---- element-wise -----------------------------------------------------------------
+
+TEST_F(CudaKernels, AddBias) {
+  SCOPED_TRACE(seed_text());
+  const std::pair<int, int> shapes[] = {{37, 1001}, {1, 1}, {1025, 3}};
+  for (const auto& shape : shapes) {
+    const int rows = shape.first, cols = shape.second;
+    auto y = both(test::random_halves(rng, static_cast<size_t>(rows) * cols, -4.0f, 4.0f));
+    auto bias = both(test::random_halves(rng, cols));
+    cpu.add_bias_fp16(y.cpu.data(), bias.cpu.data(), rows, cols);
+    gpu->add_bias_fp16(y.gpu.data(), bias.gpu.data(), rows, cols);
+    // One FP32 add of two FP16 values, one rounding: the same bits.
+    expect_halves_equal(y.gpu.download(), y.cpu.download(), "y " + std::to_string(rows) + "x" + std::to_string(cols));
+  }
+}
+
+TEST_F(CudaKernels, ActivationsForwardBackward) {
+  SCOPED_TRACE(seed_text());
+  const size_t n = 100003;
+  const auto z_host = test::random_halves(rng, n, -6.0f, 6.0f);
+  const auto dy_host = test::random_halves(rng, n, -2.0f, 2.0f);
+  auto z = both(z_host);
+  auto dy = both(dy_host);
+  for (Activation act : {Activation::None, Activation::Relu, Activation::Gelu}) {
+    const std::string name = act == Activation::None ? "none" : act == Activation::Relu ? "relu" : "gelu";
+    auto y = both(test::poison_halves(n));
+    cpu.activation_forward_fp16(act, z.cpu.data(), y.cpu.data(), n);
+    gpu->activation_forward_fp16(act, z.gpu.data(), y.gpu.data(), n);
+    auto dz = both(test::poison_halves(n));
+    cpu.activation_backward_fp16(act, z.cpu.data(), dy.cpu.data(), dz.cpu.data(), n);
+    gpu->activation_backward_fp16(act, z.gpu.data(), dy.gpu.data(), dz.gpu.data(), n);
+    if (act == Activation::Gelu) {
+      // erff/expf last bits; 1e-6 absolute covers 0.5 z (1 + erf(z/sqrt2))
+      // cancelling for z down to -6.
+      expect_close(y.gpu.download(), y.cpu.download(), kFp16RelTol, 1e-6, name + " forward");
+      expect_close(dz.gpu.download(), dz.cpu.download(), kFp16RelTol, 1e-6, name + " backward");
+    } else {
+      expect_halves_equal(y.gpu.download(), y.cpu.download(), name + " forward");
+      expect_halves_equal(dz.gpu.download(), dz.cpu.download(), name + " backward");
+    }
+    // In place (z == y, dz == dy), as the layers call them.
+    auto inplace = both(z_host);
+    cpu.activation_forward_fp16(act, inplace.cpu.data(), inplace.cpu.data(), n);
+    gpu->activation_forward_fp16(act, inplace.gpu.data(), inplace.gpu.data(), n);
+    expect_close(inplace.gpu.download(), inplace.cpu.download(), kFp16RelTol, 1e-6, name + " forward in place");
+    auto grad_inplace = both(dy_host);
+    cpu.activation_backward_fp16(act, z.cpu.data(), grad_inplace.cpu.data(), grad_inplace.cpu.data(), n);
+    gpu->activation_backward_fp16(act, z.gpu.data(), grad_inplace.gpu.data(), grad_inplace.gpu.data(), n);
+    expect_close(grad_inplace.gpu.download(), grad_inplace.cpu.download(), kFp16RelTol, 1e-6,
+                 name + " backward in place");
+  }
+}
+
+TEST_F(CudaKernels, BiasGradColumnSums) {
+  SCOPED_TRACE(seed_text());
+  const std::pair<int, int> shapes[] = {{1031, 17}, {3, 1000}, {1, 1}, {4099, 33}};
+  for (const auto& shape : shapes) {
+    const int rows = shape.first, cols = shape.second;
+    auto dy = both(test::random_halves(rng, static_cast<size_t>(rows) * cols));
+    const auto prev = test::random_halves(rng, cols);
+    for (bool accumulate : {false, true}) {
+      auto db = both(accumulate ? prev : test::poison_halves(cols));
+      cpu.bias_grad_fp16(dy.cpu.data(), rows, cols, db.cpu.data(), accumulate);
+      gpu->bias_grad_fp16(dy.gpu.data(), rows, cols, db.gpu.data(), accumulate);
+      // FP32 column sums of rows terms in [-1, 1] in two orders: the floor
+      // of test_cpu_kernels.cpp, 1e-5 * sum|terms| (<= rows).
+      expect_close(db.gpu.download(), db.cpu.download(), kFp16RelTol, 1e-5 * rows + kFp16SubnormalStep,
+                   "db " + std::to_string(rows) + "x" + std::to_string(cols) + (accumulate ? " accumulate" : ""));
+    }
+  }
+}
+
+TEST_F(CudaKernels, CastsIncludingSpecialValues) {
+  SCOPED_TRACE(seed_text());
+  auto f = test::random_floats(rng, 70001, -70000.0f, 70000.0f);
+  const float inf = std::numeric_limits<float>::infinity();
+  // Overflow, ties, subnormal and underflow edges, signed zero, Inf, NaN.
+  for (float special : {0.0f, -0.0f, inf, -inf, std::nanf(""), 65504.0f, 65519.99f, 65520.0f, -65520.0f,
+                        std::ldexp(1.0f, -24), std::ldexp(1.0f, -25), std::ldexp(1.0f, -25) * 1.0001f,
+                        std::ldexp(3.0f, -26), 1e-10f, 1.0f + std::ldexp(1.0f, -11), 1.0f + std::ldexp(3.0f, -11)})
+    f.push_back(special);
+  auto src = both(f);
+  auto h = both(test::poison_halves(f.size()));
+  cpu.cast_fp32_to_fp16(src.cpu.data(), h.cpu.data(), f.size());
+  gpu->cast_fp32_to_fp16(src.gpu.data(), h.gpu.data(), f.size());
+  expect_halves_equal(h.gpu.download(), h.cpu.download(), "fp32 -> fp16");
+
+  // Every FP16 bit pattern widens exactly.
+  std::vector<half16> all(65536);
+  for (size_t i = 0; i < all.size(); ++i) all[i].bits = static_cast<uint16_t>(i);
+  auto halves = both(all);
+  auto wide = both(nan_floats(all.size()));
+  cpu.cast_fp16_to_fp32(halves.cpu.data(), wide.cpu.data(), all.size());
+  gpu->cast_fp16_to_fp32(halves.gpu.data(), wide.gpu.data(), all.size());
+  expect_floats_equal(wide.gpu.download(), wide.cpu.download(), "fp16 -> fp32");
+}
+
+// ---- losses -------------------------------------------------------------------------
+
+TEST_F(CudaKernels, SoftmaxCrossEntropyForwardBackward) {
+  SCOPED_TRACE(seed_text());
+  const std::pair<int, int> shapes[] = {{257, 10}, {64, 1000}, {1, 1}, {3, 33}};
+  for (const auto& shape : shapes) {
+    const int rows = shape.first, cols = shape.second;
+    SCOPED_TRACE("rows=" + std::to_string(rows) + " cols=" + std::to_string(cols));
+    auto logits = test::random_halves(rng, static_cast<size_t>(rows) * cols, -4.0f, 4.0f);
+    const auto labels = test::random_labels(rng, rows, cols);
+    // Make about half the rows correct, and put exact ties in some rows:
+    // the first maximum must win (torch.argmax), on both backends.
+    for (int r = 0; r < rows; ++r) {
+      half16* row = logits.data() + static_cast<size_t>(r) * cols;
+      if (r % 2 == 0) row[labels[r]] = to_half(4.5f);
+      if (r % 3 == 0 && cols > 1) {
+        const int other = (labels[r] + 1) % cols;
+        row[other] = to_half(5.0f);
+        row[labels[r]] = to_half(5.0f);  // tie: correct only if label < other
+      }
+    }
+    auto dl = both(logits);
+    auto lab = both(labels);
+    auto loss = both(nan_floats(1));
+    auto correct = both(std::vector<int32_t>{-1});
+    cpu.softmax_xent_forward(dl.cpu.data(), lab.cpu.data(), rows, cols, loss.cpu.data(), correct.cpu.data());
+    gpu->softmax_xent_forward(dl.gpu.data(), lab.gpu.data(), rows, cols, loss.gpu.data(), correct.gpu.data());
+    // Per-row sums over cols terms, then a mean over rows.
+    expect_close(loss.gpu.download(), loss.cpu.download(), fp32_sum_rel_tol(static_cast<size_t>(rows) + cols), 1e-6,
+                 "loss");
+    EXPECT_EQ(correct.gpu.download(), correct.cpu.download());
+
+    // Without a correct-count pointer.
+    auto loss_only = both(nan_floats(1));
+    gpu->softmax_xent_forward(dl.gpu.data(), lab.gpu.data(), rows, cols, loss_only.gpu.data(), nullptr);
+    EXPECT_TRUE(same_float(loss_only.gpu.download()[0], loss.gpu.download()[0]));
+
+    for (float scale : {1.0f, 1024.0f}) {
+      auto grad = both(test::poison_halves(logits.size()));
+      cpu.softmax_xent_backward(dl.cpu.data(), lab.cpu.data(), rows, cols, scale, grad.cpu.data());
+      gpu->softmax_xent_backward(dl.gpu.data(), lab.gpu.data(), rows, cols, scale, grad.gpu.data());
+      // expf last bits on p <= 1, times scale / rows.
+      expect_close(grad.gpu.download(), grad.cpu.download(), kFp16RelTol,
+                   4.0 * std::ldexp(1.0, -24) * scale / rows + kFp16SubnormalStep,
+                   "dlogits scale " + std::to_string(scale));
+    }
+  }
+}
+
+TEST_F(CudaKernels, MeanSquaredErrorForwardBackward) {
+  SCOPED_TRACE(seed_text());
+  const std::pair<int, int> shapes[] = {{37, 101}, {1, 1}, {1000, 3}};
+  for (const auto& shape : shapes) {
+    const int rows = shape.first, cols = shape.second;
+    const size_t n = static_cast<size_t>(rows) * cols;
+    auto pred = both(test::random_halves(rng, n, -2.0f, 2.0f));
+    auto target = both(test::random_floats(rng, n, -2.0f, 2.0f));
+    auto loss = both(nan_floats(1));
+    cpu.mse_forward(pred.cpu.data(), target.cpu.data(), rows, cols, loss.cpu.data());
+    gpu->mse_forward(pred.gpu.data(), target.gpu.data(), rows, cols, loss.gpu.data());
+    expect_close(loss.gpu.download(), loss.cpu.download(), fp32_sum_rel_tol(n), 0.0, "mse loss");
+    auto grad = both(test::poison_halves(n));
+    cpu.mse_backward(pred.cpu.data(), target.cpu.data(), rows, cols, 512.0f, grad.cpu.data());
+    gpu->mse_backward(pred.gpu.data(), target.gpu.data(), rows, cols, 512.0f, grad.gpu.data());
+    expect_close(grad.gpu.download(), grad.cpu.download(), kFp16RelTol, kFp16SubnormalStep, "dpred");
+  }
+}
+
+// ---- optimizer ----------------------------------------------------------------------
+
+TEST_F(CudaKernels, UnscaleFlagsInfAndNanAnywhere) {
+  SCOPED_TRACE(seed_text());
+  const size_t n = (size_t{1} << 20) + 7;
+  const float inv_scale = 1.0f / 1024.0f;
+  const auto clean = test::random_halves(rng, n, -1000.0f, 1000.0f);
+  auto run = [&](const std::vector<half16>& grads, int32_t flag_before, const std::string& what) {
+    auto g16 = both(grads);
+    auto g32 = both(nan_floats(n));
+    auto flag = both(std::vector<int32_t>{flag_before});
+    cpu.unscale_fp16_to_fp32(g16.cpu.data(), g32.cpu.data(), n, inv_scale, flag.cpu.data());
+    gpu->unscale_fp16_to_fp32(g16.gpu.data(), g32.gpu.data(), n, inv_scale, flag.gpu.data());
+    // One exact widening and one FP32 multiply: the same bits.
+    expect_floats_equal(g32.gpu.download(), g32.cpu.download(), what + ": grads_fp32");
+    const int32_t flag_cpu = flag.cpu.download()[0];
+    EXPECT_EQ(flag.gpu.download()[0], flag_cpu) << what;
+    return flag_cpu;
+  };
+  EXPECT_EQ(run(clean, 0, "clean"), 0);
+  EXPECT_EQ(run(clean, 1, "clean, flag already set (never cleared)"), 1);
+  for (uint16_t bad : {uint16_t{0x7c00}, uint16_t{0xfc00}, uint16_t{0x7e00}}) {  // +Inf, -Inf, NaN
+    const size_t pos = std::uniform_int_distribution<size_t>(0, n - 1)(rng);
+    auto poisoned = clean;
+    poisoned[pos].bits = bad;
+    EXPECT_EQ(run(poisoned, 0, "bits " + std::to_string(bad) + " at " + std::to_string(pos)), 1);
+  }
+  // The very last element too (grid-stride tail).
+  auto last = clean;
+  last[n - 1].bits = 0x7c00;
+  EXPECT_EQ(run(last, 0, "Inf at the last element"), 1);
+}
+
+TEST_F(CudaKernels, L2Norm) {
+  SCOPED_TRACE(seed_text());
+  for (size_t n : {size_t{0}, size_t{1}, size_t{1000}, (size_t{1} << 20) + 3}) {
+    auto x = both(test::random_floats(rng, n, -3.0f, 3.0f));
+    auto norm = both(nan_floats(1));
+    cpu.l2_norm_fp32(x.cpu.data(), n, norm.cpu.data());
+    gpu->l2_norm_fp32(x.gpu.data(), n, norm.gpu.data());
+    // Both accumulate in double.
+    expect_close(norm.gpu.download(), norm.cpu.download(), kFp32RelTol, 0.0, "norm n=" + std::to_string(n));
+  }
+  const size_t n = 4099;
+  for (float bad : {std::numeric_limits<float>::infinity(), std::nanf("")}) {
+    auto host = test::random_floats(rng, n);
+    host[std::uniform_int_distribution<size_t>(0, n - 1)(rng)] = bad;
+    auto x = both(host);
+    auto norm = both(std::vector<float>{0.0f});
+    cpu.l2_norm_fp32(x.cpu.data(), n, norm.cpu.data());
+    gpu->l2_norm_fp32(x.gpu.data(), n, norm.gpu.data());
+    expect_floats_equal(norm.gpu.download(), norm.cpu.download(), "norm with a non-finite");
+  }
+}
+
+TEST_F(CudaKernels, SgdVariants) {
+  SCOPED_TRACE(seed_text());
+  const size_t n = 100003;
+  struct Variant {
+    const char* name;
+    SgdParams params;
+    bool momentum_buffer;
+  };
+  std::vector<Variant> variants;
+  {
+    SgdParams p;
+    p.lr = 0.1f;
+    variants.push_back({"plain, no momentum buffer", p, false});
+    p.momentum = 0.9f, p.first_step = true;
+    variants.push_back({"momentum first step", p, true});
+    p.first_step = false;
+    variants.push_back({"momentum", p, true});
+    p.nesterov = true, p.weight_decay = 1e-4f;
+    variants.push_back({"nesterov + weight decay", p, true});
+    p.nesterov = false, p.momentum = 0.5f, p.dampening = 0.1f, p.weight_decay = 0.01f, p.grad_multiplier = 0.37f;
+    variants.push_back({"dampening + weight decay + clip multiplier", p, true});
+  }
+  const auto grads_host = test::random_floats(rng, n);
+  const auto master_host = test::random_floats(rng, n);
+  const auto momentum_host = test::random_floats(rng, n);
+  auto grads = both(grads_host);
+  for (const Variant& v : variants) {
+    SCOPED_TRACE(v.name);
+    auto master = both(master_host);
+    auto momentum = both(momentum_host);
+    auto weights = both(test::poison_halves(n));
+    auto skip = both(std::vector<int32_t>{0});
+    float* m_cpu = v.momentum_buffer ? momentum.cpu.data() : nullptr;
+    float* m_gpu = v.momentum_buffer ? momentum.gpu.data() : nullptr;
+    // Two steps on the same state; the second with first_step cleared.
+    SgdParams params = v.params;
+    for (int step = 0; step < 2; ++step) {
+      cpu.sgd_update(params, grads.cpu.data(), master.cpu.data(), m_cpu, weights.cpu.data(), n, skip.cpu.data());
+      gpu->sgd_update(params, grads.gpu.data(), master.gpu.data(), m_gpu, weights.gpu.data(), n,
+                      step == 0 ? skip.gpu.data() : nullptr);
+      params.first_step = false;
+    }
+    expect_close(master.gpu.download(), master.cpu.download(), kFp32RelTol, 1e-6, "master_fp32");
+    expect_close(momentum.gpu.download(), momentum.cpu.download(), kFp32RelTol, 1e-6, "momentum_fp32");
+    expect_close(weights.gpu.download(), weights.cpu.download(), kFp16RelTol, kFp16SubnormalStep, "weights_fp16");
+  }
+}
+
+TEST_F(CudaKernels, SgdSkippedWhenFlagSetChangesNothing) {
+  SCOPED_TRACE(seed_text());
+  const size_t n = 100003;
+  const auto master_host = test::random_floats(rng, n);
+  const auto momentum_host = test::random_floats(rng, n);
+  const auto weights_host = test::random_halves(rng, n);
+  Buffer<float> grads(*gpu, n), master(*gpu, n), momentum(*gpu, n);
+  Buffer<half16> weights(*gpu, n);
+  Buffer<int32_t> skip(*gpu, 1);
+  grads.upload(test::random_floats(rng, n));
+  master.upload(master_host), momentum.upload(momentum_host), weights.upload(weights_host);
+  skip.upload(std::vector<int32_t>{1});
+  SgdParams p;
+  p.lr = 0.1f, p.momentum = 0.9f, p.first_step = false, p.weight_decay = 0.01f, p.nesterov = true;
+  gpu->sgd_update(p, grads.data(), master.data(), momentum.data(), weights.data(), n, skip.data());
+  // Bitwise: not one element may move.
+  EXPECT_EQ(master.download(), master_host);
+  EXPECT_EQ(momentum.download(), momentum_host);
+  const auto w = weights.download();
+  size_t changed = 0;
+  for (size_t i = 0; i < n; ++i) changed += w[i].bits != weights_host[i].bits;
+  EXPECT_EQ(changed, 0u);
+}
+
+// ---- no GPU needed ------------------------------------------------------------------
+
+TEST(CudaCheckMacros, ThrowWithFileLineCallAndLibraryText) {
+  try {
+    DDP_CUDA_CHECK(cudaErrorInvalidValue);
+    FAIL() << "DDP_CUDA_CHECK did not throw";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("cuda_test_kernels.cpp:"), std::string::npos) << what;
+    EXPECT_NE(what.find("cudaErrorInvalidValue"), std::string::npos) << what;
+    EXPECT_NE(what.find(cudaGetErrorString(cudaErrorInvalidValue)), std::string::npos) << what;
+  }
+  try {
+    DDP_CUBLAS_CHECK(CUBLAS_STATUS_NOT_SUPPORTED);
+    FAIL() << "DDP_CUBLAS_CHECK did not throw";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("cuda_test_kernels.cpp:"), std::string::npos) << what;
+    EXPECT_NE(what.find("CUBLAS_STATUS_NOT_SUPPORTED"), std::string::npos) << what;
+    EXPECT_NE(what.find(cublasGetStatusString(CUBLAS_STATUS_NOT_SUPPORTED)), std::string::npos) << what;
+  }
+  EXPECT_NO_THROW(DDP_CUDA_CHECK(cudaSuccess));
+  EXPECT_NO_THROW(DDP_CUBLAS_CHECK(CUBLAS_STATUS_SUCCESS));
+  EXPECT_NO_THROW(DDP_CUDA_CHECK_NOTHROW(cudaErrorInvalidValue));  // prints to stderr only
+}
+
+TEST(CudaDeviceQuery, NeverThrowsAndExplainsNone) {
+  std::string why = "unchanged";
+  int count = -1;
+  EXPECT_NO_THROW(count = visible_cuda_devices(&why));
+  EXPECT_GE(count, 0);
+  if (count == 0) {
+    EXPECT_FALSE(why.empty());
+    EXPECT_NE(why, "unchanged");
+  }
+  EXPECT_EQ(visible_cuda_devices(nullptr), count);
+  // With a GPU, the query leaves no error for the next CUDA call to find.
+  // (Without a driver every runtime call keeps failing with the same
+  // initialisation error, so there is nothing to clear.)
+  if (count > 0) {
+    EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  }
+}
+
+}  // namespace
+}  // namespace ddp

@@ -1,0 +1,68 @@
+// test_support.cpp
+#include "test_support.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <stdexcept>
+#include <unistd.h>
+
+namespace ddp::test {
+
+uint64_t test_seed() {
+  if (const char* s = std::getenv("DDP_TEST_SEED")) return std::strtoull(s, nullptr, 10);
+  static const uint64_t seed = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
+                               (static_cast<uint64_t>(getpid()) << 32);
+  return seed;
+}
+
+std::vector<half16> random_halves(std::mt19937_64& rng, size_t count, float lo, float hi) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<half16> out(count);
+  for (auto& h : out) h = to_half(dist(rng));
+  return out;
+}
+
+std::vector<float> random_floats(std::mt19937_64& rng, size_t count, float lo, float hi) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> out(count);
+  for (auto& f : out) f = dist(rng);
+  return out;
+}
+
+std::vector<int32_t> random_labels(std::mt19937_64& rng, size_t count, int classes) {
+  std::uniform_int_distribution<int32_t> dist(0, classes - 1);
+  std::vector<int32_t> out(count);
+  for (auto& l : out) l = dist(rng);
+  return out;
+}
+
+std::vector<half16> poison_halves(size_t count) { return std::vector<half16>(count, half16{kPoisonHalfBits}); }
+
+std::vector<float> to_floats(const std::vector<half16>& h) {
+  std::vector<float> out(h.size());
+  for (size_t i = 0; i < h.size(); ++i) out[i] = to_float(h[i]);
+  return out;
+}
+
+std::vector<double> to_doubles(const std::vector<half16>& h) {
+  std::vector<double> out(h.size());
+  for (size_t i = 0; i < h.size(); ++i) out[i] = to_float(h[i]);
+  return out;
+}
+
+bool close_enough(double got, double want, double rel, double abs_floor) {
+  if (std::isnan(got) || std::isnan(want)) return false;
+  if (std::isinf(want)) return got == want;
+  return std::fabs(got - want) <= rel * std::fabs(want) + abs_floor;
+}
+
+std::string make_temp_dir(const std::string& tag) {
+  namespace fs = std::filesystem;
+  std::string pattern = (fs::temp_directory_path() / ("ddp_test_" + tag + "_XXXXXX")).string();
+  if (!mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed for " + pattern);
+  return pattern;
+}
+
+}  // namespace ddp::test

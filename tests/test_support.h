@@ -1,0 +1,44 @@
+// test_support.h: random inputs, poisoning and tolerances shared by the suites.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/half.h"
+
+namespace ddp::test {
+
+// A fresh seed per run (printed on failure through SCOPED_TRACE by callers),
+// overridable with DDP_TEST_SEED to reproduce a failure.
+uint64_t test_seed();
+
+// Uniform random halves in [lo, hi], already rounded to FP16.
+std::vector<half16> random_halves(std::mt19937_64& rng, size_t count, float lo = -1.0f, float hi = 1.0f);
+std::vector<float> random_floats(std::mt19937_64& rng, size_t count, float lo = -1.0f, float hi = 1.0f);
+std::vector<int32_t> random_labels(std::mt19937_64& rng, size_t count, int classes);
+
+// Poison: a recognisable non-finite bit pattern written before a kernel runs
+// so an output element the kernel forgot to write fails the comparison.
+constexpr uint16_t kPoisonHalfBits = 0x7e00;  // FP16 quiet NaN
+std::vector<half16> poison_halves(size_t count);
+
+std::vector<float> to_floats(const std::vector<half16>& h);
+std::vector<double> to_doubles(const std::vector<half16>& h);
+
+// Tolerances, stated once. An FP16 result of an FP32 computation is within
+// half an ulp of FP16 (2^-11 relative) of the exact value plus the FP32
+// accumulation error; we allow 2 FP16 ulps relative plus an absolute floor
+// for results near zero whose FP32 sum cancelled.
+constexpr double kFp16RelTol = 2.0 / 2048.0;
+// FP32 results of FP32 arithmetic on O(1) values.
+constexpr double kFp32RelTol = 1e-5;
+
+// |got - want| <= rel * |want| + abs_floor, NaN never passes.
+bool close_enough(double got, double want, double rel, double abs_floor);
+
+// Unique temporary directory for one test (removed by the caller if wanted).
+std::string make_temp_dir(const std::string& tag);
+
+}  // namespace ddp::test

@@ -1,0 +1,604 @@
+// checkpoint.cpp: encoding, atomic write, validating read and directory
+// management of checkpoint files (layout in checkpoint.h).
+#include "trainer/checkpoint.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <system_error>
+
+namespace ddp {
+
+namespace {
+
+constexpr size_t kFixedHeaderBytes = 16;  // magic, version, header length
+constexpr size_t kTrailerBytes = 12;      // total length, CRC
+constexpr size_t kLengthFieldFromEnd = 12;
+constexpr size_t kCrcFieldFromEnd = 4;
+
+// Messages quote names from the disk; control characters in them must not
+// break the one-line promise (as DataError does).
+std::string one_line(std::string text) {
+  for (char& c : text) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  }
+  return text;
+}
+
+std::string errno_text(int err) { return std::strerror(err); }
+
+// zlib's crc32 takes a 32-bit length; checkpoints of large models exceed it.
+uint32_t crc32_of(const uint8_t* data, size_t byte_count) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  while (byte_count > 0) {
+    const uInt chunk = static_cast<uInt>(std::min<size_t>(byte_count, 1u << 30));
+    crc = crc32(crc, data, chunk);
+    data += chunk;
+    byte_count -= chunk;
+  }
+  return static_cast<uint32_t>(crc);
+}
+
+// ---- encoding -------------------------------------------------------------------
+
+void store_u32(uint8_t* at, uint32_t v) {
+  for (int i = 0; i < 4; ++i) at[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+void store_u64(uint8_t* at, uint64_t v) {
+  for (int i = 0; i < 8; ++i) at[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+uint32_t load_u32(const uint8_t* at) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(at[i]) << (8 * i);
+  return v;
+}
+uint64_t load_u64(const uint8_t* at) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(at[i]) << (8 * i);
+  return v;
+}
+
+class ByteWriter {
+ public:
+  explicit ByteWriter(size_t capacity_hint) { bytes_.reserve(capacity_hint); }
+
+  void raw(const void* data, size_t byte_count) {
+    const auto* p = static_cast<const uint8_t*>(data);
+    bytes_.insert(bytes_.end(), p, p + byte_count);
+  }
+  void u8(uint8_t v) { bytes_.push_back(v); }
+  void u32(uint32_t v) { store_u32(grow(4), v); }
+  void u64(uint64_t v) { store_u64(grow(8), v); }
+  void i64(int64_t v) { u64(static_cast<uint64_t>(v)); }
+  void f64(double v) {
+    uint64_t bits;
+    std::memcpy(&bits, &v, 8);
+    u64(bits);
+  }
+  void str(const std::string& s) {
+    if (s.size() > std::numeric_limits<uint32_t>::max()) throw Error("checkpoint: string field longer than 4 GiB");
+    u32(static_cast<uint32_t>(s.size()));
+    raw(s.data(), s.size());
+  }
+  void i64_vector(const std::vector<int64_t>& v) {
+    u64(v.size());
+    for (int64_t x : v) i64(x);
+  }
+  // Bulk path: the IEEE bits of each float, little-endian. On a little-endian
+  // host that is the memory image, so a large model is one memcpy.
+  void f32_vector(const std::vector<float>& v) {
+    u64(v.size());
+    uint8_t* at = grow(4 * v.size());
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if (!v.empty()) std::memcpy(at, v.data(), 4 * v.size());
+#else
+    for (size_t i = 0; i < v.size(); ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, &v[i], 4);
+      store_u32(at + 4 * i, bits);
+    }
+#endif
+  }
+
+  size_t size() const { return bytes_.size(); }
+  uint8_t* at(size_t offset) { return bytes_.data() + offset; }
+  std::vector<uint8_t> take() { return std::move(bytes_); }
+
+ private:
+  uint8_t* grow(size_t byte_count) {
+    bytes_.resize(bytes_.size() + byte_count);
+    return bytes_.data() + bytes_.size() - byte_count;
+  }
+  std::vector<uint8_t> bytes_;
+};
+
+// ---- decoding -------------------------------------------------------------------
+
+// Thrown by ByteReader when a field runs past its range; the caller knows
+// whether that means "truncated" or "corrupt" and says so.
+struct OutOfBytes {};
+
+class ByteReader {
+ public:
+  ByteReader(const uint8_t* data, size_t byte_count) : data_(data), size_(byte_count) {}
+
+  size_t offset() const { return offset_; }
+  size_t remaining() const { return size_ - offset_; }
+
+  const uint8_t* take(size_t byte_count) {
+    if (byte_count > remaining()) throw OutOfBytes{};
+    const uint8_t* p = data_ + offset_;
+    offset_ += byte_count;
+    return p;
+  }
+  uint8_t u8() { return *take(1); }
+  uint32_t u32() { return load_u32(take(4)); }
+  uint64_t u64() { return load_u64(take(8)); }
+  int64_t i64() { return static_cast<int64_t>(u64()); }
+  double f64() {
+    const uint64_t bits = u64();
+    double v;
+    std::memcpy(&v, &bits, 8);
+    return v;
+  }
+  std::string str() {
+    const uint32_t n = u32();
+    const uint8_t* p = take(n);
+    return std::string(reinterpret_cast<const char*>(p), n);
+  }
+  // Counts are checked against the bytes left before anything is allocated,
+  // so garbage can never ask for an absurd allocation.
+  std::vector<int64_t> i64_vector() {
+    const uint64_t n = u64();
+    if (n > remaining() / 8) throw OutOfBytes{};
+    std::vector<int64_t> v(n);
+    for (auto& x : v) x = i64();
+    return v;
+  }
+  std::vector<float> f32_vector() {
+    const uint64_t n = u64();
+    if (n > remaining() / 4) throw OutOfBytes{};
+    const uint8_t* p = take(4 * n);
+    std::vector<float> v(n);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if (n > 0) std::memcpy(v.data(), p, 4 * n);
+#else
+    for (size_t i = 0; i < n; ++i) {
+      const uint32_t bits = load_u32(p + 4 * i);
+      std::memcpy(&v[i], &bits, 4);
+    }
+#endif
+    return v;
+  }
+
+ private:
+  const uint8_t* data_;
+  size_t size_;
+  size_t offset_ = 0;
+};
+
+// Everything between the fixed header and the trailer. `r` starts at the
+// header-length field. OutOfBytes from `r` itself escapes (the caller decides
+// between truncated and corrupt); inside the header it is always corruption,
+// since the header's extent was already read.
+TrainState decode_fields(ByteReader& r, const std::string& name) {
+  const uint32_t header_bytes = r.u32();
+  ByteReader h(r.take(header_bytes), header_bytes);
+  TrainState s;
+  try {
+    s.layer_widths = h.i64_vector();
+    s.activation = h.str();
+    s.loss = h.str();
+    const uint8_t momentum_flag = h.u8();
+    if (momentum_flag > 1) {
+      throw CheckpointError(name, "corrupt header: momentum flag is " + std::to_string(momentum_flag));
+    }
+    s.momentum_initialized = momentum_flag == 1;
+    s.scaler.scale = h.f64();
+    s.scaler.growth_tracker = h.i64();
+    s.scaler.hysteresis_left = h.i64();
+    s.step = h.i64();
+    s.epoch = h.i64();
+    s.epoch_sample_offset = h.i64();
+    s.skipped_steps = h.i64();
+    s.seed = h.u64();
+  } catch (const OutOfBytes&) {
+    throw CheckpointError(name, "corrupt header: its fields run past its length of " + std::to_string(header_bytes) +
+                                    " bytes");
+  }
+  if (h.remaining() != 0) {
+    throw CheckpointError(name, "corrupt header: " + std::to_string(header_bytes) + " bytes long, its fields end after " +
+                                    std::to_string(h.offset()));
+  }
+  s.master_weights_fp32 = r.f32_vector();
+  s.momentum_fp32 = r.f32_vector();
+  return s;
+}
+
+std::string truncated_problem(size_t file_bytes) {
+  return "truncated (file ends after " + std::to_string(file_bytes) + " bytes)";
+}
+
+// ---- files ----------------------------------------------------------------------
+
+class FdCloser {
+ public:
+  explicit FdCloser(int fd) : fd_(fd) {}
+  ~FdCloser() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  FdCloser(const FdCloser&) = delete;
+  FdCloser& operator=(const FdCloser&) = delete;
+  // Closes now and reports close()'s errno (0: fine): on some file systems
+  // (NFS) a deferred write error surfaces only here.
+  int close_now() {
+    const int rc = ::close(fd_);
+    fd_ = -1;
+    return rc == 0 ? 0 : errno;
+  }
+
+ private:
+  int fd_;
+};
+
+std::string directory_of(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+// The rename is durable only once the directory entry is on disk.
+void fsync_directory(const std::string& dir, const std::string& path) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    throw Error("cannot write checkpoint " + path + ": opening directory " + dir + " to sync it: " + errno_text(err));
+  }
+  FdCloser closer(fd);
+  // Some file systems cannot sync a directory and say EINVAL; there is
+  // nothing more we can do for durability there, and the file is complete.
+  if (::fsync(fd) != 0 && errno != EINVAL) {
+    const int err = errno;
+    throw Error("cannot write checkpoint " + path + ": syncing directory " + dir + ": " + errno_text(err));
+  }
+}
+
+std::vector<uint8_t> read_whole_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    throw CheckpointError(path, "cannot open: " + errno_text(err));
+  }
+  FdCloser closer(fd);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    throw CheckpointError(path, "cannot stat: " + errno_text(err));
+  }
+  if (S_ISDIR(st.st_mode)) throw CheckpointError(path, "is a directory");
+
+  std::vector<uint8_t> bytes;
+  if (S_ISREG(st.st_mode)) bytes.reserve(static_cast<size_t>(st.st_size));
+  constexpr size_t kChunkBytes = size_t{1} << 20;
+  for (;;) {
+    const size_t old_size = bytes.size();
+    bytes.resize(old_size + kChunkBytes);
+    const ssize_t got = ::read(fd, bytes.data() + old_size, kChunkBytes);
+    if (got < 0) {
+      if (errno == EINTR) {
+        bytes.resize(old_size);
+        continue;
+      }
+      const int err = errno;
+      throw CheckpointError(path, "read error: " + errno_text(err));
+    }
+    bytes.resize(old_size + static_cast<size_t>(got));
+    if (got == 0) break;
+  }
+  return bytes;
+}
+
+// ---- directory ------------------------------------------------------------------
+
+constexpr const char* kNamePrefix = "ckpt-step";
+constexpr const char* kNameSuffix = ".ddpckpt";
+constexpr const char* kTempMarker = ".tmp.";
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// The step of a checkpoint file name, or -1 if `name` is not exactly what
+// checkpoint_file_name writes (so "ckpt-step1.ddpckpt" or a copy named
+// "...ddpckpt.bak" is never taken for a checkpoint).
+int64_t step_of_file_name(const std::string& name) {
+  const std::string prefix = kNamePrefix;
+  const std::string suffix = kNameSuffix;
+  if (name.size() <= prefix.size() + suffix.size() || name.compare(0, prefix.size(), prefix) != 0 ||
+      !ends_with(name, suffix)) {
+    return -1;
+  }
+  const char* first = name.data() + prefix.size();
+  const char* last = name.data() + name.size() - suffix.size();
+  if (!std::all_of(first, last, [](char c) { return c >= '0' && c <= '9'; })) return -1;
+  int64_t step = -1;
+  const auto [end, ec] = std::from_chars(first, last, step);
+  if (ec != std::errc() || end != last) return -1;
+  return checkpoint_file_name(step) == name ? step : -1;
+}
+
+// "<checkpoint name>.tmp.<pid>", what an interrupted write leaves behind.
+bool is_temp_file_name(const std::string& name) {
+  const size_t marker = name.rfind(kTempMarker);
+  if (marker == std::string::npos) return false;
+  const std::string pid = name.substr(marker + std::strlen(kTempMarker));
+  return !pid.empty() && std::all_of(pid.begin(), pid.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
+         step_of_file_name(name.substr(0, marker)) >= 0;
+}
+
+struct DirListing {
+  std::vector<std::pair<int64_t, std::string>> checkpoints;  // (step, path), highest step first
+  std::vector<std::string> temp_files;                       // sorted by path
+};
+
+DirListing list_checkpoint_dir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  DirListing listing;
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) {
+    if (ec) throw Error("cannot list checkpoint directory " + dir + ": " + ec.message());
+    return listing;  // first run: nothing written yet
+  }
+  fs::directory_iterator it(dir, ec);
+  if (ec) throw Error("cannot list checkpoint directory " + dir + ": " + ec.message());
+  for (; it != fs::directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    const int64_t step = step_of_file_name(name);
+    if (step >= 0) {
+      listing.checkpoints.emplace_back(step, it->path().string());
+    } else if (is_temp_file_name(name)) {
+      listing.temp_files.push_back(it->path().string());
+    }
+  }
+  if (ec) throw Error("cannot list checkpoint directory " + dir + ": " + ec.message());
+  std::sort(listing.checkpoints.begin(), listing.checkpoints.end(),
+            [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::sort(listing.temp_files.begin(), listing.temp_files.end());
+  return listing;
+}
+
+std::string join_widths(const std::vector<int64_t>& widths) {
+  std::string text;
+  for (size_t i = 0; i < widths.size(); ++i) text += (i ? "," : "") + std::to_string(widths[i]);
+  return text.empty() ? "(none)" : text;
+}
+
+// Parameters of an MLP with these widths, in the trainer's flat layout: per
+// Linear layer a weight [out, in] and a bias [out] (see parameter_store.h).
+uint64_t mlp_parameter_count(const std::vector<int64_t>& widths) {
+  uint64_t count = 0;
+  for (size_t i = 0; i + 1 < widths.size(); ++i) {
+    if (widths[i] <= 0 || widths[i + 1] <= 0) throw Error("invalid layer widths " + join_widths(widths));
+    uint64_t layer = 0;
+    const auto in = static_cast<uint64_t>(widths[i]);
+    const auto out = static_cast<uint64_t>(widths[i + 1]);
+    if (__builtin_mul_overflow(in, out, &layer) || __builtin_add_overflow(layer, out, &layer) ||
+        __builtin_add_overflow(count, layer, &count)) {
+      throw Error("layer widths " + join_widths(widths) + " overflow the parameter count");
+    }
+  }
+  return count;
+}
+
+}  // namespace
+
+CheckpointError::CheckpointError(const std::string& file, const std::string& problem)
+    : Error(one_line("checkpoint " + file + ": " + problem)), file_(file), problem_(one_line(problem)) {}
+
+std::vector<uint8_t> serialize_checkpoint(const TrainState& s) {
+  const size_t payload_bytes = 16 + 4 * (s.master_weights_fp32.size() + s.momentum_fp32.size());
+  ByteWriter w(kFixedHeaderBytes + 256 + 8 * s.layer_widths.size() + payload_bytes + kTrailerBytes);
+  w.raw(kCheckpointMagic, sizeof(kCheckpointMagic));
+  w.u32(kCheckpointFormatVersion);
+  const size_t header_length_at = w.size();
+  w.u32(0);  // header length, patched below
+
+  const size_t header_start = w.size();
+  w.i64_vector(s.layer_widths);
+  w.str(s.activation);
+  w.str(s.loss);
+  w.u8(s.momentum_initialized ? 1 : 0);
+  w.f64(s.scaler.scale);
+  w.i64(s.scaler.growth_tracker);
+  w.i64(s.scaler.hysteresis_left);
+  w.i64(s.step);
+  w.i64(s.epoch);
+  w.i64(s.epoch_sample_offset);
+  w.i64(s.skipped_steps);
+  w.u64(s.seed);
+  const size_t header_bytes = w.size() - header_start;
+  if (header_bytes > std::numeric_limits<uint32_t>::max()) throw Error("checkpoint: header larger than 4 GiB");
+  store_u32(w.at(header_length_at), static_cast<uint32_t>(header_bytes));
+
+  w.f32_vector(s.master_weights_fp32);
+  w.f32_vector(s.momentum_fp32);
+  w.u64(w.size() + kTrailerBytes);
+  w.u32(crc32_of(w.at(0), w.size()));
+  return w.take();
+}
+
+TrainState parse_checkpoint(const std::vector<uint8_t>& bytes, const std::string& name) {
+  const size_t size = bytes.size();
+  const uint8_t* data = bytes.data();
+  auto fail = [&](const std::string& problem) { throw CheckpointError(name, problem); };
+
+  // A file shorter than the magic but agreeing with it is a cut checkpoint.
+  const size_t magic_bytes = std::min(size, sizeof(kCheckpointMagic));
+  if (magic_bytes > 0 && std::memcmp(data, kCheckpointMagic, magic_bytes) != 0) {
+    fail("not a ddp_train checkpoint (bad magic)");
+  }
+  if (size < kFixedHeaderBytes) fail(truncated_problem(size));
+  const uint32_t version = load_u32(data + sizeof(kCheckpointMagic));
+  if (version != kCheckpointFormatVersion) {
+    fail("unsupported checkpoint format version " + std::to_string(version) + " (this build reads " +
+         std::to_string(kCheckpointFormatVersion) + ")");
+  }
+
+  const bool length_matches =
+      size >= kFixedHeaderBytes + kTrailerBytes && load_u64(data + size - kLengthFieldFromEnd) == size;
+  if (length_matches) {
+    if (crc32_of(data, size - kCrcFieldFromEnd) != load_u32(data + size - kCrcFieldFromEnd)) {
+      fail("checksum mismatch (file corrupt)");
+    }
+    // The checksum holds, so what follows can only fail for a file some other
+    // writer produced; still checked, never trusted.
+    ByteReader r(data, size - kTrailerBytes);
+    r.take(kFixedHeaderBytes - 4);
+    try {
+      TrainState s = decode_fields(r, name);
+      if (r.remaining() != 0) {
+        fail("corrupt: " + std::to_string(r.remaining()) + " unexpected bytes after the momentum buffer");
+      }
+      return s;
+    } catch (const OutOfBytes&) {
+      fail("corrupt: fields run past the end of the file although the checksum holds");
+    }
+  }
+
+  // The length field disagrees with the size. Walk the fields to tell a file
+  // cut short (a crash, a full disk, a partial copy) from one damaged or
+  // appended to.
+  ByteReader r(data, size);
+  r.take(kFixedHeaderBytes - 4);
+  try {
+    decode_fields(r, name);
+  } catch (const OutOfBytes&) {
+    fail(truncated_problem(size));
+  }
+  if (r.remaining() < kTrailerBytes) fail(truncated_problem(size));
+  if (r.remaining() > kTrailerBytes) {
+    fail(std::to_string(r.remaining() - kTrailerBytes) +
+         " unexpected bytes after the end of the checkpoint (file corrupt or appended to)");
+  }
+  fail("checksum mismatch (file corrupt)");  // the length field itself is damaged
+  return {};                                 // not reached
+}
+
+TrainState read_checkpoint(const std::string& path) { return parse_checkpoint(read_whole_file(path), path); }
+
+void write_checkpoint_atomic(const std::string& path, const TrainState& s) {
+  const std::vector<uint8_t> bytes = serialize_checkpoint(s);
+  const std::string temp_path = path + kTempMarker + std::to_string(::getpid());
+  const int fd = ::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    const int err = errno;
+    throw Error("cannot write checkpoint " + path + ": creating " + temp_path + ": " + errno_text(err));
+  }
+  FdCloser closer(fd);
+  // From here on the temporary file is ours; every failure removes it. The
+  // caller captures errno first: building the message may allocate.
+  auto fail = [&](const std::string& step, int err) {
+    closer.close_now();
+    ::unlink(temp_path.c_str());
+    throw Error("cannot write checkpoint " + path + ": " + step + ": " + errno_text(err));
+  };
+
+  // Plain write(2) on a descriptor: there is no user-space buffer to flush,
+  // so fsync alone makes the data durable before the rename publishes it.
+  size_t written = 0;
+  while (written < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
+    if (n < 0) {
+      const int err = errno;
+      if (err == EINTR) continue;
+      fail("writing " + temp_path, err);
+    }
+    written += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    const int err = errno;
+    fail("syncing " + temp_path, err);
+  }
+  if (const int err = closer.close_now(); err != 0) {
+    ::unlink(temp_path.c_str());
+    throw Error("cannot write checkpoint " + path + ": closing " + temp_path + ": " + errno_text(err));
+  }
+  if (::rename(temp_path.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(temp_path.c_str());
+    throw Error("cannot write checkpoint " + path + ": renaming " + temp_path + ": " + errno_text(err));
+  }
+  fsync_directory(directory_of(path), path);
+}
+
+void check_checkpoint_compatible(const TrainState& ckpt, const std::vector<int64_t>& layer_widths,
+                                 const std::string& activation, const std::string& loss,
+                                 const std::string& name) {
+  auto fail = [&](const std::string& problem) { throw CheckpointError(name, problem); };
+  if (ckpt.layer_widths != layer_widths) {
+    fail("model shape mismatch: checkpoint has layers " + join_widths(ckpt.layer_widths) + ", this run " +
+         join_widths(layer_widths));
+  }
+  if (ckpt.activation != activation) {
+    fail("activation mismatch: checkpoint has " + ckpt.activation + ", this run " + activation);
+  }
+  if (ckpt.loss != loss) fail("loss mismatch: checkpoint has " + ckpt.loss + ", this run " + loss);
+  const uint64_t parameter_count = mlp_parameter_count(layer_widths);
+  if (ckpt.master_weights_fp32.size() != parameter_count) {
+    fail("parameter count mismatch: checkpoint holds " + std::to_string(ckpt.master_weights_fp32.size()) +
+         " master weights, layers " + join_widths(layer_widths) + " have " + std::to_string(parameter_count));
+  }
+  if (ckpt.momentum_fp32.size() != parameter_count) {
+    fail("momentum size mismatch: checkpoint holds " + std::to_string(ckpt.momentum_fp32.size()) +
+         " momentum values for " + std::to_string(parameter_count) + " parameters");
+  }
+}
+
+std::string checkpoint_file_name(int64_t step) {
+  if (step < 0) throw Error("checkpoint_file_name: negative step " + std::to_string(step));
+  std::string digits = std::to_string(step);
+  if (digits.size() < 12) digits.insert(0, 12 - digits.size(), '0');
+  return kNamePrefix + digits + kNameSuffix;
+}
+
+CheckpointScan find_newest_valid_checkpoint(const std::string& dir) {
+  const DirListing listing = list_checkpoint_dir(dir);
+  CheckpointScan scan;
+  scan.candidates = listing.checkpoints.size();
+  for (const std::string& temp : listing.temp_files) {
+    scan.skipped.emplace_back(temp, "incomplete write (leftover temporary file, not deleted)");
+  }
+  for (const auto& [step, path] : listing.checkpoints) {
+    try {
+      read_checkpoint(path);
+      scan.newest_valid = path;
+      break;
+    } catch (const CheckpointError& e) {
+      scan.skipped.emplace_back(path, e.problem());
+    }
+  }
+  return scan;
+}
+
+void prune_checkpoints(const std::string& dir, int keep) {
+  if (keep <= 0) return;
+  const DirListing listing = list_checkpoint_dir(dir);
+  for (size_t i = static_cast<size_t>(keep); i < listing.checkpoints.size(); ++i) {
+    const std::string& path = listing.checkpoints[i].second;
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+      const int err = errno;
+      throw Error("cannot remove old checkpoint " + path + ": " + errno_text(err));
+    }
+  }
+}
+
+}  // namespace ddp

@@ -1,0 +1,111 @@
+// checkpoint.h: the binary checkpoint file of a TrainState, its atomic write,
+// its validating read, and the checkpoint directory (naming, newest valid
+// file, pruning).
+//
+// File layout, version 1 (every integer little-endian, every size explicit):
+//
+//   offset  size  field
+//   0       8     magic "DDPCKPT1"
+//   8       4     u32 format version (1)
+//   12      4     u32 header length H: bytes of the header fields below
+//   16      H     header fields, in this order:
+//                   u64 n, n x i64   layer_widths
+//                   u32 n, n bytes   activation
+//                   u32 n, n bytes   loss
+//                   u8               momentum_initialized (0 or 1)
+//                   f64              scaler.scale
+//                   i64              scaler.growth_tracker
+//                   i64              scaler.hysteresis_left
+//                   i64 x 4          step, epoch, epoch_sample_offset, skipped_steps
+//                   u64              seed
+//   16+H    ...   u64 n, n x f32     master_weights_fp32 (IEEE bits)
+//           ...   u64 n, n x f32     momentum_fp32
+//   T-12    8     u64 total length T of the file, this trailer included
+//   T-4     4     u32 CRC-32 (zlib) of bytes [0, T-4)
+//
+// The header is length-prefixed so a reader can check the small fields (the
+// model shape) before the weights, and so the header's own counts are bounded
+// by H. The total length sits at the end: a file cut anywhere is found short
+// before the checksum is even looked at, and the message says "truncated"
+// rather than "checksum mismatch".
+//
+// The state does not depend on the world size; only rank 0 writes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/error.h"
+#include "trainer/train_state.h"
+
+namespace ddp {
+
+// A checkpoint that cannot be read, is damaged, or does not fit this run.
+// what() is one line: "checkpoint <file>: <problem>".
+class CheckpointError : public Error {
+ public:
+  CheckpointError(const std::string& file, const std::string& problem);
+  const std::string& file() const { return file_; }
+  const std::string& problem() const { return problem_; }  // what() without the file name
+
+ private:
+  std::string file_;
+  std::string problem_;
+};
+
+constexpr char kCheckpointMagic[8] = {'D', 'D', 'P', 'C', 'K', 'P', 'T', '1'};
+constexpr uint32_t kCheckpointFormatVersion = 1;
+
+// The complete file image of `s` (what write_checkpoint_atomic writes).
+std::vector<uint8_t> serialize_checkpoint(const TrainState& s);
+
+// Writes `path + ".tmp.<pid>"` in the same directory, flushes and fsyncs it,
+// renames it over `path` and fsyncs the directory, so `path` is at every
+// moment either the old complete file or the new complete one. On failure
+// the temporary file is removed and ddp::Error names the path and errno text.
+void write_checkpoint_atomic(const std::string& path, const TrainState& s);
+
+// Reads and fully validates (magic, version, lengths, checksum, structure).
+// Throws CheckpointError, also when the file cannot be opened.
+TrainState read_checkpoint(const std::string& path);
+
+// The same validation on bytes in memory; `name` is used in messages. Safe on
+// arbitrary input: every count is bounded by the bytes that remain before
+// anything is allocated.
+TrainState parse_checkpoint(const std::vector<uint8_t>& bytes, const std::string& name);
+
+// Throws CheckpointError naming the first difference between the checkpoint's
+// model (shape, activation, loss, and buffer sizes that shape implies) and
+// this run's, e.g. "model shape mismatch: checkpoint has layers 784,512,10,
+// this run 784,256,10". The seed is the caller's to compare (policy).
+void check_checkpoint_compatible(const TrainState& ckpt, const std::vector<int64_t>& layer_widths,
+                                 const std::string& activation, const std::string& loss,
+                                 const std::string& name);
+
+// ---- checkpoint directory -------------------------------------------------------
+
+// "ckpt-step000000001234.ddpckpt": zero-padded so names sort like steps.
+// Throws ddp::Error for a negative step.
+std::string checkpoint_file_name(int64_t step);
+
+struct CheckpointScan {
+  std::string newest_valid;                                 // full path; empty: none
+  std::vector<std::pair<std::string, std::string>> skipped;  // (path, reason)
+  size_t candidates = 0;                                     // files named like a checkpoint
+};
+
+// Examines the files named like checkpoints in `dir`, highest step first, and
+// returns the first that validates completely. Each one passed over, and each
+// leftover "<name>.tmp.<pid>" of an interrupted write, is listed in `skipped`
+// with the reason; nothing is deleted. A directory that does not exist holds
+// no checkpoint (first run); other directory errors throw ddp::Error.
+CheckpointScan find_newest_valid_checkpoint(const std::string& dir);
+
+// Deletes all but the `keep` highest-step files named like checkpoints
+// (keep <= 0: deletes nothing). Temporary files are left alone. Throws
+// ddp::Error naming the file that could not be removed.
+void prune_checkpoints(const std::string& dir, int keep);
+
+}  // namespace ddp

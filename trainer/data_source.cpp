@@ -1,0 +1,91 @@
+// data_source.cpp
+#include "trainer/data_source.h"
+
+#include <filesystem>
+
+#include "kernels/error.h"
+#include "trainer/csv_reader.h"
+#include "trainer/idx_reader.h"
+#include "trainer/npy_io.h"
+#include "trainer/synthetic_data.h"
+
+namespace ddp {
+namespace {
+void require_path(const std::string& value, const char* flag, const std::string& kind) {
+  if (value.empty()) throw Error(std::string(flag) + " is required with --data " + kind);
+}
+
+std::string widths_text(const std::vector<int64_t>& w) {
+  std::string s;
+  for (size_t i = 0; i < w.size(); ++i) s += (i ? "," : "") + std::to_string(w[i]);
+  return s;
+}
+}  // namespace
+
+TrainTestData load_train_test(const DataConfig& c, uint64_t seed) {
+  TrainTestData d;
+  if (c.kind == "fashion-mnist") {
+    if (!std::filesystem::is_directory(c.data_dir))
+      throw Error("--data-dir: " + c.data_dir +
+                  " is not a directory (Fashion-MNIST comes from Debian's dataset-fashion-mnist package)");
+    d.train = load_fashion_mnist(c.data_dir, true);
+    d.test = load_fashion_mnist(c.data_dir, false);
+  } else if (c.kind == "idx") {
+    require_path(c.train_images, "--train-images", c.kind);
+    require_path(c.train_labels, "--train-labels", c.kind);
+    require_path(c.test_images, "--test-images", c.kind);
+    require_path(c.test_labels, "--test-labels", c.kind);
+    d.train = load_idx_dataset(c.train_images, c.train_labels);
+    d.test = load_idx_dataset(c.test_images, c.test_labels);
+  } else if (c.kind == "npy") {
+    require_path(c.train_x, "--train-x", c.kind);
+    require_path(c.train_y, "--train-y", c.kind);
+    require_path(c.test_x, "--test-x", c.kind);
+    require_path(c.test_y, "--test-y", c.kind);
+    d.train = load_npy_dataset(c.train_x, c.train_y);
+    d.test = load_npy_dataset(c.test_x, c.test_y);
+  } else if (c.kind == "csv") {
+    require_path(c.train_csv, "--train-csv", c.kind);
+    require_path(c.test_csv, "--test-csv", c.kind);
+    d.train = load_csv_dataset(c.train_csv);
+    d.test = load_csv_dataset(c.test_csv);
+  } else if (c.kind == "synthetic") {
+    // Train and test share the problem (A, b) drawn from the seed, not the samples.
+    d.train = make_synthetic_dataset(seed, static_cast<size_t>(c.synthetic_train_samples));
+    d.test = make_synthetic_dataset(seed, static_cast<size_t>(c.synthetic_test_samples), 10, 10, 0.01f, 1);
+  } else {
+    throw Error("--data: '" + c.kind + "' is not one of fashion-mnist, idx, npy, csv, synthetic");
+  }
+  validate_dataset(d.train, d.train.source);
+  validate_dataset(d.test, d.test.source);
+  if (d.train.features != d.test.features)
+    throw Error("data: train set has " + std::to_string(d.train.features) + " features, test set " +
+                std::to_string(d.test.features));
+  if (d.train.is_classification() != d.test.is_classification())
+    throw Error("data: train and test sets disagree on labels (class labels vs regression targets)");
+  return d;
+}
+
+void check_model_matches_data(const TrainConfig& config, const TrainTestData& data) {
+  const auto& w = config.layer_widths;
+  const std::string layers = widths_text(w);
+  if (static_cast<size_t>(w.front()) != data.train.features)
+    throw Error("--layers " + layers + ": input width " + std::to_string(w.front()) + " does not match the data's " +
+                std::to_string(data.train.features) + " features");
+  if (config.loss == LossKind::SoftmaxCrossEntropy) {
+    if (!data.train.is_classification())
+      throw Error("--loss xent needs class labels, but the data has regression targets (use --loss mse)");
+    const int classes = std::max(data.train.num_classes, data.test.num_classes);
+    if (w.back() < classes)
+      throw Error("--layers " + layers + ": output width " + std::to_string(w.back()) + " is less than the " +
+                  std::to_string(classes) + " classes in the data");
+  } else {
+    if (data.train.is_classification())
+      throw Error("--loss mse needs regression targets, but the data has class labels (use --loss xent)");
+    if (static_cast<size_t>(w.back()) != data.train.target_dim)
+      throw Error("--layers " + layers + ": output width " + std::to_string(w.back()) + " does not match the data's " +
+                  std::to_string(data.train.target_dim) + " targets");
+  }
+}
+
+}  // namespace ddp

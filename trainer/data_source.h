@@ -1,0 +1,24 @@
+// data_source.h: picks and loads the train and test sets named by --data.
+#pragma once
+
+#include <cstdint>
+#include <utility>
+
+#include "trainer/dataset.h"
+#include "trainer/train_config.h"
+
+namespace ddp {
+
+struct TrainTestData {
+  Dataset train;
+  Dataset test;
+};
+
+// Throws DataError / ddp::Error with one line naming the file or flag.
+TrainTestData load_train_test(const DataConfig& config, uint64_t seed);
+
+// Checks --layers and --loss against the data: first width = features, last
+// width = classes (xent) or target width (mse). Throws naming --layers.
+void check_model_matches_data(const TrainConfig& config, const TrainTestData& data);
+
+}  // namespace ddp

@@ -1,0 +1,40 @@
+// dataset.h: an in-memory data set as every reader returns it (IDX, .npy,
+// CSV, synthetic), and the check the trainer runs before using one.
+// Row-major FP32 features; either integer class labels or FP32 regression
+// targets, never both.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ddp {
+
+struct Dataset {
+  size_t count = 0;              // samples N
+  size_t features = 0;           // D
+  std::vector<float> x;          // [count, features]; IDX pixels scaled to [0, 1]
+  std::vector<int32_t> labels;   // [count] for classification, else empty
+  size_t target_dim = 0;         // K
+  std::vector<float> targets;    // [count, target_dim] for regression, else empty
+  int num_classes = 0;           // max label + 1 for classification, else 0
+  std::string source;            // what it was loaded from, for logs
+
+  bool is_classification() const { return !labels.empty(); }
+};
+
+// Throws DataError("<name>: ...") unless the shapes agree (x is count x
+// features, exactly one of labels/targets is filled and sized to match), the
+// data set is not empty, every label is in [0, num_classes) and every feature
+// and target is finite. A non-finite value is reported by sample and column:
+//   "<name>: non-finite value (nan) in sample 17, feature 3".
+void validate_dataset(const Dataset& data, const std::string& name);
+
+// The finiteness part alone, for a reader that wants to name the file a
+// matrix came from: `values` is [rows, width]; `column_word` names a column
+// in the message ("feature", "target").
+void require_finite(const std::vector<float>& values, size_t width, const std::string& name,
+                    const char* column_word);
+
+}  // namespace ddp

@@ -1,0 +1,23 @@
+// evaluator.h: test-set loss and accuracy. Each rank evaluates its strided
+// shard (r, r+N, ... with no padding) and the sums are all-reduced, so every
+// test sample is counted exactly once whatever the world size.
+#pragma once
+
+#include "comm/communicator.h"
+#include "trainer/batch_loader.h"
+#include "trainer/mlp_model.h"
+#include "trainer/train_config.h"
+
+namespace ddp {
+
+struct EvalResult {
+  double loss = 0.0;      // mean over the test set
+  double accuracy = 0.0;  // fraction in [0, 1]; NaN for regression
+  int64_t correct = 0;
+  int64_t samples = 0;
+};
+
+EvalResult evaluate(Backend& backend, Communicator& comm, MlpModel& model, const Dataset& test, LossKind loss,
+                    const half16* weights_fp16);
+
+}  // namespace ddp

@@ -1,0 +1,48 @@
+// mlp_model.h: Linear layers with an activation between them, forward and
+// backward in FP16 on a Backend, per the numerics contract:
+//   forward   Z_i = X_i W_i^T + b_i (FP32 sums, one rounding), X_{i+1} = act(Z_i)
+//   backward  dZ_i = act'(Z_i) * dX_{i+1};  dW_i = dZ_i^T X_i;  db_i = sum_rows dZ_i;
+//             dX_i = dZ_i W_i (not for the first layer)
+// The model owns only activations; parameters and gradients are views into a
+// ParameterStore's flat buffers.
+#pragma once
+
+#include <vector>
+
+#include "kernels/buffer.h"
+#include "trainer/parameter_store.h"
+
+namespace ddp {
+
+class MlpModel {
+ public:
+  MlpModel(Backend& backend, const ParameterLayout& layout, Activation activation, int max_batch);
+
+  int input_width() const { return layout_.layers.front().in_features; }
+  int output_width() const { return layout_.layers.back().out_features; }
+  int max_batch() const { return max_batch_; }
+
+  // x: [rows, input_width] FP16. Returns the FP16 outputs [rows, output_width]
+  // (valid until the next forward).
+  const half16* forward(const half16* x, int rows, const half16* weights_fp16);
+
+  // Scratch for the loss gradient [max_batch, output_width], read by backward.
+  half16* output_grad() { return output_grad_.data(); }
+
+  // Backward of the last forward from output_grad(). Writes (accumulate=false)
+  // or adds to (accumulate=true) the gradients in grads_fp16.
+  void backward(int rows, const half16* weights_fp16, half16* grads_fp16, bool accumulate);
+
+ private:
+  Backend& backend_;
+  ParameterLayout layout_;
+  Activation activation_;
+  int max_batch_;
+  const half16* input_ = nullptr;     // X_0 of the last forward
+  std::vector<Buffer<half16>> pre_activation_;  // Z_i [max_batch, out_i]
+  std::vector<Buffer<half16>> activation_out_;  // X_{i+1} = act(Z_i) [max_batch, out_i] (hidden layers)
+  std::vector<Buffer<half16>> grad_scratch_;    // dX_{i+1}, then dZ_i in place [max_batch, out_i]
+  Buffer<half16> output_grad_;
+};
+
+}  // namespace ddp

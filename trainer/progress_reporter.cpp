@@ -1,0 +1,68 @@
+// progress_reporter.cpp
+#include "trainer/progress_reporter.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+
+namespace ddp {
+
+std::string format_duration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  const long s = std::lround(seconds);
+  char buf[32];
+  if (s >= 3600)
+    std::snprintf(buf, sizeof buf, "%ldh%02ldm%02lds", s / 3600, s / 60 % 60, s % 60);
+  else if (s >= 60)
+    std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%lds", s);
+  return buf;
+}
+
+ProgressReporter::ProgressReporter(bool enabled) : enabled_(enabled), tty_(enabled && isatty(STDOUT_FILENO)) {}
+
+std::string ProgressReporter::format(const ProgressSnapshot& s) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "epoch %lld/%lld  step %lld/%lld  loss %.4f  scale %g  %.0f samples/s  ETA %s%s",
+                static_cast<long long>(s.epoch), static_cast<long long>(s.epochs), static_cast<long long>(s.step),
+                static_cast<long long>(s.total_steps), s.loss, s.loss_scale, s.samples_per_s,
+                format_duration(s.eta_s).c_str(), s.skipped ? "  (skipped: overflow)" : "");
+  return buf;
+}
+
+bool ProgressReporter::live_line_due() {
+  if (!tty_) return false;
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_draw_ < std::chrono::milliseconds(200)) return false;
+  last_draw_ = now;
+  return true;
+}
+
+void ProgressReporter::live_line(const ProgressSnapshot& s) {
+  if (!tty_) return;
+  std::printf("\r\033[K%s", format(s).c_str());
+  std::fflush(stdout);
+  live_shown_ = true;
+}
+
+void ProgressReporter::log_line(const ProgressSnapshot& s) {
+  if (!enabled_ || tty_) return;
+  std::printf("%s\n", format(s).c_str());
+  std::fflush(stdout);
+}
+
+void ProgressReporter::finish_live_line() {
+  if (live_shown_) std::printf("\r\033[K");
+  live_shown_ = false;
+}
+
+void ProgressReporter::permanent(const std::string& line) {
+  if (!enabled_) return;
+  finish_live_line();
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace ddp

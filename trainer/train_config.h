@@ -1,0 +1,69 @@
+// train_config.h: everything the command line (launch/options.cpp) decides,
+// as plain data the trainer reads. Defaults are the README's main job.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/elementwise_math.h"
+#include "trainer/loss_scaler.h"
+#include "trainer/lr_schedule.h"
+
+namespace ddp {
+
+enum class LossKind { SoftmaxCrossEntropy, MeanSquaredError };
+
+struct DataConfig {
+  std::string kind = "fashion-mnist";  // fashion-mnist | idx | npy | csv | synthetic
+  std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  std::string train_images, train_labels, test_images, test_labels;  // idx
+  std::string train_x, train_y, test_x, test_y;                      // npy
+  std::string train_csv, test_csv;                                   // csv
+  int64_t synthetic_train_samples = 8192;
+  int64_t synthetic_test_samples = 1024;
+};
+
+struct TrainConfig {
+  std::string device = "auto";  // auto | cuda | cpu
+  DataConfig data;
+
+  std::vector<int64_t> layer_widths = {784, 512, 512, 10};
+  Activation activation = Activation::Relu;
+  std::string activation_name = "relu";
+  LossKind loss = LossKind::SoftmaxCrossEntropy;
+  std::string loss_name = "xent";
+
+  int64_t batch_size = 128;  // per rank
+  int64_t epochs = 15;
+  int64_t steps = 0;          // > 0 replaces epochs
+  int64_t stop_after_steps = 0;  // > 0: end this run after that many iterations (resume continues)
+  uint64_t seed = 0;
+  bool shuffle = true;
+  bool drop_last = false;
+  int threads = 0;            // CPU compute threads per rank; 0 = cores / local ranks
+
+  double lr = 0.05;
+  double momentum = 0.9;
+  bool nesterov = false;
+  double weight_decay = 0.0;
+  LrScheduleKind lr_schedule = LrScheduleKind::Cosine;
+  int64_t warmup_steps = 0;
+  int64_t lr_step_size = 0;
+  double lr_gamma = 0.1;
+  double clip_grad_norm = 0.0;  // 0 = no clipping
+
+  LossScalerConfig loss_scaler;
+
+  std::string metrics_path;
+  int64_t log_every = 50;
+  std::string checkpoint_dir;
+  int64_t checkpoint_every = 0;  // 0 = only at the end
+  int keep_checkpoints = 0;      // 0 = keep all
+  bool resume = false;
+  std::string resume_path;       // empty with resume = newest valid in checkpoint_dir
+  std::string save_weights_dir;
+  std::string init_weights_dir;
+};
+
+}  // namespace ddp

@@ -1,0 +1,47 @@
+// train_state.h: everything a checkpoint holds, independent of the world
+// size: the model's shape, FP32 master weights and momentum in the flat
+// parameter layout, the loss scaler's state, and the position of the LR
+// schedule and the sampler. Resuming from it continues bitwise-exactly.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ddp {
+
+struct LossScalerState {
+  double scale = 65536.0;      // current loss scale S (double: `--init-scale 1e12` must survive)
+  int64_t growth_tracker = 0;  // consecutive clean steps since the last growth/backoff
+  int64_t hysteresis_left = 1; // overflows still tolerated before a backoff
+};
+
+struct TrainState {
+  // Model shape: layer widths (input, hidden..., output), activation and loss
+  // names as on the command line ("relu"/"gelu", "xent"/"mse").
+  std::vector<int64_t> layer_widths;
+  std::string activation;
+  std::string loss;
+
+  // Flat parameter buffers, the trainer's layout (reverse layer order); the
+  // same element count as the model's parameter count.
+  std::vector<float> master_weights_fp32;
+  std::vector<float> momentum_fp32;
+  bool momentum_initialized = false;  // PyTorch SGD: first step copies the gradient
+
+  LossScalerState scaler;
+
+  // Position: global iteration index of the next step (skipped steps count),
+  // the epoch it belongs to, and how many samples of that epoch (global, over
+  // all ranks) were already consumed.
+  int64_t step = 0;
+  int64_t epoch = 0;
+  int64_t epoch_sample_offset = 0;
+  int64_t skipped_steps = 0;
+
+  // RNG: the shuffle is a pure function of (seed, epoch); the seed is kept so
+  // a resume with a different --seed is detected.
+  uint64_t seed = 0;
+};
+
+}  // namespace ddp

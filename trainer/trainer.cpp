@@ -1,0 +1,335 @@
+// trainer.cpp: the loop of trainer.h. Per iteration: load the rank's batch,
+// FP16 forward, FP32 loss, scaled FP16 loss gradient, FP16 backward into the
+// flat gradient buffer, FP16 all-reduce, unscale/check/clip/SGD on the FP32
+// masters, loss-scale update. Evaluation at each epoch end; metrics,
+// progress and checkpoints at their intervals.
+#include "trainer/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <limits>
+
+#include "kernels/error.h"
+#include "trainer/batch_loader.h"
+#include "trainer/checkpoint.h"
+#include "trainer/distributed_sampler.h"
+#include "trainer/evaluator.h"
+#include "trainer/json_writer.h"
+#include "trainer/mixed_precision_optimizer.h"
+#include "trainer/mlp_model.h"
+#include "trainer/progress_reporter.h"
+#include "trainer/weights_io.h"
+
+namespace ddp {
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+OptimizerConfig optimizer_config(const TrainConfig& c) {
+  OptimizerConfig o;
+  o.momentum = c.momentum;
+  o.weight_decay = c.weight_decay;
+  o.nesterov = c.nesterov;
+  o.clip_grad_norm = c.clip_grad_norm;
+  return o;
+}
+
+std::string percent(double fraction) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f%%", 100.0 * fraction);
+  return buf;
+}
+}  // namespace
+
+struct Trainer::Impl {
+  TrainConfig cfg;
+  Backend& backend;
+  Communicator& comm;
+  TrainTestData data;
+  ParameterLayout layout;
+  ParameterStore params;
+  MlpModel model;
+  MixedPrecisionOptimizer optimizer;
+  LossScaler scaler;
+  DistributedSampler sampler;
+  BatchLoader loader;
+  LrSchedule schedule;
+  ProgressReporter progress;
+  Buffer<float> loss_mean;  // (1) this step's local mean loss
+  std::unique_ptr<MetricsFile> metrics;
+
+  int64_t step = 0, epoch = 0, epoch_offset = 0, skipped = 0;
+  int64_t steps_per_epoch = 0, total_steps = 0, epochs_total = 0;
+  int64_t last_eval_step = -1, last_checkpoint_step = -1;
+  EvalResult last_eval;
+  bool prepared = false;
+
+  Impl(const TrainConfig& c, Backend& b, Communicator& m, TrainTestData d)
+      : cfg(c),
+        backend(b),
+        comm(m),
+        data(std::move(d)),
+        layout(ParameterLayout::for_mlp(c.layer_widths)),
+        params(b, layout),
+        model(b, layout, c.activation, static_cast<int>(c.batch_size)),
+        optimizer(b, params, optimizer_config(c)),
+        scaler(c.loss_scaler),
+        sampler(data.train.count, m.rank(), m.world_size(), c.seed, c.shuffle, c.drop_last),
+        loader(b, data.train, static_cast<int>(c.batch_size)),
+        progress(m.rank() == 0),
+        loss_mean(b, 1) {
+    const int64_t per_rank = static_cast<int64_t>(sampler.samples_per_rank());
+    steps_per_epoch = cfg.drop_last ? per_rank / cfg.batch_size : (per_rank + cfg.batch_size - 1) / cfg.batch_size;
+    if (steps_per_epoch == 0)
+      throw Error("--batch-size " + std::to_string(cfg.batch_size) + " with --drop-last leaves no full batch of the " +
+                  std::to_string(per_rank) + " samples per rank");
+    total_steps = cfg.steps > 0 ? cfg.steps : cfg.epochs * steps_per_epoch;
+    epochs_total = (total_steps + steps_per_epoch - 1) / steps_per_epoch;
+    schedule.kind = cfg.lr_schedule;
+    schedule.base_lr = cfg.lr;
+    schedule.total_steps = total_steps;
+    schedule.warmup_steps = cfg.warmup_steps;
+    schedule.step_size = cfg.lr_step_size;
+    schedule.gamma = cfg.lr_gamma;
+  }
+
+  int world() const { return comm.world_size(); }
+  bool is_root() const { return comm.rank() == 0; }
+  int64_t global_batch() const { return cfg.batch_size * world(); }
+
+  void say(const std::string& line) { progress.permanent(line); }
+
+  std::string resolve_resume_path() {
+    if (!cfg.resume_path.empty()) return cfg.resume_path;
+    if (cfg.checkpoint_dir.empty()) throw Error("--resume without a PATH needs --checkpoint-dir");
+    if (!std::filesystem::is_directory(cfg.checkpoint_dir)) {
+      say("resume: " + cfg.checkpoint_dir + " does not exist yet; starting from scratch");
+      return "";
+    }
+    const CheckpointScan scan = find_newest_valid_checkpoint(cfg.checkpoint_dir);
+    for (const auto& [path, why] : scan.skipped) say("resume: skipping " + path + ": " + why);
+    if (scan.newest_valid.empty()) {
+      if (scan.candidates > 0)
+        throw Error("--resume: " + cfg.checkpoint_dir + " holds " + std::to_string(scan.candidates) +
+                    " checkpoint(s) and none is valid");
+      say("resume: no checkpoint in " + cfg.checkpoint_dir + "; starting from scratch");
+    }
+    return scan.newest_valid;
+  }
+
+  void restore(const TrainState& s, const std::string& path) {
+    check_checkpoint_compatible(s, cfg.layer_widths, cfg.activation_name, cfg.loss_name, path);
+    if (s.master_weights_fp32.size() != params.count() || s.momentum_fp32.size() != params.count())
+      throw Error(path + ": parameter count does not match the model");
+    params.set_master_weights(s.master_weights_fp32);
+    params.momentum_fp32.upload(s.momentum_fp32);
+    optimizer.set_momentum_initialized(s.momentum_initialized);
+    scaler.restore(s.scaler);
+    step = s.step, epoch = s.epoch, epoch_offset = s.epoch_sample_offset, skipped = s.skipped_steps;
+    if (s.seed != cfg.seed) {
+      say("resume: the checkpoint was made with --seed " + std::to_string(s.seed) + "; using it for the data order");
+      cfg.seed = s.seed;
+      sampler = DistributedSampler(data.train.count, comm.rank(), world(), cfg.seed, cfg.shuffle, cfg.drop_last);
+    }
+    say("resumed from " + path + " at step " + std::to_string(step) + " (epoch " + std::to_string(epoch + 1) + ")");
+  }
+
+  void prepare() {
+    std::string resume_from;
+    if (cfg.resume) resume_from = resolve_resume_path();
+    if (!resume_from.empty()) {
+      restore(read_checkpoint(resume_from), resume_from);
+    } else {
+      std::vector<float> init = cfg.init_weights_dir.empty() ? init_linear_parameters(layout, cfg.seed)
+                                                             : load_weights_npy(cfg.init_weights_dir, layout);
+      params.set_master_weights(init);
+      if (!cfg.init_weights_dir.empty()) say("initial weights from " + cfg.init_weights_dir);
+    }
+    // Every rank starts from rank 0's parameters, whatever its seed.
+    comm.broadcast_bytes(params.master_weights_fp32.data(), params.master_weights_fp32.size_bytes(), 0);
+    comm.broadcast_bytes(params.momentum_fp32.data(), params.momentum_fp32.size_bytes(), 0);
+    backend.cast_fp32_to_fp16(params.master_weights_fp32.data(), params.weights_fp16.data(), params.count());
+    prepared = true;
+  }
+
+  TrainState snapshot() const {
+    TrainState s;
+    s.layer_widths = cfg.layer_widths;
+    s.activation = cfg.activation_name;
+    s.loss = cfg.loss_name;
+    s.master_weights_fp32 = params.master_weights_fp32.download();
+    s.momentum_fp32 = params.momentum_fp32.download();
+    s.momentum_initialized = optimizer.momentum_initialized();
+    s.scaler = scaler.state();
+    s.step = step, s.epoch = epoch, s.epoch_sample_offset = epoch_offset, s.skipped_steps = skipped;
+    s.seed = cfg.seed;
+    return s;
+  }
+
+  void write_checkpoint() {
+    if (cfg.checkpoint_dir.empty() || last_checkpoint_step == step) return;
+    TrainState s = snapshot();  // every rank downloads; only rank 0 writes
+    last_checkpoint_step = step;
+    if (!is_root()) return;
+    std::error_code ec;
+    std::filesystem::create_directories(cfg.checkpoint_dir, ec);
+    if (ec) throw Error("--checkpoint-dir: cannot create " + cfg.checkpoint_dir + ": " + ec.message());
+    const std::string path = (std::filesystem::path(cfg.checkpoint_dir) / checkpoint_file_name(step)).string();
+    write_checkpoint_atomic(path, s);
+    prune_checkpoints(cfg.checkpoint_dir, cfg.keep_checkpoints);
+  }
+
+  void run_eval() {
+    last_eval = evaluate(backend, comm, model, data.test, cfg.loss, params.weights_fp16.data());
+    last_eval_step = step;
+    std::string line = "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(epochs_total) + " (step " +
+                       std::to_string(step) + "): test loss " + std::to_string(last_eval.loss);
+    if (cfg.loss == LossKind::SoftmaxCrossEntropy)
+      line += ", test accuracy " + percent(last_eval.accuracy) + " (" + std::to_string(last_eval.correct) + "/" +
+              std::to_string(last_eval.samples) + ")";
+    say(line);
+    if (metrics) {
+      JsonRecord r;
+      r.add("event", "eval").add("step", step).add("epoch", epoch + 1).add("test_loss", last_eval.loss);
+      r.add("test_accuracy", last_eval.accuracy);
+      metrics->write(r);
+    }
+  }
+
+  void banner() {
+    std::string widths;
+    for (size_t i = 0; i < cfg.layer_widths.size(); ++i)
+      widths += (i ? "-" : "") + std::to_string(cfg.layer_widths[i]);
+    say("model: MLP " + widths + " " + cfg.activation_name + ", loss " + cfg.loss_name + ", " +
+        std::to_string(params.count()) + " parameters");
+    say("data: train " + std::to_string(data.train.count) + " samples (" + data.train.source + "), test " +
+        std::to_string(data.test.count));
+    say("world " + std::to_string(world()) + " (" + comm.name() + "), batch " + std::to_string(cfg.batch_size) +
+        " per rank, global batch " + std::to_string(global_batch()) + "; " + std::to_string(total_steps) +
+        " steps (" + std::to_string(steps_per_epoch) + " per epoch)");
+  }
+
+  TrainSummary run() {
+    DDP_REQUIRE(prepared, "Trainer::run before prepare");
+    if (is_root() && !cfg.metrics_path.empty()) metrics = std::make_unique<MetricsFile>(cfg.metrics_path);
+    banner();
+    const auto run_start = Clock::now();
+    double train_s = 0.0;
+    int64_t steps_this_run = 0, samples_this_run = 0;
+    auto interval_start = Clock::now();
+    int64_t interval_samples = 0;
+    std::vector<uint32_t> indices;
+    int64_t indices_epoch = -1;
+    const int64_t per_rank = static_cast<int64_t>(sampler.samples_per_rank());
+
+    while (step < total_steps && !(cfg.stop_after_steps > 0 && steps_this_run >= cfg.stop_after_steps)) {
+      const auto step_start = Clock::now();
+      if (indices_epoch != epoch) indices = sampler.rank_indices(epoch), indices_epoch = epoch;
+      const int64_t local_pos = epoch_offset / world();
+      const int rows = static_cast<int>(std::min<int64_t>(cfg.batch_size, per_rank - local_pos));
+      loader.load(indices.data() + local_pos, rows);
+
+      const double scale = scaler.scale();
+      const half16* out = model.forward(loader.features(), rows, params.weights_fp16.data());
+      const int classes = model.output_width();
+      if (cfg.loss == LossKind::SoftmaxCrossEntropy) {
+        backend.softmax_xent_forward(out, loader.labels(), rows, classes, loss_mean.data(), nullptr);
+        backend.softmax_xent_backward(out, loader.labels(), rows, classes, static_cast<float>(scale),
+                                      model.output_grad());
+      } else {
+        backend.mse_forward(out, loader.targets(), rows, classes, loss_mean.data());
+        backend.mse_backward(out, loader.targets(), rows, classes, static_cast<float>(scale), model.output_grad());
+      }
+      model.backward(rows, params.weights_fp16.data(), params.grads_fp16.data(), false);
+      comm.allreduce_sum_fp16(params.grads_fp16.data(), params.count());
+
+      const double lr = schedule.lr_at(step);
+      const bool log_step = (step + 1) % cfg.log_every == 0 || step + 1 == total_steps;
+      const StepOutcome outcome = optimizer.step(lr, scale, world(), log_step);
+      scaler.update(outcome.skipped);
+      skipped += outcome.skipped;
+      ++step, ++steps_this_run;
+      epoch_offset += static_cast<int64_t>(rows) * world();
+      samples_this_run += static_cast<int64_t>(rows) * world();
+      interval_samples += static_cast<int64_t>(rows) * world();
+      train_s += seconds_since(step_start);
+
+      ProgressSnapshot snap;
+      snap.epoch = epoch + 1, snap.epochs = epochs_total, snap.step = step, snap.total_steps = total_steps;
+      snap.loss_scale = scale, snap.skipped = outcome.skipped;
+      snap.eta_s = train_s / steps_this_run * (total_steps - step);
+      if (log_step) {
+        float local_loss = 0.0f;
+        backend.copy_to_host(&local_loss, loss_mean.data(), sizeof(local_loss));
+        snap.loss = comm.allreduce_sum_host(local_loss) / world();
+        snap.samples_per_s = interval_samples / std::max(seconds_since(interval_start), 1e-9);
+        interval_start = Clock::now(), interval_samples = 0;
+        progress.log_line(snap);
+        if (metrics) {
+          JsonRecord r;
+          r.add("event", "step").add("step", step).add("epoch", epoch + 1).add("loss", snap.loss);
+          r.add("loss_scale", scale).add("skipped", outcome.skipped).add("lr", lr);
+          r.add("grad_norm", outcome.grad_norm).add("samples_per_s", snap.samples_per_s);
+          metrics->write(r);
+        }
+      }
+      if (is_root() && progress.live_line_due()) {
+        float local_loss = 0.0f;  // rank 0's own loss: a live line must not wait on a collective
+        backend.copy_to_host(&local_loss, loss_mean.data(), sizeof(local_loss));
+        snap.loss = local_loss;
+        snap.samples_per_s = samples_this_run / std::max(train_s, 1e-9);
+        progress.live_line(snap);
+      }
+
+      const bool epoch_done = (epoch_offset / world()) >= per_rank ||
+                              (cfg.drop_last && (epoch_offset / world()) + cfg.batch_size > per_rank);
+      if (epoch_done) {
+        run_eval();
+        ++epoch, epoch_offset = 0;
+      }
+      if (cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0) write_checkpoint();
+    }
+    if (step < total_steps) say("stopping after " + std::to_string(steps_this_run) + " steps (--stop-after-steps) at step " + std::to_string(step) + " of " + std::to_string(total_steps));
+    if (last_eval_step != step) run_eval();
+    write_checkpoint();
+    if (is_root() && !cfg.save_weights_dir.empty()) {
+      save_weights_npy(cfg.save_weights_dir, layout, params.master_weights_fp32.download());
+      say("weights saved to " + cfg.save_weights_dir);
+    }
+
+    TrainSummary sum;
+    sum.test_loss = last_eval.loss;
+    sum.test_accuracy = last_eval.accuracy;
+    sum.steps = steps_this_run;
+    sum.final_step = step;
+    sum.skipped_steps = skipped;
+    sum.samples_per_s = samples_this_run / std::max(train_s, 1e-9);
+    sum.wall_s = seconds_since(run_start);
+    std::string line = "done: " + std::to_string(sum.steps) + " steps (" + std::to_string(skipped) +
+                       " skipped in total) in " + format_duration(sum.wall_s) + ", " +
+                       std::to_string(static_cast<int64_t>(sum.samples_per_s)) + " samples/s";
+    if (cfg.loss == LossKind::SoftmaxCrossEntropy) line += "; final test accuracy " + percent(sum.test_accuracy);
+    line += ", test loss " + std::to_string(sum.test_loss) + "; final loss scale " + std::to_string(scaler.scale());
+    say(line);
+    if (metrics) {
+      JsonRecord r;
+      r.add("event", "summary").add("test_accuracy", sum.test_accuracy).add("test_loss", sum.test_loss);
+      r.add("steps", sum.final_step).add("skipped_steps", sum.skipped_steps).add("samples_per_s", sum.samples_per_s);
+      r.add("wall_s", sum.wall_s).add("world_size", static_cast<int64_t>(world()));
+      r.add("global_batch", global_batch()).add("loss_scale", scaler.scale());
+      metrics->write(r);
+    }
+    return sum;
+  }
+};
+
+Trainer::Trainer(const TrainConfig& config, Backend& backend, Communicator& comm, TrainTestData data)
+    : impl_(std::make_unique<Impl>(config, backend, comm, std::move(data))) {}
+Trainer::~Trainer() = default;
+void Trainer::prepare() { impl_->prepare(); }
+TrainSummary Trainer::run() { return impl_->run(); }
+TrainState Trainer::snapshot() const { return impl_->snapshot(); }
+
+}  // namespace ddp
