@@ -184,8 +184,10 @@ struct Trainer::Impl {
   void run_eval() {
     last_eval = evaluate(backend, comm, model, data.test, cfg.loss, params.weights_fp16.data());
     last_eval_step = step;
+    char loss_text[32];
+    std::snprintf(loss_text, sizeof loss_text, "%.4f", last_eval.loss);
     std::string line = "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(epochs_total) + " (step " +
-                       std::to_string(step) + "): test loss " + std::to_string(last_eval.loss);
+                       std::to_string(step) + "): test loss " + loss_text;
     if (cfg.loss == LossKind::SoftmaxCrossEntropy)
       line += ", test accuracy " + percent(last_eval.accuracy) + " (" + std::to_string(last_eval.correct) + "/" +
               std::to_string(last_eval.samples) + ")";
@@ -311,7 +313,9 @@ struct Trainer::Impl {
                        " skipped in total) in " + format_duration(sum.wall_s) + ", " +
                        std::to_string(static_cast<int64_t>(sum.samples_per_s)) + " samples/s";
     if (cfg.loss == LossKind::SoftmaxCrossEntropy) line += "; final test accuracy " + percent(sum.test_accuracy);
-    line += ", test loss " + std::to_string(sum.test_loss) + "; final loss scale " + std::to_string(scaler.scale());
+    char tail[96];
+    std::snprintf(tail, sizeof tail, ", test loss %.4f; final loss scale %g", sum.test_loss, scaler.scale());
+    line += tail;
     say(line);
     if (metrics) {
       JsonRecord r;
