@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 namespace ddp {
 
@@ -21,7 +22,11 @@ std::string format_duration(double seconds) {
   return buf;
 }
 
-ProgressReporter::ProgressReporter(bool enabled) : enabled_(enabled), tty_(enabled && isatty(STDOUT_FILENO)) {}
+// Open MPI gives every rank a pseudo-terminal whether or not mpirun's own
+// output is one, so under mpirun a terminal cannot be told from a log file:
+// print plain log lines there.
+ProgressReporter::ProgressReporter(bool enabled)
+    : enabled_(enabled), tty_(enabled && isatty(STDOUT_FILENO) && !std::getenv("OMPI_COMM_WORLD_SIZE")) {}
 
 std::string ProgressReporter::format(const ProgressSnapshot& s) {
   char buf[256];

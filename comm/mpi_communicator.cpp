@@ -1,0 +1,64 @@
+// mpi_communicator.cpp
+#include "comm/mpi_communicator.h"
+
+#include <algorithm>
+#include <climits>
+
+#include "comm/mpi_check.h"
+
+namespace ddp {
+namespace {
+// inout[i] = fp16(float(in[i]) + float(inout[i])): one rounding per pairwise step.
+void half_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  const half16* a = static_cast<const half16*>(in);
+  half16* b = static_cast<half16*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = to_half(to_float(a[i]) + to_float(b[i]));
+}
+// MPI counts are int: large buffers go in chunks.
+constexpr size_t kMaxChunk = static_cast<size_t>(INT_MAX) / 2;
+}  // namespace
+
+MpiCommunicator::MpiCommunicator(MPI_Comm comm) : comm_(comm) {
+  DDP_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
+  DDP_MPI_CHECK(MPI_Comm_size(comm_, &world_size_));
+  DDP_MPI_CHECK(MPI_Type_contiguous(2, MPI_BYTE, &half_type_));
+  DDP_MPI_CHECK(MPI_Type_commit(&half_type_));
+  DDP_MPI_CHECK(MPI_Op_create(&half_sum, /*commute=*/1, &half_sum_));
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return;
+  if (half_sum_ != MPI_OP_NULL) MPI_Op_free(&half_sum_);
+  if (half_type_ != MPI_DATATYPE_NULL) MPI_Type_free(&half_type_);
+}
+
+void MpiCommunicator::allreduce_sum_fp16(half16* data, size_t count) {
+  if (world_size_ == 1) return;
+  for (size_t off = 0; off < count; off += kMaxChunk) {
+    const int n = static_cast<int>(std::min(kMaxChunk, count - off));
+    DDP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data + off, n, half_type_, half_sum_, comm_));
+  }
+}
+
+void MpiCommunicator::broadcast_bytes(void* data, size_t size_bytes, int root) {
+  if (world_size_ == 1) return;
+  char* p = static_cast<char*>(data);
+  for (size_t off = 0; off < size_bytes; off += kMaxChunk) {
+    const int n = static_cast<int>(std::min(kMaxChunk, size_bytes - off));
+    DDP_MPI_CHECK(MPI_Bcast(p + off, n, MPI_BYTE, root, comm_));
+  }
+}
+
+double MpiCommunicator::allreduce_sum_host(double value) {
+  double sum = value;
+  if (world_size_ > 1) DDP_MPI_CHECK(MPI_Allreduce(&value, &sum, 1, MPI_DOUBLE, MPI_SUM, comm_));
+  return sum;
+}
+
+void MpiCommunicator::barrier() {
+  if (world_size_ > 1) DDP_MPI_CHECK(MPI_Barrier(comm_));
+}
+
+}  // namespace ddp

@@ -1,0 +1,44 @@
+// mpi_environment.cpp: the MPI build.
+#include "comm/mpi_environment.h"
+
+#include <mpi.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "comm/mpi_check.h"
+
+namespace ddp {
+
+MpiEnvironment::MpiEnvironment(int* argc, char*** argv) {
+  int initialized = 0;
+  DDP_MPI_CHECK(MPI_Initialized(&initialized));
+  if (!initialized) DDP_MPI_CHECK(MPI_Init(argc, argv));
+  // Errors come back as codes that DDP_MPI_CHECK turns into exceptions.
+  DDP_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  DDP_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
+  DDP_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size_));
+  MPI_Comm local;
+  DDP_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local));
+  DDP_MPI_CHECK(MPI_Comm_rank(local, &local_rank_));
+  DDP_MPI_CHECK(MPI_Comm_size(local, &local_size_));
+  MPI_Comm_free(&local);
+  char name[MPI_MAX_PROCESSOR_NAME] = {0};
+  int len = 0;
+  if (MPI_Get_processor_name(name, &len) == MPI_SUCCESS) host_.assign(name, len);
+}
+
+MpiEnvironment::~MpiEnvironment() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+bool MpiEnvironment::has_mpi() const { return true; }
+
+void MpiEnvironment::abort_job(int exit_code) const {
+  MPI_Abort(MPI_COMM_WORLD, exit_code);
+  std::_Exit(exit_code);  // MPI_Abort does not return; this is for the compiler
+}
+
+}  // namespace ddp

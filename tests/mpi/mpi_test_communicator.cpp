@@ -1,0 +1,83 @@
+// mpi_test_communicator.cpp: the MPI communicator against closed-form values
+// (nccl-tests style: every rank can compute the expected result itself), and
+// a data-parallel training run whose ranks must end bitwise identical.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cmath>
+
+#include "comm/mpi_communicator.h"
+#include "kernels/cpu_backend.h"
+#include "trainer/trainer.h"
+
+namespace ddp {
+namespace {
+
+// Failures on any rank fail the test on every rank.
+int failures_anywhere(int local_failures) {
+  int total = 0;
+  MPI_Allreduce(&local_failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  return total;
+}
+
+TEST(MpiCommunicator, Fp16SumIsExactOnSmallIntegers) {
+  MpiCommunicator comm;
+  const int r = comm.rank(), n = comm.world_size();
+  const size_t count = 100003;  // odd size, more than one MPI message segment
+  std::vector<half16> data(count);
+  // Element i on rank r: (i % 61) + r, all sums < 2048 so FP16 holds them exactly.
+  for (size_t i = 0; i < count; ++i) data[i] = to_half(static_cast<float>(i % 61 + r));
+  comm.allreduce_sum_fp16(data.data(), count);
+  int bad = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const float want = static_cast<float>(n * (i % 61) + n * (n - 1) / 2);
+    bad += to_float(data[i]) != want;
+  }
+  EXPECT_EQ(failures_anywhere(bad), 0);
+}
+
+TEST(MpiCommunicator, Fp16SumRoundsLikeNcclAndPropagatesInf) {
+  MpiCommunicator comm;
+  std::vector<half16> data = {to_half(1.0f), to_half(60000.0f), to_half(0.0f)};
+  if (comm.rank() == comm.world_size() - 1) data[2].bits = 0x7c00;  // +Inf on one rank
+  comm.allreduce_sum_fp16(data.data(), data.size());
+  int bad = 0;
+  bad += to_float(data[0]) != static_cast<float>(comm.world_size());
+  bad += comm.world_size() > 1 && data[1].bits != 0x7c00;  // 2 x 60000 overflows FP16 to Inf
+  bad += data[2].bits != 0x7c00;
+  EXPECT_EQ(failures_anywhere(bad), 0);
+}
+
+TEST(MpiCommunicator, BroadcastAndScalarSum) {
+  MpiCommunicator comm;
+  std::vector<float> v(1000, static_cast<float>(comm.rank() + 7));
+  comm.broadcast_bytes(v.data(), v.size() * sizeof(float), 0);
+  int bad = 0;
+  for (float x : v) bad += x != 7.0f;
+  const double s = comm.allreduce_sum_host(comm.rank() + 1.0);
+  bad += s != comm.world_size() * (comm.world_size() + 1) / 2.0;
+  EXPECT_EQ(failures_anywhere(bad), 0);
+}
+
+TEST(MpiTraining, RanksStayIdenticalAndLearn) {
+  MpiCommunicator comm;
+  TrainConfig c;
+  c.data.kind = "synthetic";
+  c.layer_widths = {10, 16, 10};
+  c.loss = LossKind::MeanSquaredError, c.loss_name = "mse";
+  c.batch_size = 16, c.steps = 60, c.log_every = 1000, c.lr = 0.05;
+  c.seed = 100 + comm.rank();  // different seeds: rank 0's initial weights must win
+  c.data.synthetic_train_samples = 1000, c.data.synthetic_test_samples = 200;
+  CpuBackend cpu(1);
+  Trainer t(c, cpu, comm, load_train_test(c.data, 100));
+  t.prepare();
+  const TrainSummary s = t.run();
+  std::vector<float> mine = t.snapshot().master_weights_fp32, root = mine;
+  comm.broadcast_bytes(root.data(), root.size() * sizeof(float), 0);
+  int bad = mine != root;
+  bad += !(s.test_loss < 0.3);
+  EXPECT_EQ(failures_anywhere(bad), 0) << "test loss " << s.test_loss;
+}
+
+}  // namespace
+}  // namespace ddp
