@@ -26,6 +26,11 @@ class Communicator {
   // Host scalars (metrics), summed in double on every rank.
   virtual double allreduce_sum_host(double value) = 0;
   virtual void barrier() = 0;
+
+  // Seconds the FP16 all-reduces took since the previous call (for the
+  // metrics). Host-synchronous transports time the call; asynchronous ones
+  // time their stream and may wait for it here, so call it at log time only.
+  virtual double take_allreduce_seconds() { return 0.0; }
 };
 
 // A world of one: every collective is the identity.

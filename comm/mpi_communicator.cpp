@@ -36,10 +36,18 @@ MpiCommunicator::~MpiCommunicator() {
 
 void MpiCommunicator::allreduce_sum_fp16(half16* data, size_t count) {
   if (world_size_ == 1) return;
+  const double start = MPI_Wtime();
   for (size_t off = 0; off < count; off += kMaxChunk) {
     const int n = static_cast<int>(std::min(kMaxChunk, count - off));
     DDP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data + off, n, half_type_, half_sum_, comm_));
   }
+  allreduce_seconds_ += MPI_Wtime() - start;
+}
+
+double MpiCommunicator::take_allreduce_seconds() {
+  const double s = allreduce_seconds_;
+  allreduce_seconds_ = 0.0;
+  return s;
 }
 
 void MpiCommunicator::broadcast_bytes(void* data, size_t size_bytes, int root) {

@@ -21,12 +21,14 @@ class MpiCommunicator final : public Communicator {
   void broadcast_bytes(void* data, size_t size_bytes, int root) override;
   double allreduce_sum_host(double value) override;
   void barrier() override;
+  double take_allreduce_seconds() override;
 
  private:
   MPI_Comm comm_;
   int rank_ = 0, world_size_ = 1;
   MPI_Datatype half_type_ = MPI_DATATYPE_NULL;
   MPI_Op half_sum_ = MPI_OP_NULL;
+  double allreduce_seconds_ = 0.0;  // since the last take_allreduce_seconds()
 };
 
 }  // namespace ddp

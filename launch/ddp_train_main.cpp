@@ -2,6 +2,7 @@
 //
 //   comm/mpi_environment.h    rank, world, local rank, host (a world of one without mpirun)
 //   comm/mpi_communicator.h   FP16 gradient sums over MPI (CPU ranks)
+//   comm/nccl_communicator.h  FP16 gradient sums over NCCL (GPU ranks, a world of one included)
 //   launch/options.h          command line + INI config -> TrainConfig
 //   launch/device_select.h    --device -> CpuBackend / CudaBackend (device = local rank)
 //   trainer/data_source.h     --data -> train and test sets
@@ -13,23 +14,58 @@
 #include "comm/communicator.h"
 #include "comm/mpi_environment.h"
 #include "kernels/error.h"
+#include "launch/bench_report.h"
 #include "launch/device_select.h"
 #include "launch/options.h"
+#include "trainer/synthetic_data.h"
 #include "trainer/trainer.h"
 #if defined(DDP_HAVE_MPI)
 #include "comm/mpi_communicator.h"
 #endif
+#if defined(DDP_HAVE_NCCL)
+#include "comm/nccl_communicator.h"
+#include "kernels/cuda_backend.h"
+#endif
 
 namespace {
 
-std::unique_ptr<ddp::Communicator> make_communicator(const ddp::MpiEnvironment& env, ddp::DeviceKind device) {
+// --bench trains on one step's worth of random samples per rank, in a fixed
+// order, so the batch stays resident on the device (as a peer benchmark's
+// tensors do) and the step alone is timed.
+void prepare_bench_config(ddp::TrainConfig& c, const ddp::BenchOptions& b) {
+  c.shuffle = false;
+  c.steps = b.warmup_steps + b.timed_steps;
+  c.stop_after_steps = 0;
+  c.metrics_path.clear(), c.checkpoint_dir.clear(), c.save_weights_dir.clear();
+  c.resume = false;
+}
+
+ddp::TrainTestData bench_data(const ddp::TrainConfig& c, int world_size) {
+  const size_t count = static_cast<size_t>(ddp::resolve_batch_per_rank(c, world_size) * c.grad_accum * world_size);
+  const bool classification = c.loss == ddp::LossKind::SoftmaxCrossEntropy;
+  ddp::TrainTestData d;
+  d.train = ddp::make_random_dataset(c.seed, count, c.layer_widths.front(), c.layer_widths.back(), classification);
+  d.test = ddp::make_random_dataset(c.seed + 1, 1, c.layer_widths.front(), c.layer_widths.back(), classification);
+  return d;
+}
+
+// GPU ranks talk over NCCL whenever it is built, even alone, so one GPU runs
+// the same path as many. MPI moves host memory only, so GPU ranks without
+// NCCL can train only as a world of one.
+std::unique_ptr<ddp::Communicator> make_communicator(const ddp::MpiEnvironment& env, ddp::Backend& backend) {
+#if defined(DDP_HAVE_NCCL)
+  if (backend.kind() == ddp::DeviceKind::Cuda) {
+    auto* cuda = dynamic_cast<ddp::CudaBackend*>(&backend);
+    DDP_REQUIRE(cuda != nullptr, "a backend of kind Cuda that is not a CudaBackend");
+    return std::make_unique<ddp::NcclCommunicator>(env.rank(), env.world_size(), cuda->compute_stream());
+  }
+#endif
   if (env.world_size() == 1) return std::make_unique<ddp::SingleProcessCommunicator>();
 #if defined(DDP_HAVE_MPI)
-  if (device == ddp::DeviceKind::Cpu) return std::make_unique<ddp::MpiCommunicator>();
+  if (backend.kind() == ddp::DeviceKind::Cpu) return std::make_unique<ddp::MpiCommunicator>();
 #endif
-  (void)device;
-  throw ddp::Error("multi-rank training on GPUs needs the NCCL communicator, which this version does not have yet; "
-                   "use --device cpu or one rank per job");
+  throw ddp::Error("multi-rank training on GPUs needs NCCL, and this build has none (see the 'ddp_train: NCCL' "
+                   "line of the CMake configure); use --device cpu or one rank per job");
 }
 
 }  // namespace
@@ -45,15 +81,33 @@ int main(int argc, char** argv) {
     }
     // Everything that can reject the input (flags, data, model shape,
     // checkpoint) runs before any output file is opened.
-    ddp::TrainTestData data = ddp::load_train_test(opts.config.data, opts.config.seed);
+    if (opts.bench.enabled) prepare_bench_config(opts.config, opts.bench);
+    ddp::TrainTestData data = opts.bench.enabled ? bench_data(opts.config, env->world_size())
+                                                 : ddp::load_train_test(opts.config.data, opts.config.seed);
     ddp::check_model_matches_data(opts.config, data);
     ddp::DeviceChoice device =
-        ddp::select_device(opts.config.device, env->local_rank(), env->local_size(), opts.config.threads);
-    std::unique_ptr<ddp::Communicator> comm = make_communicator(*env, device.backend->kind());
-    if (env->rank() == 0) std::printf("%s\n", device.notice.c_str());
+        ddp::select_device(opts.config.device, env->local_rank(), env->local_size(), opts.config.threads, env->host());
+    std::unique_ptr<ddp::Communicator> comm = make_communicator(*env, *device.backend);
+    // --bench keeps stdout for its JSON line alone.
+    if (env->rank() == 0) std::fprintf(opts.bench.enabled ? stderr : stdout, "%s\n", device.notice.c_str());
     ddp::Trainer trainer(opts.config, *device.backend, *comm, std::move(data));
     trainer.prepare();
-    trainer.run();
+    if (!opts.bench.enabled) {
+      trainer.run();
+      return 0;
+    }
+    const ddp::BenchTimings timings = trainer.bench(opts.bench.warmup_steps, opts.bench.timed_steps);
+    if (env->rank() == 0) {
+      ddp::BenchContext context;
+      context.widths = opts.config.layer_widths;
+      context.device = device.backend->description();
+      context.world_size = env->world_size();
+      context.batch_per_rank = ddp::resolve_batch_per_rank(opts.config, env->world_size());
+      context.grad_accum = opts.config.grad_accum;
+      context.warmup_steps = opts.bench.warmup_steps;
+      context.peak_tflops = opts.bench.peak_tflops;
+      std::printf("%s\n", ddp::bench_json_line(context, timings).c_str());
+    }
     return 0;
   } catch (const std::exception& e) {
     std::fflush(stdout);

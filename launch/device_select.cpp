@@ -13,16 +13,20 @@
 
 namespace ddp {
 
-DeviceChoice select_device(const std::string& device, int local_rank, int local_ranks, int cpu_threads) {
+DeviceChoice select_device(const std::string& device, int local_rank, int local_ranks, int cpu_threads,
+                           const std::string& host) {
   DeviceChoice out;
   std::string why_none;
   const int gpus = device == "cpu" ? 0 : visible_cuda_devices(&why_none);
   if (device == "cuda" && gpus == 0) throw Error("--device cuda: no usable GPU (" + why_none + ")");
   if (gpus > 0) {
 #if defined(DDP_HAVE_CUDA)
-    if (local_rank >= gpus)
-      throw Error("local rank " + std::to_string(local_rank) + " needs a GPU but only " + std::to_string(gpus) +
-                  " are visible (" + std::to_string(local_ranks) + " ranks on this host)");
+    // Checked by every rank, so the job stops at once instead of ranks
+    // silently sharing a GPU (which NCCL refuses later, less clearly).
+    if (local_ranks > gpus)
+      throw Error("host " + host + " runs " + std::to_string(local_ranks) + " ranks but has " +
+                  std::to_string(gpus) + " visible GPU(s): start at most one rank per GPU (e.g. mpirun --map-by ppr:" +
+                  std::to_string(gpus) + ":node), or use --device cpu");
     out.backend = std::make_unique<CudaBackend>(local_rank);
     out.notice = "device: " + out.backend->description();
     return out;

@@ -13,7 +13,9 @@ struct DeviceChoice {
   std::string notice;  // one line for the log: what was chosen and why
 };
 
-// local_rank picks the GPU; cpu_threads <= 0 means cores / local_ranks.
-DeviceChoice select_device(const std::string& device, int local_rank, int local_ranks, int cpu_threads);
+// local_rank picks the GPU (one rank per GPU; more local ranks than GPUs on
+// `host` is an error); cpu_threads <= 0 means cores / local_ranks.
+DeviceChoice select_device(const std::string& device, int local_rank, int local_ranks, int cpu_threads,
+                           const std::string& host);
 
 }  // namespace ddp

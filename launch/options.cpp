@@ -4,6 +4,7 @@
 #include <boost/program_options.hpp>
 
 #include <cmath>
+#include <cstdint>
 #include <fstream>
 #include <sstream>
 
@@ -13,8 +14,11 @@ namespace po = boost::program_options;
 
 namespace ddp {
 
-std::vector<int64_t> parse_layer_widths(const std::string& text) {
-  std::vector<int64_t> widths;
+namespace {
+
+// Comma-separated integers in [lo, hi]; false on anything else.
+bool parse_int_list(const std::string& text, int64_t lo, int64_t hi, std::vector<int64_t>& out) {
+  out.clear();
   std::stringstream ss(text);
   std::string item;
   while (std::getline(ss, item, ',')) {
@@ -25,10 +29,18 @@ std::vector<int64_t> parse_layer_widths(const std::string& text) {
     } catch (const std::exception&) {
       used = 0;
     }
-    if (used != item.size() || item.empty() || v <= 0 || v > (1 << 20))
-      throw Error("--layers: '" + text + "' is not a comma-separated list of positive widths");
-    widths.push_back(v);
+    if (used != item.size() || item.empty() || v < lo || v > hi) return false;
+    out.push_back(v);
   }
+  return !out.empty();
+}
+
+}  // namespace
+
+std::vector<int64_t> parse_layer_widths(const std::string& text) {
+  std::vector<int64_t> widths;
+  if (!parse_int_list(text, 1, 1 << 20, widths))
+    throw Error("--layers: '" + text + "' is not a comma-separated list of positive widths");
   if (widths.size() < 2) throw Error("--layers: '" + text + "' needs at least an input and an output width");
   return widths;
 }
@@ -42,6 +54,13 @@ void require_positive(const T& v, const char* flag) {
 
 void require_non_negative(double v, const char* flag) {
   if (!(v >= 0) || !std::isfinite(v)) throw Error(std::string(flag) + " must be a finite number >= 0");
+}
+
+std::vector<int64_t> parse_step_list(const std::string& text, const char* flag) {
+  std::vector<int64_t> steps;
+  if (!parse_int_list(text, 1, INT64_MAX, steps))
+    throw Error(std::string(flag) + ": '" + text + "' is not a comma-separated list of steps >= 1");
+  return steps;
 }
 
 }  // namespace
@@ -87,7 +106,13 @@ ParsedOptions parse_options(int argc, const char* const argv[]) {
 
   po::options_description optim("Optimisation");
   optim.add_options()
-      ("batch-size", po::value(&c.batch_size)->default_value(c.batch_size), "samples per step per rank")
+      ("batch-size", po::value(&c.batch_size)->default_value(c.batch_size), "samples per micro-batch per rank")
+      ("global-batch", po::value(&c.global_batch)->default_value(0),
+       "samples per optimizer step over all ranks, instead of --batch-size (must divide by ranks x --grad-accum)")
+      ("grad-accum", po::value(&c.grad_accum)->default_value(1),
+       "micro-batches per optimizer step; gradients are all-reduced after the last only")
+      ("grad-predivide", po::value(&c.grad_predivide)->default_value(1.0),
+       "divide gradients by F before the all-reduce and by ranks/F after (less overflow risk, coarser FP16 sums)")
       ("epochs", po::value(&c.epochs)->default_value(c.epochs), "passes over the training set")
       ("steps", po::value(&c.steps)->default_value(0), "iterations to run instead of --epochs (0: use --epochs)")
       ("stop-after-steps", po::value(&c.stop_after_steps)->default_value(0),
@@ -113,6 +138,22 @@ ParsedOptions parse_options(int argc, const char* const argv[]) {
       ("hysteresis", po::value(&c.loss_scaler.hysteresis)->default_value(1), "overflows tolerated before a backoff")
       ("min-loss-scale", po::value(&c.loss_scaler.min_scale)->default_value(0.0), "floor of the dynamic scale");
 
+  po::options_description bench("Benchmark");
+  bench.add_options()
+      ("bench", po::bool_switch(&out.bench.enabled),
+       "time the training step on random data of the model's shape (one resident batch) and print one JSON line")
+      ("bench-warmup", po::value(&out.bench.warmup_steps)->default_value(out.bench.warmup_steps), "untimed steps first")
+      ("bench-steps", po::value(&out.bench.timed_steps)->default_value(out.bench.timed_steps), "timed steps")
+      ("peak-tflops", po::value(&out.bench.peak_tflops)->default_value(0.0),
+       "the device's FP16 peak for MFU (0: by GPU name; CPU: none unless given)");
+
+  std::string inject_steps;
+  po::options_description faults("Fault injection (testing)");
+  faults.add_options()
+      ("inject-overflow", po::value(&inject_steps), "make these 1-based steps' gradients Inf: STEP[,STEP...]")
+      ("inject-overflow-every", po::value(&c.inject_overflow_every)->default_value(0), "and every K-th step (0: off)")
+      ("inject-overflow-rank", po::value(&c.inject_overflow_rank)->default_value(0), "the rank whose gradients overflow");
+
   po::options_description output("Output and checkpoints");
   output.add_options()
       ("metrics", po::value(&c.metrics_path), "JSON Lines metrics file")
@@ -126,7 +167,7 @@ ParsedOptions parse_options(int argc, const char* const argv[]) {
 
   po::options_description all("ddp_train: data-parallel FP16 MLP training with dynamic loss scaling\n\n"
                               "Usage: [mpirun -np N] ddp_train [options]\n");
-  all.add(general).add(data).add(model).add(optim).add(scaling).add(output);
+  all.add(general).add(data).add(model).add(optim).add(scaling).add(output).add(bench).add(faults);
 
   po::variables_map vm;
   try {
@@ -169,6 +210,17 @@ ParsedOptions parse_options(int argc, const char* const argv[]) {
     throw Error("--device: '" + c.device + "' is not one of auto, cuda, cpu");
 
   require_positive(c.batch_size, "--batch-size");
+  require_positive(c.grad_accum, "--grad-accum");
+  if (out.bench.warmup_steps < 0) throw Error("--bench-warmup must be >= 0");
+  require_positive(out.bench.timed_steps, "--bench-steps");
+  require_non_negative(out.bench.peak_tflops, "--peak-tflops");
+  if (c.global_batch < 0) throw Error("--global-batch must be positive");
+  if (!(c.grad_predivide > 0) || !std::isfinite(c.grad_predivide)) throw Error("--grad-predivide must be a positive number");
+  if (!vm["global-batch"].defaulted() && !vm["batch-size"].defaulted())
+    throw Error("--batch-size and --global-batch are exclusive: give one");
+  if (!inject_steps.empty()) c.inject_overflow_steps = parse_step_list(inject_steps, "--inject-overflow");
+  if (c.inject_overflow_every < 0 || c.inject_overflow_rank < 0)
+    throw Error("--inject-overflow-every and --inject-overflow-rank must be >= 0");
   require_positive(c.log_every, "--log-every");
   require_positive(c.data.synthetic_train_samples, "--synthetic-samples");
   if (c.steps < 0 || c.stop_after_steps < 0) throw Error("--steps and --stop-after-steps must be >= 0");

@@ -9,8 +9,17 @@
 
 namespace ddp {
 
+// `--bench`: time the training step on random data of the model's shape.
+struct BenchOptions {
+  bool enabled = false;
+  int64_t warmup_steps = 20;
+  int64_t timed_steps = 100;
+  double peak_tflops = 0.0;  // 0: from the GPU name, unknown on CPU
+};
+
 struct ParsedOptions {
   TrainConfig config;
+  BenchOptions bench;
   bool show_help = false;
   std::string help_text;
 };

@@ -19,22 +19,10 @@ namespace ddp {
 namespace {
 namespace fs = std::filesystem;
 
-struct RunResult {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr
-};
+using RunResult = test::CommandResult;
 
 RunResult run_trainer(const std::string& args) {
-  const std::string cmd = std::string(DDP_TRAIN_BINARY) + " --device cpu --threads 1 " + args + " 2>&1";
-  RunResult r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
-  const int status = pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return test::run_command(std::string(DDP_TRAIN_BINARY) + " --device cpu --threads 1 " + args + " 2>&1");
 }
 
 // The error is exactly one line on stderr that starts with "ddp_train: error".

@@ -45,6 +45,40 @@ TEST(DistributedSampler, RanksPartitionAPaddedPermutation) {
   for (uint32_t i = 0; i < n; ++i) EXPECT_GE(seen.count(i), 1u) << i;  // every sample, one padded twice
 }
 
+// PyTorch DistributedSampler semantics for N = 1..4 and sizes that do not
+// divide by N: the ranks' indices of an epoch together hold every sample
+// once, plus padding repeated from the start of the epoch order (or, with
+// drop_last, all but the tail, each at most once).
+TEST(DistributedSampler, RanksCoverTheEpochExactlyOnceForAnyWorldSize) {
+  for (size_t n : {1u, 5u, 7u, 100u, 1001u}) {
+    for (int world = 1; world <= 4; ++world) {
+      for (bool drop_last : {false, true}) {
+        if (drop_last && n < static_cast<size_t>(world)) continue;  // refused: no sample for some rank
+        SCOPED_TRACE("n " + std::to_string(n) + " world " + std::to_string(world) + " drop_last " +
+                     std::to_string(drop_last));
+        const size_t per_rank = drop_last ? n / world : (n + world - 1) / world;
+        const auto order = epoch_permutation(n, 11, 2);
+        std::vector<int> count(n, 0);
+        for (int r = 0; r < world; ++r) {
+          const auto idx = DistributedSampler(n, r, world, 11, true, drop_last).rank_indices(2);
+          ASSERT_EQ(idx.size(), per_rank);
+          for (uint32_t i : idx) {
+            ASSERT_LT(i, n);
+            ++count[i];
+          }
+        }
+        const size_t total = per_rank * world;
+        for (size_t j = 0; j < n; ++j) {
+          // Padded position k (0 <= k < total) takes order[k mod n]: position
+          // j is used once per k = j, j + n, ... below total.
+          const int want = j < total ? static_cast<int>((total - 1 - j) / n + 1) : 0;
+          EXPECT_EQ(count[order[j]], want) << "position " << j;
+        }
+      }
+    }
+  }
+}
+
 TEST(DistributedSampler, StridedOverTheSameOrderForAnyWorldSize) {
   // Position j*N + r of the epoch order belongs to rank r: with a world of
   // one, rank r of N sees every N-th element of the single-rank order.

@@ -6,7 +6,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <stdexcept>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <array>
+#include <cstdio>
 
 namespace ddp::test {
 
@@ -63,6 +67,18 @@ std::string make_temp_dir(const std::string& tag) {
   std::string pattern = (fs::temp_directory_path() / ("ddp_test_" + tag + "_XXXXXX")).string();
   if (!mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed for " + pattern);
   return pattern;
+}
+
+CommandResult run_command(const std::string& command) {
+  CommandResult r;
+  FILE* p = popen(command.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
+  const int status = pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
 }
 
 }  // namespace ddp::test

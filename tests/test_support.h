@@ -41,4 +41,12 @@ bool close_enough(double got, double want, double rel, double abs_floor);
 // Unique temporary directory for one test (removed by the caller if wanted).
 std::string make_temp_dir(const std::string& tag);
 
+// A shell command's exit status and its stdout+stderr (the command should
+// redirect 2>&1 itself). exit_code is -1 when it did not exit normally.
+struct CommandResult {
+  int exit_code = -1;
+  std::string output;
+};
+CommandResult run_command(const std::string& command);
+
 }  // namespace ddp::test

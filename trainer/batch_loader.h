@@ -28,6 +28,7 @@ class BatchLoader {
   const Dataset& data_;
   int max_batch_;
   std::vector<half16> host_features_fp16_;  // whole data set, [count, D]
+  std::vector<uint32_t> loaded_;            // the indices the device buffers hold
   std::vector<half16> staging_features_;    // one batch, [max_batch, D]
   std::vector<int32_t> staging_labels_;
   std::vector<float> staging_targets_;

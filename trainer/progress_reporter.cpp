@@ -29,10 +29,12 @@ ProgressReporter::ProgressReporter(bool enabled)
     : enabled_(enabled), tty_(enabled && isatty(STDOUT_FILENO) && !std::getenv("OMPI_COMM_WORLD_SIZE")) {}
 
 std::string ProgressReporter::format(const ProgressSnapshot& s) {
-  char buf[256];
-  std::snprintf(buf, sizeof buf, "epoch %lld/%lld  step %lld/%lld  loss %.4f  scale %g  %.0f samples/s  ETA %s%s",
+  char comm[48] = "";
+  if (s.allreduce_ms_per_step > 0) std::snprintf(comm, sizeof comm, "  all-reduce %.2f ms/step", s.allreduce_ms_per_step);
+  char buf[320];
+  std::snprintf(buf, sizeof buf, "epoch %lld/%lld  step %lld/%lld  loss %.4f  scale %g  %.0f samples/s%s  ETA %s%s",
                 static_cast<long long>(s.epoch), static_cast<long long>(s.epochs), static_cast<long long>(s.step),
-                static_cast<long long>(s.total_steps), s.loss, s.loss_scale, s.samples_per_s,
+                static_cast<long long>(s.total_steps), s.loss, s.loss_scale, s.samples_per_s, comm,
                 format_duration(s.eta_s).c_str(), s.skipped ? "  (skipped: overflow)" : "");
   return buf;
 }

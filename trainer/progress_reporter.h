@@ -16,6 +16,7 @@ struct ProgressSnapshot {
   double loss = 0.0;
   double loss_scale = 0.0;
   double samples_per_s = 0.0;
+  double allreduce_ms_per_step = 0.0;  // log lines only (0: not shown)
   double eta_s = 0.0;
   bool skipped = false;
 };

@@ -111,4 +111,26 @@ Dataset make_synthetic_dataset(uint64_t seed, size_t count, size_t in_dim, size_
   return data;
 }
 
+Dataset make_random_dataset(uint64_t seed, size_t count, size_t in_dim, size_t out_dim, bool classification) {
+  std::mt19937_64 rng(mix64(seed));
+  // Top 24 bits to [-1, 1): exact in FP32, no library-specific distribution.
+  auto uniform = [&rng] { return static_cast<float>(static_cast<int64_t>(rng() >> 40) - (1 << 23)) / (1 << 23); };
+  Dataset data;
+  data.count = count;
+  data.features = in_dim;
+  data.x.resize(count * in_dim);
+  for (float& v : data.x) v = uniform();
+  if (classification) {
+    data.num_classes = static_cast<int>(out_dim);
+    data.labels.resize(count);
+    for (int32_t& l : data.labels) l = static_cast<int32_t>(rng() % out_dim);
+  } else {
+    data.target_dim = out_dim;
+    data.targets.resize(count * out_dim);
+    for (float& v : data.targets) v = uniform();
+  }
+  data.source = "random (" + std::to_string(in_dim) + " -> " + std::to_string(out_dim) + ", benchmark)";
+  return data;
+}
+
 }  // namespace ddp

@@ -34,4 +34,9 @@ Dataset sample_synthetic_dataset(const SyntheticProblem& problem, uint64_t sampl
 Dataset make_synthetic_dataset(uint64_t seed, size_t count, size_t in_dim = 10, size_t out_dim = 10,
                                float noise = 0.01f, uint64_t sample_stream = 0);
 
+// Throughput benchmarks (`--bench`): `count` samples of uniform random
+// features in [-1, 1) and uniform random class labels (classification) or
+// targets in [-1, 1), with no structure to learn: cheap to draw at any width.
+Dataset make_random_dataset(uint64_t seed, size_t count, size_t in_dim, size_t out_dim, bool classification);
+
 }  // namespace ddp

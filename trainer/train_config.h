@@ -34,7 +34,10 @@ struct TrainConfig {
   LossKind loss = LossKind::SoftmaxCrossEntropy;
   std::string loss_name = "xent";
 
-  int64_t batch_size = 128;  // per rank
+  int64_t batch_size = 128;  // per rank and micro-batch
+  int64_t global_batch = 0;  // > 0: replaces batch_size by global_batch / (world x grad_accum)
+  int64_t grad_accum = 1;    // micro-batches per optimizer step (all-reduce after the last only)
+  double grad_predivide = 1.0;  // gradients divided by this before the all-reduce, by world/this after
   int64_t epochs = 15;
   int64_t steps = 0;          // > 0 replaces epochs
   int64_t stop_after_steps = 0;  // > 0: end this run after that many iterations (resume continues)
@@ -64,6 +67,16 @@ struct TrainConfig {
   std::string resume_path;       // empty with resume = newest valid in checkpoint_dir
   std::string save_weights_dir;
   std::string init_weights_dir;
+
+  // Test hooks (fault injection): make the gradients of these 1-based steps
+  // non-finite on one rank, after backward and before the all-reduce.
+  std::vector<int64_t> inject_overflow_steps;
+  int64_t inject_overflow_every = 0;  // > 0: every K-th step as well
+  int inject_overflow_rank = 0;
 };
+
+// Per-rank batch from --global-batch (or --batch-size as given); throws
+// naming the flag when the global batch does not divide by world x accum.
+int64_t resolve_batch_per_rank(const TrainConfig& config, int world_size);
 
 }  // namespace ddp

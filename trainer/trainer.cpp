@@ -5,6 +5,7 @@
 // progress and checkpoints at their intervals.
 #include "trainer/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -36,6 +37,18 @@ OptimizerConfig optimizer_config(const TrainConfig& c) {
   return o;
 }
 
+TrainConfig with_batch_per_rank(TrainConfig c, int world_size) {
+  c.batch_size = resolve_batch_per_rank(c, world_size);
+  return c;
+}
+
+bool overflow_injected_at(const TrainConfig& c, int rank, int64_t step_1based) {
+  if (rank != c.inject_overflow_rank) return false;
+  if (c.inject_overflow_every > 0 && step_1based % c.inject_overflow_every == 0) return true;
+  return std::find(c.inject_overflow_steps.begin(), c.inject_overflow_steps.end(), step_1based) !=
+         c.inject_overflow_steps.end();
+}
+
 std::string percent(double fraction) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f%%", 100.0 * fraction);
@@ -63,28 +76,31 @@ struct Trainer::Impl {
   int64_t step = 0, epoch = 0, epoch_offset = 0, skipped = 0;
   int64_t steps_per_epoch = 0, total_steps = 0, epochs_total = 0;
   int64_t last_eval_step = -1, last_checkpoint_step = -1;
+  std::vector<uint32_t> indices;  // this rank's order for indices_epoch
+  int64_t indices_epoch = -1;
   EvalResult last_eval;
   bool prepared = false;
 
   Impl(const TrainConfig& c, Backend& b, Communicator& m, TrainTestData d)
-      : cfg(c),
+      : cfg(with_batch_per_rank(c, m.world_size())),
         backend(b),
         comm(m),
         data(std::move(d)),
         layout(ParameterLayout::for_mlp(c.layer_widths)),
         params(b, layout),
-        model(b, layout, c.activation, static_cast<int>(c.batch_size)),
+        model(b, layout, cfg.activation, static_cast<int>(cfg.batch_size)),
         optimizer(b, params, optimizer_config(c)),
         scaler(c.loss_scaler),
         sampler(data.train.count, m.rank(), m.world_size(), c.seed, c.shuffle, c.drop_last),
-        loader(b, data.train, static_cast<int>(c.batch_size)),
+        loader(b, data.train, static_cast<int>(cfg.batch_size)),
         progress(m.rank() == 0),
         loss_mean(b, 1) {
     const int64_t per_rank = static_cast<int64_t>(sampler.samples_per_rank());
-    steps_per_epoch = cfg.drop_last ? per_rank / cfg.batch_size : (per_rank + cfg.batch_size - 1) / cfg.batch_size;
+    const int64_t per_step = samples_per_rank_step();
+    steps_per_epoch = cfg.drop_last ? per_rank / per_step : (per_rank + per_step - 1) / per_step;
     if (steps_per_epoch == 0)
-      throw Error("--batch-size " + std::to_string(cfg.batch_size) + " with --drop-last leaves no full batch of the " +
-                  std::to_string(per_rank) + " samples per rank");
+      throw Error("batch " + std::to_string(cfg.batch_size) + " x --grad-accum " + std::to_string(cfg.grad_accum) +
+                  " with --drop-last leaves no full step of the " + std::to_string(per_rank) + " samples per rank");
     total_steps = cfg.steps > 0 ? cfg.steps : cfg.epochs * steps_per_epoch;
     epochs_total = (total_steps + steps_per_epoch - 1) / steps_per_epoch;
     schedule.kind = cfg.lr_schedule;
@@ -97,7 +113,8 @@ struct Trainer::Impl {
 
   int world() const { return comm.world_size(); }
   bool is_root() const { return comm.rank() == 0; }
-  int64_t global_batch() const { return cfg.batch_size * world(); }
+  int64_t samples_per_rank_step() const { return cfg.batch_size * cfg.grad_accum; }
+  int64_t global_batch() const { return samples_per_rank_step() * world(); }
 
   void say(const std::string& line) { progress.permanent(line); }
 
@@ -200,6 +217,13 @@ struct Trainer::Impl {
     }
   }
 
+  // A test hook: one +Inf in the first gradient element, as an FP16
+  // overflow in backward would leave it; the all-reduce carries it to every rank.
+  void inject_overflow() {
+    const half16 inf{0x7C00};
+    backend.copy_to_device(params.grads_fp16.data(), &inf, sizeof inf);
+  }
+
   void banner() {
     std::string widths;
     for (size_t i = 0; i < cfg.layer_widths.size(); ++i)
@@ -208,9 +232,96 @@ struct Trainer::Impl {
         std::to_string(params.count()) + " parameters");
     say("data: train " + std::to_string(data.train.count) + " samples (" + data.train.source + "), test " +
         std::to_string(data.test.count));
+    std::string accum;
+    if (cfg.grad_accum > 1) accum = " x " + std::to_string(cfg.grad_accum) + " micro-batches";
+    if (cfg.grad_predivide != 1.0) accum += ", gradients predivided by " + json_number(cfg.grad_predivide);
     say("world " + std::to_string(world()) + " (" + comm.name() + "), batch " + std::to_string(cfg.batch_size) +
-        " per rank, global batch " + std::to_string(global_batch()) + "; " + std::to_string(total_steps) +
-        " steps (" + std::to_string(steps_per_epoch) + " per epoch)");
+        " per rank" + accum + ", global batch " + std::to_string(global_batch()) + "; " +
+        std::to_string(total_steps) + " steps (" + std::to_string(steps_per_epoch) + " per epoch)");
+  }
+
+  struct StepResult {
+    StepOutcome outcome;
+    int64_t rows = 0;   // this rank's samples in the step
+    double scale = 0;   // the loss scale the step ran with
+    double lr = 0;
+    bool log_step = false;
+  };
+
+  // One optimizer step: K micro-batches forward/backward into the flat FP16
+  // gradients, all-reduce, unscale/check/SGD, loss-scale update. Advances
+  // step and the epoch position; evaluation and checkpoints are the caller's.
+  StepResult train_step() {
+    if (indices_epoch != epoch) indices = sampler.rank_indices(epoch), indices_epoch = epoch;
+    const int64_t per_rank = static_cast<int64_t>(sampler.samples_per_rank());
+    const int64_t local_pos = epoch_offset / world();
+    // The step's micro-batches are consecutive slices of this rank's shard;
+    // the last step of an epoch may have fewer (and a shorter last slice).
+    const int64_t step_rows = std::min<int64_t>(samples_per_rank_step(), per_rank - local_pos);
+    const int64_t micro_batches = (step_rows + cfg.batch_size - 1) / cfg.batch_size;
+    const double scale = scaler.scale();
+    // Each micro-batch's loss is a mean over its rows; the step's gradient
+    // is their mean (1/micro_batches, as `loss / K` in PyTorch), divided by
+    // --grad-predivide before the all-reduce. All of it rides on the scale
+    // of the loss gradient, so backward needs no extra pass.
+    const float backward_scale = static_cast<float>(scale / (static_cast<double>(micro_batches) * cfg.grad_predivide));
+    for (int64_t micro = 0; micro < micro_batches; ++micro) {
+      const int64_t first = local_pos + micro * cfg.batch_size;
+      const int rows = static_cast<int>(std::min<int64_t>(cfg.batch_size, local_pos + step_rows - first));
+      loader.load(indices.data() + first, rows);
+      const half16* out = model.forward(loader.features(), rows, params.weights_fp16.data());
+      const int classes = model.output_width();
+      if (cfg.loss == LossKind::SoftmaxCrossEntropy) {
+        backend.softmax_xent_forward(out, loader.labels(), rows, classes, loss_mean.data(), nullptr);
+        backend.softmax_xent_backward(out, loader.labels(), rows, classes, backward_scale, model.output_grad());
+      } else {
+        backend.mse_forward(out, loader.targets(), rows, classes, loss_mean.data());
+        backend.mse_backward(out, loader.targets(), rows, classes, backward_scale, model.output_grad());
+      }
+      model.backward(rows, params.weights_fp16.data(), params.grads_fp16.data(), /*accumulate=*/micro > 0);
+    }
+    if (overflow_injected_at(cfg, comm.rank(), step + 1)) inject_overflow();
+    comm.allreduce_sum_fp16(params.grads_fp16.data(), params.count());
+
+    StepResult r;
+    r.rows = step_rows, r.scale = scale;
+    r.lr = schedule.lr_at(step);
+    r.log_step = (step + 1) % cfg.log_every == 0 || step + 1 == total_steps;
+    // The sum over ranks was predivided by F: what is left to divide is N/F.
+    r.outcome = optimizer.step(r.lr, scale, world() / cfg.grad_predivide, r.log_step);
+    scaler.update(r.outcome.skipped);
+    skipped += r.outcome.skipped;
+    ++step;
+    epoch_offset += step_rows * world();
+    return r;
+  }
+
+  bool epoch_done() const {
+    const int64_t per_rank = static_cast<int64_t>(sampler.samples_per_rank());
+    const int64_t used = epoch_offset / world();
+    return used >= per_rank || (cfg.drop_last && used + samples_per_rank_step() > per_rank);
+  }
+
+  BenchTimings bench(int64_t warmup_steps, int64_t timed_steps) {
+    DDP_REQUIRE(prepared, "Trainer::bench before prepare");
+    BenchTimings t;
+    t.global_samples_per_step = global_batch();
+    auto one_step = [this] {
+      train_step();
+      if (epoch_done()) ++epoch, epoch_offset = 0;
+    };
+    for (int64_t i = 0; i < warmup_steps; ++i) one_step();
+    backend.synchronize();
+    comm.barrier();
+    comm.take_allreduce_seconds();
+    for (int64_t i = 0; i < timed_steps; ++i) {
+      const auto start = Clock::now();
+      one_step();
+      backend.synchronize();
+      t.step_s.push_back(seconds_since(start));
+    }
+    t.allreduce_s = comm.take_allreduce_seconds();
+    return t;
   }
 
   TrainSummary run() {
@@ -221,41 +332,20 @@ struct Trainer::Impl {
     double train_s = 0.0;
     int64_t steps_this_run = 0, samples_this_run = 0;
     auto interval_start = Clock::now();
-    int64_t interval_samples = 0;
-    std::vector<uint32_t> indices;
-    int64_t indices_epoch = -1;
-    const int64_t per_rank = static_cast<int64_t>(sampler.samples_per_rank());
+    int64_t interval_samples = 0, interval_steps = 0;
+    double allreduce_s = 0.0;  // this run's, summed at log steps
 
     while (step < total_steps && !(cfg.stop_after_steps > 0 && steps_this_run >= cfg.stop_after_steps)) {
       const auto step_start = Clock::now();
-      if (indices_epoch != epoch) indices = sampler.rank_indices(epoch), indices_epoch = epoch;
-      const int64_t local_pos = epoch_offset / world();
-      const int rows = static_cast<int>(std::min<int64_t>(cfg.batch_size, per_rank - local_pos));
-      loader.load(indices.data() + local_pos, rows);
-
-      const double scale = scaler.scale();
-      const half16* out = model.forward(loader.features(), rows, params.weights_fp16.data());
-      const int classes = model.output_width();
-      if (cfg.loss == LossKind::SoftmaxCrossEntropy) {
-        backend.softmax_xent_forward(out, loader.labels(), rows, classes, loss_mean.data(), nullptr);
-        backend.softmax_xent_backward(out, loader.labels(), rows, classes, static_cast<float>(scale),
-                                      model.output_grad());
-      } else {
-        backend.mse_forward(out, loader.targets(), rows, classes, loss_mean.data());
-        backend.mse_backward(out, loader.targets(), rows, classes, static_cast<float>(scale), model.output_grad());
-      }
-      model.backward(rows, params.weights_fp16.data(), params.grads_fp16.data(), false);
-      comm.allreduce_sum_fp16(params.grads_fp16.data(), params.count());
-
-      const double lr = schedule.lr_at(step);
-      const bool log_step = (step + 1) % cfg.log_every == 0 || step + 1 == total_steps;
-      const StepOutcome outcome = optimizer.step(lr, scale, world(), log_step);
-      scaler.update(outcome.skipped);
-      skipped += outcome.skipped;
-      ++step, ++steps_this_run;
-      epoch_offset += static_cast<int64_t>(rows) * world();
-      samples_this_run += static_cast<int64_t>(rows) * world();
-      interval_samples += static_cast<int64_t>(rows) * world();
+      const StepResult st = train_step();
+      const StepOutcome& outcome = st.outcome;
+      const int64_t step_rows = st.rows;
+      const double scale = st.scale, lr = st.lr;
+      const bool log_step = st.log_step;
+      ++steps_this_run;
+      samples_this_run += step_rows * world();
+      interval_samples += step_rows * world();
+      ++interval_steps;
       train_s += seconds_since(step_start);
 
       ProgressSnapshot snap;
@@ -267,13 +357,17 @@ struct Trainer::Impl {
         backend.copy_to_host(&local_loss, loss_mean.data(), sizeof(local_loss));
         snap.loss = comm.allreduce_sum_host(local_loss) / world();
         snap.samples_per_s = interval_samples / std::max(seconds_since(interval_start), 1e-9);
-        interval_start = Clock::now(), interval_samples = 0;
+        const double interval_allreduce_s = comm.take_allreduce_seconds();
+        allreduce_s += interval_allreduce_s;
+        snap.allreduce_ms_per_step = 1e3 * interval_allreduce_s / interval_steps;
+        interval_start = Clock::now(), interval_samples = 0, interval_steps = 0;
         progress.log_line(snap);
         if (metrics) {
           JsonRecord r;
           r.add("event", "step").add("step", step).add("epoch", epoch + 1).add("loss", snap.loss);
           r.add("loss_scale", scale).add("skipped", outcome.skipped).add("lr", lr);
           r.add("grad_norm", outcome.grad_norm).add("samples_per_s", snap.samples_per_s);
+          r.add("allreduce_ms_per_step", snap.allreduce_ms_per_step);
           metrics->write(r);
         }
       }
@@ -285,9 +379,7 @@ struct Trainer::Impl {
         progress.live_line(snap);
       }
 
-      const bool epoch_done = (epoch_offset / world()) >= per_rank ||
-                              (cfg.drop_last && (epoch_offset / world()) + cfg.batch_size > per_rank);
-      if (epoch_done) {
+      if (epoch_done()) {
         run_eval();
         ++epoch, epoch_offset = 0;
       }
@@ -309,9 +401,18 @@ struct Trainer::Impl {
     sum.skipped_steps = skipped;
     sum.samples_per_s = samples_this_run / std::max(train_s, 1e-9);
     sum.wall_s = seconds_since(run_start);
+    allreduce_s += comm.take_allreduce_seconds();
+    sum.allreduce_ms_per_step = steps_this_run > 0 ? 1e3 * allreduce_s / steps_this_run : 0.0;
     std::string line = "done: " + std::to_string(sum.steps) + " steps (" + std::to_string(skipped) +
                        " skipped in total) in " + format_duration(sum.wall_s) + ", " +
-                       std::to_string(static_cast<int64_t>(sum.samples_per_s)) + " samples/s";
+                       std::to_string(static_cast<int64_t>(sum.samples_per_s)) + " samples/s over " +
+                       std::to_string(world()) + " rank(s), global batch " + std::to_string(global_batch());
+    if (world() > 1) {
+      char comm_text[96];
+      std::snprintf(comm_text, sizeof comm_text, ", all-reduce %.2f ms/step (%.0f%% of step time)",
+                    sum.allreduce_ms_per_step, 100.0 * allreduce_s / std::max(train_s, 1e-9));
+      line += comm_text;
+    }
     if (cfg.loss == LossKind::SoftmaxCrossEntropy) line += "; final test accuracy " + percent(sum.test_accuracy);
     char tail[96];
     std::snprintf(tail, sizeof tail, ", test loss %.4f; final loss scale %g", sum.test_loss, scaler.scale());
@@ -322,7 +423,9 @@ struct Trainer::Impl {
       r.add("event", "summary").add("test_accuracy", sum.test_accuracy).add("test_loss", sum.test_loss);
       r.add("steps", sum.final_step).add("skipped_steps", sum.skipped_steps).add("samples_per_s", sum.samples_per_s);
       r.add("wall_s", sum.wall_s).add("world_size", static_cast<int64_t>(world()));
-      r.add("global_batch", global_batch()).add("loss_scale", scaler.scale());
+      r.add("global_batch", global_batch()).add("batch_per_rank", cfg.batch_size);
+      r.add("grad_accum", cfg.grad_accum).add("loss_scale", scaler.scale());
+      r.add("allreduce_ms_per_step", sum.allreduce_ms_per_step);
       metrics->write(r);
     }
     return sum;
@@ -334,6 +437,9 @@ Trainer::Trainer(const TrainConfig& config, Backend& backend, Communicator& comm
 Trainer::~Trainer() = default;
 void Trainer::prepare() { impl_->prepare(); }
 TrainSummary Trainer::run() { return impl_->run(); }
+BenchTimings Trainer::bench(int64_t warmup_steps, int64_t timed_steps) {
+  return impl_->bench(warmup_steps, timed_steps);
+}
 TrainState Trainer::snapshot() const { return impl_->snapshot(); }
 
 }  // namespace ddp

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "comm/communicator.h"
 #include "kernels/backend.h"
@@ -22,6 +23,15 @@ struct TrainSummary {
   int64_t skipped_steps = 0;   // over the whole training, resumes included
   double samples_per_s = 0.0;  // global samples / wall time of this run's steps
   double wall_s = 0.0;
+  double allreduce_ms_per_step = 0.0;  // mean over this run's steps
+};
+
+// What `--bench` measures: rank 0's wall time of each timed step (the
+// device synchronised at its end) and the all-reduce time over them.
+struct BenchTimings {
+  std::vector<double> step_s;
+  double allreduce_s = 0.0;
+  int64_t global_samples_per_step = 0;
 };
 
 class Trainer {
@@ -33,6 +43,10 @@ class Trainer {
   // it; call before any output is written. Throws on a bad checkpoint.
   void prepare();
   TrainSummary run();
+
+  // Throughput benchmark: warm-up steps, then timed steps, of the training
+  // step alone (no evaluation, metrics or checkpoints).
+  BenchTimings bench(int64_t warmup_steps, int64_t timed_steps);
 
   // The state as a checkpoint would hold it now.
   TrainState snapshot() const;

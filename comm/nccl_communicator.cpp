@@ -1,0 +1,189 @@
+// nccl_communicator.cpp
+#include "comm/nccl_communicator.h"
+
+#include <cstdio>
+#include <exception>
+
+#include "comm/nccl_check.h"
+#include "kernels/cuda_check.h"
+#include "kernels/error.h"
+#if defined(DDP_HAVE_MPI)
+#include <mpi.h>
+
+#include "comm/mpi_check.h"
+#endif
+
+namespace ddp {
+namespace {
+
+// Events that only order streams: without timestamps, record and wait are cheap.
+UniqueCudaEvent make_ordering_event() {
+  cudaEvent_t event = nullptr;
+  DDP_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  return UniqueCudaEvent(event);
+}
+
+UniqueCudaEvent make_timing_event() {
+  cudaEvent_t event = nullptr;
+  DDP_CUDA_CHECK(cudaEventCreate(&event));
+  return UniqueCudaEvent(event);
+}
+
+// "2.28.9": since NCCL 2.9 the code is major * 10000 + minor * 100 + patch.
+std::string nccl_version_text() {
+  int code = 0;
+  DDP_NCCL_CHECK(ncclGetVersion(&code));
+  return std::to_string(code / 10000) + "." + std::to_string(code / 100 % 100) + "." + std::to_string(code % 100);
+}
+
+// The non-throwing twin of DDP_NCCL_CHECK, for the destructor and abort().
+void report_nccl_error(ncclResult_t rc, const char* call) noexcept {
+  if (rc == ncclSuccess) return;
+  const char* last = ncclGetLastError(nullptr);
+  const bool has_last = last != nullptr && *last != '\0';
+  std::fprintf(stderr, "%s failed: %s%s%s\n", call, ncclGetErrorString(rc), has_last ? ": " : "",
+               has_last ? last : "");
+}
+
+// Before any CUDA call, so a job that cannot bootstrap says why at once: a
+// world above one shares the id over MPI_COMM_WORLD, which must be the
+// world the caller means.
+void check_bootstrap_possible(int rank, int world_size) {
+  if (world_size == 1) return;
+#if defined(DDP_HAVE_MPI)
+  int mpi_initialized = 0;
+  DDP_MPI_CHECK(MPI_Initialized(&mpi_initialized));
+  DDP_REQUIRE(mpi_initialized != 0, "the NCCL id of a world of " + std::to_string(world_size) +
+                                        " is shared with MPI_Bcast; initialise MPI (MpiEnvironment) first");
+  int mpi_rank = 0, mpi_world = 0;
+  DDP_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &mpi_rank));
+  DDP_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &mpi_world));
+  DDP_REQUIRE(mpi_rank == rank && mpi_world == world_size,
+              "NCCL rank " + std::to_string(rank) + " of " + std::to_string(world_size) + " is MPI rank " +
+                  std::to_string(mpi_rank) + " of " + std::to_string(mpi_world));
+#else
+  (void)rank;
+  throw Error("a world of " + std::to_string(world_size) +
+              " needs MPI to share the NCCL id, and this build has none (DDP_MPI=OFF); run one rank");
+#endif
+}
+
+// Rank 0's id on every rank. A world of one needs no MPI.
+ncclUniqueId shared_unique_id(int rank, int world_size) {
+  ncclUniqueId id{};
+  if (rank == 0) DDP_NCCL_CHECK(ncclGetUniqueId(&id));
+#if defined(DDP_HAVE_MPI)
+  if (world_size > 1) DDP_MPI_CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD));
+#else
+  (void)world_size;  // check_bootstrap_possible allowed only a world of one
+#endif
+  return id;
+}
+
+}  // namespace
+
+NcclCommunicator::NcclCommunicator(int rank, int world_size, cudaStream_t compute_stream)
+    : rank_(rank), world_size_(world_size), name_("NCCL " + nccl_version_text()), compute_stream_(compute_stream) {
+  DDP_REQUIRE(world_size_ >= 1 && rank_ >= 0 && rank_ < world_size_,
+              "rank " + std::to_string(rank_) + " is outside a world of " + std::to_string(world_size_));
+  check_bootstrap_possible(rank_, world_size_);
+  // Non-blocking: the legacy default stream must not serialise communication
+  // with compute.
+  comm_stream_ = make_non_blocking_stream();
+  compute_ready_ = make_ordering_event();
+  comm_done_ = make_ordering_event();
+  // Last, so nothing after it can throw and leak the communicator (the
+  // destructor does not run for a constructor that throws).
+  DDP_NCCL_CHECK(ncclCommInitRank(&comm_, world_size_, shared_unique_id(rank_, world_size_), rank_));
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  if (comm_ == nullptr || aborted_.exchange(true)) return;
+  // ncclCommDestroy first finalises, which waits until every rank's
+  // communicator is quiescent; a rank that is unwinding from an error would
+  // wait there for peers that may never come, instead of reaching main's
+  // catch and ending the job.
+  if (std::uncaught_exceptions() > 0) {
+    report_nccl_error(ncclCommAbort(comm_), "ncclCommAbort(comm_)");
+  } else {
+    report_nccl_error(ncclCommDestroy(comm_), "ncclCommDestroy(comm_)");
+  }
+}
+
+void NcclCommunicator::abort() noexcept {
+  if (comm_ == nullptr || aborted_.exchange(true)) return;
+  report_nccl_error(ncclCommAbort(comm_), "ncclCommAbort(comm_)");
+}
+
+void NcclCommunicator::require_live(const char* what) const {
+  DDP_REQUIRE(!aborted_.load(), std::string(what) + " on an aborted NCCL communicator");
+}
+
+// Events, not host syncs: the host goes on queueing while the streams wait
+// for each other on the device. One event per direction is enough, because
+// cudaStreamWaitEvent captures the event's latest record when it is called.
+void NcclCommunicator::comm_waits_for_compute() {
+  DDP_CUDA_CHECK(cudaEventRecord(compute_ready_.get(), compute_stream_));
+  DDP_CUDA_CHECK(cudaStreamWaitEvent(comm_stream(), compute_ready_.get(), 0));
+}
+
+void NcclCommunicator::compute_waits_for_comm() {
+  DDP_CUDA_CHECK(cudaEventRecord(comm_done_.get(), comm_stream()));
+  DDP_CUDA_CHECK(cudaStreamWaitEvent(compute_stream_, comm_done_.get(), 0));
+}
+
+void NcclCommunicator::allreduce_sum_fp16(half16* data, size_t count) {
+  require_live("allreduce_sum_fp16");
+  if (count == 0) return;  // every rank passes the same count, so all skip
+  comm_waits_for_compute();
+  if (timing_events_used_ == timing_events_.size())
+    timing_events_.emplace_back(make_timing_event(), make_timing_event());
+  auto& [start, end] = timing_events_[timing_events_used_++];
+  DDP_CUDA_CHECK(cudaEventRecord(start.get(), comm_stream()));  // reached once compute is done
+  DDP_NCCL_CHECK(ncclAllReduce(data, data, count, ncclFloat16, ncclSum, comm_, comm_stream()));
+  DDP_CUDA_CHECK(cudaEventRecord(end.get(), comm_stream()));
+  compute_waits_for_comm();
+}
+
+double NcclCommunicator::take_allreduce_seconds() {
+  double ms_total = 0.0;
+  for (size_t i = 0; i < timing_events_used_; ++i) {
+    auto& [start, end] = timing_events_[i];
+    DDP_CUDA_CHECK(cudaEventSynchronize(end.get()));
+    float ms = 0.0f;
+    DDP_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), end.get()));
+    ms_total += ms;
+  }
+  timing_events_used_ = 0;
+  return ms_total / 1e3;
+}
+
+void NcclCommunicator::broadcast_bytes(void* data, size_t size_bytes, int root) {
+  require_live("broadcast_bytes");
+  DDP_REQUIRE(root >= 0 && root < world_size_,
+              "broadcast root " + std::to_string(root) + " is outside a world of " + std::to_string(world_size_));
+  if (size_bytes == 0) return;
+  comm_waits_for_compute();
+  DDP_NCCL_CHECK(ncclBroadcast(data, data, size_bytes, ncclUint8, root, comm_, comm_stream()));
+  compute_waits_for_comm();
+}
+
+double NcclCommunicator::allreduce_sum_host(double value) {
+  double sum = value;
+#if defined(DDP_HAVE_MPI)
+  // Metrics only: a host round trip per call is fine here, never per bucket.
+  if (world_size_ > 1) DDP_MPI_CHECK(MPI_Allreduce(&value, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+#endif
+  return sum;
+}
+
+void NcclCommunicator::barrier() {
+  // A barrier is a host sync point anyway: collectives queued before it are
+  // complete on this rank when it returns.
+  DDP_CUDA_CHECK(cudaStreamSynchronize(comm_stream()));
+#if defined(DDP_HAVE_MPI)
+  if (world_size_ > 1) DDP_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+#endif
+}
+
+}  // namespace ddp

@@ -1,0 +1,87 @@
+// nccl_communicator.h: the Communicator over NCCL, for GPU ranks (one GPU per
+// rank, the CudaBackend's device; buffers are device memory). Rank 0 makes the
+// ncclUniqueId and MPI_Bcast shares it; a world of one builds a one-rank NCCL
+// communicator without MPI, so the NCCL path also runs on a single GPU.
+//
+// Streams: collectives run on `comm_stream`, a non-blocking stream this class
+// owns. Each one is fenced with events in both directions (comm_stream waits
+// for the work already queued on `compute_stream`; compute_stream waits for
+// the collective), so callers see plain compute_stream order and the host
+// never blocks. Host scalars (metrics) and the barrier go through MPI.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include "comm/communicator.h"
+#include "kernels/cuda_raii.h"
+
+namespace ddp {
+
+class NcclCommunicator final : public Communicator {
+ public:
+  // Collective over all `world_size` ranks (MPI_COMM_WORLD when world_size > 1,
+  // which needs a build with MPI). The calling thread's current CUDA device is
+  // the communicator's device: construct it after the CudaBackend whose
+  // `compute_stream` is passed, on the same thread. Throws ddp::Error naming
+  // the NCCL, MPI or CUDA call that failed.
+  NcclCommunicator(int rank, int world_size, cudaStream_t compute_stream);
+  // ncclCommDestroy, or ncclCommAbort while an exception unwinds (destroy
+  // waits for every peer; a failing rank must not). Never throws.
+  ~NcclCommunicator() override;
+  NcclCommunicator(const NcclCommunicator&) = delete;
+  NcclCommunicator& operator=(const NcclCommunicator&) = delete;
+
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_size_; }
+  std::string name() const override { return name_; }  // "NCCL 2.28.9"
+
+  // FP16 sum in place on device memory (ncclFloat16, ncclSum).
+  void allreduce_sum_fp16(half16* data, size_t count) override;
+  // Device bytes in place (ncclUint8).
+  void broadcast_bytes(void* data, size_t size_bytes, int root) override;
+  // MPI_Allreduce of a host double when world > 1; the identity otherwise.
+  double allreduce_sum_host(double value) override;
+  // Waits for comm_stream, then MPI_Barrier when world > 1.
+  void barrier() override;
+  // Device time of the all-reduces since the last call, from timing events
+  // around each on comm_stream; waits for the last one to finish.
+  double take_allreduce_seconds() override;
+
+  // For callers that overlap several collectives with compute (gradient
+  // buckets) and order them with their own events.
+  cudaStream_t comm_stream() const { return comm_stream_.get(); }
+
+  // ncclCommAbort: ends in-flight collectives and frees the communicator, for
+  // a watchdog thread that sees a peer hang. Safe to call more than once and
+  // from another thread; later collectives throw. Never throws.
+  void abort() noexcept;
+
+ private:
+  void comm_waits_for_compute();
+  void compute_waits_for_comm();
+  void require_live(const char* what) const;
+
+  int rank_ = 0, world_size_ = 1;
+  std::string name_;
+  cudaStream_t compute_stream_ = nullptr;  // the backend's; not owned
+  // The stream and events outlive comm_: the destructor body releases comm_
+  // before any member is destroyed.
+  UniqueCudaStream comm_stream_;
+  UniqueCudaEvent compute_ready_;  // recorded on compute_stream, waited on by comm_stream
+  UniqueCudaEvent comm_done_;      // recorded on comm_stream, waited on by compute_stream
+  // A start/end timing event pair per all-reduce since the last
+  // take_allreduce_seconds(); the pool grows to the longest such interval.
+  std::vector<std::pair<UniqueCudaEvent, UniqueCudaEvent>> timing_events_;
+  size_t timing_events_used_ = 0;
+  ncclComm_t comm_ = nullptr;
+  std::atomic<bool> aborted_{false};
+};
+
+}  // namespace ddp

@@ -1,0 +1,69 @@
+// bench_report.cpp
+#include "launch/bench_report.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "trainer/json_writer.h"
+
+namespace ddp {
+
+double model_flops_per_sample(const std::vector<int64_t>& widths) {
+  double flops = 0.0;
+  for (size_t i = 0; i + 1 < widths.size(); ++i) flops += 6.0 * static_cast<double>(widths[i]) * widths[i + 1];
+  if (widths.size() >= 2) flops -= 2.0 * static_cast<double>(widths[0]) * widths[1];
+  return flops;
+}
+
+double peak_fp16_tflops(const std::string& device_description) {
+  struct Peak {
+    const char* name;
+    double tflops;
+  };
+  // Dense FP16 with FP32 accumulation; H200 has the H100's SMs and clocks.
+  static const Peak table[] = {{"H200", 989.0}, {"H100", 989.0}, {"A100", 312.0}, {"L40S", 362.0},
+                               {"A10", 125.0},  {"V100", 125.0}};
+  for (const Peak& p : table)
+    if (device_description.find(p.name) != std::string::npos) return p.tflops;
+  return 0.0;
+}
+
+namespace {
+// Nearest-rank percentile of sorted values.
+double percentile(const std::vector<double>& sorted, double p) {
+  if (sorted.empty()) return std::nan("");
+  const size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * sorted.size()));
+  return sorted[std::min(sorted.size() - 1, rank == 0 ? 0 : rank - 1)];
+}
+}  // namespace
+
+std::string bench_json_line(const BenchContext& c, const BenchTimings& t) {
+  std::vector<double> sorted = t.step_s;
+  std::sort(sorted.begin(), sorted.end());
+  double total_s = 0.0;
+  for (double s : t.step_s) total_s += s;
+  const double steps = static_cast<double>(t.step_s.size());
+  const double samples_per_s = steps * t.global_samples_per_step / std::max(total_s, 1e-12);
+  const double tflops = samples_per_s * model_flops_per_sample(c.widths) / 1e12;
+  const double peak = c.peak_tflops > 0 ? c.peak_tflops : peak_fp16_tflops(c.device);
+
+  std::string model;
+  for (size_t i = 0; i < c.widths.size(); ++i) model += (i ? "-" : "") + std::to_string(c.widths[i]);
+  JsonRecord r;
+  r.add("event", "bench").add("model", model).add("device", c.device).add("world_size", static_cast<int64_t>(c.world_size));
+  r.add("batch_per_rank", c.batch_per_rank).add("grad_accum", c.grad_accum).add("global_batch", t.global_samples_per_step);
+  r.add("warmup_steps", c.warmup_steps).add("timed_steps", static_cast<int64_t>(t.step_s.size()));
+  r.add("samples_per_s", samples_per_s);
+  r.add("step_ms_median", 1e3 * percentile(sorted, 50)).add("step_ms_p10", 1e3 * percentile(sorted, 10));
+  r.add("step_ms_p90", 1e3 * percentile(sorted, 90));
+  r.add("model_tflops", tflops);
+  const double unknown = std::nan("");  // written as null
+  r.add("peak_tflops", peak > 0 ? peak : unknown).add("mfu", peak > 0 ? tflops / peak : unknown);
+  r.add("allreduce_ms_per_step", steps > 0 ? 1e3 * t.allreduce_s / steps : 0.0);
+  // The all-reduce runs after backward, not during it (no bucketed overlap
+  // yet): none of it is hidden.
+  r.add("allreduce_hidden_fraction", 0.0);
+  return r.str();
+}
+
+}  // namespace ddp

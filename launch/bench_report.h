@@ -1,0 +1,35 @@
+// bench_report.h: `ddp_train --bench` turns step timings into one JSON line:
+// samples/s, step time percentiles, model TFLOP/s and MFU against the
+// device's FP16 dense peak, and the all-reduce time per step.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "trainer/trainer.h"
+
+namespace ddp {
+
+// Model FLOPs per sample of one training step: forward 2*in*out per layer,
+// backward 4*in*out (dX and dW), less the first layer's dX (2*in*out),
+// which nothing needs.
+double model_flops_per_sample(const std::vector<int64_t>& widths);
+
+// FP16 dense Tensor Core peak in TFLOP/s by GPU name (vendor datasheets,
+// SXM parts), 0 when the name is not in the table.
+double peak_fp16_tflops(const std::string& device_description);
+
+struct BenchContext {
+  std::vector<int64_t> widths;
+  std::string device;        // the backend's description
+  int world_size = 1;
+  int64_t batch_per_rank = 0;
+  int64_t grad_accum = 1;
+  int64_t warmup_steps = 0;
+  double peak_tflops = 0.0;  // user-given; 0: from the table, else unknown
+};
+
+std::string bench_json_line(const BenchContext& context, const BenchTimings& timings);
+
+}  // namespace ddp

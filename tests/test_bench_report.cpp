@@ -1,0 +1,66 @@
+// test_bench_report.cpp: the figures `ddp_train --bench` prints, from known
+// timings: FLOP count, percentiles, samples/s, MFU, and the JSON keys a
+// comparison script reads.
+#include <gtest/gtest.h>
+
+#include "launch/bench_report.h"
+#include "trainer/json_writer.h"
+
+namespace ddp {
+namespace {
+
+TEST(BenchReport, ModelFlopsLeaveOutTheFirstLayersInputGradient) {
+  // 784-1024-10: forward 2*(784*1024 + 1024*10), backward 4*(...) less 2*784*1024.
+  const double want = 6.0 * (784 * 1024 + 1024 * 10) - 2.0 * 784 * 1024;
+  EXPECT_DOUBLE_EQ(model_flops_per_sample({784, 1024, 10}), want);
+  EXPECT_DOUBLE_EQ(model_flops_per_sample({10, 10}), 4.0 * 100);
+}
+
+TEST(BenchReport, PeakByGpuName) {
+  EXPECT_EQ(peak_fp16_tflops("CUDA device 0: NVIDIA H200 (132 SMs)"), 989.0);
+  EXPECT_EQ(peak_fp16_tflops("NVIDIA H100 80GB HBM3"), 989.0);
+  EXPECT_EQ(peak_fp16_tflops("CPU (OpenBLAS, 2 threads)"), 0.0);
+}
+
+TEST(BenchReport, JsonLineFromKnownTimings) {
+  BenchContext c;
+  c.widths = {100, 200, 10};
+  c.device = "NVIDIA H200";
+  c.world_size = 2, c.batch_per_rank = 50, c.warmup_steps = 3;
+  BenchTimings t;
+  t.global_samples_per_step = 100;
+  // 10 steps of 1..10 ms: 55 ms in all, median (nearest rank) 5 ms, p10 1 ms, p90 9 ms.
+  for (int i = 1; i <= 10; ++i) t.step_s.push_back(i * 1e-3);
+  t.allreduce_s = 0.020;
+  const std::string line = bench_json_line(c, t);
+  const double samples_per_s = 1000.0 / 0.055;
+  const double tflops = samples_per_s * model_flops_per_sample(c.widths) / 1e12;
+  auto has = [&](const std::string& text) { return line.find(text) != std::string::npos; };
+  EXPECT_TRUE(has("\"event\":\"bench\"")) << line;
+  EXPECT_TRUE(has("\"model\":\"100-200-10\"")) << line;
+  EXPECT_TRUE(has("\"samples_per_s\":" + json_number(samples_per_s))) << line;
+  EXPECT_TRUE(has("\"step_ms_median\":5,") && has("\"step_ms_p10\":1,") && has("\"step_ms_p90\":9")) << line;
+  EXPECT_TRUE(has("\"model_tflops\":" + json_number(tflops))) << line;
+  EXPECT_TRUE(has("\"mfu\":" + json_number(tflops / 989.0))) << line;
+  EXPECT_TRUE(has("\"allreduce_ms_per_step\":2,")) << line;
+  // A comparison script looks for the one key that mentions samples.
+  size_t count = 0;
+  for (size_t at = line.find("samples"); at != std::string::npos; at = line.find("samples", at + 1)) ++count;
+  EXPECT_EQ(count, 1u) << line;
+}
+
+TEST(BenchReport, UnknownPeakIsNull) {
+  BenchContext c;
+  c.widths = {4, 4};
+  c.device = "CPU";
+  BenchTimings t;
+  t.global_samples_per_step = 8;
+  t.step_s = {1e-3};
+  const std::string line = bench_json_line(c, t);
+  EXPECT_NE(line.find("\"mfu\":null"), std::string::npos) << line;
+  c.peak_tflops = 2.0;
+  EXPECT_NE(bench_json_line(c, t).find("\"peak_tflops\":2,"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ddp
