@@ -1,6 +1,8 @@
 // device_select.cpp
 #include "launch/device_select.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <thread>
 
@@ -12,6 +14,18 @@
 #endif
 
 namespace ddp {
+namespace {
+// Default compute threads per rank. A rank that mpirun bound to some cores
+// (Open MPI binds to a core each for 2 ranks or fewer) uses exactly those:
+// threads beyond its mask would only share them. An unbound rank takes its
+// share of the machine's cores.
+int default_threads(int local_ranks) {
+  const int all = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  cpu_set_t mask;
+  if (sched_getaffinity(0, sizeof mask, &mask) == 0 && CPU_COUNT(&mask) < all) return std::max(1, CPU_COUNT(&mask));
+  return std::max(1, all / std::max(local_ranks, 1));
+}
+}  // namespace
 
 DeviceChoice select_device(const std::string& device, int local_rank, int local_ranks, int cpu_threads,
                            const std::string& host) {
@@ -32,8 +46,7 @@ DeviceChoice select_device(const std::string& device, int local_rank, int local_
     return out;
 #endif
   }
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int threads = cpu_threads > 0 ? cpu_threads : std::max(1, cores / std::max(local_ranks, 1));
+  const int threads = cpu_threads > 0 ? cpu_threads : default_threads(local_ranks);
   (void)local_rank;  // picks the GPU only
   out.backend = std::make_unique<CpuBackend>(threads);
   out.notice = "device: " + out.backend->description() +

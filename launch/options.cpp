@@ -77,7 +77,7 @@ ParsedOptions parse_options(int argc, const char* const argv[]) {
       ("help,h", "show this help and exit")
       ("config", po::value(&config_file), "INI file with the same options (key = value); the command line wins")
       ("device", po::value(&c.device)->default_value(c.device), "auto | cuda | cpu (auto: CUDA when a GPU is visible)")
-      ("threads", po::value(&c.threads)->default_value(c.threads), "CPU compute threads per rank (0: cores / local ranks)");
+      ("threads", po::value(&c.threads)->default_value(c.threads), "CPU compute threads per rank (0: the cores mpirun bound the rank to, else cores / local ranks)");
 
   po::options_description data("Data");
   data.add_options()

@@ -111,7 +111,8 @@ JsonRecord& JsonRecord::add(const std::string& key, const char* value) {
 
 std::string JsonRecord::str() const { return "{" + body_ + "}"; }
 
-MetricsFile::MetricsFile(const std::string& path) : path_(path), file_(std::fopen(path.c_str(), "w")) {
+MetricsFile::MetricsFile(const std::string& path, bool append)
+    : path_(path), file_(std::fopen(path.c_str(), append ? "a" : "w")) {
   if (!file_) throw Error("cannot create metrics file " + path + ": " + std::strerror(errno));
 }
 

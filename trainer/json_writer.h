@@ -63,7 +63,8 @@ std::string json_string(const std::string& text);  // quoted and escaped
 class MetricsFile {
  public:
   // Throws ddp::Error naming `path` when it cannot be created.
-  explicit MetricsFile(const std::string& path);
+  // append: a resumed run adds its records after the earlier run's.
+  explicit MetricsFile(const std::string& path, bool append = false);
 
   // Throws ddp::Error naming the path when the line cannot be written.
   void write(const JsonRecord& record);

@@ -326,7 +326,7 @@ struct Trainer::Impl {
 
   TrainSummary run() {
     DDP_REQUIRE(prepared, "Trainer::run before prepare");
-    if (is_root() && !cfg.metrics_path.empty()) metrics = std::make_unique<MetricsFile>(cfg.metrics_path);
+    if (is_root() && !cfg.metrics_path.empty()) metrics = std::make_unique<MetricsFile>(cfg.metrics_path, cfg.resume);
     banner();
     const auto run_start = Clock::now();
     double train_s = 0.0;
@@ -421,7 +421,10 @@ struct Trainer::Impl {
     if (metrics) {
       JsonRecord r;
       r.add("event", "summary").add("test_accuracy", sum.test_accuracy).add("test_loss", sum.test_loss);
-      r.add("steps", sum.final_step).add("skipped_steps", sum.skipped_steps).add("samples_per_s", sum.samples_per_s);
+      // steps: the global step reached (continues across resumes); the
+      // throughput figures are this run's (steps_this_run of them).
+      r.add("steps", sum.final_step).add("steps_this_run", sum.steps).add("skipped_steps", sum.skipped_steps);
+      r.add("samples_per_s", sum.samples_per_s);
       r.add("wall_s", sum.wall_s).add("world_size", static_cast<int64_t>(world()));
       r.add("global_batch", global_batch()).add("batch_per_rank", cfg.batch_size);
       r.add("grad_accum", cfg.grad_accum).add("loss_scale", scaler.scale());
