@@ -1,0 +1,454 @@
+#!/usr/bin/env python3
+"""compare_torch.py: ours (`ddp_train --bench`) against PyTorch
+(launch/torch_reference.py) on the same models, batches, devices and cores.
+
+Each repeat runs every configuration once, ours and PyTorch eager one after
+the other, so that drift of the machine (clocks, other load) falls on both
+sides alike; the PyTorch compile runs come after all of those (each one
+compiles first, for tens of seconds on a GPU, so under --budget-s they are
+the cells that come up short). A cell is the median over the repeats that
+succeeded. A failed run is a cell ("failed", "timeout"), its stderr tail goes
+to the log, and the script carries on. The table is rewritten after every
+run, so a run cut short still leaves the table of what finished.
+
+Reference models (--models):
+  a  784-1024-1024-10, softmax cross-entropy, batch 256 per rank
+  b  10-10, MSE, batch 64 (launch- and overhead-bound)
+  c  4096-4096-4096-4096-4096, MSE, batch 4096 on GPU; 256 on CPU (a 4096
+     batch would take minutes per step on a few cores)
+
+Threads: on CPU each side gets cores/N threads per rank with N ranks
+(--threads overrides): ours through --threads, PyTorch through
+torch.set_num_threads, and both through OPENBLAS_NUM_THREADS and
+OMP_NUM_THREADS, which OpenBLAS reads when it loads, and
+OMP_WAIT_POLICY=PASSIVE (torch's idle OpenMP threads would otherwise spin on
+the cores OpenBLAS's threads need; see torch_reference.py).
+
+Ours with N > 1 ranks runs under `mpirun -np N` (--oversubscribe,
+--bind-to none like PyTorch's unbound processes, --allow-run-as-root as
+root); N = 1 runs the binary directly. PyTorch uses DDP over gloo
+(torch_reference.py --ranks N). On CUDA only one rank is run (one GPU).
+
+Example: python3 launch/compare_torch.py --device cpu --models a,b --ranks 1,2 --out /tmp/cmp.md
+"""
+import argparse
+import csv
+import datetime
+import json
+import os
+import platform
+import shlex
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TORCH_REFERENCE = os.path.join(ROOT, "launch", "torch_reference.py")
+
+# name -> layers, loss, batch per rank by device
+MODELS = {
+    "a": {"layers": "784,1024,1024,10", "loss": "xent", "batch": {"cuda": 256, "cpu": 256}},
+    "b": {"layers": "10,10", "loss": "mse", "batch": {"cuda": 64, "cpu": 64}},
+    "c": {"layers": "4096,4096,4096,4096,4096", "loss": "mse", "batch": {"cuda": 4096, "cpu": 256}},
+}
+# (warm-up, timed) steps per model and device: each run a few seconds at most
+# (CPU: 2 cores at ~100 GFLOP/s; GPU: an H200, where a and b are bound by
+# launches and c by the Tensor Cores at ~1.5 TFLOP per step).
+STEPS = {
+    ("a", "cpu"): (3, 30), ("b", "cpu"): (50, 1000), ("c", "cpu"): (1, 5),
+    ("a", "cuda"): (50, 500), ("b", "cuda"): (100, 2000), ("c", "cuda"): (10, 100),
+}
+# Dense FP16 Tensor Core peak per GPU, TFLOP/s (datasheet, no sparsity).
+PEAK_TFLOPS_BY_NAME = {"H100": 989.0, "H200": 989.0}
+
+SIDES = ("ours", "eager", "compile")
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    p.add_argument("--models", default="a,b,c", help="comma-separated subset of a,b,c")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument("--ranks", default="1", help="comma-separated rank counts (CPU; CUDA runs 1)")
+    p.add_argument("--repeats", type=int, default=3, help="runs per cell; the median is reported")
+    p.add_argument("--modes", default="", help="PyTorch modes (default: eager,compile)")
+    p.add_argument("--ddp-train", default=os.path.join(ROOT, "build", "ddp_train"), help="our binary")
+    p.add_argument("--ours-cmd", default="",
+                   help="command line to run instead of --ddp-train (a stub for testing); the bench flags are appended")
+    p.add_argument("--python", default="", help="interpreter with torch (default: /usr/bin/python3 when it has torch, else python3)")
+    p.add_argument("--threads", type=int, default=0, help="CPU threads per rank (0: cores / ranks)")
+    p.add_argument("--bench-warmup", type=int, default=0, help="warm-up steps for every model (0: per-model default)")
+    p.add_argument("--bench-steps", type=int, default=0, help="timed steps for every model (0: per-model default)")
+    p.add_argument("--run-timeout", type=float, default=120.0, help="seconds per run")
+    p.add_argument("--budget-s", type=float, default=0.0,
+                   help="stop starting runs after this many seconds in all (0: no limit); later cells read 'skipped'")
+    p.add_argument("--out", default="", help="write the table here (Markdown), with .csv, .log and .runs.jsonl beside")
+    a = p.parse_args()
+    a.model_list = [m.strip() for m in a.models.split(",") if m.strip()]
+    bad = [m for m in a.model_list if m not in MODELS]
+    if bad:
+        p.error(f"unknown model(s) {bad}; choose from {sorted(MODELS)}")
+    a.rank_list = [int(r) for r in a.ranks.split(",") if r.strip()]
+    if not a.rank_list or min(a.rank_list) < 1 or a.repeats < 1:
+        p.error("--ranks needs positive counts and --repeats >= 1")
+    a.mode_list = [m.strip() for m in (a.modes or "eager,compile").split(",") if m.strip()]
+    if any(m not in ("eager", "compile") for m in a.mode_list):
+        p.error("--modes: eager and/or compile")
+    return a
+
+
+class Log:
+    """Prints to stdout and appends to the .log file beside --out."""
+
+    def __init__(self, path):
+        self.f = open(path, "w") if path else None
+
+    def __call__(self, text=""):
+        print(text, flush=True)
+        if self.f:
+            self.f.write(text + "\n")
+            self.f.flush()
+
+
+def sh(cmd, timeout=10):
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout).stdout.strip()
+    except Exception:
+        return ""
+
+
+def pick_python(requested):
+    if requested:
+        return requested
+    # find_spec, not an import: cheap, and enough to tell which one has torch.
+    probe = "import importlib.util, sys; sys.exit(importlib.util.find_spec('torch') is None)"
+    if os.path.exists("/usr/bin/python3") and subprocess.run(["/usr/bin/python3", "-c", probe]).returncode == 0:
+        return "/usr/bin/python3"
+    return "python3"
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def core_count():
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def gpu_name():
+    if not shutil.which("nvidia-smi"):
+        return ""
+    names = sh(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"]).splitlines()
+    return names[0].strip() if names else ""
+
+
+_running = None  # the run in progress, for the SIGTERM handler
+
+
+def run_group(cmd, env, timeout):
+    """subprocess.run in a process group of its own, so that a timeout also
+    ends what the command started (mpirun's ranks, PyTorch's spawned ranks)."""
+    global _running
+    p = _running = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                    start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, err = p.communicate()
+        raise subprocess.TimeoutExpired(cmd, timeout, output=out, stderr=err)
+    finally:
+        _running = None
+    return subprocess.CompletedProcess(cmd, p.returncode, out, err)
+
+
+def on_sigterm(signum, frame):
+    """Killed from outside (a stage's `timeout`): take the run's group along,
+    since it sits in a session of its own that the signal does not reach."""
+    if _running is not None:
+        try:
+            os.killpg(_running.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    sys.exit(128 + signum)
+
+
+def bench_line(stdout):
+    """The JSON object on the line that starts with '{' and says event bench."""
+    for line in stdout.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if obj.get("event") == "bench":
+            return obj
+    return None
+
+
+def tail(text, lines=20):
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def fmt_rate(v):
+    return "" if v is None else (f"{v:,.0f}" if v >= 100 else f"{v:.3g}")
+
+
+def main():
+    args = parse_args()
+    signal.signal(signal.SIGTERM, on_sigterm)
+    started = time.monotonic()
+    stem = os.path.splitext(args.out)[0] if args.out else ""
+    if stem:
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    log = Log(stem + ".log" if stem else "")
+    runs_file = open(stem + ".runs.jsonl", "w") if stem else None
+
+    python = pick_python(args.python)
+    cores = core_count()
+    gpu = gpu_name() if args.device == "cuda" else ""
+    peak = next((v for k, v in PEAK_TFLOPS_BY_NAME.items() if k in gpu), 0.0)
+    ranks = args.rank_list
+    if args.device == "cuda" and ranks != [1]:
+        log(f"compare_torch: CUDA runs one rank (one GPU, no MPI here); ranks {ranks} -> [1]")
+        ranks = [1]
+    ours_base = shlex.split(args.ours_cmd) if args.ours_cmd else [args.ddp_train]
+    is_root = hasattr(os, "geteuid") and os.geteuid() == 0
+
+    def threads_for(n):
+        return args.threads if args.threads > 0 else max(1, cores // n)
+
+    header = {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "host": socket.gethostname(),
+        "cpu": cpu_model(),
+        "gpu": gpu or "none",
+        "cores": cores,
+        "device": args.device,
+        "ours": " ".join(ours_base),
+        "ours_git": sh(["git", "-C", ROOT, "describe", "--always", "--dirty"]),
+        "python": python,
+        "load average (1 min) at start": f"{os.getloadavg()[0]:.2f}" if hasattr(os, "getloadavg") else "",
+        "command": " ".join(shlex.quote(a) for a in sys.argv),
+    }
+    if args.device == "cpu":
+        header["threads"] = "; ".join(
+            f"{n} rank(s): {threads_for(n)} per rank" for n in ranks) + (
+            " (ours --threads, torch.set_num_threads; OPENBLAS_NUM_THREADS and OMP_NUM_THREADS the same, "
+            f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'PASSIVE')}, for both)")
+    else:
+        header["threads"] = "CPU threads left at defaults (GPU runs)"
+    for k, v in header.items():
+        log(f"# {k}: {v}")
+
+    configs = [(m, n) for m in args.model_list for n in ranks]
+
+    def steps_for(m):
+        w, s = STEPS[(m, args.device)]
+        return args.bench_warmup or w, args.bench_steps or s
+
+    def command(side, m, n):
+        spec = MODELS[m]
+        batch = spec["batch"][args.device]
+        warmup, steps = steps_for(m)
+        common = ["--layers", spec["layers"], "--batch-size", str(batch), "--loss", spec["loss"],
+                  "--device", args.device, "--bench-warmup", str(warmup), "--bench-steps", str(steps)]
+        if peak > 0:
+            common += ["--peak-tflops", str(peak)]
+        env = dict(os.environ)
+        if args.device == "cpu":
+            t = threads_for(n)
+            env["OPENBLAS_NUM_THREADS"] = env["OMP_NUM_THREADS"] = str(t)
+            env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+            common += ["--threads", str(t)]
+        if side == "ours":
+            cmd = ours_base + ["--bench"] + common
+            if n > 1:
+                mpi = ["mpirun", "-np", str(n), "--oversubscribe", "--bind-to", "none",
+                       "-x", "OPENBLAS_NUM_THREADS", "-x", "OMP_NUM_THREADS", "-x", "OMP_WAIT_POLICY"]
+                if is_root:
+                    mpi.append("--allow-run-as-root")
+                cmd = mpi + cmd
+        else:
+            cmd = [python, TORCH_REFERENCE, "--mode", side, "--ranks", str(n)] + common
+        # Unbuffered Python: a run killed at its timeout still shows its output.
+        env["PYTHONUNBUFFERED"] = "1"
+        return cmd, env
+
+    # results[(m, n, side)] = list of run records
+    results = {(m, n, s): [] for m, n in configs for s in SIDES}
+    torch_version = ""
+    sides = ["ours"] + args.mode_list
+    total = args.repeats * len(configs) * len(sides)
+    done = 0
+
+    def cell(m, n, side):
+        runs = results[(m, n, side)]
+        ok = [r for r in runs if r["status"] == "ok"]
+        if ok:
+            return statistics.median(r["samples_per_s"] for r in ok), ok, len(ok)
+        statuses = [r["status"] for r in runs]
+        for s in ("n/a", "timeout", "failed", "skipped"):
+            if s in statuses:
+                return None, s, 0
+        return None, "", 0
+
+    def ours_mfu(m, n):
+        ok = [r for r in results[(m, n, "ours")] if r["status"] == "ok" and r.get("mfu") is not None]
+        return statistics.median(r["mfu"] for r in ok) if ok else None
+
+    def write_tables():
+        rows = []
+        for m, n in configs:
+            spec = MODELS[m]
+            ours_v, ours_info, ours_n = cell(m, n, "ours")
+            row = {"model": m, "layers": spec["layers"].replace(",", "-"), "loss": spec["loss"],
+                   "batch_per_rank": spec["batch"][args.device], "device": args.device, "ranks": n,
+                   "threads_per_rank": threads_for(n) if args.device == "cpu" else "",
+                   "ours_samples_per_s": ours_v, "ours_n": ours_n,
+                   "ours_cell": fmt_rate(ours_v) if ours_v is not None else ours_info,
+                   "ours_mfu": ours_mfu(m, n)}
+            for mode in ("eager", "compile"):
+                v, info, k = cell(m, n, mode) if mode in args.mode_list else (None, "not run", 0)
+                row[f"torch_{mode}_samples_per_s"] = v
+                row[f"torch_{mode}_n"] = k
+                row[f"torch_{mode}_cell"] = fmt_rate(v) if v is not None else info
+                row[f"ratio_{mode}"] = ours_v / v if (ours_v and v) else None
+            rows.append(row)
+
+        lines = ["| model | batch/rank | device | ranks | ours samples/s | PyTorch eager samples/s | ours/eager "
+                 "| PyTorch compile samples/s | ours/compile | ours MFU |",
+                 "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        for r in rows:
+            def with_n(text, k):
+                return f"{text} (n={k})" if 0 < k < args.repeats else text
+            ratio = lambda x: f"{x:.2f}" if x is not None else ""
+            mfu = f"{100 * r['ours_mfu']:.1f}%" if r["ours_mfu"] is not None else "n/a"
+            lines.append(f"| {r['model']}: {r['layers']} {r['loss']} | {r['batch_per_rank']} | {r['device']} | {r['ranks']} "
+                         f"| {with_n(r['ours_cell'], r['ours_n'])} "
+                         f"| {with_n(r['torch_eager_cell'], r['torch_eager_n'])} | {ratio(r['ratio_eager'])} "
+                         f"| {with_n(r['torch_compile_cell'], r['torch_compile_n'])} | {ratio(r['ratio_compile'])} "
+                         f"| {mfu} |")
+        table = "\n".join(lines)
+        if stem:
+            notes = [f"# ours vs PyTorch, {args.device}", ""]
+            notes += [f"- {k}: {v}" for k, v in header.items()]
+            if torch_version:
+                notes.append(f"- torch: {torch_version}")
+            notes.append("- steps (warm-up, timed) per model: " + ", ".join(
+                f"{m} {steps_for(m)}" for m in args.model_list))
+            notes.append(f"- cells: median samples/s over {args.repeats} repeat(s), from each run's median "
+                         "step time; (n=k): only k runs succeeded; ratio = ours / PyTorch (> 1: ours faster)")
+            if args.device == "cuda":
+                notes.append("- PyTorch on CUDA: FP16 autocast + GradScaler (init 65536, growth interval 2000), "
+                             "SGD lr 0.05 momentum 0.9; MFU against 989 TFLOP/s (H100/H200 dense FP16)")
+            else:
+                notes.append("- PyTorch on CPU: plain FP32 (ours: FP16 storage, FP32 GEMMs); "
+                             "compile n/a where the torch lacks torch.compile")
+                if "c" in args.model_list:
+                    notes.append("- model c on CPU uses batch 256 per rank (4096 on GPU)")
+            with open(args.out, "w") as f:
+                f.write("\n".join(notes) + "\n\n" + table + "\n")
+            with open(stem + ".csv", "w", newline="") as f:
+                keys = [k for k in rows[0] if not k.endswith("_cell")] if rows else []
+                w = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
+                w.writeheader()
+                w.writerows(rows)
+        return table
+
+    stop = False
+    compile_missing = ""  # this torch has no torch.compile: one try tells, for every cell
+    # Every repeat of ours and eager first, one after the other; compile after
+    # them, since its first run per model spends tens of seconds compiling:
+    # when the budget runs out, it is the compile cells that come up short.
+    reps = range(1, args.repeats + 1)
+    schedule = [(rep, m, n, s) for rep in reps for m, n in configs for s in sides if s != "compile"]
+    if "compile" in sides:
+        schedule += [(rep, m, n, "compile") for rep in reps for m, n in configs]
+    for rep, m, n, side in schedule:
+        done += 1
+        earlier = results[(m, n, side)]
+        # Repeating an n/a (no torch.compile) or a timeout only spends the budget.
+        if any(r["status"] in ("n/a", "timeout") for r in earlier):
+            continue
+        if side == "compile" and compile_missing:
+            earlier.append({"status": "n/a", "error": compile_missing})
+            continue
+        cmd, env = command(side, m, n)
+        remaining = args.budget_s - (time.monotonic() - started) if args.budget_s > 0 else None
+        timeout = args.run_timeout if remaining is None else min(args.run_timeout, remaining)
+        label = f"[{done}/{total}] repeat {rep} model {m} {args.device} ranks {n} {side}"
+        if remaining is not None and remaining < 5:
+            stop = True
+        if stop:
+            earlier.append({"status": "skipped"})
+            log(f"{label}: skipped (budget spent)")
+            continue
+        t0 = time.monotonic()
+        rec = {"model": m, "ranks": n, "side": side, "repeat": rep, "cmd": " ".join(map(shlex.quote, cmd))}
+        try:
+            p = run_group(cmd, env, timeout)
+            obj = bench_line(p.stdout)
+            if obj is not None and "error" not in obj and p.returncode == 0:
+                rec.update(status="ok", samples_per_s=obj.get("samples_per_s"), mfu=obj.get("mfu"),
+                           result=obj)
+                torch_version = torch_version or obj.get("torch", "")
+            elif obj is not None and "error" in obj and side == "compile":
+                rec.update(status="n/a", error=obj["error"])
+                if "not available" in obj["error"]:
+                    compile_missing = obj["error"]
+            else:
+                why = obj.get("error") if obj else f"exit status {p.returncode}, no bench line"
+                rec.update(status="failed", error=why, stderr_tail=tail(p.stderr + "\n" + p.stdout))
+        except subprocess.TimeoutExpired as e:
+            out = (e.stderr or b"")
+            out = out.decode(errors="replace") if isinstance(out, bytes) else out
+            rec.update(status="timeout", error=f"no result within {timeout:.0f} s", stderr_tail=tail(out))
+        except OSError as e:
+            rec.update(status="failed", error=str(e))
+        rec["wall_s"] = round(time.monotonic() - t0, 2)
+        earlier.append(rec)
+        if runs_file:
+            runs_file.write(json.dumps(rec) + "\n")
+            runs_file.flush()
+        if rec["status"] == "ok":
+            mfu = f", MFU {100 * rec['mfu']:.1f}%" if rec.get("mfu") is not None else ""
+            res = rec["result"]
+            log(f"{label}: {rec['samples_per_s']:,.0f} samples/s, step median "
+                f"{res.get('step_ms_median', float('nan')):.3f} ms{mfu} ({rec['wall_s']} s)")
+        else:
+            log(f"{label}: {rec['status']}: {rec.get('error', '')} ({rec['wall_s']} s)")
+            if rec.get("stderr_tail"):
+                log("    " + rec["stderr_tail"].replace("\n", "\n    "))
+            log(f"    command: {rec['cmd']}")
+        write_tables()
+
+    if hasattr(os, "getloadavg"):  # other work on the machine makes the figures noise
+        header["load average (1 min) at the end"] = f"{os.getloadavg()[0]:.2f}"
+    table = write_tables()
+    log("")
+    log(table)
+    if stem:
+        log(f"\ncompare_torch: wrote {args.out}, {stem}.csv, {stem}.log, {stem}.runs.jsonl "
+            f"({time.monotonic() - started:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,351 @@
+#!/usr/bin/env bash
+# gpu_check.sh: the one script for a GPU host without package access (see
+# ../shared/gpu-kit/README.md): builds ddp_train from the checkout and the
+# Debian packages in .gpu-kit/ (made by `../shared/gpu-kit/make-kit.sh
+# --with-data .gpu-kit`), runs the CUDA tests, compute-sanitizer, a training
+# run on Fashion-MNIST and the PyTorch comparison, and prints a summary table
+# last.
+#
+#   OUT=/some/folder bash launch/gpu_check.sh            on the GPU host
+#   OUT=/some/folder bash launch/gpu_check.sh --dry-run  here, on CPUs: the same
+#        stages as far as they go without a GPU (CUDA build with -j$(nproc),
+#        CUDA tests skip, no sanitizer, a 1-epoch CPU training run, a small
+#        CPU comparison), to test this script end to end
+#   GPU_CHECK_SKIP=3,4 ...       leaves out stages by number (0 env, 2 tests,
+#        3 sanitizers, 4 training and kernel bench, 5 comparison); the build
+#        (1) always runs, and is quick when build-gpu is already there
+#   CMP_MODELS=a,c CMP_REPEATS=1 ...  a smaller comparison
+#
+# Each stage has its own time limit and its own log; a failed stage is
+# recorded and the next one runs. The whole script keeps to a total budget
+# (GPU_CHECK_BUDGET_S, default 480 s): a stage never gets more than what is
+# left. What comes back from $OUT (the device tool returns at most 8 files):
+#   summary.md           the table printed last
+#   gpu-logs.tar.gz      every stage's log, the JUnit XML, the metrics
+#   compare_torch.md/.csv, train-metrics.jsonl, gtest-cuda.xml, gtest-all.xml
+#
+# Stage order: the sanitizers run last, after the measurements, because
+# they are the stages likeliest to use their whole limit.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+
+DRY=0
+[ "${1:-}" = --dry-run ] && DRY=1
+: "${OUT:?set OUT to an output folder}"
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+
+WORK=${GPU_CHECK_WORK:-/tmp/gpu-check}   # logs, wrappers, the NCCL shim
+LOGS=$WORK/logs
+KIT=${GPU_CHECK_KIT:-/tmp/kit}
+K=$KIT/usr
+if [ $DRY = 1 ]; then
+  BUILD=$ROOT/build-gpu-dry
+  BUDGET=${GPU_CHECK_BUDGET_S:-2400}   # the CUDA build alone takes minutes on 2 cores
+  JOBS=$(nproc)
+else
+  BUILD=$ROOT/build-gpu
+  BUDGET=${GPU_CHECK_BUDGET_S:-480}
+  JOBS=16
+fi
+RESERVE_S=15            # kept back for the summary and the tarball
+rm -rf "$LOGS" && mkdir -p "$LOGS"
+START_S=$(date +%s)
+[ -x /usr/local/cuda/bin/nvcc ] && export PATH=/usr/local/cuda/bin:$PATH
+export PYTHONUNBUFFERED=1
+
+# ---- bookkeeping -------------------------------------------------------------
+STAGES=()                     # names in run order
+declare -A STATUS FIGURE TIME_S
+note() { echo "gpu_check: $*" | tee -a "$LOGS/gpu_check.log"; }
+elapsed() { echo $(($(date +%s) - START_S)); }
+ran() { [[ "${STATUS[$1]}" != skipped* ]]; }   # the stage ran (whatever its outcome)
+
+# run_stage NAME LIMIT_S COMMAND...: runs COMMAND under `timeout` (the whole
+# process group is killed at the limit), output to $LOGS/NAME.log; sets
+# STATUS[NAME] to ok, FAILED (exit N) or TIMEOUT (N s).
+run_stage() {
+  local name=$1 limit=$2; shift 2
+  local left=$((BUDGET - $(elapsed) - RESERVE_S))
+  STAGES+=("$name")
+  if [[ ",${GPU_CHECK_SKIP:-}," == *",${name:0:1},"* ]]; then
+    STATUS[$name]="skipped (GPU_CHECK_SKIP)"; TIME_S[$name]=0
+    note "$name: skipped (GPU_CHECK_SKIP=$GPU_CHECK_SKIP)"
+    return 1
+  fi
+  if [ "$left" -lt 5 ]; then
+    STATUS[$name]="skipped (budget spent)"; TIME_S[$name]=0
+    note "$name: skipped, total budget spent"
+    return 1
+  fi
+  [ "$limit" -gt "$left" ] && limit=$left
+  note "$name: start (limit ${limit} s, $(elapsed) s into the run)"
+  local t0 rc=0; t0=$(date +%s)
+  timeout -k 10 "$limit" "$@" >"$LOGS/$name.log" 2>&1 || rc=$?
+  TIME_S[$name]=$(($(date +%s) - t0))
+  if [ $rc = 0 ]; then STATUS[$name]=ok
+  elif [ $rc = 124 ] || [ $rc = 137 ]; then STATUS[$name]="TIMEOUT (${limit} s)"
+  else STATUS[$name]="FAILED (exit $rc)"; fi
+  note "$name: ${STATUS[$name]} after ${TIME_S[$name]} s; last lines:"
+  tail -n 5 "$LOGS/$name.log" | sed 's/^/    /' | tee -a "$LOGS/gpu_check.log"
+  [ $rc = 0 ]
+}
+skip_stage() {  # NAME WHY
+  STAGES+=("$1"); STATUS[$1]="skipped ($2)"; TIME_S[$1]=0; note "$1: skipped ($2)"
+}
+# gtest's own count lines, e.g. "12 passed, 0 failed, 3 skipped".
+gtest_counts() {
+  local log=$1 p f s
+  [ -s "$log" ] || return 0
+  p=$(grep -oE '^\[  PASSED  \] [0-9]+' "$log" | grep -oE '[0-9]+$' | tail -1)
+  f=$(grep -oE '^\[  FAILED  \] [0-9]+ test' "$log" | grep -oE '[0-9]+' | tail -1)
+  s=$(grep -oE '^\[  SKIPPED \] [0-9]+ test' "$log" | grep -oE '[0-9]+' | tail -1)
+  echo "${p:-0} passed, ${f:-0} failed, ${s:-0} skipped"
+}
+
+# ---- stage 0: the machine --------------------------------------------------------
+stage_env() {
+  set -x
+  date -u; uname -a; nproc; free -g; head -2 /etc/os-release; ldd --version | head -1
+  nvidia-smi
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,power.limit --format=csv
+  echo "GPU: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1 || echo none)"
+  nvcc --version
+  cmake --version; ninja --version; g++ --version | head -1
+  command -v compute-sanitizer && compute-sanitizer --version
+  python3 -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available(), torch.cuda.get_device_name() if torch.cuda.is_available() else "")'
+  python3 -c 'import triton; print("triton", triton.__version__)'
+  python3 -m pip show nvidia-nccl-cu13 2>/dev/null | head -3
+  git -C "$ROOT" log --oneline -1; git -C "$ROOT" status --short | head -30
+  true
+}
+
+# ---- stage 1: kit, NCCL, configure, build ---------------------------------------------
+unpack_kit() {
+  rm -rf "$KIT" && mkdir -p "$KIT"
+  ls "$ROOT"/.gpu-kit/*.deb >/dev/null || { echo "no .gpu-kit/*.deb (carry .gpu-kit)"; return 1; }
+  for f in "$ROOT"/.gpu-kit/*.deb; do
+    if command -v dpkg-deb >/dev/null; then dpkg-deb -x "$f" "$KIT"
+    else  # no dpkg: a .deb is an ar archive holding data.tar.{xz,zst,gz}
+      local d; d=$(ar t "$f" | grep '^data\.tar') || return 1
+      case $d in
+        *.xz) ar p "$f" "$d" | tar -xJ -C "$KIT" ;;
+        *.zst) ar p "$f" "$d" | zstd -dc | tar -x -C "$KIT" ;;
+        *) ar p "$f" "$d" | tar -xz -C "$KIT" ;;
+      esac || return 1
+    fi
+  done
+  # Debian links some files by absolute path (libz.so -> /lib/x86_64-linux-gnu/
+  # libz.so.1.2.13): point such links into the kit, where the file is.
+  find "$KIT" -type l | while read -r l; do
+    local t; t=$(readlink "$l")
+    case $t in /*) [ -e "$KIT$t" ] && ln -sfn "$KIT$t" "$l" ;; esac
+  done
+  echo "kit: $(ls "$ROOT"/.gpu-kit/*.deb | wc -l) packages unpacked into $KIT"
+}
+
+# NCCL: the CUDA toolkit's, a system one, or the pip package nvidia-nccl-cu13
+# (nvidia/nccl/{include,lib} in site-packages, with libnccl.so.2 but no
+# libnccl.so). FindNCCL looks for nccl.h and libnccl under NCCL_ROOT, so a
+# shim folder gets links to both; prints that folder.
+find_nccl() {
+  local inc="" lib="" d
+  for d in /usr/local/cuda/include /usr/include; do [ -f "$d/nccl.h" ] && { inc=$d; break; }; done
+  for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/lib/x86_64-linux-gnu; do
+    ls "$d"/libnccl.so* >/dev/null 2>&1 && { lib=$d; break; }; done
+  if [ -z "$inc" ] || [ -z "$lib" ]; then
+    inc=""; lib=""
+    local sp
+    for sp in $(python3 -c 'import site, sys; print("\n".join(site.getsitepackages() + [site.getusersitepackages()] + sys.path))' 2>/dev/null | sort -u); do
+      [ -d "$sp/nvidia" ] || continue
+      local h; h=$(find "$sp/nvidia" -maxdepth 4 -name nccl.h -path '*include*' 2>/dev/null | head -1)
+      local l; l=$(find "$sp/nvidia" -maxdepth 4 -name 'libnccl.so*' 2>/dev/null | head -1)
+      if [ -n "$h" ] && [ -n "$l" ]; then inc=$(dirname "$h"); lib=$(dirname "$l"); break; fi
+    done
+  fi
+  [ -n "$inc" ] && [ -n "$lib" ] || return 1
+  local shim=$WORK/nccl
+  rm -rf "$shim" && mkdir -p "$shim/lib"
+  ln -s "$inc" "$shim/include"
+  local real; real=$(ls "$lib"/libnccl.so.2* "$lib"/libnccl.so 2>/dev/null | head -1)
+  ln -s "$real" "$shim/lib/libnccl.so"
+  ln -s "$real" "$shim/lib/libnccl.so.2"   # the SONAME the loader looks for
+  echo "$shim"
+}
+
+stage_build() {
+  set -e
+  unpack_kit
+  local nccl_args=() nccl_root
+  if nccl_root=$(find_nccl); then
+    echo "NCCL: $(readlink -f "$nccl_root/include") and $(readlink -f "$nccl_root/lib/libnccl.so")"
+    nccl_args=(-DNCCL_ROOT="$nccl_root")
+  else
+    echo "NCCL: not found (CUDA include, /usr, pip nvidia-nccl-cu13); the build goes on without it"
+  fi
+  # The linker resolves libopenblas's own needs (libgfortran.so.5) through
+  # LD_LIBRARY_PATH: the kit's folders, for FindBLAS's test link and ours.
+  LD_LIBRARY_PATH=$(ours_ld_path)
+  export LD_LIBRARY_PATH
+  local gen=()
+  command -v ninja >/dev/null && gen=(-G Ninja)
+  [ -f "$BUILD/CMakeCache.txt" ] && ! grep -q "CMAKE_GENERATOR:INTERNAL=${gen[1]:-Unix Makefiles}" "$BUILD/CMakeCache.txt" && rm -rf "$BUILD"
+  set -x
+  cmake -S "$ROOT" -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
+        -DDDP_CUDA=ON -DDDP_MPI=OFF -DDDP_BUILD_TESTS=ON \
+        -DCMAKE_PREFIX_PATH="$K" \
+        -DCMAKE_LIBRARY_PATH="$K/lib/x86_64-linux-gnu/openblas-pthread" \
+        -DCMAKE_INCLUDE_PATH="$K/include/x86_64-linux-gnu/openblas-pthread" \
+        "${nccl_args[@]}"
+  cmake --build "$BUILD" -j "$JOBS" --target ddp_train ddp_tests bench_kernels
+}
+
+# Our binaries find OpenBLAS's libgfortran, Boost and NCCL through this path
+# (set for them only: the kit's libraries stay out of PyTorch's way).
+ours_ld_path() {
+  local p="$K/lib/x86_64-linux-gnu/openblas-pthread:$K/lib/x86_64-linux-gnu"
+  [ -d "$WORK/nccl/lib" ] && p="$WORK/nccl/lib:$p"
+  ldconfig -p 2>/dev/null | grep -q 'libz\.so\.1 ' || p="$p:$KIT/lib/x86_64-linux-gnu"
+  echo "$p${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+}
+ours() { env LD_LIBRARY_PATH="$OURS_LD" "$@"; }
+write_wrapper() {  # $WORK/ddp_train: our binary with its library path, for compare_torch.py
+  cat >"$WORK/ddp_train" <<EOF
+#!/usr/bin/env bash
+LD_LIBRARY_PATH="$OURS_LD" exec "$BUILD/ddp_train" "\$@"
+EOF
+  chmod +x "$WORK/ddp_train"
+}
+
+# ---- the stages -------------------------------------------------------------------------
+note "mode: $([ $DRY = 1 ] && echo "dry run (CPU)" || echo GPU), build $BUILD, total budget ${BUDGET} s, logs $LOGS"
+export -f stage_env stage_build unpack_kit find_nccl ours_ld_path
+export ROOT KIT K BUILD JOBS WORK DRY
+
+run_stage 0-env 30 bash -c stage_env
+ran 0-env && FIGURE[0-env]=$( { grep -m1 '^GPU: ' "$LOGS/0-env.log" | cut -c6-60; grep -m1 -oE '^python [0-9.]+ torch [^ ]+' "$LOGS/0-env.log"; } | paste -sd ';')
+
+if [ $DRY = 1 ]; then run_stage 1-build 1800 bash -c stage_build; else run_stage 1-build 180 bash -c stage_build; fi
+FIGURE[1-build]=$(grep -m1 -oE 'ddp_train: NCCL [A-Z]+( \([0-9.]+)?' "$LOGS/1-build.log" | sed 's/ddp_train: //; s/(//')
+OURS_LD=$(ours_ld_path)
+export OURS_LD
+write_wrapper
+HAVE_BIN=0
+[ -x "$BUILD/ddp_train" ] && [ -x "$BUILD/tests/ddp_tests" ] && HAVE_BIN=1
+
+# 2: CUDA tests (CUDA backend against the CPU backend, NCCL), then the whole binary.
+if [ $HAVE_BIN = 1 ]; then
+  run_stage 2a-tests-cuda 45 env LD_LIBRARY_PATH="$OURS_LD" "$BUILD/tests/ddp_tests" \
+    --gtest_filter='Cuda*:Nccl*' --gtest_output="xml:$LOGS/gtest-cuda.xml"
+  ran 2a-tests-cuda && FIGURE[2a-tests-cuda]=$(gtest_counts "$LOGS/2a-tests-cuda.log")
+  # On the GPU host every CUDA test must run: a skip means no GPU was seen.
+  if [ $DRY = 0 ] && [ "${STATUS[2a-tests-cuda]}" = ok ] && ! grep -q ', 0 skipped' <<<"${FIGURE[2a-tests-cuda]}"; then
+    STATUS[2a-tests-cuda]="WARN (skips)"
+  fi
+  run_stage 2b-tests-all 90 env LD_LIBRARY_PATH="$OURS_LD" "$BUILD/tests/ddp_tests" \
+    --gtest_output="xml:$LOGS/gtest-all.xml"
+  ran 2b-tests-all && FIGURE[2b-tests-all]=$(gtest_counts "$LOGS/2b-tests-all.log")
+else
+  skip_stage 2a-tests-cuda "no test binary"; skip_stage 2b-tests-all "no test binary"
+fi
+
+# 4: the README's main job on the GPU: Fashion-MNIST, defaults (784-512-512-10,
+# batch 128, 15 epochs). The bar: final test accuracy >= 88% (the CPU run in
+# launch/results reached 89.83%, PyTorch FP32 89.95%).
+MIN_ACC=${TRAIN_MIN_ACC:-0.88}
+if [ $DRY = 1 ]; then TRAIN_ARGS=(--device cpu --epochs 1); MIN_ACC=${TRAIN_MIN_ACC:-0.80}; else TRAIN_ARGS=(--device cuda); fi
+if [ $HAVE_BIN = 1 ]; then
+  run_stage 4-train 90 env LD_LIBRARY_PATH="$OURS_LD" "$BUILD/ddp_train" "${TRAIN_ARGS[@]}" \
+    --data-dir "$K/share/datasets/fashion-mnist" --metrics "$LOGS/train-metrics.jsonl"
+  acc=$(python3 -c '
+import json, sys
+s = [json.loads(l) for l in open(sys.argv[1]) if "\"summary\"" in l]
+print(s[-1]["test_accuracy"] if s else "")' "$LOGS/train-metrics.jsonl" 2>/dev/null)
+  sps=$(grep -oE '[0-9]+ samples/s over' "$LOGS/4-train.log" | tail -1 | sed 's/ over//')
+  if ran 4-train && [ -z "$acc" ]; then
+    FIGURE[4-train]="no summary record in the metrics"
+  elif ran 4-train; then
+    FIGURE[4-train]=$(python3 -c "print(f'test accuracy {100*$acc:.2f}% (bar {100*$MIN_ACC:.0f}%), $sps')")
+    if [ "${STATUS[4-train]}" = ok ] && ! python3 -c "import sys; sys.exit(not $acc >= $MIN_ACC)"; then
+      STATUS[4-train]="FAILED (below the bar)"
+    fi
+  fi
+  run_stage 4b-bench-kernels 45 env LD_LIBRARY_PATH="$OURS_LD" "$BUILD/bench_kernels" 5
+  ran 4b-bench-kernels && FIGURE[4b-bench-kernels]=$(grep -E '^1024,4096,4096' "$LOGS/4b-bench-kernels.log" | tail -1 | awk '{print "1024x4096x4096: ours " $2 ", ref " $3 " (" $4 ")"}')
+else
+  skip_stage 4-train "no binary"; skip_stage 4b-bench-kernels "no binary"
+fi
+
+# 5: ours against PyTorch; runs without our binary too (ours' cells read failed).
+# compare_torch gets a budget under the stage's limit so it writes its table.
+mkdir -p "$LOGS/compare"
+if [ $DRY = 1 ]; then
+  CMP=(--device cpu --models "${CMP_MODELS:-b}" --repeats "${CMP_REPEATS:-1}" --ranks 1)
+  CMP_LIMIT=400
+else
+  CMP=(--device cuda --models "${CMP_MODELS:-a,b,c}" --repeats "${CMP_REPEATS:-3}")
+  CMP_LIMIT=150
+fi
+left=$((BUDGET - $(elapsed) - RESERVE_S - 10))
+[ $CMP_LIMIT -gt $left ] && CMP_LIMIT=$left
+run_stage 5-compare "$((CMP_LIMIT + 10))" python3 "$ROOT/launch/compare_torch.py" "${CMP[@]}" \
+  --ddp-train "$WORK/ddp_train" --run-timeout 90 --budget-s "$CMP_LIMIT" --out "$LOGS/compare/compare_torch.md"
+ran 5-compare && FIGURE[5-compare]=$(python3 - "$LOGS/compare/compare_torch.csv" <<'EOF' 2>/dev/null
+import csv, sys
+parts = []
+for r in csv.DictReader(open(sys.argv[1])):
+    f = lambda k: f"{float(r[k]):.2f}" if r[k] else "-"
+    parts.append(f"{r['model']}: ours/eager {f('ratio_eager')}, ours/compile {f('ratio_compile')}")
+print("; ".join(parts))
+EOF
+)
+
+# 3: compute-sanitizer on our own kernels (cuBLAS's GEMMs are left out, except
+# one that checks the strides and sizes we hand to cuBLASLt).
+SAN_FILTER_MEM=${SAN_FILTER_MEM:-'CudaKernels.MemoryCopiesAndFill:CudaKernels.GemmSimpleFallbackKernel:CudaKernels.GemmPaddedStridesAndUnalignedViews:CudaKernels.AddBias:CudaKernels.Activations*:CudaKernels.BiasGrad*:CudaKernels.Casts*:CudaKernels.Softmax*:CudaKernels.MeanSquared*:CudaKernels.Unscale*:CudaKernels.L2Norm:CudaKernels.Sgd*'}
+SAN_FILTER_RACE=${SAN_FILTER_RACE:-'CudaKernels.GemmSimpleFallbackKernel:CudaKernels.BiasGrad*:CudaKernels.Softmax*:CudaKernels.MeanSquared*:CudaKernels.Unscale*:CudaKernels.L2Norm'}
+if [ $DRY = 1 ]; then
+  skip_stage 3a-memcheck "dry run: no GPU"; skip_stage 3b-racecheck "dry run: no GPU"
+elif [ $HAVE_BIN = 0 ]; then
+  skip_stage 3a-memcheck "no test binary"; skip_stage 3b-racecheck "no test binary"
+elif ! command -v compute-sanitizer >/dev/null; then
+  skip_stage 3a-memcheck "no compute-sanitizer"; skip_stage 3b-racecheck "no compute-sanitizer"
+else
+  for tool in memcheck racecheck; do
+    name=3a-memcheck filter=$SAN_FILTER_MEM
+    [ $tool = racecheck ] && name=3b-racecheck filter=$SAN_FILTER_RACE
+    run_stage $name 60 env LD_LIBRARY_PATH="$OURS_LD" compute-sanitizer --tool $tool --error-exitcode 3 \
+      --print-limit 100 "$BUILD/tests/ddp_tests" --gtest_filter="$filter"
+    ran $name || continue
+    summary=$(grep -m1 -oE '(ERROR|RACECHECK) SUMMARY: .*' "$LOGS/$name.log")
+    FIGURE[$name]="${summary:-no summary line}; $(gtest_counts "$LOGS/$name.log")"
+    if grep -qiE 'not supported|Device not supported' "$LOGS/$name.log"; then STATUS[$name]="unsupported"; fi
+  done
+fi
+
+# ---- 6: summary, files back --------------------------------------------------------------
+{
+  echo "# gpu_check $(date -u '+%Y-%m-%d %H:%M UTC'), $(hostname), $([ $DRY = 1 ] && echo "dry run (CPU)" || echo GPU)"
+  echo
+  if git -C "$ROOT" rev-parse -q HEAD >/dev/null 2>&1; then
+    echo "commit $(git -C "$ROOT" log --oneline -1 | cut -c1-60)$(git -C "$ROOT" diff --quiet HEAD || echo ' + uncommitted changes'), total $(elapsed) s of ${BUDGET} s"
+  else
+    echo "no git history in this copy of the tree; total $(elapsed) s of ${BUDGET} s"
+  fi
+  echo
+  echo "| stage | status | s | key figure |"
+  echo "| --- | --- | ---: | --- |"
+  for s in "${STAGES[@]}"; do echo "| $s | ${STATUS[$s]} | ${TIME_S[$s]} | ${FIGURE[$s]:-} |"; done
+  if [ -f "$LOGS/compare/compare_torch.md" ]; then
+    echo; grep -E '^\|' "$LOGS/compare/compare_torch.md"
+  fi
+} >"$LOGS/summary.md"
+cp "$LOGS/summary.md" "$OUT/summary.md"
+for f in compare/compare_torch.md compare/compare_torch.csv train-metrics.jsonl gtest-cuda.xml gtest-all.xml; do
+  [ -f "$LOGS/$f" ] && cp "$LOGS/$f" "$OUT/"
+done
+cp "$BUILD/CMakeCache.txt" "$LOGS/" 2>/dev/null
+tar -C "$WORK" -czf "$OUT/gpu-logs.tar.gz" logs
+echo
+cat "$LOGS/summary.md"
