@@ -2,11 +2,13 @@
 // convergence on real data, bitwise resume, weights round trip.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 
 #include "comm/communicator.h"
 #include "kernels/cpu_backend.h"
 #include "trainer/idx_reader.h"
+#include "trainer/parameter_store.h"
 #include "trainer/trainer.h"
 #include "trainer/weights_io.h"
 #include "test_support.h"
@@ -126,6 +128,47 @@ TEST(TrainingSynthetic, RegressionLossFalls) {
   // Targets have unit variance; a trained Linear fit leaves about the noise.
   EXPECT_LT(s.test_loss, 0.05) << s.test_loss;
   EXPECT_TRUE(std::isnan(s.test_accuracy));
+}
+
+// Relative L2 distance of two runs' updates from the common start.
+double update_difference(const std::vector<float>& a, const std::vector<float>& b, const std::vector<float>& start) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    norm += (double(b[i]) - start[i]) * (double(b[i]) - start[i]);
+  }
+  return std::sqrt(diff / norm);
+}
+
+// --grad-accum 4 at batch 8 sees the same 32 samples per step as batch 32
+// (no shuffle) and averages the micro-batch means, which equals the mean
+// over 32 rows: the runs differ by FP16 rounding of the accumulated
+// gradients only. Tolerance 0.5% of the update after 15 steps (an
+// accumulation that summed instead of averaged would be off by ~300%).
+TEST(TrainingSemantics, GradientAccumulationMatchesOneLargeBatch) {
+  TrainConfig big = synthetic_config();
+  big.shuffle = false, big.steps = 15, big.seed = test::test_seed() % 1000;
+  big.loss_scaler.init_scale = 1024;  // no overflow: both runs must take every step
+  TrainConfig accum = big;
+  accum.batch_size = 8, accum.grad_accum = 4;
+  TrainSummary sb, sa;
+  const auto wb = train(big, &sb), wa = train(accum, &sa);
+  ASSERT_EQ(sb.skipped_steps + sa.skipped_steps, 0);
+  const auto start = init_linear_parameters(ParameterLayout::for_mlp(big.layer_widths), big.seed);
+  EXPECT_LT(update_difference(wa, wb, start), 5e-3) << "seed " << big.seed;
+}
+
+// --grad-predivide F scales the gradients by 1/F before the (here trivial)
+// all-reduce and by F after: with F a power of two every FP16 value keeps
+// its bits unless it underflows, so the update barely moves.
+TEST(TrainingSemantics, PredivideLeavesTheUpdateUnchanged) {
+  TrainConfig plain = synthetic_config();
+  plain.steps = 15, plain.seed = test::test_seed() % 1000;
+  TrainConfig pre = plain;
+  pre.grad_predivide = 4.0;
+  const auto wp = train(plain), wq = train(pre);
+  const auto start = init_linear_parameters(ParameterLayout::for_mlp(plain.layer_widths), plain.seed);
+  EXPECT_LT(update_difference(wq, wp, start), 1e-3) << "seed " << plain.seed;
 }
 
 }  // namespace

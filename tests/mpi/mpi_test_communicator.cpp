@@ -38,13 +38,15 @@ TEST(MpiCommunicator, Fp16SumIsExactOnSmallIntegers) {
 
 TEST(MpiCommunicator, Fp16SumRoundsLikeNcclAndPropagatesInf) {
   MpiCommunicator comm;
-  std::vector<half16> data = {to_half(1.0f), to_half(60000.0f), to_half(0.0f)};
+  std::vector<half16> data = {to_half(1.0f), to_half(60000.0f), to_half(0.0f), to_half(2.0f)};
   if (comm.rank() == comm.world_size() - 1) data[2].bits = 0x7c00;  // +Inf on one rank
+  if (comm.rank() == 0) data[3].bits = 0x7e00;                      // NaN on another
   comm.allreduce_sum_fp16(data.data(), data.size());
   int bad = 0;
   bad += to_float(data[0]) != static_cast<float>(comm.world_size());
   bad += comm.world_size() > 1 && data[1].bits != 0x7c00;  // 2 x 60000 overflows FP16 to Inf
   bad += data[2].bits != 0x7c00;
+  bad += !std::isnan(to_float(data[3]));
   EXPECT_EQ(failures_anywhere(bad), 0);
 }
 
