@@ -12,6 +12,22 @@
 
 namespace ddp {
 
+struct AllreduceTimes {
+  double busy_s = 0.0;
+  double exposed_s = 0.0;
+
+  AllreduceTimes& operator+=(const AllreduceTimes& o) {
+    busy_s += o.busy_s, exposed_s += o.exposed_s;
+    return *this;
+  }
+  // The share of the all-reduce time that ran behind backward, in [0, 1].
+  double hidden_fraction() const {
+    if (!(busy_s > 0.0)) return 0.0;
+    const double f = 1.0 - exposed_s / busy_s;
+    return f < 0.0 ? 0.0 : (f > 1.0 ? 1.0 : f);
+  }
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -27,10 +43,22 @@ class Communicator {
   virtual double allreduce_sum_host(double value) = 0;
   virtual void barrier() = 0;
 
-  // Seconds the FP16 all-reduces took since the previous call (for the
-  // metrics). Host-synchronous transports time the call; asynchronous ones
-  // time their stream and may wait for it here, so call it at log time only.
-  virtual double take_allreduce_seconds() { return 0.0; }
+  // Bucketed all-reduce, overlapped with backward: start an in-place FP16
+  // sum of a bucket whose gradients the caller has finished (on a device:
+  // queued), and return at once; wait_allreduces() makes every started sum
+  // complete before the caller's next use of the buffers (host: returns
+  // after them; device: orders the compute stream after them). Started
+  // buckets must be disjoint and every rank starts the same ones in the same
+  // order. The defaults are synchronous.
+  virtual void start_allreduce_sum_fp16(half16* data, size_t count) { allreduce_sum_fp16(data, count); }
+  virtual void wait_allreduces() {}
+
+  // The FP16 all-reduces since the previous call, for the metrics: busy_s,
+  // the time they took (host transports time the transfer; device ones their
+  // stream); exposed_s, the part the caller stood waiting for them in
+  // wait_allreduces (on a device, the compute stream's wait), i.e. not
+  // hidden behind backward. May wait for the device: call at log time only.
+  virtual AllreduceTimes take_allreduce_times() { return {}; }
 };
 
 // A world of one: every collective is the identity.

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <utility>
 
 #include "comm/mpi_check.h"
 #include "kernels/half_convert.h"
@@ -36,9 +37,20 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm) : comm_(comm) {
   DDP_MPI_CHECK(MPI_Type_contiguous(2, MPI_BYTE, &half_type_));
   DDP_MPI_CHECK(MPI_Type_commit(&half_type_));
   DDP_MPI_CHECK(MPI_Op_create(&half_sum, /*commute=*/1, &half_sum_));
+  int provided = MPI_THREAD_SINGLE;
+  DDP_MPI_CHECK(MPI_Query_thread(&provided));
+  if (world_size_ > 1 && provided >= MPI_THREAD_SERIALIZED) thread_ = std::thread([this] { thread_main(); });
 }
 
 MpiCommunicator::~MpiCommunicator() {
+  if (thread_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    work_ready_.notify_all();
+    thread_.join();
+  }
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
@@ -46,23 +58,77 @@ MpiCommunicator::~MpiCommunicator() {
   if (half_type_ != MPI_DATATYPE_NULL) MPI_Type_free(&half_type_);
 }
 
-void MpiCommunicator::allreduce_sum_fp16(half16* data, size_t count) {
-  if (world_size_ == 1) return;
+void MpiCommunicator::run_allreduce(half16* data, size_t count) {
   const double start = MPI_Wtime();
   for (size_t off = 0; off < count; off += kMaxChunk) {
     const int n = static_cast<int>(std::min(kMaxChunk, count - off));
     DDP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data + off, n, half_type_, half_sum_, comm_));
   }
-  allreduce_seconds_ += MPI_Wtime() - start;
+  const double seconds = MPI_Wtime() - start;
+  std::lock_guard<std::mutex> lock(mutex_);
+  times_.busy_s += seconds;
 }
 
-double MpiCommunicator::take_allreduce_seconds() {
-  const double s = allreduce_seconds_;
-  allreduce_seconds_ = 0.0;
-  return s;
+void MpiCommunicator::thread_main() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    work_ready_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping, nothing left
+    const Bucket b = queue_.front();
+    queue_.pop_front();
+    busy_ = true;
+    lock.unlock();
+    std::exception_ptr failure;
+    try {
+      run_allreduce(b.data, b.count);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    lock.lock();
+    busy_ = false;
+    if (failure && !failure_) failure_ = failure;
+    work_done_.notify_all();
+  }
 }
 
+void MpiCommunicator::start_allreduce_sum_fp16(half16* data, size_t count) {
+  if (world_size_ == 1 || count == 0) return;
+  if (!thread_.joinable()) {  // no MPI_THREAD_SERIALIZED: in place, all exposed
+    const double start = MPI_Wtime();
+    run_allreduce(data, count);
+    times_.exposed_s += MPI_Wtime() - start;
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.push_back({data, count});
+  }
+  work_ready_.notify_one();
+}
+
+void MpiCommunicator::wait_allreduces() {
+  if (!thread_.joinable()) return;
+  const double start = MPI_Wtime();
+  std::unique_lock<std::mutex> lock(mutex_);
+  work_done_.wait(lock, [this] { return queue_.empty() && !busy_; });
+  times_.exposed_s += MPI_Wtime() - start;
+  if (failure_) std::rethrow_exception(std::exchange(failure_, nullptr));
+}
+
+void MpiCommunicator::allreduce_sum_fp16(half16* data, size_t count) {
+  start_allreduce_sum_fp16(data, count);
+  wait_allreduces();
+}
+
+AllreduceTimes MpiCommunicator::take_allreduce_times() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return std::exchange(times_, AllreduceTimes{});
+}
+
+// The calls below run on the main thread between steps: after
+// wait_allreduces, so MPI is never entered by two threads at once.
 void MpiCommunicator::broadcast_bytes(void* data, size_t size_bytes, int root) {
+  wait_allreduces();
   if (world_size_ == 1) return;
   char* p = static_cast<char*>(data);
   for (size_t off = 0; off < size_bytes; off += kMaxChunk) {
@@ -72,12 +138,14 @@ void MpiCommunicator::broadcast_bytes(void* data, size_t size_bytes, int root) {
 }
 
 double MpiCommunicator::allreduce_sum_host(double value) {
+  wait_allreduces();
   double sum = value;
   if (world_size_ > 1) DDP_MPI_CHECK(MPI_Allreduce(&value, &sum, 1, MPI_DOUBLE, MPI_SUM, comm_));
   return sum;
 }
 
 void MpiCommunicator::barrier() {
+  wait_allreduces();
   if (world_size_ > 1) DDP_MPI_CHECK(MPI_Barrier(comm_));
 }
 

@@ -2,9 +2,22 @@
 // without NCCL). FP16 sums use a user-defined commutative MPI operation that
 // adds in FP32 and rounds to FP16 at each step, as NCCL's FP16 reduction does.
 // Buffers are host memory (the CPU backend's).
+//
+// Bucketed all-reduces run on a communication thread, so a bucket's sum
+// proceeds while the main thread computes the next layers' gradients (MPI's
+// non-blocking collectives would progress only inside MPI calls, which the
+// main thread does not make during backward). MPI must provide
+// MPI_THREAD_SERIALIZED: the main thread calls MPI only after waiting for
+// the thread's work. Without it, start_allreduce_sum_fp16 runs in place.
 #pragma once
 
 #include <mpi.h>
+
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <thread>
 
 #include "comm/communicator.h"
 
@@ -14,21 +27,40 @@ class MpiCommunicator final : public Communicator {
  public:
   explicit MpiCommunicator(MPI_Comm comm = MPI_COMM_WORLD);
   ~MpiCommunicator() override;
+  MpiCommunicator(const MpiCommunicator&) = delete;
+  MpiCommunicator& operator=(const MpiCommunicator&) = delete;
+
   int rank() const override { return rank_; }
   int world_size() const override { return world_size_; }
   std::string name() const override { return "MPI"; }
   void allreduce_sum_fp16(half16* data, size_t count) override;
+  void start_allreduce_sum_fp16(half16* data, size_t count) override;
+  void wait_allreduces() override;
   void broadcast_bytes(void* data, size_t size_bytes, int root) override;
   double allreduce_sum_host(double value) override;
   void barrier() override;
-  double take_allreduce_seconds() override;
+  AllreduceTimes take_allreduce_times() override;
 
  private:
+  struct Bucket {
+    half16* data;
+    size_t count;
+  };
+  void run_allreduce(half16* data, size_t count);  // timed into busy_s_
+  void thread_main();
+
   MPI_Comm comm_;
   int rank_ = 0, world_size_ = 1;
   MPI_Datatype half_type_ = MPI_DATATYPE_NULL;
   MPI_Op half_sum_ = MPI_OP_NULL;
-  double allreduce_seconds_ = 0.0;  // since the last take_allreduce_seconds()
+
+  std::mutex mutex_;  // guards everything below
+  std::condition_variable work_ready_, work_done_;
+  std::deque<Bucket> queue_;
+  bool busy_ = false, stopping_ = false;
+  std::exception_ptr failure_;  // an MPI error on the thread, rethrown by wait_allreduces
+  AllreduceTimes times_;        // since the last take_allreduce_times()
+  std::thread thread_;          // last: started once the rest exists
 };
 
 }  // namespace ddp

@@ -13,7 +13,10 @@ namespace ddp {
 MpiEnvironment::MpiEnvironment(int* argc, char*** argv) {
   int initialized = 0;
   DDP_MPI_CHECK(MPI_Initialized(&initialized));
-  if (!initialized) DDP_MPI_CHECK(MPI_Init(argc, argv));
+  // SERIALIZED: the communicator's thread runs the gradient all-reduces while
+  // the main thread computes, and the two never call MPI at the same time.
+  int provided = 0;
+  if (!initialized) DDP_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided));
   // Errors come back as codes that DDP_MPI_CHECK turns into exceptions.
   DDP_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
   DDP_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));

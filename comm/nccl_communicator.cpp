@@ -133,33 +133,62 @@ void NcclCommunicator::compute_waits_for_comm() {
 }
 
 void NcclCommunicator::allreduce_sum_fp16(half16* data, size_t count) {
-  require_live("allreduce_sum_fp16");
-  if (count == 0) return;  // every rank passes the same count, so all skip
-  comm_waits_for_compute();
-  if (timing_events_used_ == timing_events_.size())
-    timing_events_.emplace_back(make_timing_event(), make_timing_event());
-  auto& [start, end] = timing_events_[timing_events_used_++];
-  DDP_CUDA_CHECK(cudaEventRecord(start.get(), comm_stream()));  // reached once compute is done
-  DDP_NCCL_CHECK(ncclAllReduce(data, data, count, ncclFloat16, ncclSum, comm_, comm_stream()));
-  DDP_CUDA_CHECK(cudaEventRecord(end.get(), comm_stream()));
-  compute_waits_for_comm();
+  start_allreduce_sum_fp16(data, count);
+  wait_allreduces();
 }
 
-double NcclCommunicator::take_allreduce_seconds() {
+// Each event pair is a timing record: busy (on comm_stream, around the
+// collective) or exposed (on compute_stream, around its wait for the
+// collectives). The pools grow to the longest interval between takes.
+std::pair<cudaEvent_t, cudaEvent_t> NcclCommunicator::next_timing_pair(TimingPool& pool) {
+  if (pool.used == pool.events.size()) pool.events.emplace_back(make_timing_event(), make_timing_event());
+  auto& [start, end] = pool.events[pool.used++];
+  return {start.get(), end.get()};
+}
+
+double NcclCommunicator::drain_seconds(TimingPool& pool) {
   double ms_total = 0.0;
-  for (size_t i = 0; i < timing_events_used_; ++i) {
-    auto& [start, end] = timing_events_[i];
+  for (size_t i = 0; i < pool.used; ++i) {
+    auto& [start, end] = pool.events[i];
     DDP_CUDA_CHECK(cudaEventSynchronize(end.get()));
     float ms = 0.0f;
     DDP_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), end.get()));
     ms_total += ms;
   }
-  timing_events_used_ = 0;
+  pool.used = 0;
   return ms_total / 1e3;
+}
+
+void NcclCommunicator::start_allreduce_sum_fp16(half16* data, size_t count) {
+  require_live("allreduce_sum_fp16");
+  if (count == 0) return;  // every rank passes the same count, so all skip
+  comm_waits_for_compute();
+  const auto [start, end] = next_timing_pair(busy_events_);
+  DDP_CUDA_CHECK(cudaEventRecord(start, comm_stream()));  // reached once the bucket's gradients are written
+  DDP_NCCL_CHECK(ncclAllReduce(data, data, count, ncclFloat16, ncclSum, comm_, comm_stream()));
+  DDP_CUDA_CHECK(cudaEventRecord(end, comm_stream()));
+  allreduces_pending_ = true;
+}
+
+void NcclCommunicator::wait_allreduces() {
+  if (!allreduces_pending_) return;
+  const auto [start, end] = next_timing_pair(exposed_events_);
+  DDP_CUDA_CHECK(cudaEventRecord(start, compute_stream_));
+  compute_waits_for_comm();
+  DDP_CUDA_CHECK(cudaEventRecord(end, compute_stream_));
+  allreduces_pending_ = false;
+}
+
+AllreduceTimes NcclCommunicator::take_allreduce_times() {
+  AllreduceTimes t;
+  t.busy_s = drain_seconds(busy_events_);
+  t.exposed_s = drain_seconds(exposed_events_);
+  return t;
 }
 
 void NcclCommunicator::broadcast_bytes(void* data, size_t size_bytes, int root) {
   require_live("broadcast_bytes");
+  wait_allreduces();
   DDP_REQUIRE(root >= 0 && root < world_size_,
               "broadcast root " + std::to_string(root) + " is outside a world of " + std::to_string(world_size_));
   if (size_bytes == 0) return;
@@ -178,6 +207,7 @@ double NcclCommunicator::allreduce_sum_host(double value) {
 }
 
 void NcclCommunicator::barrier() {
+  wait_allreduces();
   // A barrier is a host sync point anyway: collectives queued before it are
   // complete on this rank when it returns.
   DDP_CUDA_CHECK(cudaStreamSynchronize(comm_stream()));

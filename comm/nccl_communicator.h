@@ -50,9 +50,13 @@ class NcclCommunicator final : public Communicator {
   double allreduce_sum_host(double value) override;
   // Waits for comm_stream, then MPI_Barrier when world > 1.
   void barrier() override;
-  // Device time of the all-reduces since the last call, from timing events
-  // around each on comm_stream; waits for the last one to finish.
-  double take_allreduce_seconds() override;
+  // Queues the sum on comm_stream after the compute stream's work so far;
+  // the compute stream does not wait for it until wait_allreduces().
+  void start_allreduce_sum_fp16(half16* data, size_t count) override;
+  void wait_allreduces() override;
+  // From timing events: busy around each collective on comm_stream, exposed
+  // around the compute stream's wait. Waits for the last of them.
+  AllreduceTimes take_allreduce_times() override;
 
   // For callers that overlap several collectives with compute (gradient
   // buckets) and order them with their own events.
@@ -76,10 +80,14 @@ class NcclCommunicator final : public Communicator {
   UniqueCudaStream comm_stream_;
   UniqueCudaEvent compute_ready_;  // recorded on compute_stream, waited on by comm_stream
   UniqueCudaEvent comm_done_;      // recorded on comm_stream, waited on by compute_stream
-  // A start/end timing event pair per all-reduce since the last
-  // take_allreduce_seconds(); the pool grows to the longest such interval.
-  std::vector<std::pair<UniqueCudaEvent, UniqueCudaEvent>> timing_events_;
-  size_t timing_events_used_ = 0;
+  struct TimingPool {
+    std::vector<std::pair<UniqueCudaEvent, UniqueCudaEvent>> events;
+    size_t used = 0;  // pairs recorded since the last take_allreduce_times()
+  };
+  std::pair<cudaEvent_t, cudaEvent_t> next_timing_pair(TimingPool& pool);
+  static double drain_seconds(TimingPool& pool);
+  TimingPool busy_events_, exposed_events_;
+  bool allreduces_pending_ = false;  // started since the last wait_allreduces()
   ncclComm_t comm_ = nullptr;
   std::atomic<bool> aborted_{false};
 };

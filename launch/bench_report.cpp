@@ -59,10 +59,9 @@ std::string bench_json_line(const BenchContext& c, const BenchTimings& t) {
   r.add("model_tflops", tflops);
   const double unknown = std::nan("");  // written as null
   r.add("peak_tflops", peak > 0 ? peak : unknown).add("mfu", peak > 0 ? tflops / peak : unknown);
-  r.add("allreduce_ms_per_step", steps > 0 ? 1e3 * t.allreduce_s / steps : 0.0);
-  // The all-reduce runs after backward, not during it (no bucketed overlap
-  // yet): none of it is hidden.
-  r.add("allreduce_hidden_fraction", 0.0);
+  r.add("allreduce_ms_per_step", steps > 0 ? 1e3 * t.allreduce.busy_s / steps : 0.0);
+  r.add("allreduce_exposed_ms_per_step", steps > 0 ? 1e3 * t.allreduce.exposed_s / steps : 0.0);
+  r.add("allreduce_hidden_fraction", t.allreduce.hidden_fraction());
   return r.str();
 }
 

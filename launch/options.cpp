@@ -111,6 +111,10 @@ ParsedOptions parse_options(int argc, const char* const argv[]) {
        "samples per optimizer step over all ranks, instead of --batch-size (must divide by ranks x --grad-accum)")
       ("grad-accum", po::value(&c.grad_accum)->default_value(1),
        "micro-batches per optimizer step; gradients are all-reduced after the last only")
+      ("bucket-mb", po::value(&c.bucket_mb)->default_value(c.bucket_mb),
+       "all-reduce bucket size in MiB; a bucket's all-reduce overlaps the rest of backward (0: one after backward)")
+      ("first-bucket-mb", po::value(&c.first_bucket_mb)->default_value(c.first_bucket_mb),
+       "size of the first bucket (the last layers), small so communication starts early")
       ("grad-predivide", po::value(&c.grad_predivide)->default_value(1.0),
        "divide gradients by F before the all-reduce and by ranks/F after (less overflow risk, coarser FP16 sums)")
       ("epochs", po::value(&c.epochs)->default_value(c.epochs), "passes over the training set")
@@ -211,6 +215,8 @@ ParsedOptions parse_options(int argc, const char* const argv[]) {
 
   require_positive(c.batch_size, "--batch-size");
   require_positive(c.grad_accum, "--grad-accum");
+  require_non_negative(c.bucket_mb, "--bucket-mb");
+  require_non_negative(c.first_bucket_mb, "--first-bucket-mb");
   if (out.bench.warmup_steps < 0) throw Error("--bench-warmup must be >= 0");
   require_positive(out.bench.timed_steps, "--bench-steps");
   require_non_negative(out.bench.peak_tflops, "--peak-tflops");

@@ -100,18 +100,21 @@ TEST_F(NcclCommunicator1Rank, AllreduceFp16OfOneRankKeepsEveryBit) {
   EXPECT_EQ(first_mismatch(got, want), -1);
 }
 
-// The metrics' all-reduce time: the device time of each all-reduce since the
-// last read, then nothing until the next.
+// The metrics' all-reduce times: device time of each all-reduce (and of the
+// compute stream's wait) since the last read, then nothing until the next.
 TEST_F(NcclCommunicator1Rank, AllreduceTimeIsTakenOnce) {
   Buffer<half16> grads_fp16(*gpu, kOddCount);
   grads_fp16.upload(test::random_halves(rng, kOddCount));
-  EXPECT_EQ(comm->take_allreduce_seconds(), 0.0);
+  EXPECT_EQ(comm->take_allreduce_times().busy_s, 0.0);
   for (int i = 0; i < 3; ++i) comm->allreduce_sum_fp16(grads_fp16.data(), kOddCount);
-  const double seconds = comm->take_allreduce_seconds();
+  const AllreduceTimes t = comm->take_allreduce_times();
   // One rank in place may launch nothing: the events can be 0 ms apart.
-  EXPECT_GE(seconds, 0.0);
-  EXPECT_LT(seconds, 1.0);  // three 2 MB one-rank all-reduces
-  EXPECT_EQ(comm->take_allreduce_seconds(), 0.0);
+  EXPECT_GE(t.busy_s, 0.0);
+  EXPECT_LT(t.busy_s, 1.0);  // three 2 MB one-rank all-reduces
+  EXPECT_GE(t.exposed_s, 0.0);
+  const AllreduceTimes again = comm->take_allreduce_times();
+  EXPECT_EQ(again.busy_s, 0.0);
+  EXPECT_EQ(again.exposed_s, 0.0);
 }
 
 TEST_F(NcclCommunicator1Rank, BroadcastBytesFromRoot0KeepsEveryByte) {

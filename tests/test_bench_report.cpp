@@ -31,7 +31,7 @@ TEST(BenchReport, JsonLineFromKnownTimings) {
   t.global_samples_per_step = 100;
   // 10 steps of 1..10 ms: 55 ms in all, median (nearest rank) 5 ms, p10 1 ms, p90 9 ms.
   for (int i = 1; i <= 10; ++i) t.step_s.push_back(i * 1e-3);
-  t.allreduce_s = 0.020;
+  t.allreduce.busy_s = 0.020, t.allreduce.exposed_s = 0.005;  // 75% hidden
   const std::string line = bench_json_line(c, t);
   const double samples_per_s = 1000.0 / 0.055;
   const double tflops = samples_per_s * model_flops_per_sample(c.widths) / 1e12;
@@ -43,6 +43,8 @@ TEST(BenchReport, JsonLineFromKnownTimings) {
   EXPECT_TRUE(has("\"model_tflops\":" + json_number(tflops))) << line;
   EXPECT_TRUE(has("\"mfu\":" + json_number(tflops / 989.0))) << line;
   EXPECT_TRUE(has("\"allreduce_ms_per_step\":2,")) << line;
+  EXPECT_TRUE(has("\"allreduce_exposed_ms_per_step\":0.5,")) << line;
+  EXPECT_TRUE(has("\"allreduce_hidden_fraction\":0.75")) << line;
   // A comparison script looks for the one key that mentions samples.
   size_t count = 0;
   for (size_t at = line.find("samples"); at != std::string::npos; at = line.find("samples", at + 1)) ++count;

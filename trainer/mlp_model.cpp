@@ -42,7 +42,8 @@ const half16* MlpModel::forward(const half16* x, int rows, const half16* weights
   return pre_activation_.back().data();
 }
 
-void MlpModel::backward(int rows, const half16* weights_fp16, half16* grads_fp16, bool accumulate) {
+void MlpModel::backward(int rows, const half16* weights_fp16, half16* grads_fp16, bool accumulate,
+                        const std::function<void(int layer)>& on_layer_done) {
   DDP_REQUIRE(input_ != nullptr, "MlpModel::backward before forward");
   const float beta = accumulate ? 1.0f : 0.0f;
   for (size_t i = layout_.layers.size(); i-- > 0;) {
@@ -62,6 +63,7 @@ void MlpModel::backward(int rows, const half16* weights_fp16, half16* grads_fp16
     dw.c = grads_fp16 + s.weight_offset, dw.ldc = s.in_features;
     backend_.gemm_fp16(dw);
     backend_.bias_grad_fp16(dz, rows, s.out_features, grads_fp16 + s.bias_offset, accumulate);
+    if (on_layer_done) on_layer_done(static_cast<int>(i));
 
     if (i > 0) {  // dX_i[rows, in] = dZ[rows, out] * W[out, in]; the first layer needs no dX
       GemmFp16 dx;

@@ -7,6 +7,7 @@
 // ParameterStore's flat buffers.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "kernels/buffer.h"
@@ -31,7 +32,11 @@ class MlpModel {
 
   // Backward of the last forward from output_grad(). Writes (accumulate=false)
   // or adds to (accumulate=true) the gradients in grads_fp16.
-  void backward(int rows, const half16* weights_fp16, half16* grads_fp16, bool accumulate);
+  // on_layer_done(i), if given, runs once layer i's dW and db are written
+  // (queued, on a device), from the last layer down: the all-reduce of a
+  // finished bucket starts there, overlapping the layers below.
+  void backward(int rows, const half16* weights_fp16, half16* grads_fp16, bool accumulate,
+                const std::function<void(int layer)>& on_layer_done = nullptr);
 
  private:
   Backend& backend_;

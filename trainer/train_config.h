@@ -38,6 +38,8 @@ struct TrainConfig {
   int64_t global_batch = 0;  // > 0: replaces batch_size by global_batch / (world x grad_accum)
   int64_t grad_accum = 1;    // micro-batches per optimizer step (all-reduce after the last only)
   double grad_predivide = 1.0;  // gradients divided by this before the all-reduce, by world/this after
+  double bucket_mb = 25.0;       // all-reduce bucket size (MiB); 0: one all-reduce after backward
+  double first_bucket_mb = 1.0;  // the first (last layers') bucket: small, so communication starts early
   int64_t epochs = 15;
   int64_t steps = 0;          // > 0 replaces epochs
   int64_t stop_after_steps = 0;  // > 0: end this run after that many iterations (resume continues)

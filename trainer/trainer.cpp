@@ -17,6 +17,7 @@
 #include "trainer/checkpoint.h"
 #include "trainer/distributed_sampler.h"
 #include "trainer/evaluator.h"
+#include "trainer/gradient_buckets.h"
 #include "trainer/json_writer.h"
 #include "trainer/mixed_precision_optimizer.h"
 #include "trainer/mlp_model.h"
@@ -72,6 +73,7 @@ struct Trainer::Impl {
   ProgressReporter progress;
   Buffer<float> loss_mean;  // (1) this step's local mean loss
   std::unique_ptr<MetricsFile> metrics;
+  std::vector<GradientBucket> buckets;  // all-reduce units, in the order backward completes them
 
   int64_t step = 0, epoch = 0, epoch_offset = 0, skipped = 0;
   int64_t steps_per_epoch = 0, total_steps = 0, epochs_total = 0;
@@ -94,7 +96,9 @@ struct Trainer::Impl {
         sampler(data.train.count, m.rank(), m.world_size(), c.seed, c.shuffle, c.drop_last),
         loader(b, data.train, static_cast<int>(cfg.batch_size)),
         progress(m.rank() == 0),
-        loss_mean(b, 1) {
+        loss_mean(b, 1),
+        buckets(plan_gradient_buckets(layout, static_cast<size_t>(cfg.bucket_mb * (1 << 20)),
+                                      static_cast<size_t>(cfg.first_bucket_mb * (1 << 20)))) {
     const int64_t per_rank = static_cast<int64_t>(sampler.samples_per_rank());
     const int64_t per_step = samples_per_rank_step();
     steps_per_epoch = cfg.drop_last ? per_rank / per_step : (per_rank + per_step - 1) / per_step;
@@ -278,10 +282,13 @@ struct Trainer::Impl {
         backend.mse_forward(out, loader.targets(), rows, classes, loss_mean.data());
         backend.mse_backward(out, loader.targets(), rows, classes, backward_scale, model.output_grad());
       }
-      model.backward(rows, params.weights_fp16.data(), params.grads_fp16.data(), /*accumulate=*/micro > 0);
+      // Only the last micro-batch's backward finishes gradients (no_sync
+      // before it): its finished buckets start their all-reduces at once.
+      const bool last = micro + 1 == micro_batches;
+      model.backward(rows, params.weights_fp16.data(), params.grads_fp16.data(), /*accumulate=*/micro > 0,
+                     last ? std::function<void(int)>([this](int layer) { layer_gradients_done(layer); }) : nullptr);
     }
-    if (overflow_injected_at(cfg, comm.rank(), step + 1)) inject_overflow();
-    comm.allreduce_sum_fp16(params.grads_fp16.data(), params.count());
+    comm.wait_allreduces();
 
     StepResult r;
     r.rows = step_rows, r.scale = scale;
@@ -294,6 +301,16 @@ struct Trainer::Impl {
     ++step;
     epoch_offset += step_rows * world();
     return r;
+  }
+
+  // Starts the all-reduce of the bucket that layer completes, if any.
+  void layer_gradients_done(int layer) {
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      if (buckets[b].lowest_layer != layer) continue;
+      // The overflow test hook lands in the first element, in bucket 0.
+      if (b == 0 && overflow_injected_at(cfg, comm.rank(), step + 1)) inject_overflow();
+      comm.start_allreduce_sum_fp16(params.grads_fp16.data() + buckets[b].offset, buckets[b].count);
+    }
   }
 
   bool epoch_done() const {
@@ -313,14 +330,14 @@ struct Trainer::Impl {
     for (int64_t i = 0; i < warmup_steps; ++i) one_step();
     backend.synchronize();
     comm.barrier();
-    comm.take_allreduce_seconds();
+    comm.take_allreduce_times();
     for (int64_t i = 0; i < timed_steps; ++i) {
       const auto start = Clock::now();
       one_step();
       backend.synchronize();
       t.step_s.push_back(seconds_since(start));
     }
-    t.allreduce_s = comm.take_allreduce_seconds();
+    t.allreduce = comm.take_allreduce_times();
     return t;
   }
 
@@ -333,7 +350,7 @@ struct Trainer::Impl {
     int64_t steps_this_run = 0, samples_this_run = 0;
     auto interval_start = Clock::now();
     int64_t interval_samples = 0, interval_steps = 0;
-    double allreduce_s = 0.0;  // this run's, summed at log steps
+    AllreduceTimes allreduce;  // this run's, summed at log steps
 
     while (step < total_steps && !(cfg.stop_after_steps > 0 && steps_this_run >= cfg.stop_after_steps)) {
       const auto step_start = Clock::now();
@@ -357,9 +374,9 @@ struct Trainer::Impl {
         backend.copy_to_host(&local_loss, loss_mean.data(), sizeof(local_loss));
         snap.loss = comm.allreduce_sum_host(local_loss) / world();
         snap.samples_per_s = interval_samples / std::max(seconds_since(interval_start), 1e-9);
-        const double interval_allreduce_s = comm.take_allreduce_seconds();
-        allreduce_s += interval_allreduce_s;
-        snap.allreduce_ms_per_step = 1e3 * interval_allreduce_s / interval_steps;
+        const AllreduceTimes interval_allreduce = comm.take_allreduce_times();
+        allreduce += interval_allreduce;
+        snap.allreduce_ms_per_step = 1e3 * interval_allreduce.busy_s / interval_steps;
         interval_start = Clock::now(), interval_samples = 0, interval_steps = 0;
         progress.log_line(snap);
         if (metrics) {
@@ -368,6 +385,7 @@ struct Trainer::Impl {
           r.add("loss_scale", scale).add("skipped", outcome.skipped).add("lr", lr);
           r.add("grad_norm", outcome.grad_norm).add("samples_per_s", snap.samples_per_s);
           r.add("allreduce_ms_per_step", snap.allreduce_ms_per_step);
+          r.add("allreduce_hidden_fraction", interval_allreduce.hidden_fraction());
           metrics->write(r);
         }
       }
@@ -401,16 +419,17 @@ struct Trainer::Impl {
     sum.skipped_steps = skipped;
     sum.samples_per_s = samples_this_run / std::max(train_s, 1e-9);
     sum.wall_s = seconds_since(run_start);
-    allreduce_s += comm.take_allreduce_seconds();
-    sum.allreduce_ms_per_step = steps_this_run > 0 ? 1e3 * allreduce_s / steps_this_run : 0.0;
+    allreduce += comm.take_allreduce_times();
+    sum.allreduce_ms_per_step = steps_this_run > 0 ? 1e3 * allreduce.busy_s / steps_this_run : 0.0;
+    sum.allreduce_hidden_fraction = allreduce.hidden_fraction();
     std::string line = "done: " + std::to_string(sum.steps) + " steps (" + std::to_string(skipped) +
                        " skipped in total) in " + format_duration(sum.wall_s) + ", " +
                        std::to_string(static_cast<int64_t>(sum.samples_per_s)) + " samples/s over " +
                        std::to_string(world()) + " rank(s), global batch " + std::to_string(global_batch());
     if (world() > 1) {
-      char comm_text[96];
-      std::snprintf(comm_text, sizeof comm_text, ", all-reduce %.2f ms/step (%.0f%% of step time)",
-                    sum.allreduce_ms_per_step, 100.0 * allreduce_s / std::max(train_s, 1e-9));
+      char comm_text[128];
+      std::snprintf(comm_text, sizeof comm_text, ", all-reduce %.2f ms/step (%.0f%% hidden behind backward)",
+                    sum.allreduce_ms_per_step, 100.0 * sum.allreduce_hidden_fraction);
       line += comm_text;
     }
     if (cfg.loss == LossKind::SoftmaxCrossEntropy) line += "; final test accuracy " + percent(sum.test_accuracy);
@@ -429,6 +448,7 @@ struct Trainer::Impl {
       r.add("global_batch", global_batch()).add("batch_per_rank", cfg.batch_size);
       r.add("grad_accum", cfg.grad_accum).add("loss_scale", scaler.scale());
       r.add("allreduce_ms_per_step", sum.allreduce_ms_per_step);
+      r.add("allreduce_hidden_fraction", sum.allreduce_hidden_fraction);
       metrics->write(r);
     }
     return sum;

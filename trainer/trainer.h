@@ -24,13 +24,14 @@ struct TrainSummary {
   double samples_per_s = 0.0;  // global samples / wall time of this run's steps
   double wall_s = 0.0;
   double allreduce_ms_per_step = 0.0;  // mean over this run's steps
+  double allreduce_hidden_fraction = 0.0;  // of that time, the share behind backward
 };
 
 // What `--bench` measures: rank 0's wall time of each timed step (the
 // device synchronised at its end) and the all-reduce time over them.
 struct BenchTimings {
   std::vector<double> step_s;
-  double allreduce_s = 0.0;
+  AllreduceTimes allreduce;  // over the timed steps
   int64_t global_samples_per_step = 0;
 };
 

@@ -5,7 +5,8 @@
 #include <mpi.h>
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  int provided = 0;  // as MpiEnvironment: the communicator's thread needs SERIALIZED
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
   ::testing::InitGoogleTest(&argc, argv);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
