@@ -41,6 +41,8 @@ class Communicator {
   virtual void broadcast_bytes(void* data, size_t size_bytes, int root) = 0;
   // Host scalars (metrics), summed in double on every rank.
   virtual double allreduce_sum_host(double value) = 0;
+  // A host integer's maximum over ranks (flags every rank must agree on).
+  virtual int64_t allreduce_max_host(int64_t value) = 0;
   virtual void barrier() = 0;
 
   // Bucketed all-reduce, overlapped with backward: start an in-place FP16
@@ -70,6 +72,7 @@ class SingleProcessCommunicator final : public Communicator {
   void allreduce_sum_fp16(half16*, size_t) override {}
   void broadcast_bytes(void*, size_t, int) override {}
   double allreduce_sum_host(double value) override { return value; }
+  int64_t allreduce_max_host(int64_t value) override { return value; }
   void barrier() override {}
 };
 

@@ -7,25 +7,42 @@
 
 #include "comm/mpi_check.h"
 #include "kernels/half_convert.h"
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 namespace ddp {
 namespace {
 // inout[i] = fp16(float(in[i]) + float(inout[i])): one rounding per pairwise
-// step. In blocks through the bulk (F16C) conversions: MPI calls this on
-// every received segment, and per-element scalar conversions made it the
-// bottleneck of the CPU all-reduce.
+// step. MPI calls this on every received segment, so it must run near
+// memory speed: the F16C path below when the CPU has it.
+#if defined(__x86_64__)
+// One pass, 16 elements per iteration in registers: widen both inputs with
+// F16C, add in FP32, round back to FP16 (RNE), store. Same bits as the
+// portable loop (a NaN's payload may differ; it stays NaN). Measured about
+// 3x the earlier convert-to-stack-blocks version (comm results, 2026-11-30).
+__attribute__((target("f16c,avx"))) void half_sum_f16c(const half16* a, half16* b, int n) {
+  int i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256 a0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i)));
+    const __m256 a1 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i + 8)));
+    const __m256 b0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + i)));
+    const __m256 b1 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + i + 8)));
+    constexpr int kRne = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(b + i), _mm256_cvtps_ph(_mm256_add_ps(b0, a0), kRne));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(b + i + 8), _mm256_cvtps_ph(_mm256_add_ps(b1, a1), kRne));
+  }
+  for (; i < n; ++i) b[i] = to_half(to_float(b[i]) + to_float(a[i]));
+}
+#endif
+
 void half_sum(void* in, void* inout, int* len, MPI_Datatype*) {
-  constexpr int kBlock = 1024;
   const half16* a = static_cast<const half16*>(in);
   half16* b = static_cast<half16*>(inout);
-  float fa[kBlock], fb[kBlock];
-  for (int off = 0; off < *len; off += kBlock) {
-    const int n = std::min(kBlock, *len - off);
-    half_to_float_array(a + off, fa, n);
-    half_to_float_array(b + off, fb, n);
-    for (int i = 0; i < n; ++i) fb[i] += fa[i];
-    float_to_half_array(fb, b + off, n);
-  }
+#if defined(__x86_64__)
+  if (f16c_available()) return half_sum_f16c(a, b, *len);
+#endif
+  for (int i = 0; i < *len; ++i) b[i] = to_half(to_float(b[i]) + to_float(a[i]));
 }
 // MPI counts are int: large buffers go in chunks.
 constexpr size_t kMaxChunk = static_cast<size_t>(INT_MAX) / 2;
@@ -116,8 +133,15 @@ void MpiCommunicator::wait_allreduces() {
 }
 
 void MpiCommunicator::allreduce_sum_fp16(half16* data, size_t count) {
-  start_allreduce_sum_fp16(data, count);
+  // Nothing queued after the wait: run on the calling thread (MPI is idle,
+  // so this keeps to SERIALIZED) and skip the hand-off to the thread, which
+  // costs ~15 us per call.
   wait_allreduces();
+  if (world_size_ == 1 || count == 0) return;
+  const double start = MPI_Wtime();
+  run_allreduce(data, count);
+  std::lock_guard<std::mutex> lock(mutex_);
+  times_.exposed_s += MPI_Wtime() - start;
 }
 
 AllreduceTimes MpiCommunicator::take_allreduce_times() {
@@ -142,6 +166,13 @@ double MpiCommunicator::allreduce_sum_host(double value) {
   double sum = value;
   if (world_size_ > 1) DDP_MPI_CHECK(MPI_Allreduce(&value, &sum, 1, MPI_DOUBLE, MPI_SUM, comm_));
   return sum;
+}
+
+int64_t MpiCommunicator::allreduce_max_host(int64_t value) {
+  wait_allreduces();
+  int64_t max = value;
+  if (world_size_ > 1) DDP_MPI_CHECK(MPI_Allreduce(&value, &max, 1, MPI_INT64_T, MPI_MAX, comm_));
+  return max;
 }
 
 void MpiCommunicator::barrier() {

@@ -38,6 +38,7 @@ class MpiCommunicator final : public Communicator {
   void wait_allreduces() override;
   void broadcast_bytes(void* data, size_t size_bytes, int root) override;
   double allreduce_sum_host(double value) override;
+  int64_t allreduce_max_host(int64_t value) override;
   void barrier() override;
   AllreduceTimes take_allreduce_times() override;
 

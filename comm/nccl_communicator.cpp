@@ -206,6 +206,14 @@ double NcclCommunicator::allreduce_sum_host(double value) {
   return sum;
 }
 
+int64_t NcclCommunicator::allreduce_max_host(int64_t value) {
+  int64_t max = value;
+#if defined(DDP_HAVE_MPI)
+  if (world_size_ > 1) DDP_MPI_CHECK(MPI_Allreduce(&value, &max, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD));
+#endif
+  return max;
+}
+
 void NcclCommunicator::barrier() {
   wait_allreduces();
   // A barrier is a host sync point anyway: collectives queued before it are

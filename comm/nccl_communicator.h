@@ -48,6 +48,8 @@ class NcclCommunicator final : public Communicator {
   void broadcast_bytes(void* data, size_t size_bytes, int root) override;
   // MPI_Allreduce of a host double when world > 1; the identity otherwise.
   double allreduce_sum_host(double value) override;
+  // MPI_Allreduce (MPI_MAX) of a host integer when world > 1; the identity otherwise.
+  int64_t allreduce_max_host(int64_t value) override;
   // Waits for comm_stream, then MPI_Barrier when world > 1.
   void barrier() override;
   // Queues the sum on comm_stream after the compute stream's work so far;

@@ -88,8 +88,10 @@ class Backend {
                             half16* dpred) = 0;
 
   // ---- optimizer -----------------------------------------------------------
-  // grads_fp32 = float(grads_fp16) * inv_scale; if any result is Inf/NaN, sets
-  // *nonfinite_flag = 1 (never clears it: the caller zeroes it per step).
+  // grads_fp32 = float(grads_fp16) * inv_scale (unscale_element); if any
+  // result is Inf/NaN, sets *nonfinite_flag = 1 (never clears it: the caller
+  // zeroes it per step). grads_fp32 may be null: the check alone, a pass
+  // that reads only the FP16 gradients (the fused step's first pass).
   virtual void unscale_fp16_to_fp32(const half16* grads_fp16, float* grads_fp32, size_t count, float inv_scale,
                                     int32_t* nonfinite_flag) = 0;
   // *norm = sqrt(sum x^2), FP32 accumulation at least (Inf/NaN propagate).
@@ -99,6 +101,13 @@ class Backend {
   // *skip_flag != 0 (skip_flag may be null: never skip).
   virtual void sgd_update(const SgdParams& params, const float* grads_fp32, float* master_fp32,
                           float* momentum_fp32, half16* weights_fp16, size_t count, const int32_t* skip_flag) = 0;
+  // The same step reading the FP16 gradients and unscaling each on the fly
+  // (unscale_element), bitwise equal to unscale_fp16_to_fp32 then
+  // sgd_update: the fused step's second pass, with no FP32 gradient buffer
+  // written or read.
+  virtual void sgd_update_fp16_grads(const SgdParams& params, const half16* grads_fp16, float inv_scale,
+                                     float* master_fp32, float* momentum_fp32, half16* weights_fp16, size_t count,
+                                     const int32_t* skip_flag) = 0;
 };
 
 }  // namespace ddp

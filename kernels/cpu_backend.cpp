@@ -1,15 +1,18 @@
 // cpu_backend.cpp: reference implementation of the Backend interface.
-// Element-wise math comes from elementwise_math.h (shared with CUDA); GEMM is
-// FP16 -> FP32 widening + cblas_sgemm + one RNE rounding to FP16.
+// Element-wise math comes from elementwise_math.h (shared with CUDA) through
+// the range loops of cpu_elementwise.h, split over the thread pool when the
+// count is large; GEMM is cpu_gemm.h (FP16 -> FP32 widening + cblas_sgemm +
+// one RNE rounding to FP16).
 #include "kernels/cpu_backend.h"
 
-#include <cblas.h>
-
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 
+#include "kernels/cpu_elementwise.h"
 #include "kernels/error.h"
 #include "kernels/half_convert.h"
 
@@ -32,7 +35,17 @@ int set_blas_threads(int threads) {
 #endif
 }
 
-CpuBackend::CpuBackend(int threads) { threads_ = set_blas_threads(threads); }
+namespace {
+// Element-wise passes shorter than this run on the calling thread: a pass
+// over 32K halves takes ~10 us, about what waking a worker can cost.
+constexpr size_t kMinParallelElements = size_t{1} << 15;
+// Range boundaries for threads: whole cache lines of floats.
+constexpr size_t kGrain = 64;
+}  // namespace
+
+CpuBackend::CpuBackend(int threads)
+    : threads_(threads > 0 ? threads : std::max(set_blas_threads(0), 1)),
+      pool_(std::make_unique<CpuThreadPool>(threads_)) {}
 
 std::string CpuBackend::description() const {
 #if defined(DDP_HAVE_OPENBLAS)
@@ -58,78 +71,46 @@ void CpuBackend::copy_on_device(void* dst, const void* src, size_t n) { std::mem
 void CpuBackend::fill_zero(void* dst, size_t n) { std::memset(dst, 0, n); }
 
 // ---- GEMM -----------------------------------------------------------------------
-namespace {
-// Widen a stored rows x cols FP16 matrix with row stride ld into a dense FP32
-// copy (stride cols), so sgemm sees exactly the FP16 values.
-void widen_matrix(const half16* src, int rows, int cols, int ld, std::vector<float>& dst) {
-  dst.resize(static_cast<size_t>(rows) * cols);
-  for (int r = 0; r < rows; ++r)
-    half_to_float_array(src + static_cast<size_t>(r) * ld, dst.data() + static_cast<size_t>(r) * cols, cols);
-}
-}  // namespace
-
-void CpuBackend::gemm_fp16(const GemmFp16& g) {
-  DDP_REQUIRE(g.m >= 0 && g.n >= 0 && g.k >= 0, "gemm_fp16: negative dimension");
-  DDP_REQUIRE(!(g.bias && g.beta != 0.0f), "gemm_fp16: bias epilogue requires beta == 0");
-  if (g.m == 0 || g.n == 0) return;
-  const bool ta = g.trans_a == Transpose::Yes, tb = g.trans_b == Transpose::Yes;
-  const int a_rows = ta ? g.k : g.m, a_cols = ta ? g.m : g.k;
-  const int b_rows = tb ? g.n : g.k, b_cols = tb ? g.k : g.n;
-  widen_matrix(g.a, a_rows, a_cols, g.lda, a_fp32_);
-  widen_matrix(g.b, b_rows, b_cols, g.ldb, b_fp32_);
-  if (g.beta != 0.0f) {
-    widen_matrix(g.c, g.m, g.n, g.ldc, c_fp32_);
-  } else {
-    c_fp32_.assign(static_cast<size_t>(g.m) * g.n, 0.0f);
-  }
-  if (g.k > 0) {
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, g.m, g.n, g.k,
-                g.alpha, a_fp32_.data(), std::max(a_cols, 1), b_fp32_.data(), std::max(b_cols, 1), g.beta,
-                c_fp32_.data(), g.n);
-  } else {
-    for (float& c : c_fp32_) c *= g.beta;
-  }
-  if (g.bias) {
-    b_fp32_.resize(g.n);  // reuse scratch for the widened bias
-    half_to_float_array(g.bias, b_fp32_.data(), g.n);
-    for (int r = 0; r < g.m; ++r)
-      for (int c = 0; c < g.n; ++c) c_fp32_[static_cast<size_t>(r) * g.n + c] += b_fp32_[c];
-  }
-  for (int r = 0; r < g.m; ++r)
-    float_to_half_array(c_fp32_.data() + static_cast<size_t>(r) * g.n, g.c + static_cast<size_t>(r) * g.ldc, g.n);
-}
+void CpuBackend::gemm_fp16(const GemmFp16& g) { cpu_gemm_fp16(g, *pool_, gemm_scratch_); }
 
 // ---- element-wise -----------------------------------------------------------------
 void CpuBackend::add_bias_fp16(half16* y, const half16* bias, int rows, int cols) {
-  for (int r = 0; r < rows; ++r) {
-    half16* row = y + static_cast<size_t>(r) * cols;
-    for (int c = 0; c < cols; ++c) row[c] = to_half(to_float(row[c]) + to_float(bias[c]));
-  }
+  const size_t row_count = rows > 0 ? static_cast<size_t>(rows) : 0, width = cols > 0 ? static_cast<size_t>(cols) : 0;
+  const size_t min_rows = width ? (kMinParallelElements + width - 1) / width : 1;
+  pool_->parallel_for(row_count, 1, min_rows, [&](size_t r0, size_t r1) {
+    cpu::add_bias_rows(y + r0 * width, bias, r1 - r0, width);
+  });
 }
 
 void CpuBackend::activation_forward_fp16(Activation act, const half16* z, half16* y, size_t count) {
-  for (size_t i = 0; i < count; ++i) y[i] = to_half(activation_forward(act, to_float(z[i])));
+  pool_->parallel_for(count, kGrain, kMinParallelElements,
+                      [&](size_t i0, size_t i1) { cpu::activation_forward_range(act, z + i0, y + i0, i1 - i0); });
 }
 
 void CpuBackend::activation_backward_fp16(Activation act, const half16* z, const half16* dy, half16* dz,
                                           size_t count) {
-  for (size_t i = 0; i < count; ++i) dz[i] = to_half(activation_backward(act, to_float(z[i]), to_float(dy[i])));
+  pool_->parallel_for(count, kGrain, kMinParallelElements, [&](size_t i0, size_t i1) {
+    cpu::activation_backward_range(act, z + i0, dy + i0, dz + i0, i1 - i0);
+  });
 }
 
 void CpuBackend::bias_grad_fp16(const half16* dy, int rows, int cols, half16* db, bool accumulate) {
-  c_fp32_.assign(cols, 0.0f);
-  for (int r = 0; r < rows; ++r) {
-    const half16* row = dy + static_cast<size_t>(r) * cols;
-    for (int c = 0; c < cols; ++c) c_fp32_[c] += to_float(row[c]);
-  }
-  for (int c = 0; c < cols; ++c) db[c] = to_half(c_fp32_[c] + (accumulate ? to_float(db[c]) : 0.0f));
+  // Split by columns: each column's sum runs over the rows in order on one
+  // thread, so the result does not depend on the thread count.
+  const size_t row_count = rows > 0 ? static_cast<size_t>(rows) : 0, width = cols > 0 ? static_cast<size_t>(cols) : 0;
+  const bool big = row_count * width >= kMinParallelElements;
+  pool_->parallel_for(width, 32, big ? 0 : width + 1, [&](size_t c0, size_t c1) {
+    cpu::bias_grad_columns(dy, row_count, width, c0, c1, db, accumulate);
+  });
 }
 
 void CpuBackend::cast_fp32_to_fp16(const float* src, half16* dst, size_t count) {
-  float_to_half_array(src, dst, count);
+  pool_->parallel_for(count, kGrain, kMinParallelElements,
+                      [&](size_t i0, size_t i1) { float_to_half_array(src + i0, dst + i0, i1 - i0); });
 }
 void CpuBackend::cast_fp16_to_fp32(const half16* src, float* dst, size_t count) {
-  half_to_float_array(src, dst, count);
+  pool_->parallel_for(count, kGrain, kMinParallelElements,
+                      [&](size_t i0, size_t i1) { half_to_float_array(src + i0, dst + i0, i1 - i0); });
 }
 
 // ---- losses -------------------------------------------------------------------------
@@ -192,13 +173,12 @@ void CpuBackend::mse_backward(const half16* pred, const float* target, int rows,
 // ---- optimizer ---------------------------------------------------------------------
 void CpuBackend::unscale_fp16_to_fp32(const half16* grads_fp16, float* grads_fp32, size_t count, float inv_scale,
                                       int32_t* nonfinite_flag) {
-  half_to_float_array(grads_fp16, grads_fp32, count);
-  bool bad = false;
-  for (size_t i = 0; i < count; ++i) {
-    grads_fp32[i] *= inv_scale;
-    bad |= !is_finite_float(grads_fp32[i]);
-  }
-  if (bad) *nonfinite_flag = 1;
+  std::atomic<bool> bad{false};
+  pool_->parallel_for(count, kGrain, kMinParallelElements, [&](size_t i0, size_t i1) {
+    if (cpu::unscale_range(grads_fp16 + i0, grads_fp32 ? grads_fp32 + i0 : nullptr, i1 - i0, inv_scale))
+      bad.store(true);
+  });
+  if (bad.load()) *nonfinite_flag = 1;
 }
 
 void CpuBackend::l2_norm_fp32(const float* x, size_t count, float* norm) {
@@ -209,14 +189,23 @@ void CpuBackend::l2_norm_fp32(const float* x, size_t count, float* norm) {
   *norm = static_cast<float>(std::sqrt(sum));
 }
 
+void CpuBackend::sgd_update_fp16_grads(const SgdParams& params, const half16* grads_fp16, float inv_scale,
+                                       float* master_fp32, float* momentum_fp32, half16* weights_fp16, size_t count,
+                                       const int32_t* skip_flag) {
+  if (skip_flag && *skip_flag) return;
+  pool_->parallel_for(count, kGrain, kMinParallelElements, [&](size_t i0, size_t i1) {
+    cpu::sgd_fp16_grads_range(params, grads_fp16 + i0, inv_scale, master_fp32 + i0,
+                              momentum_fp32 ? momentum_fp32 + i0 : nullptr, weights_fp16 + i0, i1 - i0);
+  });
+}
+
 void CpuBackend::sgd_update(const SgdParams& params, const float* grads_fp32, float* master_fp32,
                             float* momentum_fp32, half16* weights_fp16, size_t count, const int32_t* skip_flag) {
   if (skip_flag && *skip_flag) return;
-  for (size_t i = 0; i < count; ++i) {
-    float dummy = 0.0f;
-    sgd_update_element(params, grads_fp32[i], master_fp32[i], momentum_fp32 ? momentum_fp32[i] : dummy);
-  }
-  float_to_half_array(master_fp32, weights_fp16, count);
+  pool_->parallel_for(count, kGrain, kMinParallelElements, [&](size_t i0, size_t i1) {
+    cpu::sgd_range(params, grads_fp32 + i0, master_fp32 + i0, momentum_fp32 ? momentum_fp32 + i0 : nullptr,
+                   weights_fp16 + i0, i1 - i0);
+  });
 }
 
 }  // namespace ddp

@@ -1,18 +1,24 @@
 // cpu_backend.h: the reference Backend. FP16 operands widen exactly to FP32,
 // a real BLAS (cblas_sgemm) multiplies, results round once to FP16: the same
-// arithmetic contract as a Tensor Core GEMM with FP32 accumulation.
+// arithmetic contract as a Tensor Core GEMM with FP32 accumulation
+// (cpu_gemm.h). Large GEMMs and element-wise passes are split over the
+// backend's own threads (cpu_thread_pool.h), each BLAS call single-threaded
+// inside one of them; the loops themselves are in cpu_elementwise.h.
 #pragma once
 
 #include <memory>
 #include <vector>
 
 #include "kernels/backend.h"
+#include "kernels/cpu_gemm.h"
+#include "kernels/cpu_thread_pool.h"
 
 namespace ddp {
 
 class CpuBackend final : public Backend {
  public:
-  // threads <= 0: leave the BLAS thread count as it is.
+  // Runs on `threads` threads (the caller and threads - 1 workers); threads
+  // <= 0: as many as the BLAS thread count in force, which is left as it is.
   explicit CpuBackend(int threads = 0);
   DeviceKind kind() const override { return DeviceKind::Cpu; }
   std::string description() const override;
@@ -46,6 +52,9 @@ class CpuBackend final : public Backend {
   void unscale_fp16_to_fp32(const half16* grads_fp16, float* grads_fp32, size_t count, float inv_scale,
                             int32_t* nonfinite_flag) override;
   void l2_norm_fp32(const float* x, size_t count, float* norm) override;
+  void sgd_update_fp16_grads(const SgdParams& params, const half16* grads_fp16, float inv_scale, float* master_fp32,
+                             float* momentum_fp32, half16* weights_fp16, size_t count,
+                             const int32_t* skip_flag) override;
   void sgd_update(const SgdParams& params, const float* grads_fp32, float* master_fp32, float* momentum_fp32,
                   half16* weights_fp16, size_t count, const int32_t* skip_flag) override;
 
@@ -53,13 +62,14 @@ class CpuBackend final : public Backend {
 
  private:
   int threads_ = 1;
-  // Scratch for widened GEMM operands, grown on demand and reused, so a
-  // training step allocates nothing. Not thread-safe: one CpuBackend per
+  std::unique_ptr<CpuThreadPool> pool_;
+  // GEMM scratch, reused across calls. Not thread-safe: one CpuBackend per
   // compute thread.
-  std::vector<float> a_fp32_, b_fp32_, c_fp32_;
+  CpuGemmScratch gemm_scratch_;
 };
 
-// Sets the BLAS library's thread count (OpenBLAS); returns what is in force.
+// Sets the BLAS library's thread count (OpenBLAS; threads <= 0: leaves it);
+// returns what is in force.
 int set_blas_threads(int threads);
 
 }  // namespace ddp

@@ -186,6 +186,13 @@ void CudaBackend::l2_norm_fp32(const float* x, size_t count, float* norm) {
   launch_l2_norm_fp32(compute_stream(), x, count, norm, scratch(l2_norm_scratch_bytes()));
 }
 
+void CudaBackend::sgd_update_fp16_grads(const SgdParams& params, const half16* grads_fp16, float inv_scale,
+                                        float* master_fp32, float* momentum_fp32, half16* weights_fp16, size_t count,
+                                        const int32_t* skip_flag) {
+  launch_sgd_update_fp16_grads(compute_stream(), params, grads_fp16, inv_scale, master_fp32, momentum_fp32,
+                               weights_fp16, count, skip_flag);
+}
+
 void CudaBackend::sgd_update(const SgdParams& params, const float* grads_fp32, float* master_fp32,
                              float* momentum_fp32, half16* weights_fp16, size_t count, const int32_t* skip_flag) {
   launch_sgd_update(compute_stream(), params, grads_fp32, master_fp32, momentum_fp32, weights_fp16, count,

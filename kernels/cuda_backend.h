@@ -73,6 +73,9 @@ class CudaBackend final : public Backend {
   void unscale_fp16_to_fp32(const half16* grads_fp16, float* grads_fp32, size_t count, float inv_scale,
                             int32_t* nonfinite_flag) override;
   void l2_norm_fp32(const float* x, size_t count, float* norm) override;
+  void sgd_update_fp16_grads(const SgdParams& params, const half16* grads_fp16, float inv_scale, float* master_fp32,
+                             float* momentum_fp32, half16* weights_fp16, size_t count,
+                             const int32_t* skip_flag) override;
   void sgd_update(const SgdParams& params, const float* grads_fp32, float* master_fp32, float* momentum_fp32,
                   half16* weights_fp16, size_t count, const int32_t* skip_flag) override;
 

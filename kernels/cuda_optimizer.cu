@@ -16,8 +16,8 @@ __global__ void unscale_kernel(const half16* grads_fp16, float* grads_fp32, size
                                int32_t* nonfinite_flag) {
   bool nonfinite = false;
   for (size_t i = global_thread_index(); i < count; i += grid_stride()) {
-    const float g = to_float(grads_fp16[i]) * inv_scale;
-    grads_fp32[i] = g;
+    const float g = unscale_element(grads_fp16[i], inv_scale);
+    if (grads_fp32) grads_fp32[i] = g;  // null: the check alone
     nonfinite |= !is_finite_float(g);
   }
   // Every writer stores the same value 1, so the race is benign; the flag is
@@ -35,7 +35,20 @@ struct SquareRoot {
   __device__ float operator()(double sum) const { return static_cast<float>(sqrt(sum)); }
 };
 
-__global__ void sgd_kernel(SgdParams params, const float* grads_fp32, float* master_fp32, float* momentum_fp32,
+// Gradient sources of the SGD kernel: the unscaled FP32 buffer, or the FP16
+// gradients unscaled on the fly (the fused step).
+struct Fp32Grads {
+  const float* g;
+  __device__ float operator()(size_t i) const { return g[i]; }
+};
+struct Fp16GradsUnscaled {
+  const half16* g;
+  float inv_scale;
+  __device__ float operator()(size_t i) const { return unscale_element(g[i], inv_scale); }
+};
+
+template <class Grads>
+__global__ void sgd_kernel(SgdParams params, Grads grads, float* master_fp32, float* momentum_fp32,
                            half16* weights_fp16, size_t count, const int32_t* skip_flag) {
   // The skip decision (an overflow found by unscale) lives on the device, so
   // the host never waits for it; every thread reads it and leaves.
@@ -43,7 +56,7 @@ __global__ void sgd_kernel(SgdParams params, const float* grads_fp32, float* mas
   for (size_t i = global_thread_index(); i < count; i += grid_stride()) {
     float p = master_fp32[i];
     float buf = momentum_fp32 ? momentum_fp32[i] : 0.0f;
-    sgd_update_element(params, grads_fp32[i], p, buf);
+    sgd_update_element(params, grads(i), p, buf);
     master_fp32[i] = p;
     if (momentum_fp32) momentum_fp32[i] = buf;
     if (weights_fp16) weights_fp16[i] = to_half(p);
@@ -71,8 +84,19 @@ void launch_sgd_update(cudaStream_t stream, const SgdParams& params, const float
                        float* momentum_fp32, half16* weights_fp16, size_t count, const int32_t* skip_flag) {
   DDP_REQUIRE(momentum_fp32 != nullptr || params.momentum == 0.0f, "sgd_update: momentum != 0 needs a momentum buffer");
   if (count == 0) return;
-  sgd_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(params, grads_fp32, master_fp32, momentum_fp32,
-                                                               weights_fp16, count, skip_flag);
+  sgd_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(params, Fp32Grads{grads_fp32}, master_fp32,
+                                                               momentum_fp32, weights_fp16, count, skip_flag);
+  DDP_CUDA_CHECK_LAUNCH();
+}
+
+void launch_sgd_update_fp16_grads(cudaStream_t stream, const SgdParams& params, const half16* grads_fp16,
+                                  float inv_scale, float* master_fp32, float* momentum_fp32, half16* weights_fp16,
+                                  size_t count, const int32_t* skip_flag) {
+  DDP_REQUIRE(momentum_fp32 != nullptr || params.momentum == 0.0f, "sgd_update: momentum != 0 needs a momentum buffer");
+  if (count == 0) return;
+  sgd_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(params, Fp16GradsUnscaled{grads_fp16, inv_scale},
+                                                               master_fp32, momentum_fp32, weights_fp16, count,
+                                                               skip_flag);
   DDP_CUDA_CHECK_LAUNCH();
 }
 

@@ -23,6 +23,9 @@ void launch_l2_norm_fp32(cudaStream_t stream, const float* x, size_t count, floa
 
 // momentum_fp32 may be null when params.momentum == 0; weights_fp16 may be
 // null (no FP16 re-cast); skip_flag may be null (never skip).
+void launch_sgd_update_fp16_grads(cudaStream_t stream, const SgdParams& params, const half16* grads_fp16,
+                                  float inv_scale, float* master_fp32, float* momentum_fp32, half16* weights_fp16,
+                                  size_t count, const int32_t* skip_flag);
 void launch_sgd_update(cudaStream_t stream, const SgdParams& params, const float* grads_fp32, float* master_fp32,
                        float* momentum_fp32, half16* weights_fp16, size_t count, const int32_t* skip_flag);
 

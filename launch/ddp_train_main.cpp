@@ -7,16 +7,20 @@
 //   launch/device_select.h    --device -> CpuBackend / CudaBackend (device = local rank)
 //   trainer/data_source.h     --data -> train and test sets
 //   trainer/trainer.h         the training loop (model, loss scaling, SGD, eval, checkpoints)
+//   trainer/stop_signal.h     SIGINT/SIGTERM: stop at the next step boundary with a checkpoint
+//   comm/collective_watchdog.h  a collective that waits past --collective-timeout ends the job
 #include <cstdio>
 #include <exception>
 #include <memory>
 
+#include "comm/collective_watchdog.h"
 #include "comm/communicator.h"
 #include "comm/mpi_environment.h"
 #include "kernels/error.h"
 #include "launch/bench_report.h"
 #include "launch/device_select.h"
 #include "launch/options.h"
+#include "trainer/stop_signal.h"
 #include "trainer/synthetic_data.h"
 #include "trainer/trainer.h"
 #if defined(DDP_HAVE_MPI)
@@ -68,12 +72,32 @@ std::unique_ptr<ddp::Communicator> make_communicator(const ddp::MpiEnvironment& 
                    "line of the CMake configure); use --device cpu or one rank per job");
 }
 
+// Peers exist only in a world above one; without them nothing can stall.
+std::unique_ptr<ddp::CollectiveWatchdog> make_watchdog(const ddp::TrainConfig& c, const ddp::MpiEnvironment& env,
+                                                       ddp::Communicator& comm) {
+  if (env.world_size() == 1 || !(c.collective_timeout_s > 0)) return nullptr;
+  return std::make_unique<ddp::CollectiveWatchdog>(c.collective_timeout_s, [&env, &comm](const std::string& message) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "ddp_train: error (rank %d on %s): %s\n", env.rank(), env.host().c_str(), message.c_str());
+    std::fflush(stderr);
+#if defined(DDP_HAVE_NCCL)
+    // Ends the NCCL kernels that wait for the missing peer before the job goes.
+    if (auto* nccl = dynamic_cast<ddp::NcclCommunicator*>(&comm)) nccl->abort();
+#else
+    (void)comm;
+#endif
+    env.abort_job(1);
+  });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::unique_ptr<ddp::MpiEnvironment> env;
   try {
     env = std::make_unique<ddp::MpiEnvironment>(&argc, &argv);
+    // After MPI_Init, so these handlers are the ones in place.
+    ddp::install_stop_signal_handlers();
     ddp::ParsedOptions opts = ddp::parse_options(argc, argv);
     if (opts.show_help) {
       if (env->rank() == 0) std::printf("%s", opts.help_text.c_str());
@@ -90,11 +114,15 @@ int main(int argc, char** argv) {
     std::unique_ptr<ddp::Communicator> comm = make_communicator(*env, *device.backend);
     // --bench keeps stdout for its JSON line alone.
     if (env->rank() == 0) std::fprintf(opts.bench.enabled ? stderr : stdout, "%s\n", device.notice.c_str());
+    // Declared after comm and before the trainer: it stops before either goes.
+    std::unique_ptr<ddp::CollectiveWatchdog> watchdog = make_watchdog(opts.config, *env, *comm);
     ddp::Trainer trainer(opts.config, *device.backend, *comm, std::move(data));
+    trainer.watch_collectives(watchdog.get());
     trainer.prepare();
     if (!opts.bench.enabled) {
-      trainer.run();
-      return 0;
+      const ddp::TrainSummary summary = trainer.run();
+      // As a shell reports a process a signal ended: 128 + its number.
+      return summary.stop_signal != 0 ? 128 + summary.stop_signal : 0;
     }
     const ddp::BenchTimings timings = trainer.bench(opts.bench.warmup_steps, opts.bench.timed_steps);
     if (env->rank() == 0) {
@@ -109,6 +137,12 @@ int main(int argc, char** argv) {
       std::printf("%s\n", ddp::bench_json_line(context, timings).c_str());
     }
     return 0;
+  } catch (const ddp::AgreedError& e) {
+    // Every rank stops here at the same step: one line, and a clean exit.
+    std::fflush(stdout);
+    if (env->rank() == 0) std::fprintf(stderr, "ddp_train: error (rank 0 on %s): %s\n", env->host().c_str(), e.what());
+    std::fflush(stderr);
+    return 1;
   } catch (const std::exception& e) {
     std::fflush(stdout);
     const int rank = env ? env->rank() : 0;

@@ -14,7 +14,7 @@
 #   GPU_CHECK_SKIP=3,4 ...       leaves out stages by number (0 env, 2 tests,
 #        3 sanitizers, 4 training and kernel bench, 5 comparison); the build
 #        (1) always runs, and is quick when build-gpu is already there
-#   CMP_MODELS=a,c CMP_REPEATS=1 ...  a smaller comparison
+#   CMP_MODELS=a,c CMP_REPEATS=1 CMP_MODES=eager ...  a smaller comparison
 #
 # Each stage has its own time limit and its own log; a failed stage is
 # recorded and the next one runs. The whole script keeps to a total budget
@@ -284,7 +284,7 @@ if [ $DRY = 1 ]; then
   CMP=(--device cpu --models "${CMP_MODELS:-b}" --repeats "${CMP_REPEATS:-1}" --ranks 1)
   CMP_LIMIT=400
 else
-  CMP=(--device cuda --models "${CMP_MODELS:-a,b,c}" --repeats "${CMP_REPEATS:-3}")
+  CMP=(--device cuda --models "${CMP_MODELS:-a,b,c}" --repeats "${CMP_REPEATS:-3}" --modes "${CMP_MODES:-eager,compile}")
   CMP_LIMIT=150
 fi
 left=$((BUDGET - $(elapsed) - RESERVE_S - 10))

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "kernels/error.h"
@@ -56,6 +57,31 @@ void require_non_negative(double v, const char* flag) {
   if (!(v >= 0) || !std::isfinite(v)) throw Error(std::string(flag) + " must be a finite number >= 0");
 }
 
+// Boost.Program_options (1.74 at least) builds an error's what() by
+// replacing each %placeholder% of its template until none is left, so a
+// value that contains a placeholder (`--lr %value%`, a config key
+// "%canonical_option%") loops forever while the message grows (found by
+// tests/fuzz/fuzz_config.cpp). Before what() is called, every '%' in the
+// substituted values becomes U+FF05 (a full-width percent sign), so no
+// placeholder can reappear and every other message stays Boost's own. The
+// values are protected members; a pointer to member formed through a derived
+// class reads them without copying or slicing the exception.
+struct PlaceholderValues : po::error_with_option_name {
+  static const std::map<std::string, std::string>& of(const po::error_with_option_name& e) {
+    return e.*(&PlaceholderValues::m_substitutions);
+  }
+};
+
+void defuse_placeholders(po::error_with_option_name& e) {
+  const std::map<std::string, std::string> values = PlaceholderValues::of(e);
+  for (const auto& [key, value] : values) {
+    if (value.find('%') == std::string::npos) continue;
+    std::string safe;
+    for (char ch : value) safe += ch == '%' ? std::string("\xef\xbc\x85") : std::string(1, ch);
+    e.set_substitute(key, safe);
+  }
+}
+
 std::vector<int64_t> parse_step_list(const std::string& text, const char* flag) {
   std::vector<int64_t> steps;
   if (!parse_int_list(text, 1, INT64_MAX, steps))
@@ -77,7 +103,9 @@ ParsedOptions parse_options(int argc, const char* const argv[]) {
       ("help,h", "show this help and exit")
       ("config", po::value(&config_file), "INI file with the same options (key = value); the command line wins")
       ("device", po::value(&c.device)->default_value(c.device), "auto | cuda | cpu (auto: CUDA when a GPU is visible)")
-      ("threads", po::value(&c.threads)->default_value(c.threads), "CPU compute threads per rank (0: the cores mpirun bound the rank to, else cores / local ranks)");
+      ("threads", po::value(&c.threads)->default_value(c.threads), "CPU compute threads per rank (0: the cores mpirun bound the rank to, else cores / local ranks)")
+      ("collective-timeout", po::value(&c.collective_timeout_s)->default_value(c.collective_timeout_s),
+       "seconds a collective may wait for the other ranks before this rank ends the job (0: wait forever)");
 
   po::options_description data("Data");
   data.add_options()
@@ -140,7 +168,9 @@ ParsedOptions parse_options(int argc, const char* const argv[]) {
       ("backoff-factor", po::value(&c.loss_scaler.backoff_factor)->default_value(0.5), "scale backoff factor")
       ("growth-interval", po::value(&c.loss_scaler.growth_interval)->default_value(2000), "clean steps per growth")
       ("hysteresis", po::value(&c.loss_scaler.hysteresis)->default_value(1), "overflows tolerated before a backoff")
-      ("min-loss-scale", po::value(&c.loss_scaler.min_scale)->default_value(0.0), "floor of the dynamic scale");
+      ("min-loss-scale", po::value(&c.loss_scaler.min_scale)->default_value(0.0), "floor of the dynamic scale")
+      ("max-bad-steps", po::value(&c.max_bad_steps)->default_value(c.max_bad_steps),
+       "end the run with an error after this many consecutive steps skipped for non-finite gradients (0: never)");
 
   po::options_description bench("Benchmark");
   bench.add_options()
@@ -156,7 +186,10 @@ ParsedOptions parse_options(int argc, const char* const argv[]) {
   faults.add_options()
       ("inject-overflow", po::value(&inject_steps), "make these 1-based steps' gradients Inf: STEP[,STEP...]")
       ("inject-overflow-every", po::value(&c.inject_overflow_every)->default_value(0), "and every K-th step (0: off)")
-      ("inject-overflow-rank", po::value(&c.inject_overflow_rank)->default_value(0), "the rank whose gradients overflow");
+      ("inject-overflow-rank", po::value(&c.inject_overflow_rank)->default_value(0), "the rank whose gradients overflow")
+      ("stall-at-step", po::value(&c.stall_at_step)->default_value(0),
+       "make --stall-rank sleep forever before this 1-based step's collectives (0: off)")
+      ("stall-rank", po::value(&c.stall_rank)->default_value(0), "the rank that stalls");
 
   po::options_description output("Output and checkpoints");
   output.add_options()
@@ -183,6 +216,9 @@ ParsedOptions parse_options(int argc, const char* const argv[]) {
       po::store(po::parse_config_file(in, all), vm);  // stored second: the command line wins
     }
     po::notify(vm);
+  } catch (po::error_with_option_name& e) {
+    defuse_placeholders(e);
+    throw Error(std::string(e.what()) + " (see --help)");
   } catch (const po::error& e) {
     throw Error(std::string(e.what()) + " (see --help)");
   }
@@ -227,6 +263,9 @@ ParsedOptions parse_options(int argc, const char* const argv[]) {
   if (!inject_steps.empty()) c.inject_overflow_steps = parse_step_list(inject_steps, "--inject-overflow");
   if (c.inject_overflow_every < 0 || c.inject_overflow_rank < 0)
     throw Error("--inject-overflow-every and --inject-overflow-rank must be >= 0");
+  if (c.stall_at_step < 0 || c.stall_rank < 0) throw Error("--stall-at-step and --stall-rank must be >= 0");
+  if (c.max_bad_steps < 0) throw Error("--max-bad-steps must be >= 0");
+  require_non_negative(c.collective_timeout_s, "--collective-timeout");
   require_positive(c.log_every, "--log-every");
   require_positive(c.data.synthetic_train_samples, "--synthetic-samples");
   if (c.steps < 0 || c.stop_after_steps < 0) throw Error("--steps and --stop-after-steps must be >= 0");

@@ -642,6 +642,43 @@ TEST_F(CudaKernels, SgdVariants) {
   }
 }
 
+// The fused step (check pass over FP16 only, then SGD unscaling on the fly)
+// gives the bits of the two-pass step (unscale to FP32, then SGD) on the
+// device, and the check alone still flags an Inf.
+TEST_F(CudaKernels, FusedSgdFromFp16GradsMatchesUnscaleThenSgdBitwise) {
+  SCOPED_TRACE(seed_text());
+  const size_t n = 100003;
+  const float inv_scale = 1.0f / 4096.0f;
+  std::vector<half16> grads_host = test::random_halves(rng, n, -60000.0f, 60000.0f);
+  const auto master_host = test::random_floats(rng, n), momentum_host = test::random_floats(rng, n);
+  SgdParams p;
+  p.lr = 0.05f, p.momentum = 0.9f, p.first_step = false, p.weight_decay = 1e-4f, p.grad_multiplier = 0.75f;
+  Buffer<half16> grads(*gpu, n), w_two(*gpu, n), w_fused(*gpu, n);
+  Buffer<float> grads_fp32(*gpu, n), m_two(*gpu, n), m_fused(*gpu, n), mom_two(*gpu, n), mom_fused(*gpu, n);
+  Buffer<int32_t> flag(*gpu, 1);
+  grads.upload(grads_host);
+  m_two.upload(master_host), m_fused.upload(master_host), mom_two.upload(momentum_host), mom_fused.upload(momentum_host);
+  w_two.upload(test::poison_halves(n)), w_fused.upload(test::poison_halves(n));
+  flag.zero();
+  gpu->unscale_fp16_to_fp32(grads.data(), grads_fp32.data(), n, inv_scale, flag.data());
+  gpu->sgd_update(p, grads_fp32.data(), m_two.data(), mom_two.data(), w_two.data(), n, flag.data());
+  gpu->unscale_fp16_to_fp32(grads.data(), nullptr, n, inv_scale, flag.data());
+  gpu->sgd_update_fp16_grads(p, grads.data(), inv_scale, m_fused.data(), mom_fused.data(), w_fused.data(), n,
+                             flag.data());
+  EXPECT_EQ(flag.download()[0], 0);
+  EXPECT_EQ(m_fused.download(), m_two.download());
+  EXPECT_EQ(mom_fused.download(), mom_two.download());
+  const auto a = w_fused.download(), b = w_two.download();
+  size_t differ = 0;
+  for (size_t i = 0; i < n; ++i) differ += a[i].bits != b[i].bits;
+  EXPECT_EQ(differ, 0u);
+  // One Inf at a random position: the check-only pass flags it.
+  grads_host[rng() % n].bits = 0x7c00;
+  grads.upload(grads_host);
+  gpu->unscale_fp16_to_fp32(grads.data(), nullptr, n, inv_scale, flag.data());
+  EXPECT_EQ(flag.download()[0], 1);
+}
+
 TEST_F(CudaKernels, SgdSkippedWhenFlagSetChangesNothing) {
   SCOPED_TRACE(seed_text());
   const size_t n = 100003;

@@ -177,6 +177,7 @@ TEST_F(NcclCommunicator1Rank, ComputeStreamWaitsForCollective) {
 
 TEST_F(NcclCommunicator1Rank, HostSumOfOneRankIsIdentityAndBarrierReturns) {
   EXPECT_EQ(comm->allreduce_sum_host(3.25), 3.25);
+  EXPECT_EQ(comm->allreduce_max_host(15), 15);
   EXPECT_NO_THROW(comm->barrier());
 }
 

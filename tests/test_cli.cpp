@@ -10,6 +10,9 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "trainer/checkpoint.h"
 #include "trainer/npy_io.h"
@@ -177,6 +180,31 @@ TEST_F(Cli, UnknownAndMalformedFlags) {
   expect_rejected("--batch-size many --metrics " + metrics, {"batch-size"});
   expect_rejected("--loss-scale static:-3 --metrics " + metrics, {"--loss-scale"});
   expect_rejected("--activation tanh --metrics " + metrics, {"--activation", "tanh"});
+}
+
+// Found by tests/fuzz/fuzz_config.cpp: Boost.Program_options formats an
+// error by replacing %placeholders% until none is left, so a value or key
+// holding one ("%value%") hung ddp_train for ever. Run under timeout(1): a
+// regression fails with exit status 124 instead of hanging the suite.
+TEST_F(Cli, PercentPlaceholdersInBadValuesAreReportedNotLooped) {
+  std::ofstream(dir + "/value.ini") << "lr = %value%\n";
+  std::ofstream(dir + "/key.ini") << "%canonical_option% = 1\n";
+  const std::string trainer = "timeout 60 " + std::string(DDP_TRAIN_BINARY) + " --device cpu --threads 1 ";
+  const std::pair<std::string, std::vector<std::string>> cases[] = {
+      {"--config " + dir + "/value.ini", {"'lr'", "value"}},
+      {"--config " + dir + "/key.ini", {"unrecognised option", "canonical_option"}},
+      {"--lr %value%", {"'--lr'", "value"}},
+      {"--%prefix%", {"unrecognised option", "prefix"}},
+  };
+  for (const auto& [args, words] : cases) {
+    const RunResult r = test::run_command(trainer + args + " --metrics " + metrics + " 2>&1");
+    ASSERT_NE(r.exit_code, 124) << args << ": still running after 60 s (placeholder loop)";
+    EXPECT_NE(r.exit_code, 0) << args << ": " << r.output;
+    const std::string line = error_line(r);
+    EXPECT_FALSE(line.empty()) << args << ": no single error line in:\n" << r.output;
+    for (const std::string& w : words) EXPECT_NE(line.find(w), std::string::npos) << "'" << w << "' not in: " << line;
+  }
+  EXPECT_FALSE(fs::exists(metrics));
 }
 
 TEST_F(Cli, CorruptOrForeignCheckpointIsRefusedAndKept) {

@@ -9,11 +9,15 @@
 // kFp32RelTol relative plus the same summation floor.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <random>
+#include <stdexcept>
 
 #include "kernels/buffer.h"
 #include "kernels/cpu_backend.h"
+#include "kernels/cpu_thread_pool.h"
+#include "kernels/half_convert.h"
 #include "test_support.h"
 
 namespace ddp {
@@ -339,6 +343,267 @@ TEST_F(CpuKernels, SgdSkippedWhenFlagSetChangesNothing) {
   EXPECT_EQ(dm.download(), m0);
   const auto w = dw.download();
   for (size_t i = 0; i < n; ++i) ASSERT_EQ(w[i].bits, w0[i].bits);
+}
+
+// ---- the same kernels split over threads ------------------------------------------
+// CpuBackend splits large GEMMs and element-wise passes over its threads. The
+// element-wise results must be bitwise those of one thread and of the
+// portable (non-F16C) loops: the split is by index and every element is
+// computed by the same operations. GEMM slices are separate BLAS calls, so
+// their sums may differ from one thread's in the last bit: those are held to
+// the double reference (tolerances above) and to run-to-run equality.
+
+TEST(CpuThreadPool, ParallelForCoversEveryIndexOnce) {
+  for (int threads : {1, 2, 3}) {
+    CpuThreadPool pool(threads);
+    for (size_t count : {size_t{0}, size_t{1}, size_t{63}, size_t{64}, size_t{1000}, size_t{100003}}) {
+      std::vector<std::atomic<int>> hits(count);
+      pool.parallel_for(count, 64, 0, [&](size_t b, size_t e) {
+        EXPECT_EQ(b % 64, 0u);
+        for (size_t i = b; i < e; ++i) hits[i].fetch_add(1);
+      });
+      for (size_t i = 0; i < count; ++i) ASSERT_EQ(hits[i].load(), 1) << "threads " << threads << " i " << i;
+    }
+  }
+}
+
+TEST(CpuThreadPool, RethrowsAndRunsNestedCallsInline) {
+  CpuThreadPool pool(2);
+  EXPECT_THROW(pool.run([](int t) {
+    if (t == 1) throw std::runtime_error("worker");
+  }),
+               std::runtime_error);
+  EXPECT_THROW(pool.run([](int t) {
+    if (t == 0) throw std::runtime_error("caller");
+  }),
+               std::runtime_error);
+  std::atomic<int> calls{0};
+  pool.run([&](int) { pool.run([&](int) { calls.fetch_add(1); }); });
+  EXPECT_EQ(calls.load(), 4);
+  pool.run([&](int) { calls.fetch_add(1); });  // still usable
+  EXPECT_EQ(calls.load(), 6);
+}
+
+class CpuKernelsThreaded : public ::testing::Test {
+ protected:
+  CpuKernelsThreaded() : rng(test::test_seed()) {}
+  void SetUp() override { SCOPED_TRACE("seed " + std::to_string(test::test_seed())); }
+  void TearDown() override { set_f16c_enabled(true); }
+  CpuBackend one{1}, two{2};
+  std::mt19937_64 rng;
+  // Above the backend's threshold for splitting an element-wise pass.
+  static constexpr size_t kLarge = 100003;
+};
+
+TEST_F(CpuKernelsThreaded, GemmSlicesMatchReferenceAndRepeatBitwise) {
+  // Above the split threshold; both split directions, all transposes,
+  // slices that do not divide evenly, bias and beta.
+  const int shapes[][3] = {{256, 192, 96}, {96, 256, 130}, {300, 40, 200}, {37, 531, 150}, {1000, 17, 90}};
+  for (const auto& s : shapes)
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb) check_gemm(two, rng, ta, tb, s[0], s[1], s[2], 1.0f, 0.0f, ta == tb);
+  check_gemm(two, rng, true, false, 200, 300, 64, -0.5f, 0.75f, false);
+  check_gemm(two, rng, false, true, 64, 300, 200, 2.0f, 0.0f, true);
+
+  const int m = 160, n = 150, k = 120;
+  const auto a = test::random_halves(rng, static_cast<size_t>(m) * k), b = test::random_halves(rng, static_cast<size_t>(n) * k);
+  const auto bias = test::random_halves(rng, n);
+  Buffer<half16> da(two, a.size()), db(two, b.size()), dbias(two, n), dc(two, static_cast<size_t>(m) * n);
+  da.upload(a), db.upload(b), dbias.upload(bias);
+  GemmFp16 g;
+  g.trans_b = Transpose::Yes;
+  g.m = m, g.n = n, g.k = k, g.a = da.data(), g.lda = k, g.b = db.data(), g.ldb = k, g.c = dc.data(), g.ldc = n;
+  g.bias = dbias.data();
+  two.gemm_fp16(g);
+  const auto first = dc.download();
+  dc.upload(test::poison_halves(dc.count()));
+  two.gemm_fp16(g);
+  const auto second = dc.download();
+  for (size_t i = 0; i < first.size(); ++i) ASSERT_EQ(first[i].bits, second[i].bits) << i;
+}
+
+TEST_F(CpuKernelsThreaded, GemmSlicesWithStrides) {
+  // Views into wider matrices on the split path: padding stays untouched.
+  const int m = 130, n = 70, k = 200, lda = 210, ldb = 75, ldc = 81;
+  const auto a = test::random_halves(rng, static_cast<size_t>(m) * lda), b = test::random_halves(rng, static_cast<size_t>(k) * ldb);
+  Buffer<half16> da(two, a.size()), db(two, b.size()), dc(two, static_cast<size_t>(m) * ldc);
+  da.upload(a), db.upload(b), dc.upload(test::poison_halves(dc.count()));
+  GemmFp16 g;
+  g.m = m, g.n = n, g.k = k, g.a = da.data(), g.lda = lda, g.b = db.data(), g.ldb = ldb, g.c = dc.data(), g.ldc = ldc;
+  two.gemm_fp16(g);
+  const auto c = dc.download();
+  for (int i = 0; i < m; ++i) {
+    for (int j = 0; j < n; ++j) {
+      double s = 0, mag = 0;
+      for (int p = 0; p < k; ++p) {
+        const double t = to_float(a[i * lda + p]) * static_cast<double>(to_float(b[p * ldb + j]));
+        s += t, mag += std::fabs(t);
+      }
+      ASSERT_TRUE(close_enough(to_float(c[i * ldc + j]), s, test::kFp16RelTol, 1e-5 * mag + 6e-8));
+    }
+    for (int j = n; j < ldc; ++j) ASSERT_EQ(c[i * ldc + j].bits, test::kPoisonHalfBits);
+  }
+}
+
+// Runs `kernel` on `backend` with the F16C loops on or off; returns its output.
+template <class Kernel>
+std::vector<half16> run_halves(CpuBackend& backend, bool f16c, size_t count, Kernel kernel) {
+  set_f16c_enabled(f16c);
+  Buffer<half16> out(backend, count);
+  out.upload(test::poison_halves(count));
+  kernel(backend, out.data());
+  set_f16c_enabled(true);
+  return out.download();
+}
+
+void expect_same_bits(const std::vector<half16>& got, const std::vector<half16>& want, const char* what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i].bits, want[i].bits) << what << " element " << i;
+}
+
+TEST_F(CpuKernelsThreaded, ElementwiseBitwiseEqualAcrossThreadsAndPaths) {
+  const size_t n = kLarge;
+  auto z = test::random_halves(rng, n, -6.0f, 6.0f);
+  const auto dy = test::random_halves(rng, n);
+  // Special values on both sides of the split and in the tails.
+  const uint16_t specials[] = {0x0000, 0x8000, 0x7c00, 0xfc00, 0x7e00, 0x0001, 0x8001, 0x7bff};
+  for (size_t i = 0; i < 8; ++i) z[i].bits = z[n / 2 + i].bits = z[n - 1 - i].bits = specials[i];
+  for (Activation act : {Activation::None, Activation::Relu, Activation::Gelu}) {
+    auto fwd = [&](CpuBackend& be, half16* out) {
+      Buffer<half16> dz(be, n);
+      dz.upload(z);
+      be.activation_forward_fp16(act, dz.data(), out, n);
+    };
+    auto bwd = [&](CpuBackend& be, half16* out) {
+      Buffer<half16> dz(be, n);
+      dz.upload(z);
+      Buffer<half16> ddy(be, n);
+      ddy.upload(dy);
+      be.activation_backward_fp16(act, dz.data(), ddy.data(), out, n);
+    };
+    const auto want_f = run_halves(one, false, n, fwd), want_b = run_halves(one, false, n, bwd);
+    for (bool f16c : {false, true}) {
+      expect_same_bits(run_halves(two, f16c, n, fwd), want_f, "activation forward");
+      expect_same_bits(run_halves(two, f16c, n, bwd), want_b, "activation backward");
+      expect_same_bits(run_halves(one, f16c, n, fwd), want_f, "activation forward, one thread");
+    }
+  }
+
+  const int rows = 300, cols = 333;  // 3 strips of 32, one of 8, a scalar tail, split across threads
+  const auto g = test::random_halves(rng, static_cast<size_t>(rows) * cols), prev = test::random_halves(rng, cols);
+  for (bool accumulate : {false, true}) {
+    auto bias_grad = [&](CpuBackend& be, half16* out) {
+      Buffer<half16> dg(be, g.size());
+      dg.upload(g);
+      if (accumulate) be.copy_to_device(out, prev.data(), cols * sizeof(half16));
+      be.bias_grad_fp16(dg.data(), rows, cols, out, accumulate);
+    };
+    const auto want = run_halves(one, false, cols, bias_grad);
+    for (bool f16c : {false, true}) expect_same_bits(run_halves(two, f16c, cols, bias_grad), want, "bias grad");
+  }
+  auto bias_add = [&](CpuBackend& be, half16* out) {
+    be.copy_to_device(out, g.data(), g.size() * sizeof(half16));
+    Buffer<half16> db(be, cols);
+    db.upload(prev);
+    be.add_bias_fp16(out, db.data(), rows, cols);
+  };
+  const auto want_bias = run_halves(one, false, g.size(), bias_add);
+  for (bool f16c : {false, true}) expect_same_bits(run_halves(two, f16c, g.size(), bias_add), want_bias, "bias add");
+
+  const auto f = test::random_floats(rng, n, -70000.0f, 70000.0f);
+  auto cast = [&](CpuBackend& be, half16* out) {
+    Buffer<float> df(be, n);
+    df.upload(f);
+    be.cast_fp32_to_fp16(df.data(), out, n);
+  };
+  const auto want_cast = run_halves(one, false, n, cast);
+  expect_same_bits(run_halves(two, true, n, cast), want_cast, "cast");
+  Buffer<float> back(two, n);
+  two.cast_fp16_to_fp32(z.data(), back.data(), n);
+  const auto b = back.download();
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(float_to_bits(b[i]), float_to_bits(half_bits_to_float_portable(z[i].bits)));
+}
+
+TEST_F(CpuKernelsThreaded, UnscaleSplitFindsNonFiniteAndChecksWithoutOutput) {
+  const size_t n = kLarge;
+  const float inv_scale = 1.0f / 4096.0f;
+  auto g = test::random_halves(rng, n, -100.0f, 100.0f);
+  Buffer<half16> dg(two, n);
+  Buffer<float> out(two, n);
+  Buffer<int32_t> flag(two, 1);
+  dg.upload(g);
+  for (float* dst : {out.data(), static_cast<float*>(nullptr)}) {
+    flag.zero();
+    two.unscale_fp16_to_fp32(dg.data(), dst, n, inv_scale, flag.data());
+    EXPECT_EQ(flag.download()[0], 0);
+  }
+  const auto o = out.download();
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(o[i], to_float(g[i]) * inv_scale);
+  // Each thread's range, its vector body and its tail; Inf, NaN, and a finite
+  // FP16 that overflows once multiplied.
+  for (size_t pos : {size_t{0}, n / 2 - 1, n / 2 + 70, n - 1}) {
+    for (uint16_t bad : {uint16_t(0x7c00), uint16_t(0x7e00), uint16_t(0x7bff)}) {
+      auto poisoned = g;
+      poisoned[pos].bits = bad;
+      dg.upload(poisoned);
+      const float scale = bad == 0x7bff ? 1e35f : inv_scale;
+      for (float* dst : {out.data(), static_cast<float*>(nullptr)}) {
+        flag.zero();
+        two.unscale_fp16_to_fp32(dg.data(), dst, n, scale, flag.data());
+        EXPECT_EQ(flag.download()[0], 1) << "bits " << bad << " at " << pos << (dst ? "" : " (check only)");
+      }
+    }
+  }
+}
+
+// sgd_update must stay bitwise equal to sgd_update_element applied element by
+// element, whatever the thread count, F16C or not, and the fused FP16-gradient
+// step bitwise equal to unscale followed by sgd_update.
+TEST_F(CpuKernelsThreaded, SgdBitwiseEqualsScalarElementLoop) {
+  const size_t n = kLarge;
+  const float inv_scale = 1.0f / 1024.0f;
+  const auto grads16 = test::random_halves(rng, n, -50.0f, 50.0f);
+  const auto p0 = test::random_floats(rng, n), m0 = test::random_floats(rng, n);
+  std::vector<float> grads(n);
+  for (size_t i = 0; i < n; ++i) grads[i] = unscale_element(grads16[i], inv_scale);
+  for (int variant = 0; variant < 6; ++variant) {
+    SgdParams s;
+    s.lr = 0.05f, s.momentum = variant == 0 ? 0.0f : 0.9f, s.nesterov = variant == 2;
+    s.weight_decay = variant >= 3 ? 1e-3f : 0.0f, s.grad_multiplier = variant >= 3 ? 0.37f : 1.0f;
+    s.dampening = variant == 4 ? 0.1f : 0.0f;
+    const bool no_buffer = variant == 5;  // momentum_fp32 null: a zero buffer each step
+    for (bool first : {true, false}) {
+      s.first_step = first;
+      std::vector<float> p = p0, m = m0;
+      for (size_t i = 0; i < n; ++i) {
+        float dummy = 0.0f;
+        sgd_update_element(s, grads[i], p[i], no_buffer ? dummy : m[i]);
+      }
+      for (CpuBackend* be : {&one, &two})
+        for (bool f16c : {false, true})
+          for (bool fused : {false, true}) {
+            SCOPED_TRACE(testing::Message() << "variant " << variant << " first " << first << " threads "
+                                            << be->threads() << " f16c " << f16c << " fused " << fused);
+            set_f16c_enabled(f16c);
+            Buffer<float> dg(*be, n), dp(*be, n), dm(*be, n);
+            Buffer<half16> dg16(*be, n), dw(*be, n);
+            dg.upload(grads), dg16.upload(grads16), dp.upload(p0), dm.upload(m0), dw.upload(test::poison_halves(n));
+            float* mom = no_buffer ? nullptr : dm.data();
+            if (fused)
+              be->sgd_update_fp16_grads(s, dg16.data(), inv_scale, dp.data(), mom, dw.data(), n, nullptr);
+            else
+              be->sgd_update(s, dg.data(), dp.data(), mom, dw.data(), n, nullptr);
+            set_f16c_enabled(true);
+            const auto gp = dp.download(), gm = dm.download();
+            const auto gw = dw.download();
+            for (size_t i = 0; i < n; ++i) {
+              ASSERT_EQ(float_to_bits(gp[i]), float_to_bits(p[i])) << i;
+              ASSERT_EQ(float_to_bits(gm[i]), float_to_bits(m[i])) << i;
+              ASSERT_EQ(gw[i].bits, float_to_half_bits_portable(p[i])) << i;
+            }
+          }
+    }
+  }
 }
 
 }  // namespace

@@ -401,6 +401,13 @@ TEST(DataNpyErrors, BadMagicVersionAndTruncation) {
   expect_data_error([&] { read_npy(missing); }, {missing, "cannot open"});
 }
 
+// Found by tests/fuzz/fuzz_npy.cpp: an empty buffer's null data() went to
+// memcmp (undefined behaviour, reported by UBSan in DDP_SANITIZE builds).
+TEST(DataNpyErrors, EmptyFileIsTruncated) {
+  expect_data_error([&] { parse_npy(Bytes{}, "empty.npy"); }, {"empty.npy", "truncated npy file: 0 bytes"});
+  expect_data_error([&] { read_npy(write_temp("empty.npy", {})); }, {"empty.npy", "truncated"});
+}
+
 TEST(DataNpyErrors, BadHeader) {
   const Bytes f = le_bytes(std::vector<float>{1, 2});
   for (const std::string& dict : {std::string("{'descr': '<f4', 'fortran_order': False}"),
@@ -446,6 +453,18 @@ TEST(DataNpyErrors, DatasetShapesDtypesAndCounts) {
   expect_data_error([&] { load_npy_dataset(x, y3); }, {y3, "mismatch", "3 labels", "2 samples"});
   expect_data_error([&] { load_npy_dataset(x, yneg); }, {yneg, "bad label -3 in sample 1"});
   expect_data_error([&] { load_npy_dataset(x, ybig); }, {ybig, "bad label 1099511627776"});
+}
+
+// Found by probing tests/fuzz/fuzz_npy.cpp with the int32 limits: label
+// 2^31 - 1 was accepted and num_classes = label + 1 overflowed an int
+// (UBSan). The largest label is now 2^31 - 2.
+TEST(DataNpyErrors, LabelInt32MaxIsRefused) {
+  const std::string x = write_temp("x.npy", npy_bytes(npy_dict("<f4", "(1, 1)"), le_bytes(std::vector<float>{1})));
+  const int32_t max = std::numeric_limits<int32_t>::max();
+  const std::string ymax = write_temp("ymax.npy", npy_bytes(npy_dict("<i4", "(1,)"), le_bytes(std::vector<int32_t>{max})));
+  expect_data_error([&] { load_npy_dataset(x, ymax); }, {ymax, "bad label 2147483647 in sample 0", "[0, 2^31 - 1)"});
+  const std::string ylast = write_temp("ylast.npy", npy_bytes(npy_dict("<i8", "(1,)"), le_bytes(std::vector<int64_t>{max - 1})));
+  EXPECT_EQ(load_npy_dataset(x, ylast).num_classes, max);
 }
 
 TEST(DataNpyErrors, NonFiniteValuesNameSampleAndColumn) {
@@ -571,6 +590,14 @@ TEST(DataCsvErrors, BadLabels) {
   expect_data_error([&] { parse_csv("1,2,0.5\n", "l.csv"); }, {"l.csv", "line 1, column 3", "label '0.5'"});
   expect_data_error([&] { parse_csv("1,2,-1\n", "l.csv"); }, {"l.csv", "label '-1'"});
   expect_data_error([&] { parse_csv("1,2,1e12\n", "l.csv"); }, {"l.csv", "label"});
+}
+
+// Found by tests/fuzz/fuzz_csv.cpp (minimised input "1,2147483647"): the
+// label was accepted and num_classes = label + 1 overflowed an int (UBSan).
+TEST(DataCsvErrors, LabelInt32MaxIsRefused) {
+  expect_data_error([&] { parse_csv("1,2147483647", "m.csv"); },
+                    {"m.csv: line 1, column 2: label '2147483647' is not a non-negative integer below 2^31 - 1"});
+  EXPECT_EQ(parse_csv("1,2147483646\n", "m.csv").num_classes, std::numeric_limits<int32_t>::max());
 }
 
 TEST(DataCsvErrors, NonFiniteEmptyAndNarrow) {

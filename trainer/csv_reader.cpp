@@ -98,9 +98,11 @@ Dataset parse_csv(const std::string& text, const std::string& name) {
         data.x.push_back(feature);
         continue;
       }
-      if (!(value >= 0 && value <= std::numeric_limits<int32_t>::max() && value == std::floor(value))) {
+      // Below INT32_MAX, not up to it: num_classes = label + 1 must fit an
+      // int (label 2147483647 overflowed it; fuzz_csv, UBSan).
+      if (!(value >= 0 && value < std::numeric_limits<int32_t>::max() && value == std::floor(value))) {
         throw DataError(name, where(line_no, c + 1) + ": label " + quote_excerpt(std::string(row[c])) +
-                                  " is not a non-negative integer");
+                                  " is not a non-negative integer below 2^31 - 1");
       }
       data.labels.push_back(static_cast<int32_t>(value));
       data.num_classes = std::max(data.num_classes, data.labels.back() + 1);

@@ -16,14 +16,19 @@ StepOutcome MixedPrecisionOptimizer::step(double lr, double loss_scale, double d
   const size_t n = params_.count();
   nonfinite_flag_.zero();
   const float inv_scale = static_cast<float>(1.0 / (loss_scale * divisor));
-  backend_.unscale_fp16_to_fp32(params_.grads_fp16.data(), params_.grads_fp32.data(), n, inv_scale,
-                                nonfinite_flag_.data());
+  // Clipping and logging need the unscaled gradients as a whole (their L2
+  // norm): unscale into the FP32 buffer. Otherwise two fused passes: a check
+  // that reads only the FP16 gradients, then SGD unscaling on the fly. Both
+  // paths give the same bits (unscale_element).
+  const bool need_fp32 = config_.clip_grad_norm > 0.0 || want_norm;
+  backend_.unscale_fp16_to_fp32(params_.grads_fp16.data(), need_fp32 ? params_.grads_fp32.data() : nullptr, n,
+                                inv_scale, nonfinite_flag_.data());
   int32_t flag = 0;
   backend_.copy_to_host(&flag, nonfinite_flag_.data(), sizeof(flag));
   out.skipped = flag != 0;
 
   float clip_coef = 1.0f;
-  if (!out.skipped && (config_.clip_grad_norm > 0.0 || want_norm)) {
+  if (!out.skipped && need_fp32) {
     backend_.l2_norm_fp32(params_.grads_fp32.data(), n, grad_norm_.data());
     float norm = 0.0f;
     backend_.copy_to_host(&norm, grad_norm_.data(), sizeof(norm));
@@ -41,8 +46,13 @@ StepOutcome MixedPrecisionOptimizer::step(double lr, double loss_scale, double d
   sgd.nesterov = config_.nesterov;
   sgd.first_step = !momentum_initialized_;
   sgd.grad_multiplier = clip_coef;
-  backend_.sgd_update(sgd, params_.grads_fp32.data(), params_.master_weights_fp32.data(),
-                      params_.momentum_fp32.data(), params_.weights_fp16.data(), n, nonfinite_flag_.data());
+  if (need_fp32)
+    backend_.sgd_update(sgd, params_.grads_fp32.data(), params_.master_weights_fp32.data(),
+                        params_.momentum_fp32.data(), params_.weights_fp16.data(), n, nonfinite_flag_.data());
+  else
+    backend_.sgd_update_fp16_grads(sgd, params_.grads_fp16.data(), inv_scale, params_.master_weights_fp32.data(),
+                                   params_.momentum_fp32.data(), params_.weights_fp16.data(), n,
+                                   nonfinite_flag_.data());
   if (!out.skipped) momentum_initialized_ = true;
   return out;
 }

@@ -79,8 +79,10 @@ size_t NpyArray::count() const {
 }
 
 NpyArray parse_npy(const std::vector<uint8_t>& bytes, const std::string& name) {
+  // An empty vector's data() may be null, which memcmp must not get even for
+  // 0 bytes (fuzz_npy, UBSan); an empty file is reported as truncated below.
   const size_t magic_seen = std::min(bytes.size(), kMagicBytes);
-  if (std::memcmp(bytes.data(), kMagic, magic_seen) != 0) {
+  if (magic_seen > 0 && std::memcmp(bytes.data(), kMagic, magic_seen) != 0) {
     throw DataError(name, "bad npy magic: the file does not start with \\x93NUMPY (not a .npy file?)");
   }
   if (bytes.size() < kMagicBytes + 4) {
@@ -193,9 +195,11 @@ Dataset load_npy_dataset(const std::string& x_path, const std::string& y_path) {
     const std::vector<int64_t> values = npy_values_as_int(y);
     data.labels.resize(values.size());
     for (size_t i = 0; i < values.size(); ++i) {
-      if (values[i] < 0 || values[i] > std::numeric_limits<int32_t>::max()) {
+      // num_classes = label + 1 must fit an int: 2^31 - 1 itself overflowed
+      // it (fuzz_npy, UBSan).
+      if (values[i] < 0 || values[i] >= std::numeric_limits<int32_t>::max()) {
         throw DataError(y_path, "bad label " + std::to_string(values[i]) + " in sample " + std::to_string(i) +
-                                    ": labels must be in [0, 2^31)");
+                                    ": labels must be in [0, 2^31 - 1)");
       }
       data.labels[i] = static_cast<int32_t>(values[i]);
       data.num_classes = std::max(data.num_classes, data.labels[i] + 1);

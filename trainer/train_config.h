@@ -59,6 +59,9 @@ struct TrainConfig {
   double clip_grad_norm = 0.0;  // 0 = no clipping
 
   LossScalerConfig loss_scaler;
+  int64_t max_bad_steps = 100;  // > 0: this many skipped (non-finite) steps in a row end the run with an error
+
+  double collective_timeout_s = 600.0;  // > 0: a collective waiting longer ends the job (watchdog)
 
   std::string metrics_path;
   int64_t log_every = 50;
@@ -75,6 +78,10 @@ struct TrainConfig {
   std::vector<int64_t> inject_overflow_steps;
   int64_t inject_overflow_every = 0;  // > 0: every K-th step as well
   int inject_overflow_rank = 0;
+  // Test hook: rank stall_rank sleeps forever before the collectives of the
+  // 1-based step stall_at_step (0: off), as a hung peer would.
+  int stall_rank = 0;
+  int64_t stall_at_step = 0;
 };
 
 // Per-rank batch from --global-batch (or --batch-size as given); throws

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <limits>
+#include <thread>
 
 #include "kernels/error.h"
 #include "trainer/batch_loader.h"
@@ -22,6 +23,7 @@
 #include "trainer/mixed_precision_optimizer.h"
 #include "trainer/mlp_model.h"
 #include "trainer/progress_reporter.h"
+#include "trainer/stop_signal.h"
 #include "trainer/weights_io.h"
 
 namespace ddp {
@@ -74,10 +76,12 @@ struct Trainer::Impl {
   Buffer<float> loss_mean;  // (1) this step's local mean loss
   std::unique_ptr<MetricsFile> metrics;
   std::vector<GradientBucket> buckets;  // all-reduce units, in the order backward completes them
+  CollectiveWatchdog* watchdog = nullptr;  // not owned; null: collectives are not watched
 
   int64_t step = 0, epoch = 0, epoch_offset = 0, skipped = 0;
   int64_t steps_per_epoch = 0, total_steps = 0, epochs_total = 0;
   int64_t last_eval_step = -1, last_checkpoint_step = -1;
+  int64_t bad_streak = 0;  // consecutive skipped steps, for --max-bad-steps
   std::vector<uint32_t> indices;  // this rank's order for indices_epoch
   int64_t indices_epoch = -1;
   EvalResult last_eval;
@@ -169,8 +173,11 @@ struct Trainer::Impl {
       if (!cfg.init_weights_dir.empty()) say("initial weights from " + cfg.init_weights_dir);
     }
     // Every rank starts from rank 0's parameters, whatever its seed.
-    comm.broadcast_bytes(params.master_weights_fp32.data(), params.master_weights_fp32.size_bytes(), 0);
-    comm.broadcast_bytes(params.momentum_fp32.data(), params.momentum_fp32.size_bytes(), 0);
+    {
+      CollectiveWatch watch(watchdog, "broadcast", step + 1);
+      comm.broadcast_bytes(params.master_weights_fp32.data(), params.master_weights_fp32.size_bytes(), 0);
+      comm.broadcast_bytes(params.momentum_fp32.data(), params.momentum_fp32.size_bytes(), 0);
+    }
     backend.cast_fp32_to_fp16(params.master_weights_fp32.data(), params.weights_fp16.data(), params.count());
     prepared = true;
   }
@@ -189,6 +196,10 @@ struct Trainer::Impl {
     return s;
   }
 
+  std::string checkpoint_path(int64_t at_step) const {
+    return (std::filesystem::path(cfg.checkpoint_dir) / checkpoint_file_name(at_step)).string();
+  }
+
   void write_checkpoint() {
     if (cfg.checkpoint_dir.empty() || last_checkpoint_step == step) return;
     TrainState s = snapshot();  // every rank downloads; only rank 0 writes
@@ -197,13 +208,15 @@ struct Trainer::Impl {
     std::error_code ec;
     std::filesystem::create_directories(cfg.checkpoint_dir, ec);
     if (ec) throw Error("--checkpoint-dir: cannot create " + cfg.checkpoint_dir + ": " + ec.message());
-    const std::string path = (std::filesystem::path(cfg.checkpoint_dir) / checkpoint_file_name(step)).string();
-    write_checkpoint_atomic(path, s);
+    write_checkpoint_atomic(checkpoint_path(step), s);
     prune_checkpoints(cfg.checkpoint_dir, cfg.keep_checkpoints);
   }
 
   void run_eval() {
-    last_eval = evaluate(backend, comm, model, data.test, cfg.loss, params.weights_fp16.data());
+    {
+      CollectiveWatch watch(watchdog, "evaluation", step);  // its sums wait for the slowest rank's forward passes
+      last_eval = evaluate(backend, comm, model, data.test, cfg.loss, params.weights_fp16.data());
+    }
     last_eval_step = step;
     char loss_text[32];
     std::snprintf(loss_text, sizeof loss_text, "%.4f", last_eval.loss);
@@ -256,6 +269,7 @@ struct Trainer::Impl {
   // gradients, all-reduce, unscale/check/SGD, loss-scale update. Advances
   // step and the epoch position; evaluation and checkpoints are the caller's.
   StepResult train_step() {
+    stall_if_asked();
     if (indices_epoch != epoch) indices = sampler.rank_indices(epoch), indices_epoch = epoch;
     const int64_t per_rank = static_cast<int64_t>(sampler.samples_per_rank());
     const int64_t local_pos = epoch_offset / world();
@@ -288,19 +302,55 @@ struct Trainer::Impl {
       model.backward(rows, params.weights_fp16.data(), params.grads_fp16.data(), /*accumulate=*/micro > 0,
                      last ? std::function<void(int)>([this](int layer) { layer_gradients_done(layer); }) : nullptr);
     }
-    comm.wait_allreduces();
-
     StepResult r;
     r.rows = step_rows, r.scale = scale;
     r.lr = schedule.lr_at(step);
     r.log_step = (step + 1) % cfg.log_every == 0 || step + 1 == total_steps;
-    // The sum over ranks was predivided by F: what is left to divide is N/F.
-    r.outcome = optimizer.step(r.lr, scale, world() / cfg.grad_predivide, r.log_step);
+    {
+      // The host blocks for the gradient sums here: in wait_allreduces on
+      // CPU ranks, in the optimizer's read of the overflow flag on GPUs.
+      CollectiveWatch watch(watchdog, "all-reduce", step + 1);
+      comm.wait_allreduces();
+      // The sum over ranks was predivided by F: what is left to divide is N/F.
+      r.outcome = optimizer.step(r.lr, scale, world() / cfg.grad_predivide, r.log_step);
+    }
     scaler.update(r.outcome.skipped);
     skipped += r.outcome.skipped;
     ++step;
     epoch_offset += step_rows * world();
     return r;
+  }
+
+  // Test hook (--stall-rank/--stall-at-step): this rank stops taking part
+  // before the step's collectives, as a hung process would; its peers wait.
+  void stall_if_asked() {
+    if (cfg.stall_at_step != step + 1 || comm.rank() != cfg.stall_rank) return;
+    std::fprintf(stderr, "ddp_train: rank %d stalls before step %lld (--stall-at-step)\n", comm.rank(),
+                 static_cast<long long>(step + 1));
+    std::fflush(stderr);
+    for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+  }
+
+  // Counts consecutive skipped steps; too many end the run on every rank at
+  // the same step (the skip decision is global).
+  void check_bad_steps(const StepResult& st) {
+    bad_streak = st.outcome.skipped ? bad_streak + 1 : 0;
+    if (cfg.max_bad_steps <= 0 || bad_streak < cfg.max_bad_steps) return;
+    char scale_text[32];
+    std::snprintf(scale_text, sizeof scale_text, "%g", st.scale);
+    throw AgreedError(std::to_string(bad_streak) + " consecutive steps (" + std::to_string(step - bad_streak + 1) +
+                      " to " + std::to_string(step) + ") were skipped for non-finite gradients, the last at loss " +
+                      "scale " + scale_text + "; giving up (--max-bad-steps " + std::to_string(cfg.max_bad_steps) +
+                      ")");
+  }
+
+  // The stop signal all ranks act on at this step boundary: the largest any
+  // of them received (a host all-reduce per step; a world of one reads its own).
+  int agreed_stop_signal() {
+    const int64_t mine = pending_stop_signal();
+    if (world() == 1) return static_cast<int>(mine);
+    CollectiveWatch watch(watchdog, "stop-flag all-reduce", step);
+    return static_cast<int>(comm.allreduce_max_host(mine));
   }
 
   // Starts the all-reduce of the bucket that layer completes, if any.
@@ -329,7 +379,10 @@ struct Trainer::Impl {
     };
     for (int64_t i = 0; i < warmup_steps; ++i) one_step();
     backend.synchronize();
-    comm.barrier();
+    {
+      CollectiveWatch watch(watchdog, "barrier", step);
+      comm.barrier();
+    }
     comm.take_allreduce_times();
     for (int64_t i = 0; i < timed_steps; ++i) {
       const auto start = Clock::now();
@@ -351,10 +404,12 @@ struct Trainer::Impl {
     auto interval_start = Clock::now();
     int64_t interval_samples = 0, interval_steps = 0;
     AllreduceTimes allreduce;  // this run's, summed at log steps
+    int stop_signal = 0;
 
     while (step < total_steps && !(cfg.stop_after_steps > 0 && steps_this_run >= cfg.stop_after_steps)) {
       const auto step_start = Clock::now();
       const StepResult st = train_step();
+      check_bad_steps(st);
       const StepOutcome& outcome = st.outcome;
       const int64_t step_rows = st.rows;
       const double scale = st.scale, lr = st.lr;
@@ -372,7 +427,10 @@ struct Trainer::Impl {
       if (log_step) {
         float local_loss = 0.0f;
         backend.copy_to_host(&local_loss, loss_mean.data(), sizeof(local_loss));
-        snap.loss = comm.allreduce_sum_host(local_loss) / world();
+        {
+          CollectiveWatch watch(watchdog, "host all-reduce", step);
+          snap.loss = comm.allreduce_sum_host(local_loss) / world();
+        }
         snap.samples_per_s = interval_samples / std::max(seconds_since(interval_start), 1e-9);
         const AllreduceTimes interval_allreduce = comm.take_allreduce_times();
         allreduce += interval_allreduce;
@@ -402,7 +460,9 @@ struct Trainer::Impl {
         ++epoch, epoch_offset = 0;
       }
       if (cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0) write_checkpoint();
+      if ((stop_signal = agreed_stop_signal()) != 0) break;
     }
+    if (stop_signal != 0) return stopped_by(stop_signal, steps_this_run, samples_this_run, train_s, run_start);
     if (step < total_steps) say("stopping after " + std::to_string(steps_this_run) + " steps (--stop-after-steps) at step " + std::to_string(step) + " of " + std::to_string(total_steps));
     if (last_eval_step != step) run_eval();
     write_checkpoint();
@@ -453,12 +513,43 @@ struct Trainer::Impl {
     }
     return sum;
   }
+
+  // The end of a run that a signal stopped at a step boundary: a checkpoint
+  // (when there is a --checkpoint-dir), one line, a metrics record; no
+  // evaluation, so the process ends well within a launcher's grace period.
+  TrainSummary stopped_by(int signal, int64_t steps_this_run, int64_t samples_this_run, double train_s,
+                          Clock::time_point run_start) {
+    write_checkpoint();
+    const std::string name = signal_name(signal);
+    say("stopped by " + name + " at step " + std::to_string(step) + " (" +
+        (cfg.checkpoint_dir.empty() ? std::string("no --checkpoint-dir, nothing saved")
+                                    : "checkpoint " + checkpoint_path(step) + "; --resume continues") +
+        ")");
+    TrainSummary sum;
+    sum.test_loss = last_eval.loss;
+    sum.test_accuracy = last_eval.accuracy;
+    sum.steps = steps_this_run;
+    sum.final_step = step;
+    sum.skipped_steps = skipped;
+    sum.samples_per_s = samples_this_run / std::max(train_s, 1e-9);
+    sum.wall_s = seconds_since(run_start);
+    sum.stop_signal = signal;
+    if (metrics) {
+      JsonRecord r;
+      r.add("event", "stopped").add("signal", name).add("step", step).add("steps_this_run", steps_this_run);
+      r.add("skipped_steps", skipped).add("wall_s", sum.wall_s);
+      if (!cfg.checkpoint_dir.empty()) r.add("checkpoint", checkpoint_path(step));
+      metrics->write(r);
+    }
+    return sum;
+  }
 };
 
 Trainer::Trainer(const TrainConfig& config, Backend& backend, Communicator& comm, TrainTestData data)
     : impl_(std::make_unique<Impl>(config, backend, comm, std::move(data))) {}
 Trainer::~Trainer() = default;
 void Trainer::prepare() { impl_->prepare(); }
+void Trainer::watch_collectives(CollectiveWatchdog* watchdog) { impl_->watchdog = watchdog; }
 TrainSummary Trainer::run() { return impl_->run(); }
 BenchTimings Trainer::bench(int64_t warmup_steps, int64_t timed_steps) {
   return impl_->bench(warmup_steps, timed_steps);

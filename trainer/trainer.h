@@ -7,13 +7,23 @@
 #include <string>
 #include <vector>
 
+#include "comm/collective_watchdog.h"
 #include "comm/communicator.h"
 #include "kernels/backend.h"
+#include "kernels/error.h"
 #include "trainer/data_source.h"
 #include "trainer/train_config.h"
 #include "trainer/train_state.h"
 
 namespace ddp {
+
+// A failure every rank detects at the same step from state they share (the
+// skip decision is global), e.g. --max-bad-steps: main prints it once and
+// every rank exits with status 1 without MPI_Abort.
+class AgreedError : public Error {
+ public:
+  using Error::Error;
+};
 
 struct TrainSummary {
   double test_loss = 0.0;
@@ -25,6 +35,7 @@ struct TrainSummary {
   double wall_s = 0.0;
   double allreduce_ms_per_step = 0.0;  // mean over this run's steps
   double allreduce_hidden_fraction = 0.0;  // of that time, the share behind backward
+  int stop_signal = 0;  // SIGINT/SIGTERM when a signal stopped the run early (checkpoint written), else 0
 };
 
 // What `--bench` measures: rank 0's wall time of each timed step (the
@@ -43,7 +54,14 @@ class Trainer {
   // Picks the starting state (resume, --init-weights, or fresh), validating
   // it; call before any output is written. Throws on a bad checkpoint.
   void prepare();
+  // Stops early at a step boundary when a stop signal (trainer/stop_signal.h)
+  // reached any rank: writes a checkpoint and returns with stop_signal set.
+  // Throws AgreedError after --max-bad-steps skipped steps in a row.
   TrainSummary run();
+
+  // Marks every blocking collective of prepare(), run() and bench() for the
+  // watchdog (not owned; null: none). Call before prepare().
+  void watch_collectives(CollectiveWatchdog* watchdog);
 
   // Throughput benchmark: warm-up steps, then timed steps, of the training
   // step alone (no evaluation, metrics or checkpoints).

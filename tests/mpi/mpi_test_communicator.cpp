@@ -58,6 +58,10 @@ TEST(MpiCommunicator, BroadcastAndScalarSum) {
   for (float x : v) bad += x != 7.0f;
   const double s = comm.allreduce_sum_host(comm.rank() + 1.0);
   bad += s != comm.world_size() * (comm.world_size() + 1) / 2.0;
+  // The last rank holds the largest value, and a value above 2^53 must not go through a double.
+  const int64_t big = (int64_t{1} << 60) + 1;
+  bad += comm.allreduce_max_host(comm.rank() + 1 == comm.world_size() ? big : comm.rank()) != big;
+  bad += comm.allreduce_max_host(comm.rank() == 0 ? 15 : 0) != 15;
   EXPECT_EQ(failures_anywhere(bad), 0);
 }
 

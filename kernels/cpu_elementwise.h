@@ -1,0 +1,49 @@
+// cpu_elementwise.h: the CPU backend's element-wise loops over one range,
+// the unit CpuBackend hands to each thread of its CpuThreadPool.
+//
+// Each loop has an F16C/AVX path (8 elements per instruction, conversions
+// fused into the same pass) and the portable scalar path of half.h, chosen
+// with f16c_available() as half_convert.h does. Both compute, element by
+// element, the same FP32 operations in the same order as the scalar
+// definitions in elementwise_math.h, with no FMA contraction, so their
+// results are bit-identical (tests/test_cpu_kernels.cpp checks it).
+#pragma once
+
+#include <cstddef>
+
+#include "kernels/elementwise_math.h"
+#include "kernels/half.h"
+
+namespace ddp::cpu {
+
+// y[i] = fp16(act(z[i])); z may equal y.
+void activation_forward_range(Activation act, const half16* z, half16* y, size_t count);
+// dz[i] = fp16(act'(z[i]) * dy[i]); dz may equal dy.
+void activation_backward_range(Activation act, const half16* z, const half16* dy, half16* dz, size_t count);
+// y[r, c] = fp16(y[r, c] + bias[c]) for rows r of one [rows, cols] block.
+void add_bias_rows(half16* y, const half16* bias, size_t rows, size_t cols);
+// db[c] = fp16(sum_r dy[r, c] (+ db[c] when accumulate)) for c in [c_begin, c_end):
+// an FP32 sum over r in increasing order, whatever the column range.  dy: [rows, cols]
+void bias_grad_columns(const half16* dy, size_t rows, size_t cols, size_t c_begin, size_t c_end, half16* db,
+                       bool accumulate);
+// grads_fp32[i] = unscale_element(grads_fp16[i], inv_scale) (grads_fp32 may
+// be null: the check alone); true when any result is Inf/NaN.
+bool unscale_range(const half16* grads_fp16, float* grads_fp32, size_t count, float inv_scale);
+// sgd_update_element on each element (momentum_fp32 may be null: no buffer
+// kept, as CpuBackend::sgd_update), then weights_fp16[i] = fp16(master_fp32[i]).
+void sgd_range(const SgdParams& params, const float* grads_fp32, float* master_fp32, float* momentum_fp32,
+               half16* weights_fp16, size_t count);
+// The same with the gradient unscale_element(grads_fp16[i], inv_scale): bitwise
+// equal to unscale_range into a buffer, then sgd_range on it.
+void sgd_fp16_grads_range(const SgdParams& params, const half16* grads_fp16, float inv_scale, float* master_fp32,
+                          float* momentum_fp32, half16* weights_fp16, size_t count);
+
+// GEMM operand and result passes.
+// dst[r * ld_dst + c] = float(src[r * ld_src + c]) for a rows x cols block.
+void widen_rows(const half16* src, size_t ld_src, float* dst, size_t ld_dst, size_t rows, size_t cols);
+// out[r * ldo + c] = fp16(c_fp32[r * ldc + c] (+ bias_fp32[c])): the one
+// rounding of a GEMM result; bias_fp32 may be null.
+void narrow_rows(const float* c_fp32, size_t ldc, const float* bias_fp32, half16* out, size_t ldo, size_t rows,
+                 size_t cols);
+
+}  // namespace ddp::cpu

@@ -1,0 +1,152 @@
+// cpu_gemm.cpp: widen, cblas_sgemm per slice, round, over the thread pool.
+#include "kernels/cpu_gemm.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+
+#include "kernels/cpu_backend.h"
+#include "kernels/cpu_elementwise.h"
+#include "kernels/error.h"
+
+namespace ddp {
+namespace {
+
+// Below this many multiply-adds (~20 us on one core) a GEMM runs on the
+// calling thread alone: waking the team would cost more than it saves.
+constexpr double kMinParallelMacs = 1 << 20;
+// Slice boundaries are multiples of this (the BLAS kernels' register block
+// is 16 rows or fewer), so no slice ends in a partial block but the last.
+constexpr int kSliceGrain = 16;
+// Output slices per thread, and the narrowest slice worth a BLAS call of its
+// own (each one packs the shared operand again).
+const int kSlicesPerThread = getenv("DDP_GEMM_SLICES") ? atoi(getenv("DDP_GEMM_SLICES")) : 2;  // EXPERIMENT
+constexpr int kMinSliceExtent = 128;
+
+// Our threads each run a BLAS call: the BLAS must not start its own threads
+// inside them. Restores the BLAS's setting afterwards, so other BLAS users in
+// the process (bench_kernels' SGEMM reference) keep theirs.
+class BlasSingleThreaded {
+ public:
+  BlasSingleThreaded() : saved_(set_blas_threads(0)) {
+    if (saved_ != 1) set_blas_threads(1);
+  }
+  ~BlasSingleThreaded() {
+    if (saved_ != 1) set_blas_threads(saved_);
+  }
+  BlasSingleThreaded(const BlasSingleThreaded&) = delete;
+  BlasSingleThreaded& operator=(const BlasSingleThreaded&) = delete;
+
+ private:
+  int saved_;
+};
+
+// Rows [begin, end) of `rows` for thread t of `threads`.
+void share(int rows, int t, int threads, int* begin, int* end) {
+  *begin = static_cast<int>(static_cast<long long>(rows) * t / threads);
+  *end = static_cast<int>(static_cast<long long>(rows) * (t + 1) / threads);
+}
+
+void grow(std::vector<float>& v, size_t count) {
+  if (v.size() < count) v.resize(count);
+}
+
+}  // namespace
+
+void cpu_gemm_fp16(const GemmFp16& g, CpuThreadPool& pool, CpuGemmScratch& s) {
+  DDP_REQUIRE(g.m >= 0 && g.n >= 0 && g.k >= 0, "gemm_fp16: negative dimension");
+  DDP_REQUIRE(!(g.bias && g.beta != 0.0f), "gemm_fp16: bias epilogue requires beta == 0");
+  if (g.m == 0 || g.n == 0) return;
+  const bool ta = g.trans_a == Transpose::Yes, tb = g.trans_b == Transpose::Yes;
+  const int m = g.m, n = g.n, k = g.k;
+  const int a_rows = ta ? k : m, a_cols = ta ? m : k;  // stored shapes
+  const int b_rows = tb ? n : k, b_cols = tb ? k : n;
+  grow(s.a_fp32, static_cast<size_t>(a_rows) * a_cols);
+  grow(s.b_fp32, static_cast<size_t>(b_rows) * b_cols);
+  grow(s.c_fp32, static_cast<size_t>(m) * n);
+  if (g.bias) grow(s.bias_fp32, static_cast<size_t>(n));
+  float* a32 = s.a_fp32.data();
+  float* b32 = s.b_fp32.data();
+  float* c32 = s.c_fp32.data();
+  const float* bias32 = g.bias ? s.bias_fp32.data() : nullptr;
+  const CBLAS_TRANSPOSE op_a = ta ? CblasTrans : CblasNoTrans, op_b = tb ? CblasTrans : CblasNoTrans;
+  const int lda = std::max(a_cols, 1), ldb = std::max(b_cols, 1);
+  BlasSingleThreaded blas_single;
+
+  const double macs = static_cast<double>(m) * n * k;
+  if (pool.size() == 1 || macs < kMinParallelMacs) {
+    cpu::widen_rows(g.a, g.lda, a32, a_cols, a_rows, a_cols);
+    cpu::widen_rows(g.b, g.ldb, b32, b_cols, b_rows, b_cols);
+    if (g.bias) cpu::widen_rows(g.bias, n, s.bias_fp32.data(), n, 1, n);
+    if (g.beta != 0.0f) cpu::widen_rows(g.c, g.ldc, c32, n, m, n);
+    if (k > 0) {
+      cblas_sgemm(CblasRowMajor, op_a, op_b, m, n, k, g.alpha, a32, lda, b32, ldb, g.beta, c32, n);
+    } else {  // sgemm needs k >= 1: C = beta * C
+      for (size_t i = 0, count = static_cast<size_t>(m) * n; i < count; ++i)
+        c32[i] = g.beta != 0.0f ? c32[i] * g.beta : 0.0f;
+    }
+    cpu::narrow_rows(c32, n, bias32, g.c, g.ldc, m, n);
+    return;
+  }
+
+  // The output is cut into slices along n (columns) or m (rows). Every
+  // column slice reads all of A (m x k), every row slice all of B (k x n):
+  // cut so that the smaller operand is the shared one (the BLAS packs it once
+  // per slice), unless that dimension is too small to give each thread a
+  // block of its own.
+  const int threads = pool.size();
+  bool split_n = m < n;
+  if ((split_n ? n : m) < threads * kSliceGrain) split_n = !split_n;
+  const int extent = split_n ? n : m;
+  int slices = threads * kSlicesPerThread;
+  while (slices > threads && extent / slices < kMinSliceExtent) --slices;
+  const int chunk = ((extent + slices - 1) / slices + kSliceGrain - 1) / kSliceGrain * kSliceGrain;
+
+  // Phase 1: the threads widen the shared operand (and C when beta != 0),
+  // each its share of the stored rows.
+  const half16* shared = split_n ? g.a : g.b;
+  const int shared_ld = split_n ? g.lda : g.ldb;
+  float* shared32 = split_n ? a32 : b32;
+  const int shared_rows = split_n ? a_rows : b_rows, shared_cols = split_n ? a_cols : b_cols;
+  pool.run([&](int t) {
+    int r0, r1;
+    share(shared_rows, t, threads, &r0, &r1);
+    cpu::widen_rows(shared + static_cast<size_t>(r0) * shared_ld, shared_ld,
+                    shared32 + static_cast<size_t>(r0) * shared_cols, shared_cols, r1 - r0, shared_cols);
+    if (g.beta != 0.0f) {
+      share(m, t, threads, &r0, &r1);
+      cpu::widen_rows(g.c + static_cast<size_t>(r0) * g.ldc, g.ldc, c32 + static_cast<size_t>(r0) * n, n, r1 - r0, n);
+    }
+    if (g.bias && t == 0) cpu::widen_rows(g.bias, n, s.bias_fp32.data(), n, 1, n);
+  });
+
+  // Phase 2: slices go to whichever thread is free (on a shared machine a
+  // thread may lose its core for a while). A slice widens its own part of
+  // the other operand, so the BLAS packs it from cache, multiplies, and
+  // rounds its part of the output.
+  std::atomic<int> next_slice{0};
+  pool.run([&](int) {
+    for (int slice; (slice = next_slice.fetch_add(1)) < slices;) {
+      const int lo = std::min(extent, slice * chunk), hi = std::min(extent, lo + chunk), width = hi - lo;
+      if (width <= 0) continue;
+      if (split_n) {  // B's columns lo..hi: stored rows when B is transposed, else a column block
+        const size_t at = tb ? static_cast<size_t>(lo) * b_cols : static_cast<size_t>(lo);
+        cpu::widen_rows(g.b + (tb ? static_cast<size_t>(lo) * g.ldb : at), g.ldb, b32 + at, b_cols, tb ? width : k,
+                        tb ? k : width);
+        cblas_sgemm(CblasRowMajor, op_a, op_b, m, width, k, g.alpha, a32, lda, b32 + at, ldb, g.beta, c32 + lo, n);
+        cpu::narrow_rows(c32 + lo, n, bias32 ? bias32 + lo : nullptr, g.c + lo, g.ldc, m, width);
+      } else {  // A's rows lo..hi: a column block when A is transposed, else stored rows
+        const size_t at = ta ? static_cast<size_t>(lo) : static_cast<size_t>(lo) * a_cols;
+        cpu::widen_rows(g.a + (ta ? at : static_cast<size_t>(lo) * g.lda), g.lda, a32 + at, a_cols, ta ? k : width,
+                        ta ? width : k);
+        float* c_part = c32 + static_cast<size_t>(lo) * n;
+        cblas_sgemm(CblasRowMajor, op_a, op_b, width, n, k, g.alpha, a32 + at, lda, b32, ldb, g.beta, c_part, n);
+        cpu::narrow_rows(c_part, n, bias32, g.c + static_cast<size_t>(lo) * g.ldc, g.ldc, width, n);
+      }
+    }
+  });
+}
+
+}  // namespace ddp
