@@ -3,14 +3,17 @@
 // in FP32 and the result rounds once to FP16 (RNE): the arithmetic contract
 // of a Tensor Core GEMM.
 //
-// Large GEMMs are split over a CpuThreadPool: the widening passes by rows,
-// then the output into one slice per thread (columns when A is the smaller
-// operand, rows otherwise, so only the smaller one is packed twice), each
-// slice a single-threaded cblas_sgemm followed by its own rounding pass.
-// The split depends only on the shape and the team size, so a result is the
-// same from run to run; like the BLAS's own threading, a different team size
-// may change the last bit of a sum (the BLAS kernel's order depends on where
-// a slice starts).
+// Large GEMMs are split over a CpuThreadPool. The output is cut into a few
+// slices along n (columns) when A is the smaller operand, along m (rows)
+// otherwise; the threads widen the shared operand together, then take
+// slices: each widens its own part of the other operand, runs one
+// single-threaded cblas_sgemm and rounds its part of the output (adding the
+// bias). Small GEMMs run whole on the calling thread, as one BLAS call.
+//
+// Slice boundaries depend only on the shape and the team size (not on which
+// thread takes a slice), so a result is the same from run to run. As with
+// the BLAS's own threading, another team size may change the last bit of a
+// sum: the BLAS kernel's summation order depends on where a slice starts.
 #pragma once
 
 #include <vector>

@@ -81,4 +81,14 @@ CommandResult run_command(const std::string& command) {
   return r;
 }
 
+double relative_update_difference(const std::vector<float>& a, const std::vector<float>& b,
+                                  const std::vector<float>& start) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    norm += (double(b[i]) - start[i]) * (double(b[i]) - start[i]);
+  }
+  return std::sqrt(diff / norm);
+}
+
 }  // namespace ddp::test

@@ -38,6 +38,12 @@ constexpr double kFp32RelTol = 1e-5;
 // |got - want| <= rel * |want| + abs_floor, NaN never passes.
 bool close_enough(double got, double want, double rel, double abs_floor);
 
+// Relative L2 distance of two runs' parameter updates from a common start:
+// ||a - b|| / ||b - start||. How far apart two trainings ended, on the scale
+// of how far they moved.
+double relative_update_difference(const std::vector<float>& a, const std::vector<float>& b,
+                                  const std::vector<float>& start);
+
 // Unique temporary directory for one test (removed by the caller if wanted).
 std::string make_temp_dir(const std::string& tag);
 

@@ -130,16 +130,6 @@ TEST(TrainingSynthetic, RegressionLossFalls) {
   EXPECT_TRUE(std::isnan(s.test_accuracy));
 }
 
-// Relative L2 distance of two runs' updates from the common start.
-double update_difference(const std::vector<float>& a, const std::vector<float>& b, const std::vector<float>& start) {
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    norm += (double(b[i]) - start[i]) * (double(b[i]) - start[i]);
-  }
-  return std::sqrt(diff / norm);
-}
-
 // --grad-accum 4 at batch 8 sees the same 32 samples per step as batch 32
 // (no shuffle) and averages the micro-batch means, which equals the mean
 // over 32 rows: the runs differ by FP16 rounding of the accumulated
@@ -155,7 +145,7 @@ TEST(TrainingSemantics, GradientAccumulationMatchesOneLargeBatch) {
   const auto wb = train(big, &sb), wa = train(accum, &sa);
   ASSERT_EQ(sb.skipped_steps + sa.skipped_steps, 0);
   const auto start = init_linear_parameters(ParameterLayout::for_mlp(big.layer_widths), big.seed);
-  EXPECT_LT(update_difference(wa, wb, start), 5e-3) << "seed " << big.seed;
+  EXPECT_LT(test::relative_update_difference(wa, wb, start), 5e-3) << "seed " << big.seed;
 }
 
 // --grad-predivide F scales the gradients by 1/F before the (here trivial)
@@ -168,7 +158,7 @@ TEST(TrainingSemantics, PredivideLeavesTheUpdateUnchanged) {
   pre.grad_predivide = 4.0;
   const auto wp = train(plain), wq = train(pre);
   const auto start = init_linear_parameters(ParameterLayout::for_mlp(plain.layer_widths), plain.seed);
-  EXPECT_LT(update_difference(wq, wp, start), 1e-3) << "seed " << plain.seed;
+  EXPECT_LT(test::relative_update_difference(wq, wp, start), 1e-3) << "seed " << plain.seed;
 }
 
 }  // namespace

@@ -394,6 +394,20 @@ struct Trainer::Impl {
     return t;
   }
 
+  // The summary fields every ending of run() shares (finished or stopped).
+  TrainSummary summary_of_run(int64_t steps_this_run, int64_t samples_this_run, double train_s,
+                              Clock::time_point run_start) const {
+    TrainSummary sum;
+    sum.test_loss = last_eval.loss;
+    sum.test_accuracy = last_eval.accuracy;
+    sum.steps = steps_this_run;
+    sum.final_step = step;
+    sum.skipped_steps = skipped;
+    sum.samples_per_s = samples_this_run / std::max(train_s, 1e-9);
+    sum.wall_s = seconds_since(run_start);
+    return sum;
+  }
+
   TrainSummary run() {
     DDP_REQUIRE(prepared, "Trainer::run before prepare");
     if (is_root() && !cfg.metrics_path.empty()) metrics = std::make_unique<MetricsFile>(cfg.metrics_path, cfg.resume);
@@ -471,14 +485,7 @@ struct Trainer::Impl {
       say("weights saved to " + cfg.save_weights_dir);
     }
 
-    TrainSummary sum;
-    sum.test_loss = last_eval.loss;
-    sum.test_accuracy = last_eval.accuracy;
-    sum.steps = steps_this_run;
-    sum.final_step = step;
-    sum.skipped_steps = skipped;
-    sum.samples_per_s = samples_this_run / std::max(train_s, 1e-9);
-    sum.wall_s = seconds_since(run_start);
+    TrainSummary sum = summary_of_run(steps_this_run, samples_this_run, train_s, run_start);
     allreduce += comm.take_allreduce_times();
     sum.allreduce_ms_per_step = steps_this_run > 0 ? 1e3 * allreduce.busy_s / steps_this_run : 0.0;
     sum.allreduce_hidden_fraction = allreduce.hidden_fraction();
@@ -525,14 +532,7 @@ struct Trainer::Impl {
         (cfg.checkpoint_dir.empty() ? std::string("no --checkpoint-dir, nothing saved")
                                     : "checkpoint " + checkpoint_path(step) + "; --resume continues") +
         ")");
-    TrainSummary sum;
-    sum.test_loss = last_eval.loss;
-    sum.test_accuracy = last_eval.accuracy;
-    sum.steps = steps_this_run;
-    sum.final_step = step;
-    sum.skipped_steps = skipped;
-    sum.samples_per_s = samples_this_run / std::max(train_s, 1e-9);
-    sum.wall_s = seconds_since(run_start);
+    TrainSummary sum = summary_of_run(steps_this_run, samples_this_run, train_s, run_start);
     sum.stop_signal = signal;
     if (metrics) {
       JsonRecord r;

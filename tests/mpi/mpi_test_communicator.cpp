@@ -9,16 +9,11 @@
 #include "comm/mpi_communicator.h"
 #include "kernels/cpu_backend.h"
 #include "trainer/trainer.h"
+#include "mpi/mpi_test_support.h"
 
 namespace ddp {
 namespace {
-
-// Failures on any rank fail the test on every rank.
-int failures_anywhere(int local_failures) {
-  int total = 0;
-  MPI_Allreduce(&local_failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  return total;
-}
+using test::failures_anywhere;
 
 TEST(MpiCommunicator, Fp16SumIsExactOnSmallIntegers) {
   MpiCommunicator comm;

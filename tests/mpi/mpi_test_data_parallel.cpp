@@ -18,15 +18,12 @@
 #include "trainer/parameter_store.h"
 #include "trainer/synthetic_data.h"
 #include "trainer/trainer.h"
+#include "mpi/mpi_test_support.h"
+#include "test_support.h"
 
 namespace ddp {
 namespace {
-
-int failures_anywhere(int local_failures) {
-  int total = 0;
-  MPI_Allreduce(&local_failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  return total;
-}
+using test::failures_anywhere;
 
 // A seed every rank agrees on (rank 0's clock), so each run draws new data.
 uint64_t shared_seed() {
@@ -44,17 +41,6 @@ TrainConfig small_regression(uint64_t seed) {
   c.lr_schedule = LrScheduleKind::Constant;
   c.data.synthetic_train_samples = 960, c.data.synthetic_test_samples = 120;  // divisible by 1..4 x 8
   return c;
-}
-
-// Relative L2 distance of two parameter updates (after - start).
-double relative_update_difference(const std::vector<float>& a, const std::vector<float>& b,
-                                  const std::vector<float>& start) {
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    norm += (double(b[i]) - start[i]) * (double(b[i]) - start[i]);
-  }
-  return std::sqrt(diff / norm);
 }
 
 // K steps of N ranks at B/N each against K steps of one rank at B (each rank
@@ -87,7 +73,7 @@ TEST(DataParallel, NRanksMatchOneRankAtTheSameGlobalBatch) {
   const TrainSummary r = reference.run();
   ASSERT_EQ(failures_anywhere(p.skipped_steps + r.skipped_steps), 0) << "a step overflowed";
 
-  const double rel = relative_update_difference(parallel.snapshot().master_weights_fp32,
+  const double rel = test::relative_update_difference(parallel.snapshot().master_weights_fp32,
                                                 reference.snapshot().master_weights_fp32, start);
   EXPECT_EQ(failures_anywhere(!(rel < 5e-3)), 0) << "relative update difference " << rel << " with " << n << " ranks";
 }

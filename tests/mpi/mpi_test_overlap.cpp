@@ -13,15 +13,11 @@
 #include "comm/mpi_communicator.h"
 #include "kernels/cpu_backend.h"
 #include "trainer/trainer.h"
+#include "mpi/mpi_test_support.h"
 
 namespace ddp {
 namespace {
-
-int failures_anywhere(int local_failures) {
-  int total = 0;
-  MPI_Allreduce(&local_failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  return total;
-}
+using test::failures_anywhere;
 
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
