@@ -37,11 +37,17 @@ int set_blas_threads(int threads) {
 
 namespace {
 // Element-wise passes shorter than this run on the calling thread: a pass
-// over 32K halves takes ~10 us, about what waking a worker can cost.
+// over 32K halves takes ~10 us, about what handing work to a worker costs.
 constexpr size_t kMinParallelElements = size_t{1} << 15;
-// Range boundaries for threads: whole cache lines of floats.
+// Longer ones are cut into this many pieces per thread, taken in turn.
+constexpr size_t kPiecesPerThread = 4;
+// Piece boundaries: whole cache lines of floats.
 constexpr size_t kGrain = 64;
 }  // namespace
+
+size_t CpuBackend::pieces(size_t elements) const {
+  return elements < kMinParallelElements ? 1 : static_cast<size_t>(threads_) * kPiecesPerThread;
+}
 
 CpuBackend::CpuBackend(int threads)
     : threads_(threads > 0 ? threads : std::max(set_blas_threads(0), 1)),
@@ -76,20 +82,19 @@ void CpuBackend::gemm_fp16(const GemmFp16& g) { cpu_gemm_fp16(g, *pool_, gemm_sc
 // ---- element-wise -----------------------------------------------------------------
 void CpuBackend::add_bias_fp16(half16* y, const half16* bias, int rows, int cols) {
   const size_t row_count = rows > 0 ? static_cast<size_t>(rows) : 0, width = cols > 0 ? static_cast<size_t>(cols) : 0;
-  const size_t min_rows = width ? (kMinParallelElements + width - 1) / width : 1;
-  pool_->parallel_for(row_count, 1, min_rows, [&](size_t r0, size_t r1) {
+  pool_->parallel_for(row_count, 1, pieces(row_count * width), [&](size_t r0, size_t r1) {
     cpu::add_bias_rows(y + r0 * width, bias, r1 - r0, width);
   });
 }
 
 void CpuBackend::activation_forward_fp16(Activation act, const half16* z, half16* y, size_t count) {
-  pool_->parallel_for(count, kGrain, kMinParallelElements,
+  pool_->parallel_for(count, kGrain, pieces(count),
                       [&](size_t i0, size_t i1) { cpu::activation_forward_range(act, z + i0, y + i0, i1 - i0); });
 }
 
 void CpuBackend::activation_backward_fp16(Activation act, const half16* z, const half16* dy, half16* dz,
                                           size_t count) {
-  pool_->parallel_for(count, kGrain, kMinParallelElements, [&](size_t i0, size_t i1) {
+  pool_->parallel_for(count, kGrain, pieces(count), [&](size_t i0, size_t i1) {
     cpu::activation_backward_range(act, z + i0, dy + i0, dz + i0, i1 - i0);
   });
 }
@@ -98,18 +103,17 @@ void CpuBackend::bias_grad_fp16(const half16* dy, int rows, int cols, half16* db
   // Split by columns: each column's sum runs over the rows in order on one
   // thread, so the result does not depend on the thread count.
   const size_t row_count = rows > 0 ? static_cast<size_t>(rows) : 0, width = cols > 0 ? static_cast<size_t>(cols) : 0;
-  const bool big = row_count * width >= kMinParallelElements;
-  pool_->parallel_for(width, 32, big ? 0 : width + 1, [&](size_t c0, size_t c1) {
+  pool_->parallel_for(width, 32, pieces(row_count * width), [&](size_t c0, size_t c1) {
     cpu::bias_grad_columns(dy, row_count, width, c0, c1, db, accumulate);
   });
 }
 
 void CpuBackend::cast_fp32_to_fp16(const float* src, half16* dst, size_t count) {
-  pool_->parallel_for(count, kGrain, kMinParallelElements,
+  pool_->parallel_for(count, kGrain, pieces(count),
                       [&](size_t i0, size_t i1) { float_to_half_array(src + i0, dst + i0, i1 - i0); });
 }
 void CpuBackend::cast_fp16_to_fp32(const half16* src, float* dst, size_t count) {
-  pool_->parallel_for(count, kGrain, kMinParallelElements,
+  pool_->parallel_for(count, kGrain, pieces(count),
                       [&](size_t i0, size_t i1) { half_to_float_array(src + i0, dst + i0, i1 - i0); });
 }
 
@@ -174,7 +178,7 @@ void CpuBackend::mse_backward(const half16* pred, const float* target, int rows,
 void CpuBackend::unscale_fp16_to_fp32(const half16* grads_fp16, float* grads_fp32, size_t count, float inv_scale,
                                       int32_t* nonfinite_flag) {
   std::atomic<bool> bad{false};
-  pool_->parallel_for(count, kGrain, kMinParallelElements, [&](size_t i0, size_t i1) {
+  pool_->parallel_for(count, kGrain, pieces(count), [&](size_t i0, size_t i1) {
     if (cpu::unscale_range(grads_fp16 + i0, grads_fp32 ? grads_fp32 + i0 : nullptr, i1 - i0, inv_scale))
       bad.store(true);
   });
@@ -193,7 +197,7 @@ void CpuBackend::sgd_update_fp16_grads(const SgdParams& params, const half16* gr
                                        float* master_fp32, float* momentum_fp32, half16* weights_fp16, size_t count,
                                        const int32_t* skip_flag) {
   if (skip_flag && *skip_flag) return;
-  pool_->parallel_for(count, kGrain, kMinParallelElements, [&](size_t i0, size_t i1) {
+  pool_->parallel_for(count, kGrain, pieces(count), [&](size_t i0, size_t i1) {
     cpu::sgd_fp16_grads_range(params, grads_fp16 + i0, inv_scale, master_fp32 + i0,
                               momentum_fp32 ? momentum_fp32 + i0 : nullptr, weights_fp16 + i0, i1 - i0);
   });
@@ -202,7 +206,7 @@ void CpuBackend::sgd_update_fp16_grads(const SgdParams& params, const half16* gr
 void CpuBackend::sgd_update(const SgdParams& params, const float* grads_fp32, float* master_fp32,
                             float* momentum_fp32, half16* weights_fp16, size_t count, const int32_t* skip_flag) {
   if (skip_flag && *skip_flag) return;
-  pool_->parallel_for(count, kGrain, kMinParallelElements, [&](size_t i0, size_t i1) {
+  pool_->parallel_for(count, kGrain, pieces(count), [&](size_t i0, size_t i1) {
     cpu::sgd_range(params, grads_fp32 + i0, master_fp32 + i0, momentum_fp32 ? momentum_fp32 + i0 : nullptr,
                    weights_fp16 + i0, i1 - i0);
   });

@@ -61,6 +61,9 @@ class CpuBackend final : public Backend {
   int threads() const { return threads_; }
 
  private:
+  // How many pieces to cut an element-wise pass over `elements` into.
+  size_t pieces(size_t elements) const;
+
   int threads_ = 1;
   std::unique_ptr<CpuThreadPool> pool_;
   // GEMM scratch, reused across calls. Not thread-safe: one CpuBackend per

@@ -4,7 +4,6 @@
 #include <cblas.h>
 
 #include <algorithm>
-#include <atomic>
 
 #include "kernels/cpu_backend.h"
 #include "kernels/cpu_elementwise.h"
@@ -20,9 +19,9 @@ constexpr double kMinParallelMacs = 1 << 20;
 // is 16 rows or fewer), so no slice ends in a partial block but the last.
 constexpr int kSliceGrain = 16;
 // Output slices per thread: more than one lets a thread that kept its core
-// take over the work of one that lost it (measured on 2 shared cores: 2 per
-// thread is as fast as 1 on an idle machine and faster on a busy one). Each
-// slice packs the shared operand again, so none is narrower than this.
+// take over the work of one that lost it (on 2 shared cores, 2 per thread
+// was within noise of 1 when idle, 4 per thread slower). Each slice packs
+// the shared operand again, so none is narrower than kMinSliceExtent.
 constexpr int kSlicesPerThread = 2;
 constexpr int kMinSliceExtent = 128;
 
@@ -43,12 +42,6 @@ class BlasSingleThreaded {
  private:
   int saved_;
 };
-
-// Rows [begin, end) of `rows` for thread t of `threads`.
-void share(int rows, int t, int threads, int* begin, int* end) {
-  *begin = static_cast<int>(static_cast<long long>(rows) * t / threads);
-  *end = static_cast<int>(static_cast<long long>(rows) * (t + 1) / threads);
-}
 
 void grow(std::vector<float>& v, size_t count) {
   if (v.size() < count) v.resize(count);
@@ -105,32 +98,30 @@ void cpu_gemm_fp16(const GemmFp16& g, CpuThreadPool& pool, CpuGemmScratch& s) {
   while (slices > threads && extent / slices < kMinSliceExtent) --slices;
   const int chunk = ((extent + slices - 1) / slices + kSliceGrain - 1) / kSliceGrain * kSliceGrain;
 
-  // Phase 1: the threads widen the shared operand (and C when beta != 0),
-  // each its share of the stored rows.
+  // Phase 1: the threads widen the shared operand (and C when beta != 0) by
+  // stored rows.
   const half16* shared = split_n ? g.a : g.b;
   const int shared_ld = split_n ? g.lda : g.ldb;
   float* shared32 = split_n ? a32 : b32;
   const int shared_rows = split_n ? a_rows : b_rows, shared_cols = split_n ? a_cols : b_cols;
-  pool.run([&](int t) {
-    int r0, r1;
-    share(shared_rows, t, threads, &r0, &r1);
-    cpu::widen_rows(shared + static_cast<size_t>(r0) * shared_ld, shared_ld,
-                    shared32 + static_cast<size_t>(r0) * shared_cols, shared_cols, r1 - r0, shared_cols);
-    if (g.beta != 0.0f) {
-      share(m, t, threads, &r0, &r1);
-      cpu::widen_rows(g.c + static_cast<size_t>(r0) * g.ldc, g.ldc, c32 + static_cast<size_t>(r0) * n, n, r1 - r0, n);
-    }
-    if (g.bias && t == 0) cpu::widen_rows(g.bias, n, s.bias_fp32.data(), n, 1, n);
+  if (g.bias) cpu::widen_rows(g.bias, n, s.bias_fp32.data(), n, 1, n);
+  const size_t row_pieces = static_cast<size_t>(threads) * kSlicesPerThread;
+  pool.parallel_for(shared_rows, 1, row_pieces, [&](size_t r0, size_t r1) {
+    cpu::widen_rows(shared + r0 * shared_ld, shared_ld, shared32 + r0 * shared_cols, shared_cols, r1 - r0,
+                    shared_cols);
   });
+  if (g.beta != 0.0f)
+    pool.parallel_for(m, 1, row_pieces, [&](size_t r0, size_t r1) {
+      cpu::widen_rows(g.c + r0 * g.ldc, g.ldc, c32 + r0 * n, n, r1 - r0, n);
+    });
 
-  // Phase 2: slices go to whichever thread is free (on a shared machine a
-  // thread may lose its core for a while). A slice widens its own part of
-  // the other operand, so the BLAS packs it from cache, multiplies, and
-  // rounds its part of the output.
-  std::atomic<int> next_slice{0};
-  pool.run([&](int) {
-    for (int slice; (slice = next_slice.fetch_add(1)) < slices;) {
-      const int lo = std::min(extent, slice * chunk), hi = std::min(extent, lo + chunk), width = hi - lo;
+  // Phase 2: the slices, each taken by whichever thread is free. A slice
+  // widens its own part of the other operand, so the BLAS packs it from
+  // cache, multiplies, and rounds its part of the output.
+  pool.parallel_for(slices, 1, slices, [&](size_t first, size_t last) {
+    for (size_t slice = first; slice < last; ++slice) {
+      const int lo = std::min(extent, static_cast<int>(slice) * chunk), hi = std::min(extent, lo + chunk);
+      const int width = hi - lo;
       if (width <= 0) continue;
       if (split_n) {  // B's columns lo..hi: stored rows when B is transposed, else a column block
         const size_t at = tb ? static_cast<size_t>(lo) * b_cols : static_cast<size_t>(lo);

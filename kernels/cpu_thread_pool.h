@@ -7,10 +7,13 @@
 // BLAS call runs single-threaded inside one of our threads, the conversions
 // around it run in the same threads, and nobody competes for the cores.
 //
-// Work is split by index ranges that depend only on the count and the team
-// size, never on timing, so results are the same from run to run.
+// Work is cut into pieces whose boundaries depend only on the count, never
+// on timing; the threads take pieces from a shared counter, so a thread that
+// lost its core (the machine is shared) holds nobody up, and the caller never
+// waits for a worker that has not started: it does the work itself.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
@@ -33,45 +36,50 @@ class CpuThreadPool {
 
   int size() const { return static_cast<int>(workers_.size()) + 1; }
 
-  // Calls fn(t) for t = 0 .. size()-1 (t = 0 on the calling thread) and
-  // returns when every call has returned; rethrows the first exception.
-  // A run() from inside a running fn (or on another thread meanwhile) runs
-  // its calls one after another on the caller instead.
+  // Cuts [0, count) into about `pieces` contiguous ranges whose boundaries
+  // are multiples of `grain`, and calls fn(begin, end) once for each, on the
+  // caller and on whichever workers join in time. pieces <= 1 (or one
+  // thread): a single call fn(0, count) on the caller. Returns when every
+  // call has returned; rethrows the first exception.
   template <class Fn>
-  void run(Fn&& fn) {
-    using F = std::remove_reference_t<Fn>;
-    run_erased([](void* ctx, int t) { (*static_cast<F*>(ctx))(t); }, const_cast<void*>(static_cast<const void*>(&fn)));
-  }
-
-  // Splits [0, count) into size() contiguous ranges whose boundaries are
-  // multiples of `grain`, and calls fn(begin, end) for each non-empty one.
-  // Below `min_parallel` (or with one thread) it is a single call
-  // fn(0, count) on the caller: waking a worker costs more than small work.
-  template <class Fn>
-  void parallel_for(size_t count, size_t grain, size_t min_parallel, Fn&& fn) {
+  void parallel_for(size_t count, size_t grain, size_t pieces, Fn&& fn) {
     if (count == 0) return;
-    const size_t parts = static_cast<size_t>(size());
-    if (parts == 1 || count < min_parallel) return fn(size_t{0}, count);
+    if (pieces <= 1 || size() == 1) return fn(size_t{0}, count);
     const size_t g = grain ? grain : 1;
-    const size_t chunk = ((count + parts - 1) / parts + g - 1) / g * g;
-    run([&](int t) {
-      const size_t begin = static_cast<size_t>(t) * chunk;
-      const size_t end = begin + chunk < count ? begin + chunk : count;
-      if (begin < end) fn(begin, end);
+    const size_t chunk = ((count + pieces - 1) / pieces + g - 1) / g * g;
+    std::atomic<size_t> next{0};
+    run_shared([&] {
+      for (size_t begin; (begin = next.fetch_add(chunk)) < count;) fn(begin, std::min(count, begin + chunk));
     });
   }
 
+  // Calls fn() on the caller and on every worker that picks the job up
+  // before the caller's own call has returned (fn shares out its work itself,
+  // e.g. through an atomic counter); returns when all those calls have
+  // returned. A call from inside a running fn, or from another thread while
+  // the team is busy, is a plain fn() on the caller.
+  template <class Fn>
+  void run_shared(Fn&& fn) {
+    using F = std::remove_reference_t<Fn>;
+    run_erased([](void* ctx) { (*static_cast<F*>(ctx))(); }, const_cast<void*>(static_cast<const void*>(&fn)));
+  }
+
  private:
-  using Call = void (*)(void* ctx, int thread_index);
+  using Call = void (*)(void* ctx);
   void run_erased(Call call, void* ctx);
-  void worker_loop(int thread_index);
+  void worker_loop();
+  bool try_join(uint64_t generation);
 
   std::vector<std::thread> workers_;
   // The job: written by the caller before it bumps `generation_`, read by
-  // workers after they see the new generation.
+  // the workers that join it.
   Call call_ = nullptr;
   void* ctx_ = nullptr;
   std::atomic<uint64_t> generation_{0};
+  // (generation << 16) | closed bit | number of workers that joined: a
+  // worker joins with a compare-exchange while the job is open; the caller
+  // closes it when its own call returns and waits for exactly those.
+  std::atomic<uint64_t> ticket_{0};
   std::atomic<int> finished_{0};
   std::atomic<int> sleepers_{0};
   std::atomic<bool> busy_{false};

@@ -356,32 +356,34 @@ TEST_F(CpuKernels, SgdSkippedWhenFlagSetChangesNothing) {
 TEST(CpuThreadPool, ParallelForCoversEveryIndexOnce) {
   for (int threads : {1, 2, 3}) {
     CpuThreadPool pool(threads);
-    for (size_t count : {size_t{0}, size_t{1}, size_t{63}, size_t{64}, size_t{1000}, size_t{100003}}) {
-      std::vector<std::atomic<int>> hits(count);
-      pool.parallel_for(count, 64, 0, [&](size_t b, size_t e) {
-        EXPECT_EQ(b % 64, 0u);
-        for (size_t i = b; i < e; ++i) hits[i].fetch_add(1);
-      });
-      for (size_t i = 0; i < count; ++i) ASSERT_EQ(hits[i].load(), 1) << "threads " << threads << " i " << i;
-    }
+    for (size_t count : {size_t{0}, size_t{1}, size_t{63}, size_t{64}, size_t{1000}, size_t{100003}})
+      for (size_t pieces : {size_t{1}, size_t{2}, size_t{7}, size_t{64}}) {
+        std::vector<std::atomic<int>> hits(count);
+        pool.parallel_for(count, 64, pieces, [&](size_t b, size_t e) {
+          EXPECT_EQ(b % 64, 0u);
+          for (size_t i = b; i < e; ++i) hits[i].fetch_add(1);
+        });
+        for (size_t i = 0; i < count; ++i)
+          ASSERT_EQ(hits[i].load(), 1) << "threads " << threads << " pieces " << pieces << " i " << i;
+      }
   }
 }
 
 TEST(CpuThreadPool, RethrowsAndRunsNestedCallsInline) {
   CpuThreadPool pool(2);
-  EXPECT_THROW(pool.run([](int t) {
-    if (t == 1) throw std::runtime_error("worker");
-  }),
-               std::runtime_error);
-  EXPECT_THROW(pool.run([](int t) {
-    if (t == 0) throw std::runtime_error("caller");
-  }),
-               std::runtime_error);
-  std::atomic<int> calls{0};
-  pool.run([&](int) { pool.run([&](int) { calls.fetch_add(1); }); });
-  EXPECT_EQ(calls.load(), 4);
-  pool.run([&](int) { calls.fetch_add(1); });  // still usable
-  EXPECT_EQ(calls.load(), 6);
+  for (size_t bad : {size_t{0}, size_t{500}, size_t{990}})  // whichever thread takes the piece
+    EXPECT_THROW(pool.parallel_for(1000, 10, 100,
+                                   [&](size_t b, size_t) {
+                                     if (b == bad) throw std::runtime_error("piece");
+                                   }),
+                 std::runtime_error);
+  std::atomic<int> hits{0};
+  pool.parallel_for(8, 1, 8, [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) pool.parallel_for(10, 1, 10, [&](size_t b2, size_t e2) { hits += int(e2 - b2); });
+  });
+  EXPECT_EQ(hits.load(), 80);
+  pool.parallel_for(100, 1, 4, [&](size_t b, size_t e) { hits += int(e - b); });  // still usable
+  EXPECT_EQ(hits.load(), 180);
 }
 
 class CpuKernelsThreaded : public ::testing::Test {
@@ -518,8 +520,10 @@ TEST_F(CpuKernelsThreaded, ElementwiseBitwiseEqualAcrossThreadsAndPaths) {
   };
   const auto want_cast = run_halves(one, false, n, cast);
   expect_same_bits(run_halves(two, true, n, cast), want_cast, "cast");
+  Buffer<half16> dz(two, n);
   Buffer<float> back(two, n);
-  two.cast_fp16_to_fp32(z.data(), back.data(), n);
+  dz.upload(z);
+  two.cast_fp16_to_fp32(dz.data(), back.data(), n);
   const auto b = back.download();
   for (size_t i = 0; i < n; ++i) ASSERT_EQ(float_to_bits(b[i]), float_to_bits(half_bits_to_float_portable(z[i].bits)));
 }
