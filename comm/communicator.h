@@ -61,6 +61,14 @@ class Communicator {
   // wait_allreduces (on a device, the compute stream's wait), i.e. not
   // hidden behind backward. May wait for the device: call at log time only.
   virtual AllreduceTimes take_allreduce_times() { return {}; }
+
+  // Step capture (Backend::begin_capture): whether start/wait may be
+  // recorded into a backend's capture (they are stream operations there),
+  // and the capture's bounds, during which nothing is timed (a captured
+  // timing event would never be recorded as such). Host transports cannot
+  // be captured.
+  virtual bool supports_capture() const { return false; }
+  virtual void set_capturing(bool /*on*/) {}
 };
 
 // A world of one: every collective is the identity.
@@ -69,6 +77,7 @@ class SingleProcessCommunicator final : public Communicator {
   int rank() const override { return 0; }
   int world_size() const override { return 1; }
   std::string name() const override { return "single process"; }
+  bool supports_capture() const override { return true; }  // nothing to capture
   void allreduce_sum_fp16(half16*, size_t) override {}
   void broadcast_bytes(void*, size_t, int) override {}
   double allreduce_sum_host(double value) override { return value; }

@@ -163,6 +163,11 @@ void NcclCommunicator::start_allreduce_sum_fp16(half16* data, size_t count) {
   require_live("allreduce_sum_fp16");
   if (count == 0) return;  // every rank passes the same count, so all skip
   comm_waits_for_compute();
+  if (capturing_) {  // replays of a captured step are not timed
+    DDP_NCCL_CHECK(ncclAllReduce(data, data, count, ncclFloat16, ncclSum, comm_, comm_stream()));
+    allreduces_pending_ = true;
+    return;
+  }
   const auto [start, end] = next_timing_pair(busy_events_);
   DDP_CUDA_CHECK(cudaEventRecord(start, comm_stream()));  // reached once the bucket's gradients are written
   DDP_NCCL_CHECK(ncclAllReduce(data, data, count, ncclFloat16, ncclSum, comm_, comm_stream()));
@@ -172,6 +177,11 @@ void NcclCommunicator::start_allreduce_sum_fp16(half16* data, size_t count) {
 
 void NcclCommunicator::wait_allreduces() {
   if (!allreduces_pending_) return;
+  if (capturing_) {
+    compute_waits_for_comm();  // the join back to the capturing stream
+    allreduces_pending_ = false;
+    return;
+  }
   const auto [start, end] = next_timing_pair(exposed_events_);
   DDP_CUDA_CHECK(cudaEventRecord(start, compute_stream_));
   compute_waits_for_comm();

@@ -59,6 +59,10 @@ class NcclCommunicator final : public Communicator {
   // From timing events: busy around each collective on comm_stream, exposed
   // around the compute stream's wait. Waits for the last of them.
   AllreduceTimes take_allreduce_times() override;
+  // NCCL collectives on a capturing stream become graph nodes (NCCL >= 2.9);
+  // the cross-stream event waits become graph edges.
+  bool supports_capture() const override { return true; }
+  void set_capturing(bool on) override { capturing_ = on; }
 
   // For callers that overlap several collectives with compute (gradient
   // buckets) and order them with their own events.
@@ -90,6 +94,7 @@ class NcclCommunicator final : public Communicator {
   static double drain_seconds(TimingPool& pool);
   TimingPool busy_events_, exposed_events_;
   bool allreduces_pending_ = false;  // started since the last wait_allreduces()
+  bool capturing_ = false;           // inside a step capture: no timing events
   ncclComm_t comm_ = nullptr;
   std::atomic<bool> aborted_{false};
 };

@@ -12,7 +12,9 @@
 #include <string>
 
 #include "kernels/elementwise_math.h"
+#include "kernels/error.h"
 #include "kernels/half.h"
+#include "kernels/step_status.h"
 
 namespace ddp {
 
@@ -79,12 +81,13 @@ class Backend {
   virtual void softmax_xent_forward(const half16* logits, const int32_t* labels, int rows, int cols,
                                     float* loss_mean, int32_t* correct_count) = 0;
   // dlogits = fp16(loss_scale * (softmax(logits) - onehot(labels)) / rows)
+  // (loss_scale: a value, or ScalarArg::at a float in this backend's memory)
   virtual void softmax_xent_backward(const half16* logits, const int32_t* labels, int rows, int cols,
-                                     float loss_scale, half16* dlogits) = 0;
+                                     ScalarArg loss_scale, half16* dlogits) = 0;
   // *loss_mean = mean over rows*cols of (pred - target)^2 (torch MSELoss 'mean').
   virtual void mse_forward(const half16* pred, const float* target, int rows, int cols, float* loss_mean) = 0;
   // dpred = fp16(loss_scale * 2 * (pred - target) / (rows * cols))
-  virtual void mse_backward(const half16* pred, const float* target, int rows, int cols, float loss_scale,
+  virtual void mse_backward(const half16* pred, const float* target, int rows, int cols, ScalarArg loss_scale,
                             half16* dpred) = 0;
 
   // ---- optimizer -----------------------------------------------------------
@@ -92,22 +95,45 @@ class Backend {
   // result is Inf/NaN, sets *nonfinite_flag = 1 (never clears it: the caller
   // zeroes it per step). grads_fp32 may be null: the check alone, a pass
   // that reads only the FP16 gradients (the fused step's first pass).
-  virtual void unscale_fp16_to_fp32(const half16* grads_fp16, float* grads_fp32, size_t count, float inv_scale,
+  virtual void unscale_fp16_to_fp32(const half16* grads_fp16, float* grads_fp32, size_t count, ScalarArg inv_scale,
                                     int32_t* nonfinite_flag) = 0;
   // *norm = sqrt(sum x^2), FP32 accumulation at least (Inf/NaN propagate).
   virtual void l2_norm_fp32(const float* x, size_t count, float* norm) = 0;
   // SGD step (elementwise_math.h: sgd_update_element) on master weights and
   // momentum, then weights_fp16 = fp16(master). Does nothing at all when
-  // *skip_flag != 0 (skip_flag may be null: never skip).
+  // *skip_flag != 0 (skip_flag may be null: never skip). params.lr_ptr and
+  // params.momentum_initialized, where set, are read when the step runs.
   virtual void sgd_update(const SgdParams& params, const float* grads_fp32, float* master_fp32,
                           float* momentum_fp32, half16* weights_fp16, size_t count, const int32_t* skip_flag) = 0;
   // The same step reading the FP16 gradients and unscaling each on the fly
   // (unscale_element), bitwise equal to unscale_fp16_to_fp32 then
   // sgd_update: the fused step's second pass, with no FP32 gradient buffer
   // written or read.
-  virtual void sgd_update_fp16_grads(const SgdParams& params, const half16* grads_fp16, float inv_scale,
+  virtual void sgd_update_fp16_grads(const SgdParams& params, const half16* grads_fp16, ScalarArg inv_scale,
                                      float* master_fp32, float* momentum_fp32, half16* weights_fp16, size_t count,
                                      const int32_t* skip_flag) = 0;
+
+  // ---- device-resident step state (step_status.h) ---------------------------
+  // Queued like any kernel: neither waits for the device. status points to
+  // one StepStatus in this backend's memory.
+  virtual void step_status_prepare(StepStatus* status, double backward_divisor, double unscale_divisor,
+                                   float lr) = 0;
+  virtual void step_status_finish(const LossScaleRule& rule, StepStatus* status) = 0;
+
+  // ---- step capture (CUDA graphs) ---------------------------------------------
+  // Records the operations queued between begin_capture() and end_capture()
+  // without running them, then replays the recording as often as asked
+  // (CUDA: stream capture into a graph, one launch per replay). While
+  // capturing nothing may wait for the device or hand over host data:
+  // copy_to_device, copy_to_host and synchronize throw. A replay reads
+  // memory as it is when it runs; arguments passed by value (shapes, a
+  // ScalarArg value, SgdParams fields) are those of the capture, which is
+  // why a captured step reads its scalars through the step state.
+  virtual bool supports_capture() const { return false; }
+  virtual void begin_capture() { throw Error(description() + " cannot capture a step"); }
+  // Returns the recording's handle for replay().
+  virtual int end_capture() { throw Error(description() + " cannot capture a step"); }
+  virtual void replay(int /*recording*/) { throw Error(description() + " cannot replay a step"); }
 };
 
 }  // namespace ddp

@@ -140,8 +140,8 @@ void CpuBackend::softmax_xent_forward(const half16* logits, const int32_t* label
 }
 
 void CpuBackend::softmax_xent_backward(const half16* logits, const int32_t* labels, int rows, int cols,
-                                       float loss_scale, half16* dlogits) {
-  const float coef = loss_scale / static_cast<float>(rows);
+                                       ScalarArg loss_scale, half16* dlogits) {
+  const float coef = loss_scale.get() / static_cast<float>(rows);
   for (int r = 0; r < rows; ++r) {
     const half16* row = logits + static_cast<size_t>(r) * cols;
     half16* drow = dlogits + static_cast<size_t>(r) * cols;
@@ -167,16 +167,17 @@ void CpuBackend::mse_forward(const half16* pred, const float* target, int rows, 
   *loss_mean = n ? sum / static_cast<float>(n) : 0.0f;
 }
 
-void CpuBackend::mse_backward(const half16* pred, const float* target, int rows, int cols, float loss_scale,
+void CpuBackend::mse_backward(const half16* pred, const float* target, int rows, int cols, ScalarArg loss_scale,
                               half16* dpred) {
   const size_t n = static_cast<size_t>(rows) * cols;
-  const float coef = 2.0f * loss_scale / static_cast<float>(n);
+  const float coef = 2.0f * loss_scale.get() / static_cast<float>(n);
   for (size_t i = 0; i < n; ++i) dpred[i] = to_half(coef * (to_float(pred[i]) - target[i]));
 }
 
 // ---- optimizer ---------------------------------------------------------------------
-void CpuBackend::unscale_fp16_to_fp32(const half16* grads_fp16, float* grads_fp32, size_t count, float inv_scale,
-                                      int32_t* nonfinite_flag) {
+void CpuBackend::unscale_fp16_to_fp32(const half16* grads_fp16, float* grads_fp32, size_t count,
+                                      ScalarArg inv_scale_arg, int32_t* nonfinite_flag) {
+  const float inv_scale = inv_scale_arg.get();
   std::atomic<bool> bad{false};
   pool_->parallel_for(count, kGrain, pieces(count), [&](size_t i0, size_t i1) {
     if (cpu::unscale_range(grads_fp16 + i0, grads_fp32 ? grads_fp32 + i0 : nullptr, i1 - i0, inv_scale))
@@ -193,23 +194,35 @@ void CpuBackend::l2_norm_fp32(const float* x, size_t count, float* norm) {
   *norm = static_cast<float>(std::sqrt(sum));
 }
 
-void CpuBackend::sgd_update_fp16_grads(const SgdParams& params, const half16* grads_fp16, float inv_scale,
-                                       float* master_fp32, float* momentum_fp32, half16* weights_fp16, size_t count,
-                                       const int32_t* skip_flag) {
+void CpuBackend::sgd_update_fp16_grads(const SgdParams& step_params, const half16* grads_fp16,
+                                       ScalarArg inv_scale_arg, float* master_fp32, float* momentum_fp32,
+                                       half16* weights_fp16, size_t count, const int32_t* skip_flag) {
   if (skip_flag && *skip_flag) return;
+  const SgdParams params = resolved(step_params);
+  const float inv_scale = inv_scale_arg.get();
   pool_->parallel_for(count, kGrain, pieces(count), [&](size_t i0, size_t i1) {
     cpu::sgd_fp16_grads_range(params, grads_fp16 + i0, inv_scale, master_fp32 + i0,
                               momentum_fp32 ? momentum_fp32 + i0 : nullptr, weights_fp16 + i0, i1 - i0);
   });
 }
 
-void CpuBackend::sgd_update(const SgdParams& params, const float* grads_fp32, float* master_fp32,
+void CpuBackend::sgd_update(const SgdParams& step_params, const float* grads_fp32, float* master_fp32,
                             float* momentum_fp32, half16* weights_fp16, size_t count, const int32_t* skip_flag) {
   if (skip_flag && *skip_flag) return;
+  const SgdParams params = resolved(step_params);
   pool_->parallel_for(count, kGrain, pieces(count), [&](size_t i0, size_t i1) {
     cpu::sgd_range(params, grads_fp32 + i0, master_fp32 + i0, momentum_fp32 ? momentum_fp32 + i0 : nullptr,
                    weights_fp16 + i0, i1 - i0);
   });
+}
+
+// ---- device-resident step state -----------------------------------------------------
+void CpuBackend::step_status_prepare(StepStatus* status, double backward_divisor, double unscale_divisor, float lr) {
+  ddp::step_status_prepare(*status, backward_divisor, unscale_divisor, lr);
+}
+
+void CpuBackend::step_status_finish(const LossScaleRule& rule, StepStatus* status) {
+  ddp::step_status_finish(rule, *status);
 }
 
 }  // namespace ddp

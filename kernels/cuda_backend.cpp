@@ -48,7 +48,11 @@ CudaBackend::CudaBackend(int device) : device_(device) {
 }
 
 CudaBackend::~CudaBackend() {
-  // Queued kernels may still use the workspace and scratch freed below.
+  if (capturing_) {  // a capture abandoned by an exception: end it so the stream is usable
+    cudaGraph_t graph = nullptr;
+    if (cudaStreamEndCapture(compute_stream_.get(), &graph) == cudaSuccess && graph) cudaGraphDestroy(graph);
+  }
+  // Queued kernels (and graph launches) may still use the workspace and scratch freed below.
   if (compute_stream_) DDP_CUDA_CHECK_NOTHROW(cudaStreamSynchronize(compute_stream_.get()));
 }
 
@@ -88,6 +92,7 @@ void CudaBackend::free_bytes(void* ptr) noexcept {
 }
 
 void CudaBackend::copy_to_device(void* dst, const void* src_host, size_t size_bytes) {
+  require_not_capturing("copy_to_device");
   if (size_bytes == 0) return;
   // Queued on compute_stream so it is ordered after work that still reads
   // dst. The host waits for the copy: the caller may reuse src_host at once
@@ -99,6 +104,7 @@ void CudaBackend::copy_to_device(void* dst, const void* src_host, size_t size_by
 }
 
 void CudaBackend::copy_to_host(void* dst_host, const void* src, size_t size_bytes) {
+  require_not_capturing("copy_to_host");
   if (size_bytes == 0) return;
   // Same stream: waits for every kernel that writes src.
   DDP_CUDA_CHECK(cudaMemcpyAsync(dst_host, src, size_bytes, cudaMemcpyDeviceToHost, compute_stream()));
@@ -115,7 +121,47 @@ void CudaBackend::fill_zero(void* dst, size_t size_bytes) {
   DDP_CUDA_CHECK(cudaMemsetAsync(dst, 0, size_bytes, compute_stream()));
 }
 
-void CudaBackend::synchronize() { DDP_CUDA_CHECK(cudaStreamSynchronize(compute_stream())); }
+void CudaBackend::synchronize() {
+  require_not_capturing("synchronize");
+  DDP_CUDA_CHECK(cudaStreamSynchronize(compute_stream()));
+}
+
+// ---- step capture -------------------------------------------------------------------
+
+void CudaBackend::require_not_capturing(const char* what) const {
+  if (capturing_) throw Error(std::string(what) + " inside a step capture (it would wait for the device)");
+}
+
+void CudaBackend::begin_capture() {
+  require_not_capturing("begin_capture");
+  // Thread-local mode: only this thread's calls that are unsafe in a capture
+  // (allocations, host waits) invalidate it; NCCL's proxy threads and the
+  // watchdog thread are not affected.
+  DDP_CUDA_CHECK(cudaStreamBeginCapture(compute_stream(), cudaStreamCaptureModeThreadLocal));
+  capturing_ = true;
+}
+
+int CudaBackend::end_capture() {
+  DDP_REQUIRE(capturing_, "end_capture without begin_capture");
+  capturing_ = false;
+  cudaGraph_t graph = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(compute_stream(), &graph);
+  if (ended != cudaSuccess || graph == nullptr)
+    throw Error(std::string("CUDA graph capture of the training step failed: ") + cudaGetErrorString(ended));
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
+  DDP_CUDA_CHECK_NOTHROW(cudaGraphDestroy(graph));  // the executable graph keeps what it needs
+  if (made != cudaSuccess)
+    throw Error(std::string("CUDA graph instantiation of the training step failed: ") + cudaGetErrorString(made));
+  graphs_.emplace_back(exec);
+  return static_cast<int>(graphs_.size()) - 1;
+}
+
+void CudaBackend::replay(int recording) {
+  require_not_capturing("replay");
+  DDP_REQUIRE(recording >= 0 && static_cast<size_t>(recording) < graphs_.size(), "replay of an unknown capture");
+  DDP_CUDA_CHECK(cudaGraphLaunch(graphs_[static_cast<size_t>(recording)].get(), compute_stream()));
+}
 
 // ---- GEMM ---------------------------------------------------------------------
 
@@ -158,7 +204,7 @@ void CudaBackend::softmax_xent_forward(const half16* logits, const int32_t* labe
 }
 
 void CudaBackend::softmax_xent_backward(const half16* logits, const int32_t* labels, int rows, int cols,
-                                        float loss_scale, half16* dlogits) {
+                                        ScalarArg loss_scale, half16* dlogits) {
   launch_softmax_xent_backward(compute_stream(), logits, labels, rows, cols, loss_scale, dlogits);
 }
 
@@ -168,7 +214,7 @@ void CudaBackend::mse_forward(const half16* pred, const float* target, int rows,
                      loss_mean, scratch(mse_forward_scratch_bytes()));
 }
 
-void CudaBackend::mse_backward(const half16* pred, const float* target, int rows, int cols, float loss_scale,
+void CudaBackend::mse_backward(const half16* pred, const float* target, int rows, int cols, ScalarArg loss_scale,
                                half16* dpred) {
   DDP_REQUIRE(rows >= 0 && cols >= 0, "mse_backward: negative shape");
   launch_mse_backward(compute_stream(), pred, target, static_cast<size_t>(rows) * static_cast<size_t>(cols),
@@ -177,7 +223,7 @@ void CudaBackend::mse_backward(const half16* pred, const float* target, int rows
 
 // ---- optimizer ----------------------------------------------------------------------
 
-void CudaBackend::unscale_fp16_to_fp32(const half16* grads_fp16, float* grads_fp32, size_t count, float inv_scale,
+void CudaBackend::unscale_fp16_to_fp32(const half16* grads_fp16, float* grads_fp32, size_t count, ScalarArg inv_scale,
                                        int32_t* nonfinite_flag) {
   launch_unscale_fp16_to_fp32(compute_stream(), grads_fp16, grads_fp32, count, inv_scale, nonfinite_flag);
 }
@@ -186,7 +232,7 @@ void CudaBackend::l2_norm_fp32(const float* x, size_t count, float* norm) {
   launch_l2_norm_fp32(compute_stream(), x, count, norm, scratch(l2_norm_scratch_bytes()));
 }
 
-void CudaBackend::sgd_update_fp16_grads(const SgdParams& params, const half16* grads_fp16, float inv_scale,
+void CudaBackend::sgd_update_fp16_grads(const SgdParams& params, const half16* grads_fp16, ScalarArg inv_scale,
                                         float* master_fp32, float* momentum_fp32, half16* weights_fp16, size_t count,
                                         const int32_t* skip_flag) {
   launch_sgd_update_fp16_grads(compute_stream(), params, grads_fp16, inv_scale, master_fp32, momentum_fp32,
@@ -197,6 +243,17 @@ void CudaBackend::sgd_update(const SgdParams& params, const float* grads_fp32, f
                              float* momentum_fp32, half16* weights_fp16, size_t count, const int32_t* skip_flag) {
   launch_sgd_update(compute_stream(), params, grads_fp32, master_fp32, momentum_fp32, weights_fp16, count,
                     skip_flag);
+}
+
+// ---- device-resident step state -------------------------------------------------------
+
+void CudaBackend::step_status_prepare(StepStatus* status, double backward_divisor, double unscale_divisor,
+                                      float lr) {
+  launch_step_status_prepare(compute_stream(), status, backward_divisor, unscale_divisor, lr);
+}
+
+void CudaBackend::step_status_finish(const LossScaleRule& rule, StepStatus* status) {
+  launch_step_status_finish(compute_stream(), rule, status);
 }
 
 }  // namespace ddp

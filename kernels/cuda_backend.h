@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <cuda_runtime.h>
 
@@ -64,20 +65,28 @@ class CudaBackend final : public Backend {
 
   void softmax_xent_forward(const half16* logits, const int32_t* labels, int rows, int cols, float* loss_mean,
                             int32_t* correct_count) override;
-  void softmax_xent_backward(const half16* logits, const int32_t* labels, int rows, int cols, float loss_scale,
+  void softmax_xent_backward(const half16* logits, const int32_t* labels, int rows, int cols, ScalarArg loss_scale,
                              half16* dlogits) override;
   void mse_forward(const half16* pred, const float* target, int rows, int cols, float* loss_mean) override;
-  void mse_backward(const half16* pred, const float* target, int rows, int cols, float loss_scale,
+  void mse_backward(const half16* pred, const float* target, int rows, int cols, ScalarArg loss_scale,
                     half16* dpred) override;
 
-  void unscale_fp16_to_fp32(const half16* grads_fp16, float* grads_fp32, size_t count, float inv_scale,
+  void unscale_fp16_to_fp32(const half16* grads_fp16, float* grads_fp32, size_t count, ScalarArg inv_scale,
                             int32_t* nonfinite_flag) override;
   void l2_norm_fp32(const float* x, size_t count, float* norm) override;
-  void sgd_update_fp16_grads(const SgdParams& params, const half16* grads_fp16, float inv_scale, float* master_fp32,
+  void sgd_update_fp16_grads(const SgdParams& params, const half16* grads_fp16, ScalarArg inv_scale, float* master_fp32,
                              float* momentum_fp32, half16* weights_fp16, size_t count,
                              const int32_t* skip_flag) override;
   void sgd_update(const SgdParams& params, const float* grads_fp32, float* master_fp32, float* momentum_fp32,
                   half16* weights_fp16, size_t count, const int32_t* skip_flag) override;
+  void step_status_prepare(StepStatus* status, double backward_divisor, double unscale_divisor, float lr) override;
+  void step_status_finish(const LossScaleRule& rule, StepStatus* status) override;
+
+  // Stream capture of compute_stream into CUDA graphs (backend.h).
+  bool supports_capture() const override { return true; }
+  void begin_capture() override;
+  int end_capture() override;
+  void replay(int recording) override;
 
   // For tests: route every GEMM through the plain CUDA-core kernel that is
   // otherwise used only where cuBLASLt offers no algorithm, so that path is
@@ -88,6 +97,8 @@ class CudaBackend final : public Backend {
   // Device scratch for multi-pass reductions, grown on demand (never shrunk)
   // so steady-state training allocates nothing.
   void* scratch(size_t size_bytes);
+  // Host waits are not allowed inside a capture; say which call tried.
+  void require_not_capturing(const char* what) const;
 
   int device_ = 0;
   std::string description_;
@@ -97,6 +108,8 @@ class CudaBackend final : public Backend {
   std::unique_ptr<CublasLtGemm> gemm_;
   UniqueDeviceMemory scratch_;
   size_t scratch_bytes_ = 0;
+  bool capturing_ = false;
+  std::vector<UniqueCudaGraphExec> graphs_;  // instantiated captures, by handle
 };
 
 }  // namespace ddp

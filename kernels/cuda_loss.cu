@@ -84,8 +84,11 @@ __global__ void xent_finish_kernel(const float* row_loss, const int32_t* row_cor
   }
 }
 
-__global__ void xent_backward_kernel(const half16* logits, const int32_t* labels, int rows, int cols, float coef,
-                                     half16* dlogits) {
+// coef = loss_scale / rows, the same float operations as CpuBackend; the
+// scale is read here, when the kernel runs (it may live on the device).
+__global__ void xent_backward_kernel(const half16* logits, const int32_t* labels, int rows, int cols,
+                                     ScalarArg loss_scale, half16* dlogits) {
+  const float coef = loss_scale.get() / static_cast<float>(rows);
   const int row = static_cast<int>(blockIdx.x) * kRowsPerBlock + static_cast<int>(threadIdx.x / 32);
   const unsigned lane = threadIdx.x & 31u;
   if (row >= rows) return;
@@ -117,9 +120,10 @@ struct MeanOver {
   __device__ float operator()(double sum) const { return count > 0 ? static_cast<float>(sum / count) : 0.0f; }
 };
 
-// coef = 2 * loss_scale / count, computed once on the host as CpuBackend does.
-__global__ void mse_backward_kernel(const half16* pred, const float* target, size_t count, float coef,
+// coef = 2 * loss_scale / count, the same float operations as CpuBackend.
+__global__ void mse_backward_kernel(const half16* pred, const float* target, size_t count, ScalarArg loss_scale,
                                     half16* dpred) {
+  const float coef = 2.0f * loss_scale.get() / static_cast<float>(count);
   for (size_t i = global_thread_index(); i < count; i += grid_stride())
     dpred[i] = to_half(coef * (to_float(pred[i]) - target[i]));
 }
@@ -148,11 +152,10 @@ void launch_softmax_xent_forward(cudaStream_t stream, const half16* logits, cons
 }
 
 void launch_softmax_xent_backward(cudaStream_t stream, const half16* logits, const int32_t* labels, int rows,
-                                  int cols, float loss_scale, half16* dlogits) {
+                                  int cols, ScalarArg loss_scale, half16* dlogits) {
   DDP_REQUIRE(rows >= 0 && cols >= 0, "softmax_xent_backward: negative shape");
   if (rows == 0 || cols == 0) return;
-  const float coef = loss_scale / static_cast<float>(rows);
-  xent_backward_kernel<<<row_blocks(rows), kThreadsPerBlock, 0, stream>>>(logits, labels, rows, cols, coef,
+  xent_backward_kernel<<<row_blocks(rows), kThreadsPerBlock, 0, stream>>>(logits, labels, rows, cols, loss_scale,
                                                                           dlogits);
   DDP_CUDA_CHECK_LAUNCH();
 }
@@ -166,10 +169,9 @@ void launch_mse_forward(cudaStream_t stream, const half16* pred, const float* ta
 }
 
 void launch_mse_backward(cudaStream_t stream, const half16* pred, const float* target, size_t count,
-                         float loss_scale, half16* dpred) {
+                         ScalarArg loss_scale, half16* dpred) {
   if (count == 0) return;
-  const float coef = 2.0f * loss_scale / static_cast<float>(count);
-  mse_backward_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(pred, target, count, coef, dpred);
+  mse_backward_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(pred, target, count, loss_scale, dpred);
   DDP_CUDA_CHECK_LAUNCH();
 }
 

@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/half.h"
+#include "kernels/step_status.h"
 
 namespace ddp {
 
@@ -20,12 +21,12 @@ void launch_softmax_xent_forward(cudaStream_t stream, const half16* logits, cons
                                  int cols, float* loss_mean, int32_t* correct_count, void* scratch);
 // An out-of-range label gives that row NaN gradients.
 void launch_softmax_xent_backward(cudaStream_t stream, const half16* logits, const int32_t* labels, int rows,
-                                  int cols, float loss_scale, half16* dlogits);
+                                  int cols, ScalarArg loss_scale, half16* dlogits);
 
 size_t mse_forward_scratch_bytes();
 void launch_mse_forward(cudaStream_t stream, const half16* pred, const float* target, size_t count,
                         float* loss_mean, void* scratch);
 void launch_mse_backward(cudaStream_t stream, const half16* pred, const float* target, size_t count,
-                         float loss_scale, half16* dpred);
+                         ScalarArg loss_scale, half16* dpred);
 
 }  // namespace ddp

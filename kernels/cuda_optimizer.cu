@@ -12,8 +12,9 @@
 namespace ddp {
 namespace {
 
-__global__ void unscale_kernel(const half16* grads_fp16, float* grads_fp32, size_t count, float inv_scale,
+__global__ void unscale_kernel(const half16* grads_fp16, float* grads_fp32, size_t count, ScalarArg inv_scale_arg,
                                int32_t* nonfinite_flag) {
+  const float inv_scale = inv_scale_arg.get();
   bool nonfinite = false;
   for (size_t i = global_thread_index(); i < count; i += grid_stride()) {
     const float g = unscale_element(grads_fp16[i], inv_scale);
@@ -43,16 +44,17 @@ struct Fp32Grads {
 };
 struct Fp16GradsUnscaled {
   const half16* g;
-  float inv_scale;
-  __device__ float operator()(size_t i) const { return unscale_element(g[i], inv_scale); }
+  ScalarArg inv_scale;  // read per element: a load the cache serves
+  __device__ float operator()(size_t i) const { return unscale_element(g[i], inv_scale.get()); }
 };
 
 template <class Grads>
-__global__ void sgd_kernel(SgdParams params, Grads grads, float* master_fp32, float* momentum_fp32,
+__global__ void sgd_kernel(SgdParams step_params, Grads grads, float* master_fp32, float* momentum_fp32,
                            half16* weights_fp16, size_t count, const int32_t* skip_flag) {
   // The skip decision (an overflow found by unscale) lives on the device, so
   // the host never waits for it; every thread reads it and leaves.
   if (skip_flag && *skip_flag != 0) return;
+  const SgdParams params = resolved(step_params);
   for (size_t i = global_thread_index(); i < count; i += grid_stride()) {
     float p = master_fp32[i];
     float buf = momentum_fp32 ? momentum_fp32[i] : 0.0f;
@@ -63,10 +65,31 @@ __global__ void sgd_kernel(SgdParams params, Grads grads, float* master_fp32, fl
   }
 }
 
+// One thread: the step state is a handful of scalars.
+__global__ void step_status_prepare_kernel(StepStatus* status, double backward_divisor, double unscale_divisor,
+                                           float lr) {
+  step_status_prepare(*status, backward_divisor, unscale_divisor, lr);
+}
+
+__global__ void step_status_finish_kernel(LossScaleRule rule, StepStatus* status) {
+  step_status_finish(rule, *status);
+}
+
 }  // namespace
 
+void launch_step_status_prepare(cudaStream_t stream, StepStatus* status, double backward_divisor,
+                                double unscale_divisor, float lr) {
+  step_status_prepare_kernel<<<1, 1, 0, stream>>>(status, backward_divisor, unscale_divisor, lr);
+  DDP_CUDA_CHECK_LAUNCH();
+}
+
+void launch_step_status_finish(cudaStream_t stream, const LossScaleRule& rule, StepStatus* status) {
+  step_status_finish_kernel<<<1, 1, 0, stream>>>(rule, status);
+  DDP_CUDA_CHECK_LAUNCH();
+}
+
 void launch_unscale_fp16_to_fp32(cudaStream_t stream, const half16* grads_fp16, float* grads_fp32, size_t count,
-                                 float inv_scale, int32_t* nonfinite_flag) {
+                                 ScalarArg inv_scale, int32_t* nonfinite_flag) {
   if (count == 0) return;
   unscale_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(grads_fp16, grads_fp32, count, inv_scale,
                                                                    nonfinite_flag);
@@ -90,7 +113,7 @@ void launch_sgd_update(cudaStream_t stream, const SgdParams& params, const float
 }
 
 void launch_sgd_update_fp16_grads(cudaStream_t stream, const SgdParams& params, const half16* grads_fp16,
-                                  float inv_scale, float* master_fp32, float* momentum_fp32, half16* weights_fp16,
+                                  ScalarArg inv_scale, float* master_fp32, float* momentum_fp32, half16* weights_fp16,
                                   size_t count, const int32_t* skip_flag) {
   DDP_REQUIRE(momentum_fp32 != nullptr || params.momentum == 0.0f, "sgd_update: momentum != 0 needs a momentum buffer");
   if (count == 0) return;

@@ -11,12 +11,13 @@
 
 #include "kernels/elementwise_math.h"
 #include "kernels/half.h"
+#include "kernels/step_status.h"
 
 namespace ddp {
 
 // nonfinite_flag may be null (no check reported).
 void launch_unscale_fp16_to_fp32(cudaStream_t stream, const half16* grads_fp16, float* grads_fp32, size_t count,
-                                 float inv_scale, int32_t* nonfinite_flag);
+                                 ScalarArg inv_scale, int32_t* nonfinite_flag);
 
 size_t l2_norm_scratch_bytes();
 void launch_l2_norm_fp32(cudaStream_t stream, const float* x, size_t count, float* norm, void* scratch);
@@ -24,9 +25,15 @@ void launch_l2_norm_fp32(cudaStream_t stream, const float* x, size_t count, floa
 // momentum_fp32 may be null when params.momentum == 0; weights_fp16 may be
 // null (no FP16 re-cast); skip_flag may be null (never skip).
 void launch_sgd_update_fp16_grads(cudaStream_t stream, const SgdParams& params, const half16* grads_fp16,
-                                  float inv_scale, float* master_fp32, float* momentum_fp32, half16* weights_fp16,
+                                  ScalarArg inv_scale, float* master_fp32, float* momentum_fp32, half16* weights_fp16,
                                   size_t count, const int32_t* skip_flag);
 void launch_sgd_update(cudaStream_t stream, const SgdParams& params, const float* grads_fp32, float* master_fp32,
                        float* momentum_fp32, half16* weights_fp16, size_t count, const int32_t* skip_flag);
+
+// One-thread kernels applying step_status_prepare / step_status_finish
+// (step_status.h) to the device-resident state.
+void launch_step_status_prepare(cudaStream_t stream, StepStatus* status, double backward_divisor,
+                                double unscale_divisor, float lr);
+void launch_step_status_finish(cudaStream_t stream, const LossScaleRule& rule, StepStatus* status);
 
 }  // namespace ddp

@@ -22,6 +22,12 @@ struct CudaEventDeleter {
 };
 using UniqueCudaEvent = std::unique_ptr<CUevent_st, CudaEventDeleter>;
 
+struct CudaGraphExecDeleter {
+  void operator()(cudaGraphExec_t exec) const noexcept { DDP_CUDA_CHECK_NOTHROW(cudaGraphExecDestroy(exec)); }
+};
+// cudaGraphExec_t is CUgraphExec_st*.
+using UniqueCudaGraphExec = std::unique_ptr<CUgraphExec_st, CudaGraphExecDeleter>;
+
 struct CudaFreeDeleter {
   void operator()(void* ptr) const noexcept { DDP_CUDA_CHECK_NOTHROW(cudaFree(ptr)); }
 };

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstdint>
 
 #include "kernels/half.h"
 #include "kernels/host_device.h"
@@ -56,7 +57,19 @@ struct SgdParams {
   bool nesterov = false;
   bool first_step = true;       // momentum buffer not yet initialised
   float grad_multiplier = 1.0f;  // clip coefficient (1 when not clipping)
+  // Where set, read by the kernel when it runs instead of the values above
+  // (the device-resident step state, step_status.h): lr, and first_step =
+  // (*momentum_initialized == 0).
+  const float* lr_ptr = nullptr;
+  const int32_t* momentum_initialized = nullptr;
 };
+
+// The parameters with the pointed-to values read; once per thread.
+DDP_HD SgdParams resolved(SgdParams s) {
+  if (s.lr_ptr) s.lr = *s.lr_ptr;
+  if (s.momentum_initialized) s.first_step = *s.momentum_initialized == 0;
+  return s;
+}
 
 // One element of the SGD update on FP32 master weight `p` and momentum `buf`.
 // The unscaled FP32 gradient of one FP16 element: one rounding, shared by

@@ -143,6 +143,9 @@ ParsedOptions parse_options(int argc, const char* const argv[]) {
        "all-reduce bucket size in MiB; a bucket's all-reduce overlaps the rest of backward (0: one after backward)")
       ("first-bucket-mb", po::value(&c.first_bucket_mb)->default_value(c.first_bucket_mb),
        "size of the first bucket (the last layers), small so communication starts early")
+      ("cuda-graph", po::bool_switch(&c.cuda_graph),
+       "capture the training step in a CUDA graph once its shapes are fixed and replay it (CUDA only; "
+       "log steps, the short last step of an epoch and --grad-accum steps run eagerly)")
       ("grad-predivide", po::value(&c.grad_predivide)->default_value(1.0),
        "divide gradients by F before the all-reduce and by ranks/F after (less overflow risk, coarser FP16 sums)")
       ("epochs", po::value(&c.epochs)->default_value(c.epochs), "passes over the training set")

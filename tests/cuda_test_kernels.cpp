@@ -679,6 +679,98 @@ TEST_F(CudaKernels, FusedSgdFromFp16GradsMatchesUnscaleThenSgdBitwise) {
   EXPECT_EQ(flag.download()[0], 1);
 }
 
+// The device-resident step state: prepare and finish on the GPU give the
+// CPU backend's state field for field over a random run of overflows (the
+// rule is the same header code; doubles and integers, so bitwise).
+TEST_F(CudaKernels, StepStatePrepareAndFinishMatchTheCpu) {
+  SCOPED_TRACE(seed_text());
+  LossScaleRule rule;
+  rule.growth_interval = 3, rule.hysteresis = 2, rule.min_scale = 2.0, rule.max_bad_steps = 3;
+  StepStatus host{};
+  host.scale = 65536.0, host.hysteresis_left = rule.hysteresis;
+  Buffer<StepStatus> dev(*gpu, 1);
+  gpu->copy_to_device(dev.data(), &host, sizeof host);
+  for (int i = 0; i < 300; ++i) {
+    const bool overflow = rng() % 3 == 0;
+    const double backward_divisor = 1 + static_cast<double>(rng() % 4), unscale_divisor = 0.5 * (1 + rng() % 8);
+    const float lr = 0.001f * static_cast<float>(1 + rng() % 100);
+    cpu.step_status_prepare(&host, backward_divisor, unscale_divisor, lr);
+    gpu->step_status_prepare(dev.data(), backward_divisor, unscale_divisor, lr);
+    if (overflow) {
+      host.nonfinite = 1;
+      const int32_t one = 1;
+      gpu->copy_to_device(&dev.data()->nonfinite, &one, sizeof one);
+    }
+    cpu.step_status_finish(rule, &host);
+    gpu->step_status_finish(rule, dev.data());
+    StepStatus got{};
+    gpu->copy_to_host(&got, dev.data(), sizeof got);
+    ASSERT_EQ(std::memcmp(&got, &host, sizeof got), 0) << "step " << i << ": scale " << got.scale << " vs "
+                                                       << host.scale;
+  }
+}
+
+// A captured step (CUDA graph) reads its scalars from the step state when
+// it is replayed: unscale + fused SGD captured once, replayed after the
+// state changed (scale, lr, momentum start), equals the eager CPU step on
+// the new values; a set flag skips the replayed update.
+TEST_F(CudaKernels, CapturedStepReadsTheStepStateOnEveryReplay) {
+  SCOPED_TRACE(seed_text());
+  const size_t n = 50021;
+  const auto grads_host = test::random_halves(rng, n, -2000.0f, 2000.0f);
+  const auto master_host = test::random_floats(rng, n), momentum_host = test::random_floats(rng, n);
+  Pair<half16> grads = both(grads_host), weights = both(test::poison_halves(n));
+  Pair<float> master = both(master_host), momentum = both(momentum_host);
+  Buffer<StepStatus> dev(*gpu, 1);
+  StepStatus host{};
+  host.scale = 1024.0;
+  gpu->copy_to_device(dev.data(), &host, sizeof host);
+  auto queue_step = [&](Backend& be, StepStatus* st, Buffer<half16>& g, Buffer<float>& m, Buffer<float>& mom,
+                        Buffer<half16>& w) {
+    SgdParams p;
+    p.momentum = 0.9f, p.weight_decay = 1e-4f;
+    p.lr_ptr = &st->lr, p.momentum_initialized = &st->momentum_initialized;
+    be.unscale_fp16_to_fp32(g.data(), nullptr, n, ScalarArg::at(&st->inv_scale), &st->nonfinite);
+    be.sgd_update_fp16_grads(p, g.data(), ScalarArg::at(&st->inv_scale), m.data(), mom.data(), w.data(), n,
+                             &st->nonfinite);
+    be.step_status_finish(LossScaleRule{}, st);
+  };
+  gpu->begin_capture();
+  queue_step(*gpu, dev.data(), grads.gpu, master.gpu, momentum.gpu, weights.gpu);
+  const int graph = gpu->end_capture();
+  for (int replay = 0; replay < 4; ++replay) {
+    const double divisor = 1.0 + replay;
+    const float lr = 0.01f * static_cast<float>(replay + 1);
+    cpu.step_status_prepare(&host, 1.0, divisor, lr);
+    gpu->step_status_prepare(dev.data(), 1.0, divisor, lr);
+    queue_step(cpu, &host, grads.cpu, master.cpu, momentum.cpu, weights.cpu);
+    gpu->replay(graph);
+    expect_close(master.gpu.download(), master.cpu.download(), kFp32RelTol, 1e-6, "master after replay");
+    expect_close(momentum.gpu.download(), momentum.cpu.download(), kFp32RelTol, 1e-6, "momentum after replay");
+    StepStatus got{};
+    gpu->copy_to_host(&got, dev.data(), sizeof got);
+    EXPECT_EQ(got.scale, host.scale);
+    EXPECT_EQ(got.momentum_initialized, 1);
+  }
+  // An Inf gradient: the replayed check flags it and the update is skipped.
+  auto bad = grads_host;
+  bad[rng() % n].bits = 0x7c00;
+  grads.gpu.upload(bad);
+  const auto before = master.gpu.download();
+  gpu->step_status_prepare(dev.data(), 1.0, 1.0, 0.5f);
+  gpu->replay(graph);
+  EXPECT_EQ(master.gpu.download(), before);
+  StepStatus got{};
+  gpu->copy_to_host(&got, dev.data(), sizeof got);
+  EXPECT_EQ(got.last_skipped, 1);
+  EXPECT_EQ(got.skipped_total, 1);
+  // Host waits inside a capture are refused, and the stream stays usable.
+  gpu->begin_capture();
+  EXPECT_THROW(gpu->synchronize(), Error);
+  gpu->end_capture();
+  gpu->synchronize();
+}
+
 TEST_F(CudaKernels, SgdSkippedWhenFlagSetChangesNothing) {
   SCOPED_TRACE(seed_text());
   const size_t n = 100003;

@@ -33,23 +33,22 @@ LossScaler::LossScaler(const LossScalerConfig& config) : config_(config) {
   state_.hysteresis_left = config.hysteresis;
 }
 
+LossScaleRule loss_scale_rule(const LossScalerConfig& c, int64_t max_bad_steps) {
+  LossScaleRule r;
+  r.dynamic = c.mode == LossScaleMode::Dynamic ? 1 : 0;
+  r.growth_factor = c.growth_factor;
+  r.backoff_factor = c.backoff_factor;
+  r.min_scale = c.min_scale;
+  r.growth_interval = c.growth_interval;
+  r.hysteresis = c.hysteresis;
+  r.max_bad_steps = max_bad_steps;
+  return r;
+}
+
 void LossScaler::update(bool found_nonfinite) {
-  if (config_.mode != LossScaleMode::Dynamic) return;
-  if (found_nonfinite) {
-    state_.growth_tracker = 0;
-    state_.hysteresis_left -= 1;
-    if (state_.hysteresis_left <= 0) state_.scale = std::max(state_.scale * config_.backoff_factor, config_.min_scale);
-    return;
-  }
-  state_.growth_tracker += 1;
-  if (state_.growth_tracker >= config_.growth_interval) {
-    state_.growth_tracker = 0;
-    state_.hysteresis_left = config_.hysteresis;
-    const double grown = state_.scale * config_.growth_factor;
-    // PyTorch keeps the scale when growth would overflow FP32; we do the same
-    // at FP32's limit so the scale never becomes Inf.
-    if (std::isfinite(static_cast<float>(grown))) state_.scale = grown;
-  }
+  // The rule shared with the device-resident step state (step_status.h).
+  loss_scale_rule_update(loss_scale_rule(config_), found_nonfinite, state_.scale, state_.growth_tracker,
+                         state_.hysteresis_left);
 }
 
 }  // namespace ddp

@@ -12,6 +12,7 @@
 
 #include <string>
 
+#include "kernels/step_status.h"
 #include "trainer/train_state.h"
 
 namespace ddp {
@@ -32,6 +33,11 @@ struct LossScalerConfig {
 // mode and, for static, init_scale. Throws ddp::Error naming the flag.
 void parse_loss_scale_mode(const std::string& text, LossScalerConfig& config);
 
+// The rule as plain data for the device-resident step state.
+LossScaleRule loss_scale_rule(const LossScalerConfig& config, int64_t max_bad_steps = 0);
+
+// The host-side scaler: the rule on one LossScalerState (tests, tools). The
+// trainer keeps its scaler in the device-resident StepStatus instead.
 class LossScaler {
  public:
   explicit LossScaler(const LossScalerConfig& config);

@@ -1,9 +1,14 @@
 // mixed_precision_optimizer.h: the step after the gradients are summed:
-// unscale FP16 -> FP32 by 1/(S * divisor) with an Inf/NaN check into a
-// device-side flag, optional clipping by the global L2 norm of the unscaled
-// gradients, and SGD on the FP32 masters (which the flag turns into a no-op)
-// followed by the FP16 re-cast. The skip decision is the flag: a skipped
-// step changes no weight and no momentum.
+// unscale FP16 -> FP32 by the step's 1/(S * divisor) with an Inf/NaN check
+// into the device-resident step state (step_status.h), optional clipping by
+// the global L2 norm of the unscaled gradients, and SGD on the FP32 masters
+// (which the flag turns into a no-op) followed by the FP16 re-cast. The skip
+// decision is the flag: a skipped step changes no weight and no momentum.
+//
+// Without clipping or a wanted norm the step is two fused passes that read
+// their scalars (1/S, lr, momentum initialised, skip) from the step state
+// when they run: the host queues them and never waits, so the step can be
+// captured in a CUDA graph.
 #pragma once
 
 #include "kernels/buffer.h"
@@ -20,6 +25,7 @@ struct OptimizerConfig {
 };
 
 struct StepOutcome {
+  bool skip_known = false;  // the host read the flag (clipping / norm wanted); else see StepStatus
   bool skipped = false;
   double grad_norm = 0.0;  // of the unscaled, summed-and-averaged gradients; NaN when not computed
 };
@@ -28,21 +34,20 @@ class MixedPrecisionOptimizer {
  public:
   MixedPrecisionOptimizer(Backend& backend, ParameterStore& params, const OptimizerConfig& config);
 
-  // grads_fp16 hold loss-scaled gradients summed over ranks; divisor is the
-  // number of ranks (their average is wanted). want_norm computes grad_norm
-  // even without clipping (for logging).
-  StepOutcome step(double lr, double loss_scale, double divisor, bool want_norm);
+  // grads_fp16 hold loss-scaled gradients summed over ranks; `status` (in
+  // the backend's memory) holds this step's prepared scalars and receives
+  // the Inf/NaN flag. want_norm computes grad_norm even without clipping
+  // (for logging); it and clipping read the flag and the norm on the host.
+  StepOutcome step(StepStatus* status, bool want_norm);
 
-  bool momentum_initialized() const { return momentum_initialized_; }
-  void set_momentum_initialized(bool v) { momentum_initialized_ = v; }
+  // True when step() waits for the device (clipping or a wanted norm).
+  bool needs_host(bool want_norm) const { return config_.clip_grad_norm > 0.0 || want_norm; }
 
  private:
   Backend& backend_;
   ParameterStore& params_;
   OptimizerConfig config_;
-  bool momentum_initialized_ = false;
-  Buffer<int32_t> nonfinite_flag_;  // (1) set by unscale, read by SGD
-  Buffer<float> grad_norm_;         // (1)
+  Buffer<float> grad_norm_;  // (1)
 };
 
 }  // namespace ddp

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <thread>
 
 #include "kernels/error.h"
@@ -52,6 +53,12 @@ bool overflow_injected_at(const TrainConfig& c, int rank, int64_t step_1based) {
          c.inject_overflow_steps.end();
 }
 
+// How often (in steps) the host reads the device-resident step state when
+// nothing else asks for it (log steps, checkpoints and the end do): bounds
+// how long a run goes on after --max-bad-steps was reached. On CPU the
+// state is host memory and is read every step.
+constexpr int64_t kStatusPollSteps = 50;
+
 std::string percent(double fraction) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f%%", 100.0 * fraction);
@@ -68,7 +75,10 @@ struct Trainer::Impl {
   ParameterStore params;
   MlpModel model;
   MixedPrecisionOptimizer optimizer;
-  LossScaler scaler;
+  LossScaleRule scale_rule;
+  Buffer<StepStatus> status_dev;  // (1) the step state, in the backend's memory (step_status.h)
+  StepStatus status{};            // the host's copy as of the last read_status()
+  int64_t status_read_at = -1;    // step of that copy
   DistributedSampler sampler;
   BatchLoader loader;
   LrSchedule schedule;
@@ -78,10 +88,12 @@ struct Trainer::Impl {
   std::vector<GradientBucket> buckets;  // all-reduce units, in the order backward completes them
   CollectiveWatchdog* watchdog = nullptr;  // not owned; null: collectives are not watched
 
-  int64_t step = 0, epoch = 0, epoch_offset = 0, skipped = 0;
+  bool graph_mode = false;                  // --cuda-graph on a backend and transport that can capture
+  std::map<const void*, int> captures;      // loader buffer -> the backend's recording
+  int64_t eager_full_steps = 0, graph_replays = 0;
+  int64_t step = 0, epoch = 0, epoch_offset = 0;
   int64_t steps_per_epoch = 0, total_steps = 0, epochs_total = 0;
   int64_t last_eval_step = -1, last_checkpoint_step = -1;
-  int64_t bad_streak = 0;  // consecutive skipped steps, for --max-bad-steps
   std::vector<uint32_t> indices;  // this rank's order for indices_epoch
   int64_t indices_epoch = -1;
   EvalResult last_eval;
@@ -96,7 +108,8 @@ struct Trainer::Impl {
         params(b, layout),
         model(b, layout, cfg.activation, static_cast<int>(cfg.batch_size)),
         optimizer(b, params, optimizer_config(c)),
-        scaler(c.loss_scaler),
+        scale_rule(loss_scale_rule(c.loss_scaler, c.max_bad_steps)),
+        status_dev(b, 1),
         sampler(data.train.count, m.rank(), m.world_size(), c.seed, c.shuffle, c.drop_last),
         loader(b, data.train, static_cast<int>(cfg.batch_size)),
         progress(m.rank() == 0),
@@ -117,6 +130,26 @@ struct Trainer::Impl {
     schedule.warmup_steps = cfg.warmup_steps;
     schedule.step_size = cfg.lr_step_size;
     schedule.gamma = cfg.lr_gamma;
+    if (cfg.cuda_graph) {
+      if (!backend.supports_capture())
+        throw Error("--cuda-graph needs a CUDA device (this run uses " + backend.description() + ")");
+      if (!comm.supports_capture())
+        throw Error("--cuda-graph: the " + comm.name() + " transport cannot be captured in a CUDA graph");
+      graph_mode = true;
+    }
+    const LossScalerState initial = LossScaler(cfg.loss_scaler).state();
+    status.scale = initial.scale;
+    status.growth_tracker = initial.growth_tracker;
+    status.hysteresis_left = initial.hysteresis_left;
+  }
+
+  // The host's copy of the step state, read now (waits for the device).
+  const StepStatus& read_status() {
+    if (status_read_at != step) {
+      backend.copy_to_host(&status, status_dev.data(), sizeof(StepStatus));
+      status_read_at = step;
+    }
+    return status;
   }
 
   int world() const { return comm.world_size(); }
@@ -150,9 +183,13 @@ struct Trainer::Impl {
       throw Error(path + ": parameter count does not match the model");
     params.set_master_weights(s.master_weights_fp32);
     params.momentum_fp32.upload(s.momentum_fp32);
-    optimizer.set_momentum_initialized(s.momentum_initialized);
-    scaler.restore(s.scaler);
-    step = s.step, epoch = s.epoch, epoch_offset = s.epoch_sample_offset, skipped = s.skipped_steps;
+    status.momentum_initialized = s.momentum_initialized ? 1 : 0;
+    status.scale = s.scaler.scale;
+    status.growth_tracker = s.scaler.growth_tracker;
+    status.hysteresis_left = s.scaler.hysteresis_left;
+    status.steps_done = s.step;
+    status.skipped_total = s.skipped_steps;
+    step = s.step, epoch = s.epoch, epoch_offset = s.epoch_sample_offset;
     if (s.seed != cfg.seed) {
       say("resume: the checkpoint was made with --seed " + std::to_string(s.seed) + "; using it for the data order");
       cfg.seed = s.seed;
@@ -179,19 +216,24 @@ struct Trainer::Impl {
       comm.broadcast_bytes(params.momentum_fp32.data(), params.momentum_fp32.size_bytes(), 0);
     }
     backend.cast_fp32_to_fp16(params.master_weights_fp32.data(), params.weights_fp16.data(), params.count());
+    backend.copy_to_device(status_dev.data(), &status, sizeof(StepStatus));
+    status_read_at = step;
     prepared = true;
   }
 
-  TrainState snapshot() const {
+  TrainState snapshot() {
+    read_status();
     TrainState s;
     s.layer_widths = cfg.layer_widths;
     s.activation = cfg.activation_name;
     s.loss = cfg.loss_name;
     s.master_weights_fp32 = params.master_weights_fp32.download();
     s.momentum_fp32 = params.momentum_fp32.download();
-    s.momentum_initialized = optimizer.momentum_initialized();
-    s.scaler = scaler.state();
-    s.step = step, s.epoch = epoch, s.epoch_sample_offset = epoch_offset, s.skipped_steps = skipped;
+    s.momentum_initialized = status.momentum_initialized != 0;
+    s.scaler.scale = status.scale;
+    s.scaler.growth_tracker = status.growth_tracker;
+    s.scaler.hysteresis_left = status.hysteresis_left;
+    s.step = step, s.epoch = epoch, s.epoch_sample_offset = epoch_offset, s.skipped_steps = status.skipped_total;
     s.seed = cfg.seed;
     return s;
   }
@@ -258,9 +300,8 @@ struct Trainer::Impl {
   }
 
   struct StepResult {
-    StepOutcome outcome;
-    int64_t rows = 0;   // this rank's samples in the step
-    double scale = 0;   // the loss scale the step ran with
+    StepOutcome outcome;  // grad_norm when logged; the skip decision is in the step state
+    int64_t rows = 0;     // this rank's samples in the step
     double lr = 0;
     bool log_step = false;
   };
@@ -270,6 +311,10 @@ struct Trainer::Impl {
   // step and the epoch position; evaluation and checkpoints are the caller's.
   StepResult train_step() {
     stall_if_asked();
+    // Where the host may block in a step (the batch upload, the optimizer's
+    // reads when clipping or logging, CPU ranks' wait for the sums) it is
+    // waiting, directly or through the device, for the step's collectives.
+    CollectiveWatch watch(watchdog, "all-reduce", step + 1);
     if (indices_epoch != epoch) indices = sampler.rank_indices(epoch), indices_epoch = epoch;
     const int64_t per_rank = static_cast<int64_t>(sampler.samples_per_rank());
     const int64_t local_pos = epoch_offset / world();
@@ -277,48 +322,99 @@ struct Trainer::Impl {
     // the last step of an epoch may have fewer (and a shorter last slice).
     const int64_t step_rows = std::min<int64_t>(samples_per_rank_step(), per_rank - local_pos);
     const int64_t micro_batches = (step_rows + cfg.batch_size - 1) / cfg.batch_size;
-    const double scale = scaler.scale();
+    StepResult r;
+    r.rows = step_rows;
+    r.lr = schedule.lr_at(step);
+    r.log_step = (step + 1) % cfg.log_every == 0 || step + 1 == total_steps;
     // Each micro-batch's loss is a mean over its rows; the step's gradient
     // is their mean (1/micro_batches, as `loss / K` in PyTorch), divided by
     // --grad-predivide before the all-reduce. All of it rides on the scale
-    // of the loss gradient, so backward needs no extra pass.
-    const float backward_scale = static_cast<float>(scale / (static_cast<double>(micro_batches) * cfg.grad_predivide));
-    for (int64_t micro = 0; micro < micro_batches; ++micro) {
-      const int64_t first = local_pos + micro * cfg.batch_size;
-      const int rows = static_cast<int>(std::min<int64_t>(cfg.batch_size, local_pos + step_rows - first));
-      loader.load(indices.data() + first, rows);
-      const half16* out = model.forward(loader.features(), rows, params.weights_fp16.data());
-      const int classes = model.output_width();
-      if (cfg.loss == LossKind::SoftmaxCrossEntropy) {
-        backend.softmax_xent_forward(out, loader.labels(), rows, classes, loss_mean.data(), nullptr);
-        backend.softmax_xent_backward(out, loader.labels(), rows, classes, backward_scale, model.output_grad());
-      } else {
-        backend.mse_forward(out, loader.targets(), rows, classes, loss_mean.data());
-        backend.mse_backward(out, loader.targets(), rows, classes, backward_scale, model.output_grad());
+    // of the loss gradient, so backward needs no extra pass. The scale lives
+    // on the device: prepare derives the step's scalars there (queued, no wait).
+    StepStatus* st = status_dev.data();
+    backend.step_status_prepare(st, static_cast<double>(micro_batches) * cfg.grad_predivide,
+                                world() / cfg.grad_predivide, static_cast<float>(r.lr));
+    if (graph_eligible(micro_batches, step_rows, r.log_step)) {
+      loader.load(indices.data() + local_pos, static_cast<int>(step_rows));  // outside the capture
+      replay_step();
+    } else {
+      for (int64_t micro = 0; micro < micro_batches; ++micro) {
+        const int64_t first = local_pos + micro * cfg.batch_size;
+        const int rows = static_cast<int>(std::min<int64_t>(cfg.batch_size, local_pos + step_rows - first));
+        loader.load(indices.data() + first, rows);
+        micro_batch_pass(rows, micro, micro_batches);
       }
-      // Only the last micro-batch's backward finishes gradients (no_sync
-      // before it): its finished buckets start their all-reduces at once.
-      const bool last = micro + 1 == micro_batches;
-      model.backward(rows, params.weights_fp16.data(), params.grads_fp16.data(), /*accumulate=*/micro > 0,
-                     last ? std::function<void(int)>([this](int layer) { layer_gradients_done(layer); }) : nullptr);
+      r.outcome = reduce_and_update(r.log_step);
+      if (micro_batches == 1 && step_rows == cfg.batch_size) ++eager_full_steps;
     }
-    StepResult r;
-    r.rows = step_rows, r.scale = scale;
-    r.lr = schedule.lr_at(step);
-    r.log_step = (step + 1) % cfg.log_every == 0 || step + 1 == total_steps;
-    {
-      // The host blocks for the gradient sums here: in wait_allreduces on
-      // CPU ranks, in the optimizer's read of the overflow flag on GPUs.
-      CollectiveWatch watch(watchdog, "all-reduce", step + 1);
-      comm.wait_allreduces();
-      // The sum over ranks was predivided by F: what is left to divide is N/F.
-      r.outcome = optimizer.step(r.lr, scale, world() / cfg.grad_predivide, r.log_step);
-    }
-    scaler.update(r.outcome.skipped);
-    skipped += r.outcome.skipped;
     ++step;
     epoch_offset += step_rows * world();
     return r;
+  }
+
+  // Forward, loss and backward of one micro-batch (the loader holds it).
+  // Only the last micro-batch's backward finishes gradients (no_sync before
+  // it): its finished buckets start their all-reduces at once.
+  void micro_batch_pass(int rows, int64_t micro, int64_t micro_batches) {
+    const ScalarArg backward_scale = ScalarArg::at(&status_dev.data()->backward_scale);
+    const half16* out = model.forward(loader.features(), rows, params.weights_fp16.data());
+    const int classes = model.output_width();
+    if (cfg.loss == LossKind::SoftmaxCrossEntropy) {
+      backend.softmax_xent_forward(out, loader.labels(), rows, classes, loss_mean.data(), nullptr);
+      backend.softmax_xent_backward(out, loader.labels(), rows, classes, backward_scale, model.output_grad());
+    } else {
+      backend.mse_forward(out, loader.targets(), rows, classes, loss_mean.data());
+      backend.mse_backward(out, loader.targets(), rows, classes, backward_scale, model.output_grad());
+    }
+    const bool last = micro + 1 == micro_batches;
+    model.backward(rows, params.weights_fp16.data(), params.grads_fp16.data(), /*accumulate=*/micro > 0,
+                   last ? std::function<void(int)>([this](int layer) { layer_gradients_done(layer); }) : nullptr);
+  }
+
+  // The sums, then the optimizer step and the loss-scale update. The sum
+  // over ranks was predivided by F: what is left to divide is N/F (prepared
+  // as the step's 1/(S N/F)).
+  StepOutcome reduce_and_update(bool log_step) {
+    comm.wait_allreduces();
+    const StepOutcome outcome = optimizer.step(status_dev.data(), log_step);
+    backend.step_status_finish(scale_rule, status_dev.data());
+    return outcome;
+  }
+
+  // --cuda-graph: a step is replayed from a capture when its shapes are the
+  // steady ones (one full micro-batch) and nothing in it needs the host (no
+  // logged norm or clipping, no test hook), after one eager step of that
+  // shape has made every allocation and GEMM plan. Everything per step that
+  // a capture would freeze (scale, lr, skip, momentum start) is read from
+  // the step state; the batch is uploaded before the replay.
+  bool graph_eligible(int64_t micro_batches, int64_t step_rows, bool log_step) const {
+    return graph_mode && micro_batches == 1 && step_rows == cfg.batch_size && !optimizer.needs_host(log_step) &&
+           !overflow_injected_at(cfg, comm.rank(), step + 1) && eager_full_steps > 0;
+  }
+
+  // One capture per loader buffer address (the capture reads the batch from there).
+  void replay_step() {
+    const void* key = loader.features();
+    auto it = captures.find(key);
+    if (it == captures.end()) {
+      comm.set_capturing(true);
+      backend.begin_capture();
+      try {
+        micro_batch_pass(static_cast<int>(cfg.batch_size), 0, 1);
+        reduce_and_update(false);
+      } catch (...) {
+        comm.set_capturing(false);
+        try { backend.end_capture(); } catch (...) {}  // leave capture mode; the first error is the one to report
+        throw;
+      }
+      comm.set_capturing(false);
+      it = captures.emplace(key, backend.end_capture()).first;
+      if (captures.size() == 1)
+        say("--cuda-graph: captured the training step at step " + std::to_string(step + 1) +
+            "; replaying it (log steps, short or accumulated steps run eagerly)");
+    }
+    backend.replay(it->second);
+    ++graph_replays;
   }
 
   // Test hook (--stall-rank/--stall-at-step): this rank stops taking part
@@ -331,15 +427,24 @@ struct Trainer::Impl {
     for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
   }
 
-  // Counts consecutive skipped steps; too many end the run on every rank at
-  // the same step (the skip decision is global).
-  void check_bad_steps(const StepResult& st) {
-    bad_streak = st.outcome.skipped ? bad_streak + 1 : 0;
-    if (cfg.max_bad_steps <= 0 || bad_streak < cfg.max_bad_steps) return;
+  // Whether the host reads the step state after this step. Every rank
+  // decides alike (never on timing), so every rank sees a --max-bad-steps
+  // ending at the same step.
+  bool status_due(const StepResult& st) const {
+    return backend.kind() == DeviceKind::Cpu || st.log_step || step % kStatusPollSteps == 0 || epoch_done() ||
+           (cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0) || step >= total_steps;
+  }
+
+  // The device counts consecutive skipped steps and records the step where
+  // the run reached --max-bad-steps; seen at a read, it ends the run on
+  // every rank (the skip decision is global, and so is the read schedule).
+  void check_bad_steps() {
+    if (status.giveup_step == 0) return;
+    const int64_t n = cfg.max_bad_steps, last = status.giveup_step;
     char scale_text[32];
-    std::snprintf(scale_text, sizeof scale_text, "%g", st.scale);
-    throw AgreedError(std::to_string(bad_streak) + " consecutive steps (" + std::to_string(step - bad_streak + 1) +
-                      " to " + std::to_string(step) + ") were skipped for non-finite gradients, the last at loss " +
+    std::snprintf(scale_text, sizeof scale_text, "%g", status.giveup_scale);
+    throw AgreedError(std::to_string(n) + " consecutive steps (" + std::to_string(last - n + 1) +
+                      " to " + std::to_string(last) + ") were skipped for non-finite gradients, the last at loss " +
                       "scale " + scale_text + "; giving up (--max-bad-steps " + std::to_string(cfg.max_bad_steps) +
                       ")");
   }
@@ -396,13 +501,15 @@ struct Trainer::Impl {
 
   // The summary fields every ending of run() shares (finished or stopped).
   TrainSummary summary_of_run(int64_t steps_this_run, int64_t samples_this_run, double train_s,
-                              Clock::time_point run_start) const {
+                              Clock::time_point run_start) {
+    read_status();
     TrainSummary sum;
     sum.test_loss = last_eval.loss;
     sum.test_accuracy = last_eval.accuracy;
     sum.steps = steps_this_run;
+    sum.graph_replays = graph_replays;
     sum.final_step = step;
-    sum.skipped_steps = skipped;
+    sum.skipped_steps = status.skipped_total;
     sum.samples_per_s = samples_this_run / std::max(train_s, 1e-9);
     sum.wall_s = seconds_since(run_start);
     return sum;
@@ -423,10 +530,19 @@ struct Trainer::Impl {
     while (step < total_steps && !(cfg.stop_after_steps > 0 && steps_this_run >= cfg.stop_after_steps)) {
       const auto step_start = Clock::now();
       const StepResult st = train_step();
-      check_bad_steps(st);
+      if (status_due(st)) {
+        {
+          // The read waits for the device, which may wait for a peer. Before
+          // an evaluation or the end, the step's time includes its device work.
+          CollectiveWatch watch(watchdog, "all-reduce", step);
+          if (epoch_done() || step >= total_steps) backend.synchronize();
+          read_status();
+        }
+        check_bad_steps();
+      }
       const StepOutcome& outcome = st.outcome;
       const int64_t step_rows = st.rows;
-      const double scale = st.scale, lr = st.lr;
+      const double lr = st.lr;
       const bool log_step = st.log_step;
       ++steps_this_run;
       samples_this_run += step_rows * world();
@@ -436,9 +552,11 @@ struct Trainer::Impl {
 
       ProgressSnapshot snap;
       snap.epoch = epoch + 1, snap.epochs = epochs_total, snap.step = step, snap.total_steps = total_steps;
-      snap.loss_scale = scale, snap.skipped = outcome.skipped;
       snap.eta_s = train_s / steps_this_run * (total_steps - step);
       if (log_step) {
+        // status_due() read the step state after this step: the scale the
+        // step ran with and whether it was skipped.
+        snap.loss_scale = status.step_scale, snap.skipped = status.last_skipped != 0;
         float local_loss = 0.0f;
         backend.copy_to_host(&local_loss, loss_mean.data(), sizeof(local_loss));
         {
@@ -454,7 +572,7 @@ struct Trainer::Impl {
         if (metrics) {
           JsonRecord r;
           r.add("event", "step").add("step", step).add("epoch", epoch + 1).add("loss", snap.loss);
-          r.add("loss_scale", scale).add("skipped", outcome.skipped).add("lr", lr);
+          r.add("loss_scale", snap.loss_scale).add("skipped", snap.skipped).add("lr", lr);
           r.add("grad_norm", outcome.grad_norm).add("samples_per_s", snap.samples_per_s);
           r.add("allreduce_ms_per_step", snap.allreduce_ms_per_step);
           r.add("allreduce_hidden_fraction", interval_allreduce.hidden_fraction());
@@ -465,6 +583,11 @@ struct Trainer::Impl {
         float local_loss = 0.0f;  // rank 0's own loss: a live line must not wait on a collective
         backend.copy_to_host(&local_loss, loss_mean.data(), sizeof(local_loss));
         snap.loss = local_loss;
+        // Rank 0's own read, so a live line never acts on what it sees
+        // (check_bad_steps runs only at reads every rank makes).
+        StepStatus now{};
+        backend.copy_to_host(&now, status_dev.data(), sizeof(now));
+        snap.loss_scale = now.step_scale, snap.skipped = now.last_skipped != 0;
         snap.samples_per_s = samples_this_run / std::max(train_s, 1e-9);
         progress.live_line(snap);
       }
@@ -489,7 +612,7 @@ struct Trainer::Impl {
     allreduce += comm.take_allreduce_times();
     sum.allreduce_ms_per_step = steps_this_run > 0 ? 1e3 * allreduce.busy_s / steps_this_run : 0.0;
     sum.allreduce_hidden_fraction = allreduce.hidden_fraction();
-    std::string line = "done: " + std::to_string(sum.steps) + " steps (" + std::to_string(skipped) +
+    std::string line = "done: " + std::to_string(sum.steps) + " steps (" + std::to_string(status.skipped_total) +
                        " skipped in total) in " + format_duration(sum.wall_s) + ", " +
                        std::to_string(static_cast<int64_t>(sum.samples_per_s)) + " samples/s over " +
                        std::to_string(world()) + " rank(s), global batch " + std::to_string(global_batch());
@@ -499,9 +622,11 @@ struct Trainer::Impl {
                     sum.allreduce_ms_per_step, 100.0 * sum.allreduce_hidden_fraction);
       line += comm_text;
     }
+    if (graph_mode)
+      line += "; " + std::to_string(graph_replays) + " steps replayed from a CUDA graph (all-reduce time not measured in those)";
     if (cfg.loss == LossKind::SoftmaxCrossEntropy) line += "; final test accuracy " + percent(sum.test_accuracy);
     char tail[96];
-    std::snprintf(tail, sizeof tail, ", test loss %.4f; final loss scale %g", sum.test_loss, scaler.scale());
+    std::snprintf(tail, sizeof tail, ", test loss %.4f; final loss scale %g", sum.test_loss, status.scale);
     line += tail;
     say(line);
     if (metrics) {
@@ -513,9 +638,10 @@ struct Trainer::Impl {
       r.add("samples_per_s", sum.samples_per_s);
       r.add("wall_s", sum.wall_s).add("world_size", static_cast<int64_t>(world()));
       r.add("global_batch", global_batch()).add("batch_per_rank", cfg.batch_size);
-      r.add("grad_accum", cfg.grad_accum).add("loss_scale", scaler.scale());
+      r.add("grad_accum", cfg.grad_accum).add("loss_scale", status.scale);
       r.add("allreduce_ms_per_step", sum.allreduce_ms_per_step);
       r.add("allreduce_hidden_fraction", sum.allreduce_hidden_fraction);
+      r.add("graph_replays", sum.graph_replays);
       metrics->write(r);
     }
     return sum;
@@ -537,7 +663,7 @@ struct Trainer::Impl {
     if (metrics) {
       JsonRecord r;
       r.add("event", "stopped").add("signal", name).add("step", step).add("steps_this_run", steps_this_run);
-      r.add("skipped_steps", skipped).add("wall_s", sum.wall_s);
+      r.add("skipped_steps", status.skipped_total).add("wall_s", sum.wall_s);
       if (!cfg.checkpoint_dir.empty()) r.add("checkpoint", checkpoint_path(step));
       metrics->write(r);
     }

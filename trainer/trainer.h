@@ -35,6 +35,7 @@ struct TrainSummary {
   double wall_s = 0.0;
   double allreduce_ms_per_step = 0.0;  // mean over this run's steps
   double allreduce_hidden_fraction = 0.0;  // of that time, the share behind backward
+  int64_t graph_replays = 0;  // steps of this run replayed from a CUDA graph (--cuda-graph)
   int stop_signal = 0;  // SIGINT/SIGTERM when a signal stopped the run early (checkpoint written), else 0
 };
 

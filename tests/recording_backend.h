@@ -1,0 +1,144 @@
+// recording_backend.h (tests): a Backend that forwards every operation to a
+// CpuBackend and
+//   - counts the calls that make the host wait for the device
+//     (copy_to_host, synchronize), so a test can check a training step
+//     makes none;
+//   - can claim to be a CUDA device (kind()), so the trainer treats host
+//     reads as costly, as it does on a GPU;
+//   - emulates CUDA graph capture: between begin_capture and end_capture each
+//     operation is recorded (its by-value arguments copied) instead of run,
+//     and a host wait or upload throws, as stream capture forbids; replay
+//     runs the recording. A trainer whose captured step froze a per-step
+//     value (a scale, an lr passed by value) gives different results from
+//     the eager run under this backend.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "kernels/cpu_backend.h"
+
+namespace ddp {
+
+class RecordingBackend final : public Backend {
+ public:
+  RecordingBackend(DeviceKind claimed_kind, bool can_capture) : kind_(claimed_kind), can_capture_(can_capture) {}
+
+  int host_waits = 0;  // copy_to_host + synchronize calls
+  int replays = 0;
+
+  DeviceKind kind() const override { return kind_; }
+  std::string description() const override { return "recording(" + cpu_.description() + ")"; }
+
+  void* allocate_bytes(size_t n) override {
+    refuse_in_capture("allocate_bytes");
+    return cpu_.allocate_bytes(n);
+  }
+  void free_bytes(void* p) noexcept override { cpu_.free_bytes(p); }
+  void copy_to_device(void* d, const void* s, size_t n) override {
+    refuse_in_capture("copy_to_device");
+    cpu_.copy_to_device(d, s, n);
+  }
+  void copy_to_host(void* d, const void* s, size_t n) override {
+    refuse_in_capture("copy_to_host");
+    ++host_waits;
+    cpu_.copy_to_host(d, s, n);
+  }
+  void copy_on_device(void* d, const void* s, size_t n) override {
+    queue([=] { cpu_.copy_on_device(d, s, n); });
+  }
+  void fill_zero(void* d, size_t n) override {
+    queue([=] { cpu_.fill_zero(d, n); });
+  }
+  void synchronize() override {
+    refuse_in_capture("synchronize");
+    ++host_waits;
+  }
+  void gemm_fp16(const GemmFp16& g) override {
+    queue([=] { cpu_.gemm_fp16(g); });
+  }
+  void add_bias_fp16(half16* y, const half16* b, int r, int c) override {
+    queue([=] { cpu_.add_bias_fp16(y, b, r, c); });
+  }
+  void activation_forward_fp16(Activation a, const half16* z, half16* y, size_t n) override {
+    queue([=] { cpu_.activation_forward_fp16(a, z, y, n); });
+  }
+  void activation_backward_fp16(Activation a, const half16* z, const half16* dy, half16* dz, size_t n) override {
+    queue([=] { cpu_.activation_backward_fp16(a, z, dy, dz, n); });
+  }
+  void bias_grad_fp16(const half16* dy, int r, int c, half16* db, bool acc) override {
+    queue([=] { cpu_.bias_grad_fp16(dy, r, c, db, acc); });
+  }
+  void cast_fp32_to_fp16(const float* s, half16* d, size_t n) override {
+    queue([=] { cpu_.cast_fp32_to_fp16(s, d, n); });
+  }
+  void cast_fp16_to_fp32(const half16* s, float* d, size_t n) override {
+    queue([=] { cpu_.cast_fp16_to_fp32(s, d, n); });
+  }
+  void softmax_xent_forward(const half16* l, const int32_t* lab, int r, int c, float* loss, int32_t* ok) override {
+    queue([=] { cpu_.softmax_xent_forward(l, lab, r, c, loss, ok); });
+  }
+  void softmax_xent_backward(const half16* l, const int32_t* lab, int r, int c, ScalarArg s, half16* d) override {
+    queue([=] { cpu_.softmax_xent_backward(l, lab, r, c, s, d); });
+  }
+  void mse_forward(const half16* p, const float* t, int r, int c, float* loss) override {
+    queue([=] { cpu_.mse_forward(p, t, r, c, loss); });
+  }
+  void mse_backward(const half16* p, const float* t, int r, int c, ScalarArg s, half16* d) override {
+    queue([=] { cpu_.mse_backward(p, t, r, c, s, d); });
+  }
+  void unscale_fp16_to_fp32(const half16* g, float* g32, size_t n, ScalarArg inv, int32_t* flag) override {
+    queue([=] { cpu_.unscale_fp16_to_fp32(g, g32, n, inv, flag); });
+  }
+  void l2_norm_fp32(const float* x, size_t n, float* norm) override {
+    queue([=] { cpu_.l2_norm_fp32(x, n, norm); });
+  }
+  void sgd_update(const SgdParams& p, const float* g, float* m, float* mom, half16* w, size_t n,
+                  const int32_t* skip) override {
+    queue([=] { cpu_.sgd_update(p, g, m, mom, w, n, skip); });
+  }
+  void sgd_update_fp16_grads(const SgdParams& p, const half16* g, ScalarArg inv, float* m, float* mom, half16* w,
+                             size_t n, const int32_t* skip) override {
+    queue([=] { cpu_.sgd_update_fp16_grads(p, g, inv, m, mom, w, n, skip); });
+  }
+  void step_status_prepare(StepStatus* s, double bd, double ud, float lr) override {
+    queue([=] { cpu_.step_status_prepare(s, bd, ud, lr); });
+  }
+  void step_status_finish(const LossScaleRule& r, StepStatus* s) override {
+    queue([=] { cpu_.step_status_finish(r, s); });
+  }
+
+  bool supports_capture() const override { return can_capture_; }
+  void begin_capture() override {
+    if (!can_capture_ || capturing_) Backend::begin_capture();
+    capturing_ = true;
+    tapes_.emplace_back();
+  }
+  int end_capture() override {
+    if (!capturing_) Backend::end_capture();
+    capturing_ = false;
+    return static_cast<int>(tapes_.size()) - 1;
+  }
+  void replay(int recording) override {
+    refuse_in_capture("replay");
+    for (const auto& op : tapes_.at(static_cast<size_t>(recording))) op();
+    ++replays;
+  }
+
+ private:
+  void queue(std::function<void()> op) {
+    if (capturing_) tapes_.back().push_back(std::move(op));
+    else op();
+  }
+  void refuse_in_capture(const char* what) const {
+    if (capturing_) throw Error(std::string(what) + " inside a step capture");
+  }
+
+  CpuBackend cpu_{1};
+  DeviceKind kind_;
+  bool can_capture_;
+  bool capturing_ = false;
+  std::vector<std::vector<std::function<void()>>> tapes_;
+};
+
+}  // namespace ddp
