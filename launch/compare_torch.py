@@ -79,6 +79,8 @@ def parse_args():
     p.add_argument("--ddp-train", default=os.path.join(ROOT, "build", "ddp_train"), help="our binary")
     p.add_argument("--ours-cmd", default="",
                    help="command line to run instead of --ddp-train (a stub for testing); the bench flags are appended")
+    p.add_argument("--ours-flags", default="",
+                   help="extra flags for our side, e.g. --ours-flags=--cuda-graph (said in the table's header)")
     p.add_argument("--python", default="", help="interpreter with torch (default: /usr/bin/python3 when it has torch, else python3)")
     p.add_argument("--threads", type=int, default=0, help="CPU threads per rank (0: cores / ranks)")
     p.add_argument("--bench-warmup", type=int, default=0, help="warm-up steps for every model (0: per-model default)")
@@ -229,6 +231,7 @@ def main():
         log(f"compare_torch: CUDA runs one rank (one GPU, no MPI here); ranks {ranks} -> [1]")
         ranks = [1]
     ours_base = shlex.split(args.ours_cmd) if args.ours_cmd else [args.ddp_train]
+    ours_flags = shlex.split(args.ours_flags)
     is_root = hasattr(os, "geteuid") and os.geteuid() == 0
 
     def threads_for(n):
@@ -241,7 +244,7 @@ def main():
         "gpu": gpu or "none",
         "cores": cores,
         "device": args.device,
-        "ours": " ".join(ours_base),
+        "ours": " ".join(ours_base + ours_flags),
         "ours_git": sh(["git", "-C", ROOT, "describe", "--always", "--dirty"]),
         "python": python,
         "load average (1 min) at start": f"{os.getloadavg()[0]:.2f}" if hasattr(os, "getloadavg") else "",
@@ -278,7 +281,7 @@ def main():
             env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
             common += ["--threads", str(t)]
         if side == "ours":
-            cmd = ours_base + ["--bench"] + common
+            cmd = ours_base + ["--bench"] + ours_flags + common
             if n > 1:
                 mpi = ["mpirun", "-np", str(n), "--oversubscribe", "--bind-to", "none",
                        "-x", "OPENBLAS_NUM_THREADS", "-x", "OMP_NUM_THREADS", "-x", "OMP_WAIT_POLICY"]

@@ -12,7 +12,8 @@
 #        CUDA tests skip, no sanitizer, a 1-epoch CPU training run, a small
 #        CPU comparison), to test this script end to end
 #   GPU_CHECK_SKIP=3,4 ...       leaves out stages by number (0 env, 2 tests,
-#        3 sanitizers, 4 training and kernel bench, 5 comparison); the build
+#        3 sanitizers, 4 training (eager and --cuda-graph) and kernel bench,
+#        5 comparison (5b: ours with --cuda-graph)); the build
 #        (1) always runs, and is quick when build-gpu is already there
 #   CMP_MODELS=a,c CMP_REPEATS=1 CMP_MODES=eager ...  a smaller comparison
 #
@@ -271,6 +272,25 @@ print(s[-1]["test_accuracy"] if s else "")' "$LOGS/train-metrics.jsonl" 2>/dev/n
       STATUS[4-train]="FAILED (below the bar)"
     fi
   fi
+  # The same job with --cuda-graph: the same bar, and its throughput beside the eager run's.
+  if [ $DRY = 0 ]; then
+    run_stage 4c-train-graph 90 env LD_LIBRARY_PATH="$OURS_LD" "$BUILD/ddp_train" "${TRAIN_ARGS[@]}" --cuda-graph \
+      --data-dir "$K/share/datasets/fashion-mnist" --metrics "$LOGS/train-graph-metrics.jsonl"
+    gacc=$(python3 -c '
+import json, sys
+s = [json.loads(l) for l in open(sys.argv[1]) if "\"summary\"" in l]
+print(s[-1]["test_accuracy"] if s else "")' "$LOGS/train-graph-metrics.jsonl" 2>/dev/null)
+    gsps=$(grep -oE '[0-9]+ samples/s over' "$LOGS/4c-train-graph.log" | tail -1 | sed 's/ over//')
+    greplays=$(grep -oE '[0-9]+ steps replayed' "$LOGS/4c-train-graph.log" | tail -1)
+    if ran 4c-train-graph && [ -n "$gacc" ]; then
+      FIGURE[4c-train-graph]=$(python3 -c "print(f'test accuracy {100*$gacc:.2f}%, $gsps, $greplays')")
+      if [ "${STATUS[4c-train-graph]}" = ok ] && ! python3 -c "import sys; sys.exit(not $gacc >= $MIN_ACC)"; then
+        STATUS[4c-train-graph]="FAILED (below the bar)"
+      fi
+    elif ran 4c-train-graph; then
+      FIGURE[4c-train-graph]="no summary record in the metrics"
+    fi
+  fi
   run_stage 4b-bench-kernels 45 env LD_LIBRARY_PATH="$OURS_LD" "$BUILD/bench_kernels" 5
   ran 4b-bench-kernels && FIGURE[4b-bench-kernels]=$(grep -E '^1024,4096,4096' "$LOGS/4b-bench-kernels.log" | tail -1 | awk '{print "1024x4096x4096: ours " $2 ", ref " $3 " (" $4 ")"}')
 else
@@ -291,6 +311,22 @@ left=$((BUDGET - $(elapsed) - RESERVE_S - 10))
 [ $CMP_LIMIT -gt $left ] && CMP_LIMIT=$left
 run_stage 5-compare "$((CMP_LIMIT + 10))" python3 "$ROOT/launch/compare_torch.py" "${CMP[@]}" \
   --ddp-train "$WORK/ddp_train" --run-timeout 90 --budget-s "$CMP_LIMIT" --out "$LOGS/compare/compare_torch.md"
+# 5b: ours with --cuda-graph against eager PyTorch on the launch-bound models
+# (target: >= 5x eager on b).
+if [ $DRY = 0 ]; then
+  left=$((BUDGET - $(elapsed) - RESERVE_S - 10)); GCMP_LIMIT=70
+  [ $GCMP_LIMIT -gt $left ] && GCMP_LIMIT=$left
+  mkdir -p "$LOGS/compare-graph"
+  run_stage 5b-compare-graph "$((GCMP_LIMIT + 10))" python3 "$ROOT/launch/compare_torch.py" --device cuda \
+    --models "${GCMP_MODELS:-b,a}" --repeats "${GCMP_REPEATS:-2}" --modes eager --ours-flags=--cuda-graph \
+    --ddp-train "$WORK/ddp_train" --run-timeout 60 --budget-s "$GCMP_LIMIT" --out "$LOGS/compare-graph/compare_torch.md"
+  ran 5b-compare-graph && FIGURE[5b-compare-graph]=$(python3 - "$LOGS/compare-graph/compare_torch.csv" <<'EOF' 2>/dev/null
+import csv, sys
+print("; ".join(f"{r['model']}: ours(graph)/eager {float(r['ratio_eager']):.2f}" if r['ratio_eager'] else f"{r['model']}: -"
+                for r in csv.DictReader(open(sys.argv[1]))))
+EOF
+)
+fi
 ran 5-compare && FIGURE[5-compare]=$(python3 - "$LOGS/compare/compare_torch.csv" <<'EOF' 2>/dev/null
 import csv, sys
 parts = []
@@ -339,6 +375,9 @@ fi
   for s in "${STAGES[@]}"; do echo "| $s | ${STATUS[$s]} | ${TIME_S[$s]} | ${FIGURE[$s]:-} |"; done
   if [ -f "$LOGS/compare/compare_torch.md" ]; then
     echo; grep -E '^\|' "$LOGS/compare/compare_torch.md"
+  fi
+  if [ -f "$LOGS/compare-graph/compare_torch.md" ]; then
+    echo; echo "ours with --cuda-graph:"; grep -E '^\|' "$LOGS/compare-graph/compare_torch.md"
   fi
 } >"$LOGS/summary.md"
 cp "$LOGS/summary.md" "$OUT/summary.md"
