@@ -12,6 +12,7 @@
 #include "kernels/cuda_gemm.h"
 #include "kernels/cuda_loss.h"
 #include "kernels/cuda_optimizer.h"
+#include "kernels/cuda_upload_slots.h"
 #include "kernels/error.h"
 
 namespace ddp {
@@ -116,6 +117,11 @@ void CudaBackend::fill_zero(void* dst, size_t size_bytes) {
 }
 
 void CudaBackend::synchronize() { DDP_CUDA_CHECK(cudaStreamSynchronize(compute_stream())); }
+
+std::unique_ptr<UploadSlots> CudaBackend::make_upload_slots(size_t slot_bytes) {
+  DDP_CUDA_CHECK(cudaSetDevice(device_));  // the slots' memory and copy stream belong to our device
+  return std::make_unique<CudaUploadSlots>(compute_stream(), slot_bytes);
+}
 
 // ---- GEMM ---------------------------------------------------------------------
 
