@@ -34,10 +34,11 @@ void* CudaUploadSlots::begin_fill(int slot) {
   Slot& s = at(slot);
   // (c) The last copy out of this staging was queued a batch ago and has
   // normally finished: this wait costs nothing in steady state.
-  DDP_CUDA_CHECK(cudaEventSynchronize(s.copied.get()));
+  if (skipped_wait_ != Wait::HostWaitsForCopy) DDP_CUDA_CHECK(cudaEventSynchronize(s.copied.get()));
   // (b) The copies queued next must not overwrite the slot while kernels
   // queued before its release still read it.
-  DDP_CUDA_CHECK(cudaStreamWaitEvent(copy_stream_.get(), s.released.get(), 0));
+  if (skipped_wait_ != Wait::CopyWaitsForRelease)
+    DDP_CUDA_CHECK(cudaStreamWaitEvent(copy_stream_.get(), s.released.get(), 0));
   return s.staging.get();
 }
 
@@ -55,7 +56,8 @@ void CudaUploadSlots::end_fill(int slot) { DDP_CUDA_CHECK(cudaEventRecord(at(slo
 
 // (a) An event wait, not a host sync: the host goes on queuing the step.
 void CudaUploadSlots::wait_filled(int slot) {
-  DDP_CUDA_CHECK(cudaStreamWaitEvent(compute_stream_, at(slot).copied.get(), 0));
+  Slot& s = at(slot);
+  if (skipped_wait_ != Wait::ComputeWaitsForCopy) DDP_CUDA_CHECK(cudaStreamWaitEvent(compute_stream_, s.copied.get(), 0));
 }
 
 void CudaUploadSlots::release(int slot) { DDP_CUDA_CHECK(cudaEventRecord(at(slot).released.get(), compute_stream_)); }

@@ -41,6 +41,11 @@ class CudaUploadSlots final : public UploadSlots {
 
   cudaStream_t copy_stream() const { return copy_stream_.get(); }
 
+  // For tests only: leave out one of the waits (a), (b) or (c) of
+  // upload_slots.h, so a test can show that it catches the missing wait.
+  enum class Wait { None, ComputeWaitsForCopy, CopyWaitsForRelease, HostWaitsForCopy };
+  void skip_wait_for_testing(Wait wait) { skipped_wait_ = wait; }
+
  private:
   struct Slot {
     UniquePinnedHostMemory staging;
@@ -55,6 +60,7 @@ class CudaUploadSlots final : public UploadSlots {
   // Declared first, destroyed last: the slots' memory goes before the stream.
   UniqueCudaStream copy_stream_;
   std::array<Slot, kSlotCount> slots_;
+  Wait skipped_wait_ = Wait::None;
 };
 
 }  // namespace ddp
