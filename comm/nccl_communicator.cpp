@@ -16,13 +16,6 @@
 namespace ddp {
 namespace {
 
-// Events that only order streams: without timestamps, record and wait are cheap.
-UniqueCudaEvent make_ordering_event() {
-  cudaEvent_t event = nullptr;
-  DDP_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-  return UniqueCudaEvent(event);
-}
-
 UniqueCudaEvent make_timing_event() {
   cudaEvent_t event = nullptr;
   DDP_CUDA_CHECK(cudaEventCreate(&event));

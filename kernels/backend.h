@@ -9,12 +9,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "kernels/elementwise_math.h"
 #include "kernels/error.h"
 #include "kernels/half.h"
 #include "kernels/step_status.h"
+#include "kernels/upload_slots.h"
 
 namespace ddp {
 
@@ -57,6 +59,10 @@ class Backend {
   virtual void copy_on_device(void* dst, const void* src, size_t size_bytes) = 0;
   virtual void fill_zero(void* dst, size_t size_bytes) = 0;
   virtual void synchronize() = 0;
+  // Two fixed slots of slot_bytes each for copying batches to the device one
+  // ahead of the compute stream (upload_slots.h): pinned staging and a copy
+  // stream on CUDA, plain synchronous copies on the CPU.
+  virtual std::unique_ptr<UploadSlots> make_upload_slots(size_t slot_bytes) = 0;
 
   // ---- GEMM ---------------------------------------------------------------
   virtual void gemm_fp16(const GemmFp16& g) = 0;

@@ -13,6 +13,7 @@
 #include <new>
 
 #include "kernels/cpu_elementwise.h"
+#include "kernels/cpu_upload_slots.h"
 #include "kernels/error.h"
 #include "kernels/half_convert.h"
 
@@ -75,6 +76,9 @@ void CpuBackend::copy_to_device(void* dst, const void* src, size_t n) { std::mem
 void CpuBackend::copy_to_host(void* dst, const void* src, size_t n) { std::memcpy(dst, src, n); }
 void CpuBackend::copy_on_device(void* dst, const void* src, size_t n) { std::memmove(dst, src, n); }
 void CpuBackend::fill_zero(void* dst, size_t n) { std::memset(dst, 0, n); }
+std::unique_ptr<UploadSlots> CpuBackend::make_upload_slots(size_t slot_bytes) {
+  return std::make_unique<CpuUploadSlots>(slot_bytes);
+}
 
 // ---- GEMM -----------------------------------------------------------------------
 void CpuBackend::gemm_fp16(const GemmFp16& g) { cpu_gemm_fp16(g, *pool_, gemm_scratch_); }

@@ -30,6 +30,7 @@ class CpuBackend final : public Backend {
   void copy_on_device(void* dst, const void* src, size_t size_bytes) override;
   void fill_zero(void* dst, size_t size_bytes) override;
   void synchronize() override {}
+  std::unique_ptr<UploadSlots> make_upload_slots(size_t slot_bytes) override;
 
   void gemm_fp16(const GemmFp16& g) override;
 

@@ -12,6 +12,7 @@
 #include "kernels/cuda_gemm.h"
 #include "kernels/cuda_loss.h"
 #include "kernels/cuda_optimizer.h"
+#include "kernels/cuda_upload_slots.h"
 #include "kernels/error.h"
 
 namespace ddp {
@@ -161,6 +162,11 @@ void CudaBackend::replay(int recording) {
   require_not_capturing("replay");
   DDP_REQUIRE(recording >= 0 && static_cast<size_t>(recording) < graphs_.size(), "replay of an unknown capture");
   DDP_CUDA_CHECK(cudaGraphLaunch(graphs_[static_cast<size_t>(recording)].get(), compute_stream()));
+}
+
+std::unique_ptr<UploadSlots> CudaBackend::make_upload_slots(size_t slot_bytes) {
+  DDP_CUDA_CHECK(cudaSetDevice(device_));  // the slots' memory and copy stream belong to our device
+  return std::make_unique<CudaUploadSlots>(compute_stream(), slot_bytes);
 }
 
 // ---- GEMM ---------------------------------------------------------------------

@@ -52,6 +52,8 @@ class CudaBackend final : public Backend {
   void copy_on_device(void* dst, const void* src, size_t size_bytes) override;
   void fill_zero(void* dst, size_t size_bytes) override;
   void synchronize() override;
+  // CudaUploadSlots (cuda_upload_slots.h) whose consumer is compute_stream.
+  std::unique_ptr<UploadSlots> make_upload_slots(size_t slot_bytes) override;
 
   void gemm_fp16(const GemmFp16& g) override;
 

@@ -34,6 +34,26 @@ struct CudaFreeDeleter {
 // Device memory from cudaMalloc.
 using UniqueDeviceMemory = std::unique_ptr<void, CudaFreeDeleter>;
 
+struct CudaFreeHostDeleter {
+  void operator()(void* ptr) const noexcept { DDP_CUDA_CHECK_NOTHROW(cudaFreeHost(ptr)); }
+};
+// Page-locked host memory from cudaHostAlloc: the only host memory a
+// cudaMemcpyAsync copies from without a host-synchronous bounce.
+using UniquePinnedHostMemory = std::unique_ptr<void, CudaFreeHostDeleter>;
+
+inline UniquePinnedHostMemory cuda_host_alloc_unique(size_t size_bytes) {
+  void* ptr = nullptr;
+  if (size_bytes > 0) DDP_CUDA_CHECK(cudaHostAlloc(&ptr, size_bytes, cudaHostAllocDefault));
+  return UniquePinnedHostMemory(ptr);
+}
+
+// Events that only order work (no timing: cheaper to record and wait on).
+inline UniqueCudaEvent make_ordering_event() {
+  cudaEvent_t event = nullptr;
+  DDP_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  return UniqueCudaEvent(event);
+}
+
 inline UniqueDeviceMemory cuda_malloc_unique(size_t size_bytes) {
   void* ptr = nullptr;
   if (size_bytes > 0) DDP_CUDA_CHECK(cudaMalloc(&ptr, size_bytes));

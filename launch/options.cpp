@@ -124,7 +124,9 @@ ParsedOptions parse_options(int argc, const char* const argv[]) {
       ("synthetic-samples", po::value(&c.data.synthetic_train_samples)->default_value(c.data.synthetic_train_samples),
        "training samples of --data synthetic")
       ("no-shuffle", po::bool_switch(), "keep the data order (no per-epoch shuffle)")
-      ("drop-last", po::bool_switch(&c.drop_last), "drop the last partial batch of each epoch");
+      ("drop-last", po::bool_switch(&c.drop_last), "drop the last partial batch of each epoch")
+      ("no-prefetch", po::bool_switch(),
+       "load each batch when its step needs it, instead of copying it to the device one batch ahead (for timing)");
 
   po::options_description model("Model");
   model.add_options()
@@ -233,6 +235,7 @@ ParsedOptions parse_options(int argc, const char* const argv[]) {
 
   c.seed = static_cast<uint64_t>(seed);
   c.shuffle = !vm["no-shuffle"].as<bool>();
+  c.prefetch_batches = !vm["no-prefetch"].as<bool>();
   c.resume = vm.count("resume") > 0;
   if (c.data.kind == "synthetic") {  // the seed problem: Linear(10,10) regression
     if (vm["layers"].defaulted()) layers = "10,10";

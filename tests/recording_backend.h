@@ -14,6 +14,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "kernels/cpu_backend.h"
@@ -43,6 +44,11 @@ class RecordingBackend final : public Backend {
     refuse_in_capture("copy_to_host");
     ++host_waits;
     cpu_.copy_to_host(d, s, n);
+  }
+  // Uploads happen between steps, outside any capture (the CPU slots copy at once).
+  std::unique_ptr<UploadSlots> make_upload_slots(size_t slot_bytes) override {
+    refuse_in_capture("make_upload_slots");
+    return cpu_.make_upload_slots(slot_bytes);
   }
   void copy_on_device(void* d, const void* s, size_t n) override {
     queue([=] { cpu_.copy_on_device(d, s, n); });

@@ -44,6 +44,13 @@ bool close_enough(double got, double want, double rel, double abs_floor);
 double relative_update_difference(const std::vector<float>& a, const std::vector<float>& b,
                                   const std::vector<float>& start);
 
+// The micro-batches (this rank's sample indices) of the first `steps`
+// training steps, straight from DistributedSampler: each epoch's order cut
+// into steps of batch x accum rows and those into micro-batches of batch
+// rows; an epoch's last step may be short, or is dropped with drop_last.
+std::vector<std::vector<uint32_t>> sampler_batches(size_t samples, int rank, int world, uint64_t seed, bool shuffle,
+                                                   bool drop_last, int64_t batch, int64_t accum, int64_t steps);
+
 // Unique temporary directory for one test (removed by the caller if wanted).
 std::string make_temp_dir(const std::string& tag);
 

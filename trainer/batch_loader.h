@@ -1,40 +1,93 @@
 // batch_loader.h: gathers a batch of samples (by index) from a host data set
-// into device buffers: features as FP16 [rows, D], class labels as int32, or
+// into device memory: features as FP16 [rows, D], class labels as int32, or
 // regression targets as FP32 [rows, K]. Features are rounded to FP16 once at
-// construction, so a step only gathers and copies.
+// construction, so a batch only gathers and copies.
+//
+// One batch ahead: prefetch(next) gathers the next batch into the pinned
+// staging of the slot the current batch does not use and queues its copy on
+// the copy stream (kernels/upload_slots.h), while the compute stream still
+// works on the current batch; load(next) then finds it there and only
+// orders the compute stream after the copy. load() always returns exactly
+// the rows asked for: a prefetch of other rows is a wasted copy, never a
+// wrong batch, so prefetching cannot change what training computes.
+//
+// The two slots' device addresses are fixed for the life of the loader
+// (a batch's pointers are slot base + fixed offsets), so a CUDA graph
+// captured per slot can be replayed; the copies stay outside it, queued by
+// the host between steps.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
-#include "kernels/buffer.h"
+#include "kernels/backend.h"
 #include "trainer/dataset.h"
 
 namespace ddp {
+
+// Device pointers of the current batch; valid for work queued until the
+// next load() (after it the slot may be refilled, two batches later).
+struct DeviceBatch {
+  const half16* features_fp16 = nullptr;  // [rows, D]
+  const int32_t* labels = nullptr;        // [rows]; null for regression
+  const float* targets_fp32 = nullptr;    // [rows, K]; null for classification
+  int rows = 0;
+};
+
+// What the loader did, for tests and diagnostics.
+struct BatchLoaderCounts {
+  int64_t loads = 0;             // load() calls
+  int64_t copies = 0;            // batches gathered and copied to a slot
+  int64_t loaded_on_demand = 0;  // load()s that found their rows in no slot: gathered on the critical path
+};
 
 class BatchLoader {
  public:
   BatchLoader(Backend& backend, const Dataset& data, int max_batch);
 
-  // Loads samples indices[0..rows) of the data set into the device buffers.
-  void load(const uint32_t* indices, int rows);
+  // Starts bringing samples indices[0..rows) to the device, one batch ahead
+  // of the current one. Nothing to do when a slot already holds those rows
+  // (a one-batch data set, as --bench uses). A second prefetch before the
+  // next load() replaces the first.
+  void prefetch(const uint32_t* indices, int rows);
+  // Makes samples indices[0..rows) the current batch: the prefetched slot
+  // when it holds them, else the slot the current batch is in when it does
+  // (no copy), else gathered and copied now. The compute stream waits for
+  // the batch's copy; the previous batch's slot is released to the copy
+  // stream (work queued before this call was its last reader).
+  DeviceBatch load(const uint32_t* indices, int rows);
 
-  const half16* features() const { return features_fp16_.data(); }
-  const int32_t* labels() const { return labels_.data(); }
-  const float* targets() const { return targets_fp32_.data(); }
+  // The current batch's device pointers (as load() returned them).
+  const half16* features() const { return current_batch_.features_fp16; }
+  const int32_t* labels() const { return current_batch_.labels; }
+  const float* targets() const { return current_batch_.targets_fp32; }
   int max_batch() const { return max_batch_; }
+  const BatchLoaderCounts& counts() const { return counts_; }
 
  private:
+  static constexpr int kNoSlot = -1;
+
+  int slot_holding(const uint32_t* indices, int rows) const;
+  int other_slot() const { return current_slot_ == 0 ? 1 : 0; }
+  // Gathers the rows into the slot's staging and queues their copy.
+  void fill(int slot, const uint32_t* indices, int rows);
+  DeviceBatch batch_in(int slot, int rows);
+
   const Dataset& data_;
   int max_batch_;
   std::vector<half16> host_features_fp16_;  // whole data set, [count, D]
-  std::vector<uint32_t> loaded_;            // the indices the device buffers hold
-  std::vector<half16> staging_features_;    // one batch, [max_batch, D]
-  std::vector<int32_t> staging_labels_;
-  std::vector<float> staging_targets_;
-  Buffer<half16> features_fp16_;
-  Buffer<int32_t> labels_;
-  Buffer<float> targets_fp32_;
+  // Byte offsets in a slot: features [max_batch, D] FP16, then labels
+  // [max_batch] int32 or targets [max_batch, K] FP32.
+  size_t labels_offset_bytes_ = 0, targets_offset_bytes_ = 0;
+  std::unique_ptr<UploadSlots> slots_;
+  // The indices each slot holds or is being copied (filled: it holds some).
+  std::array<std::vector<uint32_t>, UploadSlots::kSlotCount> held_;
+  std::array<bool, UploadSlots::kSlotCount> filled_{};
+  int current_slot_ = kNoSlot;
+  DeviceBatch current_batch_;
+  BatchLoaderCounts counts_;
 };
 
 }  // namespace ddp

@@ -1,8 +1,11 @@
 // evaluator.cpp
 #include "trainer/evaluator.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+
+#include "kernels/buffer.h"
 
 namespace ddp {
 
@@ -17,17 +20,22 @@ EvalResult evaluate(Backend& backend, Communicator& comm, MlpModel& model, const
   double loss_sum = 0.0, correct_sum = 0.0;
   for (size_t pos = 0; pos < shard.size(); pos += model.max_batch()) {
     const int rows = static_cast<int>(std::min<size_t>(model.max_batch(), shard.size() - pos));
-    loader.load(shard.data() + pos, rows);
-    const half16* out = model.forward(loader.features(), rows, weights_fp16);
+    const DeviceBatch batch = loader.load(shard.data() + pos, rows);
+    const half16* out = model.forward(batch.features_fp16, rows, weights_fp16);
+    if (loss == LossKind::SoftmaxCrossEntropy)
+      backend.softmax_xent_forward(out, batch.labels, rows, model.output_width(), loss_mean.data(), correct.data());
+    else
+      backend.mse_forward(out, batch.targets_fp32, rows, model.output_width(), loss_mean.data());
+    // The next batch's gather and copy overlap this one's forward pass,
+    // before the host waits for its results below.
+    const size_t next = pos + model.max_batch();
+    if (next < shard.size())
+      loader.prefetch(shard.data() + next, static_cast<int>(std::min<size_t>(model.max_batch(), shard.size() - next)));
     float batch_loss = 0.0f;
     if (loss == LossKind::SoftmaxCrossEntropy) {
-      backend.softmax_xent_forward(out, loader.labels(), rows, model.output_width(), loss_mean.data(),
-                                   correct.data());
       int32_t c = 0;
       backend.copy_to_host(&c, correct.data(), sizeof(c));
       correct_sum += c;
-    } else {
-      backend.mse_forward(out, loader.targets(), rows, model.output_width(), loss_mean.data());
     }
     backend.copy_to_host(&batch_loss, loss_mean.data(), sizeof(batch_loss));
     loss_sum += static_cast<double>(batch_loss) * rows;

@@ -48,6 +48,7 @@ struct TrainConfig {
   bool shuffle = true;
   bool drop_last = false;
   int threads = 0;            // CPU compute threads per rank; 0 = cores / local ranks
+  bool prefetch_batches = true;  // gather and copy the next batch while the device computes this one
 
   double lr = 0.05;
   double momentum = 0.9;

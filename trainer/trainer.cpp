@@ -1,7 +1,8 @@
-// trainer.cpp: the loop of trainer.h. Per iteration: load the rank's batch,
-// FP16 forward, FP32 loss, scaled FP16 loss gradient, FP16 backward into the
-// flat gradient buffer, FP16 all-reduce, unscale/check/clip/SGD on the FP32
-// masters, loss-scale update. Evaluation at each epoch end; metrics,
+// trainer.cpp: the loop of trainer.h. Per iteration: load the rank's batch
+// (copied to the device one batch ahead, batch_loader.h), FP16 forward, FP32
+// loss, scaled FP16 loss gradient, FP16 backward into the flat gradient
+// buffer, FP16 all-reduce, unscale/check/clip/SGD on the FP32 masters,
+// loss-scale update. Evaluation at each epoch end; metrics,
 // progress and checkpoints at their intervals.
 #include "trainer/trainer.h"
 
@@ -10,9 +11,11 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <map>
 #include <thread>
+#include <utility>
 
 #include "kernels/error.h"
 #include "trainer/batch_loader.h"
@@ -94,8 +97,12 @@ struct Trainer::Impl {
   int64_t step = 0, epoch = 0, epoch_offset = 0;
   int64_t steps_per_epoch = 0, total_steps = 0, epochs_total = 0;
   int64_t last_eval_step = -1, last_checkpoint_step = -1;
-  std::vector<uint32_t> indices;  // this rank's order for indices_epoch
-  int64_t indices_epoch = -1;
+  // This rank's order for indices_epoch (the current epoch) and for
+  // next_indices_epoch (the next one, which the prefetch at an epoch's last
+  // step reads first).
+  std::vector<uint32_t> indices, next_indices;
+  int64_t indices_epoch = -1, next_indices_epoch = -1;
+  std::function<void(const uint32_t*, int)> batch_observer;  // test hook; may be empty
   EvalResult last_eval;
   bool prepared = false;
 
@@ -190,6 +197,7 @@ struct Trainer::Impl {
     status.steps_done = s.step;
     status.skipped_total = s.skipped_steps;
     step = s.step, epoch = s.epoch, epoch_offset = s.epoch_sample_offset;
+    indices_epoch = next_indices_epoch = -1;  // the seed, and with it the order, may change below
     if (s.seed != cfg.seed) {
       say("resume: the checkpoint was made with --seed " + std::to_string(s.seed) + "; using it for the data order");
       cfg.seed = s.seed;
@@ -315,13 +323,9 @@ struct Trainer::Impl {
     // reads when clipping or logging, CPU ranks' wait for the sums) it is
     // waiting, directly or through the device, for the step's collectives.
     CollectiveWatch watch(watchdog, "all-reduce", step + 1);
-    if (indices_epoch != epoch) indices = sampler.rank_indices(epoch), indices_epoch = epoch;
-    const int64_t per_rank = static_cast<int64_t>(sampler.samples_per_rank());
-    const int64_t local_pos = epoch_offset / world();
-    // The step's micro-batches are consecutive slices of this rank's shard;
-    // the last step of an epoch may have fewer (and a shorter last slice).
-    const int64_t step_rows = std::min<int64_t>(samples_per_rank_step(), per_rank - local_pos);
-    const int64_t micro_batches = (step_rows + cfg.batch_size - 1) / cfg.batch_size;
+    const StepSlice now = slice_at(epoch, epoch_offset);
+    const std::vector<uint32_t>& order = order_for(epoch);
+    const int64_t step_rows = now.step_rows, micro_batches = now.micro_batches;
     StepResult r;
     r.rows = step_rows;
     r.lr = schedule.lr_at(step);
@@ -331,19 +335,21 @@ struct Trainer::Impl {
     // --grad-predivide before the all-reduce. All of it rides on the scale
     // of the loss gradient, so backward needs no extra pass. The scale lives
     // on the device: prepare derives the step's scalars there (queued, no wait).
-    StepStatus* st = status_dev.data();
-    backend.step_status_prepare(st, static_cast<double>(micro_batches) * cfg.grad_predivide,
+    backend.step_status_prepare(status_dev.data(), static_cast<double>(micro_batches) * cfg.grad_predivide,
                                 world() / cfg.grad_predivide, static_cast<float>(r.lr));
-    if (graph_eligible(micro_batches, step_rows, r.log_step)) {
-      loader.load(indices.data() + local_pos, static_cast<int>(step_rows));  // outside the capture
-      replay_step();
-    } else {
-      for (int64_t micro = 0; micro < micro_batches; ++micro) {
-        const int64_t first = local_pos + micro * cfg.batch_size;
-        const int rows = static_cast<int>(std::min<int64_t>(cfg.batch_size, local_pos + step_rows - first));
-        loader.load(indices.data() + first, rows);
-        micro_batch_pass(rows, micro, micro_batches);
-      }
+    const bool replayed = graph_eligible(micro_batches, step_rows, r.log_step);
+    for (int64_t micro = 0; micro < micro_batches; ++micro) {
+      const uint32_t* batch_indices = order.data() + micro_first(now, micro);
+      const int rows = micro_rows(now, micro);
+      if (batch_observer) batch_observer(batch_indices, rows);
+      const DeviceBatch batch = loader.load(batch_indices, rows);  // outside any capture
+      if (replayed) replay_step(batch);
+      else micro_batch_pass(batch, rows, micro, micro_batches);
+      // With this micro-batch's work queued (on a GPU the device is busy
+      // with it), gather the next one and queue its copy.
+      if (cfg.prefetch_batches) prefetch_after(now, micro);
+    }
+    if (!replayed) {
       r.outcome = reduce_and_update(r.log_step);
       if (micro_batches == 1 && step_rows == cfg.batch_size) ++eager_full_steps;
     }
@@ -352,19 +358,19 @@ struct Trainer::Impl {
     return r;
   }
 
-  // Forward, loss and backward of one micro-batch (the loader holds it).
+  // Forward, loss and backward of one micro-batch (`batch`, in an upload slot).
   // Only the last micro-batch's backward finishes gradients (no_sync before
   // it): its finished buckets start their all-reduces at once.
-  void micro_batch_pass(int rows, int64_t micro, int64_t micro_batches) {
+  void micro_batch_pass(const DeviceBatch& batch, int rows, int64_t micro, int64_t micro_batches) {
     const ScalarArg backward_scale = ScalarArg::at(&status_dev.data()->backward_scale);
-    const half16* out = model.forward(loader.features(), rows, params.weights_fp16.data());
+    const half16* out = model.forward(batch.features_fp16, rows, params.weights_fp16.data());
     const int classes = model.output_width();
     if (cfg.loss == LossKind::SoftmaxCrossEntropy) {
-      backend.softmax_xent_forward(out, loader.labels(), rows, classes, loss_mean.data(), nullptr);
-      backend.softmax_xent_backward(out, loader.labels(), rows, classes, backward_scale, model.output_grad());
+      backend.softmax_xent_forward(out, batch.labels, rows, classes, loss_mean.data(), nullptr);
+      backend.softmax_xent_backward(out, batch.labels, rows, classes, backward_scale, model.output_grad());
     } else {
-      backend.mse_forward(out, loader.targets(), rows, classes, loss_mean.data());
-      backend.mse_backward(out, loader.targets(), rows, classes, backward_scale, model.output_grad());
+      backend.mse_forward(out, batch.targets_fp32, rows, classes, loss_mean.data());
+      backend.mse_backward(out, batch.targets_fp32, rows, classes, backward_scale, model.output_grad());
     }
     const bool last = micro + 1 == micro_batches;
     model.backward(rows, params.weights_fp16.data(), params.grads_fp16.data(), /*accumulate=*/micro > 0,
@@ -392,15 +398,16 @@ struct Trainer::Impl {
            !overflow_injected_at(cfg, comm.rank(), step + 1) && eager_full_steps > 0;
   }
 
-  // One capture per loader buffer address (the capture reads the batch from there).
-  void replay_step() {
-    const void* key = loader.features();
+  // One capture per upload slot (the capture reads the batch from the
+  // slot's fixed device buffers).
+  void replay_step(const DeviceBatch& batch) {
+    const void* key = batch.features_fp16;
     auto it = captures.find(key);
     if (it == captures.end()) {
       comm.set_capturing(true);
       backend.begin_capture();
       try {
-        micro_batch_pass(static_cast<int>(cfg.batch_size), 0, 1);
+        micro_batch_pass(batch, static_cast<int>(cfg.batch_size), 0, 1);
         reduce_and_update(false);
       } catch (...) {
         comm.set_capturing(false);
@@ -415,6 +422,62 @@ struct Trainer::Impl {
     }
     backend.replay(it->second);
     ++graph_replays;
+  }
+
+  // Where one step's samples lie: positions [local_pos, local_pos +
+  // step_rows) of this rank's order for `epoch`, in micro_batches
+  // consecutive slices of the batch size. The last step of an epoch may have
+  // fewer rows (and a shorter last slice).
+  struct StepSlice {
+    int64_t epoch = 0, epoch_offset = 0, local_pos = 0, step_rows = 0, micro_batches = 0;
+  };
+
+  StepSlice slice_at(int64_t at_epoch, int64_t at_offset) const {
+    const int64_t per_rank = static_cast<int64_t>(sampler.samples_per_rank());
+    StepSlice s;
+    s.epoch = at_epoch, s.epoch_offset = at_offset;
+    s.local_pos = at_offset / world();
+    s.step_rows = std::min<int64_t>(samples_per_rank_step(), per_rank - s.local_pos);
+    s.micro_batches = (s.step_rows + cfg.batch_size - 1) / cfg.batch_size;
+    return s;
+  }
+  int64_t micro_first(const StepSlice& s, int64_t micro) const { return s.local_pos + micro * cfg.batch_size; }
+  int micro_rows(const StepSlice& s, int64_t micro) const {
+    return static_cast<int>(std::min<int64_t>(cfg.batch_size, s.local_pos + s.step_rows - micro_first(s, micro)));
+  }
+
+  // The step after `s`, moving to the next epoch as run() and bench() do
+  // (epoch_done after the step: next epoch, offset 0).
+  StepSlice slice_after(const StepSlice& s) const {
+    const int64_t offset = s.epoch_offset + s.step_rows * world();
+    return epoch_done_at(offset) ? slice_at(s.epoch + 1, 0) : slice_at(s.epoch, offset);
+  }
+
+  // This rank's order for `at_epoch`, the current or the next epoch. A
+  // reference to the current epoch's stays valid until a step starts in
+  // another epoch.
+  const std::vector<uint32_t>& order_for(int64_t at_epoch) {
+    if (indices_epoch == at_epoch) return indices;
+    if (next_indices_epoch != at_epoch) next_indices = sampler.rank_indices(at_epoch), next_indices_epoch = at_epoch;
+    if (at_epoch != epoch) return next_indices;
+    std::swap(indices, next_indices);
+    std::swap(indices_epoch, next_indices_epoch);
+    return indices;
+  }
+
+  // Starts the copy of the batch that follows micro-batch `micro` of step
+  // `s`: the step's next micro-batch, or the next step's first (in the next
+  // epoch's order after an epoch's last step): what the next load() will
+  // ask for. Where there is no next load (the run's last step, a stop) the
+  // copy is wasted; a load of other rows would still get exactly those rows
+  // (BatchLoader::load), so prefetching never changes a result.
+  void prefetch_after(const StepSlice& s, int64_t micro) {
+    if (micro + 1 < s.micro_batches) {
+      loader.prefetch(order_for(s.epoch).data() + micro_first(s, micro + 1), micro_rows(s, micro + 1));
+      return;
+    }
+    const StepSlice next = slice_after(s);
+    loader.prefetch(order_for(next.epoch).data() + micro_first(next, 0), micro_rows(next, 0));
   }
 
   // Test hook (--stall-rank/--stall-at-step): this rank stops taking part
@@ -468,9 +531,10 @@ struct Trainer::Impl {
     }
   }
 
-  bool epoch_done() const {
+  bool epoch_done() const { return epoch_done_at(epoch_offset); }
+  bool epoch_done_at(int64_t at_offset) const {
     const int64_t per_rank = static_cast<int64_t>(sampler.samples_per_rank());
-    const int64_t used = epoch_offset / world();
+    const int64_t used = at_offset / world();
     return used >= per_rank || (cfg.drop_last && used + samples_per_rank_step() > per_rank);
   }
 
@@ -685,5 +749,9 @@ BenchTimings Trainer::bench(int64_t warmup_steps, int64_t timed_steps) {
   return impl_->bench(warmup_steps, timed_steps);
 }
 TrainState Trainer::snapshot() const { return impl_->snapshot(); }
+void Trainer::observe_batches(std::function<void(const uint32_t* indices, int rows)> observer) {
+  impl_->batch_observer = std::move(observer);
+}
+BatchLoaderCounts Trainer::loader_counts() const { return impl_->loader.counts(); }
 
 }  // namespace ddp

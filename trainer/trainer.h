@@ -3,6 +3,8 @@
 // prints, writes metrics and checkpoints.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -11,6 +13,7 @@
 #include "comm/communicator.h"
 #include "kernels/backend.h"
 #include "kernels/error.h"
+#include "trainer/batch_loader.h"
 #include "trainer/data_source.h"
 #include "trainer/train_config.h"
 #include "trainer/train_state.h"
@@ -70,6 +73,12 @@ class Trainer {
 
   // The state as a checkpoint would hold it now.
   TrainState snapshot() const;
+
+  // Test hook: called with this rank's sample indices of each micro-batch
+  // as the step loads it (empty function: none).
+  void observe_batches(std::function<void(const uint32_t* indices, int rows)> observer);
+  // What the training batch loader did so far (prefetch hits and misses).
+  BatchLoaderCounts loader_counts() const;
 
  private:
   struct Impl;

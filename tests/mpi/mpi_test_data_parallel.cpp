@@ -118,6 +118,35 @@ TEST(DataParallel, RanksIdenticalAfterEveryStepAndOneRankOverflowSkipsEverywhere
   EXPECT_EQ(failures_anywhere(bad), 0);
 }
 
+// Each rank trains on its own shard of the sampler's order, micro-batch by
+// micro-batch, with every batch but the first copied one ahead: 37 samples
+// (padded for 2, 3 and 4 ranks, or cut with --drop-last), 2 micro-batches of
+// 4 per step, short last steps, three epochs.
+TEST(DataParallel, EveryRankTrainsOnItsShardOneBatchAhead) {
+  MpiCommunicator comm;
+  const int n = comm.world_size();
+  int bad = 0;
+  for (bool drop_last : {false, true}) {
+    TrainConfig c = small_regression(shared_seed() % 100000);
+    c.data.synthetic_train_samples = 37, c.drop_last = drop_last;
+    c.batch_size = 4, c.grad_accum = 2;
+    const int64_t per_rank = drop_last ? 37 / n : (37 + n - 1) / n;
+    c.steps = 3 * (drop_last ? per_rank / 8 : (per_rank + 7) / 8);
+    const auto want = test::sampler_batches(37, comm.rank(), n, c.seed, c.shuffle, c.drop_last, 4, 2, c.steps);
+
+    CpuBackend cpu(1);
+    Trainer t(c, cpu, comm, load_train_test(c.data, c.seed));
+    std::vector<std::vector<uint32_t>> got;
+    t.observe_batches([&got](const uint32_t* indices, int rows) { got.emplace_back(indices, indices + rows); });
+    t.prepare();
+    t.run();
+    EXPECT_EQ(got, want) << "rank " << comm.rank() << (drop_last ? ", --drop-last" : "");
+    EXPECT_EQ(t.loader_counts().loaded_on_demand, 1) << "rank " << comm.rank();
+    bad += got != want || t.loader_counts().loaded_on_demand != 1;
+  }
+  EXPECT_EQ(failures_anywhere(bad), 0);
+}
+
 // An overflow storm on the last rank only (every 5th step for 500 steps,
 // with hysteresis and a floor): every rank skips exactly the same 100 steps
 // (same count, same masters, same scale as rank 0 at the end) and the model
