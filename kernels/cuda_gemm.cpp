@@ -272,6 +272,13 @@ bool CublasLtGemm::run_product(const GemmFp16& g, cudaStream_t stream) {
     const half16* bias = g.bias ? aligned_bias(g.bias, g.n, stream) : nullptr;
     if (try_lt(g, bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT, bias, stream)) return false;
   } else {
+    if (g.dact == Activation::Relu && !g.pre_activation) {
+      const half16* bias = g.bias ? aligned_bias(g.bias, g.n, stream) : nullptr;
+      if (try_lt(g, bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT, bias, stream)) {
+        launch_relu_gradient_in_place_fp16(g, stream);
+        return false;
+      }
+    }
     if (g.act == Activation::Relu && !g.pre_activation) {
       const half16* bias = g.bias ? aligned_bias(g.bias, g.n, stream) : nullptr;
       if (try_lt(g, bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU, bias, stream)) return false;

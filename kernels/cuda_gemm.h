@@ -20,8 +20,11 @@
 // - bias gradient alone, not accumulating, alpha 1, beta 0, 16-byte-aligned
 //   output: BGRADB in the same GEMM. It sums the FP16 values of A in FP32
 //   (a different order from the CPU's, covered by the tests' tolerance).
-// - everything else with an activation part (GELU forward, any activation
-//   gradient, a pre-activation output): the GEMM writes FP32 D to a scratch
+// - ReLU gradient: the plain GEMM (+ BIAS) rounds C, then
+//   launch_relu_gradient_in_place_fp16 zeroes where relu'(z) = 0: the same
+//   bits as fusing it (relu' is 0 or 1), at the traffic of the old pass.
+// - everything else with an activation part (GELU forward and gradient, a
+//   pre-activation output): the GEMM writes FP32 D to a scratch
 //   buffer and launch_gemm_epilogue_fp16 applies gemm_epilogue_element and
 //   rounds once. Not cuBLASLt's own epilogues, on purpose: its GELU and
 //   DGELU use the tanh approximation (PyTorch's _addmm_activation matches
@@ -69,6 +72,9 @@ void launch_simple_gemm_fp16(const GemmFp16& g, cudaStream_t stream);
 // C = epilogue(acc_fp32) for acc_fp32 = alpha * op(A) op(B), [m, n] packed
 // FP32 (cuda_gemm_epilogue.cu). g.beta must be 0.
 void launch_gemm_epilogue_fp16(const GemmFp16& g, const float* acc_fp32, cudaStream_t stream);
+// C = relu'(dact_input) * C in place, on C already rounded by a plain GEMM
+// (+ bias): the bits of the fused ReLU gradient (cuda_gemm_epilogue.cu).
+void launch_relu_gradient_in_place_fp16(const GemmFp16& g, cudaStream_t stream);
 // g.bias_grad = row sums of op(A) (+ g.bias_grad when accumulating), FP32 in
 // increasing k order: bitwise the CPU backend's (cuda_gemm_epilogue.cu).
 void launch_bias_grad_op_a_fp16(const GemmFp16& g, cudaStream_t stream);

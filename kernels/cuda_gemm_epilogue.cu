@@ -1,8 +1,11 @@
 // cuda_gemm_epilogue.cu: the parts of a GemmFp16 epilogue (backend.h) that
 // cuBLASLt cannot do with our semantics, as kernels of their own:
+// - ReLU's gradient applied in place to the rounded GEMM result, which gives
+//   the same bits as applying it before the rounding (relu' is 0 or 1), at
+//   the memory traffic of the separate pass it replaces;
 // - the element-wise epilogue applied to an FP32 GEMM result, for GELU
 //   (cuBLASLt's GELU epilogues use the tanh approximation, ours is the erf
-//   form), the activation gradient and the pre-activation output: one
+//   form), GELU's gradient and the pre-activation output: one
 //   gemm_epilogue_element per output, the function the CPU backend uses, so
 //   there is still one rounding to FP16 and both backends agree;
 // - the bias gradient of op(A) where cuBLASLt's BGRADB cannot take it
@@ -26,6 +29,18 @@ __global__ void gemm_epilogue_kernel(GemmFp16 g, const float* acc) {
   }
 }
 
+// C[i, j] = relu'(Z[i, j]) * C[i, j] in place on the rounded GEMM result:
+// relu' is 0 or 1, so this gives the bits of rounding relu'(z) * v once
+// (z > 0 ? fp16(v) : +0, as relu_backward).
+__global__ void relu_gradient_in_place_kernel(GemmFp16 g) {
+  const size_t count = static_cast<size_t>(g.m) * g.n;
+  for (size_t idx = global_thread_index(); idx < count; idx += grid_stride()) {
+    const size_t i = idx / g.n, j = idx % g.n;
+    half16& c = g.c[i * g.ldc + j];
+    c = to_half(relu_backward(to_float(g.dact_input[i * g.ld_dact_input + j]), to_float(c)));
+  }
+}
+
 // Threads along i read neighbouring elements of a stored row of A when A is
 // transposed (the weight-gradient GEMM), so the loads coalesce there.
 __global__ void bias_grad_op_a_kernel(GemmFp16 g) {
@@ -45,6 +60,13 @@ void launch_gemm_epilogue_fp16(const GemmFp16& g, const float* acc_fp32, cudaStr
   const size_t count = static_cast<size_t>(g.m) * g.n;
   if (count == 0) return;
   gemm_epilogue_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(g, acc_fp32);
+  DDP_CUDA_CHECK_LAUNCH();
+}
+
+void launch_relu_gradient_in_place_fp16(const GemmFp16& g, cudaStream_t stream) {
+  const size_t count = static_cast<size_t>(g.m) * g.n;
+  if (count == 0) return;
+  relu_gradient_in_place_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(g);
   DDP_CUDA_CHECK_LAUNCH();
 }
 

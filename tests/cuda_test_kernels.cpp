@@ -463,6 +463,9 @@ void run_all_epilogues(CpuBackend& cpu, Backend& gpu, std::mt19937_64& rng) {
       c = test::EpilogueCase{37, 29, 65};
       c.trans_a = ta, c.trans_b = tb, c.dact = Activation::Gelu, c.alpha = -1.5f;
       run_epilogue_case(cpu, gpu, rng, c, "dgelu, any transpose");
+      c.dact = Activation::Relu, c.bias = true, c.pad = 2;
+      run_epilogue_case(cpu, gpu, rng, c, "drelu with bias, any transpose");
+      c.bias = false, c.pad = 0;
       c.dact = Activation::None, c.bias_grad = true, c.alpha = 1.0f;
       run_epilogue_case(cpu, gpu, rng, c, "bias gradient, any transpose");
     }

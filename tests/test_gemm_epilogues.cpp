@@ -117,7 +117,7 @@ TEST_F(GemmEpilogues, ActivationGradientMatchesDouble) {
       for (Activation dact : kActs)
         for (int pad : {0, 3}) {
           EpilogueCase c{s[0], s[1], s[2]};
-          c.trans_b = tb, c.dact = dact, c.pad = pad, c.alpha = pad ? -1.5f : 1.0f;
+          c.trans_b = tb, c.dact = dact, c.pad = pad, c.alpha = pad ? -1.5f : 1.0f, c.bias = pad != 0;
           for (CpuBackend* be : {&one, &two})
             for (bool f16c : {true, false}) {
               set_f16c_enabled(f16c);
