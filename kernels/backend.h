@@ -25,7 +25,7 @@ enum class Transpose { No, Yes };
 // when trans_a == No, k x m when Yes).
 //
 // The epilogue works on the FP32 value v of each element before that one
-// rounding, in this order (gemm_epilogue_math.h has it as code, shared by
+// rounding, in this order (gemm_epilogue.h has it as code, shared by
 // the CPU loops and the CUDA kernels):
 //   v += bias[j]                         (bias)
 //   pre_activation[i,j] = fp16(v)        (pre_activation)
@@ -34,7 +34,9 @@ enum class Transpose { No, Yes };
 //   C[i,j] = fp16(v)
 // and, independent of C, bias_grad[i] = fp16(sum_p op(A)[i,p]) over k in
 // FP32: in the weight-gradient GEMM dW = dY^T X, op(A) = dY^T and that is
-// db = sum_rows(dY), fused into the pass that already reads dY.
+// db = sum_rows(dY), fused into the pass that already reads dY. Which of
+// these each backend fuses into the GEMM itself, and which it runs as a
+// kernel of its own with the same semantics: cpu_gemm.h, cuda_gemm.h.
 //
 // Rounding consequences against the unfused sequence (GEMM, then the
 // element-wise passes below): ReLU commutes with round-to-nearest-even

@@ -177,56 +177,70 @@ DDP_AVX_F16C void sgd_f16c(const SgdParams& s, Grads grads, float* master_fp32, 
   }
 }
 
-DDP_AVX_F16C void narrow_rows_f16c(const float* c_fp32, size_t ldc, const NarrowEpilogue& e, half16* out, size_t ldo,
-                                   size_t rows, size_t cols) {
-  // Lane for lane gemm_epilogue_element: bias add, pre-activation store,
-  // then relu'/relu as masks (z > 0 ? v : +0, NaN gives +0, as
-  // relu_backward/relu_forward) or GELU through the scalar function.
+// One row of narrow_rows_f16c with the epilogue's choices fixed at compile
+// time, so the 8-lane loop has no branches: kBias adds the bias, kPre
+// stores the pre-activation, kMode is 0 (nothing more), 1 (relu as a mask),
+// 2 (relu' from z as a mask), 3 (any other, through the scalar function).
+// Lane for lane gemm_epilogue_element: relu'/relu as masks are z > 0 ? v : +0
+// (NaN gives +0), exactly relu_backward/relu_forward.
+template <bool kBias, bool kPre, int kMode>
+DDP_AVX_F16C void narrow_row_f16c(const float* src, const float* bias, half16* pre, const half16* z, Activation act,
+                                  Activation dact, half16* dst, size_t cols) {
   const __m256 zero = _mm256_setzero_ps();
-  const bool gelu = e.act == Activation::Gelu || e.dact == Activation::Gelu;
-  alignas(32) float vt[8], zt[8];
-  for (size_t r = 0; r < rows; ++r) {
-    const float* src = c_fp32 + r * ldc;
-    half16* dst = out + r * ldo;
-    half16* pre = e.pre_activation ? e.pre_activation + r * e.ld_pre_activation : nullptr;
-    const half16* z = e.dact_input ? e.dact_input + r * e.ld_dact_input : nullptr;
-    size_t c = 0;
-    for (; c + 8 <= cols; c += 8) {
-      __m256 v = _mm256_loadu_ps(src + c);
-      if (e.bias_fp32) v = _mm256_add_ps(v, _mm256_loadu_ps(e.bias_fp32 + c));
-      if (pre) store8(pre + c, v);
-      if (gelu) {
-        _mm256_store_ps(vt, v);
-        if (e.dact != Activation::None) _mm256_store_ps(zt, load8(z + c));
-        for (int l = 0; l < 8; ++l) vt[l] = gemm_epilogue_activation(e.act, e.dact, zt[l], vt[l]);
-        v = _mm256_load_ps(vt);
-      } else if (e.dact == Activation::Relu) {
-        v = _mm256_and_ps(v, _mm256_cmp_ps(load8(z + c), zero, _CMP_GT_OQ));
-      } else if (e.act == Activation::Relu) {
-        v = _mm256_and_ps(v, _mm256_cmp_ps(v, zero, _CMP_GT_OQ));
-      }
-      store8(dst + c, v);
+  size_t c = 0;
+  for (; c + 8 <= cols; c += 8) {
+    __m256 v = _mm256_loadu_ps(src + c);
+    if (kBias) v = _mm256_add_ps(v, _mm256_loadu_ps(bias + c));
+    if (kPre) store8(pre + c, v);
+    if (kMode == 1) v = _mm256_and_ps(v, _mm256_cmp_ps(v, zero, _CMP_GT_OQ));
+    if (kMode == 2) v = _mm256_and_ps(v, _mm256_cmp_ps(load8(z + c), zero, _CMP_GT_OQ));
+    if (kMode == 3) {
+      alignas(32) float vt[8], zt[8] = {};
+      _mm256_store_ps(vt, v);
+      if (dact != Activation::None) _mm256_store_ps(zt, load8(z + c));
+      for (int l = 0; l < 8; ++l) vt[l] = gemm_epilogue_activation(act, dact, zt[l], vt[l]);
+      v = _mm256_load_ps(vt);
     }
-    for (; c < cols; ++c) {
-      float v = src[c];
-      if (e.bias_fp32) v += e.bias_fp32[c];
-      if (pre) pre[c] = to_half(v);
-      dst[c] = to_half(gemm_epilogue_activation(e.act, e.dact, z ? to_float(z[c]) : 0.0f, v));
-    }
+    store8(dst + c, v);
+  }
+  for (; c < cols; ++c) {
+    float v = src[c];
+    if (kBias) v += bias[c];
+    if (kPre) pre[c] = to_half(v);
+    dst[c] = to_half(gemm_epilogue_activation(act, dact, z ? to_float(z[c]) : 0.0f, v));
   }
 }
 
-// The bias-less, activation-less rounding: the plain GEMM's hot path.
-DDP_AVX_F16C void narrow_plain_f16c(const float* c_fp32, size_t ldc, half16* out, size_t ldo, size_t rows,
-                                    size_t cols) {
-  for (size_t r = 0; r < rows; ++r) {
-    const float* src = c_fp32 + r * ldc;
-    half16* dst = out + r * ldo;
-    size_t c = 0;
-    for (; c + 8 <= cols; c += 8) store8(dst + c, _mm256_loadu_ps(src + c));
-    for (; c < cols; ++c) dst[c] = to_half(src[c]);
-  }
+template <bool kBias, bool kPre, int kMode>
+DDP_AVX_F16C void narrow_rows_f16c_fixed(const float* c_fp32, size_t ldc, const NarrowEpilogue& e, half16* out,
+                                         size_t ldo, size_t rows, size_t cols) {
+  for (size_t r = 0; r < rows; ++r)
+    narrow_row_f16c<kBias, kPre, kMode>(c_fp32 + r * ldc, e.bias_fp32,
+                                        kPre ? e.pre_activation + r * e.ld_pre_activation : nullptr,
+                                        e.dact_input ? e.dact_input + r * e.ld_dact_input : nullptr, e.act, e.dact,
+                                        out + r * ldo, cols);
 }
+
+template <bool kBias, bool kPre>
+DDP_AVX_F16C void narrow_rows_f16c_mode(const float* c_fp32, size_t ldc, const NarrowEpilogue& e, half16* out,
+                                        size_t ldo, size_t rows, size_t cols) {
+  const bool none = e.act == Activation::None && e.dact == Activation::None;
+  if (none) return narrow_rows_f16c_fixed<kBias, kPre, 0>(c_fp32, ldc, e, out, ldo, rows, cols);
+  if (e.act == Activation::Relu) return narrow_rows_f16c_fixed<kBias, kPre, 1>(c_fp32, ldc, e, out, ldo, rows, cols);
+  if (e.dact == Activation::Relu) return narrow_rows_f16c_fixed<kBias, kPre, 2>(c_fp32, ldc, e, out, ldo, rows, cols);
+  narrow_rows_f16c_fixed<kBias, kPre, 3>(c_fp32, ldc, e, out, ldo, rows, cols);
+}
+
+DDP_AVX_F16C void narrow_rows_f16c(const float* c_fp32, size_t ldc, const NarrowEpilogue& e, half16* out, size_t ldo,
+                                   size_t rows, size_t cols) {
+  if (e.bias_fp32) {
+    if (e.pre_activation) return narrow_rows_f16c_mode<true, true>(c_fp32, ldc, e, out, ldo, rows, cols);
+    return narrow_rows_f16c_mode<true, false>(c_fp32, ldc, e, out, ldo, rows, cols);
+  }
+  if (e.pre_activation) return narrow_rows_f16c_mode<false, true>(c_fp32, ldc, e, out, ldo, rows, cols);
+  narrow_rows_f16c_mode<false, false>(c_fp32, ldc, e, out, ldo, rows, cols);
+}
+
 #endif  // DDP_X86
 
 }  // namespace
@@ -325,10 +339,7 @@ void narrow_rows(const float* c_fp32, size_t ldc, const NarrowEpilogue& e, half1
                  size_t cols) {
   const bool plain = !e.bias_fp32 && !e.pre_activation && e.act == Activation::None && e.dact == Activation::None;
 #if DDP_X86
-  if (f16c_available()) {
-    return plain ? narrow_plain_f16c(c_fp32, ldc, out, ldo, rows, cols)
-                 : narrow_rows_f16c(c_fp32, ldc, e, out, ldo, rows, cols);
-  }
+  if (f16c_available()) return narrow_rows_f16c(c_fp32, ldc, e, out, ldo, rows, cols);
 #endif
   for (size_t r = 0; r < rows; ++r) {
     const float* src = c_fp32 + r * ldc;
