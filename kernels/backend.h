@@ -69,7 +69,8 @@ struct GemmFp16 {
   // Backward: multiply by act'(z) before the rounding, z read from
   // dact_input [m, ld_dact_input] (FP16): the activation's input Z, or, for
   // ReLU, its output Y = fp16(relu(Z)) (Y > 0 exactly when fp16(Z) > 0, so
-  // relu' is the same and no Z need be kept). Only with beta == 0.
+  // relu' is the same and no Z need be kept). Only with beta == 0. Neither
+  // dact_input nor pre_activation may overlap C (CUDA may write C first).
   Activation dact = Activation::None;
   const half16* dact_input = nullptr;
   int ld_dact_input = 0;
