@@ -23,10 +23,31 @@ namespace ddp {
 enum class DeviceKind { Cpu, Cuda };
 enum class Transpose { No, Yes };
 
-// C[m,n] = alpha * op(A)[m,k] * op(B)[k,n] + beta * C  (+ bias[n] per row),
-// row-major, FP16 operands and result, FP32 accumulation, one rounding to
-// FP16 at the end. lda/ldb/ldc are row strides of the stored matrices
-// (stored A is m x k when trans_a == No, k x m when Yes).
+// C[m,n] = epilogue(alpha * op(A)[m,k] * op(B)[k,n] + beta * C), row-major,
+// FP16 operands and result, FP32 accumulation, one rounding to FP16 at the
+// end. lda/ldb/ldc are row strides of the stored matrices (stored A is m x k
+// when trans_a == No, k x m when Yes).
+//
+// The epilogue works on the FP32 value v of each element before that one
+// rounding, in this order (gemm_epilogue.h has it as code, shared by
+// the CPU loops and the CUDA kernels):
+//   v += bias[j]                         (bias)
+//   pre_activation[i,j] = fp16(v)        (pre_activation)
+//   v = act'(z[i,j]) * v, z = dact_input (dact)
+//   v = act(v)                           (act)
+//   C[i,j] = fp16(v)
+// and, independent of C, bias_grad[i] = fp16(sum_p op(A)[i,p]) over k in
+// FP32: in the weight-gradient GEMM dW = dY^T X, op(A) = dY^T and that is
+// db = sum_rows(dY), fused into the pass that already reads dY. Which of
+// these each backend fuses into the GEMM itself, and which it runs as a
+// kernel of its own with the same semantics: cpu_gemm.h, cuda_gemm.h.
+//
+// Rounding consequences against the unfused sequence (GEMM, then the
+// element-wise passes below): ReLU commutes with round-to-nearest-even
+// (rounding is monotone and keeps the sign; relu'(z) is 0 or 1), so fused
+// ReLU and its gradient give the same bits as the separate passes. GELU
+// rounds once instead of twice: at least as accurate, not bitwise equal.
+// The bias gradient sums the same FP16 values (op(A)) as bias_grad_fp16.
 struct GemmFp16 {
   Transpose trans_a = Transpose::No;
   Transpose trans_b = Transpose::No;
@@ -42,6 +63,26 @@ struct GemmFp16 {
   // Optional [n] bias added in FP32 before the rounding (a cuBLASLt epilogue
   // on CUDA). Only with beta == 0.
   const half16* bias = nullptr;
+  // Forward activation applied in FP32 before the rounding. Only with
+  // beta == 0 and dact == None.
+  Activation act = Activation::None;
+  // Optional [m, ld_pre_activation] output: the FP16 value before act (the
+  // activation's input, which GELU's gradient needs). Only with beta == 0.
+  half16* pre_activation = nullptr;
+  int ld_pre_activation = 0;
+  // Backward: multiply by act'(z) before the rounding, z read from
+  // dact_input [m, ld_dact_input] (FP16): the activation's input Z, or, for
+  // ReLU, its output Y = fp16(relu(Z)) (Y > 0 exactly when fp16(Z) > 0, so
+  // relu' is the same and no Z need be kept). Only with beta == 0. Neither
+  // dact_input nor pre_activation may overlap C (CUDA may write C first).
+  Activation dact = Activation::None;
+  const half16* dact_input = nullptr;
+  int ld_dact_input = 0;
+  // Optional [m] bias gradient of op(A), see above; with
+  // bias_grad_accumulate it is added to what bias_grad holds (before the one
+  // rounding), as bias_grad_fp16 does. Any beta.
+  half16* bias_grad = nullptr;
+  bool bias_grad_accumulate = false;
 };
 
 class Backend {

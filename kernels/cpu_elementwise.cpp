@@ -4,6 +4,9 @@
 // a*b+c and every lane rounds exactly as the scalar definition does.
 #include "kernels/cpu_elementwise.h"
 
+#include <algorithm>
+
+#include "kernels/gemm_epilogue.h"
 #include "kernels/half_convert.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -174,21 +177,70 @@ DDP_AVX_F16C void sgd_f16c(const SgdParams& s, Grads grads, float* master_fp32, 
   }
 }
 
-DDP_AVX_F16C void narrow_rows_f16c(const float* c_fp32, size_t ldc, const float* bias, half16* out, size_t ldo,
-                                   size_t rows, size_t cols) {
-  for (size_t r = 0; r < rows; ++r) {
-    const float* src = c_fp32 + r * ldc;
-    half16* dst = out + r * ldo;
-    size_t c = 0;
-    if (bias) {
-      for (; c + 8 <= cols; c += 8) store8(dst + c, _mm256_add_ps(_mm256_loadu_ps(src + c), _mm256_loadu_ps(bias + c)));
-      for (; c < cols; ++c) dst[c] = to_half(src[c] + bias[c]);
-    } else {
-      for (; c + 8 <= cols; c += 8) store8(dst + c, _mm256_loadu_ps(src + c));
-      for (; c < cols; ++c) dst[c] = to_half(src[c]);
+// One row of narrow_rows_f16c with the epilogue's choices fixed at compile
+// time, so the 8-lane loop has no branches: kBias adds the bias, kPre
+// stores the pre-activation, kMode is 0 (nothing more), 1 (relu as a mask),
+// 2 (relu' from z as a mask), 3 (any other, through the scalar function).
+// Lane for lane gemm_epilogue_element: relu'/relu as masks are z > 0 ? v : +0
+// (NaN gives +0), exactly relu_backward/relu_forward.
+template <bool kBias, bool kPre, int kMode>
+DDP_AVX_F16C void narrow_row_f16c(const float* src, const float* bias, half16* pre, const half16* z, Activation act,
+                                  Activation dact, half16* dst, size_t cols) {
+  const __m256 zero = _mm256_setzero_ps();
+  size_t c = 0;
+  for (; c + 8 <= cols; c += 8) {
+    __m256 v = _mm256_loadu_ps(src + c);
+    if (kBias) v = _mm256_add_ps(v, _mm256_loadu_ps(bias + c));
+    if (kPre) store8(pre + c, v);
+    if (kMode == 1) v = _mm256_and_ps(v, _mm256_cmp_ps(v, zero, _CMP_GT_OQ));
+    if (kMode == 2) v = _mm256_and_ps(v, _mm256_cmp_ps(load8(z + c), zero, _CMP_GT_OQ));
+    if (kMode == 3) {
+      alignas(32) float vt[8], zt[8] = {};
+      _mm256_store_ps(vt, v);
+      if (dact != Activation::None) _mm256_store_ps(zt, load8(z + c));
+      for (int l = 0; l < 8; ++l) vt[l] = gemm_epilogue_activation(act, dact, zt[l], vt[l]);
+      v = _mm256_load_ps(vt);
     }
+    store8(dst + c, v);
+  }
+  for (; c < cols; ++c) {
+    float v = src[c];
+    if (kBias) v += bias[c];
+    if (kPre) pre[c] = to_half(v);
+    dst[c] = to_half(gemm_epilogue_activation(act, dact, z ? to_float(z[c]) : 0.0f, v));
   }
 }
+
+template <bool kBias, bool kPre, int kMode>
+DDP_AVX_F16C void narrow_rows_f16c_fixed(const float* c_fp32, size_t ldc, const NarrowEpilogue& e, half16* out,
+                                         size_t ldo, size_t rows, size_t cols) {
+  for (size_t r = 0; r < rows; ++r)
+    narrow_row_f16c<kBias, kPre, kMode>(c_fp32 + r * ldc, e.bias_fp32,
+                                        kPre ? e.pre_activation + r * e.ld_pre_activation : nullptr,
+                                        e.dact_input ? e.dact_input + r * e.ld_dact_input : nullptr, e.act, e.dact,
+                                        out + r * ldo, cols);
+}
+
+template <bool kBias, bool kPre>
+DDP_AVX_F16C void narrow_rows_f16c_mode(const float* c_fp32, size_t ldc, const NarrowEpilogue& e, half16* out,
+                                        size_t ldo, size_t rows, size_t cols) {
+  const bool none = e.act == Activation::None && e.dact == Activation::None;
+  if (none) return narrow_rows_f16c_fixed<kBias, kPre, 0>(c_fp32, ldc, e, out, ldo, rows, cols);
+  if (e.act == Activation::Relu) return narrow_rows_f16c_fixed<kBias, kPre, 1>(c_fp32, ldc, e, out, ldo, rows, cols);
+  if (e.dact == Activation::Relu) return narrow_rows_f16c_fixed<kBias, kPre, 2>(c_fp32, ldc, e, out, ldo, rows, cols);
+  narrow_rows_f16c_fixed<kBias, kPre, 3>(c_fp32, ldc, e, out, ldo, rows, cols);
+}
+
+DDP_AVX_F16C void narrow_rows_f16c(const float* c_fp32, size_t ldc, const NarrowEpilogue& e, half16* out, size_t ldo,
+                                   size_t rows, size_t cols) {
+  if (e.bias_fp32) {
+    if (e.pre_activation) return narrow_rows_f16c_mode<true, true>(c_fp32, ldc, e, out, ldo, rows, cols);
+    return narrow_rows_f16c_mode<true, false>(c_fp32, ldc, e, out, ldo, rows, cols);
+  }
+  if (e.pre_activation) return narrow_rows_f16c_mode<false, true>(c_fp32, ldc, e, out, ldo, rows, cols);
+  narrow_rows_f16c_mode<false, false>(c_fp32, ldc, e, out, ldo, rows, cols);
+}
+
 #endif  // DDP_X86
 
 }  // namespace
@@ -275,19 +327,61 @@ void widen_rows(const half16* src, size_t ld_src, float* dst, size_t ld_dst, siz
   for (size_t r = 0; r < rows; ++r) half_to_float_array(src + r * ld_src, dst + r * ld_dst, cols);
 }
 
-void narrow_rows(const float* c_fp32, size_t ldc, const float* bias_fp32, half16* out, size_t ldo, size_t rows,
+NarrowEpilogue NarrowEpilogue::at(size_t row, size_t col) const {
+  NarrowEpilogue e = *this;
+  if (e.bias_fp32) e.bias_fp32 += col;
+  if (e.pre_activation) e.pre_activation += row * ld_pre_activation + col;
+  if (e.dact_input) e.dact_input += row * ld_dact_input + col;
+  return e;
+}
+
+void narrow_rows(const float* c_fp32, size_t ldc, const NarrowEpilogue& e, half16* out, size_t ldo, size_t rows,
                  size_t cols) {
+  const bool plain = !e.bias_fp32 && !e.pre_activation && e.act == Activation::None && e.dact == Activation::None;
 #if DDP_X86
-  if (f16c_available()) return narrow_rows_f16c(c_fp32, ldc, bias_fp32, out, ldo, rows, cols);
+  if (f16c_available()) return narrow_rows_f16c(c_fp32, ldc, e, out, ldo, rows, cols);
 #endif
   for (size_t r = 0; r < rows; ++r) {
     const float* src = c_fp32 + r * ldc;
     half16* dst = out + r * ldo;
-    if (bias_fp32) {
-      for (size_t c = 0; c < cols; ++c) dst[c] = to_half(src[c] + bias_fp32[c]);
-    } else {
+    if (plain) {
       float_to_half_array(src, dst, cols);
+      continue;
     }
+    half16* pre = e.pre_activation ? e.pre_activation + r * e.ld_pre_activation : nullptr;
+    const half16* z = e.dact_input ? e.dact_input + r * e.ld_dact_input : nullptr;
+    for (size_t c = 0; c < cols; ++c) {
+      float v = src[c];
+      if (e.bias_fp32) v += e.bias_fp32[c];
+      if (pre) pre[c] = to_half(v);
+      dst[c] = to_half(gemm_epilogue_activation(e.act, e.dact, z ? to_float(z[c]) : 0.0f, v));
+    }
+  }
+}
+
+void bias_grad_op_a(const float* a_fp32, size_t ld, bool a_transposed, size_t k, size_t i_begin, size_t i_end,
+                    half16* db, bool accumulate) {
+  if (!a_transposed) {  // row sums of stored rows
+    for (size_t i = i_begin; i < i_end; ++i) {
+      float s = 0.0f;
+      for (size_t p = 0; p < k; ++p) s += a_fp32[i * ld + p];
+      db[i] = to_half(s + (accumulate ? to_float(db[i]) : 0.0f));
+    }
+    return;
+  }
+  // Column sums of stored rows, a strip of columns at a time: each column's
+  // sum still runs over p in order (the strip only lets the adds of
+  // neighbouring columns share vector instructions).
+  constexpr size_t kStrip = 256;
+  float sums[kStrip];
+  for (size_t i0 = i_begin; i0 < i_end; i0 += kStrip) {
+    const size_t width = std::min(kStrip, i_end - i0);
+    for (size_t l = 0; l < width; ++l) sums[l] = 0.0f;
+    for (size_t p = 0; p < k; ++p) {
+      const float* row = a_fp32 + p * ld + i0;
+      for (size_t l = 0; l < width; ++l) sums[l] += row[l];
+    }
+    for (size_t l = 0; l < width; ++l) db[i0 + l] = to_half(sums[l] + (accumulate ? to_float(db[i0 + l]) : 0.0f));
   }
 }
 

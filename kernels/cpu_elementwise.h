@@ -41,9 +41,30 @@ void sgd_fp16_grads_range(const SgdParams& params, const half16* grads_fp16, flo
 // GEMM operand and result passes.
 // dst[r * ld_dst + c] = float(src[r * ld_src + c]) for a rows x cols block.
 void widen_rows(const half16* src, size_t ld_src, float* dst, size_t ld_dst, size_t rows, size_t cols);
-// out[r * ldo + c] = fp16(c_fp32[r * ldc + c] (+ bias_fp32[c])): the one
-// rounding of a GEMM result; bias_fp32 may be null.
-void narrow_rows(const float* c_fp32, size_t ldc, const float* bias_fp32, half16* out, size_t ldo, size_t rows,
-                 size_t cols);
+// The GemmFp16 epilogue (backend.h, gemm_epilogue.h) of one block of the
+// output, its pointers already offset to the block's first element.
+struct NarrowEpilogue {
+  const float* bias_fp32 = nullptr;  // [cols], widened exactly from FP16
+  Activation act = Activation::None;
+  half16* pre_activation = nullptr;
+  size_t ld_pre_activation = 0;
+  Activation dact = Activation::None;
+  const half16* dact_input = nullptr;
+  size_t ld_dact_input = 0;
+  // The same epilogue for the block starting at (row, col).
+  NarrowEpilogue at(size_t row, size_t col) const;
+};
+// out[r * ldo + c] = fp16(epilogue(c_fp32[r * ldc + c])): the one rounding
+// of a GEMM result, with the bias, pre-activation output and activation (or
+// its gradient) of `epilogue` applied in FP32 first, element by element as
+// gemm_epilogue_element.
+void narrow_rows(const float* c_fp32, size_t ldc, const NarrowEpilogue& epilogue, half16* out, size_t ldo,
+                 size_t rows, size_t cols);
+// db[i] = fp16(sum_p opA[i, p] (+ db[i] when accumulate)) for i in
+// [i_begin, i_end): an FP32 sum over p = 0..k-1 in increasing order, as
+// bias_grad_columns, of the widened A: opA[i, p] = a_fp32[p * ld + i] when
+// a_transposed (stored k x m), a_fp32[i * ld + p] otherwise.
+void bias_grad_op_a(const float* a_fp32, size_t ld, bool a_transposed, size_t k, size_t i_begin, size_t i_end,
+                    half16* db, bool accumulate);
 
 }  // namespace ddp::cpu

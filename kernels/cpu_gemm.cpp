@@ -4,10 +4,12 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <string>
 
 #include "kernels/cpu_backend.h"
 #include "kernels/cpu_elementwise.h"
 #include "kernels/error.h"
+#include "kernels/gemm_epilogue.h"
 
 namespace ddp {
 namespace {
@@ -51,10 +53,18 @@ void grow(std::vector<float>& v, size_t count) {
 
 void cpu_gemm_fp16(const GemmFp16& g, CpuThreadPool& pool, CpuGemmScratch& s) {
   DDP_REQUIRE(g.m >= 0 && g.n >= 0 && g.k >= 0, "gemm_fp16: negative dimension");
-  DDP_REQUIRE(!(g.bias && g.beta != 0.0f), "gemm_fp16: bias epilogue requires beta == 0");
-  if (g.m == 0 || g.n == 0) return;
+  validate_gemm_epilogue(g, "m=" + std::to_string(g.m) + " n=" + std::to_string(g.n) + " k=" + std::to_string(g.k));
+  if (g.m == 0) return;
   const bool ta = g.trans_a == Transpose::Yes, tb = g.trans_b == Transpose::Yes;
   const int m = g.m, n = g.n, k = g.k;
+  if (n == 0) {  // no output, but the bias gradient of A is still asked for
+    if (g.bias_grad) {
+      grow(s.a_fp32, static_cast<size_t>(m) * k);
+      cpu::widen_rows(g.a, g.lda, s.a_fp32.data(), ta ? m : k, ta ? k : m, ta ? m : k);
+      cpu::bias_grad_op_a(s.a_fp32.data(), ta ? m : k, ta, k, 0, m, g.bias_grad, g.bias_grad_accumulate);
+    }
+    return;
+  }
   const int a_rows = ta ? k : m, a_cols = ta ? m : k;  // stored shapes
   const int b_rows = tb ? n : k, b_cols = tb ? k : n;
   grow(s.a_fp32, static_cast<size_t>(a_rows) * a_cols);
@@ -64,9 +74,20 @@ void cpu_gemm_fp16(const GemmFp16& g, CpuThreadPool& pool, CpuGemmScratch& s) {
   float* a32 = s.a_fp32.data();
   float* b32 = s.b_fp32.data();
   float* c32 = s.c_fp32.data();
-  const float* bias32 = g.bias ? s.bias_fp32.data() : nullptr;
   const CBLAS_TRANSPOSE op_a = ta ? CblasTrans : CblasNoTrans, op_b = tb ? CblasTrans : CblasNoTrans;
   const int lda = std::max(a_cols, 1), ldb = std::max(b_cols, 1);
+  cpu::NarrowEpilogue epilogue;
+  epilogue.bias_fp32 = g.bias ? s.bias_fp32.data() : nullptr;
+  epilogue.act = g.act;
+  epilogue.pre_activation = g.pre_activation;
+  epilogue.ld_pre_activation = static_cast<size_t>(g.ld_pre_activation);
+  epilogue.dact = g.dact;
+  epilogue.dact_input = g.dact_input;
+  epilogue.ld_dact_input = static_cast<size_t>(g.ld_dact_input);
+  // The bias gradient of op(A) rows lo..hi, from the widened A (row stride lda).
+  const auto bias_grad_rows = [&](int lo, int hi) {
+    if (g.bias_grad) cpu::bias_grad_op_a(a32, lda, ta, k, lo, hi, g.bias_grad, g.bias_grad_accumulate);
+  };
   BlasSingleThreaded blas_single;
 
   const double macs = static_cast<double>(m) * n * k;
@@ -81,7 +102,8 @@ void cpu_gemm_fp16(const GemmFp16& g, CpuThreadPool& pool, CpuGemmScratch& s) {
       for (size_t i = 0, count = static_cast<size_t>(m) * n; i < count; ++i)
         c32[i] = g.beta != 0.0f ? c32[i] * g.beta : 0.0f;
     }
-    cpu::narrow_rows(c32, n, bias32, g.c, g.ldc, m, n);
+    cpu::narrow_rows(c32, n, epilogue, g.c, g.ldc, m, n);
+    bias_grad_rows(0, m);
     return;
   }
 
@@ -114,6 +136,12 @@ void cpu_gemm_fp16(const GemmFp16& g, CpuThreadPool& pool, CpuGemmScratch& s) {
     pool.parallel_for(m, 1, row_pieces, [&](size_t r0, size_t r1) {
       cpu::widen_rows(g.c + r0 * g.ldc, g.ldc, c32 + r0 * n, n, r1 - r0, n);
     });
+  // A is whole now when it is the shared operand: its bias gradient, by
+  // rows of op(A) (each sum runs in order on one thread).
+  if (split_n && g.bias_grad)
+    pool.parallel_for(m, 32, row_pieces, [&](size_t i0, size_t i1) {
+      bias_grad_rows(static_cast<int>(i0), static_cast<int>(i1));
+    });
 
   // Phase 2: the slices, each taken by whichever thread is free. A slice
   // widens its own part of the other operand, so the BLAS packs it from
@@ -128,14 +156,15 @@ void cpu_gemm_fp16(const GemmFp16& g, CpuThreadPool& pool, CpuGemmScratch& s) {
         cpu::widen_rows(g.b + (tb ? static_cast<size_t>(lo) * g.ldb : at), g.ldb, b32 + at, b_cols, tb ? width : k,
                         tb ? k : width);
         cblas_sgemm(CblasRowMajor, op_a, op_b, m, width, k, g.alpha, a32, lda, b32 + at, ldb, g.beta, c32 + lo, n);
-        cpu::narrow_rows(c32 + lo, n, bias32 ? bias32 + lo : nullptr, g.c + lo, g.ldc, m, width);
+        cpu::narrow_rows(c32 + lo, n, epilogue.at(0, lo), g.c + lo, g.ldc, m, width);
       } else {  // A's rows lo..hi: a column block when A is transposed, else stored rows
         const size_t at = ta ? static_cast<size_t>(lo) : static_cast<size_t>(lo) * a_cols;
         cpu::widen_rows(g.a + (ta ? at : static_cast<size_t>(lo) * g.lda), g.lda, a32 + at, a_cols, ta ? k : width,
                         ta ? width : k);
         float* c_part = c32 + static_cast<size_t>(lo) * n;
         cblas_sgemm(CblasRowMajor, op_a, op_b, width, n, k, g.alpha, a32 + at, lda, b32, ldb, g.beta, c_part, n);
-        cpu::narrow_rows(c_part, n, bias32, g.c + static_cast<size_t>(lo) * g.ldc, g.ldc, width, n);
+        cpu::narrow_rows(c_part, n, epilogue.at(lo, 0), g.c + static_cast<size_t>(lo) * g.ldc, g.ldc, width, n);
+        bias_grad_rows(lo, hi);  // op(A) rows lo..hi, just widened by this slice
       }
     }
   });

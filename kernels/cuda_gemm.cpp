@@ -9,6 +9,7 @@
 
 #include "kernels/cuda_check.h"
 #include "kernels/error.h"
+#include "kernels/gemm_epilogue.h"
 
 namespace ddp {
 namespace {
@@ -43,10 +44,24 @@ void validate(const GemmFp16& g) {
   DDP_REQUIRE(g.lda >= std::max(1, a_cols), "gemm_fp16: lda smaller than a row of stored A (" + describe(g) + ")");
   DDP_REQUIRE(g.ldb >= std::max(1, b_cols), "gemm_fp16: ldb smaller than a row of stored B (" + describe(g) + ")");
   DDP_REQUIRE(g.ldc >= std::max(1, g.n), "gemm_fp16: ldc smaller than a row of C (" + describe(g) + ")");
-  DDP_REQUIRE(g.bias == nullptr || g.beta == 0.0f, "gemm_fp16: a bias epilogue needs beta == 0");
-  if (g.m == 0 || g.n == 0) return;  // nothing is read or written: pointers may be null
+  validate_gemm_epilogue(g, describe(g));
+  if (g.m == 0) return;  // nothing is read or written: pointers may be null
+  // The bias gradient of A is asked for even when C is empty (n == 0).
+  DDP_REQUIRE(g.k == 0 || (g.n == 0 && !g.bias_grad) || g.a != nullptr, "gemm_fp16: null A");
+  if (g.n == 0) return;
   DDP_REQUIRE(g.c != nullptr, "gemm_fp16: null C");
-  DDP_REQUIRE(g.k == 0 || (g.a != nullptr && g.b != nullptr), "gemm_fp16: null A or B");
+  DDP_REQUIRE(g.k == 0 || g.b != nullptr, "gemm_fp16: null B");
+}
+
+const char* epilogue_name(uint32_t epilogue) {
+  switch (epilogue) {
+    case CUBLASLT_EPILOGUE_DEFAULT: return "none";
+    case CUBLASLT_EPILOGUE_BIAS: return "bias";
+    case CUBLASLT_EPILOGUE_RELU: return "relu";
+    case CUBLASLT_EPILOGUE_RELU_BIAS: return "relu+bias";
+    case CUBLASLT_EPILOGUE_BGRADB: return "bgradb";
+    default: return "other";
+  }
 }
 
 template <class T>
@@ -59,18 +74,19 @@ void set_pref(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttribute
   DDP_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &value, sizeof(value)));
 }
 
-cublasLtMatrixLayout_t make_layout(uint64_t rows, uint64_t cols, int64_t ld) {
+cublasLtMatrixLayout_t make_layout(cudaDataType_t type, uint64_t rows, uint64_t cols, int64_t ld) {
   cublasLtMatrixLayout_t layout = nullptr;
-  DDP_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout, CUDA_R_16F, rows, cols, ld));
+  DDP_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout, type, rows, cols, ld));
   return layout;
 }
 
 }  // namespace
 
 bool CublasLtGemm::Key::operator<(const Key& o) const {
-  return std::tie(trans_a, trans_b, m, n, k, lda, ldb, ldc, has_bias, beta_nonzero, align_a, align_b, align_c,
-                  align_bias) < std::tie(o.trans_a, o.trans_b, o.m, o.n, o.k, o.lda, o.ldb, o.ldc, o.has_bias,
-                                         o.beta_nonzero, o.align_a, o.align_b, o.align_c, o.align_bias);
+  return std::tie(trans_a, trans_b, m, n, k, lda, ldb, ldc, epilogue, d_fp32, beta_nonzero, align_a, align_b, align_c,
+                  align_epilogue) < std::tie(o.trans_a, o.trans_b, o.m, o.n, o.k, o.lda, o.ldb, o.ldc, o.epilogue,
+                                             o.d_fp32, o.beta_nonzero, o.align_a, o.align_b, o.align_c,
+                                             o.align_epilogue);
 }
 
 // Descriptors in cuBLASLt's column-major terms: its A is our B, its B our A.
@@ -78,7 +94,7 @@ struct CublasLtGemm::Plan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t lt_a = nullptr;  // our B as stored
   cublasLtMatrixLayout_t lt_b = nullptr;  // our A as stored
-  cublasLtMatrixLayout_t lt_c = nullptr;  // our C as stored, also D (in place)
+  cublasLtMatrixLayout_t lt_c = nullptr;  // our C as stored, also D (in place); or the FP32 scratch
   cublasLtMatmulAlgo_t algo{};
   bool use_simple = false;  // cuBLASLt has no algorithm for this case
 
@@ -103,7 +119,26 @@ CublasLtGemm::~CublasLtGemm() {
   if (handle_) DDP_CUBLAS_CHECK_NOTHROW(cublasLtDestroy(handle_));
 }
 
-CublasLtGemm::Plan& CublasLtGemm::plan_for(const Key& key, const GemmFp16& g, const half16* bias) {
+CublasLtGemm::Key CublasLtGemm::make_key(const GemmFp16& g, uint32_t epilogue, const void* epilogue_vector,
+                                          bool d_fp32, const void* d) const {
+  return Key{static_cast<int>(g.trans_a),
+             static_cast<int>(g.trans_b),
+             g.m,
+             g.n,
+             g.k,
+             g.lda,
+             g.ldb,
+             d_fp32 ? g.n : g.ldc,
+             epilogue,
+             d_fp32 ? 1 : 0,
+             g.beta != 0.0f,
+             pointer_alignment(g.a),
+             pointer_alignment(g.b),
+             pointer_alignment(d),
+             epilogue_vector ? pointer_alignment(epilogue_vector) : 0};
+}
+
+CublasLtGemm::Plan& CublasLtGemm::plan_for(const Key& key, const GemmFp16& g, const void* epilogue_vector) {
   auto found = plans_.find(key);
   if (found != plans_.end()) return *found->second;
 
@@ -111,17 +146,20 @@ CublasLtGemm::Plan& CublasLtGemm::plan_for(const Key& key, const GemmFp16& g, co
   DDP_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   set_desc(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, static_cast<int32_t>(to_cublas(g.trans_b)));
   set_desc(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, static_cast<int32_t>(to_cublas(g.trans_a)));
-  if (bias) {
-    // The bias type defaults to D's type (FP16), which is what we pass.
-    set_desc(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, static_cast<uint32_t>(CUBLASLT_EPILOGUE_BIAS));
-    // The heuristic reads the pointer's value (not its data) for alignment.
-    set_desc(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void*>(bias));
+  if (key.epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
+    set_desc(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, key.epilogue);
+    // The vector's type defaults to D's (FP16): the bias we pass, or the bias
+    // gradient we want. The heuristic reads the pointer's value (not its
+    // data) for alignment.
+    set_desc(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, epilogue_vector);
   }
   // Column-major views of the row-major storage (rows/cols swapped).
   const bool a_t = g.trans_a == Transpose::Yes, b_t = g.trans_b == Transpose::Yes;
-  plan->lt_a = make_layout(b_t ? g.k : g.n, b_t ? g.n : g.k, g.ldb);
-  plan->lt_b = make_layout(a_t ? g.m : g.k, a_t ? g.k : g.m, g.lda);
-  plan->lt_c = make_layout(g.n, g.m, g.ldc);
+  plan->lt_a = make_layout(CUDA_R_16F, b_t ? g.k : g.n, b_t ? g.n : g.k, g.ldb);
+  plan->lt_b = make_layout(CUDA_R_16F, a_t ? g.m : g.k, a_t ? g.k : g.m, g.lda);
+  // FP16 inputs with FP32 C/D under CUBLAS_COMPUTE_32F is one of cuBLASLt's
+  // listed type combinations (the mixed-precision GEMM).
+  plan->lt_c = make_layout(key.d_fp32 ? CUDA_R_32F : CUDA_R_16F, g.n, g.m, key.ldc);
 
   cublasLtMatmulPreference_t pref = nullptr;
   DDP_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
@@ -158,11 +196,12 @@ CublasLtGemm::Plan& CublasLtGemm::plan_for(const Key& key, const GemmFp16& g, co
     }
   }
   if (plan->use_simple) {
-    // Correct but slow: say so once per plan, so a slow run can be explained.
+    // Correct but slower: say so once per plan, so a slow run can be explained.
     std::fprintf(stderr,
-                 "ddp: cuBLASLt offers no algorithm for gemm_fp16 %s bias=%d align(a,b,c)=(%d,%d,%d); "
-                 "using the CUDA-core fallback kernel\n",
-                 describe(g).c_str(), key.has_bias, key.align_a, key.align_b, key.align_c);
+                 "ddp: cuBLASLt offers no algorithm for gemm_fp16 %s epilogue=%s d=%s align(a,b,c,vector)=(%d,%d,%d,%d); "
+                 "taking the next route down (cuda_gemm.h)\n",
+                 describe(g).c_str(), epilogue_name(key.epilogue), key.d_fp32 ? "fp32" : "fp16", key.align_a,
+                 key.align_b, key.align_c, key.align_epilogue);
   }
   return *plans_.emplace(key, std::move(plan)).first->second;
 }
@@ -182,39 +221,79 @@ const half16* CublasLtGemm::aligned_bias(const half16* bias, int n, cudaStream_t
   return staged;
 }
 
-void CublasLtGemm::run(const GemmFp16& g, cudaStream_t stream) {
-  validate(g);
-  if (g.m == 0 || g.n == 0) return;
-  // k == 0 leaves C = beta*C (+ bias), which cuBLASLt does not take.
-  if (force_simple_ || g.k == 0) {
-    launch_simple_gemm_fp16(g, stream);
-    return;
+float* CublasLtGemm::accumulator_scratch(size_t count, cudaStream_t stream) {
+  if (count > accumulator_count_) {
+    // The old buffer may still be used by queued GEMMs and epilogues.
+    DDP_CUDA_CHECK(cudaStreamSynchronize(stream));
+    accumulator_fp32_.reset();
+    accumulator_count_ = 0;
+    accumulator_fp32_ = cuda_malloc_unique(count * sizeof(float));
+    accumulator_count_ = count;
   }
-  const half16* bias = g.bias ? aligned_bias(g.bias, g.n, stream) : nullptr;
-  const Key key{static_cast<int>(g.trans_a),
-                static_cast<int>(g.trans_b),
-                g.m,
-                g.n,
-                g.k,
-                g.lda,
-                g.ldb,
-                g.ldc,
-                bias != nullptr,
-                g.beta != 0.0f,
-                pointer_alignment(g.a),
-                pointer_alignment(g.b),
-                pointer_alignment(g.c),
-                bias ? pointer_alignment(bias) : 0};
-  Plan& plan = plan_for(key, g, bias);
-  if (plan.use_simple) {
-    launch_simple_gemm_fp16(g, stream);
-    return;
-  }
-  // The plan is shared by every call of this key; only the bias address
+  return static_cast<float*>(accumulator_fp32_.get());
+}
+
+bool CublasLtGemm::try_lt(const GemmFp16& g, uint32_t epilogue, const void* epilogue_vector, cudaStream_t stream) {
+  Plan& plan = plan_for(make_key(g, epilogue, epilogue_vector, false, g.c), g, epilogue_vector);
+  if (plan.use_simple) return false;
+  // The plan is shared by every call of this key; only the vector's address
   // changes between calls (set, not created: no allocation).
-  if (bias) set_desc(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void*>(bias));
+  if (epilogue != CUBLASLT_EPILOGUE_DEFAULT)
+    set_desc(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, epilogue_vector);
   DDP_CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc, &g.alpha, g.b, plan.lt_a, g.a, plan.lt_b, &g.beta, g.c,
                                   plan.lt_c, g.c, plan.lt_c, &plan.algo, workspace_.get(), workspace_bytes_, stream));
+  return true;
+}
+
+bool CublasLtGemm::try_fp32_then_epilogue(const GemmFp16& g, cudaStream_t stream) {
+  float* acc = accumulator_scratch(static_cast<size_t>(g.m) * g.n, stream);
+  Plan& plan = plan_for(make_key(g, CUBLASLT_EPILOGUE_DEFAULT, nullptr, true, acc), g, nullptr);
+  if (plan.use_simple) return false;
+  const float zero = 0.0f;  // an activation epilogue has beta == 0 (validate_gemm_epilogue)
+  DDP_CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc, &g.alpha, g.b, plan.lt_a, g.a, plan.lt_b, &zero, acc,
+                                  plan.lt_c, acc, plan.lt_c, &plan.algo, workspace_.get(), workspace_bytes_, stream));
+  launch_gemm_epilogue_fp16(g, acc, stream);
+  return true;
+}
+
+bool CublasLtGemm::run_product(const GemmFp16& g, cudaStream_t stream) {
+  // k == 0 leaves C = beta*C (+ epilogue), which cuBLASLt does not take.
+  if (force_simple_ || g.k == 0) {
+    launch_simple_gemm_fp16(g, stream);
+    return false;
+  }
+  if (!has_activation_epilogue(g)) {
+    // BGRADB writes (never adds to) the vector, sums A itself (alpha is not
+    // documented to apply; we ask only with alpha 1), and cannot add a bias
+    // in the same call. A misaligned output takes the kernel: no staging.
+    const bool bgradb = g.bias_grad && !g.bias_grad_accumulate && !g.bias && g.alpha == 1.0f && g.beta == 0.0f &&
+                        pointer_alignment(g.bias_grad) >= kBiasAlignment;
+    if (bgradb && try_lt(g, CUBLASLT_EPILOGUE_BGRADB, g.bias_grad, stream)) return true;
+    const half16* bias = g.bias ? aligned_bias(g.bias, g.n, stream) : nullptr;
+    if (try_lt(g, bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT, bias, stream)) return false;
+  } else {
+    if (g.dact == Activation::Relu && !g.pre_activation) {
+      const half16* bias = g.bias ? aligned_bias(g.bias, g.n, stream) : nullptr;
+      if (try_lt(g, bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT, bias, stream)) {
+        launch_relu_gradient_in_place_fp16(g, stream);
+        return false;
+      }
+    }
+    if (g.act == Activation::Relu && !g.pre_activation) {
+      const half16* bias = g.bias ? aligned_bias(g.bias, g.n, stream) : nullptr;
+      if (try_lt(g, bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU, bias, stream)) return false;
+    }
+    if (try_fp32_then_epilogue(g, stream)) return false;
+  }
+  launch_simple_gemm_fp16(g, stream);
+  return false;
+}
+
+void CublasLtGemm::run(const GemmFp16& g, cudaStream_t stream) {
+  validate(g);
+  if (g.m == 0) return;
+  const bool bias_grad_done = g.n > 0 && run_product(g, stream);
+  if (g.bias_grad && !bias_grad_done) launch_bias_grad_op_a_fp16(g, stream);
 }
 
 }  // namespace ddp

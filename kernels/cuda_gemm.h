@@ -6,7 +6,39 @@
 // and we hand cuBLASLt B as its "A", A as its "B", with m and n swapped; the
 // transpose flags carry over unchanged. The bias epilogue adds a vector as
 // long as the column-major D has rows, which after the swap is n: exactly a
-// per-column bias of the row-major C.
+// per-column bias of the row-major C. BGRADB sums cuBLASLt's B (our A) over
+// k into a vector as long as D has columns, m: the row sums of our op(A),
+// i.e. GemmFp16::bias_grad (db = sum_rows dY in the dW = dY^T X GEMM, the
+// form apex's fused_dense uses for its weight gradient).
+//
+// Epilogues (backend.h, gemm_epilogue.h), and where each runs:
+// - bias: CUBLASLT_EPILOGUE_BIAS (an FP16 bias at an unaligned view is
+//   staged to an aligned copy first).
+// - ReLU forward without a pre-activation output: RELU / RELU_BIAS. ReLU
+//   commutes with the rounding, so this is the CPU result bit for bit (up to
+//   the GEMM's summation order).
+// - bias gradient alone, not accumulating, alpha 1, beta 0, 16-byte-aligned
+//   output: BGRADB in the same GEMM. It sums the FP16 values of A in FP32
+//   (a different order from the CPU's, covered by the tests' tolerance).
+// - ReLU gradient: the plain GEMM (+ BIAS) rounds C, then
+//   launch_relu_gradient_in_place_fp16 zeroes where relu'(z) = 0: the same
+//   bits as fusing it (relu' is 0 or 1), at the traffic of the old pass.
+// - everything else with an activation part (GELU forward and gradient, a
+//   pre-activation output): the GEMM writes FP32 D to a scratch
+//   buffer and launch_gemm_epilogue_fp16 applies gemm_epilogue_element and
+//   rounds once. Not cuBLASLt's own epilogues, on purpose: its GELU and
+//   DGELU use the tanh approximation (PyTorch's _addmm_activation matches
+//   gelu(approximate='tanh') for that reason), ours is the erf form; DRELU
+//   needs the RELU_AUX bit-mask, which would have to be kept next to Y and
+//   whose bit is set from the FP32 value (a different relu' from the one
+//   read from Y for the few values that round to zero). Costs one FP32
+//   write and read of the output, against the separate pass it replaces.
+// - a bias gradient BGRADB cannot take: launch_bias_grad_op_a_fp16, bitwise
+//   the CPU's.
+// Where cuBLASLt's heuristic offers no algorithm for a fused epilogue, the
+// next route down is taken (RELU_BIAS -> FP32 route; BGRADB -> plain GEMM +
+// bias-gradient kernel), and where it offers none at all, the CUDA-core
+// kernel of cuda_gemm_simple.cu, which implements the whole contract.
 //
 // Numerics: FP16 A/B/C/D, CUBLAS_COMPUTE_32F with FP32 alpha/beta (Tensor
 // Cores, FP32 accumulation). Split-K schemes that would sum partial results
@@ -14,8 +46,9 @@
 // FP16 at the end, as the numerics contract and CpuBackend have it.
 //
 // Plans (descriptors, layouts, chosen algorithm) are cached per shape,
-// strides, transposes, bias/beta use and pointer alignment, so steady-state
-// training creates no descriptors and queries no heuristics.
+// strides, transposes, epilogue, output type, beta use and pointer
+// alignment (epilogue vector included), so steady-state training creates no
+// descriptors and queries no heuristics.
 #pragma once
 
 #include <cstddef>
@@ -36,6 +69,15 @@ namespace ddp {
 // algorithm for a layout/alignment, for k == 0, and by tests. Slow; it is a
 // fallback, not a path for training.
 void launch_simple_gemm_fp16(const GemmFp16& g, cudaStream_t stream);
+// C = epilogue(acc_fp32) for acc_fp32 = alpha * op(A) op(B), [m, n] packed
+// FP32 (cuda_gemm_epilogue.cu). g.beta must be 0.
+void launch_gemm_epilogue_fp16(const GemmFp16& g, const float* acc_fp32, cudaStream_t stream);
+// C = relu'(dact_input) * C in place, on C already rounded by a plain GEMM
+// (+ bias): the bits of the fused ReLU gradient (cuda_gemm_epilogue.cu).
+void launch_relu_gradient_in_place_fp16(const GemmFp16& g, cudaStream_t stream);
+// g.bias_grad = row sums of op(A) (+ g.bias_grad when accumulating), FP32 in
+// increasing k order: bitwise the CPU backend's (cuda_gemm_epilogue.cu).
+void launch_bias_grad_op_a_fp16(const GemmFp16& g, cudaStream_t stream);
 
 class CublasLtGemm {
  public:
@@ -53,25 +95,42 @@ class CublasLtGemm {
  private:
   struct Key {
     int trans_a, trans_b, m, n, k, lda, ldb, ldc;
-    int has_bias, beta_nonzero;
+    uint32_t epilogue;  // cublasLtEpilogue_t
+    int d_fp32;         // D is the FP32 accumulator scratch (ld n), not our C
+    int beta_nonzero;
     // Largest power of two (<= 256) dividing each address: the heuristic
     // picks algorithms for the alignment it is told, and one chosen for
-    // 256-byte-aligned pointers may fault on a view at an odd offset.
-    int align_a, align_b, align_c, align_bias;
+    // 256-byte-aligned pointers may fault on a view at an odd offset. The
+    // epilogue vector (bias, or bias gradient) counts too.
+    int align_a, align_b, align_c, align_epilogue;
     bool operator<(const Key& o) const;
   };
   struct Plan;
 
-  Plan& plan_for(const Key& key, const GemmFp16& g, const half16* bias);
+  Key make_key(const GemmFp16& g, uint32_t epilogue, const void* epilogue_vector, bool d_fp32,
+               const void* d) const;
+  Plan& plan_for(const Key& key, const GemmFp16& g, const void* epilogue_vector);
+  // Queues C = epilogue(...) and returns true when it also wrote g.bias_grad.
+  bool run_product(const GemmFp16& g, cudaStream_t stream);
+  // One cuBLASLt call with FP16 D = our C and the given epilogue (its vector
+  // in BIAS_POINTER); false, with nothing queued, when there is no algorithm.
+  bool try_lt(const GemmFp16& g, uint32_t epilogue, const void* epilogue_vector, cudaStream_t stream);
+  // cuBLASLt into the FP32 scratch, then launch_gemm_epilogue_fp16; false,
+  // with nothing queued, when there is no algorithm.
+  bool try_fp32_then_epilogue(const GemmFp16& g, cudaStream_t stream);
   // cuBLASLt's bias epilogue wants a 16-byte-aligned bias; a bias view at an
   // odd offset of the flat parameter buffer is copied here first.
   const half16* aligned_bias(const half16* bias, int n, cudaStream_t stream);
+  // FP32 [count] scratch for the accumulator route, grown on demand.
+  float* accumulator_scratch(size_t count, cudaStream_t stream);
 
   cublasLtHandle_t handle_ = nullptr;
   size_t workspace_bytes_ = 0;
   UniqueDeviceMemory workspace_;
   UniqueDeviceMemory bias_staging_;
   size_t bias_staging_count_ = 0;
+  UniqueDeviceMemory accumulator_fp32_;
+  size_t accumulator_count_ = 0;
   std::map<Key, std::unique_ptr<Plan>> plans_;
   bool force_simple_ = false;
 };

@@ -1,11 +1,14 @@
 // cuda_gemm_simple.cu: the fallback GEMM (cuda_gemm.h): one thread per
 // output element, FP32 fused multiply-adds of exactly widened FP16 operands,
-// then alpha, beta*C and bias in FP32 and one rounding to FP16. It exists for
-// layouts or alignments cuBLASLt has no algorithm for, and for k == 0; speed
-// is not its concern.
+// then alpha, beta*C and the whole epilogue (gemm_epilogue_element: bias,
+// activation or its gradient, pre-activation output) in FP32 and one
+// rounding to FP16. The bias gradient of A is launch_bias_grad_op_a_fp16's,
+// queued by the caller. It exists for layouts or alignments cuBLASLt has no
+// algorithm for, and for k == 0; speed is not its concern.
 #include "kernels/cuda_gemm.h"
 
 #include "kernels/cuda_check.h"
+#include "kernels/gemm_epilogue.h"
 
 namespace ddp {
 namespace {
@@ -30,8 +33,7 @@ __global__ void simple_gemm_kernel(GemmFp16 g) {
       float out = g.alpha * acc;
       // beta == 0 never reads C (it may hold garbage), as in BLAS.
       if (g.beta != 0.0f) out += g.beta * to_float(*c);
-      if (g.bias) out += to_float(g.bias[j]);
-      *c = to_half(out);
+      *c = gemm_epilogue_element(g, i, j, out);  // bias, activation or its gradient, pre-activation
     }
   }
 }

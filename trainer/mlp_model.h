@@ -1,8 +1,13 @@
 // mlp_model.h: Linear layers with an activation between them, forward and
 // backward in FP16 on a Backend, per the numerics contract:
-//   forward   Z_i = X_i W_i^T + b_i (FP32 sums, one rounding), X_{i+1} = act(Z_i)
+//   forward   Z_i = X_i W_i^T + b_i (FP32 sums), X_{i+1} = act(Z_i)
 //   backward  dZ_i = act'(Z_i) * dX_{i+1};  dW_i = dZ_i^T X_i;  db_i = sum_rows dZ_i;
 //             dX_i = dZ_i W_i (not for the first layer)
+// Each line is one GEMM with its epilogue (backend.h), on every backend:
+// a hidden layer's forward GEMM applies bias and activation before its one
+// rounding (GELU also writes Z, which its gradient needs); the dW GEMM sums
+// db from the dZ it reads; the dX GEMM of layer i applies act'(Z_{i-1}) and
+// so writes dZ_{i-1} directly. No element-wise pass runs between GEMMs.
 // The model owns only activations; parameters and gradients are views into a
 // ParameterStore's flat buffers.
 #pragma once
@@ -44,9 +49,12 @@ class MlpModel {
   Activation activation_;
   int max_batch_;
   const half16* input_ = nullptr;     // X_0 of the last forward
-  std::vector<Buffer<half16>> pre_activation_;  // Z_i [max_batch, out_i]
+  // GELU's gradient needs Z; ReLU's is read from Y (backend.h, GemmFp16::dact_input).
+  bool keeps_pre_activation() const { return activation_ == Activation::Gelu; }
+
+  std::vector<Buffer<half16>> pre_activation_;  // Z_i [max_batch, out_i]: the logits, and hidden Z for GELU
   std::vector<Buffer<half16>> activation_out_;  // X_{i+1} = act(Z_i) [max_batch, out_i] (hidden layers)
-  std::vector<Buffer<half16>> grad_scratch_;    // dX_{i+1}, then dZ_i in place [max_batch, out_i]
+  std::vector<Buffer<half16>> grad_scratch_;    // dZ_i of a hidden layer [max_batch, out_i]
   Buffer<half16> output_grad_;
 };
 
