@@ -6,38 +6,44 @@
 #include <limits>
 
 #include "kernels/buffer.h"
+#include "kernels/error.h"
 
 namespace ddp {
 
+Evaluator::Evaluator(Backend& backend, const Dataset& test, int max_batch)
+    : backend_(backend), test_(test), loader_(backend, test, max_batch), loss_mean_(backend, 1), correct_(backend, 1) {}
+
 EvalResult evaluate(Backend& backend, Communicator& comm, MlpModel& model, const Dataset& test, LossKind loss,
                     const half16* weights_fp16) {
+  return Evaluator(backend, test, model.max_batch()).run(comm, model, loss, weights_fp16);
+}
+
+EvalResult Evaluator::run(Communicator& comm, MlpModel& model, LossKind loss, const half16* weights_fp16) {
+  DDP_REQUIRE(loader_.max_batch() >= model.max_batch(), "Evaluator: the model's batch is larger than the loader's");
   const int rank = comm.rank(), world = comm.world_size();
   std::vector<uint32_t> shard;
-  for (size_t i = rank; i < test.count; i += world) shard.push_back(static_cast<uint32_t>(i));
-  BatchLoader loader(backend, test, model.max_batch());
-  Buffer<float> loss_mean(backend, 1);
-  Buffer<int32_t> correct(backend, 1);
+  for (size_t i = rank; i < test_.count; i += world) shard.push_back(static_cast<uint32_t>(i));
   double loss_sum = 0.0, correct_sum = 0.0;
   for (size_t pos = 0; pos < shard.size(); pos += model.max_batch()) {
     const int rows = static_cast<int>(std::min<size_t>(model.max_batch(), shard.size() - pos));
-    const DeviceBatch batch = loader.load(shard.data() + pos, rows);
+    const DeviceBatch batch = loader_.load(shard.data() + pos, rows);
     const half16* out = model.forward(batch.features_fp16, rows, weights_fp16);
     if (loss == LossKind::SoftmaxCrossEntropy)
-      backend.softmax_xent_forward(out, batch.labels, rows, model.output_width(), loss_mean.data(), correct.data());
+      backend_.softmax_xent_forward(out, batch.labels, rows, model.output_width(), loss_mean_.data(), correct_.data());
     else
-      backend.mse_forward(out, batch.targets_fp32, rows, model.output_width(), loss_mean.data());
+      backend_.mse_forward(out, batch.targets_fp32, rows, model.output_width(), loss_mean_.data());
     // The next batch's gather and copy overlap this one's forward pass,
     // before the host waits for its results below.
     const size_t next = pos + model.max_batch();
     if (next < shard.size())
-      loader.prefetch(shard.data() + next, static_cast<int>(std::min<size_t>(model.max_batch(), shard.size() - next)));
+      loader_.prefetch(shard.data() + next, static_cast<int>(std::min<size_t>(model.max_batch(), shard.size() - next)));
     float batch_loss = 0.0f;
     if (loss == LossKind::SoftmaxCrossEntropy) {
       int32_t c = 0;
-      backend.copy_to_host(&c, correct.data(), sizeof(c));
+      backend_.copy_to_host(&c, correct_.data(), sizeof(c));
       correct_sum += c;
     }
-    backend.copy_to_host(&batch_loss, loss_mean.data(), sizeof(batch_loss));
+    backend_.copy_to_host(&batch_loss, loss_mean_.data(), sizeof(batch_loss));
     loss_sum += static_cast<double>(batch_loss) * rows;
   }
   EvalResult r;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "comm/communicator.h"
+#include "kernels/buffer.h"
 #include "trainer/batch_loader.h"
 #include "trainer/mlp_model.h"
 #include "trainer/train_config.h"
@@ -17,6 +18,23 @@ struct EvalResult {
   int64_t samples = 0;
 };
 
+// Holds what an evaluation needs between calls (the test set rounded to
+// FP16 once, upload slots, result buffers), so evaluating at every epoch's
+// end allocates and converts nothing. `test` must outlive the Evaluator.
+class Evaluator {
+ public:
+  Evaluator(Backend& backend, const Dataset& test, int max_batch);
+  EvalResult run(Communicator& comm, MlpModel& model, LossKind loss, const half16* weights_fp16);
+
+ private:
+  Backend& backend_;
+  const Dataset& test_;
+  BatchLoader loader_;
+  Buffer<float> loss_mean_;
+  Buffer<int32_t> correct_;
+};
+
+// One evaluation with a fresh Evaluator.
 EvalResult evaluate(Backend& backend, Communicator& comm, MlpModel& model, const Dataset& test, LossKind loss,
                     const half16* weights_fp16);
 

@@ -84,6 +84,7 @@ struct Trainer::Impl {
   int64_t status_read_at = -1;    // step of that copy
   DistributedSampler sampler;
   BatchLoader loader;
+  Evaluator evaluator;
   LrSchedule schedule;
   ProgressReporter progress;
   Buffer<float> loss_mean;  // (1) this step's local mean loss
@@ -119,6 +120,7 @@ struct Trainer::Impl {
         status_dev(b, 1),
         sampler(data.train.count, m.rank(), m.world_size(), c.seed, c.shuffle, c.drop_last),
         loader(b, data.train, static_cast<int>(cfg.batch_size)),
+        evaluator(b, data.test, static_cast<int>(cfg.batch_size)),
         progress(m.rank() == 0),
         loss_mean(b, 1),
         buckets(plan_gradient_buckets(layout, static_cast<size_t>(cfg.bucket_mb * (1 << 20)),
@@ -265,7 +267,7 @@ struct Trainer::Impl {
   void run_eval() {
     {
       CollectiveWatch watch(watchdog, "evaluation", step);  // its sums wait for the slowest rank's forward passes
-      last_eval = evaluate(backend, comm, model, data.test, cfg.loss, params.weights_fp16.data());
+      last_eval = evaluator.run(comm, model, cfg.loss, params.weights_fp16.data());
     }
     last_eval_step = step;
     char loss_text[32];
