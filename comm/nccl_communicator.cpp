@@ -97,7 +97,10 @@ NcclCommunicator::~NcclCommunicator() {
   // wait there for peers that may never come, instead of reaching main's
   // catch and ending the job.
   if (std::uncaught_exceptions() > 0) {
-    report_nccl_error(ncclCommAbort(comm_), "ncclCommAbort(comm_)");
+    // With captured graphs NCCL's teardown waits for them, and one may be
+    // waiting for a peer that is gone: leave the communicator to the end
+    // of the process (main's catch ends the job) rather than hang here.
+    if (!captured_) report_nccl_error(ncclCommAbort(comm_), "ncclCommAbort(comm_)");
   } else {
     report_nccl_error(ncclCommDestroy(comm_), "ncclCommDestroy(comm_)");
   }
@@ -105,6 +108,11 @@ NcclCommunicator::~NcclCommunicator() {
 
 void NcclCommunicator::abort() noexcept {
   if (comm_ == nullptr || aborted_.exchange(true)) return;
+  // ncclCommAbort waits until no CUDA graph refers to the communicator
+  // (NCCL's commDestroySync), and a captured step stuck on a missing peer
+  // never ends: the caller ends the process instead (MPI_Abort), which
+  // takes the device work with it.
+  if (captured_) return;
   report_nccl_error(ncclCommAbort(comm_), "ncclCommAbort(comm_)");
 }
 

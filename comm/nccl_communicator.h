@@ -62,7 +62,10 @@ class NcclCommunicator final : public Communicator {
   // NCCL collectives on a capturing stream become graph nodes (NCCL >= 2.9);
   // the cross-stream event waits become graph edges.
   bool supports_capture() const override { return true; }
-  void set_capturing(bool on) override { capturing_ = on; }
+  void set_capturing(bool on) override {
+    capturing_ = on;
+    if (on) captured_ = true;
+  }
 
   // For callers that overlap several collectives with compute (gradient
   // buckets) and order them with their own events.
@@ -70,7 +73,10 @@ class NcclCommunicator final : public Communicator {
 
   // ncclCommAbort: ends in-flight collectives and frees the communicator, for
   // a watchdog thread that sees a peer hang. Safe to call more than once and
-  // from another thread; later collectives throw. Never throws.
+  // from another thread; later collectives throw. Never throws. Once a CUDA
+  // graph has captured our collectives it only marks the communicator
+  // aborted: NCCL's abort would wait for those graphs (the caller then ends
+  // the process).
   void abort() noexcept;
 
  private:
@@ -95,6 +101,7 @@ class NcclCommunicator final : public Communicator {
   TimingPool busy_events_, exposed_events_;
   bool allreduces_pending_ = false;  // started since the last wait_allreduces()
   bool capturing_ = false;           // inside a step capture: no timing events
+  std::atomic<bool> captured_{false};  // some CUDA graph captured our collectives (see abort()); read by the watchdog
   ncclComm_t comm_ = nullptr;
   std::atomic<bool> aborted_{false};
 };

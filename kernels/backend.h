@@ -181,6 +181,13 @@ class Backend {
   // Returns the recording's handle for replay().
   virtual int end_capture() { throw Error(description() + " cannot capture a step"); }
   virtual void replay(int /*recording*/) { throw Error(description() + " cannot replay a step"); }
+  // Destroys every recording (their handles become invalid). A recording
+  // that holds collectives keeps the communicator alive (NCCL waits for such
+  // graphs when it is destroyed), so the owner of the recordings releases
+  // them before the communicator goes. Waits for queued replays unless an
+  // exception is unwinding (a replay may then wait for a peer that is gone;
+  // the recordings are freed when their launches end).
+  virtual void release_captures() noexcept {}
 };
 
 }  // namespace ddp

@@ -5,6 +5,7 @@
 #include "kernels/cuda_backend.h"
 
 #include <algorithm>
+#include <exception>
 #include <cstdio>
 
 #include "kernels/cuda_check.h"
@@ -156,6 +157,13 @@ int CudaBackend::end_capture() {
     throw Error(std::string("CUDA graph instantiation of the training step failed: ") + cudaGetErrorString(made));
   graphs_.emplace_back(exec);
   return static_cast<int>(graphs_.size()) - 1;
+}
+
+void CudaBackend::release_captures() noexcept {
+  if (graphs_.empty()) return;
+  // cudaGraphExecDestroy of a graph still running frees it once it ends.
+  if (std::uncaught_exceptions() == 0) DDP_CUDA_CHECK_NOTHROW(cudaStreamSynchronize(compute_stream()));
+  graphs_.clear();
 }
 
 void CudaBackend::replay(int recording) {

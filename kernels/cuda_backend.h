@@ -89,6 +89,7 @@ class CudaBackend final : public Backend {
   void begin_capture() override;
   int end_capture() override;
   void replay(int recording) override;
+  void release_captures() noexcept override;
 
   // For tests: route every GEMM through the plain CUDA-core kernel that is
   // otherwise used only where cuBLASLt offers no algorithm, so that path is

@@ -38,23 +38,27 @@ struct SquareRoot {
 
 // Gradient sources of the SGD kernel: the unscaled FP32 buffer, or the FP16
 // gradients unscaled on the fly (the fused step).
+// resolved(): the source with its scalars read, once per thread.
 struct Fp32Grads {
   const float* g;
+  __device__ Fp32Grads resolved() const { return *this; }
   __device__ float operator()(size_t i) const { return g[i]; }
 };
 struct Fp16GradsUnscaled {
   const half16* g;
-  ScalarArg inv_scale;  // read per element: a load the cache serves
-  __device__ float operator()(size_t i) const { return unscale_element(g[i], inv_scale.get()); }
+  ScalarArg inv_scale;
+  __device__ Fp16GradsUnscaled resolved() const { return {g, ScalarArg(inv_scale.get())}; }
+  __device__ float operator()(size_t i) const { return unscale_element(g[i], inv_scale.value); }  // after resolved()
 };
 
 template <class Grads>
-__global__ void sgd_kernel(SgdParams step_params, Grads grads, float* master_fp32, float* momentum_fp32,
+__global__ void sgd_kernel(SgdParams step_params, Grads grads_source, float* master_fp32, float* momentum_fp32,
                            half16* weights_fp16, size_t count, const int32_t* skip_flag) {
   // The skip decision (an overflow found by unscale) lives on the device, so
   // the host never waits for it; every thread reads it and leaves.
   if (skip_flag && *skip_flag != 0) return;
   const SgdParams params = resolved(step_params);
+  const Grads grads = grads_source.resolved();
   for (size_t i = global_thread_index(); i < count; i += grid_stride()) {
     float p = master_fp32[i];
     float buf = momentum_fp32 ? momentum_fp32[i] : 0.0f;

@@ -116,7 +116,7 @@ DDP_HD void step_status_finish(const LossScaleRule& r, StepStatus& s) {
 struct ScalarArg {
   float value = 0.0f;
   const float* ptr = nullptr;
-  ScalarArg(float v) : value(v) {}  // NOLINT(google-explicit-constructor): a value is a ScalarArg
+  DDP_HD ScalarArg(float v) : value(v) {}  // NOLINT(google-explicit-constructor): a value is a ScalarArg
   static ScalarArg at(const float* p) {
     ScalarArg a(0.0f);
     a.ptr = p;

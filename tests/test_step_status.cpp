@@ -154,6 +154,7 @@ TEST(StepState, ReplayedCapturesTrainExactlyAsEagerSteps) {
   c.log_every = 7;
   c.loss_scaler.init_scale = std::ldexp(1.0, 40);
   c.loss_scaler.growth_interval = 5;
+  c.inject_overflow_steps = {20, 33};  // test-hook steps run eagerly amid replays
   CpuBackend cpu(1);
   const RunResult eager = train_with(cpu, c);
   ASSERT_GT(eager.summary.skipped_steps, 3) << "the test needs overflowing steps";
@@ -170,6 +171,24 @@ TEST(StepState, ReplayedCapturesTrainExactlyAsEagerSteps) {
   size_t differ = 0;
   for (size_t i = 0; i < eager.master.size(); ++i) differ += bits_of(replayed.master[i]) != bits_of(eager.master[i]);
   EXPECT_EQ(differ, 0u) << "of " << eager.master.size() << " master weights";
+}
+
+// On a device the step state is read every few steps; a run that
+// --stop-after-steps ends between two reads must still report a
+// --max-bad-steps ending reached before it, not finish as if nothing happened.
+TEST(StepState, MaxBadStepsReachedBeforeAStopBetweenReadsIsReported) {
+  TrainConfig c = small_config();
+  c.data.synthetic_train_samples = 2000;
+  c.max_bad_steps = 3;
+  c.inject_overflow_every = 1;
+  c.stop_after_steps = 10;
+  RecordingBackend gpu_like(DeviceKind::Cuda, /*can_capture=*/false);
+  try {
+    train_with(gpu_like, c);
+    FAIL() << "the run ended without the --max-bad-steps error";
+  } catch (const AgreedError& e) {
+    EXPECT_NE(std::string(e.what()).find("3 consecutive steps (1 to 3)"), std::string::npos) << e.what();
+  }
 }
 
 TEST(StepState, CudaGraphOnABackendThatCannotCaptureIsRefused) {

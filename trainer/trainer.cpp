@@ -13,7 +13,6 @@
 #include <filesystem>
 #include <functional>
 #include <limits>
-#include <map>
 #include <thread>
 #include <utility>
 
@@ -82,6 +81,7 @@ struct Trainer::Impl {
   Buffer<StepStatus> status_dev;  // (1) the step state, in the backend's memory (step_status.h)
   StepStatus status{};            // the host's copy as of the last read_status()
   int64_t status_read_at = -1;    // step of that copy
+  float status_loss = 0.0f;       // this rank's loss_mean, read with it
   DistributedSampler sampler;
   BatchLoader loader;
   Evaluator evaluator;
@@ -93,7 +93,12 @@ struct Trainer::Impl {
   CollectiveWatchdog* watchdog = nullptr;  // not owned; null: collectives are not watched
 
   bool graph_mode = false;                  // --cuda-graph on a backend and transport that can capture
-  std::map<const void*, int> captures;      // loader buffer -> the backend's recording
+  int capture = -1;                         // the backend's recording of the step, once made
+  struct GraphInput {                       // the captured step's batch, copied in before each replay
+    Buffer<half16> features;
+    Buffer<int32_t> labels;
+    Buffer<float> targets;
+  } graph_input;
   int64_t eager_full_steps = 0, graph_replays = 0;
   int64_t step = 0, epoch = 0, epoch_offset = 0;
   int64_t steps_per_epoch = 0, total_steps = 0, epochs_total = 0;
@@ -145,6 +150,10 @@ struct Trainer::Impl {
       if (!comm.supports_capture())
         throw Error("--cuda-graph: the " + comm.name() + " transport cannot be captured in a CUDA graph");
       graph_mode = true;
+      const size_t rows = static_cast<size_t>(cfg.batch_size);
+      graph_input.features = Buffer<half16>(b, rows * data.train.features);
+      if (data.train.is_classification()) graph_input.labels = Buffer<int32_t>(b, rows);
+      else graph_input.targets = Buffer<float>(b, rows * data.train.target_dim);
     }
     const LossScalerState initial = LossScaler(cfg.loss_scaler).state();
     status.scale = initial.scale;
@@ -152,14 +161,20 @@ struct Trainer::Impl {
     status.hysteresis_left = initial.hysteresis_left;
   }
 
-  // The host's copy of the step state, read now (waits for the device).
+  // The host's copy of the step state (and this rank's last loss, for live
+  // lines), read now: waits for the device.
   const StepStatus& read_status() {
     if (status_read_at != step) {
       backend.copy_to_host(&status, status_dev.data(), sizeof(StepStatus));
+      backend.copy_to_host(&status_loss, loss_mean.data(), sizeof(status_loss));
       status_read_at = step;
     }
     return status;
   }
+
+  // Captured steps hold NCCL work: they go before the communicator does
+  // (the Trainer is destroyed first, being declared after it).
+  ~Impl() { backend.release_captures(); }
 
   int world() const { return comm.world_size(); }
   bool is_root() const { return comm.rank() == 0; }
@@ -397,19 +412,32 @@ struct Trainer::Impl {
   // the step state; the batch is uploaded before the replay.
   bool graph_eligible(int64_t micro_batches, int64_t step_rows, bool log_step) const {
     return graph_mode && micro_batches == 1 && step_rows == cfg.batch_size && !optimizer.needs_host(log_step) &&
-           !overflow_injected_at(cfg, comm.rank(), step + 1) && eager_full_steps > 0;
+           !overflow_injected_at(cfg, cfg.inject_overflow_rank, step + 1) && eager_full_steps > 0;
   }
 
-  // One capture per upload slot (the capture reads the batch from the
-  // slot's fixed device buffers).
+  // The batch is copied (device to device, stream-ordered after its upload)
+  // into the graph's own input buffers, so there is one capture, made at
+  // the same step on every rank: NCCL requires a collective's capture to be
+  // uniform over the ranks, and which upload slot a rank's batch sits in is
+  // the loader's business.
   void replay_step(const DeviceBatch& batch) {
-    const void* key = batch.features_fp16;
-    auto it = captures.find(key);
-    if (it == captures.end()) {
-      comm.set_capturing(true);
+    const size_t rows = static_cast<size_t>(batch.rows);
+    backend.copy_on_device(graph_input.features.data(), batch.features_fp16,
+                           rows * data.train.features * sizeof(half16));
+    if (batch.labels) backend.copy_on_device(graph_input.labels.data(), batch.labels, rows * sizeof(int32_t));
+    if (batch.targets_fp32)
+      backend.copy_on_device(graph_input.targets.data(), batch.targets_fp32,
+                             rows * data.train.target_dim * sizeof(float));
+    if (capture < 0) {
+      DeviceBatch fixed;
+      fixed.features_fp16 = graph_input.features.data();
+      fixed.labels = batch.labels ? graph_input.labels.data() : nullptr;
+      fixed.targets_fp32 = batch.targets_fp32 ? graph_input.targets.data() : nullptr;
+      fixed.rows = batch.rows;
       backend.begin_capture();
+      comm.set_capturing(true);
       try {
-        micro_batch_pass(batch, static_cast<int>(cfg.batch_size), 0, 1);
+        micro_batch_pass(fixed, batch.rows, 0, 1);
         reduce_and_update(false);
       } catch (...) {
         comm.set_capturing(false);
@@ -417,12 +445,11 @@ struct Trainer::Impl {
         throw;
       }
       comm.set_capturing(false);
-      it = captures.emplace(key, backend.end_capture()).first;
-      if (captures.size() == 1)
-        say("--cuda-graph: captured the training step at step " + std::to_string(step + 1) +
-            "; replaying it (log steps, short or accumulated steps run eagerly)");
+      capture = backend.end_capture();
+      say("--cuda-graph: captured the training step at step " + std::to_string(step + 1) +
+          "; replaying it (log steps, short or accumulated steps run eagerly)");
     }
-    backend.replay(it->second);
+    backend.replay(capture);
     ++graph_replays;
   }
 
@@ -647,14 +674,11 @@ struct Trainer::Impl {
         }
       }
       if (is_root() && progress.live_line_due()) {
-        float local_loss = 0.0f;  // rank 0's own loss: a live line must not wait on a collective
-        backend.copy_to_host(&local_loss, loss_mean.data(), sizeof(local_loss));
-        snap.loss = local_loss;
-        // Rank 0's own read, so a live line never acts on what it sees
-        // (check_bad_steps runs only at reads every rank makes).
-        StepStatus now{};
-        backend.copy_to_host(&now, status_dev.data(), sizeof(now));
-        snap.loss_scale = now.step_scale, snap.skipped = now.last_skipped != 0;
+        // Rank 0's loss and step state as of the last read (every step on
+        // CPU ranks, at most 50 steps old on GPUs): a live line must not
+        // wait for the device, which may be waiting for a peer.
+        snap.loss = status_loss;
+        snap.loss_scale = status.step_scale, snap.skipped = status.last_skipped != 0;
         snap.samples_per_s = samples_this_run / std::max(train_s, 1e-9);
         progress.live_line(snap);
       }
@@ -669,6 +693,14 @@ struct Trainer::Impl {
       // GPUs): a host collective every step would tie the hosts together.
       if (due && (stop_signal = agreed_stop_signal()) != 0) break;
     }
+    // The loop may end (--stop-after-steps, a signal) between two reads of
+    // the step state: a --max-bad-steps ending reached since the last read
+    // must not pass for a finished run (every rank ends here at one step).
+    {
+      CollectiveWatch watch(watchdog, "all-reduce", step);
+      read_status();
+    }
+    check_bad_steps();
     if (stop_signal != 0) return stopped_by(stop_signal, steps_this_run, samples_this_run, train_s, run_start);
     if (step < total_steps) say("stopping after " + std::to_string(steps_this_run) + " steps (--stop-after-steps) at step " + std::to_string(step) + " of " + std::to_string(total_steps));
     if (last_eval_step != step) run_eval();
