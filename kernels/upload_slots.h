@@ -22,11 +22,11 @@
 // No host synchronisation with the compute stream anywhere: only events.
 //
 // CUDA graphs: device_slot(s) is the same address for the life of the
-// object, so a graph captured per slot can be replayed. The copies run on
-// their own stream and are queued by the host between steps; a captured
-// step would begin after wait_filled(s) (or wait on the event with
-// cudaEventWaitExternal) and end before release(s), keeping the copy
-// outside the graph.
+// object. The copies run on their own stream and are queued by the host
+// between steps, outside any capture; the trainer's captured step reads its
+// batch from its own input buffers, filled from the slot after
+// wait_filled(s) and before release(s) (trainer.cpp, replay_step), so one
+// capture serves both slots on every rank alike.
 #pragma once
 
 #include <cstddef>

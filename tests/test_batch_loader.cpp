@@ -149,7 +149,7 @@ TEST(BatchLoader, ResidentBatchIsNotCopiedAgain) {
 
 TEST(BatchLoader, TwoSlotsAtFixedAddresses) {
   // Consecutive batches alternate between two slots whose addresses never
-  // change (a CUDA graph captured per slot stays valid).
+  // change (steady-state training allocates nothing).
   std::mt19937_64 rng(test::test_seed());
   CpuBackend cpu(1);
   const Dataset d = random_dataset(rng, 64, 5, true);

@@ -12,9 +12,9 @@
 // wrong batch, so prefetching cannot change what training computes.
 //
 // The two slots' device addresses are fixed for the life of the loader
-// (a batch's pointers are slot base + fixed offsets), so a CUDA graph
-// captured per slot can be replayed; the copies stay outside it, queued by
-// the host between steps.
+// (a batch's pointers are slot base + fixed offsets): steady-state training
+// allocates nothing. The copies are queued by the host between steps,
+// outside any CUDA graph capture.
 #pragma once
 
 #include <array>
