@@ -72,6 +72,8 @@ void* CudaBackend::scratch(size_t size_bytes) {
 
 void CudaBackend::force_simple_gemm_for_testing(bool on) { gemm_->force_simple(on); }
 
+GemmRouteCounts CudaBackend::gemm_route_counts_for_testing() const { return gemm_->route_counts(); }
+
 // ---- memory -----------------------------------------------------------------
 
 void* CudaBackend::allocate_bytes(size_t size_bytes) {

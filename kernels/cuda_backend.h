@@ -17,6 +17,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/backend.h"
+#include "kernels/cuda_gemm_route.h"
 #include "kernels/cuda_raii.h"
 
 namespace ddp {
@@ -94,6 +95,9 @@ class CudaBackend final : public Backend {
   // otherwise used only where cuBLASLt offers no algorithm, so that path is
   // checked too.
   void force_simple_gemm_for_testing(bool on);
+  // For tests: how many gemm_fp16 calls took each route (cuda_gemm_route.h),
+  // so a test can tell a fused cuBLASLt epilogue from a silent fallback.
+  GemmRouteCounts gemm_route_counts_for_testing() const;
 
  private:
   // Device scratch for multi-pass reductions, grown on demand (never shrunk)

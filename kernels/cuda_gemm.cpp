@@ -256,11 +256,11 @@ bool CublasLtGemm::try_fp32_then_epilogue(const GemmFp16& g, cudaStream_t stream
   return true;
 }
 
-bool CublasLtGemm::run_product(const GemmFp16& g, cudaStream_t stream) {
+GemmRoute CublasLtGemm::run_product(const GemmFp16& g, cudaStream_t stream) {
   // k == 0 leaves C = beta*C (+ epilogue), which cuBLASLt does not take.
   if (force_simple_ || g.k == 0) {
     launch_simple_gemm_fp16(g, stream);
-    return false;
+    return GemmRoute::kSimpleGemm;
   }
   if (!has_activation_epilogue(g)) {
     // BGRADB writes (never adds to) the vector, sums A itself (alpha is not
@@ -268,32 +268,42 @@ bool CublasLtGemm::run_product(const GemmFp16& g, cudaStream_t stream) {
     // in the same call. A misaligned output takes the kernel: no staging.
     const bool bgradb = g.bias_grad && !g.bias_grad_accumulate && !g.bias && g.alpha == 1.0f && g.beta == 0.0f &&
                         pointer_alignment(g.bias_grad) >= kBiasAlignment;
-    if (bgradb && try_lt(g, CUBLASLT_EPILOGUE_BGRADB, g.bias_grad, stream)) return true;
+    if (bgradb && try_lt(g, CUBLASLT_EPILOGUE_BGRADB, g.bias_grad, stream)) return GemmRoute::kLtBgradb;
     const half16* bias = g.bias ? aligned_bias(g.bias, g.n, stream) : nullptr;
-    if (try_lt(g, bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT, bias, stream)) return false;
+    if (try_lt(g, bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT, bias, stream))
+      return bias ? GemmRoute::kLtBias : GemmRoute::kLt;
   } else {
     if (g.dact == Activation::Relu && !g.pre_activation) {
       const half16* bias = g.bias ? aligned_bias(g.bias, g.n, stream) : nullptr;
       if (try_lt(g, bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT, bias, stream)) {
         launch_relu_gradient_in_place_fp16(g, stream);
-        return false;
+        return GemmRoute::kLtThenReluGradientInPlace;
       }
     }
     if (g.act == Activation::Relu && !g.pre_activation) {
       const half16* bias = g.bias ? aligned_bias(g.bias, g.n, stream) : nullptr;
-      if (try_lt(g, bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU, bias, stream)) return false;
+      if (try_lt(g, bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU, bias, stream))
+        return bias ? GemmRoute::kLtReluBias : GemmRoute::kLtRelu;
     }
-    if (try_fp32_then_epilogue(g, stream)) return false;
+    if (try_fp32_then_epilogue(g, stream)) return GemmRoute::kLtFp32ThenEpilogue;
   }
   launch_simple_gemm_fp16(g, stream);
-  return false;
+  return GemmRoute::kSimpleGemm;
 }
 
 void CublasLtGemm::run(const GemmFp16& g, cudaStream_t stream) {
   validate(g);
   if (g.m == 0) return;
-  const bool bias_grad_done = g.n > 0 && run_product(g, stream);
-  if (g.bias_grad && !bias_grad_done) launch_bias_grad_op_a_fp16(g, stream);
+  bool bias_grad_done = false;
+  if (g.n > 0) {
+    const GemmRoute route = run_product(g, stream);
+    route_counts_.add(route);
+    bias_grad_done = route == GemmRoute::kLtBgradb;
+  }
+  if (g.bias_grad && !bias_grad_done) {
+    launch_bias_grad_op_a_fp16(g, stream);
+    route_counts_.add(GemmRoute::kBiasGradKernel);
+  }
 }
 
 }  // namespace ddp

@@ -39,6 +39,9 @@
 // next route down is taken (RELU_BIAS -> FP32 route; BGRADB -> plain GEMM +
 // bias-gradient kernel), and where it offers none at all, the CUDA-core
 // kernel of cuda_gemm_simple.cu, which implements the whole contract.
+// Falling back is silent apart from one stderr line per plan, so each call's
+// route is counted (route_counts(), cuda_gemm_route.h) for tests to assert
+// that the fused routes run.
 //
 // Numerics: FP16 A/B/C/D, CUBLAS_COMPUTE_32F with FP32 alpha/beta (Tensor
 // Cores, FP32 accumulation). Split-K schemes that would sum partial results
@@ -60,6 +63,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/backend.h"
+#include "kernels/cuda_gemm_route.h"
 #include "kernels/cuda_raii.h"
 
 namespace ddp {
@@ -91,6 +95,8 @@ class CublasLtGemm {
 
   void force_simple(bool on) { force_simple_ = on; }
   size_t cached_plans() const { return plans_.size(); }
+  // Which route each call took (cuda_gemm_route.h), for tests.
+  const GemmRouteCounts& route_counts() const { return route_counts_; }
 
  private:
   struct Key {
@@ -110,8 +116,9 @@ class CublasLtGemm {
   Key make_key(const GemmFp16& g, uint32_t epilogue, const void* epilogue_vector, bool d_fp32,
                const void* d) const;
   Plan& plan_for(const Key& key, const GemmFp16& g, const void* epilogue_vector);
-  // Queues C = epilogue(...) and returns true when it also wrote g.bias_grad.
-  bool run_product(const GemmFp16& g, cudaStream_t stream);
+  // Queues C = epilogue(...) and returns the route it took; kLtBgradb means
+  // it also wrote g.bias_grad.
+  GemmRoute run_product(const GemmFp16& g, cudaStream_t stream);
   // One cuBLASLt call with FP16 D = our C and the given epilogue (its vector
   // in BIAS_POINTER); false, with nothing queued, when there is no algorithm.
   bool try_lt(const GemmFp16& g, uint32_t epilogue, const void* epilogue_vector, cudaStream_t stream);
@@ -133,6 +140,7 @@ class CublasLtGemm {
   size_t accumulator_count_ = 0;
   std::map<Key, std::unique_ptr<Plan>> plans_;
   bool force_simple_ = false;
+  GemmRouteCounts route_counts_;
 };
 
 }  // namespace ddp

@@ -29,6 +29,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <memory>
 #include <random>
@@ -41,7 +42,10 @@
 #include "kernels/cpu_backend.h"
 #include "kernels/cuda_backend.h"
 #include "kernels/cuda_check.h"
+#include "kernels/cuda_gemm_route.h"
 #include "kernels/device_query.h"
+#include "trainer/mlp_model.h"
+#include "trainer/parameter_store.h"
 #include "gemm_epilogue_support.h"
 #include "test_support.h"
 
@@ -502,19 +506,92 @@ TEST_F(CudaKernels, GemmEpiloguesOnSimpleFallbackKernel) {
   gpu->force_simple_gemm_for_testing(false);
 }
 
+// Every route's count must be the expected one (0 where not listed). A
+// GEMM whose fused cuBLASLt route found no algorithm still gives correct
+// results on the next route down (cuda_gemm.h), so only this shows it; the
+// missing algorithm itself is named on stderr.
+void expect_routes(const GemmRouteCounts& got, std::initializer_list<std::pair<GemmRoute, int64_t>> want,
+                   const std::string& what) {
+  GemmRouteCounts expected;
+  for (const auto& w : want) expected.calls[static_cast<size_t>(w.first)] = w.second;
+  for (int r = 0; r < kGemmRouteCount; ++r) {
+    const auto route = static_cast<GemmRoute>(r);
+    EXPECT_EQ(got[route], expected[route]) << what << ": GEMM calls on route \"" << gemm_route_name(route) << "\"";
+  }
+}
+
+// FP16 values i/8 with |i| <= 8: products are multiples of 1/64 of
+// magnitude <= 1, so a sum of k of them (plus such a bias) is a multiple of
+// 1/64 below k + 1: exact in FP32, in any order, while 64 (k + 1) < 2^24.
+std::vector<half16> random_eighths(std::mt19937_64& rng, size_t count) {
+  std::vector<half16> out(count);
+  for (auto& h : out) h = to_half(static_cast<float>(static_cast<int>(rng() % 17) - 8) / 8.0f);
+  return out;
+}
+
 TEST_F(CudaKernels, GemmFusedReluMatchesCpuBitwiseWhereSumsAgree) {
   SCOPED_TRACE(seed_text());
-  // With k = 1 every output is one exact product plus the bias: no summation
-  // order, so the GPU's fused relu(bias + a*b) and its relu' must give the
-  // CPU's bits (one RNE rounding of the same FP32 value on both).
+  // Every sum is exact (random_eighths), so there is no summation order to
+  // differ in: the GPU's fused relu(bias + sum) and its relu' must give the
+  // CPU's bits (one RNE rounding of the same FP32 value on both). k = 64 with
+  // packed 128-byte rows and cudaMalloc'd operands is a layout cuBLASLt has
+  // algorithms for, and the route counts check the fused route really ran
+  // (k = 1, lda = ldb = 1, could leave it to the simple kernel).
   for (bool grad : {false, true}) {
-    test::EpilogueCase c{64, 96, 1};
+    test::EpilogueCase c{64, 96, 64};
     c.trans_b = Transpose::Yes;
     if (grad) c.dact = Activation::Relu; else c.bias = true, c.act = Activation::Relu;
-    const auto in = test::make_epilogue_inputs(rng, c);
-    expect_halves_equal(test::run_epilogue_case(*gpu, c, in).c, test::run_epilogue_case(cpu, c, in).c,
-                        grad ? "relu gradient" : "relu forward");
+    auto in = test::make_epilogue_inputs(rng, c);
+    in.a = random_eighths(rng, in.a.size()), in.b = random_eighths(rng, in.b.size());
+    in.bias = random_eighths(rng, in.bias.size());
+    const auto before = gpu->gemm_route_counts_for_testing();
+    const auto got = test::run_epilogue_case(*gpu, c, in).c;
+    expect_routes(gpu->gemm_route_counts_for_testing().since(before),
+                  {{grad ? GemmRoute::kLtThenReluGradientInPlace : GemmRoute::kLtReluBias, 1}},
+                  grad ? "relu gradient" : "relu forward");
+    expect_halves_equal(got, test::run_epilogue_case(cpu, c, in).c, grad ? "relu gradient" : "relu forward");
   }
+}
+
+TEST_F(CudaKernels, ModelGemmsTakeTheFusedCublasLtRoutes) {
+  SCOPED_TRACE(seed_text());
+  // MlpModel's own GEMMs, 784-1024-1024-10 with ReLU at batch 256, as the
+  // trainer issues them (the flat parameter buffers, their views' offsets):
+  // each must take the route cuda_gemm.h intends for it, not a fallback.
+  const int rows = 256;
+  const ParameterLayout layout = ParameterLayout::for_mlp({784, 1024, 1024, 10});
+  ParameterStore params(*gpu, layout);
+  params.set_master_weights(init_linear_parameters(layout, test::test_seed()));
+  MlpModel model(*gpu, layout, Activation::Relu, rows);
+  Buffer<half16> x(*gpu, static_cast<size_t>(rows) * model.input_width());
+  x.upload(test::random_halves(rng, x.count()));
+
+  auto routes = gpu->gemm_route_counts_for_testing();
+  model.forward(x.data(), rows, params.weights_fp16.data());
+  // Hidden layers: Z = X W^T + b with ReLU in one RELU_BIAS call; the
+  // logits: BIAS.
+  auto now = gpu->gemm_route_counts_for_testing();
+  expect_routes(now.since(routes), {{GemmRoute::kLtReluBias, 2}, {GemmRoute::kLtBias, 1}}, "forward");
+
+  const auto dlogits = test::random_halves(rng, static_cast<size_t>(rows) * model.output_width());
+  gpu->copy_to_device(model.output_grad(), dlogits.data(), dlogits.size() * sizeof(half16));
+  routes = gpu->gemm_route_counts_for_testing();
+  model.backward(rows, params.weights_fp16.data(), params.grads_fp16.data(), /*accumulate=*/false);
+  // dW with db by BGRADB in the same call; dX (layers 2 and 3) as the plain
+  // GEMM, then relu' in place.
+  now = gpu->gemm_route_counts_for_testing();
+  expect_routes(now.since(routes), {{GemmRoute::kLtBgradb, 3}, {GemmRoute::kLtThenReluGradientInPlace, 2}},
+                "backward");
+
+  routes = now;
+  model.backward(rows, params.weights_fp16.data(), params.grads_fp16.data(), /*accumulate=*/true);
+  // --grad-accum > 1: dW adds to the gradients (beta 1), which BGRADB cannot
+  // (it writes the vector), so db comes from the bias-gradient kernel.
+  now = gpu->gemm_route_counts_for_testing();
+  expect_routes(now.since(routes),
+                {{GemmRoute::kLt, 3}, {GemmRoute::kBiasGradKernel, 3}, {GemmRoute::kLtThenReluGradientInPlace, 2}},
+                "accumulating backward");
+  gpu->synchronize();
 }
 
 // ---- element-wise -----------------------------------------------------------------
