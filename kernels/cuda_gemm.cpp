@@ -120,7 +120,7 @@ CublasLtGemm::~CublasLtGemm() {
 }
 
 CublasLtGemm::Key CublasLtGemm::make_key(const GemmFp16& g, uint32_t epilogue, const void* epilogue_vector,
-                                          bool d_fp32, const void* d) const {
+                                          bool d_fp32) const {
   return Key{static_cast<int>(g.trans_a),
              static_cast<int>(g.trans_b),
              g.m,
@@ -134,7 +134,7 @@ CublasLtGemm::Key CublasLtGemm::make_key(const GemmFp16& g, uint32_t epilogue, c
              g.beta != 0.0f,
              pointer_alignment(g.a),
              pointer_alignment(g.b),
-             pointer_alignment(d),
+             d_fp32 ? kMaxAlignment : pointer_alignment(g.c),
              epilogue_vector ? pointer_alignment(epilogue_vector) : 0};
 }
 
@@ -234,7 +234,7 @@ float* CublasLtGemm::accumulator_scratch(size_t count, cudaStream_t stream) {
 }
 
 bool CublasLtGemm::try_lt(const GemmFp16& g, uint32_t epilogue, const void* epilogue_vector, cudaStream_t stream) {
-  Plan& plan = plan_for(make_key(g, epilogue, epilogue_vector, false, g.c), g, epilogue_vector);
+  Plan& plan = plan_for(make_key(g, epilogue, epilogue_vector, false), g, epilogue_vector);
   if (plan.use_simple) return false;
   // The plan is shared by every call of this key; only the vector's address
   // changes between calls (set, not created: no allocation).
@@ -246,9 +246,11 @@ bool CublasLtGemm::try_lt(const GemmFp16& g, uint32_t epilogue, const void* epil
 }
 
 bool CublasLtGemm::try_fp32_then_epilogue(const GemmFp16& g, cudaStream_t stream) {
-  float* acc = accumulator_scratch(static_cast<size_t>(g.m) * g.n, stream);
-  Plan& plan = plan_for(make_key(g, CUBLASLT_EPILOGUE_DEFAULT, nullptr, true, acc), g, nullptr);
+  // The plan first: without an algorithm the scratch is not needed, and
+  // growing it would cost a stream sync for nothing.
+  Plan& plan = plan_for(make_key(g, CUBLASLT_EPILOGUE_DEFAULT, nullptr, true), g, nullptr);
   if (plan.use_simple) return false;
+  float* acc = accumulator_scratch(static_cast<size_t>(g.m) * g.n, stream);
   const float zero = 0.0f;  // an activation epilogue has beta == 0 (validate_gemm_epilogue)
   DDP_CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc, &g.alpha, g.b, plan.lt_a, g.a, plan.lt_b, &zero, acc,
                                   plan.lt_c, acc, plan.lt_c, &plan.algo, workspace_.get(), workspace_bytes_, stream));

@@ -113,8 +113,9 @@ class CublasLtGemm {
   };
   struct Plan;
 
-  Key make_key(const GemmFp16& g, uint32_t epilogue, const void* epilogue_vector, bool d_fp32,
-               const void* d) const;
+  // D is g.c, or with d_fp32 the accumulator scratch (cudaMalloc'd, so
+  // 256-byte aligned: the key, and the plan, need not wait for it to exist).
+  Key make_key(const GemmFp16& g, uint32_t epilogue, const void* epilogue_vector, bool d_fp32) const;
   Plan& plan_for(const Key& key, const GemmFp16& g, const void* epilogue_vector);
   // Queues C = epilogue(...) and returns the route it took; kLtBgradb means
   // it also wrote g.bias_grad.
