@@ -33,8 +33,9 @@
 //   whose bit is set from the FP32 value (a different relu' from the one
 //   read from Y for the few values that round to zero). Costs one FP32
 //   write and read of the output, against the separate pass it replaces.
-// - a bias gradient BGRADB cannot take: launch_bias_grad_op_a_fp16, bitwise
-//   the CPU's.
+// - a bias gradient BGRADB cannot take: launch_bias_grad_op_a_fp16, the
+//   column-sum kernel on A (FP32, 16 row lanes per output, so another
+//   summation order than the CPU's, as BGRADB's is).
 // Where cuBLASLt's heuristic offers no algorithm for a fused epilogue, the
 // next route down is taken (RELU_BIAS -> FP32 route; BGRADB -> plain GEMM +
 // bias-gradient kernel), and where it offers none at all, the CUDA-core
@@ -79,8 +80,9 @@ void launch_gemm_epilogue_fp16(const GemmFp16& g, const float* acc_fp32, cudaStr
 // C = relu'(dact_input) * C in place, on C already rounded by a plain GEMM
 // (+ bias): the bits of the fused ReLU gradient (cuda_gemm_epilogue.cu).
 void launch_relu_gradient_in_place_fp16(const GemmFp16& g, cudaStream_t stream);
-// g.bias_grad = row sums of op(A) (+ g.bias_grad when accumulating), FP32 in
-// increasing k order: bitwise the CPU backend's (cuda_gemm_epilogue.cu).
+// g.bias_grad = row sums of op(A) (+ g.bias_grad when accumulating), FP32,
+// by launch_column_sums_fp16 on A's strided view (cuda_gemm_epilogue.cu):
+// deterministic, but not the CPU's summation order.
 void launch_bias_grad_op_a_fp16(const GemmFp16& g, cudaStream_t stream);
 
 class CublasLtGemm {

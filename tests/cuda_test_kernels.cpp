@@ -384,7 +384,13 @@ TEST_F(CudaKernels, GemmSimpleFallbackKernel) {
 // A (backend.h, gemm_epilogue.h) against CpuBackend on the same inputs. The
 // C and pre-activation tolerance is the GEMM rule above with the summation
 // floor scaled by the largest |act'| (1.13, GELU), the bias gradient's the
-// bias-grad rule (sum|terms| of the k values summed); magnitudes come from
+// bias-grad rule (sum|terms| of the k values summed): BGRADB and the
+// column-sum kernel (16 row lanes, each summing every 16th of the k terms,
+// then the lanes in order) both sum in another order than the CPU's. The
+// kernel's own FP32 error is at most (k/16 + 16) * 2^-24 * sum|terms|
+// (< 2e-6 * sum|terms| for the k <= 256 here), the CPU's is checked against
+// double to 1e-5 * sum|terms| (test_gemm_epilogues.cpp), and rounding
+// errors of random sign make both far smaller in practice. Magnitudes come from
 // the double reference of gemm_epilogue_support.h. CUDA's erff/expf and
 // glibc's differ by up to 2 FP32 ulps each: in GELU and most of its gradient
 // that is far inside kFp16RelTol, but gelu'(z) = cdf + z pdf cancels near
