@@ -19,6 +19,7 @@
 #include "kernels/backend.h"
 #include "kernels/cuda_gemm_route.h"
 #include "kernels/cuda_raii.h"
+#include "kernels/graph_safe_growth.h"
 
 namespace ddp {
 
@@ -105,6 +106,9 @@ class CudaBackend final : public Backend {
   void* scratch(size_t size_bytes);
   // Host waits are not allowed inside a capture; say which call tried.
   void require_not_capturing(const char* what) const;
+  // Whether buffers grown on demand (scratch_, the GEMM's) may still be
+  // reallocated: not inside a capture, nor once a graph holds their pointers.
+  CaptureState capture_state() const;
 
   int device_ = 0;
   std::string description_;

@@ -209,6 +209,8 @@ CublasLtGemm::Plan& CublasLtGemm::plan_for(const Key& key, const GemmFp16& g, co
 const half16* CublasLtGemm::aligned_bias(const half16* bias, int n, cudaStream_t stream) {
   if (pointer_alignment(bias) >= kBiasAlignment) return bias;
   if (static_cast<size_t>(n) > bias_staging_count_) {
+    require_buffer_may_grow(capture_state_, "GEMM bias staging", bias_staging_count_ * sizeof(half16),
+                            static_cast<size_t>(n) * sizeof(half16));
     // The old staging buffer may still be read by queued GEMMs.
     DDP_CUDA_CHECK(cudaStreamSynchronize(stream));
     bias_staging_.reset();
@@ -223,6 +225,8 @@ const half16* CublasLtGemm::aligned_bias(const half16* bias, int n, cudaStream_t
 
 float* CublasLtGemm::accumulator_scratch(size_t count, cudaStream_t stream) {
   if (count > accumulator_count_) {
+    require_buffer_may_grow(capture_state_, "GEMM FP32 accumulator scratch", accumulator_count_ * sizeof(float),
+                            count * sizeof(float));
     // The old buffer may still be used by queued GEMMs and epilogues.
     DDP_CUDA_CHECK(cudaStreamSynchronize(stream));
     accumulator_fp32_.reset();

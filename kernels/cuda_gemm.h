@@ -66,6 +66,7 @@
 #include "kernels/backend.h"
 #include "kernels/cuda_gemm_route.h"
 #include "kernels/cuda_raii.h"
+#include "kernels/graph_safe_growth.h"
 
 namespace ddp {
 
@@ -96,6 +97,11 @@ class CublasLtGemm {
   void run(const GemmFp16& g, cudaStream_t stream);
 
   void force_simple(bool on) { force_simple_ = on; }
+  // Set by CudaBackend before each call: whether a stream capture is in
+  // progress or a captured graph exists. The scratch and staging buffers
+  // then refuse to grow (graph_safe_growth.h) instead of freeing a block a
+  // graph may still use.
+  void set_capture_state(CaptureState state) { capture_state_ = state; }
   size_t cached_plans() const { return plans_.size(); }
   // Which route each call took (cuda_gemm_route.h), for tests.
   const GemmRouteCounts& route_counts() const { return route_counts_; }
@@ -129,7 +135,8 @@ class CublasLtGemm {
   // with nothing queued, when there is no algorithm.
   bool try_fp32_then_epilogue(const GemmFp16& g, cudaStream_t stream);
   // cuBLASLt's bias epilogue wants a 16-byte-aligned bias; a bias view at an
-  // odd offset of the flat parameter buffer is copied here first.
+  // odd offset of the flat parameter buffer is copied here first. Grown on
+  // demand, as the scratch below: both throw where capture_state_ forbids it.
   const half16* aligned_bias(const half16* bias, int n, cudaStream_t stream);
   // FP32 [count] scratch for the accumulator route, grown on demand.
   float* accumulator_scratch(size_t count, cudaStream_t stream);
@@ -144,6 +151,7 @@ class CublasLtGemm {
   std::map<Key, std::unique_ptr<Plan>> plans_;
   bool force_simple_ = false;
   GemmRouteCounts route_counts_;
+  CaptureState capture_state_ = CaptureState::kNone;
 };
 
 }  // namespace ddp

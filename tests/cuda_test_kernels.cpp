@@ -1004,6 +1004,92 @@ TEST_F(CudaKernels, CapturedStepReadsTheStepStateOnEveryReplay) {
   gpu->synchronize();
 }
 
+// The message of the ddp::Error `call` throws; "" when it throws none.
+template <class F>
+std::string error_of(F&& call) {
+  try {
+    call();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST_F(CudaKernels, BufferGrowthAroundACaptureIsRefused) {
+  SCOPED_TRACE(seed_text());
+  // A captured graph keeps raw pointers, so the buffers grown on demand
+  // (graph_safe_growth.h) must refuse to grow inside a capture and, once a
+  // graph exists, rather than free a block it uses. GELU forward with a
+  // pre-activation output takes the FP32 scratch route; a bias view at an
+  // odd offset is staged.
+  test::EpilogueCase small{8, 16, 32}, large{64, 256, 32};
+  for (auto* c : {&small, &large}) c->trans_b = Transpose::Yes, c->bias = true, c->act = Activation::Gelu;
+  for (auto* c : {&small, &large}) c->pre_activation = true;
+  test::EpilogueCase small_bias = small, large_bias = large;  // plain GEMM + BIAS from the staging copy
+  for (auto* c : {&small_bias, &large_bias}) c->act = Activation::None, c->pre_activation = false, c->offset = 1;
+  // Eager runs of the small shapes allocate the scratch and the staging.
+  test::run_epilogue_case(*gpu, small, test::make_epilogue_inputs(rng, small));
+  test::run_epilogue_case(*gpu, small_bias, test::make_epilogue_inputs(rng, small_bias));
+  // (The staging is made whether or not cuBLASLt then has an algorithm.)
+  ASSERT_EQ(gpu->gemm_route_counts_for_testing()[GemmRoute::kLtFp32ThenEpilogue], 1)
+      << "GELU did not take the FP32 scratch route: the scratch checks below would check nothing";
+
+  // Every buffer a GEMM below touches exists before the capture.
+  struct Operands {
+    Buffer<half16> a, b, bias, z, out, pre, db;
+    GemmFp16 g;
+  };
+  auto operands = [&](const test::EpilogueCase& c) {
+    const auto in = test::make_epilogue_inputs(rng, c);
+    Operands o{Buffer<half16>(*gpu, in.a.size()),         Buffer<half16>(*gpu, in.b.size()),
+               Buffer<half16>(*gpu, in.bias.size()),      Buffer<half16>(*gpu, in.dact_input.size()),
+               Buffer<half16>(*gpu, in.c0.size()),        Buffer<half16>(*gpu, c.c_count()),
+               Buffer<half16>(*gpu, in.bias_grad0.size()), GemmFp16{}};
+    o.a.upload(in.a), o.b.upload(in.b), o.bias.upload(in.bias);
+    o.g = test::epilogue_gemm(c, o.a.data(), o.b.data(), o.bias.data(), o.z.data(), o.out.data(), o.pre.data(),
+                              o.db.data());
+    return o;
+  };
+  Operands small_ops = operands(small), large_ops = operands(large), large_bias_ops = operands(large_bias);
+  const int rows = 100000;  // cross-entropy scratch beyond the initial 64 KiB
+  Buffer<half16> logits(*gpu, static_cast<size_t>(rows) * 2);
+  Buffer<int32_t> labels(*gpu, rows);
+  Buffer<float> loss(*gpu, 1);
+  gpu->fill_zero(logits.data(), logits.count() * sizeof(half16));
+  gpu->fill_zero(labels.data(), labels.count() * sizeof(int32_t));
+
+  // Inside the capture (the reduction scratch: its check comes before any
+  // CUDA call, so the capture stays valid; the GEMM's large shape would
+  // first query cuBLASLt's heuristic inside the capture).
+  gpu->begin_capture();
+  std::string what =
+      error_of([&] { gpu->softmax_xent_forward(logits.data(), labels.data(), rows, 2, loss.data(), nullptr); });
+  EXPECT_NE(what.find("CudaBackend reduction scratch would grow from 65536 to 800000 bytes inside a CUDA graph capture"),
+            std::string::npos)
+      << what;
+  gpu->gemm_fp16(small_ops.g);  // fits: captured as usual
+  const int graph = gpu->end_capture();
+  gpu->replay(graph);
+  gpu->synchronize();
+
+  what = error_of([&] { gpu->gemm_fp16(large_ops.g); });
+  EXPECT_NE(what.find("GEMM FP32 accumulator scratch would grow from 512 to 65536 bytes after a CUDA graph capture"),
+            std::string::npos)
+      << what;
+  what = error_of([&] { gpu->gemm_fp16(large_bias_ops.g); });
+  EXPECT_NE(what.find("GEMM bias staging would grow from 32 to 512 bytes after a CUDA graph capture"),
+            std::string::npos)
+      << what;
+  what = error_of([&] { gpu->softmax_xent_forward(logits.data(), labels.data(), rows, 2, loss.data(), nullptr); });
+  EXPECT_NE(what.find("CudaBackend reduction scratch would grow from 65536 to 800000 bytes after a CUDA graph capture"),
+            std::string::npos)
+      << what;
+  // Nothing was freed: the graph still replays, and small GEMMs still run.
+  gpu->replay(graph);
+  gpu->gemm_fp16(small_ops.g);
+  gpu->synchronize();
+}
+
 TEST_F(CudaKernels, SgdSkippedWhenFlagSetChangesNothing) {
   SCOPED_TRACE(seed_text());
   const size_t n = 100003;
