@@ -60,11 +60,12 @@ CudaBackend::~CudaBackend() {
 
 void* CudaBackend::scratch(size_t size_bytes) {
   if (size_bytes > scratch_bytes_) {
+    const size_t grown = std::max(size_bytes, 2 * kInitialScratchBytes);
+    require_buffer_may_grow(capture_state(), "CudaBackend reduction scratch", scratch_bytes_, grown);
     // Kernels queued earlier may still read the old block.
     DDP_CUDA_CHECK(cudaStreamSynchronize(compute_stream()));
     scratch_.reset();
     scratch_bytes_ = 0;
-    const size_t grown = std::max(size_bytes, 2 * kInitialScratchBytes);
     scratch_ = cuda_malloc_unique(grown);
     scratch_bytes_ = grown;
   }
@@ -72,6 +73,8 @@ void* CudaBackend::scratch(size_t size_bytes) {
 }
 
 void CudaBackend::force_simple_gemm_for_testing(bool on) { gemm_->force_simple(on); }
+
+GemmRouteCounts CudaBackend::gemm_route_counts_for_testing() const { return gemm_->route_counts(); }
 
 // ---- memory -----------------------------------------------------------------
 
@@ -134,6 +137,11 @@ void CudaBackend::require_not_capturing(const char* what) const {
   if (capturing_) throw Error(std::string(what) + " inside a step capture (it would wait for the device)");
 }
 
+CaptureState CudaBackend::capture_state() const {
+  if (capturing_) return CaptureState::kCapturing;
+  return graphs_.empty() ? CaptureState::kNone : CaptureState::kCaptured;
+}
+
 void CudaBackend::begin_capture() {
   require_not_capturing("begin_capture");
   // Thread-local mode: only this thread's calls that are unsafe in a capture
@@ -179,7 +187,10 @@ std::unique_ptr<UploadSlots> CudaBackend::make_upload_slots(size_t slot_bytes) {
 
 // ---- GEMM ---------------------------------------------------------------------
 
-void CudaBackend::gemm_fp16(const GemmFp16& g) { gemm_->run(g, compute_stream()); }
+void CudaBackend::gemm_fp16(const GemmFp16& g) {
+  gemm_->set_capture_state(capture_state());
+  gemm_->run(g, compute_stream());
+}
 
 // ---- element-wise and reductions ------------------------------------------------
 

@@ -17,7 +17,9 @@
 #include <cuda_runtime.h>
 
 #include "kernels/backend.h"
+#include "kernels/cuda_gemm_route.h"
 #include "kernels/cuda_raii.h"
+#include "kernels/graph_safe_growth.h"
 
 namespace ddp {
 
@@ -95,6 +97,9 @@ class CudaBackend final : public Backend {
   // otherwise used only where cuBLASLt offers no algorithm, so that path is
   // checked too.
   void force_simple_gemm_for_testing(bool on);
+  // For tests: how many gemm_fp16 calls took each route (cuda_gemm_route.h),
+  // so a test can tell a fused cuBLASLt epilogue from a silent fallback.
+  GemmRouteCounts gemm_route_counts_for_testing() const;
 
  private:
   // Device scratch for multi-pass reductions, grown on demand (never shrunk)
@@ -102,6 +107,9 @@ class CudaBackend final : public Backend {
   void* scratch(size_t size_bytes);
   // Host waits are not allowed inside a capture; say which call tried.
   void require_not_capturing(const char* what) const;
+  // Whether buffers grown on demand (scratch_, the GEMM's) may still be
+  // reallocated: not inside a capture, nor once a graph holds their pointers.
+  CaptureState capture_state() const;
 
   int device_ = 0;
   std::string description_;

@@ -29,18 +29,22 @@ __global__ void activation_backward_kernel(Activation act, const half16* z, cons
     dz[i] = to_half(activation_backward(act, to_float(z[i]), to_float(dy[i])));
 }
 
-// Column sums: a block covers 32 adjacent columns (coalesced reads along a
-// row); its kBiasGradRowLanes thread rows stride over the matrix rows, then
-// the per-thread FP32 partials are added in a fixed order. Deterministic.
+// Column sums of a strided [rows, cols] matrix, element (r, c) at
+// a[r * row_stride + c * col_stride]: a block covers 32 adjacent columns
+// (coalesced reads along a row when col_stride is 1); its kBiasGradRowLanes
+// thread rows stride over the matrix rows, then the per-thread FP32 partials
+// are added in a fixed order. Deterministic, but not the CPU's sequential
+// order: results agree to the FP32 summation-order tolerance, not bitwise.
 constexpr int kBiasGradRowLanes = 16;
 
-__global__ void bias_grad_kernel(const half16* dy, int rows, int cols, half16* db, bool accumulate) {
+__global__ void column_sums_kernel(const half16* a, int rows, int cols, size_t row_stride, size_t col_stride,
+                                 half16* db, bool accumulate) {
   __shared__ float partial[kBiasGradRowLanes][33];  // +1: no bank conflicts on the column read
   const int col = blockIdx.x * 32 + threadIdx.x;
   float sum = 0.0f;
   if (col < cols)
     for (int r = threadIdx.y; r < rows; r += kBiasGradRowLanes)
-      sum += to_float(dy[static_cast<size_t>(r) * cols + col]);
+      sum += to_float(a[static_cast<size_t>(r) * row_stride + static_cast<size_t>(col) * col_stride]);
   partial[threadIdx.y][threadIdx.x] = sum;
   __syncthreads();
   if (threadIdx.y == 0 && col < cols) {
@@ -84,11 +88,17 @@ void launch_activation_backward_fp16(cudaStream_t stream, Activation act, const 
 
 void launch_bias_grad_fp16(cudaStream_t stream, const half16* dy, int rows, int cols, half16* db, bool accumulate) {
   DDP_REQUIRE(rows >= 0 && cols >= 0, "bias_grad_fp16: negative shape");
+  launch_column_sums_fp16(stream, dy, rows, cols, static_cast<size_t>(cols), 1, db, accumulate);
+}
+
+void launch_column_sums_fp16(cudaStream_t stream, const half16* a, int rows, int cols, size_t row_stride,
+                             size_t col_stride, half16* db, bool accumulate) {
+  DDP_REQUIRE(rows >= 0 && cols >= 0, "column_sums_fp16: negative shape");
   if (cols == 0) return;
   // rows == 0 still runs: db becomes 0 (or stays db when accumulating).
   const dim3 block(32, kBiasGradRowLanes);
   const dim3 grid(static_cast<unsigned>((cols + 31) / 32));
-  bias_grad_kernel<<<grid, block, 0, stream>>>(dy, rows, cols, db, accumulate);
+  column_sums_kernel<<<grid, block, 0, stream>>>(a, rows, cols, row_stride, col_stride, db, accumulate);
   DDP_CUDA_CHECK_LAUNCH();
 }
 

@@ -22,6 +22,13 @@ void launch_activation_backward_fp16(cudaStream_t stream, Activation act, const 
                                      half16* dz, size_t count);
 // dy: [rows, cols], db: [cols]; FP32 column sums.
 void launch_bias_grad_fp16(cudaStream_t stream, const half16* dy, int rows, int cols, half16* db, bool accumulate);
+// The same column sums over a strided view, element (r, c) at
+// a[r * row_stride + c * col_stride] (db[c] = sum_r, + db[c] when
+// accumulating): also the bias gradient of a GEMM's op(A) where cuBLASLt's
+// BGRADB cannot write it (launch_bias_grad_op_a_fp16). Reads coalesce when
+// col_stride is 1.
+void launch_column_sums_fp16(cudaStream_t stream, const half16* a, int rows, int cols, size_t row_stride,
+                             size_t col_stride, half16* db, bool accumulate);
 void launch_cast_fp32_to_fp16(cudaStream_t stream, const float* src, half16* dst, size_t count);
 void launch_cast_fp16_to_fp32(cudaStream_t stream, const half16* src, float* dst, size_t count);
 

@@ -120,7 +120,7 @@ CublasLtGemm::~CublasLtGemm() {
 }
 
 CublasLtGemm::Key CublasLtGemm::make_key(const GemmFp16& g, uint32_t epilogue, const void* epilogue_vector,
-                                          bool d_fp32, const void* d) const {
+                                          bool d_fp32) const {
   return Key{static_cast<int>(g.trans_a),
              static_cast<int>(g.trans_b),
              g.m,
@@ -134,7 +134,7 @@ CublasLtGemm::Key CublasLtGemm::make_key(const GemmFp16& g, uint32_t epilogue, c
              g.beta != 0.0f,
              pointer_alignment(g.a),
              pointer_alignment(g.b),
-             pointer_alignment(d),
+             d_fp32 ? kMaxAlignment : pointer_alignment(g.c),
              epilogue_vector ? pointer_alignment(epilogue_vector) : 0};
 }
 
@@ -209,6 +209,8 @@ CublasLtGemm::Plan& CublasLtGemm::plan_for(const Key& key, const GemmFp16& g, co
 const half16* CublasLtGemm::aligned_bias(const half16* bias, int n, cudaStream_t stream) {
   if (pointer_alignment(bias) >= kBiasAlignment) return bias;
   if (static_cast<size_t>(n) > bias_staging_count_) {
+    require_buffer_may_grow(capture_state_, "GEMM bias staging", bias_staging_count_ * sizeof(half16),
+                            static_cast<size_t>(n) * sizeof(half16));
     // The old staging buffer may still be read by queued GEMMs.
     DDP_CUDA_CHECK(cudaStreamSynchronize(stream));
     bias_staging_.reset();
@@ -223,6 +225,8 @@ const half16* CublasLtGemm::aligned_bias(const half16* bias, int n, cudaStream_t
 
 float* CublasLtGemm::accumulator_scratch(size_t count, cudaStream_t stream) {
   if (count > accumulator_count_) {
+    require_buffer_may_grow(capture_state_, "GEMM FP32 accumulator scratch", accumulator_count_ * sizeof(float),
+                            count * sizeof(float));
     // The old buffer may still be used by queued GEMMs and epilogues.
     DDP_CUDA_CHECK(cudaStreamSynchronize(stream));
     accumulator_fp32_.reset();
@@ -234,7 +238,7 @@ float* CublasLtGemm::accumulator_scratch(size_t count, cudaStream_t stream) {
 }
 
 bool CublasLtGemm::try_lt(const GemmFp16& g, uint32_t epilogue, const void* epilogue_vector, cudaStream_t stream) {
-  Plan& plan = plan_for(make_key(g, epilogue, epilogue_vector, false, g.c), g, epilogue_vector);
+  Plan& plan = plan_for(make_key(g, epilogue, epilogue_vector, false), g, epilogue_vector);
   if (plan.use_simple) return false;
   // The plan is shared by every call of this key; only the vector's address
   // changes between calls (set, not created: no allocation).
@@ -246,9 +250,11 @@ bool CublasLtGemm::try_lt(const GemmFp16& g, uint32_t epilogue, const void* epil
 }
 
 bool CublasLtGemm::try_fp32_then_epilogue(const GemmFp16& g, cudaStream_t stream) {
-  float* acc = accumulator_scratch(static_cast<size_t>(g.m) * g.n, stream);
-  Plan& plan = plan_for(make_key(g, CUBLASLT_EPILOGUE_DEFAULT, nullptr, true, acc), g, nullptr);
+  // The plan first: without an algorithm the scratch is not needed, and
+  // growing it would cost a stream sync for nothing.
+  Plan& plan = plan_for(make_key(g, CUBLASLT_EPILOGUE_DEFAULT, nullptr, true), g, nullptr);
   if (plan.use_simple) return false;
+  float* acc = accumulator_scratch(static_cast<size_t>(g.m) * g.n, stream);
   const float zero = 0.0f;  // an activation epilogue has beta == 0 (validate_gemm_epilogue)
   DDP_CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc, &g.alpha, g.b, plan.lt_a, g.a, plan.lt_b, &zero, acc,
                                   plan.lt_c, acc, plan.lt_c, &plan.algo, workspace_.get(), workspace_bytes_, stream));
@@ -256,11 +262,11 @@ bool CublasLtGemm::try_fp32_then_epilogue(const GemmFp16& g, cudaStream_t stream
   return true;
 }
 
-bool CublasLtGemm::run_product(const GemmFp16& g, cudaStream_t stream) {
+GemmRoute CublasLtGemm::run_product(const GemmFp16& g, cudaStream_t stream) {
   // k == 0 leaves C = beta*C (+ epilogue), which cuBLASLt does not take.
   if (force_simple_ || g.k == 0) {
     launch_simple_gemm_fp16(g, stream);
-    return false;
+    return GemmRoute::kSimpleGemm;
   }
   if (!has_activation_epilogue(g)) {
     // BGRADB writes (never adds to) the vector, sums A itself (alpha is not
@@ -268,32 +274,42 @@ bool CublasLtGemm::run_product(const GemmFp16& g, cudaStream_t stream) {
     // in the same call. A misaligned output takes the kernel: no staging.
     const bool bgradb = g.bias_grad && !g.bias_grad_accumulate && !g.bias && g.alpha == 1.0f && g.beta == 0.0f &&
                         pointer_alignment(g.bias_grad) >= kBiasAlignment;
-    if (bgradb && try_lt(g, CUBLASLT_EPILOGUE_BGRADB, g.bias_grad, stream)) return true;
+    if (bgradb && try_lt(g, CUBLASLT_EPILOGUE_BGRADB, g.bias_grad, stream)) return GemmRoute::kLtBgradb;
     const half16* bias = g.bias ? aligned_bias(g.bias, g.n, stream) : nullptr;
-    if (try_lt(g, bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT, bias, stream)) return false;
+    if (try_lt(g, bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT, bias, stream))
+      return bias ? GemmRoute::kLtBias : GemmRoute::kLt;
   } else {
     if (g.dact == Activation::Relu && !g.pre_activation) {
       const half16* bias = g.bias ? aligned_bias(g.bias, g.n, stream) : nullptr;
       if (try_lt(g, bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT, bias, stream)) {
         launch_relu_gradient_in_place_fp16(g, stream);
-        return false;
+        return GemmRoute::kLtThenReluGradientInPlace;
       }
     }
     if (g.act == Activation::Relu && !g.pre_activation) {
       const half16* bias = g.bias ? aligned_bias(g.bias, g.n, stream) : nullptr;
-      if (try_lt(g, bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU, bias, stream)) return false;
+      if (try_lt(g, bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU, bias, stream))
+        return bias ? GemmRoute::kLtReluBias : GemmRoute::kLtRelu;
     }
-    if (try_fp32_then_epilogue(g, stream)) return false;
+    if (try_fp32_then_epilogue(g, stream)) return GemmRoute::kLtFp32ThenEpilogue;
   }
   launch_simple_gemm_fp16(g, stream);
-  return false;
+  return GemmRoute::kSimpleGemm;
 }
 
 void CublasLtGemm::run(const GemmFp16& g, cudaStream_t stream) {
   validate(g);
   if (g.m == 0) return;
-  const bool bias_grad_done = g.n > 0 && run_product(g, stream);
-  if (g.bias_grad && !bias_grad_done) launch_bias_grad_op_a_fp16(g, stream);
+  bool bias_grad_done = false;
+  if (g.n > 0) {
+    const GemmRoute route = run_product(g, stream);
+    route_counts_.add(route);
+    bias_grad_done = route == GemmRoute::kLtBgradb;
+  }
+  if (g.bias_grad && !bias_grad_done) {
+    launch_bias_grad_op_a_fp16(g, stream);
+    route_counts_.add(GemmRoute::kBiasGradKernel);
+  }
 }
 
 }  // namespace ddp

@@ -33,12 +33,16 @@
 //   whose bit is set from the FP32 value (a different relu' from the one
 //   read from Y for the few values that round to zero). Costs one FP32
 //   write and read of the output, against the separate pass it replaces.
-// - a bias gradient BGRADB cannot take: launch_bias_grad_op_a_fp16, bitwise
-//   the CPU's.
+// - a bias gradient BGRADB cannot take: launch_bias_grad_op_a_fp16, the
+//   column-sum kernel on A (FP32, 16 row lanes per output, so another
+//   summation order than the CPU's, as BGRADB's is).
 // Where cuBLASLt's heuristic offers no algorithm for a fused epilogue, the
 // next route down is taken (RELU_BIAS -> FP32 route; BGRADB -> plain GEMM +
 // bias-gradient kernel), and where it offers none at all, the CUDA-core
 // kernel of cuda_gemm_simple.cu, which implements the whole contract.
+// Falling back is silent apart from one stderr line per plan, so each call's
+// route is counted (route_counts(), cuda_gemm_route.h) for tests to assert
+// that the fused routes run.
 //
 // Numerics: FP16 A/B/C/D, CUBLAS_COMPUTE_32F with FP32 alpha/beta (Tensor
 // Cores, FP32 accumulation). Split-K schemes that would sum partial results
@@ -60,7 +64,9 @@
 #include <cuda_runtime.h>
 
 #include "kernels/backend.h"
+#include "kernels/cuda_gemm_route.h"
 #include "kernels/cuda_raii.h"
+#include "kernels/graph_safe_growth.h"
 
 namespace ddp {
 
@@ -75,8 +81,9 @@ void launch_gemm_epilogue_fp16(const GemmFp16& g, const float* acc_fp32, cudaStr
 // C = relu'(dact_input) * C in place, on C already rounded by a plain GEMM
 // (+ bias): the bits of the fused ReLU gradient (cuda_gemm_epilogue.cu).
 void launch_relu_gradient_in_place_fp16(const GemmFp16& g, cudaStream_t stream);
-// g.bias_grad = row sums of op(A) (+ g.bias_grad when accumulating), FP32 in
-// increasing k order: bitwise the CPU backend's (cuda_gemm_epilogue.cu).
+// g.bias_grad = row sums of op(A) (+ g.bias_grad when accumulating), FP32,
+// by launch_column_sums_fp16 on A's strided view (cuda_gemm_epilogue.cu):
+// deterministic, but not the CPU's summation order.
 void launch_bias_grad_op_a_fp16(const GemmFp16& g, cudaStream_t stream);
 
 class CublasLtGemm {
@@ -90,7 +97,14 @@ class CublasLtGemm {
   void run(const GemmFp16& g, cudaStream_t stream);
 
   void force_simple(bool on) { force_simple_ = on; }
+  // Set by CudaBackend before each call: whether a stream capture is in
+  // progress or a captured graph exists. The scratch and staging buffers
+  // then refuse to grow (graph_safe_growth.h) instead of freeing a block a
+  // graph may still use.
+  void set_capture_state(CaptureState state) { capture_state_ = state; }
   size_t cached_plans() const { return plans_.size(); }
+  // Which route each call took (cuda_gemm_route.h), for tests.
+  const GemmRouteCounts& route_counts() const { return route_counts_; }
 
  private:
   struct Key {
@@ -107,11 +121,13 @@ class CublasLtGemm {
   };
   struct Plan;
 
-  Key make_key(const GemmFp16& g, uint32_t epilogue, const void* epilogue_vector, bool d_fp32,
-               const void* d) const;
+  // D is g.c, or with d_fp32 the accumulator scratch (cudaMalloc'd, so
+  // 256-byte aligned: the key, and the plan, need not wait for it to exist).
+  Key make_key(const GemmFp16& g, uint32_t epilogue, const void* epilogue_vector, bool d_fp32) const;
   Plan& plan_for(const Key& key, const GemmFp16& g, const void* epilogue_vector);
-  // Queues C = epilogue(...) and returns true when it also wrote g.bias_grad.
-  bool run_product(const GemmFp16& g, cudaStream_t stream);
+  // Queues C = epilogue(...) and returns the route it took; kLtBgradb means
+  // it also wrote g.bias_grad.
+  GemmRoute run_product(const GemmFp16& g, cudaStream_t stream);
   // One cuBLASLt call with FP16 D = our C and the given epilogue (its vector
   // in BIAS_POINTER); false, with nothing queued, when there is no algorithm.
   bool try_lt(const GemmFp16& g, uint32_t epilogue, const void* epilogue_vector, cudaStream_t stream);
@@ -119,7 +135,8 @@ class CublasLtGemm {
   // with nothing queued, when there is no algorithm.
   bool try_fp32_then_epilogue(const GemmFp16& g, cudaStream_t stream);
   // cuBLASLt's bias epilogue wants a 16-byte-aligned bias; a bias view at an
-  // odd offset of the flat parameter buffer is copied here first.
+  // odd offset of the flat parameter buffer is copied here first. Grown on
+  // demand, as the scratch below: both throw where capture_state_ forbids it.
   const half16* aligned_bias(const half16* bias, int n, cudaStream_t stream);
   // FP32 [count] scratch for the accumulator route, grown on demand.
   float* accumulator_scratch(size_t count, cudaStream_t stream);
@@ -133,6 +150,8 @@ class CublasLtGemm {
   size_t accumulator_count_ = 0;
   std::map<Key, std::unique_ptr<Plan>> plans_;
   bool force_simple_ = false;
+  GemmRouteCounts route_counts_;
+  CaptureState capture_state_ = CaptureState::kNone;
 };
 
 }  // namespace ddp

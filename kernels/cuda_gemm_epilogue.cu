@@ -9,10 +9,14 @@
 //   gemm_epilogue_element per output, the function the CPU backend uses, so
 //   there is still one rounding to FP16 and both backends agree;
 // - the bias gradient of op(A) where cuBLASLt's BGRADB cannot take it
-//   (accumulating, alpha != 1, a misaligned output, a fallback path): one
-//   thread per output, an FP32 sum over k in increasing order, the order of
-//   the CPU backend, so the two give the same bits.
+//   (accumulating, alpha != 1, a misaligned output, a fallback path): the
+//   column-sum kernel of cuda_elementwise.cu on A's strided view, which
+//   spreads each sum over 16 row lanes (an output per thread summing all k
+//   rows gave 4 blocks for 1024 outputs, on every accumulating micro-batch).
+//   FP32 sums in another order than the CPU's: equal to the tolerance of an
+//   FP32 sum of k terms, not bitwise.
 #include "kernels/cuda_common.cuh"
+#include "kernels/cuda_elementwise.h"
 #include "kernels/cuda_gemm.h"
 #include "kernels/gemm_epilogue.h"
 
@@ -41,19 +45,6 @@ __global__ void relu_gradient_in_place_kernel(GemmFp16 g) {
   }
 }
 
-// Threads along i read neighbouring elements of a stored row of A when A is
-// transposed (the weight-gradient GEMM), so the loads coalesce there.
-__global__ void bias_grad_op_a_kernel(GemmFp16 g) {
-  const bool a_t = g.trans_a == Transpose::Yes;
-  for (size_t i = global_thread_index(); i < static_cast<size_t>(g.m); i += grid_stride()) {
-    float sum = 0.0f;
-    for (int p = 0; p < g.k; ++p)
-      sum += to_float(a_t ? g.a[static_cast<size_t>(p) * g.lda + i] : g.a[i * g.lda + p]);
-    if (g.bias_grad_accumulate) sum += to_float(g.bias_grad[i]);
-    g.bias_grad[i] = to_half(sum);
-  }
-}
-
 }  // namespace
 
 void launch_gemm_epilogue_fp16(const GemmFp16& g, const float* acc_fp32, cudaStream_t stream) {
@@ -72,8 +63,13 @@ void launch_relu_gradient_in_place_fp16(const GemmFp16& g, cudaStream_t stream) 
 
 void launch_bias_grad_op_a_fp16(const GemmFp16& g, cudaStream_t stream) {
   if (g.m <= 0 || g.bias_grad == nullptr) return;
-  bias_grad_op_a_kernel<<<grid_for(static_cast<size_t>(g.m)), kThreadsPerBlock, 0, stream>>>(g);
-  DDP_CUDA_CHECK_LAUNCH();
+  // bias_grad[i] = sum_p op(A)[i, p]: column sums over k rows and m columns.
+  // Transposed A (the weight-gradient GEMM, dW = dZ^T X) is stored [k, m]
+  // with row stride lda: coalesced. Plain A is stored [m, k]: element
+  // (p, i) at i * lda + p, strided reads, but no training GEMM asks that.
+  const bool a_t = g.trans_a == Transpose::Yes;
+  launch_column_sums_fp16(stream, g.a, g.k, g.m, a_t ? static_cast<size_t>(g.lda) : 1,
+                          a_t ? 1 : static_cast<size_t>(g.lda), g.bias_grad, g.bias_grad_accumulate);
 }
 
 }  // namespace ddp
