@@ -339,8 +339,8 @@ EOF
 
 # 3: compute-sanitizer on our own kernels (cuBLAS's GEMMs are left out, except
 # one that checks the strides and sizes we hand to cuBLASLt).
-SAN_FILTER_MEM=${SAN_FILTER_MEM:-'CudaKernels.MemoryCopiesAndFill:CudaKernels.GemmSimpleFallbackKernel:CudaKernels.GemmPaddedStridesAndUnalignedViews:CudaKernels.AddBias:CudaKernels.Activations*:CudaKernels.BiasGrad*:CudaKernels.Casts*:CudaKernels.Softmax*:CudaKernels.MeanSquared*:CudaKernels.Unscale*:CudaKernels.L2Norm:CudaKernels.Sgd*'}
-SAN_FILTER_RACE=${SAN_FILTER_RACE:-'CudaKernels.GemmSimpleFallbackKernel:CudaKernels.BiasGrad*:CudaKernels.Softmax*:CudaKernels.MeanSquared*:CudaKernels.Unscale*:CudaKernels.L2Norm'}
+SAN_FILTER_MEM=${SAN_FILTER_MEM:-'CudaKernels.MemoryCopiesAndFill:CudaKernels.GemmSimpleFallbackKernel:CudaKernels.GemmPaddedStridesAndUnalignedViews:CudaKernels.AddBias:CudaKernels.Activations*:CudaKernels.BiasGrad*:CudaKernels.Casts*:CudaKernels.Softmax*:CudaKernels.MeanSquared*:CudaKernels.Unscale*:CudaKernels.L2Norm:CudaKernels.Sgd*:CudaKernels.StepState*:CudaKernels.CapturedStep*:CudaKernels.GemmEpiloguesOnSimpleFallbackKernel:CudaUpload.EveryBatchArrivesIntactWhileTheComputeStreamIsBusy'}
+SAN_FILTER_RACE=${SAN_FILTER_RACE:-'CudaKernels.GemmSimpleFallbackKernel:CudaKernels.GemmEpiloguesOnSimpleFallbackKernel:CudaKernels.BiasGrad*:CudaKernels.Softmax*:CudaKernels.MeanSquared*:CudaKernels.Unscale*:CudaKernels.L2Norm'}
 if [ $DRY = 1 ]; then
   skip_stage 3a-memcheck "dry run: no GPU"; skip_stage 3b-racecheck "dry run: no GPU"
 elif [ $HAVE_BIN = 0 ]; then
