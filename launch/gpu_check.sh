@@ -237,7 +237,7 @@ HAVE_BIN=0
 
 # 2: CUDA tests (CUDA backend against the CPU backend, NCCL), then the whole binary.
 if [ $HAVE_BIN = 1 ]; then
-  run_stage 2a-tests-cuda 45 env LD_LIBRARY_PATH="$OURS_LD" "$BUILD/tests/ddp_tests" \
+  run_stage 2a-tests-cuda 75 env LD_LIBRARY_PATH="$OURS_LD" "$BUILD/tests/ddp_tests" \
     --gtest_filter='Cuda*:Nccl*' --gtest_output="xml:$LOGS/gtest-cuda.xml"
   ran 2a-tests-cuda && FIGURE[2a-tests-cuda]=$(gtest_counts "$LOGS/2a-tests-cuda.log")
   # On the GPU host every CUDA test must run: a skip means no GPU was seen.
