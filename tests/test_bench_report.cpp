@@ -51,6 +51,25 @@ TEST(BenchReport, JsonLineFromKnownTimings) {
   EXPECT_EQ(count, 1u) << line;
 }
 
+// --cuda-graph: replayed steps' all-reduces are not timed, so the line
+// gives no all-reduce figure rather than a partial one.
+TEST(BenchReport, ReplayedStepsLeaveTheAllreduceFiguresNull) {
+  BenchContext c;
+  c.widths = {4, 4};
+  c.device = "NVIDIA H200";
+  BenchTimings t;
+  t.global_samples_per_step = 8;
+  t.step_s = {1e-3, 1e-3};
+  t.allreduce.busy_s = 0.001, t.allreduce.exposed_s = 0.0005;
+  t.graph_replays = 1;
+  const std::string line = bench_json_line(c, t);
+  for (const char* key : {"allreduce_ms_per_step", "allreduce_exposed_ms_per_step", "allreduce_hidden_fraction"})
+    EXPECT_NE(line.find(std::string("\"") + key + "\":null"), std::string::npos) << key << ": " << line;
+  EXPECT_NE(line.find("\"graph_replays\":1"), std::string::npos) << line;
+  t.graph_replays = 0;
+  EXPECT_NE(bench_json_line(c, t).find("\"allreduce_ms_per_step\":0.5,"), std::string::npos);
+}
+
 TEST(BenchReport, UnknownPeakIsNull) {
   BenchContext c;
   c.widths = {4, 4};

@@ -582,6 +582,7 @@ struct Trainer::Impl {
       comm.barrier();
     }
     comm.take_allreduce_times();
+    const int64_t replays_before = graph_replays;
     for (int64_t i = 0; i < timed_steps; ++i) {
       const auto start = Clock::now();
       one_step();
@@ -589,6 +590,7 @@ struct Trainer::Impl {
       t.step_s.push_back(seconds_since(start));
     }
     t.allreduce = comm.take_allreduce_times();
+    t.graph_replays = graph_replays - replays_before;
     return t;
   }
 
@@ -660,7 +662,9 @@ struct Trainer::Impl {
         snap.samples_per_s = interval_samples / std::max(seconds_since(interval_start), 1e-9);
         const AllreduceTimes interval_allreduce = comm.take_allreduce_times();
         allreduce += interval_allreduce;
-        snap.allreduce_ms_per_step = 1e3 * interval_allreduce.busy_s / interval_steps;
+        // Replayed steps' all-reduces are not timed: with graphs, no figure (null).
+        const double untimed = std::numeric_limits<double>::quiet_NaN();
+        snap.allreduce_ms_per_step = graph_mode ? untimed : 1e3 * interval_allreduce.busy_s / interval_steps;
         interval_start = Clock::now(), interval_samples = 0, interval_steps = 0;
         progress.log_line(snap);
         if (metrics) {
@@ -669,7 +673,7 @@ struct Trainer::Impl {
           r.add("loss_scale", snap.loss_scale).add("skipped", snap.skipped).add("lr", lr);
           r.add("grad_norm", outcome.grad_norm).add("samples_per_s", snap.samples_per_s);
           r.add("allreduce_ms_per_step", snap.allreduce_ms_per_step);
-          r.add("allreduce_hidden_fraction", interval_allreduce.hidden_fraction());
+          r.add("allreduce_hidden_fraction", graph_mode ? untimed : interval_allreduce.hidden_fraction());
           metrics->write(r);
         }
       }
@@ -714,18 +718,19 @@ struct Trainer::Impl {
     allreduce += comm.take_allreduce_times();
     sum.allreduce_ms_per_step = steps_this_run > 0 ? 1e3 * allreduce.busy_s / steps_this_run : 0.0;
     sum.allreduce_hidden_fraction = allreduce.hidden_fraction();
+    if (graph_mode) sum.allreduce_ms_per_step = sum.allreduce_hidden_fraction = std::numeric_limits<double>::quiet_NaN();
     std::string line = "done: " + std::to_string(sum.steps) + " steps (" + std::to_string(status.skipped_total) +
                        " skipped in total) in " + format_duration(sum.wall_s) + ", " +
                        std::to_string(static_cast<int64_t>(sum.samples_per_s)) + " samples/s over " +
                        std::to_string(world()) + " rank(s), global batch " + std::to_string(global_batch());
-    if (world() > 1) {
+    if (world() > 1 && !graph_mode) {
       char comm_text[128];
       std::snprintf(comm_text, sizeof comm_text, ", all-reduce %.2f ms/step (%.0f%% hidden behind backward)",
                     sum.allreduce_ms_per_step, 100.0 * sum.allreduce_hidden_fraction);
       line += comm_text;
     }
     if (graph_mode)
-      line += "; " + std::to_string(graph_replays) + " steps replayed from a CUDA graph (all-reduce time not measured in those)";
+      line += "; " + std::to_string(graph_replays) + " steps replayed from a CUDA graph (all-reduce time not measured)";
     if (cfg.loss == LossKind::SoftmaxCrossEntropy) line += "; final test accuracy " + percent(sum.test_accuracy);
     char tail[96];
     std::snprintf(tail, sizeof tail, ", test loss %.4f; final loss scale %g", sum.test_loss, status.scale);

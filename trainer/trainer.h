@@ -36,8 +36,8 @@ struct TrainSummary {
   int64_t skipped_steps = 0;   // over the whole training, resumes included
   double samples_per_s = 0.0;  // global samples / wall time of this run's steps
   double wall_s = 0.0;
-  double allreduce_ms_per_step = 0.0;  // mean over this run's steps
-  double allreduce_hidden_fraction = 0.0;  // of that time, the share behind backward
+  double allreduce_ms_per_step = 0.0;  // mean over this run's steps (NaN with --cuda-graph: not timed)
+  double allreduce_hidden_fraction = 0.0;  // of that time, the share behind backward (NaN likewise)
   int64_t graph_replays = 0;  // steps of this run replayed from a CUDA graph (--cuda-graph)
   int stop_signal = 0;  // SIGINT/SIGTERM when a signal stopped the run early (checkpoint written), else 0
 };
@@ -47,6 +47,7 @@ struct TrainSummary {
 struct BenchTimings {
   std::vector<double> step_s;
   AllreduceTimes allreduce;  // over the timed steps
+  int64_t graph_replays = 0;  // timed steps replayed from a CUDA graph: their all-reduces are not timed
   int64_t global_samples_per_step = 0;
 };
 
