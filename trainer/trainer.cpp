@@ -650,14 +650,12 @@ struct Trainer::Impl {
       snap.epoch = epoch + 1, snap.epochs = epochs_total, snap.step = step, snap.total_steps = total_steps;
       snap.eta_s = train_s / steps_this_run * (total_steps - step);
       if (log_step) {
-        // status_due() read the step state after this step: the scale the
-        // step ran with and whether it was skipped.
+        // status_due() read the step state (and this rank's loss) after this
+        // step: the scale the step ran with and whether it was skipped.
         snap.loss_scale = status.step_scale, snap.skipped = status.last_skipped != 0;
-        float local_loss = 0.0f;
-        backend.copy_to_host(&local_loss, loss_mean.data(), sizeof(local_loss));
         {
           CollectiveWatch watch(watchdog, "host all-reduce", step);
-          snap.loss = comm.allreduce_sum_host(local_loss) / world();
+          snap.loss = comm.allreduce_sum_host(status_loss) / world();
         }
         snap.samples_per_s = interval_samples / std::max(seconds_since(interval_start), 1e-9);
         const AllreduceTimes interval_allreduce = comm.take_allreduce_times();
