@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 
 #include "kernels/error.h"
@@ -25,28 +24,25 @@ void check_slot(int slot) { DDP_REQUIRE(slot >= 0 && slot < UploadSlots::kSlotCo
 void CpuUploadSlots::FreeDeleter::operator()(void* p) const noexcept { std::free(p); }
 
 CpuUploadSlots::CpuUploadSlots(size_t slot_bytes) : slot_bytes_(slot_bytes) {
-  for (int s = 0; s < kSlotCount; ++s) {
-    staging_[s] = HostMemory(allocate_aligned(slot_bytes));
-    device_[s] = HostMemory(allocate_aligned(slot_bytes));
-  }
+  for (int s = 0; s < kSlotCount; ++s) slots_[s] = HostMemory(allocate_aligned(slot_bytes));
 }
 
 void* CpuUploadSlots::device_slot(int slot) {
   check_slot(slot);
-  return device_[slot].get();
+  return slots_[slot].get();
 }
 
+// Nothing reads the slot while it is filled: the backend is synchronous and
+// a fill gives up the slot's previous batch (upload_slots.h).
 void* CpuUploadSlots::begin_fill(int slot) {
   check_slot(slot);
-  return staging_[slot].get();
+  return slots_[slot].get();
 }
 
 void CpuUploadSlots::copy(int slot, size_t offset_bytes, size_t size_bytes) {
   check_slot(slot);
   DDP_REQUIRE(offset_bytes + size_bytes <= slot_bytes_, "upload past the end of a slot");
-  if (size_bytes == 0) return;
-  std::memcpy(static_cast<char*>(device_[slot].get()) + offset_bytes,
-              static_cast<const char*>(staging_[slot].get()) + offset_bytes, size_bytes);
+  // The fill wrote the slot itself.
 }
 
 }  // namespace ddp

@@ -1,6 +1,7 @@
 // cpu_upload_slots.h: UploadSlots on the CPU backend. "Device" memory is
 // host memory and the backend runs synchronously on the caller's thread, so
-// copies happen at once, in call order, and every wait is already met.
+// every wait is already met, and the staging a fill writes is the slot
+// itself: copy() has nothing to move (a second pass over every batch saved).
 #pragma once
 
 #include <array>
@@ -30,8 +31,7 @@ class CpuUploadSlots final : public UploadSlots {
   using HostMemory = std::unique_ptr<void, FreeDeleter>;
 
   size_t slot_bytes_;
-  std::array<HostMemory, kSlotCount> staging_;
-  std::array<HostMemory, kSlotCount> device_;
+  std::array<HostMemory, kSlotCount> slots_;  // staging and "device" memory at once
 };
 
 }  // namespace ddp

@@ -46,6 +46,8 @@ class UploadSlots {
   // The host staging of `slot` (pinned on CUDA), once the last copy out of
   // it has finished (c). The copy stream is ordered after the slot's last
   // release() (b).
+  // A fill gives up the slot's previous batch: the staging may be the
+  // slot's own memory where the device is the host (CpuUploadSlots).
   virtual void* begin_fill(int slot) = 0;
   // Queues the copy of staging bytes [offset_bytes, offset_bytes +
   // size_bytes) to the same bytes of device_slot(slot). Only between

@@ -39,6 +39,7 @@ void BatchLoader::fill(int slot, const uint32_t* indices, int rows) {
   DDP_REQUIRE(rows >= 0 && rows <= max_batch_, "BatchLoader: batch of " + std::to_string(rows) +
                                                    " rows, at most " + std::to_string(max_batch_));
   filled_[slot] = false;  // until the copies are queued
+  held_[slot].clear();    // the fill gives up the slot's previous batch
   char* staging = static_cast<char*>(slots_->begin_fill(slot));
   const size_t d = data_.features;
   half16* features = reinterpret_cast<half16*>(staging);
