@@ -105,6 +105,7 @@ int main(int argc, char** argv) {
     }
     // Everything that can reject the input (flags, data, model shape,
     // checkpoint) runs before any output file is opened.
+    ddp::check_config_for_world(opts.config, env->world_size());
     if (opts.bench.enabled) prepare_bench_config(opts.config, opts.bench);
     ddp::TrainTestData data = opts.bench.enabled ? bench_data(opts.config, env->world_size())
                                                  : ddp::load_train_test(opts.config.data, opts.config.seed);

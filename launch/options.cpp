@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "kernels/error.h"
+#include "launch/options_check.h"
 
 namespace po = boost::program_options;
 
@@ -213,12 +214,24 @@ ParsedOptions parse_options(int argc, const char* const argv[]) {
 
   po::variables_map vm;
   try {
-    po::store(po::parse_command_line(argc, argv, all), vm);
+    // No positional arguments: a stray word (a value without its flag, a
+    // second value) is an error naming it. Collected under a hidden name so
+    // the message can quote it; --help does not list it.
+    std::vector<std::string> stray;
+    po::options_description parsed;
+    parsed.add(all).add_options()("stray-words", po::value(&stray));
+    po::positional_options_description every_word;
+    every_word.add("stray-words", -1);
+    po::store(po::command_line_parser(argc, argv).options(parsed).positional(every_word).run(), vm);
+    if (!stray.empty() || vm.count("stray-words"))
+      throw Error("unexpected argument '" + vm["stray-words"].as<std::vector<std::string>>().front() +
+                  "': every option is --name value (see --help)");
     if (vm.count("config")) {
       const std::string path = vm["config"].as<std::string>();
-      std::ifstream in(path);
-      if (!in) throw Error("--config: cannot open " + path);
-      po::store(po::parse_config_file(in, all), vm);  // stored second: the command line wins
+      if (path.empty()) throw Error("--config: the path is empty");
+      std::istringstream in(read_config_text(path));
+      // Unknown keys are errors (allow_unregistered = false).
+      po::store(po::parse_config_file(in, all, false), vm);  // stored second: the command line wins
     }
     po::notify(vm);
   } catch (po::error_with_option_name& e) {
@@ -232,6 +245,9 @@ ParsedOptions parse_options(int argc, const char* const argv[]) {
   out.help_text = help.str();
   out.show_help = vm.count("help") > 0;
   if (out.show_help) return out;
+  for (const auto& [name, value] : vm)
+    if (!value.defaulted()) c.given_flags.insert(name);
+  c.config_path = config_file;
 
   c.seed = static_cast<uint64_t>(seed);
   c.shuffle = !vm["no-shuffle"].as<bool>();
@@ -286,12 +302,12 @@ ParsedOptions parse_options(int argc, const char* const argv[]) {
   if (c.nesterov && c.momentum == 0) throw Error("--nesterov needs --momentum > 0");
   if (!(c.loss_scaler.init_scale > 0) || !std::isfinite(c.loss_scaler.init_scale))
     throw Error("--init-scale must be a positive number");
-  if (!(c.loss_scaler.growth_factor >= 1)) throw Error("--growth-factor must be >= 1");
   if (!(c.loss_scaler.backoff_factor > 0 && c.loss_scaler.backoff_factor <= 1))
     throw Error("--backoff-factor must be in (0, 1]");
   require_positive(c.loss_scaler.growth_interval, "--growth-interval");
   require_positive(c.loss_scaler.hysteresis, "--hysteresis");
   if (!c.resume_path.empty() && !c.resume) c.resume = true;
+  check_flags_as_a_whole(c, out.bench);
   return out;
 }
 

@@ -66,6 +66,9 @@ TrainState random_state(std::mt19937_64& rng, int64_t max_width) {
   s.epoch_sample_offset = static_cast<int64_t>(rng());
   s.skipped_steps = static_cast<int64_t>(rng());
   s.seed = rng();
+  s.run_id = rng();
+  s.train_samples = rng();
+  s.global_batch = static_cast<int64_t>(rng());
   return s;
 }
 
@@ -81,6 +84,9 @@ TrainState small_state(int64_t step) {
   }
   s.step = step;
   s.seed = 42;
+  s.run_id = 0x5eed0001;
+  s.train_samples = 100;
+  s.global_batch = 10;
   return s;
 }
 
@@ -110,6 +116,9 @@ void expect_same_state(const TrainState& want, const TrainState& got) {
   EXPECT_EQ(want.epoch_sample_offset, got.epoch_sample_offset);
   EXPECT_EQ(want.skipped_steps, got.skipped_steps);
   EXPECT_EQ(want.seed, got.seed);
+  EXPECT_EQ(want.run_id, got.run_id);
+  EXPECT_EQ(want.train_samples, got.train_samples);
+  EXPECT_EQ(want.global_batch, got.global_batch);
 }
 
 // The one-line message of the CheckpointError `fn` throws.
@@ -211,7 +220,7 @@ TEST_F(CheckpointFormat, LayoutIsMagicVersionHeaderLengthAndTrailer) {
   // Header: widths (8 + 3*8), two strings (4+4 each), flag, scale, 2 scaler
   // ints, 4 position ints, seed.
   const uint32_t header = bytes[12] | bytes[13] << 8 | bytes[14] << 16 | static_cast<uint32_t>(bytes[15]) << 24;
-  EXPECT_EQ(header, 32u + 8u + 8u + 1u + 8u + 16u + 32u + 8u);
+  EXPECT_EQ(header, 32u + 8u + 8u + 1u + 8u + 16u + 32u + 8u + 24u);
   // Payload: two count-prefixed float vectors of 14 parameters each.
   EXPECT_EQ(bytes.size(), 16u + header + 2 * (8u + 4u * 14u) + 12u);
 }
@@ -529,22 +538,86 @@ TEST_F(CheckpointDir, NoValidCheckpointListsEveryCandidate) {
   EXPECT_TRUE(contains(scan.skipped[0].second, "truncated"));
 }
 
-TEST_F(CheckpointDir, PruneKeepsTheNewestByStep) {
+TEST_F(CheckpointDir, PruneKeepsTheNewestOfThisRunOnly) {
+  const uint64_t ours = 0x5eed0001;
   const std::vector<int64_t> steps = {5, 1000, 20, 7, 100};
   for (int64_t step : steps) write_checkpoint_atomic(path(checkpoint_file_name(step)), small_state(step));
+  // Another run's checkpoints, another model's, a legacy one (no lineage) and
+  // a damaged one: none of them is this run's to delete.
+  TrainState other = small_state(3);
+  other.run_id = ours + 1;
+  write_checkpoint_atomic(path(checkpoint_file_name(3)), other);
+  TrainState other_model = small_state(2);
+  other_model.layer_widths = {2, 2, 2};
+  other_model.master_weights_fp32.resize(12), other_model.momentum_fp32.resize(12);
+  write_checkpoint_atomic(path(checkpoint_file_name(2)), other_model);
+  TrainState legacy = small_state(1);
+  legacy.run_id = 0;
+  write_checkpoint_atomic(path(checkpoint_file_name(1)), legacy);
+  write_bytes(path(checkpoint_file_name(4)), {'D', 'D', 'P', 'C'});
   const std::string leftover = checkpoint_file_name(2000) + ".tmp.1";
   write_bytes(path(leftover), {0});
   write_bytes(path("metrics.jsonl"), {'\n'});
+  const size_t all = steps.size() + 6;
+  const std::vector<int64_t> widths = {3, 2, 2};
 
-  prune_checkpoints(dir_, 0);  // keep all
-  EXPECT_EQ(file_names_in(dir_).size(), steps.size() + 2);
+  EXPECT_TRUE(prune_checkpoints(dir_, 0, ours, widths, "").empty());  // keep all
+  EXPECT_EQ(file_names_in(dir_).size(), all);
+  EXPECT_TRUE(prune_checkpoints(dir_, 1, 0, widths, "").empty());  // no lineage: nothing is provably ours
+  EXPECT_EQ(file_names_in(dir_).size(), all);
 
-  prune_checkpoints(dir_, 2);
-  EXPECT_EQ(file_names_in(dir_), (std::set<std::string>{checkpoint_file_name(1000), checkpoint_file_name(100),
-                                                         leftover, "metrics.jsonl"}));
-  prune_checkpoints(dir_, 5);  // fewer than keep: nothing to do
-  EXPECT_EQ(file_names_in(dir_).size(), 4u);
-  prune_checkpoints(dir_ + "/missing", 1);
+  // The one just written survives although three newer ones are kept.
+  const std::vector<std::string> removed = prune_checkpoints(dir_, 2, ours, widths, path(checkpoint_file_name(7)));
+  EXPECT_EQ(removed.size(), 2u);
+  std::set<std::string> want = file_names_in(dir_);
+  EXPECT_EQ(want.count(checkpoint_file_name(1000)) + want.count(checkpoint_file_name(100)) +
+                want.count(checkpoint_file_name(7)),
+            3u);
+  EXPECT_EQ(want.count(checkpoint_file_name(20)) + want.count(checkpoint_file_name(5)), 0u);
+  for (int64_t foreign : {1, 2, 3, 4}) EXPECT_EQ(want.count(checkpoint_file_name(foreign)), 1u) << foreign;
+  EXPECT_EQ(want.count(leftover) + want.count("metrics.jsonl"), 2u);
+
+  EXPECT_TRUE(prune_checkpoints(dir_, 5, ours, widths, "").empty());  // fewer than keep: nothing to do
+  EXPECT_EQ(file_names_in(dir_).size(), all - 2);
+  EXPECT_TRUE(prune_checkpoints(dir_ + "/missing", 1, ours, widths, "").empty());
+}
+
+TEST_F(CheckpointDir, HeaderNamesTheLineageWithoutReadingTheWeights) {
+  TrainState s = small_state(42);
+  write_checkpoint_atomic(path("a"), s);
+  const CheckpointHeader h = read_checkpoint_header(path("a"));
+  EXPECT_EQ(h.step, 42);
+  EXPECT_EQ(h.run_id, s.run_id);
+  EXPECT_EQ(h.layer_widths, s.layer_widths);
+  // The weights may be cut: the header still reads (pruning decides on it).
+  std::vector<uint8_t> bytes = serialize_checkpoint(s);
+  bytes.resize(bytes.size() - 20);
+  write_bytes(path("b"), bytes);
+  EXPECT_EQ(read_checkpoint_header(path("b")).run_id, s.run_id);
+  bytes.resize(20);
+  write_bytes(path("c"), bytes);
+  EXPECT_TRUE(contains(checkpoint_error_of([&] { read_checkpoint_header(path("c")); }), "truncated"));
+}
+
+TEST(CheckpointLegacy, FilesWithoutTheOptionalHeaderFieldsStillRead) {
+  // A checkpoint of an earlier build: the header ends after the seed.
+  TrainState s = small_state(9);
+  std::vector<uint8_t> bytes = serialize_checkpoint(s);
+  const uint32_t header = bytes[12] | bytes[13] << 8 | bytes[14] << 16 | static_cast<uint32_t>(bytes[15]) << 24;
+  const size_t optional_at = 16 + header - 24;
+  bytes.erase(bytes.begin() + optional_at, bytes.begin() + optional_at + 24);
+  const uint32_t shorter = header - 24;
+  for (int i = 0; i < 4; ++i) bytes[12 + i] = static_cast<uint8_t>(shorter >> (8 * i));
+  bytes.resize(bytes.size() - 12);
+  const uint64_t total = bytes.size() + 12;
+  for (int i = 0; i < 8; ++i) bytes.push_back(static_cast<uint8_t>(total >> (8 * i)));
+  const uint32_t crc = static_cast<uint32_t>(crc32(0L, bytes.data(), static_cast<uInt>(bytes.size())));
+  for (int i = 0; i < 4; ++i) bytes.push_back(static_cast<uint8_t>(crc >> (8 * i)));
+  const TrainState got = parse_checkpoint(bytes, "legacy");
+  EXPECT_EQ(got.step, 9);
+  EXPECT_EQ(got.run_id, 0u);
+  EXPECT_EQ(got.train_samples, 0u);
+  EXPECT_EQ(got.master_weights_fp32, s.master_weights_fp32);
 }
 
 }  // namespace

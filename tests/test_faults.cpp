@@ -547,17 +547,20 @@ TEST_F(Faults, StalledRankIsCaughtByTheWatchdog) {
 TEST_F(Faults, ResumeSkipsACheckpointWriteCutShort) {
   const std::string ck = dir + "/ck";
   const std::string run = kTrainer + " --data synthetic --steps 40 --checkpoint-every 2 --checkpoint-dir " + ck;
-  const auto first = test::run_command(run + " --stop-after-steps 4 2>&1");
+  const auto first = test::run_command(run + " --stop-after-steps 8 2>&1");
   ASSERT_EQ(first.exit_code, 0) << first.output;
   const std::string good = ck + "/" + checkpoint_file_name(4);
-  const std::vector<char> bytes = [&] {
-    std::ifstream in(good, std::ios::binary);
+  auto bytes_of = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
     return std::vector<char>(std::istreambuf_iterator<char>(in), {});
-  }();
-  ASSERT_GT(bytes.size(), 100u);
+  };
+  // Step 8's file cut in half, step 6's only a third written under its temporary name.
   const std::string cut = ck + "/" + checkpoint_file_name(8), temp = ck + "/" + checkpoint_file_name(6) + ".tmp.4242";
-  std::ofstream(cut, std::ios::binary).write(bytes.data(), bytes.size() / 2);
-  std::ofstream(temp, std::ios::binary).write(bytes.data(), bytes.size() / 3);
+  const std::vector<char> bytes8 = bytes_of(cut), bytes6 = bytes_of(ck + "/" + checkpoint_file_name(6));
+  ASSERT_GT(bytes8.size(), 100u);
+  fs::remove(ck + "/" + checkpoint_file_name(6));
+  std::ofstream(cut, std::ios::binary | std::ios::trunc).write(bytes8.data(), bytes8.size() / 2);
+  std::ofstream(temp, std::ios::binary).write(bytes6.data(), bytes6.size() / 3);
 
   const auto resumed = test::run_command(run + " --resume --stop-after-steps 1 2>&1");
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;

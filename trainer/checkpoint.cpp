@@ -23,6 +23,10 @@ constexpr size_t kFixedHeaderBytes = 16;  // magic, version, header length
 constexpr size_t kTrailerBytes = 12;      // total length, CRC
 constexpr size_t kLengthFieldFromEnd = 12;
 constexpr size_t kCrcFieldFromEnd = 4;
+constexpr size_t kOptionalHeaderBytes = 24;  // run_id, train_samples, global_batch
+// A header holds a few short strings and the layer widths: anything larger
+// is not a header of ours, and read_checkpoint_header never allocates more.
+constexpr uint32_t kMaxHeaderBytes = 1u << 20;
 
 // Messages quote names from the disk; control characters in them must not
 // break the one-line promise (as DataError does).
@@ -185,13 +189,9 @@ class ByteReader {
   size_t offset_ = 0;
 };
 
-// Everything between the fixed header and the trailer. `r` starts at the
-// header-length field. OutOfBytes from `r` itself escapes (the caller decides
-// between truncated and corrupt); inside the header it is always corruption,
-// since the header's extent was already read.
-TrainState decode_fields(ByteReader& r, const std::string& name) {
-  const uint32_t header_bytes = r.u32();
-  ByteReader h(r.take(header_bytes), header_bytes);
+// The header fields (without their length prefix), all of `h`. Inside the
+// header a field that runs past its end is corruption: its extent is known.
+TrainState decode_header(ByteReader& h, const std::string& name) {
   TrainState s;
   try {
     s.layer_widths = h.i64_vector();
@@ -210,14 +210,30 @@ TrainState decode_fields(ByteReader& r, const std::string& name) {
     s.epoch_sample_offset = h.i64();
     s.skipped_steps = h.i64();
     s.seed = h.u64();
+    // The optional fields (checkpoint.h): all of them or none.
+    if (h.remaining() >= kOptionalHeaderBytes) {
+      s.run_id = h.u64();
+      s.train_samples = h.u64();
+      s.global_batch = h.i64();
+    }
   } catch (const OutOfBytes&) {
-    throw CheckpointError(name, "corrupt header: its fields run past its length of " + std::to_string(header_bytes) +
-                                    " bytes");
+    throw CheckpointError(name, "corrupt header: its fields run past its length of " +
+                                    std::to_string(h.offset() + h.remaining()) + " bytes");
   }
   if (h.remaining() != 0) {
-    throw CheckpointError(name, "corrupt header: " + std::to_string(header_bytes) + " bytes long, its fields end after " +
-                                    std::to_string(h.offset()));
+    throw CheckpointError(name, "corrupt header: " + std::to_string(h.offset() + h.remaining()) +
+                                    " bytes long, its fields end after " + std::to_string(h.offset()));
   }
+  return s;
+}
+
+// Everything between the fixed header and the trailer. `r` starts at the
+// header-length field. OutOfBytes from `r` itself escapes (the caller decides
+// between truncated and corrupt).
+TrainState decode_fields(ByteReader& r, const std::string& name) {
+  const uint32_t header_bytes = r.u32();
+  ByteReader h(r.take(header_bytes), header_bytes);
+  TrainState s = decode_header(h, name);
   s.master_weights_fp32 = r.f32_vector();
   s.momentum_fp32 = r.f32_vector();
   return s;
@@ -425,6 +441,9 @@ std::vector<uint8_t> serialize_checkpoint(const TrainState& s) {
   w.i64(s.epoch_sample_offset);
   w.i64(s.skipped_steps);
   w.u64(s.seed);
+  w.u64(s.run_id);
+  w.u64(s.train_samples);
+  w.i64(s.global_batch);
   const size_t header_bytes = w.size() - header_start;
   if (header_bytes > std::numeric_limits<uint32_t>::max()) throw Error("checkpoint: header larger than 4 GiB");
   store_u32(w.at(header_length_at), static_cast<uint32_t>(header_bytes));
@@ -589,16 +608,78 @@ CheckpointScan find_newest_valid_checkpoint(const std::string& dir) {
   return scan;
 }
 
-void prune_checkpoints(const std::string& dir, int keep) {
-  if (keep <= 0) return;
-  const DirListing listing = list_checkpoint_dir(dir);
-  for (size_t i = static_cast<size_t>(keep); i < listing.checkpoints.size(); ++i) {
-    const std::string& path = listing.checkpoints[i].second;
+CheckpointHeader read_checkpoint_header(const std::string& path) {
+  // O_NONBLOCK: a FIFO named like a checkpoint must not hang a directory scan.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    const int err = errno;
+    throw CheckpointError(path, "cannot open: " + errno_text(err));
+  }
+  FdCloser closer(fd);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) throw CheckpointError(path, "not a regular file");
+  size_t offset = 0;
+  auto read_next = [&](size_t byte_count) {
+    std::vector<uint8_t> bytes(byte_count);
+    size_t got = 0;
+    while (got < byte_count) {
+      const ssize_t n = ::pread(fd, bytes.data() + got, byte_count - got, static_cast<off_t>(offset + got));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) throw CheckpointError(path, truncated_problem(offset + got));
+      got += static_cast<size_t>(n);
+    }
+    offset += byte_count;
+    return bytes;
+  };
+  const std::vector<uint8_t> fixed = read_next(kFixedHeaderBytes);
+  if (std::memcmp(fixed.data(), kCheckpointMagic, sizeof(kCheckpointMagic)) != 0)
+    throw CheckpointError(path, "not a ddp_train checkpoint (bad magic)");
+  const uint32_t version = load_u32(fixed.data() + sizeof(kCheckpointMagic));
+  if (version != kCheckpointFormatVersion)
+    throw CheckpointError(path, "unsupported checkpoint format version " + std::to_string(version));
+  const uint32_t header_bytes = load_u32(fixed.data() + kFixedHeaderBytes - 4);
+  if (header_bytes > kMaxHeaderBytes)
+    throw CheckpointError(path, "corrupt header: length " + std::to_string(header_bytes));
+  const std::vector<uint8_t> header = read_next(header_bytes);
+  ByteReader h(header.data(), header.size());
+  const TrainState s = decode_header(h, path);
+  CheckpointHeader out;
+  out.layer_widths = s.layer_widths, out.step = s.step, out.run_id = s.run_id;
+  return out;
+}
+
+std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string& dir) {
+  return list_checkpoint_dir(dir).checkpoints;
+}
+
+std::vector<std::string> prune_checkpoints(const std::string& dir, int keep, uint64_t run_id,
+                                           const std::vector<int64_t>& layer_widths,
+                                           const std::string& just_written) {
+  std::vector<std::string> removed;
+  if (keep <= 0 || run_id == 0) return removed;
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  int kept = 0;
+  for (const auto& [step, path] : list_checkpoint_dir(dir).checkpoints) {  // highest step first
+    CheckpointHeader header;
+    try {
+      header = read_checkpoint_header(path);
+    } catch (const CheckpointError&) {
+      continue;  // not provably this run's: never deleted
+    }
+    if (header.run_id != run_id || header.layer_widths != layer_widths || header.step != step) continue;
+    const bool is_just_written = !just_written.empty() && fs::equivalent(path, just_written, ec);
+    if (kept < keep || is_just_written) {
+      ++kept;
+      continue;
+    }
     if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
       const int err = errno;
       throw Error("cannot remove old checkpoint " + path + ": " + errno_text(err));
     }
+    removed.push_back(path);
   }
+  return removed;
 }
 
 }  // namespace ddp

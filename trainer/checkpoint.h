@@ -18,6 +18,11 @@
 //                   i64              scaler.hysteresis_left
 //                   i64 x 4          step, epoch, epoch_sample_offset, skipped_steps
 //                   u64              seed
+//                 then, optionally (absent from files of earlier builds,
+//                 which read as 0 = not recorded):
+//                   u64              run_id (lineage)
+//                   u64              train_samples
+//                   i64              global_batch
 //   16+H    ...   u64 n, n x f32     master_weights_fp32 (IEEE bits)
 //           ...   u64 n, n x f32     momentum_fp32
 //   T-12    8     u64 total length T of the file, this trailer included
@@ -25,7 +30,8 @@
 //
 // The header is length-prefixed so a reader can check the small fields (the
 // model shape) before the weights, and so the header's own counts are bounded
-// by H. The total length sits at the end: a file cut anywhere is found short
+// by H; it also lets the header grow by fields appended at its end without a
+// new version (a reader knows from H whether they are there). The total length sits at the end: a file cut anywhere is found short
 // before the checksum is even looked at, and the message says "truncated"
 // rather than "checksum mismatch".
 //
@@ -103,9 +109,28 @@ struct CheckpointScan {
 // no checkpoint (first run); other directory errors throw ddp::Error.
 CheckpointScan find_newest_valid_checkpoint(const std::string& dir);
 
-// Deletes all but the `keep` highest-step files named like checkpoints
-// (keep <= 0: deletes nothing). Temporary files are left alone. Throws
-// ddp::Error naming the file that could not be removed.
-void prune_checkpoints(const std::string& dir, int keep);
+// What the header of a checkpoint file says about whose it is, read without
+// the weights (and without the checksum, which covers the whole file).
+struct CheckpointHeader {
+  std::vector<int64_t> layer_widths;
+  int64_t step = 0;
+  uint64_t run_id = 0;
+};
+// Throws CheckpointError when the header cannot be read or decoded.
+CheckpointHeader read_checkpoint_header(const std::string& path);
+
+// The files named like checkpoints in `dir`, (step, path), highest step
+// first; an absent directory holds none.
+std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string& dir);
+
+// Deletes the checkpoints of one run (lineage `run_id`, model
+// `layer_widths`) in `dir` beyond the `keep` highest-step ones (keep <= 0:
+// deletes nothing), never `just_written`. Files of other runs or models,
+// files whose header cannot be read, lineage 0 and temporary files are left
+// alone. Returns the paths removed; throws ddp::Error naming the file that
+// could not be removed.
+std::vector<std::string> prune_checkpoints(const std::string& dir, int keep, uint64_t run_id,
+                                           const std::vector<int64_t>& layer_widths,
+                                           const std::string& just_written);
 
 }  // namespace ddp

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,8 @@ struct DataConfig {
 };
 
 struct TrainConfig {
+  std::string config_path;      // --config file, if any (an input: never written)
+  std::set<std::string> given_flags;  // flags set on the command line or in the config, not defaulted
   std::string device = "auto";  // auto | cuda | cpu
   DataConfig data;
 
@@ -85,6 +88,10 @@ struct TrainConfig {
   int stall_rank = 0;
   int64_t stall_at_step = 0;
 };
+
+// The rules of a config that depend on the world size: batch products that
+// fit, ranks named by test hooks that exist. Throws ddp::Error naming the flag.
+void check_config_for_world(const TrainConfig& config, int world_size);
 
 // Per-rank batch from --global-batch (or --batch-size as given); throws
 // naming the flag when the global batch does not divide by world x accum.

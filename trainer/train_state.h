@@ -42,6 +42,17 @@ struct TrainState {
   // RNG: the shuffle is a pure function of (seed, epoch); the seed is kept so
   // a resume with a different --seed is detected.
   uint64_t seed = 0;
+
+  // Lineage: drawn at random when a run starts from scratch and carried by
+  // every run that resumes from it, so pruning (--keep-checkpoints) can tell
+  // this run's checkpoints from another run's in the same directory. 0: not
+  // recorded (a checkpoint written before lineages existed).
+  uint64_t run_id = 0;
+  // The data the position above refers to: the training set's sample count
+  // and the global batch (samples per step over all ranks) it was written
+  // with, so a resume on other data is noticed. 0: not recorded.
+  uint64_t train_samples = 0;
+  int64_t global_batch = 0;
 };
 
 }  // namespace ddp

@@ -12,8 +12,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <random>
 #include <limits>
 #include <thread>
+#include <unistd.h>
 #include <utility>
 
 #include "kernels/error.h"
@@ -26,6 +28,8 @@
 #include "trainer/mixed_precision_optimizer.h"
 #include "trainer/mlp_model.h"
 #include "trainer/progress_reporter.h"
+#include "trainer/resume_check.h"
+#include "trainer/run_outputs.h"
 #include "trainer/stop_signal.h"
 #include "trainer/weights_io.h"
 
@@ -111,6 +115,8 @@ struct Trainer::Impl {
   std::function<void(const uint32_t*, int)> batch_observer;  // test hook; may be empty
   EvalResult last_eval;
   bool prepared = false;
+  bool resumed = false;    // the state came from a checkpoint
+  uint64_t run_id = 0;     // lineage (train_state.h): drawn fresh, or the checkpoint's
 
   Impl(const TrainConfig& c, Backend& b, Communicator& m, TrainTestData d)
       : cfg(with_batch_per_rank(c, m.world_size())),
@@ -201,16 +207,35 @@ struct Trainer::Impl {
     return scan.newest_valid;
   }
 
+  // What resume_check.h needs to know about this run.
+  ResumeTarget resume_target() const {
+    ResumeTarget t;
+    t.world_size = world();
+    t.train_samples = data.train.count;
+    t.epoch_samples = static_cast<int64_t>(sampler.samples_per_rank()) * world();
+    t.global_batch = global_batch();
+    t.total_steps = total_steps;
+    t.loss_scaler = cfg.loss_scaler;
+    t.given_flags = cfg.given_flags;
+    return t;
+  }
+
   void restore(const TrainState& s, const std::string& path) {
     check_checkpoint_compatible(s, cfg.layer_widths, cfg.activation_name, cfg.loss_name, path);
     if (s.master_weights_fp32.size() != params.count() || s.momentum_fp32.size() != params.count())
       throw Error(path + ": parameter count does not match the model");
+    const ResumeTarget target = resume_target();
+    std::vector<std::string> notes = check_resume_fits(s, target, path);
+    const LossScalerState scaler = resumed_scaler_state(s, target, notes);
     params.set_master_weights(s.master_weights_fp32);
     params.momentum_fp32.upload(s.momentum_fp32);
     status.momentum_initialized = s.momentum_initialized ? 1 : 0;
-    status.scale = s.scaler.scale;
-    status.growth_tracker = s.scaler.growth_tracker;
-    status.hysteresis_left = s.scaler.hysteresis_left;
+    status.scale = scaler.scale;
+    status.growth_tracker = scaler.growth_tracker;
+    status.hysteresis_left = scaler.hysteresis_left;
+    for (const std::string& line : notes) say(line);
+    resumed = true;
+    run_id = s.run_id;
     status.steps_done = s.step;
     status.skipped_total = s.skipped_steps;
     step = s.step, epoch = s.epoch, epoch_offset = s.epoch_sample_offset;
@@ -234,16 +259,41 @@ struct Trainer::Impl {
       params.set_master_weights(init);
       if (!cfg.init_weights_dir.empty()) say("initial weights from " + cfg.init_weights_dir);
     }
+    // A lineage for a run from scratch, or for one resumed from a
+    // checkpoint of an earlier build that recorded none.
+    if (run_id == 0) run_id = fresh_run_id();
     // Every rank starts from rank 0's parameters, whatever its seed.
     {
       CollectiveWatch watch(watchdog, "broadcast", step + 1);
       comm.broadcast_bytes(params.master_weights_fp32.data(), params.master_weights_fp32.size_bytes(), 0);
       comm.broadcast_bytes(params.momentum_fp32.data(), params.momentum_fp32.size_bytes(), 0);
+      comm.broadcast_bytes(&run_id, sizeof run_id, 0);
     }
+    if (is_root()) prepare_outputs();
     backend.cast_fp32_to_fp16(params.master_weights_fp32.data(), params.weights_fp16.data(), params.count());
     backend.copy_to_device(status_dev.data(), &status, sizeof(StepStatus));
     status_read_at = step;
     prepared = true;
+  }
+
+  static uint64_t fresh_run_id() {
+    std::random_device device;
+    std::seed_seq seq{device(), device(), static_cast<unsigned>(::getpid()),
+                      static_cast<unsigned>(Clock::now().time_since_epoch().count())};
+    std::mt19937_64 rng(seq);
+    uint64_t id = 0;
+    while (id == 0) id = rng();
+    return id;
+  }
+
+  // Rank 0 alone writes: every output is checked, created or opened here,
+  // before the first step (run_outputs.h), and the metrics file is opened.
+  void prepare_outputs() {
+    std::vector<std::string> notes;
+    if (!cfg.checkpoint_dir.empty()) notes = check_checkpoint_dir_for_run(cfg.checkpoint_dir, resumed, step, run_id);
+    for (const std::string& line : check_run_outputs(cfg, cfg.resume)) notes.push_back(line);
+    for (const std::string& line : notes) say(line);
+    if (!cfg.metrics_path.empty()) metrics = std::make_unique<MetricsFile>(cfg.metrics_path, cfg.resume);
   }
 
   TrainState snapshot() {
@@ -260,6 +310,9 @@ struct Trainer::Impl {
     s.scaler.hysteresis_left = status.hysteresis_left;
     s.step = step, s.epoch = epoch, s.epoch_sample_offset = epoch_offset, s.skipped_steps = status.skipped_total;
     s.seed = cfg.seed;
+    s.run_id = run_id;
+    s.train_samples = data.train.count;
+    s.global_batch = global_batch();
     return s;
   }
 
@@ -276,7 +329,7 @@ struct Trainer::Impl {
     std::filesystem::create_directories(cfg.checkpoint_dir, ec);
     if (ec) throw Error("--checkpoint-dir: cannot create " + cfg.checkpoint_dir + ": " + ec.message());
     write_checkpoint_atomic(checkpoint_path(step), s);
-    prune_checkpoints(cfg.checkpoint_dir, cfg.keep_checkpoints);
+    prune_checkpoints(cfg.checkpoint_dir, cfg.keep_checkpoints, run_id, cfg.layer_widths, checkpoint_path(step));
   }
 
   void run_eval() {
@@ -368,7 +421,11 @@ struct Trainer::Impl {
     }
     if (!replayed) {
       r.outcome = reduce_and_update(r.log_step);
-      if (micro_batches == 1 && step_rows == cfg.batch_size) ++eager_full_steps;
+      // Only a step of the captured shape and kind (one full micro-batch,
+      // the optimizer without host reads, no test hook) makes the
+      // allocations and plans the capture's kernels need: a log step's
+      // optimizer takes another route.
+      if (graph_shaped(micro_batches, step_rows, r.log_step)) ++eager_full_steps;
     }
     ++step;
     epoch_offset += step_rows * world();
@@ -411,8 +468,11 @@ struct Trainer::Impl {
   // a capture would freeze (scale, lr, skip, momentum start) is read from
   // the step state; the batch is uploaded before the replay.
   bool graph_eligible(int64_t micro_batches, int64_t step_rows, bool log_step) const {
-    return graph_mode && micro_batches == 1 && step_rows == cfg.batch_size && !optimizer.needs_host(log_step) &&
-           !overflow_injected_at(cfg, cfg.inject_overflow_rank, step + 1) && eager_full_steps > 0;
+    return graph_mode && graph_shaped(micro_batches, step_rows, log_step) && eager_full_steps > 0;
+  }
+  bool graph_shaped(int64_t micro_batches, int64_t step_rows, bool log_step) const {
+    return micro_batches == 1 && step_rows == cfg.batch_size && !optimizer.needs_host(log_step) &&
+           !overflow_injected_at(cfg, cfg.inject_overflow_rank, step + 1);
   }
 
   // The batch is copied (device to device, stream-ordered after its upload)
@@ -612,7 +672,6 @@ struct Trainer::Impl {
 
   TrainSummary run() {
     DDP_REQUIRE(prepared, "Trainer::run before prepare");
-    if (is_root() && !cfg.metrics_path.empty()) metrics = std::make_unique<MetricsFile>(cfg.metrics_path, cfg.resume);
     banner();
     const auto run_start = Clock::now();
     double train_s = 0.0;

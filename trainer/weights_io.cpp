@@ -14,6 +14,15 @@ std::string tensor_path(const std::string& dir, size_t layer, const char* what) 
 }
 }  // namespace
 
+std::vector<std::string> weights_npy_paths(const std::string& dir, size_t linear_layers) {
+  std::vector<std::string> paths;
+  for (size_t i = 0; i < linear_layers; ++i) {
+    paths.push_back(tensor_path(dir, i, "weight"));
+    paths.push_back(tensor_path(dir, i, "bias"));
+  }
+  return paths;
+}
+
 void save_weights_npy(const std::string& dir, const ParameterLayout& layout, const std::vector<float>& flat) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);

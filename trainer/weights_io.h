@@ -10,6 +10,9 @@
 
 namespace ddp {
 
+// The files save_weights_npy writes for a model of that many Linear layers.
+std::vector<std::string> weights_npy_paths(const std::string& dir, size_t linear_layers);
+
 // flat: the store's flat layout (reverse layer order).
 void save_weights_npy(const std::string& dir, const ParameterLayout& layout, const std::vector<float>& flat);
 // Reads every tensor, checking its shape; throws naming the file on any problem.

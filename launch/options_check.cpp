@@ -1,0 +1,162 @@
+// options_check.cpp
+#include "launch/options_check.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "kernels/error.h"
+
+namespace ddp {
+namespace {
+
+// A config file is a few dozen lines; anything larger is not one.
+constexpr size_t kMaxConfigBytes = size_t{1} << 20;
+
+// Which --data kind each data-file flag belongs to.
+struct DataFlag {
+  const char* flag;
+  const char* kind;
+};
+constexpr DataFlag kDataFlags[] = {
+    {"data-dir", "fashion-mnist"}, {"train-images", "idx"},   {"train-labels", "idx"},
+    {"test-images", "idx"},        {"test-labels", "idx"},    {"train-x", "npy"},
+    {"train-y", "npy"},            {"test-x", "npy"},         {"test-y", "npy"},
+    {"train-csv", "csv"},          {"test-csv", "csv"},       {"synthetic-samples", "synthetic"},
+};
+
+// Flags that have a meaning only with another one (or with a mode).
+struct Needs {
+  const char* flag;
+  const char* needed;  // the flag that gives it a meaning
+  bool (*holds)(const TrainConfig&);
+};
+bool has_checkpoint_dir(const TrainConfig& c) { return !c.checkpoint_dir.empty(); }
+bool step_schedule(const TrainConfig& c) { return c.lr_schedule == LrScheduleKind::Step; }
+bool dynamic_scaling(const TrainConfig& c) { return c.loss_scaler.mode == LossScaleMode::Dynamic; }
+bool injecting(const TrainConfig& c) { return !c.inject_overflow_steps.empty() || c.inject_overflow_every > 0; }
+bool stalling(const TrainConfig& c) { return c.stall_at_step > 0; }
+constexpr Needs kNeeds[] = {
+    {"keep-checkpoints", "--checkpoint-dir", has_checkpoint_dir},
+    {"checkpoint-every", "--checkpoint-dir", has_checkpoint_dir},
+    // Without a checkpoint the steps done are lost: the run cannot be continued.
+    {"stop-after-steps", "--checkpoint-dir (a checkpoint to --resume from)", has_checkpoint_dir},
+    {"lr-step-size", "--lr-schedule step", step_schedule},
+    {"lr-gamma", "--lr-schedule step", step_schedule},
+    {"init-scale", "--loss-scale dynamic (static:<S> sets its own scale)", dynamic_scaling},
+    {"growth-factor", "--loss-scale dynamic", dynamic_scaling},
+    {"backoff-factor", "--loss-scale dynamic", dynamic_scaling},
+    {"growth-interval", "--loss-scale dynamic", dynamic_scaling},
+    {"hysteresis", "--loss-scale dynamic", dynamic_scaling},
+    {"min-loss-scale", "--loss-scale dynamic", dynamic_scaling},
+    {"inject-overflow-rank", "--inject-overflow or --inject-overflow-every", injecting},
+    {"stall-rank", "--stall-at-step", stalling},
+};
+
+bool given(const TrainConfig& c, const char* flag) { return c.given_flags.count(flag) > 0; }
+
+void require_in(bool ok, const std::string& message) {
+  if (!ok) throw Error(message);
+}
+
+}  // namespace
+
+void check_flags_as_a_whole(const TrainConfig& c, const BenchOptions& bench) {
+  // An empty path is a mistake (an unset shell variable), never "off".
+  const DataConfig& d = c.data;
+  const std::pair<const char*, const std::string*> paths[] = {
+      {"metrics", &c.metrics_path},     {"checkpoint-dir", &c.checkpoint_dir}, {"save-weights", &c.save_weights_dir},
+      {"init-weights", &c.init_weights_dir}, {"config", &c.config_path},    {"data-dir", &d.data_dir},
+      {"train-images", &d.train_images}, {"train-labels", &d.train_labels}, {"test-images", &d.test_images},
+      {"test-labels", &d.test_labels},   {"train-x", &d.train_x},           {"train-y", &d.train_y},
+      {"test-x", &d.test_x},             {"test-y", &d.test_y},             {"train-csv", &d.train_csv},
+      {"test-csv", &d.test_csv}};
+  for (const auto& [flag, value] : paths)
+    if (given(c, flag) && value->empty()) throw Error(std::string("--") + flag + ": the path is empty");
+  for (const DataFlag& d : kDataFlags)
+    if (given(c, d.flag) && c.data.kind != d.kind)
+      throw Error(std::string("--") + d.flag + " is for --data " + d.kind + ", and this run has --data " +
+                  c.data.kind);
+  for (const Needs& n : kNeeds)
+    if (given(c, n.flag) && !n.holds(c)) throw Error(std::string("--") + n.flag + " needs " + n.needed);
+
+  if (given(c, "init-weights") && c.resume)
+    throw Error("--init-weights and --resume contradict each other: a resume continues from its checkpoint's weights");
+  if (given(c, "steps") && given(c, "epochs") && c.steps > 0)
+    throw Error("--steps and --epochs contradict each other: --steps replaces --epochs, give one");
+  if (given(c, "global-batch") && c.global_batch <= 0) throw Error("--global-batch must be positive");
+  if (bench.enabled) {
+    for (const char* flag : {"metrics", "checkpoint-dir", "resume", "save-weights", "init-weights", "steps",
+                             "epochs", "stop-after-steps", "checkpoint-every", "keep-checkpoints"})
+      if (given(c, flag))
+        throw Error(std::string("--") + flag + " has no meaning with --bench (it times steps on random data and " +
+                    "writes nothing but its JSON line)");
+  } else {
+    for (const char* flag : {"bench-warmup", "bench-steps", "peak-tflops"})
+      if (given(c, flag)) throw Error(std::string("--") + flag + " needs --bench");
+  }
+
+  // Numbers outside their sense. Batch products are checked against the
+  // world size later (check_config_for_world); here each factor is bounded
+  // so that no product of three of them overflows 64 bits.
+  constexpr int64_t kMaxRows = int64_t{1} << 30;
+  require_in(c.batch_size <= kMaxRows, "--batch-size " + std::to_string(c.batch_size) + " is above 2^30 samples");
+  require_in(c.grad_accum <= kMaxRows, "--grad-accum " + std::to_string(c.grad_accum) + " is above 2^30");
+  require_in(c.global_batch <= kMaxRows, "--global-batch " + std::to_string(c.global_batch) + " is above 2^30 samples");
+  require_in(c.momentum < 1, "--momentum must be below 1 (SGD diverges at 1 and above)");
+  require_in(std::isfinite(c.lr_gamma) && c.lr_gamma > 0, "--lr-gamma must be a positive number");
+  require_in(std::isfinite(c.loss_scaler.growth_factor) && c.loss_scaler.growth_factor > 1,
+             "--growth-factor must be a number above 1");
+  require_in(c.loss_scaler.backoff_factor < 1, "--backoff-factor must be in (0, 1): a backoff of 1 never backs off");
+  require_in(std::isfinite(c.loss_scaler.min_scale), "--min-loss-scale must be finite");
+  if (c.loss_scaler.mode == LossScaleMode::Dynamic)
+    require_in(c.loss_scaler.min_scale <= c.loss_scaler.init_scale,
+               "--min-loss-scale is above --init-scale: the scale would start below its floor");
+  require_in(c.bucket_mb <= 1 << 20 && c.first_bucket_mb <= 1 << 20, "--bucket-mb and --first-bucket-mb must be at most 1 TiB (1048576)");
+  require_in(c.collective_timeout_s <= 1e9, "--collective-timeout must be at most 1e9 s (0 waits forever)");
+  require_in(c.threads <= 4096, "--threads must be at most 4096");
+  require_in(c.epochs <= kMaxRows && c.steps <= (int64_t{1} << 40) && c.stop_after_steps <= (int64_t{1} << 40),
+             "--epochs must be at most 2^30 and --steps, --stop-after-steps at most 2^40");
+  require_in(c.data.synthetic_train_samples <= kMaxRows, "--synthetic-samples must be at most 2^30");
+}
+
+std::string read_config_text(const std::string& path) {
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    const int err = errno;
+    throw Error("--config " + path + ": cannot open: " + std::strerror(err));
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw Error("--config " + path + ": not a regular file (" +
+                (S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" : "a device or other") + ")");
+  }
+  if (static_cast<size_t>(st.st_size) > kMaxConfigBytes) {
+    ::close(fd);
+    throw Error("--config " + path + ": " + std::to_string(st.st_size) +
+                " bytes, more than a config file's limit of 1 MiB");
+  }
+  std::string text(static_cast<size_t>(st.st_size), '\0');
+  size_t got = 0;
+  while (got < text.size()) {
+    const ssize_t n = ::read(fd, &text[got], text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  text.resize(got);
+  if (text.find('\0') != std::string::npos)
+    throw Error("--config " + path + ": not a text file (it holds NUL bytes); give an INI file of key = value lines");
+  return text;
+}
+
+}  // namespace ddp

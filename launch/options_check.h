@@ -1,0 +1,21 @@
+// options_check.h: the flags taken as a whole, after each has parsed on its
+// own (options.cpp): contradictions, flags meaningless in this mode, flags
+// that need another, numbers outside their sense, and the --config file's
+// own reading. Each problem is one ddp::Error line naming the flags.
+#pragma once
+
+#include <string>
+
+#include "launch/options.h"
+#include "trainer/train_config.h"
+
+namespace ddp {
+
+// Throws ddp::Error on the first problem found.
+void check_flags_as_a_whole(const TrainConfig& config, const BenchOptions& bench);
+
+// The --config file's text: a regular file of at most 1 MiB of text (no NUL
+// bytes), opened without blocking (a FIFO is refused, not waited on).
+std::string read_config_text(const std::string& path);
+
+}  // namespace ddp

@@ -1,0 +1,207 @@
+// test_cli_outputs.cpp: build/ddp_train as a careless user runs it, about
+// what it writes: no output path may be one of its inputs, a file that is
+// not ours is never overwritten, every output is checked before the first
+// step, pruning touches only this run's checkpoints, and a resume must fit
+// the data and world it continues on.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "test_support.h"
+#include "trainer/checkpoint.h"
+
+namespace ddp {
+namespace {
+namespace fs = std::filesystem;
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// A CSV classification set: `rows` samples of 4 features, labels 0..2, fresh
+// random values each time.
+void write_csv(const std::string& path, int rows, std::mt19937_64& rng) {
+  std::ofstream out(path);
+  out << "a,b,c,d,label\n";
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (int i = 0; i < rows; ++i) out << u(rng) << "," << u(rng) << "," << u(rng) << "," << u(rng) << "," << i % 3 << "\n";
+}
+
+class CliOutputs : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir = test::make_temp_dir("cli_outputs");
+    rng.seed(test::test_seed());
+    write_csv(dir + "/train.csv", 40, rng);
+    write_csv(dir + "/test.csv", 12, rng);
+  }
+  void TearDown() override { fs::remove_all(dir); }
+
+  // batch 4 on 40 samples: 10 steps per epoch.
+  std::string data(const std::string& train = "", const std::string& layers = "4,8,3") const {
+    return "--data csv --train-csv " + (train.empty() ? dir + "/train.csv" : train) + " --test-csv " + dir +
+           "/test.csv --layers " + layers + " --batch-size 4 --log-every 1 ";
+  }
+  test::CommandResult run(const std::string& args) const {
+    return test::run_command("timeout 60 " + std::string(DDP_TRAIN_BINARY) + " --device cpu --threads 1 " + args +
+                             " 2>&1");
+  }
+  // Refused: non-zero, exactly one error line holding every word, no step trained.
+  void expect_refused(const std::string& args, std::initializer_list<std::string> words) const {
+    const test::CommandResult r = run(args);
+    EXPECT_EQ(r.exit_code, 1) << args << "\n" << r.output;
+    std::istringstream in(r.output);
+    std::string line, found;
+    int errors = 0;
+    while (std::getline(in, line))
+      if (line.rfind("ddp_train: error", 0) == 0) found = line, ++errors;
+    EXPECT_EQ(errors, 1) << args << "\n" << r.output;
+    for (const std::string& w : words) EXPECT_NE(found.find(w), std::string::npos) << "'" << w << "' not in: " << found;
+    EXPECT_EQ(r.output.find("step 1/"), std::string::npos) << "trained before refusing: " << r.output;
+    EXPECT_EQ(r.output.find(".cpp:"), std::string::npos) << "source path in: " << found;
+  }
+  std::string dir;
+  std::mt19937_64 rng;
+};
+
+TEST_F(CliOutputs, AnOutputThatIsAnInputIsRefusedAndLeftIntact) {
+  const std::string ck = dir + "/ck";
+  ASSERT_EQ(run(data() + "--steps 2 --checkpoint-dir " + ck + " --save-weights " + dir + "/w").exit_code, 0);
+  const std::string checkpoint = ck + "/" + checkpoint_file_name(2);
+  std::ofstream(dir + "/c.ini") << "steps = 2\n";
+  fs::create_symlink(dir + "/train.csv", dir + "/link.csv");
+  const std::vector<std::string> files = {dir + "/train.csv", dir + "/test.csv", dir + "/c.ini", checkpoint};
+  std::vector<std::string> before;
+  for (const std::string& f : files) before.push_back(read_text(f));
+
+  expect_refused(data() + "--steps 2 --metrics " + dir + "/train.csv", {"--metrics", "train.csv", "input"});
+  expect_refused(data() + "--steps 2 --metrics " + dir + "/link.csv", {"--metrics", "input"});  // through a link
+  expect_refused(data() + "--steps 2 --metrics " + dir + "/./test.csv", {"--metrics", "input"});
+  expect_refused(data() + "--config " + dir + "/c.ini --metrics " + dir + "/c.ini", {"--metrics", "c.ini"});
+  expect_refused(data() + "--steps 3 --resume " + checkpoint + " --metrics " + checkpoint, {"--metrics", "input"});
+  expect_refused(data() + "--steps 2 --init-weights " + dir + "/w --save-weights " + dir + "/w",
+                 {"--save-weights", "input"});
+  expect_refused(data() + "--steps 2 --init-weights " + dir + "/w --checkpoint-dir " + dir + "/w",
+                 {"--checkpoint-dir", "input"});
+  for (size_t i = 0; i < files.size(); ++i) EXPECT_EQ(read_text(files[i]), before[i]) << files[i] << " was changed";
+  // The checkpoint is still whole: it resumes.
+  EXPECT_EQ(run(data() + "--steps 3 --resume " + checkpoint).exit_code, 0);
+}
+
+TEST_F(CliOutputs, AMetricsFileNotOursIsNeverOverwritten) {
+  const std::string notes = dir + "/notes.jsonl";
+  std::ofstream(notes) << "my own notes\n";
+  expect_refused(data() + "--steps 2 --metrics " + notes, {"--metrics", "not a ddp_train metrics file"});
+  EXPECT_EQ(read_text(notes), "my own notes\n");
+  // Ours from an earlier run: replaced, and said so; empty: taken.
+  const std::string m = dir + "/m.jsonl";
+  ASSERT_EQ(run(data() + "--steps 2 --metrics " + m).exit_code, 0);
+  const test::CommandResult again = run(data() + "--steps 2 --metrics " + m);
+  EXPECT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_NE(again.output.find("metrics: replacing " + m), std::string::npos) << again.output;
+  EXPECT_EQ(read_text(m).rfind("{\"event\":", 0), 0u);
+  expect_refused(data() + "--steps 2 --metrics " + dir, {"--metrics", "directory"});
+  expect_refused(data() + "--steps 2 --metrics ''", {"--metrics", "empty"});
+}
+
+TEST_F(CliOutputs, OutputsThatCannotBeWrittenAreRefusedBeforeTraining) {
+  std::ofstream(dir + "/a-file") << "x";
+  expect_refused(data() + "--steps 2 --checkpoint-dir " + dir + "/a-file", {"--checkpoint-dir", "not a directory"});
+  expect_refused(data() + "--steps 2 --save-weights " + dir + "/a-file/w", {"--save-weights", "a-file"});
+  expect_refused(data() + "--steps 2 --metrics " + dir + "/no-such-dir/m.jsonl", {"--metrics", "no-such-dir"});
+  expect_refused(data() + "--steps 2 --checkpoint-dir ''", {"--checkpoint-dir", "empty"});
+  EXPECT_EQ(read_text(dir + "/a-file"), "x");
+}
+
+TEST_F(CliOutputs, AFreshRunRefusesADirectoryWithAnotherRunsCheckpoints) {
+  const std::string ck = dir + "/ck";
+  ASSERT_EQ(run(data() + "--steps 3 --checkpoint-dir " + ck).exit_code, 0);
+  const std::string theirs = read_text(ck + "/" + checkpoint_file_name(3));
+  expect_refused(data() + "--steps 3 --checkpoint-dir " + ck + " --keep-checkpoints 1",
+                 {"--checkpoint-dir", "already holds 1 checkpoint", "--resume"});
+  EXPECT_EQ(read_text(ck + "/" + checkpoint_file_name(3)), theirs);
+}
+
+// The case: another run's checkpoint and another model's sit in the
+// directory; a resumed run with --keep-checkpoints 1 deletes only its own
+// older ones.
+TEST_F(CliOutputs, PruningTouchesOnlyThisRunsCheckpoints) {
+  const std::string ck = dir + "/ck";
+  ASSERT_EQ(run(data() + "--steps 10 --checkpoint-dir " + ck + " --checkpoint-every 3 --stop-after-steps 3").exit_code, 0);
+  ASSERT_EQ(run(data() + "--steps 2 --checkpoint-dir " + dir + "/theirs").exit_code, 0);
+  ASSERT_EQ(run(data("", "4,5,3") + "--steps 1 --checkpoint-dir " + dir + "/model-b").exit_code, 0);
+  fs::copy_file(dir + "/theirs/" + checkpoint_file_name(2), ck + "/" + checkpoint_file_name(2));
+  fs::copy_file(dir + "/model-b/" + checkpoint_file_name(1), ck + "/" + checkpoint_file_name(1));
+  const std::string theirs = read_text(ck + "/" + checkpoint_file_name(2));
+  const test::CommandResult r =
+      run(data() + "--steps 10 --checkpoint-dir " + ck + " --checkpoint-every 1 --keep-checkpoints 1 --resume");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("resumed from " + ck + "/" + checkpoint_file_name(3)), std::string::npos) << r.output;
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(ck)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  // Ours: only the newest (step 10) is left; the other run's and model's stay.
+  EXPECT_EQ(names, (std::vector<std::string>{checkpoint_file_name(1), checkpoint_file_name(2),
+                                             checkpoint_file_name(10)}));
+  EXPECT_EQ(read_text(ck + "/" + checkpoint_file_name(2)), theirs);
+}
+
+TEST_F(CliOutputs, AResumeRefusesToOverwriteAnotherRunsLaterCheckpoint) {
+  const std::string ck = dir + "/ck";
+  ASSERT_EQ(run(data() + "--steps 10 --checkpoint-dir " + ck + " --stop-after-steps 2").exit_code, 0);
+  ASSERT_EQ(run(data() + "--steps 5 --checkpoint-dir " + dir + "/theirs").exit_code, 0);
+  fs::copy_file(dir + "/theirs/" + checkpoint_file_name(5), ck + "/" + checkpoint_file_name(5));
+  const std::string theirs = read_text(ck + "/" + checkpoint_file_name(5));
+  expect_refused(data() + "--steps 10 --checkpoint-dir " + ck + " --resume " + ck + "/" + checkpoint_file_name(2),
+                 {"another run's checkpoint", checkpoint_file_name(5), "overwrite"});
+  EXPECT_EQ(read_text(ck + "/" + checkpoint_file_name(5)), theirs);
+  // Its own later checkpoint (a resume from an earlier one) is replaced, and said so.
+  ASSERT_EQ(run(data() + "--steps 10 --checkpoint-dir " + dir + "/own --stop-after-steps 4 --checkpoint-every 2")
+                .exit_code,
+            0);
+  const test::CommandResult r = run(data() + "--steps 10 --checkpoint-dir " + dir + "/own --resume " + dir + "/own/" +
+                                    checkpoint_file_name(2) + " --stop-after-steps 1");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("1 later checkpoint(s) of this run (steps 4 to 4)"), std::string::npos) << r.output;
+}
+
+TEST_F(CliOutputs, AResumeMustFitTheDataItContinuesOn) {
+  const std::string ck = dir + "/ck";
+  // 5 of 10 steps of epoch 1: position 20 of 40 samples.
+  ASSERT_EQ(run(data() + "--epochs 2 --checkpoint-dir " + ck + " --stop-after-steps 5").exit_code, 0);
+  const std::string at5 = ck + "/" + checkpoint_file_name(5);
+  write_csv(dir + "/small.csv", 16, rng);
+  expect_refused(data(dir + "/small.csv") + "--epochs 2 --resume " + at5,
+                 {"position", "sample 20", "16", "40 samples"});
+  // A larger set holds the position: resumed, and the difference said.
+  write_csv(dir + "/larger.csv", 48, rng);
+  const test::CommandResult r = run(data(dir + "/larger.csv") + "--epochs 2 --resume " + at5);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("written on a training set of 40 samples, this run's has 48"), std::string::npos)
+      << r.output;
+}
+
+TEST_F(CliOutputs, ResumeFlagsItCannotHonourAreNamedOrApplied) {
+  const std::string ck = dir + "/ck";
+  ASSERT_EQ(run(data() + "--steps 6 --checkpoint-dir " + ck + " --stop-after-steps 2").exit_code, 0);
+  const std::string at2 = ck + "/" + checkpoint_file_name(2);
+  const test::CommandResult named = run(data() + "--steps 6 --resume " + at2 + " --init-scale 1024");
+  EXPECT_EQ(named.exit_code, 0) << named.output;
+  EXPECT_NE(named.output.find("--init-scale 1024 is not used"), std::string::npos) << named.output;
+  // A static scale is applied (it was silently the checkpoint's 65536 before).
+  const std::string m = dir + "/m.jsonl";
+  const test::CommandResult fixed = run(data() + "--steps 6 --resume " + at2 + " --loss-scale static:128 --metrics " + m);
+  EXPECT_EQ(fixed.exit_code, 0) << fixed.output;
+  EXPECT_NE(fixed.output.find("the loss scale is 128 (--loss-scale static:128)"), std::string::npos) << fixed.output;
+  EXPECT_NE(read_text(m).find("\"loss_scale\":128,"), std::string::npos) << read_text(m);
+  EXPECT_EQ(read_text(m).find("\"loss_scale\":65536,"), std::string::npos) << read_text(m);
+}
+
+}  // namespace
+}  // namespace ddp
