@@ -29,7 +29,7 @@ class CliFlags : public ::testing::Test {
   void expect_refused(const std::string& args, std::initializer_list<std::string> words) const {
     const std::string metrics = dir + "/m.jsonl";
     const test::CommandResult r =
-        test::run_command("timeout 30 " + std::string(DDP_TRAIN_BINARY) + " --device cpu --threads 1 --data synthetic " +
+        test::run_command("timeout -k 2 30 " + std::string(DDP_TRAIN_BINARY) + " --device cpu --threads 1 --data synthetic " +
                           args + " --metrics " + metrics + " 2>&1");
     EXPECT_EQ(r.exit_code, 1) << args << "\n" << r.output;
     std::istringstream in(r.output);

@@ -49,7 +49,7 @@ class CliOutputs : public ::testing::Test {
            "/test.csv --layers " + layers + " --batch-size 4 --log-every 1 ";
   }
   test::CommandResult run(const std::string& args) const {
-    return test::run_command("timeout 60 " + std::string(DDP_TRAIN_BINARY) + " --device cpu --threads 1 " + args +
+    return test::run_command("timeout -k 2 60 " + std::string(DDP_TRAIN_BINARY) + " --device cpu --threads 1 " + args +
                              " 2>&1");
   }
   // Refused: non-zero, exactly one error line holding every word, no step trained.
