@@ -67,6 +67,17 @@ inline bool ddp_train_catches(pid_t pid, int signal_number) {
   return (caught >> (signal_number - 1)) & 1ull;
 }
 
+// True when `pid` has `path` open (one of its /proc fd links points there).
+inline bool has_open(pid_t pid, const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::path fds = "/proc/" + std::to_string(pid) + "/fd";
+  for (std::filesystem::directory_iterator it(fds, ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code link_ec;
+    if (std::filesystem::read_symlink(it->path(), link_ec) == path) return true;
+  }
+  return false;
+}
+
 // A command started in the background (its own process group, output to a
 // file), so a test can signal it and time its end. The destructor kills a
 // child that is still running, with its group and its own children (the

@@ -109,24 +109,30 @@ TEST_F(Signals, SigtermWhileBlockedOpeningAFifoEndsAtOnce) {
   EXPECT_FALSE(fs::exists(dir + "/ck")) << "it wrote a checkpoint";
 }
 
-// SIGTERM the moment the handler is in place, while a large CSV loads: the
-// process ends with 143 and the start-up line, before any step.
-TEST_F(Signals, SigtermWhileReadingALargeDataFileEndsAtOnce) {
-  {
-    std::mt19937_64 rng(test::test_seed());
-    std::uniform_real_distribution<float> value(-1, 1);
-    std::ofstream csv(dir + "/train.csv");
-    csv << "a,b,c,d,e,f,g,h,label\n";
-    for (int row = 0; row < 200000; ++row) {
-      for (int col = 0; col < 8; ++col) csv << value(rng) << ',';
-      csv << row % 4 << '\n';
-    }
+// A CSV problem whose training file (200000 rows) takes a while to read.
+std::string large_csv_problem(const std::string& dir) {
+  std::mt19937_64 rng(test::test_seed());
+  std::uniform_real_distribution<float> value(-1, 1);
+  std::ofstream csv(dir + "/train.csv");
+  csv << "a,b,c,d,e,f,g,h,label\n";
+  for (int row = 0; row < 200000; ++row) {
+    for (int col = 0; col < 8; ++col) csv << value(rng) << ',';
+    csv << row % 4 << '\n';
   }
   std::ofstream(dir + "/test.csv") << "a,b,c,d,e,f,g,h,label\n1,2,3,4,5,6,7,8,0\n";
-  Child child(kTrainer + " --data csv --train-csv " + dir + "/train.csv --test-csv " + dir +
-                  "/test.csv --layers 8,4 --steps 5 --log-every 1 --checkpoint-dir " + dir + "/ck",
-              dir + "/out");
-  ASSERT_TRUE(wait_until_catching(child, 10)) << child.output();
+  return " --data csv --train-csv " + dir + "/train.csv --test-csv " + dir +
+         "/test.csv --layers 8,4 --steps 5 --log-every 1 --checkpoint-dir " + dir + "/ck";
+}
+
+// SIGTERM while a large CSV loads (the process has it open): the process
+// ends with 143 and the start-up line, before any step.
+TEST_F(Signals, SigtermWhileReadingALargeDataFileEndsAtOnce) {
+  Child child(kTrainer + large_csv_problem(dir), dir + "/out");
+  const std::string csv = fs::canonical(dir + "/train.csv").string();
+  const auto start = std::chrono::steady_clock::now();
+  while (!test::has_open(child.pid(), csv) && test::seconds_since(start) < 10 && !child.poll_exit())
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_TRUE(test::has_open(child.pid(), csv)) << "never saw it reading " << csv << ":\n" << child.output();
   kill(child.pid(), SIGTERM);
   const auto status = child.wait_exit(5);
   ASSERT_TRUE(status.has_value()) << "still running 5 s after SIGTERM during start-up:\n" << child.output();
@@ -136,6 +142,32 @@ TEST_F(Signals, SigtermWhileReadingALargeDataFileEndsAtOnce) {
   EXPECT_EQ(out.find("samples/s"), std::string::npos) << "it trained:\n" << out;
   EXPECT_EQ(out.find("stopped by SIGTERM at step"), std::string::npos) << out;
   EXPECT_FALSE(fs::exists(dir + "/ck")) << "it wrote a checkpoint";
+}
+
+// SIGTERM to rank 1 alone while both ranks read a large CSV: it ends at
+// once, mpiexec ends the job with its 143, and no rank trains.
+TEST_F(Signals, SigtermToOneRankDuringStartUpEndsTheJob) {
+#if !defined(DDP_MPIEXEC)
+  GTEST_SKIP() << "built without MPI";
+#else
+  Child child(mpiexec_prefix(2) + kTrainer + large_csv_problem(dir), dir + "/out");
+  pid_t rank1 = 0;
+  const auto start = std::chrono::steady_clock::now();
+  while (rank1 == 0 && test::seconds_since(start) < 20 && !child.poll_exit()) {
+    const std::vector<pid_t> ranks = test::children_of(child.pid());
+    if (ranks.size() == 2 && test::ddp_train_catches(ranks.back(), SIGTERM)) rank1 = ranks.back();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_NE(rank1, 0) << child.output();
+  kill(rank1, SIGTERM);
+  const auto status = child.wait_exit(10);
+  ASSERT_TRUE(status.has_value()) << "mpiexec still running 10 s after SIGTERM to a starting rank:\n" << child.output();
+  const std::string out = child.output();
+  EXPECT_EQ(exit_code(*status), 128 + SIGTERM) << out;
+  EXPECT_GE(lines_with(out, kStartUpLine).size(), 1u) << out;
+  EXPECT_EQ(out.find("samples/s"), std::string::npos) << "it trained:\n" << out;
+  EXPECT_FALSE(fs::exists(dir + "/ck")) << "it wrote a checkpoint";
+#endif
 }
 
 // ---- evaluations -----------------------------------------------------------------------------
