@@ -7,7 +7,7 @@
 //   launch/device_select.h    --device -> CpuBackend / CudaBackend (device = local rank)
 //   trainer/data_source.h     --data -> train and test sets
 //   trainer/trainer.h         the training loop (model, loss scaling, SGD, eval, checkpoints)
-//   trainer/stop_signal.h     SIGINT/SIGTERM: stop at the next step boundary with a checkpoint
+//   trainer/stop_signal.h     SIGINT/SIGTERM: exit at once in start-up, else stop at a step boundary with a checkpoint
 //   comm/collective_watchdog.h  a collective that waits past --collective-timeout ends the job
 #include <cstdio>
 #include <exception>
@@ -94,9 +94,13 @@ std::unique_ptr<ddp::CollectiveWatchdog> make_watchdog(const ddp::TrainConfig& c
 
 int main(int argc, char** argv) {
   std::unique_ptr<ddp::MpiEnvironment> env;
+  // Before MPI_Init, which can take a while, so a signal during it ends the
+  // process with 128 + its number and a line (phase StartUp, until the
+  // training loop begins); again after it, so these handlers are the ones
+  // in place.
+  ddp::install_stop_signal_handlers();
   try {
     env = std::make_unique<ddp::MpiEnvironment>(&argc, &argv);
-    // After MPI_Init, so these handlers are the ones in place.
     ddp::install_stop_signal_handlers();
     ddp::ParsedOptions opts = ddp::parse_options(argc, argv);
     if (opts.show_help) {
@@ -115,6 +119,7 @@ int main(int argc, char** argv) {
     std::unique_ptr<ddp::Communicator> comm = make_communicator(*env, *device.backend);
     // --bench keeps stdout for its JSON line alone.
     if (env->rank() == 0) std::fprintf(opts.bench.enabled ? stderr : stdout, "%s\n", device.notice.c_str());
+    std::fflush(stdout);  // a signal in start-up ends the process without flushing
     // Declared after comm and before the trainer: it stops before either goes.
     std::unique_ptr<ddp::CollectiveWatchdog> watchdog = make_watchdog(opts.config, *env, *comm);
     ddp::Trainer trainer(opts.config, *device.backend, *comm, std::move(data));
@@ -125,6 +130,7 @@ int main(int argc, char** argv) {
       // As a shell reports a process a signal ended: 128 + its number.
       return summary.stop_signal != 0 ? 128 + summary.stop_signal : 0;
     }
+    ddp::set_stop_signal_phase(ddp::StopSignalPhase::Bench);  // nothing to save: a signal ends it at once
     const ddp::BenchTimings timings = trainer.bench(opts.bench.warmup_steps, opts.bench.timed_steps);
     if (env->rank() == 0) {
       ddp::BenchContext context;

@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "child_process.h"
 #include "test_support.h"
 #include "trainer/checkpoint.h"
 #include "trainer/npy_io.h"
@@ -31,7 +32,12 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+using test::Child;
+using test::children_of;
+using test::exit_code;
+using test::lines_with;
+using test::read_text;
+using test::seconds_since;
 
 const std::string kTrainer = std::string(DDP_TRAIN_BINARY) + " --device cpu --threads 1";
 
@@ -42,99 +48,6 @@ std::string mpiexec_prefix(int ranks) {
          std::string(DDP_MPIEXEC) + " -n " + std::to_string(ranks) + " --oversubscribe ";
 }
 #endif
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::vector<std::string> lines_with(const std::string& text, const std::string& needle) {
-  std::istringstream in(text);
-  std::vector<std::string> found;
-  for (std::string line; std::getline(in, line);)
-    if (line.find(needle) != std::string::npos) found.push_back(line);
-  return found;
-}
-
-// The processes whose parent is `parent` (from /proc/<pid>/stat).
-std::vector<pid_t> children_of(pid_t parent) {
-  std::vector<pid_t> kids;
-  for (const auto& e : fs::directory_iterator("/proc")) {
-    const std::string name = e.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    const std::string stat = read_text(e.path().string() + "/stat");
-    const size_t close = stat.rfind(')');
-    if (close == std::string::npos) continue;
-    std::istringstream fields(stat.substr(close + 1));
-    std::string state;
-    long ppid = 0;
-    fields >> state >> ppid;
-    if (ppid == parent) kids.push_back(static_cast<pid_t>(std::stol(name)));
-  }
-  return kids;
-}
-
-// A command started in the background (its own process group, output to a
-// file), so a test can signal it and time its end. The destructor kills a
-// child that is still running, with its group and its own children (the
-// ranks under mpiexec), so a failing test leaves nothing behind.
-class Child {
- public:
-  Child(const std::string& command, const std::string& log) : log_(log) {
-    pid_ = fork();
-    if (pid_ == 0) {
-      setpgid(0, 0);
-      const std::string line = "exec " + command + " >" + log + " 2>&1";
-      execl("/bin/sh", "sh", "-c", line.c_str(), static_cast<char*>(nullptr));
-      _exit(127);
-    }
-  }
-  ~Child() {
-    if (pid_ > 0 && !status_) {
-      for (pid_t kid : children_of(pid_)) kill(kid, SIGKILL);  // mpiexec's ranks sit in groups of their own
-      kill(-pid_, SIGKILL);
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
-  pid_t pid() const { return pid_; }
-  std::string output() const { return read_text(log_); }
-
-  // True once the output holds `needle` (polled), false after timeout_s.
-  bool wait_for_output(const std::string& needle, double timeout_s) const {
-    const auto start = Clock::now();
-    while (seconds_since(start) < timeout_s) {
-      if (output().find(needle) != std::string::npos) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return false;
-  }
-
-  // The wait status once it ended, or nothing after timeout_s.
-  std::optional<int> wait_exit(double timeout_s) {
-    const auto start = Clock::now();
-    while (!status_) {
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        status_ = status;
-        break;
-      }
-      if (seconds_since(start) > timeout_s) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return status_;
-  }
-
- private:
-  pid_t pid_ = -1;
-  std::string log_;
-  std::optional<int> status_;
-};
-
-// The exit code, or -N for a process that signal N ended.
-int exit_code(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : (WIFSIGNALED(status) ? -WTERMSIG(status) : -1000); }
 
 // ---- metrics of a run ------------------------------------------------------------
 

@@ -1,14 +1,45 @@
 // stop_signal.cpp
 #include "trainer/stop_signal.h"
 
+#include <unistd.h>
+
 #include <csignal>
 
 namespace ddp {
 namespace {
 
 volatile std::sig_atomic_t g_stop_signal = 0;
+volatile std::sig_atomic_t g_phase = static_cast<std::sig_atomic_t>(StopSignalPhase::StartUp);
 
-// Only async-signal-safe calls here: sigaction and raise.
+// What follows "stopped by SIGTERM " in each phase that exits at once.
+const char* phase_tail(StopSignalPhase phase) {
+  switch (phase) {
+    case StopSignalPhase::StartUp: return "during start-up; nothing was trained or written";
+    case StopSignalPhase::Bench: return "during --bench; nothing was written";
+    case StopSignalPhase::Finished: return "after the run had finished; its results were written";
+    case StopSignalPhase::Training: break;
+  }
+  return nullptr;
+}
+
+// Only the two signals the handler is installed for, so no number to format.
+const char* short_signal_name(int signal_number) {
+  return signal_number == SIGINT ? "SIGINT" : signal_number == SIGTERM ? "SIGTERM" : "a signal";
+}
+
+// The exit line with its newline into `out`, e.g. "ddp_train: stopped by
+// SIGTERM during start-up; nothing was trained or written" (async-signal-
+// safe: plain copies, no allocation); returns its length.
+size_t format_exit_line(char* out, size_t capacity, StopSignalPhase phase, int signal_number) {
+  const char* tail = phase_tail(phase);
+  if (tail == nullptr) return 0;
+  size_t n = 0;
+  for (const char* piece : {"ddp_train: stopped by ", short_signal_name(signal_number), " ", tail, "\n"})
+    for (const char* c = piece; *c != '\0' && n < capacity; ++c) out[n++] = *c;
+  return n;
+}
+
+// Only async-signal-safe calls here: write, _exit, sigaction and raise.
 extern "C" void on_stop_signal(int signal_number) {
   if (g_stop_signal != 0) {  // the second one: the default action, now
     struct sigaction dfl = {};
@@ -19,6 +50,16 @@ extern "C" void on_stop_signal(int signal_number) {
     return;
   }
   g_stop_signal = signal_number;
+  const auto phase = static_cast<StopSignalPhase>(g_phase);
+  if (phase == StopSignalPhase::Training) return;
+  // _exit, not exit: no atexit handlers or stdio flushes, which are not
+  // safe here. An output file being written is left as its writer leaves
+  // it on a crash (checkpoints: a temporary file only).
+  char line[160];
+  const size_t length = format_exit_line(line, sizeof line, phase, signal_number);
+  const ssize_t ignored = write(STDERR_FILENO, line, length);
+  (void)ignored;
+  _exit(128 + signal_number);
 }
 
 }  // namespace
@@ -27,10 +68,14 @@ void install_stop_signal_handlers() {
   struct sigaction action = {};
   action.sa_handler = on_stop_signal;
   sigemptyset(&action.sa_mask);
-  action.sa_flags = SA_RESTART;  // blocking reads and writes resume after the flag is set
+  // In Training, blocking reads and writes resume after the flag is set; in
+  // the other phases the handler never returns.
+  action.sa_flags = SA_RESTART;
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);
 }
+
+void set_stop_signal_phase(StopSignalPhase phase) { g_phase = static_cast<std::sig_atomic_t>(phase); }
 
 int pending_stop_signal() { return g_stop_signal; }
 

@@ -679,6 +679,9 @@ struct Trainer::Impl {
     auto interval_start = Clock::now();
     int64_t interval_samples = 0, interval_steps = 0;
     AllreduceTimes allreduce;  // this run's, summed at log steps
+    // From here a signal only asks for a stop at the next agreed point (see
+    // stop_signal.h); until here it ended the process at once.
+    set_stop_signal_phase(StopSignalPhase::Training);
     int stop_signal = 0;
 
     while (step < total_steps && !(cfg.stop_after_steps > 0 && steps_this_run >= cfg.stop_after_steps)) {
@@ -762,6 +765,10 @@ struct Trainer::Impl {
       read_status();
     }
     check_bad_steps();
+    // A signal since the loop's last agreed check (the loop ended by its step
+    // count) stops the run before the final evaluation: every rank is here at
+    // the same step, so none skips a collective the others enter.
+    if (stop_signal == 0) stop_signal = agreed_stop_signal();
     if (stop_signal != 0) return stopped_by(stop_signal, steps_this_run, samples_this_run, train_s, run_start);
     if (step < total_steps) say("stopping after " + std::to_string(steps_this_run) + " steps (--stop-after-steps) at step " + std::to_string(step) + " of " + std::to_string(total_steps));
     if (last_eval_step != step) run_eval();
@@ -808,6 +815,20 @@ struct Trainer::Impl {
       r.add("graph_replays", sum.graph_replays);
       metrics->write(r);
     }
+    return finished_despite_signal(sum);
+  }
+
+  // The run's results are written: a later signal ends the process at once
+  // (stop_signal.h), and one that came during the final evaluation and
+  // writes, kept until now so they completed, still sets the exit status.
+  TrainSummary finished_despite_signal(TrainSummary sum) {
+    set_stop_signal_phase(StopSignalPhase::Finished);
+    sum.stop_signal = agreed_stop_signal();
+    if (sum.stop_signal != 0)
+      say(signal_name(sum.stop_signal) + " came while the run was finishing: it finished at step " +
+          std::to_string(step) + " (" +
+          (cfg.checkpoint_dir.empty() ? std::string("no --checkpoint-dir") : "checkpoint " + checkpoint_path(step)) +
+          ")");
     return sum;
   }
 
