@@ -189,7 +189,7 @@ TEST(DataIdxErrors, MissingFile) {
   const std::string missing = temp_file("no-such-images.gz");
   expect_data_error([&] { load_idx_dataset(missing, labels); }, {missing, "cannot open", "No such file"});
   const std::string dir = std::filesystem::path(labels).parent_path().string();
-  expect_data_error([&] { read_idx_file(dir); }, {dir, "cannot"});
+  expect_data_error([&] { read_idx_file(dir); }, {dir, "not a regular file (a directory)"});
 }
 
 TEST(DataIdxErrors, TruncatedData) {

@@ -15,6 +15,8 @@
 #include <limits>
 #include <system_error>
 
+#include "trainer/input_file.h"
+
 namespace ddp {
 
 namespace {
@@ -288,39 +290,15 @@ void fsync_directory(const std::string& dir, const std::string& path) {
   }
 }
 
+// Through input_file.h, like every input: regular files only (a FIFO given
+// to --resume is refused, not waited on), at most the input limit, read in
+// one allocation of the size on disk.
 std::vector<uint8_t> read_whole_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    throw CheckpointError(path, "cannot open: " + errno_text(err));
+  try {
+    return read_input_file(path, input_limit_bytes(), "checkpoint");
+  } catch (const InputFileError& e) {
+    throw CheckpointError(path, e.problem());
   }
-  FdCloser closer(fd);
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    throw CheckpointError(path, "cannot stat: " + errno_text(err));
-  }
-  if (S_ISDIR(st.st_mode)) throw CheckpointError(path, "is a directory");
-
-  std::vector<uint8_t> bytes;
-  if (S_ISREG(st.st_mode)) bytes.reserve(static_cast<size_t>(st.st_size));
-  constexpr size_t kChunkBytes = size_t{1} << 20;
-  for (;;) {
-    const size_t old_size = bytes.size();
-    bytes.resize(old_size + kChunkBytes);
-    const ssize_t got = ::read(fd, bytes.data() + old_size, kChunkBytes);
-    if (got < 0) {
-      if (errno == EINTR) {
-        bytes.resize(old_size);
-        continue;
-      }
-      const int err = errno;
-      throw CheckpointError(path, "read error: " + errno_text(err));
-    }
-    bytes.resize(old_size + static_cast<size_t>(got));
-    if (got == 0) break;
-  }
-  return bytes;
 }
 
 // ---- directory ------------------------------------------------------------------

@@ -11,6 +11,7 @@
 
 #include "trainer/data_error.h"
 #include "trainer/data_file.h"
+#include "trainer/input_file.h"
 
 namespace ddp {
 
@@ -40,17 +41,24 @@ std::vector<std::string_view> split_fields(std::string_view line) {
   }
 }
 
-std::vector<std::string_view> split_lines(std::string_view text) {
-  std::vector<std::string_view> lines;
-  while (!text.empty()) {
-    const size_t newline = text.find('\n');
-    lines.push_back(text.substr(0, newline));
-    if (newline == std::string_view::npos) break;
-    text.remove_prefix(newline + 1);
+// The text up to the end of its last non-blank line: blank trailing lines
+// (and the final newline) carry no data.
+std::string_view without_trailing_blank_lines(std::string_view text) {
+  for (;;) {
+    const size_t newline = text.rfind('\n');
+    const std::string_view last = newline == std::string_view::npos ? text : text.substr(newline + 1);
+    if (!trim(last).empty()) return text;
+    if (newline == std::string_view::npos) return {};
+    text = text.substr(0, newline);
   }
-  // Blank trailing lines (and the final newline) carry no data.
-  while (!lines.empty() && trim(lines.back()).empty()) lines.pop_back();
-  return lines;
+}
+
+// The next line of `rest` (without its '\n'), consumed from it.
+std::string_view next_line(std::string_view& rest) {
+  const size_t newline = rest.find('\n');
+  const std::string_view line = rest.substr(0, newline);
+  rest.remove_prefix(newline == std::string_view::npos ? rest.size() : newline + 1);
+  return line;
 }
 
 std::string where(size_t line, size_t column) {
@@ -59,13 +67,16 @@ std::string where(size_t line, size_t column) {
 
 }  // namespace
 
-Dataset parse_csv(const std::string& text, const std::string& name) {
-  const std::vector<std::string_view> lines = split_lines(text);
-  if (lines.empty()) throw DataError(name, "empty CSV file: no data rows");
+Dataset parse_csv(std::string_view text, const std::string& name) {
+  // Lines are walked in place, not collected: a vector of them cost 16
+  // bytes per line, 16 times the text for a file of blank lines.
+  std::string_view rest = without_trailing_blank_lines(text);
+  if (rest.empty()) throw DataError(name, "empty CSV file: no data rows");
+  const size_t line_count = static_cast<size_t>(std::count(rest.begin(), rest.end(), '\n')) + 1;
 
   // A header is a first line with any field that is not a number.
   double ignored;
-  const std::vector<std::string_view> first = split_fields(lines[0]);
+  const std::vector<std::string_view> first = split_fields(next_line(rest));
   const bool has_header = std::any_of(first.begin(), first.end(), [&](std::string_view f) { return !parse_number(f, ignored); });
   const size_t fields = first.size();
   if (fields < 2) {
@@ -75,14 +86,20 @@ Dataset parse_csv(const std::string& text, const std::string& name) {
   Dataset data;
   data.features = fields - 1;
   data.source = "CSV " + name;
-  data.x.reserve((lines.size() - has_header) * data.features);
-  for (size_t i = has_header ? 1 : 0; i < lines.size(); ++i) {
-    const size_t line_no = i + 1;
-    const std::vector<std::string_view> row = split_fields(lines[i]);
+  data.labels_file = name;
+  data.labels_first_line = has_header ? 2 : 1;
+  // Room for every row, but never more than the text can hold (a value
+  // takes at least 2 bytes, "1,"): a wide first line over many short lines
+  // must not reserve rows x fields up front.
+  data.x.reserve(std::min((line_count - has_header) * data.features, text.size() / 2 + 1));
+  if (!has_header) rest = without_trailing_blank_lines(text);  // the first line is data: walk it again
+  for (size_t line_no = has_header ? 2 : 1; line_no <= line_count; ++line_no) {
+    const std::string_view line = next_line(rest);
+    const std::vector<std::string_view> row = split_fields(line);
     if (row.size() != fields) {
       throw DataError(name, "line " + std::to_string(line_no) + ": expected " + std::to_string(fields) +
                                 " fields, found " + std::to_string(row.size()) +
-                                (trim(lines[i]).empty() ? " (blank line)" : ""));
+                                (trim(line).empty() ? " (blank line)" : ""));
     }
     for (size_t c = 0; c < fields; ++c) {
       double value;
@@ -115,8 +132,10 @@ Dataset parse_csv(const std::string& text, const std::string& name) {
 }
 
 Dataset load_csv_dataset(const std::string& path) {
-  const std::vector<uint8_t> bytes = read_data_file(path);
-  return parse_csv(std::string(bytes.begin(), bytes.end()), path);
+  return naming_out_of_memory(path, [&] {
+    const std::vector<uint8_t> bytes = read_data_file(path);
+    return parse_csv(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), path);
+  });
 }
 
 }  // namespace ddp

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "trainer/dataset.h"
 
@@ -12,7 +13,7 @@ namespace ddp {
 // Parses the whole text. DataError("<name>: line L[, column C]: ...") when a
 // field is not a number, a row has a different number of fields than the
 // first, or a label is not a non-negative integer.
-Dataset parse_csv(const std::string& text, const std::string& name);
+Dataset parse_csv(std::string_view text, const std::string& name);
 
 // Reads the file (gunzipping it when it is gzip) and parses it.
 Dataset load_csv_dataset(const std::string& path);

@@ -1,15 +1,13 @@
 // data_file.cpp: whole-file reads and in-memory gunzip with zlib's inflate.
 // Reading everything first and inflating in one pass is the fast path for
 // Fashion-MNIST (26 MB compressed, 47 MB raw): no per-record I/O calls.
+// Output grows geometrically but never past the caller's bound (+1 byte, to
+// see that there is more), so a small file cannot inflate to all memory.
 #include "trainer/data_file.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <memory>
 
-#include <sys/stat.h>
 #include <zlib.h>
 
 #include "trainer/data_error.h"
@@ -17,28 +15,18 @@
 namespace ddp {
 
 std::vector<uint8_t> read_file_bytes(const std::string& path) {
-  errno = 0;
-  std::unique_ptr<FILE, int (*)(FILE*)> file(std::fopen(path.c_str(), "rb"), &std::fclose);
-  if (!file) throw DataError(path, std::string("cannot open: ") + std::strerror(errno));
-  // One allocation of the file's size (+1 to see the end without another
-  // round); growing geometrically covers pipes and files that grow.
-  struct stat info;
-  const bool sized = fstat(fileno(file.get()), &info) == 0 && S_ISREG(info.st_mode);
-  std::vector<uint8_t> bytes(sized ? static_cast<size_t>(info.st_size) + 1 : size_t{1} << 20);
-  size_t used = 0;
-  for (;;) {
-    used += std::fread(bytes.data() + used, 1, bytes.size() - used, file.get());
-    if (used < bytes.size()) break;
-    bytes.resize(bytes.size() * 2);
-  }
-  if (std::ferror(file.get())) throw DataError(path, std::string("cannot read: ") + std::strerror(errno));
-  bytes.resize(used);
-  return bytes;
+  return read_input_file(path, input_limit_bytes(), "data file");
 }
 
 bool is_gzip(const std::vector<uint8_t>& bytes) { return bytes.size() >= 2 && bytes[0] == 0x1f && bytes[1] == 0x8b; }
 
-std::vector<uint8_t> gunzip_bytes(const std::vector<uint8_t>& compressed, const std::string& name) {
+namespace {
+
+// Inflates into at most `max_bytes` + 1 bytes of output, so more than
+// `max_bytes` is seen without inflating the rest. `prefix_only`: stop
+// quietly there (or where the input runs out) instead of failing.
+std::vector<uint8_t> inflate_bounded(const std::vector<uint8_t>& compressed, const std::string& name, size_t max_bytes,
+                                     bool prefix_only, const std::string& bound_reason) {
   z_stream stream{};
   // 15 + 16: a gzip wrapper (not zlib, not raw deflate), largest window.
   if (inflateInit2(&stream, 15 + 16) != Z_OK) throw DataError(name, "gzip: inflateInit2 failed");
@@ -54,10 +42,21 @@ std::vector<uint8_t> gunzip_bytes(const std::vector<uint8_t>& compressed, const 
     const size_t isize = size_t{t[0]} | size_t{t[1]} << 8 | size_t{t[2]} << 16 | size_t{t[3]} << 24;
     guess = std::max(guess, std::min(isize + 1, compressed.size() * 1032));
   }
-  out.resize(guess);
+  const size_t out_cap = prefix_only ? max_bytes : max_bytes + 1;
+  auto throw_too_much = [&] {
+    throw DataError(name, "gzip data inflates to more than " +
+                              (bound_reason.empty() ? limit_text(max_bytes) + " (a gzip bomb?)"
+                                                    : std::to_string(max_bytes) + " bytes, " + bound_reason +
+                                                          " (trailing data, or a gzip bomb)"));
+  };
+  out.resize(std::min(guess, out_cap));
   size_t in_pos = 0, out_pos = 0;
   for (;;) {
-    if (out_pos == out.size()) out.resize(out.size() * 2);
+    if (out_pos == out.size()) {
+      if (prefix_only && out_pos == out_cap) return out;
+      if (out_pos > max_bytes) throw_too_much();
+      out.resize(std::min(std::max<size_t>(out.size() * 2, 64), out_cap));
+    }
     // avail_* are 32-bit: feed at most 1 GiB per call.
     const size_t in_chunk = std::min<size_t>(compressed.size() - in_pos, size_t{1} << 30);
     const size_t out_chunk = std::min<size_t>(out.size() - out_pos, size_t{1} << 30);
@@ -84,17 +83,41 @@ std::vector<uint8_t> gunzip_bytes(const std::vector<uint8_t>& compressed, const 
     if (rc == Z_MEM_ERROR) throw DataError(name, "gzip: out of memory while decompressing");
     // Z_BUF_ERROR (or Z_OK with nothing left to read): no progress possible.
     if (in_pos == compressed.size() && stream.avail_out != 0) {
+      if (prefix_only) break;
       throw DataError(name, "truncated gzip stream: the compressed data ends before its end marker");
     }
   }
+  if (!prefix_only && out_pos > max_bytes) throw_too_much();
   out.resize(out_pos);
   return out;
 }
 
-std::vector<uint8_t> read_data_file(const std::string& path) {
-  std::vector<uint8_t> bytes = read_file_bytes(path);
+}  // namespace
+
+std::vector<uint8_t> gunzip_bytes(const std::vector<uint8_t>& compressed, const std::string& name, size_t max_bytes,
+                                  const std::string& bound_reason) {
+  return inflate_bounded(compressed, name, max_bytes, false, bound_reason);
+}
+
+std::vector<uint8_t> gunzip_prefix(const std::vector<uint8_t>& compressed, const std::string& name,
+                                   size_t prefix_bytes) {
+  return inflate_bounded(compressed, name, prefix_bytes, true, "");
+}
+
+std::vector<uint8_t> read_data_file(const std::string& path, size_t max_bytes) {
+  std::vector<uint8_t> bytes = read_input_file(path, max_bytes, "data file");
   if (!is_gzip(bytes)) return bytes;
-  return gunzip_bytes(bytes, path);
+  return naming_out_of_memory(path, [&] { return gunzip_bytes(bytes, path, max_bytes); });
+}
+
+std::vector<uint8_t> read_data_file(const std::string& path, const DeclaredSize& declared) {
+  const size_t limit = input_limit_bytes();
+  std::vector<uint8_t> bytes = read_input_file(path, limit, "data file");
+  if (!is_gzip(bytes)) return bytes;  // the parser checks the header against the size on disk
+  const size_t total_bytes = declared.total_bytes(gunzip_prefix(bytes, path, declared.head_bytes));
+  return naming_out_of_memory(path, [&] {
+    return gunzip_bytes(bytes, path, std::min(total_bytes, limit), "the size " + declared.declared_by + " states");
+  });
 }
 
 }  // namespace ddp

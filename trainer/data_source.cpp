@@ -2,6 +2,7 @@
 #include "trainer/data_source.h"
 
 #include <filesystem>
+#include <new>
 
 #include "kernels/error.h"
 #include "trainer/csv_reader.h"
@@ -13,6 +14,29 @@ namespace ddp {
 namespace {
 void require_path(const std::string& value, const char* flag, const std::string& kind) {
   if (value.empty()) throw Error(std::string(flag) + " is required with --data " + kind);
+}
+
+// The readers name the file whose allocation failed; this is the net under
+// them, naming the files of one data set, so std::bad_alloc never reaches
+// the user.
+template <typename Load>
+Dataset loading(const std::string& files, Load&& load) {
+  try {
+    return load();
+  } catch (const std::bad_alloc&) {
+    throw Error(files + ": out of memory while loading: data sets are held in memory whole, as FP32");
+  }
+}
+
+// The first label of `data` that a model with `outputs` outputs cannot
+// produce, named by file and sample or line.
+void require_labels_below(const Dataset& data, int64_t outputs, const std::string& layers, int classes) {
+  for (size_t i = 0; i < data.labels.size(); ++i) {
+    if (data.labels[i] < outputs) continue;
+    throw Error(label_place(data, i) + ": label " + std::to_string(data.labels[i]) +
+                " is not below the output width " + std::to_string(outputs) + " of --layers " + layers +
+                " (the data has " + std::to_string(classes) + " classes)");
+  }
 }
 
 std::string widths_text(const std::vector<int64_t>& w) {
@@ -28,27 +52,28 @@ TrainTestData load_train_test(const DataConfig& c, uint64_t seed) {
     if (!std::filesystem::is_directory(c.data_dir))
       throw Error("--data-dir: " + c.data_dir +
                   " is not a directory (Fashion-MNIST comes from Debian's dataset-fashion-mnist package)");
-    d.train = load_fashion_mnist(c.data_dir, true);
-    d.test = load_fashion_mnist(c.data_dir, false);
+    d.train = loading(c.data_dir, [&] { return load_fashion_mnist(c.data_dir, true); });
+    d.test = loading(c.data_dir, [&] { return load_fashion_mnist(c.data_dir, false); });
   } else if (c.kind == "idx") {
     require_path(c.train_images, "--train-images", c.kind);
     require_path(c.train_labels, "--train-labels", c.kind);
     require_path(c.test_images, "--test-images", c.kind);
     require_path(c.test_labels, "--test-labels", c.kind);
-    d.train = load_idx_dataset(c.train_images, c.train_labels);
-    d.test = load_idx_dataset(c.test_images, c.test_labels);
+    d.train = loading(c.train_images + ", " + c.train_labels,
+                      [&] { return load_idx_dataset(c.train_images, c.train_labels); });
+    d.test = loading(c.test_images + ", " + c.test_labels, [&] { return load_idx_dataset(c.test_images, c.test_labels); });
   } else if (c.kind == "npy") {
     require_path(c.train_x, "--train-x", c.kind);
     require_path(c.train_y, "--train-y", c.kind);
     require_path(c.test_x, "--test-x", c.kind);
     require_path(c.test_y, "--test-y", c.kind);
-    d.train = load_npy_dataset(c.train_x, c.train_y);
-    d.test = load_npy_dataset(c.test_x, c.test_y);
+    d.train = loading(c.train_x + ", " + c.train_y, [&] { return load_npy_dataset(c.train_x, c.train_y); });
+    d.test = loading(c.test_x + ", " + c.test_y, [&] { return load_npy_dataset(c.test_x, c.test_y); });
   } else if (c.kind == "csv") {
     require_path(c.train_csv, "--train-csv", c.kind);
     require_path(c.test_csv, "--test-csv", c.kind);
-    d.train = load_csv_dataset(c.train_csv);
-    d.test = load_csv_dataset(c.test_csv);
+    d.train = loading(c.train_csv, [&] { return load_csv_dataset(c.train_csv); });
+    d.test = loading(c.test_csv, [&] { return load_csv_dataset(c.test_csv); });
   } else if (c.kind == "synthetic") {
     // Train and test share the problem (A, b) drawn from the seed, not the samples.
     d.train = make_synthetic_dataset(seed, static_cast<size_t>(c.synthetic_train_samples));
@@ -76,9 +101,8 @@ void check_model_matches_data(const TrainConfig& config, const TrainTestData& da
     if (!data.train.is_classification())
       throw Error("--loss xent needs class labels, but the data has regression targets (use --loss mse)");
     const int classes = std::max(data.train.num_classes, data.test.num_classes);
-    if (w.back() < classes)
-      throw Error("--layers " + layers + ": output width " + std::to_string(w.back()) + " is less than the " +
-                  std::to_string(classes) + " classes in the data");
+    require_labels_below(data.train, w.back(), layers, classes);
+    require_labels_below(data.test, w.back(), layers, classes);
   } else {
     if (data.train.is_classification())
       throw Error("--loss mse needs regression targets, but the data has class labels (use --loss xent)");

@@ -14,6 +14,14 @@ std::string count_text(size_t n, const char* what) { return std::to_string(n) + 
 
 }  // namespace
 
+std::string label_place(const Dataset& data, size_t i) {
+  const std::string file = data.labels_file.empty() ? data.source : data.labels_file;
+  if (data.labels_first_line == 0) return file + ": sample " + std::to_string(i);
+  // The label is the last field of its line, after the features.
+  return file + ": line " + std::to_string(data.labels_first_line + i) + ", column " +
+         std::to_string(data.features + 1);
+}
+
 void require_finite(const std::vector<float>& values, size_t width, const std::string& name,
                     const char* column_word) {
   for (size_t i = 0; i < values.size(); ++i) {

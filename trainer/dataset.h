@@ -20,6 +20,11 @@ struct Dataset {
   std::vector<float> targets;    // [count, target_dim] for regression, else empty
   int num_classes = 0;           // max label + 1 for classification, else 0
   std::string source;            // what it was loaded from, for logs
+  // Where the labels came from, so a label the model cannot output is named
+  // by file and sample (IDX, .npy) or line (CSV): the file, and for a text
+  // file the line of sample 0 (0: samples are counted, not lines).
+  std::string labels_file;
+  size_t labels_first_line = 0;
 
   bool is_classification() const { return !labels.empty(); }
 };
@@ -30,6 +35,10 @@ struct Dataset {
 // and target is finite. A non-finite value is reported by sample and column:
 //   "<name>: non-finite value (nan) in sample 17, feature 3".
 void validate_dataset(const Dataset& data, const std::string& name);
+
+// Where sample `i`'s label is, for a message: "train.csv: line 7, column 3"
+// or "labels.idx: sample 5" (the source when no labels file is known).
+std::string label_place(const Dataset& data, size_t i);
 
 // The finiteness part alone, for a reader that wants to name the file a
 // matrix came from: `values` is [rows, width]; `column_word` names a column

@@ -33,9 +33,14 @@ DistributedSampler::DistributedSampler(size_t dataset_size, int rank, int world_
     : dataset_size_(dataset_size), rank_(rank), world_size_(world_size), seed_(seed), shuffle_(shuffle),
       drop_last_(drop_last) {
   DDP_REQUIRE(world_size > 0 && rank >= 0 && rank < world_size, "DistributedSampler: bad rank/world size");
-  DDP_REQUIRE(dataset_size > 0, "DistributedSampler: empty data set");
+  // The two below follow from the data and the flags, so they are a user's
+  // error, said as such (the readers refuse an empty data set first).
+  if (dataset_size == 0) throw Error("no training samples: the training data set is empty");
   per_rank_ = drop_last ? dataset_size / world_size : (dataset_size + world_size - 1) / world_size;
-  DDP_REQUIRE(per_rank_ > 0, "DistributedSampler: fewer samples than ranks with drop_last");
+  if (per_rank_ == 0) {
+    throw Error("--drop-last: the " + std::to_string(dataset_size) + " training samples give no sample to each of " +
+                std::to_string(world_size) + " ranks (use fewer ranks or drop --drop-last)");
+  }
 }
 
 std::vector<uint32_t> DistributedSampler::rank_indices(int64_t epoch) const {

@@ -10,6 +10,7 @@
 
 #include "trainer/data_error.h"
 #include "trainer/data_file.h"
+#include "trainer/input_file.h"
 
 namespace ddp {
 
@@ -98,6 +99,41 @@ IdxLayout parse_idx_layout(const std::vector<uint8_t>& bytes, const std::string&
   return array;
 }
 
+// What a gzipped IDX file may inflate to: the header (4 + 4 x ndim bytes)
+// plus the product of its dims, one byte each. A header cut short or not
+// IDX gives the limit (the parse then names what is wrong); one that
+// declares more than the limit is refused before anything is inflated.
+size_t idx_declared_bytes(const std::vector<uint8_t>& head, const std::string& name, size_t limit) {
+  if (head.size() < 4 || head[0] != 0 || head[1] != 0) return limit;
+  const size_t ndim = head[3];
+  const size_t header_bytes = 4 + 4 * ndim;
+  if (head.size() < header_bytes) return limit;
+  std::vector<size_t> dims;
+  size_t data_bytes = 1;
+  bool overflow = false;
+  for (size_t d = 0; d < ndim; ++d) {
+    const uint8_t* p = head.data() + 4 + 4 * d;
+    dims.push_back(size_t{p[0]} << 24 | size_t{p[1]} << 16 | size_t{p[2]} << 8 | size_t{p[3]});
+    if (dims.back() != 0 && data_bytes > std::numeric_limits<size_t>::max() / dims.back()) overflow = true;
+    data_bytes *= dims.back();
+  }
+  if (overflow || data_bytes > limit - header_bytes) {
+    throw InputFileError(name, "IDX header says " + dims_text(dims) + " = " +
+                                   (overflow ? std::string("more than 2^64") : std::to_string(data_bytes)) +
+                                   " bytes of data, above " + limit_text(limit));
+  }
+  return header_bytes + data_bytes;
+}
+
+std::vector<uint8_t> read_idx_bytes(const std::string& path) {
+  const size_t limit = input_limit_bytes();
+  return read_data_file(path, DeclaredSize{4 + 4 * 255,
+                                           [&](const std::vector<uint8_t>& head) {
+                                             return idx_declared_bytes(head, path, limit);
+                                           },
+                                           "its IDX header"});
+}
+
 }  // namespace
 
 IdxArray parse_idx(const std::vector<uint8_t>& bytes, const std::string& name) {
@@ -108,10 +144,12 @@ IdxArray parse_idx(const std::vector<uint8_t>& bytes, const std::string& name) {
   return array;
 }
 
-IdxArray read_idx_file(const std::string& path) { return parse_idx(read_data_file(path), path); }
+IdxArray read_idx_file(const std::string& path) {
+  return naming_out_of_memory(path, [&] { return parse_idx(read_idx_bytes(path), path); });
+}
 
 Dataset load_idx_dataset(const std::string& images_path, const std::string& labels_path) {
-  const std::vector<uint8_t> image_bytes = read_data_file(images_path);
+  const std::vector<uint8_t> image_bytes = read_idx_bytes(images_path);
   const IdxLayout images = parse_idx_layout(image_bytes, images_path);
   if (images.dims.size() != 2 && images.dims.size() != 3) {
     throw DataError(images_path, "unexpected IDX magic for images: ndim " + std::to_string(images.dims.size()) +
@@ -137,9 +175,12 @@ Dataset load_idx_dataset(const std::string& images_path, const std::string& labe
   std::array<float, 256> scale;
   for (int b = 0; b < 256; ++b) scale[b] = static_cast<float>(b) / 255.0f;
   const uint8_t* pixels = image_bytes.data() + images.data_offset;
-  data.x.resize(image_bytes.size() - images.data_offset);
+  const size_t pixel_count = image_bytes.size() - images.data_offset;
+  require_within_limit(images_path, pixel_count * sizeof(float), input_limit_bytes(), "the images as FP32 features");
+  naming_out_of_memory(images_path, [&] { data.x.resize(pixel_count); });
   for (size_t i = 0; i < data.x.size(); ++i) data.x[i] = scale[pixels[i]];
   data.labels.assign(labels.data.begin(), labels.data.end());
+  data.labels_file = labels_path;
   for (int32_t label : data.labels) data.num_classes = std::max(data.num_classes, label + 1);
   validate_dataset(data, images_path);
   return data;

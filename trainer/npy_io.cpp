@@ -10,9 +10,11 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <utility>
 
 #include "trainer/data_error.h"
 #include "trainer/data_file.h"
+#include "trainer/input_file.h"
 
 namespace ddp {
 
@@ -78,7 +80,11 @@ size_t NpyArray::count() const {
   return n;
 }
 
-NpyArray parse_npy(const std::vector<uint8_t>& bytes, const std::string& name) {
+namespace {
+
+// parse_npy without the data copy: the array's dtype and shape, checked
+// against the data bytes; returns where the data starts.
+size_t parse_npy_layout(const std::vector<uint8_t>& bytes, const std::string& name, NpyArray& array) {
   // An empty vector's data() may be null, which memcmp must not get even for
   // 0 bytes (fuzz_npy, UBSan); an empty file is reported as truncated below.
   const size_t magic_seen = std::min(bytes.size(), kMagicBytes);
@@ -107,7 +113,6 @@ NpyArray parse_npy(const std::vector<uint8_t>& bytes, const std::string& name) {
     throw DataError(name, "fortran_order True is not supported: save a C-order array (np.ascontiguousarray)");
   }
 
-  NpyArray array;
   array.dtype = dtype_from_descr(header.descr, name);
   array.shape = header.shape;
   size_t data_bytes = item_bytes(array.dtype);
@@ -126,11 +131,78 @@ NpyArray parse_npy(const std::vector<uint8_t>& bytes, const std::string& name) {
   if (have > data_bytes) {
     throw DataError(name, "bad npy file: " + need + " data bytes, file has " + std::to_string(have) + " (trailing bytes)");
   }
-  array.data.assign(bytes.begin() + data_start, bytes.end());
+  return data_start;
+}
+
+}  // namespace
+
+NpyArray parse_npy(const std::vector<uint8_t>& bytes, const std::string& name) {
+  NpyArray array;
+  const size_t data_start = parse_npy_layout(bytes, name, array);
+  array.data.assign(bytes.begin() + static_cast<std::ptrdiff_t>(data_start), bytes.end());
   return array;
 }
 
-NpyArray read_npy(const std::string& path) { return parse_npy(read_data_file(path), path); }
+NpyArray parse_npy(std::vector<uint8_t>&& bytes, const std::string& name) {
+  NpyArray array;
+  const size_t data_start = parse_npy_layout(bytes, name, array);
+  bytes.erase(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(data_start));
+  array.data = std::move(bytes);
+  return array;
+}
+
+namespace {
+
+// numpy writes headers of at most a few hundred bytes (and numpy >= 1.24
+// refuses to read one over 10000 bytes): 64 KiB of a gzip stream hold any
+// real one. Longer or malformed: the limit bounds the stream and the parse
+// names the problem.
+constexpr size_t kNpyHeadBytes = size_t{64} << 10;
+
+// What a gzipped .npy file may inflate to: magic, length, header, and the
+// shape's elements. A header that declares more than the limit is refused
+// before anything is inflated.
+size_t npy_declared_bytes(const std::vector<uint8_t>& head, const std::string& name, size_t limit) {
+  if (head.size() < 10 || std::memcmp(head.data(), kMagic, kMagicBytes) != 0 || head[6] < 1 || head[6] > 3) {
+    return limit;
+  }
+  const size_t header_start = head[6] == 1 ? 10 : 12;
+  if (head.size() < header_start) return limit;
+  const size_t header_bytes = load_le(head.data() + 8, header_start - 8);
+  if (head.size() - header_start < header_bytes) return limit;
+  NpyHeader header;
+  size_t data_bytes = 0;  // one item's, then the whole array's
+  try {
+    header = parse_npy_header(std::string(reinterpret_cast<const char*>(head.data() + header_start), header_bytes), name);
+    data_bytes = item_bytes(dtype_from_descr(header.descr, name));
+  } catch (const DataError&) {
+    return limit;  // the full parse reports it
+  }
+  bool overflow = false;
+  for (size_t d : header.shape) {
+    if (d != 0 && data_bytes > std::numeric_limits<size_t>::max() / d) overflow = true;
+    data_bytes *= d;
+  }
+  if (overflow || data_bytes > limit - header_start - header_bytes) {
+    throw InputFileError(name, "npy header says shape " + npy_shape_text(header.shape) + " of " +
+                                   quote_excerpt(header.descr) + ", above " + limit_text(limit));
+  }
+  return header_start + header_bytes + data_bytes;
+}
+
+}  // namespace
+
+NpyArray read_npy(const std::string& path) {
+  const size_t limit = input_limit_bytes();
+  return naming_out_of_memory(path, [&] {
+    return parse_npy(read_data_file(path, DeclaredSize{kNpyHeadBytes,
+                                                       [&](const std::vector<uint8_t>& head) {
+                                                         return npy_declared_bytes(head, path, limit);
+                                                       },
+                                                       "its npy header"}),
+                     path);
+  });
+}
 
 std::vector<float> npy_values_as_float(const NpyArray& array) {
   if (array.is_integer()) throw Error(std::string("npy_values_as_float: integer dtype ") + descr_of(array.dtype));
@@ -189,10 +261,12 @@ Dataset load_npy_dataset(const std::string& x_path, const std::string& y_path) {
   Dataset data;
   data.count = x.shape[0];
   data.features = x.shape[1];
-  data.x = npy_values_as_float(x);
+  require_within_limit(x_path, x.count() * sizeof(float), input_limit_bytes(), "the features as FP32");
+  data.x = naming_out_of_memory(x_path, [&] { return npy_values_as_float(x); });
   data.source = "npy x " + x_path + ", y " + y_path;
   if (labels) {
-    const std::vector<int64_t> values = npy_values_as_int(y);
+    data.labels_file = y_path;
+    const std::vector<int64_t> values = naming_out_of_memory(y_path, [&] { return npy_values_as_int(y); });
     data.labels.resize(values.size());
     for (size_t i = 0; i < values.size(); ++i) {
       // num_classes = label + 1 must fit an int: 2^31 - 1 itself overflowed
@@ -206,7 +280,8 @@ Dataset load_npy_dataset(const std::string& x_path, const std::string& y_path) {
     }
   } else {
     data.target_dim = y.shape.size() == 2 ? y.shape[1] : 1;
-    data.targets = npy_values_as_float(y);
+    require_within_limit(y_path, y.count() * sizeof(float), input_limit_bytes(), "the targets as FP32");
+    data.targets = naming_out_of_memory(y_path, [&] { return npy_values_as_float(y); });
     // Named here so a NaN target points at the y file, not the x file.
     if (data.target_dim != 0) require_finite(data.targets, data.target_dim, y_path, "target");
   }

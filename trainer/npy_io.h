@@ -29,6 +29,9 @@ struct NpyArray {
 // version, a malformed header, fortran_order True, an unsupported dtype, or
 // fewer (or more) data bytes than the shape needs.
 NpyArray parse_npy(const std::vector<uint8_t>& bytes, const std::string& name);
+// The same, taking the file's buffer as the array's data (no second copy
+// of a file that may be most of memory).
+NpyArray parse_npy(std::vector<uint8_t>&& bytes, const std::string& name);
 NpyArray read_npy(const std::string& path);
 
 // Element values widened: floats for f4/f8/u1 (exact for f4 and u1; f8
