@@ -69,6 +69,11 @@ class Communicator {
   // be captured.
   virtual bool supports_capture() const { return false; }
   virtual void set_capturing(bool /*on*/) {}
+  // Why supports_capture() is false, for the one-line error of --cuda-graph
+  // (a clause: "--cuda-graph: " + reason); "" when it is true.
+  virtual std::string capture_unsupported_reason() const {
+    return supports_capture() ? "" : "the " + name() + " transport cannot be captured in a CUDA graph";
+  }
 };
 
 // A world of one: every collective is the identity.

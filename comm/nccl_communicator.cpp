@@ -22,11 +22,10 @@ UniqueCudaEvent make_timing_event() {
   return UniqueCudaEvent(event);
 }
 
-// "2.28.9": since NCCL 2.9 the code is major * 10000 + minor * 100 + patch.
-std::string nccl_version_text() {
+int linked_nccl_version() {
   int code = 0;
   DDP_NCCL_CHECK(ncclGetVersion(&code));
-  return std::to_string(code / 10000) + "." + std::to_string(code / 100 % 100) + "." + std::to_string(code % 100);
+  return code;
 }
 
 // The non-throwing twin of DDP_NCCL_CHECK, for the destructor and abort().
@@ -75,8 +74,26 @@ ncclUniqueId shared_unique_id(int rank, int world_size) {
 
 }  // namespace
 
+std::string nccl_version_text(int version_code) {
+  const bool since_2_9 = version_code >= 10000;  // 2.9.0 is 20900; the old scheme ends at 2.8.x = 28xx
+  const int major = since_2_9 ? version_code / 10000 : version_code / 1000;
+  const int minor = since_2_9 ? version_code / 100 % 100 : version_code / 100 % 10;
+  return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(version_code % 100);
+}
+
+std::string nccl_capture_unsupported_reason(int version_code) {
+  if (nccl_version_supports_capture(version_code)) return "";
+  return "NCCL " + nccl_version_text(version_code) +
+         " cannot capture its collectives in a CUDA graph (that needs NCCL >= " +
+         nccl_version_text(kFirstCapturableNcclVersion) + "); use a newer NCCL or run without --cuda-graph";
+}
+
 NcclCommunicator::NcclCommunicator(int rank, int world_size, cudaStream_t compute_stream)
-    : rank_(rank), world_size_(world_size), name_("NCCL " + nccl_version_text()), compute_stream_(compute_stream) {
+    : rank_(rank),
+      world_size_(world_size),
+      version_code_(linked_nccl_version()),
+      name_("NCCL " + nccl_version_text(version_code_)),
+      compute_stream_(compute_stream) {
   DDP_REQUIRE(world_size_ >= 1 && rank_ >= 0 && rank_ < world_size_,
               "rank " + std::to_string(rank_) + " is outside a world of " + std::to_string(world_size_));
   check_bootstrap_possible(rank_, world_size_);
@@ -90,34 +107,53 @@ NcclCommunicator::NcclCommunicator(int rank, int world_size, cudaStream_t comput
   DDP_NCCL_CHECK(ncclCommInitRank(&comm_, world_size_, shared_unique_id(rank_, world_size_), rank_));
 }
 
+// The owner's thread; a watchdog abort still in progress finishes first
+// (the gate), and one that came first leaves nothing to release.
 NcclCommunicator::~NcclCommunicator() {
-  if (comm_ == nullptr || aborted_.exchange(true)) return;
-  // ncclCommDestroy first finalises, which waits until every rank's
-  // communicator is quiescent; a rank that is unwinding from an error would
-  // wait there for peers that may never come, instead of reaching main's
-  // catch and ending the job.
-  if (std::uncaught_exceptions() > 0) {
-    // With captured graphs NCCL's teardown waits for them, and one may be
-    // waiting for a peer that is gone: leave the communicator to the end
-    // of the process (main's catch ends the job) rather than hang here.
-    if (!captured_) report_nccl_error(ncclCommAbort(comm_), "ncclCommAbort(comm_)");
-  } else {
-    report_nccl_error(ncclCommDestroy(comm_), "ncclCommDestroy(comm_)");
-  }
+  if (comm_ == nullptr) return;
+  gate_.close([this] {
+    // ncclCommDestroy first finalises, which waits until every rank's
+    // communicator is quiescent; a rank that is unwinding from an error
+    // would wait there for peers that may never come, instead of reaching
+    // main's catch and ending the job.
+    if (std::uncaught_exceptions() > 0) {
+      // With captured graphs NCCL's teardown waits for them, and one may be
+      // waiting for a peer that is gone: leave the communicator to the end
+      // of the process (main's catch ends the job) rather than hang here.
+      if (!captured_) report_nccl_error(ncclCommAbort(comm_), "ncclCommAbort(comm_)");
+    } else {
+      report_nccl_error(ncclCommDestroy(comm_), "ncclCommDestroy(comm_)");
+    }
+  });
 }
 
-void NcclCommunicator::abort() noexcept {
-  if (comm_ == nullptr || aborted_.exchange(true)) return;
-  // ncclCommAbort waits until no CUDA graph refers to the communicator
-  // (NCCL's commDestroySync), and a captured step stuck on a missing peer
-  // never ends: the caller ends the process instead (MPI_Abort), which
-  // takes the device work with it.
-  if (captured_) return;
-  report_nccl_error(ncclCommAbort(comm_), "ncclCommAbort(comm_)");
-}
-
-void NcclCommunicator::require_live(const char* what) const {
-  DDP_REQUIRE(!aborted_.load(), std::string(what) + " on an aborted NCCL communicator");
+// From the watchdog's thread, while the owner's thread may be anywhere:
+//  - between calls, or in a host wait for the device (a stream sync, a copy
+//    to the host: the usual place of a stall, the NCCL kernels waiting for
+//    the dead peer): the gate is free, ncclCommAbort ends those kernels and
+//    frees the communicator, and the owner's next call throws;
+//  - inside an NCCL call (start_allreduce_sum_fp16, broadcast_bytes): the
+//    gate waits for it, as NCCL forbids a second thread on the communicator
+//    (its thread-safety rules make no exception for ncclCommAbort of a
+//    blocking communicator, which ncclCommInitRank makes). Enqueueing
+//    normally takes microseconds, but a blocking communicator's call can
+//    wait for a dead peer (the first collective of a kind connects to its
+//    peers) or for the device (NCCL's queue of work is full): after
+//    gate_wait the abort gives up, and only marks the communicator aborted. The process ends next (the watchdog calls
+//    MPI_Abort), which frees the device work as surely; a bounded wait is
+//    the point, since an abort that hung would keep MPI_Abort from running.
+// Either way nothing is printed here when all goes well: the watchdog's line
+// is the job's one error line.
+void NcclCommunicator::abort(std::chrono::milliseconds gate_wait) noexcept {
+  if (comm_ == nullptr) return;
+  gate_.abort(gate_wait, [this] {
+    // ncclCommAbort waits until no CUDA graph refers to the communicator
+    // (NCCL's commDestroySync), and a captured step stuck on a missing peer
+    // never ends: the caller ends the process instead (MPI_Abort), which
+    // takes the device work with it.
+    if (captured_) return;
+    report_nccl_error(ncclCommAbort(comm_), "ncclCommAbort(comm_)");
+  });
 }
 
 // Events, not host syncs: the host goes on queueing while the streams wait
@@ -160,8 +196,10 @@ double NcclCommunicator::drain_seconds(TimingPool& pool) {
   return ms_total / 1e3;
 }
 
+// The gate is held from the liveness check through ncclAllReduce. Nothing
+// here waits for the device except what NCCL itself may do (see abort()).
 void NcclCommunicator::start_allreduce_sum_fp16(half16* data, size_t count) {
-  require_live("allreduce_sum_fp16");
+  const AbortGate::Pass pass = gate_.enter("allreduce_sum_fp16");
   if (count == 0) return;  // every rank passes the same count, so all skip
   comm_waits_for_compute();
   if (capturing_) {  // replays of a captured step are not timed
@@ -198,7 +236,7 @@ AllreduceTimes NcclCommunicator::take_allreduce_times() {
 }
 
 void NcclCommunicator::broadcast_bytes(void* data, size_t size_bytes, int root) {
-  require_live("broadcast_bytes");
+  const AbortGate::Pass pass = gate_.enter("broadcast_bytes");  // as start_allreduce_sum_fp16
   wait_allreduces();
   DDP_REQUIRE(root >= 0 && root < world_size_,
               "broadcast root " + std::to_string(root) + " is outside a world of " + std::to_string(world_size_));
@@ -228,7 +266,8 @@ int64_t NcclCommunicator::allreduce_max_host(int64_t value) {
 void NcclCommunicator::barrier() {
   wait_allreduces();
   // A barrier is a host sync point anyway: collectives queued before it are
-  // complete on this rank when it returns.
+  // complete on this rank when it returns. No gate: this waits for the
+  // device (the stall an abort must be able to end), and calls no NCCL.
   DDP_CUDA_CHECK(cudaStreamSynchronize(comm_stream()));
 #if defined(DDP_HAVE_MPI)
   if (world_size_ > 1) DDP_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));

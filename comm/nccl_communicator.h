@@ -8,9 +8,15 @@
 // for the work already queued on `compute_stream`; compute_stream waits for
 // the collective), so callers see plain compute_stream order and the host
 // never blocks. Host scalars (metrics) and the barrier go through MPI.
+//
+// Threads: the owner's thread makes every call; abort() alone may come from
+// another (the collective watchdog). An AbortGate (comm/abort_gate.h) makes
+// the two exclusive around each NCCL call, as NCCL requires of one
+// communicator.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <string>
 #include <utility>
@@ -19,10 +25,23 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include "comm/abort_gate.h"
 #include "comm/communicator.h"
 #include "kernels/cuda_raii.h"
 
 namespace ddp {
+
+// ncclGetVersion's code as text, "2.28.9". NCCL 2.9 changed the encoding:
+// major * 10000 + minor * 100 + patch since, major * 1000 + minor * 100 +
+// patch before (2.8.4 is 2804).
+std::string nccl_version_text(int version_code);
+// NCCL collectives can be captured in a CUDA graph from NCCL 2.9 on.
+constexpr int kFirstCapturableNcclVersion = 20900;
+inline bool nccl_version_supports_capture(int version_code) {
+  return version_code >= kFirstCapturableNcclVersion;
+}
+// What capture_unsupported_reason() says for that version ("" when it can).
+std::string nccl_capture_unsupported_reason(int version_code);
 
 class NcclCommunicator final : public Communicator {
  public:
@@ -59,9 +78,13 @@ class NcclCommunicator final : public Communicator {
   // From timing events: busy around each collective on comm_stream, exposed
   // around the compute stream's wait. Waits for the last of them.
   AllreduceTimes take_allreduce_times() override;
-  // NCCL collectives on a capturing stream become graph nodes (NCCL >= 2.9);
-  // the cross-stream event waits become graph edges.
-  bool supports_capture() const override { return true; }
+  // NCCL collectives on a capturing stream become graph nodes (NCCL >= 2.9,
+  // the linked library's version, not the header's); the cross-stream event
+  // waits become graph edges.
+  bool supports_capture() const override { return nccl_version_supports_capture(version_code_); }
+  std::string capture_unsupported_reason() const override {
+    return nccl_capture_unsupported_reason(version_code_);
+  }
   void set_capturing(bool on) override {
     capturing_ = on;
     if (on) captured_ = true;
@@ -73,18 +96,22 @@ class NcclCommunicator final : public Communicator {
 
   // ncclCommAbort: ends in-flight collectives and frees the communicator, for
   // a watchdog thread that sees a peer hang. Safe to call more than once and
-  // from another thread; later collectives throw. Never throws. Once a CUDA
-  // graph has captured our collectives it only marks the communicator
-  // aborted: NCCL's abort would wait for those graphs (the caller then ends
-  // the process).
-  void abort() noexcept;
+  // from another thread; later collectives throw. Never throws, and returns
+  // within about `gate_wait` plus NCCL's own abort: when the owner's thread
+  // is inside an NCCL call for longer than that (a blocking communicator's
+  // call can wait for a dead peer), or once a CUDA graph has captured our
+  // collectives (NCCL's abort would wait for those graphs), it only marks
+  // the communicator aborted and leaves it to the end of the process, which
+  // the caller brings about next (MPI_Abort).
+  static constexpr std::chrono::milliseconds kAbortGateWait{1000};
+  void abort(std::chrono::milliseconds gate_wait = kAbortGateWait) noexcept;
 
  private:
   void comm_waits_for_compute();
   void compute_waits_for_comm();
-  void require_live(const char* what) const;
 
   int rank_ = 0, world_size_ = 1;
+  int version_code_ = 0;  // ncclGetVersion
   std::string name_;
   cudaStream_t compute_stream_ = nullptr;  // the backend's; not owned
   // The stream and events outlive comm_: the destructor body releases comm_
@@ -102,8 +129,10 @@ class NcclCommunicator final : public Communicator {
   bool allreduces_pending_ = false;  // started since the last wait_allreduces()
   bool capturing_ = false;           // inside a step capture: no timing events
   std::atomic<bool> captured_{false};  // some CUDA graph captured our collectives (see abort()); read by the watchdog
+  // Held from the liveness check to the end of each NCCL call on comm_, and
+  // by abort() and the destructor around releasing it.
+  AbortGate gate_{"NCCL communicator"};
   ncclComm_t comm_ = nullptr;
-  std::atomic<bool> aborted_{false};
 };
 
 }  // namespace ddp

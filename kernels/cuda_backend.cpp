@@ -54,9 +54,20 @@ CudaBackend::~CudaBackend() {
     cudaGraph_t graph = nullptr;
     if (cudaStreamEndCapture(compute_stream_.get(), &graph) == cudaSuccess && graph) cudaGraphDestroy(graph);
   }
+  if (skips_device_waits()) {
+    // A replay may never end (skips_device_waits): leave the GEMM's
+    // workspace and plans and the scratch, which it may still use, to the
+    // end of the process. Destroying the graphs and the stream does not
+    // wait: CUDA frees them once their work ends.
+    static_cast<void>(gemm_.release());
+    static_cast<void>(scratch_.release());
+    return;
+  }
   // Queued kernels (and graph launches) may still use the workspace and scratch freed below.
   if (compute_stream_) DDP_CUDA_CHECK_NOTHROW(cudaStreamSynchronize(compute_stream_.get()));
 }
+
+bool CudaBackend::skips_device_waits() const noexcept { return graph_launched_ && std::uncaught_exceptions() > 0; }
 
 void* CudaBackend::scratch(size_t size_bytes) {
   if (size_bytes > scratch_bytes_) {
@@ -89,6 +100,7 @@ void* CudaBackend::allocate_bytes(size_t size_bytes) {
 
 void CudaBackend::free_bytes(void* ptr) noexcept {
   if (!ptr) return;
+  if (skips_device_waits()) return;  // leaked: a replay that never ends may still use it
   // Kernels queued on compute_stream may still use the memory. cudaFree
   // waits for the device in practice, but that is not a documented promise;
   // frees are rare, so wait for our stream explicitly.
@@ -177,12 +189,14 @@ void CudaBackend::release_captures() noexcept {
 void CudaBackend::replay(int recording) {
   require_not_capturing("replay");
   DDP_REQUIRE(recording >= 0 && static_cast<size_t>(recording) < graphs_.size(), "replay of an unknown capture");
+  graph_launched_ = true;  // before the launch: a launch that fails half-way may have queued work
   DDP_CUDA_CHECK(cudaGraphLaunch(graphs_[static_cast<size_t>(recording)].get(), compute_stream()));
 }
 
 std::unique_ptr<UploadSlots> CudaBackend::make_upload_slots(size_t slot_bytes) {
   DDP_CUDA_CHECK(cudaSetDevice(device_));  // the slots' memory and copy stream belong to our device
-  return std::make_unique<CudaUploadSlots>(compute_stream(), slot_bytes);
+  return std::make_unique<CudaUploadSlots>(compute_stream(), slot_bytes,
+                                           [this]() noexcept { return skips_device_waits(); });
 }
 
 // ---- GEMM ---------------------------------------------------------------------

@@ -93,6 +93,22 @@ class CudaBackend final : public Backend {
   void replay(int recording) override;
   void release_captures() noexcept override;
 
+  // True while an exception unwinds and this backend has launched a CUDA
+  // graph. A replay holds collectives that wait for every peer, and once a
+  // rank has failed some never come, so the device work queued here may
+  // never end: the destructors and frees of this backend's memory (buffers,
+  // upload slots, the backend's own) then skip their waits for the device,
+  // and leave the memory to the end of the process, which main's catch
+  // brings about next (MPI_Abort, or exit). Waiting instead would hang the
+  // unwinding before main could end the job. cudaFree and cudaFreeHost are
+  // skipped too, since they wait for the device in practice. Without a
+  // graph the waits stay: freeing promptly keeps code that throws through
+  // buffers (and its tests) from leaking device memory, and eager steps are
+  // where the collective watchdog marks the host's waits. Sticky: the
+  // replays' end is not tracked, and the cost is only a leak while
+  // unwinding.
+  bool skips_device_waits() const noexcept;
+
   // For tests: route every GEMM through the plain CUDA-core kernel that is
   // otherwise used only where cuBLASLt offers no algorithm, so that path is
   // checked too.
@@ -120,6 +136,7 @@ class CudaBackend final : public Backend {
   UniqueDeviceMemory scratch_;
   size_t scratch_bytes_ = 0;
   bool capturing_ = false;
+  bool graph_launched_ = false;  // replay() ran at least once (sticky: see skips_device_waits)
   std::vector<UniqueCudaGraphExec> graphs_;  // instantiated captures, by handle
 };
 

@@ -13,6 +13,7 @@
 
 #include <array>
 #include <cstddef>
+#include <functional>
 
 #include <cuda_runtime.h>
 
@@ -24,9 +25,12 @@ namespace ddp {
 class CudaUploadSlots final : public UploadSlots {
  public:
   // compute_stream: the stream that reads the slots (CudaBackend's); must
-  // outlive this object. Allocates on the current device.
-  CudaUploadSlots(cudaStream_t compute_stream, size_t slot_bytes);
-  // Waits for both streams' work on the slots before freeing them.
+  // outlive this object. Allocates on the current device. skips_waits: asked
+  // by the destructor (CudaBackend::skips_device_waits; empty: never skips).
+  CudaUploadSlots(cudaStream_t compute_stream, size_t slot_bytes, std::function<bool()> skips_waits = {});
+  // Waits for both streams' work on the slots before freeing them, unless
+  // skips_waits() says the device work may never end: then the slots'
+  // memory is left to the end of the process instead.
   ~CudaUploadSlots() override;
   CudaUploadSlots(const CudaUploadSlots&) = delete;
   CudaUploadSlots& operator=(const CudaUploadSlots&) = delete;
@@ -57,6 +61,7 @@ class CudaUploadSlots final : public UploadSlots {
 
   cudaStream_t compute_stream_;
   size_t slot_bytes_;
+  std::function<bool()> skips_waits_;
   // Declared first, destroyed last: the slots' memory goes before the stream.
   UniqueCudaStream copy_stream_;
   std::array<Slot, kSlotCount> slots_;

@@ -82,6 +82,8 @@ std::unique_ptr<ddp::CollectiveWatchdog> make_watchdog(const ddp::TrainConfig& c
     std::fflush(stderr);
 #if defined(DDP_HAVE_NCCL)
     // Ends the NCCL kernels that wait for the missing peer before the job goes.
+    // Returns within about a second even when this rank's main thread is
+    // stuck inside an NCCL call (NcclCommunicator::abort), so MPI_Abort runs.
     if (auto* nccl = dynamic_cast<ddp::NcclCommunicator*>(&comm)) nccl->abort();
 #else
     (void)comm;

@@ -8,6 +8,7 @@
 // NCCL is built. Multi-rank sums are checked by the MPI suites.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -203,6 +204,35 @@ TEST_F(NcclCommunicator1Rank, AbortIsIdempotentAndLaterCollectivesThrow) {
   EXPECT_THROW(comm->allreduce_sum_fp16(grads_fp16.data(), 8), Error);
   EXPECT_THROW(comm->broadcast_bytes(grads_fp16.data(), 16, 0), Error);
   EXPECT_NO_THROW(comm.reset());
+}
+
+// The watchdog's abort lands while this thread issues collectives. The gate
+// (comm/abort_gate.h) keeps it out of every NCCL call, so the communicator
+// is never freed under one: the thread's next collective throws the one
+// error, and nothing crashes in NCCL.
+TEST_F(NcclCommunicator1Rank, AbortFromAnotherThreadAmidCollectivesEndsInTheError) {
+  const size_t n = 4096;
+  Buffer<half16> grads_fp16(*gpu, n);
+  grads_fp16.upload(test::random_halves(rng, n));
+  std::atomic<bool> started{false};
+  std::thread watchdog([&] {
+    while (!started.load()) std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    comm->abort();
+  });
+  std::string error;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  try {
+    while (std::chrono::steady_clock::now() < give_up) {
+      comm->allreduce_sum_fp16(grads_fp16.data(), n);
+      started = true;
+    }
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  started = true;  // in case the first collective threw
+  watchdog.join();
+  EXPECT_EQ(error, "allreduce_sum_fp16 on an aborted NCCL communicator");
 }
 
 // Argument checks come before any CUDA or NCCL call, so these need no GPU.

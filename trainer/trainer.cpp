@@ -154,7 +154,7 @@ struct Trainer::Impl {
       if (!backend.supports_capture())
         throw Error("--cuda-graph needs a CUDA device (this run uses " + backend.description() + ")");
       if (!comm.supports_capture())
-        throw Error("--cuda-graph: the " + comm.name() + " transport cannot be captured in a CUDA graph");
+        throw Error("--cuda-graph: " + comm.capture_unsupported_reason());
       graph_mode = true;
       const size_t rows = static_cast<size_t>(cfg.batch_size);
       graph_input.features = Buffer<half16>(b, rows * data.train.features);
