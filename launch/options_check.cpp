@@ -1,17 +1,12 @@
 // options_check.cpp
 #include "launch/options_check.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cmath>
-#include <cstring>
 #include <utility>
 #include <vector>
 
 #include "kernels/error.h"
+#include "trainer/input_file.h"
 
 namespace ddp {
 namespace {
@@ -127,33 +122,12 @@ void check_flags_as_a_whole(const TrainConfig& c, const BenchOptions& bench) {
 }
 
 std::string read_config_text(const std::string& path) {
-  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) {
-    const int err = errno;
-    throw Error("--config " + path + ": cannot open: " + std::strerror(err));
+  std::string text;
+  try {
+    text = read_text_file(path, kMaxConfigBytes, "config file");
+  } catch (const InputFileError& e) {
+    throw Error("--config " + e.path() + ": " + e.problem());
   }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw Error("--config " + path + ": not a regular file (" +
-                (S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" : "a device or other") + ")");
-  }
-  if (static_cast<size_t>(st.st_size) > kMaxConfigBytes) {
-    ::close(fd);
-    throw Error("--config " + path + ": " + std::to_string(st.st_size) +
-                " bytes, more than a config file's limit of 1 MiB");
-  }
-  std::string text(static_cast<size_t>(st.st_size), '\0');
-  size_t got = 0;
-  while (got < text.size()) {
-    const ssize_t n = ::read(fd, &text[got], text.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  text.resize(got);
   if (text.find('\0') != std::string::npos)
     throw Error("--config " + path + ": not a text file (it holds NUL bytes); give an INI file of key = value lines");
   return text;

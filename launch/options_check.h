@@ -15,7 +15,8 @@ namespace ddp {
 void check_flags_as_a_whole(const TrainConfig& config, const BenchOptions& bench);
 
 // The --config file's text: a regular file of at most 1 MiB of text (no NUL
-// bytes), opened without blocking (a FIFO is refused, not waited on).
+// bytes), read through trainer/input_file.h (a FIFO or device is refused,
+// never waited on).
 std::string read_config_text(const std::string& path);
 
 }  // namespace ddp
