@@ -15,6 +15,8 @@
 
 #include <functional>
 #include <memory>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu_backend.h"
@@ -27,6 +29,10 @@ class RecordingBackend final : public Backend {
 
   int host_waits = 0;  // copy_to_host + synchronize calls
   int replays = 0;
+  // Operations a capture recorded that had never run eagerly: on a GPU their
+  // first run (a cuBLASLt plan, a buffer grown on demand) would happen inside
+  // the capture, where it is not allowed.
+  std::vector<std::string> first_seen_in_capture;
 
   DeviceKind kind() const override { return kind_; }
   std::string description() const override { return "recording(" + cpu_.description() + ")"; }
@@ -51,67 +57,67 @@ class RecordingBackend final : public Backend {
     return cpu_.make_upload_slots(slot_bytes);
   }
   void copy_on_device(void* d, const void* s, size_t n) override {
-    queue([=] { cpu_.copy_on_device(d, s, n); });
+    queue("copy_on_device", [=] { cpu_.copy_on_device(d, s, n); });
   }
   void fill_zero(void* d, size_t n) override {
-    queue([=] { cpu_.fill_zero(d, n); });
+    queue("fill_zero", [=] { cpu_.fill_zero(d, n); });
   }
   void synchronize() override {
     refuse_in_capture("synchronize");
     ++host_waits;
   }
   void gemm_fp16(const GemmFp16& g) override {
-    queue([=] { cpu_.gemm_fp16(g); });
+    queue("gemm_fp16", [=] { cpu_.gemm_fp16(g); });
   }
   void add_bias_fp16(half16* y, const half16* b, int r, int c) override {
-    queue([=] { cpu_.add_bias_fp16(y, b, r, c); });
+    queue("add_bias_fp16", [=] { cpu_.add_bias_fp16(y, b, r, c); });
   }
   void activation_forward_fp16(Activation a, const half16* z, half16* y, size_t n) override {
-    queue([=] { cpu_.activation_forward_fp16(a, z, y, n); });
+    queue("activation_forward_fp16", [=] { cpu_.activation_forward_fp16(a, z, y, n); });
   }
   void activation_backward_fp16(Activation a, const half16* z, const half16* dy, half16* dz, size_t n) override {
-    queue([=] { cpu_.activation_backward_fp16(a, z, dy, dz, n); });
+    queue("activation_backward_fp16", [=] { cpu_.activation_backward_fp16(a, z, dy, dz, n); });
   }
   void bias_grad_fp16(const half16* dy, int r, int c, half16* db, bool acc) override {
-    queue([=] { cpu_.bias_grad_fp16(dy, r, c, db, acc); });
+    queue("bias_grad_fp16", [=] { cpu_.bias_grad_fp16(dy, r, c, db, acc); });
   }
   void cast_fp32_to_fp16(const float* s, half16* d, size_t n) override {
-    queue([=] { cpu_.cast_fp32_to_fp16(s, d, n); });
+    queue("cast_fp32_to_fp16", [=] { cpu_.cast_fp32_to_fp16(s, d, n); });
   }
   void cast_fp16_to_fp32(const half16* s, float* d, size_t n) override {
-    queue([=] { cpu_.cast_fp16_to_fp32(s, d, n); });
+    queue("cast_fp16_to_fp32", [=] { cpu_.cast_fp16_to_fp32(s, d, n); });
   }
   void softmax_xent_forward(const half16* l, const int32_t* lab, int r, int c, float* loss, int32_t* ok) override {
-    queue([=] { cpu_.softmax_xent_forward(l, lab, r, c, loss, ok); });
+    queue("softmax_xent_forward", [=] { cpu_.softmax_xent_forward(l, lab, r, c, loss, ok); });
   }
   void softmax_xent_backward(const half16* l, const int32_t* lab, int r, int c, ScalarArg s, half16* d) override {
-    queue([=] { cpu_.softmax_xent_backward(l, lab, r, c, s, d); });
+    queue("softmax_xent_backward", [=] { cpu_.softmax_xent_backward(l, lab, r, c, s, d); });
   }
   void mse_forward(const half16* p, const float* t, int r, int c, float* loss) override {
-    queue([=] { cpu_.mse_forward(p, t, r, c, loss); });
+    queue("mse_forward", [=] { cpu_.mse_forward(p, t, r, c, loss); });
   }
   void mse_backward(const half16* p, const float* t, int r, int c, ScalarArg s, half16* d) override {
-    queue([=] { cpu_.mse_backward(p, t, r, c, s, d); });
+    queue("mse_backward", [=] { cpu_.mse_backward(p, t, r, c, s, d); });
   }
   void unscale_fp16_to_fp32(const half16* g, float* g32, size_t n, ScalarArg inv, int32_t* flag) override {
-    queue([=] { cpu_.unscale_fp16_to_fp32(g, g32, n, inv, flag); });
+    queue("unscale_fp16_to_fp32", [=] { cpu_.unscale_fp16_to_fp32(g, g32, n, inv, flag); });
   }
   void l2_norm_fp32(const float* x, size_t n, float* norm) override {
-    queue([=] { cpu_.l2_norm_fp32(x, n, norm); });
+    queue("l2_norm_fp32", [=] { cpu_.l2_norm_fp32(x, n, norm); });
   }
   void sgd_update(const SgdParams& p, const float* g, float* m, float* mom, half16* w, size_t n,
                   const int32_t* skip) override {
-    queue([=] { cpu_.sgd_update(p, g, m, mom, w, n, skip); });
+    queue("sgd_update", [=] { cpu_.sgd_update(p, g, m, mom, w, n, skip); });
   }
   void sgd_update_fp16_grads(const SgdParams& p, const half16* g, ScalarArg inv, float* m, float* mom, half16* w,
                              size_t n, const int32_t* skip) override {
-    queue([=] { cpu_.sgd_update_fp16_grads(p, g, inv, m, mom, w, n, skip); });
+    queue("sgd_update_fp16_grads", [=] { cpu_.sgd_update_fp16_grads(p, g, inv, m, mom, w, n, skip); });
   }
   void step_status_prepare(StepStatus* s, double bd, double ud, float lr) override {
-    queue([=] { cpu_.step_status_prepare(s, bd, ud, lr); });
+    queue("step_status_prepare", [=] { cpu_.step_status_prepare(s, bd, ud, lr); });
   }
   void step_status_finish(const LossScaleRule& r, StepStatus* s) override {
-    queue([=] { cpu_.step_status_finish(r, s); });
+    queue("step_status_finish", [=] { cpu_.step_status_finish(r, s); });
   }
 
   bool supports_capture() const override { return can_capture_; }
@@ -132,9 +138,14 @@ class RecordingBackend final : public Backend {
   }
 
  private:
-  void queue(std::function<void()> op) {
-    if (capturing_) tapes_.back().push_back(std::move(op));
-    else op();
+  void queue(const char* name, std::function<void()> op) {
+    if (capturing_) {
+      if (!run_eagerly_.count(name)) first_seen_in_capture.push_back(name);
+      tapes_.back().push_back(std::move(op));
+    } else {
+      run_eagerly_.insert(name);
+      op();
+    }
   }
   void refuse_in_capture(const char* what) const {
     if (capturing_) throw Error(std::string(what) + " inside a step capture");
@@ -145,6 +156,7 @@ class RecordingBackend final : public Backend {
   bool can_capture_;
   bool capturing_ = false;
   std::vector<std::vector<std::function<void()>>> tapes_;
+  std::set<std::string> run_eagerly_;
 };
 
 }  // namespace ddp

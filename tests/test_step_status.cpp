@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <random>
 
 #include "comm/communicator.h"
@@ -171,6 +172,27 @@ TEST(StepState, ReplayedCapturesTrainExactlyAsEagerSteps) {
   size_t differ = 0;
   for (size_t i = 0; i < eager.master.size(); ++i) differ += bits_of(replayed.master[i]) != bits_of(eager.master[i]);
   EXPECT_EQ(differ, 0u) << "of " << eager.master.size() << " master weights";
+}
+
+// A capture must follow an eager step of its own kind: after a resume the
+// first step may be a log step, whose optimizer takes another route (the
+// gradient norm), and must not count as the step that ran the capture's
+// kernels once before.
+TEST(StepState, TheCaptureFollowsAnEagerStepOfItsOwnKindAfterAResume) {
+  TrainConfig c = small_config();
+  c.steps = 20, c.log_every = 10;
+  c.checkpoint_dir = test::make_temp_dir("capture_resume");
+  c.stop_after_steps = 9;
+  CpuBackend cpu(1);
+  train_with(cpu, c);
+  c.stop_after_steps = 0, c.resume = true, c.cuda_graph = true;  // resumes at step 9: step 10 is a log step
+  RecordingBackend graphs(DeviceKind::Cuda, /*can_capture=*/true);
+  train_with(graphs, c);
+  EXPECT_GT(graphs.replays, 0);
+  std::string first;
+  for (const std::string& op : graphs.first_seen_in_capture) first += op + " ";
+  EXPECT_TRUE(graphs.first_seen_in_capture.empty()) << "first run inside the capture: " << first;
+  std::filesystem::remove_all(c.checkpoint_dir);
 }
 
 // On a device the step state is read every few steps; a run that
