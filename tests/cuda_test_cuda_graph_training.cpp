@@ -37,11 +37,7 @@
 namespace ddp {
 namespace {
 
-uint32_t bits_of(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-}
+using test::bits_of;
 uint64_t bits_of(double d) {
   uint64_t u;
   std::memcpy(&u, &d, sizeof u);

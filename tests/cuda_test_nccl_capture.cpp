@@ -28,11 +28,7 @@
 namespace ddp {
 namespace {
 
-uint32_t bits_of(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-}
+using test::bits_of;
 
 // Index of the first element whose bits differ, or -1 when all match.
 long first_mismatch(const std::vector<float>& got, const std::vector<float>& want) {

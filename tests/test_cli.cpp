@@ -28,15 +28,7 @@ RunResult run_trainer(const std::string& args) {
   return test::run_command(std::string(DDP_TRAIN_BINARY) + " --device cpu --threads 1 " + args + " 2>&1");
 }
 
-// The error is exactly one line on stderr that starts with "ddp_train: error".
-std::string error_line(const RunResult& r) {
-  std::istringstream in(r.output);
-  std::string line, found;
-  int count = 0;
-  while (std::getline(in, line))
-    if (line.rfind("ddp_train: error", 0) == 0) found = line, ++count;
-  return count == 1 ? found : "";
-}
+std::string error_line(const test::CommandResult& r) { return test::single_error_line(r.output); }
 
 void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
   std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), bytes.size());

@@ -32,12 +32,8 @@ class CliFlags : public ::testing::Test {
         test::run_command("timeout -k 2 30 " + std::string(DDP_TRAIN_BINARY) + " --device cpu --threads 1 --data synthetic " +
                           args + " --metrics " + metrics + " 2>&1");
     EXPECT_EQ(r.exit_code, 1) << args << "\n" << r.output;
-    std::istringstream in(r.output);
-    std::string line, found;
-    int errors = 0;
-    while (std::getline(in, line))
-      if (line.rfind("ddp_train: error", 0) == 0) found = line, ++errors;
-    EXPECT_EQ(errors, 1) << args << "\n" << r.output;
+    const std::string found = test::single_error_line(r.output);
+    EXPECT_FALSE(found.empty()) << args << ": not exactly one error line in\n" << r.output;
     for (const std::string& w : words)
       EXPECT_NE(found.find(w), std::string::npos) << args << ": '" << w << "' not in: " << found;
     EXPECT_FALSE(fs::exists(metrics)) << args << ": metrics written before the refusal";

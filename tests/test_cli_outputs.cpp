@@ -56,12 +56,8 @@ class CliOutputs : public ::testing::Test {
   void expect_refused(const std::string& args, std::initializer_list<std::string> words) const {
     const test::CommandResult r = run(args);
     EXPECT_EQ(r.exit_code, 1) << args << "\n" << r.output;
-    std::istringstream in(r.output);
-    std::string line, found;
-    int errors = 0;
-    while (std::getline(in, line))
-      if (line.rfind("ddp_train: error", 0) == 0) found = line, ++errors;
-    EXPECT_EQ(errors, 1) << args << "\n" << r.output;
+    const std::string found = test::single_error_line(r.output);
+    EXPECT_FALSE(found.empty()) << args << ": not exactly one error line in\n" << r.output;
     for (const std::string& w : words) EXPECT_NE(found.find(w), std::string::npos) << "'" << w << "' not in: " << found;
     EXPECT_EQ(r.output.find("step 1/"), std::string::npos) << "trained before refusing: " << r.output;
     EXPECT_EQ(r.output.find(".cpp:"), std::string::npos) << "source path in: " << found;

@@ -134,14 +134,7 @@ test::CommandResult run_trainer(const std::string& args, long ulimit_kib = 30000
                            std::string(DDP_TRAIN_BINARY) + " --device cpu --threads 1 " + args + " 2>&1");
 }
 
-std::string error_line(const test::CommandResult& r) {
-  std::istringstream in(r.output);
-  std::string line, found;
-  int count = 0;
-  while (std::getline(in, line))
-    if (line.rfind("ddp_train: error", 0) == 0) found = line, ++count;
-  return count == 1 ? found : "";
-}
+std::string error_line(const test::CommandResult& r) { return test::single_error_line(r.output); }
 
 // Exit status 1 (not 124: the timeout), one error line holding every
 // needle, and nothing of the machinery: no source path, no bad_alloc.

@@ -20,11 +20,7 @@
 namespace ddp {
 namespace {
 
-uint32_t bits_of(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-}
+using test::bits_of;
 
 StepStatus initial_status(const LossScalerConfig& c) {
   StepStatus s{};

@@ -4,7 +4,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <sstream>
 #include <stdexcept>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -109,6 +111,21 @@ double relative_update_difference(const std::vector<float>& a, const std::vector
     norm += (double(b[i]) - start[i]) * (double(b[i]) - start[i]);
   }
   return std::sqrt(diff / norm);
+}
+
+std::string single_error_line(const std::string& output) {
+  std::istringstream in(output);
+  std::string line, found;
+  int count = 0;
+  while (std::getline(in, line))
+    if (line.rfind("ddp_train: error", 0) == 0) found = line, ++count;
+  return count == 1 ? found : "";
+}
+
+uint32_t bits_of(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
 }
 
 }  // namespace ddp::test

@@ -62,4 +62,11 @@ struct CommandResult {
 };
 CommandResult run_command(const std::string& command);
 
+// The one line of `output` that starts with "ddp_train: error", or "" when
+// there is none or more than one (a refusal must be exactly one line).
+std::string single_error_line(const std::string& output);
+
+// A float's IEEE bits, for bitwise comparisons.
+uint32_t bits_of(float f);
+
 }  // namespace ddp::test
