@@ -21,6 +21,7 @@
 #include "kernels/error.h"
 #include "trainer/batch_loader.h"
 #include "trainer/checkpoint.h"
+#include "trainer/checkpoint_validation.h"
 #include "trainer/distributed_sampler.h"
 #include "trainer/evaluator.h"
 #include "trainer/gradient_buckets.h"
@@ -221,6 +222,7 @@ struct Trainer::Impl {
   }
 
   void restore(const TrainState& s, const std::string& path) {
+    validate_checkpoint_contents(s, path);
     check_checkpoint_compatible(s, cfg.layer_widths, cfg.activation_name, cfg.loss_name, path);
     if (s.master_weights_fp32.size() != params.count() || s.momentum_fp32.size() != params.count())
       throw Error(path + ": parameter count does not match the model");

@@ -161,6 +161,10 @@ void csv_seeds() {
 
 // ---- checkpoints ----------------------------------------------------------------
 
+// States the trainer could write (they pass validate_checkpoint_contents),
+// so the fuzzer starts from files that get past every check: with momentum,
+// 12 steps into epoch 1; without, 3 steps all skipped (the momentum buffer is
+// there, zero; hysteresis 1 lowered by the 3 overflows to -2).
 ddp::TrainState small_state(std::vector<int64_t> widths, bool momentum) {
   ddp::TrainState s;
   s.layer_widths = widths;
@@ -169,11 +173,13 @@ ddp::TrainState small_state(std::vector<int64_t> widths, bool momentum) {
   size_t params = 0;
   for (size_t i = 0; i + 1 < widths.size(); ++i) params += static_cast<size_t>(widths[i] * widths[i + 1] + widths[i + 1]);
   for (size_t i = 0; i < params; ++i) s.master_weights_fp32.push_back(0.01f * static_cast<float>(i));
-  if (momentum) s.momentum_fp32.assign(params, 0.5f);
+  s.momentum_fp32.assign(params, momentum ? 0.5f : 0.0f);
   s.momentum_initialized = momentum;
   s.scaler.scale = 32768.0;
-  s.scaler.growth_tracker = 7;
-  s.step = 12;
+  s.scaler.growth_tracker = momentum ? 7 : 0;
+  s.scaler.hysteresis_left = momentum ? 1 : -2;
+  s.step = momentum ? 12 : 3;
+  s.skipped_steps = momentum ? 0 : 3;
   s.epoch = 1;
   s.epoch_sample_offset = 64;
   s.seed = 42;
