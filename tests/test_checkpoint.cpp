@@ -7,6 +7,7 @@
 #include <zlib.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -83,6 +84,7 @@ TrainState small_state(int64_t step) {
     s.momentum_fp32.push_back(-0.5f * static_cast<float>(i));
   }
   s.step = step;
+  s.momentum_initialized = step > 0;  // a step that was not skipped set it
   s.seed = 42;
   s.run_id = 0x5eed0001;
   s.train_samples = 100;
@@ -536,6 +538,20 @@ TEST_F(CheckpointDir, NoValidCheckpointListsEveryCandidate) {
   ASSERT_EQ(scan.skipped.size(), 3u);
   EXPECT_EQ(scan.skipped[0].first, path(checkpoint_file_name(3)));  // newest first
   EXPECT_TRUE(contains(scan.skipped[0].second, "truncated"));
+}
+
+// A checksum that holds is not a valid state: the scan passes over a newer
+// file whose contents are out of range and names the field.
+TEST_F(CheckpointDir, ScanPassesOverContentsOutOfRange) {
+  write_checkpoint_atomic(path(checkpoint_file_name(4)), small_state(4));
+  TrainState bad = small_state(8);
+  bad.scaler.scale = std::nan("");
+  write_checkpoint_atomic(path(checkpoint_file_name(8)), bad);
+  const CheckpointScan scan = find_newest_valid_checkpoint(dir_);
+  EXPECT_EQ(scan.newest_valid, path(checkpoint_file_name(4)));
+  ASSERT_EQ(scan.skipped.size(), 1u);
+  EXPECT_TRUE(contains(scan.skipped[0].second, "corrupt contents")) << scan.skipped[0].second;
+  EXPECT_TRUE(contains(scan.skipped[0].second, "scale")) << scan.skipped[0].second;
 }
 
 TEST_F(CheckpointDir, PruneKeepsTheNewestOfThisRunOnly) {

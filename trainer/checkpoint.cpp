@@ -1,6 +1,7 @@
 // checkpoint.cpp: encoding, atomic write, validating read and directory
 // management of checkpoint files (layout in checkpoint.h).
 #include "trainer/checkpoint.h"
+#include "trainer/checkpoint_validation.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -576,7 +577,7 @@ CheckpointScan find_newest_valid_checkpoint(const std::string& dir) {
   }
   for (const auto& [step, path] : listing.checkpoints) {
     try {
-      read_checkpoint(path);
+      validate_checkpoint_contents(read_checkpoint(path), path);
       scan.newest_valid = path;
       break;
     } catch (const CheckpointError& e) {

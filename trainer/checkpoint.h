@@ -103,7 +103,8 @@ struct CheckpointScan {
 };
 
 // Examines the files named like checkpoints in `dir`, highest step first, and
-// returns the first that validates completely. Each one passed over, and each
+// returns the first that validates completely (the file, and its contents:
+// checkpoint_validation.h). Each one passed over, and each
 // leftover "<name>.tmp.<pid>" of an interrupted write, is listed in `skipped`
 // with the reason; nothing is deleted. A directory that does not exist holds
 // no checkpoint (first run); other directory errors throw ddp::Error.

@@ -118,6 +118,8 @@ void check_position(const TrainState& s, const std::string& name) {
   // by the step's rows) or, for the offset, return to 0 at an epoch's end.
   if (s.step < 0) refuse(name, "step is " + i64_text(s.step) + " (must be >= 0)");
   if (s.epoch < 0) refuse(name, "epoch is " + i64_text(s.epoch) + " (must be >= 0)");
+  // The global batch it was written with (0: not recorded by an older build).
+  if (s.global_batch < 0) refuse(name, "global batch is " + i64_text(s.global_batch) + " (must be >= 0)");
   if (s.epoch_sample_offset < 0) {
     refuse(name, "epoch_sample_offset is " + i64_text(s.epoch_sample_offset) + " (must be >= 0)");
   }
