@@ -19,6 +19,7 @@
 
 #include "test_support.h"
 #include "trainer/checkpoint.h"
+#include "trainer/checkpoint_dir.h"
 
 namespace ddp {
 namespace {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "trainer/checkpoint.h"
+#include "trainer/checkpoint_dir.h"
 #include "trainer/npy_io.h"
 #include "test_support.h"
 

@@ -25,6 +25,7 @@
 #include "child_process.h"
 #include "test_support.h"
 #include "trainer/checkpoint.h"
+#include "trainer/checkpoint_dir.h"
 #include "trainer/npy_io.h"
 
 namespace ddp {

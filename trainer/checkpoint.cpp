@@ -1,7 +1,7 @@
-// checkpoint.cpp: encoding, atomic write, validating read and directory
-// management of checkpoint files (layout in checkpoint.h).
+// checkpoint.cpp: the checkpoint file format of checkpoint.h: encoding,
+// the validating read, the header alone, and the atomic write (through
+// atomic_file.h).
 #include "trainer/checkpoint.h"
-#include "trainer/checkpoint_validation.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -16,6 +16,7 @@
 #include <limits>
 #include <system_error>
 
+#include "trainer/atomic_file.h"
 #include "trainer/input_file.h"
 
 namespace ddp {
@@ -248,49 +249,6 @@ std::string truncated_problem(size_t file_bytes) {
 
 // ---- files ----------------------------------------------------------------------
 
-class FdCloser {
- public:
-  explicit FdCloser(int fd) : fd_(fd) {}
-  ~FdCloser() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  FdCloser(const FdCloser&) = delete;
-  FdCloser& operator=(const FdCloser&) = delete;
-  // Closes now and reports close()'s errno (0: fine): on some file systems
-  // (NFS) a deferred write error surfaces only here.
-  int close_now() {
-    const int rc = ::close(fd_);
-    fd_ = -1;
-    return rc == 0 ? 0 : errno;
-  }
-
- private:
-  int fd_;
-};
-
-std::string directory_of(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
-
-// The rename is durable only once the directory entry is on disk.
-void fsync_directory(const std::string& dir, const std::string& path) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    throw Error("cannot write checkpoint " + path + ": opening directory " + dir + " to sync it: " + errno_text(err));
-  }
-  FdCloser closer(fd);
-  // Some file systems cannot sync a directory and say EINVAL; there is
-  // nothing more we can do for durability there, and the file is complete.
-  if (::fsync(fd) != 0 && errno != EINVAL) {
-    const int err = errno;
-    throw Error("cannot write checkpoint " + path + ": syncing directory " + dir + ": " + errno_text(err));
-  }
-}
-
 // Through input_file.h, like every input: regular files only (a FIFO given
 // to --resume is refused, not waited on), at most the input limit, read in
 // one allocation of the size on disk.
@@ -300,75 +258,6 @@ std::vector<uint8_t> read_whole_file(const std::string& path) {
   } catch (const InputFileError& e) {
     throw CheckpointError(path, e.problem());
   }
-}
-
-// ---- directory ------------------------------------------------------------------
-
-constexpr const char* kNamePrefix = "ckpt-step";
-constexpr const char* kNameSuffix = ".ddpckpt";
-constexpr const char* kTempMarker = ".tmp.";
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-// The step of a checkpoint file name, or -1 if `name` is not exactly what
-// checkpoint_file_name writes (so "ckpt-step1.ddpckpt" or a copy named
-// "...ddpckpt.bak" is never taken for a checkpoint).
-int64_t step_of_file_name(const std::string& name) {
-  const std::string prefix = kNamePrefix;
-  const std::string suffix = kNameSuffix;
-  if (name.size() <= prefix.size() + suffix.size() || name.compare(0, prefix.size(), prefix) != 0 ||
-      !ends_with(name, suffix)) {
-    return -1;
-  }
-  const char* first = name.data() + prefix.size();
-  const char* last = name.data() + name.size() - suffix.size();
-  if (!std::all_of(first, last, [](char c) { return c >= '0' && c <= '9'; })) return -1;
-  int64_t step = -1;
-  const auto [end, ec] = std::from_chars(first, last, step);
-  if (ec != std::errc() || end != last) return -1;
-  return checkpoint_file_name(step) == name ? step : -1;
-}
-
-// "<checkpoint name>.tmp.<pid>", what an interrupted write leaves behind.
-bool is_temp_file_name(const std::string& name) {
-  const size_t marker = name.rfind(kTempMarker);
-  if (marker == std::string::npos) return false;
-  const std::string pid = name.substr(marker + std::strlen(kTempMarker));
-  return !pid.empty() && std::all_of(pid.begin(), pid.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
-         step_of_file_name(name.substr(0, marker)) >= 0;
-}
-
-struct DirListing {
-  std::vector<std::pair<int64_t, std::string>> checkpoints;  // (step, path), highest step first
-  std::vector<std::string> temp_files;                       // sorted by path
-};
-
-DirListing list_checkpoint_dir(const std::string& dir) {
-  namespace fs = std::filesystem;
-  DirListing listing;
-  std::error_code ec;
-  if (!fs::exists(dir, ec)) {
-    if (ec) throw Error("cannot list checkpoint directory " + dir + ": " + ec.message());
-    return listing;  // first run: nothing written yet
-  }
-  fs::directory_iterator it(dir, ec);
-  if (ec) throw Error("cannot list checkpoint directory " + dir + ": " + ec.message());
-  for (; it != fs::directory_iterator(); it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    const int64_t step = step_of_file_name(name);
-    if (step >= 0) {
-      listing.checkpoints.emplace_back(step, it->path().string());
-    } else if (is_temp_file_name(name)) {
-      listing.temp_files.push_back(it->path().string());
-    }
-  }
-  if (ec) throw Error("cannot list checkpoint directory " + dir + ": " + ec.message());
-  std::sort(listing.checkpoints.begin(), listing.checkpoints.end(),
-            [](const auto& a, const auto& b) { return a.first > b.first; });
-  std::sort(listing.temp_files.begin(), listing.temp_files.end());
-  return listing;
 }
 
 std::string join_widths(const std::vector<int64_t>& widths) {
@@ -494,48 +383,7 @@ TrainState parse_checkpoint(const std::vector<uint8_t>& bytes, const std::string
 TrainState read_checkpoint(const std::string& path) { return parse_checkpoint(read_whole_file(path), path); }
 
 void write_checkpoint_atomic(const std::string& path, const TrainState& s) {
-  const std::vector<uint8_t> bytes = serialize_checkpoint(s);
-  const std::string temp_path = path + kTempMarker + std::to_string(::getpid());
-  const int fd = ::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    const int err = errno;
-    throw Error("cannot write checkpoint " + path + ": creating " + temp_path + ": " + errno_text(err));
-  }
-  FdCloser closer(fd);
-  // From here on the temporary file is ours; every failure removes it. The
-  // caller captures errno first: building the message may allocate.
-  auto fail = [&](const std::string& step, int err) {
-    closer.close_now();
-    ::unlink(temp_path.c_str());
-    throw Error("cannot write checkpoint " + path + ": " + step + ": " + errno_text(err));
-  };
-
-  // Plain write(2) on a descriptor: there is no user-space buffer to flush,
-  // so fsync alone makes the data durable before the rename publishes it.
-  size_t written = 0;
-  while (written < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
-    if (n < 0) {
-      const int err = errno;
-      if (err == EINTR) continue;
-      fail("writing " + temp_path, err);
-    }
-    written += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0) {
-    const int err = errno;
-    fail("syncing " + temp_path, err);
-  }
-  if (const int err = closer.close_now(); err != 0) {
-    ::unlink(temp_path.c_str());
-    throw Error("cannot write checkpoint " + path + ": closing " + temp_path + ": " + errno_text(err));
-  }
-  if (::rename(temp_path.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(temp_path.c_str());
-    throw Error("cannot write checkpoint " + path + ": renaming " + temp_path + ": " + errno_text(err));
-  }
-  fsync_directory(directory_of(path), path);
+  write_file_atomic(path, serialize_checkpoint(s), "checkpoint");
 }
 
 void check_checkpoint_compatible(const TrainState& ckpt, const std::vector<int64_t>& layer_widths,
@@ -559,32 +407,6 @@ void check_checkpoint_compatible(const TrainState& ckpt, const std::vector<int64
     fail("momentum size mismatch: checkpoint holds " + std::to_string(ckpt.momentum_fp32.size()) +
          " momentum values for " + std::to_string(parameter_count) + " parameters");
   }
-}
-
-std::string checkpoint_file_name(int64_t step) {
-  if (step < 0) throw Error("checkpoint_file_name: negative step " + std::to_string(step));
-  std::string digits = std::to_string(step);
-  if (digits.size() < 12) digits.insert(0, 12 - digits.size(), '0');
-  return kNamePrefix + digits + kNameSuffix;
-}
-
-CheckpointScan find_newest_valid_checkpoint(const std::string& dir) {
-  const DirListing listing = list_checkpoint_dir(dir);
-  CheckpointScan scan;
-  scan.candidates = listing.checkpoints.size();
-  for (const std::string& temp : listing.temp_files) {
-    scan.skipped.emplace_back(temp, "incomplete write (leftover temporary file, not deleted)");
-  }
-  for (const auto& [step, path] : listing.checkpoints) {
-    try {
-      validate_checkpoint_contents(read_checkpoint(path), path);
-      scan.newest_valid = path;
-      break;
-    } catch (const CheckpointError& e) {
-      scan.skipped.emplace_back(path, e.problem());
-    }
-  }
-  return scan;
 }
 
 CheckpointHeader read_checkpoint_header(const std::string& path) {
@@ -625,40 +447,6 @@ CheckpointHeader read_checkpoint_header(const std::string& path) {
   CheckpointHeader out;
   out.layer_widths = s.layer_widths, out.step = s.step, out.run_id = s.run_id;
   return out;
-}
-
-std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string& dir) {
-  return list_checkpoint_dir(dir).checkpoints;
-}
-
-std::vector<std::string> prune_checkpoints(const std::string& dir, int keep, uint64_t run_id,
-                                           const std::vector<int64_t>& layer_widths,
-                                           const std::string& just_written) {
-  std::vector<std::string> removed;
-  if (keep <= 0 || run_id == 0) return removed;
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  int kept = 0;
-  for (const auto& [step, path] : list_checkpoint_dir(dir).checkpoints) {  // highest step first
-    CheckpointHeader header;
-    try {
-      header = read_checkpoint_header(path);
-    } catch (const CheckpointError&) {
-      continue;  // not provably this run's: never deleted
-    }
-    if (header.run_id != run_id || header.layer_widths != layer_widths || header.step != step) continue;
-    const bool is_just_written = !just_written.empty() && fs::equivalent(path, just_written, ec);
-    if (kept < keep || is_just_written) {
-      ++kept;
-      continue;
-    }
-    if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
-      const int err = errno;
-      throw Error("cannot remove old checkpoint " + path + ": " + errno_text(err));
-    }
-    removed.push_back(path);
-  }
-  return removed;
 }
 
 }  // namespace ddp

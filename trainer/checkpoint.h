@@ -1,6 +1,6 @@
-// checkpoint.h: the binary checkpoint file of a TrainState, its atomic write,
-// its validating read, and the checkpoint directory (naming, newest valid
-// file, pruning).
+// checkpoint.h: the binary checkpoint file of a TrainState, its atomic write
+// and its validating read. The directory of checkpoints (naming, newest
+// valid file, pruning) is checkpoint_dir.h.
 //
 // File layout, version 1 (every integer little-endian, every size explicit):
 //
@@ -90,26 +90,6 @@ void check_checkpoint_compatible(const TrainState& ckpt, const std::vector<int64
                                  const std::string& activation, const std::string& loss,
                                  const std::string& name);
 
-// ---- checkpoint directory -------------------------------------------------------
-
-// "ckpt-step000000001234.ddpckpt": zero-padded so names sort like steps.
-// Throws ddp::Error for a negative step.
-std::string checkpoint_file_name(int64_t step);
-
-struct CheckpointScan {
-  std::string newest_valid;                                 // full path; empty: none
-  std::vector<std::pair<std::string, std::string>> skipped;  // (path, reason)
-  size_t candidates = 0;                                     // files named like a checkpoint
-};
-
-// Examines the files named like checkpoints in `dir`, highest step first, and
-// returns the first that validates completely (the file, and its contents:
-// checkpoint_validation.h). Each one passed over, and each
-// leftover "<name>.tmp.<pid>" of an interrupted write, is listed in `skipped`
-// with the reason; nothing is deleted. A directory that does not exist holds
-// no checkpoint (first run); other directory errors throw ddp::Error.
-CheckpointScan find_newest_valid_checkpoint(const std::string& dir);
-
 // What the header of a checkpoint file says about whose it is, read without
 // the weights (and without the checksum, which covers the whole file).
 struct CheckpointHeader {
@@ -119,19 +99,5 @@ struct CheckpointHeader {
 };
 // Throws CheckpointError when the header cannot be read or decoded.
 CheckpointHeader read_checkpoint_header(const std::string& path);
-
-// The files named like checkpoints in `dir`, (step, path), highest step
-// first; an absent directory holds none.
-std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string& dir);
-
-// Deletes the checkpoints of one run (lineage `run_id`, model
-// `layer_widths`) in `dir` beyond the `keep` highest-step ones (keep <= 0:
-// deletes nothing), never `just_written`. Files of other runs or models,
-// files whose header cannot be read, lineage 0 and temporary files are left
-// alone. Returns the paths removed; throws ddp::Error naming the file that
-// could not be removed.
-std::vector<std::string> prune_checkpoints(const std::string& dir, int keep, uint64_t run_id,
-                                           const std::vector<int64_t>& layer_widths,
-                                           const std::string& just_written);
 
 }  // namespace ddp

@@ -12,6 +12,7 @@
 
 #include "kernels/error.h"
 #include "trainer/checkpoint.h"
+#include "trainer/checkpoint_dir.h"
 #include "trainer/weights_io.h"
 
 namespace ddp {

@@ -21,6 +21,7 @@
 #include "kernels/error.h"
 #include "trainer/batch_loader.h"
 #include "trainer/checkpoint.h"
+#include "trainer/checkpoint_dir.h"
 #include "trainer/checkpoint_validation.h"
 #include "trainer/distributed_sampler.h"
 #include "trainer/evaluator.h"

@@ -1,0 +1,45 @@
+// atomic_file.h: a file replaced atomically and durably: written to
+// "<path>.tmp.<pid>" in the same directory, fsynced, renamed over `path`,
+// and the directory fsynced, so `path` is at every moment either the old
+// complete file or the new complete one, and a crash leaves at most the
+// temporary file (which checkpoint_dir.h recognises and reports).
+#pragma once
+
+#include <cerrno>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+namespace ddp {
+
+// What a temporary file's name has between the final name and the pid.
+constexpr const char* kTempFileMarker = ".tmp.";
+
+// Writes `bytes` to `path` as above. On failure the temporary file is
+// removed and ddp::Error says "cannot write <what> <path>: <step>: <errno text>".
+void write_file_atomic(const std::string& path, const std::vector<uint8_t>& bytes, const std::string& what);
+
+// Closes a file descriptor when it goes out of scope.
+class FdCloser {
+ public:
+  explicit FdCloser(int fd) : fd_(fd) {}
+  ~FdCloser() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  FdCloser(const FdCloser&) = delete;
+  FdCloser& operator=(const FdCloser&) = delete;
+  // Closes now and reports close()'s errno (0: fine): on some file systems
+  // (NFS) a deferred write error surfaces only here.
+  int close_now() {
+    const int rc = ::close(fd_);
+    fd_ = -1;
+    return rc == 0 ? 0 : errno;
+  }
+
+ private:
+  int fd_;
+};
+
+}  // namespace ddp
