@@ -10,7 +10,10 @@
 //     and a host wait or upload throws, as stream capture forbids; replay
 //     runs the recording. A trainer whose captured step froze a per-step
 //     value (a scale, an lr passed by value) gives different results from
-//     the eager run under this backend.
+//     the eager run under this backend;
+//   - tells an observer (on_operation) of each queued operation as it is
+//     issued, so a test can tell where in a step something else happened
+//     (mpi_test_overlap.cpp: how much backward was left at a bucket start).
 #pragma once
 
 #include <functional>
@@ -33,6 +36,9 @@ class RecordingBackend final : public Backend {
   // first run (a cuBLASLt plan, a buffer grown on demand) would happen inside
   // the capture, where it is not allowed.
   std::vector<std::string> first_seen_in_capture;
+  // Called with the name of each queued operation (gemm_fp16, mse_backward...)
+  // as it is issued, before it runs or is recorded.
+  std::function<void(const char* operation)> on_operation;
 
   DeviceKind kind() const override { return kind_; }
   std::string description() const override { return "recording(" + cpu_.description() + ")"; }
@@ -139,6 +145,7 @@ class RecordingBackend final : public Backend {
 
  private:
   void queue(const char* name, std::function<void()> op) {
+    if (on_operation) on_operation(name);
     if (capturing_) {
       if (!run_eagerly_.count(name)) first_seen_in_capture.push_back(name);
       tapes_.back().push_back(std::move(op));

@@ -328,11 +328,14 @@ TEST_F(CheckpointCorruption, AbsurdCountsBehindAValidChecksumAreRefused) {
 }
 
 // Garbage of every shape: must throw CheckpointError (or, by chance, parse),
-// never crash, hang or throw anything else.
+// never crash, hang or throw anything else. A changed file whose trailer
+// was not resealed must never parse: the length and checksum are there to
+// catch it (a parser that accepted everything would pass the rest).
 TEST_F(CheckpointCorruption, FuzzedInputNeverCrashes) {
   SCOPED_TRACE("seed " + std::to_string(seed_));
   const std::vector<uint8_t> good = serialize_checkpoint(random_state(rng_, 8));
   std::uniform_int_distribution<int> byte_dist(0, 255);
+  int accepted_unsealed_changes = 0;
   for (int trial = 0; trial < 3000; ++trial) {
     std::vector<uint8_t> bytes;
     if (trial % 3 == 0) {  // pure noise behind a valid prefix
@@ -345,12 +348,16 @@ TEST_F(CheckpointCorruption, FuzzedInputNeverCrashes) {
       for (int f = 0; f < flips; ++f) bytes[16 + rng_() % (bytes.size() - 16)] = static_cast<uint8_t>(byte_dist(rng_));
       if (rng_() % 3 == 0) bytes.resize(16 + rng_() % (bytes.size() - 16));
     }
-    if (bytes.size() >= 28 && rng_() % 2 == 0) reseal(bytes);  // get past the checksum too
+    const bool resealed = bytes.size() >= 28 && rng_() % 2 == 0;
+    if (resealed) reseal(bytes);  // get past the checksum too
+    const bool must_fail = !resealed && bytes != good;
     try {
       parse_checkpoint(bytes, "fuzz");
+      accepted_unsealed_changes += must_fail;
     } catch (const CheckpointError&) {
     }
   }
+  EXPECT_EQ(accepted_unsealed_changes, 0) << "changed files parsed although their length and checksum were not updated";
 }
 
 // ---- compatibility ----------------------------------------------------------------

@@ -1,19 +1,20 @@
 // mpi_test_overlap.cpp: communication really overlaps computation on CPU
 // ranks. The communicator's thread makes progress on a started all-reduce
 // while the caller computes, and the trainer starts bucket all-reduces from
-// inside backward (before it ends), then waits once.
+// inside backward (while backward GEMMs remain), then waits once.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
 #include <chrono>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "comm/mpi_communicator.h"
-#include "kernels/cpu_backend.h"
 #include "trainer/trainer.h"
 #include "mpi/mpi_test_support.h"
+#include "recording_backend.h"
 
 namespace ddp {
 namespace {
@@ -53,20 +54,35 @@ TEST(MpiOverlap, StartedAllreduceProgressesWhileTheCallerComputes) {
                                        << " s";
 }
 
-// Records what the trainer asks of the communicator: bucket starts and waits.
+// Where backward is, counted in the GEMMs the backend was asked for: the
+// loss gradient (mse_backward) opens a micro-batch's backward, and every
+// GEMM after it, until the next forward, is backward work.
+struct BackwardProgress {
+  int gemms = 0;                   // gemm_fp16 calls issued so far
+  int gemms_at_loss_gradient = 0;  // ... when the latest loss gradient was issued
+  void note(const char* operation) {
+    if (std::strcmp(operation, "gemm_fp16") == 0) ++gemms;
+    if (std::strcmp(operation, "mse_backward") == 0) gemms_at_loss_gradient = gemms;
+  }
+  int backward_gemms_issued() const { return gemms - gemms_at_loss_gradient; }
+};
+
+// Records what the trainer asks of the communicator, bucket starts ('S') and
+// waits ('W'), each with how many of the current micro-batch's backward
+// GEMMs had been issued at that moment.
 class RecordingCommunicator final : public Communicator {
  public:
-  explicit RecordingCommunicator(Communicator& inner) : inner_(inner) {}
+  RecordingCommunicator(Communicator& inner, const BackwardProgress& progress) : inner_(inner), progress_(progress) {}
   int rank() const override { return inner_.rank(); }
   int world_size() const override { return inner_.world_size(); }
   std::string name() const override { return "recording " + inner_.name(); }
   void allreduce_sum_fp16(half16* d, size_t n) override { inner_.allreduce_sum_fp16(d, n); }
   void start_allreduce_sum_fp16(half16* d, size_t n) override {
-    events += 'S';
+    note('S');
     inner_.start_allreduce_sum_fp16(d, n);
   }
   void wait_allreduces() override {
-    events += 'W';
+    note('W');
     inner_.wait_allreduces();
   }
   void broadcast_bytes(void* d, size_t n, int root) override { inner_.broadcast_bytes(d, n, root); }
@@ -74,19 +90,30 @@ class RecordingCommunicator final : public Communicator {
   int64_t allreduce_max_host(int64_t v) override { return inner_.allreduce_max_host(v); }
   void barrier() override { inner_.barrier(); }
   AllreduceTimes take_allreduce_times() override { return inner_.take_allreduce_times(); }
-  std::string events;
+  void clear() { events.clear(), backward_gemms_issued.clear(); }
+  std::string events;                     // 'S' and 'W', in call order
+  std::vector<int> backward_gemms_issued;  // per event
 
  private:
+  void note(char kind) {
+    events += kind;
+    backward_gemms_issued.push_back(progress_.backward_gemms_issued());
+  }
   Communicator& inner_;
+  const BackwardProgress& progress_;
 };
 
 // Four layers and buckets of about one layer: per step, four starts come
-// from inside backward (three of them while layers below still have to be
-// computed), then one wait; with --grad-accum 2 the first micro-batch starts
-// nothing (no_sync). The run still learns and ranks stay identical.
+// from inside backward, then one wait; with --grad-accum 2 the first
+// micro-batch starts nothing (no_sync). Each start is checked for backward
+// work still to come: the first three buckets start while lower layers'
+// GEMMs remain (a trainer that started them after backward, in the same
+// order, fails here), the work left shrinking from one start to the next.
+// Ranks stay identical (that the run learns is MpiTraining's to check).
 TEST(MpiOverlap, TrainerStartsBucketsInsideBackward) {
   MpiCommunicator mpi;
-  RecordingCommunicator comm(mpi);
+  BackwardProgress progress;
+  RecordingCommunicator comm(mpi, progress);
   TrainConfig c;
   c.data.kind = "synthetic";
   c.layer_widths = {10, 64, 64, 64, 10};
@@ -94,18 +121,40 @@ TEST(MpiOverlap, TrainerStartsBucketsInsideBackward) {
   c.batch_size = 16, c.grad_accum = 2, c.steps = 12, c.log_every = 1000;
   c.bucket_mb = 1e-6, c.first_bucket_mb = 1e-6;  // every layer its own bucket
   c.data.synthetic_train_samples = 640, c.data.synthetic_test_samples = 64;
-  CpuBackend cpu(1);
+  RecordingBackend cpu(DeviceKind::Cpu, /*can_capture=*/false);
+  cpu.on_operation = [&progress](const char* operation) { progress.note(operation); };
   Trainer t(c, cpu, comm, load_train_test(c.data, 3));
   t.prepare();
-  comm.events.clear();
+  comm.clear();
   t.run();
-  std::string per_step;
-  for (int s = 0; s < 12; ++s) per_step += "SSSSW";
-  int bad = comm.events.substr(0, per_step.size()) != per_step;
+  const int layers = static_cast<int>(c.layer_widths.size()) - 1;
+  // The model's backward: a dW GEMM per layer, a dX GEMM for all but the first.
+  const int backward_gemms = 2 * layers - 1;
+  const std::string per_step = std::string(static_cast<size_t>(layers), 'S') + "W";
+  int bad = 0;
+  std::string remaining_text;  // backward GEMMs left at each start, per step
+  for (int s = 0; s < 12; ++s) {
+    const size_t first = static_cast<size_t>(s) * per_step.size();
+    if (comm.events.size() < first + per_step.size() || comm.events.compare(first, per_step.size(), per_step) != 0) {
+      ++bad;
+      break;
+    }
+    // The wait comes after the whole backward: it saw every backward GEMM.
+    bad += comm.backward_gemms_issued[first + per_step.size() - 1] != backward_gemms;
+    int left_before = backward_gemms + 1;
+    for (int b = 0; b < layers; ++b) {
+      const int left = backward_gemms - comm.backward_gemms_issued[first + static_cast<size_t>(b)];
+      remaining_text += std::to_string(left) + (b + 1 < layers ? "," : " ");
+      bad += b + 1 < layers && left <= 0;  // only the last bucket (the first layer) may start at the end
+      bad += left >= left_before;          // each bucket later in backward than the one before
+      left_before = left;
+    }
+  }
   std::vector<float> mine = t.snapshot().master_weights_fp32, root = mine;
   mpi.broadcast_bytes(root.data(), root.size() * sizeof(float), 0);
   bad += mine != root;
-  EXPECT_EQ(failures_anywhere(bad), 0) << comm.events.substr(0, 60);
+  EXPECT_EQ(failures_anywhere(bad), 0) << comm.events.substr(0, 60) << "; backward GEMMs left at each start, of "
+                                       << backward_gemms << " per step: " << remaining_text;
 }
 
 }  // namespace
