@@ -9,6 +9,7 @@
 //   trainer/trainer.h         the training loop (model, loss scaling, SGD, eval, checkpoints)
 //   trainer/stop_signal.h     SIGINT/SIGTERM: exit at once in start-up, else stop at a step boundary with a checkpoint
 //   comm/collective_watchdog.h  a collective that waits past --collective-timeout ends the job
+#include <csignal>
 #include <cstdio>
 #include <exception>
 #include <memory>
@@ -104,6 +105,9 @@ int main(int argc, char** argv) {
   try {
     env = std::make_unique<ddp::MpiEnvironment>(&argc, &argv);
     ddp::install_stop_signal_handlers();
+    // A reader of stdout that goes away (`ddp_train | head`) must not end the
+    // run without its checkpoint: progress lines then fail quietly instead.
+    std::signal(SIGPIPE, SIG_IGN);
     ddp::ParsedOptions opts = ddp::parse_options(argc, argv);
     if (opts.show_help) {
       if (env->rank() == 0) std::printf("%s", opts.help_text.c_str());

@@ -231,7 +231,12 @@ ParsedOptions parse_options(int argc, const char* const argv[]) {
       if (path.empty()) throw Error("--config: the path is empty");
       std::istringstream in(read_config_text(path));
       // Unknown keys are errors (allow_unregistered = false).
-      po::store(po::parse_config_file(in, all, false), vm);  // stored second: the command line wins
+      const po::parsed_options from_file = po::parse_config_file(in, all, false);
+      // One level only: a config that names another would be silently ignored.
+      for (const po::option& o : from_file.options)
+        if (o.string_key == "config")
+          throw Error("--config " + path + ": a config file cannot name another config file (config = ...)");
+      po::store(from_file, vm);  // stored second: the command line wins
     }
     po::notify(vm);
   } catch (po::error_with_option_name& e) {

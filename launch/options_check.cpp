@@ -81,6 +81,8 @@ void check_flags_as_a_whole(const TrainConfig& c, const BenchOptions& bench) {
   for (const Needs& n : kNeeds)
     if (given(c, n.flag) && !n.holds(c)) throw Error(std::string("--") + n.flag + " needs " + n.needed);
 
+  if (c.resume && c.resume_path.empty() && c.checkpoint_dir.empty())
+    throw Error("--resume without a PATH needs --checkpoint-dir (where to find the newest checkpoint)");
   if (given(c, "init-weights") && c.resume)
     throw Error("--init-weights and --resume contradict each other: a resume continues from its checkpoint's weights");
   if (given(c, "steps") && given(c, "epochs") && c.steps > 0)
@@ -116,7 +118,7 @@ void check_flags_as_a_whole(const TrainConfig& c, const BenchOptions& bench) {
   require_in(c.bucket_mb <= 1 << 20 && c.first_bucket_mb <= 1 << 20, "--bucket-mb and --first-bucket-mb must be at most 1 TiB (1048576)");
   require_in(c.collective_timeout_s <= 1e9, "--collective-timeout must be at most 1e9 s (0 waits forever)");
   require_in(c.threads <= 4096, "--threads must be at most 4096");
-  require_in(c.epochs <= kMaxRows && c.steps <= (int64_t{1} << 40) && c.stop_after_steps <= (int64_t{1} << 40),
+  require_in(c.epochs <= kMaxRows && c.steps <= kMaxTrainSteps && c.stop_after_steps <= kMaxTrainSteps,
              "--epochs must be at most 2^30 and --steps, --stop-after-steps at most 2^40");
   require_in(c.data.synthetic_train_samples <= kMaxRows, "--synthetic-samples must be at most 2^30");
 }
@@ -128,6 +130,9 @@ std::string read_config_text(const std::string& path) {
   } catch (const InputFileError& e) {
     throw Error("--config " + e.path() + ": " + e.problem());
   }
+  // Editors on some systems start UTF-8 text with a byte-order mark, which
+  // would glue itself to the first key.
+  if (text.rfind("\xef\xbb\xbf", 0) == 0) text.erase(0, 3);
   if (text.find('\0') != std::string::npos)
     throw Error("--config " + path + ": not a text file (it holds NUL bytes); give an INI file of key = value lines");
   return text;

@@ -39,7 +39,7 @@ void fsync_directory(const std::string& dir, const std::string& path, const std:
 
 void write_file_atomic(const std::string& path, const std::vector<uint8_t>& bytes, const std::string& what) {
   const std::string temp_path = path + kTempFileMarker + std::to_string(::getpid());
-  const int fd = ::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int fd = ::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0) {
     const int err = errno;
     throw Error("cannot write " + what + " " + path + ": creating " + temp_path + ": " + errno_text(err));

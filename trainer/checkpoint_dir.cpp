@@ -149,4 +149,8 @@ std::vector<std::string> prune_checkpoints(const std::string& dir, int keep, uin
   return removed;
 }
 
+bool is_checkpoint_dir_file_name(const std::string& name) {
+  return step_of_file_name(name) >= 0 || is_temp_file_name(name);
+}
+
 }  // namespace ddp

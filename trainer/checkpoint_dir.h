@@ -27,6 +27,11 @@ struct CheckpointScan {
 // no checkpoint (first run); other directory errors throw ddp::Error.
 CheckpointScan find_newest_valid_checkpoint(const std::string& dir);
 
+// Whether a checkpoint directory's own files (checkpoints and the temporary
+// files of their writes) may have this name: such a name is this run's to
+// write, and never another output's.
+bool is_checkpoint_dir_file_name(const std::string& name);
+
 // The files named like checkpoints in `dir`, (step, path), highest step
 // first; an absent directory holds none.
 std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string& dir);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "trainer/checkpoint.h"
+#include "trainer/train_config.h"
 
 namespace ddp {
 
@@ -117,6 +118,8 @@ void check_position(const TrainState& s, const std::string& name) {
   // All three start at 0 and only ever grow (step by 1 per step, the offset
   // by the step's rows) or, for the offset, return to 0 at an epoch's end.
   if (s.step < 0) refuse(name, "step is " + i64_text(s.step) + " (must be >= 0)");
+  // No run has more steps than kMaxTrainSteps (train_config.h), resumes included.
+  if (s.step > kMaxTrainSteps) refuse(name, "step is " + i64_text(s.step) + " (more than any run's 2^40 steps)");
   if (s.epoch < 0) refuse(name, "epoch is " + i64_text(s.epoch) + " (must be >= 0)");
   // The global batch it was written with (0: not recorded by an older build).
   if (s.global_batch < 0) refuse(name, "global batch is " + i64_text(s.global_batch) + " (must be >= 0)");

@@ -113,7 +113,7 @@ std::string JsonRecord::str() const { return "{" + body_ + "}"; }
 
 MetricsFile::MetricsFile(const std::string& path, bool append)
     : path_(path), file_(std::fopen(path.c_str(), append ? "a" : "w")) {
-  if (!file_) throw Error("cannot create metrics file " + path + ": " + std::strerror(errno));
+  if (!file_) throw Error("--metrics " + path + ": cannot create: " + std::strerror(errno));
 }
 
 void MetricsFile::write(const JsonRecord& record) {
@@ -121,7 +121,7 @@ void MetricsFile::write(const JsonRecord& record) {
   // One flush per record: a crash then leaves only whole lines, and a reader
   // tailing the file sees each step as it happens.
   if (std::fwrite(line.data(), 1, line.size(), file_.get()) != line.size() || std::fflush(file_.get()) != 0) {
-    throw Error("cannot write metrics file " + path_ + ": " + std::strerror(errno));
+    throw Error("--metrics " + path_ + ": cannot write: " + std::strerror(errno));
   }
 }
 

@@ -4,6 +4,8 @@
 // uint32 LE for 2.0/3.0), the header dict, then the raw C-order data.
 #include "trainer/npy_io.h"
 
+#include "trainer/atomic_file.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -313,17 +315,9 @@ void save_npy_fp32(const std::string& path, const float* data, const std::vector
     store_le32(bits, bytes);
   }
 
-  const std::string tmp_path = path + ".tmp";
-  FILE* file = std::fopen(tmp_path.c_str(), "wb");
-  if (!file) throw DataError(path, std::string("cannot write: ") + std::strerror(errno));
-  const bool written = std::fwrite(bytes.data(), 1, bytes.size(), file) == bytes.size();
-  const int saved_errno = errno;
-  const bool closed = std::fclose(file) == 0;
-  if (!written || !closed || std::rename(tmp_path.c_str(), path.c_str()) != 0) {
-    const std::string reason = std::strerror(written ? errno : saved_errno);
-    std::remove(tmp_path.c_str());
-    throw DataError(path, "cannot write: " + reason);
-  }
+  // A temporary file of its own name (".tmp.<pid>", never followed through
+  // a link), renamed over `path`: a user's "<path>.tmp" is not touched.
+  write_file_atomic(path, bytes, "weights file");
 }
 
 std::vector<float> load_npy_fp32(const std::string& path, const std::vector<size_t>& expected_shape) {

@@ -33,10 +33,11 @@ std::vector<std::string> check_run_outputs(const TrainConfig& config, bool appen
 // The checkpoint directory as this run will use it. A fresh run (start_step
 // 0, not resumed) refuses a directory that already holds checkpoints; a
 // resumed run refuses one that holds another run's checkpoint (or one whose
-// header cannot be read) beyond its start step, which it would overwrite.
+// header cannot be read) at a step it may write, in (start_step, last_step]
+// (a stop signal can write at any of them), which it would overwrite.
 // Later checkpoints of its own lineage are replaced as it reaches their
 // steps: returns a line saying so. Throws ddp::Error naming the directory.
 std::vector<std::string> check_checkpoint_dir_for_run(const std::string& dir, bool resumed, int64_t start_step,
-                                                      uint64_t run_id);
+                                                      int64_t last_step, uint64_t run_id);
 
 }  // namespace ddp

@@ -25,6 +25,11 @@ struct DataConfig {
   int64_t synthetic_test_samples = 1024;
 };
 
+// The most iterations a run may have (--steps, or --epochs x steps per
+// epoch): far beyond any real run, and small enough that no step count or
+// product of one with a batch overflows.
+constexpr int64_t kMaxTrainSteps = int64_t{1} << 40;
+
 struct TrainConfig {
   std::string config_path;      // --config file, if any (an input: never written)
   std::set<std::string> given_flags;  // flags set on the command line or in the config, not defaulted

@@ -144,7 +144,12 @@ struct Trainer::Impl {
     if (steps_per_epoch == 0)
       throw Error("batch " + std::to_string(cfg.batch_size) + " x --grad-accum " + std::to_string(cfg.grad_accum) +
                   " with --drop-last leaves no full step of the " + std::to_string(per_rank) + " samples per rank");
-    total_steps = cfg.steps > 0 ? cfg.steps : cfg.epochs * steps_per_epoch;
+    // Bounded as --steps is (options_check.cpp), so step counts never overflow.
+    if (cfg.steps == 0 && (__builtin_mul_overflow(cfg.epochs, steps_per_epoch, &total_steps) ||
+                           total_steps > kMaxTrainSteps))
+      throw Error("--epochs " + std::to_string(cfg.epochs) + " x " + std::to_string(steps_per_epoch) +
+                  " steps per epoch is more than 2^40 steps");
+    if (cfg.steps > 0) total_steps = cfg.steps;
     epochs_total = (total_steps + steps_per_epoch - 1) / steps_per_epoch;
     schedule.kind = cfg.lr_schedule;
     schedule.base_lr = cfg.lr;
@@ -293,7 +298,10 @@ struct Trainer::Impl {
   // before the first step (run_outputs.h), and the metrics file is opened.
   void prepare_outputs() {
     std::vector<std::string> notes;
-    if (!cfg.checkpoint_dir.empty()) notes = check_checkpoint_dir_for_run(cfg.checkpoint_dir, resumed, step, run_id);
+    if (!cfg.checkpoint_dir.empty()) {
+      const int64_t last_step = cfg.stop_after_steps > 0 ? std::min(total_steps, step + cfg.stop_after_steps) : total_steps;
+      notes = check_checkpoint_dir_for_run(cfg.checkpoint_dir, resumed, step, std::max(last_step, step), run_id);
+    }
     for (const std::string& line : check_run_outputs(cfg, cfg.resume)) notes.push_back(line);
     for (const std::string& line : notes) say(line);
     if (!cfg.metrics_path.empty()) metrics = std::make_unique<MetricsFile>(cfg.metrics_path, cfg.resume);
@@ -575,7 +583,7 @@ struct Trainer::Impl {
   // Test hook (--stall-rank/--stall-at-step): this rank stops taking part
   // before the step's collectives, as a hung process would; its peers wait.
   void stall_if_asked() {
-    if (cfg.stall_at_step != step + 1 || comm.rank() != cfg.stall_rank) return;
+    if (cfg.stall_at_step <= 0 || cfg.stall_at_step != step + 1 || comm.rank() != cfg.stall_rank) return;
     std::fprintf(stderr, "ddp_train: rank %d stalls before step %lld (--stall-at-step)\n", comm.rank(),
                  static_cast<long long>(step + 1));
     std::fflush(stderr);
