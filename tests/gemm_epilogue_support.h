@@ -3,7 +3,7 @@
 // gradient), its random inputs, a run on any Backend with every output
 // poisoned first, and the double-precision reference. Shared by
 // test_gemm_epilogues.cpp (CpuBackend against double and against the unfused
-// sequence) and cuda_test_kernels.cpp (CudaBackend against CpuBackend).
+// sequence) and cuda_test_gemm_epilogues.cpp (CudaBackend against CpuBackend).
 #pragma once
 
 #include <cmath>

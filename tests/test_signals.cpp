@@ -1,5 +1,5 @@
 // test_signals.cpp: SIGINT and SIGTERM in every phase of a run, as a user
-// meets them (the step-boundary stop itself is in test_faults.cpp):
+// meets them (the step-boundary stop itself is in test_faults_processes.cpp):
 //   start-up (blocked opening a FIFO, reading a large data file): the process
 //     ends at once with 128 + signal and one line, having trained nothing;
 //   an epoch's evaluation: the stop comes right after it, at that step;

@@ -1,0 +1,86 @@
+// cuda_test_losses.cpp: CudaBackend's loss kernels (softmax cross-entropy,
+// mean squared error, forward and backward) against CpuBackend on the same
+// inputs. Tolerances: cuda_test_support.h.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cuda_test_support.h"
+
+namespace ddp {
+namespace {
+
+using namespace test;  // cuda_test_support.h: CudaKernels, comparisons, tolerances
+
+// ---- losses -------------------------------------------------------------------------
+
+TEST_F(CudaKernels, SoftmaxCrossEntropyForwardBackward) {
+  SCOPED_TRACE(seed_text());
+  const std::pair<int, int> shapes[] = {{257, 10}, {64, 1000}, {1, 1}, {3, 33}};
+  for (const auto& shape : shapes) {
+    const int rows = shape.first, cols = shape.second;
+    SCOPED_TRACE("rows=" + std::to_string(rows) + " cols=" + std::to_string(cols));
+    auto logits = test::random_halves(rng, static_cast<size_t>(rows) * cols, -4.0f, 4.0f);
+    const auto labels = test::random_labels(rng, rows, cols);
+    // Make about half the rows correct, and put exact ties in some rows:
+    // the first maximum must win (torch.argmax), on both backends.
+    for (int r = 0; r < rows; ++r) {
+      half16* row = logits.data() + static_cast<size_t>(r) * cols;
+      if (r % 2 == 0) row[labels[r]] = to_half(4.5f);
+      if (r % 3 == 0 && cols > 1) {
+        const int other = (labels[r] + 1) % cols;
+        row[other] = to_half(5.0f);
+        row[labels[r]] = to_half(5.0f);  // tie: correct only if label < other
+      }
+    }
+    auto dl = both(logits);
+    auto lab = both(labels);
+    auto loss = both(nan_floats(1));
+    auto correct = both(std::vector<int32_t>{-1});
+    cpu.softmax_xent_forward(dl.cpu.data(), lab.cpu.data(), rows, cols, loss.cpu.data(), correct.cpu.data());
+    gpu->softmax_xent_forward(dl.gpu.data(), lab.gpu.data(), rows, cols, loss.gpu.data(), correct.gpu.data());
+    // Per-row sums over cols terms, then a mean over rows.
+    expect_close(loss.gpu.download(), loss.cpu.download(), fp32_sum_rel_tol(static_cast<size_t>(rows) + cols), 1e-6,
+                 "loss");
+    EXPECT_EQ(correct.gpu.download(), correct.cpu.download());
+
+    // Without a correct-count pointer.
+    auto loss_only = both(nan_floats(1));
+    gpu->softmax_xent_forward(dl.gpu.data(), lab.gpu.data(), rows, cols, loss_only.gpu.data(), nullptr);
+    EXPECT_TRUE(same_float(loss_only.gpu.download()[0], loss.gpu.download()[0]));
+
+    for (float scale : {1.0f, 1024.0f}) {
+      auto grad = both(test::poison_halves(logits.size()));
+      cpu.softmax_xent_backward(dl.cpu.data(), lab.cpu.data(), rows, cols, scale, grad.cpu.data());
+      gpu->softmax_xent_backward(dl.gpu.data(), lab.gpu.data(), rows, cols, scale, grad.gpu.data());
+      // expf last bits on p <= 1, times scale / rows.
+      expect_close(grad.gpu.download(), grad.cpu.download(), kFp16RelTol,
+                   4.0 * std::ldexp(1.0, -24) * scale / rows + kFp16SubnormalStep,
+                   "dlogits scale " + std::to_string(scale));
+    }
+  }
+}
+
+TEST_F(CudaKernels, MeanSquaredErrorForwardBackward) {
+  SCOPED_TRACE(seed_text());
+  const std::pair<int, int> shapes[] = {{37, 101}, {1, 1}, {1000, 3}};
+  for (const auto& shape : shapes) {
+    const int rows = shape.first, cols = shape.second;
+    const size_t n = static_cast<size_t>(rows) * cols;
+    auto pred = both(test::random_halves(rng, n, -2.0f, 2.0f));
+    auto target = both(test::random_floats(rng, n, -2.0f, 2.0f));
+    auto loss = both(nan_floats(1));
+    cpu.mse_forward(pred.cpu.data(), target.cpu.data(), rows, cols, loss.cpu.data());
+    gpu->mse_forward(pred.gpu.data(), target.gpu.data(), rows, cols, loss.gpu.data());
+    expect_close(loss.gpu.download(), loss.cpu.download(), fp32_sum_rel_tol(n), 0.0, "mse loss");
+    auto grad = both(test::poison_halves(n));
+    cpu.mse_backward(pred.cpu.data(), target.cpu.data(), rows, cols, 512.0f, grad.cpu.data());
+    gpu->mse_backward(pred.gpu.data(), target.gpu.data(), rows, cols, 512.0f, grad.gpu.data());
+    expect_close(grad.gpu.download(), grad.cpu.download(), kFp16RelTol, kFp16SubnormalStep, "dpred");
+  }
+}
+
+}  // namespace
+}  // namespace ddp

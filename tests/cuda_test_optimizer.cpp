@@ -1,0 +1,183 @@
+// cuda_test_optimizer.cpp: CudaBackend's optimizer kernels (unscale with the
+// non-finite flag, L2 norm, SGD variants, the fused SGD from FP16 gradients,
+// a skipped step) against CpuBackend on the same inputs. Tolerances:
+// cuda_test_support.h.
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "cuda_test_support.h"
+
+namespace ddp {
+namespace {
+
+using namespace test;  // cuda_test_support.h: CudaKernels, comparisons, tolerances
+
+// ---- optimizer ----------------------------------------------------------------------
+
+TEST_F(CudaKernels, UnscaleFlagsInfAndNanAnywhere) {
+  SCOPED_TRACE(seed_text());
+  const size_t n = (size_t{1} << 20) + 7;
+  const float inv_scale = 1.0f / 1024.0f;
+  const auto clean = test::random_halves(rng, n, -1000.0f, 1000.0f);
+  auto run = [&](const std::vector<half16>& grads, int32_t flag_before, const std::string& what) {
+    auto g16 = both(grads);
+    auto g32 = both(nan_floats(n));
+    auto flag = both(std::vector<int32_t>{flag_before});
+    cpu.unscale_fp16_to_fp32(g16.cpu.data(), g32.cpu.data(), n, inv_scale, flag.cpu.data());
+    gpu->unscale_fp16_to_fp32(g16.gpu.data(), g32.gpu.data(), n, inv_scale, flag.gpu.data());
+    // One exact widening and one FP32 multiply: the same bits.
+    expect_floats_equal(g32.gpu.download(), g32.cpu.download(), what + ": grads_fp32");
+    const int32_t flag_cpu = flag.cpu.download()[0];
+    EXPECT_EQ(flag.gpu.download()[0], flag_cpu) << what;
+    return flag_cpu;
+  };
+  EXPECT_EQ(run(clean, 0, "clean"), 0);
+  EXPECT_EQ(run(clean, 1, "clean, flag already set (never cleared)"), 1);
+  for (uint16_t bad : {uint16_t{0x7c00}, uint16_t{0xfc00}, uint16_t{0x7e00}}) {  // +Inf, -Inf, NaN
+    const size_t pos = std::uniform_int_distribution<size_t>(0, n - 1)(rng);
+    auto poisoned = clean;
+    poisoned[pos].bits = bad;
+    EXPECT_EQ(run(poisoned, 0, "bits " + std::to_string(bad) + " at " + std::to_string(pos)), 1);
+  }
+  // The very last element too (grid-stride tail).
+  auto last = clean;
+  last[n - 1].bits = 0x7c00;
+  EXPECT_EQ(run(last, 0, "Inf at the last element"), 1);
+}
+
+TEST_F(CudaKernels, L2Norm) {
+  SCOPED_TRACE(seed_text());
+  for (size_t n : {size_t{0}, size_t{1}, size_t{1000}, (size_t{1} << 20) + 3}) {
+    auto x = both(test::random_floats(rng, n, -3.0f, 3.0f));
+    auto norm = both(nan_floats(1));
+    cpu.l2_norm_fp32(x.cpu.data(), n, norm.cpu.data());
+    gpu->l2_norm_fp32(x.gpu.data(), n, norm.gpu.data());
+    // Both accumulate in double.
+    expect_close(norm.gpu.download(), norm.cpu.download(), kFp32RelTol, 0.0, "norm n=" + std::to_string(n));
+  }
+  const size_t n = 4099;
+  for (float bad : {std::numeric_limits<float>::infinity(), std::nanf("")}) {
+    auto host = test::random_floats(rng, n);
+    host[std::uniform_int_distribution<size_t>(0, n - 1)(rng)] = bad;
+    auto x = both(host);
+    auto norm = both(std::vector<float>{0.0f});
+    cpu.l2_norm_fp32(x.cpu.data(), n, norm.cpu.data());
+    gpu->l2_norm_fp32(x.gpu.data(), n, norm.gpu.data());
+    expect_floats_equal(norm.gpu.download(), norm.cpu.download(), "norm with a non-finite");
+  }
+}
+
+TEST_F(CudaKernels, SgdVariants) {
+  SCOPED_TRACE(seed_text());
+  const size_t n = 100003;
+  struct Variant {
+    const char* name;
+    SgdParams params;
+    bool momentum_buffer;
+  };
+  std::vector<Variant> variants;
+  {
+    SgdParams p;
+    p.lr = 0.1f;
+    variants.push_back({"plain, no momentum buffer", p, false});
+    p.momentum = 0.9f, p.first_step = true;
+    variants.push_back({"momentum first step", p, true});
+    p.first_step = false;
+    variants.push_back({"momentum", p, true});
+    p.nesterov = true, p.weight_decay = 1e-4f;
+    variants.push_back({"nesterov + weight decay", p, true});
+    p.nesterov = false, p.momentum = 0.5f, p.dampening = 0.1f, p.weight_decay = 0.01f, p.grad_multiplier = 0.37f;
+    variants.push_back({"dampening + weight decay + clip multiplier", p, true});
+  }
+  const auto grads_host = test::random_floats(rng, n);
+  const auto master_host = test::random_floats(rng, n);
+  const auto momentum_host = test::random_floats(rng, n);
+  auto grads = both(grads_host);
+  for (const Variant& v : variants) {
+    SCOPED_TRACE(v.name);
+    auto master = both(master_host);
+    auto momentum = both(momentum_host);
+    auto weights = both(test::poison_halves(n));
+    auto skip = both(std::vector<int32_t>{0});
+    float* m_cpu = v.momentum_buffer ? momentum.cpu.data() : nullptr;
+    float* m_gpu = v.momentum_buffer ? momentum.gpu.data() : nullptr;
+    // Two steps on the same state; the second with first_step cleared.
+    SgdParams params = v.params;
+    for (int step = 0; step < 2; ++step) {
+      cpu.sgd_update(params, grads.cpu.data(), master.cpu.data(), m_cpu, weights.cpu.data(), n, skip.cpu.data());
+      gpu->sgd_update(params, grads.gpu.data(), master.gpu.data(), m_gpu, weights.gpu.data(), n,
+                      step == 0 ? skip.gpu.data() : nullptr);
+      params.first_step = false;
+    }
+    expect_close(master.gpu.download(), master.cpu.download(), kFp32RelTol, 1e-6, "master_fp32");
+    expect_close(momentum.gpu.download(), momentum.cpu.download(), kFp32RelTol, 1e-6, "momentum_fp32");
+    expect_close(weights.gpu.download(), weights.cpu.download(), kFp16RelTol, kFp16SubnormalStep, "weights_fp16");
+  }
+}
+
+// The fused step (check pass over FP16 only, then SGD unscaling on the fly)
+// gives the bits of the two-pass step (unscale to FP32, then SGD) on the
+// device, and the check alone still flags an Inf.
+TEST_F(CudaKernels, FusedSgdFromFp16GradsMatchesUnscaleThenSgdBitwise) {
+  SCOPED_TRACE(seed_text());
+  const size_t n = 100003;
+  const float inv_scale = 1.0f / 4096.0f;
+  std::vector<half16> grads_host = test::random_halves(rng, n, -60000.0f, 60000.0f);
+  const auto master_host = test::random_floats(rng, n), momentum_host = test::random_floats(rng, n);
+  SgdParams p;
+  p.lr = 0.05f, p.momentum = 0.9f, p.first_step = false, p.weight_decay = 1e-4f, p.grad_multiplier = 0.75f;
+  Buffer<half16> grads(*gpu, n), w_two(*gpu, n), w_fused(*gpu, n);
+  Buffer<float> grads_fp32(*gpu, n), m_two(*gpu, n), m_fused(*gpu, n), mom_two(*gpu, n), mom_fused(*gpu, n);
+  Buffer<int32_t> flag(*gpu, 1);
+  grads.upload(grads_host);
+  m_two.upload(master_host), m_fused.upload(master_host), mom_two.upload(momentum_host), mom_fused.upload(momentum_host);
+  w_two.upload(test::poison_halves(n)), w_fused.upload(test::poison_halves(n));
+  flag.zero();
+  gpu->unscale_fp16_to_fp32(grads.data(), grads_fp32.data(), n, inv_scale, flag.data());
+  gpu->sgd_update(p, grads_fp32.data(), m_two.data(), mom_two.data(), w_two.data(), n, flag.data());
+  gpu->unscale_fp16_to_fp32(grads.data(), nullptr, n, inv_scale, flag.data());
+  gpu->sgd_update_fp16_grads(p, grads.data(), inv_scale, m_fused.data(), mom_fused.data(), w_fused.data(), n,
+                             flag.data());
+  EXPECT_EQ(flag.download()[0], 0);
+  EXPECT_EQ(m_fused.download(), m_two.download());
+  EXPECT_EQ(mom_fused.download(), mom_two.download());
+  const auto a = w_fused.download(), b = w_two.download();
+  size_t differ = 0;
+  for (size_t i = 0; i < n; ++i) differ += a[i].bits != b[i].bits;
+  EXPECT_EQ(differ, 0u);
+  // One Inf at a random position: the check-only pass flags it.
+  grads_host[rng() % n].bits = 0x7c00;
+  grads.upload(grads_host);
+  gpu->unscale_fp16_to_fp32(grads.data(), nullptr, n, inv_scale, flag.data());
+  EXPECT_EQ(flag.download()[0], 1);
+}
+
+TEST_F(CudaKernels, SgdSkippedWhenFlagSetChangesNothing) {
+  SCOPED_TRACE(seed_text());
+  const size_t n = 100003;
+  const auto master_host = test::random_floats(rng, n);
+  const auto momentum_host = test::random_floats(rng, n);
+  const auto weights_host = test::random_halves(rng, n);
+  Buffer<float> grads(*gpu, n), master(*gpu, n), momentum(*gpu, n);
+  Buffer<half16> weights(*gpu, n);
+  Buffer<int32_t> skip(*gpu, 1);
+  grads.upload(test::random_floats(rng, n));
+  master.upload(master_host), momentum.upload(momentum_host), weights.upload(weights_host);
+  skip.upload(std::vector<int32_t>{1});
+  SgdParams p;
+  p.lr = 0.1f, p.momentum = 0.9f, p.first_step = false, p.weight_decay = 0.01f, p.nesterov = true;
+  gpu->sgd_update(p, grads.data(), master.data(), momentum.data(), weights.data(), n, skip.data());
+  // Bitwise: not one element may move.
+  EXPECT_EQ(master.download(), master_host);
+  EXPECT_EQ(momentum.download(), momentum_host);
+  const auto w = weights.download();
+  size_t changed = 0;
+  for (size_t i = 0; i < n; ++i) changed += w[i].bits != weights_host[i].bits;
+  EXPECT_EQ(changed, 0u);
+}
+
+}  // namespace
+}  // namespace ddp

@@ -1,0 +1,71 @@
+// test_checkpoint_contents.cpp: what a checkpoint holds: every field survives
+// a round trip bitwise (random bit patterns, the default state), and the
+// contents are checked against the resuming run with each mismatch named.
+// (Whether the values make sense: test_checkpoint_validation.cpp.)
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "checkpoint_test_support.h"
+#include "trainer/checkpoint.h"
+#include "trainer/checkpoint_dir.h"
+
+namespace ddp {
+namespace {
+
+using namespace test;  // checkpoint_test_support.h: states, byte surgery, the fixture
+
+// ---- round trips ---------------------------------------------------------------------
+
+TEST_F(CheckpointFormat, RandomStatesRoundTripBitwise) {
+  SCOPED_TRACE("seed " + std::to_string(seed_));
+  for (int trial = 0; trial < 20; ++trial) {
+    const TrainState want = random_state(rng_, 40);
+    expect_same_state(want, parse_checkpoint(serialize_checkpoint(want), "memory"));
+    const std::string file = path(checkpoint_file_name(trial));
+    write_checkpoint_atomic(file, want);
+    expect_same_state(want, read_checkpoint(file));
+  }
+}
+
+TEST_F(CheckpointFormat, DefaultStateRoundTrips) {
+  const TrainState empty;
+  expect_same_state(empty, parse_checkpoint(serialize_checkpoint(empty), "memory"));
+}
+
+// ---- compatibility ----------------------------------------------------------------
+
+TEST_F(CheckpointCompat, MismatchesAreNamed) {
+  TrainState ckpt;
+  ckpt.layer_widths = {784, 512, 10};
+  ckpt.activation = "relu";
+  ckpt.loss = "xent";
+  ckpt.master_weights_fp32.assign(mlp_params(ckpt.layer_widths), 0.0f);
+  ckpt.momentum_fp32.assign(mlp_params(ckpt.layer_widths), 0.0f);
+  EXPECT_NO_THROW(check_checkpoint_compatible(ckpt, {784, 512, 10}, "relu", "xent", "c.ddpckpt"));
+
+  EXPECT_EQ(checkpoint_error_of([&] { check_checkpoint_compatible(ckpt, {784, 256, 10}, "relu", "xent", "c.ddpckpt"); }),
+            "checkpoint c.ddpckpt: model shape mismatch: checkpoint has layers 784,512,10, this run 784,256,10");
+  EXPECT_EQ(checkpoint_error_of([&] { check_checkpoint_compatible(ckpt, {784, 512, 10}, "gelu", "xent", "c.ddpckpt"); }),
+            "checkpoint c.ddpckpt: activation mismatch: checkpoint has relu, this run gelu");
+  EXPECT_EQ(checkpoint_error_of([&] { check_checkpoint_compatible(ckpt, {784, 512, 10}, "relu", "mse", "c.ddpckpt"); }),
+            "checkpoint c.ddpckpt: loss mismatch: checkpoint has xent, this run mse");
+
+  TrainState short_weights = ckpt;
+  short_weights.master_weights_fp32.pop_back();
+  EXPECT_TRUE(contains(checkpoint_error_of([&] {
+                         check_checkpoint_compatible(short_weights, {784, 512, 10}, "relu", "xent", "c.ddpckpt");
+                       }),
+                       "parameter count mismatch"));
+  TrainState no_momentum = ckpt;
+  no_momentum.momentum_fp32.clear();
+  EXPECT_TRUE(contains(checkpoint_error_of([&] {
+                         check_checkpoint_compatible(no_momentum, {784, 512, 10}, "relu", "xent", "c.ddpckpt");
+                       }),
+                       "momentum size mismatch"));
+}
+
+}  // namespace
+}  // namespace ddp

@@ -1,0 +1,181 @@
+// test_cpu_elementwise.cpp: CpuBackend's element-wise kernels (bias add,
+// activations forward and backward, bias-gradient column sums, casts)
+// against a double reference, and bitwise equal whatever the thread count
+// and with the F16C loops on or off. Tolerances: cpu_kernel_support.h.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "cpu_kernel_support.h"
+#include "kernels/buffer.h"
+
+namespace ddp {
+namespace {
+
+using namespace test;  // cpu_kernel_support.h: CpuKernels, inputs, tolerances
+
+TEST_F(CpuKernels, BiasAdd) {
+  const int rows = 33, cols = 71;
+  const auto y = test::random_halves(rng, rows * cols), bias = test::random_halves(rng, cols);
+  Buffer<half16> dy(cpu, y.size()), db(cpu, cols);
+  dy.upload(y), db.upload(bias);
+  cpu.add_bias_fp16(dy.data(), db.data(), rows, cols);
+  const auto got = dy.download();
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) {
+      const double want = static_cast<double>(to_float(y[r * cols + c])) + to_float(bias[c]);
+      ASSERT_TRUE(close_enough(to_float(got[r * cols + c]), want, test::kFp16RelTol, 6e-8));
+    }
+}
+
+double gelu_ref(double z) { return 0.5 * z * (1 + std::erf(z / std::sqrt(2.0))); }
+double gelu_grad_ref(double z) {
+  return 0.5 * (1 + std::erf(z / std::sqrt(2.0))) + z * std::exp(-0.5 * z * z) / std::sqrt(2 * M_PI);
+}
+
+TEST_F(CpuKernels, ActivationsForwardBackward) {
+  const size_t n = 10007;
+  const auto z = test::random_halves(rng, n, -6.0f, 6.0f), dy = test::random_halves(rng, n);
+  Buffer<half16> dz_in(cpu, n), ddy(cpu, n), out(cpu, n);
+  dz_in.upload(z), ddy.upload(dy);
+  for (Activation act : {Activation::Relu, Activation::Gelu}) {
+    out.upload(test::poison_halves(n));
+    cpu.activation_forward_fp16(act, dz_in.data(), out.data(), n);
+    auto y = out.download();
+    for (size_t i = 0; i < n; ++i) {
+      const double zi = to_float(z[i]);
+      const double want = act == Activation::Relu ? std::max(zi, 0.0) : gelu_ref(zi);
+      ASSERT_TRUE(close_enough(to_float(y[i]), want, test::kFp16RelTol, 1e-6)) << "z=" << zi;
+    }
+    out.upload(test::poison_halves(n));
+    cpu.activation_backward_fp16(act, dz_in.data(), ddy.data(), out.data(), n);
+    auto dz = out.download();
+    for (size_t i = 0; i < n; ++i) {
+      const double zi = to_float(z[i]), g = to_float(dy[i]);
+      const double want = act == Activation::Relu ? (zi > 0 ? g : 0.0) : g * gelu_grad_ref(zi);
+      ASSERT_TRUE(close_enough(to_float(dz[i]), want, test::kFp16RelTol, 1e-6)) << "z=" << zi;
+    }
+  }
+}
+
+TEST_F(CpuKernels, BiasGradColumnSums) {
+  const int rows = 1031, cols = 19;
+  const auto dy = test::random_halves(rng, static_cast<size_t>(rows) * cols);
+  const auto prev = test::random_halves(rng, cols);
+  Buffer<half16> ddy(cpu, dy.size()), db(cpu, cols);
+  ddy.upload(dy);
+  for (bool accumulate : {false, true}) {
+    db.upload(accumulate ? prev : test::poison_halves(cols));
+    cpu.bias_grad_fp16(ddy.data(), rows, cols, db.data(), accumulate);
+    const auto got = db.download();
+    for (int c = 0; c < cols; ++c) {
+      double s = accumulate ? to_float(prev[c]) : 0.0, mag = 0;
+      for (int r = 0; r < rows; ++r) s += to_float(dy[r * cols + c]), mag += std::fabs(to_float(dy[r * cols + c]));
+      ASSERT_TRUE(close_enough(to_float(got[c]), s, test::kFp16RelTol, 1e-5 * mag + 6e-8)) << c;
+    }
+  }
+}
+
+TEST_F(CpuKernels, Casts) {
+  const size_t n = 4099;
+  auto f = test::random_floats(rng, n, -70000.0f, 70000.0f);
+  Buffer<float> df(cpu, n), back(cpu, n);
+  Buffer<half16> dh(cpu, n);
+  df.upload(f);
+  dh.upload(test::poison_halves(n));
+  cpu.cast_fp32_to_fp16(df.data(), dh.data(), n);
+  cpu.cast_fp16_to_fp32(dh.data(), back.data(), n);
+  const auto h = dh.download();
+  const auto b = back.download();
+  for (size_t i = 0; i < n; ++i) {
+    ASSERT_EQ(h[i].bits, float_to_half_bits_portable(f[i]));
+    ASSERT_EQ(b[i], half_bits_to_float_portable(h[i].bits));
+  }
+}
+
+// ---- split over threads ------------------------------------------------------------
+
+// Runs `kernel` on `backend` with the F16C loops on or off; returns its output.
+template <class Kernel>
+std::vector<half16> run_halves(CpuBackend& backend, bool f16c, size_t count, Kernel kernel) {
+  set_f16c_enabled(f16c);
+  Buffer<half16> out(backend, count);
+  out.upload(test::poison_halves(count));
+  kernel(backend, out.data());
+  set_f16c_enabled(true);
+  return out.download();
+}
+
+void expect_same_bits(const std::vector<half16>& got, const std::vector<half16>& want, const char* what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i].bits, want[i].bits) << what << " element " << i;
+}
+
+TEST_F(CpuKernelsThreaded, ElementwiseBitwiseEqualAcrossThreadsAndPaths) {
+  const size_t n = kLarge;
+  auto z = test::random_halves(rng, n, -6.0f, 6.0f);
+  const auto dy = test::random_halves(rng, n);
+  // Special values on both sides of the split and in the tails.
+  const uint16_t specials[] = {0x0000, 0x8000, 0x7c00, 0xfc00, 0x7e00, 0x0001, 0x8001, 0x7bff};
+  for (size_t i = 0; i < 8; ++i) z[i].bits = z[n / 2 + i].bits = z[n - 1 - i].bits = specials[i];
+  for (Activation act : {Activation::None, Activation::Relu, Activation::Gelu}) {
+    auto fwd = [&](CpuBackend& be, half16* out) {
+      Buffer<half16> dz(be, n);
+      dz.upload(z);
+      be.activation_forward_fp16(act, dz.data(), out, n);
+    };
+    auto bwd = [&](CpuBackend& be, half16* out) {
+      Buffer<half16> dz(be, n);
+      dz.upload(z);
+      Buffer<half16> ddy(be, n);
+      ddy.upload(dy);
+      be.activation_backward_fp16(act, dz.data(), ddy.data(), out, n);
+    };
+    const auto want_f = run_halves(one, false, n, fwd), want_b = run_halves(one, false, n, bwd);
+    for (bool f16c : {false, true}) {
+      expect_same_bits(run_halves(two, f16c, n, fwd), want_f, "activation forward");
+      expect_same_bits(run_halves(two, f16c, n, bwd), want_b, "activation backward");
+      expect_same_bits(run_halves(one, f16c, n, fwd), want_f, "activation forward, one thread");
+    }
+  }
+
+  const int rows = 300, cols = 333;  // 3 strips of 32, one of 8, a scalar tail, split across threads
+  const auto g = test::random_halves(rng, static_cast<size_t>(rows) * cols), prev = test::random_halves(rng, cols);
+  for (bool accumulate : {false, true}) {
+    auto bias_grad = [&](CpuBackend& be, half16* out) {
+      Buffer<half16> dg(be, g.size());
+      dg.upload(g);
+      if (accumulate) be.copy_to_device(out, prev.data(), cols * sizeof(half16));
+      be.bias_grad_fp16(dg.data(), rows, cols, out, accumulate);
+    };
+    const auto want = run_halves(one, false, cols, bias_grad);
+    for (bool f16c : {false, true}) expect_same_bits(run_halves(two, f16c, cols, bias_grad), want, "bias grad");
+  }
+  auto bias_add = [&](CpuBackend& be, half16* out) {
+    be.copy_to_device(out, g.data(), g.size() * sizeof(half16));
+    Buffer<half16> db(be, cols);
+    db.upload(prev);
+    be.add_bias_fp16(out, db.data(), rows, cols);
+  };
+  const auto want_bias = run_halves(one, false, g.size(), bias_add);
+  for (bool f16c : {false, true}) expect_same_bits(run_halves(two, f16c, g.size(), bias_add), want_bias, "bias add");
+
+  const auto f = test::random_floats(rng, n, -70000.0f, 70000.0f);
+  auto cast = [&](CpuBackend& be, half16* out) {
+    Buffer<float> df(be, n);
+    df.upload(f);
+    be.cast_fp32_to_fp16(df.data(), out, n);
+  };
+  const auto want_cast = run_halves(one, false, n, cast);
+  expect_same_bits(run_halves(two, true, n, cast), want_cast, "cast");
+  Buffer<half16> dz(two, n);
+  Buffer<float> back(two, n);
+  dz.upload(z);
+  two.cast_fp16_to_fp32(dz.data(), back.data(), n);
+  const auto b = back.download();
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(float_to_bits(b[i]), float_to_bits(half_bits_to_float_portable(z[i].bits)));
+}
+
+}  // namespace
+}  // namespace ddp

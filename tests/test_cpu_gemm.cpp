@@ -1,0 +1,160 @@
+// test_cpu_gemm.cpp: CpuBackend's FP16 GEMM (FP32 SGEMM underneath) against a
+// double reference: every transpose, odd shapes, alpha, beta, bias, strided
+// operands, and the GEMM split over two threads (slices that do not divide
+// evenly, repeat runs bitwise equal). Tolerances: cpu_kernel_support.h.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "cpu_kernel_support.h"
+#include "kernels/buffer.h"
+
+namespace ddp {
+namespace {
+
+using namespace test;  // cpu_kernel_support.h: CpuKernels, inputs, tolerances
+
+// Reference row-major GEMM in double on the FP16 inputs; also returns sum|a*b|.
+void gemm_reference(bool ta, bool tb, int m, int n, int k, double alpha, const std::vector<half16>& a,
+                    const std::vector<half16>& b, double beta, const std::vector<half16>& c_in,
+                    const std::vector<half16>* bias, std::vector<double>& c, std::vector<double>& mag) {
+  c.assign(static_cast<size_t>(m) * n, 0.0);
+  mag.assign(c.size(), 0.0);
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) {
+      double s = 0, s_abs = 0;
+      for (int p = 0; p < k; ++p) {
+        const double av = to_float(ta ? a[static_cast<size_t>(p) * m + i] : a[static_cast<size_t>(i) * k + p]);
+        const double bv = to_float(tb ? b[static_cast<size_t>(j) * k + p] : b[static_cast<size_t>(p) * n + j]);
+        s += av * bv;
+        s_abs += std::fabs(av * bv);
+      }
+      // beta == 0 means C is not read (BLAS semantics): it may hold poison.
+      double v = alpha * s + (beta != 0 ? beta * to_float(c_in[static_cast<size_t>(i) * n + j]) : 0.0);
+      if (bias) v += to_float((*bias)[j]);
+      c[static_cast<size_t>(i) * n + j] = v;
+      mag[static_cast<size_t>(i) * n + j] = std::fabs(alpha) * s_abs + std::fabs(v);
+    }
+}
+
+void check_gemm(CpuBackend& cpu, std::mt19937_64& rng, bool ta, bool tb, int m, int n, int k, float alpha,
+                float beta, bool with_bias) {
+  SCOPED_TRACE(testing::Message() << "ta=" << ta << " tb=" << tb << " m=" << m << " n=" << n << " k=" << k
+                                  << " alpha=" << alpha << " beta=" << beta << " bias=" << with_bias);
+  const auto a = test::random_halves(rng, static_cast<size_t>(m) * k);
+  const auto b = test::random_halves(rng, static_cast<size_t>(k) * n);
+  const auto c0 = beta != 0 ? test::random_halves(rng, static_cast<size_t>(m) * n) : test::poison_halves(static_cast<size_t>(m) * n);
+  const auto bias = test::random_halves(rng, n);
+  Buffer<half16> da(cpu, a.size()), db(cpu, b.size()), dc(cpu, c0.size()), dbias(cpu, n);
+  da.upload(a), db.upload(b), dc.upload(c0), dbias.upload(bias);
+  GemmFp16 g;
+  g.trans_a = ta ? Transpose::Yes : Transpose::No;
+  g.trans_b = tb ? Transpose::Yes : Transpose::No;
+  g.m = m, g.n = n, g.k = k, g.alpha = alpha, g.beta = beta;
+  g.a = da.data(), g.lda = ta ? m : k;
+  g.b = db.data(), g.ldb = tb ? k : n;
+  g.c = dc.data(), g.ldc = n;
+  g.bias = with_bias ? dbias.data() : nullptr;
+  cpu.gemm_fp16(g);
+  std::vector<double> want, mag;
+  gemm_reference(ta, tb, m, n, k, alpha, a, b, beta, c0, with_bias ? &bias : nullptr, want, mag);
+  const auto got = test::to_doubles(dc.download());
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_TRUE(close_enough(got[i], want[i], test::kFp16RelTol, 1e-5 * mag[i] + 6e-8))
+        << "element " << i << ": got " << got[i] << " want " << want[i];
+}
+
+TEST_F(CpuKernels, GemmAllTransposesOddShapes) {
+  const int shapes[][3] = {{1, 1, 1}, {3, 17, 5}, {17, 3, 1000}, {1, 1003, 3}, {1001, 17, 3}, {64, 33, 129}};
+  for (const auto& s : shapes)
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb) check_gemm(cpu, rng, ta, tb, s[0], s[1], s[2], 1.0f, 0.0f, false);
+}
+
+TEST_F(CpuKernels, GemmAlphaBetaAndBias) {
+  check_gemm(cpu, rng, false, true, 37, 29, 65, 0.5f, 1.0f, false);
+  check_gemm(cpu, rng, true, false, 29, 37, 7, -2.0f, 0.25f, false);
+  check_gemm(cpu, rng, false, true, 45, 130, 200, 1.0f, 0.0f, true);
+  check_gemm(cpu, rng, true, true, 5, 3, 1000, 1.0f, 0.0f, true);
+}
+
+TEST_F(CpuKernels, GemmStridedOperands) {
+  // lda/ldb/ldc larger than the logical width: views into wider matrices.
+  const int m = 7, n = 5, k = 9, lda = 12, ldb = 8, ldc = 6;
+  auto a = test::random_halves(rng, static_cast<size_t>(m) * lda);
+  auto b = test::random_halves(rng, static_cast<size_t>(k) * ldb);
+  Buffer<half16> da(cpu, a.size()), db(cpu, b.size()), dc(cpu, static_cast<size_t>(m) * ldc);
+  da.upload(a), db.upload(b), dc.upload(test::poison_halves(dc.count()));
+  GemmFp16 g;
+  g.m = m, g.n = n, g.k = k, g.a = da.data(), g.lda = lda, g.b = db.data(), g.ldb = ldb, g.c = dc.data(), g.ldc = ldc;
+  cpu.gemm_fp16(g);
+  const auto c = dc.download();
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) {
+      double s = 0, mag = 0;
+      for (int p = 0; p < k; ++p) {
+        const double t = to_float(a[i * lda + p]) * static_cast<double>(to_float(b[p * ldb + j]));
+        s += t, mag += std::fabs(t);
+      }
+      ASSERT_TRUE(close_enough(to_float(c[i * ldc + j]), s, test::kFp16RelTol, 1e-5 * mag + 6e-8));
+    }
+  for (int i = 0; i < m; ++i)  // padding columns untouched
+    for (int j = n; j < ldc; ++j) ASSERT_EQ(c[i * ldc + j].bits, test::kPoisonHalfBits);
+}
+
+// ---- split over threads ------------------------------------------------------------
+
+TEST_F(CpuKernelsThreaded, GemmSlicesMatchReferenceAndRepeatBitwise) {
+  // Above the split threshold; both split directions, all transposes,
+  // slices that do not divide evenly, bias and beta.
+  const int shapes[][3] = {{256, 192, 96}, {96, 256, 130}, {300, 40, 200}, {37, 531, 150}, {1000, 17, 90}};
+  for (const auto& s : shapes)
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb) check_gemm(two, rng, ta, tb, s[0], s[1], s[2], 1.0f, 0.0f, ta == tb);
+  check_gemm(two, rng, true, false, 200, 300, 64, -0.5f, 0.75f, false);
+  check_gemm(two, rng, false, true, 64, 300, 200, 2.0f, 0.0f, true);
+
+  const int m = 160, n = 150, k = 120;
+  const auto a = test::random_halves(rng, static_cast<size_t>(m) * k), b = test::random_halves(rng, static_cast<size_t>(n) * k);
+  const auto bias = test::random_halves(rng, n);
+  Buffer<half16> da(two, a.size()), db(two, b.size()), dbias(two, n), dc(two, static_cast<size_t>(m) * n);
+  da.upload(a), db.upload(b), dbias.upload(bias);
+  GemmFp16 g;
+  g.trans_b = Transpose::Yes;
+  g.m = m, g.n = n, g.k = k, g.a = da.data(), g.lda = k, g.b = db.data(), g.ldb = k, g.c = dc.data(), g.ldc = n;
+  g.bias = dbias.data();
+  two.gemm_fp16(g);
+  const auto first = dc.download();
+  dc.upload(test::poison_halves(dc.count()));
+  two.gemm_fp16(g);
+  const auto second = dc.download();
+  for (size_t i = 0; i < first.size(); ++i) ASSERT_EQ(first[i].bits, second[i].bits) << i;
+}
+
+TEST_F(CpuKernelsThreaded, GemmSlicesWithStrides) {
+  // Views into wider matrices on the split path: padding stays untouched.
+  const int m = 130, n = 70, k = 200, lda = 210, ldb = 75, ldc = 81;
+  const auto a = test::random_halves(rng, static_cast<size_t>(m) * lda), b = test::random_halves(rng, static_cast<size_t>(k) * ldb);
+  Buffer<half16> da(two, a.size()), db(two, b.size()), dc(two, static_cast<size_t>(m) * ldc);
+  da.upload(a), db.upload(b), dc.upload(test::poison_halves(dc.count()));
+  GemmFp16 g;
+  g.m = m, g.n = n, g.k = k, g.a = da.data(), g.lda = lda, g.b = db.data(), g.ldb = ldb, g.c = dc.data(), g.ldc = ldc;
+  two.gemm_fp16(g);
+  const auto c = dc.download();
+  for (int i = 0; i < m; ++i) {
+    for (int j = 0; j < n; ++j) {
+      double s = 0, mag = 0;
+      for (int p = 0; p < k; ++p) {
+        const double t = to_float(a[i * lda + p]) * static_cast<double>(to_float(b[p * ldb + j]));
+        s += t, mag += std::fabs(t);
+      }
+      ASSERT_TRUE(close_enough(to_float(c[i * ldc + j]), s, test::kFp16RelTol, 1e-5 * mag + 6e-8));
+    }
+    for (int j = n; j < ldc; ++j) ASSERT_EQ(c[i * ldc + j].bits, test::kPoisonHalfBits);
+  }
+}
+
+}  // namespace
+}  // namespace ddp

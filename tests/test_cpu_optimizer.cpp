@@ -1,0 +1,197 @@
+// test_cpu_optimizer.cpp: CpuBackend's optimizer kernels (unscale with the
+// non-finite flag, L2 norm, SGD as torch.optim.SGD defines it, a skipped
+// step) against a double reference, and split over threads bitwise equal to
+// one thread and to the scalar element loop. Tolerances: cpu_kernel_support.h.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "cpu_kernel_support.h"
+#include "kernels/buffer.h"
+
+namespace ddp {
+namespace {
+
+using namespace test;  // cpu_kernel_support.h: CpuKernels, inputs, tolerances
+
+TEST_F(CpuKernels, UnscaleFindsOneNonFiniteAnywhere) {
+  const size_t n = 1 << 20;
+  const float inv_scale = 1.0f / 4096.0f;
+  auto g = test::random_halves(rng, n, -100.0f, 100.0f);
+  Buffer<half16> dg(cpu, n);
+  Buffer<float> out(cpu, n);
+  Buffer<int32_t> flag(cpu, 1);
+  dg.upload(g);
+  flag.zero();
+  cpu.unscale_fp16_to_fp32(dg.data(), out.data(), n, inv_scale, flag.data());
+  EXPECT_EQ(flag.download()[0], 0);
+  const auto o = out.download();
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(o[i], to_float(g[i]) * inv_scale);
+  for (uint16_t bad : {uint16_t(0x7c00), uint16_t(0xfc00), uint16_t(0x7e00)}) {  // +Inf, -Inf, NaN
+    const size_t pos = std::uniform_int_distribution<size_t>(0, n - 1)(rng);
+    auto poisoned = g;
+    poisoned[pos].bits = bad;
+    dg.upload(poisoned);
+    flag.zero();
+    cpu.unscale_fp16_to_fp32(dg.data(), out.data(), n, inv_scale, flag.data());
+    EXPECT_EQ(flag.download()[0], 1) << "bits " << bad << " at " << pos;
+  }
+}
+
+TEST_F(CpuKernels, L2Norm) {
+  const size_t n = 300007;
+  const auto x = test::random_floats(rng, n, -3.0f, 3.0f);
+  Buffer<float> dx(cpu, n), norm(cpu, 1);
+  dx.upload(x);
+  cpu.l2_norm_fp32(dx.data(), n, norm.data());
+  double s = 0;
+  for (float v : x) s += static_cast<double>(v) * v;
+  EXPECT_TRUE(close_enough(norm.download()[0], std::sqrt(s), test::kFp32RelTol, 0));
+}
+
+// PyTorch torch.optim.SGD, written out in double.
+void sgd_reference(const SgdParams& s, double grad, double& p, double& buf) {
+  double g = grad * s.grad_multiplier + s.weight_decay * p;
+  if (s.momentum != 0) {
+    buf = s.first_step ? g : s.momentum * buf + (1 - s.dampening) * g;
+    g = s.nesterov ? g + s.momentum * buf : buf;
+  }
+  p -= s.lr * g;
+}
+
+TEST_F(CpuKernels, SgdMatchesTorchSemantics) {
+  const size_t n = 5003;
+  for (int variant = 0; variant < 4; ++variant) {
+    SgdParams s;
+    s.lr = 0.05f, s.momentum = variant == 0 ? 0.0f : 0.9f, s.nesterov = variant == 2;
+    s.weight_decay = variant == 3 ? 1e-3f : 0.0f, s.grad_multiplier = variant == 3 ? 0.5f : 1.0f;
+    const auto grads = test::random_floats(rng, n), p0 = test::random_floats(rng, n), m0 = test::random_floats(rng, n);
+    Buffer<float> dg(cpu, n), dp(cpu, n), dm(cpu, n);
+    Buffer<half16> dw(cpu, n);
+    Buffer<int32_t> flag(cpu, 1);
+    dg.upload(grads), dp.upload(p0), dm.upload(m0), flag.zero(), dw.upload(test::poison_halves(n));
+    for (bool first : {true, false}) {
+      s.first_step = first;
+      std::vector<double> p(p0.begin(), p0.end()), m(m0.begin(), m0.end());
+      dp.upload(p0), dm.upload(m0);
+      cpu.sgd_update(s, dg.data(), dp.data(), dm.data(), dw.data(), n, flag.data());
+      const auto gp = dp.download(), gm = dm.download();
+      const auto gw = dw.download();
+      for (size_t i = 0; i < n; ++i) {
+        sgd_reference(s, grads[i], p[i], m[i]);
+        ASSERT_TRUE(close_enough(gp[i], p[i], test::kFp32RelTol, 1e-6)) << "variant " << variant << " i " << i;
+        if (s.momentum != 0) {
+          ASSERT_TRUE(close_enough(gm[i], m[i], test::kFp32RelTol, 1e-6));
+        }
+        ASSERT_EQ(gw[i].bits, float_to_half_bits_portable(gp[i]));  // re-cast from the master
+      }
+    }
+  }
+}
+
+TEST_F(CpuKernels, SgdSkippedWhenFlagSetChangesNothing) {
+  const size_t n = 777;
+  const auto grads = test::random_floats(rng, n), p0 = test::random_floats(rng, n), m0 = test::random_floats(rng, n);
+  const auto w0 = test::random_halves(rng, n);
+  Buffer<float> dg(cpu, n), dp(cpu, n), dm(cpu, n);
+  Buffer<half16> dw(cpu, n);
+  Buffer<int32_t> flag(cpu, 1);
+  dg.upload(grads), dp.upload(p0), dm.upload(m0), dw.upload(w0);
+  flag.upload(std::vector<int32_t>{1});
+  SgdParams s;
+  s.lr = 0.1f, s.momentum = 0.9f, s.first_step = false, s.weight_decay = 0.01f;
+  cpu.sgd_update(s, dg.data(), dp.data(), dm.data(), dw.data(), n, flag.data());
+  EXPECT_EQ(dp.download(), p0);
+  EXPECT_EQ(dm.download(), m0);
+  const auto w = dw.download();
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(w[i].bits, w0[i].bits);
+}
+
+// ---- split over threads ------------------------------------------------------------
+
+TEST_F(CpuKernelsThreaded, UnscaleSplitFindsNonFiniteAndChecksWithoutOutput) {
+  const size_t n = kLarge;
+  const float inv_scale = 1.0f / 4096.0f;
+  auto g = test::random_halves(rng, n, -100.0f, 100.0f);
+  Buffer<half16> dg(two, n);
+  Buffer<float> out(two, n);
+  Buffer<int32_t> flag(two, 1);
+  dg.upload(g);
+  for (float* dst : {out.data(), static_cast<float*>(nullptr)}) {
+    flag.zero();
+    two.unscale_fp16_to_fp32(dg.data(), dst, n, inv_scale, flag.data());
+    EXPECT_EQ(flag.download()[0], 0);
+  }
+  const auto o = out.download();
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(o[i], to_float(g[i]) * inv_scale);
+  // Each thread's range, its vector body and its tail; Inf, NaN, and a finite
+  // FP16 that overflows once multiplied.
+  for (size_t pos : {size_t{0}, n / 2 - 1, n / 2 + 70, n - 1}) {
+    for (uint16_t bad : {uint16_t(0x7c00), uint16_t(0x7e00), uint16_t(0x7bff)}) {
+      auto poisoned = g;
+      poisoned[pos].bits = bad;
+      dg.upload(poisoned);
+      const float scale = bad == 0x7bff ? 1e35f : inv_scale;
+      for (float* dst : {out.data(), static_cast<float*>(nullptr)}) {
+        flag.zero();
+        two.unscale_fp16_to_fp32(dg.data(), dst, n, scale, flag.data());
+        EXPECT_EQ(flag.download()[0], 1) << "bits " << bad << " at " << pos << (dst ? "" : " (check only)");
+      }
+    }
+  }
+}
+
+// sgd_update must stay bitwise equal to sgd_update_element applied element by
+// element, whatever the thread count, F16C or not, and the fused FP16-gradient
+// step bitwise equal to unscale followed by sgd_update.
+TEST_F(CpuKernelsThreaded, SgdBitwiseEqualsScalarElementLoop) {
+  const size_t n = kLarge;
+  const float inv_scale = 1.0f / 1024.0f;
+  const auto grads16 = test::random_halves(rng, n, -50.0f, 50.0f);
+  const auto p0 = test::random_floats(rng, n), m0 = test::random_floats(rng, n);
+  std::vector<float> grads(n);
+  for (size_t i = 0; i < n; ++i) grads[i] = unscale_element(grads16[i], inv_scale);
+  for (int variant = 0; variant < 6; ++variant) {
+    SgdParams s;
+    s.lr = 0.05f, s.momentum = variant == 0 ? 0.0f : 0.9f, s.nesterov = variant == 2;
+    s.weight_decay = variant >= 3 ? 1e-3f : 0.0f, s.grad_multiplier = variant >= 3 ? 0.37f : 1.0f;
+    s.dampening = variant == 4 ? 0.1f : 0.0f;
+    const bool no_buffer = variant == 5;  // momentum_fp32 null: a zero buffer each step
+    for (bool first : {true, false}) {
+      s.first_step = first;
+      std::vector<float> p = p0, m = m0;
+      for (size_t i = 0; i < n; ++i) {
+        float dummy = 0.0f;
+        sgd_update_element(s, grads[i], p[i], no_buffer ? dummy : m[i]);
+      }
+      for (CpuBackend* be : {&one, &two})
+        for (bool f16c : {false, true})
+          for (bool fused : {false, true}) {
+            SCOPED_TRACE(testing::Message() << "variant " << variant << " first " << first << " threads "
+                                            << be->threads() << " f16c " << f16c << " fused " << fused);
+            set_f16c_enabled(f16c);
+            Buffer<float> dg(*be, n), dp(*be, n), dm(*be, n);
+            Buffer<half16> dg16(*be, n), dw(*be, n);
+            dg.upload(grads), dg16.upload(grads16), dp.upload(p0), dm.upload(m0), dw.upload(test::poison_halves(n));
+            float* mom = no_buffer ? nullptr : dm.data();
+            if (fused)
+              be->sgd_update_fp16_grads(s, dg16.data(), inv_scale, dp.data(), mom, dw.data(), n, nullptr);
+            else
+              be->sgd_update(s, dg.data(), dp.data(), mom, dw.data(), n, nullptr);
+            set_f16c_enabled(true);
+            const auto gp = dp.download(), gm = dm.download();
+            const auto gw = dw.download();
+            for (size_t i = 0; i < n; ++i) {
+              ASSERT_EQ(float_to_bits(gp[i]), float_to_bits(p[i])) << i;
+              ASSERT_EQ(float_to_bits(gm[i]), float_to_bits(m[i])) << i;
+              ASSERT_EQ(gw[i].bits, float_to_half_bits_portable(p[i])) << i;
+            }
+          }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ddp
