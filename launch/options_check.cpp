@@ -81,10 +81,10 @@ void check_flags_as_a_whole(const TrainConfig& c, const BenchOptions& bench) {
   for (const Needs& n : kNeeds)
     if (given(c, n.flag) && !n.holds(c)) throw Error(std::string("--") + n.flag + " needs " + n.needed);
 
-  if (c.resume && c.resume_path.empty() && c.checkpoint_dir.empty())
-    throw Error("--resume without a PATH needs --checkpoint-dir (where to find the newest checkpoint)");
   if (given(c, "init-weights") && c.resume)
     throw Error("--init-weights and --resume contradict each other: a resume continues from its checkpoint's weights");
+  if (c.resume && c.resume_path.empty() && c.checkpoint_dir.empty())
+    throw Error("--resume without a PATH needs --checkpoint-dir (where to find the newest checkpoint)");
   if (given(c, "steps") && given(c, "epochs") && c.steps > 0)
     throw Error("--steps and --epochs contradict each other: --steps replaces --epochs, give one");
   if (given(c, "global-batch") && c.global_batch <= 0) throw Error("--global-batch must be positive");

@@ -16,6 +16,7 @@
 #include "test_support.h"
 #include "trainer/checkpoint.h"
 #include "trainer/checkpoint_validation.h"
+#include "trainer/train_config.h"
 #include "trainer/loss_scaler.h"
 
 namespace ddp {
@@ -119,7 +120,11 @@ TEST_F(CheckpointValidation, PositionBounds) {
                                    s.momentum_initialized = false, s.scaler.growth_tracker = 0,
                                    s.scaler.hysteresis_left = 1; });
   expect_bound("step INT64_MIN", [](TrainState& s) { s.step = kI64Min; }, {"step is " + std::to_string(kI64Min)},
-               [](TrainState& s) { s.step = kI64Max; });
+               [](TrainState& s) { s.step = kMaxTrainSteps; });
+  expect_bound("step 2^40 + 1", [](TrainState& s) { s.step = kMaxTrainSteps + 1; }, {"step is 1099511627777", "2^40"},
+               [](TrainState& s) { s.step = kMaxTrainSteps; });
+  expect_bound("step INT64_MAX", [](TrainState& s) { s.step = kI64Max; }, {"step is " + std::to_string(kI64Max)},
+               [](TrainState& s) { s.step = kMaxTrainSteps; });
   expect_bound("epoch -1", [](TrainState& s) { s.epoch = -1; }, {"epoch is -1", ">= 0"},
                [](TrainState& s) { s.epoch = 0; });
   expect_bound("epoch INT64_MIN", [](TrainState& s) { s.epoch = kI64Min; }, {"epoch is " + std::to_string(kI64Min)},

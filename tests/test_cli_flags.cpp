@@ -58,6 +58,17 @@ TEST_F(CliFlags, AConfigThatIsNotAConfigIsRefused) {
   expect_refused("--config " + dir + "/fifo.ini", {"--config", "FIFO"});  // never waits for a writer
   expect_refused("--config /dev/zero", {"--config", "/dev/zero"});
   expect_refused("--config ''", {"--config", "empty"});
+  std::ofstream(dir + "/outer.ini") << "steps = 2\nconfig = " << dir << "/unknown.ini\n";
+  expect_refused("--config " + dir + "/outer.ini", {"--config", "cannot name another config"});
+}
+
+TEST_F(CliFlags, AConfigWithAByteOrderMarkIsRead) {
+  std::ofstream(dir + "/bom.ini") << "\xef\xbb\xbfsteps = 2\nlayers = 10,7,10\n";
+  const test::CommandResult r = test::run_command("timeout -k 2 30 " + std::string(DDP_TRAIN_BINARY) +
+                                                  " --device cpu --threads 1 --data synthetic --config " + dir +
+                                                  "/bom.ini 2>&1");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("MLP 10-7-10"), std::string::npos) << r.output;
 }
 
 TEST_F(CliFlags, ContradictionsAreRefused) {
@@ -67,6 +78,7 @@ TEST_F(CliFlags, ContradictionsAreRefused) {
   expect_refused("--steps 2 --epochs 3", {"--steps", "--epochs"});
   expect_refused("--bench --checkpoint-dir " + dir + "/ck", {"has no meaning with --bench"});
   expect_refused("--steps 2 --bench-steps 5", {"--bench-steps", "needs --bench"});
+  expect_refused("--steps 2 --resume", {"--resume", "--checkpoint-dir"});
 }
 
 TEST_F(CliFlags, FlagsWithoutTheFlagThatGivesThemMeaningAreRefused) {

@@ -116,6 +116,52 @@ TEST_F(CliOutputs, OutputsThatCannotBeWrittenAreRefusedBeforeTraining) {
   EXPECT_EQ(read_text(dir + "/a-file"), "x");
 }
 
+TEST_F(CliOutputs, OutputsNeverLandOnEachOtherAndARefusalCreatesNothing) {
+  const std::string ck = dir + "/ck", w = dir + "/w";
+  expect_refused(data() + "--steps 3 --checkpoint-dir " + ck + " --metrics " + ck + "/" + checkpoint_file_name(3),
+                 {"--metrics", "checkpoint file name"});
+  expect_refused(data() + "--steps 3 --save-weights " + w + " --metrics " + w + "/layer0.weight.npy",
+                 {"--metrics", "--save-weights writes"});
+  expect_refused(data() + "--steps 3 --checkpoint-dir " + ck + " --save-weights " + ck + "/" + checkpoint_file_name(3),
+                 {"--save-weights", "checkpoint file name"});
+  expect_refused(data() + "--steps 3 --checkpoint-dir " + ck + " --save-weights " + w + " --metrics " + dir +
+                     "/no-such-dir/m.jsonl",
+                 {"--metrics", "no-such-dir"});
+  EXPECT_FALSE(fs::exists(ck)) << "a refused run created --checkpoint-dir";
+  EXPECT_FALSE(fs::exists(w)) << "a refused run created --save-weights";
+}
+
+TEST_F(CliOutputs, ABareResumeWithoutACheckpointDirIsRefusedBeforeTheDataIsRead) {
+  expect_refused(data(dir + "/missing.csv") + "--steps 2 --resume", {"--resume", "--checkpoint-dir"});
+}
+
+TEST_F(CliOutputs, SaveWeightsReplacesOnlyAnEarlierSavesFiles) {
+  const std::string w = dir + "/w";
+  fs::create_directories(w);
+  std::ofstream(w + "/layer1.bias.npy") << "my notes, not an array\n";
+  std::ofstream(w + "/layer0.weight.npy.tmp") << "mine too\n";
+  expect_refused(data() + "--steps 2 --save-weights " + w, {"--save-weights", "layer1.bias.npy", "not a .npy"});
+  fs::remove(w + "/layer1.bias.npy");
+  const test::CommandResult r = run(data() + "--steps 2 --save-weights " + w);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(read_text(w + "/layer0.weight.npy.tmp"), "mine too\n");  // the writer's temporary is its own
+  const test::CommandResult again = run(data() + "--steps 2 --save-weights " + w);
+  EXPECT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_NE(again.output.find("4 file(s) of an earlier save"), std::string::npos) << again.output;
+}
+
+// `ddp_train | head`: the reader goes away; the run still ends with its
+// checkpoint instead of dying of SIGPIPE.
+TEST_F(CliOutputs, AReaderOfStdoutThatGoesAwayDoesNotEndTheRun) {
+  const std::string ck = dir + "/ck";
+  std::ofstream(dir + "/pipe.sh") << "set -o pipefail\ntimeout -k 2 60 " << DDP_TRAIN_BINARY
+                                  << " --device cpu --threads 1 " << data() << "--epochs 40 --checkpoint-dir " << ck
+                                  << " 2>/dev/null | head -1 >/dev/null\n";
+  const test::CommandResult r = test::run_command("bash " + dir + "/pipe.sh 2>&1");
+  EXPECT_EQ(r.exit_code, 0) << "ddp_train's exit status through the pipe: " << r.exit_code << "\n" << r.output;
+  EXPECT_TRUE(fs::exists(ck + "/" + checkpoint_file_name(400))) << "no final checkpoint";
+}
+
 TEST_F(CliOutputs, AFreshRunRefusesADirectoryWithAnotherRunsCheckpoints) {
   const std::string ck = dir + "/ck";
   ASSERT_EQ(run(data() + "--steps 3 --checkpoint-dir " + ck).exit_code, 0);
@@ -163,7 +209,7 @@ TEST_F(CliOutputs, AResumeRefusesToOverwriteAnotherRunsLaterCheckpoint) {
                 .exit_code,
             0);
   const test::CommandResult r = run(data() + "--steps 10 --checkpoint-dir " + dir + "/own --resume " + dir + "/own/" +
-                                    checkpoint_file_name(2) + " --stop-after-steps 1");
+                                    checkpoint_file_name(2) + " --stop-after-steps 2");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("1 later checkpoint(s) of this run (steps 4 to 4)"), std::string::npos) << r.output;
 }

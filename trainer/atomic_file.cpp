@@ -24,14 +24,14 @@ void fsync_directory(const std::string& dir, const std::string& path, const std:
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) {
     const int err = errno;
-    throw Error("cannot write " + what + " " + path + ": opening directory " + dir + " to sync it: " + errno_text(err));
+    throw FileWriteError(what, path, "opening directory " + dir + " to sync it: " + errno_text(err));
   }
   FdCloser closer(fd);
   // Some file systems cannot sync a directory and say EINVAL; there is
   // nothing more we can do for durability there, and the file is complete.
   if (::fsync(fd) != 0 && errno != EINVAL) {
     const int err = errno;
-    throw Error("cannot write " + what + " " + path + ": syncing directory " + dir + ": " + errno_text(err));
+    throw FileWriteError(what, path, "syncing directory " + dir + ": " + errno_text(err));
   }
 }
 
@@ -42,7 +42,7 @@ void write_file_atomic(const std::string& path, const std::vector<uint8_t>& byte
   const int fd = ::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0) {
     const int err = errno;
-    throw Error("cannot write " + what + " " + path + ": creating " + temp_path + ": " + errno_text(err));
+    throw FileWriteError(what, path, "creating " + temp_path + ": " + errno_text(err));
   }
   FdCloser closer(fd);
   // From here on the temporary file is ours; every failure removes it. The
@@ -50,7 +50,7 @@ void write_file_atomic(const std::string& path, const std::vector<uint8_t>& byte
   auto fail = [&](const std::string& step, int err) {
     closer.close_now();
     ::unlink(temp_path.c_str());
-    throw Error("cannot write " + what + " " + path + ": " + step + ": " + errno_text(err));
+    throw FileWriteError(what, path, step + ": " + errno_text(err));
   };
 
   // Plain write(2) on a descriptor: there is no user-space buffer to flush,
@@ -71,12 +71,12 @@ void write_file_atomic(const std::string& path, const std::vector<uint8_t>& byte
   }
   if (const int err = closer.close_now(); err != 0) {
     ::unlink(temp_path.c_str());
-    throw Error("cannot write " + what + " " + path + ": closing " + temp_path + ": " + errno_text(err));
+    throw FileWriteError(what, path, "closing " + temp_path + ": " + errno_text(err));
   }
   if (::rename(temp_path.c_str(), path.c_str()) != 0) {
     const int err = errno;
     ::unlink(temp_path.c_str());
-    throw Error("cannot write " + what + " " + path + ": renaming " + temp_path + ": " + errno_text(err));
+    throw FileWriteError(what, path, "renaming " + temp_path + ": " + errno_text(err));
   }
   fsync_directory(directory_of(path), path, what);
 }

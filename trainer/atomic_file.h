@@ -12,13 +12,27 @@
 
 #include <unistd.h>
 
+#include "kernels/error.h"
+
 namespace ddp {
 
 // What a temporary file's name has between the final name and the pid.
 constexpr const char* kTempFileMarker = ".tmp.";
 
+// A failed atomic write: what() is "cannot write <what> <path>: <problem>";
+// problem() alone lets a caller with its own error type rewrap it.
+class FileWriteError : public Error {
+ public:
+  FileWriteError(const std::string& what, const std::string& path, const std::string& problem)
+      : Error("cannot write " + what + " " + path + ": " + problem), problem_(problem) {}
+  const std::string& problem() const { return problem_; }
+
+ private:
+  std::string problem_;
+};
+
 // Writes `bytes` to `path` as above. On failure the temporary file is
-// removed and ddp::Error says "cannot write <what> <path>: <step>: <errno text>".
+// removed and FileWriteError names the step and the errno text.
 void write_file_atomic(const std::string& path, const std::vector<uint8_t>& bytes, const std::string& what);
 
 // Closes a file descriptor when it goes out of scope.

@@ -317,7 +317,11 @@ void save_npy_fp32(const std::string& path, const float* data, const std::vector
 
   // A temporary file of its own name (".tmp.<pid>", never followed through
   // a link), renamed over `path`: a user's "<path>.tmp" is not touched.
-  write_file_atomic(path, bytes, "weights file");
+  try {
+    write_file_atomic(path, bytes, "weights file");
+  } catch (const FileWriteError& e) {
+    throw DataError(path, "cannot write: " + e.problem());
+  }
 }
 
 std::vector<float> load_npy_fp32(const std::string& path, const std::vector<size_t>& expected_shape) {
