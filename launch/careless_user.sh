@@ -252,7 +252,9 @@ signals() {
   grep -q 'SIGINT during start-up' "$T/.err" || WHY+="no start-up line; "
   check "SIGINT 0.3 s in (reading Fashion-MNIST)" "130, start-up line" "exit $RC: $(tail -1 "$T/.err" | cut -c1-100)" "$WHY"
   rm -rf cks; timeout -k 2 30 "$BIN" $S --steps 3000000 --checkpoint-dir cks >"$T/.out" 2>"$T/.err" & pid=$!
-  sleep 2; kill -TERM $pid; wait $pid; RC=$?; WHY=""; ((RC == 143)) || WHY+="exit $RC; "
+  # Mid-training: once the banner says training started (not while loading).
+  for _ in $(seq 100); do grep -q '^world ' "$T/.out" && break; sleep 0.1; done
+  sleep 0.5; kill -TERM $pid; wait $pid; RC=$?; WHY=""; ((RC == 143)) || WHY+="exit $RC; "
   grep -q 'stopped by SIGTERM at step' "$T/.out" "$T/.err" || WHY+="no stop line; "
   run_bin "$BIN" $S --steps 3000000 --stop-after-steps 1 --checkpoint-dir cks --resume; ((RC == 0)) || WHY+="resume exit $RC; "
   check "SIGTERM mid-training, then --resume" "143 with a checkpoint; resumes" "resume exit $RC" "$WHY"
