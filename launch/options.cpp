@@ -226,6 +226,8 @@ ParsedOptions parse_options(int argc, const char* const argv[]) {
     if (!stray.empty() || vm.count("stray-words"))
       throw Error("unexpected argument '" + vm["stray-words"].as<std::vector<std::string>>().front() +
                   "': every option is --name value (see --help)");
+    for (const auto& [name, value] : vm)
+      if (!value.defaulted()) c.command_line_flags.insert(name);
     if (vm.count("config")) {
       const std::string path = vm["config"].as<std::string>();
       if (path.empty()) throw Error("--config: the path is empty");

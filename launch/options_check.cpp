@@ -31,6 +31,7 @@ struct Needs {
   const char* flag;
   const char* needed;  // the flag that gives it a meaning
   bool (*holds)(const TrainConfig&);
+  bool harmless_unmet = true;  // without its meaning the flag does nothing (a config may carry it)
 };
 bool has_checkpoint_dir(const TrainConfig& c) { return !c.checkpoint_dir.empty(); }
 bool step_schedule(const TrainConfig& c) { return c.lr_schedule == LrScheduleKind::Step; }
@@ -41,7 +42,7 @@ constexpr Needs kNeeds[] = {
     {"keep-checkpoints", "--checkpoint-dir", has_checkpoint_dir},
     {"checkpoint-every", "--checkpoint-dir", has_checkpoint_dir},
     // Without a checkpoint the steps done are lost: the run cannot be continued.
-    {"stop-after-steps", "--checkpoint-dir (a checkpoint to --resume from)", has_checkpoint_dir},
+    {"stop-after-steps", "--checkpoint-dir (a checkpoint to --resume from)", has_checkpoint_dir, false},
     {"lr-step-size", "--lr-schedule step", step_schedule},
     {"lr-gamma", "--lr-schedule step", step_schedule},
     {"init-scale", "--loss-scale dynamic (static:<S> sets its own scale)", dynamic_scaling},
@@ -55,6 +56,8 @@ constexpr Needs kNeeds[] = {
 };
 
 bool given(const TrainConfig& c, const char* flag) { return c.given_flags.count(flag) > 0; }
+bool on_command_line(const TrainConfig& c, const char* flag) { return c.command_line_flags.count(flag) > 0; }
+bool from_config(const TrainConfig& c, const char* flag) { return given(c, flag) && !on_command_line(c, flag); }
 
 void require_in(bool ok, const std::string& message) {
   if (!ok) throw Error(message);
@@ -62,7 +65,7 @@ void require_in(bool ok, const std::string& message) {
 
 }  // namespace
 
-void check_flags_as_a_whole(const TrainConfig& c, const BenchOptions& bench) {
+void check_flags_as_a_whole(TrainConfig& c, const BenchOptions& bench) {
   // An empty path is a mistake (an unset shell variable), never "off".
   const DataConfig& d = c.data;
   const std::pair<const char*, const std::string*> paths[] = {
@@ -74,29 +77,40 @@ void check_flags_as_a_whole(const TrainConfig& c, const BenchOptions& bench) {
       {"test-csv", &d.test_csv}};
   for (const auto& [flag, value] : paths)
     if (given(c, flag) && value->empty()) throw Error(std::string("--") + flag + ": the path is empty");
+  // The command line wins over the config file: a config's flag that the
+  // command line makes meaningless (another --data kind, another mode) is
+  // ignored, as a flag the command line contradicts is overridden. Within one
+  // source, the same problems are errors.
   for (const DataFlag& d : kDataFlags)
-    if (given(c, d.flag) && c.data.kind != d.kind)
+    if (given(c, d.flag) && c.data.kind != d.kind && !(from_config(c, d.flag) && on_command_line(c, "data")))
       throw Error(std::string("--") + d.flag + " is for --data " + d.kind + ", and this run has --data " +
                   c.data.kind);
   for (const Needs& n : kNeeds)
-    if (given(c, n.flag) && !n.holds(c)) throw Error(std::string("--") + n.flag + " needs " + n.needed);
+    if (given(c, n.flag) && !n.holds(c) && !(from_config(c, n.flag) && n.harmless_unmet))
+      throw Error(std::string("--") + n.flag + " needs " + n.needed);
 
-  if (given(c, "init-weights") && c.resume)
-    throw Error("--init-weights and --resume contradict each other: a resume continues from its checkpoint's weights");
+  if (given(c, "init-weights") && c.resume) {
+    if (from_config(c, "init-weights") && on_command_line(c, "resume")) c.init_weights_dir.clear();
+    else if (on_command_line(c, "init-weights") && from_config(c, "resume")) c.resume = false, c.resume_path.clear();
+    else throw Error("--init-weights and --resume contradict each other: a resume continues from its checkpoint's weights");
+  }
   if (c.resume && c.resume_path.empty() && c.checkpoint_dir.empty())
     throw Error("--resume without a PATH needs --checkpoint-dir (where to find the newest checkpoint)");
-  if (given(c, "steps") && given(c, "epochs") && c.steps > 0)
-    throw Error("--steps and --epochs contradict each other: --steps replaces --epochs, give one");
+  if (given(c, "steps") && given(c, "epochs") && c.steps > 0) {
+    if (from_config(c, "steps") && on_command_line(c, "epochs")) c.steps = 0;
+    else if (!(on_command_line(c, "steps") && from_config(c, "epochs")))
+      throw Error("--steps and --epochs contradict each other: --steps replaces --epochs, give one");
+  }
   if (given(c, "global-batch") && c.global_batch <= 0) throw Error("--global-batch must be positive");
   if (bench.enabled) {
     for (const char* flag : {"metrics", "checkpoint-dir", "resume", "save-weights", "init-weights", "steps",
                              "epochs", "stop-after-steps", "checkpoint-every", "keep-checkpoints"})
-      if (given(c, flag))
+      if (on_command_line(c, flag))
         throw Error(std::string("--") + flag + " has no meaning with --bench (it times steps on random data and " +
                     "writes nothing but its JSON line)");
   } else {
     for (const char* flag : {"bench-warmup", "bench-steps", "peak-tflops"})
-      if (given(c, flag)) throw Error(std::string("--") + flag + " needs --bench");
+      if (on_command_line(c, flag)) throw Error(std::string("--") + flag + " needs --bench");
   }
 
   // Numbers outside their sense. Batch products are checked against the

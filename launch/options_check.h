@@ -11,8 +11,10 @@
 
 namespace ddp {
 
-// Throws ddp::Error on the first problem found.
-void check_flags_as_a_whole(const TrainConfig& config, const BenchOptions& bench);
+// Throws ddp::Error on the first problem found. Where a command-line flag
+// and a config-file flag disagree, the command line wins (the config's flag
+// is dropped from `config`) instead.
+void check_flags_as_a_whole(TrainConfig& config, const BenchOptions& bench);
 
 // The --config file's text: a regular file of at most 1 MiB of text (no NUL
 // bytes), read through trainer/input_file.h (a FIFO or device is refused,

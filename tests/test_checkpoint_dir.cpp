@@ -89,6 +89,20 @@ TEST_F(CheckpointDir, ScanPassesOverContentsOutOfRange) {
   EXPECT_TRUE(contains(scan.skipped[0].second, "scale")) << scan.skipped[0].second;
 }
 
+// A resume from an earlier checkpoint (step 6 of 6 and 8) writes 7: the 8
+// of the branch it left is above the one just written, so it is neither
+// counted nor deleted, and the 6 it resumed from is kept with keep 2.
+TEST_F(CheckpointDir, PruneLeavesTheBranchAResumeLeftAlone) {
+  const uint64_t ours = small_state(0).run_id;
+  const std::vector<int64_t> widths = small_state(0).layer_widths;
+  for (int64_t step : {6, 8, 7}) write_checkpoint_atomic(path(checkpoint_file_name(step)), small_state(step));
+  EXPECT_TRUE(prune_checkpoints(dir_, 2, ours, widths, path(checkpoint_file_name(7))).empty());
+  EXPECT_EQ(file_names_in(dir_).size(), 3u);
+  const std::vector<std::string> removed = prune_checkpoints(dir_, 1, ours, widths, path(checkpoint_file_name(7)));
+  EXPECT_EQ(removed, std::vector<std::string>{path(checkpoint_file_name(6))});
+  EXPECT_EQ(file_names_in(dir_), (std::set<std::string>{checkpoint_file_name(7), checkpoint_file_name(8)}));
+}
+
 TEST_F(CheckpointDir, PruneKeepsTheNewestOfThisRunOnly) {
   const uint64_t ours = 0x5eed0001;
   const std::vector<int64_t> steps = {5, 1000, 20, 7, 100};
@@ -117,19 +131,19 @@ TEST_F(CheckpointDir, PruneKeepsTheNewestOfThisRunOnly) {
   EXPECT_TRUE(prune_checkpoints(dir_, 1, 0, widths, "").empty());  // no lineage: nothing is provably ours
   EXPECT_EQ(file_names_in(dir_).size(), all);
 
-  // The one just written survives although three newer ones are kept.
-  const std::vector<std::string> removed = prune_checkpoints(dir_, 2, ours, widths, path(checkpoint_file_name(7)));
-  EXPECT_EQ(removed.size(), 2u);
+  // The K newest of this run stay, the one just written among them.
+  const std::vector<std::string> removed = prune_checkpoints(dir_, 2, ours, widths, path(checkpoint_file_name(1000)));
+  EXPECT_EQ(removed.size(), 3u);
   std::set<std::string> want = file_names_in(dir_);
-  EXPECT_EQ(want.count(checkpoint_file_name(1000)) + want.count(checkpoint_file_name(100)) +
-                want.count(checkpoint_file_name(7)),
-            3u);
-  EXPECT_EQ(want.count(checkpoint_file_name(20)) + want.count(checkpoint_file_name(5)), 0u);
+  EXPECT_EQ(want.count(checkpoint_file_name(1000)) + want.count(checkpoint_file_name(100)), 2u);
+  EXPECT_EQ(want.count(checkpoint_file_name(20)) + want.count(checkpoint_file_name(7)) +
+                want.count(checkpoint_file_name(5)),
+            0u);
   for (int64_t foreign : {1, 2, 3, 4}) EXPECT_EQ(want.count(checkpoint_file_name(foreign)), 1u) << foreign;
   EXPECT_EQ(want.count(leftover) + want.count("metrics.jsonl"), 2u);
 
   EXPECT_TRUE(prune_checkpoints(dir_, 5, ours, widths, "").empty());  // fewer than keep: nothing to do
-  EXPECT_EQ(file_names_in(dir_).size(), all - 2);
+  EXPECT_EQ(file_names_in(dir_).size(), all - 3);
   EXPECT_TRUE(prune_checkpoints(dir_ + "/missing", 1, ours, widths, "").empty());
 }
 

@@ -81,6 +81,26 @@ TEST_F(CliFlags, ContradictionsAreRefused) {
   expect_refused("--steps 2 --resume", {"--resume", "--checkpoint-dir"});
 }
 
+// "The command line wins": a config file's flag that the command line
+// overrides or makes meaningless is dropped, not an error; within the config
+// (or within the command line) the same disagreement is refused.
+TEST_F(CliFlags, TheCommandLineWinsOverTheConfigFile) {
+  std::ofstream(dir + "/shared.ini") << "epochs = 3\ntrain-csv = " << dir << "/t.csv\nkeep-checkpoints = 2\n"
+                                     << "init-scale = 1024\nlr-gamma = 0.5\n";
+  const std::string run = "timeout -k 2 30 " + std::string(DDP_TRAIN_BINARY) + " --device cpu --threads 1 --config " +
+                          dir + "/shared.ini ";
+  const test::CommandResult r = test::run_command(run + "--data synthetic --steps 2 --loss-scale none 2>&1");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("; 2 steps (64 per epoch)"), std::string::npos) << r.output;
+  std::ofstream(dir + "/steps.ini") << "steps = 5\n";
+  const test::CommandResult e = test::run_command(run.substr(0, run.find("--config")) + "--config " + dir +
+                                                  "/steps.ini --data synthetic --epochs 1 2>&1");
+  EXPECT_EQ(e.exit_code, 0) << e.output;
+  EXPECT_NE(e.output.find("; 64 steps (64 per epoch)"), std::string::npos) << e.output;
+  std::ofstream(dir + "/both.ini") << "steps = 5\nepochs = 2\n";
+  expect_refused("--config " + dir + "/both.ini", {"--steps", "--epochs"});
+}
+
 TEST_F(CliFlags, FlagsWithoutTheFlagThatGivesThemMeaningAreRefused) {
   expect_refused("--steps 4 --stop-after-steps 2", {"--stop-after-steps", "needs --checkpoint-dir"});
   expect_refused("--steps 4 --keep-checkpoints 2", {"--keep-checkpoints", "--checkpoint-dir"});

@@ -126,8 +126,19 @@ std::vector<std::string> prune_checkpoints(const std::string& dir, int keep, uin
   if (keep <= 0 || run_id == 0) return removed;
   namespace fs = std::filesystem;
   std::error_code ec;
+  // A run resumed from an earlier checkpoint writes below the lineage's
+  // newest: the files above the one just written belong to the branch it
+  // left, are not older than it, and are neither counted nor deleted.
+  int64_t written_step = -1;
+  if (!just_written.empty()) {
+    try {
+      written_step = read_checkpoint_header(just_written).step;
+    } catch (const CheckpointError&) {
+    }
+  }
   int kept = 0;
   for (const auto& [step, path] : list_checkpoint_dir(dir).checkpoints) {  // highest step first
+    if (written_step >= 0 && step > written_step) continue;
     CheckpointHeader header;
     try {
       header = read_checkpoint_header(path);

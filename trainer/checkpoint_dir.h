@@ -38,7 +38,9 @@ std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string&
 
 // Deletes the checkpoints of one run (lineage `run_id`, model
 // `layer_widths`) in `dir` beyond the `keep` highest-step ones (keep <= 0:
-// deletes nothing), never `just_written`. Files of other runs or models,
+// deletes nothing), never `just_written` and none with a higher step than it
+// (a resume from an earlier checkpoint leaves those of the branch it left
+// alone). Files of other runs or models,
 // files whose header cannot be read, lineage 0 and temporary files are left
 // alone. Returns the paths removed; throws ddp::Error naming the file that
 // could not be removed.

@@ -280,7 +280,8 @@ std::vector<std::string> check_checkpoint_dir_for_run(const std::string& dir, bo
   if (own_later > 0)
     notes.push_back("resume: " + dir + " holds " + std::to_string(own_later) + " later checkpoint(s) of this run " +
                     "(steps " + std::to_string(own_first) + " to " + std::to_string(own_last) +
-                    "); each is replaced when this run reaches its step");
+                    "); each is replaced when this run reaches its step, and until then a bare --resume takes " +
+                    "the highest step, theirs");
   return notes;
 }
 

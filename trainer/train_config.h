@@ -32,7 +32,8 @@ constexpr int64_t kMaxTrainSteps = int64_t{1} << 40;
 
 struct TrainConfig {
   std::string config_path;      // --config file, if any (an input: never written)
-  std::set<std::string> given_flags;  // flags set on the command line or in the config, not defaulted
+  std::set<std::string> given_flags;         // flags set on the command line or in the config, not defaulted
+  std::set<std::string> command_line_flags;  // those of them set on the command line (it wins over the config)
   std::string device = "auto";  // auto | cuda | cpu
   DataConfig data;
 
