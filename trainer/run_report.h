@@ -5,6 +5,7 @@
 // Also this run's step counts and timings that those figures come from.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
