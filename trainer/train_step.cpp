@@ -1,0 +1,123 @@
+// train_step.cpp: one training step of trainer_impl.h (K micro-batches
+// forward/backward, the bucketed all-reduce started as backward finishes
+// each bucket, the optimizer and loss-scale update on the device), eager or
+// replayed from a --cuda-graph capture, and the benchmark that times it.
+#include <functional>
+#include <vector>
+
+#include "trainer/fault_hooks.h"
+#include "trainer/trainer_impl.h"
+
+namespace ddp {
+
+Trainer::Impl::StepResult Trainer::Impl::train_step() {
+  stall_if_asked(cfg, comm.rank(), step + 1);
+  // Where the host may block in a step (the batch upload, the optimizer's
+  // reads when clipping or logging, CPU ranks' wait for the sums) it is
+  // waiting, directly or through the device, for the step's collectives.
+  CollectiveWatch watch(watchdog, "all-reduce", step + 1);
+  const StepSlice now = cursor.now();
+  const std::vector<uint32_t>& order = cursor.order_for(now.epoch);
+  const int64_t step_rows = now.step_rows, micro_batches = now.micro_batches;
+  StepResult r;
+  r.rows = step_rows;
+  r.lr = schedule.lr_at(step);
+  r.log_step = (step + 1) % cfg.log_every == 0 || step + 1 == plan.total_steps;
+  // Each micro-batch's loss is a mean over its rows; the step's gradient
+  // is their mean (1/micro_batches, as `loss / K` in PyTorch), divided by
+  // --grad-predivide before the all-reduce. All of it rides on the scale
+  // of the loss gradient, so backward needs no extra pass. The scale lives
+  // on the device: prepare derives the step's scalars there (queued, no wait).
+  backend.step_status_prepare(state.device(), static_cast<double>(micro_batches) * cfg.grad_predivide,
+                              world() / cfg.grad_predivide, static_cast<float>(r.lr));
+  const bool replayed = captured.eligible(micro_batches, step_rows, r.log_step, step + 1);
+  for (int64_t micro = 0; micro < micro_batches; ++micro) {
+    const uint32_t* batch_indices = order.data() + cursor.micro_first(now, micro);
+    const int rows = cursor.micro_rows(now, micro);
+    if (batch_observer) batch_observer(batch_indices, rows);
+    const DeviceBatch batch = loader.load(batch_indices, rows);  // outside any capture
+    if (replayed) captured.replay(batch, step + 1, [this](const DeviceBatch& fixed) { captured_pass(fixed); });
+    else micro_batch_pass(batch, rows, micro, micro_batches);
+    // With this micro-batch's work queued (on a GPU the device is busy
+    // with it), gather the next one and queue its copy.
+    if (cfg.prefetch_batches) prefetch_after(now, micro);
+  }
+  if (!replayed) {
+    r.outcome = reduce_and_update(r.log_step);
+    captured.count_eager_step(micro_batches, step_rows, r.log_step, step + 1);
+  }
+  ++step;
+  cursor.advance(step_rows);
+  return r;
+}
+
+void Trainer::Impl::micro_batch_pass(const DeviceBatch& batch, int rows, int64_t micro, int64_t micro_batches) {
+  const ScalarArg backward_scale = ScalarArg::at(&state.device()->backward_scale);
+  const half16* out = model.forward(batch.features_fp16, rows, params.weights_fp16.data());
+  const int classes = model.output_width();
+  if (cfg.loss == LossKind::SoftmaxCrossEntropy) {
+    backend.softmax_xent_forward(out, batch.labels, rows, classes, state.loss_mean_device(), nullptr);
+    backend.softmax_xent_backward(out, batch.labels, rows, classes, backward_scale, model.output_grad());
+  } else {
+    backend.mse_forward(out, batch.targets_fp32, rows, classes, state.loss_mean_device());
+    backend.mse_backward(out, batch.targets_fp32, rows, classes, backward_scale, model.output_grad());
+  }
+  const bool last = micro + 1 == micro_batches;
+  model.backward(rows, params.weights_fp16.data(), params.grads_fp16.data(), /*accumulate=*/micro > 0,
+                 last ? std::function<void(int)>([this](int layer) { layer_gradients_done(layer); }) : nullptr);
+}
+
+void Trainer::Impl::captured_pass(const DeviceBatch& fixed) {
+  micro_batch_pass(fixed, fixed.rows, 0, 1);
+  reduce_and_update(false);
+}
+
+StepOutcome Trainer::Impl::reduce_and_update(bool log_step) {
+  comm.wait_allreduces();
+  const StepOutcome outcome = optimizer.step(state.device(), log_step);
+  backend.step_status_finish(scale_rule, state.device());
+  return outcome;
+}
+
+void Trainer::Impl::layer_gradients_done(int layer) {
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    if (buckets[b].lowest_layer != layer) continue;
+    // The overflow test hook lands in the first element, in bucket 0.
+    if (b == 0 && overflow_injected_at(cfg, comm.rank(), step + 1)) inject_overflow(backend, params.grads_fp16.data());
+    comm.start_allreduce_sum_fp16(params.grads_fp16.data() + buckets[b].offset, buckets[b].count);
+  }
+}
+
+void Trainer::Impl::prefetch_after(const StepSlice& s, int64_t micro) {
+  const BatchRows next = cursor.prefetch_target(s, micro);
+  loader.prefetch(next.indices, next.rows);
+}
+
+BenchTimings Trainer::Impl::bench(int64_t warmup_steps, int64_t timed_steps) {
+  DDP_REQUIRE(prepared, "Trainer::bench before prepare");
+  BenchTimings t;
+  t.global_samples_per_step = global_batch();
+  auto one_step = [this] {
+    train_step();
+    if (cursor.epoch_done()) cursor.next_epoch();
+  };
+  for (int64_t i = 0; i < warmup_steps; ++i) one_step();
+  backend.synchronize();
+  {
+    CollectiveWatch watch(watchdog, "barrier", step);
+    comm.barrier();
+  }
+  comm.take_allreduce_times();
+  const int64_t replays_before = captured.replays();
+  for (int64_t i = 0; i < timed_steps; ++i) {
+    const auto start = Clock::now();
+    one_step();
+    backend.synchronize();
+    t.step_s.push_back(seconds_since(start));
+  }
+  t.allreduce = comm.take_allreduce_times();
+  t.graph_replays = captured.replays() - replays_before;
+  return t;
+}
+
+}  // namespace ddp

@@ -1,0 +1,153 @@
+// trainer_impl.h: the state of trainer.h's Trainer and its methods, shared
+// by the two files that define them: the loop and its endings
+// (trainer.cpp), the step and the benchmark (train_step.cpp). Private to
+// those two; the parts it wires each have their own header:
+//   epoch_cursor.h     where the run is in the data, which rows a step reads
+//   step_state_view.h  the host's reads of the device step state, --max-bad-steps
+//   captured_step.h    --cuda-graph capture and replay of the step
+//   checkpointing.h    resume, restore, snapshot, checkpoint writes, outputs
+//   run_report.h       the lines and metrics records, this run's tally
+//   fault_hooks.h      test hooks: injected overflows, a stalled rank
+//   stop_signal.h      SIGINT/SIGTERM: stops agreed at step boundaries
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "trainer/batch_loader.h"
+#include "trainer/captured_step.h"
+#include "trainer/checkpointing.h"
+#include "trainer/epoch_cursor.h"
+#include "trainer/evaluator.h"
+#include "trainer/gradient_buckets.h"
+#include "trainer/lr_schedule.h"
+#include "trainer/mixed_precision_optimizer.h"
+#include "trainer/mlp_model.h"
+#include "trainer/parameter_store.h"
+#include "trainer/progress_reporter.h"
+#include "trainer/run_report.h"
+#include "trainer/step_state_view.h"
+#include "trainer/trainer.h"
+
+namespace ddp {
+
+struct Trainer::Impl {
+  TrainConfig cfg;
+  Backend& backend;
+  Communicator& comm;
+  TrainTestData data;
+  ParameterLayout layout;
+  ParameterStore params;
+  MlpModel model;
+  MixedPrecisionOptimizer optimizer;
+  LossScaleRule scale_rule;
+  StepStateView state;  // the device step state and this step's loss, and the host's copy
+  EpochCursor cursor;
+  BatchLoader loader;
+  Evaluator evaluator;
+  LrSchedule schedule;
+  ProgressReporter progress;
+  std::vector<GradientBucket> buckets;  // all-reduce units, in the order backward completes them
+  RunPlan plan;                         // set in the constructor's body
+  RunReport report;
+  CapturedStep captured;
+  Checkpointing checkpoints;
+  CollectiveWatchdog* watchdog = nullptr;  // not owned; null: collectives are not watched
+  int64_t step = 0;
+  int64_t last_eval_step = -1;
+  std::function<void(const uint32_t*, int)> batch_observer;  // test hook; may be empty
+  EvalResult last_eval;
+  bool prepared = false;
+
+  Impl(const TrainConfig& c, Backend& b, Communicator& m, TrainTestData d);
+
+  // Captured steps hold NCCL work: they go before the communicator does
+  // (the Trainer is destroyed first, being declared after it).
+  ~Impl() { backend.release_captures(); }
+
+  int world() const { return comm.world_size(); }
+  bool is_root() const { return comm.rank() == 0; }
+  int64_t global_batch() const { return cursor.samples_per_rank_step() * world(); }
+  void say(const std::string& line) { progress.permanent(line); }
+  // The checkpoint of `at_step` for the lines and records ("": no --checkpoint-dir).
+  std::string checkpoint_named(int64_t at_step) const {
+    return cfg.checkpoint_dir.empty() ? std::string() : checkpoints.path_at(at_step);
+  }
+
+  void prepare();
+  void run_eval();  // the test-set evaluation, its line and record
+
+  struct StepResult {
+    StepOutcome outcome;  // grad_norm when logged; the skip decision is in the step state
+    int64_t rows = 0;     // this rank's samples in the step
+    double lr = 0;
+    bool log_step = false;
+  };
+
+  // The step (train_step.cpp).
+  // One optimizer step: K micro-batches forward/backward into the flat FP16
+  // gradients, all-reduce, unscale/check/SGD, loss-scale update. Advances
+  // step and the epoch position; evaluation and checkpoints are the caller's.
+  StepResult train_step();
+
+  // Forward, loss and backward of one micro-batch (`batch`, in an upload slot).
+  // Only the last micro-batch's backward finishes gradients (no_sync before
+  // it): its finished buckets start their all-reduces at once.
+  void micro_batch_pass(const DeviceBatch& batch, int rows, int64_t micro, int64_t micro_batches);
+
+  // What a --cuda-graph capture records: the step of one full micro-batch
+  // on the graph's own input batch, without host reads.
+  void captured_pass(const DeviceBatch& fixed);
+
+  // The sums, then the optimizer step and the loss-scale update. The sum
+  // over ranks was predivided by F: what is left to divide is N/F (prepared
+  // as the step's 1/(S N/F)).
+  StepOutcome reduce_and_update(bool log_step);
+
+  // Starts the all-reduce of the bucket that layer completes, if any.
+  void layer_gradients_done(int layer);
+
+  // Starts the copy of the batch that follows micro-batch `micro` of step
+  // `s`: what the next load() will ask for. Where there is no next load
+  // (the run's last step, a stop) the copy is wasted; a load of other rows
+  // would still get exactly those rows (BatchLoader::load), so prefetching
+  // never changes a result.
+  void prefetch_after(const StepSlice& s, int64_t micro);
+
+  BenchTimings bench(int64_t warmup_steps, int64_t timed_steps);
+
+  // The loop and its endings (trainer.cpp).
+  TrainSummary run();
+
+  // The step state after a step where state.due(): an ending at
+  // --max-bad-steps throws here, on every rank at the same step.
+  void read_step_state();
+
+  // The log line and record of a --log-every step, and the live line.
+  void report_progress(const StepResult& st, RunTally& tally);
+
+  // After the loop: the stop, or the final evaluation, checkpoint, weights
+  // and summary.
+  TrainSummary finish(int stop_signal, RunTally& tally);
+
+  // The summary fields every ending of run() shares (finished or stopped).
+  TrainSummary summary_of_run(const RunTally& tally);
+
+  // The stop signal all ranks act on at this step boundary: the largest any
+  // of them received (a host all-reduce; a world of one reads its own).
+  int agreed_stop_signal();
+
+  // The run's results are written: a later signal ends the process at once
+  // (stop_signal.h), and one that came during the final evaluation and
+  // writes, kept until now so they completed, still sets the exit status.
+  TrainSummary finished_despite_signal(TrainSummary sum);
+
+  // The end of a run that a signal stopped at a step boundary: a checkpoint
+  // (when there is a --checkpoint-dir), one line, a metrics record; no
+  // evaluation, so the process ends well within a launcher's grace period.
+  TrainSummary stopped_by(int signal, const RunTally& tally);
+};
+
+}  // namespace ddp
