@@ -214,6 +214,19 @@ TEST_F(CliOutputs, AResumeRefusesToOverwriteAnotherRunsLaterCheckpoint) {
   EXPECT_NE(r.output.find("1 later checkpoint(s) of this run (steps 4 to 4)"), std::string::npos) << r.output;
 }
 
+// A resume already at its run's end trains nothing and writes nothing: the
+// other run's checkpoint at that step in --checkpoint-dir stays as it was.
+TEST_F(CliOutputs, AResumeThatTrainsNothingWritesNothing) {
+  ASSERT_EQ(run(data() + "--steps 4 --checkpoint-dir " + dir + "/a").exit_code, 0);
+  ASSERT_EQ(run(data() + "--steps 4 --seed 5 --checkpoint-dir " + dir + "/b").exit_code, 0);
+  const std::string theirs = dir + "/b/" + checkpoint_file_name(4), before = read_text(theirs);
+  const test::CommandResult r =
+      run(data() + "--steps 4 --checkpoint-dir " + dir + "/b --resume " + dir + "/a/" + checkpoint_file_name(4));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("nothing left to train"), std::string::npos) << r.output;
+  EXPECT_EQ(read_text(theirs), before) << "the other run's step-4 checkpoint was replaced";
+}
+
 TEST_F(CliOutputs, AResumeMustFitTheDataItContinuesOn) {
   const std::string ck = dir + "/ck";
   // 5 of 10 steps of epoch 1: position 20 of 40 samples.

@@ -75,9 +75,16 @@ int64_t Checkpointing::restore(const TrainState& s, const std::string& path) {
   for (const std::string& line : notes) say(line);
   resumed_ = true;
   run_id_ = s.run_id;
+  // The resumed state is the checkpoint's: a run that trains no step (it is
+  // already at its end) writes none, so nothing in --checkpoint-dir, another
+  // run's file at that step included, is replaced by it.
+  last_checkpoint_step_ = s.step;
   status.steps_done = s.step;
   status.skipped_total = s.skipped_steps;
   cursor_.move_to(s.epoch, s.epoch_sample_offset);  // drops the cached orders: the seed may change below
+  // With --drop-last and a larger global batch than the checkpoint's, what
+  // is left of its epoch may be less than a full step: that epoch is over.
+  if (cursor_.epoch_done()) cursor_.next_epoch();
   if (s.seed != cfg_.seed) {
     say("resume: the checkpoint was made with --seed " + std::to_string(s.seed) + "; using it for the data order");
     cfg_.seed = s.seed;

@@ -41,7 +41,6 @@ class Checkpointing {
   // none (a run from scratch, or a checkpoint of an earlier build that
   // recorded none). The address is for the broadcast of rank 0's.
   void ensure_run_id();
-  uint64_t* run_id_data() { return &run_id_; }
 
   // Rank 0 alone writes: every output is checked, created or opened here,
   // before the first step (run_outputs.h), and the metrics file is opened.

@@ -79,14 +79,15 @@ void Trainer::Impl::prepare() {
     if (!cfg.init_weights_dir.empty()) say("initial weights from " + cfg.init_weights_dir);
   }
   // A lineage for a run from scratch, or for one resumed from a
-  // checkpoint of an earlier build that recorded none.
+  // checkpoint of an earlier build that recorded none. Only rank 0 writes
+  // checkpoints, so only its id is ever used: it is not broadcast (NCCL's
+  // broadcast takes device memory, and the id lives on the host).
   checkpoints.ensure_run_id();
   // Every rank starts from rank 0's parameters, whatever its seed.
   {
     CollectiveWatch watch(watchdog, "broadcast", step + 1);
     comm.broadcast_bytes(params.master_weights_fp32.data(), params.master_weights_fp32.size_bytes(), 0);
     comm.broadcast_bytes(params.momentum_fp32.data(), params.momentum_fp32.size_bytes(), 0);
-    comm.broadcast_bytes(checkpoints.run_id_data(), sizeof(uint64_t), 0);
   }
   if (is_root()) report.set_metrics(checkpoints.prepare_outputs(step));
   backend.cast_fp32_to_fp16(params.master_weights_fp32.data(), params.weights_fp16.data(), params.count());
@@ -235,8 +236,13 @@ int Trainer::Impl::agreed_stop_signal() {
 }
 
 TrainSummary Trainer::Impl::finished_despite_signal(TrainSummary sum) {
-  set_stop_signal_phase(StopSignalPhase::Finished);
+  // Agreed first: the all-reduce waits for rank 0's final writes, so no rank
+  // is in the Finished phase (where a signal ends it at once) while rank 0
+  // still writes; one that comes after the agreement ends this rank alone,
+  // with nothing left to write, and still sets the status.
   sum.stop_signal = agreed_stop_signal();
+  set_stop_signal_phase(StopSignalPhase::Finished);
+  if (sum.stop_signal == 0) sum.stop_signal = pending_stop_signal();
   if (sum.stop_signal != 0) report.finished_despite_signal(sum.stop_signal, step, checkpoint_named(step));
   return sum;
 }
