@@ -10,6 +10,7 @@
 
 #include "checkpoint_test_support.h"
 #include "trainer/checkpoint.h"
+#include "trainer/checkpoint_validation.h"
 #include "trainer/checkpoint_dir.h"
 
 namespace ddp {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "child_process.h"
+#include "faults_support.h"
 #include "test_support.h"
 #include "trainer/checkpoint.h"
 #include "trainer/checkpoint_dir.h"
@@ -33,15 +34,11 @@ using test::Child;
 using test::exit_code;
 using test::lines_with;
 
-const std::string kTrainer = std::string(DDP_TRAIN_BINARY) + " --device cpu --threads 1";
-const std::string kStartUpLine = "ddp_train: stopped by SIGTERM during start-up; nothing was trained or written";
-
+using test::kTrainer;
 #if defined(DDP_MPIEXEC)
-std::string mpiexec_prefix(int ranks) {
-  return "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1 " +
-         std::string(DDP_MPIEXEC) + " -n " + std::to_string(ranks) + " --oversubscribe ";
-}
+using test::mpiexec_prefix;
 #endif
+const std::string kStartUpLine = "ddp_train: stopped by SIGTERM during start-up; nothing was trained or written";
 
 // Waits (up to timeout_s) until the child is ddp_train with its SIGTERM
 // handler in place, or has ended; true in the first case.

@@ -260,29 +260,6 @@ std::vector<uint8_t> read_whole_file(const std::string& path) {
   }
 }
 
-std::string join_widths(const std::vector<int64_t>& widths) {
-  std::string text;
-  for (size_t i = 0; i < widths.size(); ++i) text += (i ? "," : "") + std::to_string(widths[i]);
-  return text.empty() ? "(none)" : text;
-}
-
-// Parameters of an MLP with these widths, in the trainer's flat layout: per
-// Linear layer a weight [out, in] and a bias [out] (see parameter_store.h).
-uint64_t mlp_parameter_count(const std::vector<int64_t>& widths) {
-  uint64_t count = 0;
-  for (size_t i = 0; i + 1 < widths.size(); ++i) {
-    if (widths[i] <= 0 || widths[i + 1] <= 0) throw Error("invalid layer widths " + join_widths(widths));
-    uint64_t layer = 0;
-    const auto in = static_cast<uint64_t>(widths[i]);
-    const auto out = static_cast<uint64_t>(widths[i + 1]);
-    if (__builtin_mul_overflow(in, out, &layer) || __builtin_add_overflow(layer, out, &layer) ||
-        __builtin_add_overflow(count, layer, &count)) {
-      throw Error("layer widths " + join_widths(widths) + " overflow the parameter count");
-    }
-  }
-  return count;
-}
-
 }  // namespace
 
 CheckpointError::CheckpointError(const std::string& file, const std::string& problem)
@@ -384,29 +361,6 @@ TrainState read_checkpoint(const std::string& path) { return parse_checkpoint(re
 
 void write_checkpoint_atomic(const std::string& path, const TrainState& s) {
   write_file_atomic(path, serialize_checkpoint(s), "checkpoint");
-}
-
-void check_checkpoint_compatible(const TrainState& ckpt, const std::vector<int64_t>& layer_widths,
-                                 const std::string& activation, const std::string& loss,
-                                 const std::string& name) {
-  auto fail = [&](const std::string& problem) { throw CheckpointError(name, problem); };
-  if (ckpt.layer_widths != layer_widths) {
-    fail("model shape mismatch: checkpoint has layers " + join_widths(ckpt.layer_widths) + ", this run " +
-         join_widths(layer_widths));
-  }
-  if (ckpt.activation != activation) {
-    fail("activation mismatch: checkpoint has " + ckpt.activation + ", this run " + activation);
-  }
-  if (ckpt.loss != loss) fail("loss mismatch: checkpoint has " + ckpt.loss + ", this run " + loss);
-  const uint64_t parameter_count = mlp_parameter_count(layer_widths);
-  if (ckpt.master_weights_fp32.size() != parameter_count) {
-    fail("parameter count mismatch: checkpoint holds " + std::to_string(ckpt.master_weights_fp32.size()) +
-         " master weights, layers " + join_widths(layer_widths) + " have " + std::to_string(parameter_count));
-  }
-  if (ckpt.momentum_fp32.size() != parameter_count) {
-    fail("momentum size mismatch: checkpoint holds " + std::to_string(ckpt.momentum_fp32.size()) +
-         " momentum values for " + std::to_string(parameter_count) + " parameters");
-  }
 }
 
 CheckpointHeader read_checkpoint_header(const std::string& path) {

@@ -82,14 +82,6 @@ TrainState read_checkpoint(const std::string& path);
 // anything is allocated.
 TrainState parse_checkpoint(const std::vector<uint8_t>& bytes, const std::string& name);
 
-// Throws CheckpointError naming the first difference between the checkpoint's
-// model (shape, activation, loss, and buffer sizes that shape implies) and
-// this run's, e.g. "model shape mismatch: checkpoint has layers 784,512,10,
-// this run 784,256,10". The seed is the caller's to compare (policy).
-void check_checkpoint_compatible(const TrainState& ckpt, const std::vector<int64_t>& layer_widths,
-                                 const std::string& activation, const std::string& loss,
-                                 const std::string& name);
-
 // What the header of a checkpoint file says about whose it is, read without
 // the weights (and without the checksum, which covers the whole file).
 struct CheckpointHeader {

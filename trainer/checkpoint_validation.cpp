@@ -51,6 +51,12 @@ std::string i64_text(int64_t v) { return std::to_string(v); }
 // Parameters of an MLP with these widths (per Linear layer a weight
 // [out, in] and a bias [out], as ParameterLayout::for_mlp lays them out), or
 // false when the count does not fit 64 bits. The widths are already > 0.
+std::string join_widths(const std::vector<int64_t>& widths) {
+  std::string text;
+  for (size_t i = 0; i < widths.size(); ++i) text += (i ? "," : "") + std::to_string(widths[i]);
+  return text.empty() ? "(none)" : text;
+}
+
 bool mlp_parameter_count(const std::vector<int64_t>& widths, uint64_t& count) {
   count = 0;
   for (size_t i = 0; i + 1 < widths.size(); ++i) {
@@ -220,6 +226,31 @@ void validate_checkpoint_contents(const TrainState& s, const std::string& name) 
   check_position(s, name);
   check_step_state(s, name);
   check_buffers(s, name);
+}
+
+void check_checkpoint_compatible(const TrainState& ckpt, const std::vector<int64_t>& layer_widths,
+                                 const std::string& activation, const std::string& loss,
+                                 const std::string& name) {
+  auto fail = [&](const std::string& problem) { throw CheckpointError(name, problem); };
+  if (ckpt.layer_widths != layer_widths) {
+    fail("model shape mismatch: checkpoint has layers " + join_widths(ckpt.layer_widths) + ", this run " +
+         join_widths(layer_widths));
+  }
+  if (ckpt.activation != activation) {
+    fail("activation mismatch: checkpoint has " + ckpt.activation + ", this run " + activation);
+  }
+  if (ckpt.loss != loss) fail("loss mismatch: checkpoint has " + ckpt.loss + ", this run " + loss);
+  uint64_t parameter_count = 0;
+  if (!mlp_parameter_count(layer_widths, parameter_count))
+    fail("layer widths " + join_widths(layer_widths) + " overflow the parameter count");
+  if (ckpt.master_weights_fp32.size() != parameter_count) {
+    fail("parameter count mismatch: checkpoint holds " + std::to_string(ckpt.master_weights_fp32.size()) +
+         " master weights, layers " + join_widths(layer_widths) + " have " + std::to_string(parameter_count));
+  }
+  if (ckpt.momentum_fp32.size() != parameter_count) {
+    fail("momentum size mismatch: checkpoint holds " + std::to_string(ckpt.momentum_fp32.size()) +
+         " momentum values for " + std::to_string(parameter_count) + " parameters");
+  }
 }
 
 }  // namespace ddp

@@ -7,10 +7,13 @@
 // Only the invariants that hold for every checkpoint, whatever the run, are
 // checked here (field ranges and the relations between the fields); what
 // depends on the run resuming it (data set size, global batch, world size,
-// the model it was started with) is the trainer's to check.
+// the model it was started with) is the trainer's to check, except the
+// model itself, compared here with check_checkpoint_compatible.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "trainer/train_state.h"
 
@@ -21,5 +24,13 @@ namespace ddp {
 // value, e.g. "corrupt contents: step is -5 (must be >= 0)". Reads each
 // buffer once; returns normally when every check holds.
 void validate_checkpoint_contents(const TrainState& s, const std::string& name);
+
+// Throws CheckpointError naming the first difference between the checkpoint's
+// model (shape, activation, loss, and buffer sizes that shape implies) and
+// this run's, e.g. "model shape mismatch: checkpoint has layers 784,512,10,
+// this run 784,256,10". The seed is the caller's to compare (policy).
+void check_checkpoint_compatible(const TrainState& ckpt, const std::vector<int64_t>& layer_widths,
+                                 const std::string& activation, const std::string& loss,
+                                 const std::string& name);
 
 }  // namespace ddp
