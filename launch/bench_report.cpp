@@ -8,13 +8,6 @@
 
 namespace ddp {
 
-double model_flops_per_sample(const std::vector<int64_t>& widths) {
-  double flops = 0.0;
-  for (size_t i = 0; i + 1 < widths.size(); ++i) flops += 6.0 * static_cast<double>(widths[i]) * widths[i + 1];
-  if (widths.size() >= 2) flops -= 2.0 * static_cast<double>(widths[0]) * widths[1];
-  return flops;
-}
-
 double peak_fp16_tflops(const std::string& device_description) {
   struct Peak {
     const char* name;
@@ -44,13 +37,11 @@ std::string bench_json_line(const BenchContext& c, const BenchTimings& t) {
   for (double s : t.step_s) total_s += s;
   const double steps = static_cast<double>(t.step_s.size());
   const double samples_per_s = steps * t.global_samples_per_step / std::max(total_s, 1e-12);
-  const double tflops = samples_per_s * model_flops_per_sample(c.widths) / 1e12;
+  const double tflops = samples_per_s * c.flops_per_sample / 1e12;
   const double peak = c.peak_tflops > 0 ? c.peak_tflops : peak_fp16_tflops(c.device);
 
-  std::string model;
-  for (size_t i = 0; i < c.widths.size(); ++i) model += (i ? "-" : "") + std::to_string(c.widths[i]);
   JsonRecord r;
-  r.add("event", "bench").add("model", model).add("device", c.device).add("world_size", static_cast<int64_t>(c.world_size));
+  r.add("event", "bench").add("model", c.model).add("device", c.device).add("world_size", static_cast<int64_t>(c.world_size));
   r.add("batch_per_rank", c.batch_per_rank).add("grad_accum", c.grad_accum).add("global_batch", t.global_samples_per_step);
   r.add("warmup_steps", c.warmup_steps).add("timed_steps", static_cast<int64_t>(t.step_s.size()));
   r.add("samples_per_s", samples_per_s);

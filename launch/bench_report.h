@@ -11,17 +11,13 @@
 
 namespace ddp {
 
-// Model FLOPs per sample of one training step: forward 2*in*out per layer,
-// backward 4*in*out (dX and dW), less the first layer's dX (2*in*out),
-// which nothing needs.
-double model_flops_per_sample(const std::vector<int64_t>& widths);
-
 // FP16 dense Tensor Core peak in TFLOP/s by GPU name (vendor datasheets,
 // SXM parts), 0 when the name is not in the table.
 double peak_fp16_tflops(const std::string& device_description);
 
 struct BenchContext {
-  std::vector<int64_t> widths;
+  std::string model;              // the model's shape, e.g. "784-512-10"
+  double flops_per_sample = 0.0;  // of one training step (models/model_factory.h)
   std::string device;        // the backend's description
   int world_size = 1;
   int64_t batch_per_rank = 0;

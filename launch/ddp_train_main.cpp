@@ -21,6 +21,7 @@
 #include "launch/bench_report.h"
 #include "launch/device_select.h"
 #include "launch/options.h"
+#include "trainer/models/model_factory.h"
 #include "trainer/stop_signal.h"
 #include "trainer/synthetic_data.h"
 #include "trainer/trainer.h"
@@ -49,8 +50,9 @@ ddp::TrainTestData bench_data(const ddp::TrainConfig& c, int world_size) {
   const size_t count = static_cast<size_t>(ddp::resolve_batch_per_rank(c, world_size) * c.grad_accum * world_size);
   const bool classification = c.loss == ddp::LossKind::SoftmaxCrossEntropy;
   ddp::TrainTestData d;
-  d.train = ddp::make_random_dataset(c.seed, count, c.layer_widths.front(), c.layer_widths.back(), classification);
-  d.test = ddp::make_random_dataset(c.seed + 1, 1, c.layer_widths.front(), c.layer_widths.back(), classification);
+  const int64_t in = ddp::model_input_width(c), out = ddp::model_output_width(c);
+  d.train = ddp::make_random_dataset(c.seed, count, in, out, classification);
+  d.test = ddp::make_random_dataset(c.seed + 1, 1, in, out, classification);
   return d;
 }
 
@@ -140,7 +142,8 @@ int main(int argc, char** argv) {
     const ddp::BenchTimings timings = trainer.bench(opts.bench.warmup_steps, opts.bench.timed_steps);
     if (env->rank() == 0) {
       ddp::BenchContext context;
-      context.widths = opts.config.layer_widths;
+      context.model = ddp::model_shape_text(opts.config);
+      context.flops_per_sample = ddp::model_flops_per_sample(opts.config);
       context.device = device.backend->description();
       context.world_size = env->world_size();
       context.batch_per_rank = ddp::resolve_batch_per_rank(opts.config, env->world_size());

@@ -11,41 +11,12 @@
 
 #include "kernels/error.h"
 #include "launch/options_check.h"
+#include "trainer/int_list.h"
+#include "trainer/models/mlp_config.h"
 
 namespace po = boost::program_options;
 
 namespace ddp {
-
-namespace {
-
-// Comma-separated integers in [lo, hi]; false on anything else.
-bool parse_int_list(const std::string& text, int64_t lo, int64_t hi, std::vector<int64_t>& out) {
-  out.clear();
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    size_t used = 0;
-    long long v = 0;
-    try {
-      v = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != item.size() || item.empty() || v < lo || v > hi) return false;
-    out.push_back(v);
-  }
-  return !out.empty();
-}
-
-}  // namespace
-
-std::vector<int64_t> parse_layer_widths(const std::string& text) {
-  std::vector<int64_t> widths;
-  if (!parse_int_list(text, 1, 1 << 20, widths))
-    throw Error("--layers: '" + text + "' is not a comma-separated list of positive widths");
-  if (widths.size() < 2) throw Error("--layers: '" + text + "' needs at least an input and an output width");
-  return widths;
-}
 
 namespace {
 
@@ -264,11 +235,7 @@ ParsedOptions parse_options(int argc, const char* const argv[]) {
     if (vm["layers"].defaulted()) layers = "10,10";
     if (vm["loss"].defaulted()) loss = "mse";
   }
-  c.layer_widths = parse_layer_widths(layers);
-  if (activation == "relu") c.activation = Activation::Relu;
-  else if (activation == "gelu") c.activation = Activation::Gelu;
-  else throw Error("--activation: '" + activation + "' is not one of relu, gelu");
-  c.activation_name = activation;
+  set_mlp_options(c.mlp, layers, activation);
   if (loss == "xent") c.loss = LossKind::SoftmaxCrossEntropy;
   else if (loss == "mse") c.loss = LossKind::MeanSquaredError;
   else throw Error("--loss: '" + loss + "' is not one of xent, mse");

@@ -27,7 +27,4 @@ struct ParsedOptions {
 // Throws ddp::Error with one line naming the flag on anything malformed.
 ParsedOptions parse_options(int argc, const char* const argv[]);
 
-// "784,512,10" -> {784, 512, 10}; throws naming --layers.
-std::vector<int64_t> parse_layer_widths(const std::string& text);
-
 }  // namespace ddp

@@ -43,13 +43,13 @@ inline TrainState random_state(std::mt19937_64& rng, int64_t max_width) {
   std::uniform_int_distribution<int> layers(2, 5);
   TrainState s;
   const int n = layers(rng);
-  for (int i = 0; i < n; ++i) s.layer_widths.push_back(width(rng));
+  for (int i = 0; i < n; ++i) s.model_dims.push_back(width(rng));
   static const char* kActivations[] = {"relu", "gelu"};
   static const char* kLosses[] = {"xent", "mse"};
   s.activation = kActivations[rng() % 2];
   s.loss = kLosses[rng() % 2];
   if (rng() % 4 == 0) s.activation += std::string("\0\xff\n", 3);  // any bytes survive
-  const uint64_t params = mlp_params(s.layer_widths);
+  const uint64_t params = mlp_params(s.model_dims);
   for (uint64_t i = 0; i < params; ++i) {
     s.master_weights_fp32.push_back(float_from_bits(static_cast<uint32_t>(rng())));
     s.momentum_fp32.push_back(float_from_bits(static_cast<uint32_t>(rng())));
@@ -72,10 +72,10 @@ inline TrainState random_state(std::mt19937_64& rng, int64_t max_width) {
 
 inline TrainState small_state(int64_t step) {
   TrainState s;
-  s.layer_widths = {3, 2, 2};
+  s.model_dims = {3, 2, 2};
   s.activation = "relu";
   s.loss = "xent";
-  const uint64_t params = mlp_params(s.layer_widths);
+  const uint64_t params = mlp_params(s.model_dims);
   for (uint64_t i = 0; i < params; ++i) {
     s.master_weights_fp32.push_back(0.25f * static_cast<float>(i) - 1.0f);
     s.momentum_fp32.push_back(-0.5f * static_cast<float>(i));
@@ -95,7 +95,7 @@ bool same_bits(const T& a, const T& b) {
 }
 
 inline void expect_same_state(const TrainState& want, const TrainState& got) {
-  EXPECT_EQ(want.layer_widths, got.layer_widths);
+  EXPECT_EQ(want.model_dims, got.model_dims);
   EXPECT_EQ(want.activation, got.activation);
   EXPECT_EQ(want.loss, got.loss);
   ASSERT_EQ(want.master_weights_fp32.size(), got.master_weights_fp32.size());

@@ -55,7 +55,7 @@ TrainConfig graph_test_config(LossKind loss) {
   TrainConfig c;
   c.device = "cuda";
   c.seed = test::test_seed();
-  c.layer_widths = {10, 24, 16, 10};
+  c.mlp.layer_widths = {10, 24, 16, 10};
   c.loss = loss;
   c.loss_name = loss == LossKind::MeanSquaredError ? "mse" : "xent";
   c.batch_size = 16;  // 600 samples: 37 full steps and one of 8 rows per epoch

@@ -13,7 +13,8 @@
 #include <vector>
 
 #include "kernels/cuda_gemm_route.h"
-#include "trainer/mlp_model.h"
+#include "trainer/models/mlp_model.h"
+#include "trainer/parameter_store.h"
 #include "trainer/parameter_store.h"
 #include "cuda_test_support.h"
 #include "gemm_epilogue_support.h"
@@ -216,48 +217,45 @@ TEST_F(CudaKernels, ModelGemmsTakeTheFusedCublasLtRoutes) {
   // trainer issues them (the flat parameter buffers, their views' offsets):
   // each must take the route cuda_gemm.h intends for it, not a fallback.
   const int rows = 256;
-  const ParameterLayout layout = ParameterLayout::for_mlp({784, 1024, 1024, 10});
-  ParameterStore params(*gpu, layout);
-  params.set_master_weights(init_linear_parameters(layout, test::test_seed()));
-  MlpModel model(*gpu, layout, Activation::Relu, rows);
+  MlpConfig mlp;
+  mlp.layer_widths = {784, 1024, 1024, 10};
+  MlpModel model(*gpu, mlp, rows);
+  ParameterStore params(*gpu, model.parameters());
+  params.set_master_weights(model.parameters().initial_values(test::test_seed()));
   Buffer<half16> x(*gpu, static_cast<size_t>(rows) * model.input_width());
   x.upload(test::random_halves(rng, x.count()));
+  DeviceBatch batch;
+  batch.features_fp16 = x.data(), batch.rows = rows;
 
   auto routes = gpu->gemm_route_counts_for_testing();
-  model.forward(x.data(), rows, params.weights_fp16.data());
+  model.forward(batch, params.weights_fp16.data());
   // Hidden layers: Z = X W^T + b with ReLU in one RELU_BIAS call; the
-  // logits: BIAS. (W1 and W2 start 4 bytes past a 16-byte boundary, see
-  // below; their unaligned biases go through the aligned staging copy.)
+  // logits: BIAS.
   auto now = gpu->gemm_route_counts_for_testing();
   expect_routes(now.since(routes), {{GemmRoute::kLtReluBias, 2}, {GemmRoute::kLtBias, 1}}, "forward");
 
   const auto dlogits = test::random_halves(rng, static_cast<size_t>(rows) * model.output_width());
   gpu->copy_to_device(model.output_grad(), dlogits.data(), dlogits.size() * sizeof(half16));
   // BGRADB needs a 16-byte-aligned bias-gradient vector. The flat gradient
-  // buffer is cudaMalloc'd (256-byte aligned) and packs the layers last
-  // first with no padding, so only biases at a multiple of 8 elements
-  // qualify: for 784-1024-1024-10 that is the last layer's (at 10240); the
-  // other two sit 4 bytes past a 16-byte boundary and take the plain GEMM
-  // plus the bias-gradient kernel.
+  // buffer is cudaMalloc'd (256-byte aligned) and the parameter registry
+  // starts every tensor at a multiple of 8 elements, so every layer's bias
+  // gradient qualifies (before the registry padded, only the last layer's did).
   int64_t bgradb_layers = 0;
-  for (const LinearSlices& s : layout.layers) bgradb_layers += (s.bias_offset * sizeof(half16)) % 16 == 0;
-  EXPECT_GE(bgradb_layers, 1) << "the layout gives BGRADB no layer: this test would not exercise it";
-  const int64_t layers = static_cast<int64_t>(layout.layers.size());
+  for (const ParameterTensor& t : model.parameters().tensors())
+    bgradb_layers += t.shape.size() == 1 && (t.offset * sizeof(half16)) % 16 == 0;
+  const int64_t layers = model.layer_count();
+  EXPECT_EQ(bgradb_layers, layers) << "a bias the registry left unaligned";
 
   routes = gpu->gemm_route_counts_for_testing();
-  model.backward(rows, params.weights_fp16.data(), params.grads_fp16.data(), /*accumulate=*/false);
-  // dW with db by BGRADB in the same call where the vector is aligned; dX
-  // (layers 2 and 3) as the plain GEMM, then relu' in place.
+  model.backward(params.weights_fp16.data(), params.grads_fp16.data(), /*accumulate=*/false, nullptr);
+  // dW with db by BGRADB in the same call on every layer; dX (layers 2 and
+  // 3) as the plain GEMM, then relu' in place.
   now = gpu->gemm_route_counts_for_testing();
-  expect_routes(now.since(routes),
-                {{GemmRoute::kLtBgradb, bgradb_layers},
-                 {GemmRoute::kLt, layers - bgradb_layers},
-                 {GemmRoute::kBiasGradKernel, layers - bgradb_layers},
-                 {GemmRoute::kLtThenReluGradientInPlace, 2}},
+  expect_routes(now.since(routes), {{GemmRoute::kLtBgradb, layers}, {GemmRoute::kLtThenReluGradientInPlace, 2}},
                 "backward");
 
   routes = now;
-  model.backward(rows, params.weights_fp16.data(), params.grads_fp16.data(), /*accumulate=*/true);
+  model.backward(params.weights_fp16.data(), params.grads_fp16.data(), /*accumulate=*/true, nullptr);
   // --grad-accum > 1: dW adds to the gradients (beta 1), which BGRADB cannot
   // (it writes the vector), so db comes from the bias-gradient kernel.
   now = gpu->gemm_route_counts_for_testing();

@@ -175,7 +175,7 @@ TEST(BatchLoader, TwoSlotsAtFixedAddresses) {
 TrainConfig small_config() {
   TrainConfig c;
   c.data.kind = "synthetic";
-  c.layer_widths = {10, 16, 10};
+  c.mlp.layer_widths = {10, 16, 10};
   c.loss = LossKind::MeanSquaredError, c.loss_name = "mse";
   // 37 samples in micro-batches of 4, 2 per step: 5 steps per epoch, the
   // last of 5 rows (micro-batches of 4 and 1); 4 steps with --drop-last.

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "launch/bench_report.h"
+#include "trainer/models/mlp_config.h"
 #include "trainer/json_writer.h"
 
 namespace ddp {
@@ -12,8 +13,8 @@ namespace {
 TEST(BenchReport, ModelFlopsLeaveOutTheFirstLayersInputGradient) {
   // 784-1024-10: forward 2*(784*1024 + 1024*10), backward 4*(...) less 2*784*1024.
   const double want = 6.0 * (784 * 1024 + 1024 * 10) - 2.0 * 784 * 1024;
-  EXPECT_DOUBLE_EQ(model_flops_per_sample({784, 1024, 10}), want);
-  EXPECT_DOUBLE_EQ(model_flops_per_sample({10, 10}), 4.0 * 100);
+  EXPECT_DOUBLE_EQ(mlp_flops_per_sample({784, 1024, 10}), want);
+  EXPECT_DOUBLE_EQ(mlp_flops_per_sample({10, 10}), 4.0 * 100);
 }
 
 TEST(BenchReport, PeakByGpuName) {
@@ -24,7 +25,7 @@ TEST(BenchReport, PeakByGpuName) {
 
 TEST(BenchReport, JsonLineFromKnownTimings) {
   BenchContext c;
-  c.widths = {100, 200, 10};
+  c.model = "100-200-10", c.flops_per_sample = mlp_flops_per_sample({100, 200, 10});
   c.device = "NVIDIA H200";
   c.world_size = 2, c.batch_per_rank = 50, c.warmup_steps = 3;
   BenchTimings t;
@@ -34,7 +35,7 @@ TEST(BenchReport, JsonLineFromKnownTimings) {
   t.allreduce.busy_s = 0.020, t.allreduce.exposed_s = 0.005;  // 75% hidden
   const std::string line = bench_json_line(c, t);
   const double samples_per_s = 1000.0 / 0.055;
-  const double tflops = samples_per_s * model_flops_per_sample(c.widths) / 1e12;
+  const double tflops = samples_per_s * c.flops_per_sample / 1e12;
   auto has = [&](const std::string& text) { return line.find(text) != std::string::npos; };
   EXPECT_TRUE(has("\"event\":\"bench\"")) << line;
   EXPECT_TRUE(has("\"model\":\"100-200-10\"")) << line;
@@ -55,7 +56,7 @@ TEST(BenchReport, JsonLineFromKnownTimings) {
 // gives no all-reduce figure rather than a partial one.
 TEST(BenchReport, ReplayedStepsLeaveTheAllreduceFiguresNull) {
   BenchContext c;
-  c.widths = {4, 4};
+  c.model = "4-4", c.flops_per_sample = mlp_flops_per_sample({4, 4});
   c.device = "NVIDIA H200";
   BenchTimings t;
   t.global_samples_per_step = 8;
@@ -72,7 +73,7 @@ TEST(BenchReport, ReplayedStepsLeaveTheAllreduceFiguresNull) {
 
 TEST(BenchReport, UnknownPeakIsNull) {
   BenchContext c;
-  c.widths = {4, 4};
+  c.model = "4-4", c.flops_per_sample = mlp_flops_per_sample({4, 4});
   c.device = "CPU";
   BenchTimings t;
   t.global_samples_per_step = 8;

@@ -94,7 +94,7 @@ TEST_F(CheckpointDir, ScanPassesOverContentsOutOfRange) {
 // counted nor deleted, and the 6 it resumed from is kept with keep 2.
 TEST_F(CheckpointDir, PruneLeavesTheBranchAResumeLeftAlone) {
   const uint64_t ours = small_state(0).run_id;
-  const std::vector<int64_t> widths = small_state(0).layer_widths;
+  const std::vector<int64_t> widths = small_state(0).model_dims;
   for (int64_t step : {6, 8, 7}) write_checkpoint_atomic(path(checkpoint_file_name(step)), small_state(step));
   EXPECT_TRUE(prune_checkpoints(dir_, 2, ours, widths, path(checkpoint_file_name(7))).empty());
   EXPECT_EQ(file_names_in(dir_).size(), 3u);
@@ -113,7 +113,7 @@ TEST_F(CheckpointDir, PruneKeepsTheNewestOfThisRunOnly) {
   other.run_id = ours + 1;
   write_checkpoint_atomic(path(checkpoint_file_name(3)), other);
   TrainState other_model = small_state(2);
-  other_model.layer_widths = {2, 2, 2};
+  other_model.model_dims = {2, 2, 2};
   other_model.master_weights_fp32.resize(12), other_model.momentum_fp32.resize(12);
   write_checkpoint_atomic(path(checkpoint_file_name(2)), other_model);
   TrainState legacy = small_state(1);
@@ -153,7 +153,7 @@ TEST_F(CheckpointDir, HeaderNamesTheLineageWithoutReadingTheWeights) {
   const CheckpointHeader h = read_checkpoint_header(path("a"));
   EXPECT_EQ(h.step, 42);
   EXPECT_EQ(h.run_id, s.run_id);
-  EXPECT_EQ(h.layer_widths, s.layer_widths);
+  EXPECT_EQ(h.model_dims, s.model_dims);
   // The weights may be cut: the header still reads (pruning decides on it).
   std::vector<uint8_t> bytes = serialize_checkpoint(s);
   bytes.resize(bytes.size() - 20);

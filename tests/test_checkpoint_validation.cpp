@@ -43,10 +43,10 @@ int64_t uniform(std::mt19937_64& rng, int64_t lo, int64_t hi) {
 TrainState valid_state(std::mt19937_64& rng) {
   TrainState s;
   const int64_t layers = uniform(rng, 2, 4);
-  for (int64_t i = 0; i < layers; ++i) s.layer_widths.push_back(uniform(rng, 1, 9));
+  for (int64_t i = 0; i < layers; ++i) s.model_dims.push_back(uniform(rng, 1, 9));
   s.activation = rng() % 2 ? "relu" : "gelu";
   s.loss = rng() % 2 ? "xent" : "mse";
-  const size_t params = mlp_params(s.layer_widths);
+  const size_t params = mlp_params(s.model_dims);
   s.master_weights_fp32 = test::random_floats(rng, params, -3.0f, 3.0f);
   s.momentum_fp32 = test::random_floats(rng, params, -3.0f, 3.0f);
   s.step = uniform(rng, 2, 100000);
@@ -202,23 +202,23 @@ TEST_F(CheckpointValidation, MomentumFlagFollowsCleanSteps) {
 
 TEST_F(CheckpointValidation, ModelShapeBounds) {
   auto resize = [](TrainState& s) {
-    s.master_weights_fp32.assign(mlp_params(s.layer_widths), 0.5f);
-    s.momentum_fp32.assign(mlp_params(s.layer_widths), -0.5f);
+    s.master_weights_fp32.assign(mlp_params(s.model_dims), 0.5f);
+    s.momentum_fp32.assign(mlp_params(s.model_dims), -0.5f);
   };
-  expect_bound("no widths", [](TrainState& s) { s.layer_widths.clear(); }, {"layer widths list 0"},
-               [&](TrainState& s) { s.layer_widths = {1, 1}, resize(s); });
-  expect_bound("one width", [](TrainState& s) { s.layer_widths.resize(1); }, {"layer widths list 1"},
-               [&](TrainState& s) { s.layer_widths.resize(2), resize(s); });
+  expect_bound("no widths", [](TrainState& s) { s.model_dims.clear(); }, {"layer widths list 0"},
+               [&](TrainState& s) { s.model_dims = {1, 1}, resize(s); });
+  expect_bound("one width", [](TrainState& s) { s.model_dims.resize(1); }, {"layer widths list 1"},
+               [&](TrainState& s) { s.model_dims.resize(2), resize(s); });
   const size_t at = rng_() % 2;
-  expect_bound("width 0", [at](TrainState& s) { s.layer_widths[at] = 0; },
+  expect_bound("width 0", [at](TrainState& s) { s.model_dims[at] = 0; },
                {"layer width " + std::to_string(at) + " (of", "is 0", "> 0"},
-               [&](TrainState& s) { s.layer_widths[at] = 1, resize(s); });
-  expect_bound("width -1", [](TrainState& s) { s.layer_widths.back() = -1; }, {"is -1 (must be > 0)"},
-               [&](TrainState& s) { s.layer_widths.back() = 1, resize(s); });
-  expect_bound("width INT64_MIN", [](TrainState& s) { s.layer_widths[0] = kI64Min; },
-               {"is " + std::to_string(kI64Min)}, [&](TrainState& s) { s.layer_widths[0] = 1, resize(s); });
-  expect_bound("widths overflow the count", [](TrainState& s) { s.layer_widths = {kI64Max, kI64Max}; },
-               {"2^64"}, [&](TrainState& s) { s.layer_widths = {9, 9}, resize(s); });
+               [&](TrainState& s) { s.model_dims[at] = 1, resize(s); });
+  expect_bound("width -1", [](TrainState& s) { s.model_dims.back() = -1; }, {"is -1 (must be > 0)"},
+               [&](TrainState& s) { s.model_dims.back() = 1, resize(s); });
+  expect_bound("width INT64_MIN", [](TrainState& s) { s.model_dims[0] = kI64Min; },
+               {"is " + std::to_string(kI64Min)}, [&](TrainState& s) { s.model_dims[0] = 1, resize(s); });
+  expect_bound("widths overflow the count", [](TrainState& s) { s.model_dims = {kI64Max, kI64Max}; },
+               {"2^64"}, [&](TrainState& s) { s.model_dims = {9, 9}, resize(s); });
   expect_bound("weights one short", [](TrainState& s) { s.master_weights_fp32.pop_back(); },
                {"master weights hold"}, [](TrainState&) {});
   expect_bound("weights one over", [](TrainState& s) { s.master_weights_fp32.push_back(0.0f); },

@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "test_support.h"
+#include "trainer/models/mlp_config.h"
 #include "trainer/parameter_store.h"
 #include "trainer/weights_io.h"
 
@@ -66,9 +67,9 @@ TEST(CliMpirun, FourRankCheckpointResumesWithTwoRanks) {
   // the order of the FP16 gradient sums (4 vs 2 ranks) in the last 20 steps.
   // Measured 1.8e-5 of the weights' update; a resume at a wrong step or
   // a wrong data position ends far from the straight run.
-  const ParameterLayout layout = ParameterLayout::for_mlp({10, 32, 10});
-  const auto a = load_weights_npy(dir + "/straight", layout), b = load_weights_npy(dir + "/resumed", layout);
-  const auto start = init_linear_parameters(layout, 5);
+  const ParameterRegistry registry = mlp_parameters({10, 32, 10});
+  const auto a = load_weights_npy(dir + "/straight", registry), b = load_weights_npy(dir + "/resumed", registry);
+  const auto start = registry.initial_values(5);
   double diff = 0, norm = 0;
   for (size_t i = 0; i < a.size(); ++i) diff += std::pow(double(a[i]) - b[i], 2), norm += std::pow(double(a[i]) - start[i], 2);
   EXPECT_LT(std::sqrt(diff / norm), 5e-3);

@@ -39,7 +39,7 @@ class UncapturableCommunicator final : public Communicator {
 TrainConfig graph_config() {
   TrainConfig c;
   c.data.kind = "synthetic";
-  c.layer_widths = {10, 16, 10};
+  c.mlp.layer_widths = {10, 16, 10};
   c.loss = LossKind::MeanSquaredError, c.loss_name = "mse";
   c.batch_size = 16;
   c.data.synthetic_train_samples = 64;

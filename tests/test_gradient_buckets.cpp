@@ -1,53 +1,143 @@
-// test_gradient_buckets.cpp: the all-reduce buckets tile the flat gradient
-// buffer exactly, in the order backward completes layers, with whole layers
-// and the caps of the plan.
+// test_gradient_buckets.cpp: the gradient reducer (comm/gradient_reducer.h):
+// its buckets tile the flat buffer in segment order with the caps of the
+// plan, and each bucket's all-reduce starts exactly when its last segment
+// is marked ready, in bucket order, never before, and finalize() waits.
 #include <gtest/gtest.h>
 
-#include "trainer/gradient_buckets.h"
+#include <random>
+#include <string>
+
+#include "comm/gradient_reducer.h"
+#include "test_support.h"
 
 namespace ddp {
 namespace {
 
-size_t layer_count(const LinearSlices& s) { return static_cast<size_t>(s.in_features) * s.out_features + s.out_features; }
-
-void expect_tiling(const ParameterLayout& layout, const std::vector<GradientBucket>& buckets) {
-  size_t next = 0;
-  int next_top_layer = static_cast<int>(layout.layers.size()) - 1;
-  for (const GradientBucket& b : buckets) {
-    EXPECT_EQ(b.offset, next);
-    EXPECT_EQ(b.offset, layout.layers[next_top_layer].weight_offset);  // starts at a layer's W
-    size_t sum = 0;
-    for (int i = next_top_layer; i >= b.lowest_layer; --i) sum += layer_count(layout.layers[i]);
-    EXPECT_EQ(b.count, sum);  // whole layers from next_top_layer down to lowest_layer
-    next += b.count;
-    next_top_layer = b.lowest_layer - 1;
+// Segments of these sizes, each at a multiple of 8 elements (as the
+// parameter registry places tensors).
+std::vector<GradientSegment> aligned_segments(const std::vector<size_t>& counts) {
+  std::vector<GradientSegment> segments;
+  size_t at = 0;
+  for (size_t c : counts) {
+    at = (at + 7) / 8 * 8;
+    segments.push_back({at, c});
+    at += c;
   }
-  EXPECT_EQ(next, layout.total_count);
-  EXPECT_EQ(next_top_layer, -1);
+  return segments;
 }
 
-TEST(GradientBuckets, SmallFirstBucketThenCapsOfWholeLayers) {
-  // Layer sizes (elements, FP16): L3 10*64+10=650, L2 64*64+64=4160,
-  // L1 4160, L0 32*64+64=2112. First cap 1000 B (500 elements), then 10000 B.
-  const ParameterLayout layout = ParameterLayout::for_mlp({32, 64, 64, 64, 10});
-  const auto b = plan_gradient_buckets(layout, 10000, 1000);
+void expect_tiling(const std::vector<GradientSegment>& segments, const std::vector<GradientBucket>& buckets) {
+  size_t next_segment = 0;
+  for (const GradientBucket& b : buckets) {
+    EXPECT_EQ(b.first_segment, next_segment);
+    EXPECT_GT(b.end_segment, b.first_segment);
+    EXPECT_EQ(b.offset, segments[b.first_segment].offset);
+    const GradientSegment& last = segments[b.end_segment - 1];
+    EXPECT_EQ(b.offset + b.count, last.offset + last.count);
+    next_segment = b.end_segment;
+  }
+  EXPECT_EQ(next_segment, segments.size());
+}
+
+TEST(GradientBuckets, SmallFirstBucketThenCapsOfWholeSegments) {
+  // FP16 bytes: 1300, 8320, 8320, 4224. First cap 1000 B, then 10000 B.
+  const auto segments = aligned_segments({650, 4160, 4160, 2112});
+  const auto b = plan_gradient_buckets(segments, 10000, 1000);
   ASSERT_EQ(b.size(), 3u);
-  EXPECT_EQ(b[0].lowest_layer, 3);  // 650 elements >= 500: closed after the last layer alone
-  EXPECT_EQ(b[1].lowest_layer, 1);  // 4160 + 4160 = 8320 elements = 16640 B >= 10000
-  EXPECT_EQ(b[2].lowest_layer, 0);  // the rest
-  expect_tiling(layout, b);
+  EXPECT_EQ(b[0].end_segment, 1u);  // 1300 B >= 1000: the first segment alone
+  EXPECT_EQ(b[1].end_segment, 3u);  // 8320 + 8320 >= 10000
+  EXPECT_EQ(b[2].end_segment, 4u);  // the rest
+  expect_tiling(segments, b);
 }
 
-TEST(GradientBuckets, ZeroMeansOneBucketAndHugeLayersStandAlone) {
-  const ParameterLayout layout = ParameterLayout::for_mlp({784, 1024, 1024, 10});
-  const auto one = plan_gradient_buckets(layout, 0, 1 << 20);
+TEST(GradientBuckets, ZeroMeansOneBucketAndHugeSegmentsStandAlone) {
+  const auto segments = aligned_segments({10, 10250, 1024, 1048576, 1024, 802816});
+  const auto one = plan_gradient_buckets(segments, 0, 1 << 20);
   ASSERT_EQ(one.size(), 1u);
-  EXPECT_EQ(one[0].lowest_layer, 0);
-  expect_tiling(layout, one);
-  const auto tiny = plan_gradient_buckets(layout, 1, 1);  // every layer exceeds the cap: one bucket each
-  ASSERT_EQ(tiny.size(), 3u);
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(tiny[i].lowest_layer, 2 - i);
-  expect_tiling(layout, tiny);
+  expect_tiling(segments, one);
+  const auto tiny = plan_gradient_buckets(segments, 1, 1);  // every segment exceeds the cap
+  ASSERT_EQ(tiny.size(), segments.size());
+  expect_tiling(segments, tiny);
+}
+
+// Records the collectives as text: "S<offset>+<count>" per start, "W" per wait.
+class RecordingCommunicator final : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int world_size() const override { return 1; }
+  std::string name() const override { return "recording"; }
+  void allreduce_sum_fp16(half16*, size_t) override { log += "A"; }
+  void broadcast_bytes(void*, size_t, int) override {}
+  double allreduce_sum_host(double v) override { return v; }
+  int64_t allreduce_max_host(int64_t v) override { return v; }
+  void barrier() override {}
+  void start_allreduce_sum_fp16(half16* data, size_t count) override {
+    log += "S" + std::to_string(data - base) + "+" + std::to_string(count) + " ";
+  }
+  void wait_allreduces() override { log += "W"; }
+  half16* base = nullptr;
+  std::string log;
+};
+
+std::string start_of(const GradientBucket& b) {
+  return "S" + std::to_string(b.offset) + "+" + std::to_string(b.count) + " ";
+}
+
+TEST(GradientReducer, EachBucketStartsWhenItsLastSegmentIsReadyInOrder) {
+  std::mt19937_64 rng(test::test_seed());
+  for (int trial = 0; trial < 20; ++trial) {
+    std::vector<size_t> counts(2 + rng() % 8);
+    for (size_t& c : counts) c = 1 + rng() % 300;
+    const auto segments = aligned_segments(counts);
+    RecordingCommunicator comm;
+    std::vector<half16> grads(segments.back().offset + segments.back().count);
+    comm.base = grads.data();
+    GradientReducer reducer(comm, segments, 2 * (100 + rng() % 400), 2 * (1 + rng() % 200));
+    const auto& buckets = reducer.buckets();
+    ASSERT_GE(buckets.size(), 1u);
+    std::vector<size_t> started_by_hook;
+    reducer.before_start = [&](size_t b, half16* g) {
+      EXPECT_EQ(g, grads.data());
+      started_by_hook.push_back(b);
+    };
+    reducer.begin(grads.data());
+    // Mark segments in random groups, in order, as a backward would.
+    std::string want;
+    size_t next_bucket = 0;
+    for (size_t s = 0; s < segments.size();) {
+      const size_t end = std::min(segments.size(), s + 1 + rng() % 3);
+      reducer.mark_ready(s, end);
+      while (next_bucket < buckets.size() && buckets[next_bucket].end_segment <= end) want += start_of(buckets[next_bucket++]);
+      ASSERT_EQ(comm.log, want) << "after marking up to segment " << end << " (trial " << trial << ")";
+      s = end;
+    }
+    reducer.finalize();
+    EXPECT_EQ(comm.log, want + "W");
+    ASSERT_EQ(started_by_hook.size(), buckets.size());
+    for (size_t b = 0; b < buckets.size(); ++b) EXPECT_EQ(started_by_hook[b], b);
+  }
+}
+
+TEST(GradientReducer, ALaterBucketWaitsForTheEarlierOnesAndFinalizeStartsTheRest) {
+  const auto segments = aligned_segments({100, 100, 100});
+  RecordingCommunicator comm;
+  std::vector<half16> grads(400);
+  comm.base = grads.data();
+  GradientReducer reducer(comm, segments, 1, 1);  // one bucket per segment
+  ASSERT_EQ(reducer.buckets().size(), 3u);
+  reducer.begin(grads.data());
+  reducer.mark_ready(2, 3);  // the last bucket is complete, the first two are not: nothing may start
+  EXPECT_EQ(comm.log, "");
+  reducer.mark_ready(0, 1);
+  EXPECT_EQ(comm.log, start_of(reducer.buckets()[0]));
+  reducer.finalize();  // segment 1 never reported: started here, then the two in order, then the wait
+  EXPECT_EQ(comm.log, start_of(reducer.buckets()[0]) + start_of(reducer.buckets()[1]) + start_of(reducer.buckets()[2]) + "W");
+  // The next step starts afresh.
+  comm.log.clear();
+  reducer.begin(grads.data());
+  reducer.mark_ready(0, 3);
+  EXPECT_EQ(comm.log, start_of(reducer.buckets()[0]) + start_of(reducer.buckets()[1]) + start_of(reducer.buckets()[2]));
+  reducer.finalize();
 }
 
 }  // namespace

@@ -13,11 +13,28 @@
 #include <random>
 
 #include "kernels/cpu_backend.h"
-#include "trainer/mlp_model.h"
+#include "trainer/models/mlp_model.h"
+#include "trainer/parameter_store.h"
 #include "test_support.h"
 
 namespace ddp {
 namespace {
+
+// One Linear's place in the flat buffers, read from the registry by name.
+struct Slices {
+  int in_features = 0, out_features = 0;
+  size_t weight_offset = 0, bias_offset = 0;
+};
+
+std::vector<Slices> linear_slices(const ParameterRegistry& registry, const std::vector<int64_t>& widths) {
+  std::vector<Slices> out;
+  for (size_t i = 0; i + 1 < widths.size(); ++i) {
+    const ParameterTensor& w = registry[registry.find(mlp_tensor_prefix(i) + ".weight")];
+    const ParameterTensor& b = registry[registry.find(mlp_tensor_prefix(i) + ".bias")];
+    out.push_back({static_cast<int>(widths[i]), static_cast<int>(widths[i + 1]), w.offset, b.offset});
+  }
+  return out;
+}
 
 struct Reference {
   std::vector<double> grads;  // flat layout
@@ -35,14 +52,14 @@ double act_f(Activation a, double z) {
 
 // Softmax cross-entropy, mean over rows, in double from the FP16 weights/inputs
 // (hidden activations rounded to FP16, as the model stores them).
-Reference reference(const ParameterLayout& L, const std::vector<half16>& w16, const std::vector<half16>& x16,
+Reference reference(const std::vector<Slices>& layers, size_t flat_count, const std::vector<half16>& w16, const std::vector<half16>& x16,
                     const std::vector<int32_t>& labels, int rows, Activation act) {
-  const size_t n = L.layers.size();
+  const size_t n = layers.size();
   std::vector<std::vector<double>> xs(n + 1), zs(n);
   xs[0].assign(x16.size(), 0);
   for (size_t i = 0; i < x16.size(); ++i) xs[0][i] = to_float(x16[i]);
   for (size_t l = 0; l < n; ++l) {
-    const auto& s = L.layers[l];
+    const auto& s = layers[l];
     zs[l].assign(static_cast<size_t>(rows) * s.out_features, 0);
     xs[l + 1].assign(zs[l].size(), 0);
     for (int r = 0; r < rows; ++r)
@@ -61,8 +78,8 @@ Reference reference(const ParameterLayout& L, const std::vector<half16>& w16, co
       }
   }
   Reference ref;
-  ref.grads.assign(L.total_count, 0);
-  const int classes = L.layers.back().out_features;
+  ref.grads.assign(flat_count, 0);
+  const int classes = layers.back().out_features;
   std::vector<double> dz(static_cast<size_t>(rows) * classes);
   for (int r = 0; r < rows; ++r) {
     double mx = -1e300, se = 0;
@@ -73,7 +90,7 @@ Reference reference(const ParameterLayout& L, const std::vector<half16>& w16, co
       dz[r * classes + c] = (std::exp(zs[n - 1][r * classes + c] - mx) / se - (c == labels[r])) / rows;
   }
   for (size_t l = n; l-- > 0;) {
-    const auto& s = L.layers[l];
+    const auto& s = layers[l];
     for (int o = 0; o < s.out_features; ++o)
       for (int r = 0; r < rows; ++r) {
         const double g = dz[r * s.out_features + o];
@@ -101,29 +118,36 @@ void check_gradients(Activation act) {
   const std::vector<int64_t> widths = {13, 24, 17, 5};
   const int rows = 19;
   const float loss_scale = 1024.0f;
-  const ParameterLayout layout = ParameterLayout::for_mlp(widths);
+  MlpConfig mlp;
+  mlp.layer_widths = widths, mlp.activation = act;
   CpuBackend cpu(1);
-  ParameterStore params(cpu, layout);
-  params.set_master_weights(init_linear_parameters(layout, rng()));
+  MlpModel model(cpu, mlp, rows);
+  const ParameterRegistry& registry = model.parameters();
+  ParameterStore params(cpu, registry);
+  params.set_master_weights(registry.initial_values(rng()));
   const auto x = test::random_halves(rng, static_cast<size_t>(rows) * widths[0], -2.0f, 2.0f);
   const auto labels = test::random_labels(rng, rows, static_cast<int>(widths.back()));
   Buffer<half16> dx(cpu, x.size());
   Buffer<int32_t> dlabels(cpu, rows);
   Buffer<float> loss(cpu, 1);
   dx.upload(x), dlabels.upload(labels);
-  params.grads_fp16.upload(test::poison_halves(layout.total_count));
+  params.grads_fp16.upload(test::poison_halves(registry.flat_count()));
 
-  MlpModel model(cpu, layout, act, rows);
-  const half16* out = model.forward(dx.data(), rows, params.weights_fp16.data());
-  cpu.softmax_xent_forward(out, dlabels.data(), rows, model.output_width(), loss.data(), nullptr);
-  cpu.softmax_xent_backward(out, dlabels.data(), rows, model.output_width(), loss_scale, model.output_grad());
-  model.backward(rows, params.weights_fp16.data(), params.grads_fp16.data(), false);
+  DeviceBatch batch;
+  batch.features_fp16 = dx.data(), batch.labels = dlabels.data(), batch.rows = rows;
+  const ModelOutput out = model.forward(batch, params.weights_fp16.data());
+  ASSERT_EQ(out.rows, rows);
+  ASSERT_EQ(out.width, widths.back());
+  cpu.softmax_xent_forward(out.values, dlabels.data(), rows, out.width, loss.data(), nullptr);
+  cpu.softmax_xent_backward(out.values, dlabels.data(), rows, out.width, loss_scale, model.output_grad());
+  model.backward(params.weights_fp16.data(), params.grads_fp16.data(), false, nullptr);
 
-  const Reference ref = reference(layout, params.weights_fp16.download(), x, labels, rows, act);
+  const std::vector<Slices> layers = linear_slices(registry, widths);
+  const Reference ref = reference(layers, registry.flat_count(), params.weights_fp16.download(), x, labels, rows, act);
   EXPECT_NEAR(loss.download()[0], ref.loss, 2e-2 * std::fabs(ref.loss));
   const auto got = params.grads_fp16.download();
-  for (size_t l = 0; l < layout.layers.size(); ++l) {
-    const auto& s = layout.layers[l];
+  for (size_t l = 0; l < layers.size(); ++l) {
+    const auto& s = layers[l];
     for (auto [offset, count, what] : {std::tuple<size_t, size_t, const char*>{s.weight_offset, size_t(s.in_features) * s.out_features, "weight"},
                                        std::tuple<size_t, size_t, const char*>{s.bias_offset, size_t(s.out_features), "bias"}}) {
       double err2 = 0, ref2 = 0, max_abs = 0;
@@ -144,45 +168,28 @@ TEST(MlpGradients, GeluMatchesDoubleReference) { check_gradients(Activation::Gel
 
 TEST(MlpGradients, AccumulateAddsToExistingGradients) {
   std::mt19937_64 rng(test::test_seed());
-  const std::vector<int64_t> widths = {8, 16, 4};
   const int rows = 6;
-  const ParameterLayout layout = ParameterLayout::for_mlp(widths);
+  MlpConfig mlp;
+  mlp.layer_widths = {8, 16, 4};
   CpuBackend cpu(1);
-  ParameterStore params(cpu, layout);
-  params.set_master_weights(init_linear_parameters(layout, 3));
+  MlpModel model(cpu, mlp, rows);
+  ParameterStore params(cpu, model.parameters());
+  params.set_master_weights(model.parameters().initial_values(3));
   const auto x = test::random_halves(rng, rows * 8);
   Buffer<half16> dx(cpu, x.size());
   dx.upload(x);
-  MlpModel model(cpu, layout, Activation::Relu, rows);
-  model.forward(dx.data(), rows, params.weights_fp16.data());
+  DeviceBatch batch;
+  batch.features_fp16 = dx.data(), batch.rows = rows;
+  model.forward(batch, params.weights_fp16.data());
   const auto dout = test::random_halves(rng, rows * 4);
   cpu.copy_to_device(model.output_grad(), dout.data(), dout.size() * sizeof(half16));
-  model.backward(rows, params.weights_fp16.data(), params.grads_fp16.data(), false);
+  model.backward(params.weights_fp16.data(), params.grads_fp16.data(), false, nullptr);
   const auto once = test::to_doubles(params.grads_fp16.download());
   cpu.copy_to_device(model.output_grad(), dout.data(), dout.size() * sizeof(half16));
-  model.backward(rows, params.weights_fp16.data(), params.grads_fp16.data(), true);
+  model.backward(params.weights_fp16.data(), params.grads_fp16.data(), true, nullptr);
   const auto twice = test::to_doubles(params.grads_fp16.download());
   for (size_t i = 0; i < once.size(); ++i)
     ASSERT_TRUE(test::close_enough(twice[i], 2 * once[i], test::kFp16RelTol, 1e-3)) << i;
-}
-
-TEST(ParameterLayout, ReverseLayerOrderAndPytorchInitBounds) {
-  const ParameterLayout L = ParameterLayout::for_mlp({784, 512, 10});
-  EXPECT_EQ(L.total_count, 784u * 512 + 512 + 512 * 10 + 10);
-  EXPECT_EQ(L.layers[1].weight_offset, 0u);  // last layer first
-  EXPECT_EQ(L.layers[1].bias_offset, 5120u);
-  EXPECT_EQ(L.layers[0].weight_offset, 5130u);
-  const auto p = init_linear_parameters(L, 1);
-  const float b0 = 1 / std::sqrt(784.0f), b1 = 1 / std::sqrt(512.0f);
-  double max0 = 0, max1 = 0;
-  for (size_t i = L.layers[0].weight_offset; i < L.total_count; ++i) max0 = std::max<double>(max0, std::fabs(p[i]));
-  for (size_t i = 0; i < L.layers[0].weight_offset; ++i) max1 = std::max<double>(max1, std::fabs(p[i]));
-  EXPECT_LE(max0, b0);
-  EXPECT_GT(max0, 0.99 * b0);  // uniform over the whole interval
-  EXPECT_LE(max1, b1);
-  EXPECT_GT(max1, 0.95 * b1);
-  EXPECT_EQ(init_linear_parameters(L, 1), p);
-  EXPECT_NE(init_linear_parameters(L, 2), p);
 }
 
 }  // namespace

@@ -96,7 +96,7 @@ TEST(StepStatusRule, PrepareGivesTheHostScalarsBitwise) {
 TrainConfig small_config() {
   TrainConfig c;
   c.data.kind = "synthetic";
-  c.layer_widths = {10, 24, 16, 10};
+  c.mlp.layer_widths = {10, 24, 16, 10};
   c.loss = LossKind::MeanSquaredError, c.loss_name = "mse";
   c.batch_size = 16, c.lr = 0.05, c.momentum = 0.9, c.log_every = 1000000;
   c.lr_schedule = LrScheduleKind::Cosine;

@@ -31,7 +31,7 @@ Dataset head(const Dataset& d, size_t n) {
 TrainConfig synthetic_config() {
   TrainConfig c;
   c.data.kind = "synthetic";
-  c.layer_widths = {10, 32, 10};
+  c.mlp.layer_widths = {10, 32, 10};
   c.loss = LossKind::MeanSquaredError, c.loss_name = "mse";
   c.batch_size = 32, c.lr = 0.05, c.momentum = 0.9, c.log_every = 1000;
   c.lr_schedule = LrScheduleKind::Cosine;
@@ -50,10 +50,16 @@ std::vector<float> train(const TrainConfig& c, TrainSummary* summary = nullptr) 
   return t.snapshot().master_weights_fp32;
 }
 
+// The initial weights as a snapshot holds them (packed, registry order).
+std::vector<float> packed_initial_weights(const TrainConfig& c) {
+  const ParameterRegistry registry = mlp_parameters(c.mlp.layer_widths);
+  return registry.pack(registry.initial_values(c.seed));
+}
+
 TEST(TrainingConvergence, FashionMnistSubsetReachesAccuracy) {
   if (!fs::is_directory(kFashionDir)) GTEST_SKIP() << kFashionDir << " missing (Debian dataset-fashion-mnist)";
   TrainConfig c;
-  c.layer_widths = {784, 128, 10};
+  c.mlp.layer_widths = {784, 128, 10};
   c.epochs = 3, c.batch_size = 64, c.log_every = 100000;
   CpuBackend cpu(1);
   SingleProcessCommunicator comm;
@@ -110,8 +116,8 @@ TEST(TrainingWeights, SaveThenInitRoundTrips) {
   TrainConfig c = synthetic_config();
   c.steps = 5, c.save_weights_dir = dir + "/w";
   const std::vector<float> trained = train(c);
-  const ParameterLayout layout = ParameterLayout::for_mlp(c.layer_widths);
-  EXPECT_EQ(load_weights_npy(dir + "/w", layout), trained);
+  const ParameterRegistry registry = mlp_parameters(c.mlp.layer_widths);
+  EXPECT_EQ(registry.pack(load_weights_npy(dir + "/w", registry)), trained);  // snapshots hold tensors packed
   // Starting from them with a zero learning-rate step changes nothing.
   TrainConfig again = synthetic_config();
   again.steps = 1, again.init_weights_dir = dir + "/w", again.lr = 1e-30, again.momentum = 0;
@@ -144,7 +150,7 @@ TEST(TrainingSemantics, GradientAccumulationMatchesOneLargeBatch) {
   TrainSummary sb, sa;
   const auto wb = train(big, &sb), wa = train(accum, &sa);
   ASSERT_EQ(sb.skipped_steps + sa.skipped_steps, 0);
-  const auto start = init_linear_parameters(ParameterLayout::for_mlp(big.layer_widths), big.seed);
+  const auto start = packed_initial_weights(big);
   EXPECT_LT(test::relative_update_difference(wa, wb, start), 5e-3) << "seed " << big.seed;
 }
 
@@ -157,7 +163,7 @@ TEST(TrainingSemantics, PredivideLeavesTheUpdateUnchanged) {
   TrainConfig pre = plain;
   pre.grad_predivide = 4.0;
   const auto wp = train(plain), wq = train(pre);
-  const auto start = init_linear_parameters(ParameterLayout::for_mlp(plain.layer_widths), plain.seed);
+  const auto start = packed_initial_weights(plain);
   EXPECT_LT(test::relative_update_difference(wq, wp, start), 1e-3) << "seed " << plain.seed;
 }
 

@@ -198,7 +198,7 @@ class ByteReader {
 TrainState decode_header(ByteReader& h, const std::string& name) {
   TrainState s;
   try {
-    s.layer_widths = h.i64_vector();
+    s.model_dims = h.i64_vector();
     s.activation = h.str();
     s.loss = h.str();
     const uint8_t momentum_flag = h.u8();
@@ -267,14 +267,14 @@ CheckpointError::CheckpointError(const std::string& file, const std::string& pro
 
 std::vector<uint8_t> serialize_checkpoint(const TrainState& s) {
   const size_t payload_bytes = 16 + 4 * (s.master_weights_fp32.size() + s.momentum_fp32.size());
-  ByteWriter w(kFixedHeaderBytes + 256 + 8 * s.layer_widths.size() + payload_bytes + kTrailerBytes);
+  ByteWriter w(kFixedHeaderBytes + 256 + 8 * s.model_dims.size() + payload_bytes + kTrailerBytes);
   w.raw(kCheckpointMagic, sizeof(kCheckpointMagic));
   w.u32(kCheckpointFormatVersion);
   const size_t header_length_at = w.size();
   w.u32(0);  // header length, patched below
 
   const size_t header_start = w.size();
-  w.i64_vector(s.layer_widths);
+  w.i64_vector(s.model_dims);
   w.str(s.activation);
   w.str(s.loss);
   w.u8(s.momentum_initialized ? 1 : 0);
@@ -399,7 +399,7 @@ CheckpointHeader read_checkpoint_header(const std::string& path) {
   ByteReader h(header.data(), header.size());
   const TrainState s = decode_header(h, path);
   CheckpointHeader out;
-  out.layer_widths = s.layer_widths, out.step = s.step, out.run_id = s.run_id;
+  out.model_dims = s.model_dims, out.step = s.step, out.run_id = s.run_id;
   return out;
 }
 

@@ -9,7 +9,7 @@
 //   8       4     u32 format version (1)
 //   12      4     u32 header length H: bytes of the header fields below
 //   16      H     header fields, in this order:
-//                   u64 n, n x i64   layer_widths
+//                   u64 n, n x i64   model dims (the MLP: its widths, input first)
 //                   u32 n, n bytes   activation
 //                   u32 n, n bytes   loss
 //                   u8               momentum_initialized (0 or 1)
@@ -85,7 +85,7 @@ TrainState parse_checkpoint(const std::vector<uint8_t>& bytes, const std::string
 // What the header of a checkpoint file says about whose it is, read without
 // the weights (and without the checksum, which covers the whole file).
 struct CheckpointHeader {
-  std::vector<int64_t> layer_widths;
+  std::vector<int64_t> model_dims;
   int64_t step = 0;
   uint64_t run_id = 0;
 };

@@ -120,7 +120,7 @@ std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string&
 }
 
 std::vector<std::string> prune_checkpoints(const std::string& dir, int keep, uint64_t run_id,
-                                           const std::vector<int64_t>& layer_widths,
+                                           const std::vector<int64_t>& model_dims,
                                            const std::string& just_written) {
   std::vector<std::string> removed;
   if (keep <= 0 || run_id == 0) return removed;
@@ -145,7 +145,7 @@ std::vector<std::string> prune_checkpoints(const std::string& dir, int keep, uin
     } catch (const CheckpointError&) {
       continue;  // not provably this run's: never deleted
     }
-    if (header.run_id != run_id || header.layer_widths != layer_widths || header.step != step) continue;
+    if (header.run_id != run_id || header.model_dims != model_dims || header.step != step) continue;
     const bool is_just_written = !just_written.empty() && fs::equivalent(path, just_written, ec);
     if (kept < keep || is_just_written) {
       ++kept;

@@ -37,7 +37,7 @@ bool is_checkpoint_dir_file_name(const std::string& name);
 std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string& dir);
 
 // Deletes the checkpoints of one run (lineage `run_id`, model
-// `layer_widths`) in `dir` beyond the `keep` highest-step ones (keep <= 0:
+// `model_dims`) in `dir` beyond the `keep` highest-step ones (keep <= 0:
 // deletes nothing), never `just_written` and none with a higher step than it
 // (a resume from an earlier checkpoint leaves those of the branch it left
 // alone). Files of other runs or models,
@@ -45,7 +45,7 @@ std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string&
 // alone. Returns the paths removed; throws ddp::Error naming the file that
 // could not be removed.
 std::vector<std::string> prune_checkpoints(const std::string& dir, int keep, uint64_t run_id,
-                                           const std::vector<int64_t>& layer_widths,
+                                           const std::vector<int64_t>& model_dims,
                                            const std::string& just_written);
 
 }  // namespace ddp

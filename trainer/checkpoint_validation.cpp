@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "trainer/checkpoint.h"
+#include "trainer/models/model_factory.h"
 #include "trainer/train_config.h"
 
 namespace ddp {
@@ -48,29 +49,6 @@ std::string number_text(double v) {
 
 std::string i64_text(int64_t v) { return std::to_string(v); }
 
-// Parameters of an MLP with these widths (per Linear layer a weight
-// [out, in] and a bias [out], as ParameterLayout::for_mlp lays them out), or
-// false when the count does not fit 64 bits. The widths are already > 0.
-std::string join_widths(const std::vector<int64_t>& widths) {
-  std::string text;
-  for (size_t i = 0; i < widths.size(); ++i) text += (i ? "," : "") + std::to_string(widths[i]);
-  return text.empty() ? "(none)" : text;
-}
-
-bool mlp_parameter_count(const std::vector<int64_t>& widths, uint64_t& count) {
-  count = 0;
-  for (size_t i = 0; i + 1 < widths.size(); ++i) {
-    const auto in = static_cast<uint64_t>(widths[i]);
-    const auto out = static_cast<uint64_t>(widths[i + 1]);
-    uint64_t layer = 0;
-    if (__builtin_mul_overflow(in, out, &layer) || __builtin_add_overflow(layer, out, &layer) ||
-        __builtin_add_overflow(count, layer, &count)) {
-      return false;
-    }
-  }
-  return true;
-}
-
 template <size_t N>
 bool is_one_of(const std::string& text, const char* const (&names)[N]) {
   for (const char* n : names)
@@ -87,18 +65,11 @@ std::string list_of(const char* const (&names)[N]) {
 
 // The model: what restore() sizes its buffers by and the forward pass loops over.
 void check_model(const TrainState& s, const std::string& name) {
-  // An MLP has an input and an output width at least (--layers insists).
-  if (s.layer_widths.size() < 2) {
-    refuse(name, "layer widths list " + std::to_string(s.layer_widths.size()) +
-                     " value(s) (a model has at least an input and an output width)");
-  }
-  // A width is a matrix dimension; --layers accepts only positive ones.
-  for (size_t i = 0; i < s.layer_widths.size(); ++i) {
-    if (s.layer_widths[i] <= 0) {
-      refuse(name, "layer width " + std::to_string(i) + " (of " + std::to_string(s.layer_widths.size()) + ") is " +
-                       i64_text(s.layer_widths[i]) + " (must be > 0)");
-    }
-  }
+  // The dims must describe a model (for the MLP: at least two widths, each
+  // > 0); the buffers' lengths are checked against the count they imply below.
+  uint64_t count = 0;
+  const std::string dims_problem = checkpoint_dims_problem(s.model_dims, count);
+  if (!dims_problem.empty()) refuse(name, dims_problem);
   if (!is_one_of(s.activation, kActivationNames)) {
     refuse(name, "activation is " + quoted(s.activation) + " (must be " + list_of(kActivationNames) + ")");
   }
@@ -106,14 +77,12 @@ void check_model(const TrainState& s, const std::string& name) {
   // Both buffers are downloaded whole from the model's parameter store, so
   // their lengths are the parameter count the widths imply (momentum too,
   // before the first step: the buffer exists, zero).
-  uint64_t count = 0;
-  if (!mlp_parameter_count(s.layer_widths, count)) refuse(name, "layer widths imply more than 2^64 parameters");
   if (s.master_weights_fp32.size() != count) {
     refuse(name, "master weights hold " + std::to_string(s.master_weights_fp32.size()) +
-                     " values, the layer widths need " + std::to_string(count));
+                     " values, the model dims need " + std::to_string(count));
   }
   if (s.momentum_fp32.size() != count) {
-    refuse(name, "momentum holds " + std::to_string(s.momentum_fp32.size()) + " values, the layer widths need " +
+    refuse(name, "momentum holds " + std::to_string(s.momentum_fp32.size()) + " values, the model dims need " +
                      std::to_string(count));
   }
 }
@@ -228,24 +197,21 @@ void validate_checkpoint_contents(const TrainState& s, const std::string& name) 
   check_buffers(s, name);
 }
 
-void check_checkpoint_compatible(const TrainState& ckpt, const std::vector<int64_t>& layer_widths,
-                                 const std::string& activation, const std::string& loss,
+void check_checkpoint_compatible(const TrainState& ckpt, const std::vector<int64_t>& model_dims,
+                                 const std::string& activation, const std::string& loss, size_t parameter_count,
                                  const std::string& name) {
   auto fail = [&](const std::string& problem) { throw CheckpointError(name, problem); };
-  if (ckpt.layer_widths != layer_widths) {
-    fail("model shape mismatch: checkpoint has layers " + join_widths(ckpt.layer_widths) + ", this run " +
-         join_widths(layer_widths));
+  if (ckpt.model_dims != model_dims) {
+    fail("model shape mismatch: checkpoint has layers " + dims_text(ckpt.model_dims) + ", this run " +
+         dims_text(model_dims));
   }
   if (ckpt.activation != activation) {
     fail("activation mismatch: checkpoint has " + ckpt.activation + ", this run " + activation);
   }
   if (ckpt.loss != loss) fail("loss mismatch: checkpoint has " + ckpt.loss + ", this run " + loss);
-  uint64_t parameter_count = 0;
-  if (!mlp_parameter_count(layer_widths, parameter_count))
-    fail("layer widths " + join_widths(layer_widths) + " overflow the parameter count");
   if (ckpt.master_weights_fp32.size() != parameter_count) {
     fail("parameter count mismatch: checkpoint holds " + std::to_string(ckpt.master_weights_fp32.size()) +
-         " master weights, layers " + join_widths(layer_widths) + " have " + std::to_string(parameter_count));
+         " master weights, this run's model (" + dims_text(model_dims) + ") has " + std::to_string(parameter_count));
   }
   if (ckpt.momentum_fp32.size() != parameter_count) {
     fail("momentum size mismatch: checkpoint holds " + std::to_string(ckpt.momentum_fp32.size()) +

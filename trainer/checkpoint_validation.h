@@ -26,11 +26,11 @@ namespace ddp {
 void validate_checkpoint_contents(const TrainState& s, const std::string& name);
 
 // Throws CheckpointError naming the first difference between the checkpoint's
-// model (shape, activation, loss, and buffer sizes that shape implies) and
-// this run's, e.g. "model shape mismatch: checkpoint has layers 784,512,10,
+// model (shape, activation, loss, and the buffer sizes of this run's
+// parameter count) and this run's, e.g. "model shape mismatch: checkpoint has layers 784,512,10,
 // this run 784,256,10". The seed is the caller's to compare (policy).
-void check_checkpoint_compatible(const TrainState& ckpt, const std::vector<int64_t>& layer_widths,
-                                 const std::string& activation, const std::string& loss,
+void check_checkpoint_compatible(const TrainState& ckpt, const std::vector<int64_t>& model_dims,
+                                 const std::string& activation, const std::string& loss, size_t parameter_count,
                                  const std::string& name);
 
 }  // namespace ddp

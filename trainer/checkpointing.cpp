@@ -13,6 +13,7 @@
 #include "trainer/checkpoint.h"
 #include "trainer/checkpoint_dir.h"
 #include "trainer/checkpoint_validation.h"
+#include "trainer/models/model_factory.h"
 #include "trainer/run_outputs.h"
 
 namespace ddp {
@@ -61,14 +62,14 @@ ResumeTarget Checkpointing::resume_target() const {
 
 int64_t Checkpointing::restore(const TrainState& s, const std::string& path) {
   validate_checkpoint_contents(s, path);
-  check_checkpoint_compatible(s, cfg_.layer_widths, cfg_.activation_name, cfg_.loss_name, path);
-  if (s.master_weights_fp32.size() != params_.count() || s.momentum_fp32.size() != params_.count())
-    throw Error(path + ": parameter count does not match the model");
+  const ParameterRegistry& registry = params_.registry();
+  check_checkpoint_compatible(s, model_dims(cfg_), model_activation_name(cfg_), cfg_.loss_name,
+                              registry.parameter_count(), path);
   const ResumeTarget target = resume_target();
   std::vector<std::string> notes = check_resume_fits(s, target, path);
   const LossScalerState scaler = resumed_scaler_state(s, target, notes);
-  params_.set_master_weights(s.master_weights_fp32);
-  params_.momentum_fp32.upload(s.momentum_fp32);
+  params_.set_master_weights(registry.unpack(s.master_weights_fp32));
+  params_.momentum_fp32.upload(registry.unpack(s.momentum_fp32));
   StepStatus& status = state_.host_to_upload();
   status.momentum_initialized = s.momentum_initialized ? 1 : 0;
   set_scaler_state(status, scaler);
@@ -125,11 +126,11 @@ std::unique_ptr<MetricsFile> Checkpointing::prepare_outputs(int64_t step) {
 TrainState Checkpointing::snapshot(int64_t step) {
   const StepStatus& status = state_.read(step);
   TrainState s;
-  s.layer_widths = cfg_.layer_widths;
-  s.activation = cfg_.activation_name;
+  s.model_dims = model_dims(cfg_);
+  s.activation = model_activation_name(cfg_);
   s.loss = cfg_.loss_name;
-  s.master_weights_fp32 = params_.master_weights_fp32.download();
-  s.momentum_fp32 = params_.momentum_fp32.download();
+  s.master_weights_fp32 = params_.registry().pack(params_.master_weights_fp32.download());
+  s.momentum_fp32 = params_.registry().pack(params_.momentum_fp32.download());
   s.momentum_initialized = status.momentum_initialized != 0;
   s.scaler = scaler_state_of(status);
   s.step = step, s.epoch = cursor_.epoch(), s.epoch_sample_offset = cursor_.epoch_offset();
@@ -154,7 +155,7 @@ void Checkpointing::write(int64_t step) {
   std::filesystem::create_directories(cfg_.checkpoint_dir, ec);
   if (ec) throw Error("--checkpoint-dir: cannot create " + cfg_.checkpoint_dir + ": " + ec.message());
   write_checkpoint_atomic(path_at(step), s);
-  prune_checkpoints(cfg_.checkpoint_dir, cfg_.keep_checkpoints, run_id_, cfg_.layer_widths, path_at(step));
+  prune_checkpoints(cfg_.checkpoint_dir, cfg_.keep_checkpoints, run_id_, model_dims(cfg_), path_at(step));
 }
 
 }  // namespace ddp

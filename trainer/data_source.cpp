@@ -28,22 +28,6 @@ Dataset loading(const std::string& files, Load&& load) {
   }
 }
 
-// The first label of `data` that a model with `outputs` outputs cannot
-// produce, named by file and sample or line.
-void require_labels_below(const Dataset& data, int64_t outputs, const std::string& layers, int classes) {
-  for (size_t i = 0; i < data.labels.size(); ++i) {
-    if (data.labels[i] < outputs) continue;
-    throw Error(label_place(data, i) + ": label " + std::to_string(data.labels[i]) +
-                " is not below the output width " + std::to_string(outputs) + " of --layers " + layers +
-                " (the data has " + std::to_string(classes) + " classes)");
-  }
-}
-
-std::string widths_text(const std::vector<int64_t>& w) {
-  std::string s;
-  for (size_t i = 0; i < w.size(); ++i) s += (i ? "," : "") + std::to_string(w[i]);
-  return s;
-}
 }  // namespace
 
 TrainTestData load_train_test(const DataConfig& c, uint64_t seed) {
@@ -89,27 +73,6 @@ TrainTestData load_train_test(const DataConfig& c, uint64_t seed) {
   if (d.train.is_classification() != d.test.is_classification())
     throw Error("data: train and test sets disagree on labels (class labels vs regression targets)");
   return d;
-}
-
-void check_model_matches_data(const TrainConfig& config, const TrainTestData& data) {
-  const auto& w = config.layer_widths;
-  const std::string layers = widths_text(w);
-  if (static_cast<size_t>(w.front()) != data.train.features)
-    throw Error("--layers " + layers + ": input width " + std::to_string(w.front()) + " does not match the data's " +
-                std::to_string(data.train.features) + " features");
-  if (config.loss == LossKind::SoftmaxCrossEntropy) {
-    if (!data.train.is_classification())
-      throw Error("--loss xent needs class labels, but the data has regression targets (use --loss mse)");
-    const int classes = std::max(data.train.num_classes, data.test.num_classes);
-    require_labels_below(data.train, w.back(), layers, classes);
-    require_labels_below(data.test, w.back(), layers, classes);
-  } else {
-    if (data.train.is_classification())
-      throw Error("--loss mse needs regression targets, but the data has class labels (use --loss xent)");
-    if (static_cast<size_t>(w.back()) != data.train.target_dim)
-      throw Error("--layers " + layers + ": output width " + std::to_string(w.back()) + " does not match the data's " +
-                  std::to_string(data.train.target_dim) + " targets");
-  }
 }
 
 }  // namespace ddp

@@ -17,8 +17,4 @@ struct TrainTestData {
 // Throws DataError / ddp::Error with one line naming the file or flag.
 TrainTestData load_train_test(const DataConfig& config, uint64_t seed);
 
-// Checks --layers and --loss against the data: first width = features, last
-// width = classes (xent) or target width (mse). Throws naming --layers.
-void check_model_matches_data(const TrainConfig& config, const TrainTestData& data);
-
 }  // namespace ddp

@@ -7,18 +7,19 @@
 
 #include "kernels/buffer.h"
 #include "kernels/error.h"
+#include "trainer/models/loss_head.h"
 
 namespace ddp {
 
 Evaluator::Evaluator(Backend& backend, const Dataset& test, int max_batch)
     : backend_(backend), test_(test), loader_(backend, test, max_batch), loss_mean_(backend, 1), correct_(backend, 1) {}
 
-EvalResult evaluate(Backend& backend, Communicator& comm, MlpModel& model, const Dataset& test, LossKind loss,
+EvalResult evaluate(Backend& backend, Communicator& comm, Model& model, const Dataset& test, LossKind loss,
                     const half16* weights_fp16) {
   return Evaluator(backend, test, model.max_batch()).run(comm, model, loss, weights_fp16);
 }
 
-EvalResult Evaluator::run(Communicator& comm, MlpModel& model, LossKind loss, const half16* weights_fp16) {
+EvalResult Evaluator::run(Communicator& comm, Model& model, LossKind loss, const half16* weights_fp16) {
   DDP_REQUIRE(loader_.max_batch() >= model.max_batch(), "Evaluator: the model's batch is larger than the loader's");
   const int rank = comm.rank(), world = comm.world_size();
   std::vector<uint32_t> shard;
@@ -27,11 +28,9 @@ EvalResult Evaluator::run(Communicator& comm, MlpModel& model, LossKind loss, co
   for (size_t pos = 0; pos < shard.size(); pos += model.max_batch()) {
     const int rows = static_cast<int>(std::min<size_t>(model.max_batch(), shard.size() - pos));
     const DeviceBatch batch = loader_.load(shard.data() + pos, rows);
-    const half16* out = model.forward(batch.features_fp16, rows, weights_fp16);
-    if (loss == LossKind::SoftmaxCrossEntropy)
-      backend_.softmax_xent_forward(out, batch.labels, rows, model.output_width(), loss_mean_.data(), correct_.data());
-    else
-      backend_.mse_forward(out, batch.targets_fp32, rows, model.output_width(), loss_mean_.data());
+    const ModelOutput out = model.forward(batch, weights_fp16);
+    loss_forward(backend_, loss, out, batch, loss_mean_.data(),
+                 loss == LossKind::SoftmaxCrossEntropy ? correct_.data() : nullptr);
     // The next batch's gather and copy overlap this one's forward pass,
     // before the host waits for its results below.
     const size_t next = pos + model.max_batch();
@@ -44,13 +43,16 @@ EvalResult Evaluator::run(Communicator& comm, MlpModel& model, LossKind loss, co
       correct_sum += c;
     }
     backend_.copy_to_host(&batch_loss, loss_mean_.data(), sizeof(batch_loss));
-    loss_sum += static_cast<double>(batch_loss) * rows;
+    loss_sum += static_cast<double>(batch_loss) * out.rows;  // the mean was over the output rows
   }
   EvalResult r;
   r.samples = static_cast<int64_t>(comm.allreduce_sum_host(static_cast<double>(shard.size())));
-  r.loss = comm.allreduce_sum_host(loss_sum) / std::max<int64_t>(r.samples, 1);
+  // Loss and accuracy are means over predictions (a sample is one for the
+  // MLP, one per position for a language model).
+  const double predictions = static_cast<double>(std::max<int64_t>(r.samples, 1)) * model.outputs_per_sample();
+  r.loss = comm.allreduce_sum_host(loss_sum) / predictions;
   r.correct = static_cast<int64_t>(comm.allreduce_sum_host(correct_sum));
-  r.accuracy = loss == LossKind::SoftmaxCrossEntropy ? static_cast<double>(r.correct) / std::max<int64_t>(r.samples, 1)
+  r.accuracy = loss == LossKind::SoftmaxCrossEntropy ? static_cast<double>(r.correct) / predictions
                                                      : std::numeric_limits<double>::quiet_NaN();
   return r;
 }

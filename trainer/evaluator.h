@@ -6,7 +6,7 @@
 #include "comm/communicator.h"
 #include "kernels/buffer.h"
 #include "trainer/batch_loader.h"
-#include "trainer/mlp_model.h"
+#include "trainer/models/model.h"
 #include "trainer/train_config.h"
 
 namespace ddp {
@@ -24,7 +24,7 @@ struct EvalResult {
 class Evaluator {
  public:
   Evaluator(Backend& backend, const Dataset& test, int max_batch);
-  EvalResult run(Communicator& comm, MlpModel& model, LossKind loss, const half16* weights_fp16);
+  EvalResult run(Communicator& comm, Model& model, LossKind loss, const half16* weights_fp16);
 
  private:
   Backend& backend_;
@@ -35,7 +35,7 @@ class Evaluator {
 };
 
 // One evaluation with a fresh Evaluator.
-EvalResult evaluate(Backend& backend, Communicator& comm, MlpModel& model, const Dataset& test, LossKind loss,
+EvalResult evaluate(Backend& backend, Communicator& comm, Model& model, const Dataset& test, LossKind loss,
                     const half16* weights_fp16);
 
 }  // namespace ddp

@@ -13,7 +13,7 @@
 #include "kernels/error.h"
 #include "trainer/checkpoint.h"
 #include "trainer/checkpoint_dir.h"
-#include "trainer/checkpoint_dir.h"
+#include "trainer/models/model_factory.h"
 #include "trainer/weights_io.h"
 
 namespace ddp {
@@ -167,7 +167,7 @@ void open_metrics(const std::string& path) {
 void check_weights_files(const TrainConfig& c, const std::vector<std::string>& inputs,
                          std::vector<std::string>& notes) {
   int replaced = 0;
-  for (const std::string& file : weights_npy_paths(c.save_weights_dir, c.layer_widths.size() - 1)) {
+  for (const std::string& file : weights_npy_paths(c.save_weights_dir, model_parameters(c))) {
     refuse_if_input(file, "--save-weights", inputs);
     struct stat st {};
     if (!exists_on_disk(file, st)) continue;
@@ -199,7 +199,7 @@ std::vector<std::string> run_input_paths(const TrainConfig& c) {
   paths.push_back(c.resume_path);
   if (!c.init_weights_dir.empty()) {
     paths.push_back(c.init_weights_dir);
-    for (const std::string& file : weights_npy_paths(c.init_weights_dir, c.layer_widths.size() - 1))
+    for (const std::string& file : weights_npy_paths(c.init_weights_dir, model_parameters(c)))
       paths.push_back(file);
   }
   std::vector<std::string> existing;
@@ -226,7 +226,7 @@ std::vector<std::string> check_run_outputs(const TrainConfig& c, bool append_met
     require_directory_or_absent(c.save_weights_dir, "--save-weights");
     check_weights_files(c, inputs, notes);
     names.weights_dir = resolved(c.save_weights_dir);
-    for (const std::string& file : weights_npy_paths(c.save_weights_dir, c.layer_widths.size() - 1))
+    for (const std::string& file : weights_npy_paths(c.save_weights_dir, model_parameters(c)))
       names.weights_files.push_back(resolved(file));
   }
   if (!c.metrics_path.empty()) {

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <utility>
 
+#include "trainer/models/model_factory.h"
 #include "trainer/stop_signal.h"
 
 namespace ddp {
@@ -19,10 +20,7 @@ RunReport::RunReport(const TrainConfig& cfg, const Communicator& comm, ProgressR
     : cfg_(cfg), comm_(comm), progress_(progress) {}
 
 void RunReport::banner(size_t parameters, const Dataset& train, const Dataset& test, const RunPlan& plan) {
-  std::string widths;
-  for (size_t i = 0; i < cfg_.layer_widths.size(); ++i)
-    widths += (i ? "-" : "") + std::to_string(cfg_.layer_widths[i]);
-  say("model: MLP " + widths + " " + cfg_.activation_name + ", loss " + cfg_.loss_name + ", " +
+  say("model: " + model_summary(cfg_) + ", loss " + cfg_.loss_name + ", " +
       std::to_string(parameters) + " parameters");
   say("data: train " + std::to_string(train.count) + " samples (" + train.source + "), test " +
       std::to_string(test.count));

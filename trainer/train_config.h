@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/elementwise_math.h"
+#include "trainer/models/mlp_config.h"
 #include "trainer/loss_scaler.h"
 #include "trainer/lr_schedule.h"
 
@@ -37,9 +38,7 @@ struct TrainConfig {
   std::string device = "auto";  // auto | cuda | cpu
   DataConfig data;
 
-  std::vector<int64_t> layer_widths = {784, 512, 512, 10};
-  Activation activation = Activation::Relu;
-  std::string activation_name = "relu";
+  MlpConfig mlp;  // the model (models/model_factory.h maps it)
   LossKind loss = LossKind::SoftmaxCrossEntropy;
   std::string loss_name = "xent";
 

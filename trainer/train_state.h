@@ -17,14 +17,16 @@ struct LossScalerState {
 };
 
 struct TrainState {
-  // Model shape: layer widths (input, hidden..., output), activation and loss
-  // names as on the command line ("relu"/"gelu", "xent"/"mse").
-  std::vector<int64_t> layer_widths;
+  // Model shape: the dims its kind defines (models/model_factory.h; for the
+  // MLP its widths: input, hidden..., output), activation and loss names as
+  // on the command line ("relu"/"gelu", "xent"/"mse").
+  std::vector<int64_t> model_dims;
   std::string activation;
   std::string loss;
 
-  // Flat parameter buffers, the trainer's layout (reverse layer order); the
-  // same element count as the model's parameter count.
+  // The parameter tensors packed back to back in registry order, no
+  // padding (ParameterRegistry::pack: for the MLP the layout of version 1,
+  // last layer first); the model's parameter count each.
   std::vector<float> master_weights_fp32;
   std::vector<float> momentum_fp32;
   bool momentum_initialized = false;  // PyTorch SGD: first step copies the gradient

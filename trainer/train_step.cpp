@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "trainer/fault_hooks.h"
+#include "trainer/models/loss_head.h"
 #include "trainer/trainer_impl.h"
 
 namespace ddp {
@@ -53,18 +54,15 @@ Trainer::Impl::StepResult Trainer::Impl::train_step() {
 
 void Trainer::Impl::micro_batch_pass(const DeviceBatch& batch, int rows, int64_t micro, int64_t micro_batches) {
   const ScalarArg backward_scale = ScalarArg::at(&state.device()->backward_scale);
-  const half16* out = model.forward(batch.features_fp16, rows, params.weights_fp16.data());
-  const int classes = model.output_width();
-  if (cfg.loss == LossKind::SoftmaxCrossEntropy) {
-    backend.softmax_xent_forward(out, batch.labels, rows, classes, state.loss_mean_device(), nullptr);
-    backend.softmax_xent_backward(out, batch.labels, rows, classes, backward_scale, model.output_grad());
-  } else {
-    backend.mse_forward(out, batch.targets_fp32, rows, classes, state.loss_mean_device());
-    backend.mse_backward(out, batch.targets_fp32, rows, classes, backward_scale, model.output_grad());
-  }
+  DDP_REQUIRE(batch.rows == rows, "micro_batch_pass: the batch is not the rows asked for");
+  const ModelOutput out = model.forward(batch, params.weights_fp16.data());
+  loss_forward(backend, cfg.loss, out, batch, state.loss_mean_device(), nullptr);
+  loss_backward(backend, cfg.loss, out, batch, backward_scale, model.output_grad());
   const bool last = micro + 1 == micro_batches;
-  model.backward(rows, params.weights_fp16.data(), params.grads_fp16.data(), /*accumulate=*/micro > 0,
-                 last ? std::function<void(int)>([this](int layer) { layer_gradients_done(layer); }) : nullptr);
+  if (last) reducer.begin(params.grads_fp16.data());
+  model.backward(params.weights_fp16.data(), params.grads_fp16.data(), /*accumulate=*/micro > 0,
+                 last ? GradientsReady([this](size_t first, size_t end) { reducer.mark_ready(first, end); })
+                      : GradientsReady());
 }
 
 void Trainer::Impl::captured_pass(const DeviceBatch& fixed) {
@@ -73,19 +71,10 @@ void Trainer::Impl::captured_pass(const DeviceBatch& fixed) {
 }
 
 StepOutcome Trainer::Impl::reduce_and_update(bool log_step) {
-  comm.wait_allreduces();
+  reducer.finalize();
   const StepOutcome outcome = optimizer.step(state.device(), log_step);
   backend.step_status_finish(scale_rule, state.device());
   return outcome;
-}
-
-void Trainer::Impl::layer_gradients_done(int layer) {
-  for (size_t b = 0; b < buckets.size(); ++b) {
-    if (buckets[b].lowest_layer != layer) continue;
-    // The overflow test hook lands in the first element, in bucket 0.
-    if (b == 0 && overflow_injected_at(cfg, comm.rank(), step + 1)) inject_overflow(backend, params.grads_fp16.data());
-    comm.start_allreduce_sum_fp16(params.grads_fp16.data() + buckets[b].offset, buckets[b].count);
-  }
 }
 
 void Trainer::Impl::prefetch_after(const StepSlice& s, int64_t micro) {

@@ -16,6 +16,8 @@
 
 #include "kernels/error.h"
 #include "trainer/checkpoint.h"
+#include "trainer/fault_hooks.h"
+#include "trainer/models/model_factory.h"
 #include "trainer/stop_signal.h"
 #include "trainer/trainer_impl.h"
 #include "trainer/weights_io.h"
@@ -35,6 +37,13 @@ TrainConfig with_batch_per_rank(TrainConfig c, int world_size) {
   c.batch_size = resolve_batch_per_rank(c, world_size);
   return c;
 }
+
+// Each parameter tensor is one segment for the reducer, in registry order.
+std::vector<GradientSegment> gradient_segments(const ParameterRegistry& registry) {
+  std::vector<GradientSegment> segments;
+  for (const ParameterTensor& t : registry.tensors()) segments.push_back({t.offset, t.count});
+  return segments;
+}
 }  // namespace
 
 Trainer::Impl::Impl(const TrainConfig& c, Backend& b, Communicator& m, TrainTestData d)
@@ -42,9 +51,9 @@ Trainer::Impl::Impl(const TrainConfig& c, Backend& b, Communicator& m, TrainTest
       backend(b),
       comm(m),
       data(std::move(d)),
-      layout(ParameterLayout::for_mlp(c.layer_widths)),
-      params(b, layout),
-      model(b, layout, cfg.activation, static_cast<int>(cfg.batch_size)),
+      model_owned(make_model(cfg, b, static_cast<int>(cfg.batch_size))),
+      model(*model_owned),
+      params(b, model.parameters()),
       optimizer(b, params, optimizer_config(c)),
       scale_rule(loss_scale_rule(c.loss_scaler, c.max_bad_steps)),
       state(b, cfg),
@@ -52,8 +61,8 @@ Trainer::Impl::Impl(const TrainConfig& c, Backend& b, Communicator& m, TrainTest
       loader(b, data.train, static_cast<int>(cfg.batch_size)),
       evaluator(b, data.test, static_cast<int>(cfg.batch_size)),
       progress(m.rank() == 0),
-      buckets(plan_gradient_buckets(layout, static_cast<size_t>(cfg.bucket_mb * (1 << 20)),
-                                    static_cast<size_t>(cfg.first_bucket_mb * (1 << 20)))),
+      reducer(m, gradient_segments(model.parameters()), static_cast<size_t>(cfg.bucket_mb * (1 << 20)),
+              static_cast<size_t>(cfg.first_bucket_mb * (1 << 20))),
       report(cfg, m, progress),
       captured(cfg, b, m, data.train, optimizer, progress),
       checkpoints(cfg, data.train, params, state, cursor, m, progress, plan) {
@@ -65,6 +74,10 @@ Trainer::Impl::Impl(const TrainConfig& c, Backend& b, Communicator& m, TrainTest
   schedule.step_size = cfg.lr_step_size;
   schedule.gamma = cfg.lr_gamma;
   if (cfg.cuda_graph) captured.enable();
+  // The overflow test hook lands in the first element, in bucket 0.
+  reducer.before_start = [this](size_t bucket, half16* grads) {
+    if (bucket == 0 && overflow_injected_at(cfg, comm.rank(), step + 1)) inject_overflow(backend, grads);
+  };
 }
 
 void Trainer::Impl::prepare() {
@@ -73,8 +86,9 @@ void Trainer::Impl::prepare() {
   if (!resume_from.empty()) {
     step = checkpoints.restore(read_checkpoint(resume_from), resume_from);
   } else {
-    std::vector<float> init = cfg.init_weights_dir.empty() ? init_linear_parameters(layout, cfg.seed)
-                                                           : load_weights_npy(cfg.init_weights_dir, layout);
+    const ParameterRegistry& registry = model.parameters();
+    std::vector<float> init = cfg.init_weights_dir.empty() ? registry.initial_values(cfg.seed)
+                                                           : load_weights_npy(cfg.init_weights_dir, registry);
     params.set_master_weights(init);
     if (!cfg.init_weights_dir.empty()) say("initial weights from " + cfg.init_weights_dir);
   }
@@ -106,7 +120,7 @@ void Trainer::Impl::run_eval() {
 
 TrainSummary Trainer::Impl::run() {
   DDP_REQUIRE(prepared, "Trainer::run before prepare");
-  report.banner(params.count(), data.train, data.test, plan);
+  report.banner(model.parameters().parameter_count(), data.train, data.test, plan);
   RunTally tally;
   // From here a signal only asks for a stop at the next agreed point (see
   // stop_signal.h); until here it ended the process at once.
@@ -200,7 +214,7 @@ TrainSummary Trainer::Impl::finish(int stop_signal, RunTally& tally) {
   if (last_eval_step != step) run_eval();
   checkpoints.write(step);
   if (is_root() && !cfg.save_weights_dir.empty()) {
-    save_weights_npy(cfg.save_weights_dir, layout, params.master_weights_fp32.download());
+    save_weights_npy(cfg.save_weights_dir, model.parameters(), params.master_weights_fp32.download());
     say("weights saved to " + cfg.save_weights_dir);
   }
 

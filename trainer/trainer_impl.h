@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -21,10 +22,10 @@
 #include "trainer/checkpointing.h"
 #include "trainer/epoch_cursor.h"
 #include "trainer/evaluator.h"
-#include "trainer/gradient_buckets.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/mixed_precision_optimizer.h"
-#include "trainer/mlp_model.h"
+#include "comm/gradient_reducer.h"
+#include "trainer/models/model.h"
 #include "trainer/parameter_store.h"
 #include "trainer/progress_reporter.h"
 #include "trainer/run_report.h"
@@ -38,9 +39,9 @@ struct Trainer::Impl {
   Backend& backend;
   Communicator& comm;
   TrainTestData data;
-  ParameterLayout layout;
-  ParameterStore params;
-  MlpModel model;
+  std::unique_ptr<Model> model_owned;  // models/model_factory.h
+  Model& model;
+  ParameterStore params;  // in the model's registry layout
   MixedPrecisionOptimizer optimizer;
   LossScaleRule scale_rule;
   StepStateView state;  // the device step state and this step's loss, and the host's copy
@@ -49,7 +50,7 @@ struct Trainer::Impl {
   Evaluator evaluator;
   LrSchedule schedule;
   ProgressReporter progress;
-  std::vector<GradientBucket> buckets;  // all-reduce units, in the order backward completes them
+  GradientReducer reducer;  // the all-reduce buckets over the registry's tensors, overlapped with backward
   RunPlan plan;                         // set in the constructor's body
   RunReport report;
   CapturedStep captured;
@@ -105,9 +106,6 @@ struct Trainer::Impl {
   // over ranks was predivided by F: what is left to divide is N/F (prepared
   // as the step's 1/(S N/F)).
   StepOutcome reduce_and_update(bool log_step);
-
-  // Starts the all-reduce of the bucket that layer completes, if any.
-  void layer_gradients_done(int layer);
 
   // Starts the copy of the batch that follows micro-batch `micro` of step
   // `s`: what the next load() will ask for. Where there is no next load

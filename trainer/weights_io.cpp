@@ -9,41 +9,45 @@
 
 namespace ddp {
 namespace {
-std::string tensor_path(const std::string& dir, size_t layer, const char* what) {
-  return (std::filesystem::path(dir) / ("layer" + std::to_string(layer) + "." + what + ".npy")).string();
+std::string tensor_path(const std::string& dir, const ParameterTensor& t) {
+  return (std::filesystem::path(dir) / (t.file_stem + ".npy")).string();
+}
+
+std::vector<size_t> shape_of(const ParameterTensor& t) { return {t.shape.begin(), t.shape.end()}; }
+
+// Forward order (the MLP's layer 0 first), as the files were always written.
+std::vector<size_t> file_order(const ParameterRegistry& registry) {
+  std::vector<size_t> order(registry.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return registry[a].init_order < registry[b].init_order; });
+  return order;
 }
 }  // namespace
 
-std::vector<std::string> weights_npy_paths(const std::string& dir, size_t linear_layers) {
+std::vector<std::string> weights_npy_paths(const std::string& dir, const ParameterRegistry& registry) {
   std::vector<std::string> paths;
-  for (size_t i = 0; i < linear_layers; ++i) {
-    paths.push_back(tensor_path(dir, i, "weight"));
-    paths.push_back(tensor_path(dir, i, "bias"));
-  }
+  for (size_t i : file_order(registry)) paths.push_back(tensor_path(dir, registry[i]));
   return paths;
 }
 
-void save_weights_npy(const std::string& dir, const ParameterLayout& layout, const std::vector<float>& flat) {
+void save_weights_npy(const std::string& dir, const ParameterRegistry& registry, const std::vector<float>& flat) {
+  DDP_REQUIRE(flat.size() == registry.flat_count(), "save_weights_npy: not a flat buffer of this model");
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw Error("--save-weights: cannot create directory " + dir + ": " + ec.message());
-  for (size_t i = 0; i < layout.layers.size(); ++i) {
-    const LinearSlices& s = layout.layers[i];
-    const size_t out = s.out_features, in = s.in_features;
-    save_npy_fp32(tensor_path(dir, i, "weight"), flat.data() + s.weight_offset, {out, in});
-    save_npy_fp32(tensor_path(dir, i, "bias"), flat.data() + s.bias_offset, {out});
+  for (size_t i : file_order(registry)) {
+    const ParameterTensor& t = registry[i];
+    save_npy_fp32(tensor_path(dir, t), flat.data() + t.offset, shape_of(t));
   }
 }
 
-std::vector<float> load_weights_npy(const std::string& dir, const ParameterLayout& layout) {
-  std::vector<float> flat(layout.total_count);
-  for (size_t i = 0; i < layout.layers.size(); ++i) {
-    const LinearSlices& s = layout.layers[i];
-    const size_t out = s.out_features, in = s.in_features;
-    const std::vector<float> w = load_npy_fp32(tensor_path(dir, i, "weight"), {out, in});
-    const std::vector<float> b = load_npy_fp32(tensor_path(dir, i, "bias"), {out});
-    std::copy(w.begin(), w.end(), flat.begin() + s.weight_offset);
-    std::copy(b.begin(), b.end(), flat.begin() + s.bias_offset);
+std::vector<float> load_weights_npy(const std::string& dir, const ParameterRegistry& registry) {
+  std::vector<float> flat(registry.flat_count(), 0.0f);
+  for (size_t i : file_order(registry)) {
+    const ParameterTensor& t = registry[i];
+    const std::vector<float> values = load_npy_fp32(tensor_path(dir, t), shape_of(t));
+    std::copy(values.begin(), values.end(), flat.begin() + static_cast<std::ptrdiff_t>(t.offset));
   }
   return flat;
 }

@@ -46,7 +46,7 @@ uint64_t parameter_count(const std::vector<int64_t>& widths) {
 // Resizes both buffers to the shape's count when it is small, keeping the
 // values there are and filling with small finite ones.
 void fit_buffers(TrainState& s, MutatorRng& rng) {
-  const uint64_t count = parameter_count(s.layer_widths);
+  const uint64_t count = parameter_count(s.model_dims);
   if (count > kMaxMutatedParameters) return;
   for (std::vector<float>* b : {&s.master_weights_fp32, &s.momentum_fp32}) {
     const size_t old_size = b->size();
@@ -122,15 +122,15 @@ std::string interesting_name(const TrainState& s, MutatorRng& rng) {
 void mutate_width(TrainState& s, MutatorRng& rng) {
   switch (below(rng, 3)) {
     case 0:
-      if (!s.layer_widths.empty()) s.layer_widths.erase(s.layer_widths.begin() + below(rng, s.layer_widths.size()));
+      if (!s.model_dims.empty()) s.model_dims.erase(s.model_dims.begin() + below(rng, s.model_dims.size()));
       break;
     case 1:
-      s.layer_widths.insert(s.layer_widths.begin() + below(rng, s.layer_widths.size() + 1),
+      s.model_dims.insert(s.model_dims.begin() + below(rng, s.model_dims.size() + 1),
                             static_cast<int64_t>(below(rng, 6)) + 1);
       break;
     default: {
-      if (s.layer_widths.empty()) break;
-      int64_t& w = s.layer_widths[below(rng, s.layer_widths.size())];
+      if (s.model_dims.empty()) break;
+      int64_t& w = s.model_dims[below(rng, s.model_dims.size())];
       const int64_t values[] = {0, -1, 1, wrap_add(w, 1), wrap_add(w, -1), kI64Min, kI64Max, int64_t{1} << 31};
       w = values[below(rng, sizeof values / sizeof values[0])];
     }
@@ -143,8 +143,8 @@ void mutate_width(TrainState& s, MutatorRng& rng) {
 }  // namespace
 
 void make_consistent(TrainState& s, MutatorRng& rng) {
-  const uint64_t count = parameter_count(s.layer_widths);
-  if (count > kMaxMutatedParameters) s.layer_widths = {static_cast<int64_t>(below(rng, 5)) + 1, 3};
+  const uint64_t count = parameter_count(s.model_dims);
+  if (count > kMaxMutatedParameters) s.model_dims = {static_cast<int64_t>(below(rng, 5)) + 1, 3};
   if (s.activation != "relu" && s.activation != "gelu") s.activation = below(rng, 2) ? "relu" : "gelu";
   if (s.loss != "xent" && s.loss != "mse") s.loss = below(rng, 2) ? "xent" : "mse";
   fit_buffers(s, rng);

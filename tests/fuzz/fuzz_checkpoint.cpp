@@ -86,7 +86,7 @@ void expect_sound(const TrainState& s) {
       if (!std::isfinite(v)) finding("accepted a non-finite weight or momentum value");
   // Resume sizes the model by the shape: one that validated must be usable.
   try {
-    check_checkpoint_compatible(s, s.layer_widths, s.activation, s.loss, kName);
+    check_checkpoint_compatible(s, s.model_dims, s.activation, s.loss, s.master_weights_fp32.size(), kName);
   } catch (const Error& e) {
     finding(std::string("accepted a shape resume cannot use: ") + e.what());
   }

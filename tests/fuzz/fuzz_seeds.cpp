@@ -167,7 +167,7 @@ void csv_seeds() {
 // there, zero; hysteresis 1 lowered by the 3 overflows to -2).
 ddp::TrainState small_state(std::vector<int64_t> widths, bool momentum) {
   ddp::TrainState s;
-  s.layer_widths = widths;
+  s.model_dims = widths;
   s.activation = "relu";
   s.loss = "mse";
   size_t params = 0;

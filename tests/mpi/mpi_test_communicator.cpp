@@ -64,7 +64,7 @@ TEST(MpiTraining, RanksStayIdenticalAndLearn) {
   MpiCommunicator comm;
   TrainConfig c;
   c.data.kind = "synthetic";
-  c.layer_widths = {10, 16, 10};
+  c.mlp.layer_widths = {10, 16, 10};
   c.loss = LossKind::MeanSquaredError, c.loss_name = "mse";
   c.batch_size = 16, c.steps = 60, c.log_every = 1000, c.lr = 0.05;
   c.seed = 100 + comm.rank();  // different seeds: rank 0's initial weights must win

@@ -14,7 +14,7 @@
 #include "comm/mpi_communicator.h"
 #include "kernels/cpu_backend.h"
 #include "trainer/evaluator.h"
-#include "trainer/mlp_model.h"
+#include "trainer/models/mlp_model.h"
 #include "trainer/parameter_store.h"
 #include "trainer/synthetic_data.h"
 #include "trainer/trainer.h"
@@ -35,7 +35,7 @@ uint64_t shared_seed() {
 TrainConfig small_regression(uint64_t seed) {
   TrainConfig c;
   c.data.kind = "synthetic";
-  c.layer_widths = {10, 32, 10};
+  c.mlp.layer_widths = {10, 32, 10};
   c.loss = LossKind::MeanSquaredError, c.loss_name = "mse";
   c.log_every = 1000, c.lr = 0.05, c.seed = seed;
   c.lr_schedule = LrScheduleKind::Constant;
@@ -62,7 +62,8 @@ TEST(DataParallel, NRanksMatchOneRankAtTheSameGlobalBatch) {
 
   CpuBackend cpu(1);
   const TrainTestData data = load_train_test(c.data, c.seed);
-  const std::vector<float> start = init_linear_parameters(ParameterLayout::for_mlp(c.layer_widths), c.seed);
+  const ParameterRegistry registry = mlp_parameters(c.mlp.layer_widths);
+  const std::vector<float> start = registry.pack(registry.initial_values(c.seed));  // as snapshots hold them
 
   Trainer parallel(c, cpu, comm, data);
   parallel.prepare();
@@ -191,11 +192,12 @@ TEST(DataParallel, EvaluationCountsEveryTestSampleOnce) {
   for (size_t i = 0; i < test.count; ++i) test.labels.push_back(static_cast<int32_t>(rng() % 5));
 
   CpuBackend cpu(1);
-  const ParameterLayout layout = ParameterLayout::for_mlp({12, 20, 5});
-  ParameterStore params(cpu, layout);
-  params.set_master_weights(init_linear_parameters(layout, seed));
+  MlpConfig mlp;
+  mlp.layer_widths = {12, 20, 5};
+  MlpModel model(cpu, mlp, 64);
+  ParameterStore params(cpu, model.parameters());
+  params.set_master_weights(model.parameters().initial_values(seed));
   cpu.cast_fp32_to_fp16(params.master_weights_fp32.data(), params.weights_fp16.data(), params.count());
-  MlpModel model(cpu, layout, Activation::Relu, 64);
 
   const EvalResult all = evaluate(cpu, comm, model, test, LossKind::SoftmaxCrossEntropy, params.weights_fp16.data());
   const EvalResult one = evaluate(cpu, alone, model, test, LossKind::SoftmaxCrossEntropy, params.weights_fp16.data());

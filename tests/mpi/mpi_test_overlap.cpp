@@ -103,12 +103,14 @@ class RecordingCommunicator final : public Communicator {
   const BackwardProgress& progress_;
 };
 
-// Four layers and buckets of about one layer: per step, four starts come
-// from inside backward, then one wait; with --grad-accum 2 the first
-// micro-batch starts nothing (no_sync). Each start is checked for backward
-// work still to come: the first three buckets start while lower layers'
-// GEMMs remain (a trainer that started them after backward, in the same
-// order, fails here), the work left shrinking from one start to the next.
+// Four layers and buckets of one tensor each (a weight, then its bias):
+// per step, eight starts come from inside backward, then one wait; with
+// --grad-accum 2 the first micro-batch starts nothing (no_sync). Each start
+// is checked for backward work still to come: the first three layers'
+// buckets start while lower layers' GEMMs remain (a trainer that started
+// them after backward, in the same order, fails here), a layer's weight and
+// bias together (one GEMM writes both), the work left shrinking from one
+// layer's starts to the next's.
 // Ranks stay identical (that the run learns is MpiTraining's to check).
 TEST(MpiOverlap, TrainerStartsBucketsInsideBackward) {
   MpiCommunicator mpi;
@@ -116,7 +118,7 @@ TEST(MpiOverlap, TrainerStartsBucketsInsideBackward) {
   RecordingCommunicator comm(mpi, progress);
   TrainConfig c;
   c.data.kind = "synthetic";
-  c.layer_widths = {10, 64, 64, 64, 10};
+  c.mlp.layer_widths = {10, 64, 64, 64, 10};
   c.loss = LossKind::MeanSquaredError, c.loss_name = "mse";
   c.batch_size = 16, c.grad_accum = 2, c.steps = 12, c.log_every = 1000;
   c.bucket_mb = 1e-6, c.first_bucket_mb = 1e-6;  // every layer its own bucket
@@ -127,10 +129,11 @@ TEST(MpiOverlap, TrainerStartsBucketsInsideBackward) {
   t.prepare();
   comm.clear();
   t.run();
-  const int layers = static_cast<int>(c.layer_widths.size()) - 1;
+  const int layers = static_cast<int>(c.mlp.layer_widths.size()) - 1;
   // The model's backward: a dW GEMM per layer, a dX GEMM for all but the first.
   const int backward_gemms = 2 * layers - 1;
-  const std::string per_step = std::string(static_cast<size_t>(layers), 'S') + "W";
+  const int buckets = 2 * layers;
+  const std::string per_step = std::string(static_cast<size_t>(buckets), 'S') + "W";
   int bad = 0;
   std::string remaining_text;  // backward GEMMs left at each start, per step
   for (int s = 0; s < 12; ++s) {
@@ -142,11 +145,12 @@ TEST(MpiOverlap, TrainerStartsBucketsInsideBackward) {
     // The wait comes after the whole backward: it saw every backward GEMM.
     bad += comm.backward_gemms_issued[first + per_step.size() - 1] != backward_gemms;
     int left_before = backward_gemms + 1;
-    for (int b = 0; b < layers; ++b) {
+    for (int b = 0; b < buckets; ++b) {
       const int left = backward_gemms - comm.backward_gemms_issued[first + static_cast<size_t>(b)];
-      remaining_text += std::to_string(left) + (b + 1 < layers ? "," : " ");
-      bad += b + 1 < layers && left <= 0;  // only the last bucket (the first layer) may start at the end
-      bad += left >= left_before;          // each bucket later in backward than the one before
+      remaining_text += std::to_string(left) + (b + 1 < buckets ? "," : " ");
+      const bool bias = b % 2 == 1;  // follows its layer's weight
+      bad += b + 2 < buckets && left <= 0;  // only the first layer's buckets may start at the end
+      bad += bias ? left != left_before : left >= left_before;  // each layer later in backward than the one before
       left_before = left;
     }
   }

@@ -1,0 +1,76 @@
+// gradient_reducer.cpp
+#include "comm/gradient_reducer.h"
+
+#include "kernels/error.h"
+
+namespace ddp {
+
+std::vector<GradientBucket> plan_gradient_buckets(const std::vector<GradientSegment>& segments, size_t bucket_bytes,
+                                                  size_t first_bucket_bytes) {
+  std::vector<GradientBucket> buckets;
+  GradientBucket open;
+  bool has_open = false;
+  size_t open_bytes = 0;  // of its segments, padding not counted
+  for (size_t s = 0; s < segments.size(); ++s) {
+    const GradientSegment& seg = segments[s];
+    if (!has_open) open = GradientBucket{seg.offset, 0, s, s}, has_open = true, open_bytes = 0;
+    DDP_REQUIRE(seg.offset >= open.offset + open.count, "plan_gradient_buckets: segments overlap or go backwards");
+    open.count = seg.offset + seg.count - open.offset;
+    open.end_segment = s + 1;
+    open_bytes += seg.count * sizeof(half16);
+    const size_t cap = buckets.empty() ? first_bucket_bytes : bucket_bytes;
+    if (bucket_bytes > 0 && open_bytes >= cap) buckets.push_back(open), has_open = false;
+  }
+  if (has_open) buckets.push_back(open);
+  return buckets;
+}
+
+GradientReducer::GradientReducer(Communicator& comm, std::vector<GradientSegment> segments, size_t bucket_bytes,
+                                 size_t first_bucket_bytes)
+    : comm_(comm),
+      segments_(std::move(segments)),
+      buckets_(plan_gradient_buckets(segments_, bucket_bytes, first_bucket_bytes)),
+      bucket_of_segment_(segments_.size()),
+      pending_(buckets_.size()),
+      ready_(segments_.size()) {
+  for (size_t b = 0; b < buckets_.size(); ++b)
+    for (size_t s = buckets_[b].first_segment; s < buckets_[b].end_segment; ++s) bucket_of_segment_[s] = b;
+}
+
+void GradientReducer::begin(half16* grads) {
+  grads_ = grads;
+  next_bucket_ = 0;
+  for (size_t b = 0; b < buckets_.size(); ++b) pending_[b] = buckets_[b].end_segment - buckets_[b].first_segment;
+  std::fill(ready_.begin(), ready_.end(), 0);
+}
+
+void GradientReducer::mark_ready(size_t first_segment, size_t end_segment) {
+  DDP_REQUIRE(grads_ != nullptr, "GradientReducer::mark_ready outside a step");
+  DDP_REQUIRE(first_segment <= end_segment && end_segment <= segments_.size(), "GradientReducer: no such segment");
+  for (size_t s = first_segment; s < end_segment; ++s) {
+    DDP_REQUIRE(!ready_[s], "GradientReducer: a segment marked ready twice in one step");
+    ready_[s] = 1;
+    --pending_[bucket_of_segment_[s]];
+  }
+  start_ready_buckets();
+}
+
+void GradientReducer::start_ready_buckets() {
+  while (next_bucket_ < buckets_.size() && pending_[next_bucket_] == 0) {
+    const GradientBucket& b = buckets_[next_bucket_];
+    if (before_start) before_start(next_bucket_, grads_);
+    comm_.start_allreduce_sum_fp16(grads_ + b.offset, b.count);
+    ++next_bucket_;
+  }
+}
+
+void GradientReducer::finalize() {
+  DDP_REQUIRE(grads_ != nullptr, "GradientReducer::finalize outside a step");
+  for (size_t s = 0; s < segments_.size(); ++s)
+    if (!ready_[s]) ready_[s] = 1, --pending_[bucket_of_segment_[s]];
+  start_ready_buckets();
+  comm_.wait_allreduces();
+  grads_ = nullptr;
+}
+
+}  // namespace ddp

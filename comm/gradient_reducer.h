@@ -1,0 +1,76 @@
+// gradient_reducer.h: the bucketed FP16 gradient all-reduce, overlapped with
+// backward (PyTorch DDP's Reducer, in our terms). It knows segments of a
+// flat gradient buffer, (offset, count) in the order backward finishes
+// them, and nothing of layers or models.
+//
+// Buckets are runs of consecutive segments: a bucket closes once it holds
+// at least its cap (first_bucket_bytes for the first, small, so
+// communication starts early; bucket_bytes after), so a segment larger than
+// the cap is a bucket of its own; bucket_bytes == 0 makes one bucket of
+// everything (all-reduce after backward, no overlap). A bucket's sum covers
+// its slice of the buffer from its first segment's start to its last one's
+// end (any padding between them too, which holds zeros).
+//
+// Per step: begin(), then mark_ready() as backward finishes segments (in
+// any grouping); each bucket whose segments are all ready starts at once,
+// buckets in order (every rank must start the same collectives in the same
+// order); finalize() waits for every started sum (see Communicator::
+// wait_allreduces) and checks that every bucket was started.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "kernels/half.h"
+
+namespace ddp {
+
+struct GradientSegment {
+  size_t offset = 0;  // first element in the flat buffer
+  size_t count = 0;   // elements
+};
+
+struct GradientBucket {
+  size_t offset = 0;         // first element in the flat buffer
+  size_t count = 0;          // elements of its slice
+  size_t first_segment = 0;  // segments [first_segment, end_segment)
+  size_t end_segment = 0;
+};
+
+std::vector<GradientBucket> plan_gradient_buckets(const std::vector<GradientSegment>& segments, size_t bucket_bytes,
+                                                  size_t first_bucket_bytes);
+
+class GradientReducer {
+ public:
+  GradientReducer(Communicator& comm, std::vector<GradientSegment> segments, size_t bucket_bytes,
+                  size_t first_bucket_bytes);
+
+  const std::vector<GradientBucket>& buckets() const { return buckets_; }
+
+  // A step's reduction of `grads` begins: no segment is ready.
+  void begin(half16* grads);
+  // Segments [first, end) are final; starts every bucket that now can.
+  void mark_ready(size_t first_segment, size_t end_segment);
+  // Starts what is left (segments never marked: a model that reported
+  // nothing), then waits for every sum of this step.
+  void finalize();
+
+  // Runs just before bucket b's all-reduce starts (test and fault hooks).
+  std::function<void(size_t bucket, half16* grads)> before_start;
+
+ private:
+  void start_ready_buckets();
+
+  Communicator& comm_;
+  std::vector<GradientSegment> segments_;
+  std::vector<GradientBucket> buckets_;
+  std::vector<size_t> bucket_of_segment_;
+  std::vector<size_t> pending_;  // per bucket: segments not yet ready
+  std::vector<char> ready_;      // per segment
+  size_t next_bucket_ = 0;       // the first bucket not started
+  half16* grads_ = nullptr;
+};
+
+}  // namespace ddp

@@ -1,0 +1,57 @@
+// linear_layer.h: one nn.Linear (weight [out, in], bias [out]) over the flat
+// parameter buffers, with the activation that follows it fused into its
+// GEMMs' epilogues (backend.h), so a Linear + activation pair costs one GEMM
+// forward and two backward and no element-wise pass:
+//   forward         Y = act(X W^T + b)   (one rounding; Z = X W^T + b kept
+//                                         when the activation's gradient needs it)
+//   weight gradient dW = dZ^T X, db = sum_rows dZ   (one read of dZ)
+//   input gradient  dX = dact(dZ W)      (dact: the gradient of the activation
+//                                         before this layer, applied in the
+//                                         same epilogue)
+// Reused by every model that has Linear layers.
+#pragma once
+
+#include <string>
+
+#include "kernels/backend.h"
+#include "trainer/models/parameter_registry.h"
+
+namespace ddp {
+
+class LinearLayer {
+ public:
+  LinearLayer(int in_features, int out_features) : in_(in_features), out_(out_features) {}
+
+  int in_features() const { return in_; }
+  int out_features() const { return out_; }
+
+  // Registers `<prefix>.weight` then `<prefix>.bias` with PyTorch's
+  // nn.Linear initialisation (both uniform in +-1/sqrt(in)), drawn in
+  // init_order and init_order + 1.
+  void register_parameters(ParameterRegistry& registry, const std::string& prefix, int init_order,
+                           const std::string& file_stem_prefix);
+  // Takes the offsets of the tensors registered under `prefix`.
+  void bind(const ParameterRegistry& registry, const std::string& prefix);
+  size_t weight_tensor() const { return weight_tensor_; }
+  size_t bias_tensor() const { return bias_tensor_; }
+
+  // y [rows, out] = act(x [rows, in] W^T + b); pre_activation [rows, out]
+  // receives Z when not null.
+  void forward(Backend& backend, const half16* x, int rows, const half16* weights_fp16, half16* y, Activation act,
+               half16* pre_activation) const;
+  // dW (written, or added to when accumulate) and db from dz [rows, out]
+  // and this layer's input x [rows, in].
+  void backward_weights(Backend& backend, const half16* dz, const half16* x, int rows, half16* grads_fp16,
+                        bool accumulate) const;
+  // dx [rows, in] = dact'(dact_input) * (dz W); dact_input [rows, in] as
+  // GemmFp16::dact_input (Z, or for ReLU its output).
+  void backward_input(Backend& backend, const half16* dz, int rows, const half16* weights_fp16, half16* dx,
+                      Activation dact, const half16* dact_input) const;
+
+ private:
+  int in_, out_;
+  size_t weight_tensor_ = 0, bias_tensor_ = 0;
+  size_t weight_offset_ = 0, bias_offset_ = 0;
+};
+
+}  // namespace ddp

@@ -1,0 +1,22 @@
+// loss_head.cpp
+#include "trainer/models/loss_head.h"
+
+namespace ddp {
+
+void loss_forward(Backend& backend, LossKind loss, const ModelOutput& out, const DeviceBatch& batch, float* loss_mean,
+                  int32_t* correct_count) {
+  if (loss == LossKind::SoftmaxCrossEntropy)
+    backend.softmax_xent_forward(out.values, batch.labels, out.rows, out.width, loss_mean, correct_count);
+  else
+    backend.mse_forward(out.values, batch.targets_fp32, out.rows, out.width, loss_mean);
+}
+
+void loss_backward(Backend& backend, LossKind loss, const ModelOutput& out, const DeviceBatch& batch, ScalarArg scale,
+                   half16* grad) {
+  if (loss == LossKind::SoftmaxCrossEntropy)
+    backend.softmax_xent_backward(out.values, batch.labels, out.rows, out.width, scale, grad);
+  else
+    backend.mse_backward(out.values, batch.targets_fp32, out.rows, out.width, scale, grad);
+}
+
+}  // namespace ddp

@@ -1,0 +1,81 @@
+// model.h: what the trainer, the evaluator and the reducer know of a model.
+//
+// A model declares its parameters as named tensors (parameter_registry.h)
+// and computes, on a Backend, in FP16 with FP32 sums (DESIGN.md):
+//   forward   a batch (FP16 features or int32 token ids) to FP16 outputs,
+//             one row per prediction: [batch rows, classes] for the MLP,
+//             [batch rows x T, vocabulary] for a language model;
+//   the loss  over those outputs and the batch's targets, in FP32, and its
+//             gradient scaled by S into output_grad() (loss_head.h: shared
+//             by every model, so a model adds no loss code);
+//   backward  from output_grad() into the flat FP16 gradient buffer,
+//             reporting each group of parameter tensors whose gradients
+//             are final as soon as they are written (queued, on a device),
+//             so the all-reduce of a finished bucket starts while backward
+//             goes on below it.
+// Parameters and gradients are views into the flat buffers the caller owns
+// (parameter_store.h); a model owns only its activations and scratch.
+//
+// Layer hooks: a point before each layer's forward and before its backward
+// (layer = the model's unit of parameters, e.g. one Linear), where sharded
+// training gathers that layer's parameters before they are read.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+
+#include "kernels/half.h"
+#include "trainer/batch_loader.h"
+#include "trainer/models/parameter_registry.h"
+
+namespace ddp {
+
+struct ModelOutput {
+  const half16* values = nullptr;  // [rows, width] FP16, valid until the next forward
+  int rows = 0;                    // predictions (each has one target)
+  int width = 0;                   // classes, or regression targets per prediction
+};
+
+// Registry tensors [first, end) have final gradients.
+using GradientsReady = std::function<void(size_t first_tensor, size_t end_tensor)>;
+
+struct LayerHooks {
+  std::function<void(int layer)> before_forward;   // may be empty
+  std::function<void(int layer)> before_backward;  // may be empty
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+
+  virtual const ParameterRegistry& parameters() const = 0;
+  virtual int max_batch() const = 0;  // batch rows forward accepts
+  virtual int layer_count() const = 0;
+  // Output rows per batch row: 1 for the MLP, T for a language model.
+  virtual int outputs_per_sample() const { return 1; }
+
+  virtual ModelOutput forward(const DeviceBatch& batch, const half16* weights_fp16) = 0;
+  // Scratch for the loss gradient of the last forward's outputs [rows, width].
+  virtual half16* output_grad() = 0;
+  // Backward of the last forward from output_grad(). Writes (accumulate =
+  // false) or adds to (accumulate = true) the gradients in grads_fp16.
+  // `ready`, if given, runs once for each group of tensors as their
+  // gradients become final, in registry order, covering every tensor.
+  virtual void backward(const half16* weights_fp16, half16* grads_fp16, bool accumulate,
+                        const GradientsReady& ready) = 0;
+
+  void set_layer_hooks(LayerHooks hooks) { hooks_ = std::move(hooks); }
+
+ protected:
+  void before_forward(int layer) const {
+    if (hooks_.before_forward) hooks_.before_forward(layer);
+  }
+  void before_backward(int layer) const {
+    if (hooks_.before_backward) hooks_.before_backward(layer);
+  }
+
+ private:
+  LayerHooks hooks_;
+};
+
+}  // namespace ddp
