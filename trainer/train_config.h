@@ -95,8 +95,9 @@ struct TrainConfig {
   int64_t stall_at_step = 0;
 };
 
-// The rules of a config that depend on the world size: batch products that
-// fit, ranks named by test hooks that exist. Throws ddp::Error naming the flag.
+// Whether the values make sense (and fit a world size) is
+// trainer/config_check.h. This declaration repeats the one there for
+// launch/ddp_train_main.cpp, which reaches it through this header only.
 void check_config_for_world(const TrainConfig& config, int world_size);
 
 // Per-rank batch from --global-batch (or --batch-size as given); throws
