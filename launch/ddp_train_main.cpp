@@ -21,6 +21,7 @@
 #include "launch/bench_report.h"
 #include "launch/device_select.h"
 #include "launch/options.h"
+#include "trainer/config_check.h"
 #include "trainer/models/model_factory.h"
 #include "trainer/stop_signal.h"
 #include "trainer/synthetic_data.h"

@@ -11,6 +11,7 @@
 
 #include "kernels/error.h"
 #include "launch/options_check.h"
+#include "trainer/config_check.h"
 #include "trainer/int_list.h"
 #include "trainer/models/mlp_config.h"
 
@@ -242,46 +243,18 @@ ParsedOptions parse_options(int argc, const char* const argv[]) {
   c.loss_name = loss;
   c.lr_schedule = parse_lr_schedule(schedule);
   parse_loss_scale_mode(loss_scale, c.loss_scaler);
-  if (c.device != "auto" && c.device != "cuda" && c.device != "cpu")
-    throw Error("--device: '" + c.device + "' is not one of auto, cuda, cpu");
-
-  require_positive(c.batch_size, "--batch-size");
-  require_positive(c.grad_accum, "--grad-accum");
-  require_non_negative(c.bucket_mb, "--bucket-mb");
-  require_non_negative(c.first_bucket_mb, "--first-bucket-mb");
   if (out.bench.warmup_steps < 0) throw Error("--bench-warmup must be >= 0");
   require_positive(out.bench.timed_steps, "--bench-steps");
   require_non_negative(out.bench.peak_tflops, "--peak-tflops");
-  if (c.global_batch < 0) throw Error("--global-batch must be positive");
-  if (!(c.grad_predivide > 0) || !std::isfinite(c.grad_predivide)) throw Error("--grad-predivide must be a positive number");
   if (!vm["global-batch"].defaulted() && !vm["batch-size"].defaulted())
     throw Error("--batch-size and --global-batch are exclusive: give one");
   if (!inject_steps.empty()) c.inject_overflow_steps = parse_step_list(inject_steps, "--inject-overflow");
-  if (c.inject_overflow_every < 0 || c.inject_overflow_rank < 0)
-    throw Error("--inject-overflow-every and --inject-overflow-rank must be >= 0");
-  if (c.stall_at_step < 0 || c.stall_rank < 0) throw Error("--stall-at-step and --stall-rank must be >= 0");
-  if (c.max_bad_steps < 0) throw Error("--max-bad-steps must be >= 0");
-  require_non_negative(c.collective_timeout_s, "--collective-timeout");
-  require_positive(c.log_every, "--log-every");
-  require_positive(c.data.synthetic_train_samples, "--synthetic-samples");
-  if (c.steps < 0 || c.stop_after_steps < 0) throw Error("--steps and --stop-after-steps must be >= 0");
-  if (c.steps == 0) require_positive(c.epochs, "--epochs");
-  if (c.warmup_steps < 0 || c.checkpoint_every < 0 || c.lr_step_size < 0 || c.threads < 0 || c.keep_checkpoints < 0)
-    throw Error("--warmup-steps, --checkpoint-every, --lr-step-size, --threads and --keep-checkpoints must be >= 0");
-  if (!(c.lr > 0) || !std::isfinite(c.lr)) throw Error("--lr must be a positive number");
-  require_non_negative(c.momentum, "--momentum");
-  require_non_negative(c.weight_decay, "--weight-decay");
-  require_non_negative(c.clip_grad_norm, "--clip-grad-norm");
-  require_non_negative(c.loss_scaler.min_scale, "--min-loss-scale");
-  if (c.nesterov && c.momentum == 0) throw Error("--nesterov needs --momentum > 0");
-  if (!(c.loss_scaler.init_scale > 0) || !std::isfinite(c.loss_scaler.init_scale))
-    throw Error("--init-scale must be a positive number");
-  if (!(c.loss_scaler.backoff_factor > 0 && c.loss_scaler.backoff_factor <= 1))
-    throw Error("--backoff-factor must be in (0, 1]");
-  require_positive(c.loss_scaler.growth_interval, "--growth-interval");
-  require_positive(c.loss_scaler.hysteresis, "--hysteresis");
   if (!c.resume_path.empty() && !c.resume) c.resume = true;
+  // Which flags were given where first (the command line drops a config
+  // file's flag it overrides), then the values of the config that results:
+  // the check the Trainer makes of a config built in code.
   check_flags_as_a_whole(c, out.bench);
+  check_train_config(c);
   return out;
 }
 

@@ -1,7 +1,6 @@
 // options_check.cpp
 #include "launch/options_check.h"
 
-#include <cmath>
 #include <utility>
 #include <vector>
 
@@ -59,10 +58,6 @@ bool given(const TrainConfig& c, const char* flag) { return c.given_flags.count(
 bool on_command_line(const TrainConfig& c, const char* flag) { return c.command_line_flags.count(flag) > 0; }
 bool from_config(const TrainConfig& c, const char* flag) { return given(c, flag) && !on_command_line(c, flag); }
 
-void require_in(bool ok, const std::string& message) {
-  if (!ok) throw Error(message);
-}
-
 }  // namespace
 
 void check_flags_as_a_whole(TrainConfig& c, const BenchOptions& bench) {
@@ -112,29 +107,6 @@ void check_flags_as_a_whole(TrainConfig& c, const BenchOptions& bench) {
     for (const char* flag : {"bench-warmup", "bench-steps", "peak-tflops"})
       if (on_command_line(c, flag)) throw Error(std::string("--") + flag + " needs --bench");
   }
-
-  // Numbers outside their sense. Batch products are checked against the
-  // world size later (check_config_for_world); here each factor is bounded
-  // so that no product of three of them overflows 64 bits.
-  constexpr int64_t kMaxRows = int64_t{1} << 30;
-  require_in(c.batch_size <= kMaxRows, "--batch-size " + std::to_string(c.batch_size) + " is above 2^30 samples");
-  require_in(c.grad_accum <= kMaxRows, "--grad-accum " + std::to_string(c.grad_accum) + " is above 2^30");
-  require_in(c.global_batch <= kMaxRows, "--global-batch " + std::to_string(c.global_batch) + " is above 2^30 samples");
-  require_in(c.momentum < 1, "--momentum must be below 1 (SGD diverges at 1 and above)");
-  require_in(std::isfinite(c.lr_gamma) && c.lr_gamma > 0, "--lr-gamma must be a positive number");
-  require_in(std::isfinite(c.loss_scaler.growth_factor) && c.loss_scaler.growth_factor > 1,
-             "--growth-factor must be a number above 1");
-  require_in(c.loss_scaler.backoff_factor < 1, "--backoff-factor must be in (0, 1): a backoff of 1 never backs off");
-  require_in(std::isfinite(c.loss_scaler.min_scale), "--min-loss-scale must be finite");
-  if (c.loss_scaler.mode == LossScaleMode::Dynamic)
-    require_in(c.loss_scaler.min_scale <= c.loss_scaler.init_scale,
-               "--min-loss-scale is above --init-scale: the scale would start below its floor");
-  require_in(c.bucket_mb <= 1 << 20 && c.first_bucket_mb <= 1 << 20, "--bucket-mb and --first-bucket-mb must be at most 1 TiB (1048576)");
-  require_in(c.collective_timeout_s <= 1e9, "--collective-timeout must be at most 1e9 s (0 waits forever)");
-  require_in(c.threads <= 4096, "--threads must be at most 4096");
-  require_in(c.epochs <= kMaxRows && c.steps <= kMaxTrainSteps && c.stop_after_steps <= kMaxTrainSteps,
-             "--epochs must be at most 2^30 and --steps, --stop-after-steps at most 2^40");
-  require_in(c.data.synthetic_train_samples <= kMaxRows, "--synthetic-samples must be at most 2^30");
 }
 
 std::string read_config_text(const std::string& path) {

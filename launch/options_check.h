@@ -1,7 +1,9 @@
 // options_check.h: the flags taken as a whole, after each has parsed on its
-// own (options.cpp): contradictions, flags meaningless in this mode, flags
-// that need another, numbers outside their sense, and the --config file's
-// own reading. Each problem is one ddp::Error line naming the flags.
+// own (options.cpp): which flags were given where. Contradictions, flags
+// meaningless in this mode, flags that need another, and the --config
+// file's own reading. Each problem is one ddp::Error line naming the flags.
+// The values of the config that results are checked after, as the
+// Trainer checks a config built in code (trainer/config_check.h).
 #pragma once
 
 #include <string>

@@ -94,9 +94,8 @@ struct TrainConfig {
   int64_t stall_at_step = 0;
 };
 
-// The rules of a config that depend on the world size: batch products that
-// fit, ranks named by test hooks that exist. Throws ddp::Error naming the flag.
-void check_config_for_world(const TrainConfig& config, int world_size);
+// Whether the values make sense (and fit a world size) is
+// trainer/config_check.h.
 
 // Per-rank batch from --global-batch (or --batch-size as given); throws
 // naming the flag when the global batch does not divide by world x accum.

@@ -16,6 +16,7 @@
 
 #include "kernels/error.h"
 #include "trainer/checkpoint.h"
+#include "trainer/config_check.h"
 #include "trainer/fault_hooks.h"
 #include "trainer/models/model_factory.h"
 #include "trainer/stop_signal.h"
@@ -271,7 +272,8 @@ TrainSummary Trainer::Impl::stopped_by(int signal, const RunTally& tally) {
 }
 
 Trainer::Trainer(const TrainConfig& config, Backend& backend, Communicator& comm, TrainTestData data)
-    : impl_(std::make_unique<Impl>(config, backend, comm, std::move(data))) {}
+    // A config built in code is refused as the command line's is, before any part reads it.
+    : impl_(std::make_unique<Impl>(checked_train_config(config, comm.world_size()), backend, comm, std::move(data))) {}
 Trainer::~Trainer() = default;
 void Trainer::prepare() { impl_->prepare(); }
 void Trainer::watch_collectives(CollectiveWatchdog* watchdog) { impl_->watchdog = watchdog; }
