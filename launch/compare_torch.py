@@ -43,7 +43,6 @@ root); N = 1 runs the binary directly. PyTorch uses DDP over gloo
 Example: python3 launch/compare_torch.py --device cpu --models a,b --ranks 1,2 --out /tmp/cmp.md
 """
 import argparse
-import csv
 import datetime
 import json
 import os
@@ -52,11 +51,11 @@ import shlex
 import shutil
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import time
 
+import compare_torch_table
 import torch_thread_configs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -77,9 +76,6 @@ STEPS = {
 }
 # Dense FP16 Tensor Core peak per GPU, TFLOP/s (datasheet, no sparsity).
 PEAK_TFLOPS_BY_NAME = {"H100": 989.0, "H200": 989.0}
-
-SIDES = ("ours", "eager", "compile")
-
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
@@ -228,10 +224,6 @@ def tail(text, lines=20):
     return "\n".join(text.strip().splitlines()[-lines:])
 
 
-def fmt_rate(v):
-    return "" if v is None else (f"{v:,.0f}" if v >= 100 else f"{v:.3g}")
-
-
 def main():
     args = parse_args()
     signal.signal(signal.SIGTERM, on_sigterm)
@@ -330,132 +322,13 @@ def main():
         env["PYTHONUNBUFFERED"] = "1"
         return cmd, env
 
-    # results[(m, n, side, configuration)] = list of run records; ours has
-    # configuration "", and so has PyTorch on CUDA.
-    results = {}
-    for m, n in configs:
-        results[(m, n, "ours", "")] = []
-        for s in SIDES[1:]:
-            for c, _ in torch_configs(n):
-                results[(m, n, s, c)] = []
-    torch_version = ""
+    results = compare_torch_table.Results(args, MODELS, configs, torch_configs, threads_for, steps_for, header)
     sides = ["ours"] + args.mode_list
     total = args.repeats * sum(1 + len(args.mode_list) * len(torch_configs(n)) for _, n in configs)
     done = 0
 
-    def cell(m, n, side, tconf=""):
-        runs = results[(m, n, side, tconf)]
-        ok = [r for r in runs if r["status"] == "ok"]
-        if ok:
-            return statistics.median(r["samples_per_s"] for r in ok), ok, len(ok)
-        statuses = [r["status"] for r in runs]
-        for s in ("n/a", "timeout", "failed", "skipped"):
-            if s in statuses:
-                return None, s, 0
-        return None, "", 0
-
-    def torch_cell(m, n, mode):
-        """The better configuration's cell: (samples/s, status text, runs
-        that succeeded, its name, {every name: its median})."""
-        cells = {c: cell(m, n, mode, c) for c, _ in torch_configs(n)}
-        medians = {}
-        for c, aliases in torch_configs(n):
-            for name in [c] + aliases:
-                medians[name] = cells[c][0]
-        name, v = torch_thread_configs.best({c: cells[c][0] for c in cells})
-        if name is None:  # no figure anywhere: the first configuration's status says why
-            first = next(iter(cells.values()))
-            return None, first[1], 0, "", medians
-        return v, None, cells[name][2], name, medians
-
-    def config_note(name, n, medians):
-        """'blas (intra 13,812)': the winner, the others' medians beside it."""
-        if not name:
-            return ""
-        aliases = dict(torch_configs(n)).get(name, [])
-        won = " = ".join([name] + aliases) + (f" at {threads_for(n)} thread(s)" if aliases else "")
-        others = [f"{c} {fmt_rate(v) if v is not None else '-'}" for c, v in medians.items()
-                  if c != name and c not in aliases]
-        return won + (f" ({', '.join(others)})" if others else "")
-
-    def ours_mfu(m, n):
-        ok = [r for r in results[(m, n, "ours", "")] if r["status"] == "ok" and r.get("mfu") is not None]
-        return statistics.median(r["mfu"] for r in ok) if ok else None
-
     def write_tables():
-        rows = []
-        for m, n in configs:
-            spec = MODELS[m]
-            ours_v, ours_info, ours_n = cell(m, n, "ours")
-            row = {"model": m, "layers": spec["layers"].replace(",", "-"), "loss": spec["loss"],
-                   "batch_per_rank": spec["batch"][args.device], "device": args.device, "ranks": n,
-                   "threads_per_rank": threads_for(n) if args.device == "cpu" else "",
-                   "ours_samples_per_s": ours_v, "ours_n": ours_n,
-                   "ours_cell": fmt_rate(ours_v) if ours_v is not None else ours_info,
-                   "ours_mfu": ours_mfu(m, n)}
-            for mode in ("eager", "compile"):
-                if mode in args.mode_list:
-                    v, info, k, name, medians = torch_cell(m, n, mode)
-                else:
-                    v, info, k, name, medians = None, "not run", 0, "", {}
-                row[f"torch_{mode}_samples_per_s"] = v
-                row[f"torch_{mode}_n"] = k
-                row[f"torch_{mode}_cell"] = fmt_rate(v) if v is not None else info
-                row[f"ratio_{mode}"] = ours_v / v if (ours_v and v) else None
-                row[f"torch_{mode}_threads"] = name
-                row[f"torch_{mode}_threads_cell"] = config_note(name, n, medians)
-                if args.device == "cpu":  # every configuration's median, so the choice is visible
-                    for c in args.torch_thread_configs:
-                        row[f"torch_{mode}_{c}_samples_per_s"] = medians.get(c)
-            rows.append(row)
-
-        # The threads columns on CPU only: on CUDA PyTorch runs one configuration, the defaults.
-        on_cpu = args.device == "cpu"
-        th = lambda text: f" {text} |" if on_cpu else ""
-        lines = ["| model | batch/rank | device | ranks | ours samples/s | PyTorch eager samples/s |"
-                 + th("eager threads") + " ours/eager | PyTorch compile samples/s |" + th("compile threads")
-                 + " ours/compile | ours MFU |",
-                 "| --- | ---: | --- | ---: | ---: | ---: |" + th("---") + " ---: | ---: |" + th("---")
-                 + " ---: | ---: |"]
-        for r in rows:
-            def with_n(text, k):
-                return f"{text} (n={k})" if 0 < k < args.repeats else text
-            ratio = lambda x: f"{x:.2f}" if x is not None else ""
-            mfu = f"{100 * r['ours_mfu']:.1f}%" if r["ours_mfu"] is not None else "n/a"
-            lines.append(f"| {r['model']}: {r['layers']} {r['loss']} | {r['batch_per_rank']} | {r['device']} | {r['ranks']} "
-                         f"| {with_n(r['ours_cell'], r['ours_n'])} "
-                         f"| {with_n(r['torch_eager_cell'], r['torch_eager_n'])} |{th(r['torch_eager_threads_cell'])}"
-                         f" {ratio(r['ratio_eager'])} "
-                         f"| {with_n(r['torch_compile_cell'], r['torch_compile_n'])} |{th(r['torch_compile_threads_cell'])}"
-                         f" {ratio(r['ratio_compile'])} | {mfu} |")
-        table = "\n".join(lines)
-        if stem:
-            notes = [f"# ours vs PyTorch, {args.device}", ""]
-            notes += [f"- {k}: {v}" for k, v in header.items()]
-            if torch_version:
-                notes.append(f"- torch: {torch_version}")
-            notes.append("- steps (warm-up, timed) per model: " + ", ".join(
-                f"{m} {steps_for(m)}" for m in args.model_list))
-            notes.append(f"- cells: median samples/s over {args.repeats} repeat(s), from each run's median "
-                         "step time; (n=k): only k runs succeeded; ratio = ours / PyTorch (> 1: ours faster)")
-            if args.device == "cuda":
-                notes.append("- PyTorch on CUDA: FP16 autocast + GradScaler (init 65536, growth interval 2000), "
-                             "SGD lr 0.05 momentum 0.9; MFU against 989 TFLOP/s (H100/H200 dense FP16)")
-            else:
-                notes.append("- PyTorch on CPU: plain FP32 (ours: FP16 storage, FP32 GEMMs); "
-                             "compile n/a where the torch lacks torch.compile")
-                notes.append("- PyTorch cells: the thread configuration with the higher median (named in "
-                             "'threads', the others' medians in brackets); ours/PyTorch is against it")
-                if "c" in args.model_list:
-                    notes.append("- model c on CPU uses batch 256 per rank (4096 on GPU)")
-            with open(args.out, "w") as f:
-                f.write("\n".join(notes) + "\n\n" + table + "\n")
-            with open(stem + ".csv", "w", newline="") as f:
-                keys = [k for k in rows[0] if not k.endswith("_cell")] if rows else []
-                w = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
-                w.writeheader()
-                w.writerows(rows)
-        return table
+        return results.write(args.out, stem)
 
     stop = False
     compile_missing = ""  # this torch has no torch.compile: one try tells, for every cell
@@ -479,7 +352,7 @@ def main():
                      for c, _ in turned(torch_configs(n), rep)]
     for rep, m, n, side, tconf in schedule:
         done += 1
-        earlier = results[(m, n, side, tconf)]
+        earlier = results.runs[(m, n, side, tconf)]
         # Repeating an n/a (no torch.compile) or a timeout only spends the budget.
         if any(r["status"] in ("n/a", "timeout") for r in earlier):
             continue
@@ -508,7 +381,7 @@ def main():
             if obj is not None and "error" not in obj and p.returncode == 0:
                 rec.update(status="ok", samples_per_s=obj.get("samples_per_s"), mfu=obj.get("mfu"),
                            result=obj)
-                torch_version = torch_version or obj.get("torch", "")
+                results.torch_version = results.torch_version or obj.get("torch", "")
             elif obj is not None and "error" in obj and side == "compile":
                 rec.update(status="n/a", error=obj["error"])
                 if "not available" in obj["error"]:
