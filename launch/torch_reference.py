@@ -122,7 +122,8 @@ def blas_info():
     import ctypes
     try:
         with open("/proc/self/maps") as f:
-            paths = {line.split()[-1] for line in f if "blas" in line.rsplit("/", 1)[-1].lower()}
+            names = ((line.split()[-1], line.rsplit("/", 1)[-1].strip().lower()) for line in f)
+            paths = {path for path, name in names if "blas" in name and "cublas" not in name}  # CPU BLAS only
     except OSError:
         return {}
     for path in sorted(paths):
