@@ -17,12 +17,23 @@ Reference models (--models):
   c  4096-4096-4096-4096-4096, MSE, batch 4096 on GPU; 256 on CPU (a 4096
      batch would take minutes per step on a few cores)
 
-Threads: on CPU each side gets cores/N threads per rank with N ranks
-(--threads overrides): ours through --threads, PyTorch through
-torch.set_num_threads, and both through OPENBLAS_NUM_THREADS and
-OMP_NUM_THREADS, which OpenBLAS reads when it loads, and
-OMP_WAIT_POLICY=PASSIVE (torch's idle OpenMP threads would otherwise spin on
-the cores OpenBLAS's threads need; see torch_reference.py).
+Threads: on CPU each side gets T = cores/N threads per rank with N ranks
+(--threads overrides): ours through --threads (and OPENBLAS_NUM_THREADS =
+OMP_NUM_THREADS = T). PyTorch gets its best of two configurations
+(--torch-threads-configs picks; launch/torch_thread_configs.py says why):
+  intra  torch.set_num_threads(T), OMP_NUM_THREADS=T, OPENBLAS_NUM_THREADS=T
+  blas   torch.set_num_threads(1), OMP_NUM_THREADS=1, OPENBLAS_NUM_THREADS=T
+         (Debian's torch runs Linear's GEMMs on OpenBLAS's own pool, which
+         set_num_threads does not size)
+Each repeat runs every configuration, one after the other beside ours, their
+order turning from repeat to repeat; the PyTorch cell is the configuration
+with the higher median, the table names it with the other's median beside
+it, and ours/PyTorch is against that better one. The CSV keeps every
+configuration's median, the log and .runs.jsonl every run (with the pool
+sizes the loaded OpenBLAS reports). At T = 1 both are one configuration, run
+once. Both sides run with OMP_WAIT_POLICY=PASSIVE (torch's idle OpenMP
+threads would otherwise spin on the cores OpenBLAS's threads need; see
+torch_reference.py). On CUDA the threads are left at their defaults.
 
 Ours with N > 1 ranks runs under `mpirun -np N` (--oversubscribe,
 --bind-to none like PyTorch's unbound processes, --allow-run-as-root as
@@ -32,7 +43,6 @@ root); N = 1 runs the binary directly. PyTorch uses DDP over gloo
 Example: python3 launch/compare_torch.py --device cpu --models a,b --ranks 1,2 --out /tmp/cmp.md
 """
 import argparse
-import csv
 import datetime
 import json
 import os
@@ -41,10 +51,12 @@ import shlex
 import shutil
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import time
+
+import compare_torch_table
+import torch_thread_configs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TORCH_REFERENCE = os.path.join(ROOT, "launch", "torch_reference.py")
@@ -65,9 +77,6 @@ STEPS = {
 # Dense FP16 Tensor Core peak per GPU, TFLOP/s (datasheet, no sparsity).
 PEAK_TFLOPS_BY_NAME = {"H100": 989.0, "H200": 989.0}
 
-SIDES = ("ours", "eager", "compile")
-
-
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
@@ -82,7 +91,10 @@ def parse_args():
     p.add_argument("--ours-flags", default="",
                    help="extra flags for our side, e.g. --ours-flags=--cuda-graph (said in the table's header)")
     p.add_argument("--python", default="", help="interpreter with torch (default: /usr/bin/python3 when it has torch, else python3)")
-    p.add_argument("--threads", type=int, default=0, help="CPU threads per rank (0: cores / ranks)")
+    p.add_argument("--threads", type=int, default=0, help="CPU threads per rank, T (0: cores / ranks)")
+    p.add_argument("--torch-threads-configs", default=torch_thread_configs.DEFAULT,
+                   help="PyTorch's CPU thread configurations to try, the better reported: "
+                   + "; ".join(f"{k}: {v}" for k, v in torch_thread_configs.DESCRIPTIONS.items()))
     p.add_argument("--bench-warmup", type=int, default=0, help="warm-up steps for every model (0: per-model default)")
     p.add_argument("--bench-steps", type=int, default=0, help="timed steps for every model (0: per-model default)")
     p.add_argument("--run-timeout", type=float, default=120.0, help="seconds per run")
@@ -100,6 +112,10 @@ def parse_args():
     a.mode_list = [m.strip() for m in (a.modes or "eager,compile").split(",") if m.strip()]
     if any(m not in ("eager", "compile") for m in a.mode_list):
         p.error("--modes: eager and/or compile")
+    try:
+        a.torch_thread_configs = torch_thread_configs.parse(a.torch_threads_configs)
+    except ValueError as e:
+        p.error(f"--torch-threads-configs: {e}")
     return a
 
 
@@ -208,10 +224,6 @@ def tail(text, lines=20):
     return "\n".join(text.strip().splitlines()[-lines:])
 
 
-def fmt_rate(v):
-    return "" if v is None else (f"{v:,.0f}" if v >= 100 else f"{v:.3g}")
-
-
 def main():
     args = parse_args()
     signal.signal(signal.SIGTERM, on_sigterm)
@@ -252,9 +264,12 @@ def main():
     }
     if args.device == "cpu":
         header["threads"] = "; ".join(
-            f"{n} rank(s): {threads_for(n)} per rank" for n in ranks) + (
-            " (ours --threads, torch.set_num_threads; OPENBLAS_NUM_THREADS and OMP_NUM_THREADS the same, "
-            f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'PASSIVE')}, for both)")
+            f"{n} rank(s): T = {threads_for(n)} per rank" for n in ranks) + (
+            " (ours --threads T, OPENBLAS_NUM_THREADS = OMP_NUM_THREADS = T; "
+            f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'PASSIVE')} for both)")
+        header["PyTorch thread configurations"] = "; ".join(
+            f"{c}: {torch_thread_configs.DESCRIPTIONS[c]}" for c in args.torch_thread_configs) + (
+            "; each cell the better")
     else:
         header["threads"] = "CPU threads left at defaults (GPU runs)"
     for k, v in header.items():
@@ -262,11 +277,18 @@ def main():
 
     configs = [(m, n) for m in args.model_list for n in ranks]
 
+    def torch_configs(n):
+        """[(configuration, [names it stands for at this T])]; one unnamed
+        on CUDA, where the threads stay at their defaults."""
+        if args.device != "cpu":
+            return [("", [])]
+        return torch_thread_configs.distinct(args.torch_thread_configs, threads_for(n))
+
     def steps_for(m):
         w, s = STEPS[(m, args.device)]
         return args.bench_warmup or w, args.bench_steps or s
 
-    def command(side, m, n):
+    def command(side, m, n, tconf):
         spec = MODELS[m]
         batch = spec["batch"][args.device]
         warmup, steps = steps_for(m)
@@ -275,11 +297,17 @@ def main():
         if peak > 0:
             common += ["--peak-tflops", str(peak)]
         env = dict(os.environ)
+        torch_threads = []
         if args.device == "cpu":
             t = threads_for(n)
             env["OPENBLAS_NUM_THREADS"] = env["OMP_NUM_THREADS"] = str(t)
             env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-            common += ["--threads", str(t)]
+            if side == "ours":
+                common += ["--threads", str(t)]
+            else:  # torch_reference.py sets the same variables from these flags before importing torch
+                torch_t, blas_t = torch_thread_configs.threads(tconf, t)
+                env["OMP_NUM_THREADS"], env["OPENBLAS_NUM_THREADS"] = str(torch_t), str(blas_t)
+                torch_threads = ["--threads", str(torch_t), "--blas-threads", str(blas_t)]
         if side == "ours":
             cmd = ours_base + ["--bench"] + ours_flags + common
             if n > 1:
@@ -289,114 +317,54 @@ def main():
                     mpi.append("--allow-run-as-root")
                 cmd = mpi + cmd
         else:
-            cmd = [python, TORCH_REFERENCE, "--mode", side, "--ranks", str(n)] + common
+            cmd = [python, TORCH_REFERENCE, "--mode", side, "--ranks", str(n)] + common + torch_threads
         # Unbuffered Python: a run killed at its timeout still shows its output.
         env["PYTHONUNBUFFERED"] = "1"
         return cmd, env
 
-    # results[(m, n, side)] = list of run records
-    results = {(m, n, s): [] for m, n in configs for s in SIDES}
-    torch_version = ""
+    results = compare_torch_table.Results(args, MODELS, configs, torch_configs, threads_for, steps_for, header)
     sides = ["ours"] + args.mode_list
-    total = args.repeats * len(configs) * len(sides)
+    total = args.repeats * sum(1 + len(args.mode_list) * len(torch_configs(n)) for _, n in configs)
     done = 0
 
-    def cell(m, n, side):
-        runs = results[(m, n, side)]
-        ok = [r for r in runs if r["status"] == "ok"]
-        if ok:
-            return statistics.median(r["samples_per_s"] for r in ok), ok, len(ok)
-        statuses = [r["status"] for r in runs]
-        for s in ("n/a", "timeout", "failed", "skipped"):
-            if s in statuses:
-                return None, s, 0
-        return None, "", 0
-
-    def ours_mfu(m, n):
-        ok = [r for r in results[(m, n, "ours")] if r["status"] == "ok" and r.get("mfu") is not None]
-        return statistics.median(r["mfu"] for r in ok) if ok else None
-
     def write_tables():
-        rows = []
-        for m, n in configs:
-            spec = MODELS[m]
-            ours_v, ours_info, ours_n = cell(m, n, "ours")
-            row = {"model": m, "layers": spec["layers"].replace(",", "-"), "loss": spec["loss"],
-                   "batch_per_rank": spec["batch"][args.device], "device": args.device, "ranks": n,
-                   "threads_per_rank": threads_for(n) if args.device == "cpu" else "",
-                   "ours_samples_per_s": ours_v, "ours_n": ours_n,
-                   "ours_cell": fmt_rate(ours_v) if ours_v is not None else ours_info,
-                   "ours_mfu": ours_mfu(m, n)}
-            for mode in ("eager", "compile"):
-                v, info, k = cell(m, n, mode) if mode in args.mode_list else (None, "not run", 0)
-                row[f"torch_{mode}_samples_per_s"] = v
-                row[f"torch_{mode}_n"] = k
-                row[f"torch_{mode}_cell"] = fmt_rate(v) if v is not None else info
-                row[f"ratio_{mode}"] = ours_v / v if (ours_v and v) else None
-            rows.append(row)
-
-        lines = ["| model | batch/rank | device | ranks | ours samples/s | PyTorch eager samples/s | ours/eager "
-                 "| PyTorch compile samples/s | ours/compile | ours MFU |",
-                 "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-        for r in rows:
-            def with_n(text, k):
-                return f"{text} (n={k})" if 0 < k < args.repeats else text
-            ratio = lambda x: f"{x:.2f}" if x is not None else ""
-            mfu = f"{100 * r['ours_mfu']:.1f}%" if r["ours_mfu"] is not None else "n/a"
-            lines.append(f"| {r['model']}: {r['layers']} {r['loss']} | {r['batch_per_rank']} | {r['device']} | {r['ranks']} "
-                         f"| {with_n(r['ours_cell'], r['ours_n'])} "
-                         f"| {with_n(r['torch_eager_cell'], r['torch_eager_n'])} | {ratio(r['ratio_eager'])} "
-                         f"| {with_n(r['torch_compile_cell'], r['torch_compile_n'])} | {ratio(r['ratio_compile'])} "
-                         f"| {mfu} |")
-        table = "\n".join(lines)
-        if stem:
-            notes = [f"# ours vs PyTorch, {args.device}", ""]
-            notes += [f"- {k}: {v}" for k, v in header.items()]
-            if torch_version:
-                notes.append(f"- torch: {torch_version}")
-            notes.append("- steps (warm-up, timed) per model: " + ", ".join(
-                f"{m} {steps_for(m)}" for m in args.model_list))
-            notes.append(f"- cells: median samples/s over {args.repeats} repeat(s), from each run's median "
-                         "step time; (n=k): only k runs succeeded; ratio = ours / PyTorch (> 1: ours faster)")
-            if args.device == "cuda":
-                notes.append("- PyTorch on CUDA: FP16 autocast + GradScaler (init 65536, growth interval 2000), "
-                             "SGD lr 0.05 momentum 0.9; MFU against 989 TFLOP/s (H100/H200 dense FP16)")
-            else:
-                notes.append("- PyTorch on CPU: plain FP32 (ours: FP16 storage, FP32 GEMMs); "
-                             "compile n/a where the torch lacks torch.compile")
-                if "c" in args.model_list:
-                    notes.append("- model c on CPU uses batch 256 per rank (4096 on GPU)")
-            with open(args.out, "w") as f:
-                f.write("\n".join(notes) + "\n\n" + table + "\n")
-            with open(stem + ".csv", "w", newline="") as f:
-                keys = [k for k in rows[0] if not k.endswith("_cell")] if rows else []
-                w = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
-                w.writeheader()
-                w.writerows(rows)
-        return table
+        return results.write(args.out, stem)
 
     stop = False
     compile_missing = ""  # this torch has no torch.compile: one try tells, for every cell
     # Every repeat of ours and eager first, one after the other; compile after
     # them, since its first run per model spends tens of seconds compiling:
     # when the budget runs out, it is the compile cells that come up short.
+    # PyTorch's thread configurations take turns going first (repeat r starts
+    # at the r-th), so that neither always runs right after ours.
+    def turned(items, rep):
+        k = (rep - 1) % len(items)
+        return items[k:] + items[:k]
+
     reps = range(1, args.repeats + 1)
-    schedule = [(rep, m, n, s) for rep in reps for m, n in configs for s in sides if s != "compile"]
+    schedule = []
+    for rep in reps:
+        for m, n in configs:
+            schedule.append((rep, m, n, "ours", ""))
+            schedule += [(rep, m, n, "eager", c) for c, _ in turned(torch_configs(n), rep) if "eager" in sides]
     if "compile" in sides:
-        schedule += [(rep, m, n, "compile") for rep in reps for m, n in configs]
-    for rep, m, n, side in schedule:
+        schedule += [(rep, m, n, "compile", c) for rep in reps for m, n in configs
+                     for c, _ in turned(torch_configs(n), rep)]
+    for rep, m, n, side, tconf in schedule:
         done += 1
-        earlier = results[(m, n, side)]
+        earlier = results.runs[(m, n, side, tconf)]
         # Repeating an n/a (no torch.compile) or a timeout only spends the budget.
         if any(r["status"] in ("n/a", "timeout") for r in earlier):
             continue
         if side == "compile" and compile_missing:
             earlier.append({"status": "n/a", "error": compile_missing})
             continue
-        cmd, env = command(side, m, n)
+        cmd, env = command(side, m, n, tconf)
         remaining = args.budget_s - (time.monotonic() - started) if args.budget_s > 0 else None
         timeout = args.run_timeout if remaining is None else min(args.run_timeout, remaining)
         label = f"[{done}/{total}] repeat {rep} model {m} {args.device} ranks {n} {side}"
+        if tconf:
+            label += f" threads {tconf} ({torch_thread_configs.describe(tconf, threads_for(n))})"
         if remaining is not None and remaining < 5:
             stop = True
         if stop:
@@ -405,13 +373,15 @@ def main():
             continue
         t0 = time.monotonic()
         rec = {"model": m, "ranks": n, "side": side, "repeat": rep, "cmd": " ".join(map(shlex.quote, cmd))}
+        if tconf:
+            rec["threads_config"] = tconf
         try:
             p = run_group(cmd, env, timeout)
             obj = bench_line(p.stdout)
             if obj is not None and "error" not in obj and p.returncode == 0:
                 rec.update(status="ok", samples_per_s=obj.get("samples_per_s"), mfu=obj.get("mfu"),
                            result=obj)
-                torch_version = torch_version or obj.get("torch", "")
+                results.torch_version = results.torch_version or obj.get("torch", "")
             elif obj is not None and "error" in obj and side == "compile":
                 rec.update(status="n/a", error=obj["error"])
                 if "not available" in obj["error"]:
@@ -433,8 +403,13 @@ def main():
         if rec["status"] == "ok":
             mfu = f", MFU {100 * rec['mfu']:.1f}%" if rec.get("mfu") is not None else ""
             res = rec["result"]
+            # What the run's torch and BLAS said of their pools: the configuration took effect.
+            blas = res.get("blas") or {}
+            pools = (f"; torch {res['torch_num_threads']} thread(s), {blas.get('library', 'BLAS ?')} "
+                     f"{blas.get('threads', '?')} ({blas.get('parallel', '?')})"
+                     if tconf and "torch_num_threads" in res else "")
             log(f"{label}: {rec['samples_per_s']:,.0f} samples/s, step median "
-                f"{res.get('step_ms_median', float('nan')):.3f} ms{mfu} ({rec['wall_s']} s)")
+                f"{res.get('step_ms_median', float('nan')):.3f} ms{mfu}{pools} ({rec['wall_s']} s)")
         else:
             log(f"{label}: {rec['status']}: {rec.get('error', '')} ({rec['wall_s']} s)")
             if rec.get("stderr_tail"):

@@ -22,11 +22,18 @@ Precision, as a practitioner would run it:
   --ranks N              cpu only: DistributedDataParallel over gloo, N
                          processes on localhost (torch.multiprocessing spawn);
                          --batch-size is per rank, as ours.
-  --threads T            threads per rank (default cores / N). Set through
-                         torch.set_num_threads AND the OPENBLAS_NUM_THREADS /
-                         OMP_NUM_THREADS environment variables before torch is
-                         imported: Debian's torch sends GEMMs to OpenBLAS,
-                         whose thread pool set_num_threads does not govern.
+  --threads T            torch's own threads per rank (default cores / N):
+                         torch.set_num_threads and OMP_NUM_THREADS (torch's
+                         OpenMP intra-op pool), set before torch is imported.
+  --blas-threads B       OpenBLAS's pool per rank (default: T), through
+                         OPENBLAS_NUM_THREADS before the import: Debian's
+                         torch sends FP32 GEMMs (Linear's addmm) to OpenBLAS's
+                         sgemm, whose pthreads pool is sized at load time from
+                         that variable and which set_num_threads does not
+                         govern. So --threads 1 --blas-threads C runs the
+                         element-wise work on one thread and the GEMMs on C
+                         (compare_torch.py tries both; the JSON line says what
+                         the loaded BLAS reports, "blas").
                          OMP_WAIT_POLICY=PASSIVE too (unless set): torch's
                          idle OpenMP threads otherwise spin on the cores that
                          OpenBLAS's threads need (seen on 2 cores: model a at
@@ -62,7 +69,10 @@ def parse_args(argv=None):
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--mode", choices=["eager", "compile"], default="eager")
     p.add_argument("--ranks", type=int, default=1, help="processes (cpu only; DDP over gloo when > 1)")
-    p.add_argument("--threads", type=int, default=0, help="threads per rank (0: cores / ranks)")
+    p.add_argument("--threads", type=int, default=0,
+                   help="torch.set_num_threads and OMP_NUM_THREADS per rank (0: cores / ranks)")
+    p.add_argument("--blas-threads", type=int, default=0,
+                   help="OPENBLAS_NUM_THREADS per rank (0: the same as --threads)")
     p.add_argument("--bench-warmup", type=int, default=20, help="untimed steps first")
     p.add_argument("--bench-steps", type=int, default=100, help="timed steps")
     p.add_argument("--peak-tflops", type=float, default=0.0,
@@ -78,6 +88,8 @@ def parse_args(argv=None):
         p.error("--ranks > 1 is for --device cpu (one GPU here)")
     if a.threads <= 0:
         a.threads = max(1, (os.cpu_count() or 1) // a.ranks)
+    if a.blas_threads <= 0:
+        a.blas_threads = a.threads
     return a
 
 
@@ -100,6 +112,39 @@ def percentile(sorted_values, q):
 
 def emit(obj):
     print(json.dumps(obj), flush=True)
+
+
+def blas_info():
+    """What the BLAS loaded into this process says of itself: its file and,
+    for OpenBLAS, its threading (pthreads, OpenMP or none) and pool size, as
+    read after torch.set_num_threads. The proof that --blas-threads reached
+    the GEMMs' pool, rather than an assumption; {} where it cannot tell."""
+    import ctypes
+    try:
+        with open("/proc/self/maps") as f:
+            names = ((line.split()[-1], line.rsplit("/", 1)[-1].strip().lower()) for line in f)
+            paths = {path for path, name in names if "blas" in name and "cublas" not in name}  # CPU BLAS only
+    except OSError:
+        return {}
+    for path in sorted(paths):
+        try:
+            lib = ctypes.CDLL(path)  # already loaded: the same handle, nothing new runs
+        except OSError:
+            continue
+        if not hasattr(lib, "openblas_get_num_threads"):
+            continue
+        # libblas.so.3 is Debian's alternatives link: its real directory names the variant.
+        real = os.path.realpath(path)
+        info = {"library": os.path.join(os.path.basename(os.path.dirname(real)), os.path.basename(real)),
+                "threads": lib.openblas_get_num_threads()}
+        if hasattr(lib, "openblas_get_config"):
+            lib.openblas_get_config.restype = ctypes.c_char_p
+            info["config"] = (lib.openblas_get_config() or b"").decode(errors="replace").strip()
+        if hasattr(lib, "openblas_get_parallel"):  # 0 sequential, 1 pthreads, 2 OpenMP
+            info["parallel"] = {0: "sequential", 1: "pthreads", 2: "openmp"}.get(
+                lib.openblas_get_parallel(), "unknown")
+        return info
+    return {"library": ", ".join(sorted(os.path.basename(p) for p in paths))} if paths else {}
 
 
 def build_model(torch, widths):
@@ -255,7 +300,9 @@ def run_rank(rank, args, port):
         "timed_steps": args.bench_steps,
         "first_step_s": compile_s,
         "threads_per_rank": args.threads,
+        "blas_threads_per_rank": args.blas_threads,
         "torch_num_threads": torch.get_num_threads(),
+        "blas": blas_info(),
         "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS"),
         "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
         "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY"),
@@ -281,12 +328,12 @@ def error_line(args, e):
 def main():
     args = parse_args()
     # Before `import torch`: OpenBLAS and OpenMP size their pools at load time.
-    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
-        os.environ[var] = str(args.threads)
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)
+    os.environ["OPENBLAS_NUM_THREADS"] = str(args.blas_threads)
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    print(f"torch_reference: threads per rank {args.threads} (torch.set_num_threads, "
-          f"OPENBLAS_NUM_THREADS={args.threads}, OMP_NUM_THREADS={args.threads}, "
-          f"OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}), ranks {args.ranks}",
+    print(f"torch_reference: threads per rank: torch.set_num_threads({args.threads}), "
+          f"OMP_NUM_THREADS={args.threads}, OPENBLAS_NUM_THREADS={args.blas_threads}, "
+          f"OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}; ranks {args.ranks}",
           file=sys.stderr, flush=True)
     if args.ranks == 1:
         try:
