@@ -15,7 +15,8 @@
 //       arrives with the data of the batch two later.
 // TheStreamTestCatchesEachMissingWait leaves each wait out in turn
 // (CudaUploadSlots::skip_wait_for_testing) to show the test can fail.
-// Skips where no GPU is visible.
+// The loader cases stream feature batches and token batches (token ids and
+// per-position labels). Skips where no GPU is visible.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -209,6 +210,54 @@ TEST_F(CudaUpload, BatchLoaderPrefetchesIntactBatches) {
         ASSERT_EQ(f[r * d.features + c].bits, to_half(d.x[batch[r] * d.features + c]).bits)
             << "batch " << i << " row " << r << " feature " << c;
     }
+  }
+  EXPECT_GT(loader.counts().loads - loader.counts().loaded_on_demand, 40);  // most batches were prefetched
+}
+
+TEST_F(CudaUpload, BatchLoaderPrefetchesIntactTokenBatches) {
+  // As above on token data: windows of T token ids and one label per
+  // position, read on the compute stream after the delay into poisoned
+  // buffers, must equal the host rows.
+  Dataset d;
+  d.count = 3000, d.tokens_per_sample = 64, d.vocab_size = 5000, d.num_classes = 5000;
+  const size_t t = d.tokens_per_sample;
+  d.token_ids = test::random_labels(rng, d.count * t, d.vocab_size);
+  d.labels = test::random_labels(rng, d.count * t, d.num_classes);
+  constexpr int kMaxBatch = 64;
+  BatchLoader loader(*gpu, d, kMaxBatch);
+  auto random_batch = [&] {
+    std::vector<uint32_t> idx(1 + rng() % kMaxBatch);
+    for (auto& i : idx) i = static_cast<uint32_t>(rng() % d.count);
+    return idx;
+  };
+  Buffer<int32_t> ids(*gpu, kMaxBatch * t), labels(*gpu, kMaxBatch * t);
+  std::vector<uint32_t> next = random_batch();
+  for (int i = 0; i < 60; ++i) {
+    const std::vector<uint32_t> batch = next;
+    next = random_batch();
+    const int rows = static_cast<int>(batch.size());
+    DDP_CUDA_CHECK(cudaMemsetAsync(ids.data(), 0xA5, ids.size_bytes(), gpu->compute_stream()));
+    DDP_CUDA_CHECK(cudaMemsetAsync(labels.data(), 0xA5, labels.size_bytes(), gpu->compute_stream()));
+    const DeviceBatch b = loader.load(batch.data(), rows);
+    ASSERT_NE(b.token_ids, nullptr);
+    ASSERT_EQ(b.labels_per_row, static_cast<int>(t));
+    delay_stream(gpu->compute_stream(), random_delay_us());
+    gpu->copy_on_device(ids.data(), b.token_ids, sizeof(int32_t) * rows * t);
+    gpu->copy_on_device(labels.data(), b.labels, sizeof(int32_t) * rows * t);
+    if (rng() % 8 == 0) {
+      const std::vector<uint32_t> wrong = random_batch();
+      loader.prefetch(wrong.data(), static_cast<int>(wrong.size()));
+    } else {
+      loader.prefetch(next.data(), static_cast<int>(next.size()));
+    }
+    const std::vector<int32_t> got_ids = ids.download(), got_labels = labels.download();
+    for (int r = 0; r < rows; ++r)
+      for (size_t p = 0; p < t; ++p) {
+        const std::string where = "batch " + std::to_string(i) + " row " + std::to_string(r) + " position " +
+                                  std::to_string(p);
+        ASSERT_EQ(got_ids[r * t + p], d.token_ids[batch[r] * t + p]) << "token id, " << where;
+        ASSERT_EQ(got_labels[r * t + p], d.labels[batch[r] * t + p]) << "label, " << where;
+      }
   }
   EXPECT_GT(loader.counts().loads - loader.counts().loaded_on_demand, 40);  // most batches were prefetched
 }

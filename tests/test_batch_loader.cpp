@@ -50,6 +50,8 @@ Indices random_indices(std::mt19937_64& rng, size_t count, int rows) {
 // The batch's device contents equal the data set's rows `idx`.
 void expect_batch_holds(Backend& backend, const Dataset& d, const DeviceBatch& b, const Indices& idx) {
   ASSERT_EQ(b.rows, static_cast<int>(idx.size()));
+  EXPECT_EQ(b.token_ids, nullptr);  // feature data: one label a row, no token ids
+  EXPECT_EQ(b.labels_per_row, 1);
   const size_t n = idx.size(), f = d.features;
   std::vector<half16> features(n * f);
   backend.copy_to_host(features.data(), b.features_fp16, features.size() * sizeof(half16));

@@ -15,14 +15,23 @@ size_t align_up(size_t size_bytes) { return (size_bytes + 255) / 256 * 256; }
 }  // namespace
 
 BatchLoader::BatchLoader(Backend& backend, const Dataset& data, int max_batch)
-    : data_(data), max_batch_(max_batch), host_features_fp16_(data.x.size()) {
+    : max_batch_(max_batch),
+      labels_per_row_(static_cast<int>(data.labels_per_sample())),
+      host_features_fp16_(data.x.size()) {
   DDP_REQUIRE(max_batch > 0, "BatchLoader: max_batch must be positive");
   float_to_half_array(data.x.data(), host_features_fp16_.data(), data.x.size());
-  const size_t rows = static_cast<size_t>(max_batch);
-  labels_offset_bytes_ = targets_offset_bytes_ = align_up(rows * data.features * sizeof(half16));
-  const size_t tail_bytes =
-      data.is_classification() ? rows * sizeof(int32_t) : rows * data.target_dim * sizeof(float);
-  slots_ = backend.make_upload_slots(labels_offset_bytes_ + align_up(tail_bytes));
+  // Absent parts have no rows: empty vectors, 0 bytes a row.
+  parts_[kFeatures] = {reinterpret_cast<const char*>(host_features_fp16_.data()), data.features * sizeof(half16)};
+  parts_[kTokenIds] = {reinterpret_cast<const char*>(data.token_ids.data()), data.tokens_per_sample * sizeof(int32_t)};
+  parts_[kLabels] = {reinterpret_cast<const char*>(data.labels.data()),
+                     data.is_classification() ? data.labels_per_sample() * sizeof(int32_t) : 0};
+  parts_[kTargets] = {reinterpret_cast<const char*>(data.targets.data()), data.target_dim * sizeof(float)};
+  size_t slot_bytes = 0;
+  for (Part& part : parts_) {
+    part.offset_bytes = slot_bytes;
+    slot_bytes += align_up(static_cast<size_t>(max_batch) * part.row_bytes);
+  }
+  slots_ = backend.make_upload_slots(slot_bytes);
 }
 
 int BatchLoader::slot_holding(const uint32_t* indices, int rows) const {
@@ -41,20 +50,13 @@ void BatchLoader::fill(int slot, const uint32_t* indices, int rows) {
   filled_[slot] = false;  // until the copies are queued
   held_[slot].clear();    // the fill gives up the slot's previous batch
   char* staging = static_cast<char*>(slots_->begin_fill(slot));
-  const size_t d = data_.features;
-  half16* features = reinterpret_cast<half16*>(staging);
-  for (int r = 0; r < rows; ++r)
-    std::memcpy(&features[r * d], &host_features_fp16_[indices[r] * d], d * sizeof(half16));
-  slots_->copy(slot, 0, static_cast<size_t>(rows) * d * sizeof(half16));
-  if (data_.is_classification()) {
-    int32_t* labels = reinterpret_cast<int32_t*>(staging + labels_offset_bytes_);
-    for (int r = 0; r < rows; ++r) labels[r] = data_.labels[indices[r]];
-    slots_->copy(slot, labels_offset_bytes_, static_cast<size_t>(rows) * sizeof(int32_t));
-  } else {
-    const size_t k = data_.target_dim;
-    float* targets = reinterpret_cast<float*>(staging + targets_offset_bytes_);
-    for (int r = 0; r < rows; ++r) std::memcpy(&targets[r * k], &data_.targets[indices[r] * k], k * sizeof(float));
-    slots_->copy(slot, targets_offset_bytes_, static_cast<size_t>(rows) * k * sizeof(float));
+  // The same gather for every part: rows are bytes here.
+  for (const Part& part : parts_) {
+    if (part.row_bytes == 0) continue;
+    char* rows_out = staging + part.offset_bytes;
+    for (int r = 0; r < rows; ++r)
+      std::memcpy(rows_out + r * part.row_bytes, part.host_rows + indices[r] * part.row_bytes, part.row_bytes);
+    slots_->copy(slot, part.offset_bytes, static_cast<size_t>(rows) * part.row_bytes);
   }
   slots_->end_fill(slot);
   held_[slot].assign(indices, indices + rows);
@@ -63,12 +65,14 @@ void BatchLoader::fill(int slot, const uint32_t* indices, int rows) {
 }
 
 DeviceBatch BatchLoader::batch_in(int slot, int rows) {
-  char* base = static_cast<char*>(slots_->device_slot(slot));
+  void* base = slots_->device_slot(slot);
   DeviceBatch b;
-  b.features_fp16 = reinterpret_cast<const half16*>(base);
-  if (data_.is_classification()) b.labels = reinterpret_cast<const int32_t*>(base + labels_offset_bytes_);
-  else b.targets_fp32 = reinterpret_cast<const float*>(base + targets_offset_bytes_);
+  b.features_fp16 = static_cast<const half16*>(parts_[kFeatures].in(base));
+  b.token_ids = static_cast<const int32_t*>(parts_[kTokenIds].in(base));
+  b.labels = static_cast<const int32_t*>(parts_[kLabels].in(base));
+  b.targets_fp32 = static_cast<const float*>(parts_[kTargets].in(base));
   b.rows = rows;
+  b.labels_per_row = labels_per_row_;
   return b;
 }
 

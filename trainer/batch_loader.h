@@ -1,7 +1,10 @@
 // batch_loader.h: gathers a batch of samples (by index) from a host data set
-// into device memory: features as FP16 [rows, D], class labels as int32, or
-// regression targets as FP32 [rows, K]. Features are rounded to FP16 once at
-// construction, so a batch only gathers and copies.
+// into device memory: features as FP16 [rows, D] or token ids as int32
+// [rows, T], and class labels as int32 ([rows], or [rows, T] for token data)
+// or regression targets as FP32 [rows, K]. Features are rounded to FP16 once
+// at construction, so a batch only gathers and copies. Every part is a
+// fixed number of bytes per sample, gathered and copied by the same loop
+// (the upload slots move bytes and know no element types).
 //
 // One batch ahead: prefetch(next) gathers the next batch into the pinned
 // staging of the slot the current batch does not use and queues its copy on
@@ -30,10 +33,14 @@ namespace ddp {
 // Device pointers of the current batch; valid for work queued until the
 // next load() (after it the slot may be refilled, two batches later).
 struct DeviceBatch {
-  const half16* features_fp16 = nullptr;  // [rows, D]
-  const int32_t* labels = nullptr;        // [rows]; null for regression
+  const half16* features_fp16 = nullptr;  // [rows, D]; null for token data
+  const int32_t* token_ids = nullptr;     // [rows, T]; null for feature data
+  const int32_t* labels = nullptr;        // [rows, labels_per_row]; null for regression
   const float* targets_fp32 = nullptr;    // [rows, K]; null for classification
   int rows = 0;
+  // Labels per row: 1 for feature data, T (Dataset::tokens_per_sample, one
+  // per position) for token data; labels holds rows * labels_per_row.
+  int labels_per_row = 1;
 };
 
 // What the loader did, for tests and diagnostics.
@@ -45,6 +52,8 @@ struct BatchLoaderCounts {
 
 class BatchLoader {
  public:
+  // `data` (validated) must outlive the loader: batches are gathered from
+  // its token ids, labels and targets in place.
   BatchLoader(Backend& backend, const Dataset& data, int max_batch);
 
   // Starts bringing samples indices[0..rows) to the device, one batch ahead
@@ -61,6 +70,7 @@ class BatchLoader {
 
   // The current batch's device pointers (as load() returned them).
   const half16* features() const { return current_batch_.features_fp16; }
+  const int32_t* token_ids() const { return current_batch_.token_ids; }
   const int32_t* labels() const { return current_batch_.labels; }
   const float* targets() const { return current_batch_.targets_fp32; }
   int max_batch() const { return max_batch_; }
@@ -75,12 +85,27 @@ class BatchLoader {
   void fill(int slot, const uint32_t* indices, int rows);
   DeviceBatch batch_in(int slot, int rows);
 
-  const Dataset& data_;
+  // One per-sample array a batch carries (features, token ids, labels or
+  // targets): each sample's row is row_bytes at host_rows + i * row_bytes,
+  // gathered into [max_batch, row_bytes] at offset_bytes in a slot.
+  // row_bytes 0: not in this data set.
+  struct Part {
+    const char* host_rows = nullptr;
+    size_t row_bytes = 0;
+    size_t offset_bytes = 0;
+    const void* in(void* slot_base) const {
+      return row_bytes ? static_cast<const char*>(slot_base) + offset_bytes : nullptr;
+    }
+  };
+  enum PartIndex { kFeatures, kTokenIds, kLabels, kTargets, kPartCount };
+
   int max_batch_;
-  std::vector<half16> host_features_fp16_;  // whole data set, [count, D]
-  // Byte offsets in a slot: features [max_batch, D] FP16, then labels
-  // [max_batch] int32 or targets [max_batch, K] FP32.
-  size_t labels_offset_bytes_ = 0, targets_offset_bytes_ = 0;
+  int labels_per_row_;
+  std::vector<half16> host_features_fp16_;  // whole data set, [count, D]; empty for token data
+  // Slot layout, in this order, each part 256-byte aligned: features
+  // [max_batch, D] FP16, token ids [max_batch, T] int32, labels
+  // [max_batch, labels_per_row] int32, targets [max_batch, K] FP32.
+  std::array<Part, kPartCount> parts_;
   std::unique_ptr<UploadSlots> slots_;
   // The indices each slot holds or is being copied (filled: it holds some).
   std::array<std::vector<uint32_t>, UploadSlots::kSlotCount> held_;

@@ -1,5 +1,6 @@
 // dataset.cpp: validate_dataset, the one shape and value check shared by
-// every reader, so a data set the trainer sees is always consistent.
+// every reader, so a data set the trainer sees is always consistent (both
+// forms: features with labels or targets, token ids with per-position labels).
 #include "trainer/dataset.h"
 
 #include <cmath>
@@ -11,6 +12,42 @@ namespace ddp {
 namespace {
 
 std::string count_text(size_t n, const char* what) { return std::to_string(n) + " " + what; }
+
+// Every value of `values` ([samples, per_sample]) in [0, limit), else the
+// first one outside named by sample and position: "bad token id 70 in
+// sample 3, position 5: not below vocab_size 64".
+void require_in_range(const std::vector<int32_t>& values, size_t per_sample, int limit, const std::string& name,
+                      const std::string& what, const char* limit_name) {
+  for (size_t i = 0; i < values.size(); ++i) {
+    const int32_t v = values[i];
+    if (v >= 0 && v < limit) continue;
+    throw DataError(name, "bad " + what + " " + std::to_string(v) + " in sample " + std::to_string(i / per_sample) +
+                              ", position " + std::to_string(i % per_sample) +
+                              (v < 0 ? ": " + what + "s must be >= 0"
+                                     : std::string(": not below ") + limit_name + " " + std::to_string(limit)));
+  }
+}
+
+void validate_token_data(const Dataset& data, const std::string& name) {
+  const size_t t = data.tokens_per_sample;
+  if (data.features != 0 || !data.x.empty()) throw DataError(name, "bad data set: has both features and token ids");
+  if (t == 0) throw DataError(name, "bad shape: samples have 0 token ids (tokens_per_sample is 0)");
+  const std::string shape = std::to_string(data.count) + "x" + std::to_string(t);
+  if (data.token_ids.size() != data.count * t)
+    throw DataError(name, "shape mismatch: " + count_text(data.token_ids.size(), "token ids") + " for " + shape);
+  if (!data.targets.empty() || data.target_dim != 0) {
+    throw DataError(name, "bad data set: token data has regression targets (its targets are class labels, one per "
+                          "position)");
+  }
+  if (data.labels.size() != data.count * t) {
+    throw DataError(name, "count mismatch: " + count_text(data.labels.size(), "labels") + " for " + shape +
+                              " token positions (one label per position)");
+  }
+  if (data.vocab_size <= 0)
+    throw DataError(name, "bad data set: vocab_size " + std::to_string(data.vocab_size) + " (must be at least 1)");
+  require_in_range(data.token_ids, t, data.vocab_size, name, "token id", "vocab_size");
+  require_in_range(data.labels, t, data.num_classes, name, "label", "num_classes");
+}
 
 }  // namespace
 
@@ -36,6 +73,7 @@ void require_finite(const std::vector<float>& values, size_t width, const std::s
 
 void validate_dataset(const Dataset& data, const std::string& name) {
   if (data.count == 0) throw DataError(name, "empty data set: no samples");
+  if (data.is_token_data()) return validate_token_data(data, name);
   if (data.features == 0) throw DataError(name, "bad shape: samples have 0 features");
   if (data.x.size() != data.count * data.features) {
     throw DataError(name, "shape mismatch: " + count_text(data.x.size(), "feature values") + " for " +
