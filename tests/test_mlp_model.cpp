@@ -12,7 +12,10 @@
 
 #include "kernels/cpu_backend.h"
 #include "test_support.h"
+#include "kernels/error.h"
+#include "trainer/data_source.h"
 #include "trainer/models/mlp_model.h"
+#include "trainer/models/model_factory.h"
 #include "trainer/parameter_store.h"
 
 namespace ddp {
@@ -93,12 +96,31 @@ TEST(MlpModel, BackwardReportsEachTensorOnceInOrderRightAfterItsGemmAndHooksRunP
       for (size_t j = 0; j < r[t].count; ++j)
         ASSERT_TRUE(std::isfinite(to_float(g[r[t].offset + j]))) << r[t].name << " " << j;
     // ...and the tensors after them are not yet (the next layer's GEMMs come later).
-    if (end < r.size()) EXPECT_FALSE(std::isfinite(to_float(g[r[end].offset]))) << r[end].name;
+    if (end < r.size()) {
+      EXPECT_FALSE(std::isfinite(to_float(g[r[end].offset]))) << r[end].name;
+    }
     log += "R" + std::to_string(first) + "-" + std::to_string(end) + " ";
     next = end;
   });
   EXPECT_EQ(next, r.size());
   EXPECT_EQ(log, "B2 R0-2 B1 R2-4 B0 R4-6 ");
+}
+
+TEST(MlpModel, TokenDataIsRefusedWithOneLine) {
+  TrainConfig c;
+  c.mlp.layer_widths = {4, 8};
+  TrainTestData data;
+  for (Dataset* d : {&data.train, &data.test}) {
+    d->count = 2, d->tokens_per_sample = 4, d->vocab_size = 8, d->num_classes = 8;
+    d->token_ids.assign(8, 1), d->labels.assign(8, 2), d->source = "tokens.bin";
+  }
+  try {
+    check_model_matches_data(c, data);
+    ADD_FAILURE() << "token data accepted by the MLP";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("token ids"), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

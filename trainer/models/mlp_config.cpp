@@ -87,6 +87,8 @@ std::string mlp_dims_problem(const std::vector<int64_t>& widths, uint64_t& count
 void check_mlp_matches_data(const MlpConfig& mlp, LossKind loss, const TrainTestData& data) {
   const auto& w = mlp.layer_widths;
   const std::string layers = mlp_widths_text(w, ",");
+  if (data.train.is_token_data() || data.test.is_token_data())
+    throw Error("the MLP reads feature vectors, and this data holds token ids (" + data.train.source + ")");
   if (static_cast<size_t>(w.front()) != data.train.features)
     throw Error("--layers " + layers + ": input width " + std::to_string(w.front()) + " does not match the data's " +
                 std::to_string(data.train.features) + " features");
