@@ -5,7 +5,7 @@
 #include <exception>
 
 #include "comm/nccl_check.h"
-#include "kernels/cuda_check.h"
+#include "kernels/cuda/cuda_check.h"
 #include "kernels/error.h"
 #if defined(DDP_HAVE_MPI)
 #include <mpi.h>

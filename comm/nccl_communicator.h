@@ -27,7 +27,7 @@
 
 #include "comm/abort_gate.h"
 #include "comm/communicator.h"
-#include "kernels/cuda_raii.h"
+#include "kernels/cuda/cuda_raii.h"
 
 namespace ddp {
 

@@ -32,8 +32,8 @@
 #if defined(DDP_HAVE_NCCL)
 #include "comm/nccl_communicator.h"
 #include "kernels/buffer.h"
-#include "kernels/cuda_backend.h"
-#include "kernels/cuda_check.h"
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_check.h"
 #include "launch/device_select.h"
 #endif
 

@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "kernels/buffer.h"
-#include "kernels/cpu_backend.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/device_query.h"
 #if defined(DDP_HAVE_CUDA)
-#include "kernels/cuda_backend.h"
+#include "kernels/cuda/cuda_backend.h"
 #include "launch/cuda_bench_gemm.h"
 #endif
 

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "trainer/json_writer.h"
+#include "trainer/report/json_writer.h"
 
 namespace ddp {
 

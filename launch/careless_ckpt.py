@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """careless_ckpt.py IN OUT FIELD=VALUE...: rewrites a ddp_train checkpoint
-(layout in trainer/checkpoint.h) with fields changed and the CRC-32 fixed, for
+(layout in trainer/checkpoint/checkpoint.h) with fields changed and the CRC-32 fixed, for
 launch/careless_user.sh. Fields: widths (4,8,3), activation, loss, mom_init,
 scale, growth, hyst, step, epoch, offset, skipped, seed, run_id,
 train_samples, global_batch, w0 / m0 (first weight / momentum value).

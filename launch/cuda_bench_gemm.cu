@@ -8,8 +8,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include "kernels/cuda_check.h"
-#include "kernels/cuda_raii.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_raii.h"
 #include "kernels/error.h"
 
 namespace ddp {

@@ -5,7 +5,7 @@
 //   comm/nccl_communicator.h  FP16 gradient sums over NCCL (GPU ranks, a world of one included)
 //   launch/options.h          command line + INI config -> TrainConfig
 //   launch/device_select.h    --device -> CpuBackend / CudaBackend (device = local rank)
-//   trainer/data_source.h     --data -> train and test sets
+//   trainer/data/data_source.h     --data -> train and test sets
 //   trainer/trainer.h         the training loop (model, loss scaling, SGD, eval, checkpoints)
 //   trainer/stop_signal.h     SIGINT/SIGTERM: exit at once in start-up, else stop at a step boundary with a checkpoint
 //   comm/collective_watchdog.h  a collective that waits past --collective-timeout ends the job
@@ -21,17 +21,18 @@
 #include "launch/bench_report.h"
 #include "launch/device_select.h"
 #include "launch/options.h"
-#include "trainer/config_check.h"
+#include "trainer/config/config_check.h"
+#include "trainer/models/model_catalog.h"
 #include "trainer/models/model_factory.h"
 #include "trainer/stop_signal.h"
-#include "trainer/synthetic_data.h"
+#include "trainer/data/synthetic_data.h"
 #include "trainer/trainer.h"
 #if defined(DDP_HAVE_MPI)
 #include "comm/mpi_communicator.h"
 #endif
 #if defined(DDP_HAVE_NCCL)
 #include "comm/nccl_communicator.h"
-#include "kernels/cuda_backend.h"
+#include "kernels/cuda/cuda_backend.h"
 #endif
 
 namespace {

@@ -6,11 +6,11 @@
 #include <algorithm>
 #include <thread>
 
-#include "kernels/cpu_backend.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/device_query.h"
 #include "kernels/error.h"
 #if defined(DDP_HAVE_CUDA)
-#include "kernels/cuda_backend.h"
+#include "kernels/cuda/cuda_backend.h"
 #endif
 
 namespace ddp {

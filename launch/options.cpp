@@ -11,8 +11,8 @@
 
 #include "kernels/error.h"
 #include "launch/options_check.h"
-#include "trainer/config_check.h"
-#include "trainer/int_list.h"
+#include "trainer/config/config_check.h"
+#include "trainer/config/int_list.h"
 #include "trainer/models/mlp_config.h"
 
 namespace po = boost::program_options;

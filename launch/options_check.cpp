@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "kernels/error.h"
-#include "trainer/input_file.h"
+#include "trainer/data/input_file.h"
 
 namespace ddp {
 namespace {

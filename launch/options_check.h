@@ -3,13 +3,13 @@
 // meaningless in this mode, flags that need another, and the --config
 // file's own reading. Each problem is one ddp::Error line naming the flags.
 // The values of the config that results are checked after, as the
-// Trainer checks a config built in code (trainer/config_check.h).
+// Trainer checks a config built in code (trainer/config/config_check.h).
 #pragma once
 
 #include <string>
 
 #include "launch/options.h"
-#include "trainer/train_config.h"
+#include "trainer/config/train_config.h"
 
 namespace ddp {
 
@@ -19,7 +19,7 @@ namespace ddp {
 void check_flags_as_a_whole(TrainConfig& config, const BenchOptions& bench);
 
 // The --config file's text: a regular file of at most 1 MiB of text (no NUL
-// bytes), read through trainer/input_file.h (a FIFO or device is refused,
+// bytes), read through trainer/data/input_file.h (a FIFO or device is refused,
 // never waited on).
 std::string read_config_text(const std::string& path);
 

@@ -18,7 +18,7 @@
 
 #include "data_file_support.h"  // write_bytes
 #include "test_support.h"
-#include "trainer/checkpoint.h"
+#include "trainer/checkpoint/checkpoint.h"
 
 namespace ddp::test {
 

@@ -24,7 +24,7 @@
 #include <random>
 #include <string>
 
-#include "kernels/cpu_backend.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/half_convert.h"
 #include "test_support.h"
 

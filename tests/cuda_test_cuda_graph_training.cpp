@@ -27,11 +27,11 @@
 #include <nccl.h>
 
 #include "comm/nccl_communicator.h"
-#include "kernels/cuda_backend.h"
+#include "kernels/cuda/cuda_backend.h"
 #include "kernels/device_query.h"
 #include "test_support.h"
-#include "trainer/data_source.h"
-#include "trainer/synthetic_data.h"
+#include "trainer/data/data_source.h"
+#include "trainer/data/synthetic_data.h"
 #include "trainer/trainer.h"
 
 namespace ddp {

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda_check.h"
+#include "kernels/cuda/cuda_check.h"
 #include "cuda_test_support.h"
 
 namespace ddp {

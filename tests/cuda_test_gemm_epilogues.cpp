@@ -12,10 +12,10 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/cuda_gemm_route.h"
+#include "kernels/cuda/cuda_gemm_route.h"
 #include "trainer/models/mlp_model.h"
-#include "trainer/parameter_store.h"
-#include "trainer/parameter_store.h"
+#include "trainer/models/parameter_store.h"
+#include "trainer/models/parameter_store.h"
 #include "cuda_test_support.h"
 #include "gemm_epilogue_support.h"
 

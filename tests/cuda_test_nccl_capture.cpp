@@ -19,8 +19,8 @@
 
 #include "comm/nccl_communicator.h"
 #include "kernels/buffer.h"
-#include "kernels/cpu_backend.h"
-#include "kernels/cuda_backend.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cuda/cuda_backend.h"
 #include "kernels/device_query.h"
 #include "kernels/error.h"
 #include "test_support.h"

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda_gemm_route.h"
+#include "kernels/cuda/cuda_gemm_route.h"
 #include "cuda_test_support.h"
 #include "gemm_epilogue_support.h"
 

@@ -41,8 +41,8 @@
 #include <vector>
 
 #include "kernels/buffer.h"
-#include "kernels/cpu_backend.h"
-#include "kernels/cuda_backend.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cuda/cuda_backend.h"
 #include "kernels/device_query.h"
 #include "test_support.h"
 

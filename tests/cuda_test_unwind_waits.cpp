@@ -20,8 +20,8 @@
 #include <cuda_runtime.h>
 
 #include "kernels/buffer.h"
-#include "kernels/cuda_backend.h"
-#include "kernels/cuda_check.h"
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_check.h"
 #include "kernels/device_query.h"
 #include "kernels/upload_slots.h"
 

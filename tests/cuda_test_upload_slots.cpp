@@ -1,5 +1,5 @@
 // cuda_test_upload_slots.cpp: the asynchronous batch upload on a GPU
-// (kernels/cuda_upload_slots.h) and the batch loader on top of it. Batches
+// (kernels/cuda/cuda_upload_slots.h) and the batch loader on top of it. Batches
 // stream through the two slots while the compute stream is held back by
 // host functions that sleep on it (a cudaLaunchHostFunc blocks its stream
 // until it returns), so the copy stream runs ahead as far as the events let
@@ -32,11 +32,11 @@
 #include <cuda_runtime.h>
 
 #include "kernels/buffer.h"
-#include "kernels/cuda_backend.h"
-#include "kernels/cuda_check.h"
-#include "kernels/cuda_upload_slots.h"
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_upload_slots.h"
 #include "kernels/device_query.h"
-#include "trainer/batch_loader.h"
+#include "trainer/data/batch_loader.h"
 #include "test_support.h"
 
 namespace ddp {

@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu_backend.h"
+#include "kernels/cpu/cpu_backend.h"
 
 namespace ddp {
 

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "comm/communicator.h"
-#include "kernels/cpu_backend.h"
-#include "trainer/batch_loader.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "trainer/data/batch_loader.h"
 #include "trainer/trainer.h"
 #include "test_support.h"
 

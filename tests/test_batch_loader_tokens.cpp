@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu_backend.h"
-#include "trainer/batch_loader.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "trainer/data/batch_loader.h"
 #include "test_support.h"
 
 namespace ddp {

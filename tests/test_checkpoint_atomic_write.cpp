@@ -17,8 +17,8 @@
 #include <thread>
 
 #include "checkpoint_test_support.h"
-#include "trainer/checkpoint.h"
-#include "trainer/checkpoint_dir.h"
+#include "trainer/checkpoint/checkpoint.h"
+#include "trainer/checkpoint/checkpoint_dir.h"
 
 namespace ddp {
 namespace {

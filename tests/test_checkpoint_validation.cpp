@@ -14,10 +14,10 @@
 #include <vector>
 
 #include "test_support.h"
-#include "trainer/checkpoint.h"
-#include "trainer/checkpoint_validation.h"
-#include "trainer/train_config.h"
-#include "trainer/loss_scaler.h"
+#include "trainer/checkpoint/checkpoint.h"
+#include "trainer/checkpoint/checkpoint_validation.h"
+#include "trainer/config/train_config.h"
+#include "trainer/optim/loss_scaler.h"
 
 namespace ddp {
 namespace {

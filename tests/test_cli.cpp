@@ -14,9 +14,9 @@
 #include <utility>
 #include <vector>
 
-#include "trainer/checkpoint.h"
-#include "trainer/checkpoint_dir.h"
-#include "trainer/npy_io.h"
+#include "trainer/checkpoint/checkpoint.h"
+#include "trainer/checkpoint/checkpoint_dir.h"
+#include "trainer/data/npy_io.h"
 #include "test_support.h"
 
 namespace ddp {

@@ -12,8 +12,8 @@
 
 #include "test_support.h"
 #include "trainer/models/mlp_config.h"
-#include "trainer/parameter_store.h"
-#include "trainer/weights_io.h"
+#include "trainer/models/parameter_store.h"
+#include "trainer/checkpoint/weights_io.h"
 
 namespace ddp {
 namespace {

@@ -1,5 +1,5 @@
 // test_config_check.cpp: a TrainConfig built in code is checked as the
-// command line's is (trainer/config_check.h): the Trainer refuses a value
+// command line's is (trainer/config/config_check.h): the Trainer refuses a value
 // outside its sense with the very line parse_options gives for the flag
 // that sets it, and a default config passes.
 #include <gtest/gtest.h>
@@ -14,11 +14,11 @@
 #include <vector>
 
 #include "comm/communicator.h"
-#include "kernels/cpu_backend.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/error.h"
 #include "launch/options.h"
-#include "trainer/config_check.h"
-#include "trainer/data_source.h"
+#include "trainer/config/config_check.h"
+#include "trainer/data/data_source.h"
 #include "trainer/trainer.h"
 #include "test_support.h"
 

@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "kernels/cpu_thread_pool.h"
+#include "kernels/cpu/cpu_thread_pool.h"
 
 namespace ddp {
 namespace {

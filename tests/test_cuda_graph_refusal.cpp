@@ -9,7 +9,7 @@
 
 #include "comm/communicator.h"
 #include "recording_backend.h"
-#include "trainer/data_source.h"
+#include "trainer/data/data_source.h"
 #include "trainer/trainer.h"
 
 namespace ddp {

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "data_file_support.h"
-#include "trainer/csv_reader.h"
-#include "trainer/dataset.h"
+#include "trainer/data/csv_reader.h"
+#include "trainer/data/dataset.h"
 
 namespace ddp {
 namespace {

@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "data_file_support.h"
-#include "trainer/data_file.h"
-#include "trainer/dataset.h"
-#include "trainer/idx_reader.h"
+#include "trainer/data/data_file.h"
+#include "trainer/data/dataset.h"
+#include "trainer/data/idx_reader.h"
 
 namespace ddp {
 namespace {

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "data_file_support.h"
-#include "trainer/data_file.h"
-#include "trainer/dataset.h"
-#include "trainer/npy_io.h"
+#include "trainer/data/data_file.h"
+#include "trainer/data/dataset.h"
+#include "trainer/data/npy_io.h"
 
 namespace ddp {
 namespace {

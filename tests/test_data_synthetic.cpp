@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "data_file_support.h"
-#include "trainer/dataset.h"
-#include "trainer/synthetic_data.h"
+#include "trainer/data/dataset.h"
+#include "trainer/data/synthetic_data.h"
 
 namespace ddp {
 namespace {

@@ -7,8 +7,8 @@
 #include <random>
 #include <string>
 
-#include "trainer/data_error.h"
-#include "trainer/dataset.h"
+#include "trainer/data/data_error.h"
+#include "trainer/data/dataset.h"
 #include "data_file_support.h"
 #include "test_support.h"
 

@@ -15,7 +15,7 @@
 #include "child_process.h"
 #include "faults_support.h"
 #include "test_support.h"
-#include "trainer/npy_io.h"
+#include "trainer/data/npy_io.h"
 
 namespace ddp {
 namespace {
@@ -51,7 +51,7 @@ std::vector<StepRecord> step_records(const std::string& metrics) {
 
 // The dynamic loss-scaling rule as PyTorch's GradScaler (hysteresis 1) and
 // Megatron's DynamicGradScaler (hysteresis H) document it, written out here
-// independently of trainer/loss_scaler.cpp: an overflow resets the growth
+// independently of trainer/optim/loss_scaler.cpp: an overflow resets the growth
 // count and uses up one unit of hysteresis; the scale backs off (never below
 // the floor) once the hysteresis is used up; growth_interval clean steps in
 // a row grow the scale and restore the hysteresis. So with H = 2 the first

@@ -22,8 +22,8 @@
 #include "child_process.h"
 #include "faults_support.h"
 #include "test_support.h"
-#include "trainer/checkpoint.h"
-#include "trainer/checkpoint_dir.h"
+#include "trainer/checkpoint/checkpoint.h"
+#include "trainer/checkpoint/checkpoint_dir.h"
 
 namespace ddp {
 namespace {

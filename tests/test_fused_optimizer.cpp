@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/buffer.h"
-#include "kernels/cpu_backend.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "test_support.h"
 
 namespace ddp {

@@ -23,7 +23,7 @@
 
 #include "gemm_epilogue_support.h"
 #include "kernels/buffer.h"
-#include "kernels/cpu_backend.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/error.h"
 #include "kernels/half_convert.h"
 #include "test_support.h"

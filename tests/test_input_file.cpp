@@ -23,12 +23,12 @@
 
 #include "kernels/error.h"
 #include "test_support.h"
-#include "trainer/csv_reader.h"
-#include "trainer/data_error.h"
-#include "trainer/data_file.h"
-#include "trainer/distributed_sampler.h"
-#include "trainer/idx_reader.h"
-#include "trainer/input_file.h"
+#include "trainer/data/csv_reader.h"
+#include "trainer/data/data_error.h"
+#include "trainer/data/data_file.h"
+#include "trainer/data/distributed_sampler.h"
+#include "trainer/data/idx_reader.h"
+#include "trainer/data/input_file.h"
 
 namespace ddp {
 namespace {

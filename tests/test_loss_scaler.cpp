@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "kernels/error.h"
-#include "trainer/loss_scaler.h"
+#include "trainer/optim/loss_scaler.h"
 
 namespace ddp {
 namespace {

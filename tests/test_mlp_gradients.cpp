@@ -12,9 +12,9 @@
 #include <cmath>
 #include <random>
 
-#include "kernels/cpu_backend.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "trainer/models/mlp_model.h"
-#include "trainer/parameter_store.h"
+#include "trainer/models/parameter_store.h"
 #include "test_support.h"
 
 namespace ddp {

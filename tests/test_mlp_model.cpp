@@ -10,13 +10,13 @@
 #include <random>
 #include <string>
 
-#include "kernels/cpu_backend.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "test_support.h"
 #include "kernels/error.h"
-#include "trainer/data_source.h"
+#include "trainer/data/data_source.h"
 #include "trainer/models/mlp_model.h"
-#include "trainer/models/model_factory.h"
-#include "trainer/parameter_store.h"
+#include "trainer/models/model_catalog.h"
+#include "trainer/models/parameter_store.h"
 
 namespace ddp {
 namespace {

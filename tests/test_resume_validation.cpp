@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "test_support.h"
-#include "trainer/checkpoint.h"
-#include "trainer/checkpoint_dir.h"
-#include "trainer/checkpoint_validation.h"
+#include "trainer/checkpoint/checkpoint.h"
+#include "trainer/checkpoint/checkpoint_dir.h"
+#include "trainer/checkpoint/checkpoint_validation.h"
 
 namespace ddp {
 namespace {

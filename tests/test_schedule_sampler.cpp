@@ -5,8 +5,8 @@
 #include <cmath>
 #include <set>
 
-#include "trainer/distributed_sampler.h"
-#include "trainer/lr_schedule.h"
+#include "trainer/data/distributed_sampler.h"
+#include "trainer/optim/lr_schedule.h"
 
 namespace ddp {
 namespace {

@@ -23,9 +23,9 @@
 #include "child_process.h"
 #include "faults_support.h"
 #include "test_support.h"
-#include "trainer/checkpoint.h"
-#include "trainer/checkpoint_dir.h"
-#include "trainer/npy_io.h"
+#include "trainer/checkpoint/checkpoint.h"
+#include "trainer/checkpoint/checkpoint_dir.h"
+#include "trainer/data/npy_io.h"
 
 namespace ddp {
 namespace {

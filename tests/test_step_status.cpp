@@ -11,10 +11,10 @@
 #include <random>
 
 #include "comm/communicator.h"
-#include "kernels/cpu_backend.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "recording_backend.h"
 #include "test_support.h"
-#include "trainer/loss_scaler.h"
+#include "trainer/optim/loss_scaler.h"
 #include "trainer/trainer.h"
 
 namespace ddp {

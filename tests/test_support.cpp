@@ -15,7 +15,7 @@
 #include <array>
 #include <cstdio>
 
-#include "trainer/distributed_sampler.h"
+#include "trainer/data/distributed_sampler.h"
 
 namespace ddp::test {
 

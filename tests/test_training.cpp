@@ -6,11 +6,11 @@
 #include <filesystem>
 
 #include "comm/communicator.h"
-#include "kernels/cpu_backend.h"
-#include "trainer/idx_reader.h"
-#include "trainer/parameter_store.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "trainer/data/idx_reader.h"
+#include "trainer/models/parameter_store.h"
 #include "trainer/trainer.h"
-#include "trainer/weights_io.h"
+#include "trainer/checkpoint/weights_io.h"
 #include "test_support.h"
 
 namespace ddp {

@@ -9,11 +9,11 @@
 #include "comm/communicator.h"
 #include "kernels/backend.h"
 #include "kernels/buffer.h"
-#include "trainer/batch_loader.h"
-#include "trainer/dataset.h"
-#include "trainer/mixed_precision_optimizer.h"
-#include "trainer/progress_reporter.h"
-#include "trainer/train_config.h"
+#include "trainer/data/batch_loader.h"
+#include "trainer/data/dataset.h"
+#include "trainer/optim/mixed_precision_optimizer.h"
+#include "trainer/report/progress_reporter.h"
+#include "trainer/config/train_config.h"
 
 namespace ddp {
 

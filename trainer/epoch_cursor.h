@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "trainer/distributed_sampler.h"
-#include "trainer/train_config.h"
+#include "trainer/data/distributed_sampler.h"
+#include "trainer/config/train_config.h"
 
 namespace ddp {
 

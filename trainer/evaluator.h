@@ -5,9 +5,9 @@
 
 #include "comm/communicator.h"
 #include "kernels/buffer.h"
-#include "trainer/batch_loader.h"
+#include "trainer/data/batch_loader.h"
 #include "trainer/models/model.h"
-#include "trainer/train_config.h"
+#include "trainer/config/train_config.h"
 
 namespace ddp {
 

@@ -8,7 +8,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/half.h"
-#include "trainer/train_config.h"
+#include "trainer/config/train_config.h"
 
 namespace ddp {
 

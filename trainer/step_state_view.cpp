@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <string>
 
-#include "trainer/loss_scaler.h"
+#include "trainer/optim/loss_scaler.h"
 #include "trainer/trainer.h"
 
 namespace ddp {

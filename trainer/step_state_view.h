@@ -9,8 +9,8 @@
 #include "kernels/backend.h"
 #include "kernels/buffer.h"
 #include "kernels/step_status.h"
-#include "trainer/train_config.h"
-#include "trainer/train_state.h"
+#include "trainer/config/train_config.h"
+#include "trainer/checkpoint/train_state.h"
 
 namespace ddp {
 

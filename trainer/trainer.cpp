@@ -15,13 +15,13 @@
 #include <utility>
 
 #include "kernels/error.h"
-#include "trainer/checkpoint.h"
-#include "trainer/config_check.h"
+#include "trainer/checkpoint/checkpoint.h"
+#include "trainer/config/config_check.h"
 #include "trainer/fault_hooks.h"
 #include "trainer/models/model_factory.h"
 #include "trainer/stop_signal.h"
 #include "trainer/trainer_impl.h"
-#include "trainer/weights_io.h"
+#include "trainer/checkpoint/weights_io.h"
 
 namespace ddp {
 namespace {

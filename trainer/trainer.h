@@ -13,10 +13,10 @@
 #include "comm/communicator.h"
 #include "kernels/backend.h"
 #include "kernels/error.h"
-#include "trainer/batch_loader.h"
-#include "trainer/data_source.h"
-#include "trainer/train_config.h"
-#include "trainer/train_state.h"
+#include "trainer/data/batch_loader.h"
+#include "trainer/data/data_source.h"
+#include "trainer/config/train_config.h"
+#include "trainer/checkpoint/train_state.h"
 
 namespace ddp {
 

@@ -17,18 +17,18 @@
 #include <string>
 #include <vector>
 
-#include "trainer/batch_loader.h"
+#include "trainer/data/batch_loader.h"
 #include "trainer/captured_step.h"
-#include "trainer/checkpointing.h"
+#include "trainer/checkpoint/checkpointing.h"
 #include "trainer/epoch_cursor.h"
 #include "trainer/evaluator.h"
-#include "trainer/lr_schedule.h"
-#include "trainer/mixed_precision_optimizer.h"
+#include "trainer/optim/lr_schedule.h"
+#include "trainer/optim/mixed_precision_optimizer.h"
 #include "comm/gradient_reducer.h"
 #include "trainer/models/model.h"
-#include "trainer/parameter_store.h"
-#include "trainer/progress_reporter.h"
-#include "trainer/run_report.h"
+#include "trainer/models/parameter_store.h"
+#include "trainer/report/progress_reporter.h"
+#include "trainer/report/run_report.h"
 #include "trainer/step_state_view.h"
 #include "trainer/trainer.h"
 

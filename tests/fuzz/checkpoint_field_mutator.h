@@ -10,7 +10,7 @@
 
 #include <random>
 
-#include "trainer/train_state.h"
+#include "trainer/checkpoint/train_state.h"
 
 namespace ddp::fuzz {
 

@@ -1,6 +1,6 @@
 // fuzz_checkpoint.cpp: libFuzzer harness of the checkpoint reader
-// (trainer/checkpoint.h) and of the contents check that follows it
-// (trainer/checkpoint_validation.h). The input goes to parse_checkpoint as it
+// (trainer/checkpoint/checkpoint.h) and of the contents check that follows it
+// (trainer/checkpoint/checkpoint_validation.h). The input goes to parse_checkpoint as it
 // is, which mostly exercises the magic, version, length and truncation
 // checks: a mutated file almost never keeps its CRC-32. So it is parsed a
 // second time with its last 12 bytes replaced by a trailer that matches
@@ -30,8 +30,8 @@
 
 #include "checkpoint_field_mutator.h"
 #include "fuzz_support.h"
-#include "trainer/checkpoint.h"
-#include "trainer/checkpoint_validation.h"
+#include "trainer/checkpoint/checkpoint.h"
+#include "trainer/checkpoint/checkpoint_validation.h"
 
 using namespace ddp;
 using namespace ddp::fuzz;

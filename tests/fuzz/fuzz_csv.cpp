@@ -1,4 +1,4 @@
-// fuzz_csv.cpp: libFuzzer harness of the CSV reader (trainer/csv_reader.h):
+// fuzz_csv.cpp: libFuzzer harness of the CSV reader (trainer/data/csv_reader.h):
 // the text (gunzipped first when it is gzip, as load_csv_dataset does) goes
 // to parse_csv, which ends in validate_dataset.
 #include <cstddef>
@@ -6,7 +6,7 @@
 #include <string>
 
 #include "fuzz_support.h"
-#include "trainer/csv_reader.h"
+#include "trainer/data/csv_reader.h"
 
 using namespace ddp;
 using namespace ddp::fuzz;

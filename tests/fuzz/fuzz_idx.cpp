@@ -1,4 +1,4 @@
-// fuzz_idx.cpp: libFuzzer harness of the IDX reader (trainer/idx_reader.h).
+// fuzz_idx.cpp: libFuzzer harness of the IDX reader (trainer/data/idx_reader.h).
 // One IDX file (gzipped or not) goes to parse_idx as read_idx_file would
 // hand it over; an input holding the split marker is an images file and a
 // labels file for load_idx_dataset, which adds the shape, count and label
@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "fuzz_support.h"
-#include "trainer/idx_reader.h"
+#include "trainer/data/idx_reader.h"
 
 using namespace ddp;
 using namespace ddp::fuzz;

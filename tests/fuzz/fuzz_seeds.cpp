@@ -20,9 +20,9 @@
 
 #include "fuzz_support.h"
 #include "launch/options.h"
-#include "trainer/checkpoint.h"
-#include "trainer/npy_header.h"
-#include "trainer/npy_io.h"
+#include "trainer/checkpoint/checkpoint.h"
+#include "trainer/data/npy_header.h"
+#include "trainer/data/npy_io.h"
 
 namespace fs = std::filesystem;
 using ddp::fuzz::Bytes;

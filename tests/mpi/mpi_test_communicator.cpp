@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "comm/mpi_communicator.h"
-#include "kernels/cpu_backend.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "trainer/trainer.h"
 #include "mpi/mpi_test_support.h"
 

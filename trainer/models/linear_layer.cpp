@@ -1,24 +1,9 @@
 // linear_layer.cpp
 #include "trainer/models/linear_layer.h"
 
-#include <cmath>
-
 #include "kernels/error.h"
 
 namespace ddp {
-
-void LinearLayer::register_parameters(ParameterRegistry& registry, const std::string& prefix, int init_order,
-                                      const std::string& file_stem_prefix) {
-  const ParameterInit init = ParameterInit::uniform(1.0f / std::sqrt(static_cast<float>(in_)));
-  ParameterTensor w;
-  w.name = prefix + ".weight", w.shape = {out_, in_}, w.init = init, w.init_order = init_order;
-  w.file_stem = file_stem_prefix.empty() ? std::string() : file_stem_prefix + ".weight";
-  ParameterTensor b;
-  b.name = prefix + ".bias", b.shape = {out_}, b.init = init, b.init_order = init_order + 1;
-  b.file_stem = file_stem_prefix.empty() ? std::string() : file_stem_prefix + ".bias";
-  registry.add(std::move(w));
-  registry.add(std::move(b));
-}
 
 void LinearLayer::bind(const ParameterRegistry& registry, const std::string& prefix) {
   weight_tensor_ = registry.find(prefix + ".weight");

@@ -25,12 +25,8 @@ class LinearLayer {
   int in_features() const { return in_; }
   int out_features() const { return out_; }
 
-  // Registers `<prefix>.weight` then `<prefix>.bias` with PyTorch's
-  // nn.Linear initialisation (both uniform in +-1/sqrt(in)), drawn in
-  // init_order and init_order + 1.
-  void register_parameters(ParameterRegistry& registry, const std::string& prefix, int init_order,
-                           const std::string& file_stem_prefix);
-  // Takes the offsets of the tensors registered under `prefix`.
+  // Takes the offsets of the tensors register_linear_parameters
+  // (parameter_registry.h) registered under `prefix`.
   void bind(const ParameterRegistry& registry, const std::string& prefix);
   size_t weight_tensor() const { return weight_tensor_; }
   size_t bias_tensor() const { return bias_tensor_; }

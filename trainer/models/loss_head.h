@@ -8,9 +8,9 @@
 #include <cstdint>
 
 #include "kernels/backend.h"
-#include "trainer/batch_loader.h"
+#include "trainer/data/batch_loader.h"
 #include "trainer/models/model.h"
-#include "trainer/train_config.h"
+#include "trainer/config/train_config.h"
 
 namespace ddp {
 

@@ -4,10 +4,9 @@
 #include <algorithm>
 
 #include "kernels/error.h"
-#include "trainer/data_source.h"
-#include "trainer/int_list.h"
-#include "trainer/models/linear_layer.h"
-#include "trainer/train_config.h"
+#include "trainer/data/data_source.h"
+#include "trainer/config/int_list.h"
+#include "trainer/config/train_config.h"
 
 namespace ddp {
 namespace {
@@ -44,8 +43,8 @@ ParameterRegistry mlp_parameters(const std::vector<int64_t>& widths) {
   const size_t n = widths.size() - 1;
   for (size_t r = 0; r < n; ++r) {  // last layer first: backward's order
     const size_t i = n - 1 - r;
-    LinearLayer(static_cast<int>(widths[i]), static_cast<int>(widths[i + 1]))
-        .register_parameters(registry, mlp_tensor_prefix(i), static_cast<int>(2 * i), "layer" + std::to_string(i));
+    register_linear_parameters(registry, mlp_tensor_prefix(i), widths[i], widths[i + 1], static_cast<int>(2 * i),
+                               "layer" + std::to_string(i));
   }
   return registry;
 }

@@ -25,7 +25,7 @@
 #include <functional>
 
 #include "kernels/half.h"
-#include "trainer/batch_loader.h"
+#include "trainer/data/batch_loader.h"
 #include "trainer/models/parameter_registry.h"
 
 namespace ddp {

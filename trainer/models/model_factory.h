@@ -1,51 +1,15 @@
-// model_factory.h: the one place that maps a config to its model. Everything
-// else (trainer, evaluator, checkpoints, weight export, outputs) sees a
-// Model and its ParameterRegistry. A new model adds its files under
-// trainer/models/ and a case in each function here.
+// model_factory.h: builds the configured model on a backend (the other
+// half of model_catalog.h, which describes it without building it).
 #pragma once
 
-#include <cstdint>
 #include <memory>
-#include <string>
-#include <vector>
 
 #include "kernels/backend.h"
 #include "trainer/models/model.h"
-#include "trainer/models/parameter_registry.h"
-#include "trainer/train_config.h"
+#include "trainer/config/train_config.h"
 
 namespace ddp {
 
-struct TrainTestData;
-
 std::unique_ptr<Model> make_model(const TrainConfig& config, Backend& backend, int max_batch);
-
-// The model's tensors without building it (no backend): for checkpoints,
-// weight files and output checks before a run starts.
-ParameterRegistry model_parameters(const TrainConfig& config);
-
-// What a checkpoint records of the model's shape (version 1: the MLP's
-// layer widths) and the activation name it records with it.
-std::vector<int64_t> model_dims(const TrainConfig& config);
-std::string model_activation_name(const TrainConfig& config);
-// "MLP 784-512-512-10 relu", for the banner; "784-512-512-10" for --bench's line.
-std::string model_summary(const TrainConfig& config);
-std::string model_shape_text(const TrainConfig& config);
-// Model FLOPs per sample of one training step (forward and backward).
-double model_flops_per_sample(const TrainConfig& config);
-// A checkpoint's dims: the first problem with them, or "" with `count` set
-// to the parameter count they imply.
-std::string checkpoint_dims_problem(const std::vector<int64_t>& dims, uint64_t& count);
-// "784,512,10", for messages comparing a checkpoint's dims with this run's.
-std::string dims_text(const std::vector<int64_t>& dims);
-
-// Widths the data must have: features per sample in, and outputs per
-// prediction (classes or regression targets); for --bench's random data.
-int64_t model_input_width(const TrainConfig& config);
-int64_t model_output_width(const TrainConfig& config);
-
-// The data fits the model (input width, labels below the output width or
-// targets of the output width); throws one line naming the flag and file.
-void check_model_matches_data(const TrainConfig& config, const TrainTestData& data);
 
 }  // namespace ddp

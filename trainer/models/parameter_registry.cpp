@@ -87,4 +87,17 @@ std::vector<float> ParameterRegistry::initial_values(uint64_t seed) const {
   return flat;
 }
 
+void register_linear_parameters(ParameterRegistry& registry, const std::string& prefix, int64_t in, int64_t out,
+                                int init_order, const std::string& file_stem_prefix) {
+  const ParameterInit init = ParameterInit::uniform(1.0f / std::sqrt(static_cast<float>(in)));
+  ParameterTensor w;
+  w.name = prefix + ".weight", w.shape = {out, in}, w.init = init, w.init_order = init_order;
+  w.file_stem = file_stem_prefix.empty() ? std::string() : file_stem_prefix + ".weight";
+  ParameterTensor b;
+  b.name = prefix + ".bias", b.shape = {out}, b.init = init, b.init_order = init_order + 1;
+  b.file_stem = file_stem_prefix.empty() ? std::string() : file_stem_prefix + ".bias";
+  registry.add(std::move(w));
+  registry.add(std::move(b));
+}
+
 }  // namespace ddp

@@ -85,4 +85,11 @@ class ParameterRegistry {
   size_t parameter_count_ = 0;
 };
 
+// An nn.Linear(in, out)'s tensors: `<prefix>.weight` [out, in] then
+// `<prefix>.bias` [out], with PyTorch's initialisation (both uniform in
+// +-1/sqrt(in)), drawn in init_order and init_order + 1; their .npy files
+// `<file_stem_prefix>.weight` and `.bias` (the names when it is empty).
+void register_linear_parameters(ParameterRegistry& registry, const std::string& prefix, int64_t in, int64_t out,
+                                int init_order, const std::string& file_stem_prefix = "");
+
 }  // namespace ddp

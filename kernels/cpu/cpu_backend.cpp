@@ -1,0 +1,232 @@
+// cpu_backend.cpp: reference implementation of the Backend interface.
+// Element-wise math comes from elementwise_math.h (shared with CUDA) through
+// the range loops of cpu_elementwise.h, split over the thread pool when the
+// count is large; GEMM is cpu_gemm.h (FP16 -> FP32 widening + cblas_sgemm +
+// one RNE rounding to FP16).
+#include "kernels/cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "kernels/cpu/cpu_elementwise.h"
+#include "kernels/cpu/cpu_upload_slots.h"
+#include "kernels/error.h"
+#include "kernels/half_convert.h"
+
+#if defined(DDP_HAVE_OPENBLAS)
+extern "C" {
+void openblas_set_num_threads(int);
+int openblas_get_num_threads(void);
+}
+#endif
+
+namespace ddp {
+
+int set_blas_threads(int threads) {
+#if defined(DDP_HAVE_OPENBLAS)
+  if (threads > 0) openblas_set_num_threads(threads);
+  return openblas_get_num_threads();
+#else
+  (void)threads;
+  return 1;
+#endif
+}
+
+namespace {
+// Element-wise passes shorter than this run on the calling thread: a pass
+// over 32K halves takes ~10 us, about what handing work to a worker costs.
+constexpr size_t kMinParallelElements = size_t{1} << 15;
+// Longer ones are cut into this many pieces per thread, taken in turn.
+constexpr size_t kPiecesPerThread = 4;
+// Piece boundaries: whole cache lines of floats.
+constexpr size_t kGrain = 64;
+}  // namespace
+
+size_t CpuBackend::pieces(size_t elements) const {
+  return elements < kMinParallelElements ? 1 : static_cast<size_t>(threads_) * kPiecesPerThread;
+}
+
+CpuBackend::CpuBackend(int threads)
+    : threads_(threads > 0 ? threads : std::max(set_blas_threads(0), 1)),
+      pool_(std::make_unique<CpuThreadPool>(threads_)) {}
+
+std::string CpuBackend::description() const {
+#if defined(DDP_HAVE_OPENBLAS)
+  const char* blas = "OpenBLAS";
+#else
+  const char* blas = "CBLAS";
+#endif
+  return std::string("CPU (") + blas + ", " + std::to_string(threads_) + " thread" + (threads_ == 1 ? "" : "s") +
+         (f16c_available() ? ", F16C" : "") + ")";
+}
+
+// ---- memory ---------------------------------------------------------------------
+void* CpuBackend::allocate_bytes(size_t size_bytes) {
+  // 64-byte alignment: full cache lines and aligned SIMD loads in BLAS.
+  void* p = std::aligned_alloc(64, (size_bytes + 63) / 64 * 64);
+  if (!p) throw Error("CpuBackend: out of host memory allocating " + std::to_string(size_bytes) + " bytes");
+  return p;
+}
+void CpuBackend::free_bytes(void* ptr) noexcept { std::free(ptr); }
+void CpuBackend::copy_to_device(void* dst, const void* src, size_t n) { std::memcpy(dst, src, n); }
+void CpuBackend::copy_to_host(void* dst, const void* src, size_t n) { std::memcpy(dst, src, n); }
+void CpuBackend::copy_on_device(void* dst, const void* src, size_t n) { std::memmove(dst, src, n); }
+void CpuBackend::fill_zero(void* dst, size_t n) { std::memset(dst, 0, n); }
+std::unique_ptr<UploadSlots> CpuBackend::make_upload_slots(size_t slot_bytes) {
+  return std::make_unique<CpuUploadSlots>(slot_bytes);
+}
+
+// ---- GEMM -----------------------------------------------------------------------
+void CpuBackend::gemm_fp16(const GemmFp16& g) { cpu_gemm_fp16(g, *pool_, gemm_scratch_); }
+
+// ---- element-wise -----------------------------------------------------------------
+void CpuBackend::add_bias_fp16(half16* y, const half16* bias, int rows, int cols) {
+  const size_t row_count = rows > 0 ? static_cast<size_t>(rows) : 0, width = cols > 0 ? static_cast<size_t>(cols) : 0;
+  pool_->parallel_for(row_count, 1, pieces(row_count * width), [&](size_t r0, size_t r1) {
+    cpu::add_bias_rows(y + r0 * width, bias, r1 - r0, width);
+  });
+}
+
+void CpuBackend::activation_forward_fp16(Activation act, const half16* z, half16* y, size_t count) {
+  pool_->parallel_for(count, kGrain, pieces(count),
+                      [&](size_t i0, size_t i1) { cpu::activation_forward_range(act, z + i0, y + i0, i1 - i0); });
+}
+
+void CpuBackend::activation_backward_fp16(Activation act, const half16* z, const half16* dy, half16* dz,
+                                          size_t count) {
+  pool_->parallel_for(count, kGrain, pieces(count), [&](size_t i0, size_t i1) {
+    cpu::activation_backward_range(act, z + i0, dy + i0, dz + i0, i1 - i0);
+  });
+}
+
+void CpuBackend::bias_grad_fp16(const half16* dy, int rows, int cols, half16* db, bool accumulate) {
+  // Split by columns: each column's sum runs over the rows in order on one
+  // thread, so the result does not depend on the thread count.
+  const size_t row_count = rows > 0 ? static_cast<size_t>(rows) : 0, width = cols > 0 ? static_cast<size_t>(cols) : 0;
+  pool_->parallel_for(width, 32, pieces(row_count * width), [&](size_t c0, size_t c1) {
+    cpu::bias_grad_columns(dy, row_count, width, c0, c1, db, accumulate);
+  });
+}
+
+void CpuBackend::cast_fp32_to_fp16(const float* src, half16* dst, size_t count) {
+  pool_->parallel_for(count, kGrain, pieces(count),
+                      [&](size_t i0, size_t i1) { float_to_half_array(src + i0, dst + i0, i1 - i0); });
+}
+void CpuBackend::cast_fp16_to_fp32(const half16* src, float* dst, size_t count) {
+  pool_->parallel_for(count, kGrain, pieces(count),
+                      [&](size_t i0, size_t i1) { half_to_float_array(src + i0, dst + i0, i1 - i0); });
+}
+
+// ---- losses -------------------------------------------------------------------------
+void CpuBackend::softmax_xent_forward(const half16* logits, const int32_t* labels, int rows, int cols,
+                                      float* loss_mean, int32_t* correct_count) {
+  float loss_sum = 0.0f;
+  int32_t correct = 0;
+  for (int r = 0; r < rows; ++r) {
+    const half16* row = logits + static_cast<size_t>(r) * cols;
+    float max_v = to_float(row[0]);
+    int argmax = 0;
+    for (int c = 1; c < cols; ++c) {
+      const float v = to_float(row[c]);
+      if (v > max_v) max_v = v, argmax = c;
+    }
+    float sum_exp = 0.0f;
+    for (int c = 0; c < cols; ++c) sum_exp += expf(to_float(row[c]) - max_v);
+    loss_sum += max_v + logf(sum_exp) - to_float(row[labels[r]]);
+    correct += (argmax == labels[r]);
+  }
+  *loss_mean = rows > 0 ? loss_sum / static_cast<float>(rows) : 0.0f;
+  if (correct_count) *correct_count = correct;
+}
+
+void CpuBackend::softmax_xent_backward(const half16* logits, const int32_t* labels, int rows, int cols,
+                                       ScalarArg loss_scale, half16* dlogits) {
+  const float coef = loss_scale.get() / static_cast<float>(rows);
+  for (int r = 0; r < rows; ++r) {
+    const half16* row = logits + static_cast<size_t>(r) * cols;
+    half16* drow = dlogits + static_cast<size_t>(r) * cols;
+    float max_v = to_float(row[0]);
+    for (int c = 1; c < cols; ++c) max_v = std::max(max_v, to_float(row[c]));
+    float sum_exp = 0.0f;
+    for (int c = 0; c < cols; ++c) sum_exp += expf(to_float(row[c]) - max_v);
+    const float inv_sum = 1.0f / sum_exp;
+    for (int c = 0; c < cols; ++c) {
+      const float p = expf(to_float(row[c]) - max_v) * inv_sum;
+      drow[c] = to_half(coef * (p - (c == labels[r] ? 1.0f : 0.0f)));
+    }
+  }
+}
+
+void CpuBackend::mse_forward(const half16* pred, const float* target, int rows, int cols, float* loss_mean) {
+  const size_t n = static_cast<size_t>(rows) * cols;
+  float sum = 0.0f;
+  for (size_t i = 0; i < n; ++i) {
+    const float d = to_float(pred[i]) - target[i];
+    sum += d * d;
+  }
+  *loss_mean = n ? sum / static_cast<float>(n) : 0.0f;
+}
+
+void CpuBackend::mse_backward(const half16* pred, const float* target, int rows, int cols, ScalarArg loss_scale,
+                              half16* dpred) {
+  const size_t n = static_cast<size_t>(rows) * cols;
+  const float coef = 2.0f * loss_scale.get() / static_cast<float>(n);
+  for (size_t i = 0; i < n; ++i) dpred[i] = to_half(coef * (to_float(pred[i]) - target[i]));
+}
+
+// ---- optimizer ---------------------------------------------------------------------
+void CpuBackend::unscale_fp16_to_fp32(const half16* grads_fp16, float* grads_fp32, size_t count,
+                                      ScalarArg inv_scale_arg, int32_t* nonfinite_flag) {
+  const float inv_scale = inv_scale_arg.get();
+  std::atomic<bool> bad{false};
+  pool_->parallel_for(count, kGrain, pieces(count), [&](size_t i0, size_t i1) {
+    if (cpu::unscale_range(grads_fp16 + i0, grads_fp32 ? grads_fp32 + i0 : nullptr, i1 - i0, inv_scale))
+      bad.store(true);
+  });
+  if (bad.load()) *nonfinite_flag = 1;
+}
+
+void CpuBackend::l2_norm_fp32(const float* x, size_t count, float* norm) {
+  // Double accumulation: the reference must be at least as accurate as the
+  // CUDA tree reduction it is compared with.
+  double sum = 0.0;
+  for (size_t i = 0; i < count; ++i) sum += static_cast<double>(x[i]) * x[i];
+  *norm = static_cast<float>(std::sqrt(sum));
+}
+
+void CpuBackend::sgd_update_fp16_grads(const SgdParams& step_params, const half16* grads_fp16,
+                                       ScalarArg inv_scale_arg, float* master_fp32, float* momentum_fp32,
+                                       half16* weights_fp16, size_t count, const int32_t* skip_flag) {
+  if (skip_flag && *skip_flag) return;
+  const SgdParams params = resolved(step_params);
+  const float inv_scale = inv_scale_arg.get();
+  pool_->parallel_for(count, kGrain, pieces(count), [&](size_t i0, size_t i1) {
+    cpu::sgd_fp16_grads_range(params, grads_fp16 + i0, inv_scale, master_fp32 + i0,
+                              momentum_fp32 ? momentum_fp32 + i0 : nullptr, weights_fp16 + i0, i1 - i0);
+  });
+}
+
+void CpuBackend::sgd_update(const SgdParams& step_params, const float* grads_fp32, float* master_fp32,
+                            float* momentum_fp32, half16* weights_fp16, size_t count, const int32_t* skip_flag) {
+  if (skip_flag && *skip_flag) return;
+  const SgdParams params = resolved(step_params);
+  pool_->parallel_for(count, kGrain, pieces(count), [&](size_t i0, size_t i1) {
+    cpu::sgd_range(params, grads_fp32 + i0, master_fp32 + i0, momentum_fp32 ? momentum_fp32 + i0 : nullptr,
+                   weights_fp16 + i0, i1 - i0);
+  });
+}
+
+// ---- device-resident step state -----------------------------------------------------
+void CpuBackend::step_status_prepare(StepStatus* status, double backward_divisor, double unscale_divisor, float lr) {
+  ddp::step_status_prepare(*status, backward_divisor, unscale_divisor, lr);
+}
+
+void CpuBackend::step_status_finish(const LossScaleRule& rule, StepStatus* status) {
+  ddp::step_status_finish(rule, *status);
+}
+
+}  // namespace ddp

@@ -1,0 +1,173 @@
+// cpu_gemm.cpp: widen, cblas_sgemm per slice, round, over the thread pool.
+#include "kernels/cpu/cpu_gemm.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <string>
+
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/cpu_elementwise.h"
+#include "kernels/error.h"
+#include "kernels/gemm_epilogue.h"
+
+namespace ddp {
+namespace {
+
+// Below this many multiply-adds (~20 us on one core) a GEMM runs on the
+// calling thread alone: waking the team would cost more than it saves.
+constexpr double kMinParallelMacs = 1 << 20;
+// Slice boundaries are multiples of this (the BLAS kernels' register block
+// is 16 rows or fewer), so no slice ends in a partial block but the last.
+constexpr int kSliceGrain = 16;
+// Output slices per thread: more than one lets a thread that kept its core
+// take over the work of one that lost it (on 2 shared cores, 2 per thread
+// was within noise of 1 when idle, 4 per thread slower). Each slice packs
+// the shared operand again, so none is narrower than kMinSliceExtent.
+constexpr int kSlicesPerThread = 2;
+constexpr int kMinSliceExtent = 128;
+
+// Our threads each run a BLAS call: the BLAS must not start its own threads
+// inside them. Restores the BLAS's setting afterwards, so other BLAS users in
+// the process (bench_kernels' SGEMM reference) keep theirs.
+class BlasSingleThreaded {
+ public:
+  BlasSingleThreaded() : saved_(set_blas_threads(0)) {
+    if (saved_ != 1) set_blas_threads(1);
+  }
+  ~BlasSingleThreaded() {
+    if (saved_ != 1) set_blas_threads(saved_);
+  }
+  BlasSingleThreaded(const BlasSingleThreaded&) = delete;
+  BlasSingleThreaded& operator=(const BlasSingleThreaded&) = delete;
+
+ private:
+  int saved_;
+};
+
+void grow(std::vector<float>& v, size_t count) {
+  if (v.size() < count) v.resize(count);
+}
+
+}  // namespace
+
+void cpu_gemm_fp16(const GemmFp16& g, CpuThreadPool& pool, CpuGemmScratch& s) {
+  DDP_REQUIRE(g.m >= 0 && g.n >= 0 && g.k >= 0, "gemm_fp16: negative dimension");
+  validate_gemm_epilogue(g, "m=" + std::to_string(g.m) + " n=" + std::to_string(g.n) + " k=" + std::to_string(g.k));
+  if (g.m == 0) return;
+  const bool ta = g.trans_a == Transpose::Yes, tb = g.trans_b == Transpose::Yes;
+  const int m = g.m, n = g.n, k = g.k;
+  if (n == 0) {  // no output, but the bias gradient of A is still asked for
+    if (g.bias_grad) {
+      grow(s.a_fp32, static_cast<size_t>(m) * k);
+      cpu::widen_rows(g.a, g.lda, s.a_fp32.data(), ta ? m : k, ta ? k : m, ta ? m : k);
+      cpu::bias_grad_op_a(s.a_fp32.data(), ta ? m : k, ta, k, 0, m, g.bias_grad, g.bias_grad_accumulate);
+    }
+    return;
+  }
+  const int a_rows = ta ? k : m, a_cols = ta ? m : k;  // stored shapes
+  const int b_rows = tb ? n : k, b_cols = tb ? k : n;
+  grow(s.a_fp32, static_cast<size_t>(a_rows) * a_cols);
+  grow(s.b_fp32, static_cast<size_t>(b_rows) * b_cols);
+  grow(s.c_fp32, static_cast<size_t>(m) * n);
+  if (g.bias) grow(s.bias_fp32, static_cast<size_t>(n));
+  float* a32 = s.a_fp32.data();
+  float* b32 = s.b_fp32.data();
+  float* c32 = s.c_fp32.data();
+  const CBLAS_TRANSPOSE op_a = ta ? CblasTrans : CblasNoTrans, op_b = tb ? CblasTrans : CblasNoTrans;
+  const int lda = std::max(a_cols, 1), ldb = std::max(b_cols, 1);
+  cpu::NarrowEpilogue epilogue;
+  epilogue.bias_fp32 = g.bias ? s.bias_fp32.data() : nullptr;
+  epilogue.act = g.act;
+  epilogue.pre_activation = g.pre_activation;
+  epilogue.ld_pre_activation = static_cast<size_t>(g.ld_pre_activation);
+  epilogue.dact = g.dact;
+  epilogue.dact_input = g.dact_input;
+  epilogue.ld_dact_input = static_cast<size_t>(g.ld_dact_input);
+  // The bias gradient of op(A) rows lo..hi, from the widened A (row stride lda).
+  const auto bias_grad_rows = [&](int lo, int hi) {
+    if (g.bias_grad) cpu::bias_grad_op_a(a32, lda, ta, k, lo, hi, g.bias_grad, g.bias_grad_accumulate);
+  };
+  BlasSingleThreaded blas_single;
+
+  const double macs = static_cast<double>(m) * n * k;
+  if (pool.size() == 1 || macs < kMinParallelMacs) {
+    cpu::widen_rows(g.a, g.lda, a32, a_cols, a_rows, a_cols);
+    cpu::widen_rows(g.b, g.ldb, b32, b_cols, b_rows, b_cols);
+    if (g.bias) cpu::widen_rows(g.bias, n, s.bias_fp32.data(), n, 1, n);
+    if (g.beta != 0.0f) cpu::widen_rows(g.c, g.ldc, c32, n, m, n);
+    if (k > 0) {
+      cblas_sgemm(CblasRowMajor, op_a, op_b, m, n, k, g.alpha, a32, lda, b32, ldb, g.beta, c32, n);
+    } else {  // sgemm needs k >= 1: C = beta * C
+      for (size_t i = 0, count = static_cast<size_t>(m) * n; i < count; ++i)
+        c32[i] = g.beta != 0.0f ? c32[i] * g.beta : 0.0f;
+    }
+    cpu::narrow_rows(c32, n, epilogue, g.c, g.ldc, m, n);
+    bias_grad_rows(0, m);
+    return;
+  }
+
+  // The output is cut into slices along n (columns) or m (rows). Every
+  // column slice reads all of A (m x k), every row slice all of B (k x n):
+  // cut so that the smaller operand is the shared one (the BLAS packs it once
+  // per slice), unless that dimension is too small to give each thread a
+  // block of its own.
+  const int threads = pool.size();
+  bool split_n = m < n;
+  if ((split_n ? n : m) < threads * kSliceGrain) split_n = !split_n;
+  const int extent = split_n ? n : m;
+  int slices = threads * kSlicesPerThread;
+  while (slices > threads && extent / slices < kMinSliceExtent) --slices;
+  const int chunk = ((extent + slices - 1) / slices + kSliceGrain - 1) / kSliceGrain * kSliceGrain;
+
+  // Phase 1: the threads widen the shared operand (and C when beta != 0) by
+  // stored rows.
+  const half16* shared = split_n ? g.a : g.b;
+  const int shared_ld = split_n ? g.lda : g.ldb;
+  float* shared32 = split_n ? a32 : b32;
+  const int shared_rows = split_n ? a_rows : b_rows, shared_cols = split_n ? a_cols : b_cols;
+  if (g.bias) cpu::widen_rows(g.bias, n, s.bias_fp32.data(), n, 1, n);
+  const size_t row_pieces = static_cast<size_t>(threads) * kSlicesPerThread;
+  pool.parallel_for(shared_rows, 1, row_pieces, [&](size_t r0, size_t r1) {
+    cpu::widen_rows(shared + r0 * shared_ld, shared_ld, shared32 + r0 * shared_cols, shared_cols, r1 - r0,
+                    shared_cols);
+  });
+  if (g.beta != 0.0f)
+    pool.parallel_for(m, 1, row_pieces, [&](size_t r0, size_t r1) {
+      cpu::widen_rows(g.c + r0 * g.ldc, g.ldc, c32 + r0 * n, n, r1 - r0, n);
+    });
+  // A is whole now when it is the shared operand: its bias gradient, by
+  // rows of op(A) (each sum runs in order on one thread).
+  if (split_n && g.bias_grad)
+    pool.parallel_for(m, 32, row_pieces, [&](size_t i0, size_t i1) {
+      bias_grad_rows(static_cast<int>(i0), static_cast<int>(i1));
+    });
+
+  // Phase 2: the slices, each taken by whichever thread is free. A slice
+  // widens its own part of the other operand, so the BLAS packs it from
+  // cache, multiplies, and rounds its part of the output.
+  pool.parallel_for(slices, 1, slices, [&](size_t first, size_t last) {
+    for (size_t slice = first; slice < last; ++slice) {
+      const int lo = std::min(extent, static_cast<int>(slice) * chunk), hi = std::min(extent, lo + chunk);
+      const int width = hi - lo;
+      if (width <= 0) continue;
+      if (split_n) {  // B's columns lo..hi: stored rows when B is transposed, else a column block
+        const size_t at = tb ? static_cast<size_t>(lo) * b_cols : static_cast<size_t>(lo);
+        cpu::widen_rows(g.b + (tb ? static_cast<size_t>(lo) * g.ldb : at), g.ldb, b32 + at, b_cols, tb ? width : k,
+                        tb ? k : width);
+        cblas_sgemm(CblasRowMajor, op_a, op_b, m, width, k, g.alpha, a32, lda, b32 + at, ldb, g.beta, c32 + lo, n);
+        cpu::narrow_rows(c32 + lo, n, epilogue.at(0, lo), g.c + lo, g.ldc, m, width);
+      } else {  // A's rows lo..hi: a column block when A is transposed, else stored rows
+        const size_t at = ta ? static_cast<size_t>(lo) : static_cast<size_t>(lo) * a_cols;
+        cpu::widen_rows(g.a + (ta ? at : static_cast<size_t>(lo) * g.lda), g.lda, a32 + at, a_cols, ta ? k : width,
+                        ta ? width : k);
+        float* c_part = c32 + static_cast<size_t>(lo) * n;
+        cblas_sgemm(CblasRowMajor, op_a, op_b, width, n, k, g.alpha, a32 + at, lda, b32, ldb, g.beta, c_part, n);
+        cpu::narrow_rows(c_part, n, epilogue.at(lo, 0), g.c + static_cast<size_t>(lo) * g.ldc, g.ldc, width, n);
+        bias_grad_rows(lo, hi);  // op(A) rows lo..hi, just widened by this slice
+      }
+    }
+  });
+}
+
+}  // namespace ddp

@@ -1,0 +1,38 @@
+// cpu_gemm.h: the CPU FP16 GEMM (GemmFp16 of backend.h). FP16 operands widen
+// exactly to FP32, cblas_sgemm multiplies with FP32 sums, the epilogue (bias,
+// activation or its gradient, pre-activation output: gemm_epilogue.h) runs in
+// FP32 in the same pass that rounds the result once to FP16 (RNE): the
+// arithmetic contract of a Tensor Core GEMM, and no extra pass over memory
+// for the epilogue. The bias gradient of A is summed from the widened A
+// (already in cache), in the order bias_grad_fp16 uses, so it gives the
+// same bits as that separate pass.
+//
+// Large GEMMs are split over a CpuThreadPool. The output is cut into a few
+// slices along n (columns) when A is the smaller operand, along m (rows)
+// otherwise; the threads widen the shared operand together, then take
+// slices: each widens its own part of the other operand, runs one
+// single-threaded cblas_sgemm and rounds its part of the output (with the
+// epilogue). Small GEMMs run whole on the calling thread, as one BLAS call.
+//
+// Slice boundaries depend only on the shape and the team size (not on which
+// thread takes a slice), so a result is the same from run to run. As with
+// the BLAS's own threading, another team size may change the last bit of a
+// sum: the BLAS kernel's summation order depends on where a slice starts.
+#pragma once
+
+#include <vector>
+
+#include "kernels/backend.h"
+#include "kernels/cpu/cpu_thread_pool.h"
+
+namespace ddp {
+
+// Widened operands and the FP32 result, grown on demand and reused, so a
+// training step allocates nothing.
+struct CpuGemmScratch {
+  std::vector<float> a_fp32, b_fp32, c_fp32, bias_fp32;
+};
+
+void cpu_gemm_fp16(const GemmFp16& g, CpuThreadPool& pool, CpuGemmScratch& scratch);
+
+}  // namespace ddp

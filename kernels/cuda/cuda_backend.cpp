@@ -1,0 +1,298 @@
+// cuda_backend.cpp: CudaBackend's device setup, memory, copies and
+// synchronisation, and the thin calls into the launchers (cuda_gemm.h,
+// cuda_elementwise.h, cuda_loss.h, cuda_optimizer.h). Everything is queued on
+// compute_stream in call order.
+#include "kernels/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <exception>
+#include <cstdio>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_elementwise.h"
+#include "kernels/cuda/cuda_gemm.h"
+#include "kernels/cuda/cuda_loss.h"
+#include "kernels/cuda/cuda_optimizer.h"
+#include "kernels/cuda/cuda_upload_slots.h"
+#include "kernels/error.h"
+
+namespace ddp {
+namespace {
+
+// Enough for the two-pass reductions and cross-entropy over 8k rows; grown
+// on demand beyond that.
+constexpr size_t kInitialScratchBytes = size_t{64} << 10;
+
+std::string describe_device(int device) {
+  cudaDeviceProp prop{};
+  DDP_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  char memory_gib[32];
+  std::snprintf(memory_gib, sizeof(memory_gib), "%.1f",
+                static_cast<double>(prop.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0));
+  return "CUDA device " + std::to_string(device) + ": " + prop.name + " (compute capability " +
+         std::to_string(prop.major) + "." + std::to_string(prop.minor) + ", " + memory_gib + " GiB)";
+}
+
+}  // namespace
+
+CudaBackend::CudaBackend(int device) : device_(device) {
+  int count = 0;
+  DDP_CUDA_CHECK(cudaGetDeviceCount(&count));
+  DDP_REQUIRE(device >= 0 && device < count,
+              "CudaBackend: device " + std::to_string(device) + " requested, " + std::to_string(count) + " visible");
+  DDP_CUDA_CHECK(cudaSetDevice(device_));
+  description_ = describe_device(device_);
+  check_kernel_image_for_current_device();
+  compute_stream_ = make_non_blocking_stream();
+  gemm_ = std::make_unique<CublasLtGemm>(kGemmWorkspaceBytes);
+  scratch_ = cuda_malloc_unique(kInitialScratchBytes);
+  scratch_bytes_ = kInitialScratchBytes;
+}
+
+CudaBackend::~CudaBackend() {
+  if (capturing_) {  // a capture abandoned by an exception: end it so the stream is usable
+    cudaGraph_t graph = nullptr;
+    if (cudaStreamEndCapture(compute_stream_.get(), &graph) == cudaSuccess && graph) cudaGraphDestroy(graph);
+  }
+  if (skips_device_waits()) {
+    // A replay may never end (skips_device_waits): leave the GEMM's
+    // workspace and plans and the scratch, which it may still use, to the
+    // end of the process. Destroying the graphs and the stream does not
+    // wait: CUDA frees them once their work ends.
+    static_cast<void>(gemm_.release());
+    static_cast<void>(scratch_.release());
+    return;
+  }
+  // Queued kernels (and graph launches) may still use the workspace and scratch freed below.
+  if (compute_stream_) DDP_CUDA_CHECK_NOTHROW(cudaStreamSynchronize(compute_stream_.get()));
+}
+
+bool CudaBackend::skips_device_waits() const noexcept { return graph_launched_ && std::uncaught_exceptions() > 0; }
+
+void* CudaBackend::scratch(size_t size_bytes) {
+  if (size_bytes > scratch_bytes_) {
+    const size_t grown = std::max(size_bytes, 2 * kInitialScratchBytes);
+    require_buffer_may_grow(capture_state(), "CudaBackend reduction scratch", scratch_bytes_, grown);
+    // Kernels queued earlier may still read the old block.
+    DDP_CUDA_CHECK(cudaStreamSynchronize(compute_stream()));
+    scratch_.reset();
+    scratch_bytes_ = 0;
+    scratch_ = cuda_malloc_unique(grown);
+    scratch_bytes_ = grown;
+  }
+  return scratch_.get();
+}
+
+void CudaBackend::force_simple_gemm_for_testing(bool on) { gemm_->force_simple(on); }
+
+GemmRouteCounts CudaBackend::gemm_route_counts_for_testing() const { return gemm_->route_counts(); }
+
+// ---- memory -----------------------------------------------------------------
+
+void* CudaBackend::allocate_bytes(size_t size_bytes) {
+  if (size_bytes == 0) return nullptr;
+  // cudaMalloc allocates on the calling thread's current device.
+  DDP_CUDA_CHECK(cudaSetDevice(device_));
+  void* ptr = nullptr;
+  DDP_CUDA_CHECK(cudaMalloc(&ptr, size_bytes));
+  return ptr;
+}
+
+void CudaBackend::free_bytes(void* ptr) noexcept {
+  if (!ptr) return;
+  if (skips_device_waits()) return;  // leaked: a replay that never ends may still use it
+  // Kernels queued on compute_stream may still use the memory. cudaFree
+  // waits for the device in practice, but that is not a documented promise;
+  // frees are rare, so wait for our stream explicitly.
+  DDP_CUDA_CHECK_NOTHROW(cudaStreamSynchronize(compute_stream()));
+  DDP_CUDA_CHECK_NOTHROW(cudaFree(ptr));
+}
+
+void CudaBackend::copy_to_device(void* dst, const void* src_host, size_t size_bytes) {
+  require_not_capturing("copy_to_device");
+  if (size_bytes == 0) return;
+  // Queued on compute_stream so it is ordered after work that still reads
+  // dst. The host waits for the copy: the caller may reuse src_host at once
+  // (the driver documents that only for pageable memory, and a pinned source
+  // would be read later). Uploads are per batch, not per kernel; a pinned,
+  // double-buffered loader path can lift this wait if it ever shows up.
+  DDP_CUDA_CHECK(cudaMemcpyAsync(dst, src_host, size_bytes, cudaMemcpyHostToDevice, compute_stream()));
+  DDP_CUDA_CHECK(cudaStreamSynchronize(compute_stream()));
+}
+
+void CudaBackend::copy_to_host(void* dst_host, const void* src, size_t size_bytes) {
+  require_not_capturing("copy_to_host");
+  if (size_bytes == 0) return;
+  // Same stream: waits for every kernel that writes src.
+  DDP_CUDA_CHECK(cudaMemcpyAsync(dst_host, src, size_bytes, cudaMemcpyDeviceToHost, compute_stream()));
+  DDP_CUDA_CHECK(cudaStreamSynchronize(compute_stream()));
+}
+
+void CudaBackend::copy_on_device(void* dst, const void* src, size_t size_bytes) {
+  if (size_bytes == 0) return;
+  DDP_CUDA_CHECK(cudaMemcpyAsync(dst, src, size_bytes, cudaMemcpyDeviceToDevice, compute_stream()));
+}
+
+void CudaBackend::fill_zero(void* dst, size_t size_bytes) {
+  if (size_bytes == 0) return;
+  DDP_CUDA_CHECK(cudaMemsetAsync(dst, 0, size_bytes, compute_stream()));
+}
+
+void CudaBackend::synchronize() {
+  require_not_capturing("synchronize");
+  DDP_CUDA_CHECK(cudaStreamSynchronize(compute_stream()));
+}
+
+// ---- step capture -------------------------------------------------------------------
+
+void CudaBackend::require_not_capturing(const char* what) const {
+  if (capturing_) throw Error(std::string(what) + " inside a step capture (it would wait for the device)");
+}
+
+CaptureState CudaBackend::capture_state() const {
+  if (capturing_) return CaptureState::kCapturing;
+  return graphs_.empty() ? CaptureState::kNone : CaptureState::kCaptured;
+}
+
+void CudaBackend::begin_capture() {
+  require_not_capturing("begin_capture");
+  // Thread-local mode: only this thread's calls that are unsafe in a capture
+  // (allocations, host waits) invalidate it; NCCL's proxy threads and the
+  // watchdog thread are not affected.
+  DDP_CUDA_CHECK(cudaStreamBeginCapture(compute_stream(), cudaStreamCaptureModeThreadLocal));
+  capturing_ = true;
+}
+
+int CudaBackend::end_capture() {
+  DDP_REQUIRE(capturing_, "end_capture without begin_capture");
+  capturing_ = false;
+  cudaGraph_t graph = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(compute_stream(), &graph);
+  if (ended != cudaSuccess || graph == nullptr)
+    throw Error(std::string("CUDA graph capture of the training step failed: ") + cudaGetErrorString(ended));
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
+  DDP_CUDA_CHECK_NOTHROW(cudaGraphDestroy(graph));  // the executable graph keeps what it needs
+  if (made != cudaSuccess)
+    throw Error(std::string("CUDA graph instantiation of the training step failed: ") + cudaGetErrorString(made));
+  graphs_.emplace_back(exec);
+  return static_cast<int>(graphs_.size()) - 1;
+}
+
+void CudaBackend::release_captures() noexcept {
+  if (graphs_.empty()) return;
+  // cudaGraphExecDestroy of a graph still running frees it once it ends.
+  if (std::uncaught_exceptions() == 0) DDP_CUDA_CHECK_NOTHROW(cudaStreamSynchronize(compute_stream()));
+  graphs_.clear();
+}
+
+void CudaBackend::replay(int recording) {
+  require_not_capturing("replay");
+  DDP_REQUIRE(recording >= 0 && static_cast<size_t>(recording) < graphs_.size(), "replay of an unknown capture");
+  graph_launched_ = true;  // before the launch: a launch that fails half-way may have queued work
+  DDP_CUDA_CHECK(cudaGraphLaunch(graphs_[static_cast<size_t>(recording)].get(), compute_stream()));
+}
+
+std::unique_ptr<UploadSlots> CudaBackend::make_upload_slots(size_t slot_bytes) {
+  DDP_CUDA_CHECK(cudaSetDevice(device_));  // the slots' memory and copy stream belong to our device
+  return std::make_unique<CudaUploadSlots>(compute_stream(), slot_bytes,
+                                           [this]() noexcept { return skips_device_waits(); });
+}
+
+// ---- GEMM ---------------------------------------------------------------------
+
+void CudaBackend::gemm_fp16(const GemmFp16& g) {
+  gemm_->set_capture_state(capture_state());
+  gemm_->run(g, compute_stream());
+}
+
+// ---- element-wise and reductions ------------------------------------------------
+
+void CudaBackend::add_bias_fp16(half16* y, const half16* bias, int rows, int cols) {
+  launch_add_bias_fp16(compute_stream(), y, bias, rows, cols);
+}
+
+void CudaBackend::activation_forward_fp16(Activation act, const half16* z, half16* y, size_t count) {
+  launch_activation_forward_fp16(compute_stream(), act, z, y, count);
+}
+
+void CudaBackend::activation_backward_fp16(Activation act, const half16* z, const half16* dy, half16* dz,
+                                           size_t count) {
+  launch_activation_backward_fp16(compute_stream(), act, z, dy, dz, count);
+}
+
+void CudaBackend::bias_grad_fp16(const half16* dy, int rows, int cols, half16* db, bool accumulate) {
+  launch_bias_grad_fp16(compute_stream(), dy, rows, cols, db, accumulate);
+}
+
+void CudaBackend::cast_fp32_to_fp16(const float* src, half16* dst, size_t count) {
+  launch_cast_fp32_to_fp16(compute_stream(), src, dst, count);
+}
+
+void CudaBackend::cast_fp16_to_fp32(const half16* src, float* dst, size_t count) {
+  launch_cast_fp16_to_fp32(compute_stream(), src, dst, count);
+}
+
+// ---- losses -------------------------------------------------------------------------
+
+void CudaBackend::softmax_xent_forward(const half16* logits, const int32_t* labels, int rows, int cols,
+                                       float* loss_mean, int32_t* correct_count) {
+  DDP_REQUIRE(rows >= 0, "softmax_xent_forward: negative rows");
+  launch_softmax_xent_forward(compute_stream(), logits, labels, rows, cols, loss_mean, correct_count,
+                              scratch(softmax_xent_forward_scratch_bytes(rows)));
+}
+
+void CudaBackend::softmax_xent_backward(const half16* logits, const int32_t* labels, int rows, int cols,
+                                        ScalarArg loss_scale, half16* dlogits) {
+  launch_softmax_xent_backward(compute_stream(), logits, labels, rows, cols, loss_scale, dlogits);
+}
+
+void CudaBackend::mse_forward(const half16* pred, const float* target, int rows, int cols, float* loss_mean) {
+  DDP_REQUIRE(rows >= 0 && cols >= 0, "mse_forward: negative shape");
+  launch_mse_forward(compute_stream(), pred, target, static_cast<size_t>(rows) * static_cast<size_t>(cols),
+                     loss_mean, scratch(mse_forward_scratch_bytes()));
+}
+
+void CudaBackend::mse_backward(const half16* pred, const float* target, int rows, int cols, ScalarArg loss_scale,
+                               half16* dpred) {
+  DDP_REQUIRE(rows >= 0 && cols >= 0, "mse_backward: negative shape");
+  launch_mse_backward(compute_stream(), pred, target, static_cast<size_t>(rows) * static_cast<size_t>(cols),
+                      loss_scale, dpred);
+}
+
+// ---- optimizer ----------------------------------------------------------------------
+
+void CudaBackend::unscale_fp16_to_fp32(const half16* grads_fp16, float* grads_fp32, size_t count, ScalarArg inv_scale,
+                                       int32_t* nonfinite_flag) {
+  launch_unscale_fp16_to_fp32(compute_stream(), grads_fp16, grads_fp32, count, inv_scale, nonfinite_flag);
+}
+
+void CudaBackend::l2_norm_fp32(const float* x, size_t count, float* norm) {
+  launch_l2_norm_fp32(compute_stream(), x, count, norm, scratch(l2_norm_scratch_bytes()));
+}
+
+void CudaBackend::sgd_update_fp16_grads(const SgdParams& params, const half16* grads_fp16, ScalarArg inv_scale,
+                                        float* master_fp32, float* momentum_fp32, half16* weights_fp16, size_t count,
+                                        const int32_t* skip_flag) {
+  launch_sgd_update_fp16_grads(compute_stream(), params, grads_fp16, inv_scale, master_fp32, momentum_fp32,
+                               weights_fp16, count, skip_flag);
+}
+
+void CudaBackend::sgd_update(const SgdParams& params, const float* grads_fp32, float* master_fp32,
+                             float* momentum_fp32, half16* weights_fp16, size_t count, const int32_t* skip_flag) {
+  launch_sgd_update(compute_stream(), params, grads_fp32, master_fp32, momentum_fp32, weights_fp16, count,
+                    skip_flag);
+}
+
+// ---- device-resident step state -------------------------------------------------------
+
+void CudaBackend::step_status_prepare(StepStatus* status, double backward_divisor, double unscale_divisor,
+                                      float lr) {
+  launch_step_status_prepare(compute_stream(), status, backward_divisor, unscale_divisor, lr);
+}
+
+void CudaBackend::step_status_finish(const LossScaleRule& rule, StepStatus* status) {
+  launch_step_status_finish(compute_stream(), rule, status);
+}
+
+}  // namespace ddp

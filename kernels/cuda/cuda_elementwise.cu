@@ -1,0 +1,132 @@
+// cuda_elementwise.cu: element-wise kernels and the bias-gradient column sum.
+// The per-element math is the shared code of elementwise_math.h and half.h,
+// the same functions the CPU loops call.
+#include "kernels/cuda/cuda_elementwise.h"
+
+#include <string>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/error.h"
+
+namespace ddp {
+namespace {
+
+__global__ void add_bias_kernel(half16* y, const half16* bias, size_t count, size_t cols) {
+  for (size_t i = global_thread_index(); i < count; i += grid_stride())
+    y[i] = to_half(to_float(y[i]) + to_float(bias[i % cols]));
+}
+
+// No __restrict__: z may alias y (and dy may alias dz).
+__global__ void activation_forward_kernel(Activation act, const half16* z, half16* y, size_t count) {
+  for (size_t i = global_thread_index(); i < count; i += grid_stride())
+    y[i] = to_half(activation_forward(act, to_float(z[i])));
+}
+
+__global__ void activation_backward_kernel(Activation act, const half16* z, const half16* dy, half16* dz,
+                                           size_t count) {
+  for (size_t i = global_thread_index(); i < count; i += grid_stride())
+    dz[i] = to_half(activation_backward(act, to_float(z[i]), to_float(dy[i])));
+}
+
+// Column sums of a strided [rows, cols] matrix, element (r, c) at
+// a[r * row_stride + c * col_stride]: a block covers 32 adjacent columns
+// (coalesced reads along a row when col_stride is 1); its kBiasGradRowLanes
+// thread rows stride over the matrix rows, then the per-thread FP32 partials
+// are added in a fixed order. Deterministic, but not the CPU's sequential
+// order: results agree to the FP32 summation-order tolerance, not bitwise.
+constexpr int kBiasGradRowLanes = 16;
+
+__global__ void column_sums_kernel(const half16* a, int rows, int cols, size_t row_stride, size_t col_stride,
+                                 half16* db, bool accumulate) {
+  __shared__ float partial[kBiasGradRowLanes][33];  // +1: no bank conflicts on the column read
+  const int col = blockIdx.x * 32 + threadIdx.x;
+  float sum = 0.0f;
+  if (col < cols)
+    for (int r = threadIdx.y; r < rows; r += kBiasGradRowLanes)
+      sum += to_float(a[static_cast<size_t>(r) * row_stride + static_cast<size_t>(col) * col_stride]);
+  partial[threadIdx.y][threadIdx.x] = sum;
+  __syncthreads();
+  if (threadIdx.y == 0 && col < cols) {
+    float total = 0.0f;
+    for (int lane = 0; lane < kBiasGradRowLanes; ++lane) total += partial[lane][threadIdx.x];
+    if (accumulate) total += to_float(db[col]);
+    db[col] = to_half(total);
+  }
+}
+
+__global__ void cast_fp32_to_fp16_kernel(const float* src, half16* dst, size_t count) {
+  for (size_t i = global_thread_index(); i < count; i += grid_stride()) dst[i] = to_half(src[i]);
+}
+
+__global__ void cast_fp16_to_fp32_kernel(const half16* src, float* dst, size_t count) {
+  for (size_t i = global_thread_index(); i < count; i += grid_stride()) dst[i] = to_float(src[i]);
+}
+
+}  // namespace
+
+void launch_add_bias_fp16(cudaStream_t stream, half16* y, const half16* bias, int rows, int cols) {
+  DDP_REQUIRE(rows >= 0 && cols >= 0, "add_bias_fp16: negative shape");
+  const size_t count = static_cast<size_t>(rows) * static_cast<size_t>(cols);
+  if (count == 0) return;
+  add_bias_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(y, bias, count, static_cast<size_t>(cols));
+  DDP_CUDA_CHECK_LAUNCH();
+}
+
+void launch_activation_forward_fp16(cudaStream_t stream, Activation act, const half16* z, half16* y, size_t count) {
+  if (count == 0) return;
+  activation_forward_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(act, z, y, count);
+  DDP_CUDA_CHECK_LAUNCH();
+}
+
+void launch_activation_backward_fp16(cudaStream_t stream, Activation act, const half16* z, const half16* dy,
+                                     half16* dz, size_t count) {
+  if (count == 0) return;
+  activation_backward_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(act, z, dy, dz, count);
+  DDP_CUDA_CHECK_LAUNCH();
+}
+
+void launch_bias_grad_fp16(cudaStream_t stream, const half16* dy, int rows, int cols, half16* db, bool accumulate) {
+  DDP_REQUIRE(rows >= 0 && cols >= 0, "bias_grad_fp16: negative shape");
+  launch_column_sums_fp16(stream, dy, rows, cols, static_cast<size_t>(cols), 1, db, accumulate);
+}
+
+void launch_column_sums_fp16(cudaStream_t stream, const half16* a, int rows, int cols, size_t row_stride,
+                             size_t col_stride, half16* db, bool accumulate) {
+  DDP_REQUIRE(rows >= 0 && cols >= 0, "column_sums_fp16: negative shape");
+  if (cols == 0) return;
+  // rows == 0 still runs: db becomes 0 (or stays db when accumulating).
+  const dim3 block(32, kBiasGradRowLanes);
+  const dim3 grid(static_cast<unsigned>((cols + 31) / 32));
+  column_sums_kernel<<<grid, block, 0, stream>>>(a, rows, cols, row_stride, col_stride, db, accumulate);
+  DDP_CUDA_CHECK_LAUNCH();
+}
+
+void launch_cast_fp32_to_fp16(cudaStream_t stream, const float* src, half16* dst, size_t count) {
+  if (count == 0) return;
+  cast_fp32_to_fp16_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(src, dst, count);
+  DDP_CUDA_CHECK_LAUNCH();
+}
+
+void launch_cast_fp16_to_fp32(cudaStream_t stream, const half16* src, float* dst, size_t count) {
+  if (count == 0) return;
+  cast_fp16_to_fp32_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(src, dst, count);
+  DDP_CUDA_CHECK_LAUNCH();
+}
+
+void check_kernel_image_for_current_device() {
+  cudaFuncAttributes attributes{};
+  const cudaError_t e = cudaFuncGetAttributes(&attributes, cast_fp16_to_fp32_kernel);
+  if (e == cudaSuccess) return;
+  (void)cudaGetLastError();
+  int device = 0, major = 0, minor = 0;
+  DDP_CUDA_CHECK(cudaGetDevice(&device));
+  DDP_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  DDP_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  throw Error("CUDA device " + std::to_string(device) + " (compute capability " + std::to_string(major) + "." +
+              std::to_string(minor) + ") cannot run this build's kernels (" + cuda_error_text(e) +
+              "); rebuild with -DCMAKE_CUDA_ARCHITECTURES=" + std::to_string(major) + std::to_string(minor) +
+              ", or use the CPU backend");
+}
+
+}  // namespace ddp

@@ -1,0 +1,178 @@
+// cuda_loss.cu: softmax cross-entropy and MSE, forward and backward.
+//
+// Cross-entropy works one warp per row (rows are classes wide: tens to
+// thousands), FP32 max / sum of exp / log. The forward pass writes per-row
+// loss and hit to scratch, then one block adds them in a fixed order: no
+// atomics, so the mean is the same bits run to run.
+#include "kernels/cuda/cuda_loss.h"
+
+#include <cmath>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/error.h"
+
+namespace ddp {
+namespace {
+
+constexpr unsigned kFullWarp = 0xffffffffu;
+constexpr int kRowsPerBlock = static_cast<int>(kThreadsPerBlock / 32);  // one warp per row
+
+struct RowStats {
+  float max;      // max_j x[j]
+  int argmax;     // first j attaining it (torch.argmax), -1 for an empty row
+  float sum_exp;  // sum_j exp(x[j] - max)
+};
+
+// Called by a whole warp for one row; every lane gets the same result.
+__device__ RowStats row_stats(const half16* x, int cols, unsigned lane) {
+  float best = -INFINITY;
+  int best_j = -1;
+  // Within a lane j increases, so a strict '>' keeps the first maximum.
+  for (int j = static_cast<int>(lane); j < cols; j += 32) {
+    const float v = to_float(x[j]);
+    if (best_j < 0 || v > best) {
+      best = v;
+      best_j = j;
+    }
+  }
+  // Across lanes: larger value wins, on a tie the smaller index. The rule is
+  // symmetric, so both lanes of each butterfly pair agree.
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    const float other = __shfl_xor_sync(kFullWarp, best, offset);
+    const int other_j = __shfl_xor_sync(kFullWarp, best_j, offset);
+    if (other_j >= 0 && (best_j < 0 || other > best || (other == best && other_j < best_j))) {
+      best = other;
+      best_j = other_j;
+    }
+  }
+  float sum = 0.0f;
+  for (int j = static_cast<int>(lane); j < cols; j += 32) sum += expf(to_float(x[j]) - best);
+  sum = warp_all_sum(sum);
+  return {best, best_j, sum};
+}
+
+__global__ void xent_rows_kernel(const half16* logits, const int32_t* labels, int rows, int cols, float* row_loss,
+                                 int32_t* row_correct) {
+  const int row = static_cast<int>(blockIdx.x) * kRowsPerBlock + static_cast<int>(threadIdx.x / 32);
+  const unsigned lane = threadIdx.x & 31u;
+  if (row >= rows) return;  // uniform per warp: the shuffles below stay full-warp
+  const half16* x = logits + static_cast<size_t>(row) * cols;
+  const RowStats s = row_stats(x, cols, lane);
+  if (lane == 0) {
+    const int label = labels[row];
+    const bool valid = label >= 0 && label < cols;
+    // logsumexp(x) - x[label], logsumexp = max + log(sum exp(x - max)).
+    row_loss[row] = valid ? (s.max + logf(s.sum_exp)) - to_float(x[label]) : NAN;
+    row_correct[row] = (valid && s.argmax == label) ? 1 : 0;
+  }
+}
+
+__global__ void xent_finish_kernel(const float* row_loss, const int32_t* row_correct, int rows, float* loss_mean,
+                                   int32_t* correct_count) {
+  double loss_sum = 0.0;
+  int correct = 0;
+  for (int r = static_cast<int>(threadIdx.x); r < rows; r += static_cast<int>(blockDim.x)) {
+    loss_sum += row_loss[r];
+    correct += row_correct[r];
+  }
+  loss_sum = block_sum(loss_sum);
+  correct = block_sum(correct);
+  if (threadIdx.x == 0) {
+    *loss_mean = rows > 0 ? static_cast<float>(loss_sum / rows) : 0.0f;  // as CpuBackend
+    if (correct_count) *correct_count = correct;
+  }
+}
+
+// coef = loss_scale / rows, the same float operations as CpuBackend; the
+// scale is read here, when the kernel runs (it may live on the device).
+__global__ void xent_backward_kernel(const half16* logits, const int32_t* labels, int rows, int cols,
+                                     ScalarArg loss_scale, half16* dlogits) {
+  const float coef = loss_scale.get() / static_cast<float>(rows);
+  const int row = static_cast<int>(blockIdx.x) * kRowsPerBlock + static_cast<int>(threadIdx.x / 32);
+  const unsigned lane = threadIdx.x & 31u;
+  if (row >= rows) return;
+  const size_t offset = static_cast<size_t>(row) * cols;
+  const RowStats s = row_stats(logits + offset, cols, lane);
+  const int label = labels[row];
+  const bool valid = label >= 0 && label < cols;
+  // Same operation order as CpuBackend (p = exp * (1/sum), coef * (p - y)),
+  // so the two differ only by expf's last bits and the sum's order.
+  const float inv_sum = 1.0f / s.sum_exp;
+  for (int j = static_cast<int>(lane); j < cols; j += 32) {
+    const float p = expf(to_float(logits[offset + j]) - s.max) * inv_sum;
+    const float onehot = j == label ? 1.0f : 0.0f;
+    dlogits[offset + j] = to_half(valid ? coef * (p - onehot) : NAN);
+  }
+}
+
+struct SquaredError {
+  const half16* pred;
+  const float* target;
+  __device__ double operator()(size_t i) const {
+    const float d = to_float(pred[i]) - target[i];
+    return static_cast<double>(d) * d;
+  }
+};
+
+struct MeanOver {
+  double count;  // 0 gives 0, as CpuBackend
+  __device__ float operator()(double sum) const { return count > 0 ? static_cast<float>(sum / count) : 0.0f; }
+};
+
+// coef = 2 * loss_scale / count, the same float operations as CpuBackend.
+__global__ void mse_backward_kernel(const half16* pred, const float* target, size_t count, ScalarArg loss_scale,
+                                    half16* dpred) {
+  const float coef = 2.0f * loss_scale.get() / static_cast<float>(count);
+  for (size_t i = global_thread_index(); i < count; i += grid_stride())
+    dpred[i] = to_half(coef * (to_float(pred[i]) - target[i]));
+}
+
+unsigned row_blocks(int rows) { return static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock); }
+
+}  // namespace
+
+size_t softmax_xent_forward_scratch_bytes(int rows) {
+  return static_cast<size_t>(rows) * (sizeof(float) + sizeof(int32_t));
+}
+
+void launch_softmax_xent_forward(cudaStream_t stream, const half16* logits, const int32_t* labels, int rows,
+                                 int cols, float* loss_mean, int32_t* correct_count, void* scratch) {
+  DDP_REQUIRE(rows >= 0 && (rows == 0 || cols > 0), "softmax_xent_forward: needs cols > 0 when rows > 0");
+  auto* row_loss = static_cast<float*>(scratch);
+  auto* row_correct = reinterpret_cast<int32_t*>(row_loss + rows);
+  if (rows > 0) {
+    xent_rows_kernel<<<row_blocks(rows), kThreadsPerBlock, 0, stream>>>(logits, labels, rows, cols, row_loss,
+                                                                        row_correct);
+    DDP_CUDA_CHECK_LAUNCH();
+  }
+  // Runs for rows == 0 too: writes loss 0 and count 0.
+  xent_finish_kernel<<<1, kFinalReduceThreads, 0, stream>>>(row_loss, row_correct, rows, loss_mean, correct_count);
+  DDP_CUDA_CHECK_LAUNCH();
+}
+
+void launch_softmax_xent_backward(cudaStream_t stream, const half16* logits, const int32_t* labels, int rows,
+                                  int cols, ScalarArg loss_scale, half16* dlogits) {
+  DDP_REQUIRE(rows >= 0 && cols >= 0, "softmax_xent_backward: negative shape");
+  if (rows == 0 || cols == 0) return;
+  xent_backward_kernel<<<row_blocks(rows), kThreadsPerBlock, 0, stream>>>(logits, labels, rows, cols, loss_scale,
+                                                                          dlogits);
+  DDP_CUDA_CHECK_LAUNCH();
+}
+
+size_t mse_forward_scratch_bytes() { return sum_scratch_bytes(); }
+
+void launch_mse_forward(cudaStream_t stream, const half16* pred, const float* target, size_t count,
+                        float* loss_mean, void* scratch) {
+  // count == 0 still runs and writes 0.
+  launch_sum(stream, SquaredError{pred, target}, count, MeanOver{static_cast<double>(count)}, loss_mean, scratch);
+}
+
+void launch_mse_backward(cudaStream_t stream, const half16* pred, const float* target, size_t count,
+                         ScalarArg loss_scale, half16* dpred) {
+  if (count == 0) return;
+  mse_backward_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(pred, target, count, loss_scale, dpred);
+  DDP_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace ddp

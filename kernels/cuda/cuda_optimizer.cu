@@ -1,0 +1,130 @@
+// cuda_optimizer.cu: unscale + Inf/NaN flag, L2 norm, SGD step. The
+// per-element SGD math is sgd_update_element (elementwise_math.h), the same
+// function the CPU loop calls.
+#include "kernels/cuda/cuda_optimizer.h"
+
+#include <cmath>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/error.h"
+
+namespace ddp {
+namespace {
+
+__global__ void unscale_kernel(const half16* grads_fp16, float* grads_fp32, size_t count, ScalarArg inv_scale_arg,
+                               int32_t* nonfinite_flag) {
+  const float inv_scale = inv_scale_arg.get();
+  bool nonfinite = false;
+  for (size_t i = global_thread_index(); i < count; i += grid_stride()) {
+    const float g = unscale_element(grads_fp16[i], inv_scale);
+    if (grads_fp32) grads_fp32[i] = g;  // null: the check alone
+    nonfinite |= !is_finite_float(g);
+  }
+  // Every writer stores the same value 1, so the race is benign; the flag is
+  // never cleared here (the caller zeroes it once per step).
+  if (nonfinite && nonfinite_flag) *nonfinite_flag = 1;
+}
+
+struct Square {
+  const float* x;
+  __device__ double operator()(size_t i) const { return static_cast<double>(x[i]) * x[i]; }
+};
+
+struct SquareRoot {
+  // Inf and NaN propagate through sqrt, as backend.h asks.
+  __device__ float operator()(double sum) const { return static_cast<float>(sqrt(sum)); }
+};
+
+// Gradient sources of the SGD kernel: the unscaled FP32 buffer, or the FP16
+// gradients unscaled on the fly (the fused step).
+// resolved(): the source with its scalars read, once per thread.
+struct Fp32Grads {
+  const float* g;
+  __device__ Fp32Grads resolved() const { return *this; }
+  __device__ float operator()(size_t i) const { return g[i]; }
+};
+struct Fp16GradsUnscaled {
+  const half16* g;
+  ScalarArg inv_scale;
+  __device__ Fp16GradsUnscaled resolved() const { return {g, ScalarArg(inv_scale.get())}; }
+  __device__ float operator()(size_t i) const { return unscale_element(g[i], inv_scale.value); }  // after resolved()
+};
+
+template <class Grads>
+__global__ void sgd_kernel(SgdParams step_params, Grads grads_source, float* master_fp32, float* momentum_fp32,
+                           half16* weights_fp16, size_t count, const int32_t* skip_flag) {
+  // The skip decision (an overflow found by unscale) lives on the device, so
+  // the host never waits for it; every thread reads it and leaves.
+  if (skip_flag && *skip_flag != 0) return;
+  const SgdParams params = resolved(step_params);
+  const Grads grads = grads_source.resolved();
+  for (size_t i = global_thread_index(); i < count; i += grid_stride()) {
+    float p = master_fp32[i];
+    float buf = momentum_fp32 ? momentum_fp32[i] : 0.0f;
+    sgd_update_element(params, grads(i), p, buf);
+    master_fp32[i] = p;
+    if (momentum_fp32) momentum_fp32[i] = buf;
+    if (weights_fp16) weights_fp16[i] = to_half(p);
+  }
+}
+
+// One thread: the step state is a handful of scalars.
+__global__ void step_status_prepare_kernel(StepStatus* status, double backward_divisor, double unscale_divisor,
+                                           float lr) {
+  step_status_prepare(*status, backward_divisor, unscale_divisor, lr);
+}
+
+__global__ void step_status_finish_kernel(LossScaleRule rule, StepStatus* status) {
+  step_status_finish(rule, *status);
+}
+
+}  // namespace
+
+void launch_step_status_prepare(cudaStream_t stream, StepStatus* status, double backward_divisor,
+                                double unscale_divisor, float lr) {
+  step_status_prepare_kernel<<<1, 1, 0, stream>>>(status, backward_divisor, unscale_divisor, lr);
+  DDP_CUDA_CHECK_LAUNCH();
+}
+
+void launch_step_status_finish(cudaStream_t stream, const LossScaleRule& rule, StepStatus* status) {
+  step_status_finish_kernel<<<1, 1, 0, stream>>>(rule, status);
+  DDP_CUDA_CHECK_LAUNCH();
+}
+
+void launch_unscale_fp16_to_fp32(cudaStream_t stream, const half16* grads_fp16, float* grads_fp32, size_t count,
+                                 ScalarArg inv_scale, int32_t* nonfinite_flag) {
+  if (count == 0) return;
+  unscale_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(grads_fp16, grads_fp32, count, inv_scale,
+                                                                   nonfinite_flag);
+  DDP_CUDA_CHECK_LAUNCH();
+}
+
+size_t l2_norm_scratch_bytes() { return sum_scratch_bytes(); }
+
+void launch_l2_norm_fp32(cudaStream_t stream, const float* x, size_t count, float* norm, void* scratch) {
+  // count == 0 still runs and writes 0.
+  launch_sum(stream, Square{x}, count, SquareRoot{}, norm, scratch);
+}
+
+void launch_sgd_update(cudaStream_t stream, const SgdParams& params, const float* grads_fp32, float* master_fp32,
+                       float* momentum_fp32, half16* weights_fp16, size_t count, const int32_t* skip_flag) {
+  DDP_REQUIRE(momentum_fp32 != nullptr || params.momentum == 0.0f, "sgd_update: momentum != 0 needs a momentum buffer");
+  if (count == 0) return;
+  sgd_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(params, Fp32Grads{grads_fp32}, master_fp32,
+                                                               momentum_fp32, weights_fp16, count, skip_flag);
+  DDP_CUDA_CHECK_LAUNCH();
+}
+
+void launch_sgd_update_fp16_grads(cudaStream_t stream, const SgdParams& params, const half16* grads_fp16,
+                                  ScalarArg inv_scale, float* master_fp32, float* momentum_fp32, half16* weights_fp16,
+                                  size_t count, const int32_t* skip_flag) {
+  DDP_REQUIRE(momentum_fp32 != nullptr || params.momentum == 0.0f, "sgd_update: momentum != 0 needs a momentum buffer");
+  if (count == 0) return;
+  sgd_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(params, Fp16GradsUnscaled{grads_fp16, inv_scale},
+                                                               master_fp32, momentum_fp32, weights_fp16, count,
+                                                               skip_flag);
+  DDP_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace ddp

@@ -1,0 +1,161 @@
+// checkpointing.cpp: resume, restore, snapshot and checkpoint writes of the
+// trainer (checkpointing.h).
+#include "trainer/checkpoint/checkpointing.h"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <random>
+#include <unistd.h>
+#include <vector>
+
+#include "kernels/error.h"
+#include "trainer/checkpoint/checkpoint.h"
+#include "trainer/checkpoint/checkpoint_dir.h"
+#include "trainer/checkpoint/checkpoint_validation.h"
+#include "trainer/models/model_catalog.h"
+#include "trainer/checkpoint/run_outputs.h"
+
+namespace ddp {
+
+Checkpointing::Checkpointing(TrainConfig& cfg, const Dataset& train, ParameterStore& params, StepStateView& state,
+                             EpochCursor& cursor, Communicator& comm, ProgressReporter& progress,
+                             const RunPlan& plan)
+    : cfg_(cfg),
+      train_(train),
+      params_(params),
+      state_(state),
+      cursor_(cursor),
+      comm_(comm),
+      progress_(progress),
+      plan_(plan) {}
+
+std::string Checkpointing::resolve_resume_path() {
+  if (!cfg_.resume_path.empty()) return cfg_.resume_path;
+  if (cfg_.checkpoint_dir.empty()) throw Error("--resume without a PATH needs --checkpoint-dir");
+  if (!std::filesystem::is_directory(cfg_.checkpoint_dir)) {
+    say("resume: " + cfg_.checkpoint_dir + " does not exist yet; starting from scratch");
+    return "";
+  }
+  const CheckpointScan scan = find_newest_valid_checkpoint(cfg_.checkpoint_dir);
+  for (const auto& [path, why] : scan.skipped) say("resume: skipping " + path + ": " + why);
+  if (scan.newest_valid.empty()) {
+    if (scan.candidates > 0)
+      throw Error("--resume: " + cfg_.checkpoint_dir + " holds " + std::to_string(scan.candidates) +
+                  " checkpoint(s) and none is valid");
+    say("resume: no checkpoint in " + cfg_.checkpoint_dir + "; starting from scratch");
+  }
+  return scan.newest_valid;
+}
+
+ResumeTarget Checkpointing::resume_target() const {
+  ResumeTarget t;
+  t.world_size = world();
+  t.train_samples = train_.count;
+  t.epoch_samples = static_cast<int64_t>(cursor_.sampler().samples_per_rank()) * world();
+  t.global_batch = global_batch();
+  t.total_steps = plan_.total_steps;
+  t.loss_scaler = cfg_.loss_scaler;
+  t.given_flags = cfg_.given_flags;
+  return t;
+}
+
+int64_t Checkpointing::restore(const TrainState& s, const std::string& path) {
+  validate_checkpoint_contents(s, path);
+  const ParameterRegistry& registry = params_.registry();
+  check_checkpoint_compatible(s, model_dims(cfg_), model_activation_name(cfg_), cfg_.loss_name,
+                              registry.parameter_count(), path);
+  const ResumeTarget target = resume_target();
+  std::vector<std::string> notes = check_resume_fits(s, target, path);
+  const LossScalerState scaler = resumed_scaler_state(s, target, notes);
+  params_.set_master_weights(registry.unpack(s.master_weights_fp32));
+  params_.momentum_fp32.upload(registry.unpack(s.momentum_fp32));
+  StepStatus& status = state_.host_to_upload();
+  status.momentum_initialized = s.momentum_initialized ? 1 : 0;
+  set_scaler_state(status, scaler);
+  for (const std::string& line : notes) say(line);
+  resumed_ = true;
+  run_id_ = s.run_id;
+  // The resumed state is the checkpoint's: a run that trains no step (it is
+  // already at its end) writes none, so nothing in --checkpoint-dir, another
+  // run's file at that step included, is replaced by it.
+  last_checkpoint_step_ = s.step;
+  status.steps_done = s.step;
+  status.skipped_total = s.skipped_steps;
+  cursor_.move_to(s.epoch, s.epoch_sample_offset);  // drops the cached orders: the seed may change below
+  // With --drop-last and a larger global batch than the checkpoint's, what
+  // is left of its epoch may be less than a full step: that epoch is over.
+  if (cursor_.epoch_done()) cursor_.next_epoch();
+  if (s.seed != cfg_.seed) {
+    say("resume: the checkpoint was made with --seed " + std::to_string(s.seed) + "; using it for the data order");
+    cfg_.seed = s.seed;
+    cursor_.reseed(cfg_.seed);
+  }
+  say("resumed from " + path + " at step " + std::to_string(s.step) + " (epoch " + std::to_string(s.epoch + 1) +
+      ")");
+  return s.step;
+}
+
+void Checkpointing::ensure_run_id() {
+  if (run_id_ == 0) run_id_ = fresh_run_id();
+}
+
+uint64_t Checkpointing::fresh_run_id() {
+  std::random_device device;
+  std::seed_seq seq{device(), device(), static_cast<unsigned>(::getpid()),
+                    static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count())};
+  std::mt19937_64 rng(seq);
+  uint64_t id = 0;
+  while (id == 0) id = rng();
+  return id;
+}
+
+std::unique_ptr<MetricsFile> Checkpointing::prepare_outputs(int64_t step) {
+  std::vector<std::string> notes;
+  if (!cfg_.checkpoint_dir.empty()) {
+    const int64_t total_steps = plan_.total_steps;
+    const int64_t last_step = cfg_.stop_after_steps > 0 ? std::min(total_steps, step + cfg_.stop_after_steps) : total_steps;
+    notes = check_checkpoint_dir_for_run(cfg_.checkpoint_dir, resumed_, step, std::max(last_step, step), run_id_);
+  }
+  for (const std::string& line : check_run_outputs(cfg_, cfg_.resume)) notes.push_back(line);
+  for (const std::string& line : notes) say(line);
+  if (cfg_.metrics_path.empty()) return nullptr;
+  return std::make_unique<MetricsFile>(cfg_.metrics_path, cfg_.resume);
+}
+
+TrainState Checkpointing::snapshot(int64_t step) {
+  const StepStatus& status = state_.read(step);
+  TrainState s;
+  s.model_dims = model_dims(cfg_);
+  s.activation = model_activation_name(cfg_);
+  s.loss = cfg_.loss_name;
+  s.master_weights_fp32 = params_.registry().pack(params_.master_weights_fp32.download());
+  s.momentum_fp32 = params_.registry().pack(params_.momentum_fp32.download());
+  s.momentum_initialized = status.momentum_initialized != 0;
+  s.scaler = scaler_state_of(status);
+  s.step = step, s.epoch = cursor_.epoch(), s.epoch_sample_offset = cursor_.epoch_offset();
+  s.skipped_steps = status.skipped_total;
+  s.seed = cfg_.seed;
+  s.run_id = run_id_;
+  s.train_samples = train_.count;
+  s.global_batch = global_batch();
+  return s;
+}
+
+std::string Checkpointing::path_at(int64_t step) const {
+  return (std::filesystem::path(cfg_.checkpoint_dir) / checkpoint_file_name(step)).string();
+}
+
+void Checkpointing::write(int64_t step) {
+  if (cfg_.checkpoint_dir.empty() || last_checkpoint_step_ == step) return;
+  TrainState s = snapshot(step);  // every rank downloads; only rank 0 writes
+  last_checkpoint_step_ = step;
+  if (comm_.rank() != 0) return;
+  std::error_code ec;
+  std::filesystem::create_directories(cfg_.checkpoint_dir, ec);
+  if (ec) throw Error("--checkpoint-dir: cannot create " + cfg_.checkpoint_dir + ": " + ec.message());
+  write_checkpoint_atomic(path_at(step), s);
+  prune_checkpoints(cfg_.checkpoint_dir, cfg_.keep_checkpoints, run_id_, model_dims(cfg_), path_at(step));
+}
+
+}  // namespace ddp

@@ -1,0 +1,78 @@
+// checkpointing.h: the trainer's side of checkpoints. Which checkpoint a
+// --resume starts from, restoring the trainer's parts from it, the state a
+// checkpoint holds now and writing it (rank 0), the run's lineage (run id),
+// and the outputs checked and opened before the first step.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "comm/communicator.h"
+#include "trainer/data/dataset.h"
+#include "trainer/epoch_cursor.h"
+#include "trainer/report/json_writer.h"
+#include "trainer/models/parameter_store.h"
+#include "trainer/report/progress_reporter.h"
+#include "trainer/checkpoint/resume_check.h"
+#include "trainer/step_state_view.h"
+#include "trainer/config/train_config.h"
+#include "trainer/checkpoint/train_state.h"
+
+namespace ddp {
+
+class Checkpointing {
+ public:
+  // The parts a checkpoint is made of and restored into (all outlive this).
+  // `cfg.seed` changes when a resume takes the checkpoint's; `plan` may be
+  // filled in after construction, before the first call.
+  Checkpointing(TrainConfig& cfg, const Dataset& train, ParameterStore& params, StepStateView& state,
+                EpochCursor& cursor, Communicator& comm, ProgressReporter& progress, const RunPlan& plan);
+
+  // The checkpoint a --resume starts from: the PATH given, or the newest
+  // valid one in --checkpoint-dir; "" (said why) to start from scratch.
+  std::string resolve_resume_path();
+  // Validates `s` (read from `path`) against this run and restores it into
+  // the parts; returns the checkpoint's step.
+  int64_t restore(const TrainState& s, const std::string& path);
+  bool resumed() const { return resumed_; }  // the state came from a checkpoint
+
+  // Lineage (train_state.h): the checkpoint's, or drawn fresh when there is
+  // none (a run from scratch, or a checkpoint of an earlier build that
+  // recorded none). The address is for the broadcast of rank 0's.
+  void ensure_run_id();
+
+  // Rank 0 alone writes: every output is checked, created or opened here,
+  // before the first step (run_outputs.h), and the metrics file is opened.
+  std::unique_ptr<MetricsFile> prepare_outputs(int64_t step);
+
+  // The state as a checkpoint would hold it at `step` (reads the step state).
+  TrainState snapshot(int64_t step);
+  std::string path_at(int64_t step) const;
+  // The checkpoint of `step`, once (no --checkpoint-dir: nothing). Every
+  // rank downloads the state; rank 0 writes it and prunes older ones.
+  void write(int64_t step);
+
+  static uint64_t fresh_run_id();
+
+ private:
+  // What resume_check.h needs to know about this run.
+  ResumeTarget resume_target() const;
+  int world() const { return comm_.world_size(); }
+  int64_t global_batch() const { return cursor_.samples_per_rank_step() * world(); }
+  void say(const std::string& line) { progress_.permanent(line); }
+
+  TrainConfig& cfg_;
+  const Dataset& train_;
+  ParameterStore& params_;
+  StepStateView& state_;
+  EpochCursor& cursor_;
+  Communicator& comm_;
+  ProgressReporter& progress_;
+  const RunPlan& plan_;
+  bool resumed_ = false;
+  uint64_t run_id_ = 0;
+  int64_t last_checkpoint_step_ = -1;
+};
+
+}  // namespace ddp

@@ -1,0 +1,288 @@
+// run_outputs.cpp: the output checks of run_outputs.h.
+#include "trainer/checkpoint/run_outputs.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <string>
+
+#include "kernels/error.h"
+#include "trainer/checkpoint/checkpoint.h"
+#include "trainer/checkpoint/checkpoint_dir.h"
+#include "trainer/models/model_catalog.h"
+#include "trainer/checkpoint/weights_io.h"
+
+namespace ddp {
+namespace {
+namespace fs = std::filesystem;
+
+bool exists_on_disk(const std::string& path, struct stat& st) { return ::stat(path.c_str(), &st) == 0; }
+
+// Same file or directory: device and inode (links, `./x` and `x` alike).
+bool same_object(const struct stat& a, const struct stat& b) { return a.st_dev == b.st_dev && a.st_ino == b.st_ino; }
+
+const char* kind_of(const struct stat& st) {
+  if (S_ISDIR(st.st_mode)) return "a directory";
+  if (S_ISFIFO(st.st_mode)) return "a FIFO";
+  if (S_ISCHR(st.st_mode)) return "a character device";
+  if (S_ISBLK(st.st_mode)) return "a block device";
+  if (S_ISSOCK(st.st_mode)) return "a socket";
+  if (S_ISREG(st.st_mode)) return "a file";
+  return "not a regular file";
+}
+
+// Throws when `output` (flag `flag`) is one of the run's inputs.
+void refuse_if_input(const std::string& output, const char* flag, const std::vector<std::string>& inputs) {
+  struct stat out {};
+  if (!exists_on_disk(output, out)) return;  // inputs exist (they were read)
+  for (const std::string& input : inputs) {
+    struct stat in {};
+    if (exists_on_disk(input, in) && same_object(out, in))
+      throw Error(std::string(flag) + " " + output + " is also an input of this run (" + input +
+                  "); refusing to write over it: choose another path");
+  }
+}
+
+// The first bytes of every .npy file.
+bool starts_with_npy_magic(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return false;
+  char head[6] = {};
+  const ssize_t got = ::read(fd, head, sizeof head);
+  ::close(fd);
+  return got == 6 && std::memcmp(head, "\x93NUMPY", 6) == 0;
+}
+
+// A ddp_train metrics file starts with a record {"event":...} (json_writer.h).
+// Only the first line is read, at most 4 KiB of it.
+bool looks_like_our_metrics(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return false;
+  char head[64] = {};
+  const ssize_t got = ::read(fd, head, sizeof head - 1);
+  ::close(fd);
+  return got > 0 && std::strncmp(head, "{\"event\":", 9) == 0;
+}
+
+// A directory output: an existing path must be a directory.
+void require_directory_or_absent(const std::string& dir, const char* flag) {
+  struct stat st {};
+  if (exists_on_disk(dir, st) && !S_ISDIR(st.st_mode))
+    throw Error(std::string(flag) + " " + dir + ": exists and is " + kind_of(st) + ", not a directory");
+}
+
+// Creates `dir` (and parents) when missing, then proves it writable by
+// creating and removing a file in it: permission bits alone do not tell a
+// read-only mount or a full quota.
+void make_writable_directory(const std::string& dir, const char* flag) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw Error(std::string(flag) + " " + dir + ": cannot create the directory: " + ec.message());
+  const std::string probe = (fs::path(dir) / (".ddp_train-write-test." + std::to_string(::getpid()))).string();
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    const int err = errno;
+    throw Error(std::string(flag) + " " + dir + ": cannot write there: " + std::strerror(err));
+  }
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
+// A path as the file system will resolve it: links followed as far as it
+// exists, the rest normalised. Outputs that do not exist yet compare so.
+fs::path resolved(const std::string& path) {
+  std::error_code ec;
+  const fs::path absolute = fs::absolute(path, ec);
+  fs::path r = fs::weakly_canonical(absolute, ec);
+  if (ec) r = absolute.lexically_normal();
+  if (!r.has_filename()) r = r.parent_path();  // "dir/" names dir
+  return r;
+}
+
+// The run's outputs, each as it resolves, so that no output can land on
+// another: a metrics file named like a checkpoint the run will write there,
+// weights files, or a directory where the other writes a file.
+struct OutputNames {
+  fs::path metrics, checkpoint_dir, weights_dir;
+  std::vector<fs::path> weights_files;
+};
+
+void refuse_overlaps(const TrainConfig& c, const OutputNames& o) {
+  auto writes_checkpoint_file = [&](const fs::path& p) {
+    return !c.checkpoint_dir.empty() && p.parent_path() == o.checkpoint_dir &&
+           is_checkpoint_dir_file_name(p.filename().string());
+  };
+  auto is_weights_file = [&](const fs::path& p) {
+    for (const fs::path& w : o.weights_files)
+      if (p == w) return true;
+    return false;
+  };
+  if (!c.metrics_path.empty()) {
+    const std::string m = "--metrics " + c.metrics_path;
+    if (!c.checkpoint_dir.empty() && o.metrics == o.checkpoint_dir)
+      throw Error(m + ": is the --checkpoint-dir, a directory");
+    if (!c.save_weights_dir.empty() && o.metrics == o.weights_dir) throw Error(m + ": is the --save-weights directory");
+    if (writes_checkpoint_file(o.metrics))
+      throw Error(m + ": a checkpoint file name in --checkpoint-dir, which this run writes: choose another name");
+    if (is_weights_file(o.metrics)) throw Error(m + ": a file --save-weights writes: choose another name");
+  }
+  if (!c.save_weights_dir.empty()) {
+    if (writes_checkpoint_file(o.weights_dir))
+      throw Error("--save-weights " + c.save_weights_dir + ": a checkpoint file name in --checkpoint-dir");
+    if (!c.checkpoint_dir.empty() && is_weights_file(o.checkpoint_dir))
+      throw Error("--checkpoint-dir " + c.checkpoint_dir + ": a file --save-weights writes");
+  }
+}
+
+// Metrics: what may already be at the path (nothing is created here).
+void check_metrics_path(const std::string& path, bool append, std::vector<std::string>& notes) {
+  struct stat st {};
+  if (!exists_on_disk(path, st)) return;
+  // A character device (/dev/null, /dev/stdout) takes lines and loses nothing.
+  if (S_ISDIR(st.st_mode) || S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode) || S_ISBLK(st.st_mode))
+    throw Error("--metrics " + path + ": is " + kind_of(st) + ", not a file");
+  if (S_ISREG(st.st_mode) && st.st_size > 0) {
+    if (!looks_like_our_metrics(path))
+      throw Error("--metrics " + path + ": exists and is not a ddp_train metrics file; refusing to " +
+                  (append ? "append to" : "overwrite") + " it: choose another path");
+    if (!append) notes.push_back("metrics: replacing " + path + " (an earlier run's metrics; --resume appends)");
+  }
+}
+
+// Opened (created, or for appending) now: the parent must exist and take it.
+void open_metrics(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK, 0644);
+  if (fd < 0) {
+    const int err = errno;
+    throw Error("--metrics " + path + ": cannot open for writing: " + std::strerror(err));
+  }
+  ::close(fd);
+}
+
+// A file --save-weights replaces must be an earlier save's: a .npy file.
+void check_weights_files(const TrainConfig& c, const std::vector<std::string>& inputs,
+                         std::vector<std::string>& notes) {
+  int replaced = 0;
+  for (const std::string& file : weights_npy_paths(c.save_weights_dir, model_parameters(c))) {
+    refuse_if_input(file, "--save-weights", inputs);
+    struct stat st {};
+    if (!exists_on_disk(file, st)) continue;
+    if (!S_ISREG(st.st_mode)) throw Error("--save-weights: " + file + " exists and is " + kind_of(st) + ", not a file");
+    if (!starts_with_npy_magic(file))
+      throw Error("--save-weights: " + file + " exists and is not a .npy file of an earlier save; refusing to " +
+                  "overwrite it: choose another directory");
+    ++replaced;
+  }
+  if (replaced > 0)
+    notes.push_back("weights: " + std::to_string(replaced) + " file(s) of an earlier save in " + c.save_weights_dir +
+                    " will be replaced at the end");
+}
+
+}  // namespace
+
+std::vector<std::string> run_input_paths(const TrainConfig& c) {
+  const DataConfig& d = c.data;
+  std::vector<std::string> paths = {c.config_path};
+  if (d.kind == "fashion-mnist") {
+    paths.push_back(d.data_dir);
+    for (const char* name : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
+                             "t10k-labels-idx1-ubyte.gz"})
+      paths.push_back((fs::path(d.data_dir) / name).string());
+  }
+  for (const std::string* p : {&d.train_images, &d.train_labels, &d.test_images, &d.test_labels, &d.train_x,
+                               &d.train_y, &d.test_x, &d.test_y, &d.train_csv, &d.test_csv})
+    paths.push_back(*p);
+  paths.push_back(c.resume_path);
+  if (!c.init_weights_dir.empty()) {
+    paths.push_back(c.init_weights_dir);
+    for (const std::string& file : weights_npy_paths(c.init_weights_dir, model_parameters(c)))
+      paths.push_back(file);
+  }
+  std::vector<std::string> existing;
+  for (const std::string& p : paths) {
+    struct stat st {};
+    if (!p.empty() && exists_on_disk(p, st)) existing.push_back(p);
+  }
+  return existing;
+}
+
+std::vector<std::string> check_run_outputs(const TrainConfig& c, bool append_metrics) {
+  const std::vector<std::string> inputs = run_input_paths(c);
+  std::vector<std::string> notes;
+  // Every refusal first, then what creates anything: a refused run leaves
+  // no directory or file behind.
+  OutputNames names;
+  if (!c.checkpoint_dir.empty()) {
+    refuse_if_input(c.checkpoint_dir, "--checkpoint-dir", inputs);
+    require_directory_or_absent(c.checkpoint_dir, "--checkpoint-dir");
+    names.checkpoint_dir = resolved(c.checkpoint_dir);
+  }
+  if (!c.save_weights_dir.empty()) {
+    refuse_if_input(c.save_weights_dir, "--save-weights", inputs);
+    require_directory_or_absent(c.save_weights_dir, "--save-weights");
+    check_weights_files(c, inputs, notes);
+    names.weights_dir = resolved(c.save_weights_dir);
+    for (const std::string& file : weights_npy_paths(c.save_weights_dir, model_parameters(c)))
+      names.weights_files.push_back(resolved(file));
+  }
+  if (!c.metrics_path.empty()) {
+    refuse_if_input(c.metrics_path, "--metrics", inputs);
+    check_metrics_path(c.metrics_path, append_metrics, notes);
+    names.metrics = resolved(c.metrics_path);
+    struct stat st {};
+    const fs::path parent = names.metrics.parent_path();
+    // The parent must be there already (or be an output directory this run creates).
+    if (!exists_on_disk(parent.string(), st) && parent != names.checkpoint_dir && parent != names.weights_dir)
+      throw Error("--metrics " + c.metrics_path + ": its directory " + parent.string() + " does not exist");
+  }
+  refuse_overlaps(c, names);
+  if (!c.checkpoint_dir.empty()) make_writable_directory(c.checkpoint_dir, "--checkpoint-dir");
+  if (!c.save_weights_dir.empty()) make_writable_directory(c.save_weights_dir, "--save-weights");
+  if (!c.metrics_path.empty()) open_metrics(c.metrics_path);
+  return notes;
+}
+
+std::vector<std::string> check_checkpoint_dir_for_run(const std::string& dir, bool resumed, int64_t start_step,
+                                                      int64_t last_step, uint64_t run_id) {
+  std::vector<std::string> notes;
+  struct stat st {};
+  if (exists_on_disk(dir, st) && !S_ISDIR(st.st_mode))
+    throw Error("--checkpoint-dir " + dir + ": exists and is " + kind_of(st) + ", not a directory");
+  const auto checkpoints = list_checkpoints(dir);  // highest step first
+  if (checkpoints.empty()) return notes;
+  if (!resumed)
+    throw Error("--checkpoint-dir " + dir + " already holds " + std::to_string(checkpoints.size()) +
+                " checkpoint(s) of another run (newest " + checkpoints.front().second +
+                "); --resume continues from it, or give an empty or new directory");
+  int64_t own_later = 0, own_first = 0, own_last = 0;
+  for (const auto& [step, path] : checkpoints) {
+    if (step > last_step) continue;  // beyond this run's end: never written
+    if (step <= start_step) break;
+    std::string whose;
+    try {
+      const CheckpointHeader h = read_checkpoint_header(path);
+      if (h.run_id != 0 && h.run_id == run_id && h.step == step) {
+        own_first = step, own_last = own_later == 0 ? step : own_last, ++own_later;
+        continue;
+      }
+      whose = h.step != step ? "a misnamed (its header says step " + std::to_string(h.step) + ")" : "another run's";
+    } catch (const CheckpointError& e) {
+      whose = "an unreadable (" + e.problem() + ")";
+    }
+    throw Error("--checkpoint-dir " + dir + " holds " + whose + " checkpoint " + path + " beyond the resumed step " +
+                std::to_string(start_step) + ", which this run would overwrite: move it away or use another " +
+                "--checkpoint-dir");
+  }
+  if (own_later > 0)
+    notes.push_back("resume: " + dir + " holds " + std::to_string(own_later) + " later checkpoint(s) of this run " +
+                    "(steps " + std::to_string(own_first) + " to " + std::to_string(own_last) +
+                    "); each is replaced when this run reaches its step, and until then a bare --resume takes " +
+                    "the highest step, theirs");
+  return notes;
+}
+
+}  // namespace ddp

@@ -1,0 +1,43 @@
+// run_outputs.h: every file a run writes (metrics, checkpoints, saved
+// weights) checked and made ready before the first step, so that a run never
+// trains for hours and then fails to save, and never writes over anything
+// the user had: a data file, a config, a checkpoint it reads, a file that is
+// not ours, or another run's checkpoints.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "trainer/config/train_config.h"
+
+namespace ddp {
+
+// The files and directories the run reads, as given (those that exist).
+std::vector<std::string> run_input_paths(const TrainConfig& config);
+
+// What rank 0 checks and creates before training. Throws ddp::Error with one
+// line naming the flag and the path when:
+//  - an output path is also one of the run's inputs (the same file or
+//    directory, through any link);
+//  - --metrics names a directory or a FIFO, or an existing file that is not
+//    a ddp_train metrics file (JSON Lines records with an "event" field);
+//  - --checkpoint-dir or --save-weights exists and is not a directory, or
+//    cannot be created or written (a file is created there and removed);
+//  - a --save-weights file it would replace is not a file.
+// Creates --checkpoint-dir and --save-weights when missing. Returns the lines
+// to print about what will happen (an earlier metrics file replaced,
+// weights files replaced).
+std::vector<std::string> check_run_outputs(const TrainConfig& config, bool append_metrics);
+
+// The checkpoint directory as this run will use it. A fresh run (start_step
+// 0, not resumed) refuses a directory that already holds checkpoints; a
+// resumed run refuses one that holds another run's checkpoint (or one whose
+// header cannot be read) at a step it may write, in (start_step, last_step]
+// (a stop signal can write at any of them), which it would overwrite.
+// Later checkpoints of its own lineage are replaced as it reaches their
+// steps: returns a line saying so. Throws ddp::Error naming the directory.
+std::vector<std::string> check_checkpoint_dir_for_run(const std::string& dir, bool resumed, int64_t start_step,
+                                                      int64_t last_step, uint64_t run_id);
+
+}  // namespace ddp

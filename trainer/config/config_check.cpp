@@ -1,0 +1,119 @@
+// config_check.cpp: each field's range first (signs, finiteness), then the
+// numbers that are in range but outside their sense (a momentum of 1, a
+// backoff that never backs off, batch factors whose products overflow).
+// The messages are the command line's: tests and users match them.
+#include "trainer/config/config_check.h"
+
+#include <cmath>
+#include <string>
+
+#include "kernels/error.h"
+
+namespace ddp {
+namespace {
+
+template <class T>
+void require_positive(const T& v, const char* flag) {
+  if (!(v > 0)) throw Error(std::string(flag) + " must be positive");
+}
+
+void require_non_negative(double v, const char* flag) {
+  if (!(v >= 0) || !std::isfinite(v)) throw Error(std::string(flag) + " must be a finite number >= 0");
+}
+
+void require_in(bool ok, const std::string& message) {
+  if (!ok) throw Error(message);
+}
+
+// Signs and finiteness, field by field.
+void check_ranges(const TrainConfig& c) {
+  if (c.device != "auto" && c.device != "cuda" && c.device != "cpu")
+    throw Error("--device: '" + c.device + "' is not one of auto, cuda, cpu");
+  require_positive(c.batch_size, "--batch-size");
+  require_positive(c.grad_accum, "--grad-accum");
+  require_non_negative(c.bucket_mb, "--bucket-mb");
+  require_non_negative(c.first_bucket_mb, "--first-bucket-mb");
+  if (c.global_batch < 0) throw Error("--global-batch must be positive");
+  if (!(c.grad_predivide > 0) || !std::isfinite(c.grad_predivide)) throw Error("--grad-predivide must be a positive number");
+  if (c.inject_overflow_every < 0 || c.inject_overflow_rank < 0)
+    throw Error("--inject-overflow-every and --inject-overflow-rank must be >= 0");
+  if (c.stall_at_step < 0 || c.stall_rank < 0) throw Error("--stall-at-step and --stall-rank must be >= 0");
+  if (c.max_bad_steps < 0) throw Error("--max-bad-steps must be >= 0");
+  require_non_negative(c.collective_timeout_s, "--collective-timeout");
+  require_positive(c.log_every, "--log-every");
+  require_positive(c.data.synthetic_train_samples, "--synthetic-samples");
+  if (c.steps < 0 || c.stop_after_steps < 0) throw Error("--steps and --stop-after-steps must be >= 0");
+  if (c.steps == 0) require_positive(c.epochs, "--epochs");
+  if (c.warmup_steps < 0 || c.checkpoint_every < 0 || c.lr_step_size < 0 || c.threads < 0 || c.keep_checkpoints < 0)
+    throw Error("--warmup-steps, --checkpoint-every, --lr-step-size, --threads and --keep-checkpoints must be >= 0");
+  if (!(c.lr > 0) || !std::isfinite(c.lr)) throw Error("--lr must be a positive number");
+  require_non_negative(c.momentum, "--momentum");
+  require_non_negative(c.weight_decay, "--weight-decay");
+  require_non_negative(c.clip_grad_norm, "--clip-grad-norm");
+  require_non_negative(c.loss_scaler.min_scale, "--min-loss-scale");
+  if (c.nesterov && c.momentum == 0) throw Error("--nesterov needs --momentum > 0");
+  if (!(c.loss_scaler.init_scale > 0) || !std::isfinite(c.loss_scaler.init_scale))
+    throw Error("--init-scale must be a positive number");
+  if (!(c.loss_scaler.backoff_factor > 0 && c.loss_scaler.backoff_factor <= 1))
+    throw Error("--backoff-factor must be in (0, 1]");
+  require_positive(c.loss_scaler.growth_interval, "--growth-interval");
+  require_positive(c.loss_scaler.hysteresis, "--hysteresis");
+}
+
+// In range, and still without sense. Batch products are checked against the
+// world size in check_config_for_world; here each factor is bounded so that
+// no product of three of them overflows 64 bits.
+void check_sense(const TrainConfig& c) {
+  constexpr int64_t kMaxRows = int64_t{1} << 30;
+  require_in(c.batch_size <= kMaxRows, "--batch-size " + std::to_string(c.batch_size) + " is above 2^30 samples");
+  require_in(c.grad_accum <= kMaxRows, "--grad-accum " + std::to_string(c.grad_accum) + " is above 2^30");
+  require_in(c.global_batch <= kMaxRows, "--global-batch " + std::to_string(c.global_batch) + " is above 2^30 samples");
+  require_in(c.momentum < 1, "--momentum must be below 1 (SGD diverges at 1 and above)");
+  require_in(std::isfinite(c.lr_gamma) && c.lr_gamma > 0, "--lr-gamma must be a positive number");
+  require_in(std::isfinite(c.loss_scaler.growth_factor) && c.loss_scaler.growth_factor > 1,
+             "--growth-factor must be a number above 1");
+  require_in(c.loss_scaler.backoff_factor < 1, "--backoff-factor must be in (0, 1): a backoff of 1 never backs off");
+  require_in(std::isfinite(c.loss_scaler.min_scale), "--min-loss-scale must be finite");
+  if (c.loss_scaler.mode == LossScaleMode::Dynamic)
+    require_in(c.loss_scaler.min_scale <= c.loss_scaler.init_scale,
+               "--min-loss-scale is above --init-scale: the scale would start below its floor");
+  require_in(c.bucket_mb <= 1 << 20 && c.first_bucket_mb <= 1 << 20, "--bucket-mb and --first-bucket-mb must be at most 1 TiB (1048576)");
+  require_in(c.collective_timeout_s <= 1e9, "--collective-timeout must be at most 1e9 s (0 waits forever)");
+  require_in(c.threads <= 4096, "--threads must be at most 4096");
+  require_in(c.epochs <= kMaxRows && c.steps <= kMaxTrainSteps && c.stop_after_steps <= kMaxTrainSteps,
+             "--epochs must be at most 2^30 and --steps, --stop-after-steps at most 2^40");
+  require_in(c.data.synthetic_train_samples <= kMaxRows, "--synthetic-samples must be at most 2^30");
+}
+
+}  // namespace
+
+void check_train_config(const TrainConfig& c) {
+  check_ranges(c);
+  check_sense(c);
+}
+
+void check_config_for_world(const TrainConfig& c, int world_size) {
+  // The global batch and the samples of an epoch are products of these;
+  // each is at most 2^30 (check_sense), so 2^62 bounds any product.
+  int64_t per_step = 0;
+  if (__builtin_mul_overflow(c.batch_size, c.grad_accum, &per_step) ||
+      __builtin_mul_overflow(per_step, static_cast<int64_t>(world_size), &per_step) || per_step > (int64_t{1} << 40))
+    throw Error("--batch-size " + std::to_string(c.batch_size) + " x --grad-accum " + std::to_string(c.grad_accum) +
+                " x " + std::to_string(world_size) + " ranks is more than 2^40 samples per step");
+  const auto rank_must_exist = [&](int64_t rank, bool used, const char* flag) {
+    if (used && rank >= world_size)
+      throw Error(std::string(flag) + " " + std::to_string(rank) + ": there is no such rank in a world of " +
+                  std::to_string(world_size) + " (ranks 0 to " + std::to_string(world_size - 1) + ")");
+  };
+  rank_must_exist(c.inject_overflow_rank, !c.inject_overflow_steps.empty() || c.inject_overflow_every > 0,
+                  "--inject-overflow-rank");
+  rank_must_exist(c.stall_rank, c.stall_at_step > 0, "--stall-rank");
+}
+
+const TrainConfig& checked_train_config(const TrainConfig& c, int world_size) {
+  check_train_config(c);
+  check_config_for_world(c, world_size);
+  return c;
+}
+
+}  // namespace ddp

@@ -1,0 +1,26 @@
+// config_check.h: whether a TrainConfig's values make sense, wherever the
+// config came from (the command line through launch/options.cpp, or code:
+// a test, another front end). parse_options and the Trainer both call it,
+// so a config built in code is refused with the same line as the flag that
+// sets the field. Which flags were given where (contradictions between the
+// config file and the command line, "--x needs --y") is the command line's
+// business: launch/options_check.h.
+#pragma once
+
+#include "trainer/config/train_config.h"
+
+namespace ddp {
+
+// Throws ddp::Error on the first value outside its sense, in one line naming
+// the flag that sets the field (fields are flags: `momentum` is --momentum).
+void check_train_config(const TrainConfig& config);
+
+// The rules that depend on the world size: batch products that fit, ranks
+// named by test hooks that exist. Throws ddp::Error naming the flag.
+void check_config_for_world(const TrainConfig& config, int world_size);
+
+// Both checks, returning `config` unchanged: for a constructor's initializer
+// list, where the check must run before any member reads the config.
+const TrainConfig& checked_train_config(const TrainConfig& config, int world_size);
+
+}  // namespace ddp

@@ -1,0 +1,21 @@
+// train_config.cpp: the per-rank batch a world size makes of the config's
+// batch flags. The checks of the config's values are config_check.cpp.
+#include "trainer/config/train_config.h"
+
+#include <string>
+
+#include "kernels/error.h"
+
+namespace ddp {
+
+int64_t resolve_batch_per_rank(const TrainConfig& config, int world_size) {
+  if (config.global_batch <= 0) return config.batch_size;
+  const int64_t per_step = static_cast<int64_t>(world_size) * config.grad_accum;
+  if (config.global_batch % per_step != 0)
+    throw Error("--global-batch " + std::to_string(config.global_batch) + " does not divide by " +
+                std::to_string(world_size) + " ranks x --grad-accum " + std::to_string(config.grad_accum) +
+                " (= " + std::to_string(per_step) + ")");
+  return config.global_batch / per_step;
+}
+
+}  // namespace ddp

@@ -1,0 +1,104 @@
+// train_config.h: everything the command line (launch/options.cpp) decides,
+// as plain data the trainer reads. Defaults are the README's main job.
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "kernels/elementwise_math.h"
+#include "trainer/models/mlp_config.h"
+#include "trainer/optim/loss_scaler.h"
+#include "trainer/optim/lr_schedule.h"
+
+namespace ddp {
+
+enum class LossKind { SoftmaxCrossEntropy, MeanSquaredError };
+
+struct DataConfig {
+  std::string kind = "fashion-mnist";  // fashion-mnist | idx | npy | csv | synthetic
+  std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  std::string train_images, train_labels, test_images, test_labels;  // idx
+  std::string train_x, train_y, test_x, test_y;                      // npy
+  std::string train_csv, test_csv;                                   // csv
+  int64_t synthetic_train_samples = 8192;
+  int64_t synthetic_test_samples = 1024;
+};
+
+// The most iterations a run may have (--steps, or --epochs x steps per
+// epoch): far beyond any real run, and small enough that no step count or
+// product of one with a batch overflows.
+constexpr int64_t kMaxTrainSteps = int64_t{1} << 40;
+
+struct TrainConfig {
+  std::string config_path;      // --config file, if any (an input: never written)
+  std::set<std::string> given_flags;         // flags set on the command line or in the config, not defaulted
+  std::set<std::string> command_line_flags;  // those of them set on the command line (it wins over the config)
+  std::string device = "auto";  // auto | cuda | cpu
+  DataConfig data;
+
+  MlpConfig mlp;  // the model (models/model_factory.h maps it)
+  LossKind loss = LossKind::SoftmaxCrossEntropy;
+  std::string loss_name = "xent";
+
+  int64_t batch_size = 128;  // per rank and micro-batch
+  int64_t global_batch = 0;  // > 0: replaces batch_size by global_batch / (world x grad_accum)
+  int64_t grad_accum = 1;    // micro-batches per optimizer step (all-reduce after the last only)
+  bool cuda_graph = false;      // replay steady steps from a CUDA graph capture
+  double grad_predivide = 1.0;  // gradients divided by this before the all-reduce, by world/this after
+  double bucket_mb = 25.0;       // all-reduce bucket size (MiB); 0: one all-reduce after backward
+  double first_bucket_mb = 1.0;  // the first (last layers') bucket: small, so communication starts early
+  int64_t epochs = 15;
+  int64_t steps = 0;          // > 0 replaces epochs
+  int64_t stop_after_steps = 0;  // > 0: end this run after that many iterations (resume continues)
+  uint64_t seed = 0;
+  bool shuffle = true;
+  bool drop_last = false;
+  int threads = 0;            // CPU compute threads per rank; 0 = cores / local ranks
+  bool prefetch_batches = true;  // gather and copy the next batch while the device computes this one
+
+  double lr = 0.05;
+  double momentum = 0.9;
+  bool nesterov = false;
+  double weight_decay = 0.0;
+  LrScheduleKind lr_schedule = LrScheduleKind::Cosine;
+  int64_t warmup_steps = 0;
+  int64_t lr_step_size = 0;
+  double lr_gamma = 0.1;
+  double clip_grad_norm = 0.0;  // 0 = no clipping
+
+  LossScalerConfig loss_scaler;
+  int64_t max_bad_steps = 100;  // > 0: this many skipped (non-finite) steps in a row end the run with an error
+
+  double collective_timeout_s = 600.0;  // > 0: a collective waiting longer ends the job (watchdog)
+
+  std::string metrics_path;
+  int64_t log_every = 50;
+  std::string checkpoint_dir;
+  int64_t checkpoint_every = 0;  // 0 = only at the end
+  int keep_checkpoints = 0;      // 0 = keep all
+  bool resume = false;
+  std::string resume_path;       // empty with resume = newest valid in checkpoint_dir
+  std::string save_weights_dir;
+  std::string init_weights_dir;
+
+  // Test hooks (fault injection): make the gradients of these 1-based steps
+  // non-finite on one rank, after backward and before the all-reduce.
+  std::vector<int64_t> inject_overflow_steps;
+  int64_t inject_overflow_every = 0;  // > 0: every K-th step as well
+  int inject_overflow_rank = 0;
+  // Test hook: rank stall_rank sleeps forever before the collectives of the
+  // 1-based step stall_at_step (0: off), as a hung peer would.
+  int stall_rank = 0;
+  int64_t stall_at_step = 0;
+};
+
+// Whether the values make sense (and fit a world size) is
+// trainer/config/config_check.h.
+
+// Per-rank batch from --global-batch (or --batch-size as given); throws
+// naming the flag when the global batch does not divide by world x accum.
+int64_t resolve_batch_per_rank(const TrainConfig& config, int world_size);
+
+}  // namespace ddp

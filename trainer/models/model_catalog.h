@@ -1,0 +1,50 @@
+// model_catalog.h: what the rest of the program may know of the configured
+// model without building it (no backend): its tensors, the shape a
+// checkpoint records, its banner text, the widths its data must have.
+// With model_factory.h (which builds it) the one place that maps a config
+// to its model; everything else (trainer, evaluator, checkpoints, weight
+// export, outputs) sees a Model and its ParameterRegistry. A new model adds
+// its files under trainer/models/ and a case in each function here.
+// Pure functions of the config: the fuzz build links them without kernels.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "trainer/models/parameter_registry.h"
+#include "trainer/config/train_config.h"
+
+namespace ddp {
+
+struct TrainTestData;
+
+// The model's tensors without building it (no backend): for checkpoints,
+// weight files and output checks before a run starts.
+ParameterRegistry model_parameters(const TrainConfig& config);
+
+// What a checkpoint records of the model's shape (version 1: the MLP's
+// layer widths) and the activation name it records with it.
+std::vector<int64_t> model_dims(const TrainConfig& config);
+std::string model_activation_name(const TrainConfig& config);
+// "MLP 784-512-512-10 relu", for the banner; "784-512-512-10" for --bench's line.
+std::string model_summary(const TrainConfig& config);
+std::string model_shape_text(const TrainConfig& config);
+// Model FLOPs per sample of one training step (forward and backward).
+double model_flops_per_sample(const TrainConfig& config);
+// A checkpoint's dims: the first problem with them, or "" with `count` set
+// to the parameter count they imply.
+std::string checkpoint_dims_problem(const std::vector<int64_t>& dims, uint64_t& count);
+// "784,512,10", for messages comparing a checkpoint's dims with this run's.
+std::string dims_text(const std::vector<int64_t>& dims);
+
+// Widths the data must have: features per sample in, and outputs per
+// prediction (classes or regression targets); for --bench's random data.
+int64_t model_input_width(const TrainConfig& config);
+int64_t model_output_width(const TrainConfig& config);
+
+// The data fits the model (input width, labels below the output width or
+// targets of the output width); throws one line naming the flag and file.
+void check_model_matches_data(const TrainConfig& config, const TrainTestData& data);
+
+}  // namespace ddp
