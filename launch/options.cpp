@@ -21,15 +21,6 @@ namespace ddp {
 
 namespace {
 
-template <class T>
-void require_positive(const T& v, const char* flag) {
-  if (!(v > 0)) throw Error(std::string(flag) + " must be positive");
-}
-
-void require_non_negative(double v, const char* flag) {
-  if (!(v >= 0) || !std::isfinite(v)) throw Error(std::string(flag) + " must be a finite number >= 0");
-}
-
 // Boost.Program_options (1.74 at least) builds an error's what() by
 // replacing each %placeholder% of its template until none is left, so a
 // value that contains a placeholder (`--lr %value%`, a config key

@@ -10,16 +10,15 @@
 #include "kernels/error.h"
 
 namespace ddp {
-namespace {
-
-template <class T>
-void require_positive(const T& v, const char* flag) {
+void require_positive(double v, const char* flag) {
   if (!(v > 0)) throw Error(std::string(flag) + " must be positive");
 }
 
 void require_non_negative(double v, const char* flag) {
   if (!(v >= 0) || !std::isfinite(v)) throw Error(std::string(flag) + " must be a finite number >= 0");
 }
+
+namespace {
 
 void require_in(bool ok, const std::string& message) {
   if (!ok) throw Error(message);

@@ -19,6 +19,11 @@ void check_train_config(const TrainConfig& config);
 // named by test hooks that exist. Throws ddp::Error naming the flag.
 void check_config_for_world(const TrainConfig& config, int world_size);
 
+// The shapes of the lines above, for flags checked elsewhere (--bench-*):
+// "<flag> must be positive", "<flag> must be a finite number >= 0".
+void require_positive(double value, const char* flag);
+void require_non_negative(double value, const char* flag);
+
 // Both checks, returning `config` unchanged: for a constructor's initializer
 // list, where the check must run before any member reads the config.
 const TrainConfig& checked_train_config(const TrainConfig& config, int world_size);
