@@ -32,6 +32,7 @@
 #include "fuzz_support.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/checkpoint_validation.h"
+#include "trainer/models/model_catalog.h"
 
 using namespace ddp;
 using namespace ddp::fuzz;
@@ -86,7 +87,9 @@ void expect_sound(const TrainState& s) {
       if (!std::isfinite(v)) finding("accepted a non-finite weight or momentum value");
   // Resume sizes the model by the shape: one that validated must be usable.
   try {
-    check_checkpoint_compatible(s, s.model_dims, s.activation, s.loss, s.master_weights_fp32.size(), kName);
+    uint64_t count = 0;  // what the shape implies, as resume's registry would have it
+    if (!checkpoint_dims_problem(s.model_dims, count).empty()) finding("accepted dims the model catalog refuses");
+    check_checkpoint_compatible(s, s.model_dims, s.activation, s.loss, count, kName);
   } catch (const Error& e) {
     finding(std::string("accepted a shape resume cannot use: ") + e.what());
   }
@@ -97,7 +100,7 @@ void parse_and_check(const Bytes& bytes) {
   if (!contents_valid(s)) return;
   expect_sound(s);
   // What resume does with another run's model (a mismatch, usually).
-  expect_parser_error([&] { check_checkpoint_compatible(s, {10, 10}, "relu", "mse", kName); });
+  expect_parser_error([&] { check_checkpoint_compatible(s, {10, 10}, "relu", "mse", 110, kName); });
 }
 
 // The input decoded, as it is or re-sealed; false if neither parses.
