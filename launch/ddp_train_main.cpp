@@ -135,6 +135,10 @@ int main(int argc, char** argv) {
     ddp::Trainer trainer(opts.config, *device.backend, *comm, std::move(data));
     trainer.watch_collectives(watchdog.get());
     trainer.prepare();
+    if (opts.config.eval_only) {
+      trainer.evaluate();
+      return 0;
+    }
     if (!opts.bench.enabled) {
       const ddp::TrainSummary summary = trainer.run();
       // As a shell reports a process a signal ended: 128 + its number.

@@ -169,7 +169,9 @@ ParsedOptions parse_options(int argc, const char* const argv[]) {
       ("keep-checkpoints", po::value(&c.keep_checkpoints)->default_value(0), "keep the K newest (0: all)")
       ("resume", po::value(&c.resume_path)->implicit_value(""), "resume from PATH, or bare: the newest valid in --checkpoint-dir")
       ("save-weights", po::value(&c.save_weights_dir), "write layer<i>.{weight,bias}.npy here at the end")
-      ("init-weights", po::value(&c.init_weights_dir), "start from layer<i>.{weight,bias}.npy in this directory");
+      ("init-weights", po::value(&c.init_weights_dir), "start from layer<i>.{weight,bias}.npy in this directory")
+      ("eval-only", po::bool_switch(&c.eval_only),
+       "evaluate the --resume checkpoint or the --init-weights on the test set (sharded over the ranks), train nothing");
 
   po::options_description all("ddp_train: data-parallel FP16 MLP training with dynamic loss scaling\n\n"
                               "Usage: [mpirun -np N] ddp_train [options]\n");

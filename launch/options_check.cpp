@@ -97,6 +97,17 @@ void check_flags_as_a_whole(TrainConfig& c, const BenchOptions& bench) {
       throw Error("--steps and --epochs contradict each other: --steps replaces --epochs, give one");
   }
   if (given(c, "global-batch") && c.global_batch <= 0) throw Error("--global-batch must be positive");
+  if (c.eval_only) {
+    if (!c.resume && c.init_weights_dir.empty())
+      throw Error("--eval-only needs --resume or --init-weights (the weights to evaluate)");
+    if (bench.enabled) throw Error("--eval-only and --bench contradict each other: give one");
+    for (const char* flag : {"save-weights", "steps", "epochs", "stop-after-steps", "checkpoint-every", "keep-checkpoints"})
+      if (on_command_line(c, flag))
+        throw Error(std::string("--") + flag + " has no meaning with --eval-only (it trains nothing and writes " +
+                    "nothing but --metrics)");
+    if (on_command_line(c, "checkpoint-dir") && !(c.resume && c.resume_path.empty()))
+      throw Error("--checkpoint-dir has no meaning with --eval-only unless a bare --resume looks in it");
+  }
   if (bench.enabled) {
     for (const char* flag : {"metrics", "checkpoint-dir", "resume", "save-weights", "init-weights", "steps",
                              "epochs", "stop-after-steps", "checkpoint-every", "keep-checkpoints"})

@@ -84,7 +84,9 @@ Trainer::Impl::Impl(const TrainConfig& c, Backend& b, Communicator& m, TrainTest
 void Trainer::Impl::prepare() {
   std::string resume_from;
   if (cfg.resume) resume_from = checkpoints.resolve_resume_path();
-  if (!resume_from.empty()) {
+  if (!resume_from.empty() && cfg.eval_only) {
+    step = checkpoints.restore_weights(read_checkpoint(resume_from), resume_from);
+  } else if (!resume_from.empty()) {
     step = checkpoints.restore(read_checkpoint(resume_from), resume_from);
   } else {
     const ParameterRegistry& registry = model.parameters();
@@ -117,6 +119,19 @@ void Trainer::Impl::run_eval() {
   }
   last_eval_step = step;
   report.eval(last_eval, step, cursor.epoch() + 1, plan.epochs_total);
+}
+
+TrainSummary Trainer::Impl::evaluate_only() {
+  DDP_REQUIRE(prepared, "Trainer::evaluate before prepare");
+  report.banner(model.parameters().parameter_count(), data.train, data.test, plan);
+  {
+    CollectiveWatch watch(watchdog, "evaluation", step);
+    last_eval = evaluator.run(comm, model, cfg.loss, params.weights_fp16.data());
+  }
+  report.eval_only(last_eval, step);
+  TrainSummary sum;
+  sum.test_loss = last_eval.loss, sum.test_accuracy = last_eval.accuracy, sum.final_step = step;
+  return sum;
 }
 
 TrainSummary Trainer::Impl::run() {
@@ -278,6 +293,7 @@ Trainer::~Trainer() = default;
 void Trainer::prepare() { impl_->prepare(); }
 void Trainer::watch_collectives(CollectiveWatchdog* watchdog) { impl_->watchdog = watchdog; }
 TrainSummary Trainer::run() { return impl_->run(); }
+TrainSummary Trainer::evaluate() { return impl_->evaluate_only(); }
 BenchTimings Trainer::bench(int64_t warmup_steps, int64_t timed_steps) {
   return impl_->bench(warmup_steps, timed_steps);
 }

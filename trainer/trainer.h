@@ -63,6 +63,9 @@ class Trainer {
   // reached any rank: writes a checkpoint and returns with stop_signal set.
   // Throws AgreedError after --max-bad-steps skipped steps in a row.
   TrainSummary run();
+  // --eval-only: evaluates the weights prepare() loaded on the test set
+  // (each rank its shard, sums all-reduced); trains nothing.
+  TrainSummary evaluate();
 
   // Marks every blocking collective of prepare(), run() and bench() for the
   // watchdog (not owned; null: none). Call before prepare().

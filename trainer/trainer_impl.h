@@ -118,6 +118,8 @@ struct Trainer::Impl {
 
   // The loop and its endings (trainer.cpp).
   TrainSummary run();
+  // --eval-only: the test-set evaluation of the starting weights, its line and record.
+  TrainSummary evaluate_only();
 
   // The step state after a step where state.due(): an ending at
   // --max-bad-steps throws here, on every rank at the same step.

@@ -96,6 +96,16 @@ int64_t Checkpointing::restore(const TrainState& s, const std::string& path) {
   return s.step;
 }
 
+int64_t Checkpointing::restore_weights(const TrainState& s, const std::string& path) {
+  validate_checkpoint_contents(s, path);
+  const ParameterRegistry& registry = params_.registry();
+  check_checkpoint_compatible(s, model_dims(cfg_), model_activation_name(cfg_), cfg_.loss_name,
+                              registry.parameter_count(), path);
+  params_.set_master_weights(registry.unpack(s.master_weights_fp32));
+  say("evaluating " + path + " (step " + std::to_string(s.step) + ")");
+  return s.step;
+}
+
 void Checkpointing::ensure_run_id() {
   if (run_id_ == 0) run_id_ = fresh_run_id();
 }
@@ -112,7 +122,7 @@ uint64_t Checkpointing::fresh_run_id() {
 
 std::unique_ptr<MetricsFile> Checkpointing::prepare_outputs(int64_t step) {
   std::vector<std::string> notes;
-  if (!cfg_.checkpoint_dir.empty()) {
+  if (!cfg_.checkpoint_dir.empty() && !cfg_.eval_only) {  // --eval-only writes no checkpoint
     const int64_t total_steps = plan_.total_steps;
     const int64_t last_step = cfg_.stop_after_steps > 0 ? std::min(total_steps, step + cfg_.stop_after_steps) : total_steps;
     notes = check_checkpoint_dir_for_run(cfg_.checkpoint_dir, resumed_, step, std::max(last_step, step), run_id_);

@@ -35,6 +35,10 @@ class Checkpointing {
   // Validates `s` (read from `path`) against this run and restores it into
   // the parts; returns the checkpoint's step.
   int64_t restore(const TrainState& s, const std::string& path);
+  // --eval-only: the checkpoint's weights alone (its contents and model
+  // checked; position, data and scaler are not this run's business).
+  // Returns the checkpoint's step.
+  int64_t restore_weights(const TrainState& s, const std::string& path);
   bool resumed() const { return resumed_; }  // the state came from a checkpoint
 
   // Lineage (train_state.h): the checkpoint's, or drawn fresh when there is

@@ -82,6 +82,9 @@ struct TrainConfig {
   std::string resume_path;       // empty with resume = newest valid in checkpoint_dir
   std::string save_weights_dir;
   std::string init_weights_dir;
+  // --eval-only: evaluate the starting weights (a --resume checkpoint or
+  // --init-weights) on the test set; trains nothing, writes nothing but --metrics.
+  bool eval_only = false;
 
   // Test hooks (fault injection): make the gradients of these 1-based steps
   // non-finite on one rank, after backward and before the all-reduce.

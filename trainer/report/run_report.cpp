@@ -24,6 +24,11 @@ void RunReport::banner(size_t parameters, const Dataset& train, const Dataset& t
       std::to_string(parameters) + " parameters");
   say("data: train " + std::to_string(train.count) + " samples (" + train.source + "), test " +
       std::to_string(test.count));
+  if (cfg_.eval_only) {  // no steps: the test set in batches of --batch-size per rank
+    say("world " + std::to_string(world()) + " (" + comm_.name() + "), evaluation only, batch " +
+        std::to_string(cfg_.batch_size) + " per rank");
+    return;
+  }
   std::string accum;
   if (cfg_.grad_accum > 1) accum = " x " + std::to_string(cfg_.grad_accum) + " micro-batches";
   if (cfg_.grad_predivide != 1.0) accum += ", gradients predivided by " + json_number(cfg_.grad_predivide);
@@ -45,19 +50,32 @@ void RunReport::log_step(const ProgressSnapshot& snap, double lr, double grad_no
   metrics_->write(r);
 }
 
-void RunReport::eval(const EvalResult& result, int64_t step, int64_t epoch_1based, int64_t epochs_total) {
+std::string RunReport::eval_figures(const EvalResult& result) const {
   char loss_text[32];
   std::snprintf(loss_text, sizeof loss_text, "%.4f", result.loss);
-  std::string line = "epoch " + std::to_string(epoch_1based) + "/" + std::to_string(epochs_total) + " (step " +
-                     std::to_string(step) + "): test loss " + loss_text;
+  std::string text = std::string("test loss ") + loss_text;
   if (cfg_.loss == LossKind::SoftmaxCrossEntropy)
-    line += ", test accuracy " + percent(result.accuracy) + " (" + std::to_string(result.correct) + "/" +
+    text += ", test accuracy " + percent(result.accuracy) + " (" + std::to_string(result.correct) + "/" +
             std::to_string(result.samples) + ")";
-  say(line);
+  return text;
+}
+
+void RunReport::eval(const EvalResult& result, int64_t step, int64_t epoch_1based, int64_t epochs_total) {
+  say("epoch " + std::to_string(epoch_1based) + "/" + std::to_string(epochs_total) + " (step " +
+      std::to_string(step) + "): " + eval_figures(result));
   if (!metrics_) return;
   JsonRecord r;
   r.add("event", "eval").add("step", step).add("epoch", epoch_1based).add("test_loss", result.loss);
   r.add("test_accuracy", result.accuracy);
+  metrics_->write(r);
+}
+
+void RunReport::eval_only(const EvalResult& result, int64_t step) {
+  say("eval-only (step " + std::to_string(step) + "): " + eval_figures(result));
+  if (!metrics_) return;
+  JsonRecord r;
+  r.add("event", "eval").add("eval_only", true).add("step", step).add("test_loss", result.loss);
+  r.add("test_accuracy", result.accuracy).add("test_samples", result.samples);
   metrics_->write(r);
 }
 

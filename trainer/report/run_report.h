@@ -59,6 +59,8 @@ class RunReport {
   // figures; NaN all-reduce figures with --cuda-graph).
   void log_step(const ProgressSnapshot& snap, double lr, double grad_norm, double allreduce_hidden_fraction);
   void eval(const EvalResult& result, int64_t step, int64_t epoch_1based, int64_t epochs_total);
+  // --eval-only: "eval-only (step S): test loss ..." and an "eval" record with "eval_only": true.
+  void eval_only(const EvalResult& result, int64_t step);
   // A finished run: the "done:" line and the summary record.
   void summary(const TrainSummary& sum, double final_loss_scale, bool graph_mode);
   // A run stopped by `signal` at `step`: its line, then (after the summary
@@ -69,6 +71,7 @@ class RunReport {
   void finished_despite_signal(int signal, int64_t step, const std::string& checkpoint);
 
  private:
+  std::string eval_figures(const EvalResult& result) const;  // "test loss 0.4321, test accuracy 88.1% (...)"
   int world() const { return comm_.world_size(); }
   int64_t global_batch() const { return cfg_.batch_size * cfg_.grad_accum * world(); }
 
