@@ -22,6 +22,7 @@
 #include "launch/device_select.h"
 #include "launch/options.h"
 #include "trainer/config/config_check.h"
+#include "trainer/inference.h"
 #include "trainer/models/model_catalog.h"
 #include "trainer/models/model_factory.h"
 #include "trainer/stop_signal.h"
@@ -97,6 +98,19 @@ std::unique_ptr<ddp::CollectiveWatchdog> make_watchdog(const ddp::TrainConfig& c
   });
 }
 
+// --predict: no data set, no Trainer; the model, its weights, X's rows.
+int predict(const ddp::TrainConfig& config, const ddp::MpiEnvironment& env) {
+  const std::string note = ddp::check_prediction_files(config);
+  ddp::DeviceChoice device = ddp::select_device(config.device, env.local_rank(), env.local_size(), config.threads, env.host());
+  std::unique_ptr<ddp::Communicator> comm = make_communicator(env, *device.backend);
+  if (env.rank() == 0) {
+    std::printf("%s\n", device.notice.c_str());
+    if (!note.empty()) std::printf("%s\n", note.c_str());
+  }
+  ddp::run_prediction(config, *device.backend, *comm);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -120,6 +134,7 @@ int main(int argc, char** argv) {
     // Everything that can reject the input (flags, data, model shape,
     // checkpoint) runs before any output file is opened.
     ddp::check_config_for_world(opts.config, env->world_size());
+    if (!opts.config.predict_path.empty()) return predict(opts.config, *env);
     if (opts.bench.enabled) prepare_bench_config(opts.config, opts.bench);
     ddp::TrainTestData data = opts.bench.enabled ? bench_data(opts.config, env->world_size())
                                                  : ddp::load_train_test(opts.config.data, opts.config.seed);

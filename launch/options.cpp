@@ -170,6 +170,10 @@ ParsedOptions parse_options(int argc, const char* const argv[]) {
       ("resume", po::value(&c.resume_path)->implicit_value(""), "resume from PATH, or bare: the newest valid in --checkpoint-dir")
       ("save-weights", po::value(&c.save_weights_dir), "write layer<i>.{weight,bias}.npy here at the end")
       ("init-weights", po::value(&c.init_weights_dir), "start from layer<i>.{weight,bias}.npy in this directory")
+      ("predict", po::value(&c.predict_path), "run inference of the starting weights on every row of this [N, D] .npy")
+      ("predictions", po::value(&c.predictions_path), "where --predict writes its outputs (.npy, gathered on rank 0)")
+      ("predict-output", po::value(&c.predict_output),
+       "logits | probs | class (default: class for --loss xent, logits for mse)")
       ("eval-only", po::bool_switch(&c.eval_only),
        "evaluate the --resume checkpoint or the --init-weights on the test set (sharded over the ranks), train nothing");
 

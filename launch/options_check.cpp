@@ -97,6 +97,27 @@ void check_flags_as_a_whole(TrainConfig& c, const BenchOptions& bench) {
       throw Error("--steps and --epochs contradict each other: --steps replaces --epochs, give one");
   }
   if (given(c, "global-batch") && c.global_batch <= 0) throw Error("--global-batch must be positive");
+  const bool predicting = given(c, "predict") || given(c, "predictions");
+  if (predicting) {
+    if (c.predict_path.empty() || c.predictions_path.empty())
+      throw Error("--predict and --predictions go together: the rows to predict and where the outputs go");
+    if (!c.resume && c.init_weights_dir.empty())
+      throw Error("--predict needs --resume or --init-weights (the weights to predict with)");
+    if (c.eval_only || bench.enabled) throw Error("--predict, --eval-only and --bench contradict each other: give one");
+    for (const char* flag : {"save-weights", "steps", "epochs", "stop-after-steps", "checkpoint-every",
+                             "keep-checkpoints", "metrics"})
+      if (on_command_line(c, flag))
+        throw Error(std::string("--") + flag + " has no meaning with --predict (it writes nothing but --predictions)");
+    if (on_command_line(c, "checkpoint-dir") && !(c.resume && c.resume_path.empty()))
+      throw Error("--checkpoint-dir has no meaning with --predict unless a bare --resume looks in it");
+  } else if (given(c, "predict-output")) {
+    throw Error("--predict-output needs --predict");
+  }
+  if (c.predict_output.empty()) c.predict_output = c.loss == LossKind::SoftmaxCrossEntropy ? "class" : "logits";
+  if (c.predict_output != "logits" && c.predict_output != "probs" && c.predict_output != "class")
+    throw Error("--predict-output: '" + c.predict_output + "' is not one of logits, probs, class");
+  if (c.predict_output != "logits" && c.loss != LossKind::SoftmaxCrossEntropy)
+    throw Error("--predict-output " + c.predict_output + " needs a classifier (--loss xent): a regression predicts logits");
   if (c.eval_only) {
     if (!c.resume && c.init_weights_dir.empty())
       throw Error("--eval-only needs --resume or --init-weights (the weights to evaluate)");

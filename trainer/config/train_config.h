@@ -85,6 +85,12 @@ struct TrainConfig {
   // --eval-only: evaluate the starting weights (a --resume checkpoint or
   // --init-weights) on the test set; trains nothing, writes nothing but --metrics.
   bool eval_only = false;
+  // --predict X.npy --predictions OUT.npy: inference of the starting weights
+  // on X's rows (trainer/inference.h); --predict-output logits|probs|class
+  // ("" until parse_options picks: class for xent, logits for mse).
+  std::string predict_path;
+  std::string predictions_path;
+  std::string predict_output;
 
   // Test hooks (fault injection): make the gradients of these 1-based steps
   // non-finite on one rank, after backward and before the all-reduce.

@@ -291,12 +291,13 @@ Dataset load_npy_dataset(const std::string& x_path, const std::string& y_path) {
   return data;
 }
 
-void save_npy_fp32(const std::string& path, const float* data, const std::vector<size_t>& shape) {
-  size_t count = 1;
-  for (size_t d : shape) count *= d;
+namespace {
+// A v1.0 C-order file of `descr` elements, `payload` their little-endian bytes.
+void write_npy(const std::string& path, const char* descr, const std::vector<size_t>& shape,
+               const std::vector<uint8_t>& payload) {
   // Pad with spaces so magic + version + length + header is a multiple of
   // 64 and the header ends in '\n', as the format asks.
-  std::string header = format_npy_header("<f4", shape);
+  std::string header = format_npy_header(descr, shape);
   const size_t unpadded = kMagicBytes + 2 + 2 + header.size() + 1;
   header.append((kAlign - unpadded % kAlign) % kAlign, ' ');
   header.push_back('\n');
@@ -308,20 +309,46 @@ void save_npy_fp32(const std::string& path, const float* data, const std::vector
   bytes.push_back(static_cast<uint8_t>(header.size() & 0xff));
   bytes.push_back(static_cast<uint8_t>(header.size() >> 8));
   bytes.insert(bytes.end(), header.begin(), header.end());
-  bytes.reserve(bytes.size() + 4 * count);
-  for (size_t i = 0; i < count; ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, &data[i], 4);
-    store_le32(bits, bytes);
-  }
+  bytes.insert(bytes.end(), payload.begin(), payload.end());
 
   // A temporary file of its own name (".tmp.<pid>", never followed through
   // a link), renamed over `path`: a user's "<path>.tmp" is not touched.
   try {
-    write_file_atomic(path, bytes, "weights file");
+    write_file_atomic(path, bytes, "npy file");
   } catch (const FileWriteError& e) {
     throw DataError(path, "cannot write: " + e.problem());
   }
+}
+
+size_t element_count(const std::vector<size_t>& shape) {
+  size_t count = 1;
+  for (size_t d : shape) count *= d;
+  return count;
+}
+}  // namespace
+
+void save_npy_fp32(const std::string& path, const float* data, const std::vector<size_t>& shape) {
+  const size_t count = element_count(shape);
+  std::vector<uint8_t> payload;
+  payload.reserve(4 * count);
+  for (size_t i = 0; i < count; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &data[i], 4);
+    store_le32(bits, payload);
+  }
+  write_npy(path, "<f4", shape, payload);
+}
+
+void save_npy_int64(const std::string& path, const int64_t* data, const std::vector<size_t>& shape) {
+  const size_t count = element_count(shape);
+  std::vector<uint8_t> payload;
+  payload.reserve(8 * count);
+  for (size_t i = 0; i < count; ++i) {
+    const auto bits = static_cast<uint64_t>(data[i]);
+    store_le32(static_cast<uint32_t>(bits), payload);
+    store_le32(static_cast<uint32_t>(bits >> 32), payload);
+  }
+  write_npy(path, "<i8", shape, payload);
 }
 
 std::vector<float> load_npy_fp32(const std::string& path, const std::vector<size_t>& expected_shape) {

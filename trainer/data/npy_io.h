@@ -44,9 +44,12 @@ std::vector<int64_t> npy_values_as_int(const NpyArray& array);
 Dataset load_npy_dataset(const std::string& x_path, const std::string& y_path);
 
 // Writes a v1.0 '<f4' C-order file numpy.load reads; `data` holds
-// product(shape) floats. Written to "<path>.tmp" and renamed, so a failed
-// write never leaves a half file under `path`.
+// product(shape) floats. Written to a temporary file of its own and
+// renamed (atomic_file.h), so a failed write never leaves a half file
+// under `path`.
 void save_npy_fp32(const std::string& path, const float* data, const std::vector<size_t>& shape);
+// The same for '<i8' (class ids, as torch.argmax gives them).
+void save_npy_int64(const std::string& path, const int64_t* data, const std::vector<size_t>& shape);
 
 // Reads an f4 or f8 array whose shape must equal `expected_shape`, else
 // DataError("<path>: shape mismatch: file has (10, 5), expected (10, 10)").

@@ -1,0 +1,146 @@
+// inference.cpp
+#include "trainer/inference.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+#include "kernels/buffer.h"
+#include "kernels/error.h"
+#include "kernels/half_convert.h"
+#include "trainer/checkpoint/checkpoint.h"
+#include "trainer/checkpoint/checkpoint_dir.h"
+#include "trainer/checkpoint/checkpoint_validation.h"
+#include "trainer/checkpoint/weights_io.h"
+#include "trainer/data/npy_io.h"
+#include "trainer/models/model_catalog.h"
+#include "trainer/models/model_factory.h"
+#include "trainer/models/parameter_store.h"
+
+namespace ddp {
+namespace fs = std::filesystem;
+namespace {
+
+bool same_file(const std::string& a, const std::string& b) {
+  struct stat sa {}, sb {};
+  return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+bool starts_with_npy_magic(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char magic[6] = {};
+  in.read(magic, 6);
+  return in.gcount() == 6 && std::string(magic, 6) == "\x93NUMPY";
+}
+
+// The starting weights in the flat layout: --init-weights, or the
+// checkpoint --resume names (or the newest valid in --checkpoint-dir).
+std::vector<float> starting_weights(const TrainConfig& c, const ParameterRegistry& registry) {
+  if (!c.init_weights_dir.empty()) return load_weights_npy(c.init_weights_dir, registry);
+  std::string path = c.resume_path;
+  if (path.empty()) {
+    path = find_newest_valid_checkpoint(c.checkpoint_dir).newest_valid;
+    if (path.empty()) throw Error("--predict: no valid checkpoint in " + c.checkpoint_dir);
+  }
+  const TrainState s = read_checkpoint(path);
+  validate_checkpoint_contents(s, path);
+  check_checkpoint_compatible(s, model_dims(c), model_activation_name(c), c.loss_name, registry.parameter_count(),
+                              path);
+  return registry.unpack(s.master_weights_fp32);
+}
+
+// One output row to what --predict-output asks for, appended to `out`.
+void append_row(const TrainConfig& c, const float* logits, int width, std::vector<float>& values,
+                std::vector<int64_t>& classes) {
+  if (c.predict_output == "class") {
+    classes.push_back(std::max_element(logits, logits + width) - logits);  // the first maximum, as torch.argmax
+  } else if (c.predict_output == "probs") {  // softmax in FP32, max subtracted, as the loss computes it
+    const float top = *std::max_element(logits, logits + width);
+    double sum = 0;
+    for (int j = 0; j < width; ++j) sum += std::exp(static_cast<double>(logits[j]) - top);
+    for (int j = 0; j < width; ++j) values.push_back(static_cast<float>(std::exp(static_cast<double>(logits[j]) - top) / sum));
+  } else {
+    values.insert(values.end(), logits, logits + width);
+  }
+}
+
+}  // namespace
+
+std::string check_prediction_files(const TrainConfig& c) {
+  const NpyArray x = read_npy(c.predict_path);
+  const int64_t width = model_input_width(c);
+  if (x.shape.size() != 2 || static_cast<int64_t>(x.shape[1]) != width)
+    throw Error("--predict " + c.predict_path + ": shape " + npy_shape_text(x.shape) + ", the model reads rows of " +
+                std::to_string(width) + " features: expected (N, " + std::to_string(width) + ")");
+  const std::string& out = c.predictions_path;
+  for (const std::string& input : {c.predict_path, c.config_path, c.resume_path, c.init_weights_dir})
+    if (!input.empty() && same_file(out, input))
+      throw Error("--predictions " + out + " is one of this run's inputs (" + input + "): choose another path");
+  std::error_code ec;
+  if (fs::is_directory(out, ec)) throw Error("--predictions " + out + ": is a directory");
+  if (fs::exists(out, ec) && (!fs::is_regular_file(out, ec) || !starts_with_npy_magic(out)))
+    throw Error("--predictions " + out + ": exists and is not a .npy file; refusing to overwrite it");
+  const fs::path parent = fs::absolute(out, ec).parent_path();
+  if (!fs::is_directory(parent, ec)) throw Error("--predictions " + out + ": its directory " + parent.string() + " does not exist");
+  return fs::exists(out, ec) ? "predictions: replacing " + out + " (an earlier .npy)" : "";
+}
+
+void run_prediction(const TrainConfig& c, Backend& backend, Communicator& comm) {
+  const NpyArray x_file = read_npy(c.predict_path);
+  const std::vector<float> x = npy_values_as_float(x_file);
+  const size_t n = x_file.shape[0], d = x_file.shape[1];
+  const int batch = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(c.batch_size, std::max<size_t>(n, 1))));
+  std::unique_ptr<Model> model = make_model(c, backend, batch);
+  ParameterStore params(backend, model->parameters());
+  params.set_master_weights(starting_weights(c, model->parameters()));
+  const int world = comm.world_size(), rank = comm.rank();
+  const int width = static_cast<int>(model_output_width(c));
+  const size_t per_row = c.predict_output == "class" ? 1 : static_cast<size_t>(width);
+  // Rank r predicts rows [first(r), first(r + 1)): contiguous, so rank 0
+  // places each rank's block at its offset.
+  auto first = [&](int r) { return n * static_cast<size_t>(r) / static_cast<size_t>(world); };
+  std::vector<float> values;
+  std::vector<int64_t> classes;
+  Buffer<half16> rows_fp16(backend, static_cast<size_t>(batch) * d);
+  std::vector<half16> staging(static_cast<size_t>(batch) * d);
+  std::vector<half16> out_fp16(static_cast<size_t>(batch) * width);
+  std::vector<float> out_fp32(out_fp16.size());
+  for (size_t at = first(rank); at < first(rank + 1); at += batch) {
+    const int rows = static_cast<int>(std::min<size_t>(batch, first(rank + 1) - at));
+    float_to_half_array(x.data() + at * d, staging.data(), static_cast<size_t>(rows) * d);
+    backend.copy_to_device(rows_fp16.data(), staging.data(), static_cast<size_t>(rows) * d * sizeof(half16));
+    DeviceBatch b;
+    b.features_fp16 = rows_fp16.data(), b.rows = rows;
+    const ModelOutput out = model->forward(b, params.weights_fp16.data());
+    backend.copy_to_host(out_fp16.data(), out.values, static_cast<size_t>(rows) * width * sizeof(half16));
+    for (size_t i = 0; i < static_cast<size_t>(rows) * width; ++i) out_fp32[i] = to_float(out_fp16[i]);
+    for (int r = 0; r < rows; ++r) append_row(c, out_fp32.data() + static_cast<size_t>(r) * width, width, values, classes);
+  }
+  // Gather on rank 0: each rank's block broadcast from it in turn (in
+  // device memory: NCCL's broadcast takes nothing else). Class ids travel
+  // as int64 bytes.
+  const size_t elem = c.predict_output == "class" ? sizeof(int64_t) : sizeof(float);
+  std::vector<uint8_t> all(rank == 0 ? n * per_row * elem : 0);
+  for (int q = 0; q < world; ++q) {
+    const size_t bytes = (first(q + 1) - first(q)) * per_row * elem;
+    if (bytes == 0) continue;
+    Buffer<uint8_t> block(backend, bytes);
+    if (q == rank)
+      backend.copy_to_device(block.data(), elem == sizeof(float) ? static_cast<const void*>(values.data()) : classes.data(), bytes);
+    comm.broadcast_bytes(block.data(), bytes, q);
+    if (rank == 0) backend.copy_to_host(all.data() + first(q) * per_row * elem, block.data(), bytes);
+  }
+  if (rank != 0) return;
+  if (c.predict_output == "class")
+    save_npy_int64(c.predictions_path, reinterpret_cast<const int64_t*>(all.data()), {n});
+  else
+    save_npy_fp32(c.predictions_path, reinterpret_cast<const float*>(all.data()), {n, static_cast<size_t>(width)});
+  std::printf("predictions: %zu rows (%s) written to %s\n", n, c.predict_output.c_str(), c.predictions_path.c_str());
+}
+
+}  // namespace ddp

@@ -1,0 +1,27 @@
+// inference.h: --predict X.npy --predictions OUT.npy: FP16 inference of the
+// starting weights (a --resume checkpoint or --init-weights) on every row of
+// X, batched by --batch-size, each rank its contiguous share of the rows,
+// gathered in order on rank 0, which writes OUT.npy: the outputs [N, K]
+// (float32; "logits"), their softmax in FP32 ("probs", cross-entropy
+// models), or the class ids [N] (int64, torch.argmax's first maximum;
+// "class"). No training data is read and nothing else is written.
+#pragma once
+
+#include <string>
+
+#include "comm/communicator.h"
+#include "kernels/backend.h"
+#include "trainer/config/train_config.h"
+
+namespace ddp {
+
+// The checks of --predict's files before anything runs: X is a readable
+// .npy of [N, input width]; OUT is not an input, not a directory, and
+// replaces only an earlier .npy (the note returned says so; "" when OUT is
+// new). Throws one line.
+std::string check_prediction_files(const TrainConfig& config);
+
+// Runs the prediction on every rank (collectives: one broadcast per rank).
+void run_prediction(const TrainConfig& config, Backend& backend, Communicator& comm);
+
+}  // namespace ddp
