@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "kernels/adamw_math.h"
 #include "kernels/elementwise_math.h"
 #include "kernels/error.h"
 #include "kernels/half.h"
@@ -83,6 +84,22 @@ struct GemmFp16 {
   // rounding), as bias_grad_fp16 does. Any beta.
   half16* bias_grad = nullptr;
   bool bias_grad_accumulate = false;
+};
+
+// The flat buffers one AdamW step reads and writes (all in the registry's
+// layout, indexed alike), for Backend::adamw_update.
+struct AdamWBuffers {
+  // The unscaled FP32 gradients, or null: read grads_fp16 and unscale each
+  // on the fly (unscale_element), the fused step's second pass.
+  const float* grads_fp32 = nullptr;
+  const half16* grads_fp16 = nullptr;
+  float* master_fp32 = nullptr;
+  float* exp_avg_fp32 = nullptr;     // m
+  float* exp_avg_sq_fp32 = nullptr;  // v
+  half16* weights_fp16 = nullptr;    // re-cast from the master after the step
+  // Per element: non-zero where weight decay applies (the tensor's registry
+  // flag). Null: it applies everywhere.
+  const uint8_t* decay_mask = nullptr;
 };
 
 class Backend {
@@ -159,6 +176,18 @@ class Backend {
   virtual void sgd_update_fp16_grads(const SgdParams& params, const half16* grads_fp16, ScalarArg inv_scale,
                                      float* master_fp32, float* momentum_fp32, half16* weights_fp16, size_t count,
                                      const int32_t* skip_flag) = 0;
+
+  // AdamW step (adamw_math.h: adamw_update_element) on the elements
+  // [offset, offset + count) of every buffer of `b` (the pointers are the
+  // buffers' starts; a rank's shard is such a range), then weights_fp16 =
+  // fp16(master) there. Nothing outside the range is read or written. Does
+  // nothing at all when *skip_flag != 0 (skip_flag may be null: never skip).
+  // params.lr_ptr and params.steps_taken, where set, are read when the step
+  // runs. With b.grads_fp32 null the FP16 gradients are unscaled by
+  // inv_scale on the fly: bitwise equal to unscale_fp16_to_fp32 and then
+  // this with the FP32 gradients.
+  virtual void adamw_update(const AdamWParams& params, const AdamWBuffers& b, ScalarArg inv_scale, size_t offset,
+                            size_t count, const int32_t* skip_flag) = 0;
 
   // ---- device-resident step state (step_status.h) ---------------------------
   // Queued like any kernel: neither waits for the device. status points to

@@ -1,7 +1,7 @@
 // step_status.h: the per-step state that lives on the device so that a
 // training step needs no host synchronisation: the loss scale and its
 // counters, this step's Inf/NaN flag, whether the momentum buffer is
-// initialised, and the counts the host reports (skipped steps, the current
+// initialised, the optimizer steps actually taken (AdamW's t), and the counts the host reports (skipped steps, the current
 // run of skipped steps). The host reads a copy only when it logs, saves or
 // ends (Trainer), never to decide a step.
 //
@@ -69,6 +69,8 @@ struct StepStatus {
   int64_t giveup_step;        // 0, or the step (1-based) whose skip made bad_streak reach max_bad_steps
   double giveup_scale;        // the scale that step ran with
   double step_scale;          // the scale the last prepared step runs with
+  int64_t steps_taken;        // optimizer steps taken, skipped ones not counted: AdamW's bias-correction t
+                              // (GradScaler skips optimizer.step(), so torch's step count stays too)
   float backward_scale;       // this step: S / (micro-batches x predivide), for the loss gradient
   float inv_scale;            // this step: 1 / (S x N / predivide), for unscaling the summed gradients
   float lr;                   // this step's learning rate (the host's schedule)
@@ -105,6 +107,7 @@ DDP_HD void step_status_finish(const LossScaleRule& r, StepStatus& s) {
   } else {
     s.bad_streak = 0;
     s.momentum_initialized = 1;
+    s.steps_taken += 1;
   }
   loss_scale_rule_update(r, skipped, s.scale, s.growth_tracker, s.hysteresis_left);
 }

@@ -59,7 +59,7 @@ ParsedOptions parse_options(int argc, const char* const argv[]) {
   ParsedOptions out;
   TrainConfig& c = out.config;
   std::string layers = "784,512,512,10", activation = "relu", loss = "xent", schedule = "cosine",
-              loss_scale = "dynamic", config_file;
+              loss_scale = "dynamic", optimizer = "sgd", config_file;
   int64_t seed = 0;
 
   po::options_description general("General");
@@ -119,10 +119,16 @@ ParsedOptions parse_options(int argc, const char* const argv[]) {
       ("stop-after-steps", po::value(&c.stop_after_steps)->default_value(0),
        "end this run after N iterations, with a checkpoint (e.g. to fit a scheduler slot); --resume continues")
       ("seed", po::value(&seed)->default_value(0), "seed for initialisation and shuffling")
-      ("lr", po::value(&c.lr)->default_value(c.lr), "base learning rate")
+      ("optimizer", po::value(&optimizer)->default_value(optimizer),
+       "sgd | adamw (torch.optim.AdamW: decoupled weight decay, none on biases)")
+      ("lr", po::value(&c.lr)->default_value(c.lr), "base learning rate (AdamW: try 1e-3)")
       ("momentum", po::value(&c.momentum)->default_value(c.momentum), "SGD momentum")
-      ("nesterov", po::bool_switch(&c.nesterov), "Nesterov momentum")
-      ("weight-decay", po::value(&c.weight_decay)->default_value(c.weight_decay), "L2 weight decay (torch SGD)")
+      ("nesterov", po::bool_switch(&c.nesterov), "Nesterov momentum (SGD)")
+      ("beta1", po::value(&c.beta1)->default_value(c.beta1), "AdamW: first-moment decay")
+      ("beta2", po::value(&c.beta2)->default_value(c.beta2), "AdamW: second-moment decay")
+      ("eps", po::value(&c.eps)->default_value(c.eps), "AdamW: added to the denominator")
+      ("weight-decay", po::value(&c.weight_decay)->default_value(c.weight_decay),
+       "SGD: L2 weight decay on every tensor (torch SGD); AdamW: decoupled decay, weights only")
       ("lr-schedule", po::value(&schedule)->default_value(schedule), "constant | step | cosine (over all steps)")
       ("warmup-steps", po::value(&c.warmup_steps)->default_value(c.warmup_steps), "linear warm-up iterations")
       ("lr-step-size", po::value(&c.lr_step_size)->default_value(0), "step schedule: iterations per decay (0: a third)")
@@ -239,6 +245,7 @@ ParsedOptions parse_options(int argc, const char* const argv[]) {
   else throw Error("--loss: '" + loss + "' is not one of xent, mse");
   c.loss_name = loss;
   c.lr_schedule = parse_lr_schedule(schedule);
+  c.optimizer = parse_optimizer_kind(optimizer);
   parse_loss_scale_mode(loss_scale, c.loss_scaler);
   if (out.bench.warmup_steps < 0) throw Error("--bench-warmup must be >= 0");
   require_positive(out.bench.timed_steps, "--bench-steps");

@@ -37,6 +37,8 @@ bool step_schedule(const TrainConfig& c) { return c.lr_schedule == LrScheduleKin
 bool dynamic_scaling(const TrainConfig& c) { return c.loss_scaler.mode == LossScaleMode::Dynamic; }
 bool injecting(const TrainConfig& c) { return !c.inject_overflow_steps.empty() || c.inject_overflow_every > 0; }
 bool stalling(const TrainConfig& c) { return c.stall_at_step > 0; }
+bool sgd(const TrainConfig& c) { return c.optimizer == OptimizerKind::Sgd; }
+bool adamw(const TrainConfig& c) { return c.optimizer == OptimizerKind::AdamW; }
 constexpr Needs kNeeds[] = {
     {"keep-checkpoints", "--checkpoint-dir", has_checkpoint_dir},
     {"checkpoint-every", "--checkpoint-dir", has_checkpoint_dir},
@@ -52,6 +54,11 @@ constexpr Needs kNeeds[] = {
     {"min-loss-scale", "--loss-scale dynamic", dynamic_scaling},
     {"inject-overflow-rank", "--inject-overflow or --inject-overflow-every", injecting},
     {"stall-rank", "--stall-at-step", stalling},
+    {"momentum", "--optimizer sgd (AdamW's momentum is --beta1)", sgd},
+    {"nesterov", "--optimizer sgd", sgd},
+    {"beta1", "--optimizer adamw", adamw},
+    {"beta2", "--optimizer adamw", adamw},
+    {"eps", "--optimizer adamw", adamw},
 };
 
 bool given(const TrainConfig& c, const char* flag) { return c.given_flags.count(flag) > 0; }

@@ -1,6 +1,7 @@
 // cuda_test_optimizer.cpp: CudaBackend's optimizer kernels (unscale with the
 // non-finite flag, L2 norm, SGD variants, the fused SGD from FP16 gradients,
-// a skipped step) against CpuBackend on the same inputs. Tolerances:
+// a skipped step, AdamW on a range with a decay mask and t read from the
+// device) against CpuBackend on the same inputs. Tolerances:
 // cuda_test_support.h.
 #include <gtest/gtest.h>
 
@@ -177,6 +178,84 @@ TEST_F(CudaKernels, SgdSkippedWhenFlagSetChangesNothing) {
   size_t changed = 0;
   for (size_t i = 0; i < n; ++i) changed += w[i].bits != weights_host[i].bits;
   EXPECT_EQ(changed, 0u);
+}
+
+// AdamW over four steps, both gradient routes, one skipped (flag on the
+// device), t and lr read from device memory, decay on a random mask, on a
+// range that starts mid-tensor: CUDA within FP32 tolerance of the CPU (FMA
+// contraction, as SGD), and nothing outside the range written on either.
+TEST_F(CudaKernels, AdamWOnARangeMatchesCpu) {
+  SCOPED_TRACE(seed_text());
+  const size_t n = 100003;
+  const size_t offset = 1 + rng() % 999, count = n - offset - rng() % 999;
+  const float inv_scale = 1.0f / 4096.0f;
+  std::vector<uint8_t> mask_host(n);
+  for (uint8_t& m : mask_host) m = static_cast<uint8_t>(rng() % 4 != 0);
+  const auto master_host = test::random_floats(rng, n);
+  auto master = both(master_host);
+  auto exp_avg = both(std::vector<float>(n, 0.0f));
+  auto exp_avg_sq = both(std::vector<float>(n, 0.0f));
+  auto weights = both(test::poison_halves(n));
+  auto mask = both(mask_host);
+  auto grads16 = both(test::random_halves(rng, n));
+  auto grads32 = both(std::vector<float>(n, 0.0f));
+  auto skip = both(std::vector<int32_t>{0});
+  auto lr = both(std::vector<float>{0.0f});
+  auto steps_taken = both(std::vector<int64_t>{0});
+  AdamWParams p;
+  p.beta1 = 0.85, p.beta2 = 0.995, p.eps = 1e-8, p.weight_decay = 0.05, p.grad_multiplier = 0.8f;
+  int64_t taken = 0;
+  for (int k = 0; k < 4; ++k) {
+    const bool skipped = k == 2, fp32_route = k % 2 == 1;
+    const std::vector<float> lr_now = {std::uniform_real_distribution<float>(1e-3f, 1e-2f)(rng)};
+    const std::vector<half16> g = test::random_halves(rng, n, -30000.0f, 30000.0f);
+    const std::vector<int32_t> flag = {skipped ? 1 : 0};
+    const std::vector<int64_t> t = {taken};
+    for (auto* b : {&grads16.cpu, &grads16.gpu}) b->upload(g);
+    for (auto* b : {&skip.cpu, &skip.gpu}) b->upload(flag);
+    for (auto* b : {&lr.cpu, &lr.gpu}) b->upload(lr_now);
+    for (auto* b : {&steps_taken.cpu, &steps_taken.gpu}) b->upload(t);
+    struct Side {
+      Buffer<half16>* grads16;
+      Buffer<float>*master, *exp_avg, *exp_avg_sq;
+      Buffer<half16>* weights;
+      Buffer<uint8_t>* mask;
+    };
+    auto buffers = [](const Side& side) {
+      AdamWBuffers b;
+      b.grads_fp16 = side.grads16->data();
+      b.master_fp32 = side.master->data(), b.exp_avg_fp32 = side.exp_avg->data();
+      b.exp_avg_sq_fp32 = side.exp_avg_sq->data(), b.weights_fp16 = side.weights->data();
+      b.decay_mask = side.mask->data();
+      return b;
+    };
+    const Side on_cpu{&grads16.cpu, &master.cpu, &exp_avg.cpu, &exp_avg_sq.cpu, &weights.cpu, &mask.cpu};
+    const Side on_gpu{&grads16.gpu, &master.gpu, &exp_avg.gpu, &exp_avg_sq.gpu, &weights.gpu, &mask.gpu};
+    AdamWBuffers bc = buffers(on_cpu), bg = buffers(on_gpu);
+    if (fp32_route) {
+      cpu.unscale_fp16_to_fp32(grads16.cpu.data(), grads32.cpu.data(), n, inv_scale, nullptr);
+      gpu->unscale_fp16_to_fp32(grads16.gpu.data(), grads32.gpu.data(), n, inv_scale, nullptr);
+      bc.grads_fp32 = grads32.cpu.data(), bg.grads_fp32 = grads32.gpu.data();
+    }
+    AdamWParams pc = p, pg = p;
+    pc.lr_ptr = lr.cpu.data(), pc.steps_taken = steps_taken.cpu.data();
+    pg.lr_ptr = lr.gpu.data(), pg.steps_taken = steps_taken.gpu.data();
+    cpu.adamw_update(pc, bc, inv_scale, offset, count, skip.cpu.data());
+    gpu->adamw_update(pg, bg, inv_scale, offset, count, skip.gpu.data());
+    if (!skipped) ++taken;
+  }
+  const std::string what = "offset " + std::to_string(offset) + " count " + std::to_string(count);
+  expect_close(master.gpu.download(), master.cpu.download(), kFp32RelTol, 1e-6, what + ": master_fp32");
+  expect_close(exp_avg.gpu.download(), exp_avg.cpu.download(), kFp32RelTol, 1e-6, what + ": exp_avg");
+  expect_close(exp_avg_sq.gpu.download(), exp_avg_sq.cpu.download(), kFp32RelTol, 1e-6, what + ": exp_avg_sq");
+  expect_close(weights.gpu.download(), weights.cpu.download(), kFp16RelTol, kFp16SubnormalStep, what + ": weights");
+  const auto m_gpu = master.gpu.download();
+  const auto w_gpu = weights.gpu.download();
+  size_t outside = 0;
+  for (size_t i = 0; i < n; ++i)
+    if (i < offset || i >= offset + count) outside += m_gpu[i] != master_host[i] || w_gpu[i].bits != test::kPoisonHalfBits;
+  EXPECT_EQ(outside, 0u) << what;
+  EXPECT_NE(m_gpu, master_host);
 }
 
 }  // namespace

@@ -119,6 +119,10 @@ class RecordingBackend final : public Backend {
                              size_t n, const int32_t* skip) override {
     queue("sgd_update_fp16_grads", [=] { cpu_.sgd_update_fp16_grads(p, g, inv, m, mom, w, n, skip); });
   }
+  void adamw_update(const AdamWParams& p, const AdamWBuffers& b, ScalarArg inv, size_t offset, size_t n,
+                    const int32_t* skip) override {
+    queue("adamw_update", [=] { cpu_.adamw_update(p, b, inv, offset, n, skip); });
+  }
   void step_status_prepare(StepStatus* s, double bd, double ud, float lr) override {
     queue("step_status_prepare", [=] { cpu_.step_status_prepare(s, bd, ud, lr); });
   }

@@ -48,6 +48,20 @@ TEST_F(CliFlags, StrayWordsAreRefused) {
   expect_refused("--steps 2 -lr 0.1", {"-lr"});
 }
 
+// AdamW's flags, and its refusal of checkpoints until format v2 holds its
+// moments and t: one line, and no checkpoint directory made.
+TEST_F(CliFlags, AdamWFlagsOutsideTheirSenseAndAdamWCheckpointsAreRefused) {
+  const std::string ckpt = dir + "/ckpt";
+  expect_refused("--steps 2 --optimizer adamw --checkpoint-dir " + ckpt, {"--optimizer adamw", "--checkpoint-dir", "format v2"});
+  EXPECT_FALSE(fs::exists(ckpt));
+  expect_refused("--steps 2 --optimizer adamw --resume " + dir + "/x.ckpt", {"--optimizer adamw", "--resume", "format v2"});
+  expect_refused("--steps 2 --optimizer adam", {"--optimizer", "'adam'", "sgd, adamw"});
+  expect_refused("--steps 2 --beta1 0.5", {"--beta1", "needs --optimizer adamw"});
+  expect_refused("--steps 2 --optimizer adamw --momentum 0.5", {"--momentum", "needs --optimizer sgd"});
+  expect_refused("--steps 2 --optimizer adamw --beta2 1", {"--beta2", "[0, 1)"});
+  expect_refused("--steps 2 --optimizer adamw --eps 0", {"--eps", "positive"});
+}
+
 TEST_F(CliFlags, AConfigThatIsNotAConfigIsRefused) {
   std::ofstream(dir + "/unknown.ini") << "steps = 2\nlearning-rate = 0.1\n";
   expect_refused("--config " + dir + "/unknown.ini", {"learning-rate"});

@@ -81,6 +81,7 @@ std::vector<BadValue> bad_values(std::mt19937_64& rng) {
   const double min_scale = 65536.0 * (1 << pick(1, 10));       // above the default init scale 2^16
   const int64_t warmup = -pick(1, 1000);
   const double gamma = -pick(0, 8) / 4.0;                       // 0 or negative
+  const double beta1 = 1.0 + pick(0, 16) / 8.0, beta2 = 1.0 + pick(0, 16) / 8.0;  // AdamW's betas are in [0, 1)
   return {
       {"--momentum " + std::to_string(momentum), [=](TrainConfig& c) { c.momentum = momentum; }},
       {"--backoff-factor " + std::to_string(backoff), [=](TrainConfig& c) { c.loss_scaler.backoff_factor = backoff; }},
@@ -89,6 +90,14 @@ std::vector<BadValue> bad_values(std::mt19937_64& rng) {
       {"--lr-schedule step --lr-gamma " + std::to_string(gamma), [=](TrainConfig& c) { c.lr_gamma = gamma; }},
       {"--nesterov --momentum 0", [](TrainConfig& c) { c.nesterov = true, c.momentum = 0; }},
       {"--device gpu", [](TrainConfig& c) { c.device = "gpu"; }},
+      {"--optimizer adamw --beta1 " + std::to_string(beta1),
+       [=](TrainConfig& c) { c.optimizer = OptimizerKind::AdamW, c.beta1 = beta1; }},
+      {"--optimizer adamw --beta2 " + std::to_string(beta2),
+       [=](TrainConfig& c) { c.optimizer = OptimizerKind::AdamW, c.beta2 = beta2; }},
+      {"--optimizer adamw --eps 0", [](TrainConfig& c) { c.optimizer = OptimizerKind::AdamW, c.eps = 0; }},
+      // Checkpoint format v1 cannot hold AdamW's state (no file is touched: the path need not exist).
+      {"--optimizer adamw --checkpoint-dir /nonexistent/ckpt",
+       [](TrainConfig& c) { c.optimizer = OptimizerKind::AdamW, c.checkpoint_dir = "/nonexistent/ckpt"; }},
   };
 }
 

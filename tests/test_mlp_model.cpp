@@ -32,7 +32,8 @@ TEST(MlpModel, TensorsAreNamedAsNnSequentialLastLayerFirstAndAligned) {
     EXPECT_EQ(r[i].file_stem, stems[i]);
     EXPECT_EQ(r[i].shape, shapes[i]);
     EXPECT_EQ(r[i].offset % 8, 0u) << r[i].name;
-    EXPECT_TRUE(r[i].weight_decay);  // torch.optim.SGD's one group: every tensor decays
+    // AdamW decays weights, not biases; SGD ignores the flag (one torch.optim.SGD group: every tensor decays).
+    EXPECT_EQ(r[i].weight_decay, i % 2 == 0) << r[i].name;
   }
   EXPECT_EQ(r.parameter_count(), 784u * 512 + 512 + 512 * 256 + 256 + 256 * 10 + 10);
 }

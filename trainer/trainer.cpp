@@ -27,9 +27,11 @@ namespace ddp {
 namespace {
 OptimizerConfig optimizer_config(const TrainConfig& c) {
   OptimizerConfig o;
+  o.kind = c.optimizer;
   o.momentum = c.momentum;
   o.weight_decay = c.weight_decay;
   o.nesterov = c.nesterov;
+  o.beta1 = c.beta1, o.beta2 = c.beta2, o.eps = c.eps;
   o.clip_grad_norm = c.clip_grad_norm;
   return o;
 }
@@ -253,6 +255,7 @@ TrainSummary Trainer::Impl::summary_of_run(const RunTally& tally) {
   sum.graph_replays = captured.replays();
   sum.final_step = step;
   sum.skipped_steps = status.skipped_total;
+  sum.optimizer_steps = status.steps_taken;
   sum.samples_per_s = tally.samples_per_s();
   sum.wall_s = seconds_since(tally.run_start);
   return sum;

@@ -34,6 +34,7 @@ struct TrainSummary {
   int64_t steps = 0;           // iterations done in this run (skipped ones included)
   int64_t final_step = 0;      // global iteration count at the end (continues across resumes)
   int64_t skipped_steps = 0;   // over the whole training, resumes included
+  int64_t optimizer_steps = 0; // optimizer steps taken in this process (skipped ones not counted): AdamW's t
   double samples_per_s = 0.0;  // global samples / wall time of this run's steps
   double wall_s = 0.0;
   double allreduce_ms_per_step = 0.0;  // mean over this run's steps (NaN with --cuda-graph: not timed)

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <new>
 
+#include "kernels/cpu/cpu_adamw.h"
 #include "kernels/cpu/cpu_elementwise.h"
 #include "kernels/cpu/cpu_upload_slots.h"
 #include "kernels/error.h"
@@ -217,6 +218,16 @@ void CpuBackend::sgd_update(const SgdParams& step_params, const float* grads_fp3
   pool_->parallel_for(count, kGrain, pieces(count), [&](size_t i0, size_t i1) {
     cpu::sgd_range(params, grads_fp32 + i0, master_fp32 + i0, momentum_fp32 ? momentum_fp32 + i0 : nullptr,
                    weights_fp16 + i0, i1 - i0);
+  });
+}
+
+void CpuBackend::adamw_update(const AdamWParams& step_params, const AdamWBuffers& b, ScalarArg inv_scale_arg,
+                              size_t offset, size_t count, const int32_t* skip_flag) {
+  if (skip_flag && *skip_flag) return;
+  const AdamWScalars scalars = adamw_scalars(step_params);
+  const float inv_scale = inv_scale_arg.get();
+  pool_->parallel_for(count, kGrain, pieces(count), [&](size_t i0, size_t i1) {
+    cpu::adamw_range(scalars, b, inv_scale, offset + i0, offset + i1);
   });
 }
 

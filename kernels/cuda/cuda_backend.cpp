@@ -284,6 +284,11 @@ void CudaBackend::sgd_update(const SgdParams& params, const float* grads_fp32, f
                     skip_flag);
 }
 
+void CudaBackend::adamw_update(const AdamWParams& params, const AdamWBuffers& b, ScalarArg inv_scale, size_t offset,
+                               size_t count, const int32_t* skip_flag) {
+  launch_adamw_update(compute_stream(), params, b, inv_scale, offset, count, skip_flag);
+}
+
 // ---- device-resident step state -------------------------------------------------------
 
 void CudaBackend::step_status_prepare(StepStatus* status, double backward_divisor, double unscale_divisor,

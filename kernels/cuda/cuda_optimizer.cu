@@ -1,6 +1,6 @@
-// cuda_optimizer.cu: unscale + Inf/NaN flag, L2 norm, SGD step. The
-// per-element SGD math is sgd_update_element (elementwise_math.h), the same
-// function the CPU loop calls.
+// cuda_optimizer.cu: unscale + Inf/NaN flag, L2 norm, SGD and AdamW steps.
+// The per-element math is sgd_update_element (elementwise_math.h) and
+// adamw_update_element (adamw_math.h), the functions the CPU loops call.
 #include "kernels/cuda/cuda_optimizer.h"
 
 #include <cmath>
@@ -69,6 +69,24 @@ __global__ void sgd_kernel(SgdParams step_params, Grads grads_source, float* mas
   }
 }
 
+// One fused pass over [offset, offset + count): every thread reads the skip
+// flag, lr and t from the device (adamw_scalars: two pow in double, once
+// per thread, cheap beside the 28 bytes each element moves).
+__global__ void adamw_kernel(AdamWParams step_params, AdamWBuffers b, ScalarArg inv_scale_arg, size_t offset,
+                             size_t count, const int32_t* skip_flag) {
+  if (skip_flag && *skip_flag != 0) return;
+  const AdamWScalars s = adamw_scalars(step_params);
+  const float inv_scale = inv_scale_arg.get();
+  for (size_t k = global_thread_index(); k < count; k += grid_stride()) {
+    const size_t i = offset + k;
+    const float g = b.grads_fp32 ? b.grads_fp32[i] : unscale_element(b.grads_fp16[i], inv_scale);
+    float p = b.master_fp32[i], m = b.exp_avg_fp32[i], v = b.exp_avg_sq_fp32[i];
+    adamw_update_element(s, g, b.decay_mask ? b.decay_mask[i] != 0 : true, p, m, v);
+    b.master_fp32[i] = p, b.exp_avg_fp32[i] = m, b.exp_avg_sq_fp32[i] = v;
+    b.weights_fp16[i] = to_half(p);
+  }
+}
+
 // One thread: the step state is a handful of scalars.
 __global__ void step_status_prepare_kernel(StepStatus* status, double backward_divisor, double unscale_divisor,
                                            float lr) {
@@ -124,6 +142,15 @@ void launch_sgd_update_fp16_grads(cudaStream_t stream, const SgdParams& params, 
   sgd_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(params, Fp16GradsUnscaled{grads_fp16, inv_scale},
                                                                master_fp32, momentum_fp32, weights_fp16, count,
                                                                skip_flag);
+  DDP_CUDA_CHECK_LAUNCH();
+}
+
+void launch_adamw_update(cudaStream_t stream, const AdamWParams& params, const AdamWBuffers& buffers,
+                         ScalarArg inv_scale, size_t offset, size_t count, const int32_t* skip_flag) {
+  DDP_REQUIRE(buffers.grads_fp32 || buffers.grads_fp16, "adamw_update: no gradients");
+  if (count == 0) return;
+  adamw_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(params, buffers, inv_scale, offset, count,
+                                                                 skip_flag);
   DDP_CUDA_CHECK_LAUNCH();
 }
 

@@ -1,5 +1,5 @@
 // cuda_optimizer.h: launchers for the optimizer-side kernels: unscale with
-// the Inf/NaN check, the L2 norm (for clipping) and the SGD step; semantics
+// the Inf/NaN check, the L2 norm (for clipping), the SGD and AdamW steps; semantics
 // as the Backend methods of the same name (backend.h). Flags, norms and
 // skip flags are device pointers, so none of these waits for the host.
 #pragma once
@@ -9,6 +9,7 @@
 
 #include <cuda_runtime.h>
 
+#include "kernels/backend.h"
 #include "kernels/elementwise_math.h"
 #include "kernels/half.h"
 #include "kernels/step_status.h"
@@ -29,6 +30,9 @@ void launch_sgd_update_fp16_grads(cudaStream_t stream, const SgdParams& params, 
                                   size_t count, const int32_t* skip_flag);
 void launch_sgd_update(cudaStream_t stream, const SgdParams& params, const float* grads_fp32, float* master_fp32,
                        float* momentum_fp32, half16* weights_fp16, size_t count, const int32_t* skip_flag);
+
+void launch_adamw_update(cudaStream_t stream, const AdamWParams& params, const AdamWBuffers& buffers,
+                         ScalarArg inv_scale, size_t offset, size_t count, const int32_t* skip_flag);
 
 // One-thread kernels applying step_status_prepare / step_status_finish
 // (step_status.h) to the device-resident state.

@@ -11,6 +11,7 @@
 #include "trainer/models/mlp_config.h"
 #include "trainer/optim/loss_scaler.h"
 #include "trainer/optim/lr_schedule.h"
+#include "trainer/optim/optimizer_kind.h"
 
 namespace ddp {
 
@@ -58,10 +59,14 @@ struct TrainConfig {
   int threads = 0;            // CPU compute threads per rank; 0 = cores / local ranks
   bool prefetch_batches = true;  // gather and copy the next batch while the device computes this one
 
+  OptimizerKind optimizer = OptimizerKind::Sgd;
   double lr = 0.05;
-  double momentum = 0.9;
+  double momentum = 0.9;  // SGD
   bool nesterov = false;
-  double weight_decay = 0.0;
+  double beta1 = 0.9;     // AdamW (torch.optim.AdamW's defaults)
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;  // SGD: L2 on every tensor; AdamW: decoupled, on the tensors marked to decay
   LrScheduleKind lr_schedule = LrScheduleKind::Cosine;
   int64_t warmup_steps = 0;
   int64_t lr_step_size = 0;

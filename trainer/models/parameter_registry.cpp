@@ -96,6 +96,9 @@ void register_linear_parameters(ParameterRegistry& registry, const std::string& 
   ParameterTensor b;
   b.name = prefix + ".bias", b.shape = {out}, b.init = init, b.init_order = init_order + 1;
   b.file_stem = file_stem_prefix.empty() ? std::string() : file_stem_prefix + ".bias";
+  // No decay on biases (AdamW; nanoGPT's rule: only tensors of 2 or more
+  // dimensions decay). SGD ignores the flag (mixed_precision_optimizer.h).
+  b.weight_decay = false;
   registry.add(std::move(w));
   registry.add(std::move(b));
 }

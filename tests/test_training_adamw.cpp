@@ -1,0 +1,111 @@
+// test_training_adamw.cpp: --optimizer adamw through the Trainer on the CPU
+// backend: a run trains (the test loss falls), skipped steps (injected
+// overflows) leave t (StepStatus::steps_taken) and the weights as they
+// were, and steps replayed from a capture (--cuda-graph, emulated by
+// RecordingBackend) train bit for bit as eager ones, so the step reads lr
+// and t from the step state rather than freezing them at capture.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "recording_backend.h"
+#include "test_support.h"
+#include "trainer/trainer.h"
+
+namespace ddp {
+namespace {
+
+TrainConfig adamw_config() {
+  TrainConfig c;
+  c.data.kind = "synthetic";
+  c.mlp.layer_widths = {10, 24, 16, 10};
+  c.loss = LossKind::MeanSquaredError, c.loss_name = "mse";
+  c.optimizer = OptimizerKind::AdamW;
+  c.batch_size = 16, c.lr = 1e-2, c.weight_decay = 0.01, c.log_every = 1000000;
+  c.lr_schedule = LrScheduleKind::Cosine;
+  c.data.synthetic_train_samples = 600;
+  c.data.synthetic_test_samples = 64;
+  c.seed = test::test_seed();
+  return c;
+}
+
+struct RunResult {
+  std::vector<float> master;
+  TrainSummary summary;
+};
+
+RunResult train_with(Backend& backend, const TrainConfig& c) {
+  SingleProcessCommunicator comm;
+  Trainer t(c, backend, comm, load_train_test(c.data, c.seed));
+  t.prepare();
+  RunResult r;
+  r.summary = t.run();
+  r.master = t.snapshot().master_weights_fp32;
+  return r;
+}
+
+size_t bit_differences(const std::vector<float>& a, const std::vector<float>& b) {
+  size_t d = a.size() == b.size() ? 0 : a.size() + b.size();
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) d += test::bits_of(a[i]) != test::bits_of(b[i]);
+  return d;
+}
+
+TEST(TrainingAdamW, ARunTrainsTheTestLossFalls) {
+  SCOPED_TRACE("seed " + std::to_string(test::test_seed()));
+  TrainConfig c = adamw_config();
+  CpuBackend cpu(1);
+  c.steps = 1;
+  const RunResult start = train_with(cpu, c);
+  c.steps = 120;
+  const RunResult trained = train_with(cpu, c);
+  EXPECT_EQ(trained.summary.optimizer_steps, trained.summary.steps - trained.summary.skipped_steps);
+  EXPECT_LT(trained.summary.test_loss, 0.5 * start.summary.test_loss)
+      << "test loss " << start.summary.test_loss << " after 1 step, " << trained.summary.test_loss << " after 120";
+}
+
+// A skipped step takes nothing: t counts only the steps taken, and a run
+// whose last step is skipped ends with the weights of the run one step
+// shorter (constant lr, so the schedule is the same for both).
+TEST(TrainingAdamW, SkippedStepsKeepTAndTheWeights) {
+  TrainConfig c = adamw_config();
+  c.lr_schedule = LrScheduleKind::Constant;
+  c.inject_overflow_steps = {3, 8};
+  c.steps = 12;
+  CpuBackend cpu(1);
+  const RunResult skipping = train_with(cpu, c);
+  EXPECT_GE(skipping.summary.skipped_steps, 2);
+  EXPECT_EQ(skipping.summary.optimizer_steps, c.steps - skipping.summary.skipped_steps);
+
+  c.steps = 7, c.inject_overflow_steps = {3};
+  const RunResult shorter = train_with(cpu, c);
+  c.steps = 8, c.inject_overflow_steps = {3, 8};
+  const RunResult last_skipped = train_with(cpu, c);
+  EXPECT_EQ(last_skipped.summary.optimizer_steps, shorter.summary.optimizer_steps);
+  EXPECT_EQ(bit_differences(last_skipped.master, shorter.master), 0u);
+}
+
+TEST(TrainingAdamW, ReplayedCapturesTrainExactlyAsEagerSteps) {
+  TrainConfig c = adamw_config();
+  c.epochs = 2;
+  c.log_every = 7;
+  c.loss_scaler.init_scale = std::ldexp(1.0, 40);  // overflows inside replays, backed off on the device
+  c.loss_scaler.growth_interval = 5;
+  c.inject_overflow_steps = {20, 33};
+  CpuBackend cpu(1);
+  const RunResult eager = train_with(cpu, c);
+  ASSERT_GT(eager.summary.skipped_steps, 3) << "the test needs overflowing steps";
+
+  c.cuda_graph = true;
+  RecordingBackend graphs(DeviceKind::Cuda, /*can_capture=*/true);
+  const RunResult replayed = train_with(graphs, c);
+  EXPECT_GT(graphs.replays, eager.summary.steps / 2) << "most steps should be replays";
+  EXPECT_EQ(replayed.summary.skipped_steps, eager.summary.skipped_steps);
+  EXPECT_EQ(replayed.summary.optimizer_steps, eager.summary.optimizer_steps);
+  EXPECT_EQ(bit_differences(replayed.master, eager.master), 0u) << "of " << eager.master.size() << " master weights";
+}
+
+}  // namespace
+}  // namespace ddp
