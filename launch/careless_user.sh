@@ -176,7 +176,7 @@ damaged() {
   head -c 100 "$BASE" >d.ddpckpt; case_refused "checkpoint cut to 100 bytes" "truncated" -- "$BIN" $D --steps 4 --resume d.ddpckpt
   : >d.ddpckpt; case_refused "checkpoint of 0 bytes" "d.ddpckpt|truncated" -- "$BIN" $D --steps 4 --resume d.ddpckpt
   { cat "$BASE"; echo junk; } >d.ddpckpt; case_refused "checkpoint with bytes appended" "d.ddpckpt" -- "$BIN" $D --steps 4 --resume d.ddpckpt
-  edit widths=4,9,3; case_refused "header: widths 4,9,3, CRC fixed" "corrupt contents|layer widths" -- "$BIN" $D --steps 4 --resume e.ddpckpt
+  edit widths=4,9,3; case_refused "header: widths 4,9,3, CRC fixed" "corrupt contents|model dims" -- "$BIN" $D --steps 4 --resume e.ddpckpt
   edit activation=tanh; case_refused "header: activation tanh, CRC fixed" "e.ddpckpt|tanh" -- "$BIN" $D --steps 4 --resume e.ddpckpt
   edit H=4000000000; case_refused "header length 4e9, CRC fixed" "e.ddpckpt" -- "$BIN" $D --steps 4 --resume e.ddpckpt
   edit wcount=4611686018427387904; case_refused "weight count 2^62, CRC fixed" "e.ddpckpt" -- "$BIN" $D --steps 4 --resume e.ddpckpt

@@ -79,10 +79,10 @@ void check_model(const TrainState& s, const std::string& name) {
   // before the first step: the buffer exists, zero).
   if (s.master_weights_fp32.size() != count) {
     refuse(name, "master weights hold " + std::to_string(s.master_weights_fp32.size()) +
-                     " values, the model dims need " + std::to_string(count));
+                     " values, the model dims " + dims_text(s.model_dims) + " need " + std::to_string(count));
   }
   if (s.momentum_fp32.size() != count) {
-    refuse(name, "momentum holds " + std::to_string(s.momentum_fp32.size()) + " values, the model dims need " +
+    refuse(name, "momentum holds " + std::to_string(s.momentum_fp32.size()) + " values, the model dims " + dims_text(s.model_dims) + " need " +
                      std::to_string(count));
   }
 }
