@@ -83,6 +83,10 @@ Json parse_header_json(const std::string& file, const char* first, const char* l
     throw DataError(file, "header: JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
   } catch (const Json::parse_error& e) {
     throw DataError(file, "header is not valid JSON (at byte " + std::to_string(e.byte) + " of the header)");
+  } catch (const Json::out_of_range&) {  // a number beyond a double, e.g. 1e400
+    throw DataError(file, "header is not valid JSON: a number out of range");
+  } catch (const Json::exception&) {  // nothing else is documented for parse; never let one escape as is
+    throw DataError(file, "header is not valid JSON");
   }
 }
 
