@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# fuzz.sh: fuzzes the file parsers (IDX, .npy, CSV, checkpoint, --config INI)
+# fuzz.sh: fuzzes the file parsers (IDX, .npy, CSV, checkpoint, --config INI,
+# safetensors)
 # with libFuzzer + ASan + UBSan, one harness after another.
 #
 #   launch/fuzz.sh [SECONDS_PER_HARNESS=60] [HARNESS...]     e.g. launch/fuzz.sh 300 npy csv
@@ -23,7 +24,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 harnesses=("$@")
-[ ${#harnesses[@]} -gt 0 ] || harnesses=(idx npy csv checkpoint config)
+[ ${#harnesses[@]} -gt 0 ] || harnesses=(idx npy csv checkpoint config safetensors)
 build=build-fuzz
 work=$build/work
 jobs=${DDP_FUZZ_BUILD_JOBS:-$(nproc)}
@@ -72,16 +73,21 @@ if [ -x build/ddp_train ]; then  # real files as the trainer writes them (not re
     cp "$real"/ck/*.ddpckpt "$seeds/checkpoint/" 2>/dev/null || true
     for f in "$real"/w/*.npy; do [ -f "$f" ] && cp "$f" "$seeds/npy/ddp_train-$(basename "$f")"; done
   fi
+  if build/ddp_train --device cpu --data synthetic --synthetic-samples 64 --batch-size 16 --steps 2 --threads 1 \
+      --save-weights "$real/w.safetensors" >>"$real/log" 2>&1 && [ -f "$real/w.safetensors" ]; then
+    cp "$real/w.safetensors" "$seeds/safetensors/ddp_train-weights.safetensors"
+  fi
   rm -rf "$real"
 fi
 
 # ---- fuzz --------------------------------------------------------------------------
-declare -A max_len=([idx]=65536 [npy]=65536 [csv]=65536 [checkpoint]=262144 [config]=16384)
-declare -A dict=([npy]=tests/fuzz/npy.dict [csv]=tests/fuzz/csv.dict [config]=$seeds/config.dict)
+declare -A max_len=([idx]=65536 [npy]=65536 [csv]=65536 [checkpoint]=262144 [config]=16384 [safetensors]=65536)
+declare -A dict=([npy]=tests/fuzz/npy.dict [csv]=tests/fuzz/csv.dict [config]=$seeds/config.dict
+                 [safetensors]=tests/fuzz/safetensors.dict)
 summary=()
 failed=0
 for h in "${harnesses[@]}"; do
-  [ -x "$bin/fuzz_$h" ] || { echo "fuzz: no harness '$h' (have: idx npy csv checkpoint config)" >&2; exit 2; }
+  [ -x "$bin/fuzz_$h" ] || { echo "fuzz: no harness '$h' (have: idx npy csv checkpoint config safetensors)" >&2; exit 2; }
   corpus=$work/corpus/$h
   artifacts=$work/artifacts/$h
   mkdir -p "$corpus" "$artifacts"

@@ -1,22 +1,36 @@
 #!/usr/bin/env bash
-# install_deps.sh: the Debian packages ddp_train builds and runs with.
-# Idempotent and quick: apt-get runs only when a package is missing.
+# install_deps.sh: the Debian packages ddp_train builds and runs with, and
+# the one PyPI package its tests need.
+# Idempotent and quick: apt-get (and pip, for PyPI's safetensors) runs only
+# when something is missing.
 # The CUDA toolkit (nvcc, cuBLAS, NCCL) is not a Debian package here: when
 # /usr/local/cuda exists the build uses it, otherwise it builds CPU-only.
 set -euo pipefail
 packages=(build-essential cmake pkg-config libopenmpi-dev openmpi-bin libboost-program-options-dev
-          libgtest-dev libgmock-dev libopenblas-dev zlib1g-dev dataset-fashion-mnist)
+          libgtest-dev libgmock-dev libopenblas-dev zlib1g-dev nlohmann-json3-dev dataset-fashion-mnist
+          python3 python3-numpy python3-pip)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install_deps: all ${#packages[@]} Debian packages present"
-  exit 0
+else
+  echo "install_deps: installing ${missing[*]}"
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-echo "install_deps: installing ${missing[*]}"
-sudo=""
-if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+
+# The safetensors interop tests (tests/python/) use Debian's python3, which
+# sees python3-numpy and python3-torch, with the reference implementation
+# from PyPI (Debian does not package it). pip needs --break-system-packages
+# to add to Debian's python (PEP 668) from pip 23 on; older pips lack it.
+python=/usr/bin/python3
+if ! "$python" -c 'import safetensors.numpy' 2>/dev/null; then
+  echo "install_deps: installing safetensors (PyPI) for $python"
+  pip=("$python" -m pip install --quiet --disable-pip-version-check)
+  "${pip[@]}" --break-system-packages safetensors 2>/dev/null || "${pip[@]}" safetensors
+fi

@@ -174,8 +174,12 @@ ParsedOptions parse_options(int argc, const char* const argv[]) {
       ("checkpoint-every", po::value(&c.checkpoint_every)->default_value(0), "steps between checkpoints (0: at the end only)")
       ("keep-checkpoints", po::value(&c.keep_checkpoints)->default_value(0), "keep the K newest (0: all)")
       ("resume", po::value(&c.resume_path)->implicit_value(""), "resume from PATH, or bare: the newest valid in --checkpoint-dir")
-      ("save-weights", po::value(&c.save_weights_dir), "write layer<i>.{weight,bias}.npy here at the end")
-      ("init-weights", po::value(&c.init_weights_dir), "start from layer<i>.{weight,bias}.npy in this directory")
+      ("save-weights", po::value(&c.save_weights_dir),
+       "at the end, write the FP32 weights: PATH.safetensors one file under PyTorch state_dict names, else a "
+       "directory of layer<i>.{weight,bias}.npy")
+      ("init-weights", po::value(&c.init_weights_dir),
+       "start from PATH.safetensors (F32, F16 or BF16 tensors under the state_dict names) or a directory of "
+       "layer<i>.{weight,bias}.npy")
       ("predict", po::value(&c.predict_path), "run inference of the starting weights on every row of this [N, D] .npy")
       ("predictions", po::value(&c.predictions_path), "where --predict writes its outputs (.npy, gathered on rank 0)")
       ("predict-output", po::value(&c.predict_output),

@@ -41,7 +41,7 @@ bool starts_with_npy_magic(const std::string& path) {
 // The starting weights in the flat layout: --init-weights, or the
 // checkpoint --resume names (or the newest valid in --checkpoint-dir).
 std::vector<float> starting_weights(const TrainConfig& c, const ParameterRegistry& registry) {
-  if (!c.init_weights_dir.empty()) return load_weights_npy(c.init_weights_dir, registry);
+  if (!c.init_weights_dir.empty()) return load_weights(c.init_weights_dir, registry);  // .safetensors or .npy directory
   std::string path = c.resume_path;
   if (path.empty()) {
     path = find_newest_valid_checkpoint(c.checkpoint_dir).newest_valid;

@@ -93,7 +93,7 @@ void Trainer::Impl::prepare() {
   } else {
     const ParameterRegistry& registry = model.parameters();
     std::vector<float> init = cfg.init_weights_dir.empty() ? registry.initial_values(cfg.seed)
-                                                           : load_weights_npy(cfg.init_weights_dir, registry);
+                                                           : load_weights(cfg.init_weights_dir, registry);
     params.set_master_weights(init);
     if (!cfg.init_weights_dir.empty()) say("initial weights from " + cfg.init_weights_dir);
   }
@@ -232,7 +232,7 @@ TrainSummary Trainer::Impl::finish(int stop_signal, RunTally& tally) {
   if (last_eval_step != step) run_eval();
   checkpoints.write(step);
   if (is_root() && !cfg.save_weights_dir.empty()) {
-    save_weights_npy(cfg.save_weights_dir, model.parameters(), params.master_weights_fp32.download());
+    save_weights(cfg.save_weights_dir, model.parameters(), params.master_weights_fp32.download());
     say("weights saved to " + cfg.save_weights_dir);
   }
 

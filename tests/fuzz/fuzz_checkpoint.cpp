@@ -30,6 +30,7 @@
 
 #include "checkpoint_field_mutator.h"
 #include "fuzz_support.h"
+#include "trainer/models/mlp_config.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/checkpoint_validation.h"
 #include "trainer/models/model_catalog.h"
@@ -100,7 +101,8 @@ void parse_and_check(const Bytes& bytes) {
   if (!contents_valid(s)) return;
   expect_sound(s);
   // What resume does with another run's model (a mismatch, usually).
-  expect_parser_error([&] { check_checkpoint_compatible(s, {10, 10}, "relu", "mse", 110, kName); });
+  static const size_t parameter_count = mlp_parameters(std::vector<int64_t>{10, 10}).parameter_count();
+  expect_parser_error([&] { check_checkpoint_compatible(s, {10, 10}, "relu", "mse", parameter_count, kName); });
 }
 
 // The input decoded, as it is or re-sealed; false if neither parses.

@@ -1,7 +1,7 @@
 // fuzz_seeds.cpp: writes the seed corpora of the parser harnesses, small
 // valid files of every format (and a few near-misses), so the fuzzer starts
 // from inputs that get past the magic numbers:
-//   fuzz_seeds DIR   ->   DIR/{idx,npy,csv,checkpoint,config}/<seed files>
+//   fuzz_seeds DIR   ->   DIR/{idx,npy,csv,checkpoint,config,safetensors}/<seed files>
 // Checkpoints come from serialize_checkpoint and f4 arrays from
 // save_npy_fp32, so the seeds are what this build writes; other .npy dtypes
 // and IDX files are written by hand as numpy and the MNIST tools lay them out.
@@ -21,6 +21,7 @@
 #include "fuzz_support.h"
 #include "launch/options.h"
 #include "trainer/checkpoint/checkpoint.h"
+#include "trainer/checkpoint/safetensors.h"
 #include "trainer/data/npy_header.h"
 #include "trainer/data/npy_io.h"
 
@@ -194,6 +195,37 @@ void checkpoint_seeds() {
   write_seed("checkpoint", "ckpt-truncated", Bytes(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(a.size() / 2)));
 }
 
+// ---- safetensors ------------------------------------------------------------------
+
+// encode_safetensors's files (what --save-weights writes), F16/BF16 ones, and
+// a hand-written header listed out of buffer order with padding, as the
+// reference implementation writes them.
+void safetensors_seeds() {
+  using ddp::SafetensorsDtype;
+  const std::vector<float> w = {0.5f, -1.0f, 2.0f, 0.25f, -0.125f, 3.0f}, b = {1.0f, -2.0f};
+  auto as_bytes = [](const std::vector<float>& v) { return reinterpret_cast<const uint8_t*>(v.data()); };
+  write_seed("safetensors", "mlp-3-2-f32",
+             ddp::encode_safetensors({{"0.weight", SafetensorsDtype::F32, {2, 3}, as_bytes(w), 24},
+                                      {"0.bias", SafetensorsDtype::F32, {2}, as_bytes(b), 8}},
+                                     {{"format", "pt"}}));
+  const Bytes halves = {0x00, 0x3c, 0x00, 0xbc, 0x00, 0x40, 0x00, 0x34, 0x00, 0x30, 0x00, 0x42, 0x00, 0x3c, 0x00, 0xc0};
+  write_seed("safetensors", "mlp-3-2-f16",
+             ddp::encode_safetensors({{"0.weight", SafetensorsDtype::F16, {2, 3}, halves.data(), 12},
+                                      {"0.bias", SafetensorsDtype::BF16, {2}, halves.data() + 12, 4}},
+                                     {}));
+  write_seed("safetensors", "empty", ddp::encode_safetensors({}, {}));
+  const std::string header = "{\"__metadata__\":{\"format\":\"pt\"},"
+                             "\"0.bias\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[24,32]},"
+                             "\"0.weight\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]}}  ";
+  Bytes file;
+  for (int i = 0; i < 8; ++i) file.push_back(static_cast<uint8_t>(header.size() >> (8 * i)));
+  file.insert(file.end(), header.begin(), header.end());
+  file.insert(file.end(), as_bytes(w), as_bytes(w) + 24);
+  file.insert(file.end(), as_bytes(b), as_bytes(b) + 8);
+  write_seed("safetensors", "reference-order", file);
+  write_seed("safetensors", "truncated", Bytes(file.begin(), file.end() - 3));
+}
+
 // ---- --config INI -----------------------------------------------------------------
 
 void config_seeds() {
@@ -248,5 +280,6 @@ int main(int argc, char** argv) {
   checkpoint_seeds();
   config_seeds();
   config_dictionary();
+  safetensors_seeds();
   return 0;
 }

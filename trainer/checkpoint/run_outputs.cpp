@@ -13,6 +13,7 @@
 #include "kernels/error.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/checkpoint_dir.h"
+#include "trainer/checkpoint/safetensors.h"
 #include "trainer/models/model_catalog.h"
 #include "trainer/checkpoint/weights_io.h"
 
@@ -131,7 +132,8 @@ void refuse_overlaps(const TrainConfig& c, const OutputNames& o) {
     if (is_weights_file(o.metrics)) throw Error(m + ": a file --save-weights writes: choose another name");
   }
   if (!c.save_weights_dir.empty()) {
-    if (writes_checkpoint_file(o.weights_dir))
+    const bool one_file = is_safetensors_path(c.save_weights_dir);
+    if (writes_checkpoint_file(one_file ? o.weights_files.front() : o.weights_dir))
       throw Error("--save-weights " + c.save_weights_dir + ": a checkpoint file name in --checkpoint-dir");
     if (!c.checkpoint_dir.empty() && is_weights_file(o.checkpoint_dir))
       throw Error("--checkpoint-dir " + c.checkpoint_dir + ": a file --save-weights writes");
@@ -182,6 +184,29 @@ void check_weights_files(const TrainConfig& c, const std::vector<std::string>& i
                     " will be replaced at the end");
 }
 
+// --save-weights PATH.safetensors: one file, replaced atomically at the end.
+// What is there already must be an earlier save (a safetensors file), and
+// the directory must exist (or be the --checkpoint-dir this run creates):
+// one file is not worth creating directories for, and a typo in them
+// should not pass.
+void check_weights_safetensors_file(const std::string& file, const fs::path& checkpoint_dir,
+                                    std::vector<std::string>& notes) {
+  struct stat st {};
+  if (exists_on_disk(file, st)) {
+    if (!S_ISREG(st.st_mode))
+      throw Error("--save-weights " + file + ": exists and is " + kind_of(st) +
+                  ", not a file (a .safetensors path writes one file)");
+    if (!looks_like_safetensors(file))
+      throw Error("--save-weights " + file + ": exists and is not a safetensors file; refusing to overwrite it: " +
+                  "choose another path");
+    notes.push_back("weights: " + file + " (a safetensors file of an earlier save) will be replaced at the end");
+    return;
+  }
+  const fs::path parent = resolved(file).parent_path();
+  if ((!exists_on_disk(parent.string(), st) || !S_ISDIR(st.st_mode)) && parent != checkpoint_dir)
+    throw Error("--save-weights " + file + ": its directory " + parent.string() + " does not exist");
+}
+
 }  // namespace
 
 std::vector<std::string> run_input_paths(const TrainConfig& c) {
@@ -199,8 +224,9 @@ std::vector<std::string> run_input_paths(const TrainConfig& c) {
   paths.push_back(c.resume_path);
   if (!c.init_weights_dir.empty()) {
     paths.push_back(c.init_weights_dir);
-    for (const std::string& file : weights_npy_paths(c.init_weights_dir, model_parameters(c)))
-      paths.push_back(file);
+    if (!is_safetensors_path(c.init_weights_dir))
+      for (const std::string& file : weights_npy_paths(c.init_weights_dir, model_parameters(c)))
+        paths.push_back(file);
   }
   std::vector<std::string> existing;
   for (const std::string& p : paths) {
@@ -221,7 +247,12 @@ std::vector<std::string> check_run_outputs(const TrainConfig& c, bool append_met
     require_directory_or_absent(c.checkpoint_dir, "--checkpoint-dir");
     names.checkpoint_dir = resolved(c.checkpoint_dir);
   }
-  if (!c.save_weights_dir.empty()) {
+  const bool weights_one_file = is_safetensors_path(c.save_weights_dir);
+  if (weights_one_file) {
+    refuse_if_input(c.save_weights_dir, "--save-weights", inputs);
+    check_weights_safetensors_file(c.save_weights_dir, names.checkpoint_dir, notes);
+    names.weights_files.push_back(resolved(c.save_weights_dir));
+  } else if (!c.save_weights_dir.empty()) {
     refuse_if_input(c.save_weights_dir, "--save-weights", inputs);
     require_directory_or_absent(c.save_weights_dir, "--save-weights");
     check_weights_files(c, inputs, notes);
@@ -241,7 +272,10 @@ std::vector<std::string> check_run_outputs(const TrainConfig& c, bool append_met
   }
   refuse_overlaps(c, names);
   if (!c.checkpoint_dir.empty()) make_writable_directory(c.checkpoint_dir, "--checkpoint-dir");
-  if (!c.save_weights_dir.empty()) make_writable_directory(c.save_weights_dir, "--save-weights");
+  if (weights_one_file)  // its directory takes the temporary file and the rename
+    make_writable_directory(resolved(c.save_weights_dir).parent_path().string(), "--save-weights");
+  else if (!c.save_weights_dir.empty())
+    make_writable_directory(c.save_weights_dir, "--save-weights");
   if (!c.metrics_path.empty()) open_metrics(c.metrics_path);
   return notes;
 }

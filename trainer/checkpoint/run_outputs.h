@@ -24,7 +24,10 @@ std::vector<std::string> run_input_paths(const TrainConfig& config);
 //    a ddp_train metrics file (JSON Lines records with an "event" field);
 //  - --checkpoint-dir or --save-weights exists and is not a directory, or
 //    cannot be created or written (a file is created there and removed);
-//  - a --save-weights file it would replace is not a file.
+//  - a --save-weights file it would replace is not a file;
+//  - --save-weights PATH.safetensors (one file) exists and is not a file, or
+//    is a file but not a safetensors one, or its directory does not exist
+//    or cannot be written.
 // Creates --checkpoint-dir and --save-weights when missing. Returns the lines
 // to print about what will happen (an earlier metrics file replaced,
 // weights files replaced).

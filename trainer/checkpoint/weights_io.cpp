@@ -5,6 +5,8 @@
 #include <filesystem>
 
 #include "kernels/error.h"
+#include "trainer/checkpoint/safetensors.h"
+#include "trainer/data/data_error.h"
 #include "trainer/data/npy_io.h"
 
 namespace ddp {
@@ -23,7 +25,74 @@ std::vector<size_t> file_order(const ParameterRegistry& registry) {
                    [&](size_t a, size_t b) { return registry[a].init_order < registry[b].init_order; });
   return order;
 }
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// "0.weight [2, 3], 0.bias [2], ..." for a message; the first few only.
+std::string model_tensors_text(const ParameterRegistry& registry) {
+  std::string s;
+  const std::vector<size_t> order = file_order(registry);
+  for (size_t k = 0; k < order.size() && k < 6; ++k)
+    s += (k ? ", " : "") + registry[order[k]].name + " " + shape_text(registry[order[k]].shape);
+  if (order.size() > 6) s += ", ... (" + std::to_string(order.size()) + " in all)";
+  return s;
+}
+
+std::string shown_name(const std::string& name) { return name.size() <= 80 ? name : name.substr(0, 80) + "..."; }
 }  // namespace
+
+bool is_safetensors_path(const std::string& path) {
+  static const std::string kSuffix = ".safetensors";
+  return path.size() > kSuffix.size() && path.compare(path.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0;
+}
+
+void save_weights(const std::string& path, const ParameterRegistry& registry, const std::vector<float>& flat) {
+  if (is_safetensors_path(path)) save_weights_safetensors(path, registry, flat);
+  else save_weights_npy(path, registry, flat);
+}
+
+std::vector<float> load_weights(const std::string& path, const ParameterRegistry& registry) {
+  return is_safetensors_path(path) ? load_weights_safetensors(path, registry) : load_weights_npy(path, registry);
+}
+
+void save_weights_safetensors(const std::string& path, const ParameterRegistry& registry,
+                              const std::vector<float>& flat) {
+  DDP_REQUIRE(flat.size() == registry.flat_count(), "save_weights_safetensors: not a flat buffer of this model");
+  static_assert(sizeof(float) == 4 && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "little-endian FP32 host");
+  // The file holds little-endian FP32; every host this builds on is
+  // little-endian (x86-64, arm64), so the flat buffer's bytes are written as they are.
+  std::vector<SafetensorsTensorOut> tensors;
+  for (const ParameterTensor& t : registry.tensors())
+    tensors.push_back({t.name, SafetensorsDtype::F32, t.shape,
+                       reinterpret_cast<const uint8_t*>(flat.data() + t.offset), t.count * sizeof(float)});
+  write_safetensors(path, tensors, {{"format", "pt"}}, "--save-weights");
+}
+
+std::vector<float> load_weights_safetensors(const std::string& path, const ParameterRegistry& registry) {
+  const SafetensorsFile file = read_safetensors(path);
+  std::vector<float> flat(registry.flat_count(), 0.0f);
+  for (size_t i : file_order(registry)) {
+    const ParameterTensor& t = registry[i];
+    const SafetensorsTensor* stored = file.find(t.name);
+    if (stored == nullptr)
+      throw DataError(path, "tensor " + t.name + ": missing (this model's tensors: " + model_tensors_text(registry) +
+                                ")");
+    if (stored->shape != t.shape)
+      throw DataError(path, "tensor " + t.name + ": shape " + shape_text(stored->shape) + ", this model's is " +
+                                shape_text(t.shape) + " (another model or --layers?)");
+    const std::vector<float> values = file.values_fp32(*stored);
+    std::copy(values.begin(), values.end(), flat.begin() + static_cast<std::ptrdiff_t>(t.offset));
+  }
+  for (const SafetensorsTensor& stored : file.tensors)
+    if (registry.find(stored.name) == registry.size())
+      throw DataError(path, "tensor " + shown_name(stored.name) + ": not a tensor of this model (its tensors: " +
+                                model_tensors_text(registry) + ")");
+  return flat;
+}
 
 std::vector<std::string> weights_npy_paths(const std::string& dir, const ParameterRegistry& registry) {
   std::vector<std::string> paths;

@@ -1,8 +1,14 @@
-// weights_io.h: model parameters to and from NumPy: one float32 .npy file
-// per parameter tensor, DIR/<file stem>.npy in the tensor's PyTorch shape
-// (models/parameter_registry.h; the MLP's files are layer<i>.weight.npy
-// [out, in] and layer<i>.bias.npy [out], i counting Linear layers from 0 in
-// forward order).
+// weights_io.h: model parameters to and from files PyTorch reads, in two
+// forms chosen by the path (--save-weights, --init-weights):
+//  - PATH.safetensors: one safetensors file (safetensors.h), every tensor
+//    under its state_dict name in its PyTorch shape, so
+//    safetensors.torch.load_file(PATH) loads straight into the equivalent
+//    nn.Module (the MLP: nn.Sequential of nn.Linear and activations);
+//    written FP32, read from F32, F16 or BF16 (widened exactly);
+//  - any other PATH: a directory of float32 .npy files, one per tensor,
+//    DIR/<file stem>.npy (models/parameter_registry.h; the MLP's are
+//    layer<i>.weight.npy [out, in] and layer<i>.bias.npy [out], i counting
+//    Linear layers from 0 in forward order).
 #pragma once
 
 #include <string>
@@ -11,6 +17,22 @@
 #include "trainer/models/parameter_registry.h"
 
 namespace ddp {
+
+// Whether `path` names the safetensors form: it ends in ".safetensors".
+bool is_safetensors_path(const std::string& path);
+
+// Either form, by the path. flat: the registry's flat layout.
+void save_weights(const std::string& path, const ParameterRegistry& registry, const std::vector<float>& flat);
+std::vector<float> load_weights(const std::string& path, const ParameterRegistry& registry);
+
+// The model's FP32 weights in registry order, metadata {"format": "pt"}
+// (what Hugging Face's loaders look for), written atomically.
+void save_weights_safetensors(const std::string& path, const ParameterRegistry& registry,
+                              const std::vector<float>& flat);
+// Every tensor of the model into the flat layout (padding zero). DataError
+// naming the file and the tensor when one is missing, is not the model's
+// (an extra tensor), or has another shape; and the reader's own checks.
+std::vector<float> load_weights_safetensors(const std::string& path, const ParameterRegistry& registry);
 
 // The files save_weights_npy writes for these tensors, in registry order.
 std::vector<std::string> weights_npy_paths(const std::string& dir, const ParameterRegistry& registry);
