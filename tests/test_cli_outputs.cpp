@@ -20,27 +20,13 @@ namespace ddp {
 namespace {
 namespace fs = std::filesystem;
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-// A CSV classification set: `rows` samples of 4 features, labels 0..2, fresh
-// random values each time.
-void write_csv(const std::string& path, int rows, std::mt19937_64& rng) {
-  std::ofstream out(path);
-  out << "a,b,c,d,label\n";
-  std::uniform_real_distribution<float> u(-1, 1);
-  for (int i = 0; i < rows; ++i) out << u(rng) << "," << u(rng) << "," << u(rng) << "," << u(rng) << "," << i % 3 << "\n";
-}
-
 class CliOutputs : public ::testing::Test {
  protected:
   void SetUp() override {
     dir = test::make_temp_dir("cli_outputs");
     rng.seed(test::test_seed());
-    write_csv(dir + "/train.csv", 40, rng);
-    write_csv(dir + "/test.csv", 12, rng);
+    test::write_random_csv(dir + "/train.csv", 40, rng);
+    test::write_random_csv(dir + "/test.csv", 12, rng);
   }
   void TearDown() override { fs::remove_all(dir); }
 
@@ -75,7 +61,7 @@ TEST_F(CliOutputs, AnOutputThatIsAnInputIsRefusedAndLeftIntact) {
   fs::create_symlink(dir + "/train.csv", dir + "/link.csv");
   const std::vector<std::string> files = {dir + "/train.csv", dir + "/test.csv", dir + "/c.ini", checkpoint};
   std::vector<std::string> before;
-  for (const std::string& f : files) before.push_back(read_text(f));
+  for (const std::string& f : files) before.push_back(test::read_text(f));
 
   expect_refused(data() + "--steps 2 --metrics " + dir + "/train.csv", {"--metrics", "train.csv", "input"});
   expect_refused(data() + "--steps 2 --metrics " + dir + "/link.csv", {"--metrics", "input"});  // through a link
@@ -86,7 +72,7 @@ TEST_F(CliOutputs, AnOutputThatIsAnInputIsRefusedAndLeftIntact) {
                  {"--save-weights", "input"});
   expect_refused(data() + "--steps 2 --init-weights " + dir + "/w --checkpoint-dir " + dir + "/w",
                  {"--checkpoint-dir", "input"});
-  for (size_t i = 0; i < files.size(); ++i) EXPECT_EQ(read_text(files[i]), before[i]) << files[i] << " was changed";
+  for (size_t i = 0; i < files.size(); ++i) EXPECT_EQ(test::read_text(files[i]), before[i]) << files[i] << " was changed";
   // The checkpoint is still whole: it resumes.
   EXPECT_EQ(run(data() + "--steps 3 --resume " + checkpoint).exit_code, 0);
 }
@@ -95,14 +81,14 @@ TEST_F(CliOutputs, AMetricsFileNotOursIsNeverOverwritten) {
   const std::string notes = dir + "/notes.jsonl";
   std::ofstream(notes) << "my own notes\n";
   expect_refused(data() + "--steps 2 --metrics " + notes, {"--metrics", "not a ddp_train metrics file"});
-  EXPECT_EQ(read_text(notes), "my own notes\n");
+  EXPECT_EQ(test::read_text(notes), "my own notes\n");
   // Ours from an earlier run: replaced, and said so; empty: taken.
   const std::string m = dir + "/m.jsonl";
   ASSERT_EQ(run(data() + "--steps 2 --metrics " + m).exit_code, 0);
   const test::CommandResult again = run(data() + "--steps 2 --metrics " + m);
   EXPECT_EQ(again.exit_code, 0) << again.output;
   EXPECT_NE(again.output.find("metrics: replacing " + m), std::string::npos) << again.output;
-  EXPECT_EQ(read_text(m).rfind("{\"event\":", 0), 0u);
+  EXPECT_EQ(test::read_text(m).rfind("{\"event\":", 0), 0u);
   expect_refused(data() + "--steps 2 --metrics " + dir, {"--metrics", "directory"});
   expect_refused(data() + "--steps 2 --metrics ''", {"--metrics", "empty"});
 }
@@ -113,7 +99,7 @@ TEST_F(CliOutputs, OutputsThatCannotBeWrittenAreRefusedBeforeTraining) {
   expect_refused(data() + "--steps 2 --save-weights " + dir + "/a-file/w", {"--save-weights", "a-file"});
   expect_refused(data() + "--steps 2 --metrics " + dir + "/no-such-dir/m.jsonl", {"--metrics", "no-such-dir"});
   expect_refused(data() + "--steps 2 --checkpoint-dir ''", {"--checkpoint-dir", "empty"});
-  EXPECT_EQ(read_text(dir + "/a-file"), "x");
+  EXPECT_EQ(test::read_text(dir + "/a-file"), "x");
 }
 
 TEST_F(CliOutputs, OutputsNeverLandOnEachOtherAndARefusalCreatesNothing) {
@@ -144,7 +130,7 @@ TEST_F(CliOutputs, SaveWeightsReplacesOnlyAnEarlierSavesFiles) {
   fs::remove(w + "/layer1.bias.npy");
   const test::CommandResult r = run(data() + "--steps 2 --save-weights " + w);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_EQ(read_text(w + "/layer0.weight.npy.tmp"), "mine too\n");  // the writer's temporary is its own
+  EXPECT_EQ(test::read_text(w + "/layer0.weight.npy.tmp"), "mine too\n");  // the writer's temporary is its own
   const test::CommandResult again = run(data() + "--steps 2 --save-weights " + w);
   EXPECT_EQ(again.exit_code, 0) << again.output;
   EXPECT_NE(again.output.find("4 file(s) of an earlier save"), std::string::npos) << again.output;
@@ -165,10 +151,10 @@ TEST_F(CliOutputs, AReaderOfStdoutThatGoesAwayDoesNotEndTheRun) {
 TEST_F(CliOutputs, AFreshRunRefusesADirectoryWithAnotherRunsCheckpoints) {
   const std::string ck = dir + "/ck";
   ASSERT_EQ(run(data() + "--steps 3 --checkpoint-dir " + ck).exit_code, 0);
-  const std::string theirs = read_text(ck + "/" + checkpoint_file_name(3));
+  const std::string theirs = test::read_text(ck + "/" + checkpoint_file_name(3));
   expect_refused(data() + "--steps 3 --checkpoint-dir " + ck + " --keep-checkpoints 1",
                  {"--checkpoint-dir", "already holds 1 checkpoint", "--resume"});
-  EXPECT_EQ(read_text(ck + "/" + checkpoint_file_name(3)), theirs);
+  EXPECT_EQ(test::read_text(ck + "/" + checkpoint_file_name(3)), theirs);
 }
 
 // The case: another run's checkpoint and another model's sit in the
@@ -181,7 +167,7 @@ TEST_F(CliOutputs, PruningTouchesOnlyThisRunsCheckpoints) {
   ASSERT_EQ(run(data("", "4,5,3") + "--steps 1 --checkpoint-dir " + dir + "/model-b").exit_code, 0);
   fs::copy_file(dir + "/theirs/" + checkpoint_file_name(2), ck + "/" + checkpoint_file_name(2));
   fs::copy_file(dir + "/model-b/" + checkpoint_file_name(1), ck + "/" + checkpoint_file_name(1));
-  const std::string theirs = read_text(ck + "/" + checkpoint_file_name(2));
+  const std::string theirs = test::read_text(ck + "/" + checkpoint_file_name(2));
   const test::CommandResult r =
       run(data() + "--steps 10 --checkpoint-dir " + ck + " --checkpoint-every 1 --keep-checkpoints 1 --resume");
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -192,7 +178,7 @@ TEST_F(CliOutputs, PruningTouchesOnlyThisRunsCheckpoints) {
   // Ours: only the newest (step 10) is left; the other run's and model's stay.
   EXPECT_EQ(names, (std::vector<std::string>{checkpoint_file_name(1), checkpoint_file_name(2),
                                              checkpoint_file_name(10)}));
-  EXPECT_EQ(read_text(ck + "/" + checkpoint_file_name(2)), theirs);
+  EXPECT_EQ(test::read_text(ck + "/" + checkpoint_file_name(2)), theirs);
 }
 
 TEST_F(CliOutputs, AResumeRefusesToOverwriteAnotherRunsLaterCheckpoint) {
@@ -200,10 +186,10 @@ TEST_F(CliOutputs, AResumeRefusesToOverwriteAnotherRunsLaterCheckpoint) {
   ASSERT_EQ(run(data() + "--steps 10 --checkpoint-dir " + ck + " --stop-after-steps 2").exit_code, 0);
   ASSERT_EQ(run(data() + "--steps 5 --checkpoint-dir " + dir + "/theirs").exit_code, 0);
   fs::copy_file(dir + "/theirs/" + checkpoint_file_name(5), ck + "/" + checkpoint_file_name(5));
-  const std::string theirs = read_text(ck + "/" + checkpoint_file_name(5));
+  const std::string theirs = test::read_text(ck + "/" + checkpoint_file_name(5));
   expect_refused(data() + "--steps 10 --checkpoint-dir " + ck + " --resume " + ck + "/" + checkpoint_file_name(2),
                  {"another run's checkpoint", checkpoint_file_name(5), "overwrite"});
-  EXPECT_EQ(read_text(ck + "/" + checkpoint_file_name(5)), theirs);
+  EXPECT_EQ(test::read_text(ck + "/" + checkpoint_file_name(5)), theirs);
   // Its own later checkpoint (a resume from an earlier one) is replaced, and said so.
   ASSERT_EQ(run(data() + "--steps 10 --checkpoint-dir " + dir + "/own --stop-after-steps 4 --checkpoint-every 2")
                 .exit_code,
@@ -219,12 +205,12 @@ TEST_F(CliOutputs, AResumeRefusesToOverwriteAnotherRunsLaterCheckpoint) {
 TEST_F(CliOutputs, AResumeThatTrainsNothingWritesNothing) {
   ASSERT_EQ(run(data() + "--steps 4 --checkpoint-dir " + dir + "/a").exit_code, 0);
   ASSERT_EQ(run(data() + "--steps 4 --seed 5 --checkpoint-dir " + dir + "/b").exit_code, 0);
-  const std::string theirs = dir + "/b/" + checkpoint_file_name(4), before = read_text(theirs);
+  const std::string theirs = dir + "/b/" + checkpoint_file_name(4), before = test::read_text(theirs);
   const test::CommandResult r =
       run(data() + "--steps 4 --checkpoint-dir " + dir + "/b --resume " + dir + "/a/" + checkpoint_file_name(4));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("nothing left to train"), std::string::npos) << r.output;
-  EXPECT_EQ(read_text(theirs), before) << "the other run's step-4 checkpoint was replaced";
+  EXPECT_EQ(test::read_text(theirs), before) << "the other run's step-4 checkpoint was replaced";
 }
 
 TEST_F(CliOutputs, AResumeMustFitTheDataItContinuesOn) {
@@ -232,11 +218,11 @@ TEST_F(CliOutputs, AResumeMustFitTheDataItContinuesOn) {
   // 5 of 10 steps of epoch 1: position 20 of 40 samples.
   ASSERT_EQ(run(data() + "--epochs 2 --checkpoint-dir " + ck + " --stop-after-steps 5").exit_code, 0);
   const std::string at5 = ck + "/" + checkpoint_file_name(5);
-  write_csv(dir + "/small.csv", 16, rng);
+  test::write_random_csv(dir + "/small.csv", 16, rng);
   expect_refused(data(dir + "/small.csv") + "--epochs 2 --resume " + at5,
                  {"position", "sample 20", "16", "40 samples"});
   // A larger set holds the position: resumed, and the difference said.
-  write_csv(dir + "/larger.csv", 48, rng);
+  test::write_random_csv(dir + "/larger.csv", 48, rng);
   const test::CommandResult r = run(data(dir + "/larger.csv") + "--epochs 2 --resume " + at5);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("written on a training set of 40 samples, this run's has 48"), std::string::npos)
@@ -255,8 +241,8 @@ TEST_F(CliOutputs, ResumeFlagsItCannotHonourAreNamedOrApplied) {
   const test::CommandResult fixed = run(data() + "--steps 6 --resume " + at2 + " --loss-scale static:128 --metrics " + m);
   EXPECT_EQ(fixed.exit_code, 0) << fixed.output;
   EXPECT_NE(fixed.output.find("the loss scale is 128 (--loss-scale static:128)"), std::string::npos) << fixed.output;
-  EXPECT_NE(read_text(m).find("\"loss_scale\":128,"), std::string::npos) << read_text(m);
-  EXPECT_EQ(read_text(m).find("\"loss_scale\":65536,"), std::string::npos) << read_text(m);
+  EXPECT_NE(test::read_text(m).find("\"loss_scale\":128,"), std::string::npos) << test::read_text(m);
+  EXPECT_EQ(test::read_text(m).find("\"loss_scale\":65536,"), std::string::npos) << test::read_text(m);
 }
 
 }  // namespace

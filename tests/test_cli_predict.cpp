@@ -27,11 +27,6 @@ test::CommandResult run_trainer(const std::string& args) {
                            args + " 2>&1");
 }
 
-std::string read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), {});
-}
-
 struct Fixture {
   std::string dir, data, x;
   std::vector<float> rows;
@@ -110,7 +105,7 @@ TEST(CliPredict, OutputsMatchADoublePrecisionForwardOfTheSavedWeights) {
       std::to_string(kIn) + "," + std::to_string(kHidden) + "," + std::to_string(kClasses) + w +
       " --predict-output logits --predictions " + f.dir + "/logits2.npy 2>&1");
   ASSERT_EQ(two.exit_code, 0) << two.output;
-  EXPECT_EQ(read_all(f.dir + "/logits2.npy"), read_all(f.dir + "/logits.npy"));
+  EXPECT_EQ(test::read_text(f.dir + "/logits2.npy"), test::read_text(f.dir + "/logits.npy"));
 #endif
   fs::remove_all(f.dir);
 }
@@ -135,7 +130,7 @@ TEST(CliPredict, BadInputIsRefusedInOneLineAndNothingIsWritten) {
       {w + " --predict " + f.x + " --predictions " + f.dir + "/o.npy --predict-output odds", "not one of logits"},
       {w + " --predict-output probs", "--predict-output needs --predict"},
   };
-  const std::string x_before = read_all(f.x);
+  const std::string x_before = test::read_text(f.x);
   for (const auto& c : cases) {
     const test::CommandResult r = run_trainer(c.args);
     EXPECT_NE(r.exit_code, 0) << c.args;
@@ -143,8 +138,8 @@ TEST(CliPredict, BadInputIsRefusedInOneLineAndNothingIsWritten) {
   }
   EXPECT_FALSE(fs::exists(f.dir + "/o.npy"));
   EXPECT_FALSE(fs::exists(f.dir + "/m.jsonl"));
-  EXPECT_EQ(read_all(f.dir + "/notes.txt"), "mine\n");
-  EXPECT_EQ(read_all(f.x), x_before);
+  EXPECT_EQ(test::read_text(f.dir + "/notes.txt"), "mine\n");
+  EXPECT_EQ(test::read_text(f.x), x_before);
   fs::remove_all(f.dir);
 }
 

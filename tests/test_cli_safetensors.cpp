@@ -21,25 +21,13 @@ namespace ddp {
 namespace {
 namespace fs = std::filesystem;
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-void write_csv(const std::string& path, int rows, std::mt19937_64& rng) {
-  std::ofstream out(path);
-  out << "a,b,c,d,label\n";
-  std::uniform_real_distribution<float> u(-1, 1);
-  for (int i = 0; i < rows; ++i) out << u(rng) << "," << u(rng) << "," << u(rng) << "," << u(rng) << "," << i % 3 << "\n";
-}
-
 class CliSafetensors : public ::testing::Test {
  protected:
   void SetUp() override {
     dir = test::make_temp_dir("cli_safetensors");
     rng.seed(test::test_seed());
-    write_csv(dir + "/train.csv", 40, rng);
-    write_csv(dir + "/test.csv", 12, rng);
+    test::write_random_csv(dir + "/train.csv", 40, rng);
+    test::write_random_csv(dir + "/test.csv", 12, rng);
   }
   void TearDown() override { fs::remove_all(dir); }
 
@@ -93,11 +81,11 @@ TEST_F(CliSafetensors, AnEarlierSaveIsReplacedWithANote) {
   const std::string file = dir + "/w.safetensors";
   // A static scale: no step is skipped, so the two runs' weights differ.
   ASSERT_EQ(run(data() + "--loss-scale static:64 --steps 1 --save-weights " + file).exit_code, 0);
-  const std::string before = read_text(file);
+  const std::string before = test::read_text(file);
   const test::CommandResult r = run(data() + "--loss-scale static:64 --steps 4 --save-weights " + file);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("will be replaced"), std::string::npos) << r.output;
-  EXPECT_NE(read_text(file), before) << "four more steps change the weights";
+  EXPECT_NE(test::read_text(file), before) << "four more steps change the weights";
 }
 
 TEST_F(CliSafetensors, OutputsThatAreNotOursOrCannotBeWrittenAreRefusedAndLeftIntact) {
@@ -105,7 +93,7 @@ TEST_F(CliSafetensors, OutputsThatAreNotOursOrCannotBeWrittenAreRefusedAndLeftIn
   const std::string text = "my notes " + std::to_string(rng()) + "\n";
   std::ofstream(mine) << text;
   expect_refused(data() + "--steps 2 --save-weights " + mine, {"--save-weights", "notes.safetensors", "not a safetensors file"});
-  EXPECT_EQ(read_text(mine), text);
+  EXPECT_EQ(test::read_text(mine), text);
 
   fs::create_directory(dir + "/d.safetensors");
   expect_refused(data() + "--steps 2 --save-weights " + dir + "/d.safetensors", {"--save-weights", "a directory", "not a file"});
@@ -117,10 +105,10 @@ TEST_F(CliSafetensors, OutputsThatAreNotOursOrCannotBeWrittenAreRefusedAndLeftIn
   // The file it starts from is an input.
   const std::string init = dir + "/init.safetensors";
   ASSERT_EQ(run(data() + "--steps 1 --save-weights " + init).exit_code, 0);
-  const std::string weights = read_text(init);
+  const std::string weights = test::read_text(init);
   expect_refused(data() + "--steps 2 --init-weights " + init + " --save-weights " + dir + "/./init.safetensors",
                  {"--save-weights", "input"});
-  EXPECT_EQ(read_text(init), weights);
+  EXPECT_EQ(test::read_text(init), weights);
   expect_refused(data() + "--steps 2 --save-weights " + dir + "/m.safetensors --metrics " + dir + "/m.safetensors",
                  {"--metrics", "--save-weights"});
   EXPECT_FALSE(fs::exists(dir + "/m.safetensors"));
@@ -134,7 +122,7 @@ TEST_F(CliSafetensors, InitWeightsOfAnotherModelOrACorruptFileIsOneLine) {
                  {"w.safetensors", "tensor 0.weight", "shape [8, 4]", "[6, 4]"});
   expect_refused(data("4,8,3,3") + "--steps 2 --init-weights " + file, {"w.safetensors", "tensor 4.weight", "missing"});
   // Cut short: the last tensor runs past the end.
-  const std::string bytes = read_text(file);
+  const std::string bytes = test::read_text(file);
   std::ofstream(dir + "/cut.safetensors", std::ios::binary) << bytes.substr(0, bytes.size() - 4);
   expect_refused(data() + "--steps 2 --init-weights " + dir + "/cut.safetensors", {"cut.safetensors", "past the end"});
 }

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <stdexcept>
 #include <sys/wait.h>
@@ -126,6 +127,18 @@ uint32_t bits_of(float f) {
   uint32_t u;
   std::memcpy(&u, &f, sizeof u);
   return u;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void write_random_csv(const std::string& path, int rows, std::mt19937_64& rng) {
+  std::ofstream out(path);
+  out << "a,b,c,d,label\n";
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (int i = 0; i < rows; ++i) out << u(rng) << "," << u(rng) << "," << u(rng) << "," << u(rng) << "," << i % 3 << "\n";
 }
 
 }  // namespace ddp::test

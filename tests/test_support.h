@@ -54,6 +54,13 @@ std::vector<std::vector<uint32_t>> sampler_batches(size_t samples, int rank, int
 // Unique temporary directory for one test (removed by the caller if wanted).
 std::string make_temp_dir(const std::string& tag);
 
+// A whole file's bytes as a string ("" when it cannot be read).
+std::string read_text(const std::string& path);
+
+// A CSV classification set: `rows` samples of 4 features in [-1, 1) from
+// `rng`, labels 0..2, with a header line.
+void write_random_csv(const std::string& path, int rows, std::mt19937_64& rng);
+
 // A shell command's exit status and its stdout+stderr (the command should
 // redirect 2>&1 itself). exit_code is -1 when it did not exit normally.
 struct CommandResult {
