@@ -14,6 +14,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "recording_backend.h"
 #include "test_support.h"
+#include "training_run_support.h"
 #include "trainer/optim/loss_scaler.h"
 #include "trainer/trainer.h"
 
@@ -105,22 +106,8 @@ TrainConfig small_config() {
   return c;
 }
 
-struct RunResult {
-  std::vector<float> master;
-  TrainSummary summary;
-  TrainState state;
-};
-
-RunResult train_with(Backend& backend, const TrainConfig& c) {
-  SingleProcessCommunicator comm;
-  Trainer t(c, backend, comm, load_train_test(c.data, c.seed));
-  t.prepare();
-  RunResult r;
-  r.summary = t.run();
-  r.state = t.snapshot();
-  r.master = r.state.master_weights_fp32;
-  return r;
-}
+using RunResult = test::TrainingRun;
+using test::train_with;
 
 // On a device the loop must not wait for it every step: the number of host
 // reads does not grow with the number of steps between two log points.

@@ -13,6 +13,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "recording_backend.h"
 #include "test_support.h"
+#include "training_run_support.h"
 #include "trainer/trainer.h"
 
 namespace ddp {
@@ -32,20 +33,8 @@ TrainConfig adamw_config() {
   return c;
 }
 
-struct RunResult {
-  std::vector<float> master;
-  TrainSummary summary;
-};
-
-RunResult train_with(Backend& backend, const TrainConfig& c) {
-  SingleProcessCommunicator comm;
-  Trainer t(c, backend, comm, load_train_test(c.data, c.seed));
-  t.prepare();
-  RunResult r;
-  r.summary = t.run();
-  r.master = t.snapshot().master_weights_fp32;
-  return r;
-}
+using RunResult = test::TrainingRun;
+using test::train_with;
 
 size_t bit_differences(const std::vector<float>& a, const std::vector<float>& b) {
   size_t d = a.size() == b.size() ? 0 : a.size() + b.size();

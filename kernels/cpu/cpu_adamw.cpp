@@ -6,11 +6,7 @@
 
 #include "kernels/half_convert.h"
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define DDP_X86 1
-#define DDP_AVX_F16C __attribute__((target("avx,f16c")))
-#endif
+#include "kernels/cpu/cpu_simd.h"
 
 namespace ddp::cpu {
 namespace {
