@@ -1,73 +1,89 @@
 #!/usr/bin/env python3
 """careless_ckpt.py IN OUT FIELD=VALUE...: rewrites a ddp_train checkpoint
-(layout in trainer/checkpoint/checkpoint.h) with fields changed and the CRC-32 fixed, for
-launch/careless_user.sh. Fields: widths (4,8,3), activation, loss, mom_init,
-scale, growth, hyst, step, epoch, offset, skipped, seed, run_id,
-train_samples, global_batch, w0 / m0 (first weight / momentum value).
-Raw overrides applied after serialising: H (header length field), wcount
-(declared weight count), T (total length field); nocrc=1 keeps the old CRC."""
+(format 2, a safetensors file: trainer/checkpoint/checkpoint_v2.h) with
+fields changed and its CRC-32 fixed, for launch/careless_user.sh.
+
+Fields (the training state in __metadata__): widths (4,8,3), activation,
+loss, mom_init, scale, growth, hyst, step, epoch, offset, skipped, seed,
+run_id, train_samples, global_batch, optimizer; w0 / m0 (the first value of
+the first weight tensor / of its optimizer state); dtype=F16 stores the
+first weight tensor in FP16. Raw overrides applied after encoding: H (the
+8-byte header size), wcount (tensor_bytes, the buffer length the metadata
+claims), T (the header size set short, cutting the JSON); nocrc=1 keeps
+the old CRC. Only the standard library: runs under any python3.
+"""
+import json
 import struct
 import sys
 import zlib
 
-INTS = ["growth", "hyst", "step", "epoch", "offset", "skipped"]
+KEYS = {"widths": "model_dims", "activation": "activation", "loss": "loss", "mom_init": "momentum_initialized",
+        "scale": "loss_scale", "growth": "growth_tracker", "hyst": "hysteresis_left", "step": "step", "epoch": "epoch",
+        "offset": "epoch_sample_offset", "skipped": "skipped_steps", "seed": "seed", "run_id": "run_id",
+        "train_samples": "train_samples", "global_batch": "global_batch", "optimizer": "optimizer"}
 
 
 def parse(b):
-    h_len = struct.unpack_from("<I", b, 12)[0]
-    h, p, f = b[16:16 + h_len], 0, {}
-    n = struct.unpack_from("<Q", h, p)[0]; p += 8
-    f["widths"] = list(struct.unpack_from("<%dq" % n, h, p)); p += 8 * n
-    for key in ("activation", "loss"):
-        n = struct.unpack_from("<I", h, p)[0]; p += 4
-        f[key] = h[p:p + n].decode(); p += n
-    f["mom_init"] = h[p]; p += 1
-    f["scale"] = struct.unpack_from("<d", h, p)[0]; p += 8
-    for key in INTS:
-        f[key] = struct.unpack_from("<q", h, p)[0]; p += 8
-    f["seed"] = struct.unpack_from("<Q", h, p)[0]; p += 8
-    f["run_id"], f["train_samples"], f["global_batch"] = struct.unpack_from("<QQq", h, p)
-    q = 16 + h_len
-    for key in ("w", "m"):
-        n = struct.unpack_from("<Q", b, q)[0]; q += 8
-        f[key] = list(struct.unpack_from("<%df" % n, b, q)); q += 4 * n
-    return f
+    n = struct.unpack_from("<Q", b, 0)[0]
+    header = json.loads(b[8:8 + n])
+    meta = header.pop("__metadata__")
+    tensors = sorted(header.items(), key=lambda kv: kv[1]["data_offsets"][0])
+    buf = b[8 + n:]
+    return [(name, e["dtype"], e["shape"], bytearray(buf[e["data_offsets"][0]:e["data_offsets"][1]]))
+            for name, e in tensors], meta
 
 
-def serialise(f):
-    h = struct.pack("<Q", len(f["widths"])) + struct.pack("<%dq" % len(f["widths"]), *f["widths"])
-    for key in ("activation", "loss"):
-        h += struct.pack("<I", len(f[key])) + f[key].encode()
-    h += bytes([f["mom_init"] & 0xFF]) + struct.pack("<d", f["scale"])
-    h += struct.pack("<6q", *[f[k] for k in INTS]) + struct.pack("<Q", f["seed"])
-    h += struct.pack("<QQq", f["run_id"], f["train_samples"], f["global_batch"])
-    body = b"DDPCKPT1" + struct.pack("<II", 1, len(h)) + h
-    for key in ("w", "m"):
-        body += struct.pack("<Q", len(f[key])) + struct.pack("<%df" % len(f[key]), *f[key])
-    return bytearray(body + struct.pack("<Q", len(body) + 12) + b"\0\0\0\0")
+def crc_of(tensors, meta):
+    """checkpoint_v2.cpp's checksum_of, transcribed."""
+    text, offset, buf = b"", 0, b""
+    for name, dtype, shape, data in tensors:
+        dims = ",".join(str(d) for d in shape)
+        text += f"{name}\0{dtype}\0{dims}\0{offset},{offset + len(data)}\n".encode()
+        offset += len(data)
+        buf += bytes(data)
+    for key in sorted(meta):
+        if key != "crc32":
+            text += key.encode() + b"\0" + meta[key].encode() + b"\n"
+    return "%08x" % (zlib.crc32(buf, zlib.crc32(text)) & 0xFFFFFFFF)
+
+
+def encode(tensors, meta):
+    header, offset = {"__metadata__": meta}, 0
+    for name, dtype, shape, data in tensors:
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + len(data)]}
+        offset += len(data)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    return bytearray(struct.pack("<Q", len(text)) + text + b"".join(bytes(t[3]) for t in tensors))
 
 
 def main():
     src, dst, edits = sys.argv[1], sys.argv[2], dict(a.split("=", 1) for a in sys.argv[3:])
-    old = open(src, "rb").read()
-    f = parse(old)
+    tensors, meta = parse(open(src, "rb").read())
+    old_crc = meta["crc32"]
+    first = tensors[0][0]
     for key, value in edits.items():
-        if key == "widths":
-            f[key] = [int(x) for x in value.split(",")]
-        elif key in ("activation", "loss"):
-            f[key] = value
-        elif key == "scale":
-            f[key] = float(value)
+        if key in KEYS:
+            meta[KEYS[key]] = value
         elif key in ("w0", "m0"):
-            f[key[0]][0] = float(value)
-        elif key in f:
-            f[key] = int(value)
-    b = serialise(f)
-    if "H" in edits: struct.pack_into("<I", b, 12, int(edits["H"]))
-    if "wcount" in edits: struct.pack_into("<Q", b, 16 + struct.unpack_from("<I", old, 12)[0], int(edits["wcount"]))
-    if "T" in edits: struct.pack_into("<Q", b, len(b) - 12, int(edits["T"]))
-    crc = old[-4:] if edits.get("nocrc") else struct.pack("<I", zlib.crc32(bytes(b[:-4])) & 0xFFFFFFFF)
-    b[-4:] = crc
+            target = first if key == "w0" else next(t[0] for t in tensors if t[0].startswith("optim.") and
+                                                    t[0].endswith("." + first))
+            data = next(t[3] for t in tensors if t[0] == target)
+            struct.pack_into("<f", data, 0, float(value))
+        elif key == "dtype" and value == "F16":
+            name, _, shape, data = tensors[0]
+            count = len(data) // 4
+            halves = struct.pack("<%de" % count, *struct.unpack("<%df" % count, data))
+            tensors[0] = (name, "F16", shape, bytearray(halves))
+    meta["tensor_bytes"] = str(sum(len(t[3]) for t in tensors))
+    if "wcount" in edits:
+        meta["tensor_bytes"] = edits["wcount"]
+    meta["crc32"] = old_crc if edits.get("nocrc") else crc_of(tensors, meta)
+    b = encode(tensors, meta)
+    if "H" in edits:
+        struct.pack_into("<Q", b, 0, int(edits["H"]))
+    if "T" in edits:
+        struct.pack_into("<Q", b, 0, int(edits["T"]))
     open(dst, "wb").write(bytes(b))
 
 

@@ -60,7 +60,7 @@ case_runs() {
 }
 # check NAME EXPECT CONDITION-TEXT: a row from a shell test run by the caller.
 check() { row "$1" "$2" "$3" "$([[ -z $4 ]] && echo OK || echo "BUG: $4")"; }
-ck() { printf '%s/ckpt-step%012d.ddpckpt' "$1" "$2"; }
+ck() { printf '%s/ckpt-step%012d.safetensors' "$1" "$2"; }
 edit() { python3 "$HERE/careless_ckpt.py" "$BASE" "$T/e.ddpckpt" "$@"; }
 
 # ---- data and a base checkpoint (1 rank, batch 8: step 2 = sample 16 of 40) ------
@@ -172,7 +172,7 @@ resume_flags() {
 damaged() {
   local n; n=$(stat -c %s "$BASE")
   cp "$BASE" d.ddpckpt; printf '\x00' | dd of=d.ddpckpt bs=1 seek=$((n - 1)) conv=notrunc 2>/dev/null
-  guard d.ddpckpt; case_refused "checkpoint: last CRC byte changed" "checksum" -- "$BIN" $D --steps 4 --resume d.ddpckpt
+  guard d.ddpckpt; case_refused "checkpoint: last byte (a weight's) changed" "checksum" -- "$BIN" $D --steps 4 --resume d.ddpckpt
   head -c 100 "$BASE" >d.ddpckpt; case_refused "checkpoint cut to 100 bytes" "truncated" -- "$BIN" $D --steps 4 --resume d.ddpckpt
   : >d.ddpckpt; case_refused "checkpoint of 0 bytes" "d.ddpckpt|truncated" -- "$BIN" $D --steps 4 --resume d.ddpckpt
   { cat "$BASE"; echo junk; } >d.ddpckpt; case_refused "checkpoint with bytes appended" "d.ddpckpt" -- "$BIN" $D --steps 4 --resume d.ddpckpt
@@ -182,6 +182,11 @@ damaged() {
   edit wcount=4611686018427387904; case_refused "weight count 2^62, CRC fixed" "e.ddpckpt" -- "$BIN" $D --steps 4 --resume e.ddpckpt
   edit T=99; case_refused "total-length field 99, CRC fixed" "e.ddpckpt" -- "$BIN" $D --steps 4 --resume e.ddpckpt
   edit mom_init=7; case_refused "momentum flag 7, CRC fixed" "e.ddpckpt" -- "$BIN" $D --steps 4 --resume e.ddpckpt
+  edit dtype=F16; case_refused "a weight tensor stored as F16, CRC fixed" "e.ddpckpt|F16" -- "$BIN" $D --steps 4 --resume e.ddpckpt
+  edit optimizer=adamw; case_refused "optimizer adamw without its moments, CRC fixed" "e.ddpckpt|exp_avg" -- "$BIN" $D --steps 4 --resume e.ddpckpt
+  case_refused "an SGD checkpoint resumed with --optimizer adamw" "optimizer mismatch" -- "$BIN" $D --optimizer adamw --steps 4 --resume "$BASE"
+  timeout -k 2 30 "$BIN" $D --steps 2 --save-weights w1.safetensors >/dev/null 2>&1; guard w1.safetensors
+  case_refused "--resume of a --save-weights file" "w1.safetensors|not a ddp_train checkpoint" -- "$BIN" $D --steps 4 --resume w1.safetensors
   rm -rf ckz; cp -r ck0 ckz; ln -s /dev/zero "$(ck ckz 6)"
   # Step 6 lies beyond this run's end (5): passed over by the scan, never written, kept.
   case_runs "bare --resume --steps 5: a link to /dev/zero named step 6" "not a regular file|done:" 0 -- "$BIN" $D --steps 5 --checkpoint-dir ckz --resume
@@ -261,14 +266,14 @@ signals() {
   rm -rf ckp; timeout -k 2 30 $MPI -np 2 "$BIN" $S --steps 3000000 --checkpoint-dir ckp >"$T/.out" 2>"$T/.err" & pid=$!
   sleep 3; local rank; rank=$(pgrep -P "$(pgrep -P $pid | head -1)" | tail -1)   # timeout -> mpirun -> ranks
   [[ -n $rank ]] && kill -INT "$rank"; wait $pid; RC=$?; WHY=""; ((RC != 0)) || WHY+="exit 0; "
-  ls ckp/*.ddpckpt >/dev/null 2>&1 || WHY+="no checkpoint; "
+  ls ckp/*.safetensors >/dev/null 2>&1 || WHY+="no checkpoint; "
   check "SIGINT to one rank of -np 2 mid-training" "non-zero, checkpoint written" "exit $RC: $(grep -ah 'stopped by' "$T/.out" "$T/.err" | head -1 | cut -c1-90)" "$WHY"
   timeout -k 2 30 "$BIN" $S --bench --bench-steps 100000000 >"$T/.out" 2>"$T/.err" & pid=$!
   sleep 1.5; kill -TERM $pid; wait $pid; RC=$?; WHY=""; ((RC == 143)) || WHY+="exit $RC; "
   grep -q 'during --bench' "$T/.err" || WHY+="no --bench line; "
   check "SIGTERM during --bench" "143, 'during --bench'" "exit $RC: $(tail -1 "$T/.err" | cut -c1-90)" "$WHY"
   rm -rf ckq; timeout -k 2 30 "$BIN" $S --steps 3000 --log-every 1 --checkpoint-dir ckq 2>"$T/.err" | head -2 >/dev/null
-  RC=${PIPESTATUS[0]}; WHY=""; ls ckq/*.ddpckpt >/dev/null 2>&1 || WHY+="ended by SIGPIPE ($RC), no checkpoint, no line; "
+  RC=${PIPESTATUS[0]}; WHY=""; ls ckq/*.safetensors >/dev/null 2>&1 || WHY+="ended by SIGPIPE ($RC), no checkpoint, no line; "
   check "stdout piped to head -2 (reader goes away)" "error line or stop with a checkpoint" "exit $RC" "$WHY"
 }
 

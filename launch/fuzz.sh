@@ -70,7 +70,7 @@ if [ -x build/ddp_train ]; then  # real files as the trainer writes them (not re
   real=$(mktemp -d)
   if build/ddp_train --device cpu --data synthetic --synthetic-samples 64 --batch-size 16 --steps 2 --threads 1 \
       --checkpoint-dir "$real/ck" --save-weights "$real/w" >"$real/log" 2>&1; then
-    cp "$real"/ck/*.ddpckpt "$seeds/checkpoint/" 2>/dev/null || true
+    cp "$real"/ck/*.safetensors "$seeds/checkpoint/" 2>/dev/null || true
     for f in "$real"/w/*.npy; do [ -f "$f" ] && cp "$f" "$seeds/npy/ddp_train-$(basename "$f")"; done
   fi
   if build/ddp_train --device cpu --data synthetic --synthetic-samples 64 --batch-size 16 --steps 2 --threads 1 \

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -19,6 +20,7 @@
 #include "data_file_support.h"  // write_bytes
 #include "test_support.h"
 #include "trainer/checkpoint/checkpoint.h"
+#include "trainer/models/mlp_config.h"
 
 namespace ddp::test {
 
@@ -30,6 +32,14 @@ inline uint64_t mlp_params(const std::vector<int64_t>& widths) {
   return count;
 }
 
+// The MLP's tensors (names, shapes) in the packed order, as a v2 file names them.
+inline std::vector<StateTensor> mlp_tensors(const std::vector<int64_t>& widths) {
+  std::vector<StateTensor> out;
+  const ParameterRegistry registry = mlp_parameters(widths);
+  for (const ParameterTensor& t : registry.tensors()) out.push_back({t.name, t.shape});
+  return out;
+}
+
 inline float float_from_bits(uint32_t bits) {
   float f;
   std::memcpy(&f, &bits, 4);
@@ -38,7 +48,12 @@ inline float float_from_bits(uint32_t bits) {
 
 // Random contents in every field; floats are random bit patterns, so NaN
 // payloads, -0, infinities and subnormals all occur and must survive bitwise.
-inline TrainState random_state(std::mt19937_64& rng, int64_t max_width) {
+// format1: also what only format 1 keeps: any bytes in the activation
+// (format 2 stores text, and the trainer's names are ASCII) and a NaN loss
+// scale's payload (format 2 writes the scale as decimal text, so a NaN
+// reads back as the canonical quiet NaN of its sign; no checkpoint holds
+// one: validation refuses it).
+inline TrainState random_state(std::mt19937_64& rng, int64_t max_width, bool format1 = false) {
   std::uniform_int_distribution<int64_t> width(1, max_width);
   std::uniform_int_distribution<int> layers(2, 5);
   TrainState s;
@@ -48,15 +63,22 @@ inline TrainState random_state(std::mt19937_64& rng, int64_t max_width) {
   static const char* kLosses[] = {"xent", "mse"};
   s.activation = kActivations[rng() % 2];
   s.loss = kLosses[rng() % 2];
-  if (rng() % 4 == 0) s.activation += std::string("\0\xff\n", 3);  // any bytes survive
+  if (format1 && rng() % 4 == 0) s.activation += std::string("\0\xff\n", 3);  // any bytes survive
+  s.tensors = mlp_tensors(s.model_dims);
+  const bool adamw = rng() % 2 == 0;
+  s.optimizer = adamw ? "adamw" : "sgd";
+  s.optimizer_settings = {{"lr", std::to_string(rng() % 1000) + "e-5"}, {"weight-decay", "0"}};
   const uint64_t params = mlp_params(s.model_dims);
   for (uint64_t i = 0; i < params; ++i) {
     s.master_weights_fp32.push_back(float_from_bits(static_cast<uint32_t>(rng())));
     s.momentum_fp32.push_back(float_from_bits(static_cast<uint32_t>(rng())));
+    if (adamw) s.second_moment_fp32.push_back(float_from_bits(static_cast<uint32_t>(rng())));
   }
+  s.optimizer_steps = static_cast<int64_t>(rng());
   s.momentum_initialized = rng() % 2 == 1;
   const uint64_t scale_bits = rng();
   std::memcpy(&s.scaler.scale, &scale_bits, 8);
+  if (!format1 && std::isnan(s.scaler.scale)) s.scaler.scale = std::copysign(std::nan(""), s.scaler.scale);
   s.scaler.growth_tracker = static_cast<int64_t>(rng());
   s.scaler.hysteresis_left = static_cast<int64_t>(rng());
   s.step = static_cast<int64_t>(rng());
@@ -75,12 +97,14 @@ inline TrainState small_state(int64_t step) {
   s.model_dims = {3, 2, 2};
   s.activation = "relu";
   s.loss = "xent";
+  s.tensors = mlp_tensors(s.model_dims);
   const uint64_t params = mlp_params(s.model_dims);
   for (uint64_t i = 0; i < params; ++i) {
     s.master_weights_fp32.push_back(0.25f * static_cast<float>(i) - 1.0f);
     s.momentum_fp32.push_back(-0.5f * static_cast<float>(i));
   }
   s.step = step;
+  s.optimizer_steps = step;  // none skipped
   s.momentum_initialized = step > 0;  // a step that was not skipped set it
   s.seed = 42;
   s.run_id = 0x5eed0001;
@@ -89,12 +113,32 @@ inline TrainState small_state(int64_t step) {
   return s;
 }
 
+// `s` made a checkpoint of an MLP of these widths: tensors named, every
+// buffer resized to its parameter count (new values `fill`).
+inline void reshape_model(TrainState& s, const std::vector<int64_t>& widths, float fill = 0.0f) {
+  s.model_dims = widths;
+  s.tensors = mlp_tensors(widths);
+  const size_t params = mlp_params(widths);
+  s.master_weights_fp32.resize(params, fill);
+  s.momentum_fp32.resize(params, fill);
+  if (!s.second_moment_fp32.empty()) s.second_moment_fp32.resize(params, fill);
+}
+
 template <typename T>
 bool same_bits(const T& a, const T& b) {
   return std::memcmp(&a, &b, sizeof(T)) == 0;
 }
 
 inline void expect_same_state(const TrainState& want, const TrainState& got) {
+  EXPECT_EQ(want.model_kind, got.model_kind);
+  EXPECT_TRUE(want.tensors == got.tensors || (want.tensors.empty() && got.format_version == 1));
+  EXPECT_EQ(want.optimizer, got.optimizer);
+  EXPECT_EQ(want.optimizer_steps, got.optimizer_steps);
+  if (got.format_version != 1) EXPECT_EQ(want.optimizer_settings, got.optimizer_settings);
+  ASSERT_EQ(want.second_moment_fp32.size(), got.second_moment_fp32.size());
+  for (size_t i = 0; i < want.second_moment_fp32.size(); ++i) {
+    ASSERT_TRUE(same_bits(want.second_moment_fp32[i], got.second_moment_fp32[i])) << "exp_avg_sq " << i;
+  }
   EXPECT_EQ(want.model_dims, got.model_dims);
   EXPECT_EQ(want.activation, got.activation);
   EXPECT_EQ(want.loss, got.loss);

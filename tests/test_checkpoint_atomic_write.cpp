@@ -68,7 +68,7 @@ TEST_F(CheckpointAtomicWrite, FailedWriteKeepsOldFileAndRemovesTemp) {
   write_bytes(other_temp, {1, 2, 3});
 
   TrainState big = random_state(rng_, 200);
-  big.master_weights_fp32.resize(200000, 1.0f);  // ~800 KB, far beyond the limit
+  reshape_model(big, {400, 500}, 1.0f);  // 200k parameters, > 1.6 MB: far beyond the limit
   std::string message;
   {
     FileSizeLimit limit(64 * 1024);

@@ -12,6 +12,7 @@
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/checkpoint_validation.h"
 #include "trainer/checkpoint/checkpoint_dir.h"
+#include "trainer/models/mlp_config.h"
 
 namespace ddp {
 namespace {
@@ -66,6 +67,31 @@ TEST_F(CheckpointCompat, MismatchesAreNamed) {
                          check_checkpoint_compatible(no_momentum, {784, 512, 10}, "relu", "xent", mlp_params({784, 512, 10}), "c.ddpckpt");
                        }),
                        "momentum size mismatch"));
+}
+
+// Format 2 names its tensors and its model kind: each compared with this run's.
+TEST_F(CheckpointCompat, TensorsAndKindMismatchesAreNamed) {
+  TrainState ckpt = small_state(3);
+  const ParameterRegistry registry = mlp_parameters(ckpt.model_dims);
+  EXPECT_NO_THROW(check_checkpoint_tensors(ckpt, registry, "c"));
+  EXPECT_NO_THROW(check_checkpoint_model_kind(ckpt, "mlp", "c"));
+  EXPECT_EQ(checkpoint_error_of([&] { check_checkpoint_model_kind(ckpt, "gpt", "c"); }),
+            "checkpoint c: model mismatch: the checkpoint holds a mlp, this run trains a gpt");
+  TrainState renamed = ckpt;
+  renamed.tensors[1].name = "2.gain";
+  EXPECT_EQ(checkpoint_error_of([&] { check_checkpoint_tensors(renamed, registry, "c"); }),
+            "checkpoint c: model mismatch: tensor 1 is '2.gain', this run's model has 2.bias there");
+  TrainState reshaped = ckpt;
+  std::swap(reshaped.tensors[2].shape[0], reshaped.tensors[2].shape[1]);  // 0.weight [2, 3] -> [3, 2]
+  EXPECT_EQ(checkpoint_error_of([&] { check_checkpoint_tensors(reshaped, registry, "c"); }),
+            "checkpoint c: model mismatch: tensor 0.weight has shape 3,2, this run's 2,3");
+  TrainState fewer = ckpt;
+  fewer.tensors.pop_back();
+  EXPECT_TRUE(contains(checkpoint_error_of([&] { check_checkpoint_tensors(fewer, registry, "c"); }),
+                       "tensor 0.bias is not in the checkpoint"));
+  TrainState v1 = ckpt;
+  v1.tensors.clear();  // format 1 names none: its layout is checked by the dims
+  EXPECT_NO_THROW(check_checkpoint_tensors(v1, registry, "c"));
 }
 
 }  // namespace

@@ -23,9 +23,9 @@ using namespace test;  // checkpoint_test_support.h: states, byte surgery, the f
 // ---- directory --------------------------------------------------------------------
 
 TEST(CheckpointNames, StepIsZeroPaddedToTwelveDigits) {
-  EXPECT_EQ(checkpoint_file_name(0), "ckpt-step000000000000.ddpckpt");
-  EXPECT_EQ(checkpoint_file_name(1234), "ckpt-step000000001234.ddpckpt");
-  EXPECT_EQ(checkpoint_file_name(1234567890123), "ckpt-step1234567890123.ddpckpt");
+  EXPECT_EQ(checkpoint_file_name(0), "ckpt-step000000000000.safetensors");
+  EXPECT_EQ(checkpoint_file_name(1234), "ckpt-step000000001234.safetensors");
+  EXPECT_EQ(checkpoint_file_name(1234567890123), "ckpt-step1234567890123.safetensors");
   EXPECT_THROW(checkpoint_file_name(-1), Error);
 }
 
@@ -36,7 +36,7 @@ TEST_F(CheckpointDir, PicksNewestValidAndReportsWhatItSkipped) {
   write_checkpoint_atomic(older, small_state(100));
   write_checkpoint_atomic(newest, small_state(200));
   std::vector<uint8_t> damaged = serialize_checkpoint(small_state(200));
-  damaged[damaged.size() / 2] ^= 0x10;
+  damaged[damaged.size() - 5] ^= 0x10;  // in a tensor's bytes
   write_bytes(newest, damaged);
   write_bytes(leftover, std::vector<uint8_t>(20, 0));
   write_bytes(path("metrics.jsonl"), {'{', '}', '\n'});           // not a checkpoint
@@ -113,8 +113,7 @@ TEST_F(CheckpointDir, PruneKeepsTheNewestOfThisRunOnly) {
   other.run_id = ours + 1;
   write_checkpoint_atomic(path(checkpoint_file_name(3)), other);
   TrainState other_model = small_state(2);
-  other_model.model_dims = {2, 2, 2};
-  other_model.master_weights_fp32.resize(12), other_model.momentum_fp32.resize(12);
+  reshape_model(other_model, {2, 2, 2});
   write_checkpoint_atomic(path(checkpoint_file_name(2)), other_model);
   TrainState legacy = small_state(1);
   legacy.run_id = 0;

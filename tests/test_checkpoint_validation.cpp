@@ -58,12 +58,16 @@ TrainState valid_state(std::mt19937_64& rng) {
   s.scaler.growth_tracker = uniform(rng, 0, s.step - s.skipped_steps);
   s.scaler.hysteresis_left = uniform(rng, 1 - s.skipped_steps, 4);
   s.seed = rng();
+  s.optimizer_steps = s.step - s.skipped_steps;  // every clean step took one
   return s;
 }
 
 // The problem text of the CheckpointError validation throws ("" if none);
 // the error must be one line and name the file.
-std::string problem_of(const TrainState& s) {
+// The optimizer's step count follows the position (every clean step took
+// one) unless a test sets it apart: `own_optimizer_steps`.
+std::string problem_of(TrainState s, bool own_optimizer_steps = false) {
+  if (!own_optimizer_steps) s.optimizer_steps = s.step - s.skipped_steps;
   try {
     validate_checkpoint_contents(s, "run/ck.ddpckpt");
   } catch (const CheckpointError& e) {
@@ -298,6 +302,49 @@ TEST_F(CheckpointValidation, EveryStateTheScalerRuleReachesPasses) {
     }
   }
   EXPECT_TRUE(saw_negative_hysteresis);
+}
+
+}  // namespace
+}  // namespace ddp
+
+// Format 2's fields: the model kind, the optimizer, its buffers and count.
+namespace ddp {
+namespace {
+
+TEST_F(CheckpointValidation, OptimizerStateBounds) {
+  expect_bound("model kind", [](TrainState& s) { s.model_kind = "resnet"; }, {"model is 'resnet'", "mlp"},
+               [](TrainState& s) { s.model_kind = "mlp"; });
+  expect_bound("optimizer lion", [](TrainState& s) { s.optimizer = "lion"; }, {"optimizer is 'lion'", "sgd or adamw"},
+               [](TrainState& s) { s.optimizer = "sgd"; });
+  auto adamw = [](TrainState& s) {
+    s.optimizer = "adamw";
+    s.second_moment_fp32.assign(s.master_weights_fp32.size(), 0.25f);
+  };
+  expect_bound("adamw without exp_avg_sq", [](TrainState& s) { s.optimizer = "adamw"; },
+               {"exp_avg_sq holds 0 values", "adamw keeps"}, adamw);
+  expect_bound("sgd with exp_avg_sq", [](TrainState& s) { s.second_moment_fp32.assign(3, 0.0f); },
+               {"exp_avg_sq holds 3 values", "sgd keeps 0"}, [](TrainState&) {});
+  expect_bound("exp_avg_sq one short", [&](TrainState& s) { adamw(s), s.second_moment_fp32.pop_back(); },
+               {"exp_avg_sq holds"}, adamw);
+  expect_bound("negative exp_avg_sq", [&](TrainState& s) { adamw(s), s.second_moment_fp32.back() = -1e-30f; },
+               {"exp_avg_sq value", "must be >= 0"}, [&](TrainState& s) { adamw(s), s.second_moment_fp32.back() = 0.0f; });
+  expect_bound("NaN exp_avg_sq", [&](TrainState& s) { adamw(s), s.second_moment_fp32[0] = NAN; },
+               {"exp_avg_sq value 0", "nan"}, adamw);
+  expect_bound("tensors that are not the layout",
+               [](TrainState& s) { s.tensors = {{"0.weight", {1, 1}}}; }, {"its tensors hold 1 values"},
+               [](TrainState& s) { s.tensors.clear(); });
+}
+
+TEST_F(CheckpointValidation, OptimizerStepsAreTheCleanSteps) {
+  SCOPED_TRACE("DDP_TEST_SEED=" + std::to_string(seed_));
+  TrainState s = valid_state(rng_);
+  EXPECT_EQ(problem_of(s, true), "");
+  for (int64_t off : {int64_t{-1}, int64_t{1}, -s.optimizer_steps - 1}) {
+    TrainState bad = s;
+    bad.optimizer_steps += off;
+    EXPECT_TRUE(contains(problem_of(bad, true), "optimizer_steps is " + std::to_string(bad.optimizer_steps)))
+        << problem_of(bad, true);
+  }
 }
 
 }  // namespace

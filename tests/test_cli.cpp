@@ -208,10 +208,10 @@ TEST_F(Cli, CorruptOrForeignCheckpointIsRefusedAndKept) {
   const std::string good = ck + "/" + checkpoint_file_name(2);
   ASSERT_TRUE(fs::exists(good));
   auto bytes = read_bytes(good);
-  bytes[bytes.size() / 2] ^= 0x40;
+  bytes[bytes.size() - 7] ^= 0x40;  // in a tensor's bytes: only the checksum can tell
   write_bytes(dir + "/corrupt.ddpckpt", bytes);
   const auto before = read_bytes(dir + "/corrupt.ddpckpt");
-  expect_rejected(idx_args(dir + "/img", dir + "/lab") + " --resume " + dir + "/corrupt.ddpckpt", {"corrupt.ddpckpt"});
+  expect_rejected(idx_args(dir + "/img", dir + "/lab") + " --resume " + dir + "/corrupt.ddpckpt", {"corrupt.ddpckpt", "checksum mismatch"});
   EXPECT_EQ(read_bytes(dir + "/corrupt.ddpckpt"), before);
   std::string foreign = idx_args(dir + "/img", dir + "/lab") + " --resume " + good;
   foreign.replace(foreign.find("--layers 16,8,10"), 16, "--layers 16,4,10");
@@ -220,6 +220,17 @@ TEST_F(Cli, CorruptOrForeignCheckpointIsRefusedAndKept) {
   // Bare --resume on a directory whose only checkpoint is corrupt fails; with a valid one it resumes.
   write_bytes(good, bytes);
   expect_rejected(idx_args(dir + "/img", dir + "/lab") + " --checkpoint-dir " + ck + " --resume", {"none is valid"});
+}
+
+TEST_F(Cli, AWeightsFileIsNotACheckpoint) {
+  // Both are safetensors files; only a checkpoint carries the training state.
+  const std::string weights = dir + "/w.safetensors";
+  ASSERT_EQ(run_trainer(idx_args(dir + "/img", dir + "/lab") + " --save-weights " + weights).exit_code, 0);
+  fs::remove(metrics);
+  const auto before = read_bytes(weights);
+  expect_rejected(idx_args(dir + "/img", dir + "/lab") + " --resume " + weights,
+                  {"w.safetensors", "not a ddp_train checkpoint", "--init-weights"});
+  EXPECT_EQ(read_bytes(weights), before);
 }
 
 }  // namespace

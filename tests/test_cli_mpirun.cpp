@@ -49,7 +49,7 @@ TEST(CliMpirun, FourRankCheckpointResumesWithTwoRanks) {
   const auto first = mpirun_trainer(4, common + " --stop-after-steps 20 --checkpoint-dir " + dir + "/ckpt");
   ASSERT_EQ(first.exit_code, 0) << first.output;
   int checkpoints = 0;
-  for (const auto& e : fs::directory_iterator(dir + "/ckpt")) checkpoints += e.path().extension() == ".ddpckpt";
+  for (const auto& e : fs::directory_iterator(dir + "/ckpt")) checkpoints += e.path().extension() == ".safetensors";
   EXPECT_EQ(checkpoints, 1) << "rank 0 alone writes";
 
   const auto second = mpirun_trainer(2, common + " --resume --checkpoint-dir " + dir + "/ckpt --metrics " + dir +

@@ -95,9 +95,6 @@ std::vector<BadValue> bad_values(std::mt19937_64& rng) {
       {"--optimizer adamw --beta2 " + std::to_string(beta2),
        [=](TrainConfig& c) { c.optimizer = OptimizerKind::AdamW, c.beta2 = beta2; }},
       {"--optimizer adamw --eps 0", [](TrainConfig& c) { c.optimizer = OptimizerKind::AdamW, c.eps = 0; }},
-      // Checkpoint format v1 cannot hold AdamW's state (no file is touched: the path need not exist).
-      {"--optimizer adamw --checkpoint-dir /nonexistent/ckpt",
-       [](TrainConfig& c) { c.optimizer = OptimizerKind::AdamW, c.checkpoint_dir = "/nonexistent/ckpt"; }},
   };
 }
 

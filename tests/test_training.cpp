@@ -10,7 +10,11 @@
 #include "trainer/data/idx_reader.h"
 #include "trainer/models/parameter_store.h"
 #include "trainer/trainer.h"
+#include "trainer/checkpoint/checkpoint.h"
+#include "trainer/checkpoint/checkpoint_dir.h"
+#include "trainer/checkpoint/checkpoint_v1.h"
 #include "trainer/checkpoint/weights_io.h"
+#include "data_file_support.h"
 #include "test_support.h"
 
 namespace ddp {
@@ -91,6 +95,31 @@ TEST(TrainingResume, StopAndResumeIsBitwiseIdentical) {
   EXPECT_EQ(s.final_step, 40);
   ASSERT_EQ(resumed.size(), straight.size());
   for (size_t i = 0; i < straight.size(); ++i) ASSERT_EQ(resumed[i], straight[i]) << "parameter " << i;
+  fs::remove_all(dir);
+}
+
+// A checkpoint of an earlier build (format 1, named .ddpckpt) resumes bit
+// for bit: the run's format 2 checkpoint is rewritten as format 1 in its
+// place, and a bare --resume takes it.
+TEST(TrainingResume, AFormat1CheckpointResumesBitwise) {
+  const std::string dir = test::make_temp_dir("resume_v1");
+  TrainConfig c = synthetic_config();
+  c.steps = 40;
+  const std::vector<float> straight = train(c);
+  TrainConfig first = c;
+  first.checkpoint_dir = dir, first.stop_after_steps = 23;
+  train(first);
+  const std::string v2 = dir + "/" + checkpoint_file_name(23);
+  const std::vector<uint8_t> v1 = serialize_checkpoint_v1(read_checkpoint(v2));
+  fs::remove(v2);
+  test::write_bytes(dir + "/ckpt-step000000000023.ddpckpt", v1);
+  TrainConfig second = c;
+  second.checkpoint_dir = dir, second.resume = true;
+  TrainSummary s;
+  const std::vector<float> resumed = train(second, &s);
+  EXPECT_EQ(s.steps, 17);
+  for (size_t i = 0; i < straight.size(); ++i) ASSERT_EQ(resumed[i], straight[i]) << "parameter " << i;
+  EXPECT_TRUE(fs::exists(dir + "/" + checkpoint_file_name(40)));  // and writes format 2 from there on
   fs::remove_all(dir);
 }
 

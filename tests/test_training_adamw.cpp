@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -74,6 +75,54 @@ TEST(TrainingAdamW, SkippedStepsKeepTAndTheWeights) {
   const RunResult last_skipped = train_with(cpu, c);
   EXPECT_EQ(last_skipped.summary.optimizer_steps, shorter.summary.optimizer_steps);
   EXPECT_EQ(bit_differences(last_skipped.master, shorter.master), 0u);
+}
+
+// Checkpoint format 2 holds AdamW's moments and t: a run stopped mid-way
+// and resumed ends bit for bit where the straight run ends, skipped steps
+// before and after the resume included, and its checkpoint's state is
+// the straight run's.
+TEST(TrainingAdamW, StopAndResumeIsBitwiseIdentical) {
+  SCOPED_TRACE("seed " + std::to_string(test::test_seed()));
+  const std::string dir = test::make_temp_dir("adamw_resume");
+  TrainConfig c = adamw_config();
+  c.inject_overflow_steps = {4, 19};
+  c.steps = 30;
+  CpuBackend cpu(1);
+  const RunResult straight = train_with(cpu, c);
+  TrainConfig first = c;
+  first.checkpoint_dir = dir, first.stop_after_steps = 13;
+  train_with(cpu, first);
+  TrainConfig second = c;
+  second.checkpoint_dir = dir, second.resume = true;
+  const RunResult resumed = train_with(cpu, second);
+  EXPECT_EQ(resumed.summary.steps, 17);
+  EXPECT_EQ(resumed.summary.optimizer_steps, straight.summary.optimizer_steps);
+  EXPECT_EQ(bit_differences(resumed.master, straight.master), 0u);
+  EXPECT_EQ(bit_differences(resumed.state.momentum_fp32, straight.state.momentum_fp32), 0u);
+  EXPECT_EQ(bit_differences(resumed.state.second_moment_fp32, straight.state.second_moment_fp32), 0u);
+  EXPECT_FALSE(straight.state.second_moment_fp32.empty());
+  std::filesystem::remove_all(dir);
+}
+
+// A checkpoint of another optimizer means nothing to this one: refused in
+// one line naming both.
+TEST(TrainingAdamW, ResumingAnSgdCheckpointIsRefused) {
+  const std::string dir = test::make_temp_dir("adamw_sgd");
+  TrainConfig c = adamw_config();
+  c.optimizer = OptimizerKind::Sgd, c.steps = 3, c.checkpoint_dir = dir;
+  CpuBackend cpu(1);
+  train_with(cpu, c);
+  c.optimizer = OptimizerKind::AdamW, c.steps = 6, c.resume = true;
+  try {
+    train_with(cpu, c);
+    ADD_FAILURE() << "resumed an SGD checkpoint with AdamW";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("optimizer mismatch: the checkpoint holds sgd state, this run uses "
+                                         "--optimizer adamw"),
+              std::string::npos)
+        << e.what();
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST(TrainingAdamW, ReplayedCapturesTrainExactlyAsEagerSteps) {

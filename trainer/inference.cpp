@@ -49,8 +49,10 @@ std::vector<float> starting_weights(const TrainConfig& c, const ParameterRegistr
   }
   const TrainState s = read_checkpoint(path);
   validate_checkpoint_contents(s, path);
+  check_checkpoint_model_kind(s, model_kind_name(c), path);
   check_checkpoint_compatible(s, model_dims(c), model_activation_name(c), c.loss_name, registry.parameter_count(),
                               path);
+  check_checkpoint_tensors(s, registry, path);
   return registry.unpack(s.master_weights_fp32);
 }
 

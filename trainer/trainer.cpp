@@ -107,6 +107,8 @@ void Trainer::Impl::prepare() {
     CollectiveWatch watch(watchdog, "broadcast", step + 1);
     comm.broadcast_bytes(params.master_weights_fp32.data(), params.master_weights_fp32.size_bytes(), 0);
     comm.broadcast_bytes(params.momentum_fp32.data(), params.momentum_fp32.size_bytes(), 0);
+    if (params.second_moment_fp32.count() > 0)  // AdamW's
+      comm.broadcast_bytes(params.second_moment_fp32.data(), params.second_moment_fp32.size_bytes(), 0);
   }
   if (is_root()) report.set_metrics(checkpoints.prepare_outputs(step));
   backend.cast_fp32_to_fp16(params.master_weights_fp32.data(), params.weights_fp16.data(), params.count());

@@ -4,6 +4,9 @@
 // code under test.
 #include "checkpoint_field_mutator.h"
 
+#include "trainer/models/mlp_config.h"
+#include "trainer/models/model_catalog.h"
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -48,11 +51,17 @@ uint64_t parameter_count(const std::vector<int64_t>& widths) {
 void fit_buffers(TrainState& s, MutatorRng& rng) {
   const uint64_t count = parameter_count(s.model_dims);
   if (count > kMaxMutatedParameters) return;
-  for (std::vector<float>* b : {&s.master_weights_fp32, &s.momentum_fp32}) {
+  for (std::vector<float>* b : {&s.master_weights_fp32, &s.momentum_fp32, &s.second_moment_fp32}) {
+    if (b == &s.second_moment_fp32 && s.optimizer != "adamw") continue;
     const size_t old_size = b->size();
     b->resize(count);
     for (size_t i = old_size; i < count; ++i) (*b)[i] = static_cast<float>(below(rng, 2001)) / 1000.0f - 1.0f;
   }
+  // Format 2 names the tensors of the layout: the MLP's for these widths.
+  s.tensors.clear();
+  uint64_t implied = 0;
+  if (checkpoint_dims_problem(s.model_dims, implied).empty())
+    for (const ParameterTensor& t : mlp_parameters(s.model_dims).tensors()) s.tensors.push_back({t.name, t.shape});
 }
 
 // A value on or next to a bound of an i64 field, or relative to `s`'s other
@@ -147,10 +156,14 @@ void make_consistent(TrainState& s, MutatorRng& rng) {
   if (count > kMaxMutatedParameters) s.model_dims = {static_cast<int64_t>(below(rng, 5)) + 1, 3};
   if (s.activation != "relu" && s.activation != "gelu") s.activation = below(rng, 2) ? "relu" : "gelu";
   if (s.loss != "xent" && s.loss != "mse") s.loss = below(rng, 2) ? "xent" : "mse";
+  s.model_kind = "mlp";
+  if (s.optimizer != "sgd" && s.optimizer != "adamw") s.optimizer = below(rng, 2) ? "sgd" : "adamw";
+  if (s.optimizer == "sgd") s.second_moment_fp32.clear();
   fit_buffers(s, rng);
-  for (std::vector<float>* b : {&s.master_weights_fp32, &s.momentum_fp32})
+  for (std::vector<float>* b : {&s.master_weights_fp32, &s.momentum_fp32, &s.second_moment_fp32})
     for (float& v : *b)
       if (!std::isfinite(v)) v = 0.0f;
+  for (float& v : s.second_moment_fp32) v = std::fabs(v);
   // A position: step in [0, 2^20), then the others within their bounds.
   s.step = static_cast<int64_t>(static_cast<uint64_t>(s.step) % (1 << 20));
   s.skipped_steps = static_cast<int64_t>(below(rng, static_cast<uint64_t>(s.step) + 1));
@@ -161,10 +174,11 @@ void make_consistent(TrainState& s, MutatorRng& rng) {
   if (!std::isfinite(s.scaler.scale) || s.scaler.scale <= 0.0) s.scaler.scale = 65536.0;
   s.scaler.growth_tracker = static_cast<int64_t>(below(rng, static_cast<uint64_t>(clean) + 1));
   s.scaler.hysteresis_left = 1 - s.skipped_steps + static_cast<int64_t>(below(rng, 4));
+  s.optimizer_steps = clean;
 }
 
 void mutate_one_field(TrainState& s, MutatorRng& rng) {
-  switch (below(rng, 14)) {
+  switch (below(rng, 16)) {
     case 0: s.step = interesting_i64(s, rng); break;
     case 1: s.epoch = interesting_i64(s, rng); break;
     case 2: s.epoch_sample_offset = interesting_i64(s, rng); break;
@@ -185,6 +199,12 @@ void mutate_one_field(TrainState& s, MutatorRng& rng) {
       std::vector<float>& b = below(rng, 2) ? s.master_weights_fp32 : s.momentum_fp32;
       if (below(rng, 2) && !b.empty()) b.pop_back();
       else b.push_back(0.5f);
+      break;
+    }
+    case 13: s.optimizer_steps = interesting_i64(s, rng); break;
+    case 14: {  // the other optimizer, its buffers kept or fitted
+      s.optimizer = s.optimizer == "adamw" ? "sgd" : "adamw";
+      if (below(rng, 2)) s.second_moment_fp32.assign(s.optimizer == "adamw" ? s.master_weights_fp32.size() : 0, 0.5f);
       break;
     }
     default: s.seed = rng(); break;

@@ -11,8 +11,11 @@
 //
 // Byte mutations rarely produce a sound file with one field out of range, so
 // the custom mutator below, when the input decodes, mutates one decoded field
-// (checkpoint_field_mutator.h) and re-serializes with serialize_checkpoint:
-// the checksum holds and the mutation reaches the contents check. Otherwise,
+// (checkpoint_field_mutator.h) and re-serializes it (format 2, or format 1
+// when format 2 cannot hold the mutated state, and now and then anyway):
+// the checksum holds and the mutation reaches the contents check. The
+// trailer re-seal above is format 1's; a format 2 input reaches the
+// decoder through the mutator. Otherwise,
 // and for a share of decodable inputs too, it is libFuzzer's byte mutation.
 //
 // The rule: any bytes either parse and validate or raise ddp::Error; the
@@ -32,6 +35,7 @@
 #include "fuzz_support.h"
 #include "trainer/models/mlp_config.h"
 #include "trainer/checkpoint/checkpoint.h"
+#include "trainer/checkpoint/checkpoint_v1.h"
 #include "trainer/checkpoint/checkpoint_validation.h"
 #include "trainer/models/model_catalog.h"
 
@@ -142,14 +146,20 @@ extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max
     if (rng() % 2 == 0) make_consistent(s, rng);
     mutate_one_field(s, rng);
     if (rng() % 8 == 0) mutate_one_field(s, rng);
-    try {
-      const Bytes out = serialize_checkpoint(s);
-      if (out.size() <= max_size) {
-        std::memcpy(data, out.data(), out.size());
-        return out.size();
+    // Format 2 when the state can be written so (its tensors name the
+    // layout), else format 1, which stores any shape and any bytes: both
+    // readers get states one field out of range.
+    for (const bool v1 : {rng() % 4 == 0, true}) {
+      try {
+        const Bytes out = v1 ? serialize_checkpoint_v1(s) : serialize_checkpoint(s);
+        if (out.size() <= max_size) {
+          std::memcpy(data, out.data(), out.size());
+          return out.size();
+        }
+        break;
+      } catch (const Error&) {
+        // Format 2 refuses a state whose tensors do not fit its buffers; format 1 a string over 4 GiB.
       }
-    } catch (const Error&) {
-      // A state serialize refuses (a string over 4 GiB) cannot come from here; fall through.
     }
   }
   return LLVMFuzzerMutate(data, size, max_size);

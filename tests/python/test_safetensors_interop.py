@@ -15,6 +15,10 @@ installed).
     weights equal the file's, widened exactly.
 (c) A file with a missing, an extra or a mis-shaped tensor is refused in
     one line naming that tensor, and nothing is saved.
+(d) A checkpoint (format 2, an AdamW run's) is read by the reference: the
+    weights under their names equal the same run's --save-weights, one
+    exp_avg and exp_avg_sq tensor per weight (exp_avg_sq >= 0), and the
+    training state in __metadata__ (format version 2, the step).
 
 Exits 77 (ctest's SKIP_RETURN_CODE) when numpy or safetensors is missing.
 """
@@ -171,6 +175,29 @@ def test_wrong_tensors_refused(binary, tmp, rng):
         check(ok, f"(c) {what} tensor refused in one line: {errors}")
 
 
+def test_checkpoint_reads_in_reference(binary, tmp, seed):
+    ck = os.path.join(tmp, "ck")
+    st = os.path.join(tmp, "adamw.safetensors")
+    run(binary, ["--steps", "4", "--seed", str(seed), "--optimizer", "adamw", "--lr", "1e-3",
+                 "--checkpoint-dir", ck, "--save-weights", st])
+    path = os.path.join(ck, "ckpt-step000000000004.safetensors")
+    check(os.path.exists(path), f"(d) the final checkpoint {os.path.basename(path)} exists")
+    tensors = safetensors.numpy.load_file(path)
+    weights = safetensors.numpy.load_file(st)
+    shapes = state_dict_shapes(WIDTHS)
+    want_names = set(shapes) | {f"optim.exp_avg.{n}" for n in shapes} | {f"optim.exp_avg_sq.{n}" for n in shapes}
+    check(set(tensors) == want_names, f"(d) names: weights, optim.exp_avg.*, optim.exp_avg_sq.* ({len(tensors)})")
+    for name in shapes:
+        check(np.array_equal(tensors.get(name), weights[name]), f"(d) {name}: equals --save-weights of the run")
+        sq = tensors.get(f"optim.exp_avg_sq.{name}")
+        check(sq is not None and sq.dtype == np.float32 and sq.shape == shapes[name] and (sq >= 0).all(),
+              f"(d) optim.exp_avg_sq.{name}: float32 {shapes[name]}, >= 0")
+    with safetensors.safe_open(path, framework="numpy") as f:
+        meta = f.metadata()
+    check(meta.get("ddp_train.checkpoint") == "2" and meta.get("step") == "4" and meta.get("optimizer") == "adamw",
+          f"(d) metadata: format 2, step 4, adamw ({ {k: meta.get(k) for k in ('ddp_train.checkpoint', 'step')} })")
+
+
 def main():
     if len(sys.argv) != 2:
         raise SystemExit(__doc__)
@@ -183,6 +210,7 @@ def main():
         test_ddp_train_file_reads_in_reference(binary, tmp, seed % 100000)
         test_reference_file_starts_a_run(binary, tmp, rng)
         test_wrong_tensors_refused(binary, tmp, rng)
+        test_checkpoint_reads_in_reference(binary, tmp, seed % 100000)
     print(f"{len(FAILURES)} failed" if FAILURES else "all passed")
     sys.exit(1 if FAILURES else 0)
 

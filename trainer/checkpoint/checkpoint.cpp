@@ -1,36 +1,24 @@
-// checkpoint.cpp: the checkpoint file format of checkpoint.h: encoding,
-// the validating read, the header alone, and the atomic write (through
-// atomic_file.h).
+// checkpoint.cpp: which format a checkpoint file is in, its validating read
+// (whole or header only), and the atomic write (atomic_file.h).
 #include "trainer/checkpoint/checkpoint.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <cstring>
-#include <filesystem>
-#include <limits>
-#include <system_error>
+#include <utility>
 
 #include "trainer/checkpoint/atomic_file.h"
+#include "trainer/checkpoint/checkpoint_v1.h"
+#include "trainer/checkpoint/checkpoint_v2.h"
 #include "trainer/data/input_file.h"
 
 namespace ddp {
 
 namespace {
-
-constexpr size_t kFixedHeaderBytes = 16;  // magic, version, header length
-constexpr size_t kTrailerBytes = 12;      // total length, CRC
-constexpr size_t kLengthFieldFromEnd = 12;
-constexpr size_t kCrcFieldFromEnd = 4;
-constexpr size_t kOptionalHeaderBytes = 24;  // run_id, train_samples, global_batch
-// A header holds a few short strings and the layer widths: anything larger
-// is not a header of ours, and read_checkpoint_header never allocates more.
-constexpr uint32_t kMaxHeaderBytes = 1u << 20;
 
 // Messages quote names from the disk; control characters in them must not
 // break the one-line promise (as DataError does).
@@ -41,213 +29,14 @@ std::string one_line(std::string text) {
   return text;
 }
 
-std::string errno_text(int err) { return std::strerror(err); }
-
-// zlib's crc32 takes a 32-bit length; checkpoints of large models exceed it.
-uint32_t crc32_of(const uint8_t* data, size_t byte_count) {
-  uLong crc = crc32(0L, Z_NULL, 0);
-  while (byte_count > 0) {
-    const uInt chunk = static_cast<uInt>(std::min<size_t>(byte_count, 1u << 30));
-    crc = crc32(crc, data, chunk);
-    data += chunk;
-    byte_count -= chunk;
-  }
-  return static_cast<uint32_t>(crc);
+// A v1 file starts with its magic; anything else is read as v2 (a
+// safetensors file starts with its header size, whose high bytes are zero,
+// never "DDPCKPT1"). A file shorter than the magic but agreeing with it is a
+// cut v1 checkpoint; an empty file is read as v1 (both say "truncated").
+bool is_v1(const uint8_t* data, size_t size) {
+  const size_t n = std::min(size, sizeof(kCheckpointV1Magic));
+  return std::memcmp(data, kCheckpointV1Magic, n) == 0;
 }
-
-// ---- encoding -------------------------------------------------------------------
-
-void store_u32(uint8_t* at, uint32_t v) {
-  for (int i = 0; i < 4; ++i) at[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-void store_u64(uint8_t* at, uint64_t v) {
-  for (int i = 0; i < 8; ++i) at[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-uint32_t load_u32(const uint8_t* at) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(at[i]) << (8 * i);
-  return v;
-}
-uint64_t load_u64(const uint8_t* at) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(at[i]) << (8 * i);
-  return v;
-}
-
-class ByteWriter {
- public:
-  explicit ByteWriter(size_t capacity_hint) { bytes_.reserve(capacity_hint); }
-
-  void raw(const void* data, size_t byte_count) {
-    const auto* p = static_cast<const uint8_t*>(data);
-    bytes_.insert(bytes_.end(), p, p + byte_count);
-  }
-  void u8(uint8_t v) { bytes_.push_back(v); }
-  void u32(uint32_t v) { store_u32(grow(4), v); }
-  void u64(uint64_t v) { store_u64(grow(8), v); }
-  void i64(int64_t v) { u64(static_cast<uint64_t>(v)); }
-  void f64(double v) {
-    uint64_t bits;
-    std::memcpy(&bits, &v, 8);
-    u64(bits);
-  }
-  void str(const std::string& s) {
-    if (s.size() > std::numeric_limits<uint32_t>::max()) throw Error("checkpoint: string field longer than 4 GiB");
-    u32(static_cast<uint32_t>(s.size()));
-    raw(s.data(), s.size());
-  }
-  void i64_vector(const std::vector<int64_t>& v) {
-    u64(v.size());
-    for (int64_t x : v) i64(x);
-  }
-  // Bulk path: the IEEE bits of each float, little-endian. On a little-endian
-  // host that is the memory image, so a large model is one memcpy.
-  void f32_vector(const std::vector<float>& v) {
-    u64(v.size());
-    uint8_t* at = grow(4 * v.size());
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    if (!v.empty()) std::memcpy(at, v.data(), 4 * v.size());
-#else
-    for (size_t i = 0; i < v.size(); ++i) {
-      uint32_t bits;
-      std::memcpy(&bits, &v[i], 4);
-      store_u32(at + 4 * i, bits);
-    }
-#endif
-  }
-
-  size_t size() const { return bytes_.size(); }
-  uint8_t* at(size_t offset) { return bytes_.data() + offset; }
-  std::vector<uint8_t> take() { return std::move(bytes_); }
-
- private:
-  uint8_t* grow(size_t byte_count) {
-    bytes_.resize(bytes_.size() + byte_count);
-    return bytes_.data() + bytes_.size() - byte_count;
-  }
-  std::vector<uint8_t> bytes_;
-};
-
-// ---- decoding -------------------------------------------------------------------
-
-// Thrown by ByteReader when a field runs past its range; the caller knows
-// whether that means "truncated" or "corrupt" and says so.
-struct OutOfBytes {};
-
-class ByteReader {
- public:
-  ByteReader(const uint8_t* data, size_t byte_count) : data_(data), size_(byte_count) {}
-
-  size_t offset() const { return offset_; }
-  size_t remaining() const { return size_ - offset_; }
-
-  const uint8_t* take(size_t byte_count) {
-    if (byte_count > remaining()) throw OutOfBytes{};
-    const uint8_t* p = data_ + offset_;
-    offset_ += byte_count;
-    return p;
-  }
-  uint8_t u8() { return *take(1); }
-  uint32_t u32() { return load_u32(take(4)); }
-  uint64_t u64() { return load_u64(take(8)); }
-  int64_t i64() { return static_cast<int64_t>(u64()); }
-  double f64() {
-    const uint64_t bits = u64();
-    double v;
-    std::memcpy(&v, &bits, 8);
-    return v;
-  }
-  std::string str() {
-    const uint32_t n = u32();
-    const uint8_t* p = take(n);
-    return std::string(reinterpret_cast<const char*>(p), n);
-  }
-  // Counts are checked against the bytes left before anything is allocated,
-  // so garbage can never ask for an absurd allocation.
-  std::vector<int64_t> i64_vector() {
-    const uint64_t n = u64();
-    if (n > remaining() / 8) throw OutOfBytes{};
-    std::vector<int64_t> v(n);
-    for (auto& x : v) x = i64();
-    return v;
-  }
-  std::vector<float> f32_vector() {
-    const uint64_t n = u64();
-    if (n > remaining() / 4) throw OutOfBytes{};
-    const uint8_t* p = take(4 * n);
-    std::vector<float> v(n);
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    if (n > 0) std::memcpy(v.data(), p, 4 * n);
-#else
-    for (size_t i = 0; i < n; ++i) {
-      const uint32_t bits = load_u32(p + 4 * i);
-      std::memcpy(&v[i], &bits, 4);
-    }
-#endif
-    return v;
-  }
-
- private:
-  const uint8_t* data_;
-  size_t size_;
-  size_t offset_ = 0;
-};
-
-// The header fields (without their length prefix), all of `h`. Inside the
-// header a field that runs past its end is corruption: its extent is known.
-TrainState decode_header(ByteReader& h, const std::string& name) {
-  TrainState s;
-  try {
-    s.model_dims = h.i64_vector();
-    s.activation = h.str();
-    s.loss = h.str();
-    const uint8_t momentum_flag = h.u8();
-    if (momentum_flag > 1) {
-      throw CheckpointError(name, "corrupt header: momentum flag is " + std::to_string(momentum_flag));
-    }
-    s.momentum_initialized = momentum_flag == 1;
-    s.scaler.scale = h.f64();
-    s.scaler.growth_tracker = h.i64();
-    s.scaler.hysteresis_left = h.i64();
-    s.step = h.i64();
-    s.epoch = h.i64();
-    s.epoch_sample_offset = h.i64();
-    s.skipped_steps = h.i64();
-    s.seed = h.u64();
-    // The optional fields (checkpoint.h): all of them or none.
-    if (h.remaining() >= kOptionalHeaderBytes) {
-      s.run_id = h.u64();
-      s.train_samples = h.u64();
-      s.global_batch = h.i64();
-    }
-  } catch (const OutOfBytes&) {
-    throw CheckpointError(name, "corrupt header: its fields run past its length of " +
-                                    std::to_string(h.offset() + h.remaining()) + " bytes");
-  }
-  if (h.remaining() != 0) {
-    throw CheckpointError(name, "corrupt header: " + std::to_string(h.offset() + h.remaining()) +
-                                    " bytes long, its fields end after " + std::to_string(h.offset()));
-  }
-  return s;
-}
-
-// Everything between the fixed header and the trailer. `r` starts at the
-// header-length field. OutOfBytes from `r` itself escapes (the caller decides
-// between truncated and corrupt).
-TrainState decode_fields(ByteReader& r, const std::string& name) {
-  const uint32_t header_bytes = r.u32();
-  ByteReader h(r.take(header_bytes), header_bytes);
-  TrainState s = decode_header(h, name);
-  s.master_weights_fp32 = r.f32_vector();
-  s.momentum_fp32 = r.f32_vector();
-  return s;
-}
-
-std::string truncated_problem(size_t file_bytes) {
-  return "truncated (file ends after " + std::to_string(file_bytes) + " bytes)";
-}
-
-// ---- files ----------------------------------------------------------------------
 
 // Through input_file.h, like every input: regular files only (a FIFO given
 // to --resume is refused, not waited on), at most the input limit, read in
@@ -260,101 +49,61 @@ std::vector<uint8_t> read_whole_file(const std::string& path) {
   }
 }
 
+// Reads [offset, offset + byte_count) of an open file; "truncated" when the
+// file ends first.
+std::vector<uint8_t> read_range(int fd, size_t offset, size_t byte_count, const std::string& path) {
+  std::vector<uint8_t> bytes(byte_count);
+  size_t got = 0;
+  while (got < byte_count) {
+    const ssize_t n = ::pread(fd, bytes.data() + got, byte_count - got, static_cast<off_t>(offset + got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw CheckpointError(path, checkpoint_truncated_problem(offset + got));
+    got += static_cast<size_t>(n);
+  }
+  return bytes;
+}
+
+CheckpointHeader header_of(const TrainState& s) {
+  CheckpointHeader out;
+  out.model_kind = s.model_kind, out.model_dims = s.model_dims, out.step = s.step, out.run_id = s.run_id;
+  return out;
+}
+
+CheckpointHeader read_header_v1(int fd, const std::string& path) {
+  const std::vector<uint8_t> fixed = read_range(fd, 0, kCheckpointV1FixedHeaderBytes, path);
+  if (!is_v1(fixed.data(), fixed.size())) throw CheckpointError(path, "not a ddp_train checkpoint (bad magic)");
+  const uint32_t version = checkpoint_v1_version(fixed.data());
+  if (version != kCheckpointV1FormatVersion)
+    throw CheckpointError(path, "unsupported checkpoint format version " + std::to_string(version));
+  const uint32_t header_bytes = checkpoint_v1_header_bytes(fixed.data());
+  if (header_bytes > kCheckpointV1MaxHeaderBytes)
+    throw CheckpointError(path, "corrupt header: length " + std::to_string(header_bytes));
+  const std::vector<uint8_t> header = read_range(fd, fixed.size(), header_bytes, path);
+  return header_of(decode_checkpoint_header_v1(header.data(), header.size(), path));
+}
+
+CheckpointHeader read_header_v2(int fd, const std::string& path) {
+  std::vector<uint8_t> head = read_range(fd, 0, 8, path);
+  const size_t header_bytes = checkpoint_v2_header_bytes(head.data(), path);
+  const std::vector<uint8_t> header = read_range(fd, 8, header_bytes, path);
+  head.insert(head.end(), header.begin(), header.end());
+  return header_of(decode_checkpoint_header_v2(head, path));
+}
+
 }  // namespace
 
 CheckpointError::CheckpointError(const std::string& file, const std::string& problem)
     : Error(one_line("checkpoint " + file + ": " + problem)), file_(file), problem_(one_line(problem)) {}
 
-std::vector<uint8_t> serialize_checkpoint(const TrainState& s) {
-  const size_t payload_bytes = 16 + 4 * (s.master_weights_fp32.size() + s.momentum_fp32.size());
-  ByteWriter w(kFixedHeaderBytes + 256 + 8 * s.model_dims.size() + payload_bytes + kTrailerBytes);
-  w.raw(kCheckpointMagic, sizeof(kCheckpointMagic));
-  w.u32(kCheckpointFormatVersion);
-  const size_t header_length_at = w.size();
-  w.u32(0);  // header length, patched below
-
-  const size_t header_start = w.size();
-  w.i64_vector(s.model_dims);
-  w.str(s.activation);
-  w.str(s.loss);
-  w.u8(s.momentum_initialized ? 1 : 0);
-  w.f64(s.scaler.scale);
-  w.i64(s.scaler.growth_tracker);
-  w.i64(s.scaler.hysteresis_left);
-  w.i64(s.step);
-  w.i64(s.epoch);
-  w.i64(s.epoch_sample_offset);
-  w.i64(s.skipped_steps);
-  w.u64(s.seed);
-  w.u64(s.run_id);
-  w.u64(s.train_samples);
-  w.i64(s.global_batch);
-  const size_t header_bytes = w.size() - header_start;
-  if (header_bytes > std::numeric_limits<uint32_t>::max()) throw Error("checkpoint: header larger than 4 GiB");
-  store_u32(w.at(header_length_at), static_cast<uint32_t>(header_bytes));
-
-  w.f32_vector(s.master_weights_fp32);
-  w.f32_vector(s.momentum_fp32);
-  w.u64(w.size() + kTrailerBytes);
-  w.u32(crc32_of(w.at(0), w.size()));
-  return w.take();
+std::string checkpoint_truncated_problem(size_t file_bytes) {
+  return "truncated (file ends after " + std::to_string(file_bytes) + " bytes)";
 }
 
-TrainState parse_checkpoint(const std::vector<uint8_t>& bytes, const std::string& name) {
-  const size_t size = bytes.size();
-  const uint8_t* data = bytes.data();
-  auto fail = [&](const std::string& problem) { throw CheckpointError(name, problem); };
+std::vector<uint8_t> serialize_checkpoint(const TrainState& s) { return serialize_checkpoint_v2(s); }
 
-  // A file shorter than the magic but agreeing with it is a cut checkpoint.
-  const size_t magic_bytes = std::min(size, sizeof(kCheckpointMagic));
-  if (magic_bytes > 0 && std::memcmp(data, kCheckpointMagic, magic_bytes) != 0) {
-    fail("not a ddp_train checkpoint (bad magic)");
-  }
-  if (size < kFixedHeaderBytes) fail(truncated_problem(size));
-  const uint32_t version = load_u32(data + sizeof(kCheckpointMagic));
-  if (version != kCheckpointFormatVersion) {
-    fail("unsupported checkpoint format version " + std::to_string(version) + " (this build reads " +
-         std::to_string(kCheckpointFormatVersion) + ")");
-  }
-
-  const bool length_matches =
-      size >= kFixedHeaderBytes + kTrailerBytes && load_u64(data + size - kLengthFieldFromEnd) == size;
-  if (length_matches) {
-    if (crc32_of(data, size - kCrcFieldFromEnd) != load_u32(data + size - kCrcFieldFromEnd)) {
-      fail("checksum mismatch (file corrupt)");
-    }
-    // The checksum holds, so what follows can only fail for a file some other
-    // writer produced; still checked, never trusted.
-    ByteReader r(data, size - kTrailerBytes);
-    r.take(kFixedHeaderBytes - 4);
-    try {
-      TrainState s = decode_fields(r, name);
-      if (r.remaining() != 0) {
-        fail("corrupt: " + std::to_string(r.remaining()) + " unexpected bytes after the momentum buffer");
-      }
-      return s;
-    } catch (const OutOfBytes&) {
-      fail("corrupt: fields run past the end of the file although the checksum holds");
-    }
-  }
-
-  // The length field disagrees with the size. Walk the fields to tell a file
-  // cut short (a crash, a full disk, a partial copy) from one damaged or
-  // appended to.
-  ByteReader r(data, size);
-  r.take(kFixedHeaderBytes - 4);
-  try {
-    decode_fields(r, name);
-  } catch (const OutOfBytes&) {
-    fail(truncated_problem(size));
-  }
-  if (r.remaining() < kTrailerBytes) fail(truncated_problem(size));
-  if (r.remaining() > kTrailerBytes) {
-    fail(std::to_string(r.remaining() - kTrailerBytes) +
-         " unexpected bytes after the end of the checkpoint (file corrupt or appended to)");
-  }
-  fail("checksum mismatch (file corrupt)");  // the length field itself is damaged
-  return {};                                 // not reached
+TrainState parse_checkpoint(std::vector<uint8_t> bytes, const std::string& name) {
+  if (is_v1(bytes.data(), bytes.size())) return parse_checkpoint_v1(bytes, name);
+  return parse_checkpoint_v2(std::move(bytes), name);
 }
 
 TrainState read_checkpoint(const std::string& path) { return parse_checkpoint(read_whole_file(path), path); }
@@ -368,39 +117,14 @@ CheckpointHeader read_checkpoint_header(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     const int err = errno;
-    throw CheckpointError(path, "cannot open: " + errno_text(err));
+    throw CheckpointError(path, std::string("cannot open: ") + std::strerror(err));
   }
   FdCloser closer(fd);
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) throw CheckpointError(path, "not a regular file");
-  size_t offset = 0;
-  auto read_next = [&](size_t byte_count) {
-    std::vector<uint8_t> bytes(byte_count);
-    size_t got = 0;
-    while (got < byte_count) {
-      const ssize_t n = ::pread(fd, bytes.data() + got, byte_count - got, static_cast<off_t>(offset + got));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) throw CheckpointError(path, truncated_problem(offset + got));
-      got += static_cast<size_t>(n);
-    }
-    offset += byte_count;
-    return bytes;
-  };
-  const std::vector<uint8_t> fixed = read_next(kFixedHeaderBytes);
-  if (std::memcmp(fixed.data(), kCheckpointMagic, sizeof(kCheckpointMagic)) != 0)
-    throw CheckpointError(path, "not a ddp_train checkpoint (bad magic)");
-  const uint32_t version = load_u32(fixed.data() + sizeof(kCheckpointMagic));
-  if (version != kCheckpointFormatVersion)
-    throw CheckpointError(path, "unsupported checkpoint format version " + std::to_string(version));
-  const uint32_t header_bytes = load_u32(fixed.data() + kFixedHeaderBytes - 4);
-  if (header_bytes > kMaxHeaderBytes)
-    throw CheckpointError(path, "corrupt header: length " + std::to_string(header_bytes));
-  const std::vector<uint8_t> header = read_next(header_bytes);
-  ByteReader h(header.data(), header.size());
-  const TrainState s = decode_header(h, path);
-  CheckpointHeader out;
-  out.model_dims = s.model_dims, out.step = s.step, out.run_id = s.run_id;
-  return out;
+  uint8_t first[8] = {};
+  const size_t got = static_cast<size_t>(std::max<ssize_t>(0, ::pread(fd, first, sizeof first, 0)));
+  return is_v1(first, got) ? read_header_v1(fd, path) : read_header_v2(fd, path);
 }
 
 }  // namespace ddp

@@ -22,18 +22,27 @@ std::string errno_text(int err) { return std::strerror(err); }
 // ---- directory ------------------------------------------------------------------
 
 constexpr const char* kNamePrefix = "ckpt-step";
-constexpr const char* kNameSuffix = ".ddpckpt";
+// What this build writes (format 2, a safetensors file), and what earlier
+// builds wrote (format 1): a directory of either still resumes.
+constexpr const char* kNameSuffix = ".safetensors";
+constexpr const char* kV1NameSuffix = ".ddpckpt";
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// The step of a checkpoint file name, or -1 if `name` is not exactly what
-// checkpoint_file_name writes (so "ckpt-step1.ddpckpt" or a copy named
-// "...ddpckpt.bak" is never taken for a checkpoint).
-int64_t step_of_file_name(const std::string& name) {
+// The name of the checkpoint of `step` with that suffix.
+std::string file_name_with(int64_t step, const char* suffix) {
+  std::string digits = std::to_string(step);
+  if (digits.size() < 12) digits.insert(0, 12 - digits.size(), '0');
+  return kNamePrefix + digits + suffix;
+}
+
+// The step of `name` if it is exactly the checkpoint name of a step with
+// that suffix, else -1.
+int64_t step_of_file_name_with(const std::string& name, const char* suffix_text) {
   const std::string prefix = kNamePrefix;
-  const std::string suffix = kNameSuffix;
+  const std::string suffix = suffix_text;
   if (name.size() <= prefix.size() + suffix.size() || name.compare(0, prefix.size(), prefix) != 0 ||
       !ends_with(name, suffix)) {
     return -1;
@@ -44,7 +53,19 @@ int64_t step_of_file_name(const std::string& name) {
   int64_t step = -1;
   const auto [end, ec] = std::from_chars(first, last, step);
   if (ec != std::errc() || end != last) return -1;
-  return checkpoint_file_name(step) == name ? step : -1;
+  return file_name_with(step, suffix_text) == name ? step : -1;
+}
+
+// The step of a checkpoint file name, or -1 if `name` is not exactly what
+// checkpoint_file_name writes, or an earlier build wrote (so
+// "ckpt-step1.safetensors" or a copy named "....safetensors.bak" is never
+// taken for a checkpoint).
+int64_t step_of_file_name(const std::string& name) {
+  for (const char* suffix : {kNameSuffix, kV1NameSuffix}) {
+    const int64_t step = step_of_file_name_with(name, suffix);
+    if (step >= 0) return step;
+  }
+  return -1;
 }
 
 // "<checkpoint name>.tmp.<pid>", what an interrupted write leaves behind.
@@ -91,9 +112,7 @@ DirListing list_checkpoint_dir(const std::string& dir) {
 
 std::string checkpoint_file_name(int64_t step) {
   if (step < 0) throw Error("checkpoint_file_name: negative step " + std::to_string(step));
-  std::string digits = std::to_string(step);
-  if (digits.size() < 12) digits.insert(0, 12 - digits.size(), '0');
-  return kNamePrefix + digits + kNameSuffix;
+  return file_name_with(step, kNameSuffix);
 }
 
 CheckpointScan find_newest_valid_checkpoint(const std::string& dir) {

@@ -9,7 +9,9 @@
 
 namespace ddp {
 
-// "ckpt-step000000001234.ddpckpt": zero-padded so names sort like steps.
+// "ckpt-step000000001234.safetensors": zero-padded so names sort like
+// steps. A directory scan also takes the names of format 1 checkpoints
+// ("ckpt-step000000001234.ddpckpt", earlier builds'), so they still resume.
 // Throws ddp::Error for a negative step.
 std::string checkpoint_file_name(int64_t step);
 

@@ -25,6 +25,9 @@ namespace {
 // trainer stores in its checkpoints as given).
 const char* const kActivationNames[] = {"relu", "gelu"};
 const char* const kLossNames[] = {"xent", "mse"};
+// Model kinds (models/model_catalog.h) and optimizers (optim/optimizer_kind.h).
+const char* const kModelKinds[] = {"mlp"};
+const char* const kOptimizers[] = {"sgd", "adamw"};
 
 // Names read from a file may be anything; a message quotes at most this much.
 constexpr size_t kMaxQuotedChars = 32;
@@ -65,6 +68,8 @@ std::string list_of(const char* const (&names)[N]) {
 
 // The model: what restore() sizes its buffers by and the forward pass loops over.
 void check_model(const TrainState& s, const std::string& name) {
+  if (!is_one_of(s.model_kind, kModelKinds))
+    refuse(name, "model is " + quoted(s.model_kind) + " (must be " + list_of(kModelKinds) + ")");
   // The dims must describe a model (for the MLP: at least two widths, each
   // > 0); the buffers' lengths are checked against the count they imply below.
   uint64_t count = 0;
@@ -85,6 +90,36 @@ void check_model(const TrainState& s, const std::string& name) {
     refuse(name, "momentum holds " + std::to_string(s.momentum_fp32.size()) + " values, the model dims " + dims_text(s.model_dims) + " need " +
                      std::to_string(count));
   }
+  // Version 2 names its tensors; together they are the packed layout.
+  if (!s.tensors.empty()) {
+    uint64_t named = 0;
+    for (const StateTensor& t : s.tensors) {
+      uint64_t n = 1;
+      for (int64_t d : t.shape) {
+        if (d <= 0) refuse(name, "tensor " + quoted(t.name) + " has a dimension " + i64_text(d) + " (must be > 0)");
+        n *= static_cast<uint64_t>(d);
+      }
+      named += n;
+    }
+    if (named != count)
+      refuse(name, "its tensors hold " + std::to_string(named) + " values, the model dims " + dims_text(s.model_dims) +
+                       " need " + std::to_string(count));
+  }
+}
+
+// The optimizer's state: its buffers and its step count.
+void check_optimizer(const TrainState& s, const std::string& name) {
+  if (!is_one_of(s.optimizer, kOptimizers))
+    refuse(name, "optimizer is " + quoted(s.optimizer) + " (must be " + list_of(kOptimizers) + ")");
+  const size_t want = s.optimizer == "adamw" ? s.master_weights_fp32.size() : 0;
+  if (s.second_moment_fp32.size() != want)
+    refuse(name, "exp_avg_sq holds " + std::to_string(s.second_moment_fp32.size()) + " values, " + s.optimizer +
+                     " keeps " + std::to_string(want));
+  // The optimizer steps on every step that is not skipped, and only then
+  // (GradScaler skips optimizer.step()), so its count is the clean steps.
+  if (s.optimizer_steps != s.step - s.skipped_steps)
+    refuse(name, "optimizer_steps is " + i64_text(s.optimizer_steps) + " (must be step - skipped_steps = " +
+                     i64_text(s.step - s.skipped_steps) + ")");
 }
 
 // The position in the run: what the LR schedule, the sampler and the loader
@@ -176,7 +211,9 @@ void check_buffers(const TrainState& s, const std::string& name) {
   const struct {
     const char* what;
     const std::vector<float>& values;
-  } buffers[] = {{"master weight", s.master_weights_fp32}, {"momentum value", s.momentum_fp32}};
+  } buffers[] = {{"master weight", s.master_weights_fp32},
+                 {"momentum value", s.momentum_fp32},
+                 {"exp_avg_sq value", s.second_moment_fp32}};
   for (const auto& b : buffers) {
     const size_t bad = first_non_finite(b.values);
     if (bad != b.values.size()) {
@@ -184,6 +221,11 @@ void check_buffers(const TrainState& s, const std::string& name) {
                        ") is " + number_text(b.values[bad]));
     }
   }
+  // A running mean of squares.
+  for (size_t i = 0; i < s.second_moment_fp32.size(); ++i)
+    if (s.second_moment_fp32[i] < 0.0f)
+      refuse(name, "exp_avg_sq value " + std::to_string(i) + " is " + number_text(s.second_moment_fp32[i]) +
+                       " (a mean of squares: must be >= 0)");
 }
 
 }  // namespace
@@ -194,6 +236,7 @@ void validate_checkpoint_contents(const TrainState& s, const std::string& name) 
   check_model(s, name);
   check_position(s, name);
   check_step_state(s, name);
+  check_optimizer(s, name);
   check_buffers(s, name);
 }
 
@@ -217,6 +260,33 @@ void check_checkpoint_compatible(const TrainState& ckpt, const std::vector<int64
     fail("momentum size mismatch: checkpoint holds " + std::to_string(ckpt.momentum_fp32.size()) +
          " momentum values for " + std::to_string(parameter_count) + " parameters");
   }
+}
+
+void check_checkpoint_model_kind(const TrainState& ckpt, const std::string& model_kind, const std::string& name) {
+  if (ckpt.model_kind != model_kind)
+    throw CheckpointError(name, "model mismatch: the checkpoint holds a " + ckpt.model_kind + ", this run trains a " +
+                                    model_kind);
+}
+
+void check_checkpoint_tensors(const TrainState& ckpt, const ParameterRegistry& registry, const std::string& name) {
+  auto fail = [&](const std::string& problem) { throw CheckpointError(name, "model mismatch: " + problem); };
+  if (ckpt.tensors.empty()) return;  // version 1: the layout is the MLP's, checked by its dims
+  for (size_t i = 0; i < registry.size() || i < ckpt.tensors.size(); ++i) {
+    if (i >= ckpt.tensors.size()) fail("tensor " + registry[i].name + " is not in the checkpoint");
+    if (i >= registry.size()) fail("tensor " + quoted(ckpt.tensors[i].name) + " is not one of this run's model");
+    if (ckpt.tensors[i].name != registry[i].name)
+      fail("tensor " + std::to_string(i) + " is " + quoted(ckpt.tensors[i].name) + ", this run's model has " +
+           registry[i].name + " there");
+    if (ckpt.tensors[i].shape != registry[i].shape)
+      fail("tensor " + registry[i].name + " has shape " + dims_text(ckpt.tensors[i].shape) + ", this run's " +
+           dims_text(registry[i].shape));
+  }
+}
+
+void check_checkpoint_optimizer(const TrainState& ckpt, const std::string& optimizer, const std::string& name) {
+  if (ckpt.optimizer != optimizer)
+    throw CheckpointError(name, "optimizer mismatch: the checkpoint holds " + ckpt.optimizer +
+                                    " state, this run uses --optimizer " + optimizer);
 }
 
 }  // namespace ddp

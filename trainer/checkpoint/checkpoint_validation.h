@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "trainer/checkpoint/train_state.h"
+#include "trainer/models/parameter_registry.h"
 
 namespace ddp {
 
@@ -32,5 +33,15 @@ void validate_checkpoint_contents(const TrainState& s, const std::string& name);
 void check_checkpoint_compatible(const TrainState& ckpt, const std::vector<int64_t>& model_dims,
                                  const std::string& activation, const std::string& loss, size_t parameter_count,
                                  const std::string& name);
+
+// The model kind ("mlp") against this run's: checked first, since the
+// dims of one kind mean nothing to another.
+void check_checkpoint_model_kind(const TrainState& ckpt, const std::string& model_kind, const std::string& name);
+// Version 2 names its tensors: each name and shape, in order, against this
+// run's registry; CheckpointError naming the first tensor that differs.
+void check_checkpoint_tensors(const TrainState& ckpt, const ParameterRegistry& registry, const std::string& name);
+// A resume continues the optimizer it was written with ("sgd", "adamw"):
+// another one's state means nothing to it.
+void check_checkpoint_optimizer(const TrainState& ckpt, const std::string& optimizer, const std::string& name);
 
 }  // namespace ddp

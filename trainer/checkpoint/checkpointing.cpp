@@ -3,6 +3,7 @@
 #include "trainer/checkpoint/checkpointing.h"
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <filesystem>
 #include <random>
@@ -60,19 +61,29 @@ ResumeTarget Checkpointing::resume_target() const {
   return t;
 }
 
-int64_t Checkpointing::restore(const TrainState& s, const std::string& path) {
+void Checkpointing::check_model_of(const TrainState& s, const std::string& path) const {
   validate_checkpoint_contents(s, path);
   const ParameterRegistry& registry = params_.registry();
+  check_checkpoint_model_kind(s, model_kind_name(cfg_), path);
   check_checkpoint_compatible(s, model_dims(cfg_), model_activation_name(cfg_), cfg_.loss_name,
                               registry.parameter_count(), path);
+  check_checkpoint_tensors(s, registry, path);
+}
+
+int64_t Checkpointing::restore(const TrainState& s, const std::string& path) {
+  check_model_of(s, path);
+  check_checkpoint_optimizer(s, optimizer_kind_name(cfg_.optimizer), path);
+  const ParameterRegistry& registry = params_.registry();
   const ResumeTarget target = resume_target();
   std::vector<std::string> notes = check_resume_fits(s, target, path);
   const LossScalerState scaler = resumed_scaler_state(s, target, notes);
   params_.set_master_weights(registry.unpack(s.master_weights_fp32));
   params_.momentum_fp32.upload(registry.unpack(s.momentum_fp32));
+  if (cfg_.optimizer == OptimizerKind::AdamW) params_.second_moment_fp32.upload(registry.unpack(s.second_moment_fp32));
   StepStatus& status = state_.host_to_upload();
   status.momentum_initialized = s.momentum_initialized ? 1 : 0;
   set_scaler_state(status, scaler);
+  for (const std::string& line : optimizer_setting_notes(s)) notes.push_back(line);
   for (const std::string& line : notes) say(line);
   resumed_ = true;
   run_id_ = s.run_id;
@@ -82,6 +93,7 @@ int64_t Checkpointing::restore(const TrainState& s, const std::string& path) {
   last_checkpoint_step_ = s.step;
   status.steps_done = s.step;
   status.skipped_total = s.skipped_steps;
+  status.steps_taken = s.optimizer_steps;
   cursor_.move_to(s.epoch, s.epoch_sample_offset);  // drops the cached orders: the seed may change below
   // With --drop-last and a larger global batch than the checkpoint's, what
   // is left of its epoch may be less than a full step: that epoch is over.
@@ -97,13 +109,35 @@ int64_t Checkpointing::restore(const TrainState& s, const std::string& path) {
 }
 
 int64_t Checkpointing::restore_weights(const TrainState& s, const std::string& path) {
-  validate_checkpoint_contents(s, path);
-  const ParameterRegistry& registry = params_.registry();
-  check_checkpoint_compatible(s, model_dims(cfg_), model_activation_name(cfg_), cfg_.loss_name,
-                              registry.parameter_count(), path);
-  params_.set_master_weights(registry.unpack(s.master_weights_fp32));
+  check_model_of(s, path);
+  params_.set_master_weights(params_.registry().unpack(s.master_weights_fp32));
   say("evaluating " + path + " (step " + std::to_string(s.step) + ")");
   return s.step;
+}
+
+std::map<std::string, std::string> optimizer_settings(const TrainConfig& c) {
+  auto text = [](double v) {
+    char buffer[40];
+    return std::string(buffer, std::to_chars(buffer, buffer + sizeof buffer, v).ptr);
+  };
+  std::map<std::string, std::string> m = {{"lr", text(c.lr)}, {"weight-decay", text(c.weight_decay)}};
+  if (c.optimizer == OptimizerKind::AdamW) {
+    m["beta1"] = text(c.beta1), m["beta2"] = text(c.beta2), m["eps"] = text(c.eps);
+  } else {
+    m["momentum"] = text(c.momentum), m["nesterov"] = c.nesterov ? "1" : "0";
+  }
+  return m;
+}
+
+std::vector<std::string> Checkpointing::optimizer_setting_notes(const TrainState& s) const {
+  std::vector<std::string> notes;
+  for (const auto& [flag, value] : optimizer_settings(cfg_)) {
+    const auto it = s.optimizer_settings.find(flag);
+    if (it != s.optimizer_settings.end() && it->second != value)
+      notes.push_back("resume: the checkpoint was trained with --" + flag + " " + it->second + "; this run uses " +
+                      value);
+  }
+  return notes;
 }
 
 void Checkpointing::ensure_run_id() {
@@ -136,12 +170,19 @@ std::unique_ptr<MetricsFile> Checkpointing::prepare_outputs(int64_t step) {
 TrainState Checkpointing::snapshot(int64_t step) {
   const StepStatus& status = state_.read(step);
   TrainState s;
+  s.model_kind = model_kind_name(cfg_);
+  for (const ParameterTensor& t : params_.registry().tensors()) s.tensors.push_back({t.name, t.shape});
   s.model_dims = model_dims(cfg_);
   s.activation = model_activation_name(cfg_);
   s.loss = cfg_.loss_name;
   s.master_weights_fp32 = params_.registry().pack(params_.master_weights_fp32.download());
   s.momentum_fp32 = params_.registry().pack(params_.momentum_fp32.download());
+  if (cfg_.optimizer == OptimizerKind::AdamW)
+    s.second_moment_fp32 = params_.registry().pack(params_.second_moment_fp32.download());
   s.momentum_initialized = status.momentum_initialized != 0;
+  s.optimizer = optimizer_kind_name(cfg_.optimizer);
+  s.optimizer_settings = optimizer_settings(cfg_);
+  s.optimizer_steps = status.steps_taken;
   s.scaler = scaler_state_of(status);
   s.step = step, s.epoch = cursor_.epoch(), s.epoch_sample_offset = cursor_.epoch_offset();
   s.skipped_steps = status.skipped_total;

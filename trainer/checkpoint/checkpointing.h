@@ -5,8 +5,10 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "comm/communicator.h"
 #include "trainer/data/dataset.h"
@@ -20,6 +22,11 @@
 #include "trainer/checkpoint/train_state.h"
 
 namespace ddp {
+
+// The optimizer's settings as a checkpoint records them (flag name without
+// "--" -> value, shortest round-trip text): lr, weight-decay, and momentum,
+// nesterov (SGD) or beta1, beta2, eps (AdamW).
+std::map<std::string, std::string> optimizer_settings(const TrainConfig& config);
 
 class Checkpointing {
  public:
@@ -60,6 +67,11 @@ class Checkpointing {
   static uint64_t fresh_run_id();
 
  private:
+  // The checkpoint's contents, and its model against this run's.
+  void check_model_of(const TrainState& s, const std::string& path) const;
+  // A line per optimizer setting this run changes (the run's flags win, as
+  // with PyTorch when the new value is set after load_state_dict).
+  std::vector<std::string> optimizer_setting_notes(const TrainState& s) const;
   // What resume_check.h needs to know about this run.
   ResumeTarget resume_target() const;
   int world() const { return comm_.world_size(); }

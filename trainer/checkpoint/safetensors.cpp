@@ -271,6 +271,16 @@ SafetensorsFile parse_safetensors(std::vector<uint8_t> bytes, const std::string&
   return f;
 }
 
+std::map<std::string, std::string> parse_safetensors_metadata(const uint8_t* bytes, size_t available,
+                                                              const std::string& name) {
+  DDP_REQUIRE(available >= 8 && read_le64(bytes) <= available - 8, "parse_safetensors_metadata: whole header");
+  const char* text = reinterpret_cast<const char*>(bytes + 8);
+  const Json header = parse_header_json(name, text, text + read_le64(bytes));
+  if (!header.is_object()) throw DataError(name, "header is JSON but not an object {name: tensor, ...}");
+  const auto metadata = header.find("__metadata__");
+  return metadata == header.end() ? std::map<std::string, std::string>{} : parse_metadata(name, *metadata);
+}
+
 SafetensorsFile read_safetensors(const std::string& path) {
   return naming_out_of_memory(path, [&] {
     return parse_safetensors(read_input_file(path, input_limit_bytes(), "safetensors file"), path);

@@ -66,6 +66,14 @@ struct SafetensorsFile {
 // __metadata__ is not an object of strings.
 SafetensorsFile parse_safetensors(std::vector<uint8_t> bytes, const std::string& name);
 
+// The header alone of a file whose first `available` bytes are at `bytes`
+// (at least 8 + its header size; the caller checks that): its
+// __metadata__, empty when absent. The tensor entries are not checked
+// (parse_safetensors does); DataError naming `name` when the header is not
+// JSON, not an object, has a duplicate name or a bad __metadata__.
+std::map<std::string, std::string> parse_safetensors_metadata(const uint8_t* bytes, size_t available,
+                                                              const std::string& name);
+
 // Reads `path` within bounds (trainer/data/input_file.h) and parses it.
 SafetensorsFile read_safetensors(const std::string& path);
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -16,20 +17,43 @@ struct LossScalerState {
   int64_t hysteresis_left = 1; // overflows still tolerated before a backoff
 };
 
+// One parameter tensor of the packed layout: its state_dict name and shape.
+struct StateTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  bool operator==(const StateTensor& o) const { return name == o.name && shape == o.shape; }
+};
+
 struct TrainState {
-  // Model shape: the dims its kind defines (models/model_factory.h; for the
+  uint32_t format_version = 2;  // of the file it was read from (checkpoint_v1.h, checkpoint_v2.h)
+
+  // Model: its kind ("mlp"), and the shape: the dims its kind defines (models/model_factory.h; for the
   // MLP its widths: input, hidden..., output), activation and loss names as
   // on the command line ("relu"/"gelu", "xent"/"mse").
   std::vector<int64_t> model_dims;
   std::string activation;
   std::string loss;
 
+  std::string model_kind = "mlp";
+  // The parameter tensors in the order they are packed below (registry
+  // order). Version 1 did not name them (empty: the MLP's layout).
+  std::vector<StateTensor> tensors;
+
   // The parameter tensors packed back to back in registry order, no
   // padding (ParameterRegistry::pack: for the MLP the layout of version 1,
   // last layer first); the model's parameter count each.
   std::vector<float> master_weights_fp32;
-  std::vector<float> momentum_fp32;
+  std::vector<float> momentum_fp32;        // SGD momentum, or AdamW's exp_avg
+  std::vector<float> second_moment_fp32;   // AdamW's exp_avg_sq; empty for SGD
   bool momentum_initialized = false;  // PyTorch SGD: first step copies the gradient
+
+  // The optimizer: "sgd" or "adamw" (optim/optimizer_kind.h), the settings
+  // it ran with (flag name without "--" -> value as text: for the record and
+  // the notes of a resume that changes them), and the steps it actually
+  // took (skipped ones not counted: AdamW's bias-correction t).
+  std::string optimizer = "sgd";
+  std::map<std::string, std::string> optimizer_settings;
+  int64_t optimizer_steps = 0;
 
   LossScalerState scaler;
 

@@ -73,11 +73,6 @@ void check_sense(const TrainConfig& c) {
   require_in(c.grad_accum <= kMaxRows, "--grad-accum " + std::to_string(c.grad_accum) + " is above 2^30");
   require_in(c.global_batch <= kMaxRows, "--global-batch " + std::to_string(c.global_batch) + " is above 2^30 samples");
   require_in(c.momentum < 1, "--momentum must be below 1 (SGD diverges at 1 and above)");
-  // Checkpoint format v1 holds one optimizer buffer and no step count: an
-  // AdamW run could not resume bitwise from it, so none is written or read.
-  require_in(c.optimizer != OptimizerKind::AdamW || (c.checkpoint_dir.empty() && !c.resume),
-             std::string("--optimizer adamw cannot be used with ") + (c.resume ? "--resume" : "--checkpoint-dir") +
-                 " yet: AdamW checkpoints need checkpoint format v2, which is not yet written");
   require_in(std::isfinite(c.lr_gamma) && c.lr_gamma > 0, "--lr-gamma must be a positive number");
   require_in(std::isfinite(c.loss_scaler.growth_factor) && c.loss_scaler.growth_factor > 1,
              "--growth-factor must be a number above 1");

@@ -11,6 +11,7 @@ ParameterRegistry model_parameters(const TrainConfig& c) { return mlp_parameters
 std::vector<int64_t> model_dims(const TrainConfig& c) { return mlp_dims(c.mlp); }
 
 std::string model_activation_name(const TrainConfig& c) { return c.mlp.activation_name; }
+std::string model_kind_name(const TrainConfig&) { return "mlp"; }
 
 std::string model_summary(const TrainConfig& c) {
   return "MLP " + mlp_widths_text(mlp_dims(c.mlp)) + " " + c.mlp.activation_name;

@@ -23,6 +23,9 @@ struct TrainTestData;
 // weight files and output checks before a run starts.
 ParameterRegistry model_parameters(const TrainConfig& config);
 
+// The model's kind as a checkpoint records it ("mlp").
+std::string model_kind_name(const TrainConfig& config);
+
 // What a checkpoint records of the model's shape (version 1: the MLP's
 // layer widths) and the activation name it records with it.
 std::vector<int64_t> model_dims(const TrainConfig& config);
