@@ -161,9 +161,17 @@ TEST(TokenWindows, GptTwoTokensPadTheModelsVocabularyAndKeepTheRealOne) {
   EXPECT_EQ(token_vocab(TokenEncoding::RawU16, 0).vocab_size, 50304);
   EXPECT_EQ(token_vocab(TokenEncoding::Bytes, 0).vocab_size, 256);
   const int64_t given = 1 + static_cast<int64_t>(rng() % 70000);
-  const TokenVocab v = token_vocab(TokenEncoding::RawU16, given);  // as given: e.g. a GPT-2 checkpoint's 50257
+  const TokenVocab v = token_vocab(TokenEncoding::RawU16, given);  // as given: another tokenizer's
   EXPECT_EQ(v.vocab_size, given);
   EXPECT_EQ(v.real_vocab_size, given);
+  // Given above the encoding's own vocabulary, --vocab-size pads it; below, it bounds the ids.
+  const TokenVocab padded = token_vocab(TokenEncoding::Llmc, 50257 + 1 + static_cast<int64_t>(rng() % 1000));
+  EXPECT_EQ(padded.real_vocab_size, 50257);
+  EXPECT_GT(padded.vocab_size, 50257);
+  EXPECT_EQ(token_vocab(TokenEncoding::Llmc, 50257).vocab_size, 50257);  // a GPT-2 checkpoint's, unpadded
+  EXPECT_EQ(token_vocab(TokenEncoding::Bytes, 300).real_vocab_size, 256);
+  EXPECT_EQ(token_vocab(TokenEncoding::Bytes, 300).vocab_size, 300);
+  EXPECT_EQ(token_vocab(TokenEncoding::Bytes, 97).real_vocab_size, 97);
 
   // A raw-u16 file through --data text: ids up to 50256 are tokens, 50257 is not.
   std::vector<uint16_t> stream = random_stream(rng, 600, 50257);

@@ -36,16 +36,23 @@ void require_windows_fit(const TokenStream& stream) {
 
 TokenVocab token_vocab(TokenEncoding encoding, int64_t vocab_size_flag) {
   TokenVocab v;
+  const bool bytes = encoding == TokenEncoding::Bytes;
+  // The vocabulary the encoding itself defines: bytes, and llm.c's version-1
+  // shards (GPT-2 tokens). A raw uint16 file says nothing of its tokenizer.
+  const int own = bytes ? kByteVocabSize : kGpt2VocabSize;
+  const bool defined = bytes || encoding == TokenEncoding::Llmc;
+  const std::string own_text = bytes ? "the byte vocabulary 256" : "GPT-2's vocabulary 50257";
   if (vocab_size_flag > 0) {
-    v.vocab_size = v.real_vocab_size = static_cast<int>(vocab_size_flag);
-    v.bound_text = "--vocab-size " + std::to_string(vocab_size_flag);
+    v.vocab_size = static_cast<int>(vocab_size_flag);
+    const bool own_is_smaller = defined && own < v.vocab_size;
+    v.real_vocab_size = own_is_smaller ? own : v.vocab_size;
+    v.bound_text = own_is_smaller ? own_text + " (--vocab-size " + std::to_string(vocab_size_flag) + " pads it)"
+                                  : "--vocab-size " + std::to_string(vocab_size_flag);
     return v;
   }
-  const bool bytes = encoding == TokenEncoding::Bytes;
-  v.real_vocab_size = bytes ? kByteVocabSize : kGpt2VocabSize;
-  v.vocab_size = (v.real_vocab_size + kVocabPadMultiple - 1) / kVocabPadMultiple * kVocabPadMultiple;
-  v.bound_text = bytes ? "the byte vocabulary 256"
-                       : "GPT-2's vocabulary 50257 (another tokenizer: give --vocab-size)";
+  v.real_vocab_size = own;
+  v.vocab_size = (own + kVocabPadMultiple - 1) / kVocabPadMultiple * kVocabPadMultiple;
+  v.bound_text = bytes ? own_text : own_text + " (another tokenizer: give --vocab-size)";
   return v;
 }
 

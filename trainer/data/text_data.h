@@ -3,12 +3,18 @@
 // --block-size + 1 (token_windows.h), validated on --val-text or on the last
 // --val-fraction of the training text.
 //
-// The vocabulary: Dataset::real_vocab_size is the tokenizer's (256 for
-// bytes, GPT-2's 50257 for llm.c shards and raw uint16 files), and every
-// token id must be below it. Dataset::vocab_size is the model's: --vocab-size
-// when given (then also the bound of the ids, e.g. 65 for a character-level
-// raw-u16 file), else the tokenizer's padded up to a multiple of 128 for the
-// GEMMs, as llm.c pads 50257 to 50304 (bytes stay 256).
+// The vocabulary: Dataset::vocab_size is the model's (its embedding rows,
+// its logits per position), Dataset::real_vocab_size the tokenizer's, and
+// every token id must be below the latter.
+//   default            the tokenizer's padded up to a multiple of 128 for the
+//                      GEMMs, as llm.c pads GPT-2's 50257 to 50304: bytes
+//                      256/256; llm.c shards and raw uint16 files 50304/50257.
+//   --vocab-size V     the model's is V. The tokenizer's is the encoding's
+//                      own where it defines one and V is larger (bytes: 256;
+//                      llm.c version 1: GPT-2's 50257), so V pads it; else V
+//                      (a raw uint16 file of another tokenizer, e.g. 65
+//                      characters; or an unpadded 50257 to match a GPT-2
+//                      checkpoint).
 #pragma once
 
 #include <cstdint>
