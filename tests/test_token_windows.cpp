@@ -13,8 +13,11 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/cpu_backend.h"
+#include "trainer/data/batch_loader.h"
 #include "trainer/data/data_error.h"
 #include "trainer/data/data_source.h"
+#include "trainer/data/distributed_sampler.h"
 #include "trainer/data/dataset.h"
 #include "trainer/data/text_data.h"
 #include "trainer/data/token_windows.h"
@@ -216,6 +219,44 @@ TEST(TokenWindows, ValidateRefusesATokenIdAboveTheRealVocabulary) {
   test::expect_data_error([&] { validate_dataset(d, "tokens"); }, {"tokens: bad token id", "real_vocab_size 100"});
   d = make_token_windows(stream, 0, stream.size(), t, 128, 200, "tokens");
   test::expect_data_error([&] { validate_dataset(d, "tokens"); }, {"tokens: ", "real_vocab_size 200", "vocab_size 128"});
+}
+
+// The windows go through the existing sampler and loader unchanged: two
+// ranks' shuffled epochs hold disjoint windows that together are all of
+// them, and each loaded row is its window of the text, labels shifted by one.
+TEST(TokenWindows, TheSamplerAndLoaderServeWindowsOfTheText) {
+  std::mt19937_64 rng(test::test_seed());
+  const size_t t = 2 + rng() % 30;
+  const Bytes text = random_text(rng, 50 * (t + 1) + rng() % 1000);
+  const std::vector<uint16_t> stream(text.begin(), text.end());
+  DataConfig c = text_config(test::write_temp("input.txt", text), t);
+  c.val_text = c.train_text;
+  const TrainTestData d = load_text_train_test(c);
+  CpuBackend cpu(1);
+  constexpr int kBatch = 4;
+  const uint64_t seed = rng();
+  const int64_t epoch = static_cast<int64_t>(rng() % 5);
+  std::set<uint32_t> seen;
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::vector<uint32_t> order =
+        DistributedSampler(d.train.count, rank, 2, seed, true, true).rank_indices(epoch);
+    BatchLoader loader(cpu, d.train, kBatch);
+    for (size_t at = 0; at + kBatch <= order.size(); at += kBatch) {
+      const DeviceBatch b = loader.load(order.data() + at, kBatch);
+      std::vector<int32_t> ids(kBatch * t), labels(kBatch * t);
+      cpu.copy_to_host(ids.data(), b.token_ids, ids.size() * sizeof(int32_t));
+      cpu.copy_to_host(labels.data(), b.labels, labels.size() * sizeof(int32_t));
+      for (int r = 0; r < kBatch; ++r) {
+        const size_t start = order[at + r] * t;
+        for (size_t j = 0; j < t; ++j) {
+          ASSERT_EQ(ids[r * t + j], stream[start + j]) << "window " << order[at + r] << ", position " << j;
+          ASSERT_EQ(labels[r * t + j], stream[start + j + 1]) << "window " << order[at + r] << ", position " << j;
+        }
+      }
+    }
+    for (uint32_t w : order) EXPECT_TRUE(seen.insert(w).second) << "window " << w << " on both ranks";
+  }
+  EXPECT_EQ(seen.size(), d.train.count / 2 * 2);  // drop_last: an odd window out
 }
 
 // --data text through load_train_test, as ddp_train calls it.
