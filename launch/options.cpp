@@ -88,7 +88,7 @@ ParsedOptions parse_options(int argc, const char* const argv[]) {
       ("train-text", po::value(&c.data.train_text),
        "--data text: training tokens: any file as bytes, an llm.c .bin shard, or raw uint16 (--token-format)")
       ("val-text", po::value(&c.data.val_text), "--data text: validation tokens, in the same encoding")
-      ("val-fraction", po::value(&c.data.val_fraction)->default_value(c.data.val_fraction),
+      ("val-fraction", po::value(&c.data.val_fraction)->default_value(c.data.val_fraction, "0.1"),
        "--data text without --val-text: validate on the last F of --train-text (cut at a window boundary)")
       ("token-format", po::value(&c.data.token_format)->default_value(c.data.token_format),
        "auto | bytes | raw-u16 (auto: an llm.c .bin shard by its magic, else the bytes)")
@@ -110,8 +110,8 @@ ParsedOptions parse_options(int argc, const char* const argv[]) {
       ("block-size", po::value(&c.data.block_size)->default_value(c.data.block_size),
        "tokens of context T: samples are windows of T+1 tokens at stride T")
       ("vocab-size", po::value(&c.data.vocab_size)->default_value(c.data.vocab_size),
-       "the model's vocabulary; token ids must be below it (0: from the data: 256 for bytes, GPT-2's 50257 "
-       "padded to 50304 for llm.c and raw-u16 files)");
+       "the model's vocabulary, at least the tokens' (0: from the data: 256 for bytes, GPT-2's 50257 padded to "
+       "50304 for llm.c and raw-u16 files)");
 
   po::options_description optim("Optimisation");
   optim.add_options()
