@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # fuzz.sh: fuzzes the file parsers (IDX, .npy, CSV, checkpoint, --config INI,
-# safetensors)
+# safetensors, token files)
 # with libFuzzer + ASan + UBSan, one harness after another.
 #
 #   launch/fuzz.sh [SECONDS_PER_HARNESS=60] [HARNESS...]     e.g. launch/fuzz.sh 300 npy csv
@@ -24,7 +24,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 harnesses=("$@")
-[ ${#harnesses[@]} -gt 0 ] || harnesses=(idx npy csv checkpoint config safetensors)
+[ ${#harnesses[@]} -gt 0 ] || harnesses=(idx npy csv checkpoint config safetensors token_file)
 build=build-fuzz
 work=$build/work
 jobs=${DDP_FUZZ_BUILD_JOBS:-$(nproc)}
@@ -81,13 +81,14 @@ if [ -x build/ddp_train ]; then  # real files as the trainer writes them (not re
 fi
 
 # ---- fuzz --------------------------------------------------------------------------
-declare -A max_len=([idx]=65536 [npy]=65536 [csv]=65536 [checkpoint]=262144 [config]=16384 [safetensors]=65536)
+declare -A max_len=([idx]=65536 [npy]=65536 [csv]=65536 [checkpoint]=262144 [config]=16384 [safetensors]=65536
+                   [token_file]=16384)
 declare -A dict=([npy]=tests/fuzz/npy.dict [csv]=tests/fuzz/csv.dict [config]=$seeds/config.dict
                  [safetensors]=tests/fuzz/safetensors.dict)
 summary=()
 failed=0
 for h in "${harnesses[@]}"; do
-  [ -x "$bin/fuzz_$h" ] || { echo "fuzz: no harness '$h' (have: idx npy csv checkpoint config safetensors)" >&2; exit 2; }
+  [ -x "$bin/fuzz_$h" ] || { echo "fuzz: no harness '$h' (have: idx npy csv checkpoint config safetensors token_file)" >&2; exit 2; }
   corpus=$work/corpus/$h
   artifacts=$work/artifacts/$h
   mkdir -p "$corpus" "$artifacts"

@@ -73,7 +73,7 @@ ParsedOptions parse_options(int argc, const char* const argv[]) {
 
   po::options_description data("Data");
   data.add_options()
-      ("data", po::value(&c.data.kind)->default_value(c.data.kind), "fashion-mnist | idx | npy | csv | synthetic")
+      ("data", po::value(&c.data.kind)->default_value(c.data.kind), "fashion-mnist | idx | npy | csv | synthetic | text")
       ("data-dir", po::value(&c.data.data_dir)->default_value(c.data.data_dir), "Fashion-MNIST directory (gzipped IDX)")
       ("train-images", po::value(&c.data.train_images), "IDX training images")
       ("train-labels", po::value(&c.data.train_labels), "IDX training labels")
@@ -85,6 +85,13 @@ ParsedOptions parse_options(int argc, const char* const argv[]) {
       ("test-y", po::value(&c.data.test_y), ".npy test labels or targets")
       ("train-csv", po::value(&c.data.train_csv), "CSV training set (label last, optional header)")
       ("test-csv", po::value(&c.data.test_csv), "CSV test set")
+      ("train-text", po::value(&c.data.train_text),
+       "--data text: training tokens: any file as bytes, an llm.c .bin shard, or raw uint16 (--token-format)")
+      ("val-text", po::value(&c.data.val_text), "--data text: validation tokens, in the same encoding")
+      ("val-fraction", po::value(&c.data.val_fraction)->default_value(c.data.val_fraction, "0.1"),
+       "--data text without --val-text: validate on the last F of --train-text (cut at a window boundary)")
+      ("token-format", po::value(&c.data.token_format)->default_value(c.data.token_format),
+       "auto | bytes | raw-u16 (auto: an llm.c .bin shard by its magic, else the bytes)")
       ("synthetic-samples", po::value(&c.data.synthetic_train_samples)->default_value(c.data.synthetic_train_samples),
        "training samples of --data synthetic")
       ("no-shuffle", po::bool_switch(), "keep the data order (no per-epoch shuffle)")
@@ -97,6 +104,14 @@ ParsedOptions parse_options(int argc, const char* const argv[]) {
       ("layers", po::value(&layers)->default_value(layers), "widths: input,hidden...,output (synthetic data: 10,10)")
       ("activation", po::value(&activation)->default_value(activation), "relu | gelu")
       ("loss", po::value(&loss)->default_value(loss), "xent | mse (synthetic data: mse)");
+
+  po::options_description gpt("GPT");
+  gpt.add_options()
+      ("block-size", po::value(&c.data.block_size)->default_value(c.data.block_size),
+       "tokens of context T: samples are windows of T+1 tokens at stride T")
+      ("vocab-size", po::value(&c.data.vocab_size)->default_value(c.data.vocab_size),
+       "the model's vocabulary, at least the tokens' (0: from the data: 256 for bytes, GPT-2's 50257 padded to "
+       "50304 for llm.c and raw-u16 files)");
 
   po::options_description optim("Optimisation");
   optim.add_options()
@@ -189,7 +204,7 @@ ParsedOptions parse_options(int argc, const char* const argv[]) {
 
   po::options_description all("ddp_train: data-parallel FP16 MLP training with dynamic loss scaling\n\n"
                               "Usage: [mpirun -np N] ddp_train [options]\n");
-  all.add(general).add(data).add(model).add(optim).add(scaling).add(output).add(bench).add(faults);
+  all.add(general).add(data).add(model).add(gpt).add(optim).add(scaling).add(output).add(bench).add(faults);
 
   po::variables_map vm;
   try {

@@ -23,6 +23,8 @@ constexpr DataFlag kDataFlags[] = {
     {"test-images", "idx"},        {"test-labels", "idx"},    {"train-x", "npy"},
     {"train-y", "npy"},            {"test-x", "npy"},         {"test-y", "npy"},
     {"train-csv", "csv"},          {"test-csv", "csv"},       {"synthetic-samples", "synthetic"},
+    {"train-text", "text"},        {"val-text", "text"},      {"val-fraction", "text"},
+    {"token-format", "text"},
 };
 
 // Flags that have a meaning only with another one (or with a mode).
@@ -39,6 +41,7 @@ bool injecting(const TrainConfig& c) { return !c.inject_overflow_steps.empty() |
 bool stalling(const TrainConfig& c) { return c.stall_at_step > 0; }
 bool sgd(const TrainConfig& c) { return c.optimizer == OptimizerKind::Sgd; }
 bool adamw(const TrainConfig& c) { return c.optimizer == OptimizerKind::AdamW; }
+bool token_data(const TrainConfig& c) { return c.data.kind == "text"; }
 constexpr Needs kNeeds[] = {
     {"keep-checkpoints", "--checkpoint-dir", has_checkpoint_dir},
     {"checkpoint-every", "--checkpoint-dir", has_checkpoint_dir},
@@ -59,6 +62,9 @@ constexpr Needs kNeeds[] = {
     {"beta1", "--optimizer adamw", adamw},
     {"beta2", "--optimizer adamw", adamw},
     {"eps", "--optimizer adamw", adamw},
+    // A GPT's shape flags; until --model gpt, the token windows of --data text are what they shape.
+    {"block-size", "--data text (the context of its token windows)", token_data},
+    {"vocab-size", "--data text (the vocabulary of its tokens)", token_data},
 };
 
 bool given(const TrainConfig& c, const char* flag) { return c.given_flags.count(flag) > 0; }
@@ -76,7 +82,7 @@ void check_flags_as_a_whole(TrainConfig& c, const BenchOptions& bench) {
       {"train-images", &d.train_images}, {"train-labels", &d.train_labels}, {"test-images", &d.test_images},
       {"test-labels", &d.test_labels},   {"train-x", &d.train_x},           {"train-y", &d.train_y},
       {"test-x", &d.test_x},             {"test-y", &d.test_y},             {"train-csv", &d.train_csv},
-      {"test-csv", &d.test_csv}};
+      {"test-csv", &d.test_csv},         {"train-text", &d.train_text},     {"val-text", &d.val_text}};
   for (const auto& [flag, value] : paths)
     if (given(c, flag) && value->empty()) throw Error(std::string("--") + flag + ": the path is empty");
   // The command line wins over the config file: a config's flag that the
@@ -102,6 +108,13 @@ void check_flags_as_a_whole(TrainConfig& c, const BenchOptions& bench) {
     if (from_config(c, "steps") && on_command_line(c, "epochs")) c.steps = 0;
     else if (!(on_command_line(c, "steps") && from_config(c, "epochs")))
       throw Error("--steps and --epochs contradict each other: --steps replaces --epochs, give one");
+  }
+  if (given(c, "val-text") && given(c, "val-fraction")) {
+    // Validation is a file or the end of the training text, not both.
+    if (from_config(c, "val-fraction") && on_command_line(c, "val-text")) c.data.val_fraction = DataConfig{}.val_fraction;
+    else if (from_config(c, "val-text") && on_command_line(c, "val-fraction")) c.data.val_text.clear();
+    else throw Error("--val-text and --val-fraction contradict each other: validate on a file or on the end of "
+                     "--train-text, give one");
   }
   if (given(c, "global-batch") && c.global_batch <= 0) throw Error("--global-batch must be positive");
   const bool predicting = given(c, "predict") || given(c, "predictions");

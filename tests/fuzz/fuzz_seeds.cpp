@@ -1,7 +1,7 @@
 // fuzz_seeds.cpp: writes the seed corpora of the parser harnesses, small
 // valid files of every format (and a few near-misses), so the fuzzer starts
 // from inputs that get past the magic numbers:
-//   fuzz_seeds DIR   ->   DIR/{idx,npy,csv,checkpoint,config,safetensors}/<seed files>
+//   fuzz_seeds DIR   ->   DIR/{idx,npy,csv,checkpoint,config,safetensors,token_file}/<seed files>
 // Checkpoints come from serialize_checkpoint and f4 arrays from
 // save_npy_fp32, so the seeds are what this build writes; other .npy dtypes
 // and IDX files are written by hand as numpy and the MNIST tools lay them out.
@@ -24,6 +24,7 @@
 #include "trainer/checkpoint/safetensors.h"
 #include "trainer/data/npy_header.h"
 #include "trainer/data/npy_io.h"
+#include "trainer/data/token_files.h"
 
 namespace fs = std::filesystem;
 using ddp::fuzz::Bytes;
@@ -226,6 +227,26 @@ void safetensors_seeds() {
   write_seed("safetensors", "truncated", Bytes(file.begin(), file.end() - 3));
 }
 
+// ---- token files (--data text) ------------------------------------------------------
+
+// An llm.c shard as its dev/data/data_common.py writes one: 256 int32, then uint16 tokens.
+Bytes llmc_shard(const std::vector<uint16_t>& tokens, int32_t version = ddp::kLlmcVersion) {
+  std::vector<int32_t> header(ddp::kLlmcHeaderInts, 0);
+  header[0] = ddp::kLlmcMagic, header[1] = version, header[2] = static_cast<int32_t>(tokens.size());
+  return concat(le_bytes(header), le_bytes(tokens));
+}
+
+void token_file_seeds() {
+  std::vector<uint16_t> gpt2;
+  for (uint16_t i = 0; i < 200; ++i) gpt2.push_back(static_cast<uint16_t>((i * 7919u) % 50257u));
+  write_seed("token_file", "shakespeare.txt", text_bytes("First Citizen:\nBefore we proceed any further, hear me "
+                                                        "speak.\n\nAll:\nSpeak, speak.\n"));
+  write_seed("token_file", "llmc-v1.bin", llmc_shard(gpt2));
+  write_seed("token_file", "llmc-v2.bin", llmc_shard(gpt2, 2));
+  write_seed("token_file", "llmc-header-only.bin", llmc_shard({}));
+  write_seed("token_file", "raw-u16.bin", concat(le_bytes(gpt2), Bytes{0x10}));  // last byte: the raw-u16 knob
+}
+
 // ---- --config INI -----------------------------------------------------------------
 
 void config_seeds() {
@@ -281,5 +302,6 @@ int main(int argc, char** argv) {
   config_seeds();
   config_dictionary();
   safetensors_seeds();
+  token_file_seeds();
   return 0;
 }

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "kernels/error.h"
+#include "trainer/data/token_files.h"
 
 namespace ddp {
 void require_positive(double v, const char* flag) {
@@ -42,6 +43,10 @@ void check_ranges(const TrainConfig& c) {
   require_non_negative(c.collective_timeout_s, "--collective-timeout");
   require_positive(c.log_every, "--log-every");
   require_positive(c.data.synthetic_train_samples, "--synthetic-samples");
+  parse_token_format(c.data.token_format);  // throws naming --token-format
+  if (!(c.data.val_fraction > 0 && c.data.val_fraction < 1)) throw Error("--val-fraction must be in (0, 1)");
+  require_positive(c.data.block_size, "--block-size");
+  if (c.data.vocab_size < 0) throw Error("--vocab-size must be >= 0 (0: from the data)");
   if (c.steps < 0 || c.stop_after_steps < 0) throw Error("--steps and --stop-after-steps must be >= 0");
   if (c.steps == 0) require_positive(c.epochs, "--epochs");
   if (c.warmup_steps < 0 || c.checkpoint_every < 0 || c.lr_step_size < 0 || c.threads < 0 || c.keep_checkpoints < 0)
@@ -87,6 +92,11 @@ void check_sense(const TrainConfig& c) {
   require_in(c.epochs <= kMaxRows && c.steps <= kMaxTrainSteps && c.stop_after_steps <= kMaxTrainSteps,
              "--epochs must be at most 2^30 and --steps, --stop-after-steps at most 2^40");
   require_in(c.data.synthetic_train_samples <= kMaxRows, "--synthetic-samples must be at most 2^30");
+  // A window is held as 2 x T int32 and a position table has T rows: far
+  // beyond any context trained here, and no product with T overflows.
+  require_in(c.data.block_size <= kMaxBlockSize, "--block-size must be at most 2^20 tokens");
+  // An embedding table has V rows: 2^24 is 300 x GPT-2's vocabulary.
+  require_in(c.data.vocab_size <= kMaxVocabSize, "--vocab-size must be at most 2^24");
 }
 
 }  // namespace

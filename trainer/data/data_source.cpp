@@ -9,6 +9,7 @@
 #include "trainer/data/idx_reader.h"
 #include "trainer/data/npy_io.h"
 #include "trainer/data/synthetic_data.h"
+#include "trainer/data/text_data.h"
 
 namespace ddp {
 namespace {
@@ -20,7 +21,7 @@ void require_path(const std::string& value, const char* flag, const std::string&
 // them, naming the files of one data set, so std::bad_alloc never reaches
 // the user.
 template <typename Load>
-Dataset loading(const std::string& files, Load&& load) {
+auto loading(const std::string& files, Load&& load) -> decltype(load()) {
   try {
     return load();
   } catch (const std::bad_alloc&) {
@@ -62,8 +63,11 @@ TrainTestData load_train_test(const DataConfig& c, uint64_t seed) {
     // Train and test share the problem (A, b) drawn from the seed, not the samples.
     d.train = make_synthetic_dataset(seed, static_cast<size_t>(c.synthetic_train_samples));
     d.test = make_synthetic_dataset(seed, static_cast<size_t>(c.synthetic_test_samples), 10, 10, 0.01f, 1);
+  } else if (c.kind == "text") {
+    d = loading(c.val_text.empty() ? c.train_text : c.train_text + ", " + c.val_text,
+                [&] { return load_text_train_test(c); });
   } else {
-    throw Error("--data: '" + c.kind + "' is not one of fashion-mnist, idx, npy, csv, synthetic");
+    throw Error("--data: '" + c.kind + "' is not one of fashion-mnist, idx, npy, csv, synthetic, text");
   }
   validate_dataset(d.train, d.train.source);
   validate_dataset(d.test, d.test.source);

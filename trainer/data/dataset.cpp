@@ -45,7 +45,14 @@ void validate_token_data(const Dataset& data, const std::string& name) {
   }
   if (data.vocab_size <= 0)
     throw DataError(name, "bad data set: vocab_size " + std::to_string(data.vocab_size) + " (must be at least 1)");
-  require_in_range(data.token_ids, t, data.vocab_size, name, "token id", "vocab_size");
+  // Ids are below the tokenizer's vocabulary; the padded classes above it are outputs only.
+  if (data.real_vocab_size < 0 || data.real_vocab_size > data.vocab_size)
+    throw DataError(name, "bad data set: real_vocab_size " + std::to_string(data.real_vocab_size) +
+                              " outside [0, vocab_size " + std::to_string(data.vocab_size) + "]");
+  if (data.real_vocab_size > 0 && data.real_vocab_size < data.vocab_size)
+    require_in_range(data.token_ids, t, data.real_vocab_size, name, "token id", "real_vocab_size");
+  else
+    require_in_range(data.token_ids, t, data.vocab_size, name, "token id", "vocab_size");
   require_in_range(data.labels, t, data.num_classes, name, "label", "num_classes");
 }
 

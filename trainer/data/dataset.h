@@ -22,7 +22,13 @@ struct Dataset {
   // The token form: inputs are token ids instead of features.
   size_t tokens_per_sample = 0;    // T; 0 for feature data
   std::vector<int32_t> token_ids;  // [count, tokens_per_sample], each in [0, vocab_size)
-  int vocab_size = 0;              // token data only
+  int vocab_size = 0;              // token data only: the model's vocabulary (rows of its embedding, logits per position)
+  // Token data: the tokenizer's vocabulary, <= vocab_size. vocab_size may be
+  // padded above it for the GEMMs (GPT-2's 50257 -> 50304, as llm.c does);
+  // ids and labels are below real_vocab_size, and a loss over the logits
+  // should exclude the padded classes [real_vocab_size, vocab_size) so they
+  // never win. 0: the same as vocab_size (no padding).
+  int real_vocab_size = 0;
   // [count] for classification; [count, tokens_per_sample] for token data
   // (the target class of each position); empty for regression.
   std::vector<int32_t> labels;
