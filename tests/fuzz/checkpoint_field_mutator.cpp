@@ -60,8 +60,10 @@ void fit_buffers(TrainState& s, MutatorRng& rng) {
   // Format 2 names the tensors of the layout: the MLP's for these widths.
   s.tensors.clear();
   uint64_t implied = 0;
-  if (checkpoint_dims_problem(s.model_dims, implied).empty())
-    for (const ParameterTensor& t : mlp_parameters(s.model_dims).tensors()) s.tensors.push_back({t.name, t.shape});
+  if (checkpoint_dims_problem(s.model_dims, implied).empty()) {
+    const ParameterRegistry registry = mlp_parameters(s.model_dims);
+    for (const ParameterTensor& t : registry.tensors()) s.tensors.push_back({t.name, t.shape});
+  }
 }
 
 // A value on or next to a bound of an i64 field, or relative to `s`'s other

@@ -21,6 +21,8 @@
 #include "fuzz_support.h"
 #include "launch/options.h"
 #include "trainer/checkpoint/checkpoint.h"
+#include "trainer/checkpoint/checkpoint_v1.h"
+#include "trainer/models/mlp_config.h"
 #include "trainer/checkpoint/safetensors.h"
 #include "trainer/data/npy_header.h"
 #include "trainer/data/npy_io.h"
@@ -185,6 +187,9 @@ ddp::TrainState small_state(std::vector<int64_t> widths, bool momentum) {
   s.epoch = 1;
   s.epoch_sample_offset = 64;
   s.seed = 42;
+  s.optimizer_steps = s.step - s.skipped_steps;
+  const ddp::ParameterRegistry registry = ddp::mlp_parameters(widths);
+  for (const ddp::ParameterTensor& t : registry.tensors()) s.tensors.push_back({t.name, t.shape});
   return s;
 }
 
@@ -193,6 +198,11 @@ void checkpoint_seeds() {
   write_seed("checkpoint", "ckpt-10-10", a);
   write_seed("checkpoint", "ckpt-4-3-2", ddp::serialize_checkpoint(small_state({4, 3, 2}, false)));
   write_seed("checkpoint", "ckpt-empty", ddp::serialize_checkpoint(ddp::TrainState{}));
+  ddp::TrainState adamw = small_state({4, 3, 2}, true);
+  adamw.optimizer = "adamw";
+  adamw.second_moment_fp32.assign(adamw.master_weights_fp32.size(), 0.25f);
+  write_seed("checkpoint", "ckpt-adamw", ddp::serialize_checkpoint(adamw));
+  write_seed("checkpoint", "ckpt-v1-10-10", ddp::serialize_checkpoint_v1(small_state({10, 10}, true)));
   write_seed("checkpoint", "ckpt-truncated", Bytes(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(a.size() / 2)));
 }
 

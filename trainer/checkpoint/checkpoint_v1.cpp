@@ -208,7 +208,9 @@ TrainState decode_header(ByteReader& h, const std::string& name) {
   s.format_version = 1;
   s.model_kind = "mlp";
   s.optimizer = "sgd";
-  s.optimizer_steps = s.step - s.skipped_steps;
+  // Wrapping (unsigned) arithmetic: the fields may be anything here; the
+  // validation that follows refuses a position whose difference wrapped.
+  s.optimizer_steps = static_cast<int64_t>(static_cast<uint64_t>(s.step) - static_cast<uint64_t>(s.skipped_steps));
   return s;
 }
 
