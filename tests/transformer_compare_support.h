@@ -180,6 +180,7 @@ inline void compare_padded_cross_entropy(Backend& ref, Backend& dut, std::mt1993
   for (int r = 0; r < rows; ++r)  // padded logits that would win if they were classes
     for (int c = real_cols; c < cols; ++c) logits[static_cast<size_t>(r) * cols + c] = to_half(9.0f);
   const auto labels = random_labels(rng, rows, real_cols);
+  for (int r = 0; r < rows; r += 2) logits[static_cast<size_t>(r) * cols + labels[r]] = to_half(5.0f);  // correct rows
   std::vector<float> loss[2];
   std::vector<int32_t> correct[2];
   std::vector<half16> grad[2];
