@@ -148,6 +148,7 @@ void launch_layernorm_backward_fp16(cudaStream_t stream, const half16* dy, const
                                     void* scratch) {
   DDP_REQUIRE(rows >= 0 && cols > 0, "layernorm_backward_fp16: needs cols > 0");
   const int chunks = chunks_for(rows);
+  DDP_REQUIRE(chunks <= 65535, "layernorm_backward_fp16: more than 4M rows");  // gridDim.y
   auto* partials = static_cast<float*>(scratch);
   // The parameter sums read dy before the dx kernel may overwrite it (dx == dy).
   if (chunks > 0) {
