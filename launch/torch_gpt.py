@@ -321,7 +321,8 @@ def dump(directory, seed, init):
     np.save(os.path.join(directory, "tokens.npy"), tokens.numpy().astype("<i4"))
     np.save(os.path.join(directory, "targets.npy"), targets.numpy().astype("<i4"))
     np.save(os.path.join(directory, "loss.npy"), np.array([loss], dtype="<f8"))
-    np.save(os.path.join(directory, "logits.npy"), logits.reshape(-1, model.config.padded_vocab_size).numpy().astype("<f8"))
+    flat_logits = logits.reshape(-1, model.config.padded_vocab_size)  # (B*T, Vp)
+    np.save(os.path.join(directory, "logits.npy"), flat_logits.numpy().astype("<f8"))
     meta = dict(dataclasses.asdict(model.config), batch=tokens.shape[0], seq=tokens.shape[1], seed=seed, init=init,
                 loss=repr(loss), tensors=list(sd))
     with open(os.path.join(directory, "config.json"), "w") as f:

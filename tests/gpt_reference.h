@@ -87,7 +87,8 @@ inline void check_inputs(const GptReferenceConfig& cfg, const GptTensors& w, con
                          const std::vector<int32_t>& targets, int batch, int seq) {
   auto fail = [](const std::string& what) { throw ddp::Error("gpt_reference: " + what); };
   if (cfg.n_layer < 1 || cfg.n_head < 1 || cfg.n_embd < 1 || cfg.n_embd % cfg.n_head != 0)
-    fail("n_embd " + std::to_string(cfg.n_embd) + " is not a positive multiple of n_head " + std::to_string(cfg.n_head));
+    fail("n_embd " + std::to_string(cfg.n_embd) + " is not a positive multiple of n_head " +
+         std::to_string(cfg.n_head));
   if (cfg.vocab < 1 || cfg.vocab > cfg.vocab_padded) fail("vocab must be in [1, vocab_padded]");
   if (batch < 1 || seq < 1 || seq > cfg.block_size)
     fail("sequence length " + std::to_string(seq) + " outside [1, block_size " + std::to_string(cfg.block_size) + "]");
@@ -97,11 +98,13 @@ inline void check_inputs(const GptReferenceConfig& cfg, const GptTensors& w, con
     if (tokens[i] < 0 || tokens[i] >= cfg.vocab || targets[i] < 0 || targets[i] >= cfg.vocab)
       fail("token or target id at position " + std::to_string(i) + " outside [0, vocab)");
   const auto shapes = gpt_tensor_shapes(cfg);
-  if (w.size() != shapes.size()) fail("expected " + std::to_string(shapes.size()) + " tensors, got " + std::to_string(w.size()));
+  if (w.size() != shapes.size())
+    fail("expected " + std::to_string(shapes.size()) + " tensors, got " + std::to_string(w.size()));
   for (const auto& s : shapes) {
     const auto it = w.find(s.name);
     if (it == w.end()) fail("missing tensor " + s.name);
-    if (it->second.size() != s.count()) fail(s.name + " has " + std::to_string(it->second.size()) + " elements, expected " + std::to_string(s.count()));
+    if (it->second.size() != s.count())
+      fail(s.name + " has " + std::to_string(it->second.size()) + " elements, expected " + std::to_string(s.count()));
   }
 }
 
@@ -179,7 +182,8 @@ inline GptReferenceResult gpt_reference_run(const GptReferenceConfig& cfg, const
     for (size_t i = 0; i < dfc_pre.size(); ++i) dfc_pre[i] = dfc_act[i] * gelu_tanh_grad(k.fc_pre[i]);
     const Vec dln_2 = linear_backward(dfc_pre, k.ln_2_out, W(p + "mlp.c_fc.weight"), N, C, 4 * C,
                                       g[p + "mlp.c_fc.weight"], &g[p + "mlp.c_fc.bias"]);
-    const Vec dx_mlp = layernorm_backward(dln_2, W(p + "ln_2.weight"), k.ln_2, N, C, g[p + "ln_2.weight"], g[p + "ln_2.bias"]);
+    const Vec dx_mlp =
+        layernorm_backward(dln_2, W(p + "ln_2.weight"), k.ln_2, N, C, g[p + "ln_2.weight"], g[p + "ln_2.bias"]);
     for (size_t i = 0; i < dx.size(); ++i) dx[i] += dx_mlp[i];
     // Attention half.
     const Vec dattn_out = linear_backward(dx, k.attn_out, W(p + "attn.c_proj.weight"), N, C, C,
@@ -187,7 +191,8 @@ inline GptReferenceResult gpt_reference_run(const GptReferenceConfig& cfg, const
     const Vec dqkv = attention_backward(dattn_out, k.qkv, attn_shape, k.attn);
     const Vec dln_1 = linear_backward(dqkv, k.ln_1_out, W(p + "attn.c_attn.weight"), N, C, 3 * C,
                                       g[p + "attn.c_attn.weight"], &g[p + "attn.c_attn.bias"]);
-    const Vec dx_attn = layernorm_backward(dln_1, W(p + "ln_1.weight"), k.ln_1, N, C, g[p + "ln_1.weight"], g[p + "ln_1.bias"]);
+    const Vec dx_attn =
+        layernorm_backward(dln_1, W(p + "ln_1.weight"), k.ln_1, N, C, g[p + "ln_1.weight"], g[p + "ln_1.bias"]);
     for (size_t i = 0; i < dx.size(); ++i) dx[i] += dx_attn[i];
   }
   // Embeddings: scatter-add into the rows that were read.

@@ -123,9 +123,12 @@ TEST(GptReference, LaterTokensDoNotChangeEarlierLogits) {
   const GptTensors w = random_weights(cfg, rng);
   Batch b = random_batch(cfg, rng, 2, cfg.block_size);
   const size_t t0 = std::uniform_int_distribution<size_t>(1, static_cast<size_t>(b.seq) - 1)(rng);
-  const std::vector<double> before = gpt_reference_run(cfg, w, b.tokens, b.targets, b.batch, b.seq, GptPass::forward_only).logits;
+  auto logits = [&] {  // of the batch as it is now
+    return gpt_reference_run(cfg, w, b.tokens, b.targets, b.batch, b.seq, GptPass::forward_only).logits;
+  };
+  const std::vector<double> before = logits();
   b.tokens[t0] = (b.tokens[t0] + 1 + static_cast<int32_t>(rng() % static_cast<uint64_t>(cfg.vocab - 1))) % cfg.vocab;
-  const std::vector<double> after = gpt_reference_run(cfg, w, b.tokens, b.targets, b.batch, b.seq, GptPass::forward_only).logits;
+  const std::vector<double> after = logits();
   const size_t Vp = static_cast<size_t>(cfg.vocab_padded), T = static_cast<size_t>(b.seq);
   for (size_t row = 0; row < 2 * T; ++row) {
     const bool may_change = row >= t0 && row < T;  // sample 0, positions t0..T-1
