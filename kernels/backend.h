@@ -33,7 +33,7 @@ enum class Transpose { No, Yes };
 // The epilogue works on the FP32 value v of each element before that one
 // rounding, in this order (gemm_epilogue.h has it as code, shared by
 // the CPU loops and the CUDA kernels):
-//   v += bias[j]                         (bias)
+//   v += bias[j]                         (bias; v already holds beta * C)
 //   pre_activation[i,j] = fp16(v)        (pre_activation)
 //   v = act'(z[i,j]) * v, z = dact_input (dact)
 //   v = act(v)                           (act)
@@ -63,7 +63,9 @@ struct GemmFp16 {
   half16* c = nullptr;
   int ldc = 0;
   // Optional [n] bias added in FP32 before the rounding (a cuBLASLt epilogue
-  // on CUDA). Only with beta == 0.
+  // on CUDA), after beta * C: with beta 1 and C the residual stream, x +=
+  // y W^T + b is one GEMM with one rounding (the GPT's output projections)
+  // instead of a GEMM and add_fp16. Any beta.
   const half16* bias = nullptr;
   // Forward activation applied in FP32 before the rounding. Only with
   // beta == 0 and dact == None.

@@ -143,6 +143,11 @@ void run_all_epilogues(CpuBackend& cpu, Backend& gpu, std::mt19937_64& rng) {
   test::EpilogueCase fc{64, 512, 128};
   fc.trans_b = Transpose::Yes, fc.bias = true, fc.act = Activation::GeluTanh, fc.pre_activation = true;
   run_epilogue_case(cpu, gpu, rng, fc, "GPT MLP c_fc forward");
+  test::EpilogueCase proj{64, 128, 512};  // c_proj with its residual add: x += y W^T + b
+  proj.trans_b = Transpose::Yes, proj.bias = true, proj.beta = 1.0f;
+  run_epilogue_case(cpu, gpu, rng, proj, "GPT MLP c_proj + residual (bias, beta 1)");
+  proj.offset = 1;  // an unaligned view: the staged bias, or the next route down
+  run_epilogue_case(cpu, gpu, rng, proj, "c_proj + residual, unaligned");
   test::EpilogueCase fc_dx{64, 512, 128};
   fc_dx.dact = Activation::GeluTanh;
   run_epilogue_case(cpu, gpu, rng, fc_dx, "GPT MLP gradient into the tanh GELU");

@@ -20,7 +20,7 @@ struct EpilogueCase {
   int m = 1, n = 1, k = 1;
   Transpose trans_a = Transpose::No, trans_b = Transpose::No;
   float alpha = 1.0f;
-  float beta = 0.0f;  // only with bias_grad alone
+  float beta = 0.0f;  // with a bias or a bias gradient, not with an activation
   bool bias = false;
   Activation act = Activation::None;
   bool pre_activation = false;

@@ -120,6 +120,23 @@ TEST_F(GemmEpilogues, ForwardActivationAndPreActivationMatchDouble) {
         }
 }
 
+TEST_F(GemmEpilogues, BiasWithBetaAddsIntoCMatchesDouble) {
+  // C = alpha * op(A) op(B) + beta * C + bias, rounded once: with beta 1
+  // and C the residual stream, the GPT's output projection and its residual
+  // add in one pass (x += y W^T + b), instead of a GEMM and add_fp16.
+  for (const auto& s : kShapes)
+    for (Transpose ta : kBoth)
+      for (float beta : {1.0f, -0.5f}) {
+        EpilogueCase c{s[0], s[1], s[2]};
+        c.trans_a = ta, c.trans_b = Transpose::Yes, c.bias = true, c.beta = beta, c.pad = beta < 0 ? 2 : 0;
+        for (CpuBackend* be : {&one, &two})
+          for (bool f16c : {true, false}) {
+            set_f16c_enabled(f16c);
+            check_against_double(*be, c);
+          }
+      }
+}
+
 TEST_F(GemmEpilogues, ActivationGradientMatchesDouble) {
   for (const auto& s : kShapes)
     for (Transpose tb : kBoth)

@@ -13,7 +13,9 @@
 //
 // Epilogues (backend.h, gemm_epilogue.h), and where each runs:
 // - bias: CUBLASLT_EPILOGUE_BIAS (an FP16 bias at an unaligned view is
-//   staged to an aligned copy first).
+//   staged to an aligned copy first), with any beta: cuBLASLt adds the bias
+//   to alpha * A B + beta * C before the rounding, the order of backend.h
+//   (beta 1: the residual add fused into a projection).
 // - ReLU forward without a pre-activation output: RELU / RELU_BIAS. ReLU
 //   commutes with the rounding, so this is the CPU result bit for bit (up to
 //   the GEMM's summation order).
