@@ -1,7 +1,8 @@
 // elementwise_math.h: per-element math written once and called from the CPU
 // loops (cpu_backend.cpp) and the CUDA kernels (cuda_*.cu) alike, so both
 // backends compute the same function and differ only in FP32 rounding of
-// transcendental calls (erff/expf/logf), which the tests' tolerances cover.
+// transcendental calls (erff/expf/logf/tanhf), which the tests' tolerances
+// cover.
 #pragma once
 
 #include <cmath>
@@ -12,7 +13,9 @@
 
 namespace ddp {
 
-enum class Activation { None, Relu, Gelu };
+// Gelu is PyTorch's exact (erf) form, the MLP's; GeluTanh is
+// nn.GELU(approximate='tanh'), GPT-2's (and cuBLASLt's GELU epilogue's).
+enum class Activation { None, Relu, Gelu, GeluTanh };
 
 DDP_HD float relu_forward(float z) { return z > 0.0f ? z : 0.0f; }
 // Derivative at 0 is taken as 0, as PyTorch does.
@@ -27,10 +30,30 @@ DDP_HD float gelu_backward(float z, float dy) {
   return dy * (cdf + z * pdf);
 }
 
+// PyTorch's tanh form: 0.5 * z * (1 + tanh(sqrt(2/pi) * (z + 0.044715 z^3))).
+// tanhf saturates to +-1 for large |u|, so the result is z or -0 there, as
+// PyTorch's; no Inf/Inf.
+constexpr float kGeluTanhSqrt2OverPi = 0.79788456080286536f;
+constexpr float kGeluTanhCubic = 0.044715f;
+DDP_HD float gelu_tanh_forward(float z) {
+  const float u = kGeluTanhSqrt2OverPi * (z + kGeluTanhCubic * z * z * z);
+  return 0.5f * z * (1.0f + tanhf(u));
+}
+// d/dz = 0.5 (1 + t) + 0.5 z (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 z^2),
+// t = tanh(u): the derivative of the tanh form itself (PyTorch's
+// gelu_backward with approximate='tanh'), not of the erf form.
+DDP_HD float gelu_tanh_backward(float z, float dy) {
+  const float z2 = z * z;
+  const float t = tanhf(kGeluTanhSqrt2OverPi * (z + kGeluTanhCubic * z2 * z));
+  const float du = kGeluTanhSqrt2OverPi * (1.0f + 3.0f * kGeluTanhCubic * z2);
+  return dy * (0.5f * (1.0f + t) + 0.5f * z * (1.0f - t * t) * du);
+}
+
 DDP_HD float activation_forward(Activation act, float z) {
   switch (act) {
     case Activation::Relu: return relu_forward(z);
     case Activation::Gelu: return gelu_forward(z);
+    case Activation::GeluTanh: return gelu_tanh_forward(z);
     default: return z;
   }
 }
@@ -39,6 +62,7 @@ DDP_HD float activation_backward(Activation act, float z, float dy) {
   switch (act) {
     case Activation::Relu: return relu_backward(z, dy);
     case Activation::Gelu: return gelu_backward(z, dy);
+    case Activation::GeluTanh: return gelu_tanh_backward(z, dy);
     default: return dy;
   }
 }

@@ -9,7 +9,6 @@
 namespace ddp {
 
 void validate_gemm_epilogue(const GemmFp16& g, const std::string& describe) {
-  DDP_REQUIRE(!(g.bias && g.beta != 0.0f), "gemm_fp16: a bias epilogue needs beta == 0 (" + describe + ")");
   DDP_REQUIRE(!(has_activation_epilogue(g) && g.beta != 0.0f),
               "gemm_fp16: an activation epilogue needs beta == 0 (" + describe + ")");
   DDP_REQUIRE(g.act == Activation::None || g.dact == Activation::None,

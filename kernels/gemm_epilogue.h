@@ -41,7 +41,8 @@ inline bool has_activation_epilogue(const GemmFp16& g) {
 
 // Throws ddp::Error when the epilogue fields of g are inconsistent (both act
 // and dact, a missing dact input, a stride shorter than a row, beta != 0
-// with an element-wise epilogue). `describe` names the GEMM in the message.
+// with an element-wise epilogue). A bias with beta != 0 is valid: the
+// residual add fused into a projection (backend.h). `describe` names the GEMM in the message.
 void validate_gemm_epilogue(const GemmFp16& g, const std::string& describe);
 
 }  // namespace ddp

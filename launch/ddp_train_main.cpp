@@ -138,7 +138,7 @@ int main(int argc, char** argv) {
     if (opts.bench.enabled) prepare_bench_config(opts.config, opts.bench);
     ddp::TrainTestData data = opts.bench.enabled ? bench_data(opts.config, env->world_size())
                                                  : ddp::load_train_test(opts.config.data, opts.config.seed);
-    ddp::check_model_matches_data(opts.config, data);
+    ddp::check_model_matches_data(ddp::bind_model_to_data(opts.config, data), data);
     ddp::DeviceChoice device =
         ddp::select_device(opts.config.device, env->local_rank(), env->local_size(), opts.config.threads, env->host());
     std::unique_ptr<ddp::Communicator> comm = make_communicator(*env, *device.backend);

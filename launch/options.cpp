@@ -105,8 +105,12 @@ ParsedOptions parse_options(int argc, const char* const argv[]) {
       ("activation", po::value(&activation)->default_value(activation), "relu | gelu")
       ("loss", po::value(&loss)->default_value(loss), "xent | mse (synthetic data: mse)");
 
-  po::options_description gpt("GPT");
+  po::options_description gpt("GPT (--model gpt: nanoGPT's GPT-2 architecture)");
   gpt.add_options()
+      ("model", po::value(&c.model)->default_value(c.model), "mlp | gpt (gpt needs --data text)")
+      ("n-layer", po::value(&c.gpt.n_layer)->default_value(c.gpt.n_layer), "transformer blocks")
+      ("n-head", po::value(&c.gpt.n_head)->default_value(c.gpt.n_head), "attention heads (must divide --n-embd)")
+      ("n-embd", po::value(&c.gpt.n_embd)->default_value(c.gpt.n_embd), "channels C of the residual stream")
       ("block-size", po::value(&c.data.block_size)->default_value(c.data.block_size),
        "tokens of context T: samples are windows of T+1 tokens at stride T")
       ("vocab-size", po::value(&c.data.vocab_size)->default_value(c.data.vocab_size),
@@ -259,6 +263,19 @@ ParsedOptions parse_options(int argc, const char* const argv[]) {
     if (vm["loss"].defaulted()) loss = "mse";
   }
   set_mlp_options(c.mlp, layers, activation);
+  if (c.model != "mlp" && c.model != "gpt") throw Error("--model: '" + c.model + "' is not one of mlp, gpt");
+  if (c.model == "gpt") {
+    require_positive(c.gpt.n_layer, "--n-layer");
+    require_positive(c.gpt.n_head, "--n-head");
+    require_positive(c.gpt.n_embd, "--n-embd");
+    if (c.gpt.n_embd % c.gpt.n_head != 0)
+      throw Error("--n-embd " + std::to_string(c.gpt.n_embd) + " does not divide by --n-head " +
+                  std::to_string(c.gpt.n_head) + " (each head is n_embd / n_head wide)");
+    if (c.data.kind != "text") throw Error("--model gpt needs --data text (token windows); --data is " + c.data.kind);
+    if (vm["loss"].defaulted()) loss = "xent";
+    if (loss != "xent") throw Error("--model gpt: --loss must be xent (the next token's cross-entropy)");
+    c.gpt.block_size = static_cast<int>(c.data.block_size);
+  }
   if (loss == "xent") c.loss = LossKind::SoftmaxCrossEntropy;
   else if (loss == "mse") c.loss = LossKind::MeanSquaredError;
   else throw Error("--loss: '" + loss + "' is not one of xent, mse");

@@ -42,6 +42,8 @@ bool stalling(const TrainConfig& c) { return c.stall_at_step > 0; }
 bool sgd(const TrainConfig& c) { return c.optimizer == OptimizerKind::Sgd; }
 bool adamw(const TrainConfig& c) { return c.optimizer == OptimizerKind::AdamW; }
 bool token_data(const TrainConfig& c) { return c.data.kind == "text"; }
+bool gpt_model(const TrainConfig& c) { return c.model == "gpt"; }
+bool mlp_model(const TrainConfig& c) { return c.model == "mlp"; }
 constexpr Needs kNeeds[] = {
     {"keep-checkpoints", "--checkpoint-dir", has_checkpoint_dir},
     {"checkpoint-every", "--checkpoint-dir", has_checkpoint_dir},
@@ -65,6 +67,11 @@ constexpr Needs kNeeds[] = {
     // A GPT's shape flags; until --model gpt, the token windows of --data text are what they shape.
     {"block-size", "--data text (the context of its token windows)", token_data},
     {"vocab-size", "--data text (the vocabulary of its tokens)", token_data},
+    {"n-layer", "--model gpt", gpt_model},
+    {"n-head", "--model gpt", gpt_model},
+    {"n-embd", "--model gpt", gpt_model},
+    {"layers", "--model mlp (the GPT's shape is --n-layer, --n-head, --n-embd)", mlp_model},
+    {"activation", "--model mlp (the GPT's is GPT-2's tanh GELU)", mlp_model},
 };
 
 bool given(const TrainConfig& c, const char* flag) { return c.given_flags.count(flag) > 0; }

@@ -119,9 +119,14 @@ void run_all_epilogues(CpuBackend& cpu, Backend& gpu, std::mt19937_64& rng) {
       run_epilogue_case(cpu, gpu, rng, c, "relu, any transpose");
       c.act = Activation::Gelu, c.pre_activation = true, c.pad = 1;
       run_epilogue_case(cpu, gpu, rng, c, "gelu, any transpose");
+      c.act = Activation::GeluTanh;
+      run_epilogue_case(cpu, gpu, rng, c, "gelu-tanh, any transpose");
       c = test::EpilogueCase{37, 29, 65};
       c.trans_a = ta, c.trans_b = tb, c.dact = Activation::Gelu, c.alpha = -1.5f;
       run_epilogue_case(cpu, gpu, rng, c, "dgelu, any transpose");
+      c.dact = Activation::GeluTanh;
+      run_epilogue_case(cpu, gpu, rng, c, "dgelu-tanh, any transpose");
+      c.dact = Activation::Gelu;
       c.dact = Activation::Relu, c.bias = true, c.pad = 2;
       run_epilogue_case(cpu, gpu, rng, c, "drelu with bias, any transpose");
       c.bias = false, c.pad = 0;
@@ -131,6 +136,21 @@ void run_all_epilogues(CpuBackend& cpu, Backend& gpu, std::mt19937_64& rng) {
   test::EpilogueCase near_zero{64, 96, 1024};  // GELU's gradient where cdf + z pdf cancels, long sums
   near_zero.dact = Activation::Gelu, near_zero.z_near_gelu_prime_zero = true;
   run_epilogue_case(cpu, gpu, rng, near_zero, "dgelu near gelu'(z) = 0");
+  near_zero.dact = Activation::GeluTanh;
+  run_epilogue_case(cpu, gpu, rng, near_zero, "dgelu-tanh near its zero");
+  // The GPT's MLP (C = 128, 4C wide, 64 rows): c_fc with bias + tanh GELU
+  // keeping the pre-activation, and the gradient through it.
+  test::EpilogueCase fc{64, 512, 128};
+  fc.trans_b = Transpose::Yes, fc.bias = true, fc.act = Activation::GeluTanh, fc.pre_activation = true;
+  run_epilogue_case(cpu, gpu, rng, fc, "GPT MLP c_fc forward");
+  test::EpilogueCase proj{64, 128, 512};  // c_proj with its residual add: x += y W^T + b
+  proj.trans_b = Transpose::Yes, proj.bias = true, proj.beta = 1.0f;
+  run_epilogue_case(cpu, gpu, rng, proj, "GPT MLP c_proj + residual (bias, beta 1)");
+  proj.offset = 1;  // an unaligned view: the staged bias, or the next route down
+  run_epilogue_case(cpu, gpu, rng, proj, "c_proj + residual, unaligned");
+  test::EpilogueCase fc_dx{64, 512, 128};
+  fc_dx.dact = Activation::GeluTanh;
+  run_epilogue_case(cpu, gpu, rng, fc_dx, "GPT MLP gradient into the tanh GELU");
   test::EpilogueCase zero_k{7, 9, 0};  // C = epilogue(bias), db = 0 (+ old)
   zero_k.bias = true, zero_k.act = Activation::Gelu, zero_k.pre_activation = true, zero_k.pad = 1;  // lda >= 1
   run_epilogue_case(cpu, gpu, rng, zero_k, "k = 0");

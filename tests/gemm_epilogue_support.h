@@ -20,7 +20,7 @@ struct EpilogueCase {
   int m = 1, n = 1, k = 1;
   Transpose trans_a = Transpose::No, trans_b = Transpose::No;
   float alpha = 1.0f;
-  float beta = 0.0f;  // only with bias_grad alone
+  float beta = 0.0f;  // with a bias or a bias gradient, not with an activation
   bool bias = false;
   Activation act = Activation::None;
   bool pre_activation = false;
@@ -29,7 +29,8 @@ struct EpilogueCase {
   int pad = 0;        // extra elements in every row stride (A, B, C, Z, pre-activation)
   size_t offset = 0;  // every operand starts this many elements into its buffer (unaligned views)
   // Z only on the 17 FP16 values around gelu'(z) = 0 (z = -0.7518), where
-  // cdf + z pdf cancels: the hardest place for GELU's gradient.
+  // cdf + z pdf cancels: the hardest place for GELU's gradient (the tanh
+  // form's derivative has its zero there too, within 1e-3).
   bool z_near_gelu_prime_zero = false;
 
   int lda() const { return (trans_a == Transpose::Yes ? m : k) + pad; }
@@ -128,6 +129,27 @@ inline double gelu_cdf_exact(double z) { return 0.5 * (1.0 + std::erf(z / std::s
 inline double gelu_pdf_exact(double z) { return std::exp(-0.5 * z * z) / std::sqrt(2.0 * M_PI); }
 inline double gelu_derivative_exact(double z) { return gelu_cdf_exact(z) + z * gelu_pdf_exact(z); }
 
+// GPT-2's tanh form, nn.GELU(approximate='tanh'), and its two derivative
+// terms 0.5 (1 + t) and 0.5 z (1 - t^2) u'(z), t = tanh(u(z)): they cancel
+// near z = -0.75 as cdf and z pdf do for the erf form.
+inline double gelu_tanh_u(double z) { return std::sqrt(2.0 / M_PI) * (z + 0.044715 * z * z * z); }
+inline double gelu_tanh_exact(double z) { return 0.5 * z * (1.0 + std::tanh(gelu_tanh_u(z))); }
+inline double gelu_tanh_term1(double z) { return 0.5 * (1.0 + std::tanh(gelu_tanh_u(z))); }
+inline double gelu_tanh_term2(double z) {
+  const double t = std::tanh(gelu_tanh_u(z));
+  return 0.5 * z * (1.0 - t * t) * std::sqrt(2.0 / M_PI) * (1.0 + 3.0 * 0.044715 * z * z);
+}
+inline double gelu_tanh_derivative_exact(double z) { return gelu_tanh_term1(z) + gelu_tanh_term2(z); }
+// An absolute bound on the error of the FP32 evaluation of that derivative
+// (gelu_tanh_backward): tanhf is within 2 ulps, so t near +-1 carries up to
+// 2.4e-7 absolute, which 1 + t passes on to term 1 (halved) and 1 - t^2 to
+// term 2 (doubled, times 0.5 |z| u'(z)). For |z| > 3 both terms are tiny
+// and that absolute error dominates any relative one. Twice the estimate.
+inline double gelu_tanh_derivative_fp32_error(double z) {
+  const double du = std::sqrt(2.0 / M_PI) * (1.0 + 3.0 * 0.044715 * z * z);
+  return 2.0 * (1.2e-7 + 2.4e-7 * std::fabs(z) * du);
+}
+
 inline EpilogueReference epilogue_reference(const EpilogueCase& c, const EpilogueInputs& in) {
   EpilogueReference r;
   const size_t mn = static_cast<size_t>(c.m) * c.n;
@@ -152,9 +174,15 @@ inline EpilogueReference epilogue_reference(const EpilogueCase& c, const Epilogu
         r.c_slope_error[at] =
             4.0 * std::ldexp(1.0, -24) * (std::fabs(gelu_cdf_exact(z)) + std::fabs(z * gelu_pdf_exact(z))) * std::fabs(v);
       }
+      if (c.dact == Activation::GeluTanh) {
+        const double z = to_float(in.dact_input[c.c_index(i, j)]);
+        slope = gelu_tanh_derivative_exact(z);
+        r.c_slope_error[at] = gelu_tanh_derivative_fp32_error(z) * std::fabs(v);
+      }
       out *= slope;
       if (c.act == Activation::Relu) out = out > 0 ? out : 0.0;
       if (c.act == Activation::Gelu) out = gelu_exact(out), slope = 1.13;  // max |gelu'|
+      if (c.act == Activation::GeluTanh) out = gelu_tanh_exact(out), slope = 1.13;  // max |gelu_tanh'|
       r.c[at] = out;
       r.c_magnitude[at] = std::fabs(slope) * (std::fabs(c.alpha) * s_abs + std::fabs(v));
     }

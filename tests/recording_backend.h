@@ -99,6 +99,51 @@ class RecordingBackend final : public Backend {
   void softmax_xent_backward(const half16* l, const int32_t* lab, int r, int c, ScalarArg s, half16* d) override {
     queue("softmax_xent_backward", [=] { cpu_.softmax_xent_backward(l, lab, r, c, s, d); });
   }
+  void softmax_xent_forward_padded(const half16* l, const int32_t* lab, int r, int c, int real, float* loss,
+                                   int32_t* ok) override {
+    queue("softmax_xent_forward_padded", [=] { cpu_.softmax_xent_forward_padded(l, lab, r, c, real, loss, ok); });
+  }
+  void softmax_xent_backward_padded(const half16* l, const int32_t* lab, int r, int c, int real, ScalarArg s,
+                                    half16* d) override {
+    queue("softmax_xent_backward_padded", [=] { cpu_.softmax_xent_backward_padded(l, lab, r, c, real, s, d); });
+  }
+  void embedding_forward_fp16(const int32_t* tok, const half16* wte, const half16* wpe, int b, int t, int c, int v,
+                              half16* out) override {
+    queue("embedding_forward_fp16", [=] { cpu_.embedding_forward_fp16(tok, wte, wpe, b, t, c, v, out); });
+  }
+  void embedding_backward_fp16(const int32_t* tok, const half16* dout, int b, int t, int c, int v, half16* d_wte,
+                               half16* d_wpe, bool acc) override {
+    queue("embedding_backward_fp16", [=] { cpu_.embedding_backward_fp16(tok, dout, b, t, c, v, d_wte, d_wpe, acc); });
+  }
+  void layernorm_forward_fp16(const half16* x, const half16* g, const half16* b, int r, int c, float eps, half16* y,
+                              float* mean, float* rstd) override {
+    queue("layernorm_forward_fp16", [=] { cpu_.layernorm_forward_fp16(x, g, b, r, c, eps, y, mean, rstd); });
+  }
+  void layernorm_backward_fp16(const half16* dy, const half16* x, const half16* g, const float* mean,
+                               const float* rstd, int r, int c, half16* dx, bool acc_dx, half16* dg, half16* db,
+                               bool acc_p) override {
+    queue("layernorm_backward_fp16",
+          [=] { cpu_.layernorm_backward_fp16(dy, x, g, mean, rstd, r, c, dx, acc_dx, dg, db, acc_p); });
+  }
+  void gemm_batched_fp16(const GemmFp16& g, int n, int64_t sa, int64_t sb, int64_t sc) override {
+    queue("gemm_batched_fp16", [=] { cpu_.gemm_batched_fp16(g, n, sa, sb, sc); });
+  }
+  void causal_softmax_forward_fp16(const half16* s, int bh, int t, float scale, half16* p) override {
+    queue("causal_softmax_forward_fp16", [=] { cpu_.causal_softmax_forward_fp16(s, bh, t, scale, p); });
+  }
+  void causal_softmax_backward_fp16(const half16* p, const half16* dp, int bh, int t, float scale,
+                                    half16* ds) override {
+    queue("causal_softmax_backward_fp16", [=] { cpu_.causal_softmax_backward_fp16(p, dp, bh, t, scale, ds); });
+  }
+  void add_fp16(const half16* a, const half16* b, half16* y, size_t n) override {
+    queue("add_fp16", [=] { cpu_.add_fp16(a, b, y, n); });
+  }
+  void rows_to_heads_fp16(const half16* rows, int stride, int b, int t, int nh, int hs, half16* out) override {
+    queue("rows_to_heads_fp16", [=] { cpu_.rows_to_heads_fp16(rows, stride, b, t, nh, hs, out); });
+  }
+  void heads_to_rows_fp16(const half16* in, int b, int t, int nh, int hs, half16* rows, int stride) override {
+    queue("heads_to_rows_fp16", [=] { cpu_.heads_to_rows_fp16(in, b, t, nh, hs, rows, stride); });
+  }
   void mse_forward(const half16* p, const float* t, int r, int c, float* loss) override {
     queue("mse_forward", [=] { cpu_.mse_forward(p, t, r, c, loss); });
   }

@@ -233,7 +233,7 @@ TEST_F(CheckpointValidation, ModelShapeBounds) {
 
 TEST_F(CheckpointValidation, NamesMustBeKnown) {
   expect_bound("activation tanh", [](TrainState& s) { s.activation = "tanh"; },
-               {"activation is 'tanh'", "relu or gelu"}, [](TrainState& s) { s.activation = "gelu"; });
+               {"activation is 'tanh'", "relu, gelu or gelu-tanh"}, [](TrainState& s) { s.activation = "gelu"; });
   expect_bound("activation empty", [](TrainState& s) { s.activation.clear(); }, {"activation is ''"},
                [](TrainState& s) { s.activation = "relu"; });
   expect_bound("activation with a NUL", [](TrainState& s) { s.activation = std::string("relu\0", 5); },
@@ -312,7 +312,7 @@ namespace ddp {
 namespace {
 
 TEST_F(CheckpointValidation, OptimizerStateBounds) {
-  expect_bound("model kind", [](TrainState& s) { s.model_kind = "resnet"; }, {"model is 'resnet'", "mlp"},
+  expect_bound("model kind", [](TrainState& s) { s.model_kind = "resnet"; }, {"model is 'resnet'", "mlp or gpt"},
                [](TrainState& s) { s.model_kind = "mlp"; });
   expect_bound("optimizer lion", [](TrainState& s) { s.optimizer = "lion"; }, {"optimizer is 'lion'", "sgd or adamw"},
                [](TrainState& s) { s.optimizer = "sgd"; });

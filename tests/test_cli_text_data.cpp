@@ -1,7 +1,9 @@
 // test_cli_text_data.cpp: --data text as a user runs it. Every bad input is
 // one line naming the file or flag, exit 1, and no output touched (metrics,
-// checkpoint directory, weights). With no GPT yet, good text data ends in the
-// MLP's refusal of token ids: also one line, nothing written.
+// checkpoint directory, weights). Good text data with the default --model
+// mlp ends in the MLP's refusal of token ids: also one line, nothing
+// written; with --model gpt it trains, and the GPT's flags are refused
+// outside their sense.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -71,8 +73,8 @@ class CliTextData : public ::testing::Test {
 TEST_F(CliTextData, HelpListsTheTextFlagsAndTheGptGroup) {
   const test::CommandResult r = test::run_command(std::string(DDP_TRAIN_BINARY) + " --help 2>&1");
   EXPECT_EQ(r.exit_code, 0);
-  for (const char* flag : {"--train-text", "--val-text", "--val-fraction", "--token-format", "GPT:", "--block-size",
-                           "--vocab-size"})
+  for (const char* flag : {"--train-text", "--val-text", "--val-fraction", "--token-format", "GPT (--model gpt",
+                           "--block-size", "--vocab-size", "--model", "--n-layer", "--n-head", "--n-embd"})
     EXPECT_NE(r.output.find(flag), std::string::npos) << flag;
 }
 
@@ -148,6 +150,33 @@ TEST_F(CliTextData, TheCommandLinesValTextOverridesTheConfigsValFraction) {
   std::ofstream(dir + "/both.ini") << "data = text\ntrain-text = " << text << "\nval-fraction = 0.2\nval-text = "
                                    << text << "\n";
   expect_refused("--config " + dir + "/both.ini", {"--val-text and --val-fraction contradict each other"});
+}
+
+TEST_F(CliTextData, GptFlagsOutsideTheirSenseAreRefused) {
+  const std::string gpt = "--data text --train-text " + text + " --block-size 16 --model gpt";
+  expect_refused("--data text --train-text " + text + " --n-layer 2", {"--n-layer", "--model gpt"});
+  expect_refused("--data synthetic --model gpt", {"--model gpt needs --data text"});
+  expect_refused(gpt + " --n-embd 30 --n-head 4", {"--n-embd 30", "does not divide by --n-head 4"});
+  expect_refused(gpt + " --layers 5,5", {"--layers", "--model mlp"});
+  expect_refused(gpt + " --loss mse", {"--loss must be xent"});
+  expect_refused("--data text --train-text " + text + " --model transformer", {"--model", "'transformer'", "mlp, gpt"});
+}
+
+TEST_F(CliTextData, AGptTrainsAndSavesNanoGptNames) {
+  const std::string weights = dir + "/gpt.safetensors";
+  const test::CommandResult r = test::run_command(
+      "timeout -k 2 60 " + std::string(DDP_TRAIN_BINARY) + " --device cpu --threads 1 --data text --train-text " + text +
+      " --model gpt --n-layer 2 --n-head 2 --n-embd 32 --block-size 16 --batch-size 8 --steps 3 --optimizer adamw"
+      " --lr 1e-3 --checkpoint-dir " + dir + "/ck --save-weights " + weights + " 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("GPT 2 layers, 2 heads, 32 wide, context 16, vocabulary 256"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("bits/byte"), std::string::npos) << r.output;
+  const std::string header = test::read_text(weights).substr(0, 4096);
+  for (const char* name : {"transformer.wte.weight", "transformer.wpe.weight", "transformer.h.1.mlp.c_fc.weight",
+                           "transformer.h.0.attn.c_attn.bias", "transformer.ln_f.bias"})
+    EXPECT_NE(header.find(name), std::string::npos) << name;
+  EXPECT_EQ(header.find("lm_head"), std::string::npos) << "the tied head is stored once, as wte";
+  EXPECT_TRUE(fs::exists(dir + "/ck/ckpt-step000000000003.safetensors"));
 }
 
 }  // namespace

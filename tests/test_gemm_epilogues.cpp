@@ -33,7 +33,14 @@ namespace {
 
 using test::EpilogueCase;
 
-const char* name(Activation a) { return a == Activation::Relu ? "relu" : a == Activation::Gelu ? "gelu" : "none"; }
+const char* name(Activation a) {
+  switch (a) {
+    case Activation::Relu: return "relu";
+    case Activation::Gelu: return "gelu";
+    case Activation::GeluTanh: return "gelu-tanh";
+    default: return "none";
+  }
+}
 
 std::string describe(const EpilogueCase& c) {
   return "m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) + " k=" + std::to_string(c.k) +
@@ -91,7 +98,7 @@ class GemmEpilogues : public ::testing::Test {
 };
 
 const Transpose kBoth[] = {Transpose::No, Transpose::Yes};
-const Activation kActs[] = {Activation::Relu, Activation::Gelu};
+const Activation kActs[] = {Activation::Relu, Activation::Gelu, Activation::GeluTanh};
 // Odd shapes; the last two are above the split threshold of the two-thread
 // backend (both split directions).
 const int kShapes[][3] = {{1, 1, 1}, {3, 17, 5}, {17, 3, 33}, {37, 29, 65}, {256, 192, 96}, {96, 300, 130}};
@@ -103,7 +110,7 @@ TEST_F(GemmEpilogues, ForwardActivationAndPreActivationMatchDouble) {
         for (int variant = 0; variant < 2; ++variant) {
           EpilogueCase c{s[0], s[1], s[2]};
           c.trans_a = ta, c.trans_b = Transpose::Yes, c.act = act;
-          c.bias = variant == 0, c.pre_activation = variant == 0 || act == Activation::Gelu;
+          c.bias = variant == 0, c.pre_activation = variant == 0 || act != Activation::Relu;
           c.alpha = variant == 0 ? 1.0f : 0.75f, c.pad = variant;
           for (CpuBackend* be : {&one, &two})
             for (bool f16c : {true, false}) {
@@ -111,6 +118,23 @@ TEST_F(GemmEpilogues, ForwardActivationAndPreActivationMatchDouble) {
               check_against_double(*be, c);
             }
         }
+}
+
+TEST_F(GemmEpilogues, BiasWithBetaAddsIntoCMatchesDouble) {
+  // C = alpha * op(A) op(B) + beta * C + bias, rounded once: with beta 1
+  // and C the residual stream, the GPT's output projection and its residual
+  // add in one pass (x += y W^T + b), instead of a GEMM and add_fp16.
+  for (const auto& s : kShapes)
+    for (Transpose ta : kBoth)
+      for (float beta : {1.0f, -0.5f}) {
+        EpilogueCase c{s[0], s[1], s[2]};
+        c.trans_a = ta, c.trans_b = Transpose::Yes, c.bias = true, c.beta = beta, c.pad = beta < 0 ? 2 : 0;
+        for (CpuBackend* be : {&one, &two})
+          for (bool f16c : {true, false}) {
+            set_f16c_enabled(f16c);
+            check_against_double(*be, c);
+          }
+      }
 }
 
 TEST_F(GemmEpilogues, ActivationGradientMatchesDouble) {
@@ -129,8 +153,11 @@ TEST_F(GemmEpilogues, ActivationGradientMatchesDouble) {
   // GELU's gradient where cdf + z pdf cancels, on long sums (large |v|):
   // the case the absolute c_slope_error of the floor is for.
   EpilogueCase near_zero{64, 96, 1024};
-  near_zero.dact = Activation::Gelu, near_zero.z_near_gelu_prime_zero = true;
-  for (CpuBackend* be : {&one, &two}) check_against_double(*be, near_zero);
+  near_zero.z_near_gelu_prime_zero = true;
+  for (Activation dact : {Activation::Gelu, Activation::GeluTanh}) {
+    near_zero.dact = dact;
+    for (CpuBackend* be : {&one, &two}) check_against_double(*be, near_zero);
+  }
 }
 
 TEST_F(GemmEpilogues, BiasGradientOfAMatchesDouble) {

@@ -50,6 +50,7 @@ EvalResult Evaluator::run(Communicator& comm, Model& model, LossKind loss, const
   // Loss and accuracy are means over predictions (a sample is one for the
   // MLP, one per position for a language model).
   const double predictions = static_cast<double>(std::max<int64_t>(r.samples, 1)) * model.outputs_per_sample();
+  r.predictions = r.samples * model.outputs_per_sample();
   r.loss = comm.allreduce_sum_host(loss_sum) / predictions;
   r.correct = static_cast<int64_t>(comm.allreduce_sum_host(correct_sum));
   r.accuracy = loss == LossKind::SoftmaxCrossEntropy ? static_cast<double>(r.correct) / predictions

@@ -16,6 +16,7 @@ struct EvalResult {
   double accuracy = 0.0;  // fraction in [0, 1]; NaN for regression
   int64_t correct = 0;
   int64_t samples = 0;
+  int64_t predictions = 0;  // samples x outputs per sample (a language model predicts every position)
 };
 
 // Holds what an evaluation needs between calls (the test set rounded to

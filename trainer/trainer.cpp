@@ -18,6 +18,7 @@
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/config/config_check.h"
 #include "trainer/fault_hooks.h"
+#include "trainer/models/model_catalog.h"
 #include "trainer/models/model_factory.h"
 #include "trainer/stop_signal.h"
 #include "trainer/trainer_impl.h"
@@ -50,7 +51,7 @@ std::vector<GradientSegment> gradient_segments(const ParameterRegistry& registry
 }  // namespace
 
 Trainer::Impl::Impl(const TrainConfig& c, Backend& b, Communicator& m, TrainTestData d)
-    : cfg(with_batch_per_rank(c, m.world_size())),
+    : cfg(bind_model_to_data(with_batch_per_rank(c, m.world_size()), d)),
       backend(b),
       comm(m),
       data(std::move(d)),

@@ -47,9 +47,11 @@ constexpr size_t kPiecesPerThread = 4;
 constexpr size_t kGrain = 64;
 }  // namespace
 
-size_t CpuBackend::pieces(size_t elements) const {
-  return elements < kMinParallelElements ? 1 : static_cast<size_t>(threads_) * kPiecesPerThread;
+size_t cpu_pass_pieces(size_t elements, int threads) {
+  return elements < kMinParallelElements ? 1 : static_cast<size_t>(threads) * kPiecesPerThread;
 }
+
+size_t CpuBackend::pieces(size_t elements) const { return cpu_pass_pieces(elements, threads_); }
 
 CpuBackend::CpuBackend(int threads)
     : threads_(threads > 0 ? threads : std::max(set_blas_threads(0), 1)),
@@ -125,41 +127,23 @@ void CpuBackend::cast_fp16_to_fp32(const half16* src, float* dst, size_t count) 
 // ---- losses -------------------------------------------------------------------------
 void CpuBackend::softmax_xent_forward(const half16* logits, const int32_t* labels, int rows, int cols,
                                       float* loss_mean, int32_t* correct_count) {
-  float loss_sum = 0.0f;
-  int32_t correct = 0;
-  for (int r = 0; r < rows; ++r) {
-    const half16* row = logits + static_cast<size_t>(r) * cols;
-    float max_v = to_float(row[0]);
-    int argmax = 0;
-    for (int c = 1; c < cols; ++c) {
-      const float v = to_float(row[c]);
-      if (v > max_v) max_v = v, argmax = c;
-    }
-    float sum_exp = 0.0f;
-    for (int c = 0; c < cols; ++c) sum_exp += expf(to_float(row[c]) - max_v);
-    loss_sum += max_v + logf(sum_exp) - to_float(row[labels[r]]);
-    correct += (argmax == labels[r]);
-  }
-  *loss_mean = rows > 0 ? loss_sum / static_cast<float>(rows) : 0.0f;
-  if (correct_count) *correct_count = correct;
+  softmax_xent_forward_padded(logits, labels, rows, cols, cols, loss_mean, correct_count);
 }
 
 void CpuBackend::softmax_xent_backward(const half16* logits, const int32_t* labels, int rows, int cols,
                                        ScalarArg loss_scale, half16* dlogits) {
-  const float coef = loss_scale.get() / static_cast<float>(rows);
-  for (int r = 0; r < rows; ++r) {
-    const half16* row = logits + static_cast<size_t>(r) * cols;
-    half16* drow = dlogits + static_cast<size_t>(r) * cols;
-    float max_v = to_float(row[0]);
-    for (int c = 1; c < cols; ++c) max_v = std::max(max_v, to_float(row[c]));
-    float sum_exp = 0.0f;
-    for (int c = 0; c < cols; ++c) sum_exp += expf(to_float(row[c]) - max_v);
-    const float inv_sum = 1.0f / sum_exp;
-    for (int c = 0; c < cols; ++c) {
-      const float p = expf(to_float(row[c]) - max_v) * inv_sum;
-      drow[c] = to_half(coef * (p - (c == labels[r] ? 1.0f : 0.0f)));
-    }
-  }
+  softmax_xent_backward_padded(logits, labels, rows, cols, cols, loss_scale, dlogits);
+}
+
+void CpuBackend::softmax_xent_forward_padded(const half16* logits, const int32_t* labels, int rows, int cols,
+                                             int real_cols, float* loss_mean, int32_t* correct_count) {
+  cpu::softmax_xent_forward(*pool_, transformer_scratch_, logits, labels, rows, cols, real_cols, loss_mean,
+                            correct_count);
+}
+
+void CpuBackend::softmax_xent_backward_padded(const half16* logits, const int32_t* labels, int rows, int cols,
+                                              int real_cols, ScalarArg loss_scale, half16* dlogits) {
+  cpu::softmax_xent_backward(*pool_, logits, labels, rows, cols, real_cols, loss_scale.get(), dlogits);
 }
 
 void CpuBackend::mse_forward(const half16* pred, const float* target, int rows, int cols, float* loss_mean) {
@@ -177,6 +161,50 @@ void CpuBackend::mse_backward(const half16* pred, const float* target, int rows,
   const size_t n = static_cast<size_t>(rows) * cols;
   const float coef = 2.0f * loss_scale.get() / static_cast<float>(n);
   for (size_t i = 0; i < n; ++i) dpred[i] = to_half(coef * (to_float(pred[i]) - target[i]));
+}
+
+// ---- transformer operations (cpu_transformer.h) -------------------------------------
+void CpuBackend::embedding_forward_fp16(const int32_t* tokens, const half16* wte, const half16* wpe, int batch,
+                                        int seq_len, int channels, int vocab, half16* out) {
+  cpu::embedding_forward(*pool_, tokens, wte, wpe, batch, seq_len, channels, vocab, out);
+}
+void CpuBackend::embedding_backward_fp16(const int32_t* tokens, const half16* dout, int batch, int seq_len,
+                                         int channels, int vocab, half16* d_wte, half16* d_wpe, bool accumulate) {
+  cpu::embedding_backward(*pool_, transformer_scratch_, tokens, dout, batch, seq_len, channels, vocab, d_wte, d_wpe,
+                          accumulate);
+}
+void CpuBackend::layernorm_forward_fp16(const half16* x, const half16* gamma, const half16* beta, int rows, int cols,
+                                        float eps, half16* y, float* mean, float* rstd) {
+  cpu::layernorm_forward(*pool_, x, gamma, beta, rows, cols, eps, y, mean, rstd);
+}
+void CpuBackend::layernorm_backward_fp16(const half16* dy, const half16* x, const half16* gamma, const float* mean,
+                                         const float* rstd, int rows, int cols, half16* dx, bool accumulate_dx,
+                                         half16* dgamma, half16* dbeta, bool accumulate_params) {
+  cpu::layernorm_backward(*pool_, dy, x, gamma, mean, rstd, rows, cols, dx, accumulate_dx, dgamma, dbeta,
+                          accumulate_params);
+}
+void CpuBackend::gemm_batched_fp16(const GemmFp16& g, int batch_count, int64_t stride_a, int64_t stride_b,
+                                   int64_t stride_c) {
+  cpu_gemm_batched_fp16(g, batch_count, stride_a, stride_b, stride_c, *pool_, batched_gemm_scratch_);
+}
+void CpuBackend::causal_softmax_forward_fp16(const half16* scores, int batch_heads, int seq_len, float scale,
+                                             half16* probs) {
+  cpu::causal_softmax_forward(*pool_, scores, batch_heads, seq_len, scale, probs);
+}
+void CpuBackend::causal_softmax_backward_fp16(const half16* probs, const half16* dprobs, int batch_heads,
+                                              int seq_len, float scale, half16* dscores) {
+  cpu::causal_softmax_backward(*pool_, probs, dprobs, batch_heads, seq_len, scale, dscores);
+}
+void CpuBackend::add_fp16(const half16* a, const half16* b, half16* y, size_t count) {
+  cpu::add(*pool_, a, b, y, count);
+}
+void CpuBackend::rows_to_heads_fp16(const half16* rows, int row_stride, int batch, int seq_len, int heads,
+                                    int head_size, half16* heads_out) {
+  cpu::rows_to_heads(*pool_, rows, row_stride, batch, seq_len, heads, head_size, heads_out);
+}
+void CpuBackend::heads_to_rows_fp16(const half16* heads_in, int batch, int seq_len, int heads, int head_size,
+                                    half16* rows, int row_stride) {
+  cpu::heads_to_rows(*pool_, heads_in, batch, seq_len, heads, head_size, rows, row_stride);
 }
 
 // ---- optimizer ---------------------------------------------------------------------

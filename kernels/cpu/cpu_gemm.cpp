@@ -170,4 +170,40 @@ void cpu_gemm_fp16(const GemmFp16& g, CpuThreadPool& pool, CpuGemmScratch& s) {
   });
 }
 
+void cpu_gemm_batched_fp16(const GemmFp16& g, int batch_count, int64_t stride_a, int64_t stride_b, int64_t stride_c,
+                           CpuThreadPool& pool, std::vector<CpuGemmScratch>& scratch) {
+  DDP_REQUIRE(batch_count >= 0, "gemm_batched_fp16: negative batch count");
+  DDP_REQUIRE(!g.bias && !has_activation_epilogue(g) && !g.bias_grad,
+              "gemm_batched_fp16: no epilogue (bias, activation, bias gradient) in a batched GEMM");
+  const auto item = [&](int i) {
+    GemmFp16 gi = g;
+    gi.a = g.a + static_cast<int64_t>(i) * stride_a;
+    gi.b = g.b + static_cast<int64_t>(i) * stride_b;
+    gi.c = g.c + static_cast<int64_t>(i) * stride_c;
+    return gi;
+  };
+  const int threads = pool.size();
+  if (scratch.size() < static_cast<size_t>(threads * kSlicesPerThread)) scratch.resize(threads * kSlicesPerThread);
+  // Fewer products than threads: one after the other, each split over the
+  // team as gemm_fp16 splits it.
+  if (batch_count < threads) {
+    for (int i = 0; i < batch_count; ++i) cpu_gemm_fp16(item(i), pool, scratch[0]);
+    return;
+  }
+  // Otherwise whole products per thread (the per-head products are small:
+  // T x T x hs), each in a single-threaded BLAS call as a small gemm_fp16
+  // runs, so a product's bits do not depend on the team. The pieces are
+  // contiguous runs of the batch, each with its own scratch; a gemm_fp16
+  // called inside a piece runs on that thread (cpu_thread_pool.h).
+  BlasSingleThreaded blas_single;
+  const size_t pieces = std::min<size_t>(static_cast<size_t>(batch_count), scratch.size());
+  const size_t per_piece = (static_cast<size_t>(batch_count) + pieces - 1) / pieces;
+  pool.parallel_for(pieces, 1, pieces, [&](size_t p0, size_t p1) {
+    for (size_t p = p0; p < p1; ++p) {
+      const size_t first = p * per_piece, last = std::min<size_t>(batch_count, first + per_piece);
+      for (size_t i = first; i < last; ++i) cpu_gemm_fp16(item(static_cast<int>(i)), pool, scratch[p]);
+    }
+  });
+}
+
 }  // namespace ddp

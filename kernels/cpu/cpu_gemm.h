@@ -20,6 +20,7 @@
 // sum: the BLAS kernel's summation order depends on where a slice starts.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "kernels/backend.h"
@@ -34,5 +35,16 @@ struct CpuGemmScratch {
 };
 
 void cpu_gemm_fp16(const GemmFp16& g, CpuThreadPool& pool, CpuGemmScratch& scratch);
+
+// Backend::gemm_batched_fp16: cpu_gemm_fp16 on each of the batch_count
+// products. Many small products are shared out whole over the pool (one
+// BLAS call each, on one thread, with a scratch per piece: `scratch` grows
+// to as many as there are pieces); fewer products than threads run one
+// after another, each split over the pool. The split depends only on the
+// batch count and the team size, so results are the same run to run; a
+// large product shared out whole may differ in the last bit from the same
+// product split over the team (see above), as one thread's BLAS call does.
+void cpu_gemm_batched_fp16(const GemmFp16& g, int batch_count, int64_t stride_a, int64_t stride_b, int64_t stride_c,
+                           CpuThreadPool& pool, std::vector<CpuGemmScratch>& scratch);
 
 }  // namespace ddp

@@ -13,6 +13,7 @@
 #include "kernels/cuda/cuda_gemm.h"
 #include "kernels/cuda/cuda_loss.h"
 #include "kernels/cuda/cuda_optimizer.h"
+#include "kernels/cuda/cuda_transformer.h"
 #include "kernels/cuda/cuda_upload_slots.h"
 #include "kernels/error.h"
 
@@ -238,13 +239,25 @@ void CudaBackend::cast_fp16_to_fp32(const half16* src, float* dst, size_t count)
 void CudaBackend::softmax_xent_forward(const half16* logits, const int32_t* labels, int rows, int cols,
                                        float* loss_mean, int32_t* correct_count) {
   DDP_REQUIRE(rows >= 0, "softmax_xent_forward: negative rows");
-  launch_softmax_xent_forward(compute_stream(), logits, labels, rows, cols, loss_mean, correct_count,
+  launch_softmax_xent_forward(compute_stream(), logits, labels, rows, cols, cols, loss_mean, correct_count,
                               scratch(softmax_xent_forward_scratch_bytes(rows)));
 }
 
 void CudaBackend::softmax_xent_backward(const half16* logits, const int32_t* labels, int rows, int cols,
                                         ScalarArg loss_scale, half16* dlogits) {
-  launch_softmax_xent_backward(compute_stream(), logits, labels, rows, cols, loss_scale, dlogits);
+  launch_softmax_xent_backward(compute_stream(), logits, labels, rows, cols, cols, loss_scale, dlogits);
+}
+
+void CudaBackend::softmax_xent_forward_padded(const half16* logits, const int32_t* labels, int rows, int cols,
+                                              int real_cols, float* loss_mean, int32_t* correct_count) {
+  DDP_REQUIRE(rows >= 0, "softmax_xent_forward: negative rows");
+  launch_softmax_xent_forward(compute_stream(), logits, labels, rows, cols, real_cols, loss_mean, correct_count,
+                              scratch(softmax_xent_forward_scratch_bytes(rows)));
+}
+
+void CudaBackend::softmax_xent_backward_padded(const half16* logits, const int32_t* labels, int rows, int cols,
+                                               int real_cols, ScalarArg loss_scale, half16* dlogits) {
+  launch_softmax_xent_backward(compute_stream(), logits, labels, rows, cols, real_cols, loss_scale, dlogits);
 }
 
 void CudaBackend::mse_forward(const half16* pred, const float* target, int rows, int cols, float* loss_mean) {
@@ -258,6 +271,63 @@ void CudaBackend::mse_backward(const half16* pred, const float* target, int rows
   DDP_REQUIRE(rows >= 0 && cols >= 0, "mse_backward: negative shape");
   launch_mse_backward(compute_stream(), pred, target, static_cast<size_t>(rows) * static_cast<size_t>(cols),
                       loss_scale, dpred);
+}
+
+// ---- transformer operations (cuda_transformer.h) ----------------------------------------
+
+void CudaBackend::embedding_forward_fp16(const int32_t* tokens, const half16* wte, const half16* wpe, int batch,
+                                         int seq_len, int channels, int vocab, half16* out) {
+  launch_embedding_forward_fp16(compute_stream(), tokens, wte, wpe, batch, seq_len, channels, vocab, out);
+}
+
+void CudaBackend::embedding_backward_fp16(const int32_t* tokens, const half16* dout, int batch, int seq_len,
+                                          int channels, int vocab, half16* d_wte, half16* d_wpe, bool accumulate) {
+  DDP_REQUIRE(batch >= 0 && seq_len >= 0, "embedding_backward_fp16: negative shape");
+  launch_embedding_backward_fp16(compute_stream(), tokens, dout, batch, seq_len, channels, vocab, d_wte, d_wpe,
+                                 accumulate, scratch(embedding_backward_scratch_bytes(batch * seq_len)));
+}
+
+void CudaBackend::layernorm_forward_fp16(const half16* x, const half16* gamma, const half16* beta, int rows, int cols,
+                                         float eps, half16* y, float* mean, float* rstd) {
+  launch_layernorm_forward_fp16(compute_stream(), x, gamma, beta, rows, cols, eps, y, mean, rstd);
+}
+
+void CudaBackend::layernorm_backward_fp16(const half16* dy, const half16* x, const half16* gamma, const float* mean,
+                                          const float* rstd, int rows, int cols, half16* dx, bool accumulate_dx,
+                                          half16* dgamma, half16* dbeta, bool accumulate_params) {
+  DDP_REQUIRE(rows >= 0 && cols > 0, "layernorm_backward_fp16: needs cols > 0");
+  launch_layernorm_backward_fp16(compute_stream(), dy, x, gamma, mean, rstd, rows, cols, dx, accumulate_dx, dgamma,
+                                 dbeta, accumulate_params, scratch(layernorm_backward_scratch_bytes(rows, cols)));
+}
+
+void CudaBackend::gemm_batched_fp16(const GemmFp16& g, int batch_count, int64_t stride_a, int64_t stride_b,
+                                    int64_t stride_c) {
+  gemm_->set_capture_state(capture_state());
+  gemm_->run_batched(g, batch_count, stride_a, stride_b, stride_c, compute_stream());
+}
+
+void CudaBackend::causal_softmax_forward_fp16(const half16* scores, int batch_heads, int seq_len, float scale,
+                                              half16* probs) {
+  launch_causal_softmax_forward_fp16(compute_stream(), scores, batch_heads, seq_len, scale, probs);
+}
+
+void CudaBackend::causal_softmax_backward_fp16(const half16* probs, const half16* dprobs, int batch_heads,
+                                               int seq_len, float scale, half16* dscores) {
+  launch_causal_softmax_backward_fp16(compute_stream(), probs, dprobs, batch_heads, seq_len, scale, dscores);
+}
+
+void CudaBackend::add_fp16(const half16* a, const half16* b, half16* y, size_t count) {
+  launch_add_fp16(compute_stream(), a, b, y, count);
+}
+
+void CudaBackend::rows_to_heads_fp16(const half16* rows, int row_stride, int batch, int seq_len, int heads,
+                                     int head_size, half16* heads_out) {
+  launch_rows_to_heads_fp16(compute_stream(), rows, row_stride, batch, seq_len, heads, head_size, heads_out);
+}
+
+void CudaBackend::heads_to_rows_fp16(const half16* heads_in, int batch, int seq_len, int heads, int head_size,
+                                     half16* rows, int row_stride) {
+  launch_heads_to_rows_fp16(compute_stream(), heads_in, batch, seq_len, heads, head_size, rows, row_stride);
 }
 
 // ---- optimizer ----------------------------------------------------------------------

@@ -1,8 +1,9 @@
 // cuda_backend.h: the Backend on one NVIDIA GPU. Everything is queued on one
 // non-blocking `compute_stream` in call order; GEMMs go through cuBLASLt
 // (cuda_gemm.h), the rest through the kernels in cuda_elementwise.cu,
-// cuda_loss.cu and cuda_optimizer.cu, whose element-wise math is the shared
-// code in elementwise_math.h / half.h.
+// cuda_loss.cu, cuda_optimizer.cu and the GPT's (cuda_transformer.h), whose
+// element-wise math is the shared code in elementwise_math.h /
+// transformer_math.h / half.h.
 //
 // Threading: one CudaBackend per host thread. The constructor makes `device`
 // current on the calling thread; the methods assume it still is (kernels are
@@ -71,9 +72,34 @@ class CudaBackend final : public Backend {
                             int32_t* correct_count) override;
   void softmax_xent_backward(const half16* logits, const int32_t* labels, int rows, int cols, ScalarArg loss_scale,
                              half16* dlogits) override;
+  void softmax_xent_forward_padded(const half16* logits, const int32_t* labels, int rows, int cols, int real_cols,
+                                   float* loss_mean, int32_t* correct_count) override;
+  void softmax_xent_backward_padded(const half16* logits, const int32_t* labels, int rows, int cols, int real_cols,
+                                    ScalarArg loss_scale, half16* dlogits) override;
   void mse_forward(const half16* pred, const float* target, int rows, int cols, float* loss_mean) override;
   void mse_backward(const half16* pred, const float* target, int rows, int cols, ScalarArg loss_scale,
                     half16* dpred) override;
+
+  void embedding_forward_fp16(const int32_t* tokens, const half16* wte, const half16* wpe, int batch, int seq_len,
+                              int channels, int vocab, half16* out) override;
+  void embedding_backward_fp16(const int32_t* tokens, const half16* dout, int batch, int seq_len, int channels,
+                               int vocab, half16* d_wte, half16* d_wpe, bool accumulate) override;
+  void layernorm_forward_fp16(const half16* x, const half16* gamma, const half16* beta, int rows, int cols, float eps,
+                              half16* y, float* mean, float* rstd) override;
+  void layernorm_backward_fp16(const half16* dy, const half16* x, const half16* gamma, const float* mean,
+                               const float* rstd, int rows, int cols, half16* dx, bool accumulate_dx, half16* dgamma,
+                               half16* dbeta, bool accumulate_params) override;
+  void gemm_batched_fp16(const GemmFp16& g, int batch_count, int64_t stride_a, int64_t stride_b,
+                         int64_t stride_c) override;
+  void causal_softmax_forward_fp16(const half16* scores, int batch_heads, int seq_len, float scale,
+                                   half16* probs) override;
+  void causal_softmax_backward_fp16(const half16* probs, const half16* dprobs, int batch_heads, int seq_len,
+                                    float scale, half16* dscores) override;
+  void add_fp16(const half16* a, const half16* b, half16* y, size_t count) override;
+  void rows_to_heads_fp16(const half16* rows, int row_stride, int batch, int seq_len, int heads, int head_size,
+                          half16* heads_out) override;
+  void heads_to_rows_fp16(const half16* heads_in, int batch, int seq_len, int heads, int head_size, half16* rows,
+                          int row_stride) override;
 
   void unscale_fp16_to_fp32(const half16* grads_fp16, float* grads_fp32, size_t count, ScalarArg inv_scale,
                             int32_t* nonfinite_flag) override;

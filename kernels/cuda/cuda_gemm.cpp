@@ -80,13 +80,28 @@ cublasLtMatrixLayout_t make_layout(cudaDataType_t type, uint64_t rows, uint64_t 
   return layout;
 }
 
+void set_batch(cublasLtMatrixLayout_t layout, int batch_count, int64_t stride) {
+  const int32_t count = batch_count;
+  DDP_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+  DDP_CUBLAS_CHECK(
+      cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
+}
+
+// The alignment every product of a batch keeps: the base's, and the stride's
+// in bytes (the i-th product starts i strides further).
+int batch_alignment(const void* base, int64_t stride_elements) {
+  const auto stride_bytes = static_cast<uintptr_t>(stride_elements) * sizeof(half16);
+  return std::min(pointer_alignment(base), pointer_alignment(reinterpret_cast<const void*>(stride_bytes)));
+}
+
 }  // namespace
 
 bool CublasLtGemm::Key::operator<(const Key& o) const {
   return std::tie(trans_a, trans_b, m, n, k, lda, ldb, ldc, epilogue, d_fp32, beta_nonzero, align_a, align_b, align_c,
-                  align_epilogue) < std::tie(o.trans_a, o.trans_b, o.m, o.n, o.k, o.lda, o.ldb, o.ldc, o.epilogue,
-                                             o.d_fp32, o.beta_nonzero, o.align_a, o.align_b, o.align_c,
-                                             o.align_epilogue);
+                  align_epilogue, batch_count, stride_a, stride_b, stride_c) <
+         std::tie(o.trans_a, o.trans_b, o.m, o.n, o.k, o.lda, o.ldb, o.ldc, o.epilogue, o.d_fp32, o.beta_nonzero,
+                  o.align_a, o.align_b, o.align_c, o.align_epilogue, o.batch_count, o.stride_a, o.stride_b,
+                  o.stride_c);
 }
 
 // Descriptors in cuBLASLt's column-major terms: its A is our B, its B our A.
@@ -160,6 +175,11 @@ CublasLtGemm::Plan& CublasLtGemm::plan_for(const Key& key, const GemmFp16& g, co
   // FP16 inputs with FP32 C/D under CUBLAS_COMPUTE_32F is one of cuBLASLt's
   // listed type combinations (the mixed-precision GEMM).
   plan->lt_c = make_layout(key.d_fp32 ? CUDA_R_32F : CUDA_R_16F, g.n, g.m, key.ldc);
+  if (key.batch_count > 1) {  // cuBLASLt's A is our B, its B our A
+    set_batch(plan->lt_a, key.batch_count, key.stride_b);
+    set_batch(plan->lt_b, key.batch_count, key.stride_a);
+    set_batch(plan->lt_c, key.batch_count, key.stride_c);
+  }
 
   cublasLtMatmulPreference_t pref = nullptr;
   DDP_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
@@ -309,6 +329,37 @@ void CublasLtGemm::run(const GemmFp16& g, cudaStream_t stream) {
   if (g.bias_grad && !bias_grad_done) {
     launch_bias_grad_op_a_fp16(g, stream);
     route_counts_.add(GemmRoute::kBiasGradKernel);
+  }
+}
+
+void CublasLtGemm::run_batched(const GemmFp16& g, int batch_count, int64_t stride_a, int64_t stride_b,
+                               int64_t stride_c, cudaStream_t stream) {
+  validate(g);
+  DDP_REQUIRE(batch_count >= 0, "gemm_batched_fp16: negative batch count");
+  DDP_REQUIRE(!g.bias && !has_activation_epilogue(g) && !g.bias_grad,
+              "gemm_batched_fp16: no epilogue (bias, activation, bias gradient) in a batched GEMM");
+  if (g.m == 0 || g.n == 0 || batch_count == 0) return;
+  if (!force_simple_ && g.k > 0) {
+    Key key = make_key(g, CUBLASLT_EPILOGUE_DEFAULT, nullptr, false);
+    key.batch_count = batch_count, key.stride_a = stride_a, key.stride_b = stride_b, key.stride_c = stride_c;
+    key.align_a = batch_alignment(g.a, stride_a), key.align_b = batch_alignment(g.b, stride_b);
+    key.align_c = batch_alignment(g.c, stride_c);
+    Plan& plan = plan_for(key, g, nullptr);
+    if (!plan.use_simple) {
+      DDP_CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc, &g.alpha, g.b, plan.lt_a, g.a, plan.lt_b, &g.beta, g.c,
+                                      plan.lt_c, g.c, plan.lt_c, &plan.algo, workspace_.get(), workspace_bytes_,
+                                      stream));
+      route_counts_.add(GemmRoute::kLtBatched);
+      return;
+    }
+  }
+  for (int i = 0; i < batch_count; ++i) {
+    GemmFp16 gi = g;
+    gi.a = g.a + static_cast<int64_t>(i) * stride_a;
+    gi.b = g.b + static_cast<int64_t>(i) * stride_b;
+    gi.c = g.c + static_cast<int64_t>(i) * stride_c;
+    launch_simple_gemm_fp16(gi, stream);
+    route_counts_.add(GemmRoute::kSimpleGemm);
   }
 }
 

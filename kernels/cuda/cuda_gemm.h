@@ -13,7 +13,9 @@
 //
 // Epilogues (backend.h, gemm_epilogue.h), and where each runs:
 // - bias: CUBLASLT_EPILOGUE_BIAS (an FP16 bias at an unaligned view is
-//   staged to an aligned copy first).
+//   staged to an aligned copy first), with any beta: cuBLASLt adds the bias
+//   to alpha * A B + beta * C before the rounding, the order of backend.h
+//   (beta 1: the residual add fused into a projection).
 // - ReLU forward without a pre-activation output: RELU / RELU_BIAS. ReLU
 //   commutes with the rounding, so this is the CPU result bit for bit (up to
 //   the GEMM's summation order).
@@ -33,6 +35,13 @@
 //   whose bit is set from the FP32 value (a different relu' from the one
 //   read from Y for the few values that round to zero). Costs one FP32
 //   write and read of the output, against the separate pass it replaces.
+//   The erf GELU (Activation::Gelu, the MLP's) therefore never reaches
+//   cuBLASLt's GELU epilogue. GPT-2's tanh GELU (Activation::GeluTanh) is
+//   the function cuBLASLt's GELU computes, but it takes this same route for
+//   now: one code path (gemm_epilogue_element) for CPU and CUDA, and GELU_AUX
+//   would keep cuBLASLt's own pre-activation format; moving GeluTanh
+//   forward to CUBLASLT_EPILOGUE_GELU_AUX_BIAS is an optimisation to
+//   measure on a GPU against this route.
 // - a bias gradient BGRADB cannot take: launch_bias_grad_op_a_fp16, the
 //   column-sum kernel on A (FP32, 16 row lanes per output, so another
 //   summation order than the CPU's, as BGRADB's is).
@@ -95,6 +104,12 @@ class CublasLtGemm {
 
   // Queues g on `stream`. Throws ddp::Error on bad arguments or a cuBLAS error.
   void run(const GemmFp16& g, cudaStream_t stream);
+  // Backend::gemm_batched_fp16: one cuBLASLt call over batch_count products
+  // (CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT / STRIDED_BATCH_OFFSET on the three
+  // layouts), no epilogue; where cuBLASLt has no algorithm, the simple
+  // kernel once per product.
+  void run_batched(const GemmFp16& g, int batch_count, int64_t stride_a, int64_t stride_b, int64_t stride_c,
+                   cudaStream_t stream);
 
   void force_simple(bool on) { force_simple_ = on; }
   // Set by CudaBackend before each call: whether a stream capture is in
@@ -117,6 +132,10 @@ class CublasLtGemm {
     // 256-byte-aligned pointers may fault on a view at an odd offset. The
     // epilogue vector (bias, or bias gradient) counts too.
     int align_a, align_b, align_c, align_epilogue;
+    // Strided batches (run_batched); 1 and 0 otherwise. The alignments
+    // above then hold for every product (the strides' too).
+    int batch_count = 1;
+    int64_t stride_a = 0, stride_b = 0, stride_c = 0;
     bool operator<(const Key& o) const;
   };
   struct Plan;

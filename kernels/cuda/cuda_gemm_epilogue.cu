@@ -4,8 +4,9 @@
 //   the same bits as applying it before the rounding (relu' is 0 or 1), at
 //   the memory traffic of the separate pass it replaces;
 // - the element-wise epilogue applied to an FP32 GEMM result, for GELU
-//   (cuBLASLt's GELU epilogues use the tanh approximation, ours is the erf
-//   form), GELU's gradient and the pre-activation output: one
+//   (cuBLASLt's GELU epilogues use the tanh approximation, the MLP's GELU is
+//   the erf form; the GPT's GeluTanh takes this route too, see
+//   cuda_gemm.h), GELU's gradient and the pre-activation output: one
 //   gemm_epilogue_element per output, the function the CPU backend uses, so
 //   there is still one rounding to FP16 and both backends agree;
 // - the bias gradient of op(A) where cuBLASLt's BGRADB cannot take it

@@ -21,6 +21,7 @@ enum class GemmRoute : int {
   kLtFp32ThenEpilogue,        // try_fp32_then_epilogue: FP32 scratch, then launch_gemm_epilogue_fp16
   kSimpleGemm,                // launch_simple_gemm_fp16 (forced, k == 0, or no cuBLASLt algorithm)
   kBiasGradKernel,            // launch_bias_grad_op_a_fp16, for a bias gradient BGRADB did not write
+  kLtBatched,                 // run_batched: one strided-batched cuBLASLt call
   kCount
 };
 
@@ -37,6 +38,7 @@ inline const char* gemm_route_name(GemmRoute route) {
     case GemmRoute::kLtFp32ThenEpilogue: return "cuBLASLt FP32 scratch + epilogue kernel";
     case GemmRoute::kSimpleGemm: return "simple CUDA-core GEMM";
     case GemmRoute::kBiasGradKernel: return "bias-gradient kernel";
+    case GemmRoute::kLtBatched: return "cuBLASLt strided batched";
     case GemmRoute::kCount: break;
   }
   return "?";

@@ -15,13 +15,16 @@
 namespace ddp {
 
 size_t softmax_xent_forward_scratch_bytes(int rows);
-// A label outside [0, cols) makes that row's loss NaN (so the mean is NaN)
-// and the row not correct: a kernel cannot throw, and NaN cannot go unseen.
+// Rows of `cols` logits of which the first real_cols are classes (the
+// padded cross-entropy of backend.h; real_cols == cols: the plain one). A
+// label outside [0, real_cols) makes that row's loss NaN (so the mean is
+// NaN) and the row not correct: a kernel cannot throw, and NaN cannot go
+// unseen.
 void launch_softmax_xent_forward(cudaStream_t stream, const half16* logits, const int32_t* labels, int rows,
-                                 int cols, float* loss_mean, int32_t* correct_count, void* scratch);
-// An out-of-range label gives that row NaN gradients.
+                                 int cols, int real_cols, float* loss_mean, int32_t* correct_count, void* scratch);
+// An out-of-range label gives that row NaN gradients; padded columns get 0.
 void launch_softmax_xent_backward(cudaStream_t stream, const half16* logits, const int32_t* labels, int rows,
-                                  int cols, ScalarArg loss_scale, half16* dlogits);
+                                  int cols, int real_cols, ScalarArg loss_scale, half16* dlogits);
 
 size_t mse_forward_scratch_bytes();
 void launch_mse_forward(cudaStream_t stream, const half16* pred, const float* target, size_t count,

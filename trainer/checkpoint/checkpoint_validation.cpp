@@ -23,10 +23,10 @@ namespace {
 
 // The names launch/options.cpp accepts for --activation and --loss (and the
 // trainer stores in its checkpoints as given).
-const char* const kActivationNames[] = {"relu", "gelu"};
+const char* const kActivationNames[] = {"relu", "gelu", "gelu-tanh"};
 const char* const kLossNames[] = {"xent", "mse"};
 // Model kinds (models/model_catalog.h) and optimizers (optim/optimizer_kind.h).
-const char* const kModelKinds[] = {"mlp"};
+const char* const kModelKinds[] = {"mlp", "gpt"};
 const char* const kOptimizers[] = {"sgd", "adamw"};
 
 // Names read from a file may be anything; a message quotes at most this much.
@@ -73,7 +73,7 @@ void check_model(const TrainState& s, const std::string& name) {
   // The dims must describe a model (for the MLP: at least two widths, each
   // > 0); the buffers' lengths are checked against the count they imply below.
   uint64_t count = 0;
-  const std::string dims_problem = checkpoint_dims_problem(s.model_dims, count);
+  const std::string dims_problem = checkpoint_dims_problem(s.model_kind, s.model_dims, count);
   if (!dims_problem.empty()) refuse(name, dims_problem);
   if (!is_one_of(s.activation, kActivationNames)) {
     refuse(name, "activation is " + quoted(s.activation) + " (must be " + list_of(kActivationNames) + ")");

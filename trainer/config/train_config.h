@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/elementwise_math.h"
+#include "trainer/models/gpt_config.h"
 #include "trainer/models/mlp_config.h"
 #include "trainer/optim/loss_scaler.h"
 #include "trainer/optim/lr_schedule.h"
@@ -48,7 +49,9 @@ struct TrainConfig {
   std::string device = "auto";  // auto | cuda | cpu
   DataConfig data;
 
-  MlpConfig mlp;  // the model (models/model_factory.h maps it)
+  std::string model = "mlp";  // --model mlp | gpt (models/model_factory.h maps it)
+  MlpConfig mlp;
+  GptConfig gpt;  // its vocabulary and context are bound to the data (model_catalog.h: bind_model_to_data)
   LossKind loss = LossKind::SoftmaxCrossEntropy;
   std::string loss_name = "xent";
 

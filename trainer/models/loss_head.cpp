@@ -3,9 +3,16 @@
 
 namespace ddp {
 
+namespace {
+bool padded(const ModelOutput& out) { return out.classes > 0 && out.classes < out.width; }
+}  // namespace
+
 void loss_forward(Backend& backend, LossKind loss, const ModelOutput& out, const DeviceBatch& batch, float* loss_mean,
                   int32_t* correct_count) {
-  if (loss == LossKind::SoftmaxCrossEntropy)
+  if (loss == LossKind::SoftmaxCrossEntropy && padded(out))
+    backend.softmax_xent_forward_padded(out.values, batch.labels, out.rows, out.width, out.classes, loss_mean,
+                                        correct_count);
+  else if (loss == LossKind::SoftmaxCrossEntropy)
     backend.softmax_xent_forward(out.values, batch.labels, out.rows, out.width, loss_mean, correct_count);
   else
     backend.mse_forward(out.values, batch.targets_fp32, out.rows, out.width, loss_mean);
@@ -13,7 +20,9 @@ void loss_forward(Backend& backend, LossKind loss, const ModelOutput& out, const
 
 void loss_backward(Backend& backend, LossKind loss, const ModelOutput& out, const DeviceBatch& batch, ScalarArg scale,
                    half16* grad) {
-  if (loss == LossKind::SoftmaxCrossEntropy)
+  if (loss == LossKind::SoftmaxCrossEntropy && padded(out))
+    backend.softmax_xent_backward_padded(out.values, batch.labels, out.rows, out.width, out.classes, scale, grad);
+  else if (loss == LossKind::SoftmaxCrossEntropy)
     backend.softmax_xent_backward(out.values, batch.labels, out.rows, out.width, scale, grad);
   else
     backend.mse_backward(out.values, batch.targets_fp32, out.rows, out.width, scale, grad);

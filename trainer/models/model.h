@@ -34,6 +34,9 @@ struct ModelOutput {
   const half16* values = nullptr;  // [rows, width] FP16, valid until the next forward
   int rows = 0;                    // predictions (each has one target)
   int width = 0;                   // classes, or regression targets per prediction
+  // Classes among the width (a language model's vocabulary padded for the
+  // GEMMs: columns >= classes never win); 0: all of them.
+  int classes = 0;
 };
 
 // Registry tensors [first, end) have final gradients.

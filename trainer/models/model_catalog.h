@@ -23,7 +23,7 @@ struct TrainTestData;
 // weight files and output checks before a run starts.
 ParameterRegistry model_parameters(const TrainConfig& config);
 
-// The model's kind as a checkpoint records it ("mlp").
+// The model's kind as a checkpoint records it ("mlp", "gpt").
 std::string model_kind_name(const TrainConfig& config);
 
 // What a checkpoint records of the model's shape (version 1: the MLP's
@@ -38,6 +38,14 @@ double model_flops_per_sample(const TrainConfig& config);
 // A checkpoint's dims: the first problem with them, or "" with `count` set
 // to the parameter count they imply.
 std::string checkpoint_dims_problem(const std::vector<int64_t>& dims, uint64_t& count);
+// The same for a checkpoint of that model kind ("mlp", "gpt").
+std::string checkpoint_dims_problem(const std::string& model_kind, const std::vector<int64_t>& dims,
+                                    uint64_t& count);
+// The config with what the model takes from the data filled in (the GPT's
+// vocabulary and context: Dataset::vocab_size, real_vocab_size,
+// tokens_per_sample); the MLP's is the config as it is. The trainer builds
+// its model from the bound config.
+TrainConfig bind_model_to_data(TrainConfig config, const TrainTestData& data);
 // "784,512,10", for messages comparing a checkpoint's dims with this run's.
 std::string dims_text(const std::vector<int64_t>& dims);
 

@@ -1,6 +1,7 @@
 // run_report.cpp: the run's lines and metrics records (run_report.h).
 #include "trainer/report/run_report.h"
 
+#include <cmath>
 #include <cstdio>
 #include <utility>
 
@@ -54,9 +55,15 @@ std::string RunReport::eval_figures(const EvalResult& result) const {
   char loss_text[32];
   std::snprintf(loss_text, sizeof loss_text, "%.4f", result.loss);
   std::string text = std::string("test loss ") + loss_text;
+  // A byte-level language model's loss in bits per byte (nats / ln 2), the
+  // figure character-level results are quoted in.
+  if (cfg_.model == "gpt" && cfg_.gpt.real_vocab == 256) {
+    std::snprintf(loss_text, sizeof loss_text, "%.4f", result.loss / std::log(2.0));
+    text += std::string(" (") + loss_text + " bits/byte)";
+  }
   if (cfg_.loss == LossKind::SoftmaxCrossEntropy)
     text += ", test accuracy " + percent(result.accuracy) + " (" + std::to_string(result.correct) + "/" +
-            std::to_string(result.samples) + ")";
+            std::to_string(result.predictions) + ")";
   return text;
 }
 

@@ -1,0 +1,322 @@
+// cpu_transformer.cpp: the GPT's operations on the CPU (cpu_transformer.h).
+// Rows are widened to FP32 a row at a time (half_convert.h: F16C where the
+// CPU has it), computed with the shared math of transformer_math.h, and
+// rounded once. Column sums (LayerNorm's dgamma/dbeta, the embeddings'
+// gradients) are split by columns or by tokens, so each sum runs over the
+// rows in increasing order on one thread whatever the thread count.
+#include "kernels/cpu/cpu_transformer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/cpu_simd.h"
+#include "kernels/error.h"
+#include "kernels/half_convert.h"
+#include "kernels/transformer_math.h"
+
+namespace ddp::cpu {
+namespace {
+
+size_t count_of(int n) { return n > 0 ? static_cast<size_t>(n) : 0; }
+
+// Row-wise pass: fn(r0, r1) over [0, rows), split when rows * width is large.
+template <class Fn>
+void for_rows(CpuThreadPool& pool, size_t rows, size_t width, Fn&& fn) {
+  pool.parallel_for(rows, 1, cpu_pass_pieces(rows * width, pool.size()), fn);
+}
+
+#if DDP_X86
+DDP_AVX_F16C void add_f16c(const half16* a, const half16* b, half16* y, size_t count) {
+  size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    const __m256 va = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i)));
+    const __m256 vb = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + i)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i),
+                     _mm256_cvtps_ph(_mm256_add_ps(va, vb), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+  for (; i < count; ++i) y[i] = to_half(to_float(a[i]) + to_float(b[i]));
+}
+#endif
+
+void add_range(const half16* a, const half16* b, half16* y, size_t count) {
+#if DDP_X86
+  if (f16c_available()) return add_f16c(a, b, y, count);
+#endif
+  for (size_t i = 0; i < count; ++i) y[i] = to_half(to_float(a[i]) + to_float(b[i]));
+}
+
+}  // namespace
+
+void add(CpuThreadPool& pool, const half16* a, const half16* b, half16* y, size_t count) {
+  // An FP32 add rounds the same in a vector lane as in scalar code.
+  pool.parallel_for(count, 64, cpu_pass_pieces(count, pool.size()),
+                    [&](size_t i0, size_t i1) { add_range(a + i0, b + i0, y + i0, i1 - i0); });
+}
+
+void embedding_forward(CpuThreadPool& pool, const int32_t* tokens, const half16* wte, const half16* wpe, int batch,
+                       int seq_len, int channels, int vocab, half16* out) {
+  DDP_REQUIRE(batch >= 0 && seq_len >= 0 && channels >= 0 && vocab >= 0, "embedding_forward_fp16: negative shape");
+  const size_t rows = count_of(batch) * count_of(seq_len), width = count_of(channels);
+  for_rows(pool, rows, width, [&](size_t r0, size_t r1) {
+    for (size_t r = r0; r < r1; ++r) {
+      const int32_t token = tokens[r];
+      const half16* pos = wpe + (r % count_of(seq_len)) * width;
+      half16* dst = out + r * width;
+      if (token < 0 || token >= vocab) {
+        std::fill(dst, dst + width, to_half(std::numeric_limits<float>::quiet_NaN()));
+        continue;
+      }
+      add_range(wte + static_cast<size_t>(token) * width, pos, dst, width);
+    }
+  });
+}
+
+void embedding_backward(CpuThreadPool& pool, TransformerScratch& s, const int32_t* tokens, const half16* dout,
+                        int batch, int seq_len, int channels, int vocab, half16* d_wte, half16* d_wpe,
+                        bool accumulate) {
+  DDP_REQUIRE(batch >= 0 && seq_len >= 0 && channels >= 0 && vocab >= 0, "embedding_backward_fp16: negative shape");
+  const size_t rows = count_of(batch) * count_of(seq_len), width = count_of(channels), table = count_of(vocab);
+  // A stable counting sort of the rows by token: each token's rows in
+  // increasing order, so its sum runs in the order a sequential loop over
+  // the rows would add them (and CUDA's stable radix sort gives the same).
+  s.token_start.assign(table + 1, 0);
+  for (size_t r = 0; r < rows; ++r)
+    if (tokens[r] >= 0 && tokens[r] < vocab) ++s.token_start[static_cast<size_t>(tokens[r]) + 1];
+  for (size_t v = 0; v < table; ++v) s.token_start[v + 1] += s.token_start[v];
+  s.row_order.resize(static_cast<size_t>(s.token_start[table]));
+  {
+    std::vector<int32_t> next(s.token_start.begin(), s.token_start.end() - 1);
+    for (size_t r = 0; r < rows; ++r)
+      if (tokens[r] >= 0 && tokens[r] < vocab) s.row_order[static_cast<size_t>(next[tokens[r]]++)] = static_cast<int32_t>(r);
+  }
+  // d_wte by token ranges: each row of the table is one thread's.
+  pool.parallel_for(table, 1, cpu_pass_pieces(rows * width + table * width, pool.size()), [&](size_t v0, size_t v1) {
+    std::vector<float> sum(width), row(width);
+    for (size_t v = v0; v < v1; ++v) {
+      half16* dst = d_wte + v * width;
+      const int32_t begin = s.token_start[v], end = s.token_start[v + 1];
+      if (begin == end && accumulate) continue;  // nothing to add
+      if (accumulate) half_to_float_array(dst, sum.data(), width);
+      else std::fill(sum.begin(), sum.end(), 0.0f);
+      for (int32_t i = begin; i < end; ++i) {
+        half_to_float_array(dout + static_cast<size_t>(s.row_order[static_cast<size_t>(i)]) * width, row.data(),
+                            width);
+        for (size_t c = 0; c < width; ++c) sum[c] += row[c];
+      }
+      float_to_half_array(sum.data(), dst, width);
+    }
+  });
+  // d_wpe by positions: sum over the batch in increasing b.
+  const size_t positions = count_of(seq_len);
+  for_rows(pool, positions, width * count_of(batch), [&](size_t t0, size_t t1) {
+    std::vector<float> sum(width), row(width);
+    for (size_t t = t0; t < t1; ++t) {
+      half16* dst = d_wpe + t * width;
+      if (accumulate) half_to_float_array(dst, sum.data(), width);
+      else std::fill(sum.begin(), sum.end(), 0.0f);
+      for (size_t b = 0; b < count_of(batch); ++b) {
+        half_to_float_array(dout + (b * positions + t) * width, row.data(), width);
+        for (size_t c = 0; c < width; ++c) sum[c] += row[c];
+      }
+      float_to_half_array(sum.data(), dst, width);
+    }
+  });
+}
+
+void layernorm_forward(CpuThreadPool& pool, const half16* x, const half16* gamma, const half16* beta, int rows,
+                       int cols, float eps, half16* y, float* mean, float* rstd) {
+  DDP_REQUIRE(rows >= 0 && cols > 0, "layernorm_forward_fp16: needs cols > 0");
+  const size_t width = count_of(cols);
+  std::vector<float> gamma32(width), beta32(width);
+  half_to_float_array(gamma, gamma32.data(), width);
+  half_to_float_array(beta, beta32.data(), width);
+  for_rows(pool, count_of(rows), width, [&](size_t r0, size_t r1) {
+    std::vector<float> row(width), out(width);
+    for (size_t r = r0; r < r1; ++r) {
+      half_to_float_array(x + r * width, row.data(), width);
+      float sum = 0.0f;
+      for (size_t c = 0; c < width; ++c) sum += row[c];
+      const float m = sum / static_cast<float>(width);
+      float sq = 0.0f;
+      for (size_t c = 0; c < width; ++c) sq += (row[c] - m) * (row[c] - m);
+      const float rs = layernorm_rstd(sq / static_cast<float>(width), eps);
+      for (size_t c = 0; c < width; ++c) out[c] = layernorm_output(layernorm_xhat(row[c], m, rs), gamma32[c], beta32[c]);
+      float_to_half_array(out.data(), y + r * width, width);
+      mean[r] = m, rstd[r] = rs;
+    }
+  });
+}
+
+void layernorm_backward(CpuThreadPool& pool, const half16* dy, const half16* x, const half16* gamma, const float* mean,
+                        const float* rstd, int rows, int cols, half16* dx, bool accumulate_dx, half16* dgamma,
+                        half16* dbeta, bool accumulate_params) {
+  DDP_REQUIRE(rows >= 0 && cols > 0, "layernorm_backward_fp16: needs cols > 0");
+  const size_t width = count_of(cols), height = count_of(rows);
+  std::vector<float> gamma32(width);
+  half_to_float_array(gamma, gamma32.data(), width);
+  // The parameter sums first: dx may overwrite nothing they read, but a
+  // caller may pass dx == dy (the gradient in place), so read dy before.
+  pool.parallel_for(width, 16, cpu_pass_pieces(height * width, pool.size()), [&](size_t c0, size_t c1) {
+    for (size_t c = c0; c < c1; ++c) {
+      float sum_gx = 0.0f, sum_g = 0.0f;
+      for (size_t r = 0; r < height; ++r) {
+        const float d = to_float(dy[r * width + c]);
+        sum_gx += d * layernorm_xhat(to_float(x[r * width + c]), mean[r], rstd[r]);
+        sum_g += d;
+      }
+      dgamma[c] = to_half(sum_gx + (accumulate_params ? to_float(dgamma[c]) : 0.0f));
+      dbeta[c] = to_half(sum_g + (accumulate_params ? to_float(dbeta[c]) : 0.0f));
+    }
+  });
+  for_rows(pool, height, width, [&](size_t r0, size_t r1) {
+    std::vector<float> xhat(width), g(width), out(width);
+    for (size_t r = r0; r < r1; ++r) {
+      half_to_float_array(x + r * width, xhat.data(), width);
+      half_to_float_array(dy + r * width, g.data(), width);
+      float sum_g = 0.0f, sum_gx = 0.0f;
+      for (size_t c = 0; c < width; ++c) {
+        xhat[c] = layernorm_xhat(xhat[c], mean[r], rstd[r]);
+        g[c] *= gamma32[c];
+        sum_g += g[c];
+        sum_gx += g[c] * xhat[c];
+      }
+      const float mean_g = sum_g / static_cast<float>(width), mean_gx = sum_gx / static_cast<float>(width);
+      if (accumulate_dx) half_to_float_array(dx + r * width, out.data(), width);
+      for (size_t c = 0; c < width; ++c) {
+        const float d = layernorm_dx(g[c], xhat[c], mean_g, mean_gx, rstd[r]);
+        out[c] = accumulate_dx ? out[c] + d : d;
+      }
+      float_to_half_array(out.data(), dx + r * width, width);
+    }
+  });
+}
+
+void causal_softmax_forward(CpuThreadPool& pool, const half16* scores, int batch_heads, int seq_len, float scale,
+                            half16* probs) {
+  DDP_REQUIRE(batch_heads >= 0 && seq_len >= 0, "causal_softmax_forward_fp16: negative shape");
+  const size_t t_count = count_of(seq_len), rows = count_of(batch_heads) * t_count;
+  for_rows(pool, rows, t_count, [&](size_t r0, size_t r1) {
+    std::vector<float> v(t_count);
+    for (size_t r = r0; r < r1; ++r) {
+      const size_t i = r % t_count, visible = i + 1;
+      half_to_float_array(scores + r * t_count, v.data(), visible);
+      float max_v = -std::numeric_limits<float>::infinity();
+      for (size_t j = 0; j < visible; ++j) max_v = std::max(max_v, v[j] = scale * v[j]);
+      float sum = 0.0f;
+      for (size_t j = 0; j < visible; ++j) sum += (v[j] = expf(v[j] - max_v));
+      const float inv_sum = 1.0f / sum;
+      for (size_t j = 0; j < visible; ++j) v[j] *= inv_sum;
+      std::fill(v.begin() + static_cast<std::ptrdiff_t>(visible), v.end(), 0.0f);  // masked: exactly 0
+      float_to_half_array(v.data(), probs + r * t_count, t_count);
+    }
+  });
+}
+
+void causal_softmax_backward(CpuThreadPool& pool, const half16* probs, const half16* dprobs, int batch_heads,
+                             int seq_len, float scale, half16* dscores) {
+  DDP_REQUIRE(batch_heads >= 0 && seq_len >= 0, "causal_softmax_backward_fp16: negative shape");
+  const size_t t_count = count_of(seq_len), rows = count_of(batch_heads) * t_count;
+  for_rows(pool, rows, t_count, [&](size_t r0, size_t r1) {
+    std::vector<float> p(t_count), dp(t_count);
+    for (size_t r = r0; r < r1; ++r) {
+      const size_t i = r % t_count, visible = i + 1;
+      half_to_float_array(probs + r * t_count, p.data(), visible);
+      half_to_float_array(dprobs + r * t_count, dp.data(), visible);
+      float dot = 0.0f;
+      for (size_t j = 0; j < visible; ++j) dot += p[j] * dp[j];
+      for (size_t j = 0; j < visible; ++j) p[j] = causal_softmax_grad(p[j], dp[j], dot, scale);
+      std::fill(p.begin() + static_cast<std::ptrdiff_t>(visible), p.end(), 0.0f);
+      float_to_half_array(p.data(), dscores + r * t_count, t_count);
+    }
+  });
+}
+
+void rows_to_heads(CpuThreadPool& pool, const half16* rows, int row_stride, int batch, int seq_len, int heads,
+                   int head_size, half16* heads_out) {
+  DDP_REQUIRE(batch >= 0 && seq_len >= 0 && heads >= 0 && head_size >= 0 && row_stride >= heads * head_size,
+              "rows_to_heads_fp16: bad shape");
+  const size_t t_count = count_of(seq_len), hs = count_of(head_size), nh = count_of(heads);
+  // One output row (b, h, t) per index, in output order.
+  for_rows(pool, count_of(batch) * nh * t_count, hs, [&](size_t o0, size_t o1) {
+    for (size_t o = o0; o < o1; ++o) {
+      const size_t t = o % t_count, h = (o / t_count) % nh, b = o / (t_count * nh);
+      std::memcpy(heads_out + o * hs, rows + (b * t_count + t) * count_of(row_stride) + h * hs, hs * sizeof(half16));
+    }
+  });
+}
+
+void heads_to_rows(CpuThreadPool& pool, const half16* heads_in, int batch, int seq_len, int heads, int head_size,
+                   half16* rows, int row_stride) {
+  DDP_REQUIRE(batch >= 0 && seq_len >= 0 && heads >= 0 && head_size >= 0 && row_stride >= heads * head_size,
+              "heads_to_rows_fp16: bad shape");
+  const size_t t_count = count_of(seq_len), hs = count_of(head_size), nh = count_of(heads);
+  for_rows(pool, count_of(batch) * nh * t_count, hs, [&](size_t o0, size_t o1) {
+    for (size_t o = o0; o < o1; ++o) {
+      const size_t t = o % t_count, h = (o / t_count) % nh, b = o / (t_count * nh);
+      std::memcpy(rows + (b * t_count + t) * count_of(row_stride) + h * hs, heads_in + o * hs, hs * sizeof(half16));
+    }
+  });
+}
+
+void softmax_xent_forward(CpuThreadPool& pool, TransformerScratch& s, const half16* logits, const int32_t* labels,
+                          int rows, int cols, int real_cols, float* loss_mean, int32_t* correct_count) {
+  DDP_REQUIRE(rows >= 0 && (rows == 0 || (real_cols > 0 && real_cols <= cols)),
+              "softmax_xent_forward: needs 0 < real_cols <= cols");
+  const size_t height = count_of(rows), width = count_of(cols);
+  s.row_loss.resize(height);
+  s.row_correct.resize(height);
+  for_rows(pool, height, width, [&](size_t r0, size_t r1) {
+    for (size_t r = r0; r < r1; ++r) {
+      const half16* row = logits + r * width;
+      float max_v = to_float(row[0]);
+      int argmax = 0;
+      for (int c = 1; c < real_cols; ++c) {
+        const float v = to_float(row[c]);
+        if (v > max_v) max_v = v, argmax = c;  // strict: the first maximum wins
+      }
+      float sum_exp = 0.0f;
+      for (int c = 0; c < real_cols; ++c) sum_exp += expf(to_float(row[c]) - max_v);
+      const int32_t label = labels[r];
+      const bool valid = label >= 0 && label < real_cols;
+      s.row_loss[r] = valid ? max_v + logf(sum_exp) - to_float(row[label]) : std::numeric_limits<float>::quiet_NaN();
+      s.row_correct[r] = valid && argmax == label;
+    }
+  });
+  // The mean in row order on one thread: the bits do not depend on the split.
+  float loss_sum = 0.0f;
+  int32_t correct = 0;
+  for (size_t r = 0; r < height; ++r) loss_sum += s.row_loss[r], correct += s.row_correct[r];
+  *loss_mean = rows > 0 ? loss_sum / static_cast<float>(rows) : 0.0f;
+  if (correct_count) *correct_count = correct;
+}
+
+void softmax_xent_backward(CpuThreadPool& pool, const half16* logits, const int32_t* labels, int rows, int cols,
+                           int real_cols, float loss_scale, half16* dlogits) {
+  DDP_REQUIRE(rows >= 0 && (rows == 0 || (real_cols > 0 && real_cols <= cols)),
+              "softmax_xent_backward: needs 0 < real_cols <= cols");
+  const float coef = loss_scale / static_cast<float>(rows);
+  const size_t width = count_of(cols);
+  for_rows(pool, count_of(rows), width, [&](size_t r0, size_t r1) {
+    for (size_t r = r0; r < r1; ++r) {
+      const half16* row = logits + r * width;
+      half16* drow = dlogits + r * width;
+      float max_v = to_float(row[0]);
+      for (int c = 1; c < real_cols; ++c) max_v = std::max(max_v, to_float(row[c]));
+      float sum_exp = 0.0f;
+      for (int c = 0; c < real_cols; ++c) sum_exp += expf(to_float(row[c]) - max_v);
+      const float inv_sum = 1.0f / sum_exp;
+      const int32_t label = labels[r];
+      const bool valid = label >= 0 && label < real_cols;
+      for (int c = 0; c < real_cols; ++c) {
+        const float p = expf(to_float(row[c]) - max_v) * inv_sum;
+        drow[c] = to_half(valid ? coef * (p - (c == label ? 1.0f : 0.0f)) : std::numeric_limits<float>::quiet_NaN());
+      }
+      std::fill(drow + real_cols, drow + width, half16{0});  // padded classes: no probability, no gradient
+    }
+  });
+}
+
+}  // namespace ddp::cpu

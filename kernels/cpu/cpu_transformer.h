@@ -1,0 +1,51 @@
+// cpu_transformer.h: the CPU loops of the GPT's Backend operations
+// (backend.h, "transformer operations"; the padded cross-entropy), split over
+// CpuBackend's thread pool by rows or columns. Every FP32 sum runs over its
+// index in increasing order on one thread, so results do not depend on the
+// thread count; the per-element math is transformer_math.h (shared with
+// CUDA). Semantics and argument order: the Backend method of the same name.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "kernels/cpu/cpu_thread_pool.h"
+
+namespace ddp::cpu {
+
+// Reused between calls (a training step allocates nothing once warm).
+struct TransformerScratch {
+  std::vector<int32_t> row_order;    // rows sorted by token, stable
+  std::vector<int32_t> token_start;  // [vocab + 1] offsets into row_order
+  std::vector<float> row_loss;       // cross-entropy per row
+  std::vector<int32_t> row_correct;
+};
+
+void embedding_forward(CpuThreadPool& pool, const int32_t* tokens, const half16* wte, const half16* wpe, int batch,
+                       int seq_len, int channels, int vocab, half16* out);
+void embedding_backward(CpuThreadPool& pool, TransformerScratch& scratch, const int32_t* tokens,
+                        const half16* dout, int batch, int seq_len, int channels, int vocab, half16* d_wte,
+                        half16* d_wpe, bool accumulate);
+void layernorm_forward(CpuThreadPool& pool, const half16* x, const half16* gamma, const half16* beta, int rows,
+                       int cols, float eps, half16* y, float* mean, float* rstd);
+void layernorm_backward(CpuThreadPool& pool, const half16* dy, const half16* x, const half16* gamma,
+                        const float* mean, const float* rstd, int rows, int cols, half16* dx, bool accumulate_dx,
+                        half16* dgamma, half16* dbeta, bool accumulate_params);
+void causal_softmax_forward(CpuThreadPool& pool, const half16* scores, int batch_heads, int seq_len, float scale,
+                            half16* probs);
+void causal_softmax_backward(CpuThreadPool& pool, const half16* probs, const half16* dprobs, int batch_heads,
+                             int seq_len, float scale, half16* dscores);
+void add(CpuThreadPool& pool, const half16* a, const half16* b, half16* y, size_t count);
+void rows_to_heads(CpuThreadPool& pool, const half16* rows, int row_stride, int batch, int seq_len, int heads,
+                   int head_size, half16* heads_out);
+void heads_to_rows(CpuThreadPool& pool, const half16* heads_in, int batch, int seq_len, int heads, int head_size,
+                   half16* rows, int row_stride);
+void softmax_xent_forward(CpuThreadPool& pool, TransformerScratch& scratch, const half16* logits,
+                          const int32_t* labels, int rows, int cols, int real_cols, float* loss_mean,
+                          int32_t* correct_count);
+void softmax_xent_backward(CpuThreadPool& pool, const half16* logits, const int32_t* labels, int rows, int cols,
+                           int real_cols, float loss_scale, half16* dlogits);
+
+}  // namespace ddp::cpu

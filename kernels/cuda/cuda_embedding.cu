@@ -1,0 +1,137 @@
+// cuda_embedding.cu: the GPT's token + position embedding and its backward
+// (cuda_transformer.h).
+//
+// The backward must add every row of one token into the same table row in
+// a fixed order (no atomics: their order, and so the FP32 sum's bits, would
+// vary run to run). The rows are sorted by token with CUB's radix sort,
+// which is stable, so each token's rows stay in increasing order; then one
+// block per run of equal tokens sums that run, channel by channel, in that
+// order: the order of CpuBackend's loop, hence its bits. A run is one
+// block's, so a token that fills much of the batch (a space in byte-level
+// text) makes one long block; for T*B = 8k rows that is still well under a
+// millisecond.
+#include <cmath>
+
+#include <cub/device/device_radix_sort.cuh>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/cuda_transformer.h"
+#include "kernels/error.h"
+
+namespace ddp {
+namespace {
+
+constexpr size_t kScratchAlignment = 256;
+
+size_t aligned(size_t bytes) { return (bytes + kScratchAlignment - 1) / kScratchAlignment * kScratchAlignment; }
+
+__global__ void embedding_forward_kernel(const int32_t* tokens, const half16* wte, const half16* wpe, int seq_len,
+                                         int channels, int vocab, size_t count, half16* out) {
+  for (size_t idx = global_thread_index(); idx < count; idx += grid_stride()) {
+    const size_t r = idx / channels, c = idx % channels;
+    const int32_t token = tokens[r];
+    const size_t t = r % seq_len;
+    out[idx] = token >= 0 && token < vocab
+                   ? to_half(to_float(wte[static_cast<size_t>(token) * channels + c]) + to_float(wpe[t * channels + c]))
+                   : to_half(NAN);
+  }
+}
+
+__global__ void row_index_kernel(int32_t* index, int rows) {
+  for (size_t r = global_thread_index(); r < static_cast<size_t>(rows); r += grid_stride()) index[r] = static_cast<int32_t>(r);
+}
+
+// One block per sorted position; only the first position of each run of
+// equal tokens does anything: it sums the run's rows of dout (in increasing
+// row order, the sort being stable) into the token's table row.
+__global__ void embedding_table_grad_kernel(const int32_t* sorted_tokens, const int32_t* sorted_rows, int rows,
+                                            const half16* dout, int channels, int vocab, half16* d_wte,
+                                            bool accumulate) {
+  const int first = static_cast<int>(blockIdx.x);
+  const int32_t token = sorted_tokens[first];
+  if ((first > 0 && sorted_tokens[first - 1] == token) || token < 0 || token >= vocab) return;
+  int end = first + 1;
+  while (end < rows && sorted_tokens[end] == token) ++end;
+  half16* dst = d_wte + static_cast<size_t>(token) * channels;
+  for (int c = static_cast<int>(threadIdx.x); c < channels; c += static_cast<int>(blockDim.x)) {
+    float sum = accumulate ? to_float(dst[c]) : 0.0f;
+    for (int i = first; i < end; ++i) sum += to_float(dout[static_cast<size_t>(sorted_rows[i]) * channels + c]);
+    dst[c] = to_half(sum);
+  }
+}
+
+// d_wpe[t, c] = sum over b in increasing order (CpuBackend's order).
+__global__ void position_grad_kernel(const half16* dout, int batch, int seq_len, int channels, half16* d_wpe,
+                                     bool accumulate) {
+  const size_t count = static_cast<size_t>(seq_len) * channels;
+  for (size_t idx = global_thread_index(); idx < count; idx += grid_stride()) {
+    float sum = accumulate ? to_float(d_wpe[idx]) : 0.0f;
+    for (int b = 0; b < batch; ++b) sum += to_float(dout[static_cast<size_t>(b) * count + idx]);
+    d_wpe[idx] = to_half(sum);
+  }
+}
+
+size_t sort_temp_bytes(int rows) {
+  size_t bytes = 0;
+  // With null storage CUB only computes the size: no launch, no sync.
+  DDP_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, bytes, static_cast<const int32_t*>(nullptr),
+                                                 static_cast<int32_t*>(nullptr), static_cast<const int32_t*>(nullptr),
+                                                 static_cast<int32_t*>(nullptr), rows));
+  return bytes;
+}
+
+}  // namespace
+
+void launch_embedding_forward_fp16(cudaStream_t stream, const int32_t* tokens, const half16* wte, const half16* wpe,
+                                   int batch, int seq_len, int channels, int vocab, half16* out) {
+  DDP_REQUIRE(batch >= 0 && seq_len >= 0 && channels >= 0 && vocab >= 0, "embedding_forward_fp16: negative shape");
+  const size_t count = static_cast<size_t>(batch) * seq_len * channels;
+  if (count == 0) return;
+  embedding_forward_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(tokens, wte, wpe, seq_len, channels,
+                                                                             vocab, count, out);
+  DDP_CUDA_CHECK_LAUNCH();
+}
+
+size_t embedding_backward_scratch_bytes(int rows) {
+  const size_t index_bytes = aligned(static_cast<size_t>(rows) * sizeof(int32_t));
+  return 3 * index_bytes + aligned(sort_temp_bytes(rows));
+}
+
+void launch_embedding_backward_fp16(cudaStream_t stream, const int32_t* tokens, const half16* dout, int batch,
+                                    int seq_len, int channels, int vocab, half16* d_wte, half16* d_wpe,
+                                    bool accumulate, void* scratch) {
+  DDP_REQUIRE(batch >= 0 && seq_len >= 0 && channels >= 0 && vocab >= 0, "embedding_backward_fp16: negative shape");
+  const int rows = batch * seq_len;
+  if (channels == 0) return;
+  // Without accumulate, table rows of tokens that do not occur become 0;
+  // the rest are overwritten below.
+  if (!accumulate && vocab > 0)
+    DDP_CUDA_CHECK(cudaMemsetAsync(d_wte, 0, static_cast<size_t>(vocab) * channels * sizeof(half16), stream));
+  if (rows > 0) {
+    const size_t index_bytes = aligned(static_cast<size_t>(rows) * sizeof(int32_t));
+    auto* base = static_cast<char*>(scratch);
+    auto* row_index = reinterpret_cast<int32_t*>(base);
+    auto* sorted_tokens = reinterpret_cast<int32_t*>(base + index_bytes);
+    auto* sorted_rows = reinterpret_cast<int32_t*>(base + 2 * index_bytes);
+    void* temp = base + 3 * index_bytes;
+    size_t temp_bytes = sort_temp_bytes(rows);
+    row_index_kernel<<<grid_for(rows), kThreadsPerBlock, 0, stream>>>(row_index, rows);
+    DDP_CUDA_CHECK_LAUNCH();
+    // All 32 key bits: a token outside [0, vocab) must not share a run with
+    // a valid one (it is skipped by the kernel below).
+    DDP_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, tokens, sorted_tokens, row_index, sorted_rows,
+                                                   rows, 0, 32, stream));
+    const unsigned threads = channels >= static_cast<int>(kThreadsPerBlock) ? kThreadsPerBlock : 32u * ((channels + 31) / 32);
+    embedding_table_grad_kernel<<<static_cast<unsigned>(rows), threads, 0, stream>>>(
+        sorted_tokens, sorted_rows, rows, dout, channels, vocab, d_wte, accumulate);
+    DDP_CUDA_CHECK_LAUNCH();
+  }
+  const size_t positions = static_cast<size_t>(seq_len) * channels;
+  if (positions == 0) return;
+  position_grad_kernel<<<grid_for(positions), kThreadsPerBlock, 0, stream>>>(dout, batch, seq_len, channels, d_wpe,
+                                                                             accumulate);
+  DDP_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace ddp

@@ -1,0 +1,197 @@
+// cuda_transformer.cu: LayerNorm forward/backward, the residual add and the
+// head permutes (cuda_transformer.h), with the per-element math of
+// transformer_math.h.
+//
+// LayerNorm works one warp per row (C is 128..1600 for GPT-2 sizes: a row
+// is a few KB, read from cache after the first pass): FP32 sums by lane, then
+// a butterfly, so every lane has the row's statistics and the order is fixed.
+// The parameter gradients are column sums over all rows: each thread sums
+// kLayerNormRowsPerChunk rows of one column in order into a partial, a
+// second kernel adds the partials chunk by chunk (and the old value when
+// accumulating) and rounds once. Deterministic; not the CPU's sequential
+// order, so equal to the CPU within the FP32 summation tolerance.
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/cuda_transformer.h"
+#include "kernels/error.h"
+#include "kernels/transformer_math.h"
+
+namespace ddp {
+namespace {
+
+constexpr int kWarpsPerBlock = static_cast<int>(kThreadsPerBlock / 32);
+
+unsigned row_blocks(int rows) { return static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock); }
+
+__global__ void layernorm_forward_kernel(const half16* x, const half16* gamma, const half16* beta, int rows, int cols,
+                                         float eps, half16* y, float* mean, float* rstd) {
+  const int row = static_cast<int>(blockIdx.x) * kWarpsPerBlock + static_cast<int>(threadIdx.x / 32);
+  const int lane = static_cast<int>(threadIdx.x & 31u);
+  if (row >= rows) return;  // uniform per warp
+  const half16* xr = x + static_cast<size_t>(row) * cols;
+  float sum = 0.0f;
+  for (int c = lane; c < cols; c += 32) sum += to_float(xr[c]);
+  const float m = warp_all_sum(sum) / static_cast<float>(cols);
+  float sq = 0.0f;
+  for (int c = lane; c < cols; c += 32) {
+    const float d = to_float(xr[c]) - m;
+    sq += d * d;
+  }
+  const float rs = layernorm_rstd(warp_all_sum(sq) / static_cast<float>(cols), eps);
+  half16* yr = y + static_cast<size_t>(row) * cols;
+  for (int c = lane; c < cols; c += 32)
+    yr[c] = to_half(layernorm_output(layernorm_xhat(to_float(xr[c]), m, rs), to_float(gamma[c]), to_float(beta[c])));
+  if (lane == 0) mean[row] = m, rstd[row] = rs;
+}
+
+__global__ void layernorm_dx_kernel(const half16* dy, const half16* x, const half16* gamma, const float* mean,
+                                    const float* rstd, int rows, int cols, half16* dx, bool accumulate_dx) {
+  const int row = static_cast<int>(blockIdx.x) * kWarpsPerBlock + static_cast<int>(threadIdx.x / 32);
+  const int lane = static_cast<int>(threadIdx.x & 31u);
+  if (row >= rows) return;
+  const size_t offset = static_cast<size_t>(row) * cols;
+  const float m = mean[row], rs = rstd[row];
+  float sum_g = 0.0f, sum_gx = 0.0f;
+  for (int c = lane; c < cols; c += 32) {
+    const float g = to_float(dy[offset + c]) * to_float(gamma[c]);
+    sum_g += g;
+    sum_gx += g * layernorm_xhat(to_float(x[offset + c]), m, rs);
+  }
+  const float mean_g = warp_all_sum(sum_g) / static_cast<float>(cols);
+  const float mean_gx = warp_all_sum(sum_gx) / static_cast<float>(cols);
+  // dy is read in full above before any lane writes dx: dx may equal dy.
+  __syncwarp();
+  for (int c = lane; c < cols; c += 32) {
+    const float g = to_float(dy[offset + c]) * to_float(gamma[c]);
+    const float d = layernorm_dx(g, layernorm_xhat(to_float(x[offset + c]), m, rs), mean_g, mean_gx, rs);
+    dx[offset + c] = to_half(accumulate_dx ? to_float(dx[offset + c]) + d : d);
+  }
+}
+
+// partial[chunk, c] (dgamma) and partial[chunks + chunk, c] (dbeta): the sums
+// over the chunk's rows, in increasing row order.
+__global__ void layernorm_param_partials_kernel(const half16* dy, const half16* x, const float* mean,
+                                                const float* rstd, int rows, int cols, float* partials) {
+  const int chunks = static_cast<int>(gridDim.y);
+  const int chunk = static_cast<int>(blockIdx.y);
+  const int c = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (c >= cols) return;
+  const int r0 = chunk * kLayerNormRowsPerChunk, r1 = min(rows, r0 + kLayerNormRowsPerChunk);
+  float sum_gx = 0.0f, sum_g = 0.0f;
+  for (int r = r0; r < r1; ++r) {
+    const size_t at = static_cast<size_t>(r) * cols + c;
+    const float d = to_float(dy[at]);
+    sum_gx += d * layernorm_xhat(to_float(x[at]), mean[r], rstd[r]);
+    sum_g += d;
+  }
+  partials[static_cast<size_t>(chunk) * cols + c] = sum_gx;
+  partials[static_cast<size_t>(chunks + chunk) * cols + c] = sum_g;
+}
+
+__global__ void layernorm_param_finish_kernel(const float* partials, int chunks, int cols, half16* dgamma,
+                                              half16* dbeta, bool accumulate) {
+  const int c = static_cast<int>(global_thread_index());
+  if (c >= cols) return;
+  float sum_gx = 0.0f, sum_g = 0.0f;
+  for (int k = 0; k < chunks; ++k) {
+    sum_gx += partials[static_cast<size_t>(k) * cols + c];
+    sum_g += partials[static_cast<size_t>(chunks + k) * cols + c];
+  }
+  dgamma[c] = to_half(sum_gx + (accumulate ? to_float(dgamma[c]) : 0.0f));
+  dbeta[c] = to_half(sum_g + (accumulate ? to_float(dbeta[c]) : 0.0f));
+}
+
+// No __restrict__: y may be a or b.
+__global__ void add_kernel(const half16* a, const half16* b, half16* y, size_t count) {
+  for (size_t i = global_thread_index(); i < count; i += grid_stride()) y[i] = to_half(to_float(a[i]) + to_float(b[i]));
+}
+
+// Element (b, h, t, d) of the heads layout <-> (b*T + t, h*hs + d) of rows.
+struct HeadIndex {
+  int seq_len, heads, head_size, row_stride;
+  __device__ size_t row_offset(size_t head_element) const {
+    const size_t d = head_element % head_size, t = (head_element / head_size) % seq_len;
+    const size_t h = (head_element / (static_cast<size_t>(head_size) * seq_len)) % heads;
+    const size_t b = head_element / (static_cast<size_t>(head_size) * seq_len * heads);
+    return (b * seq_len + t) * row_stride + h * head_size + d;
+  }
+};
+
+__global__ void rows_to_heads_kernel(const half16* rows, HeadIndex ix, size_t count, half16* heads_out) {
+  for (size_t i = global_thread_index(); i < count; i += grid_stride()) heads_out[i] = rows[ix.row_offset(i)];
+}
+
+__global__ void heads_to_rows_kernel(const half16* heads_in, HeadIndex ix, size_t count, half16* rows) {
+  for (size_t i = global_thread_index(); i < count; i += grid_stride()) rows[ix.row_offset(i)] = heads_in[i];
+}
+
+int chunks_for(int rows) { return (rows + kLayerNormRowsPerChunk - 1) / kLayerNormRowsPerChunk; }
+
+}  // namespace
+
+void launch_layernorm_forward_fp16(cudaStream_t stream, const half16* x, const half16* gamma, const half16* beta,
+                                   int rows, int cols, float eps, half16* y, float* mean, float* rstd) {
+  DDP_REQUIRE(rows >= 0 && cols > 0, "layernorm_forward_fp16: needs cols > 0");
+  if (rows == 0) return;
+  layernorm_forward_kernel<<<row_blocks(rows), kThreadsPerBlock, 0, stream>>>(x, gamma, beta, rows, cols, eps, y,
+                                                                              mean, rstd);
+  DDP_CUDA_CHECK_LAUNCH();
+}
+
+size_t layernorm_backward_scratch_bytes(int rows, int cols) {
+  return 2 * static_cast<size_t>(chunks_for(rows)) * static_cast<size_t>(cols) * sizeof(float);
+}
+
+void launch_layernorm_backward_fp16(cudaStream_t stream, const half16* dy, const half16* x, const half16* gamma,
+                                    const float* mean, const float* rstd, int rows, int cols, half16* dx,
+                                    bool accumulate_dx, half16* dgamma, half16* dbeta, bool accumulate_params,
+                                    void* scratch) {
+  DDP_REQUIRE(rows >= 0 && cols > 0, "layernorm_backward_fp16: needs cols > 0");
+  const int chunks = chunks_for(rows);
+  DDP_REQUIRE(chunks <= 65535, "layernorm_backward_fp16: more than 4M rows");  // gridDim.y
+  auto* partials = static_cast<float*>(scratch);
+  // The parameter sums read dy before the dx kernel may overwrite it (dx == dy).
+  if (chunks > 0) {
+    const dim3 grid(static_cast<unsigned>((cols + 127) / 128), static_cast<unsigned>(chunks));
+    layernorm_param_partials_kernel<<<grid, 128, 0, stream>>>(dy, x, mean, rstd, rows, cols, partials);
+    DDP_CUDA_CHECK_LAUNCH();
+  }
+  // chunks == 0 (no rows) still writes dgamma/dbeta: 0, or their old values.
+  layernorm_param_finish_kernel<<<grid_for(static_cast<size_t>(cols)), kThreadsPerBlock, 0, stream>>>(
+      partials, chunks, cols, dgamma, dbeta, accumulate_params);
+  DDP_CUDA_CHECK_LAUNCH();
+  if (rows == 0) return;
+  layernorm_dx_kernel<<<row_blocks(rows), kThreadsPerBlock, 0, stream>>>(dy, x, gamma, mean, rstd, rows, cols, dx,
+                                                                         accumulate_dx);
+  DDP_CUDA_CHECK_LAUNCH();
+}
+
+void launch_add_fp16(cudaStream_t stream, const half16* a, const half16* b, half16* y, size_t count) {
+  if (count == 0) return;
+  add_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(a, b, y, count);
+  DDP_CUDA_CHECK_LAUNCH();
+}
+
+void launch_rows_to_heads_fp16(cudaStream_t stream, const half16* rows, int row_stride, int batch, int seq_len,
+                               int heads, int head_size, half16* heads_out) {
+  DDP_REQUIRE(batch >= 0 && seq_len >= 0 && heads >= 0 && head_size >= 0 && row_stride >= heads * head_size,
+              "rows_to_heads_fp16: bad shape");
+  const size_t count = static_cast<size_t>(batch) * heads * seq_len * head_size;
+  if (count == 0) return;
+  rows_to_heads_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(
+      rows, HeadIndex{seq_len, heads, head_size, row_stride}, count, heads_out);
+  DDP_CUDA_CHECK_LAUNCH();
+}
+
+void launch_heads_to_rows_fp16(cudaStream_t stream, const half16* heads_in, int batch, int seq_len, int heads,
+                               int head_size, half16* rows, int row_stride) {
+  DDP_REQUIRE(batch >= 0 && seq_len >= 0 && heads >= 0 && head_size >= 0 && row_stride >= heads * head_size,
+              "heads_to_rows_fp16: bad shape");
+  const size_t count = static_cast<size_t>(batch) * heads * seq_len * head_size;
+  if (count == 0) return;
+  heads_to_rows_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(
+      heads_in, HeadIndex{seq_len, heads, head_size, row_stride}, count, rows);
+  DDP_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace ddp

@@ -1,0 +1,53 @@
+// cuda_transformer.h: launchers of the GPT's CUDA kernels (backend.h,
+// "transformer operations"): embeddings (cuda_embedding.cu), LayerNorm, the
+// residual add and the head permutes (cuda_transformer.cu), the causal
+// softmax (cuda_attention.cu). Each queues its kernels on `stream` and
+// checks the launches; semantics are those of the Backend method of the same
+// name. Reductions need device scratch of the stated size, owned by the
+// caller (CudaBackend's scratch). Plain C++: g++ can include it.
+//
+// Determinism: no floating-point atomics. Row statistics (LayerNorm, the
+// softmax) are warp butterflies; LayerNorm's dgamma/dbeta are per-chunk
+// partial sums of kLayerNormRowsPerChunk rows, added chunk by chunk; the
+// embedding table's gradient sums each token's rows in increasing order
+// after a stable radix sort of the rows by token (CUB), so it is the CPU's
+// order and the CPU's bits.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "kernels/half.h"
+
+namespace ddp {
+
+void launch_embedding_forward_fp16(cudaStream_t stream, const int32_t* tokens, const half16* wte, const half16* wpe,
+                                   int batch, int seq_len, int channels, int vocab, half16* out);
+size_t embedding_backward_scratch_bytes(int rows);
+void launch_embedding_backward_fp16(cudaStream_t stream, const int32_t* tokens, const half16* dout, int batch,
+                                    int seq_len, int channels, int vocab, half16* d_wte, half16* d_wpe,
+                                    bool accumulate, void* scratch);
+
+void launch_layernorm_forward_fp16(cudaStream_t stream, const half16* x, const half16* gamma, const half16* beta,
+                                   int rows, int cols, float eps, half16* y, float* mean, float* rstd);
+constexpr int kLayerNormRowsPerChunk = 64;
+size_t layernorm_backward_scratch_bytes(int rows, int cols);
+void launch_layernorm_backward_fp16(cudaStream_t stream, const half16* dy, const half16* x, const half16* gamma,
+                                    const float* mean, const float* rstd, int rows, int cols, half16* dx,
+                                    bool accumulate_dx, half16* dgamma, half16* dbeta, bool accumulate_params,
+                                    void* scratch);
+
+void launch_add_fp16(cudaStream_t stream, const half16* a, const half16* b, half16* y, size_t count);
+void launch_rows_to_heads_fp16(cudaStream_t stream, const half16* rows, int row_stride, int batch, int seq_len,
+                               int heads, int head_size, half16* heads_out);
+void launch_heads_to_rows_fp16(cudaStream_t stream, const half16* heads_in, int batch, int seq_len, int heads,
+                               int head_size, half16* rows, int row_stride);
+
+void launch_causal_softmax_forward_fp16(cudaStream_t stream, const half16* scores, int batch_heads, int seq_len,
+                                        float scale, half16* probs);
+void launch_causal_softmax_backward_fp16(cudaStream_t stream, const half16* probs, const half16* dprobs,
+                                         int batch_heads, int seq_len, float scale, half16* dscores);
+
+}  // namespace ddp

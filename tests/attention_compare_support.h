@@ -1,0 +1,111 @@
+// attention_compare_support.h (tests): the attention operations (strided
+// batched GEMM, causal softmax forward/backward) on a reference backend and
+// on the backend under test, as transformer_compare_support.h does for the
+// rest (same harness, same callers: CPU against CUDA, and one CPU thread
+// against two).
+//
+// Tolerances: batched GEMM as gemm_fp16 (cuda_test_support.h: kFp16RelTol
+// plus 1e-5 * sum|terms| + one subnormal step); the softmax forward
+// kFp16RelTol plus one subnormal step (p <= 1, expf's last bits and the
+// row sum's order); its backward from the same FP16 probabilities,
+// kFp16RelTol plus 2e-5 times the cancelling terms' magnitude.
+#pragma once
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "transformer_compare_support.h"
+
+namespace ddp::test {
+
+// The per-head products of attention, [bh] batches: S = Q K^T (NT), Y = P V
+// (NN), dP = dY V^T (NT), dV = P^T dY (TN), dQ = dS K (NN), dK = dS^T Q (TN),
+// and every other transpose pair too; strides may leave gaps (kept) and be
+// odd (2-byte aligned products).
+inline void compare_batched_gemm(Backend& ref, Backend& dut, std::mt19937_64& rng, int bh, int m, int n, int k,
+                                 Transpose ta, Transpose tb, float alpha, float beta, int64_t gap) {
+  SCOPED_TRACE("batched bh=" + std::to_string(bh) + " m=" + std::to_string(m) + " n=" + std::to_string(n) +
+               " k=" + std::to_string(k) + " ta=" + std::to_string(ta == Transpose::Yes) +
+               " tb=" + std::to_string(tb == Transpose::Yes) + " beta=" + std::to_string(beta) +
+               " gap=" + std::to_string(gap));
+  const int64_t sa = static_cast<int64_t>(m) * k + gap, sb = static_cast<int64_t>(k) * n + gap,
+                sc = static_cast<int64_t>(m) * n + gap;
+  const auto a = random_halves(rng, static_cast<size_t>(bh * sa)), b = random_halves(rng, static_cast<size_t>(bh * sb));
+  const auto c0 = beta != 0.0f ? random_halves(rng, static_cast<size_t>(bh * sc)) : poison_halves(static_cast<size_t>(bh * sc));
+  std::vector<half16> out[2];
+  Backend* backends[2] = {&ref, &dut};
+  for (int i = 0; i < 2; ++i) {
+    auto da = upload_to(*backends[i], a), db = upload_to(*backends[i], b), dc = upload_to(*backends[i], c0);
+    GemmFp16 g;
+    g.trans_a = ta, g.trans_b = tb, g.m = m, g.n = n, g.k = k, g.alpha = alpha, g.beta = beta;
+    g.a = da.data(), g.lda = ta == Transpose::Yes ? m : k;
+    g.b = db.data(), g.ldb = tb == Transpose::Yes ? k : n;
+    g.c = dc.data(), g.ldc = n;
+    backends[i]->gemm_batched_fp16(g, bh, sa, sb, sc);
+    out[i] = dc.download();
+  }
+  // Per element sum|a b| (+ |beta c|): the scale of the FP32 summation error.
+  std::vector<double> magnitude(out[0].size(), 0.0);
+  for (int z = 0; z < bh; ++z)
+    for (int i = 0; i < m; ++i)
+      for (int j = 0; j < n; ++j) {
+        double s = beta != 0.0f ? std::fabs(beta * to_float(c0[z * sc + i * n + j])) : 0.0;
+        for (int p = 0; p < k; ++p)
+          s += std::fabs(to_float(a[z * sa + (ta == Transpose::Yes ? p * m + i : i * k + p)]) *
+                         to_float(b[z * sb + (tb == Transpose::Yes ? j * k + p : p * n + j)]));
+        magnitude[z * sc + i * n + j] = std::fabs(alpha) * s;
+      }
+  expect_close(out[1], out[0], kFp16RelTol, [&](size_t i) { return 1e-5 * magnitude[i] + kFp16SubnormalStep; },
+               "batched product");
+}
+
+inline void compare_causal_softmax(Backend& ref, Backend& dut, std::mt19937_64& rng, int bh, int t, int head_size) {
+  SCOPED_TRACE("causal softmax bh=" + std::to_string(bh) + " T=" + std::to_string(t));
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_size));
+  auto scores = random_halves(rng, static_cast<size_t>(bh) * t * t, -10.0f, 10.0f);
+  for (int z = 0; z < bh; ++z)  // masked entries that must not be read
+    for (int i = 0; i < t; ++i)
+      for (int j = i + 1; j < t; j += 2) scores[(static_cast<size_t>(z) * t + i) * t + j] = half16{0x7e00};
+  const auto dprobs = random_halves(rng, scores.size());
+  std::vector<half16> probs[2], dscores[2];
+  Backend* backends[2] = {&ref, &dut};
+  for (int k = 0; k < 2; ++k) {
+    Backend& be = *backends[k];
+    auto s = upload_to(be, scores), p = upload_to(be, poison_halves(scores.size()));
+    be.causal_softmax_forward_fp16(s.data(), bh, t, scale, p.data());
+    probs[k] = p.download();
+    // In place, as a caller short of memory would run it.
+    be.causal_softmax_forward_fp16(s.data(), bh, t, scale, s.data());
+    EXPECT_TRUE(same_bits(s.download(), probs[k])) << "in-place softmax differs";
+    // Both backwards read the reference's probabilities.
+    p.upload(probs[0]);
+    auto dp = upload_to(be, dprobs), ds = upload_to(be, poison_halves(scores.size()));
+    be.causal_softmax_backward_fp16(p.data(), dp.data(), bh, t, scale, ds.data());
+    dscores[k] = ds.download();
+    be.causal_softmax_backward_fp16(p.data(), dp.data(), bh, t, scale, dp.data());  // in place
+    EXPECT_TRUE(same_bits(dp.download(), dscores[k])) << "in-place softmax backward differs";
+  }
+  expect_close(probs[1], probs[0], kFp16RelTol, kFp16SubnormalStep, "probs");
+  std::vector<double> magnitude(scores.size());
+  for (int z = 0; z < bh; ++z) {
+    const size_t base = static_cast<size_t>(z) * t * t;
+    std::vector<double> p(t * t), dp(t * t), ds, mag;
+    for (int i = 0; i < t * t; ++i) p[i] = to_float(probs[0][base + i]), dp[i] = to_float(dprobs[base + i]);
+    causal_softmax_grad_reference(p, dp, t, scale, ds, mag);
+    for (int i = 0; i < t * t; ++i) magnitude[base + i] = mag[i];
+  }
+  expect_close(dscores[1], dscores[0], kFp16RelTol,
+               [&](size_t i) { return 2e-5 * magnitude[i] + kFp16SubnormalStep; }, "dscores");
+  size_t masked_nonzero = 0;
+  for (int z = 0; z < bh; ++z)
+    for (int i = 0; i < t; ++i)
+      for (int j = i + 1; j < t; ++j) {
+        const size_t at = (static_cast<size_t>(z) * t + i) * t + j;
+        masked_nonzero += probs[1][at].bits != 0 || dscores[1][at].bits != 0;
+      }
+  EXPECT_EQ(masked_nonzero, 0u) << "masked positions must be exactly +0";
+}
+
+}  // namespace ddp::test

@@ -1,0 +1,99 @@
+// gpt_model.h: a GPT-2 / nanoGPT language model (gpt_config.h names its
+// tensors) in FP16 on a Backend, per the numerics contract (DESIGN.md,
+// "Transformer"): FP16 weights and activations, FP32 sums in every GEMM,
+// LayerNorm statistics and the softmax in FP32 from FP16 inputs, one
+// rounding per output.
+//
+// Forward, rows R = B x T, C = n_embd, heads nh of size hs:
+//   x_0 = wte[tok] + wpe[pos]
+//   block l:  a = LN_1(x_l);  qkv = a W_attn^T + b;  q, k, v split into heads
+//             P = causal_softmax(q k^T / sqrt(hs));  y = merge(P v)
+//             m_l = x_l + (y W_proj^T + b)
+//             h = gelu_tanh(LN_2(m_l) W_fc^T + b)     (bias and GELU in the GEMM's epilogue)
+//             x_{l+1} = m_l + (h W_mp^T + b)
+//   logits = LN_f(x_L) wte^T   [R, vocab_size]; classes >= real_vocab never win (loss_head.h)
+// Backward runs the same lines in reverse; each LayerNorm's input gradient
+// is added to the residual stream's in its own pass (accumulate), so the
+// residual adds cost no extra pass in backward. Gradients become final
+// in registry order: ln_f, each block from the last (its MLP, ln_2, its
+// attention, ln_1), then wpe and wte (the tied head's GEMM writes wte's
+// gradient first, the embedding's backward adds to it last).
+//
+// Layers (for the hooks): 0 the embeddings, 1..n_layer the blocks,
+// n_layer + 1 ln_f and the head.
+#pragma once
+
+#include <vector>
+
+#include "kernels/buffer.h"
+#include "trainer/models/gpt_config.h"
+#include "trainer/models/linear_layer.h"
+#include "trainer/models/model.h"
+
+namespace ddp {
+
+class GptModel final : public Model {
+ public:
+  // max_batch: windows per forward (each of block_size tokens).
+  GptModel(Backend& backend, const GptConfig& config, int max_batch);
+
+  const ParameterRegistry& parameters() const override { return registry_; }
+  int max_batch() const override { return max_batch_; }
+  int layer_count() const override { return config_.n_layer + 2; }
+  int outputs_per_sample() const override { return config_.block_size; }
+
+  // batch.token_ids [rows, T]. Outputs [rows x T, vocab_size] (classes real_vocab).
+  ModelOutput forward(const DeviceBatch& batch, const half16* weights_fp16) override;
+  half16* output_grad() override { return output_grad_.data(); }
+  void backward(const half16* weights_fp16, half16* grads_fp16, bool accumulate, const GradientsReady& ready) override;
+
+ private:
+  struct LayerNormState {
+    size_t weight_tensor = 0;  // the bias is the next tensor
+    Buffer<half16> out;        // [R, C]
+    Buffer<float> mean, rstd;  // [R]
+  };
+  struct Block {
+    LayerNormState ln_1, ln_2;
+    LinearLayer c_attn, attn_proj, c_fc, mlp_proj;
+    Buffer<half16> input;           // x_l [R, C]
+    Buffer<half16> qkv;             // [R, 3C]
+    Buffer<half16> q, k, v;         // [B, nh, T, hs]
+    Buffer<half16> probs;           // [B, nh, T, T]
+    Buffer<half16> attn_rows;       // y merged [R, C]: attn.c_proj's input
+    Buffer<half16> mid;             // m_l [R, C]
+    Buffer<half16> fc_pre, fc_out;  // [R, 4C]: the GELU's input and output
+    explicit Block(int c) : c_attn(c, 3 * c), attn_proj(c, c), c_fc(c, 4 * c), mlp_proj(4 * c, c) {}
+  };
+
+  void bind_layernorm(LayerNormState& ln, const std::string& prefix);
+  void layernorm_forward(LayerNormState& ln, const half16* x, const half16* weights_fp16);
+  // d_residual += LN's input gradient from dy (its parameters' gradients written or added).
+  void layernorm_backward(const LayerNormState& ln, const half16* dy, const half16* x, const half16* weights_fp16,
+                          half16* grads_fp16, bool accumulate, half16* d_residual);
+  void attention_forward(Block& blk);
+  void attention_backward(const Block& blk, const half16* d_attn_rows, half16* d_qkv);
+  // y [R, C] = x + (in W^T + b), through proj_scratch_.
+  void residual_projection(const LinearLayer& layer, const half16* in, const half16* x, const half16* weights_fp16,
+                           half16* y);
+
+  size_t rows() const { return static_cast<size_t>(batch_rows_) * config_.block_size; }
+  size_t offset_of(size_t tensor) const { return registry_[tensor].offset; }
+
+  Backend& backend_;
+  GptConfig config_;
+  ParameterRegistry registry_;
+  int max_batch_;
+  size_t wte_ = 0, wpe_ = 0;  // tensor indices
+  std::vector<Block> blocks_;
+  LayerNormState ln_f_;
+  Buffer<half16> final_out_;    // x_L [R, C]
+  Buffer<half16> logits_;       // [R, vocab]
+  Buffer<half16> output_grad_;  // [R, vocab]
+  // Backward scratch, shared by the layers.
+  Buffer<half16> d_res_, d_ln_, d_fc_, d_qkv_, d_rows_, d_heads_, d_q_, d_k_, d_v_, d_probs_, proj_scratch_;
+  const int32_t* tokens_ = nullptr;  // of the last forward
+  int batch_rows_ = 0;
+};
+
+}  // namespace ddp
