@@ -164,6 +164,10 @@ TEST_F(CheckpointV2, EveryFlippedByteIsRefused) {
   for (size_t position = 0; position < good.size(); ++position) {
     std::vector<uint8_t> bytes = good;
     bytes[position] ^= static_cast<uint8_t>(mask(rng_));
+    // One blank of the header's padding turned into another changes no
+    // content (the checksum covers the contents, not the JSON's layout).
+    auto blank = [](uint8_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
+    if (blank(good[position]) && blank(bytes[position])) continue;
     std::string text;
     try {
       parse_checkpoint(bytes, "c.safetensors");
