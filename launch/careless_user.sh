@@ -79,12 +79,12 @@ timeout -k 2 30 "$BIN" $D --steps 2 --save-weights w0 >/dev/null 2>&1
 
 outputs_overlapping() {
   rm -rf ck; absent ck
-  case_refused "--metrics ck/ckpt-step…3.ddpckpt, the final checkpoint's name" "--metrics|checkpoint file name" -- \
+  case_refused "--metrics ck/ckpt-step…3.safetensors, the final checkpoint's name" "--metrics|checkpoint file name" -- \
     "$BIN" $D --steps 3 --checkpoint-dir ck --metrics "$(ck ck 3)"
   rm -rf w; absent w
   case_refused "--metrics w/layer0.weight.npy with --save-weights w" "--metrics|--save-weights writes" -- \
     "$BIN" $D --steps 3 --save-weights w --metrics w/layer0.weight.npy
-  rm -rf ck; case_refused "--save-weights ck/ckpt-step…3.ddpckpt inside --checkpoint-dir ck" "--save-weights|checkpoint" -- "$BIN" $D --steps 3 --checkpoint-dir ck --save-weights "$(ck ck 3)"
+  rm -rf ck; case_refused "--save-weights ck/ckpt-step…3.safetensors inside --checkpoint-dir ck" "--save-weights|checkpoint" -- "$BIN" $D --steps 3 --checkpoint-dir ck --save-weights "$(ck ck 3)"
   rm -rf ck; absent "$T/ck"; case_refused "--metrics = --checkpoint-dir (new dir)" "--metrics" -- "$BIN" $D --steps 3 --checkpoint-dir ck --metrics ck
   rm -rf ck; absent "$T/ck"; case_refused "new --checkpoint-dir, --metrics in a missing dir" "--metrics|nodir" -- "$BIN" $D --steps 3 --checkpoint-dir ck --metrics nodir/m.jsonl
   rm -rf w; absent "$T/w"; case_refused "new --save-weights, --metrics in a missing dir" "--metrics|nodir" -- "$BIN" $D --steps 3 --save-weights w --metrics nodir/m.jsonl
