@@ -121,7 +121,7 @@ int generate(const ddp::TrainConfig& config, const ddp::MpiEnvironment& env) {
   const ddp::GenerationPlan plan = ddp::plan_generation(config);
   ddp::DeviceChoice device = ddp::select_device(config.device, env.local_rank(), env.local_size(), config.threads, env.host());
   std::fprintf(stderr, "%s\n", device.notice.c_str());
-  if (env.world_size() > 1) std::fprintf(stderr, "generate: rank 0 samples; the other %d ranks are idle\n", env.world_size() - 1);
+  if (env.world_size() > 1) std::fprintf(stderr, "generate: rank 0 samples; ranks 1 to %d have ended\n", env.world_size() - 1);
   ddp::run_generation(plan, *device.backend, stdout, stderr);
   return 0;
 }

@@ -67,6 +67,15 @@ TEST_F(CliGenerate, GreedyContinuesTheLearnedPatternFromACheckpointAndFromWeight
   const test::CommandResult mid = generate(from_checkpoint() + " --generate 40 --prompt cabca --temperature 0", &err);
   ASSERT_EQ(mid.exit_code, 0) << err;
   EXPECT_EQ(mid.output, "bcabcabcabcabcabcabcabcabcabcabcabcabcab");
+#if defined(DDP_MPIEXEC)
+  // Under mpirun rank 0 alone generates: the same bytes, once, and the other rank ends cleanly.
+  const test::CommandResult two = test::run_command(
+      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1 timeout -k 2 60 " +
+      std::string(DDP_MPIEXEC) + " -n 2 --oversubscribe " + DDP_TRAIN_BINARY + " --device cpu --threads 1" +
+      from_checkpoint() + " --generate 20 --prompt abc --temperature 0 2>/dev/null");
+  ASSERT_EQ(two.exit_code, 0);
+  EXPECT_EQ(two.output, ck.output);
+#endif
 }
 
 TEST_F(CliGenerate, ASeedReproducesASampleAndTemperatureAndSeedChangeIt) {
