@@ -203,6 +203,13 @@ ParsedOptions parse_options(int argc, const char* const argv[]) {
       ("predictions", po::value(&c.predictions_path), "where --predict writes its outputs (.npy, gathered on rank 0)")
       ("predict-output", po::value(&c.predict_output),
        "logits | probs | class (default: class for --loss xent, logits for mse)")
+      ("generate", po::value(&c.generate_bytes),
+       "--model gpt: print N bytes sampled after --prompt from the --resume checkpoint (its shape) or the "
+       "--init-weights (the shape flags'), to stdout alone; trains nothing")
+      ("prompt", po::value(&c.prompt), "--generate: the text to continue (1 to --block-size bytes)")
+      ("temperature", po::value(&c.temperature)->default_value(c.temperature),
+       "--generate: divide the logits by T before the softmax (0: greedy argmax)")
+      ("top-k", po::value(&c.top_k)->default_value(c.top_k), "--generate: sample among the K likeliest bytes (0: all)")
       ("eval-only", po::bool_switch(&c.eval_only),
        "evaluate the --resume checkpoint or the --init-weights on the test set (sharded over the ranks), train nothing");
 
@@ -271,7 +278,12 @@ ParsedOptions parse_options(int argc, const char* const argv[]) {
     if (c.gpt.n_embd % c.gpt.n_head != 0)
       throw Error("--n-embd " + std::to_string(c.gpt.n_embd) + " does not divide by --n-head " +
                   std::to_string(c.gpt.n_head) + " (each head is n_embd / n_head wide)");
-    if (c.data.kind != "text") throw Error("--model gpt needs --data text (token windows); --data is " + c.data.kind);
+    // --generate reads no data: the shape comes from its checkpoint or the
+    // flags. Its own flags without it are refused later, naming it.
+    const bool generation_flags = vm.count("generate") || vm.count("prompt") || !vm["temperature"].defaulted() ||
+                                  !vm["top-k"].defaulted();
+    if (c.data.kind != "text" && !generation_flags)
+      throw Error("--model gpt needs --data text (token windows); --data is " + c.data.kind);
     if (vm["loss"].defaulted()) loss = "xent";
     if (loss != "xent") throw Error("--model gpt: --loss must be xent (the next token's cross-entropy)");
     c.gpt.block_size = static_cast<int>(c.data.block_size);

@@ -1,6 +1,7 @@
 // options_check.cpp
 #include "launch/options_check.h"
 
+#include <cmath>
 #include <utility>
 #include <vector>
 
@@ -41,7 +42,9 @@ bool injecting(const TrainConfig& c) { return !c.inject_overflow_steps.empty() |
 bool stalling(const TrainConfig& c) { return c.stall_at_step > 0; }
 bool sgd(const TrainConfig& c) { return c.optimizer == OptimizerKind::Sgd; }
 bool adamw(const TrainConfig& c) { return c.optimizer == OptimizerKind::AdamW; }
-bool token_data(const TrainConfig& c) { return c.data.kind == "text"; }
+bool generating(const TrainConfig& c) { return c.given_flags.count("generate") > 0; }
+// --generate with --init-weights takes the GPT's context and vocabulary from these flags.
+bool token_data(const TrainConfig& c) { return c.data.kind == "text" || generating(c); }
 bool gpt_model(const TrainConfig& c) { return c.model == "gpt"; }
 bool mlp_model(const TrainConfig& c) { return c.model == "mlp"; }
 constexpr Needs kNeeds[] = {
@@ -67,6 +70,9 @@ constexpr Needs kNeeds[] = {
     // A GPT's shape flags; until --model gpt, the token windows of --data text are what they shape.
     {"block-size", "--data text (the context of its token windows)", token_data},
     {"vocab-size", "--data text (the vocabulary of its tokens)", token_data},
+    {"prompt", "--generate", generating, false},
+    {"temperature", "--generate", generating, false},
+    {"top-k", "--generate", generating, false},
     {"n-layer", "--model gpt", gpt_model},
     {"n-head", "--model gpt", gpt_model},
     {"n-embd", "--model gpt", gpt_model},
@@ -77,6 +83,29 @@ constexpr Needs kNeeds[] = {
 bool given(const TrainConfig& c, const char* flag) { return c.given_flags.count(flag) > 0; }
 bool on_command_line(const TrainConfig& c, const char* flag) { return c.command_line_flags.count(flag) > 0; }
 bool from_config(const TrainConfig& c, const char* flag) { return given(c, flag) && !on_command_line(c, flag); }
+
+// --generate: a GPT's weights and a prompt; nothing of training means anything.
+void check_generate_flags(const TrainConfig& c, const BenchOptions& bench) {
+  if (c.model != "gpt") throw Error("--generate needs --model gpt (a byte-level language model)");
+  if (c.generate_bytes < 1 || c.generate_bytes > (int64_t{1} << 30))
+    throw Error("--generate must be at least 1 and at most 2^30 bytes (it is " + std::to_string(c.generate_bytes) + ")");
+  if (!given(c, "prompt")) throw Error("--generate needs --prompt (the text the model continues)");
+  if (c.prompt.empty()) throw Error("--prompt is empty: give at least one byte for the model to continue");
+  if (!(c.temperature >= 0) || !std::isfinite(c.temperature))
+    throw Error("--temperature must be a finite number >= 0 (0: greedy); it is " + std::to_string(c.temperature));
+  if (c.top_k < 0) throw Error("--top-k must be >= 0 (0: off); it is " + std::to_string(c.top_k));
+  if (!c.resume && c.init_weights_dir.empty())
+    throw Error("--generate needs --resume or --init-weights (the weights to sample from)");
+  if (!c.predict_path.empty() || c.eval_only || bench.enabled)
+    throw Error("--generate, --predict, --eval-only and --bench contradict each other: give one");
+  for (const char* flag : {"save-weights", "steps", "epochs", "stop-after-steps", "checkpoint-every", "keep-checkpoints",
+                           "metrics", "train-text", "val-text", "val-fraction"})
+    if (on_command_line(c, flag))
+      throw Error(std::string("--") + flag + " has no meaning with --generate (it reads no data and writes " +
+                  "nothing but the bytes on stdout)");
+  if (on_command_line(c, "checkpoint-dir") && !(c.resume && c.resume_path.empty()))
+    throw Error("--checkpoint-dir has no meaning with --generate unless a bare --resume looks in it");
+}
 
 }  // namespace
 
@@ -140,6 +169,7 @@ void check_flags_as_a_whole(TrainConfig& c, const BenchOptions& bench) {
   } else if (given(c, "predict-output")) {
     throw Error("--predict-output needs --predict");
   }
+  if (generating(c)) check_generate_flags(c, bench);
   if (c.predict_output.empty()) c.predict_output = c.loss == LossKind::SoftmaxCrossEntropy ? "class" : "logits";
   if (c.predict_output != "logits" && c.predict_output != "probs" && c.predict_output != "class")
     throw Error("--predict-output: '" + c.predict_output + "' is not one of logits, probs, class");

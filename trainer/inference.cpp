@@ -38,24 +38,6 @@ bool starts_with_npy_magic(const std::string& path) {
   return in.gcount() == 6 && std::string(magic, 6) == "\x93NUMPY";
 }
 
-// The starting weights in the flat layout: --init-weights, or the
-// checkpoint --resume names (or the newest valid in --checkpoint-dir).
-std::vector<float> starting_weights(const TrainConfig& c, const ParameterRegistry& registry) {
-  if (!c.init_weights_dir.empty()) return load_weights(c.init_weights_dir, registry);  // .safetensors or .npy directory
-  std::string path = c.resume_path;
-  if (path.empty()) {
-    path = find_newest_valid_checkpoint(c.checkpoint_dir).newest_valid;
-    if (path.empty()) throw Error("--predict: no valid checkpoint in " + c.checkpoint_dir);
-  }
-  const TrainState s = read_checkpoint(path);
-  validate_checkpoint_contents(s, path);
-  check_checkpoint_model_kind(s, model_kind_name(c), path);
-  check_checkpoint_compatible(s, model_dims(c), model_activation_name(c), c.loss_name, registry.parameter_count(),
-                              path);
-  check_checkpoint_tensors(s, registry, path);
-  return registry.unpack(s.master_weights_fp32);
-}
-
 // One output row to what --predict-output asks for, appended to `out`.
 void append_row(const TrainConfig& c, const float* logits, int width, std::vector<float>& values,
                 std::vector<int64_t>& classes) {
@@ -72,6 +54,22 @@ void append_row(const TrainConfig& c, const float* logits, int width, std::vecto
 }
 
 }  // namespace
+
+std::vector<float> load_starting_weights(const TrainConfig& c, const ParameterRegistry& registry, const std::string& mode) {
+  if (!c.init_weights_dir.empty()) return load_weights(c.init_weights_dir, registry);  // .safetensors or .npy directory
+  std::string path = c.resume_path;
+  if (path.empty()) {
+    path = find_newest_valid_checkpoint(c.checkpoint_dir).newest_valid;
+    if (path.empty()) throw Error(mode + ": no valid checkpoint in " + c.checkpoint_dir);
+  }
+  const TrainState s = read_checkpoint(path);
+  validate_checkpoint_contents(s, path);
+  check_checkpoint_model_kind(s, model_kind_name(c), path);
+  check_checkpoint_compatible(s, model_dims(c), model_activation_name(c), c.loss_name, registry.parameter_count(),
+                              path);
+  check_checkpoint_tensors(s, registry, path);
+  return registry.unpack(s.master_weights_fp32);
+}
 
 std::string check_prediction_files(const TrainConfig& c) {
   const NpyArray x = read_npy(c.predict_path);
@@ -99,7 +97,7 @@ void run_prediction(const TrainConfig& c, Backend& backend, Communicator& comm) 
   const int batch = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(c.batch_size, std::max<size_t>(n, 1))));
   std::unique_ptr<Model> model = make_model(c, backend, batch);
   ParameterStore params(backend, model->parameters());
-  params.set_master_weights(starting_weights(c, model->parameters()));
+  params.set_master_weights(load_starting_weights(c, model->parameters(), "--predict"));
   const int world = comm.world_size(), rank = comm.rank();
   const int width = static_cast<int>(model_output_width(c));
   const size_t per_row = c.predict_output == "class" ? 1 : static_cast<size_t>(width);

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "comm/communicator.h"
 #include "kernels/backend.h"
@@ -20,6 +21,13 @@ namespace ddp {
 // replaces only an earlier .npy (the note returned says so; "" when OUT is
 // new). Throws one line.
 std::string check_prediction_files(const TrainConfig& config);
+
+// The starting weights in the flat layout of `registry`: --init-weights, or
+// the checkpoint --resume names (or the newest valid in --checkpoint-dir),
+// checked against the configured model. `mode` ("--predict") begins the
+// error when no checkpoint is found. Throws one line.
+std::vector<float> load_starting_weights(const TrainConfig& config, const ParameterRegistry& registry,
+                                         const std::string& mode);
 
 // Runs the prediction on every rank (collectives: one broadcast per rank).
 void run_prediction(const TrainConfig& config, Backend& backend, Communicator& comm);

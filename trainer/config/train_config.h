@@ -108,6 +108,13 @@ struct TrainConfig {
   std::string predict_path;
   std::string predictions_path;
   std::string predict_output;
+  // --generate N --prompt TEXT: N bytes sampled from a byte-vocabulary GPT
+  // after the prompt (trainer/generation.h); 0: off. --temperature 0 is
+  // greedy; --top-k 0 keeps every class. The sampling RNG is seeded by --seed.
+  int64_t generate_bytes = 0;
+  std::string prompt;
+  double temperature = 1.0;
+  int64_t top_k = 0;
 
   // Test hooks (fault injection): make the gradients of these 1-based steps
   // non-finite on one rank, after backward and before the all-reduce.

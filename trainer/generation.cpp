@@ -1,0 +1,140 @@
+// generation.cpp
+#include "trainer/generation.h"
+
+#include <algorithm>
+#include <memory>
+#include <random>
+
+#include "kernels/buffer.h"
+#include "kernels/error.h"
+#include "kernels/half_convert.h"
+#include "trainer/checkpoint/checkpoint.h"
+#include "trainer/checkpoint/checkpoint_dir.h"
+#include "trainer/checkpoint/checkpoint_validation.h"
+#include "trainer/inference.h"
+#include "trainer/models/model_factory.h"
+#include "trainer/models/parameter_store.h"
+#include "trainer/token_sampler.h"
+
+namespace ddp {
+namespace {
+
+constexpr int kByteVocab = 256;
+
+bool given(const TrainConfig& c, const char* flag) { return c.given_flags.count(flag) > 0; }
+
+// The checkpoint's shape into c.gpt; each shape flag given must agree
+// (the shape is the checkpoint's: a flag that differs is a mistake).
+void bind_to_checkpoint(TrainConfig& c, const std::string& path) {
+  const TrainState s = read_checkpoint(path);
+  validate_checkpoint_contents(s, path);
+  check_checkpoint_model_kind(s, "gpt", path);
+  const std::vector<int64_t>& d = s.model_dims;  // n_layer, n_head, n_embd, block_size, vocab_size, real_vocab
+  uint64_t count = 0;
+  const std::string problem = gpt_dims_problem(d, count);
+  if (!problem.empty()) throw CheckpointError(path, problem);
+  const struct {
+    const char* flag;
+    int64_t value, recorded;
+    const char* what;
+  } flags[] = {{"n-layer", c.gpt.n_layer, d[0], "layers"},      {"n-head", c.gpt.n_head, d[1], "heads"},
+               {"n-embd", c.gpt.n_embd, d[2], "channels"},      {"block-size", c.data.block_size, d[3], "positions"},
+               {"vocab-size", c.data.vocab_size, d[4], "classes"}};
+  for (const auto& f : flags)
+    if (given(c, f.flag) && f.value != f.recorded)
+      throw Error(std::string("--") + f.flag + " " + std::to_string(f.value) + " disagrees with the checkpoint " +
+                  path + " (" + std::to_string(f.recorded) + " " + f.what +
+                  "): the shape comes from the checkpoint, drop the flag");
+  c.gpt.n_layer = static_cast<int>(d[0]), c.gpt.n_head = static_cast<int>(d[1]), c.gpt.n_embd = static_cast<int>(d[2]);
+  c.gpt.block_size = static_cast<int>(d[3]), c.gpt.vocab_size = static_cast<int>(d[4]);
+  c.gpt.real_vocab = static_cast<int>(d[5]);
+  c.resume_path = path;  // load_starting_weights reads this same file
+}
+
+}  // namespace
+
+GenerationPlan plan_generation(const TrainConfig& config) {
+  GenerationPlan plan;
+  TrainConfig& c = plan.config;
+  c = config;
+  if (c.init_weights_dir.empty()) {
+    std::string path = c.resume_path;
+    if (path.empty()) {
+      path = find_newest_valid_checkpoint(c.checkpoint_dir).newest_valid;
+      if (path.empty()) throw Error("--generate: no valid checkpoint in " + c.checkpoint_dir);
+    }
+    bind_to_checkpoint(c, path);
+    plan.source = "checkpoint " + path;
+  } else {
+    // A byte model, as --data text binds one: --vocab-size pads the 256 bytes or narrows them.
+    c.gpt.block_size = static_cast<int>(c.data.block_size);
+    c.gpt.vocab_size = c.data.vocab_size > 0 ? static_cast<int>(c.data.vocab_size) : kByteVocab;
+    c.gpt.real_vocab = std::min(c.gpt.vocab_size, kByteVocab);
+    plan.source = "weights " + c.init_weights_dir;
+  }
+  const GptConfig& g = c.gpt;
+  if (g.real_vocab > kByteVocab)
+    throw Error("--generate prints bytes, and the model's vocabulary is " + std::to_string(g.real_vocab) +
+                " tokens (a tokenizer's, which ddp_train does not have): it needs a byte model (--data text on bytes)");
+  const int64_t prompt_bytes = static_cast<int64_t>(c.prompt.size());
+  if (prompt_bytes > g.block_size)
+    throw Error("--prompt is " + std::to_string(prompt_bytes) + " bytes, the model's context (block_size) is " +
+                std::to_string(g.block_size) + ": give at most " + std::to_string(g.block_size));
+  for (size_t i = 0; i < c.prompt.size(); ++i) {
+    const int byte = static_cast<unsigned char>(c.prompt[i]);
+    if (byte >= g.real_vocab)
+      throw Error("--prompt: byte " + std::to_string(byte) + " at offset " + std::to_string(i) +
+                  " is not in the model's vocabulary of " + std::to_string(g.real_vocab) + " bytes");
+  }
+  if (c.top_k > g.real_vocab)
+    throw Error("--top-k " + std::to_string(c.top_k) + " is above the model's vocabulary of " +
+                std::to_string(g.real_vocab));
+  plan.weights_fp32 = load_starting_weights(c, gpt_parameters(g), "--generate");
+  return plan;
+}
+
+void run_generation(const GenerationPlan& plan, Backend& backend, std::FILE* out, std::FILE* status) {
+  const TrainConfig& c = plan.config;
+  const GptConfig& g = c.gpt;
+  std::fprintf(status, "generate: %lld bytes after a %zu-byte prompt, temperature %g%s, top-k %s, seed %llu; GPT %s from %s\n",
+               static_cast<long long>(c.generate_bytes), c.prompt.size(), c.temperature,
+               c.temperature == 0 ? " (greedy)" : "", c.top_k > 0 ? std::to_string(c.top_k).c_str() : "off",
+               static_cast<unsigned long long>(c.seed), gpt_shape_text(g).c_str(), plan.source.c_str());
+  std::fflush(status);
+  std::unique_ptr<Model> model = make_model(c, backend, 1);
+  ParameterStore params(backend, model->parameters());
+  params.set_master_weights(plan.weights_fp32);
+  const SamplingSettings settings{c.temperature, c.top_k};
+  std::mt19937_64 rng(c.seed);
+  const size_t t = static_cast<size_t>(g.block_size);
+  std::vector<int32_t> text(c.prompt.begin(), c.prompt.end());
+  for (int32_t& b : text) b = static_cast<unsigned char>(b);
+  // The model reads whole windows of T positions. The last min(len, T)
+  // bytes go at positions 0..n-1 and the rest is padded with byte 0; the
+  // logits at position n-1 are then exactly those of a run on those n bytes
+  // alone: the causal mask gives position n-1 zero weight on every later
+  // position, and LayerNorm, the MLP and the head work row by row. (Padding
+  // on the left instead would shift the position embeddings.)
+  std::vector<int32_t> window(t, 0);
+  Buffer<int32_t> window_ids(backend, t);
+  std::vector<half16> logits_fp16(static_cast<size_t>(g.vocab_size));
+  std::vector<float> logits_fp32(static_cast<size_t>(g.real_vocab));
+  for (int64_t i = 0; i < c.generate_bytes; ++i) {
+    const size_t n = std::min(text.size(), t);
+    std::copy(text.end() - static_cast<std::ptrdiff_t>(n), text.end(), window.begin());
+    std::fill(window.begin() + static_cast<std::ptrdiff_t>(n), window.end(), 0);
+    backend.copy_to_device(window_ids.data(), window.data(), t * sizeof(int32_t));
+    DeviceBatch batch;
+    batch.token_ids = window_ids.data(), batch.rows = 1, batch.labels_per_row = g.block_size;
+    const ModelOutput logits = model->forward(batch, params.weights_fp16.data());
+    backend.copy_to_host(logits_fp16.data(), logits.values + (n - 1) * static_cast<size_t>(logits.width),
+                         logits_fp16.size() * sizeof(half16));
+    for (size_t j = 0; j < logits_fp32.size(); ++j) logits_fp32[j] = to_float(logits_fp16[j]);  // the real classes only
+    const int next = sample_token(logits_fp32, settings, rng);
+    text.push_back(next);
+    std::fputc(next, out);
+    std::fflush(out);
+  }
+}
+
+}  // namespace ddp
