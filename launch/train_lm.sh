@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# train_lm.sh: the README's second command. Fetches the Shakespeare corpus
+# (launch/fetch_shakespeare.sh data), installs what is missing, builds, and
+# trains a small byte-level GPT on it: 4 layers, 4 heads, 128 wide, context
+# 128, batch 16, AdamW (lr 2e-3, 50 warm-up steps, cosine to 0, weight decay
+# 0.1 on the weights only) for 600 steps, about 10 minutes on 2 CPU cores
+# (measured: launch/results/2026-12-01-cpu-gpt-equivalence.md). It prints
+# the progress line, the evaluation of the validation split (the last 10%
+# of the text) in nats per byte and bits per byte, and the final figures.
+#
+# Arguments go to ddp_train and win over these (`launch/train_lm.sh --steps
+# 100`, `--metrics lm.jsonl`, `--save-weights lm.safetensors`); for several
+# ranks run the same flags under mpirun (README, "A GPT language model").
+set -euo pipefail
+cd "$(dirname "$0")/.."
+launch/install_deps.sh
+launch/fetch_shakespeare.sh data
+launch/build.sh
+
+# ddp_train refuses a flag given twice, so a default the caller gives
+# (or, for --steps, replaces with --epochs) is left out.
+defaults=(--data text --train-text data/shakespeare.txt --model gpt --n-layer 4 --n-head 4 --n-embd 128
+          --block-size 128 --batch-size 16 --optimizer adamw --lr 2e-3 --warmup-steps 50 --weight-decay 0.1
+          --steps 600 --log-every 50)
+args=()
+i=0
+while [ $i -lt ${#defaults[@]} ]; do
+  flag=${defaults[$i]} value=${defaults[$((i + 1))]}
+  given=0
+  for a in "$@"; do
+    if [ "$a" = "$flag" ] || [[ "$a" == "$flag="* ]]; then given=1; fi
+    # --epochs replaces --steps (ddp_train refuses the two together).
+    if [ "$flag" = --steps ] && { [ "$a" = --epochs ] || [[ "$a" == --epochs=* ]]; }; then given=1; fi
+  done
+  if [ $given = 0 ]; then args+=("$flag" "$value"); fi
+  i=$((i + 2))
+done
+build/ddp_train "${args[@]}" "$@"
+# The generated sample goes here once ddp_train has --generate (another
+# change in progress): build/ddp_train --generate N --prompt ... from the
+# run's weights, printed after the final figures.
