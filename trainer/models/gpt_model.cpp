@@ -65,9 +65,9 @@ void GptModel::layernorm_forward(LayerNormState& ln, const half16* x, const half
 
 void GptModel::layernorm_backward(const LayerNormState& ln, const half16* dy, const half16* x,
                                   const half16* weights_fp16, half16* grads_fp16, bool accumulate,
-                                  half16* d_residual) {
+                                  half16* d_residual, bool add_to_residual) {
   backend_.layernorm_backward_fp16(dy, x, weights_fp16 + offset_of(ln.weight_tensor), ln.mean.data(), ln.rstd.data(),
-                                   static_cast<int>(rows()), config_.n_embd, d_residual, /*accumulate_dx=*/true,
+                                   static_cast<int>(rows()), config_.n_embd, d_residual, add_to_residual,
                                    grads_fp16 + offset_of(ln.weight_tensor),
                                    grads_fp16 + offset_of(ln.weight_tensor + 1), accumulate);
 }
@@ -188,8 +188,9 @@ void GptModel::backward(const half16* weights_fp16, half16* grads_fp16, bool acc
   dx.a = output_grad_.data(), dx.lda = config_.vocab_size, dx.b = weights_fp16 + offset_of(wte_), dx.ldb = c;
   dx.c = d_ln_.data(), dx.ldc = c;
   backend_.gemm_fp16(dx);
-  backend_.fill_zero(d_res_.data(), d_res_.size_bytes());
-  layernorm_backward(ln_f_, d_ln_.data(), final_out_.data(), weights_fp16, grads_fp16, accumulate, d_res_.data());
+  // ln_f's input gradient starts the residual stream's: written, not added (no zeroing pass).
+  layernorm_backward(ln_f_, d_ln_.data(), final_out_.data(), weights_fp16, grads_fp16, accumulate, d_res_.data(),
+                     /*add_to_residual=*/false);
   report(ln_f_.weight_tensor, ln_f_.weight_tensor + 2);
 
   for (int l = config_.n_layer - 1; l >= 0; --l) {

@@ -68,9 +68,10 @@ class GptModel final : public Model {
 
   void bind_layernorm(LayerNormState& ln, const std::string& prefix);
   void layernorm_forward(LayerNormState& ln, const half16* x, const half16* weights_fp16);
-  // d_residual += LN's input gradient from dy (its parameters' gradients written or added).
+  // d_residual += (or, add_to_residual false, =) LN's input gradient from
+  // dy; its parameters' gradients written or added (accumulate).
   void layernorm_backward(const LayerNormState& ln, const half16* dy, const half16* x, const half16* weights_fp16,
-                          half16* grads_fp16, bool accumulate, half16* d_residual);
+                          half16* grads_fp16, bool accumulate, half16* d_residual, bool add_to_residual = true);
   void attention_forward(Block& blk);
   void attention_backward(const Block& blk, const half16* d_attn_rows, half16* d_qkv);
   // y [R, C] = x + (in W^T + b), through proj_scratch_.
