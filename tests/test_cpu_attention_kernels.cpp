@@ -221,5 +221,69 @@ TEST_F(CpuKernelsThreaded, GeluTanhForwardBackwardMatchDouble) {
     ASSERT_NEAR((gelu_tanh_exact(zi + 1e-6) - gelu_tanh_exact(zi - 1e-6)) / 2e-6, gelu_tanh_derivative_exact(zi), 1e-8);
 }
 
+// Every FP16 value, through the 8-lane sigmoid form (cpu_gelu_tanh.h) and
+// the scalar tanhf fallback: within 2 FP16 ulps of the double function, the
+// derivative too (its floor 1e-7 absolute, where gelu' is near 0 or 1 and
+// FP32 rounding of 1 + E shows). The scalar form has looser floors: 1 + tanhf
+// cancels for z < -2, 0.5 |z| ulp(1) <= 3e-7 absolute until tanhf is -1 at
+// z ~ -5, and the derivative's floor as above. +Inf gives +Inf and NaN NaN. Then
+// an element's bits must not depend on its position: the same values as
+// ranges of every length 1..19 (tails of 1..7 lanes) give the full run's bits.
+TEST_F(CpuKernelsThreaded, GeluTanhOnEveryHalfAndTailsAgree) {
+  CpuBackend& cpu = one;
+  std::vector<half16> z;
+  for (uint32_t bits = 0; bits < 65536; ++bits) z.push_back(half16{static_cast<uint16_t>(bits)});
+  const size_t n = z.size();
+  const auto dy = random_halves(rng, n);
+  Buffer<half16> dz_in(cpu, n), ddy(cpu, n), out(cpu, n);
+  dz_in.upload(z), ddy.upload(dy);
+  for (bool f16c : {true, false}) {
+    SCOPED_TRACE(f16c ? "f16c" : "scalar");
+    set_f16c_enabled(f16c);
+    out.upload(poison_halves(n));
+    cpu.activation_forward_fp16(Activation::GeluTanh, dz_in.data(), out.data(), n);
+    const auto y = out.download();
+    out.upload(poison_halves(n));
+    cpu.activation_backward_fp16(Activation::GeluTanh, dz_in.data(), ddy.data(), out.data(), n);
+    const auto dz = out.download();
+    size_t bad = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const double zi = to_float(z[i]), g = to_float(dy[i]);
+      if (std::isnan(zi)) {
+        EXPECT_TRUE(std::isnan(to_float(y[i])) && std::isnan(to_float(dz[i]))) << "bits " << i;
+        continue;
+      }
+      if (std::isinf(zi)) {
+        if (zi > 0) EXPECT_EQ(to_float(y[i]), INFINITY);
+        continue;
+      }
+      const double floor = f16c ? 1e-7 * std::fabs(g) + kSub : gelu_tanh_derivative_fp32_error(zi) * std::fabs(g) + kSub;
+      const double y_floor = f16c ? kSub : 3e-7 + kSub;
+      if ((!close_enough(to_float(y[i]), gelu_tanh_exact(zi), kFp16RelTol, y_floor) ||
+           !close_enough(to_float(dz[i]), g * gelu_tanh_derivative_exact(zi), kFp16RelTol, floor)) &&
+          bad++ < 5)
+        ADD_FAILURE() << "z=" << zi << " y=" << to_float(y[i]) << " want " << gelu_tanh_exact(zi)
+                      << " dz=" << to_float(dz[i]) << " want " << g * gelu_tanh_derivative_exact(zi);
+    }
+    EXPECT_EQ(bad, 0u);
+    for (size_t len = 1; len < 20; ++len) {
+      // z in [-4, -5], where 1 + tanh(u) cancels: a tail through the scalar
+      // tanhf form gives other bits there.
+      const size_t at = 0xC400 + 13 * len;
+      Buffer<half16> part(cpu, len);
+      part.upload(poison_halves(len));
+      cpu.activation_forward_fp16(Activation::GeluTanh, dz_in.data() + at, part.data(), len);
+      const auto py = part.download();
+      part.upload(poison_halves(len));
+      cpu.activation_backward_fp16(Activation::GeluTanh, dz_in.data() + at, ddy.data() + at, part.data(), len);
+      const auto pdz = part.download();
+      for (size_t l = 0; l < len; ++l) {
+        ASSERT_EQ(py[l].bits, y[at + l].bits) << "len " << len << " lane " << l;
+        ASSERT_EQ(pdz[l].bits, dz[at + l].bits) << "len " << len << " lane " << l;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ddp

@@ -9,6 +9,7 @@
 #include "kernels/gemm_epilogue.h"
 #include "kernels/half_convert.h"
 
+#include "kernels/cpu/cpu_gelu_tanh.h"
 #include "kernels/cpu/cpu_simd.h"
 
 namespace ddp::cpu {
@@ -20,6 +21,18 @@ DDP_AVX_F16C inline __m256 load8(const half16* p) {
 }
 DDP_AVX_F16C inline void store8(half16* p, __m256 v) {
   _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+// The first n < 8 lanes, the others 0: the GELU-tanh tails go through the
+// same 8-lane function, so an element's bits do not depend on where it falls.
+DDP_AVX_F16C inline __m256 load_tail8(const half16* p, size_t n) {
+  half16 lanes[8] = {};
+  std::copy(p, p + n, lanes);
+  return load8(lanes);
+}
+DDP_AVX_F16C inline void store_tail8(half16* p, __m256 v, size_t n) {
+  half16 lanes[8];
+  store8(lanes, v);
+  std::copy(lanes, lanes + n, p);
 }
 
 DDP_AVX_F16C void activation_forward_f16c(Activation act, const half16* z, half16* y, size_t count) {
@@ -33,6 +46,10 @@ DDP_AVX_F16C void activation_forward_f16c(Activation act, const half16* z, half1
     }
   } else if (act == Activation::None) {
     for (; i + 8 <= count; i += 8) store8(y + i, load8(z + i));
+  } else if (act == Activation::GeluTanh) {
+    for (; i + 8 <= count; i += 8) store8(y + i, gelu_tanh_forward8(load8(z + i)));
+    if (i < count) store_tail8(y + i, gelu_tanh_forward8(load_tail8(z + i, count - i)), count - i);
+    return;
   } else {
     alignas(32) float tmp[8];
     for (; i + 8 <= count; i += 8) {
@@ -56,6 +73,13 @@ DDP_AVX_F16C void activation_backward_f16c(Activation act, const half16* z, cons
     }
   } else if (act == Activation::None) {
     for (; i + 8 <= count; i += 8) store8(dz + i, load8(dy + i));
+  } else if (act == Activation::GeluTanh) {
+    for (; i + 8 <= count; i += 8) store8(dz + i, gelu_tanh_backward8(load8(z + i), load8(dy + i)));
+    if (i < count) {
+      const size_t n = count - i;
+      store_tail8(dz + i, gelu_tanh_backward8(load_tail8(z + i, n), load_tail8(dy + i, n)), n);
+    }
+    return;
   } else {
     alignas(32) float zt[8], dyt[8];
     for (; i + 8 <= count; i += 8) {
@@ -176,7 +200,9 @@ DDP_AVX_F16C void sgd_f16c(const SgdParams& s, Grads grads, float* master_fp32, 
 // One row of narrow_rows_f16c with the epilogue's choices fixed at compile
 // time, so the 8-lane loop has no branches: kBias adds the bias, kPre
 // stores the pre-activation, kMode is 0 (nothing more), 1 (relu as a mask),
-// 2 (relu' from z as a mask), 3 (any other, through the scalar function).
+// 2 (relu' from z as a mask), 3 (any other, through the scalar function),
+// 4 (GELU-tanh), 5 (GELU-tanh' from z), the last two through
+// cpu_gelu_tanh.h, tails included (as 8 lanes, zero-padded).
 // Lane for lane gemm_epilogue_element: relu'/relu as masks are z > 0 ? v : +0
 // (NaN gives +0), exactly relu_backward/relu_forward.
 template <bool kBias, bool kPre, int kMode>
@@ -197,7 +223,19 @@ DDP_AVX_F16C void narrow_row_f16c(const float* src, const float* bias, half16* p
       for (int l = 0; l < 8; ++l) vt[l] = gemm_epilogue_activation(act, dact, zt[l], vt[l]);
       v = _mm256_load_ps(vt);
     }
+    if (kMode == 4) v = gelu_tanh_forward8(v);
+    if (kMode == 5) v = gelu_tanh_backward8(load8(z + c), v);
     store8(dst + c, v);
+  }
+  if (kMode >= 4 && c < cols) {
+    const size_t n = cols - c;
+    alignas(32) float vt[8] = {};
+    for (size_t l = 0; l < n; ++l) vt[l] = kBias ? src[c + l] + bias[c + l] : src[c + l];
+    __m256 v = _mm256_load_ps(vt);
+    if (kPre) store_tail8(pre + c, v, n);
+    v = kMode == 4 ? gelu_tanh_forward8(v) : gelu_tanh_backward8(load_tail8(z + c, n), v);
+    store_tail8(dst + c, v, n);
+    return;
   }
   for (; c < cols; ++c) {
     float v = src[c];
@@ -224,6 +262,10 @@ DDP_AVX_F16C void narrow_rows_f16c_mode(const float* c_fp32, size_t ldc, const N
   if (none) return narrow_rows_f16c_fixed<kBias, kPre, 0>(c_fp32, ldc, e, out, ldo, rows, cols);
   if (e.act == Activation::Relu) return narrow_rows_f16c_fixed<kBias, kPre, 1>(c_fp32, ldc, e, out, ldo, rows, cols);
   if (e.dact == Activation::Relu) return narrow_rows_f16c_fixed<kBias, kPre, 2>(c_fp32, ldc, e, out, ldo, rows, cols);
+  if (e.act == Activation::GeluTanh && e.dact == Activation::None)
+    return narrow_rows_f16c_fixed<kBias, kPre, 4>(c_fp32, ldc, e, out, ldo, rows, cols);
+  if (e.dact == Activation::GeluTanh && e.act == Activation::None)
+    return narrow_rows_f16c_fixed<kBias, kPre, 5>(c_fp32, ldc, e, out, ldo, rows, cols);
   narrow_rows_f16c_fixed<kBias, kPre, 3>(c_fp32, ldc, e, out, ldo, rows, cols);
 }
 
