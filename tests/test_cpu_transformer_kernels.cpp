@@ -306,5 +306,45 @@ TEST_F(CpuKernels, PaddedCrossEntropyLabelInPaddingIsNaN) {
   EXPECT_FALSE(std::isnan(to_float(g[0])));
 }
 
+// An overflowed logit (Inf) or a NaN must reach the loss and the gradient
+// (the loss scaler skips the step on them), through the 8-lane exponentials
+// (cpu_softmax_rows.h) and the portable loops alike; the other rows stay
+// finite. Row 1 holds a NaN in a column that is neither the label nor the
+// maximum, so only the exponentials' sum can carry it.
+TEST_F(CpuKernels, NonFiniteLogitsReachTheLossAndTheGradient) {
+  const int rows = 4, cols = 37;
+  for (bool f16c : {true, false}) {
+    SCOPED_TRACE(f16c ? "f16c" : "portable");
+    set_f16c_enabled(f16c);
+    auto logits = random_halves(rng, rows * cols, -3.0f, 3.0f);
+    const std::vector<int32_t> labels = {0, 1, 2, 3};
+    logits[1 * cols + 20] = to_half(NAN);
+    logits[2 * cols + 30] = to_half(INFINITY);
+    Buffer<half16> d_logits(cpu, logits.size()), grad(cpu, logits.size());
+    Buffer<int32_t> d_labels(cpu, rows);
+    Buffer<float> loss(cpu, 1);
+    d_logits.upload(logits), d_labels.upload(labels), grad.upload(poison_halves(grad.count()));
+    cpu.softmax_xent_forward_padded(d_logits.data(), d_labels.data(), rows, cols, cols, loss.data(), nullptr);
+    cpu.softmax_xent_backward_padded(d_logits.data(), d_labels.data(), rows, cols, cols, 1.0f, grad.data());
+    EXPECT_FALSE(std::isfinite(loss.download()[0]));
+    const auto g = grad.download();
+    for (int r = 0; r < rows; ++r) {
+      bool finite = true;
+      for (int c = 0; c < cols; ++c) finite = finite && std::isfinite(to_float(g[r * cols + c]));
+      EXPECT_EQ(finite, r == 0 || r == 3) << "row " << r;
+    }
+    // The causal softmax: a NaN score in a visible column makes its row NaN.
+    const int t = 9;
+    auto scores = random_halves(rng, t * t);
+    scores[5 * t + 2] = to_half(NAN);
+    Buffer<half16> d_scores(cpu, scores.size()), probs(cpu, scores.size());
+    d_scores.upload(scores), probs.upload(poison_halves(probs.count()));
+    cpu.causal_softmax_forward_fp16(d_scores.data(), 1, t, 0.5f, probs.data());
+    const auto p = probs.download();
+    for (int i = 0; i < t; ++i) EXPECT_EQ(std::isnan(to_float(p[i * t + 0])), i == 5) << "row " << i;
+  }
+  set_f16c_enabled(true);
+}
+
 }  // namespace
 }  // namespace ddp

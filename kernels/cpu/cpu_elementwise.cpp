@@ -15,24 +15,27 @@
 namespace ddp::cpu {
 namespace {
 
+// The CPU's activations: elementwise_math.h's, except GELU-tanh through
+// cpu_gelu_tanh.h (its lanes and its scalar twin give the same bits, so the
+// 8-lane loops, their tails and the portable loops agree).
+float cpu_activation_forward(Activation act, float z) {
+  return act == Activation::GeluTanh ? gelu_tanh_forward_cpu(z) : activation_forward(act, z);
+}
+float cpu_activation_backward(Activation act, float z, float dy) {
+  return act == Activation::GeluTanh ? gelu_tanh_backward_cpu(z, dy) : activation_backward(act, z, dy);
+}
+// gemm_epilogue_activation with the CPU's activations.
+float cpu_epilogue_activation(Activation act, Activation dact, float z, float v) {
+  if (dact != Activation::None) v = cpu_activation_backward(dact, z, v);
+  return cpu_activation_forward(act, v);
+}
+
 #if DDP_X86
 DDP_AVX_F16C inline __m256 load8(const half16* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 DDP_AVX_F16C inline void store8(half16* p, __m256 v) {
   _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-}
-// The first n < 8 lanes, the others 0: the GELU-tanh tails go through the
-// same 8-lane function, so an element's bits do not depend on where it falls.
-DDP_AVX_F16C inline __m256 load_tail8(const half16* p, size_t n) {
-  half16 lanes[8] = {};
-  std::copy(p, p + n, lanes);
-  return load8(lanes);
-}
-DDP_AVX_F16C inline void store_tail8(half16* p, __m256 v, size_t n) {
-  half16 lanes[8];
-  store8(lanes, v);
-  std::copy(lanes, lanes + n, p);
 }
 
 DDP_AVX_F16C void activation_forward_f16c(Activation act, const half16* z, half16* y, size_t count) {
@@ -48,17 +51,15 @@ DDP_AVX_F16C void activation_forward_f16c(Activation act, const half16* z, half1
     for (; i + 8 <= count; i += 8) store8(y + i, load8(z + i));
   } else if (act == Activation::GeluTanh) {
     for (; i + 8 <= count; i += 8) store8(y + i, gelu_tanh_forward8(load8(z + i)));
-    if (i < count) store_tail8(y + i, gelu_tanh_forward8(load_tail8(z + i, count - i)), count - i);
-    return;
   } else {
     alignas(32) float tmp[8];
     for (; i + 8 <= count; i += 8) {
       _mm256_store_ps(tmp, load8(z + i));
-      for (float& v : tmp) v = activation_forward(act, v);
+      for (float& v : tmp) v = cpu_activation_forward(act, v);
       store8(y + i, _mm256_load_ps(tmp));
     }
   }
-  for (; i < count; ++i) y[i] = to_half(activation_forward(act, to_float(z[i])));
+  for (; i < count; ++i) y[i] = to_half(cpu_activation_forward(act, to_float(z[i])));
 }
 
 DDP_AVX_F16C void activation_backward_f16c(Activation act, const half16* z, const half16* dy, half16* dz,
@@ -75,21 +76,16 @@ DDP_AVX_F16C void activation_backward_f16c(Activation act, const half16* z, cons
     for (; i + 8 <= count; i += 8) store8(dz + i, load8(dy + i));
   } else if (act == Activation::GeluTanh) {
     for (; i + 8 <= count; i += 8) store8(dz + i, gelu_tanh_backward8(load8(z + i), load8(dy + i)));
-    if (i < count) {
-      const size_t n = count - i;
-      store_tail8(dz + i, gelu_tanh_backward8(load_tail8(z + i, n), load_tail8(dy + i, n)), n);
-    }
-    return;
   } else {
     alignas(32) float zt[8], dyt[8];
     for (; i + 8 <= count; i += 8) {
       _mm256_store_ps(zt, load8(z + i));
       _mm256_store_ps(dyt, load8(dy + i));
-      for (int l = 0; l < 8; ++l) dyt[l] = activation_backward(act, zt[l], dyt[l]);
+      for (int l = 0; l < 8; ++l) dyt[l] = cpu_activation_backward(act, zt[l], dyt[l]);
       store8(dz + i, _mm256_load_ps(dyt));
     }
   }
-  for (; i < count; ++i) dz[i] = to_half(activation_backward(act, to_float(z[i]), to_float(dy[i])));
+  for (; i < count; ++i) dz[i] = to_half(cpu_activation_backward(act, to_float(z[i]), to_float(dy[i])));
 }
 
 DDP_AVX_F16C void add_bias_rows_f16c(half16* y, const half16* bias, size_t rows, size_t cols) {
@@ -202,7 +198,7 @@ DDP_AVX_F16C void sgd_f16c(const SgdParams& s, Grads grads, float* master_fp32, 
 // stores the pre-activation, kMode is 0 (nothing more), 1 (relu as a mask),
 // 2 (relu' from z as a mask), 3 (any other, through the scalar function),
 // 4 (GELU-tanh), 5 (GELU-tanh' from z), the last two through
-// cpu_gelu_tanh.h, tails included (as 8 lanes, zero-padded).
+// cpu_gelu_tanh.h's lanes (the scalar tail through its scalar twin).
 // Lane for lane gemm_epilogue_element: relu'/relu as masks are z > 0 ? v : +0
 // (NaN gives +0), exactly relu_backward/relu_forward.
 template <bool kBias, bool kPre, int kMode>
@@ -220,28 +216,18 @@ DDP_AVX_F16C void narrow_row_f16c(const float* src, const float* bias, half16* p
       alignas(32) float vt[8], zt[8] = {};
       _mm256_store_ps(vt, v);
       if (dact != Activation::None) _mm256_store_ps(zt, load8(z + c));
-      for (int l = 0; l < 8; ++l) vt[l] = gemm_epilogue_activation(act, dact, zt[l], vt[l]);
+      for (int l = 0; l < 8; ++l) vt[l] = cpu_epilogue_activation(act, dact, zt[l], vt[l]);
       v = _mm256_load_ps(vt);
     }
     if (kMode == 4) v = gelu_tanh_forward8(v);
     if (kMode == 5) v = gelu_tanh_backward8(load8(z + c), v);
     store8(dst + c, v);
   }
-  if (kMode >= 4 && c < cols) {
-    const size_t n = cols - c;
-    alignas(32) float vt[8] = {};
-    for (size_t l = 0; l < n; ++l) vt[l] = kBias ? src[c + l] + bias[c + l] : src[c + l];
-    __m256 v = _mm256_load_ps(vt);
-    if (kPre) store_tail8(pre + c, v, n);
-    v = kMode == 4 ? gelu_tanh_forward8(v) : gelu_tanh_backward8(load_tail8(z + c, n), v);
-    store_tail8(dst + c, v, n);
-    return;
-  }
   for (; c < cols; ++c) {
     float v = src[c];
     if (kBias) v += bias[c];
     if (kPre) pre[c] = to_half(v);
-    dst[c] = to_half(gemm_epilogue_activation(act, dact, z ? to_float(z[c]) : 0.0f, v));
+    dst[c] = to_half(cpu_epilogue_activation(act, dact, z ? to_float(z[c]) : 0.0f, v));
   }
 }
 
@@ -287,14 +273,14 @@ void activation_forward_range(Activation act, const half16* z, half16* y, size_t
 #if DDP_X86
   if (f16c_available()) return activation_forward_f16c(act, z, y, count);
 #endif
-  for (size_t i = 0; i < count; ++i) y[i] = to_half(activation_forward(act, to_float(z[i])));
+  for (size_t i = 0; i < count; ++i) y[i] = to_half(cpu_activation_forward(act, to_float(z[i])));
 }
 
 void activation_backward_range(Activation act, const half16* z, const half16* dy, half16* dz, size_t count) {
 #if DDP_X86
   if (f16c_available()) return activation_backward_f16c(act, z, dy, dz, count);
 #endif
-  for (size_t i = 0; i < count; ++i) dz[i] = to_half(activation_backward(act, to_float(z[i]), to_float(dy[i])));
+  for (size_t i = 0; i < count; ++i) dz[i] = to_half(cpu_activation_backward(act, to_float(z[i]), to_float(dy[i])));
 }
 
 void add_bias_rows(half16* y, const half16* bias, size_t rows, size_t cols) {
@@ -392,7 +378,7 @@ void narrow_rows(const float* c_fp32, size_t ldc, const NarrowEpilogue& e, half1
       float v = src[c];
       if (e.bias_fp32) v += e.bias_fp32[c];
       if (pre) pre[c] = to_half(v);
-      dst[c] = to_half(gemm_epilogue_activation(e.act, e.dact, z ? to_float(z[c]) : 0.0f, v));
+      dst[c] = to_half(cpu_epilogue_activation(e.act, e.dact, z ? to_float(z[c]) : 0.0f, v));
     }
   }
 }

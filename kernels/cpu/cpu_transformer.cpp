@@ -13,6 +13,7 @@
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_simd.h"
+#include "kernels/cpu/cpu_softmax_rows.h"
 #include "kernels/error.h"
 #include "kernels/half_convert.h"
 #include "kernels/transformer_math.h"
@@ -205,8 +206,7 @@ void causal_softmax_forward(CpuThreadPool& pool, const half16* scores, int batch
       half_to_float_array(scores + r * t_count, v.data(), visible);
       float max_v = -std::numeric_limits<float>::infinity();
       for (size_t j = 0; j < visible; ++j) max_v = std::max(max_v, v[j] = scale * v[j]);
-      float sum = 0.0f;
-      for (size_t j = 0; j < visible; ++j) sum += (v[j] = expf(v[j] - max_v));
+      const float sum = exp_shifted_sum(v.data(), max_v, v.data(), visible);
       const float inv_sum = 1.0f / sum;
       for (size_t j = 0; j < visible; ++j) v[j] *= inv_sum;
       std::fill(v.begin() + static_cast<std::ptrdiff_t>(visible), v.end(), 0.0f);  // masked: exactly 0
@@ -268,20 +268,19 @@ void softmax_xent_forward(CpuThreadPool& pool, TransformerScratch& s, const half
   const size_t height = count_of(rows), width = count_of(cols);
   s.row_loss.resize(height);
   s.row_correct.resize(height);
+  const size_t real = count_of(real_cols);
   for_rows(pool, height, width, [&](size_t r0, size_t r1) {
+    std::vector<float> v(real), e(real);
     for (size_t r = r0; r < r1; ++r) {
-      const half16* row = logits + r * width;
-      float max_v = to_float(row[0]);
+      half_to_float_array(logits + r * width, v.data(), real);
+      float max_v = v[0];
       int argmax = 0;
-      for (int c = 1; c < real_cols; ++c) {
-        const float v = to_float(row[c]);
-        if (v > max_v) max_v = v, argmax = c;  // strict: the first maximum wins
-      }
-      float sum_exp = 0.0f;
-      for (int c = 0; c < real_cols; ++c) sum_exp += expf(to_float(row[c]) - max_v);
+      for (size_t c = 1; c < real; ++c)
+        if (v[c] > max_v) max_v = v[c], argmax = static_cast<int>(c);  // strict: the first maximum wins
+      const float sum_exp = exp_shifted_sum(v.data(), max_v, e.data(), real);
       const int32_t label = labels[r];
       const bool valid = label >= 0 && label < real_cols;
-      s.row_loss[r] = valid ? max_v + logf(sum_exp) - to_float(row[label]) : std::numeric_limits<float>::quiet_NaN();
+      s.row_loss[r] = valid ? max_v + logf(sum_exp) - v[label] : std::numeric_limits<float>::quiet_NaN();
       s.row_correct[r] = valid && argmax == label;
     }
   });
@@ -299,21 +298,23 @@ void softmax_xent_backward(CpuThreadPool& pool, const half16* logits, const int3
               "softmax_xent_backward: needs 0 < real_cols <= cols");
   const float coef = loss_scale / static_cast<float>(rows);
   const size_t width = count_of(cols);
+  const size_t real = count_of(real_cols);
   for_rows(pool, count_of(rows), width, [&](size_t r0, size_t r1) {
+    std::vector<float> v(real);
     for (size_t r = r0; r < r1; ++r) {
-      const half16* row = logits + r * width;
       half16* drow = dlogits + r * width;
-      float max_v = to_float(row[0]);
-      for (int c = 1; c < real_cols; ++c) max_v = std::max(max_v, to_float(row[c]));
-      float sum_exp = 0.0f;
-      for (int c = 0; c < real_cols; ++c) sum_exp += expf(to_float(row[c]) - max_v);
-      const float inv_sum = 1.0f / sum_exp;
+      half_to_float_array(logits + r * width, v.data(), real);
+      float max_v = v[0];
+      for (size_t c = 1; c < real; ++c) max_v = std::max(max_v, v[c]);
+      const float inv_sum = 1.0f / exp_shifted_sum(v.data(), max_v, v.data(), real);
       const int32_t label = labels[r];
       const bool valid = label >= 0 && label < real_cols;
-      for (int c = 0; c < real_cols; ++c) {
-        const float p = expf(to_float(row[c]) - max_v) * inv_sum;
-        drow[c] = to_half(valid ? coef * (p - (c == label ? 1.0f : 0.0f)) : std::numeric_limits<float>::quiet_NaN());
+      for (size_t c = 0; c < real; ++c) {
+        const float p = v[c] * inv_sum;
+        v[c] = valid ? coef * (p - (static_cast<int32_t>(c) == label ? 1.0f : 0.0f))
+                     : std::numeric_limits<float>::quiet_NaN();
       }
+      float_to_half_array(v.data(), drow, real);
       std::fill(drow + real_cols, drow + width, half16{0});  // padded classes: no probability, no gradient
     }
   });
