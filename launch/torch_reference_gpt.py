@@ -23,11 +23,13 @@ Attention (--attention):
             and 3 timed forward+backward passes each, before the warm-up)
             and the faster runs; the JSON line gives both figures
             ("attention_probe_ms") and the choice. torch before 2.0 has no
-            scaled_dot_product_attention: explicit only. Measured here
-            (2 shared cores, Debian's torch 1.13.0, README model 4/4/128,
-            T 128, batch 16): torch 1.13 lacks SDPA, so the CPU figure of
-            the explicit form is the only one on that machine; the probe
-            decides on any machine whose torch has both.
+            scaled_dot_product_attention: explicit only. Measured on the
+            development machine (2 shared cores at load average ~4,
+            Debian's torch 1.13.0, the README model 4/4/128, T 128, V 256,
+            batch 16, 2 threads): explicit 2,700-3,150 tokens/s (650-750 ms
+            per step); SDPA could not be timed there (torch 1.13 lacks it),
+            so the probe is what chooses on a machine whose torch has both,
+            and its figures are in every JSON line.
 
 FLOPs per token: ours' count (gpt_config.h gpt_flops_per_token): 6 x
 (parameters less the position table) + 6 x 2 x n_layer x T x C for
