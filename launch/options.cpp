@@ -107,7 +107,7 @@ ParsedOptions parse_options(int argc, const char* const argv[]) {
 
   po::options_description gpt("GPT (--model gpt: nanoGPT's GPT-2 architecture)");
   gpt.add_options()
-      ("model", po::value(&c.model)->default_value(c.model), "mlp | gpt (gpt needs --data text)")
+      ("model", po::value(&c.model)->default_value(c.model), "mlp | gpt (gpt needs --data text, or --bench: random token windows)")
       ("n-layer", po::value(&c.gpt.n_layer)->default_value(c.gpt.n_layer), "transformer blocks")
       ("n-head", po::value(&c.gpt.n_head)->default_value(c.gpt.n_head), "attention heads (must divide --n-embd)")
       ("n-embd", po::value(&c.gpt.n_embd)->default_value(c.gpt.n_embd), "channels C of the residual stream")
