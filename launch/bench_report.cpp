@@ -45,6 +45,7 @@ std::string bench_json_line(const BenchContext& c, const BenchTimings& t) {
   r.add("batch_per_rank", c.batch_per_rank).add("grad_accum", c.grad_accum).add("global_batch", t.global_samples_per_step);
   r.add("warmup_steps", c.warmup_steps).add("timed_steps", static_cast<int64_t>(t.step_s.size()));
   r.add("samples_per_s", samples_per_s);
+  if (c.tokens_per_sample > 0) r.add("tokens_per_s", samples_per_s * static_cast<double>(c.tokens_per_sample));
   r.add("step_ms_median", 1e3 * percentile(sorted, 50)).add("step_ms_p10", 1e3 * percentile(sorted, 10));
   r.add("step_ms_p90", 1e3 * percentile(sorted, 90));
   r.add("model_tflops", tflops);

@@ -1,6 +1,7 @@
 // bench_report.h: `ddp_train --bench` turns step timings into one JSON line:
-// samples/s, step time percentiles, model TFLOP/s and MFU against the
-// device's FP16 dense peak, and the all-reduce time per step.
+// samples/s (and tokens/s for a GPT), step time percentiles, model TFLOP/s
+// and MFU against the device's FP16 dense peak, and the all-reduce time per
+// step.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +19,7 @@ double peak_fp16_tflops(const std::string& device_description);
 struct BenchContext {
   std::string model;              // the model's shape, e.g. "784-512-10"
   double flops_per_sample = 0.0;  // of one training step (models/model_factory.h)
+  int64_t tokens_per_sample = 0;  // a GPT's window length T (tokens_per_s); 0 for the MLP
   std::string device;        // the backend's description
   int world_size = 1;
   int64_t batch_per_rank = 0;

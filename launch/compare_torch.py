@@ -16,6 +16,16 @@ Reference models (--models):
   b  10-10, MSE, batch 64 (launch- and overhead-bound)
   c  4096-4096-4096-4096-4096, MSE, batch 4096 on GPU; 256 on CPU (a 4096
      batch would take minutes per step on a few cores)
+  g  the README's GPT: 4 layers, 4 heads, 128 wide, T 128, vocabulary 256,
+     batch 16 windows per rank
+  gpt2  GPT-2 124M: 12 layers, 12 heads, 768 wide, T 1024, vocabulary
+     50304 (GPT-2's 50257 padded), batch 8; CUDA only
+GPT rows are in tokens/s (windows/s x T) in a table of their own, with
+both sides' MFU; both sides train with AdamW (lr 2e-3, weight decay 0.1 on
+tensors of rank >= 2, betas 0.9/0.999, eps 1e-8): ours --optimizer adamw,
+PyTorch torch_reference.py --model gpt (launch/torch_reference_gpt.py: fp32
+on CPU with the faster of its explicit and SDPA attention, AMP with
+scaled_dot_product_attention (flash) and fused AdamW on CUDA).
 
 Threads: on CPU each side gets T = cores/N threads per rank with N ranks
 (--threads overrides): ours through --threads (and OPENBLAS_NUM_THREADS =
@@ -57,30 +67,16 @@ import time
 
 import compare_torch_table
 import torch_thread_configs
+from compare_torch_models import GPT_ADAMW, MODELS, PEAK_TFLOPS_BY_NAME, STEPS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TORCH_REFERENCE = os.path.join(ROOT, "launch", "torch_reference.py")
 
-# name -> layers, loss, batch per rank by device
-MODELS = {
-    "a": {"layers": "784,1024,1024,10", "loss": "xent", "batch": {"cuda": 256, "cpu": 256}},
-    "b": {"layers": "10,10", "loss": "mse", "batch": {"cuda": 64, "cpu": 64}},
-    "c": {"layers": "4096,4096,4096,4096,4096", "loss": "mse", "batch": {"cuda": 4096, "cpu": 256}},
-}
-# (warm-up, timed) steps per model and device: each run a few seconds at most
-# (CPU: 2 cores at ~100 GFLOP/s; GPU: an H200, where a and b are bound by
-# launches and c by the Tensor Cores at ~1.5 TFLOP per step).
-STEPS = {
-    ("a", "cpu"): (3, 30), ("b", "cpu"): (50, 1000), ("c", "cpu"): (1, 5),
-    ("a", "cuda"): (50, 500), ("b", "cuda"): (100, 2000), ("c", "cuda"): (10, 100),
-}
-# Dense FP16 Tensor Core peak per GPU, TFLOP/s (datasheet, no sparsity).
-PEAK_TFLOPS_BY_NAME = {"H100": 989.0, "H200": 989.0}
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    p.add_argument("--models", default="a,b,c", help="comma-separated subset of a,b,c")
+    p.add_argument("--models", default="a,b,c", help="comma-separated subset of a,b,c,g,gpt2")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--ranks", default="1", help="comma-separated rank counts (CPU; CUDA runs 1)")
     p.add_argument("--repeats", type=int, default=3, help="runs per cell; the median is reported")
@@ -106,6 +102,10 @@ def parse_args():
     bad = [m for m in a.model_list if m not in MODELS]
     if bad:
         p.error(f"unknown model(s) {bad}; choose from {sorted(MODELS)}")
+    for m in a.model_list:
+        if a.device not in MODELS[m]["batch"]:
+            p.error(f"model {m} (GPT-2 124M) runs on --device cuda only: one step on CPU cores takes minutes; "
+                    "model g is the CPU's GPT")
     a.rank_list = [int(r) for r in a.ranks.split(",") if r.strip()]
     if not a.rank_list or min(a.rank_list) < 1 or a.repeats < 1:
         p.error("--ranks needs positive counts and --repeats >= 1")
@@ -292,8 +292,15 @@ def main():
         spec = MODELS[m]
         batch = spec["batch"][args.device]
         warmup, steps = steps_for(m)
-        common = ["--layers", spec["layers"], "--batch-size", str(batch), "--loss", spec["loss"],
-                  "--device", args.device, "--bench-warmup", str(warmup), "--bench-steps", str(steps)]
+        if "gpt" in spec:  # the same flag names on both sides; ours also needs its optimizer named
+            common = ["--model", "gpt"] + [str(x) for k, v in spec["gpt"].items() for x in (f"--{k}", v)]
+            common += [str(x) for k, v in GPT_ADAMW.items() for x in (f"--{k}", v)]
+            if side == "ours":
+                common += ["--optimizer", "adamw"]
+        else:
+            common = ["--layers", spec["layers"], "--loss", spec["loss"]]
+        common += ["--batch-size", str(batch), "--device", args.device, "--bench-warmup", str(warmup),
+                   "--bench-steps", str(steps)]
         if peak > 0:
             common += ["--peak-tflops", str(peak)]
         env = dict(os.environ)
@@ -381,6 +388,8 @@ def main():
             if obj is not None and "error" not in obj and p.returncode == 0:
                 rec.update(status="ok", samples_per_s=obj.get("samples_per_s"), mfu=obj.get("mfu"),
                            result=obj)
+                if "gpt" in MODELS[m]:
+                    rec["tokens_per_s"] = obj.get("tokens_per_s")
                 results.torch_version = results.torch_version or obj.get("torch", "")
             elif obj is not None and "error" in obj and side == "compile":
                 rec.update(status="n/a", error=obj["error"])
@@ -408,7 +417,9 @@ def main():
             pools = (f"; torch {res['torch_num_threads']} thread(s), {blas.get('library', 'BLAS ?')} "
                      f"{blas.get('threads', '?')} ({blas.get('parallel', '?')})"
                      if tconf and "torch_num_threads" in res else "")
-            log(f"{label}: {rec['samples_per_s']:,.0f} samples/s, step median "
+            rate = (f"{rec['tokens_per_s']:,.0f} tokens/s" if rec.get("tokens_per_s") is not None
+                    else f"{rec['samples_per_s']:,.0f} samples/s")
+            log(f"{label}: {rate}, step median "
                 f"{res.get('step_ms_median', float('nan')):.3f} ms{mfu}{pools} ({rec['wall_s']} s)")
         else:
             log(f"{label}: {rec['status']}: {rec.get('error', '')} ({rec['wall_s']} s)")

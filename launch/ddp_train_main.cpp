@@ -29,6 +29,7 @@
 #include "trainer/models/model_factory.h"
 #include "trainer/stop_signal.h"
 #include "trainer/data/synthetic_data.h"
+#include "trainer/data/token_files.h"
 #include "trainer/trainer.h"
 #if defined(DDP_HAVE_MPI)
 #include "comm/mpi_communicator.h"
@@ -51,10 +52,19 @@ void prepare_bench_config(ddp::TrainConfig& c, const ddp::BenchOptions& b) {
   c.resume = false;
 }
 
+// A GPT's are token windows of --block-size uniform ids below --vocab-size
+// (bytes' 256 when not given: there is no data to take it from).
 ddp::TrainTestData bench_data(const ddp::TrainConfig& c, int world_size) {
   const size_t count = static_cast<size_t>(ddp::resolve_batch_per_rank(c, world_size) * c.grad_accum * world_size);
   const bool classification = c.loss == ddp::LossKind::SoftmaxCrossEntropy;
   ddp::TrainTestData d;
+  if (c.model == "gpt") {
+    const auto t = static_cast<size_t>(c.data.block_size);
+    const int vocab = c.data.vocab_size > 0 ? static_cast<int>(c.data.vocab_size) : ddp::kByteVocabSize;
+    d.train = ddp::make_random_token_windows(c.seed, count, t, vocab);
+    d.test = ddp::make_random_token_windows(c.seed + 1, 1, t, vocab);
+    return d;
+  }
   const int64_t in = ddp::model_input_width(c), out = ddp::model_output_width(c);
   d.train = ddp::make_random_dataset(c.seed, count, in, out, classification);
   d.test = ddp::make_random_dataset(c.seed + 1, 1, in, out, classification);
@@ -154,7 +164,9 @@ int main(int argc, char** argv) {
     if (opts.bench.enabled) prepare_bench_config(opts.config, opts.bench);
     ddp::TrainTestData data = opts.bench.enabled ? bench_data(opts.config, env->world_size())
                                                  : ddp::load_train_test(opts.config.data, opts.config.seed);
-    ddp::check_model_matches_data(ddp::bind_model_to_data(opts.config, data), data);
+    // The GPT's vocabulary and context come from the data: the bench's line reads them.
+    const ddp::TrainConfig bound = ddp::bind_model_to_data(opts.config, data);
+    ddp::check_model_matches_data(bound, data);
     ddp::DeviceChoice device =
         ddp::select_device(opts.config.device, env->local_rank(), env->local_size(), opts.config.threads, env->host());
     std::unique_ptr<ddp::Communicator> comm = make_communicator(*env, *device.backend);
@@ -179,8 +191,9 @@ int main(int argc, char** argv) {
     const ddp::BenchTimings timings = trainer.bench(opts.bench.warmup_steps, opts.bench.timed_steps);
     if (env->rank() == 0) {
       ddp::BenchContext context;
-      context.model = ddp::model_shape_text(opts.config);
-      context.flops_per_sample = ddp::model_flops_per_sample(opts.config);
+      context.model = ddp::model_shape_text(bound);
+      context.flops_per_sample = ddp::model_flops_per_sample(bound);
+      context.tokens_per_sample = ddp::model_tokens_per_sample(bound);
       context.device = device.backend->description();
       context.world_size = env->world_size();
       context.batch_per_rank = ddp::resolve_batch_per_rank(opts.config, env->world_size());

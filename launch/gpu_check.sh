@@ -3,8 +3,9 @@
 # ../shared/gpu-kit/README.md): builds ddp_train from the checkout and the
 # Debian packages in .gpu-kit/ (made by `../shared/gpu-kit/make-kit.sh
 # --with-data .gpu-kit`), runs the CUDA tests, compute-sanitizer, a training
-# run on Fashion-MNIST and the PyTorch comparison, and prints a summary table
-# last.
+# run on Fashion-MNIST and the PyTorch comparison, the GPT's stages (its CUDA
+# tests, a short training run, GPT-2 124M against PyTorch), and prints a
+# summary table last.
 #
 #   OUT=/some/folder bash launch/gpu_check.sh            on the GPU host
 #   OUT=/some/folder bash launch/gpu_check.sh --dry-run  here, on CPUs: the same
@@ -13,9 +14,12 @@
 #        CPU comparison), to test this script end to end
 #   GPU_CHECK_SKIP=3,4 ...       leaves out stages by number (0 env, 2 tests,
 #        3 sanitizers, 4 training (eager and --cuda-graph) and kernel bench,
-#        5 comparison (5b: ours with --cuda-graph)); the build
+#        5 comparison (5b: ours with --cuda-graph), 7 the GPT: 7a its CUDA
+#        kernel tests, 7b a short training run whose loss must fall, 7c
+#        GPT-2 124M ours vs PyTorch AMP eager and torch.compile); the build
 #        (1) always runs, and is quick when build-gpu is already there
 #   CMP_MODELS=a,c CMP_REPEATS=1 CMP_MODES=eager ...  a smaller comparison
+#   GPT_CMP_MODES=eager GPT_CMP_REPEATS=2 ...  the same for 7c
 #
 # Each stage has its own time limit and its own log; a failed stage is
 # recorded and the next one runs. The whole script keeps to a total budget
@@ -23,10 +27,14 @@
 # left. What comes back from $OUT (the device tool returns at most 8 files):
 #   summary.md           the table printed last
 #   gpu-logs.tar.gz      every stage's log, the JUnit XML, the metrics
-#   compare_torch.md/.csv, train-metrics.jsonl, gtest-cuda.xml, gtest-all.xml
+#   compare_torch.md/.csv, train-metrics.jsonl, gtest-cuda.xml, gtest-all.xml,
+#   compare_torch_gpt.md (7c's table; its CSV and 7b's metrics are in the tarball)
 #
-# Stage order: the sanitizers run last, after the measurements, because
-# they are the stages likeliest to use their whole limit.
+# Stage order: the sanitizers run last, after the measurements (the GPT's
+# included), because they are the stages likeliest to use their whole limit.
+# The GPT's stages (7) come after the MLP's comparisons, which leave them
+# GPT_RESERVE_S of the budget (their limits' sum, less what 7c's
+# torch.compile cell can give up).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -51,6 +59,8 @@ else
   JOBS=16
 fi
 RESERVE_S=15            # kept back for the summary and the tarball
+GPT_RESERVE_S=${GPT_RESERVE_S:-170}   # kept for stage 7 by stage 5 and 5b (7c: ~140 s, compile ~90 of it)
+[[ ",${GPU_CHECK_SKIP:-}," == *",7,"* ]] && GPT_RESERVE_S=0
 rm -rf "$LOGS" && mkdir -p "$LOGS"
 START_S=$(date +%s)
 [ -x /usr/local/cuda/bin/nvcc ] && export PATH=/usr/local/cuda/bin:$PATH
@@ -313,14 +323,14 @@ else
   CMP=(--device cuda --models "${CMP_MODELS:-a,b,c}" --repeats "${CMP_REPEATS:-3}" --modes "${CMP_MODES:-eager,compile}")
   CMP_LIMIT=150
 fi
-left=$((BUDGET - $(elapsed) - RESERVE_S - 10))
+left=$((BUDGET - $(elapsed) - RESERVE_S - 10 - GPT_RESERVE_S))
 [ $CMP_LIMIT -gt $left ] && CMP_LIMIT=$left
 run_stage 5-compare "$((CMP_LIMIT + 10))" python3 "$ROOT/launch/compare_torch.py" "${CMP[@]}" \
   --ddp-train "$WORK/ddp_train" --run-timeout 90 --budget-s "$CMP_LIMIT" --out "$LOGS/compare/compare_torch.md"
 # 5b: ours with --cuda-graph against eager PyTorch on the launch-bound models
 # (target: >= 5x eager on b).
 if [ $DRY = 0 ]; then
-  left=$((BUDGET - $(elapsed) - RESERVE_S - 10)); GCMP_LIMIT=70
+  left=$((BUDGET - $(elapsed) - RESERVE_S - 10 - GPT_RESERVE_S)); GCMP_LIMIT=70
   [ $GCMP_LIMIT -gt $left ] && GCMP_LIMIT=$left
   mkdir -p "$LOGS/compare-graph"
   run_stage 5b-compare-graph "$((GCMP_LIMIT + 10))" python3 "$ROOT/launch/compare_torch.py" --device cuda \
@@ -341,6 +351,91 @@ for r in csv.DictReader(open(sys.argv[1])):
     parts.append(f"{r['model']}: ours/eager {f('ratio_eager')}, ours/compile {f('ratio_compile')}")
 print("; ".join(parts))
 EOF
+)
+
+# 7: the GPT on the GPU. 7a: its CUDA kernels against the CPU backend
+# (attention's operations, GELU-tanh, the batched GEMMs, AdamW, token
+# batches' upload; 2a ran them among all Cuda*, this stage counts them
+# apart). 7b: a short training run on generated text (a tiny shape, 60
+# AdamW steps) whose last step's loss must be below GPT_TRAIN_MAX_RATIO
+# (0.7) of its first step's. 7c: GPT-2 124M (12 layers, 12 heads, 768
+# wide, T 1024, vocabulary 50304, batch 8) ours vs PyTorch AMP eager and
+# torch.compile, tokens/s and MFU against 989 TFLOP/s (compare_torch.py
+# gives both sides the H200's dense FP16 peak by name).
+GPT_FILTER=${GPT_FILTER:-'CudaKernels.TransformerOperationsMatchCpu:CudaKernels.GeluTanhForwardBackward:CudaKernels.BatchedGemm*:CudaKernels.AdamWOnARangeMatchesCpu:CudaTransformerHarness.*:CudaUpload.BatchLoaderPrefetchesIntactTokenBatches'}
+GPT_TRAIN_MAX_RATIO=${GPT_TRAIN_MAX_RATIO:-0.7}
+if [ $DRY = 1 ]; then GPT_DEVICE=cpu; else GPT_DEVICE=cuda; fi
+if [ $HAVE_BIN = 1 ]; then
+  run_stage 7a-gpt-tests-cuda 40 env LD_LIBRARY_PATH="$OURS_LD" "$BUILD/tests/ddp_tests" \
+    --gtest_filter="$GPT_FILTER" --gtest_output="xml:$LOGS/gtest-gpt-cuda.xml"
+  ran 7a-gpt-tests-cuda && FIGURE[7a-gpt-tests-cuda]=$(gtest_counts "$LOGS/7a-gpt-tests-cuda.log")
+  if [ $DRY = 0 ] && [ "${STATUS[7a-gpt-tests-cuda]}" = ok ]; then
+    # Every one of them must run on the GPU host; a filter that matches none is a renamed test.
+    if [[ "${FIGURE[7a-gpt-tests-cuda]}" == "0 passed"* ]]; then STATUS[7a-gpt-tests-cuda]="FAILED (no test matched GPT_FILTER)"
+    elif ! grep -q ', 0 skipped' <<<"${FIGURE[7a-gpt-tests-cuda]}"; then STATUS[7a-gpt-tests-cuda]="WARN (skips)"; fi
+  fi
+  # Sentences over a small fixed vocabulary (seeded, 200 KB): structure a
+  # tiny GPT picks up in a few dozen steps (letters within words, then words).
+  python3 - "$WORK/gpt-text.txt" <<'PY'
+import random, sys
+words = ("the a one every some model rank step token layer head batch loss scale gradient weight data "
+         "reads writes learns trains sums checks moves holds keeps sends takes gives makes finds "
+         "fast small large first last next each other same new old good true").split()
+rng = random.Random(15)
+lines, size = [], 0
+while size < 200_000:
+    lines.append(" ".join(rng.choice(words) for _ in range(rng.randint(4, 10))).capitalize() + ".\n")
+    size += len(lines[-1])
+open(sys.argv[1], "w").write("".join(lines))
+PY
+  run_stage 7b-gpt-train 45 env LD_LIBRARY_PATH="$OURS_LD" "$BUILD/ddp_train" --device "$GPT_DEVICE" \
+    --data text --train-text "$WORK/gpt-text.txt" --model gpt --n-layer 2 --n-head 2 --n-embd 64 --block-size 64 \
+    --batch-size 16 --steps 60 --optimizer adamw --lr 3e-3 --warmup-steps 5 --weight-decay 0.1 --log-every 1 \
+    --metrics "$LOGS/gpt-train-metrics.jsonl"
+  if ran 7b-gpt-train; then
+    fall=$(python3 - "$LOGS/gpt-train-metrics.jsonl" "$GPT_TRAIN_MAX_RATIO" <<'PY' 2>/dev/null
+import json, sys
+recs = [json.loads(line) for line in open(sys.argv[1])]
+steps = [r for r in recs if r.get("event") == "step" and r.get("loss") is not None]
+summary = [r for r in recs if r.get("event") == "summary"][-1:]
+if len(steps) < 2:
+    print("no step records")
+    sys.exit(0)
+first, last, bar = steps[0]["loss"], steps[-1]["loss"], float(sys.argv[2])
+test = f", test loss {summary[0]['test_loss']:.3f}" if summary and summary[0].get("test_loss") is not None else ""
+print(("ok" if last <= bar * first else "FELL SHORT") + f": loss {first:.3f} at step {steps[0]['step']} -> "
+      f"{last:.3f} at step {steps[-1]['step']} (bar {bar} x first){test}")
+PY
+)
+    FIGURE[7b-gpt-train]=${fall:-no metrics}
+    if [ "${STATUS[7b-gpt-train]}" = ok ] && [[ "$fall" != ok:* ]]; then STATUS[7b-gpt-train]="FAILED (loss did not fall)"; fi
+  fi
+else
+  skip_stage 7a-gpt-tests-cuda "no test binary"; skip_stage 7b-gpt-train "no binary"
+fi
+mkdir -p "$LOGS/compare-gpt"
+if [ $DRY = 1 ]; then
+  # The CPU path of the same stage: the README's GPT, a few steps, eager only.
+  GPT_CMP=(--device cpu --models g --repeats 1 --modes eager --ranks 1 --bench-warmup 1 --bench-steps 3)
+  GPT_CMP_LIMIT=120
+else
+  GPT_CMP=(--device cuda --models gpt2 --repeats "${GPT_CMP_REPEATS:-1}" --modes "${GPT_CMP_MODES:-eager,compile}")
+  GPT_CMP_LIMIT=150
+fi
+left=$((BUDGET - $(elapsed) - RESERVE_S - 10))
+[ $GPT_CMP_LIMIT -gt $left ] && GPT_CMP_LIMIT=$left
+[ $GPT_CMP_LIMIT -lt 5 ] && GPT_CMP_LIMIT=5
+# torch.compile of GPT-2's step takes about a minute: the per-run limit allows for it.
+run_stage 7c-gpt-compare "$((GPT_CMP_LIMIT + 10))" python3 "$ROOT/launch/compare_torch.py" "${GPT_CMP[@]}" \
+  --ddp-train "$WORK/ddp_train" --run-timeout 130 --budget-s "$GPT_CMP_LIMIT" \
+  --out "$LOGS/compare-gpt/compare_torch.md"
+ran 7c-gpt-compare && FIGURE[7c-gpt-compare]=$(python3 - "$LOGS/compare-gpt/compare_torch.csv" <<'PY' 2>/dev/null
+import csv, sys
+f = lambda r, k, spec: format(float(r[k]), spec) if r.get(k) else "-"
+print("; ".join(f"{r['model']}: ours {f(r, 'ours_tokens_per_s', ',.0f')} tokens/s (MFU {f(r, 'ours_mfu', '.1%')}), "
+                f"ours/eager {f(r, 'ratio_eager', '.2f')}, ours/compile {f(r, 'ratio_compile', '.2f')}"
+                for r in csv.DictReader(open(sys.argv[1]))))
+PY
 )
 
 # 3: compute-sanitizer on our own kernels (cuBLAS's GEMMs are left out, except
@@ -385,8 +480,12 @@ fi
   if [ -f "$LOGS/compare-graph/compare_torch.md" ]; then
     echo; echo "ours with --cuda-graph:"; grep -E '^\|' "$LOGS/compare-graph/compare_torch.md"
   fi
+  if [ -f "$LOGS/compare-gpt/compare_torch.md" ]; then
+    echo; echo "the GPT (tokens/s):"; grep -E '^\|' "$LOGS/compare-gpt/compare_torch.md"
+  fi
 } >"$LOGS/summary.md"
 cp "$LOGS/summary.md" "$OUT/summary.md"
+[ -f "$LOGS/compare-gpt/compare_torch.md" ] && cp "$LOGS/compare-gpt/compare_torch.md" "$OUT/compare_torch_gpt.md"
 for f in compare/compare_torch.md compare/compare_torch.csv train-metrics.jsonl gtest-cuda.xml gtest-all.xml; do
   [ -f "$LOGS/$f" ] && cp "$LOGS/$f" "$OUT/"
 done

@@ -107,7 +107,7 @@ ParsedOptions parse_options(int argc, const char* const argv[]) {
 
   po::options_description gpt("GPT (--model gpt: nanoGPT's GPT-2 architecture)");
   gpt.add_options()
-      ("model", po::value(&c.model)->default_value(c.model), "mlp | gpt (gpt needs --data text)")
+      ("model", po::value(&c.model)->default_value(c.model), "mlp | gpt (gpt needs --data text, or --bench: random token windows)")
       ("n-layer", po::value(&c.gpt.n_layer)->default_value(c.gpt.n_layer), "transformer blocks")
       ("n-head", po::value(&c.gpt.n_head)->default_value(c.gpt.n_head), "attention heads (must divide --n-embd)")
       ("n-embd", po::value(&c.gpt.n_embd)->default_value(c.gpt.n_embd), "channels C of the residual stream")
@@ -282,8 +282,9 @@ ParsedOptions parse_options(int argc, const char* const argv[]) {
     // flags. Its own flags without it are refused later, naming it.
     const bool generation_flags = vm.count("generate") || vm.count("prompt") || !vm["temperature"].defaulted() ||
                                   !vm["top-k"].defaulted();
-    if (c.data.kind != "text" && !generation_flags)
-      throw Error("--model gpt needs --data text (token windows); --data is " + c.data.kind);
+    // --bench draws random token windows of the flags' shape instead.
+    if (c.data.kind != "text" && !generation_flags && !out.bench.enabled)
+      throw Error("--model gpt needs --data text (token windows) or --bench; --data is " + c.data.kind);
     if (vm["loss"].defaulted()) loss = "xent";
     if (loss != "xent") throw Error("--model gpt: --loss must be xent (the next token's cross-entropy)");
     c.gpt.block_size = static_cast<int>(c.data.block_size);

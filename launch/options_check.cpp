@@ -43,8 +43,10 @@ bool stalling(const TrainConfig& c) { return c.stall_at_step > 0; }
 bool sgd(const TrainConfig& c) { return c.optimizer == OptimizerKind::Sgd; }
 bool adamw(const TrainConfig& c) { return c.optimizer == OptimizerKind::AdamW; }
 bool generating(const TrainConfig& c) { return c.given_flags.count("generate") > 0; }
-// --generate with --init-weights takes the GPT's context and vocabulary from these flags.
-bool token_data(const TrainConfig& c) { return c.data.kind == "text" || generating(c); }
+// --generate with --init-weights, and --bench --model gpt (random windows),
+// take the GPT's context and vocabulary from these flags.
+bool bench_gpt(const TrainConfig& c) { return c.given_flags.count("bench") > 0 && c.model == "gpt"; }
+bool token_data(const TrainConfig& c) { return c.data.kind == "text" || generating(c) || bench_gpt(c); }
 bool gpt_model(const TrainConfig& c) { return c.model == "gpt"; }
 bool mlp_model(const TrainConfig& c) { return c.model == "mlp"; }
 constexpr Needs kNeeds[] = {

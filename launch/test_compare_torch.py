@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """test_compare_torch.py: compare_torch.py's choice of PyTorch's thread
-configuration, with stubs for both sides (no torch, no ddp_train, a few
+configuration, and its GPT rows (tokens/s, both sides' MFU, the flags each
+side gets), with stubs for both sides (no torch, no ddp_train, a few
 seconds).
 
 The PyTorch stub stands in for the interpreter (--python): it reads the
@@ -37,18 +38,32 @@ TORCH_STUB = textwrap.dedent("""\
                             "env_omp": os.environ.get("OMP_NUM_THREADS"),
                             "env_openblas": os.environ.get("OPENBLAS_NUM_THREADS")}) + "\\n")
     rate = json.loads(os.environ["STUB_RATES"])[config]
-    print(json.dumps({"event": "bench", "samples_per_s": rate, "step_ms_median": 1.0,
-                      "torch_num_threads": torch_t, "torch": "stub"}))
+    line = {"event": "bench", "samples_per_s": rate, "step_ms_median": 1.0,
+            "torch_num_threads": torch_t, "torch": "stub"}
+    if "--block-size" in argv:  # a GPT: windows of T tokens
+        with open(os.environ["STUB_LOG"] + ".argv", "a") as f:
+            f.write(json.dumps(argv) + "\\n")
+        line["tokens_per_s"] = rate * int(flag("--block-size", "0"))
+        line["mfu"] = json.loads(os.environ["STUB_MFU"])[config]
+    print(json.dumps(line))
     """)
 
 OURS_STUB = textwrap.dedent("""\
-    import json, os
-    print(json.dumps({"event": "bench", "samples_per_s": float(os.environ["STUB_OURS"]),
-                      "step_ms_median": 1.0}))
+    import json, os, sys
+    argv = sys.argv[1:]
+    line = {"event": "bench", "samples_per_s": float(os.environ["STUB_OURS"]), "step_ms_median": 1.0}
+    if "--block-size" in argv:
+        with open(os.environ["STUB_LOG"] + ".ours", "a") as f:
+            f.write(json.dumps(argv) + "\\n")
+        line["tokens_per_s"] = line["samples_per_s"] * int(argv[argv.index("--block-size") + 1])
+        line["mfu"] = float(os.environ["STUB_OURS_MFU"])
+    print(json.dumps(line))
     """)
 
 
-class CompareTorchThreadConfigs(unittest.TestCase):
+class StubbedCompare(unittest.TestCase):
+    """compare_torch.py run against the two stubs, and what it wrote."""
+
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
         d = self.tmp.name
@@ -65,9 +80,10 @@ class CompareTorchThreadConfigs(unittest.TestCase):
     def tearDown(self):
         self.tmp.cleanup()
 
-    def run_script(self, rates, ours, *flags):
-        env = dict(os.environ, STUB_LOG=self.stub_log, STUB_RATES=json.dumps(rates), STUB_OURS=str(ours))
-        cmd = [sys.executable, SCRIPT, "--device", "cpu", "--models", "b", "--modes", "eager",
+    def run_script(self, rates, ours, *flags, models="b", mfu=None, ours_mfu=0.0):
+        env = dict(os.environ, STUB_LOG=self.stub_log, STUB_RATES=json.dumps(rates), STUB_OURS=str(ours),
+                   STUB_MFU=json.dumps(mfu or {}), STUB_OURS_MFU=str(ours_mfu))
+        cmd = [sys.executable, SCRIPT, "--device", "cpu", "--models", models, "--modes", "eager",
                "--ours-cmd", f"{sys.executable} {self.ours_stub}", "--python", self.torch_stub,
                "--out", self.out, *flags]
         return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
@@ -80,6 +96,8 @@ class CompareTorchThreadConfigs(unittest.TestCase):
         with open(self.stub_log) as f:
             return [json.loads(line) for line in f]
 
+
+class CompareTorchThreadConfigs(StubbedCompare):
     def check_better_is_reported(self, winner):
         loser = "intra" if winner == "blas" else "blas"
         rates = {loser: random.uniform(1e3, 1e5)}
@@ -133,6 +151,71 @@ class CompareTorchThreadConfigs(unittest.TestCase):
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("--torch-threads-configs: unknown configuration 'fast'", p.stderr)
         self.assertNotIn("Traceback", p.stderr)
+
+
+class CompareTorchGptRows(StubbedCompare):
+    """Model g (the README's GPT) beside an MLP row: its row is in tokens/s
+    (each side's own tokens_per_s), its ratio against PyTorch's better
+    configuration, both sides' MFU in its own table; the MLP row keeps its
+    samples/s table. GPT-2 124M (gpt2) is refused on CPU in one line."""
+
+    def read_lines(self, suffix):
+        with open(self.stub_log + suffix) as f:
+            return [json.loads(line) for line in f]
+
+    def test_gpt_row_is_tokens_per_second_against_the_better_configuration(self):
+        rates = {"intra": random.uniform(5, 50), "blas": random.uniform(5, 50)}
+        winner = max(rates, key=rates.get)
+        mfu = {"intra": random.uniform(0.01, 0.5), "blas": random.uniform(0.01, 0.5)}
+        ours, ours_mfu = random.uniform(5, 50), random.uniform(0.01, 0.5)
+        p = self.run_script(rates, ours, "--threads", "2", "--repeats", "1", models="b,g", mfu=mfu,
+                            ours_mfu=ours_mfu)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        mlp, gpt = self.rows()
+        self.assertEqual((mlp["model"], mlp["unit"], gpt["model"], gpt["unit"]), ("b", "samples/s", "g", "tokens/s"))
+        self.assertAlmostEqual(float(gpt["ours_tokens_per_s"]), ours * 128, delta=1e-6 * ours * 128)
+        self.assertAlmostEqual(float(gpt["torch_eager_tokens_per_s"]), rates[winner] * 128,
+                               delta=1e-6 * rates[winner] * 128)
+        self.assertEqual(gpt["torch_eager_threads"], winner)
+        self.assertAlmostEqual(float(gpt["ratio_eager"]), ours / rates[winner], places=6)
+        self.assertAlmostEqual(float(gpt["ours_mfu"]), ours_mfu, places=9)
+        self.assertAlmostEqual(float(gpt["torch_eager_mfu"]), mfu[winner], places=9)
+        self.assertEqual(gpt["batch_per_rank"], "16")
+        # The MLP row is what it was: samples/s, in the table with the samples/s header.
+        self.assertAlmostEqual(float(mlp["ours_samples_per_s"]), ours, delta=1e-6 * ours)
+        with open(self.out) as f:
+            text = f.read()
+        mlp_table, gpt_table = text.split("\n\n| model")[1:]
+        self.assertIn("ours samples/s", mlp_table)
+        self.assertIn("| b: 10-10 mse |", mlp_table)
+        self.assertNotIn("| g:", mlp_table)
+        self.assertIn("ours tokens/s", gpt_table)
+        (g_line,) = [line for line in gpt_table.splitlines() if line.startswith("| g:")]
+        self.assertIn(f"| {ours * 128:,.0f} |", g_line)
+        self.assertIn(f"| {ours / rates[winner]:.2f} |", g_line)
+        self.assertTrue(g_line.endswith(f"| {100 * ours_mfu:.1f}% | {100 * mfu[winner]:.1f}% | n/a |"), g_line)
+
+    def test_each_side_gets_the_readme_gpt_and_adamw(self):
+        p = self.run_script({"intra": 10.0, "blas": 10.0}, 10.0, "--threads", "1", "--repeats", "1",
+                            models="g", mfu={"intra": 0.1, "blas": 0.1})
+        self.assertEqual(p.returncode, 0, p.stderr)
+        (ours,), (torch,) = self.read_lines(".ours"), self.read_lines(".argv")
+        for argv in (ours, torch):
+            given = {flag: argv[i + 1] for i, flag in enumerate(argv[:-1]) if flag.startswith("--")}
+            want = {"--model": "gpt", "--n-layer": "4", "--n-head": "4", "--n-embd": "128", "--block-size": "128",
+                    "--vocab-size": "256", "--batch-size": "16", "--lr": "2e-3", "--weight-decay": "0.1",
+                    "--device": "cpu"}
+            self.assertEqual({k: given.get(k) for k in want}, want, argv)
+            self.assertNotIn("--layers", argv)
+        self.assertEqual(ours[ours.index("--optimizer") + 1], "adamw")
+        self.assertNotIn("--optimizer", torch)  # torch_reference.py's GPT is AdamW by itself
+
+    def test_gpt2_on_cpu_is_a_one_line_error(self):
+        p = self.run_script({"intra": 1.0, "blas": 1.0}, 1.0, models="g,gpt2")
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("model gpt2 (GPT-2 124M) runs on --device cuda only", p.stderr)
+        self.assertNotIn("Traceback", p.stderr)
+        self.assertFalse(os.path.exists(self.stub_log), "nothing ran")
 
 
 if __name__ == "__main__":

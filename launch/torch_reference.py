@@ -4,9 +4,17 @@
 The same model and recipe as ours: an MLP of Linear layers (widths from
 --layers) with ReLU between them (none after the last), softmax cross-entropy
 (--loss xent) or mean squared error (--loss mse) on the last layer, SGD with
-lr 0.05 and momentum 0.9, on synthetic random data of the model's shape that
+lr 0.05 (--lr) and momentum 0.9, on synthetic random data of the model's shape that
 stays on the device. It times warm-up steps, then timed steps, and prints one
 JSON line with the keys ours prints ("peer": "pytorch" marks it).
+
+  --model gpt            the GPT of `ddp_train --bench --model gpt` instead
+                         (launch/torch_gpt.py's module; --n-layer --n-head
+                         --n-embd --block-size --vocab-size, AdamW with
+                         --lr --beta1 --beta2 --eps --weight-decay, decay on
+                         tensors of rank >= 2; --attention explicit|sdpa|auto):
+                         see launch/torch_reference_gpt.py. The line adds
+                         tokens_per_s (samples are windows of T tokens).
 
 Precision, as a practitioner would run it:
   cuda: torch.autocast(float16) + GradScaler (init scale 65536, growth
@@ -40,6 +48,8 @@ Precision, as a practitioner would run it:
                          188 ms per step with 2+2 threads, 67 ms passive).
 
 Usage: python3 launch/torch_reference.py --layers 784,1024,1024,10 --batch-size 256 --device cpu
+       python3 launch/torch_reference.py --model gpt --n-layer 4 --n-head 4 --n-embd 128 \
+           --block-size 128 --vocab-size 256 --batch-size 16 --lr 2e-3 --weight-decay 0.1 --device cpu
 """
 import argparse
 import json
@@ -47,6 +57,9 @@ import os
 import statistics
 import sys
 import time
+import types
+
+import torch_reference_gpt
 
 # H100 and H200 (SXM) dense FP16/BF16 Tensor Core peak, TFLOP/s, without
 # sparsity (vendor datasheet). MFU is reported against it; null elsewhere.
@@ -54,6 +67,7 @@ PEAK_TFLOPS_BY_NAME = {"H100": 989.0, "H200": 989.0}
 
 # Our defaults (launch/options.cpp): lr, momentum, loss scaler.
 LR, MOMENTUM = 0.05, 0.9
+GPT_LR = 2e-3  # launch/train_lm.sh's; the step time does not depend on it
 INIT_SCALE, GROWTH_FACTOR, BACKOFF_FACTOR, GROWTH_INTERVAL = 65536.0, 2.0, 0.5, 2000
 
 # One resident batch, as ours (`ddp_train --bench`), so both sides time the
@@ -63,8 +77,11 @@ DATA_BATCHES = 1
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--layers", default="784,1024,1024,10", help="widths: input,hidden...,output")
-    p.add_argument("--batch-size", type=int, default=256, help="samples per step per rank")
+    p.add_argument("--model", choices=["mlp", "gpt"], default="mlp")
+    p.add_argument("--layers", default="784,1024,1024,10", help="--model mlp: widths: input,hidden...,output")
+    p.add_argument("--batch-size", type=int, default=256, help="samples (GPT: windows) per step per rank")
+    p.add_argument("--lr", type=float, default=None,
+                   help=f"learning rate (default: SGD's {LR} for the MLP, AdamW's {GPT_LR} for the GPT)")
     p.add_argument("--loss", choices=["xent", "mse"], default="xent")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--mode", choices=["eager", "compile"], default="eager")
@@ -78,7 +95,12 @@ def parse_args(argv=None):
     p.add_argument("--peak-tflops", type=float, default=0.0,
                    help="peak per device for MFU (0: 989 for H100/H200 names, else unknown)")
     p.add_argument("--seed", type=int, default=0)
+    torch_reference_gpt.add_arguments(p)
     a = p.parse_args(argv)
+    if a.model == "gpt":
+        torch_reference_gpt.check_arguments(p, a)
+    if a.lr is None:
+        a.lr = GPT_LR if a.model == "gpt" else LR
     a.widths = [int(w) for w in a.layers.split(",")]
     if len(a.widths) < 2 or min(a.widths) <= 0:
         p.error("--layers needs at least two positive widths")
@@ -165,22 +187,15 @@ def make_grad_scaler(torch):
     return torch.cuda.amp.GradScaler(**kwargs)
 
 
-def run_rank(rank, args, port):
-    """One rank's benchmark; rank 0 prints the JSON line. Returns nothing."""
-    import torch  # imported here: the environment's thread variables are set by now
-
-    torch.set_num_threads(args.threads)
-    world = args.ranks
-    if world > 1:
-        import torch.distributed as dist
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
-
+def mlp_workload(torch, args, device, rank, world):
+    """The MLP: a namespace of what run_rank times (model, opt, batches
+    [(x, y)], forward_loss(x, y), flops_per_step of one rank's batch,
+    tokens_per_sample (0: not token data), name, extra JSON fields)."""
     torch.manual_seed(args.seed)  # same initial weights on every rank (DDP broadcasts rank 0's anyway)
-    device = torch.device(args.device)
     model = build_model(torch, args.widths).to(device)
     if world > 1:
         model = torch.nn.parallel.DistributedDataParallel(model)
-    opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
+    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=MOMENTUM)
 
     # Synthetic data resident on the device, drawn per rank.
     gen = torch.Generator(device="cpu").manual_seed(args.seed + 1 + rank)
@@ -193,7 +208,7 @@ def run_rank(rank, args, port):
         ys = [torch.randn(b, n_out, generator=gen).to(device) for _ in range(DATA_BATCHES)]
         loss_fn = torch.nn.functional.mse_loss
 
-    on_cuda = args.device == "cuda"
+    on_cuda = device.type == "cuda"
 
     def forward_loss(x, y):
         if on_cuda:
@@ -201,6 +216,28 @@ def run_rank(rank, args, port):
                 out = model(x)
             return loss_fn(out.float(), y)  # FP32 loss (autocast would pick FP32 for it too)
         return loss_fn(model(x), y)
+
+    return types.SimpleNamespace(model=model, opt=opt, batches=list(zip(xs, ys)), forward_loss=forward_loss,
+                                 flops_per_step=model_flops_per_step(args.widths, b), tokens_per_sample=0,
+                                 name="-".join(str(w) for w in args.widths), extra={"loss": args.loss})
+
+
+def run_rank(rank, args, port):
+    """One rank's benchmark; rank 0 prints the JSON line. Returns nothing."""
+    import torch  # imported here: the environment's thread variables are set by now
+
+    torch.set_num_threads(args.threads)
+    world = args.ranks
+    if world > 1:
+        import torch.distributed as dist
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+
+    device = torch.device(args.device)
+    on_cuda = args.device == "cuda"
+
+    make = torch_reference_gpt.build if args.model == "gpt" else mlp_workload
+    work = make(torch, args, device, rank, world)
+    opt, forward_loss, batches = work.opt, work.forward_loss, work.batches
 
     if args.mode == "compile":
         if not hasattr(torch, "compile"):
@@ -210,7 +247,7 @@ def run_rank(rank, args, port):
     scaler = make_grad_scaler(torch) if on_cuda else None
 
     def step(i):
-        x, y = xs[i % DATA_BATCHES], ys[i % DATA_BATCHES]
+        x, y = batches[i % len(batches)]
         opt.zero_grad(set_to_none=True)
         loss = forward_loss(x, y)
         if scaler is not None:
@@ -266,19 +303,19 @@ def run_rank(rank, args, port):
 
     s = sorted(step_ms)
     median_ms = statistics.median(s)
+    b = args.batch_size
     global_batch = b * world
-    flops = model_flops_per_step(args.widths, b) * world
+    flops = work.flops_per_step * world
     model_tflops = flops / (median_ms * 1e-3) / 1e12
     device_name = torch.cuda.get_device_name() if on_cuda else "cpu"
     peak = args.peak_tflops
     if peak <= 0 and on_cuda:
         peak = next((v for k, v in PEAK_TFLOPS_BY_NAME.items() if k in device_name), 0.0)
-    emit({
+    line = {
         "event": "bench",
         "peer": "pytorch",
         "mode": args.mode,
-        "model": "-".join(str(w) for w in args.widths),
-        "loss": args.loss,
+        "model": work.name,
         "device": args.device,
         "device_name": device_name,
         "world_size": world,
@@ -287,6 +324,8 @@ def run_rank(rank, args, port):
         # From the median step, as ours; total_s/steps gives the mean.
         "samples_per_s": global_batch / (median_ms * 1e-3),
         "samples_per_s_mean": global_batch * args.bench_steps / total_s,
+        **({"tokens_per_s": global_batch * work.tokens_per_sample / (median_ms * 1e-3)}
+           if work.tokens_per_sample else {}),
         "step_ms_median": median_ms,
         "step_ms_p10": percentile(s, 10),
         "step_ms_p90": percentile(s, 90),
@@ -307,7 +346,9 @@ def run_rank(rank, args, port):
         "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
         "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY"),
         "torch": torch.__version__,
-    })
+    }
+    line.update(work.extra)
+    emit(line)
 
 
 def spawned_rank(rank, args, port):
@@ -321,7 +362,8 @@ def spawned_rank(rank, args, port):
 
 def error_line(args, e):
     emit({"event": "bench", "peer": "pytorch", "mode": args.mode, "device": args.device,
-          "model": "-".join(str(w) for w in args.widths), "world_size": args.ranks,
+          "model": torch_reference_gpt.model_name(args) if args.model == "gpt" else "-".join(str(w) for w in args.widths),
+          "world_size": args.ranks,
           "batch_per_rank": args.batch_size, "error": f"{type(e).__name__}: {e}"[:2000]})
 
 

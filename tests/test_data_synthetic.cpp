@@ -1,8 +1,10 @@
 // test_data_synthetic.cpp: the synthetic problem generator (shapes,
 // determinism, golden values, train and test sharing the problem, standard
-// normal features) and validate_dataset's checks of any dataset.
+// normal features), the benchmark's random token windows, and
+// validate_dataset's checks of any dataset.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -10,6 +12,7 @@
 #include "data_file_support.h"
 #include "trainer/data/dataset.h"
 #include "trainer/data/synthetic_data.h"
+#include "test_support.h"
 
 namespace ddp {
 namespace {
@@ -107,6 +110,31 @@ TEST(DataSynthetic, BadArguments) {
   expect_data_error([] { make_synthetic_dataset(1, 10, 0, 10); }, {"synthetic", "in_dim"});
   expect_data_error([] { make_synthetic_dataset(1, 10, 10, 10, -1.0f); }, {"synthetic", "noise"});
   expect_data_error([] { validate_dataset(make_synthetic_dataset(1, 0), "synthetic"); }, {"synthetic", "empty"});
+}
+
+// --bench --model gpt: windows laid out as a real stream's (token_windows.h),
+// every id a possible one, a valid token data set, the same for one seed.
+TEST(DataSynthetic, RandomTokenWindowsAreOneStreamShiftedByOne) {
+  const uint64_t seed = test::test_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const size_t count = 5, t = 7;
+  const int vocab = 11;
+  const Dataset d = make_random_token_windows(seed, count, t, vocab);
+  ASSERT_EQ(d.count, count);
+  ASSERT_EQ(d.tokens_per_sample, t);
+  ASSERT_EQ(d.token_ids.size(), count * t);
+  ASSERT_EQ(d.labels.size(), count * t);
+  EXPECT_EQ(d.vocab_size, vocab);
+  EXPECT_EQ(d.num_classes, vocab);
+  EXPECT_NO_THROW(validate_dataset(d, "random windows"));
+  for (size_t k = 0; k + 1 < count * t; ++k) EXPECT_EQ(d.labels[k], d.token_ids[k + 1]) << "position " << k;
+  std::vector<int> seen(vocab, 0);
+  for (int32_t id : d.token_ids) ++seen.at(static_cast<size_t>(id));
+  EXPECT_GT(std::count_if(seen.begin(), seen.end(), [](int n) { return n > 0; }), vocab / 2) << "ids spread";
+  const Dataset again = make_random_token_windows(seed, count, t, vocab);
+  EXPECT_EQ(again.token_ids, d.token_ids);
+  EXPECT_EQ(again.labels, d.labels);
+  EXPECT_NE(make_random_token_windows(seed + 1, count, t, vocab).token_ids, d.token_ids);
 }
 
 // ---- validate_dataset ---------------------------------------------------------------

@@ -133,4 +133,26 @@ Dataset make_random_dataset(uint64_t seed, size_t count, size_t in_dim, size_t o
   return data;
 }
 
+Dataset make_random_token_windows(uint64_t seed, size_t count, size_t block_size, int vocab_size) {
+  std::mt19937_64 rng(mix64(seed));
+  const auto vocab = static_cast<uint64_t>(vocab_size);
+  Dataset data;
+  data.count = count;
+  data.tokens_per_sample = block_size;
+  data.vocab_size = data.real_vocab_size = data.num_classes = vocab_size;
+  data.token_ids.resize(count * block_size);  // [count, T]
+  data.labels.resize(count * block_size);     // [count, T]
+  // One stream of count * T + 1 ids: window i's labels are window i+1's ids shifted in.
+  int32_t previous = static_cast<int32_t>(rng() % vocab);
+  for (size_t k = 0; k < count * block_size; ++k) {
+    const auto next = static_cast<int32_t>(rng() % vocab);
+    data.token_ids[k] = previous;
+    data.labels[k] = next;
+    previous = next;
+  }
+  data.source = "random token windows (T " + std::to_string(block_size) + ", vocabulary " +
+                std::to_string(vocab_size) + ", benchmark)";
+  return data;
+}
+
 }  // namespace ddp

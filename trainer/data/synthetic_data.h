@@ -39,4 +39,10 @@ Dataset make_synthetic_dataset(uint64_t seed, size_t count, size_t in_dim = 10, 
 // targets in [-1, 1), with no structure to learn: cheap to draw at any width.
 Dataset make_random_dataset(uint64_t seed, size_t count, size_t in_dim, size_t out_dim, bool classification);
 
+// `--bench --model gpt`: `count` windows of `block_size` token ids uniform in
+// [0, vocab_size), in the token form of Dataset, each window's labels its ids
+// shifted by one (the next token, the last one drawn too), as
+// make_token_windows lays out a real stream: the same work per step as text.
+Dataset make_random_token_windows(uint64_t seed, size_t count, size_t block_size, int vocab_size);
+
 }  // namespace ddp

@@ -29,7 +29,8 @@ std::string model_summary(const TrainConfig& c) {
 std::string model_shape_text(const TrainConfig& c) {
   if (is_gpt(c))
     return "gpt-l" + std::to_string(c.gpt.n_layer) + "-h" + std::to_string(c.gpt.n_head) + "-c" +
-           std::to_string(c.gpt.n_embd) + "-t" + std::to_string(c.gpt.block_size);
+           std::to_string(c.gpt.n_embd) + "-t" + std::to_string(c.gpt.block_size) + "-v" +
+           std::to_string(c.gpt.vocab_size);
   return mlp_widths_text(mlp_dims(c.mlp));
 }
 
@@ -51,6 +52,7 @@ std::string dims_text(const std::vector<int64_t>& dims) {
   return dims.empty() ? "(none)" : mlp_widths_text(dims, ",");
 }
 
+int64_t model_tokens_per_sample(const TrainConfig& c) { return is_gpt(c) ? c.gpt.block_size : 0; }
 int64_t model_input_width(const TrainConfig& c) { return is_gpt(c) ? c.gpt.block_size : mlp_dims(c.mlp).front(); }
 int64_t model_output_width(const TrainConfig& c) { return is_gpt(c) ? c.gpt.vocab_size : mlp_dims(c.mlp).back(); }
 

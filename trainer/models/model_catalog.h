@@ -30,11 +30,14 @@ std::string model_kind_name(const TrainConfig& config);
 // layer widths) and the activation name it records with it.
 std::vector<int64_t> model_dims(const TrainConfig& config);
 std::string model_activation_name(const TrainConfig& config);
-// "MLP 784-512-512-10 relu", for the banner; "784-512-512-10" for --bench's line.
+// "MLP 784-512-512-10 relu", for the banner; "784-512-512-10" (a GPT:
+// "gpt-l4-h4-c128-t128-v256") for --bench's line.
 std::string model_summary(const TrainConfig& config);
 std::string model_shape_text(const TrainConfig& config);
 // Model FLOPs per sample of one training step (forward and backward).
 double model_flops_per_sample(const TrainConfig& config);
+// Tokens a sample predicts: a GPT's window length T; 0 for the MLP.
+int64_t model_tokens_per_sample(const TrainConfig& config);
 // A checkpoint's dims: the first problem with them, or "" with `count` set
 // to the parameter count they imply.
 std::string checkpoint_dims_problem(const std::vector<int64_t>& dims, uint64_t& count);
