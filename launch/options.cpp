@@ -217,7 +217,8 @@ ParsedOptions parse_options(int argc, const char* const argv[]) {
       ("temperature", po::value(&c.temperature)->default_value(c.temperature),
        "--generate, --sample-every: divide the logits by T before the softmax (0: greedy argmax; "
        "--sample-every's default is 0.8)")
-      ("top-k", po::value(&c.top_k)->default_value(c.top_k), "--generate, --sample-every: sample among the K likeliest bytes (0: all; --sample-every's default is 40)")
+      ("top-k", po::value(&c.top_k)->default_value(c.top_k),
+       "--generate, --sample-every: sample among the K likeliest bytes (0: all; --sample-every's default is 40)")
       ("eval-only", po::bool_switch(&c.eval_only),
        "evaluate the --resume checkpoint or the --init-weights on the test set (sharded over the ranks), train nothing");
 

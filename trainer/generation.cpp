@@ -88,7 +88,8 @@ void run_generation(const GenerationPlan& plan, Backend& backend, std::FILE* out
   std::unique_ptr<Model> model = make_model(c, backend, 1);
   ParameterStore params(backend, model->parameters());
   params.set_master_weights(plan.weights_fp32);
-  sample_bytes(backend, *model, g, params.weights_fp16.data(), c.prompt, c.generate_bytes, {c.temperature, c.top_k}, c.seed,
+  const SamplingSettings settings{c.temperature, c.top_k};
+  sample_bytes(backend, *model, g, params.weights_fp16.data(), c.prompt, c.generate_bytes, settings, c.seed,
                [out](int byte) {
                  std::fputc(byte, out);
                  std::fflush(out);
@@ -115,7 +116,8 @@ void check_byte_sampling(const GptConfig& g, const std::string& prompt, int64_t 
 }
 
 void sample_bytes(Backend& backend, Model& model, const GptConfig& g, const half16* weights_fp16,
-                  const std::string& prompt, int64_t count, const SamplingSettings& settings, uint64_t seed, const std::function<void(int)>& emit) {
+                  const std::string& prompt, int64_t count, const SamplingSettings& settings, uint64_t seed,
+                  const std::function<void(int)>& emit) {
   std::mt19937_64 rng(seed);
   const size_t t = static_cast<size_t>(g.block_size);
   std::vector<int32_t> text(prompt.begin(), prompt.end());

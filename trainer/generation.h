@@ -47,7 +47,8 @@ void check_byte_sampling(const GptConfig& g, const std::string& prompt, int64_t 
 // from a std::mt19937_64 seeded with `seed`; `emit` gets each byte as it is
 // drawn. One FP16 forward per byte, nothing collective.
 void sample_bytes(Backend& backend, Model& model, const GptConfig& g, const half16* weights_fp16,
-                  const std::string& prompt, int64_t count, const SamplingSettings& settings, uint64_t seed, const std::function<void(int)>& emit);
+                  const std::string& prompt, int64_t count, const SamplingSettings& settings, uint64_t seed,
+                  const std::function<void(int)>& emit);
 
 // Samples and writes config.generate_bytes bytes to `out`, flushed after
 // each (a reader sees the text as it grows); one status line to `status`.
