@@ -189,6 +189,13 @@ ParsedOptions parse_options(int argc, const char* const argv[]) {
   output.add_options()
       ("metrics", po::value(&c.metrics_path), "JSON Lines metrics file")
       ("log-every", po::value(&c.log_every)->default_value(c.log_every), "steps per log line / step record")
+      ("eval-every", po::value(&c.eval_every)->default_value(0),
+       "also evaluate the test (validation) split every N optimizer steps (0: at epoch ends and at the end only)")
+      ("sample-every", po::value(&c.sample_every)->default_value(0),
+       "--model gpt on bytes: every N optimizer steps rank 0 prints a sample from the current weights, after "
+       "--prompt (default a newline), temperature 0.8 and top-k 40 unless given, seed --seed + step (0: off)")
+      ("sample-length", po::value(&c.sample_length)->default_value(c.sample_length),
+       "--sample-every: bytes per sample")
       ("checkpoint-dir", po::value(&c.checkpoint_dir), "directory for checkpoints")
       ("checkpoint-every", po::value(&c.checkpoint_every)->default_value(0), "steps between checkpoints (0: at the end only)")
       ("keep-checkpoints", po::value(&c.keep_checkpoints)->default_value(0), "keep the K newest (0: all)")
@@ -206,10 +213,12 @@ ParsedOptions parse_options(int argc, const char* const argv[]) {
       ("generate", po::value(&c.generate_bytes),
        "--model gpt: print N bytes sampled after --prompt from the --resume checkpoint (its shape) or the "
        "--init-weights (the shape flags'), to stdout alone; trains nothing")
-      ("prompt", po::value(&c.prompt), "--generate: the text to continue (1 to --block-size bytes)")
+      ("prompt", po::value(&c.prompt), "--generate, --sample-every: the text to continue (1 to --block-size bytes)")
       ("temperature", po::value(&c.temperature)->default_value(c.temperature),
-       "--generate: divide the logits by T before the softmax (0: greedy argmax)")
-      ("top-k", po::value(&c.top_k)->default_value(c.top_k), "--generate: sample among the K likeliest bytes (0: all)")
+       "--generate, --sample-every: divide the logits by T before the softmax (0: greedy argmax; "
+       "--sample-every's default is 0.8)")
+      ("top-k", po::value(&c.top_k)->default_value(c.top_k),
+       "--generate, --sample-every: sample among the K likeliest bytes (0: all; --sample-every's default is 40)")
       ("eval-only", po::bool_switch(&c.eval_only),
        "evaluate the --resume checkpoint or the --init-weights on the test set (sharded over the ranks), train nothing");
 

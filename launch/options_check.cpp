@@ -43,6 +43,10 @@ bool stalling(const TrainConfig& c) { return c.stall_at_step > 0; }
 bool sgd(const TrainConfig& c) { return c.optimizer == OptimizerKind::Sgd; }
 bool adamw(const TrainConfig& c) { return c.optimizer == OptimizerKind::AdamW; }
 bool generating(const TrainConfig& c) { return c.given_flags.count("generate") > 0; }
+bool sampling(const TrainConfig& c) { return c.sample_every > 0; }
+bool generating_or_sampling(const TrainConfig& c) { return generating(c) || sampling(c); }
+// --sample-every 0 is off, on any model.
+bool gpt_or_not_sampling(const TrainConfig& c) { return c.model == "gpt" || !sampling(c); }
 // --generate with --init-weights, and --bench --model gpt (random windows),
 // take the GPT's context and vocabulary from these flags.
 bool bench_gpt(const TrainConfig& c) { return c.given_flags.count("bench") > 0 && c.model == "gpt"; }
@@ -72,9 +76,11 @@ constexpr Needs kNeeds[] = {
     // A GPT's shape flags; until --model gpt, the token windows of --data text are what they shape.
     {"block-size", "--data text (the context of its token windows)", token_data},
     {"vocab-size", "--data text (the vocabulary of its tokens)", token_data},
-    {"prompt", "--generate", generating, false},
-    {"temperature", "--generate", generating, false},
-    {"top-k", "--generate", generating, false},
+    {"prompt", "--generate or --sample-every", generating_or_sampling, false},
+    {"temperature", "--generate or --sample-every", generating_or_sampling, false},
+    {"top-k", "--generate or --sample-every", generating_or_sampling, false},
+    {"sample-every", "--model gpt (a byte-level language model)", gpt_or_not_sampling, false},
+    {"sample-length", "--sample-every", sampling},
     {"n-layer", "--model gpt", gpt_model},
     {"n-head", "--model gpt", gpt_model},
     {"n-embd", "--model gpt", gpt_model},
@@ -86,22 +92,29 @@ bool given(const TrainConfig& c, const char* flag) { return c.given_flags.count(
 bool on_command_line(const TrainConfig& c, const char* flag) { return c.command_line_flags.count(flag) > 0; }
 bool from_config(const TrainConfig& c, const char* flag) { return given(c, flag) && !on_command_line(c, flag); }
 
+// The sampling flags of --generate and --sample-every, as values.
+void check_sampling_values(const TrainConfig& c) {
+  if (given(c, "prompt") && c.prompt.empty())
+    throw Error("--prompt is empty: give at least one byte for the model to continue");
+  if (!(c.temperature >= 0) || !std::isfinite(c.temperature))
+    throw Error("--temperature must be a finite number >= 0 (0: greedy); it is " + std::to_string(c.temperature));
+  if (c.top_k < 0) throw Error("--top-k must be >= 0 (0: off); it is " + std::to_string(c.top_k));
+}
+
 // --generate: a GPT's weights and a prompt; nothing of training means anything.
 void check_generate_flags(const TrainConfig& c, const BenchOptions& bench) {
   if (c.model != "gpt") throw Error("--generate needs --model gpt (a byte-level language model)");
   if (c.generate_bytes < 1 || c.generate_bytes > (int64_t{1} << 30))
     throw Error("--generate must be at least 1 and at most 2^30 bytes (it is " + std::to_string(c.generate_bytes) + ")");
   if (!given(c, "prompt")) throw Error("--generate needs --prompt (the text the model continues)");
-  if (c.prompt.empty()) throw Error("--prompt is empty: give at least one byte for the model to continue");
-  if (!(c.temperature >= 0) || !std::isfinite(c.temperature))
-    throw Error("--temperature must be a finite number >= 0 (0: greedy); it is " + std::to_string(c.temperature));
-  if (c.top_k < 0) throw Error("--top-k must be >= 0 (0: off); it is " + std::to_string(c.top_k));
+  check_sampling_values(c);
   if (!c.resume && c.init_weights_dir.empty())
     throw Error("--generate needs --resume or --init-weights (the weights to sample from)");
   if (!c.predict_path.empty() || c.eval_only || bench.enabled)
     throw Error("--generate, --predict, --eval-only and --bench contradict each other: give one");
   for (const char* flag : {"save-weights", "steps", "epochs", "stop-after-steps", "checkpoint-every", "keep-checkpoints",
-                           "metrics", "train-text", "val-text", "val-fraction"})
+                           "metrics", "train-text", "val-text", "val-fraction", "eval-every", "sample-every",
+                           "sample-length"})
     if (on_command_line(c, flag))
       throw Error(std::string("--") + flag + " has no meaning with --generate (it reads no data and writes " +
                   "nothing but the bytes on stdout)");
@@ -163,7 +176,7 @@ void check_flags_as_a_whole(TrainConfig& c, const BenchOptions& bench) {
       throw Error("--predict needs --resume or --init-weights (the weights to predict with)");
     if (c.eval_only || bench.enabled) throw Error("--predict, --eval-only and --bench contradict each other: give one");
     for (const char* flag : {"save-weights", "steps", "epochs", "stop-after-steps", "checkpoint-every",
-                             "keep-checkpoints", "metrics"})
+                             "keep-checkpoints", "metrics", "eval-every", "sample-every", "sample-length"})
       if (on_command_line(c, flag))
         throw Error(std::string("--") + flag + " has no meaning with --predict (it writes nothing but --predictions)");
     if (on_command_line(c, "checkpoint-dir") && !(c.resume && c.resume_path.empty()))
@@ -172,6 +185,7 @@ void check_flags_as_a_whole(TrainConfig& c, const BenchOptions& bench) {
     throw Error("--predict-output needs --predict");
   }
   if (generating(c)) check_generate_flags(c, bench);
+  else if (sampling(c)) check_sampling_values(c);
   if (c.predict_output.empty()) c.predict_output = c.loss == LossKind::SoftmaxCrossEntropy ? "class" : "logits";
   if (c.predict_output != "logits" && c.predict_output != "probs" && c.predict_output != "class")
     throw Error("--predict-output: '" + c.predict_output + "' is not one of logits, probs, class");
@@ -181,7 +195,8 @@ void check_flags_as_a_whole(TrainConfig& c, const BenchOptions& bench) {
     if (!c.resume && c.init_weights_dir.empty())
       throw Error("--eval-only needs --resume or --init-weights (the weights to evaluate)");
     if (bench.enabled) throw Error("--eval-only and --bench contradict each other: give one");
-    for (const char* flag : {"save-weights", "steps", "epochs", "stop-after-steps", "checkpoint-every", "keep-checkpoints"})
+    for (const char* flag : {"save-weights", "steps", "epochs", "stop-after-steps", "checkpoint-every", "keep-checkpoints",
+                             "eval-every", "sample-every", "sample-length"})
       if (on_command_line(c, flag))
         throw Error(std::string("--") + flag + " has no meaning with --eval-only (it trains nothing and writes " +
                     "nothing but --metrics)");
@@ -190,7 +205,8 @@ void check_flags_as_a_whole(TrainConfig& c, const BenchOptions& bench) {
   }
   if (bench.enabled) {
     for (const char* flag : {"metrics", "checkpoint-dir", "resume", "save-weights", "init-weights", "steps",
-                             "epochs", "stop-after-steps", "checkpoint-every", "keep-checkpoints"})
+                             "epochs", "stop-after-steps", "checkpoint-every", "keep-checkpoints", "eval-every",
+                             "sample-every", "sample-length"})
       if (on_command_line(c, flag))
         throw Error(std::string("--") + flag + " has no meaning with --bench (it times steps on random data and " +
                     "writes nothing but its JSON line)");

@@ -72,24 +72,8 @@ GenerationPlan plan_generation(const TrainConfig& config) {
     c.gpt.real_vocab = std::min(c.gpt.vocab_size, kByteVocab);
     plan.source = "weights " + c.init_weights_dir;
   }
-  const GptConfig& g = c.gpt;
-  if (g.real_vocab > kByteVocab)
-    throw Error("--generate prints bytes, and the model's vocabulary is " + std::to_string(g.real_vocab) +
-                " tokens (a tokenizer's, which ddp_train does not have): it needs a byte model (--data text on bytes)");
-  const int64_t prompt_bytes = static_cast<int64_t>(c.prompt.size());
-  if (prompt_bytes > g.block_size)
-    throw Error("--prompt is " + std::to_string(prompt_bytes) + " bytes, the model's context (block_size) is " +
-                std::to_string(g.block_size) + ": give at most " + std::to_string(g.block_size));
-  for (size_t i = 0; i < c.prompt.size(); ++i) {
-    const int byte = static_cast<unsigned char>(c.prompt[i]);
-    if (byte >= g.real_vocab)
-      throw Error("--prompt: byte " + std::to_string(byte) + " at offset " + std::to_string(i) +
-                  " is not in the model's vocabulary of " + std::to_string(g.real_vocab) + " bytes");
-  }
-  if (c.top_k > g.real_vocab)
-    throw Error("--top-k " + std::to_string(c.top_k) + " is above the model's vocabulary of " +
-                std::to_string(g.real_vocab));
-  plan.weights_fp32 = load_starting_weights(c, gpt_parameters(g), "--generate");
+  check_byte_sampling(c.gpt, c.prompt, c.top_k, "--generate");
+  plan.weights_fp32 = load_starting_weights(c, gpt_parameters(c.gpt), "--generate");
   return plan;
 }
 
@@ -105,9 +89,38 @@ void run_generation(const GenerationPlan& plan, Backend& backend, std::FILE* out
   ParameterStore params(backend, model->parameters());
   params.set_master_weights(plan.weights_fp32);
   const SamplingSettings settings{c.temperature, c.top_k};
-  std::mt19937_64 rng(c.seed);
+  sample_bytes(backend, *model, g, params.weights_fp16.data(), c.prompt, c.generate_bytes, settings, c.seed,
+               [out](int byte) {
+                 std::fputc(byte, out);
+                 std::fflush(out);
+               });
+}
+
+void check_byte_sampling(const GptConfig& g, const std::string& prompt, int64_t top_k, const std::string& mode) {
+  if (g.real_vocab > kByteVocab)
+    throw Error(mode + " prints bytes, and the model's vocabulary is " + std::to_string(g.real_vocab) +
+                " tokens (a tokenizer's, which ddp_train does not have): it needs a byte model (--data text on bytes)");
+  const int64_t prompt_bytes = static_cast<int64_t>(prompt.size());
+  if (prompt_bytes > g.block_size)
+    throw Error("--prompt is " + std::to_string(prompt_bytes) + " bytes, the model's context (block_size) is " +
+                std::to_string(g.block_size) + ": give at most " + std::to_string(g.block_size));
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    const int byte = static_cast<unsigned char>(prompt[i]);
+    if (byte >= g.real_vocab)
+      throw Error("--prompt: byte " + std::to_string(byte) + " at offset " + std::to_string(i) +
+                  " is not in the model's vocabulary of " + std::to_string(g.real_vocab) + " bytes");
+  }
+  if (top_k > g.real_vocab)
+    throw Error("--top-k " + std::to_string(top_k) + " is above the model's vocabulary of " +
+                std::to_string(g.real_vocab));
+}
+
+void sample_bytes(Backend& backend, Model& model, const GptConfig& g, const half16* weights_fp16,
+                  const std::string& prompt, int64_t count, const SamplingSettings& settings, uint64_t seed,
+                  const std::function<void(int)>& emit) {
+  std::mt19937_64 rng(seed);
   const size_t t = static_cast<size_t>(g.block_size);
-  std::vector<int32_t> text(c.prompt.begin(), c.prompt.end());
+  std::vector<int32_t> text(prompt.begin(), prompt.end());
   for (int32_t& b : text) b = static_cast<unsigned char>(b);
   // The model reads whole windows of T positions. The last min(len, T)
   // bytes go at positions 0..n-1 and the rest is padded with byte 0; the
@@ -119,21 +132,20 @@ void run_generation(const GenerationPlan& plan, Backend& backend, std::FILE* out
   Buffer<int32_t> window_ids(backend, t);
   std::vector<half16> logits_fp16(static_cast<size_t>(g.vocab_size));
   std::vector<float> logits_fp32(static_cast<size_t>(g.real_vocab));
-  for (int64_t i = 0; i < c.generate_bytes; ++i) {
+  for (int64_t i = 0; i < count; ++i) {
     const size_t n = std::min(text.size(), t);
     std::copy(text.end() - static_cast<std::ptrdiff_t>(n), text.end(), window.begin());
     std::fill(window.begin() + static_cast<std::ptrdiff_t>(n), window.end(), 0);
     backend.copy_to_device(window_ids.data(), window.data(), t * sizeof(int32_t));
     DeviceBatch batch;
     batch.token_ids = window_ids.data(), batch.rows = 1, batch.labels_per_row = g.block_size;
-    const ModelOutput logits = model->forward(batch, params.weights_fp16.data());
+    const ModelOutput logits = model.forward(batch, weights_fp16);
     backend.copy_to_host(logits_fp16.data(), logits.values + (n - 1) * static_cast<size_t>(logits.width),
                          logits_fp16.size() * sizeof(half16));
     for (size_t j = 0; j < logits_fp32.size(); ++j) logits_fp32[j] = to_float(logits_fp16[j]);  // the real classes only
     const int next = sample_token(logits_fp32, settings, rng);
     text.push_back(next);
-    std::fputc(next, out);
-    std::fflush(out);
+    emit(next);
   }
 }
 

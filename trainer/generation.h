@@ -10,12 +10,17 @@
 // alone, raw (a byte model's output is bytes); status lines go to stderr.
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "kernels/backend.h"
 #include "trainer/config/train_config.h"
+#include "trainer/models/gpt_config.h"
+#include "trainer/models/model.h"
+#include "trainer/token_sampler.h"
 
 namespace ddp {
 
@@ -30,6 +35,20 @@ struct GenerationPlan {
 // (real_vocab <= 256); the prompt no longer than block_size, each byte a
 // class of the model; --top-k within the vocabulary. Throws one line.
 GenerationPlan plan_generation(const TrainConfig& config);
+
+// What --generate and --sample-every (training_sampler.h) both refuse of
+// the GPT `g` they sample: a vocabulary that is not bytes (`mode` names the
+// flag), a prompt longer than the context or with a byte outside the
+// vocabulary, a `top_k` above it (0: none given). Throws one line.
+void check_byte_sampling(const GptConfig& g, const std::string& prompt, int64_t top_k, const std::string& mode);
+
+// `count` bytes drawn after `prompt` from the byte GPT `model` (shape `g`,
+// on `backend`, built for at least one row) at `weights_fp16` (its registry's layout),
+// from a std::mt19937_64 seeded with `seed`; `emit` gets each byte as it is
+// drawn. One FP16 forward per byte, nothing collective.
+void sample_bytes(Backend& backend, Model& model, const GptConfig& g, const half16* weights_fp16,
+                  const std::string& prompt, int64_t count, const SamplingSettings& settings, uint64_t seed,
+                  const std::function<void(int)>& emit);
 
 // Samples and writes config.generate_bytes bytes to `out`, flushed after
 // each (a reader sees the text as it grows); one status line to `status`.

@@ -2,8 +2,9 @@
 // (copied to the device one batch ahead, batch_loader.h), FP16 forward, FP32
 // loss, scaled FP16 loss gradient, FP16 backward into the flat gradient
 // buffer, FP16 all-reduce, unscale/check/clip/SGD on the FP32 masters,
-// loss-scale update. Evaluation at each epoch end; metrics,
-// progress and checkpoints at their intervals.
+// loss-scale update. Evaluation at each epoch end and every --eval-every
+// steps, a sample every --sample-every steps; metrics, progress and
+// checkpoints at their intervals.
 //
 // This file: the Trainer's construction, prepare(), the loop and its
 // endings. The step itself is in train_step.cpp; the parts both wire are
@@ -78,6 +79,10 @@ Trainer::Impl::Impl(const TrainConfig& c, Backend& b, Communicator& m, TrainTest
   schedule.step_size = cfg.lr_step_size;
   schedule.gamma = cfg.lr_gamma;
   if (cfg.cuda_graph) captured.enable();
+  if (cfg.sample_every > 0) {
+    TrainingSampler::check(cfg);  // on every rank: all refuse alike
+    if (is_root()) sampler = std::make_unique<TrainingSampler>(cfg, backend);
+  }
   // The overflow test hook lands in the first element, in bucket 0.
   reducer.before_start = [this](size_t bucket, half16* grads) {
     if (bucket == 0 && overflow_injected_at(cfg, comm.rank(), step + 1)) inject_overflow(backend, grads);
@@ -151,14 +156,18 @@ TrainSummary Trainer::Impl::run() {
   while (step < plan.total_steps && !(cfg.stop_after_steps > 0 && tally.steps >= cfg.stop_after_steps)) {
     const auto step_start = Clock::now();
     const StepResult st = train_step();
-    const bool due = state.due(step, plan.total_steps, st.log_step, cursor.epoch_done());
-    if (due) read_step_state();
+    const bool last_step_of_run =
+        step >= plan.total_steps || (cfg.stop_after_steps > 0 && tally.steps + 1 >= cfg.stop_after_steps);
+    const bool evaluate = eval_due(last_step_of_run);
+    const bool due = state.due(step, plan.total_steps, st.log_step, evaluate);
+    if (due) read_step_state(evaluate);
     tally.count_step(st.rows * world(), seconds_since(step_start));
     report_progress(st, tally);
-    if (cursor.epoch_done()) {
-      run_eval();
-      cursor.next_epoch();
-    }
+    // Every rank evaluates at the same steps (its sums are collectives);
+    // rank 0 alone samples, and nothing of sampling is collective.
+    if (evaluate) run_eval();
+    if (sampler && sample_due()) say(sampler->sample_line(params.weights_fp16.data(), step));
+    if (cursor.epoch_done()) cursor.next_epoch();
     if (cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0) checkpoints.write(step);
     // Ranks agree on a stop at the same deterministic points where they
     // read the step state (every step on CPU ranks, at most 50 apart on
@@ -168,12 +177,12 @@ TrainSummary Trainer::Impl::run() {
   return finish(stop_signal, tally);
 }
 
-void Trainer::Impl::read_step_state() {
+void Trainer::Impl::read_step_state(bool before_eval) {
   {
     // The read waits for the device, which may wait for a peer. Before
     // an evaluation or the end, the step's time includes its device work.
     CollectiveWatch watch(watchdog, "all-reduce", step);
-    if (cursor.epoch_done() || step >= plan.total_steps) backend.synchronize();
+    if (before_eval || step >= plan.total_steps) backend.synchronize();
     state.read(step);
   }
   state.check_bad_steps();

@@ -9,6 +9,7 @@
 //   run_report.h       the lines and metrics records, this run's tally
 //   fault_hooks.h      test hooks: injected overflows, a stalled rank
 //   stop_signal.h      SIGINT/SIGTERM: stops agreed at step boundaries
+//   training_sampler.h --sample-every: rank 0's samples of a byte GPT between steps
 #pragma once
 
 #include <cstdint>
@@ -31,6 +32,7 @@
 #include "trainer/report/run_report.h"
 #include "trainer/step_state_view.h"
 #include "trainer/trainer.h"
+#include "trainer/training_sampler.h"
 
 namespace ddp {
 
@@ -56,6 +58,7 @@ struct Trainer::Impl {
   CapturedStep captured;
   Checkpointing checkpoints;
   CollectiveWatchdog* watchdog = nullptr;  // not owned; null: collectives are not watched
+  std::unique_ptr<TrainingSampler> sampler;  // --sample-every on rank 0; null on the others and without it
   int64_t step = 0;
   int64_t last_eval_step = -1;
   std::function<void(const uint32_t*, int)> batch_observer;  // test hook; may be empty
@@ -79,6 +82,16 @@ struct Trainer::Impl {
 
   void prepare();
   void run_eval();  // the test-set evaluation, its line and record
+
+  // What the loop does after the step that made the count `step`: whether
+  // it evaluates (an epoch's end, --eval-every's schedule, or the run's
+  // last step when a sample falls on it: a sample follows its step's
+  // evaluation line, and finish() would evaluate after it) and samples.
+  bool sample_due() const { return cfg.sample_every > 0 && step % cfg.sample_every == 0; }
+  bool eval_due(bool last_step_of_run) const {
+    return cursor.epoch_done() || (cfg.eval_every > 0 && step % cfg.eval_every == 0) ||
+           (last_step_of_run && sample_due());
+  }
 
   struct StepResult {
     StepOutcome outcome;  // grad_norm when logged; the skip decision is in the step state
@@ -123,7 +136,8 @@ struct Trainer::Impl {
 
   // The step state after a step where state.due(): an ending at
   // --max-bad-steps throws here, on every rank at the same step.
-  void read_step_state();
+  // `before_eval`: an evaluation follows (the step's time then includes its device work).
+  void read_step_state(bool before_eval);
 
   // The log line and record of a --log-every step, and the live line.
   void report_progress(const StepResult& st, RunTally& tally);

@@ -42,6 +42,8 @@ void check_ranges(const TrainConfig& c) {
   if (c.max_bad_steps < 0) throw Error("--max-bad-steps must be >= 0");
   require_non_negative(c.collective_timeout_s, "--collective-timeout");
   require_positive(c.log_every, "--log-every");
+  if (c.eval_every < 0) throw Error("--eval-every must be >= 0 (0: at epoch ends and at the end only)");
+  if (c.sample_every < 0) throw Error("--sample-every must be >= 0 (0: off)");
   require_positive(c.data.synthetic_train_samples, "--synthetic-samples");
   parse_token_format(c.data.token_format);  // throws naming --token-format
   if (!(c.data.val_fraction > 0 && c.data.val_fraction < 1)) throw Error("--val-fraction must be in (0, 1)");
@@ -92,6 +94,10 @@ void check_sense(const TrainConfig& c) {
   require_in(c.epochs <= kMaxRows && c.steps <= kMaxTrainSteps && c.stop_after_steps <= kMaxTrainSteps,
              "--epochs must be at most 2^30 and --steps, --stop-after-steps at most 2^40");
   require_in(c.data.synthetic_train_samples <= kMaxRows, "--synthetic-samples must be at most 2^30");
+  // A sample is one line of the log, drawn between two steps.
+  require_in(c.sample_length >= 1 && c.sample_length <= kMaxSampleBytes,
+             "--sample-length must be at least 1 and at most 2^20 bytes (it is " + std::to_string(c.sample_length) +
+                 ")");
   // A window is held as 2 x T int32 and a position table has T rows: far
   // beyond any context trained here, and no product with T overflows.
   require_in(c.data.block_size <= kMaxBlockSize, "--block-size must be at most 2^20 tokens");

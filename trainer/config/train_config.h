@@ -41,6 +41,7 @@ constexpr int64_t kMaxTrainSteps = int64_t{1} << 40;
 // Bounds of --block-size and --vocab-size (config_check.cpp says why).
 constexpr int64_t kMaxBlockSize = int64_t{1} << 20;
 constexpr int64_t kMaxVocabSize = int64_t{1} << 24;
+constexpr int64_t kMaxSampleBytes = int64_t{1} << 20;  // --sample-length
 
 struct TrainConfig {
   std::string config_path;      // --config file, if any (an input: never written)
@@ -92,6 +93,15 @@ struct TrainConfig {
 
   std::string metrics_path;
   int64_t log_every = 50;
+  // --eval-every N: also evaluate the test (validation) split after every
+  // N-th optimizer step (step % N == 0, the global step: a resumed run keeps
+  // the schedule); 0: at epoch ends and at the end only.
+  int64_t eval_every = 0;
+  // --sample-every N (a byte GPT): after every N-th step rank 0 prints
+  // sample_length bytes sampled after the prompt ("\n" without --prompt)
+  // from the FP16 weights, seeded by seed + step (trainer/training_sampler.h).
+  int64_t sample_every = 0;
+  int64_t sample_length = 200;
   std::string checkpoint_dir;
   int64_t checkpoint_every = 0;  // 0 = only at the end
   int keep_checkpoints = 0;      // 0 = keep all

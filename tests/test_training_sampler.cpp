@@ -1,0 +1,48 @@
+// test_training_sampler.cpp: the line a --sample-every sample is printed
+// as (training_sampler.h: escaped_bytes): one line of printable ASCII for
+// any bytes, from which the bytes come back exactly.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+
+#include "test_support.h"
+#include "trainer/training_sampler.h"
+
+namespace ddp {
+namespace {
+
+// The inverse of escaped_bytes, written from its contract.
+std::string unescaped(const std::string& text) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '\\') {
+      out += text[i];
+      continue;
+    }
+    const char e = text.at(++i);
+    if (e == 'n') out += '\n';
+    else if (e == 't') out += '\t';
+    else if (e == 'r') out += '\r';
+    else if (e == '\\') out += '\\';
+    else if (e == 'x') out += static_cast<char>(std::stoi(text.substr(i + 1, 2), nullptr, 16)), i += 2;
+    else ADD_FAILURE() << "unknown escape \\" << e;
+  }
+  return out;
+}
+
+TEST(TrainingSampler, EscapedBytesAreOnePrintableLineThatDecodesToTheBytes) {
+  EXPECT_EQ(escaped_bytes("ROMEO:\nO\tshe\\is \r"), "ROMEO:\\nO\\tshe\\\\is \\r");
+  EXPECT_EQ(escaped_bytes(std::string("\0\x7f\x80\xff", 4)), "\\x00\\x7f\\x80\\xff");
+  std::mt19937_64 rng(test::test_seed());
+  SCOPED_TRACE("seed " + std::to_string(test::test_seed()));
+  std::string every_byte;
+  for (int b = 0; b < 256; ++b) every_byte += static_cast<char>(b);
+  for (int i = 0; i < 300; ++i) every_byte += static_cast<char>(rng());
+  const std::string line = escaped_bytes(every_byte);
+  for (const char ch : line) EXPECT_TRUE(ch >= 0x20 && ch < 0x7f) << "byte " << int(static_cast<unsigned char>(ch));
+  EXPECT_EQ(unescaped(line), every_byte);
+}
+
+}  // namespace
+}  // namespace ddp

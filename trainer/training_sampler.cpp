@@ -1,0 +1,68 @@
+// training_sampler.cpp
+#include "trainer/training_sampler.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "kernels/error.h"
+#include "trainer/generation.h"
+#include "trainer/models/model_factory.h"
+
+namespace ddp {
+namespace {
+
+// nanoGPT's sample.py defaults; --temperature and --top-k replace them.
+constexpr double kSampleTemperature = 0.8;
+constexpr int64_t kSampleTopK = 40;
+
+bool given(const TrainConfig& c, const char* flag) { return c.given_flags.count(flag) > 0; }
+
+// --prompt, or a newline: a sample then starts as a new line of the text would.
+std::string prompt_of(const TrainConfig& c) { return c.prompt.empty() ? std::string("\n") : c.prompt; }
+
+}  // namespace
+
+std::string escaped_bytes(const std::string& bytes) {
+  std::string out;
+  out.reserve(bytes.size());
+  for (const char ch : bytes) {
+    const unsigned char b = static_cast<unsigned char>(ch);
+    if (b == '\\') out += "\\\\";
+    else if (b == '\n') out += "\\n";
+    else if (b == '\t') out += "\\t";
+    else if (b == '\r') out += "\\r";
+    else if (b >= 0x20 && b < 0x7f) out += ch;
+    else {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", b);
+      out += hex;
+    }
+  }
+  return out;
+}
+
+void TrainingSampler::check(const TrainConfig& c) {
+  if (c.model != "gpt") throw Error("--sample-every needs --model gpt (a byte-level language model)");
+  check_byte_sampling(c.gpt, prompt_of(c), given(c, "top-k") ? c.top_k : 0, "--sample-every");
+}
+
+TrainingSampler::TrainingSampler(const TrainConfig& c, Backend& backend)
+    : backend_(backend), gpt_(c.gpt), length_bytes_(c.sample_length), seed_(c.seed), prompt_(prompt_of(c)) {
+  check(c);
+  model_ = make_model(c, backend, 1);
+  settings_.temperature = given(c, "temperature") ? c.temperature : kSampleTemperature;
+  // A vocabulary below 40 bytes keeps all of them.
+  settings_.top_k = given(c, "top-k") ? c.top_k : std::min<int64_t>(kSampleTopK, c.gpt.real_vocab);
+}
+
+TrainingSampler::~TrainingSampler() = default;
+
+std::string TrainingSampler::sample_line(const half16* weights_fp16, int64_t step) {
+  std::string text;
+  text.reserve(static_cast<size_t>(length_bytes_));
+  sample_bytes(backend_, *model_, gpt_, weights_fp16, prompt_, length_bytes_, settings_,
+               seed_ + static_cast<uint64_t>(step), [&text](int byte) { text += static_cast<char>(byte); });
+  return "sample (step " + std::to_string(step) + "): " + escaped_bytes(text);
+}
+
+}  // namespace ddp

@@ -1,0 +1,57 @@
+// training_sampler.h: --sample-every N: after every N-th optimizer step
+// rank 0 prints a sample of the byte GPT being trained, drawn from its
+// current FP16 weights as --generate draws (generation.h: sample_bytes, the
+// same forward and token_sampler.h draw): --sample-length bytes after
+// --prompt (a newline without it), temperature 0.8 and top-k 40 unless
+// --temperature / --top-k are given, seeded by --seed + step so a step's
+// sample is reproducible and no stream of the run is advanced.
+//
+// The sampler owns a model of its own built for one row, so the training
+// model's buffers and state are not touched; it reads the trainer's
+// weights. Nothing in it is collective: the other ranks go on to the next
+// step and wait for rank 0 in its all-reduce.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "kernels/backend.h"
+#include "trainer/config/train_config.h"
+#include "trainer/models/gpt_config.h"
+#include "trainer/models/model.h"
+#include "trainer/token_sampler.h"
+
+namespace ddp {
+
+// The bytes as one line of a log: printable ASCII as is, a backslash as
+// \\, newline, tab and carriage return as \n, \t, \r, every other byte as
+// \xHH; whatever a model draws, its sample is one line.
+std::string escaped_bytes(const std::string& bytes);
+
+class TrainingSampler {
+ public:
+  // Whether `config` (bound to the data: its GPT's vocabulary and context)
+  // can be sampled: a GPT on a byte vocabulary, the prompt within its
+  // context and vocabulary, a given --top-k within it. Throws one line
+  // naming the flag. Every rank calls it, so every rank refuses alike.
+  static void check(const TrainConfig& config);
+
+  TrainingSampler(const TrainConfig& config, Backend& backend);
+  ~TrainingSampler();
+
+  // "sample (step S): TEXT" from `weights_fp16` (the model's registry
+  // layout), TEXT escaped_bytes of the sample.
+  std::string sample_line(const half16* weights_fp16, int64_t step);
+
+ private:
+  Backend& backend_;
+  GptConfig gpt_;
+  int64_t length_bytes_;
+  uint64_t seed_;
+  std::unique_ptr<Model> model_;  // one row
+  SamplingSettings settings_;
+  std::string prompt_;
+};
+
+}  // namespace ddp
