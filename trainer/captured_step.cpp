@@ -18,6 +18,11 @@ void CapturedStep::enable() {
   if (!comm_.supports_capture()) throw Error("--cuda-graph: " + comm_.capture_unsupported_reason());
   graph_mode_ = true;
   const size_t rows = static_cast<size_t>(cfg_.batch_size);
+  if (train_.is_token_data()) {
+    graph_input_.token_ids = Buffer<int32_t>(backend_, rows * train_.tokens_per_sample);
+    graph_input_.labels = Buffer<int32_t>(backend_, rows * train_.labels_per_sample());
+    return;
+  }
   graph_input_.features = Buffer<half16>(backend_, rows * train_.features);
   if (train_.is_classification()) graph_input_.labels = Buffer<int32_t>(backend_, rows);
   else graph_input_.targets = Buffer<float>(backend_, rows * train_.target_dim);
@@ -36,14 +41,21 @@ bool CapturedStep::shaped(int64_t micro_batches, int64_t step_rows, bool log_ste
 void CapturedStep::replay(const DeviceBatch& batch, int64_t step_1based,
                           const std::function<void(const DeviceBatch& fixed)>& record_step) {
   const size_t rows = static_cast<size_t>(batch.rows);
-  backend_.copy_on_device(graph_input_.features.data(), batch.features_fp16, rows * train_.features * sizeof(half16));
-  if (batch.labels) backend_.copy_on_device(graph_input_.labels.data(), batch.labels, rows * sizeof(int32_t));
+  const size_t labels = rows * static_cast<size_t>(batch.labels_per_row);
+  if (batch.features_fp16)
+    backend_.copy_on_device(graph_input_.features.data(), batch.features_fp16, rows * train_.features * sizeof(half16));
+  if (batch.token_ids)
+    backend_.copy_on_device(graph_input_.token_ids.data(), batch.token_ids,
+                            rows * train_.tokens_per_sample * sizeof(int32_t));
+  if (batch.labels) backend_.copy_on_device(graph_input_.labels.data(), batch.labels, labels * sizeof(int32_t));
   if (batch.targets_fp32)
     backend_.copy_on_device(graph_input_.targets.data(), batch.targets_fp32, rows * train_.target_dim * sizeof(float));
   if (capture_ < 0) {
     DeviceBatch fixed;
-    fixed.features_fp16 = graph_input_.features.data();
+    fixed.features_fp16 = batch.features_fp16 ? graph_input_.features.data() : nullptr;
+    fixed.token_ids = batch.token_ids ? graph_input_.token_ids.data() : nullptr;
     fixed.labels = batch.labels ? graph_input_.labels.data() : nullptr;
+    fixed.labels_per_row = batch.labels_per_row;
     fixed.targets_fp32 = batch.targets_fp32 ? graph_input_.targets.data() : nullptr;
     fixed.rows = batch.rows;
     backend_.begin_capture();
