@@ -86,6 +86,8 @@ constexpr Needs kNeeds[] = {
     {"n-embd", "--model gpt", gpt_model},
     {"layers", "--model mlp (the GPT's shape is --n-layer, --n-head, --n-embd)", mlp_model},
     {"activation", "--model mlp (the GPT's is GPT-2's tanh GELU)", mlp_model},
+    // --predict reads feature rows; a GPT continues text instead.
+    {"predict", "--model mlp (a GPT's inference is --generate)", mlp_model, false},
 };
 
 bool given(const TrainConfig& c, const char* flag) { return c.given_flags.count(flag) > 0; }

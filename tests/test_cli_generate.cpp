@@ -128,6 +128,10 @@ TEST_F(CliGenerate, BadInputIsRefusedInOneLineWithNothingOnStdout) {
            "/w.safetensors --generate 5 --prompt abc",
        "transformer.h.1"},  // the file has no second block
       {ck + " --generate 5 --prompt abc --metrics " + *dir_ + "/m.jsonl", "--metrics has no meaning with --generate"},
+      // A GPT's inference is --generate: --predict (feature rows) is the MLP's.
+      {" --data text --train-text " + *dir_ + "/abc.txt" + kShape + " --init-weights " + *dir_ +
+           "/w.safetensors --predict " + *dir_ + "/x.npy --predictions " + *dir_ + "/p.npy",
+       "--predict needs --model mlp"},
       {ck + " --prompt abc", "--prompt needs --generate"},
       {ck + " --temperature 0", "--temperature needs --generate"},
   };
