@@ -18,6 +18,7 @@
 
 #include "comm/communicator.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "escaped_text_support.h"
 #include "test_support.h"
 #include "trainer/checkpoint/checkpoint_dir.h"
 #include "trainer/generation.h"
@@ -106,25 +107,6 @@ std::vector<std::string> lines_of(const std::string& text) {
   return lines;
 }
 
-// The bytes of a sample line's escaped text (\n, \t, \r, \\, \xHH).
-std::string unescape(const std::string& text) {
-  std::string out;
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] != '\\') {
-      out += text[i];
-      continue;
-    }
-    const char e = text.at(++i);
-    if (e == 'n') out += '\n';
-    else if (e == 't') out += '\t';
-    else if (e == 'r') out += '\r';
-    else if (e == '\\') out += '\\';
-    else if (e == 'x') out += static_cast<char>(std::stoi(text.substr(i + 1, 2), nullptr, 16)), i += 2;
-    else ADD_FAILURE() << "unknown escape \\" << e << " in " << text;
-  }
-  return out;
-}
-
 // The sample lines of a run's stdout by step: "sample (step S): TEXT".
 std::vector<std::pair<int64_t, std::string>> samples_of(const std::string& out) {
   std::vector<std::pair<int64_t, std::string>> found;
@@ -135,7 +117,7 @@ std::vector<std::pair<int64_t, std::string>> samples_of(const std::string& out) 
       ADD_FAILURE() << "a sample line without its header: " << line;
       continue;
     }
-    found.emplace_back(std::stoll(line.substr(13, close - 13)), unescape(line.substr(close + 3)));
+    found.emplace_back(std::stoll(line.substr(13, close - 13)), test::unescaped(line.substr(close + 3)));
   }
   return found;
 }

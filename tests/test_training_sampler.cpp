@@ -6,30 +6,12 @@
 #include <random>
 #include <string>
 
+#include "escaped_text_support.h"
 #include "test_support.h"
 #include "trainer/training_sampler.h"
 
 namespace ddp {
 namespace {
-
-// The inverse of escaped_bytes, written from its contract.
-std::string unescaped(const std::string& text) {
-  std::string out;
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] != '\\') {
-      out += text[i];
-      continue;
-    }
-    const char e = text.at(++i);
-    if (e == 'n') out += '\n';
-    else if (e == 't') out += '\t';
-    else if (e == 'r') out += '\r';
-    else if (e == '\\') out += '\\';
-    else if (e == 'x') out += static_cast<char>(std::stoi(text.substr(i + 1, 2), nullptr, 16)), i += 2;
-    else ADD_FAILURE() << "unknown escape \\" << e;
-  }
-  return out;
-}
 
 TEST(TrainingSampler, EscapedBytesAreOnePrintableLineThatDecodesToTheBytes) {
   EXPECT_EQ(escaped_bytes("ROMEO:\nO\tshe\\is \r"), "ROMEO:\\nO\\tshe\\\\is \\r");
@@ -41,7 +23,7 @@ TEST(TrainingSampler, EscapedBytesAreOnePrintableLineThatDecodesToTheBytes) {
   for (int i = 0; i < 300; ++i) every_byte += static_cast<char>(rng());
   const std::string line = escaped_bytes(every_byte);
   for (const char ch : line) EXPECT_TRUE(ch >= 0x20 && ch < 0x7f) << "byte " << int(static_cast<unsigned char>(ch));
-  EXPECT_EQ(unescaped(line), every_byte);
+  EXPECT_EQ(test::unescaped(line), every_byte);
 }
 
 }  // namespace
