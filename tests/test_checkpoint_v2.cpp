@@ -176,7 +176,9 @@ TEST_F(CheckpointV2, EveryFlippedByteIsRefused) {
       text = e.what();
     }
     // Any flip is refused; one in the tensor bytes only the checksum can see.
-    ASSERT_EQ(text.rfind("checkpoint c.safetensors: ", 0), 0u) << "position " << position << ": " << text;
+    ASSERT_EQ(text.rfind("checkpoint c.safetensors: ", 0), 0u)
+        << "position " << position << " (of " << good.size() << ", tensors from " << buffer_start << "), byte "
+        << int(good[position]) << " -> " << int(bytes[position]) << ": " << text;
     if (position >= buffer_start) ASSERT_TRUE(contains(text, "checksum mismatch")) << position << ": " << text;
   }
 }

@@ -191,6 +191,9 @@ TEST(Safetensors, EveryMalformedHeaderIsRefusedInOneLineNamingFileAndTensor) {
       // Found by fuzz_safetensors: nlohmann throws out_of_range, not parse_error, for it.
       {"number beyond a double", "{" + entry("0.weight", "F32", "[1e400,3]", "[0,24]") + "," + kBias + "}",
        {"w.safetensors", "number out of range"}},
+      // nlohmann's parser takes a NUL for the end of input: in the padding it passed (a checkpoint's flipped byte).
+      {"NUL in the padding", "{" + entry("0.weight", "F32", "[2,3]", "[0,24]") + "," + kBias + "}" + std::string(1, '\0') + "  ",
+       {"w.safetensors", "NUL byte"}},
   };
   for (const BadCase& c : cases) {
     SCOPED_TRACE(c.what);

@@ -75,6 +75,12 @@ Json parse_header_json(const std::string& file, const char* first, const char* l
     }
     return true;
   };
+  // JSON text holds no raw NUL (a string's control characters are escaped),
+  // and nlohmann's parser takes one for the end of its input: a NUL in the
+  // padding would otherwise pass (a flipped byte that no checksum covers).
+  if (std::find(first, last, '\0') != last)
+    throw DataError(file, "header holds a NUL byte at byte " + std::to_string(std::find(first, last, '\0') - first) +
+                              " (not JSON text)");
   try {
     Json header = Json::parse(first, last, callback);
     if (!duplicate.empty()) throw DataError(file, "header: " + tensor_label(duplicate) + " appears twice");
