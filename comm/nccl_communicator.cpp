@@ -110,7 +110,19 @@ NcclCommunicator::NcclCommunicator(int rank, int world_size, cudaStream_t comput
 // The owner's thread; a watchdog abort still in progress finishes first
 // (the gate), and one that came first leaves nothing to release.
 NcclCommunicator::~NcclCommunicator() {
-  if (comm_ == nullptr) return;
+  if (comm_ != nullptr) close_comm();
+  // The sharded collectives' staging buffer, after the communicator (an
+  // abort above ends NCCL kernels that would hold its copies back). A
+  // captured graph stuck on a missing peer may still use it, and cudaFree
+  // waits for the device in practice: leave it to the end of the process.
+  if (std::uncaught_exceptions() > 0 && captured_) {
+    static_cast<void>(staging_.release());
+  } else if (staging_ && std::uncaught_exceptions() == 0) {
+    DDP_CUDA_CHECK_NOTHROW(cudaStreamSynchronize(comm_stream()));  // its copies are done before the free
+  }
+}
+
+void NcclCommunicator::close_comm() noexcept {
   gate_.close([this] {
     // ncclCommDestroy first finalises, which waits until every rank's
     // communicator is quiescent; a rank that is unwinding from an error

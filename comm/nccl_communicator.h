@@ -11,10 +11,10 @@
 //
 // Sharded collectives (comm/nccl_shard_collectives.cpp): ncclReduceScatter
 // and ncclAllGather move the same count from every rank, so an uneven
-// layout goes through a staging buffer of (world + 1) x max range count
-// elements: each range padded to the longest (the padding's sums are
-// discarded), copied in and out on comm_stream. A uniform layout (world x
-// max == total) runs on the caller's buffers directly.
+// layout goes through a staging buffer of world + 1 slots, each the longest
+// range rounded up to 64 elements: every range padded to a slot (the
+// padding's sums are discarded), copied in and out on comm_stream. A uniform
+// layout (world x longest == total) runs on the caller's buffers directly.
 //
 // Threads: the owner's thread makes every call; abort() alone may come from
 // another (the collective watchdog). An AbortGate (comm/abort_gate.h) makes
@@ -80,9 +80,10 @@ class NcclCommunicator final : public Communicator {
   // no host wait. Not timed (a flag, not traffic).
   void allreduce_max_int32(int32_t* data, size_t count) override;
   // Device memory. start_ queues on comm_stream like start_allreduce_sum_fp16;
-  // the plain ones add wait_allreduces(). Throws before the first capture
-  // ends if the staging buffer would have to grow during or after one (a
-  // graph holds its address): run the step uncaptured first.
+  // the plain ones add wait_allreduces(). The staging buffer grows outside
+  // captures only: a call that needs more of it while capturing, or after
+  // a capture (a graph holds its address), throws; run the step uncaptured
+  // first.
   void reduce_scatter_sum_fp16(const half16* send, half16* recv, const ShardLayout& layout) override;
   void allgather_fp16(const half16* mine, half16* full, const ShardLayout& layout) override;
   void start_reduce_scatter_sum_fp16(const half16* send, half16* recv, const ShardLayout& layout) override;
@@ -127,6 +128,7 @@ class NcclCommunicator final : public Communicator {
  private:
   void comm_waits_for_compute();
   void compute_waits_for_comm();
+  void close_comm() noexcept;  // the destructor's ncclCommDestroy / ncclCommAbort
   // Around every timed collective on comm_stream, inside the gate: fences
   // comm_stream after compute_stream, opens a busy record (none while
   // capturing) and returns its end event (null when none); end_collective
