@@ -11,10 +11,11 @@
 //
 // Sharded collectives (comm/nccl_shard_collectives.cpp): ncclReduceScatter
 // and ncclAllGather move the same count from every rank, so an uneven
-// layout goes through a staging buffer of world + 1 slots, each the longest
-// range rounded up to 64 elements: every range padded to a slot (the
-// padding's sums are discarded), copied in and out on comm_stream. A uniform
-// layout (world x longest == total) runs on the caller's buffers directly.
+// layout goes through the padded plan of comm/padded_collectives.h: a
+// staging buffer of world + 1 slots, each the longest range rounded up to
+// 64 elements, every range padded to a slot (the padding's sums are
+// discarded), copied in and out on comm_stream. A uniform layout (world x
+// longest == total) runs on the caller's buffers directly.
 //
 // Threads: the owner's thread makes every call; abort() alone may come from
 // another (the collective watchdog). An AbortGate (comm/abort_gate.h) makes

@@ -1,40 +1,32 @@
 // nccl_shard_collectives.cpp: NcclCommunicator's reduce-scatter, all-gather
 // and device MAX all-reduce (the header's "Sharded collectives").
 //
-// ncclReduceScatter and ncclAllGather move recvcount / sendcount elements
-// per rank, the same on every rank, with rank q's part at q x that count of
-// the full buffer. A uniform layout is exactly that; an uneven one (any
-// count, any world) is padded: every range gets a slot of `slot` elements
-// (the longest range rounded up to 64 elements, so slots start on 128-byte
-// boundaries), copied into and out of a staging buffer on comm_stream.
-// Padding elements are summed and gathered like the rest and then dropped,
-// so their values never matter (the buffer is zeroed once, so they are at
-// least initialised). Every rank derives the same slot from the same
-// layout. Staging: (world + 1) x slot elements, grown on demand, kept.
+// A uniform layout is NCCL's own (rank q's part at q x count) and runs on the
+// caller's buffers. An uneven one (any count, any world) goes through the
+// padded plan of comm/padded_collectives.h, with device-to-device copies and
+// the NCCL collective all on comm_stream, in a staging buffer that is grown
+// on demand (zeroed once, so padding is at least initialised) and kept.
 #include <cstddef>
 #include <string>
 #include <utility>
 
 #include "comm/nccl_check.h"
 #include "comm/nccl_communicator.h"
+#include "comm/padded_collectives.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/error.h"
 
 namespace ddp {
 namespace {
 
-constexpr size_t kSlotAlignElements = 64;  // 128 bytes of FP16
-
-size_t padded_slot(const ShardLayout& layout) {
-  const size_t longest = layout.max_range_count();
-  return (longest + kSlotAlignElements - 1) / kSlotAlignElements * kSlotAlignElements;
-}
-
-// Stream-ordered device-to-device copy of `count` FP16 elements.
-void copy_fp16_on(cudaStream_t stream, half16* dst, const half16* src, size_t count) {
-  if (count == 0 || dst == src) return;
-  DDP_CUDA_CHECK(cudaMemcpyAsync(dst, src, count * sizeof(half16), cudaMemcpyDeviceToDevice, stream));
-}
+// Stream-ordered device-to-device copies of FP16 elements.
+struct CopyOnStream {
+  cudaStream_t stream;
+  void operator()(half16* dst, const half16* src, size_t count) const {
+    if (count == 0 || dst == src) return;
+    DDP_CUDA_CHECK(cudaMemcpyAsync(dst, src, count * sizeof(half16), cudaMemcpyDeviceToDevice, stream));
+  }
+};
 
 }  // namespace
 
@@ -61,25 +53,18 @@ void NcclCommunicator::start_reduce_scatter_sum_fp16(const half16* send, half16*
   const ShardRange mine = layout.range(rank_);
   shard_call_in_place(send, layout.total_count(), recv, mine.begin, mine.count(), "reduce_scatter_sum_fp16");
   const bool direct = layout.is_uniform();  // NCCL's own layout; in place is NCCL's in place too
-  const size_t slot = direct ? layout.max_range_count() : padded_slot(layout);
-  const size_t world = static_cast<size_t>(world_size_);
-  half16* staging = direct || slot == 0 ? nullptr : staging_fp16((world + 1) * slot);  // before the gate: may wait
+  // Before the gate: growing may wait for comm_stream.
+  half16* staging = direct || layout.total_count() == 0 ? nullptr : staging_fp16(padded_staging_count(layout));
   const AbortGate::Pass pass = gate_.enter("reduce_scatter_sum_fp16");
   if (layout.total_count() == 0) return;  // the same layout on every rank, so all skip
   const cudaEvent_t busy_end = begin_collective();
+  const auto nccl_reduce_scatter = [this](const half16* padded_send, half16* out, size_t per_rank) {
+    DDP_NCCL_CHECK(ncclReduceScatter(padded_send, out, per_rank, ncclFloat16, ncclSum, comm_, comm_stream()));
+  };
   if (direct) {
-    DDP_NCCL_CHECK(ncclReduceScatter(send, recv, slot, ncclFloat16, ncclSum, comm_, comm_stream()));
+    nccl_reduce_scatter(send, recv, layout.max_range_count());
   } else {
-    half16* padded_send = staging;                 // (world, slot)
-    half16* padded_recv = staging + world * slot;  // (slot)
-    for (int q = 0; q < world_size_; ++q) {
-      const ShardRange range = layout.range(q);
-      copy_fp16_on(comm_stream(), padded_send + static_cast<size_t>(q) * slot, send + range.begin, range.count());
-    }
-    // The copies are queued first, so writing recv directly is safe in place too.
-    half16* out = mine.count() == slot ? recv : padded_recv;
-    DDP_NCCL_CHECK(ncclReduceScatter(padded_send, out, slot, ncclFloat16, ncclSum, comm_, comm_stream()));
-    if (out != recv) copy_fp16_on(comm_stream(), recv, padded_recv, mine.count());
+    padded_reduce_scatter(send, recv, layout, rank_, staging, CopyOnStream{comm_stream()}, nccl_reduce_scatter);
   }
   end_collective(busy_end);
 }
@@ -89,27 +74,17 @@ void NcclCommunicator::start_allgather_fp16(const half16* mine, half16* full, co
   const ShardRange own = layout.range(rank_);
   shard_call_in_place(full, layout.total_count(), mine, own.begin, own.count(), "allgather_fp16");
   const bool direct = layout.is_uniform();
-  const size_t slot = direct ? layout.max_range_count() : padded_slot(layout);
-  const size_t world = static_cast<size_t>(world_size_);
-  half16* staging = direct || slot == 0 ? nullptr : staging_fp16((world + 1) * slot);
+  half16* staging = direct || layout.total_count() == 0 ? nullptr : staging_fp16(padded_staging_count(layout));
   const AbortGate::Pass pass = gate_.enter("allgather_fp16");
   if (layout.total_count() == 0) return;
   const cudaEvent_t busy_end = begin_collective();
+  const auto nccl_allgather = [this](const half16* padded_mine, half16* out, size_t per_rank) {
+    DDP_NCCL_CHECK(ncclAllGather(padded_mine, out, per_rank, ncclFloat16, comm_, comm_stream()));
+  };
   if (direct) {
-    DDP_NCCL_CHECK(ncclAllGather(mine, full, slot, ncclFloat16, comm_, comm_stream()));
+    nccl_allgather(mine, full, layout.max_range_count());
   } else {
-    half16* padded_mine = staging;         // (slot)
-    half16* padded_full = staging + slot;  // (world, slot)
-    const half16* src = mine;
-    if (own.count() != slot) {  // a short range: its slot's tail is padding
-      copy_fp16_on(comm_stream(), padded_mine, mine, own.count());
-      src = padded_mine;
-    }
-    DDP_NCCL_CHECK(ncclAllGather(src, padded_full, slot, ncclFloat16, comm_, comm_stream()));
-    for (int q = 0; q < world_size_; ++q) {
-      const ShardRange range = layout.range(q);
-      copy_fp16_on(comm_stream(), full + range.begin, padded_full + static_cast<size_t>(q) * slot, range.count());
-    }
+    padded_allgather(mine, full, layout, rank_, staging, CopyOnStream{comm_stream()}, nccl_allgather);
   }
   end_collective(busy_end);
 }

@@ -20,76 +20,13 @@
 #include "kernels/error.h"
 #include "kernels/half_convert.h"
 #include "mpi/mpi_test_support.h"
+#include "mpi/shard_test_values.h"
 #include "test_support.h"
 
 namespace ddp {
 namespace {
 using test::failures_anywhere;
-
-constexpr size_t kGuard = 5;  // poisoned elements past a receive buffer's end
-
-// Rank r's element i: a small integer, so any sum over 4 ranks (< 80) is
-// exact in FP16 whatever the order of the adds.
-float contribution(int rank, size_t i) { return static_cast<float>((i * 7 + static_cast<size_t>(rank) * 3) % 17 + rank); }
-float expected_sum(int world, size_t i) {
-  float sum = 0.0f;
-  for (int q = 0; q < world; ++q) sum += contribution(q, i);
-  return sum;
-}
-// The full buffer an all-gather must produce: finite FP16 bits (either
-// sign, any exponent but Inf/NaN's) that differ between neighbours, so a
-// range landing anywhere but its own place shows.
-half16 pattern(size_t i) {
-  const uint32_t mixed = static_cast<uint32_t>(i * 2654435761u) >> 7;
-  return half16{static_cast<uint16_t>((mixed % 0x7c00u) | ((i & 1u) << 15))};
-}
-
-// The same seed on every rank (test_seed() differs per process).
-uint64_t shared_seed() {
-  uint64_t seed = test::test_seed();
-  MPI_Bcast(&seed, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
-  return seed;
-}
-
-// Balanced layouts of awkward counts for A = 1 and A = 64, and random
-// uneven ones (empty ranges anywhere, ranges of any length).
-std::vector<ShardLayout> test_layouts(int world, uint64_t seed) {
-  std::vector<ShardLayout> layouts;
-  for (size_t align : {size_t{1}, size_t{64}})
-    for (size_t count : {0, 1, 2, 3, 7, 64, 65, 1000, 100003})
-      layouts.push_back(ShardLayout::balanced(count, world, align));
-  layouts.push_back(ShardLayout::balanced(1000003, world, 64));
-  std::mt19937_64 rng(seed);
-  for (int trial = 0; trial < 12; ++trial) {
-    std::vector<size_t> bounds{0};
-    for (int r = 0; r < world; ++r) bounds.push_back(bounds.back() + (rng() % 3 == 0 ? 0 : rng() % 300));
-    layouts.emplace_back(bounds);
-  }
-  return layouts;
-}
-
-std::string describe(const ShardLayout& layout) {
-  std::string s = "layout of " + std::to_string(layout.total_count()) + ":";
-  for (int r = 0; r < layout.world_size(); ++r)
-    s += " [" + std::to_string(layout.range(r).begin) + ", " + std::to_string(layout.range(r).end) + ")";
-  return s;
-}
-
-// Wrong elements of rank `rank`'s reduce-scatter result (`got`: its range,
-// then kGuard guards that must still hold the poison).
-int reduce_scatter_errors(const std::vector<half16>& got, const ShardLayout& layout, int rank) {
-  const ShardRange mine = layout.range(rank);
-  int bad = 0;
-  for (size_t k = 0; k < mine.count(); ++k) bad += to_float(got[k]) != expected_sum(layout.world_size(), mine.begin + k);
-  for (size_t k = mine.count(); k < got.size(); ++k) bad += got[k].bits != test::kPoisonHalfBits;
-  return bad;
-}
-
-std::vector<half16> full_contribution(int rank, size_t count) {
-  std::vector<half16> send(count);
-  for (size_t i = 0; i < count; ++i) send[i] = to_half(contribution(rank, i));
-  return send;
-}
+using namespace test::shard_values;
 
 TEST(MpiShardCollectives, ReduceScatterSumsEachRankItsOwnRange) {
   MpiCommunicator comm;
@@ -163,24 +100,6 @@ TEST(MpiShardCollectives, ReduceScatterRoundsAndPropagatesLikeTheAllreduce) {
   if (n == 2) bad += mismatched;
   bad += !(worst <= (n - 1) * 2 * 0.125f);
   EXPECT_EQ(failures_anywhere(bad), 0) << "rank " << r << ": " << mismatched << " differ, worst " << worst;
-}
-
-// Rank r's range of pattern(), gathered: every rank must hold pattern()
-// exactly, and the same bits as rank 0.
-int allgather_errors(const std::vector<half16>& full, size_t count) {
-  int bad = 0;
-  for (size_t i = 0; i < count; ++i) bad += full[i].bits != pattern(i).bits;
-  for (size_t i = count; i < full.size(); ++i) bad += full[i].bits != test::kPoisonHalfBits;
-  std::vector<half16> root = full;
-  MPI_Bcast(root.data(), static_cast<int>(root.size() * sizeof(half16)), MPI_BYTE, 0, MPI_COMM_WORLD);
-  bad += std::memcmp(root.data(), full.data(), full.size() * sizeof(half16)) != 0;
-  return bad;
-}
-
-std::vector<half16> my_part_of_pattern(const ShardRange& mine) {
-  std::vector<half16> part(mine.count());
-  for (size_t k = 0; k < part.size(); ++k) part[k] = pattern(mine.begin + k);
-  return part;
 }
 
 TEST(MpiShardCollectives, AllgatherGivesEveryRankTheSameFullBuffer) {
