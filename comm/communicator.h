@@ -64,7 +64,7 @@ class Communicator {
   // send[mine.begin, mine.end), with all-reduce arithmetic: FP32 adds of FP16
   // values, one FP16 rounding per pairwise step. The order of the adds is
   // the transport's (NCCL's, MPI's), not necessarily the all-reduce's, so a
-  // sum of three or more ranks may differ from it in the last bit. In place
+  // sum of three or more ranks may differ from it by FP16 rounding. In place
   // when recv == send + mine.begin; the rest of send is then unspecified.
   // Any other overlap of the two buffers is an error.
   virtual void reduce_scatter_sum_fp16(const half16* send, half16* recv, const ShardLayout& layout) = 0;
