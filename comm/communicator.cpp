@@ -1,2 +1,52 @@
-// communicator.cpp: out-of-line anchor for the Communicator vtable.
+// communicator.cpp: the Communicator vtable's anchor, the sharded
+// collectives' argument checks, and the world of one's copies.
 #include "comm/communicator.h"
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "kernels/backend.h"
+#include "kernels/error.h"
+
+namespace ddp {
+
+void check_layout_world(const Communicator& comm, const ShardLayout& layout, const char* what) {
+  DDP_REQUIRE(layout.world_size() == comm.world_size(),
+              std::string(what) + ": a shard layout of " + std::to_string(layout.world_size()) +
+                  " ranks in a world of " + std::to_string(comm.world_size()));
+}
+
+bool shard_call_in_place(const half16* whole, size_t whole_count, const half16* part, size_t part_offset,
+                         size_t part_count, const char* what) {
+  if (part == whole + part_offset) return true;
+  if (part_count == 0 || whole_count == 0) return false;  // nothing is read or written through both
+  // As integers: pointers into different arrays do not compare with <.
+  const auto at = [](const half16* p) { return reinterpret_cast<std::uintptr_t>(p); };
+  const bool disjoint = at(part + part_count) <= at(whole) || at(whole + whole_count) <= at(part);
+  DDP_REQUIRE(disjoint, std::string(what) + ": the rank's part overlaps the full buffer other than in place");
+  return false;
+}
+
+void SingleProcessCommunicator::copy_fp16(half16* dst, const half16* src, size_t count) {
+  if (dst == src || count == 0) return;
+  if (copies_ != nullptr) {
+    copies_->copy_on_device(dst, src, count * sizeof(half16));
+  } else {
+    std::memcpy(dst, src, count * sizeof(half16));
+  }
+}
+
+void SingleProcessCommunicator::reduce_scatter_sum_fp16(const half16* send, half16* recv, const ShardLayout& layout) {
+  check_layout_world(*this, layout, "reduce_scatter_sum_fp16");
+  shard_call_in_place(send, layout.total_count(), recv, 0, layout.total_count(), "reduce_scatter_sum_fp16");
+  copy_fp16(recv, send, layout.total_count());  // the sum over one rank
+}
+
+void SingleProcessCommunicator::allgather_fp16(const half16* mine, half16* full, const ShardLayout& layout) {
+  check_layout_world(*this, layout, "allgather_fp16");
+  shard_call_in_place(full, layout.total_count(), mine, 0, layout.total_count(), "allgather_fp16");
+  copy_fp16(full, mine, layout.total_count());
+}
+
+}  // namespace ddp

@@ -8,9 +8,12 @@
 #include <cstdint>
 #include <string>
 
+#include "comm/shard_layout.h"
 #include "kernels/half.h"
 
 namespace ddp {
+
+class Backend;
 
 struct AllreduceTimes {
   double busy_s = 0.0;
@@ -43,7 +46,33 @@ class Communicator {
   virtual double allreduce_sum_host(double value) = 0;
   // A host integer's maximum over ranks (flags every rank must agree on).
   virtual int64_t allreduce_max_host(int64_t value) = 0;
+  // In place on the backend's memory: every rank ends with the element-wise
+  // maximum. For flags that live on the device (the Inf/NaN flag of a
+  // sharded step, set on one rank's range only), so a GPU step needs no host
+  // round trip; it is ordered after the compute stream's work so far and
+  // before its next, like allreduce_sum_fp16.
+  virtual void allreduce_max_int32(int32_t* data, size_t count) = 0;
   virtual void barrier() = 0;
+
+  // Sharded collectives over a ShardLayout (comm/shard_layout.h) of
+  // layout.total_count() elements, the same layout on every rank, with
+  // layout.world_size() == world_size(); the calling rank's range is
+  // mine = layout.range(rank()).
+  //
+  // reduce_scatter_sum_fp16: `send` is the full buffer (total_count) on
+  // every rank; `recv` (mine.count() elements) gets the sum over ranks of
+  // send[mine.begin, mine.end), with all-reduce arithmetic: FP32 adds of FP16
+  // values, one FP16 rounding per pairwise step. The order of the adds is
+  // the transport's (NCCL's, MPI's), not necessarily the all-reduce's, so a
+  // sum of three or more ranks may differ from it by FP16 rounding. In place
+  // when recv == send + mine.begin; the rest of send is then unspecified.
+  // Any other overlap of the two buffers is an error.
+  virtual void reduce_scatter_sum_fp16(const half16* send, half16* recv, const ShardLayout& layout) = 0;
+  // allgather_fp16: `mine` (mine.count() elements) from every rank lands at
+  // full[range.begin, range.end) of each rank's range, on every rank: every
+  // rank ends with the same bits. In place when mine == full + mine.begin;
+  // any other overlap is an error.
+  virtual void allgather_fp16(const half16* mine, half16* full, const ShardLayout& layout) = 0;
 
   // Bucketed all-reduce, overlapped with backward: start an in-place FP16
   // sum of a bucket whose gradients the caller has finished (on a device:
@@ -53,9 +82,22 @@ class Communicator {
   // buckets must be disjoint and every rank starts the same ones in the same
   // order. The defaults are synchronous.
   virtual void start_allreduce_sum_fp16(half16* data, size_t count) { allreduce_sum_fp16(data, count); }
+  // The sharded collectives' asynchronous twins, for the same overlap (a
+  // bucket's reduce-scatter during backward, a layer's gather during the
+  // previous layer's compute). They queue behind started all-reduces, in
+  // call order, and wait_allreduces() completes them too (its name predates
+  // them); their times count in take_allreduce_times(). The buffers and
+  // the layout's ranges must stay untouched until that wait (the layout
+  // object itself may go: it is copied).
+  virtual void start_reduce_scatter_sum_fp16(const half16* send, half16* recv, const ShardLayout& layout) {
+    reduce_scatter_sum_fp16(send, recv, layout);
+  }
+  virtual void start_allgather_fp16(const half16* mine, half16* full, const ShardLayout& layout) {
+    allgather_fp16(mine, full, layout);
+  }
   virtual void wait_allreduces() {}
 
-  // The FP16 all-reduces since the previous call, for the metrics: busy_s,
+  // The FP16 collectives since the previous call, for the metrics: busy_s,
   // the time they took (host transports time the transfer; device ones their
   // stream); exposed_s, the part the caller stood waiting for them in
   // wait_allreduces (on a device, the compute stream's wait), i.e. not
@@ -76,9 +118,22 @@ class Communicator {
   }
 };
 
-// A world of one: every collective is the identity.
+// Throws ddp::Error unless `layout` is one of this communicator's world
+// (`what`: the collective, for the message).
+void check_layout_world(const Communicator& comm, const ShardLayout& layout, const char* what);
+// Whether a sharded collective runs in place: true when `part` (part_count
+// elements) is whole + part_offset, false when the two buffers do not
+// overlap; throws ddp::Error for any other overlap.
+bool shard_call_in_place(const half16* whole, size_t whole_count, const half16* part, size_t part_offset,
+                         size_t part_count, const char* what);
+
+// A world of one: every collective is the identity, and the sharded ones
+// copy (the one range is the whole buffer) unless they are in place. The
+// copies go through `copies` (its copy_on_device, so device memory works);
+// without one, buffers must be host memory (std::memcpy).
 class SingleProcessCommunicator final : public Communicator {
  public:
+  explicit SingleProcessCommunicator(Backend* copies = nullptr) : copies_(copies) {}
   int rank() const override { return 0; }
   int world_size() const override { return 1; }
   std::string name() const override { return "single process"; }
@@ -87,7 +142,14 @@ class SingleProcessCommunicator final : public Communicator {
   void broadcast_bytes(void*, size_t, int) override {}
   double allreduce_sum_host(double value) override { return value; }
   int64_t allreduce_max_host(int64_t value) override { return value; }
+  void allreduce_max_int32(int32_t*, size_t) override {}
+  void reduce_scatter_sum_fp16(const half16* send, half16* recv, const ShardLayout& layout) override;
+  void allgather_fp16(const half16* mine, half16* full, const ShardLayout& layout) override;
   void barrier() override {}
+
+ private:
+  void copy_fp16(half16* dst, const half16* src, size_t count);
+  Backend* copies_;  // not owned; may be null (host memory)
 };
 
 }  // namespace ddp

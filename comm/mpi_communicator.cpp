@@ -3,7 +3,10 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstring>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "comm/mpi_check.h"
 #include "kernels/half_convert.h"
@@ -75,15 +78,60 @@ MpiCommunicator::~MpiCommunicator() {
   if (half_type_ != MPI_DATATYPE_NULL) MPI_Type_free(&half_type_);
 }
 
+void MpiCommunicator::add_busy(double seconds) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  times_.busy_s += seconds;
+}
+
 void MpiCommunicator::run_allreduce(half16* data, size_t count) {
   const double start = MPI_Wtime();
   for (size_t off = 0; off < count; off += kMaxChunk) {
     const int n = static_cast<int>(std::min(kMaxChunk, count - off));
     DDP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data + off, n, half_type_, half_sum_, comm_));
   }
-  const double seconds = MPI_Wtime() - start;
-  std::lock_guard<std::mutex> lock(mutex_);
-  times_.busy_s += seconds;
+  add_busy(MPI_Wtime() - start);
+}
+
+// Chunks of at most kMaxChunk elements of the full buffer, each a slice of
+// the layout, so every count and displacement fits an int.
+void MpiCommunicator::run_reduce_scatter(const half16* send, half16* recv, const ShardLayout& layout, bool in_place) {
+  const double start = MPI_Wtime();
+  const ShardRange mine = layout.range(rank_);
+  std::vector<int> counts(static_cast<size_t>(world_size_));
+  for (size_t off = 0; off < layout.total_count(); off += kMaxChunk) {
+    const ShardLayout chunk = layout.slice(off, std::min(kMaxChunk, layout.total_count() - off));
+    for (int q = 0; q < world_size_; ++q) counts[static_cast<size_t>(q)] = static_cast<int>(chunk.range(q).count());
+    const ShardRange my = chunk.range(rank_);  // chunk-relative
+    if (in_place) {
+      // MPI_IN_PLACE reads the whole chunk from the receive buffer and
+      // leaves this rank's sum at its start: move it to its own place.
+      half16* chunk_data = const_cast<half16*>(send) + off;  // in place: the caller's recv, writable
+      DDP_MPI_CHECK(MPI_Reduce_scatter(MPI_IN_PLACE, chunk_data, counts.data(), half_type_, half_sum_, comm_));
+      if (my.count() > 0) std::memmove(chunk_data + my.begin, chunk_data, my.count() * sizeof(half16));
+    } else {
+      half16* out = my.count() > 0 ? recv + (off + my.begin - mine.begin) : recv;
+      DDP_MPI_CHECK(MPI_Reduce_scatter(send + off, out, counts.data(), half_type_, half_sum_, comm_));
+    }
+  }
+  add_busy(MPI_Wtime() - start);
+}
+
+void MpiCommunicator::run_allgather(const half16* mine, half16* full, const ShardLayout& layout, bool in_place) {
+  const double start = MPI_Wtime();
+  const ShardRange own = layout.range(rank_);
+  std::vector<int> counts(static_cast<size_t>(world_size_)), displacements(counts.size());
+  for (size_t off = 0; off < layout.total_count(); off += kMaxChunk) {
+    const ShardLayout chunk = layout.slice(off, std::min(kMaxChunk, layout.total_count() - off));
+    for (int q = 0; q < world_size_; ++q) {
+      counts[static_cast<size_t>(q)] = static_cast<int>(chunk.range(q).count());
+      displacements[static_cast<size_t>(q)] = static_cast<int>(chunk.range(q).begin);
+    }
+    const ShardRange my = chunk.range(rank_);
+    const half16* src = my.count() > 0 ? mine + (off + my.begin - own.begin) : mine;
+    DDP_MPI_CHECK(MPI_Allgatherv(in_place ? MPI_IN_PLACE : src, static_cast<int>(my.count()), half_type_,
+                                 full + off, counts.data(), displacements.data(), half_type_, comm_));
+  }
+  add_busy(MPI_Wtime() - start);
 }
 
 void MpiCommunicator::thread_main() {
@@ -91,13 +139,13 @@ void MpiCommunicator::thread_main() {
   for (;;) {
     work_ready_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stopping, nothing left
-    const Bucket b = queue_.front();
+    const std::function<void()> job = std::move(queue_.front());
     queue_.pop_front();
     busy_ = true;
     lock.unlock();
     std::exception_ptr failure;
     try {
-      run_allreduce(b.data, b.count);
+      job();
     } catch (...) {
       failure = std::current_exception();
     }
@@ -108,19 +156,35 @@ void MpiCommunicator::thread_main() {
   }
 }
 
-void MpiCommunicator::start_allreduce_sum_fp16(half16* data, size_t count) {
-  if (world_size_ == 1 || count == 0) return;
-  if (!thread_.joinable()) {  // no MPI_THREAD_SERIALIZED: in place, all exposed
+void MpiCommunicator::enqueue(std::function<void()> job) {
+  if (!thread_.joinable()) {  // no MPI_THREAD_SERIALIZED (or a world of one): in place, all exposed
     const double start = MPI_Wtime();
-    run_allreduce(data, count);
+    job();
+    std::lock_guard<std::mutex> lock(mutex_);
     times_.exposed_s += MPI_Wtime() - start;
     return;
   }
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    queue_.push_back({data, count});
+    queue_.push_back(std::move(job));
   }
   work_ready_.notify_one();
+}
+
+// Nothing queued after the wait: run on the calling thread (MPI is idle, so
+// this keeps to SERIALIZED) and skip the hand-off to the thread, which costs
+// ~15 us per call.
+void MpiCommunicator::run_now(const std::function<void()>& job) {
+  wait_allreduces();
+  const double start = MPI_Wtime();
+  job();
+  std::lock_guard<std::mutex> lock(mutex_);
+  times_.exposed_s += MPI_Wtime() - start;
+}
+
+void MpiCommunicator::start_allreduce_sum_fp16(half16* data, size_t count) {
+  if (world_size_ == 1 || count == 0) return;
+  enqueue([this, data, count] { run_allreduce(data, count); });
 }
 
 void MpiCommunicator::wait_allreduces() {
@@ -133,15 +197,41 @@ void MpiCommunicator::wait_allreduces() {
 }
 
 void MpiCommunicator::allreduce_sum_fp16(half16* data, size_t count) {
-  // Nothing queued after the wait: run on the calling thread (MPI is idle,
-  // so this keeps to SERIALIZED) and skip the hand-off to the thread, which
-  // costs ~15 us per call.
-  wait_allreduces();
-  if (world_size_ == 1 || count == 0) return;
-  const double start = MPI_Wtime();
-  run_allreduce(data, count);
-  std::lock_guard<std::mutex> lock(mutex_);
-  times_.exposed_s += MPI_Wtime() - start;
+  if (world_size_ == 1 || count == 0) return wait_allreduces();
+  run_now([&] { run_allreduce(data, count); });
+}
+
+// The checks run on the caller's thread, so a bad call throws at once.
+void MpiCommunicator::reduce_scatter_sum_fp16(const half16* send, half16* recv, const ShardLayout& layout) {
+  const bool in_place = check_reduce_scatter(send, recv, layout);
+  run_now([&] { run_reduce_scatter(send, recv, layout, in_place); });
+}
+
+void MpiCommunicator::start_reduce_scatter_sum_fp16(const half16* send, half16* recv, const ShardLayout& layout) {
+  const bool in_place = check_reduce_scatter(send, recv, layout);
+  enqueue([this, send, recv, layout, in_place] { run_reduce_scatter(send, recv, layout, in_place); });
+}
+
+void MpiCommunicator::allgather_fp16(const half16* mine, half16* full, const ShardLayout& layout) {
+  const bool in_place = check_allgather(mine, full, layout);
+  run_now([&] { run_allgather(mine, full, layout, in_place); });
+}
+
+void MpiCommunicator::start_allgather_fp16(const half16* mine, half16* full, const ShardLayout& layout) {
+  const bool in_place = check_allgather(mine, full, layout);
+  enqueue([this, mine, full, layout, in_place] { run_allgather(mine, full, layout, in_place); });
+}
+
+bool MpiCommunicator::check_reduce_scatter(const half16* send, half16* recv, const ShardLayout& layout) const {
+  check_layout_world(*this, layout, "reduce_scatter_sum_fp16");
+  const ShardRange mine = layout.range(rank_);
+  return shard_call_in_place(send, layout.total_count(), recv, mine.begin, mine.count(), "reduce_scatter_sum_fp16");
+}
+
+bool MpiCommunicator::check_allgather(const half16* mine, half16* full, const ShardLayout& layout) const {
+  check_layout_world(*this, layout, "allgather_fp16");
+  const ShardRange own = layout.range(rank_);
+  return shard_call_in_place(full, layout.total_count(), mine, own.begin, own.count(), "allgather_fp16");
 }
 
 AllreduceTimes MpiCommunicator::take_allreduce_times() {
@@ -173,6 +263,13 @@ int64_t MpiCommunicator::allreduce_max_host(int64_t value) {
   int64_t max = value;
   if (world_size_ > 1) DDP_MPI_CHECK(MPI_Allreduce(&value, &max, 1, MPI_INT64_T, MPI_MAX, comm_));
   return max;
+}
+
+void MpiCommunicator::allreduce_max_int32(int32_t* data, size_t count) {
+  wait_allreduces();
+  if (world_size_ == 1 || count == 0) return;
+  DDP_REQUIRE(count <= static_cast<size_t>(INT_MAX), "allreduce_max_int32 of " + std::to_string(count) + " flags");
+  DDP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_INT32_T, MPI_MAX, comm_));
 }
 
 void MpiCommunicator::barrier() {

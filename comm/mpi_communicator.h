@@ -9,6 +9,12 @@
 // main thread does not make during backward). MPI must provide
 // MPI_THREAD_SERIALIZED: the main thread calls MPI only after waiting for
 // the thread's work. Without it, start_allreduce_sum_fp16 runs in place.
+//
+// Sharded collectives: MPI_Reduce_scatter with the same FP16 sum (receive
+// counts = the layout's range lengths; the adds' order is Open MPI's
+// reduce-scatter algorithm's, which may differ from its all-reduce's) and
+// MPI_Allgatherv (displacements = range begins): uneven ranges need no
+// padding. They queue on the same thread as the bucketed all-reduces.
 #pragma once
 
 #include <mpi.h>
@@ -16,6 +22,7 @@
 #include <condition_variable>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -39,15 +46,28 @@ class MpiCommunicator final : public Communicator {
   void broadcast_bytes(void* data, size_t size_bytes, int root) override;
   double allreduce_sum_host(double value) override;
   int64_t allreduce_max_host(int64_t value) override;
+  // Host memory (MPI_INT32_T, MPI_MAX), after any started collectives.
+  void allreduce_max_int32(int32_t* data, size_t count) override;
+  void reduce_scatter_sum_fp16(const half16* send, half16* recv, const ShardLayout& layout) override;
+  void allgather_fp16(const half16* mine, half16* full, const ShardLayout& layout) override;
+  void start_reduce_scatter_sum_fp16(const half16* send, half16* recv, const ShardLayout& layout) override;
+  void start_allgather_fp16(const half16* mine, half16* full, const ShardLayout& layout) override;
   void barrier() override;
   AllreduceTimes take_allreduce_times() override;
 
  private:
-  struct Bucket {
-    half16* data;
-    size_t count;
-  };
-  void run_allreduce(half16* data, size_t count);  // timed into busy_s_
+  // The run_* calls make the MPI calls, timed into times_.busy_s.
+  void run_allreduce(half16* data, size_t count);
+  void run_reduce_scatter(const half16* send, half16* recv, const ShardLayout& layout, bool in_place);
+  void run_allgather(const half16* mine, half16* full, const ShardLayout& layout, bool in_place);
+  // Argument checks (throw ddp::Error); whether the call is in place.
+  bool check_reduce_scatter(const half16* send, half16* recv, const ShardLayout& layout) const;
+  bool check_allgather(const half16* mine, half16* full, const ShardLayout& layout) const;
+  // Runs `job` on the thread (start_*), or here when there is none (all exposed).
+  void enqueue(std::function<void()> job);
+  // Runs `job` here after the thread's work, its time all exposed.
+  void run_now(const std::function<void()>& job);
+  void add_busy(double seconds);
   void thread_main();
 
   MPI_Comm comm_;
@@ -57,7 +77,7 @@ class MpiCommunicator final : public Communicator {
 
   std::mutex mutex_;  // guards everything below
   std::condition_variable work_ready_, work_done_;
-  std::deque<Bucket> queue_;
+  std::deque<std::function<void()>> queue_;  // started collectives, in call order
   bool busy_ = false, stopping_ = false;
   std::exception_ptr failure_;  // an MPI error on the thread, rethrown by wait_allreduces
   AllreduceTimes times_;        // since the last take_allreduce_times()

@@ -110,7 +110,19 @@ NcclCommunicator::NcclCommunicator(int rank, int world_size, cudaStream_t comput
 // The owner's thread; a watchdog abort still in progress finishes first
 // (the gate), and one that came first leaves nothing to release.
 NcclCommunicator::~NcclCommunicator() {
-  if (comm_ == nullptr) return;
+  if (comm_ != nullptr) close_comm();
+  // The sharded collectives' staging buffer, after the communicator (an
+  // abort above ends NCCL kernels that would hold its copies back). A
+  // captured graph stuck on a missing peer may still use it, and cudaFree
+  // waits for the device in practice: leave it to the end of the process.
+  if (std::uncaught_exceptions() > 0 && captured_) {
+    static_cast<void>(staging_.release());
+  } else if (staging_ && std::uncaught_exceptions() == 0) {
+    DDP_CUDA_CHECK_NOTHROW(cudaStreamSynchronize(comm_stream()));  // its copies are done before the free
+  }
+}
+
+void NcclCommunicator::close_comm() noexcept {
   gate_.close([this] {
     // ncclCommDestroy first finalises, which waits until every rank's
     // communicator is quiescent; a rank that is unwinding from an error
@@ -196,22 +208,27 @@ double NcclCommunicator::drain_seconds(TimingPool& pool) {
   return ms_total / 1e3;
 }
 
+cudaEvent_t NcclCommunicator::begin_collective() {
+  comm_waits_for_compute();
+  if (capturing_) return nullptr;  // replays of a captured step are not timed
+  const auto [start, end] = next_timing_pair(busy_events_);
+  DDP_CUDA_CHECK(cudaEventRecord(start, comm_stream()));  // reached once the inputs are written
+  return end;
+}
+
+void NcclCommunicator::end_collective(cudaEvent_t busy_end) {
+  if (busy_end != nullptr) DDP_CUDA_CHECK(cudaEventRecord(busy_end, comm_stream()));
+  allreduces_pending_ = true;
+}
+
 // The gate is held from the liveness check through ncclAllReduce. Nothing
 // here waits for the device except what NCCL itself may do (see abort()).
 void NcclCommunicator::start_allreduce_sum_fp16(half16* data, size_t count) {
   const AbortGate::Pass pass = gate_.enter("allreduce_sum_fp16");
   if (count == 0) return;  // every rank passes the same count, so all skip
-  comm_waits_for_compute();
-  if (capturing_) {  // replays of a captured step are not timed
-    DDP_NCCL_CHECK(ncclAllReduce(data, data, count, ncclFloat16, ncclSum, comm_, comm_stream()));
-    allreduces_pending_ = true;
-    return;
-  }
-  const auto [start, end] = next_timing_pair(busy_events_);
-  DDP_CUDA_CHECK(cudaEventRecord(start, comm_stream()));  // reached once the bucket's gradients are written
+  const cudaEvent_t busy_end = begin_collective();
   DDP_NCCL_CHECK(ncclAllReduce(data, data, count, ncclFloat16, ncclSum, comm_, comm_stream()));
-  DDP_CUDA_CHECK(cudaEventRecord(end, comm_stream()));
-  allreduces_pending_ = true;
+  end_collective(busy_end);
 }
 
 void NcclCommunicator::wait_allreduces() {

@@ -9,6 +9,14 @@
 // the collective), so callers see plain compute_stream order and the host
 // never blocks. Host scalars (metrics) and the barrier go through MPI.
 //
+// Sharded collectives (comm/nccl_shard_collectives.cpp): ncclReduceScatter
+// and ncclAllGather move the same count from every rank, so an uneven
+// layout goes through the padded plan of comm/padded_collectives.h: a
+// staging buffer of world + 1 slots, each the longest range rounded up to
+// 64 elements, every range padded to a slot (the padding's sums are
+// discarded), copied in and out on comm_stream. A uniform layout (world x
+// longest == total) runs on the caller's buffers directly.
+//
 // Threads: the owner's thread makes every call; abort() alone may come from
 // another (the collective watchdog). An AbortGate (comm/abort_gate.h) makes
 // the two exclusive around each NCCL call, as NCCL requires of one
@@ -69,6 +77,18 @@ class NcclCommunicator final : public Communicator {
   double allreduce_sum_host(double value) override;
   // MPI_Allreduce (MPI_MAX) of a host integer when world > 1; the identity otherwise.
   int64_t allreduce_max_host(int64_t value) override;
+  // Device int32s in place (ncclInt32, ncclMax), fenced like a collective:
+  // no host wait. Not timed (a flag, not traffic).
+  void allreduce_max_int32(int32_t* data, size_t count) override;
+  // Device memory. start_ queues on comm_stream like start_allreduce_sum_fp16;
+  // the plain ones add wait_allreduces(). The staging buffer grows outside
+  // captures only: a call that needs more of it while capturing, or after
+  // a capture (a graph holds its address), throws; run the step uncaptured
+  // first.
+  void reduce_scatter_sum_fp16(const half16* send, half16* recv, const ShardLayout& layout) override;
+  void allgather_fp16(const half16* mine, half16* full, const ShardLayout& layout) override;
+  void start_reduce_scatter_sum_fp16(const half16* send, half16* recv, const ShardLayout& layout) override;
+  void start_allgather_fp16(const half16* mine, half16* full, const ShardLayout& layout) override;
   // Waits for comm_stream, then MPI_Barrier when world > 1.
   void barrier() override;
   // Queues the sum on comm_stream after the compute stream's work so far;
@@ -109,6 +129,16 @@ class NcclCommunicator final : public Communicator {
  private:
   void comm_waits_for_compute();
   void compute_waits_for_comm();
+  void close_comm() noexcept;  // the destructor's ncclCommDestroy / ncclCommAbort
+  // Around every timed collective on comm_stream, inside the gate: fences
+  // comm_stream after compute_stream, opens a busy record (none while
+  // capturing) and returns its end event (null when none); end_collective
+  // records it and marks the collectives pending for wait_allreduces.
+  cudaEvent_t begin_collective();
+  void end_collective(cudaEvent_t busy_end);
+  // At least `count` FP16 elements of staging, growing it before the gate
+  // (growth waits for comm_stream: the old buffer may be in use).
+  half16* staging_fp16(size_t count);
 
   int rank_ = 0, world_size_ = 1;
   int version_code_ = 0;  // ncclGetVersion
@@ -126,7 +156,9 @@ class NcclCommunicator final : public Communicator {
   std::pair<cudaEvent_t, cudaEvent_t> next_timing_pair(TimingPool& pool);
   static double drain_seconds(TimingPool& pool);
   TimingPool busy_events_, exposed_events_;
-  bool allreduces_pending_ = false;  // started since the last wait_allreduces()
+  bool allreduces_pending_ = false;  // collectives started since the last wait_allreduces()
+  UniqueDeviceMemory staging_;       // the padded ranges of uneven layouts
+  size_t staging_count_ = 0;         // FP16 elements in staging_
   bool capturing_ = false;           // inside a step capture: no timing events
   std::atomic<bool> captured_{false};  // some CUDA graph captured our collectives (see abort()); read by the watchdog
   // Held from the liveness check to the end of each NCCL call on comm_, and

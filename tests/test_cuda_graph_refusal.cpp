@@ -27,6 +27,13 @@ class UncapturableCommunicator final : public Communicator {
   void broadcast_bytes(void*, size_t, int) override {}
   double allreduce_sum_host(double value) override { return value; }
   int64_t allreduce_max_host(int64_t value) override { return value; }
+  void allreduce_max_int32(int32_t*, size_t) override {}
+  void reduce_scatter_sum_fp16(const half16* send, half16* recv, const ShardLayout& layout) override {
+    alone_.reduce_scatter_sum_fp16(send, recv, layout);
+  }
+  void allgather_fp16(const half16* mine, half16* full, const ShardLayout& layout) override {
+    alone_.allgather_fp16(mine, full, layout);
+  }
   void barrier() override {}
   std::string capture_unsupported_reason() const override {
     return reason_.empty() ? Communicator::capture_unsupported_reason() : reason_;
@@ -34,6 +41,7 @@ class UncapturableCommunicator final : public Communicator {
 
  private:
   std::string name_, reason_;
+  SingleProcessCommunicator alone_;  // a world of one's (host) copies
 };
 
 TrainConfig graph_config() {

@@ -70,6 +70,9 @@ class RecordingCommunicator final : public Communicator {
   void broadcast_bytes(void*, size_t, int) override {}
   double allreduce_sum_host(double v) override { return v; }
   int64_t allreduce_max_host(int64_t v) override { return v; }
+  void allreduce_max_int32(int32_t*, size_t) override {}
+  void reduce_scatter_sum_fp16(const half16*, half16*, const ShardLayout&) override { log += "R"; }
+  void allgather_fp16(const half16*, half16*, const ShardLayout&) override { log += "G"; }
   void barrier() override {}
   void start_allreduce_sum_fp16(half16* data, size_t count) override {
     log += "S" + std::to_string(data - base) + "+" + std::to_string(count) + " ";

@@ -88,6 +88,11 @@ class RecordingCommunicator final : public Communicator {
   void broadcast_bytes(void* d, size_t n, int root) override { inner_.broadcast_bytes(d, n, root); }
   double allreduce_sum_host(double v) override { return inner_.allreduce_sum_host(v); }
   int64_t allreduce_max_host(int64_t v) override { return inner_.allreduce_max_host(v); }
+  void allreduce_max_int32(int32_t* d, size_t n) override { inner_.allreduce_max_int32(d, n); }
+  void reduce_scatter_sum_fp16(const half16* s, half16* r, const ShardLayout& l) override {
+    inner_.reduce_scatter_sum_fp16(s, r, l);
+  }
+  void allgather_fp16(const half16* m, half16* f, const ShardLayout& l) override { inner_.allgather_fp16(m, f, l); }
   void barrier() override { inner_.barrier(); }
   AllreduceTimes take_allreduce_times() override { return inner_.take_allreduce_times(); }
   void clear() { events.clear(), backward_gemms_issued.clear(); }

@@ -1,0 +1,112 @@
+// nccl_shard_collectives.cpp: NcclCommunicator's reduce-scatter, all-gather
+// and device MAX all-reduce (the header's "Sharded collectives").
+//
+// A uniform layout is NCCL's own (rank q's part at q x count) and runs on the
+// caller's buffers. An uneven one (any count, any world) goes through the
+// padded plan of comm/padded_collectives.h, with device-to-device copies and
+// the NCCL collective all on comm_stream, in a staging buffer that is grown
+// on demand (zeroed once, so padding is at least initialised) and kept.
+#include <cstddef>
+#include <string>
+#include <utility>
+
+#include "comm/nccl_check.h"
+#include "comm/nccl_communicator.h"
+#include "comm/padded_collectives.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/error.h"
+
+namespace ddp {
+namespace {
+
+// Stream-ordered device-to-device copies of FP16 elements.
+struct CopyOnStream {
+  cudaStream_t stream;
+  void operator()(half16* dst, const half16* src, size_t count) const {
+    if (count == 0 || dst == src) return;
+    DDP_CUDA_CHECK(cudaMemcpyAsync(dst, src, count * sizeof(half16), cudaMemcpyDeviceToDevice, stream));
+  }
+};
+
+}  // namespace
+
+half16* NcclCommunicator::staging_fp16(size_t count) {
+  if (count <= staging_count_) return static_cast<half16*>(staging_.get());
+  // A captured graph holds the old address, and a capture cannot wait for
+  // the stream: the first uncaptured step must have sized the buffer.
+  DDP_REQUIRE(!capturing_ && !captured_,
+              "the sharded collectives' staging buffer must grow to " + std::to_string(count) +
+                  " FP16 elements after a CUDA graph captured them; run the step once uncaptured first");
+  // Started collectives may still read the old buffer.
+  DDP_CUDA_CHECK(cudaStreamSynchronize(comm_stream()));
+  staging_.reset();
+  staging_count_ = 0;
+  UniqueDeviceMemory grown = cuda_malloc_unique(count * sizeof(half16));
+  DDP_CUDA_CHECK(cudaMemsetAsync(grown.get(), 0, count * sizeof(half16), comm_stream()));
+  staging_ = std::move(grown);
+  staging_count_ = count;
+  return static_cast<half16*>(staging_.get());
+}
+
+void NcclCommunicator::start_reduce_scatter_sum_fp16(const half16* send, half16* recv, const ShardLayout& layout) {
+  check_layout_world(*this, layout, "reduce_scatter_sum_fp16");
+  const ShardRange mine = layout.range(rank_);
+  shard_call_in_place(send, layout.total_count(), recv, mine.begin, mine.count(), "reduce_scatter_sum_fp16");
+  const bool direct = layout.is_uniform();  // NCCL's own layout; in place is NCCL's in place too
+  // Before the gate: growing may wait for comm_stream.
+  half16* staging = direct || layout.total_count() == 0 ? nullptr : staging_fp16(padded_staging_count(layout));
+  const AbortGate::Pass pass = gate_.enter("reduce_scatter_sum_fp16");
+  if (layout.total_count() == 0) return;  // the same layout on every rank, so all skip
+  const cudaEvent_t busy_end = begin_collective();
+  const auto nccl_reduce_scatter = [this](const half16* padded_send, half16* out, size_t per_rank) {
+    DDP_NCCL_CHECK(ncclReduceScatter(padded_send, out, per_rank, ncclFloat16, ncclSum, comm_, comm_stream()));
+  };
+  if (direct) {
+    nccl_reduce_scatter(send, recv, layout.max_range_count());
+  } else {
+    padded_reduce_scatter(send, recv, layout, rank_, staging, CopyOnStream{comm_stream()}, nccl_reduce_scatter);
+  }
+  end_collective(busy_end);
+}
+
+void NcclCommunicator::start_allgather_fp16(const half16* mine, half16* full, const ShardLayout& layout) {
+  check_layout_world(*this, layout, "allgather_fp16");
+  const ShardRange own = layout.range(rank_);
+  shard_call_in_place(full, layout.total_count(), mine, own.begin, own.count(), "allgather_fp16");
+  const bool direct = layout.is_uniform();
+  half16* staging = direct || layout.total_count() == 0 ? nullptr : staging_fp16(padded_staging_count(layout));
+  const AbortGate::Pass pass = gate_.enter("allgather_fp16");
+  if (layout.total_count() == 0) return;
+  const cudaEvent_t busy_end = begin_collective();
+  const auto nccl_allgather = [this](const half16* padded_mine, half16* out, size_t per_rank) {
+    DDP_NCCL_CHECK(ncclAllGather(padded_mine, out, per_rank, ncclFloat16, comm_, comm_stream()));
+  };
+  if (direct) {
+    nccl_allgather(mine, full, layout.max_range_count());
+  } else {
+    padded_allgather(mine, full, layout, rank_, staging, CopyOnStream{comm_stream()}, nccl_allgather);
+  }
+  end_collective(busy_end);
+}
+
+void NcclCommunicator::reduce_scatter_sum_fp16(const half16* send, half16* recv, const ShardLayout& layout) {
+  start_reduce_scatter_sum_fp16(send, recv, layout);
+  wait_allreduces();
+}
+
+void NcclCommunicator::allgather_fp16(const half16* mine, half16* full, const ShardLayout& layout) {
+  start_allgather_fp16(mine, full, layout);
+  wait_allreduces();
+}
+
+// The compute stream's wait also covers any started collective before it
+// (one stream), but those stay pending for wait_allreduces' timing.
+void NcclCommunicator::allreduce_max_int32(int32_t* data, size_t count) {
+  const AbortGate::Pass pass = gate_.enter("allreduce_max_int32");
+  if (count == 0) return;
+  comm_waits_for_compute();
+  DDP_NCCL_CHECK(ncclAllReduce(data, data, count, ncclInt32, ncclMax, comm_, comm_stream()));
+  compute_waits_for_comm();
+}
+
+}  // namespace ddp

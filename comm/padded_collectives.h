@@ -1,0 +1,81 @@
+// padded_collectives.h: a reduce-scatter and an all-gather over an uneven
+// ShardLayout, made of an equal-count collective (NCCL's ncclReduceScatter
+// and ncclAllGather move the same count per rank, rank q's part at q x that
+// count). Every range gets a slot of padded_slot_count(layout) elements in
+// a staging buffer; a range shorter than its slot leaves padding, which is
+// summed or gathered like the rest and then dropped, so its values never
+// matter. Every rank derives the same slot from the same layout.
+//
+// Written once over two callables, so the NCCL communicator (device copies
+// and NCCL on comm_stream) and the CPU tests (memcpy and MPI) run the same
+// plan: copy(dst, src, count) moves `count` FP16 elements; the collective
+// takes (send, recv, per-rank count) with NCCL's buffer layout. Both are
+// queued in call order (one stream, or a host thread), so the plan needs no
+// waits of its own.
+#pragma once
+
+#include <cstddef>
+
+#include "comm/shard_layout.h"
+#include "kernels/half.h"
+
+namespace ddp {
+
+// Slots start on 128-byte boundaries of FP16.
+constexpr size_t kPaddedSlotAlignElements = 64;
+
+// The longest range, rounded up to kPaddedSlotAlignElements.
+inline size_t padded_slot_count(const ShardLayout& layout) {
+  const size_t longest = layout.max_range_count();
+  return (longest + kPaddedSlotAlignElements - 1) / kPaddedSlotAlignElements * kPaddedSlotAlignElements;
+}
+// FP16 elements of staging the two plans below need: world + 1 slots.
+inline size_t padded_staging_count(const ShardLayout& layout) {
+  return (static_cast<size_t>(layout.world_size()) + 1) * padded_slot_count(layout);
+}
+
+// Rank `rank`'s part of the sum: send (total_count) -> recv (its range).
+// In place (recv == send + its begin) works too: every copy out of send is
+// queued before the collective writes anything.
+template <class Copy, class EqualReduceScatter>
+void padded_reduce_scatter(const half16* send, half16* recv, const ShardLayout& layout, int rank, half16* staging,
+                           Copy&& copy, EqualReduceScatter&& reduce_scatter) {
+  const size_t slot = padded_slot_count(layout);
+  if (slot == 0) return;
+  const size_t world = static_cast<size_t>(layout.world_size());
+  half16* padded_send = staging;                 // (world, slot)
+  half16* padded_recv = staging + world * slot;  // (slot)
+  for (int q = 0; q < layout.world_size(); ++q) {
+    const ShardRange range = layout.range(q);
+    if (range.count() > 0) copy(padded_send + static_cast<size_t>(q) * slot, send + range.begin, range.count());
+  }
+  const size_t mine = layout.range(rank).count();
+  half16* out = mine == slot ? recv : padded_recv;  // a full slot lands in place
+  reduce_scatter(static_cast<const half16*>(padded_send), out, slot);
+  if (out != recv && mine > 0) copy(recv, static_cast<const half16*>(padded_recv), mine);
+}
+
+// Every rank's range of `full`, from each rank's `mine` (its range's count).
+// In place (mine == full + its begin) works too.
+template <class Copy, class EqualAllgather>
+void padded_allgather(const half16* mine, half16* full, const ShardLayout& layout, int rank, half16* staging,
+                      Copy&& copy, EqualAllgather&& allgather) {
+  const size_t slot = padded_slot_count(layout);
+  if (slot == 0) return;
+  half16* padded_mine = staging;         // (slot)
+  half16* padded_full = staging + slot;  // (world, slot)
+  const size_t own = layout.range(rank).count();
+  const half16* src = mine;
+  if (own != slot) {  // a short range: its slot's tail is padding
+    if (own > 0) copy(padded_mine, mine, own);
+    src = padded_mine;
+  }
+  allgather(src, padded_full, slot);
+  for (int q = 0; q < layout.world_size(); ++q) {
+    const ShardRange range = layout.range(q);
+    if (range.count() > 0)
+      copy(full + range.begin, static_cast<const half16*>(padded_full + static_cast<size_t>(q) * slot), range.count());
+  }
+}
+
+}  // namespace ddp
