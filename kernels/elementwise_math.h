@@ -2,7 +2,8 @@
 // loops (cpu_backend.cpp) and the CUDA kernels (cuda_*.cu) alike, so both
 // backends compute the same function and differ only in FP32 rounding of
 // transcendental calls (erff/expf/logf/tanhf), which the tests' tolerances
-// cover.
+// cover. One exception: the CPU computes GELU-tanh in the equal form
+// z * sigmoid(2u) with its own exp (kernels/cpu/cpu_gelu_tanh.h says why).
 #pragma once
 
 #include <cmath>

@@ -121,14 +121,18 @@ TEST_F(CliEvalSample, BadUsesAreRefusedInOneLine) {
   expect_refused(text + " --sample-every 5 --top-k 300", {"--top-k 300"});
   expect_refused(text + " --sample-every 5 --temperature -1", {"--temperature"});
   expect_refused(text + " --prompt abc", {"--prompt needs --generate or --sample-every"});
+  expect_refused("--data synthetic --predict " + dir + "/x.npy --predictions " + dir + "/p.npy --init-weights " + dir +
+                     "/w.safetensors --eval-every 5",
+                 {"--eval-every has no meaning with --predict"});
   for (const char* flag : {"--eval-every", "--sample-every"}) {
     const std::string f = std::string(flag) + " 5";
     expect_refused(gpt + " --bench " + f, {std::string(flag) + " has no meaning with --bench"});
     expect_refused(gpt + " --eval-only --init-weights " + dir + "/w.safetensors " + f,
                    {std::string(flag) + " has no meaning with --eval-only"});
+    // A GPT's --predict is refused before its flags (a GPT's inference is --generate).
     expect_refused(gpt + " --predict " + dir + "/x.npy --predictions " + dir + "/p.npy --init-weights " + dir +
                        "/w.safetensors " + f,
-                   {std::string(flag) + " has no meaning with --predict"});
+                   {"--predict needs --model mlp"});
     expect_refused(kShape + " --init-weights " + dir + "/w.safetensors --generate 5 --prompt abc " + f,
                    {std::string(flag) + " has no meaning with --generate"});
   }
