@@ -9,26 +9,12 @@
 #include "kernels/gemm_epilogue.h"
 #include "kernels/half_convert.h"
 
+#include "kernels/cpu/cpu_activation.h"
 #include "kernels/cpu/cpu_gelu_tanh.h"
 #include "kernels/cpu/cpu_simd.h"
 
 namespace ddp::cpu {
 namespace {
-
-// The CPU's activations: elementwise_math.h's, except GELU-tanh through
-// cpu_gelu_tanh.h (its lanes and its scalar twin give the same bits, so the
-// 8-lane loops, their tails and the portable loops agree).
-float cpu_activation_forward(Activation act, float z) {
-  return act == Activation::GeluTanh ? gelu_tanh_forward_cpu(z) : activation_forward(act, z);
-}
-float cpu_activation_backward(Activation act, float z, float dy) {
-  return act == Activation::GeluTanh ? gelu_tanh_backward_cpu(z, dy) : activation_backward(act, z, dy);
-}
-// gemm_epilogue_activation with the CPU's activations.
-float cpu_epilogue_activation(Activation act, Activation dact, float z, float v) {
-  if (dact != Activation::None) v = cpu_activation_backward(dact, z, v);
-  return cpu_activation_forward(act, v);
-}
 
 #if DDP_X86
 DDP_AVX_F16C inline __m256 load8(const half16* p) {

@@ -270,17 +270,18 @@ void softmax_xent_forward(CpuThreadPool& pool, TransformerScratch& s, const half
   s.row_correct.resize(height);
   const size_t real = count_of(real_cols);
   for_rows(pool, height, width, [&](size_t r0, size_t r1) {
-    std::vector<float> v(real), e(real);
+    std::vector<float> v(real);
     for (size_t r = r0; r < r1; ++r) {
       half_to_float_array(logits + r * width, v.data(), real);
       float max_v = v[0];
       int argmax = 0;
       for (size_t c = 1; c < real; ++c)
         if (v[c] > max_v) max_v = v[c], argmax = static_cast<int>(c);  // strict: the first maximum wins
-      const float sum_exp = exp_shifted_sum(v.data(), max_v, e.data(), real);
       const int32_t label = labels[r];
       const bool valid = label >= 0 && label < real_cols;
-      s.row_loss[r] = valid ? max_v + logf(sum_exp) - v[label] : std::numeric_limits<float>::quiet_NaN();
+      const float label_logit = valid ? v[label] : 0.0f;
+      const float sum_exp = exp_shifted_sum(v.data(), max_v, v.data(), real);  // in place: v is spent
+      s.row_loss[r] = valid ? max_v + logf(sum_exp) - label_logit : std::numeric_limits<float>::quiet_NaN();
       s.row_correct[r] = valid && argmax == label;
     }
   });
