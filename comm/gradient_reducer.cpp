@@ -37,6 +37,13 @@ GradientReducer::GradientReducer(Communicator& comm, std::vector<GradientSegment
     for (size_t s = buckets_[b].first_segment; s < buckets_[b].end_segment; ++s) bucket_of_segment_[s] = b;
 }
 
+void GradientReducer::shard_over(const ShardLayout& layout) {
+  check_layout_world(comm_, layout, "GradientReducer");
+  for (const GradientBucket& b : buckets_)
+    DDP_REQUIRE(b.offset + b.count <= layout.total_count(), "GradientReducer: a bucket beyond the shard layout");
+  shards_ = layout;
+}
+
 void GradientReducer::begin(half16* grads) {
   grads_ = grads;
   next_bucket_ = 0;
@@ -59,7 +66,13 @@ void GradientReducer::start_ready_buckets() {
   while (next_bucket_ < buckets_.size() && pending_[next_bucket_] == 0) {
     const GradientBucket& b = buckets_[next_bucket_];
     if (before_start) before_start(next_bucket_, grads_);
-    comm_.start_allreduce_sum_fp16(grads_ + b.offset, b.count);
+    if (shards_) {
+      const ShardLayout slice = shards_->slice(b.offset, b.count);
+      half16* bucket = grads_ + b.offset;
+      comm_.start_reduce_scatter_sum_fp16(bucket, bucket + slice.range(comm_.rank()).begin, slice);
+    } else {
+      comm_.start_allreduce_sum_fp16(grads_ + b.offset, b.count);
+    }
     ++next_bucket_;
   }
 }

@@ -16,10 +16,18 @@
 // buckets in order (every rank must start the same collectives in the same
 // order); finalize() waits for every started sum (see Communicator::
 // wait_allreduces) and checks that every bucket was started.
+//
+// Sharded (ZeRO, shard_over): a bucket's sum is a reduce-scatter instead,
+// in place over the layout's slice of the bucket, so after finalize() the
+// calling rank's range of the layout holds the sums (the elements of its
+// range no bucket covers are padding: zero on every rank, their own sum)
+// and the rest of the buffer is unspecified. The same volume leaves each
+// rank as with the all-reduce's first half.
 #pragma once
 
 #include <cstddef>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -49,6 +57,10 @@ class GradientReducer {
 
   const std::vector<GradientBucket>& buckets() const { return buckets_; }
 
+  // From now on each bucket is reduce-scattered over `layout` (of the
+  // whole buffer, this communicator's world) instead of all-reduced.
+  void shard_over(const ShardLayout& layout);
+
   // A step's reduction of `grads` begins: no segment is ready.
   void begin(half16* grads);
   // Segments [first, end) are final; starts every bucket that now can.
@@ -64,6 +76,7 @@ class GradientReducer {
   void start_ready_buckets();
 
   Communicator& comm_;
+  std::optional<ShardLayout> shards_;  // empty: all-reduce
   std::vector<GradientSegment> segments_;
   std::vector<GradientBucket> buckets_;
   std::vector<size_t> bucket_of_segment_;

@@ -21,6 +21,7 @@
 #include "trainer/fault_hooks.h"
 #include "trainer/models/model_catalog.h"
 #include "trainer/models/model_factory.h"
+#include "trainer/sharded_state.h"
 #include "trainer/stop_signal.h"
 #include "trainer/trainer_impl.h"
 #include "trainer/checkpoint/weights_io.h"
@@ -43,6 +44,17 @@ TrainConfig with_batch_per_rank(TrainConfig c, int world_size) {
   return c;
 }
 
+// --zero 1 and above: the FP32 state of this rank's range only.
+ShardRange owned_range(const TrainConfig& c, const ShardLayout& shards, int rank) {
+  return c.zero_stage > 0 ? shards.range(rank) : ShardRange{0, shards.total_count()};
+}
+
+MixedPrecisionOptimizer make_optimizer(const TrainConfig& c, Backend& b, ParameterStore& params, Communicator& m,
+                                       const ShardLayout& shards) {
+  if (c.zero_stage == 0) return MixedPrecisionOptimizer(b, params, optimizer_config(c));
+  return MixedPrecisionOptimizer(b, params, optimizer_config(c), m, shards);
+}
+
 // Each parameter tensor is one segment for the reducer, in registry order.
 std::vector<GradientSegment> gradient_segments(const ParameterRegistry& registry) {
   std::vector<GradientSegment> segments;
@@ -58,8 +70,9 @@ Trainer::Impl::Impl(const TrainConfig& c, Backend& b, Communicator& m, TrainTest
       data(std::move(d)),
       model_owned(make_model(cfg, b, static_cast<int>(cfg.batch_size))),
       model(*model_owned),
-      params(b, model.parameters()),
-      optimizer(b, params, optimizer_config(c)),
+      shards(zero_shard_layout(model.parameters().flat_count(), m.world_size())),
+      params(b, model.parameters(), owned_range(cfg, shards, m.rank())),
+      optimizer(make_optimizer(cfg, b, params, m, shards)),
       scale_rule(loss_scale_rule(c.loss_scaler, c.max_bad_steps)),
       state(b, cfg),
       cursor(cfg, data.train.count, m.rank(), m.world_size()),
@@ -78,6 +91,7 @@ Trainer::Impl::Impl(const TrainConfig& c, Backend& b, Communicator& m, TrainTest
   schedule.warmup_steps = cfg.warmup_steps;
   schedule.step_size = cfg.lr_step_size;
   schedule.gamma = cfg.lr_gamma;
+  if (cfg.zero_stage > 0) reducer.shard_over(shards);
   if (cfg.cuda_graph) captured.enable();
   if (cfg.sample_every > 0) {
     TrainingSampler::check(cfg);  // on every rank: all refuse alike
@@ -100,6 +114,7 @@ void Trainer::Impl::prepare() {
     const ParameterRegistry& registry = model.parameters();
     std::vector<float> init = cfg.init_weights_dir.empty() ? registry.initial_values(cfg.seed)
                                                            : load_weights(cfg.init_weights_dir, registry);
+    if (params.sharded()) agree_with_root(comm, backend, init);  // before it is cut: see below
     params.set_master_weights(init);
     if (!cfg.init_weights_dir.empty()) say("initial weights from " + cfg.init_weights_dir);
   }
@@ -108,8 +123,10 @@ void Trainer::Impl::prepare() {
   // checkpoints, so only its id is ever used: it is not broadcast (NCCL's
   // broadcast takes device memory, and the id lives on the host).
   checkpoints.ensure_run_id();
-  // Every rank starts from rank 0's parameters, whatever its seed.
-  {
+  // Every rank starts from rank 0's parameters, whatever its seed. Sharded,
+  // the whole vectors were agreed on before each rank took its range
+  // (agree_with_root: here, and in the checkpoint's restore).
+  if (!params.sharded()) {
     CollectiveWatch watch(watchdog, "broadcast", step + 1);
     comm.broadcast_bytes(params.master_weights_fp32.data(), params.master_weights_fp32.size_bytes(), 0);
     comm.broadcast_bytes(params.momentum_fp32.data(), params.momentum_fp32.size_bytes(), 0);
@@ -117,7 +134,12 @@ void Trainer::Impl::prepare() {
       comm.broadcast_bytes(params.second_moment_fp32.data(), params.second_moment_fp32.size_bytes(), 0);
   }
   if (is_root()) report.set_metrics(checkpoints.prepare_outputs(step));
-  backend.cast_fp32_to_fp16(params.master_weights_fp32.data(), params.weights_fp16.data(), params.count());
+  const ShardRange owned = params.owned();
+  backend.cast_fp32_to_fp16(params.master_weights_fp32.data(), params.weights_fp16.data() + owned.begin, owned.count());
+  if (params.sharded()) {
+    CollectiveWatch watch(watchdog, "all-gather", step + 1);
+    comm.allgather_fp16(params.weights_fp16.data() + owned.begin, params.weights_fp16.data(), shards);
+  }
   state.upload(step);
   prepared = true;
 }
@@ -243,9 +265,12 @@ TrainSummary Trainer::Impl::finish(int stop_signal, RunTally& tally) {
         std::to_string(step) + " of " + std::to_string(plan.total_steps));
   if (last_eval_step != step) run_eval();
   checkpoints.write(step);
-  if (is_root() && !cfg.save_weights_dir.empty()) {
-    save_weights(cfg.save_weights_dir, model.parameters(), params.master_weights_fp32.download());
-    say("weights saved to " + cfg.save_weights_dir);
+  if (!cfg.save_weights_dir.empty()) {
+    const std::vector<float> masters = gather_fp32_state(comm, params, params.master_weights_fp32);  // every rank
+    if (is_root()) {
+      save_weights(cfg.save_weights_dir, model.parameters(), masters);
+      say("weights saved to " + cfg.save_weights_dir);
+    }
   }
 
   TrainSummary sum = summary_of_run(tally);
@@ -313,6 +338,7 @@ BenchTimings Trainer::bench(int64_t warmup_steps, int64_t timed_steps) {
   return impl_->bench(warmup_steps, timed_steps);
 }
 TrainState Trainer::snapshot() const { return impl_->checkpoints.snapshot(impl_->step); }
+std::vector<half16> Trainer::weights_fp16() const { return impl_->params.weights_fp16.download(); }
 void Trainer::observe_batches(std::function<void(const uint32_t* indices, int rows)> observer) {
   impl_->batch_observer = std::move(observer);
 }

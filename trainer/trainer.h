@@ -76,8 +76,12 @@ class Trainer {
   // step alone (no evaluation, metrics or checkpoints).
   BenchTimings bench(int64_t warmup_steps, int64_t timed_steps);
 
-  // The state as a checkpoint would hold it now.
+  // The state as a checkpoint would hold it now. With --zero it is
+  // gathered from every rank: a collective, every rank calls it.
   TrainState snapshot() const;
+  // The FP16 weights forward reads (the flat layout, padding included): the
+  // same bits on every rank after every step, at every --zero stage.
+  std::vector<half16> weights_fp16() const;
 
   // Test hook: called with this rank's sample indices of each micro-batch
   // as the step loads it (empty function: none).

@@ -43,7 +43,8 @@ struct Trainer::Impl {
   TrainTestData data;
   std::unique_ptr<Model> model_owned;  // models/model_factory.h
   Model& model;
-  ParameterStore params;  // in the model's registry layout
+  ShardLayout shards;     // --zero: each rank's range of the flat layout (sharded_state.h)
+  ParameterStore params;  // in the model's registry layout; sharded: the FP32 state of this rank's range
   MixedPrecisionOptimizer optimizer;
   LossScaleRule scale_rule;
   StepStateView state;  // the device step state and this step's loss, and the host's copy

@@ -11,6 +11,7 @@
 
 #include "comm/mpi_communicator.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "mpi/mpi_gpt_config.h"
 #include "mpi/mpi_test_support.h"
 #include "test_support.h"
 #include "trainer/models/gpt_config.h"
@@ -20,27 +21,6 @@ namespace ddp {
 namespace {
 using test::failures_anywhere;
 
-// Every rank writes the same text to its own directory.
-TrainConfig gpt_config(const std::string& dir) {
-  static const char* words[] = {"the ", "cat ", "sat ", "on ", "a ", "mat ", "and ", "dog ", "ran ", "far ", "away. "};
-  std::mt19937 rng(11);
-  std::string text;
-  while (text.size() < 6000) text += words[rng() % 11];
-  std::ofstream(dir + "/text.txt", std::ios::binary) << text;
-  TrainConfig c;
-  c.model = "gpt";
-  c.gpt.n_layer = 2, c.gpt.n_head = 2, c.gpt.n_embd = 32;
-  c.data.kind = "text", c.data.train_text = dir + "/text.txt", c.data.block_size = 16, c.data.val_fraction = 0.1;
-  c.loss = LossKind::SoftmaxCrossEntropy, c.loss_name = "xent";
-  // SGD: its update is proportional to the gradient, so a wrong average
-  // shows (AdamW's normalised step would hide a gradient off by a factor N).
-  c.optimizer = OptimizerKind::Sgd, c.lr = 0.1, c.momentum = 0.9;
-  c.lr_schedule = LrScheduleKind::Constant, c.log_every = 1000000;
-  c.global_batch = 24;  // divisible by 2, 3 and 4
-  c.loss_scaler.init_scale = 1024;  // no overflow in the N-rank FP16 sum
-  return c;
-}
-
 // Tolerance: 0.5% of the update's L2 norm after 10 SGD steps, the MLP's
 // bound. The runs differ by FP16 rounding only (per-rank FP16 gradients
 // summed in FP16 against one GEMM over all rows); a wrong average (a sum
@@ -48,7 +28,7 @@ TrainConfig gpt_config(const std::string& dir) {
 TEST(GptDataParallel, NRanksMatchOneRankAndStayIdentical) {
   MpiCommunicator comm;
   const std::string dir = test::make_temp_dir("mpi_gpt");
-  TrainConfig c = gpt_config(dir);
+  TrainConfig c = test::tiny_gpt_config(dir);
   c.shuffle = false, c.steps = 10;
   CpuBackend cpu(1);
   const TrainTestData data = load_train_test(c.data, c.seed);

@@ -16,6 +16,7 @@
 #include "trainer/checkpoint/checkpoint_validation.h"
 #include "trainer/models/model_catalog.h"
 #include "trainer/checkpoint/run_outputs.h"
+#include "trainer/sharded_state.h"
 
 namespace ddp {
 
@@ -77,9 +78,9 @@ int64_t Checkpointing::restore(const TrainState& s, const std::string& path) {
   const ResumeTarget target = resume_target();
   std::vector<std::string> notes = check_resume_fits(s, target, path);
   const LossScalerState scaler = resumed_scaler_state(s, target, notes);
-  params_.set_master_weights(registry.unpack(s.master_weights_fp32));
-  params_.momentum_fp32.upload(registry.unpack(s.momentum_fp32));
-  if (cfg_.optimizer == OptimizerKind::AdamW) params_.second_moment_fp32.upload(registry.unpack(s.second_moment_fp32));
+  load_state(registry.unpack(s.master_weights_fp32), params_.master_weights_fp32);
+  load_state(registry.unpack(s.momentum_fp32), params_.momentum_fp32);
+  if (cfg_.optimizer == OptimizerKind::AdamW) load_state(registry.unpack(s.second_moment_fp32), params_.second_moment_fp32);
   StepStatus& status = state_.host_to_upload();
   status.momentum_initialized = s.momentum_initialized ? 1 : 0;
   set_scaler_state(status, scaler);
@@ -110,9 +111,17 @@ int64_t Checkpointing::restore(const TrainState& s, const std::string& path) {
 
 int64_t Checkpointing::restore_weights(const TrainState& s, const std::string& path) {
   check_model_of(s, path);
-  params_.set_master_weights(params_.registry().unpack(s.master_weights_fp32));
+  load_state(params_.registry().unpack(s.master_weights_fp32), params_.master_weights_fp32);
   say("evaluating " + path + " (step " + std::to_string(s.step) + ")");
   return s.step;
+}
+
+void Checkpointing::load_state(std::vector<float> flat, Buffer<float>& state) {
+  // Sharded, each rank keeps its range of the file's state: rank 0's file,
+  // should the ranks' scans of --checkpoint-dir ever disagree.
+  if (params_.sharded()) agree_with_root(comm_, params_.weights_fp16.backend(), flat);
+  if (&state == &params_.master_weights_fp32) params_.set_master_weights(flat);
+  else params_.upload_owned(state, flat);
 }
 
 std::map<std::string, std::string> optimizer_settings(const TrainConfig& c) {
@@ -175,10 +184,11 @@ TrainState Checkpointing::snapshot(int64_t step) {
   s.model_dims = model_dims(cfg_);
   s.activation = model_activation_name(cfg_);
   s.loss = cfg_.loss_name;
-  s.master_weights_fp32 = params_.registry().pack(params_.master_weights_fp32.download());
-  s.momentum_fp32 = params_.registry().pack(params_.momentum_fp32.download());
+  // Sharded: gathered whole on every rank (sharded_state.h), one state at a time.
+  s.master_weights_fp32 = params_.registry().pack(gather_fp32_state(comm_, params_, params_.master_weights_fp32));
+  s.momentum_fp32 = params_.registry().pack(gather_fp32_state(comm_, params_, params_.momentum_fp32));
   if (cfg_.optimizer == OptimizerKind::AdamW)
-    s.second_moment_fp32 = params_.registry().pack(params_.second_moment_fp32.download());
+    s.second_moment_fp32 = params_.registry().pack(gather_fp32_state(comm_, params_, params_.second_moment_fp32));
   s.momentum_initialized = status.momentum_initialized != 0;
   s.optimizer = optimizer_kind_name(cfg_.optimizer);
   s.optimizer_settings = optimizer_settings(cfg_);

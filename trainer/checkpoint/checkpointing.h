@@ -72,6 +72,9 @@ class Checkpointing {
   // A line per optimizer setting this run changes (the run's flags win, as
   // with PyTorch when the new value is set after load_state_dict).
   std::vector<std::string> optimizer_setting_notes(const TrainState& s) const;
+  // A whole flat state from the checkpoint into one of the store's FP32
+  // buffers (its owned range; the masters also re-cast to FP16).
+  void load_state(std::vector<float> flat, Buffer<float>& state);
   // What resume_check.h needs to know about this run.
   ResumeTarget resume_target() const;
   int world() const { return comm_.world_size(); }

@@ -9,12 +9,18 @@
 namespace ddp {
 
 ParameterStore::ParameterStore(Backend& backend, const ParameterRegistry& registry)
-    : master_weights_fp32(backend, registry.flat_count()),
+    : ParameterStore(backend, registry, ShardRange{0, registry.flat_count()}) {}
+
+ParameterStore::ParameterStore(Backend& backend, const ParameterRegistry& registry, ShardRange owned)
+    : master_weights_fp32(backend, owned.count()),
       weights_fp16(backend, registry.flat_count()),
-      momentum_fp32(backend, registry.flat_count()),
+      momentum_fp32(backend, owned.count()),
       grads_fp16(backend, registry.flat_count()),
-      grads_fp32(backend, registry.flat_count()),
-      registry_(registry) {
+      grads_fp32(backend, owned.count()),
+      registry_(registry),
+      owned_(owned) {
+  DDP_REQUIRE(owned.begin <= owned.end && owned.end <= registry.flat_count(),
+              "ParameterStore: the owned range is not a range of the layout");
   // The padding between tensors must hold zeros in every buffer
   // (parameter_registry.h); the masters get theirs from set_master_weights.
   master_weights_fp32.zero();
@@ -25,22 +31,28 @@ ParameterStore::ParameterStore(Backend& backend, const ParameterRegistry& regist
 }
 
 void ParameterStore::allocate_adamw_state() {
-  if (second_moment_fp32.count() == count()) return;
-  Backend& backend = master_weights_fp32.backend();
-  second_moment_fp32 = Buffer<float>(backend, count());
+  if (weight_decay_mask.count() == owned_count() && owned_count() > 0) return;
+  Backend& backend = weights_fp16.backend();
+  second_moment_fp32 = Buffer<float>(backend, owned_count());
   second_moment_fp32.zero();
   std::vector<uint8_t> mask(count(), 0);  // padding: 0 (nothing lives there)
   for (const ParameterTensor& t : registry_.tensors())
     std::fill(mask.begin() + static_cast<std::ptrdiff_t>(t.offset),
               mask.begin() + static_cast<std::ptrdiff_t>(t.offset + t.count), t.weight_decay ? 1 : 0);
-  weight_decay_mask = Buffer<uint8_t>(backend, count());
-  weight_decay_mask.upload(mask);
+  weight_decay_mask = Buffer<uint8_t>(backend, owned_count());
+  weight_decay_mask.upload(mask.data() + owned_.begin, owned_count());
+}
+
+void ParameterStore::upload_owned(Buffer<float>& state, const std::vector<float>& flat) {
+  DDP_REQUIRE(flat.size() == count(), "ParameterStore: a flat vector of the wrong parameter count");
+  DDP_REQUIRE(state.count() == owned_count(), "ParameterStore: not one of the owned FP32 buffers");
+  state.upload(flat.data() + owned_.begin, owned_count());
 }
 
 void ParameterStore::set_master_weights(const std::vector<float>& flat) {
-  DDP_REQUIRE(flat.size() == count(), "set_master_weights: wrong parameter count");
-  master_weights_fp32.upload(flat);
-  master_weights_fp32.backend().cast_fp32_to_fp16(master_weights_fp32.data(), weights_fp16.data(), count());
+  upload_owned(master_weights_fp32, flat);
+  weights_fp16.backend().cast_fp32_to_fp16(master_weights_fp32.data(), weights_fp16.data() + owned_.begin,
+                                           owned_count());
 }
 
 }  // namespace ddp

@@ -5,11 +5,19 @@
 // produces their gradients, each 16-byte aligned). Every buffer below
 // shares it, so the optimizer, the unscale/check pass, the all-reduce
 // buckets, checkpoints and weight export are single passes with one index.
+//
+// Sharded (ZeRO, --zero 1): the store owns one contiguous range of the
+// layout (comm/shard_layout.h), and the FP32 state (masters, optimizer
+// state, unscaled gradients, the decay mask) holds that range only:
+// element i of those buffers is element owned().begin + i of the layout.
+// The FP16 weights and gradients stay whole. Unsharded, the range is the
+// whole layout and nothing differs.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "comm/shard_layout.h"
 #include "kernels/buffer.h"
 #include "trainer/models/parameter_registry.h"
 
@@ -17,19 +25,24 @@ namespace ddp {
 
 class ParameterStore {
  public:
+  // `owned`: the range of the layout the FP32 state holds (default: all).
   ParameterStore(Backend& backend, const ParameterRegistry& registry);
+  ParameterStore(Backend& backend, const ParameterRegistry& registry, ShardRange owned);
 
   const ParameterRegistry& registry() const { return registry_; }
-  size_t count() const { return registry_.flat_count(); }  // elements of each buffer, padding included
+  size_t count() const { return registry_.flat_count(); }  // elements of the layout, padding included
+  ShardRange owned() const { return owned_; }
+  size_t owned_count() const { return owned_.count(); }  // elements of each FP32 buffer (R below)
+  bool sharded() const { return owned_.count() != count(); }
 
-  Buffer<float> master_weights_fp32;  // (P) the weights the optimizer updates
+  Buffer<float> master_weights_fp32;  // (R) the weights the optimizer updates
   Buffer<half16> weights_fp16;        // (P) fp16(master), what forward/backward read
-  Buffer<float> momentum_fp32;        // (P) SGD momentum, or AdamW's first moment (exp_avg): the same role
-  Buffer<half16> grads_fp16;          // (P) loss-scaled gradients, all-reduced in FP16
-  Buffer<float> grads_fp32;           // (P) unscaled gradients the optimizer reads
+  Buffer<float> momentum_fp32;        // (R) SGD momentum, or AdamW's first moment (exp_avg): the same role
+  Buffer<half16> grads_fp16;          // (P) loss-scaled gradients, summed in FP16 (sharded: the owned range)
+  Buffer<float> grads_fp32;           // (R) unscaled gradients the optimizer reads
   // AdamW only (empty until allocate_adamw_state): an SGD run pays nothing.
-  Buffer<float> second_moment_fp32;   // (P) AdamW's exp_avg_sq
-  Buffer<uint8_t> weight_decay_mask;  // (P) 1 on the elements of tensors whose registry flag says decay, else 0
+  Buffer<float> second_moment_fp32;   // (R) AdamW's exp_avg_sq
+  Buffer<uint8_t> weight_decay_mask;  // (R) 1 on the elements of tensors whose registry flag says decay, else 0
 
   // Allocates (zeroed) the second moment and builds the decay mask from the
   // registry, once. A per-element mask rather than per-tensor ranges: the
@@ -38,12 +51,18 @@ class ParameterStore {
   // 16 the masters and moments already take.
   void allocate_adamw_state();
 
-  // Host <-> store, flat layout: masters (and the FP16 copy re-cast from them).
+  // Host <-> store, flat layout (count() elements): the owned range of
+  // `flat` into the masters, re-cast into the owned range of the FP16
+  // weights (sharded: the rest of them is the caller's all-gather).
   void set_master_weights(const std::vector<float>& flat);
+  // The owned range of a flat host vector into one of the FP32 buffers.
+  void upload_owned(Buffer<float>& state, const std::vector<float>& flat);
+  // The masters as held: the whole layout unsharded, the owned range sharded.
   std::vector<float> master_weights() const { return master_weights_fp32.download(); }
 
  private:
   ParameterRegistry registry_;
+  ShardRange owned_;
 };
 
 }  // namespace ddp

@@ -12,27 +12,45 @@ namespace ddp {
 
 MixedPrecisionOptimizer::MixedPrecisionOptimizer(Backend& backend, ParameterStore& params,
                                                  const OptimizerConfig& config)
-    : backend_(backend), params_(params), config_(config), update_end_(params.count()), grad_norm_(backend, 1) {
+    : backend_(backend), params_(params), config_(config), grad_norm_(backend, 1) {
   if (config_.kind == OptimizerKind::AdamW) params_.allocate_adamw_state();
 }
 
-void MixedPrecisionOptimizer::set_update_range(size_t begin, size_t end) {
-  DDP_REQUIRE(begin <= end && end <= params_.count(), "set_update_range: not a range of the flat layout");
-  update_begin_ = begin, update_end_ = end;
+MixedPrecisionOptimizer::MixedPrecisionOptimizer(Backend& backend, ParameterStore& params,
+                                                 const OptimizerConfig& config, Communicator& comm,
+                                                 const ShardLayout& layout)
+    : MixedPrecisionOptimizer(backend, params, config) {
+  DDP_REQUIRE(layout.total_count() == params.count() && layout.world_size() == comm.world_size() &&
+                  layout.range(comm.rank()) == params.owned(),
+              "MixedPrecisionOptimizer: the shard layout is not the store's");
+  shards_.emplace(Shards{comm, layout});
+}
+
+double MixedPrecisionOptimizer::global_grad_norm() {
+  backend_.l2_norm_fp32(params_.grads_fp32.data(), params_.owned_count(), grad_norm_.data());
+  float norm = 0.0f;
+  backend_.copy_to_host(&norm, grad_norm_.data(), sizeof(norm));
+  if (!shards_) return norm;
+  // The ranges' squared norms, summed in double. A float's square is exact
+  // in double, so one rank's norm comes back unchanged.
+  const double own = static_cast<double>(norm);
+  return std::sqrt(shards_->comm.allreduce_sum_host(own * own));
 }
 
 StepOutcome MixedPrecisionOptimizer::step(StepStatus* status, bool want_norm) {
   StepOutcome out;
   out.grad_norm = std::numeric_limits<double>::quiet_NaN();
-  const size_t n = params_.count();
+  const ShardRange owned = params_.owned();
   const ScalarArg inv_scale = ScalarArg::at(&status->inv_scale);
   // Clipping and logging need the unscaled gradients as a whole (their L2
   // norm): unscale into the FP32 buffer. Otherwise two fused passes: a check
   // that reads only the FP16 gradients, then the update unscaling on the
   // fly. Both paths give the same bits (unscale_element).
   const bool need_fp32 = needs_host(want_norm);
-  backend_.unscale_fp16_to_fp32(params_.grads_fp16.data(), need_fp32 ? params_.grads_fp32.data() : nullptr, n,
-                                inv_scale, &status->nonfinite);
+  backend_.unscale_fp16_to_fp32(params_.grads_fp16.data() + owned.begin, need_fp32 ? params_.grads_fp32.data() : nullptr,
+                                owned.count(), inv_scale, &status->nonfinite);
+  // An Inf in one rank's range skips the step on every rank.
+  if (shards_) shards_->comm.allreduce_max_int32(&status->nonfinite, 1);
 
   float clip_coef = 1.0f;
   if (need_fp32) {
@@ -41,21 +59,24 @@ StepOutcome MixedPrecisionOptimizer::step(StepStatus* status, bool want_norm) {
     out.skip_known = true;
     out.skipped = flag != 0;
     if (!out.skipped) {
-      backend_.l2_norm_fp32(params_.grads_fp32.data(), n, grad_norm_.data());
-      float norm = 0.0f;
-      backend_.copy_to_host(&norm, grad_norm_.data(), sizeof(norm));
+      const double norm = global_grad_norm();
       out.grad_norm = norm;
       // torch.nn.utils.clip_grad_norm_: coef = max_norm / (norm + 1e-6), clamped to 1.
-      if (config_.clip_grad_norm > 0.0)
-        clip_coef = static_cast<float>(std::min(1.0, config_.clip_grad_norm / (static_cast<double>(norm) + 1e-6)));
+      if (config_.clip_grad_norm > 0.0) clip_coef = static_cast<float>(std::min(1.0, config_.clip_grad_norm / (norm + 1e-6)));
     }
   }
   update(status, need_fp32, clip_coef);
+  // Every rank's updated range to every rank (a skipped step re-sends the
+  // unchanged weights: the decision is on the device, the host never waits).
+  if (shards_) shards_->comm.allgather_fp16(params_.weights_fp16.data() + owned.begin, params_.weights_fp16.data(),
+                                            shards_->layout);
   return out;
 }
 
 void MixedPrecisionOptimizer::update(StepStatus* status, bool fp32_grads, float clip_coef) {
-  const size_t begin = update_begin_, count = update_end_ - update_begin_;
+  // The FP32 buffers hold the owned range from their element 0; the FP16
+  // ones the whole layout, read from the range's start.
+  const size_t begin = params_.owned().begin, count = params_.owned_count();
   const ScalarArg inv_scale = ScalarArg::at(&status->inv_scale);
   if (config_.kind == OptimizerKind::AdamW) {
     AdamWParams a;
@@ -66,13 +87,13 @@ void MixedPrecisionOptimizer::update(StepStatus* status, bool fp32_grads, float 
     a.grad_multiplier = clip_coef;
     AdamWBuffers b;
     b.grads_fp32 = fp32_grads ? params_.grads_fp32.data() : nullptr;
-    b.grads_fp16 = params_.grads_fp16.data();
+    b.grads_fp16 = params_.grads_fp16.data() + begin;
     b.master_fp32 = params_.master_weights_fp32.data();
     b.exp_avg_fp32 = params_.momentum_fp32.data();
     b.exp_avg_sq_fp32 = params_.second_moment_fp32.data();
-    b.weights_fp16 = params_.weights_fp16.data();
+    b.weights_fp16 = params_.weights_fp16.data() + begin;
     b.decay_mask = params_.weight_decay_mask.data();
-    backend_.adamw_update(a, b, inv_scale, begin, count, &status->nonfinite);
+    backend_.adamw_update(a, b, inv_scale, 0, count, &status->nonfinite);
     return;
   }
   SgdParams sgd;
@@ -84,12 +105,12 @@ void MixedPrecisionOptimizer::update(StepStatus* status, bool fp32_grads, float 
   sgd.momentum_initialized = &status->momentum_initialized;
   sgd.grad_multiplier = clip_coef;
   if (fp32_grads)
-    backend_.sgd_update(sgd, params_.grads_fp32.data() + begin, params_.master_weights_fp32.data() + begin,
-                        params_.momentum_fp32.data() + begin, params_.weights_fp16.data() + begin, count,
+    backend_.sgd_update(sgd, params_.grads_fp32.data(), params_.master_weights_fp32.data(),
+                        params_.momentum_fp32.data(), params_.weights_fp16.data() + begin, count,
                         &status->nonfinite);
   else
     backend_.sgd_update_fp16_grads(sgd, params_.grads_fp16.data() + begin, inv_scale,
-                                   params_.master_weights_fp32.data() + begin, params_.momentum_fp32.data() + begin,
+                                   params_.master_weights_fp32.data(), params_.momentum_fp32.data(),
                                    params_.weights_fp16.data() + begin, count, &status->nonfinite);
 }
 

@@ -17,10 +17,20 @@
 // before AdamW). AdamW decays (decoupled, torch.optim.AdamW) only the
 // tensors the registry marks weight_decay (the MLP's weights, not its
 // biases), through the store's per-element mask.
+//
+// Sharded (ZeRO stage 1, the store owns one range of the layout): the
+// gradients' sums are valid on the owned range only (a reduce-scatter), so
+// the check, the norm and the update run there; the Inf/NaN flag then goes
+// through a one-integer MAX all-reduce on the backend's memory (no host
+// round trip), the squared norms through a host sum, and after the update
+// the FP16 weights are all-gathered: every rank takes the same decision
+// and ends the step with the same FP16 weights.
 #pragma once
 
 #include <cstddef>
+#include <optional>
 
+#include "comm/communicator.h"
 #include "kernels/buffer.h"
 #include "trainer/models/parameter_store.h"
 #include "trainer/optim/optimizer_kind.h"
@@ -49,6 +59,10 @@ class MixedPrecisionOptimizer {
  public:
   // AdamW allocates the store's second moment and decay mask here.
   MixedPrecisionOptimizer(Backend& backend, ParameterStore& params, const OptimizerConfig& config);
+  // Sharded: `layout` is the store's (params.owned() is its range of
+  // comm.rank()); the collectives above go through `comm`.
+  MixedPrecisionOptimizer(Backend& backend, ParameterStore& params, const OptimizerConfig& config,
+                          Communicator& comm, const ShardLayout& layout);
 
   // grads_fp16 hold loss-scaled gradients summed over ranks; `status` (in
   // the backend's memory) holds this step's prepared scalars and receives
@@ -56,21 +70,23 @@ class MixedPrecisionOptimizer {
   // (for logging); it and clipping read the flag and the norm on the host.
   StepOutcome step(StepStatus* status, bool want_norm);
 
-  // The elements [begin, end) of the flat layout the update writes (a
-  // rank's shard; default: all). The check and the norm still read every
-  // gradient, so the skip decision and clipping stay global.
-  void set_update_range(size_t begin, size_t end);
-
   // True when step() waits for the device (clipping or a wanted norm).
   bool needs_host(bool want_norm) const { return config_.clip_grad_norm > 0.0 || want_norm; }
 
  private:
   void update(StepStatus* status, bool fp32_grads, float clip_coef);
+  // The global L2 norm of the unscaled gradients (sharded: of every rank's range).
+  double global_grad_norm();
+
+  struct Shards {
+    Communicator& comm;
+    ShardLayout layout;
+  };
 
   Backend& backend_;
   ParameterStore& params_;
   OptimizerConfig config_;
-  size_t update_begin_ = 0, update_end_ = 0;
+  std::optional<Shards> shards_;  // empty: unsharded
   Buffer<float> grad_norm_;  // (1)
 };
 

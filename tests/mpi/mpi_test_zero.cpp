@@ -1,0 +1,231 @@
+// mpi_test_zero.cpp: --zero 1 (masters and optimizer state sharded, the
+// gradients reduce-scattered, the FP16 weights all-gathered) on CPU ranks
+// (CTest runs this binary with 2, 3 and 4 ranks): it tracks --zero 0 at the
+// same global batch for the MLP and the GPT, SGD and AdamW (clipped by the
+// global norm), with the FP16 weights bitwise identical on every rank after
+// every step; an overflow on one rank skips the step on all; a checkpoint
+// of a sharded run resumes unchanged at another stage and world size.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "comm/mpi_communicator.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "mpi/mpi_gpt_config.h"
+#include "mpi/mpi_test_support.h"
+#include "test_support.h"
+#include "trainer/checkpoint/checkpoint.h"
+#include "trainer/sharded_state.h"
+#include "trainer/trainer.h"
+
+namespace ddp {
+namespace {
+using test::failures_anywhere;
+
+// A seed every rank agrees on (rank 0's), fresh per run.
+uint64_t agreed_seed() {
+  uint64_t seed = test::test_seed() % 100000;
+  MPI_Bcast(&seed, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+  return seed;
+}
+
+// A directory every rank can read, made by rank 0.
+std::string agreed_dir(const std::string& tag) {
+  char path[512] = {};
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank == 0) std::snprintf(path, sizeof path, "%s", test::make_temp_dir(tag).c_str());
+  MPI_Bcast(path, sizeof path, MPI_CHAR, 0, MPI_COMM_WORLD);
+  return path;
+}
+
+TrainConfig mlp_config(uint64_t seed) {
+  TrainConfig c;
+  c.data.kind = "synthetic";
+  c.mlp.layer_widths = {10, 48, 32, 10};  // 2,410 parameters: every rank owns a non-empty range
+  c.loss = LossKind::MeanSquaredError, c.loss_name = "mse";
+  c.optimizer = OptimizerKind::Sgd, c.lr = 0.05, c.momentum = 0.9;
+  c.log_every = 1000, c.seed = seed, c.lr_schedule = LrScheduleKind::Constant;
+  c.data.synthetic_train_samples = 960, c.data.synthetic_test_samples = 120;
+  c.global_batch = 48;  // divisible by 1, 2, 3 and 4
+  c.loss_scaler.init_scale = 1024;  // no overflow in the N-rank FP16 sum
+  return c;
+}
+
+struct Case {
+  const char* name;
+  bool gpt;
+  bool adamw;  // with clipping by the global norm at a bound every step exceeds
+};
+
+TrainConfig case_config(const Case& k, const std::string& dir, uint64_t seed) {
+  TrainConfig c = k.gpt ? test::tiny_gpt_config(dir) : mlp_config(seed);
+  c.seed = seed;
+  c.shuffle = false, c.steps = 8;
+  if (k.adamw) {
+    c.optimizer = OptimizerKind::AdamW, c.lr = 3e-3, c.weight_decay = 0.1;
+    // Below every step's norm: the coefficient is max_norm / global norm, so
+    // a rank clipping by its own range's norm moves its range too far.
+    c.clip_grad_norm = 0.05;
+  }
+  return c;
+}
+
+// Bitwise equality of a vector with rank 0's.
+template <class T>
+int differs_from_root(const std::vector<T>& mine) {
+  std::vector<T> root = mine;
+  MPI_Bcast(root.data(), static_cast<int>(root.size() * sizeof(T)), MPI_BYTE, 0, MPI_COMM_WORLD);
+  return std::memcmp(root.data(), mine.data(), mine.size() * sizeof(T)) != 0;
+}
+
+// Tolerance: 0.5% of the update's L2 norm after 8 steps, the data-parallel
+// bound (mpi_test_data_parallel.cpp): the two differ at most by the order
+// of the FP16 sums (the transport's reduce-scatter against its all-reduce).
+// A stage that loses a range's update, clips by a local norm, or sums
+// without dividing is off by far more.
+TEST(Zero, StageOneTracksStageZeroWithTheSameWeightsOnEveryRank) {
+  MpiCommunicator comm;
+  const Case cases[] = {{"MLP SGD", false, false}, {"MLP AdamW clipped", false, true},
+                        {"GPT SGD", true, false},  {"GPT AdamW clipped", true, true}};
+  const std::string dir = test::make_temp_dir("mpi_zero");  // each rank its own text file
+  CpuBackend cpu(1);
+  for (const Case& k : cases) {
+    const uint64_t seed = agreed_seed();
+    TrainConfig c = case_config(k, dir, seed);
+    const TrainTestData data = load_train_test(c.data, c.seed);
+
+    Trainer replicated(c, cpu, comm, data);
+    replicated.prepare();
+    const std::vector<float> start = replicated.snapshot().master_weights_fp32;
+    const TrainSummary r = replicated.run();
+
+    TrainConfig stepwise = c;
+    stepwise.zero_stage = 1, stepwise.stop_after_steps = 1;
+    Trainer sharded(stepwise, cpu, comm, data);
+    sharded.prepare();
+    int bad = differs_from_root(sharded.weights_fp16());
+    int64_t skipped = r.skipped_steps;
+    for (int64_t step = 1; step <= c.steps; ++step) {
+      const TrainSummary s = sharded.run();
+      skipped += s.skipped_steps;
+      bad += s.final_step != step;
+      bad += differs_from_root(sharded.weights_fp16());
+    }
+    EXPECT_EQ(failures_anywhere(bad), 0) << k.name << ": FP16 weights differ between ranks";
+    EXPECT_EQ(failures_anywhere(static_cast<int>(skipped)), 0) << k.name << ": a step overflowed";
+    const double rel = test::relative_update_difference(sharded.snapshot().master_weights_fp32,
+                                                        replicated.snapshot().master_weights_fp32, start);
+    EXPECT_EQ(failures_anywhere(!(rel < 5e-3)), 0) << k.name << ": relative update difference " << rel;
+    if (comm.rank() == 0)
+      std::printf("--zero 1 against --zero 0, %s, %d ranks: relative update difference %.3g\n", k.name,
+                  comm.world_size(), rel);
+  }
+}
+
+// An overflow injected on the last rank lands in element 0, which rank 0
+// owns: only rank 0's check sees it, and the MAX of the flag must skip the
+// step on every rank (with accumulation and predivision on).
+TEST(Zero, OverflowOnOneRankSkipsTheStepOnEveryRank) {
+  MpiCommunicator comm;
+  const int n = comm.world_size();
+  TrainConfig c = mlp_config(agreed_seed());
+  c.zero_stage = 1;
+  c.steps = 16, c.stop_after_steps = 1;
+  c.grad_accum = 2, c.global_batch = 8 * 2 * n, c.grad_predivide = 2.0;
+  c.inject_overflow_steps = {5, 11}, c.inject_overflow_rank = n - 1;
+  c.loss_scaler.hysteresis = 1;
+  CpuBackend cpu(1);
+  Trainer t(c, cpu, comm, load_train_test(c.data, 7));
+  t.prepare();
+  const size_t flat = t.weights_fp16().size();
+  ASSERT_GT(zero_shard_layout(flat, n).range(0).count(), 0u) << "rank 0 must own element 0";
+  int bad = 0;
+  std::vector<half16> before = t.weights_fp16();
+  for (int64_t step = 1; step <= c.steps; ++step) {
+    t.run();
+    const std::vector<half16> now = t.weights_fp16();
+    bad += differs_from_root(now);
+    const bool injected = step == 5 || step == 11;
+    bad += (std::memcmp(now.data(), before.data(), now.size() * sizeof(half16)) == 0) != injected;
+    before = now;
+  }
+  const TrainState end = t.snapshot();
+  bad += end.skipped_steps != 2;
+  bad += end.scaler.scale != c.loss_scaler.init_scale / 4;  // two backoffs by 0.5, no growth in 16 steps
+  EXPECT_EQ(failures_anywhere(bad), 0);
+}
+
+int state_differs(const TrainState& a, const TrainState& b) {
+  return (a.master_weights_fp32 != b.master_weights_fp32) + (a.momentum_fp32 != b.momentum_fp32) +
+         (a.second_moment_fp32 != b.second_moment_fp32) + (a.step != b.step) +
+         (a.optimizer_steps != b.optimizer_steps);
+}
+
+// A sharded run's checkpoint holds the whole state: it restores unchanged
+// at --zero 0 and --zero 1 on one rank and at --zero 1 on N, continues
+// bitwise at the world and stage it was written with, and within the
+// data-parallel tolerance on one rank.
+TEST(Zero, ACheckpointOfAShardedRunResumesAtAnyStageAndWorldSize) {
+  MpiCommunicator comm;
+  const std::string dir = agreed_dir("mpi_zero_ckpt");
+  TrainConfig c = case_config({"GPT AdamW", true, true}, test::make_temp_dir("mpi_zero_text"), agreed_seed());
+  c.zero_stage = 1, c.steps = 12;
+  CpuBackend cpu(1);
+  const TrainTestData data = load_train_test(c.data, c.seed);
+
+  Trainer whole(c, cpu, comm, data);  // uninterrupted, no checkpoints
+  whole.prepare();
+  whole.run();
+  const TrainState end = whole.snapshot();
+
+  TrainConfig first = c;
+  first.stop_after_steps = 6, first.checkpoint_dir = dir;
+  {
+    Trainer t(first, cpu, comm, data);
+    t.prepare();
+    t.run();
+  }
+  MPI_Barrier(MPI_COMM_WORLD);  // rank 0 has written it
+  const std::string path = dir + "/ckpt-step000000000006.safetensors";
+  const TrainState saved = read_checkpoint(path);
+  const std::vector<float> start = saved.master_weights_fp32;
+
+  TrainConfig again = c;
+  again.resume = true, again.resume_path = path;
+  int bad = 0;
+  {
+    Trainer t(again, cpu, comm, data);
+    t.prepare();
+    bad += state_differs(t.snapshot(), saved);
+    t.run();
+    bad += state_differs(t.snapshot(), end);  // same world, same stage: the same bits
+  }
+  EXPECT_EQ(failures_anywhere(bad), 0) << "resumed at --zero 1 on " << comm.world_size() << " ranks";
+
+  double rel = 0.0;
+  if (comm.rank() == 0) {
+    for (int stage : {0, 1}) {
+      TrainConfig alone_cfg = again;
+      alone_cfg.zero_stage = stage;
+      SingleProcessCommunicator alone;
+      Trainer t(alone_cfg, cpu, alone, data);
+      t.prepare();
+      bad += state_differs(t.snapshot(), saved);
+      t.run();
+      rel = std::max(rel, test::relative_update_difference(t.snapshot().master_weights_fp32, end.master_weights_fp32,
+                                                           start));
+    }
+  }
+  EXPECT_EQ(failures_anywhere(bad), 0) << "restored state differs on one rank";
+  EXPECT_EQ(failures_anywhere(!(rel < 5e-3)), 0) << "one rank continued " << rel << " away";
+  if (comm.rank() == 0) std::printf("resumed on one rank: relative update difference %.3g\n", rel);
+}
+
+}  // namespace
+}  // namespace ddp

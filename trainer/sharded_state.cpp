@@ -1,0 +1,40 @@
+// sharded_state.cpp
+#include "trainer/sharded_state.h"
+
+#include "kernels/error.h"
+
+namespace ddp {
+namespace {
+// The same ranges counted in FP16 elements: an FP32 value is two of them.
+// The all-gather only copies, so the FP32 bits travel unchanged.
+ShardLayout as_fp16_pairs(const ShardLayout& layout) {
+  std::vector<size_t> bounds{0};
+  for (int r = 0; r < layout.world_size(); ++r) bounds.push_back(2 * layout.range(r).end);
+  return ShardLayout(std::move(bounds));
+}
+}  // namespace
+
+ShardLayout zero_shard_layout(size_t flat_count, int world) {
+  return ShardLayout::balanced(flat_count, world, kZeroShardAlignElements);
+}
+
+std::vector<float> gather_fp32_state(Communicator& comm, const ParameterStore& params, const Buffer<float>& state) {
+  DDP_REQUIRE(state.count() == params.owned_count(), "gather_fp32_state: not one of the store's FP32 buffers");
+  if (!params.sharded()) return state.download();
+  const ShardLayout layout = zero_shard_layout(params.count(), comm.world_size());
+  DDP_REQUIRE(layout.range(comm.rank()) == params.owned(), "gather_fp32_state: the store's range is not this rank's");
+  Buffer<float> whole(state.backend(), params.count());
+  comm.allgather_fp16(reinterpret_cast<const half16*>(state.data()), reinterpret_cast<half16*>(whole.data()),
+                      as_fp16_pairs(layout));
+  return whole.download();
+}
+
+void agree_with_root(Communicator& comm, Backend& backend, std::vector<float>& flat) {
+  if (comm.world_size() == 1 || flat.empty()) return;
+  Buffer<float> staged(backend, flat.size());
+  staged.upload(flat);
+  comm.broadcast_bytes(staged.data(), staged.size_bytes(), 0);
+  flat = staged.download();
+}
+
+}  // namespace ddp
