@@ -73,6 +73,7 @@ void GradientReducer::start_ready_buckets() {
     } else {
       comm_.start_allreduce_sum_fp16(grads_ + b.offset, b.count);
     }
+    elements_started_ += b.count;
     ++next_bucket_;
   }
 }

@@ -69,6 +69,11 @@ class GradientReducer {
   // nothing), then waits for every sum of this step.
   void finalize();
 
+  // FP16 elements this reducer has handed to collectives so far (every
+  // bucket's whole slice, all-reduced or reduce-scattered): the volume the
+  // benchmark turns into bytes sent per step.
+  size_t elements_started() const { return elements_started_; }
+
   // Runs just before bucket b's all-reduce starts (test and fault hooks).
   std::function<void(size_t bucket, half16* grads)> before_start;
 
@@ -84,6 +89,7 @@ class GradientReducer {
   std::vector<char> ready_;      // per segment
   size_t next_bucket_ = 0;       // the first bucket not started
   half16* grads_ = nullptr;
+  size_t elements_started_ = 0;
 };
 
 }  // namespace ddp

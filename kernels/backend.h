@@ -112,6 +112,21 @@ class Backend {
   virtual std::string description() const = 0;
 
   // ---- memory -------------------------------------------------------------
+  // The bytes Buffers (buffer.h: every allocation of the trainer, its
+  // models and communicators) hold now and at most so far: the trainer's
+  // own high-water mark, which the memory report and --bench quote. Not
+  // the device's (a CUDA context, cuBLAS and NCCL hold more of their own).
+  struct AllocationTally {
+    size_t in_use_bytes = 0;
+    size_t peak_bytes = 0;
+  };
+  AllocationTally allocations() const { return tally_; }
+  void count_allocation(size_t size_bytes) {
+    tally_.in_use_bytes += size_bytes;
+    if (tally_.in_use_bytes > tally_.peak_bytes) tally_.peak_bytes = tally_.in_use_bytes;
+  }
+  void count_release(size_t size_bytes) noexcept { tally_.in_use_bytes -= size_bytes; }
+
   virtual void* allocate_bytes(size_t size_bytes) = 0;
   virtual void free_bytes(void* ptr) noexcept = 0;
   virtual void copy_to_device(void* dst, const void* src_host, size_t size_bytes) = 0;
@@ -300,6 +315,9 @@ class Backend {
   // exception is unwinding (a replay may then wait for a peer that is gone;
   // the recordings are freed when their launches end).
   virtual void release_captures() noexcept {}
+
+ private:
+  AllocationTally tally_;
 };
 
 }  // namespace ddp

@@ -15,7 +15,10 @@ class Buffer {
  public:
   Buffer() = default;
   Buffer(Backend& backend, size_t count) : backend_(&backend), count_(count) {
-    if (count_ > 0) data_ = static_cast<T*>(backend.allocate_bytes(count_ * sizeof(T)));
+    if (count_ > 0) {
+      data_ = static_cast<T*>(backend.allocate_bytes(count_ * sizeof(T)));
+      backend.count_allocation(count_ * sizeof(T));
+    }
   }
   ~Buffer() { release(); }
   Buffer(const Buffer&) = delete;
@@ -51,7 +54,10 @@ class Buffer {
 
  private:
   void release() noexcept {
-    if (data_) backend_->free_bytes(data_);
+    if (data_) {
+      backend_->free_bytes(data_);
+      backend_->count_release(count_ * sizeof(T));
+    }
     data_ = nullptr;
     count_ = 0;
   }

@@ -52,6 +52,19 @@ std::string bench_json_line(const BenchContext& c, const BenchTimings& t) {
   const double unknown = std::nan("");  // written as null
   r.add("peak_tflops", peak > 0 ? peak : unknown).add("mfu", peak > 0 ? tflops / peak : unknown);
   r.add("graph_replays", t.graph_replays);
+  // Memory and communication volume (per rank): the state by the ZeRO
+  // stage, the trainer's allocation peak, and the bytes a ring algorithm
+  // (NCCL's) sends for the step's collectives, from the calls' sizes: an
+  // all-reduce of n FP16 elements sends 2 (N-1)/N n x 2 bytes, a reduce-
+  // scatter or an all-gather half that. The theory is the ZeRO paper's:
+  // 2 Psi elements of traffic at stages 0-2, 3 Psi at stage 3.
+  const double n = static_cast<double>(c.world_size), ring = n > 1 ? (n - 1) / n : 0.0;
+  const double sent = 2.0 * ring *
+                      (2.0 * t.allreduce_elements_per_step + t.reduce_scatter_elements_per_step + t.allgather_elements_per_step);
+  r.add("zero_stage", t.zero_stage).add("state_bytes_per_rank", t.state_bytes_max);
+  r.add("peak_allocated_bytes_per_rank", t.peak_allocated_bytes_max);
+  r.add("comm_bytes_per_step_per_rank", sent);
+  r.add("comm_bytes_theory", 2.0 * ring * (t.zero_stage >= 3 ? 3.0 : 2.0) * static_cast<double>(t.parameters));
   // Replayed steps' all-reduces are not timed (no timing events in a
   // capture): with any replay the figures would be partial, so none is given.
   const bool timed = t.graph_replays == 0;

@@ -60,7 +60,10 @@ TEST(TokenDataValidate, NamesTheBadIdOrLabelBySampleAndPosition) {
 
 TEST(TokenDataValidate, RefusesInconsistentShapes) {
   std::mt19937_64 rng(test::test_seed());
-  const Dataset good = random_token_dataset(rng);
+  // At least 2 positions per sample: with one, a label per sample is a
+  // label per position, and the feature form's labels are not a mismatch.
+  Dataset good = random_token_dataset(rng);
+  while (good.tokens_per_sample < 2) good = random_token_dataset(rng);
   auto refused = [](Dataset d, std::initializer_list<std::string> needles) {
     test::expect_data_error([&] { validate_dataset(d, "tokens.bin"); }, needles);
   };

@@ -2,6 +2,7 @@
 // forward/backward, the bucketed all-reduce started as backward finishes
 // each bucket, the optimizer and loss-scale update on the device), eager or
 // replayed from a --cuda-graph capture, and the benchmark that times it.
+#include <algorithm>
 #include <functional>
 #include <vector>
 
@@ -98,6 +99,7 @@ BenchTimings Trainer::Impl::bench(int64_t warmup_steps, int64_t timed_steps) {
   }
   comm.take_allreduce_times();
   const int64_t replays_before = captured.replays();
+  const size_t reduced_before = reducer.elements_started(), gathered_before = optimizer.elements_gathered();
   for (int64_t i = 0; i < timed_steps; ++i) {
     const auto start = Clock::now();
     one_step();
@@ -106,6 +108,16 @@ BenchTimings Trainer::Impl::bench(int64_t warmup_steps, int64_t timed_steps) {
   }
   t.allreduce = comm.take_allreduce_times();
   t.graph_replays = captured.replays() - replays_before;
+  // Replayed steps do not pass through the reducer: count them as eager ones.
+  const double steps = static_cast<double>(std::max<int64_t>(1, timed_steps - t.graph_replays));
+  const double reduced = static_cast<double>(reducer.elements_started() - reduced_before) / steps;
+  (cfg.zero_stage > 0 ? t.reduce_scatter_elements_per_step : t.allreduce_elements_per_step) = reduced;
+  t.allgather_elements_per_step = static_cast<double>(optimizer.elements_gathered() - gathered_before) / steps;
+  t.zero_stage = cfg.zero_stage;
+  t.parameters = model.parameters().parameter_count();
+  t.state_bytes_max = static_cast<size_t>(comm.allreduce_max_host(static_cast<int64_t>(measured_state_bytes(params).total())));
+  t.peak_allocated_bytes_max =
+      static_cast<size_t>(comm.allreduce_max_host(static_cast<int64_t>(backend.allocations().peak_bytes)));
   return t;
 }
 

@@ -169,6 +169,13 @@ TrainSummary Trainer::Impl::evaluate_only() {
 TrainSummary Trainer::Impl::run() {
   DDP_REQUIRE(prepared, "Trainer::run before prepare");
   report.banner(model.parameters().parameter_count(), data.train, data.test, plan);
+  {
+    const StateBytes held = measured_state_bytes(params);
+    const size_t in_use = backend.allocations().in_use_bytes;
+    report.memory(held, in_use > held.total() ? in_use - held.total() : 0,
+                  zero_formula_bytes(cfg.zero_stage, world(), model.parameters().parameter_count(),
+                                     cfg.optimizer == OptimizerKind::AdamW));
+  }
   RunTally tally;
   // From here a signal only asks for a stop at the next agreed point (see
   // stop_signal.h); until here it ended the process at once.
@@ -338,6 +345,7 @@ BenchTimings Trainer::bench(int64_t warmup_steps, int64_t timed_steps) {
   return impl_->bench(warmup_steps, timed_steps);
 }
 TrainState Trainer::snapshot() const { return impl_->checkpoints.snapshot(impl_->step); }
+StateBytes Trainer::state_bytes() const { return measured_state_bytes(impl_->params); }
 std::vector<half16> Trainer::weights_fp16() const { return impl_->params.weights_fp16.download(); }
 void Trainer::observe_batches(std::function<void(const uint32_t* indices, int rows)> observer) {
   impl_->batch_observer = std::move(observer);

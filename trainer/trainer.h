@@ -17,6 +17,7 @@
 #include "trainer/data/data_source.h"
 #include "trainer/config/train_config.h"
 #include "trainer/checkpoint/train_state.h"
+#include "trainer/report/memory_report.h"
 
 namespace ddp {
 
@@ -50,6 +51,13 @@ struct BenchTimings {
   AllreduceTimes allreduce;  // over the timed steps
   int64_t graph_replays = 0;  // timed steps replayed from a CUDA graph: their all-reduces are not timed
   int64_t global_samples_per_step = 0;
+  // Per rank, per timed step: the FP16 elements handed to all-reduces,
+  // to reduce-scatters and to all-gathers (the calls' sizes, whole buffers).
+  double allreduce_elements_per_step = 0, reduce_scatter_elements_per_step = 0, allgather_elements_per_step = 0;
+  int zero_stage = 0;
+  size_t parameters = 0;              // the model's (Psi, no padding)
+  size_t state_bytes_max = 0;         // the largest rank's state (memory_report.h)
+  size_t peak_allocated_bytes_max = 0;  // the largest rank's allocation high-water mark (Backend::allocations)
 };
 
 class Trainer {
@@ -79,6 +87,9 @@ class Trainer {
   // The state as a checkpoint would hold it now. With --zero it is
   // gathered from every rank: a collective, every rank calls it.
   TrainState snapshot() const;
+  // This rank's state by class (report/memory_report.h), as the banner's
+  // memory line gives it.
+  StateBytes state_bytes() const;
   // The FP16 weights forward reads (the flat layout, padding included): the
   // same bits on every rank after every step, at every --zero stage.
   std::vector<half16> weights_fp16() const;

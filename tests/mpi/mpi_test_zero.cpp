@@ -227,5 +227,50 @@ TEST(Zero, ACheckpointOfAShardedRunResumesAtAnyStageAndWorldSize) {
   if (comm.rank() == 0) std::printf("resumed on one rank: relative update difference %.3g\n", rel);
 }
 
+// The state bytes per rank follow the ZeRO formula (memory_report.h) to
+// within the layout's padding and one alignment unit of imbalance, and the
+// sharded classes add up over the ranks to exactly the replicated ones:
+// nothing is held twice, nothing is lost.
+TEST(Zero, StateBytesPerRankFollowTheFormula) {
+  MpiCommunicator comm;
+  const int n = comm.world_size();
+  const std::string dir = test::make_temp_dir("mpi_zero_memory");
+  int bad = 0;
+  for (const Case& k : {Case{"MLP AdamW", false, true}, Case{"GPT SGD", true, false}}) {
+    TrainConfig c = case_config(k, dir, 3);
+    const TrainTestData data = load_train_test(c.data, c.seed);
+    StateBytes held[2];
+    size_t parameters = 0, padding = 0;
+    for (int stage : {0, 1}) {
+      c.zero_stage = stage;
+      CpuBackend cpu(1);
+      Trainer t(c, cpu, comm, data);
+      held[stage] = t.state_bytes();
+      parameters = t.snapshot().master_weights_fp32.size();
+      padding = t.weights_fp16().size() - parameters;
+      const ZeroFormula f = zero_formula_bytes(stage, n, parameters, k.adamw);
+      // Bytes per parameter sharded at stage 1: K (master and optimizer
+      // state) and the extras (FP32 gradient, AdamW's mask): 12 + 5 or 8 + 4.
+      const double sharded = k.adamw ? 17.0 : 12.0;
+      const double per_element = 4.0 + (stage == 0 ? sharded : sharded / n);
+      const double slack = padding * (4.0 + sharded) + kZeroShardAlignElements * sharded;
+      const double measured = static_cast<double>(held[stage].total());
+      bad += !(measured >= f.ours_bytes - slack && measured <= f.ours_bytes + slack);
+      bad += !(f.ours_bytes > per_element * parameters * 0.999 && f.ours_bytes < per_element * parameters * 1.001);
+      if (comm.rank() == 0)
+        std::printf("%s --zero %d, %d ranks: state %zu bytes per rank, formula %.0f (+ extras %.0f)\n", k.name, stage,
+                    n, held[stage].total(), f.paper_bytes, f.ours_bytes);
+    }
+    auto summed = [&](size_t v) {
+      return static_cast<size_t>(comm.allreduce_sum_host(static_cast<double>(v)));
+    };
+    bad += summed(held[1].fp32_masters) != held[0].fp32_masters;
+    bad += summed(held[1].optimizer_state) != held[0].optimizer_state;
+    bad += summed(held[1].fp32_gradients) != held[0].fp32_gradients;
+    bad += held[1].fp16_weights != held[0].fp16_weights || held[1].fp16_gradients != held[0].fp16_gradients;
+  }
+  EXPECT_EQ(failures_anywhere(bad), 0);
+}
+
 }  // namespace
 }  // namespace ddp

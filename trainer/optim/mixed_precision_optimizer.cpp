@@ -68,8 +68,11 @@ StepOutcome MixedPrecisionOptimizer::step(StepStatus* status, bool want_norm) {
   update(status, need_fp32, clip_coef);
   // Every rank's updated range to every rank (a skipped step re-sends the
   // unchanged weights: the decision is on the device, the host never waits).
-  if (shards_) shards_->comm.allgather_fp16(params_.weights_fp16.data() + owned.begin, params_.weights_fp16.data(),
-                                            shards_->layout);
+  if (shards_) {
+    shards_->comm.allgather_fp16(params_.weights_fp16.data() + owned.begin, params_.weights_fp16.data(),
+                                 shards_->layout);
+    elements_gathered_ += params_.count();
+  }
   return out;
 }
 

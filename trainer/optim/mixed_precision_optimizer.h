@@ -70,6 +70,9 @@ class MixedPrecisionOptimizer {
   // (for logging); it and clipping read the flag and the norm on the host.
   StepOutcome step(StepStatus* status, bool want_norm);
 
+  // FP16 elements all-gathered so far (sharded: the whole layout per step).
+  size_t elements_gathered() const { return elements_gathered_; }
+
   // True when step() waits for the device (clipping or a wanted norm).
   bool needs_host(bool want_norm) const { return config_.clip_grad_norm > 0.0 || want_norm; }
 
@@ -88,6 +91,7 @@ class MixedPrecisionOptimizer {
   OptimizerConfig config_;
   std::optional<Shards> shards_;  // empty: unsharded
   Buffer<float> grad_norm_;  // (1)
+  size_t elements_gathered_ = 0;
 };
 
 }  // namespace ddp

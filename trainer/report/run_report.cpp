@@ -38,6 +38,11 @@ void RunReport::banner(size_t parameters, const Dataset& train, const Dataset& t
       std::to_string(plan.total_steps) + " steps (" + std::to_string(plan.steps_per_epoch) + " per epoch)");
 }
 
+void RunReport::memory(const StateBytes& state, size_t other_bytes, const ZeroFormula& formula) {
+  say(memory_line(cfg_.zero_stage, world(), state, other_bytes, formula));
+  if (metrics_) metrics_->write(memory_record(cfg_.zero_stage, world(), state, other_bytes, formula));
+}
+
 void RunReport::log_step(const ProgressSnapshot& snap, double lr, double grad_norm,
                          double allreduce_hidden_fraction) {
   progress_.log_line(snap);

@@ -16,6 +16,7 @@
 #include "trainer/epoch_cursor.h"
 #include "trainer/evaluator.h"
 #include "trainer/report/json_writer.h"
+#include "trainer/report/memory_report.h"
 #include "trainer/report/progress_reporter.h"
 #include "trainer/config/train_config.h"
 #include "trainer/trainer.h"
@@ -55,6 +56,9 @@ class RunReport {
   void say(const std::string& line) { progress_.permanent(line); }
 
   void banner(size_t parameters, const Dataset& train, const Dataset& test, const RunPlan& plan);
+  // After the banner: this rank's memory by state class against the ZeRO
+  // formula (memory_report.h), a line and an "event": "memory" record.
+  void memory(const StateBytes& state, size_t other_bytes, const ZeroFormula& formula);
   // A --log-every step: `snap` filled in (loss over the ranks, interval
   // figures; NaN all-reduce figures with --cuda-graph).
   void log_step(const ProgressSnapshot& snap, double lr, double grad_norm, double allreduce_hidden_fraction);

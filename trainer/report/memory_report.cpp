@@ -1,0 +1,58 @@
+// memory_report.cpp
+#include "trainer/report/memory_report.h"
+
+#include <cstdio>
+
+namespace ddp {
+
+StateBytes measured_state_bytes(const ParameterStore& p) {
+  StateBytes b;
+  b.fp32_masters = p.master_weights_fp32.size_bytes();
+  b.optimizer_state = p.momentum_fp32.size_bytes() + p.second_moment_fp32.size_bytes() + p.weight_decay_mask.size_bytes();
+  b.fp32_gradients = p.grads_fp32.size_bytes();
+  b.fp16_weights = p.weights_fp16.size_bytes();
+  b.fp16_gradients = p.grads_fp16.size_bytes();
+  return b;
+}
+
+ZeroFormula zero_formula_bytes(int stage, int world, size_t parameters, bool adamw) {
+  const double psi = static_cast<double>(parameters), n = static_cast<double>(world);
+  const double k = 4.0 + (adamw ? 8.0 : 4.0);
+  const double weights = stage >= 3 ? 2.0 / n : 2.0, grads = stage >= 2 ? 2.0 / n : 2.0;
+  const double state = stage >= 1 ? k / n : k;
+  const double extras = (4.0 + (adamw ? 1.0 : 0.0)) / (stage >= 1 ? n : 1.0);
+  ZeroFormula f;
+  f.paper_bytes = (weights + grads + state) * psi;
+  f.ours_bytes = f.paper_bytes + extras * psi;
+  return f;
+}
+
+namespace {
+std::string mib(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f MiB", bytes / (1 << 20));
+  return text;
+}
+}  // namespace
+
+std::string memory_line(int stage, int world, const StateBytes& s, size_t other_bytes, const ZeroFormula& f) {
+  return "memory per rank (--zero " + std::to_string(stage) + ", " + std::to_string(world) +
+         " rank(s)): FP32 masters " + mib(s.fp32_masters) + ", optimizer state " + mib(s.optimizer_state) +
+         ", FP32 gradients " + mib(s.fp32_gradients) + ", FP16 weights " + mib(s.fp16_weights) +
+         ", FP16 gradients " + mib(s.fp16_gradients) + "; state " + mib(s.total()) + " against the ZeRO formula's " +
+         mib(f.paper_bytes) + " (" + mib(f.ours_bytes) + " with our FP32 gradients and decay mask); activations, "
+         "scratch and buffers " + mib(other_bytes);
+}
+
+JsonRecord memory_record(int stage, int world, const StateBytes& s, size_t other_bytes, const ZeroFormula& f) {
+  JsonRecord r;
+  r.add("event", "memory").add("zero_stage", stage).add("world_size", world);
+  r.add("fp32_masters_bytes", s.fp32_masters).add("optimizer_state_bytes", s.optimizer_state);
+  r.add("fp32_gradients_bytes", s.fp32_gradients).add("fp16_weights_bytes", s.fp16_weights);
+  r.add("fp16_gradients_bytes", s.fp16_gradients).add("state_bytes", s.total());
+  r.add("zero_formula_bytes", f.paper_bytes).add("zero_formula_with_extras_bytes", f.ours_bytes);
+  r.add("other_bytes", other_bytes);
+  return r;
+}
+
+}  // namespace ddp

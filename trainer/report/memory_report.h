@@ -1,0 +1,51 @@
+// memory_report.h: what each rank holds, by state class, next to the ZeRO
+// paper's formula for the run's stage (Rajbhandari et al. 2020, section 5:
+// Psi parameters, K bytes of optimizer state per parameter, N ranks).
+//
+// The formula per rank, with K = 4 (FP32 master) + the optimizer's state
+// (SGD momentum 4, AdamW's two moments 8: K = 8 or 12, the paper's Adam):
+//   stage 0: (2 + 2 + K) Psi       stage 1: (2 + 2) Psi + K Psi / N
+//   stage 2: 2 Psi + (2 + K) Psi / N   stage 3: (2 + 2 + K) Psi / N
+// Ours adds, sharded like K: the unscaled FP32 gradients (4 bytes: read by
+// clipping and the logged norm) and AdamW's per-element decay mask (1
+// byte). The measured classes exceed formula + extras only by the layout's
+// padding (tensors start at multiples of 8 elements; ranges are whole units
+// of 64) and by one alignment unit of imbalance between ranks.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "trainer/models/parameter_store.h"
+#include "trainer/report/json_writer.h"
+
+namespace ddp {
+
+struct StateBytes {
+  size_t fp32_masters = 0;
+  size_t optimizer_state = 0;  // SGD momentum / AdamW moments, and AdamW's decay mask
+  size_t fp32_gradients = 0;
+  size_t fp16_weights = 0;
+  size_t fp16_gradients = 0;
+  size_t total() const { return fp32_masters + optimizer_state + fp32_gradients + fp16_weights + fp16_gradients; }
+};
+
+// What this rank's store holds now.
+StateBytes measured_state_bytes(const ParameterStore& params);
+
+// The paper's formula for `parameters` (Psi, no padding) and ours on top of
+// it (FP32 gradients, decay mask), per rank; `adamw` picks K.
+struct ZeroFormula {
+  double paper_bytes = 0;
+  double ours_bytes = 0;  // paper_bytes + the extras
+};
+ZeroFormula zero_formula_bytes(int stage, int world, size_t parameters, bool adamw);
+
+// The banner's line: the classes, the rest of the trainer's allocations
+// (activations, scratch, batch slots, communication staging: `other_bytes`)
+// and the formula.
+std::string memory_line(int stage, int world, const StateBytes& state, size_t other_bytes, const ZeroFormula& f);
+// The same as a metrics record ("event": "memory").
+JsonRecord memory_record(int stage, int world, const StateBytes& state, size_t other_bytes, const ZeroFormula& f);
+
+}  // namespace ddp
