@@ -288,7 +288,9 @@ TEST(TensorTable, LayerTensorsCoverTheRegistry) {
       EXPECT_FALSE(tensors.empty()) << "layer " << l;
       for (size_t i = 0; i < tensors.size(); ++i) {
         ASSERT_LT(tensors[i], r.size()) << "layer " << l;
-        if (i > 0) EXPECT_LT(tensors[i - 1], tensors[i]) << "layer " << l << ": not in registry order";
+        if (i > 0) {
+          EXPECT_LT(tensors[i - 1], tensors[i]) << "layer " << l << ": not in registry order";
+        }
         covered.insert(tensors[i]);
       }
     }
