@@ -68,7 +68,9 @@ class Model {
   // Output rows per batch row: 1 for the MLP, T for a language model.
   virtual int outputs_per_sample() const { return 1; }
 
-  // weights_fp16: one entry per registry tensor (tensor_table.h).
+  // weights_fp16: one entry per registry tensor (tensor_table.h). The
+  // tables are taken by reference and never copied, so what a layer hook
+  // set()s in the caller's table is what the layer after it reads.
   virtual ModelOutput forward(const DeviceBatch& batch, const WeightTable& weights_fp16) = 0;
   // Scratch for the loss gradient of the last forward's outputs [rows, width].
   virtual half16* output_grad() = 0;
