@@ -44,8 +44,6 @@ struct Trainer::Impl {
   std::unique_ptr<Model> model_owned;  // models/model_factory.h
   Model& model;
   ParameterStore params;  // in the model's registry layout
-  ParameterTables tables =  // params' buffers per tensor, as the model reads them (models/tensor_table.h)
-      ParameterTables::flat(params.weights_fp16.data(), params.grads_fp16.data(), model.parameters());
   MixedPrecisionOptimizer optimizer;
   LossScaleRule scale_rule;
   StepStateView state;  // the device step state and this step's loss, and the host's copy
@@ -55,6 +53,8 @@ struct Trainer::Impl {
   LrSchedule schedule;
   ProgressReporter progress;
   GradientReducer reducer;  // the all-reduce buckets over the registry's tensors, overlapped with backward
+  ParameterTables tables =  // params' buffers per tensor, as the model reads them (models/tensor_table.h)
+      ParameterTables::flat(params.weights_fp16.data(), params.grads_fp16.data(), model.parameters());
   RunPlan plan;                         // set in the constructor's body
   RunReport report;
   CapturedStep captured;
