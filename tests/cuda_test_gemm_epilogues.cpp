@@ -242,13 +242,15 @@ TEST_F(CudaKernels, ModelGemmsTakeTheFusedCublasLtRoutes) {
   MlpModel model(*gpu, mlp, rows);
   ParameterStore params(*gpu, model.parameters());
   params.set_master_weights(model.parameters().initial_values(test::test_seed()));
+  const ParameterTables tables =
+      ParameterTables::flat(params.weights_fp16.data(), params.grads_fp16.data(), model.parameters());
   Buffer<half16> x(*gpu, static_cast<size_t>(rows) * model.input_width());
   x.upload(test::random_halves(rng, x.count()));
   DeviceBatch batch;
   batch.features_fp16 = x.data(), batch.rows = rows;
 
   auto routes = gpu->gemm_route_counts_for_testing();
-  model.forward(batch, params.weights_fp16.data());
+  model.forward(batch, tables.weights_fp16);
   // Hidden layers: Z = X W^T + b with ReLU in one RELU_BIAS call; the
   // logits: BIAS.
   auto now = gpu->gemm_route_counts_for_testing();
@@ -267,7 +269,7 @@ TEST_F(CudaKernels, ModelGemmsTakeTheFusedCublasLtRoutes) {
   EXPECT_EQ(bgradb_layers, layers) << "a bias the registry left unaligned";
 
   routes = gpu->gemm_route_counts_for_testing();
-  model.backward(params.weights_fp16.data(), params.grads_fp16.data(), /*accumulate=*/false, nullptr);
+  model.backward(tables.weights_fp16, tables.grads_fp16, /*accumulate=*/false, nullptr);
   // dW with db by BGRADB in the same call on every layer; dX (layers 2 and
   // 3) as the plain GEMM, then relu' in place.
   now = gpu->gemm_route_counts_for_testing();
@@ -275,7 +277,7 @@ TEST_F(CudaKernels, ModelGemmsTakeTheFusedCublasLtRoutes) {
                 "backward");
 
   routes = now;
-  model.backward(params.weights_fp16.data(), params.grads_fp16.data(), /*accumulate=*/true, nullptr);
+  model.backward(tables.weights_fp16, tables.grads_fp16, /*accumulate=*/true, nullptr);
   // --grad-accum > 1: dW adds to the gradients (beta 1), which BGRADB cannot
   // (it writes the vector), so db comes from the bias-gradient kernel.
   now = gpu->gemm_route_counts_for_testing();

@@ -42,7 +42,7 @@ TEST(GenerationWindow, LogitsUpToTheLastRealPositionIgnoreTheRightPadding) {
       ids.upload(*tokens);
       DeviceBatch batch;
       batch.token_ids = ids.data(), batch.rows = 1, batch.labels_per_row = t;
-      const ModelOutput out = model.forward(batch, w_dev.data());
+      const ModelOutput out = model.forward(batch, WeightTable::flat(w_dev.data(), model.parameters()));
       cpu.copy_to_host(logits->data(), out.values, logits->size() * sizeof(half16));
     }
     for (int i = 0; i < n * vocab; ++i)

@@ -65,7 +65,7 @@ TEST(GptGradients, Fp16BackwardMatchesTheDoubleReference) {
   tok_dev.upload(tokens), tgt_dev.upload(targets);
   DeviceBatch batch;
   batch.token_ids = tok_dev.data(), batch.labels = tgt_dev.data(), batch.rows = kBatch, batch.labels_per_row = T;
-  const ModelOutput out = model.forward(batch, w_dev.data());
+  const ModelOutput out = model.forward(batch, WeightTable::flat(w_dev.data(), reg));
   ASSERT_EQ(out.rows, rows);
   ASSERT_EQ(out.width, 64);
   ASSERT_EQ(out.classes, 60);
@@ -77,7 +77,8 @@ TEST(GptGradients, Fp16BackwardMatchesTheDoubleReference) {
   std::vector<half16> poison(reg.flat_count(), to_half(NAN));
   grads.upload(poison);
   size_t reported_end = 0;
-  model.backward(w_dev.data(), grads.data(), false, [&](size_t first, size_t end) {
+  const WeightTable weights_fp16 = WeightTable::flat(w_dev.data(), reg);
+  model.backward(weights_fp16, GradTable::flat(grads.data(), reg), false, [&](size_t first, size_t end) {
     EXPECT_EQ(first, reported_end) << "tensors reported out of registry order";
     reported_end = end;
   });

@@ -132,15 +132,16 @@ void check_gradients(Activation act) {
   Buffer<float> loss(cpu, 1);
   dx.upload(x), dlabels.upload(labels);
   params.grads_fp16.upload(test::poison_halves(registry.flat_count()));
+  const ParameterTables tables = ParameterTables::flat(params.weights_fp16.data(), params.grads_fp16.data(), registry);
 
   DeviceBatch batch;
   batch.features_fp16 = dx.data(), batch.labels = dlabels.data(), batch.rows = rows;
-  const ModelOutput out = model.forward(batch, params.weights_fp16.data());
+  const ModelOutput out = model.forward(batch, tables.weights_fp16);
   ASSERT_EQ(out.rows, rows);
   ASSERT_EQ(out.width, widths.back());
   cpu.softmax_xent_forward(out.values, dlabels.data(), rows, out.width, loss.data(), nullptr);
   cpu.softmax_xent_backward(out.values, dlabels.data(), rows, out.width, loss_scale, model.output_grad());
-  model.backward(params.weights_fp16.data(), params.grads_fp16.data(), false, nullptr);
+  model.backward(tables.weights_fp16, tables.grads_fp16, false, nullptr);
 
   const std::vector<Slices> layers = linear_slices(registry, widths);
   const Reference ref = reference(layers, registry.flat_count(), params.weights_fp16.download(), x, labels, rows, act);
@@ -175,18 +176,20 @@ TEST(MlpGradients, AccumulateAddsToExistingGradients) {
   MlpModel model(cpu, mlp, rows);
   ParameterStore params(cpu, model.parameters());
   params.set_master_weights(model.parameters().initial_values(3));
+  const ParameterTables tables =
+      ParameterTables::flat(params.weights_fp16.data(), params.grads_fp16.data(), model.parameters());
   const auto x = test::random_halves(rng, rows * 8);
   Buffer<half16> dx(cpu, x.size());
   dx.upload(x);
   DeviceBatch batch;
   batch.features_fp16 = dx.data(), batch.rows = rows;
-  model.forward(batch, params.weights_fp16.data());
+  model.forward(batch, tables.weights_fp16);
   const auto dout = test::random_halves(rng, rows * 4);
   cpu.copy_to_device(model.output_grad(), dout.data(), dout.size() * sizeof(half16));
-  model.backward(params.weights_fp16.data(), params.grads_fp16.data(), false, nullptr);
+  model.backward(tables.weights_fp16, tables.grads_fp16, false, nullptr);
   const auto once = test::to_doubles(params.grads_fp16.download());
   cpu.copy_to_device(model.output_grad(), dout.data(), dout.size() * sizeof(half16));
-  model.backward(params.weights_fp16.data(), params.grads_fp16.data(), true, nullptr);
+  model.backward(tables.weights_fp16, tables.grads_fp16, true, nullptr);
   const auto twice = test::to_doubles(params.grads_fp16.download());
   for (size_t i = 0; i < once.size(); ++i)
     ASSERT_TRUE(test::close_enough(twice[i], 2 * once[i], test::kFp16RelTol, 1e-3)) << i;

@@ -82,13 +82,14 @@ TEST(MlpModel, BackwardReportsEachTensorOnceInOrderRightAfterItsGemmAndHooksRunP
                          [&](int layer) { log += "B" + std::to_string(layer) + " "; }});
   DeviceBatch batch;
   batch.features_fp16 = x.data(), batch.rows = rows;
-  model.forward(batch, params.weights_fp16.data());
+  model.forward(batch, WeightTable::flat(params.weights_fp16.data(), r));
   EXPECT_EQ(log, "F0 F1 F2 ");
   log.clear();
   cpu.copy_to_device(model.output_grad(), test::random_halves(rng, rows * 4).data(), rows * 4 * sizeof(half16));
   params.grads_fp16.upload(test::poison_halves(r.flat_count()));
   size_t next = 0;
-  model.backward(params.weights_fp16.data(), params.grads_fp16.data(), false, [&](size_t first, size_t end) {
+  const GradTable grads_fp16 = GradTable::flat(params.grads_fp16.data(), r);
+  model.backward(WeightTable::flat(params.weights_fp16.data(), r), grads_fp16, false, [&](size_t first, size_t end) {
     EXPECT_EQ(first, next);  // in registry order, nothing skipped or repeated
     EXPECT_GT(end, first);
     // Ready means written: no poison left in these tensors.

@@ -16,10 +16,11 @@ Evaluator::Evaluator(Backend& backend, const Dataset& test, int max_batch)
 
 EvalResult evaluate(Backend& backend, Communicator& comm, Model& model, const Dataset& test, LossKind loss,
                     const half16* weights_fp16) {
-  return Evaluator(backend, test, model.max_batch()).run(comm, model, loss, weights_fp16);
+  return Evaluator(backend, test, model.max_batch())
+      .run(comm, model, loss, WeightTable::flat(weights_fp16, model.parameters()));
 }
 
-EvalResult Evaluator::run(Communicator& comm, Model& model, LossKind loss, const half16* weights_fp16) {
+EvalResult Evaluator::run(Communicator& comm, Model& model, LossKind loss, const WeightTable& weights_fp16) {
   DDP_REQUIRE(loader_.max_batch() >= model.max_batch(), "Evaluator: the model's batch is larger than the loader's");
   const int rank = comm.rank(), world = comm.world_size();
   std::vector<uint32_t> shard;

@@ -25,7 +25,8 @@ struct EvalResult {
 class Evaluator {
  public:
   Evaluator(Backend& backend, const Dataset& test, int max_batch);
-  EvalResult run(Communicator& comm, Model& model, LossKind loss, const half16* weights_fp16);
+  // weights_fp16: the model's weights per tensor (tensor_table.h).
+  EvalResult run(Communicator& comm, Model& model, LossKind loss, const WeightTable& weights_fp16);
 
  private:
   Backend& backend_;
@@ -35,7 +36,8 @@ class Evaluator {
   Buffer<int32_t> correct_;
 };
 
-// One evaluation with a fresh Evaluator.
+// One evaluation with a fresh Evaluator, of the weights in one flat buffer
+// (the registry's layout).
 EvalResult evaluate(Backend& backend, Communicator& comm, Model& model, const Dataset& test, LossKind loss,
                     const half16* weights_fp16);
 

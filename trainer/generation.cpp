@@ -89,7 +89,8 @@ void run_generation(const GenerationPlan& plan, Backend& backend, std::FILE* out
   ParameterStore params(backend, model->parameters());
   params.set_master_weights(plan.weights_fp32);
   const SamplingSettings settings{c.temperature, c.top_k};
-  sample_bytes(backend, *model, g, params.weights_fp16.data(), c.prompt, c.generate_bytes, settings, c.seed,
+  const WeightTable weights_fp16 = WeightTable::flat(params.weights_fp16.data(), model->parameters());
+  sample_bytes(backend, *model, g, weights_fp16, c.prompt, c.generate_bytes, settings, c.seed,
                [out](int byte) {
                  std::fputc(byte, out);
                  std::fflush(out);
@@ -115,7 +116,7 @@ void check_byte_sampling(const GptConfig& g, const std::string& prompt, int64_t 
                 std::to_string(g.real_vocab));
 }
 
-void sample_bytes(Backend& backend, Model& model, const GptConfig& g, const half16* weights_fp16,
+void sample_bytes(Backend& backend, Model& model, const GptConfig& g, const WeightTable& weights_fp16,
                   const std::string& prompt, int64_t count, const SamplingSettings& settings, uint64_t seed,
                   const std::function<void(int)>& emit) {
   std::mt19937_64 rng(seed);

@@ -43,10 +43,11 @@ GenerationPlan plan_generation(const TrainConfig& config);
 void check_byte_sampling(const GptConfig& g, const std::string& prompt, int64_t top_k, const std::string& mode);
 
 // `count` bytes drawn after `prompt` from the byte GPT `model` (shape `g`,
-// on `backend`, built for at least one row) at `weights_fp16` (its registry's layout),
-// from a std::mt19937_64 seeded with `seed`; `emit` gets each byte as it is
-// drawn. One FP16 forward per byte, nothing collective.
-void sample_bytes(Backend& backend, Model& model, const GptConfig& g, const half16* weights_fp16,
+// on `backend`, built for at least one row) at `weights_fp16` (one entry
+// per tensor of its registry), from a std::mt19937_64 seeded with `seed`;
+// `emit` gets each byte as it is drawn. One FP16 forward per byte, nothing
+// collective.
+void sample_bytes(Backend& backend, Model& model, const GptConfig& g, const WeightTable& weights_fp16,
                   const std::string& prompt, int64_t count, const SamplingSettings& settings, uint64_t seed,
                   const std::function<void(int)>& emit);
 

@@ -56,12 +56,12 @@ Trainer::Impl::StepResult Trainer::Impl::train_step() {
 void Trainer::Impl::micro_batch_pass(const DeviceBatch& batch, int rows, int64_t micro, int64_t micro_batches) {
   const ScalarArg backward_scale = ScalarArg::at(&state.device()->backward_scale);
   DDP_REQUIRE(batch.rows == rows, "micro_batch_pass: the batch is not the rows asked for");
-  const ModelOutput out = model.forward(batch, params.weights_fp16.data());
+  const ModelOutput out = model.forward(batch, tables.weights_fp16);
   loss_forward(backend, cfg.loss, out, batch, state.loss_mean_device(), nullptr);
   loss_backward(backend, cfg.loss, out, batch, backward_scale, model.output_grad());
   const bool last = micro + 1 == micro_batches;
   if (last) reducer.begin(params.grads_fp16.data());
-  model.backward(params.weights_fp16.data(), params.grads_fp16.data(), /*accumulate=*/micro > 0,
+  model.backward(tables.weights_fp16, tables.grads_fp16, /*accumulate=*/micro > 0,
                  last ? GradientsReady([this](size_t first, size_t end) { reducer.mark_ready(first, end); })
                       : GradientsReady());
 }

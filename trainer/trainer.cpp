@@ -147,7 +147,7 @@ void Trainer::Impl::prepare() {
 void Trainer::Impl::run_eval() {
   {
     CollectiveWatch watch(watchdog, "evaluation", step);  // its sums wait for the slowest rank's forward passes
-    last_eval = evaluator.run(comm, model, cfg.loss, params.weights_fp16.data());
+    last_eval = evaluator.run(comm, model, cfg.loss, tables.weights_fp16);
   }
   last_eval_step = step;
   report.eval(last_eval, step, cursor.epoch() + 1, plan.epochs_total);
@@ -158,7 +158,7 @@ TrainSummary Trainer::Impl::evaluate_only() {
   report.banner(model.parameters().parameter_count(), data.train, data.test, plan);
   {
     CollectiveWatch watch(watchdog, "evaluation", step);
-    last_eval = evaluator.run(comm, model, cfg.loss, params.weights_fp16.data());
+    last_eval = evaluator.run(comm, model, cfg.loss, tables.weights_fp16);
   }
   report.eval_only(last_eval, step);
   TrainSummary sum;
@@ -195,7 +195,7 @@ TrainSummary Trainer::Impl::run() {
     // Every rank evaluates at the same steps (its sums are collectives);
     // rank 0 alone samples, and nothing of sampling is collective.
     if (evaluate) run_eval();
-    if (sampler && sample_due()) say(sampler->sample_line(params.weights_fp16.data(), step));
+    if (sampler && sample_due()) say(sampler->sample_line(tables.weights_fp16, step));
     if (cursor.epoch_done()) cursor.next_epoch();
     if (cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0) checkpoints.write(step);
     // Ranks agree on a stop at the same deterministic points where they

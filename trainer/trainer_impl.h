@@ -54,6 +54,8 @@ struct Trainer::Impl {
   LrSchedule schedule;
   ProgressReporter progress;
   GradientReducer reducer;  // the all-reduce buckets over the registry's tensors, overlapped with backward
+  ParameterTables tables =  // params' buffers per tensor, as the model reads them (models/tensor_table.h)
+      ParameterTables::flat(params.weights_fp16.data(), params.grads_fp16.data(), model.parameters());
   RunPlan plan;                         // set in the constructor's body
   RunReport report;
   CapturedStep captured;

@@ -57,7 +57,7 @@ TrainingSampler::TrainingSampler(const TrainConfig& c, Backend& backend)
 
 TrainingSampler::~TrainingSampler() = default;
 
-std::string TrainingSampler::sample_line(const half16* weights_fp16, int64_t step) {
+std::string TrainingSampler::sample_line(const WeightTable& weights_fp16, int64_t step) {
   std::string text;
   text.reserve(static_cast<size_t>(length_bytes_));
   sample_bytes(backend_, *model_, gpt_, weights_fp16, prompt_, length_bytes_, settings_,

@@ -40,9 +40,9 @@ class TrainingSampler {
   TrainingSampler(const TrainConfig& config, Backend& backend);
   ~TrainingSampler();
 
-  // "sample (step S): TEXT" from `weights_fp16` (the model's registry
-  // layout), TEXT escaped_bytes of the sample.
-  std::string sample_line(const half16* weights_fp16, int64_t step);
+  // "sample (step S): TEXT" from `weights_fp16` (one entry per tensor of
+  // the model's registry), TEXT escaped_bytes of the sample.
+  std::string sample_line(const WeightTable& weights_fp16, int64_t step);
 
  private:
   Backend& backend_;

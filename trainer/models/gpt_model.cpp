@@ -57,23 +57,34 @@ void GptModel::bind_layernorm(LayerNormState& ln, const std::string& prefix) {
   ln.rstd = Buffer<float>(backend_, r);
 }
 
-void GptModel::layernorm_forward(LayerNormState& ln, const half16* x, const half16* weights_fp16) {
-  backend_.layernorm_forward_fp16(x, weights_fp16 + offset_of(ln.weight_tensor),
-                                  weights_fp16 + offset_of(ln.weight_tensor + 1), static_cast<int>(rows()),
+std::vector<size_t> GptModel::layer_tensors(int layer) const {
+  DDP_REQUIRE(layer >= 0 && layer < layer_count(), "GptModel::layer_tensors: no such layer");
+  if (layer == 0) return {wpe_, wte_};
+  if (layer == config_.n_layer + 1) return {ln_f_.weight_tensor, ln_f_.weight_tensor + 1, wte_};
+  // A block's tensors are consecutive in the registry (gpt_config.h), from
+  // mlp.c_proj's weight to ln_1's bias.
+  const Block& b = blocks_[static_cast<size_t>(layer - 1)];
+  std::vector<size_t> tensors;
+  for (size_t t = b.mlp_proj.weight_tensor(); t < b.ln_1.weight_tensor + 2; ++t) tensors.push_back(t);
+  return tensors;
+}
+
+void GptModel::layernorm_forward(LayerNormState& ln, const half16* x, const WeightTable& weights_fp16) {
+  backend_.layernorm_forward_fp16(x, weights_fp16.at(ln.weight_tensor), weights_fp16.at(ln.weight_tensor + 1),
+                                  static_cast<int>(rows()),
                                   config_.n_embd, kLayerNormEps, ln.out.data(), ln.mean.data(), ln.rstd.data());
 }
 
 void GptModel::layernorm_backward(const LayerNormState& ln, const half16* dy, const half16* x,
-                                  const half16* weights_fp16, half16* grads_fp16, bool accumulate,
+                                  const WeightTable& weights_fp16, const GradTable& grads_fp16, bool accumulate,
                                   half16* d_residual, bool add_to_residual) {
-  backend_.layernorm_backward_fp16(dy, x, weights_fp16 + offset_of(ln.weight_tensor), ln.mean.data(), ln.rstd.data(),
+  backend_.layernorm_backward_fp16(dy, x, weights_fp16.at(ln.weight_tensor), ln.mean.data(), ln.rstd.data(),
                                    static_cast<int>(rows()), config_.n_embd, d_residual, add_to_residual,
-                                   grads_fp16 + offset_of(ln.weight_tensor),
-                                   grads_fp16 + offset_of(ln.weight_tensor + 1), accumulate);
+                                   grads_fp16.at(ln.weight_tensor), grads_fp16.at(ln.weight_tensor + 1), accumulate);
 }
 
 void GptModel::residual_projection(const LinearLayer& layer, const half16* in, const half16* x,
-                                   const half16* weights_fp16, half16* y) {
+                                   const WeightTable& weights_fp16, half16* y) {
   // Two roundings (the projection, then the add), as PyTorch's x + proj(y)
   // under autocast; folding the add into the GEMM (beta 1) would round once.
   layer.forward(backend_, in, static_cast<int>(rows()), weights_fp16, proj_scratch_.data(), Activation::None, nullptr);
@@ -102,15 +113,16 @@ void GptModel::attention_forward(Block& b) {
   backend_.heads_to_rows_fp16(d_heads_.data(), B, T, nh, hs, b.attn_rows.data(), c);
 }
 
-ModelOutput GptModel::forward(const DeviceBatch& batch, const half16* weights_fp16) {
+ModelOutput GptModel::forward(const DeviceBatch& batch, const WeightTable& weights_fp16) {
   DDP_REQUIRE(batch.rows > 0 && batch.rows <= max_batch_, "GptModel::forward: batch larger than allocated");
+  DDP_REQUIRE(weights_fp16.size() == registry_.size(), "GptModel::forward: the weight table is not the registry's");
   DDP_REQUIRE(batch.token_ids != nullptr, "GptModel::forward: the GPT reads token ids");
   tokens_ = batch.token_ids;
   batch_rows_ = batch.rows;
   const int c = config_.n_embd, rows_i = static_cast<int>(rows());
   before_forward(0);
   half16* x = config_.n_layer > 0 ? blocks_[0].input.data() : final_out_.data();
-  backend_.embedding_forward_fp16(tokens_, weights_fp16 + offset_of(wte_), weights_fp16 + offset_of(wpe_), batch_rows_,
+  backend_.embedding_forward_fp16(tokens_, weights_fp16.at(wte_), weights_fp16.at(wpe_), batch_rows_,
                                   config_.block_size, c, config_.vocab_size, x);
   for (int l = 0; l < config_.n_layer; ++l) {
     before_forward(l + 1);
@@ -130,7 +142,7 @@ ModelOutput GptModel::forward(const DeviceBatch& batch, const half16* weights_fp
   GemmFp16 head;  // logits [R, V] = LN_f(x) [R, C] wte[V, C]^T
   head.trans_b = Transpose::Yes;
   head.m = rows_i, head.n = config_.vocab_size, head.k = c;
-  head.a = ln_f_.out.data(), head.lda = c, head.b = weights_fp16 + offset_of(wte_), head.ldb = c;
+  head.a = ln_f_.out.data(), head.lda = c, head.b = weights_fp16.at(wte_), head.ldb = c;
   head.c = logits_.data(), head.ldc = config_.vocab_size;
   backend_.gemm_fp16(head);
   ModelOutput out{logits_.data(), rows_i, config_.vocab_size};
@@ -169,8 +181,11 @@ void GptModel::attention_backward(const Block& b, const half16* d_attn_rows, hal
   backend_.heads_to_rows_fp16(d_v_.data(), B, T, nh, hs, d_qkv + 2 * c, 3 * c);
 }
 
-void GptModel::backward(const half16* weights_fp16, half16* grads_fp16, bool accumulate, const GradientsReady& ready) {
+void GptModel::backward(const WeightTable& weights_fp16, const GradTable& grads_fp16, bool accumulate,
+                        const GradientsReady& ready) {
   DDP_REQUIRE(tokens_ != nullptr, "GptModel::backward before forward");
+  DDP_REQUIRE(weights_fp16.size() == registry_.size() && grads_fp16.size() == registry_.size(),
+              "GptModel::backward: a table is not the registry's");
   const int c = config_.n_embd, rows_i = static_cast<int>(rows());
   auto report = [&](size_t first, size_t end) {
     if (ready) ready(first, end);
@@ -181,11 +196,11 @@ void GptModel::backward(const half16* weights_fp16, half16* grads_fp16, bool acc
   dw.m = config_.vocab_size, dw.n = c, dw.k = rows_i;
   dw.a = output_grad_.data(), dw.lda = config_.vocab_size, dw.b = ln_f_.out.data(), dw.ldb = c;
   dw.beta = accumulate ? 1.0f : 0.0f;
-  dw.c = grads_fp16 + offset_of(wte_), dw.ldc = c;
+  dw.c = grads_fp16.at(wte_), dw.ldc = c;
   backend_.gemm_fp16(dw);
   GemmFp16 dx;  // d LN_f(x) [R, C] = dlogits [R, V] wte [V, C]
   dx.m = rows_i, dx.n = c, dx.k = config_.vocab_size;
-  dx.a = output_grad_.data(), dx.lda = config_.vocab_size, dx.b = weights_fp16 + offset_of(wte_), dx.ldb = c;
+  dx.a = output_grad_.data(), dx.lda = config_.vocab_size, dx.b = weights_fp16.at(wte_), dx.ldb = c;
   dx.c = d_ln_.data(), dx.ldc = c;
   backend_.gemm_fp16(dx);
   // ln_f's input gradient starts the residual stream's: written, not added (no zeroing pass).
@@ -217,9 +232,9 @@ void GptModel::backward(const half16* weights_fp16, half16* grads_fp16, bool acc
 
   before_backward(0);
   // wpe is written or added to as asked; wte always adds (the head's part is there).
-  if (!accumulate) backend_.fill_zero(grads_fp16 + offset_of(wpe_), registry_[wpe_].count * sizeof(half16));
+  if (!accumulate) backend_.fill_zero(grads_fp16.at(wpe_), registry_[wpe_].count * sizeof(half16));
   backend_.embedding_backward_fp16(tokens_, d_res_.data(), batch_rows_, config_.block_size, c, config_.vocab_size,
-                                   grads_fp16 + offset_of(wte_), grads_fp16 + offset_of(wpe_), /*accumulate=*/true);
+                                   grads_fp16.at(wte_), grads_fp16.at(wpe_), /*accumulate=*/true);
   report(wpe_, wte_ + 1);
 }
 

@@ -40,12 +40,16 @@ class GptModel final : public Model {
   const ParameterRegistry& parameters() const override { return registry_; }
   int max_batch() const override { return max_batch_; }
   int layer_count() const override { return config_.n_layer + 2; }
+  // Layer 0: wpe, wte; block l (layer l + 1): its twelve tensors; layer
+  // n_layer + 1: ln_f's and wte (the tied head).
+  std::vector<size_t> layer_tensors(int layer) const override;
   int outputs_per_sample() const override { return config_.block_size; }
 
   // batch.token_ids [rows, T]. Outputs [rows x T, vocab_size] (classes real_vocab).
-  ModelOutput forward(const DeviceBatch& batch, const half16* weights_fp16) override;
+  ModelOutput forward(const DeviceBatch& batch, const WeightTable& weights_fp16) override;
   half16* output_grad() override { return output_grad_.data(); }
-  void backward(const half16* weights_fp16, half16* grads_fp16, bool accumulate, const GradientsReady& ready) override;
+  void backward(const WeightTable& weights_fp16, const GradTable& grads_fp16, bool accumulate,
+                const GradientsReady& ready) override;
 
  private:
   struct LayerNormState {
@@ -67,19 +71,19 @@ class GptModel final : public Model {
   };
 
   void bind_layernorm(LayerNormState& ln, const std::string& prefix);
-  void layernorm_forward(LayerNormState& ln, const half16* x, const half16* weights_fp16);
+  void layernorm_forward(LayerNormState& ln, const half16* x, const WeightTable& weights_fp16);
   // d_residual += (or, add_to_residual false, =) LN's input gradient from
   // dy; its parameters' gradients written or added (accumulate).
-  void layernorm_backward(const LayerNormState& ln, const half16* dy, const half16* x, const half16* weights_fp16,
-                          half16* grads_fp16, bool accumulate, half16* d_residual, bool add_to_residual = true);
+  void layernorm_backward(const LayerNormState& ln, const half16* dy, const half16* x, const WeightTable& weights_fp16,
+                          const GradTable& grads_fp16, bool accumulate, half16* d_residual,
+                          bool add_to_residual = true);
   void attention_forward(Block& blk);
   void attention_backward(const Block& blk, const half16* d_attn_rows, half16* d_qkv);
   // y [R, C] = x + (in W^T + b), through proj_scratch_.
-  void residual_projection(const LinearLayer& layer, const half16* in, const half16* x, const half16* weights_fp16,
-                           half16* y);
+  void residual_projection(const LinearLayer& layer, const half16* in, const half16* x,
+                           const WeightTable& weights_fp16, half16* y);
 
   size_t rows() const { return static_cast<size_t>(batch_rows_) * config_.block_size; }
-  size_t offset_of(size_t tensor) const { return registry_[tensor].offset; }
 
   Backend& backend_;
   GptConfig config_;

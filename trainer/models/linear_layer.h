@@ -1,7 +1,8 @@
-// linear_layer.h: one nn.Linear (weight [out, in], bias [out]) over the flat
-// parameter buffers, with the activation that follows it fused into its
-// GEMMs' epilogues (backend.h), so a Linear + activation pair costs one GEMM
-// forward and two backward and no element-wise pass:
+// linear_layer.h: one nn.Linear (weight [out, in], bias [out]) over the
+// caller's parameter buffers (reached through tensor_table.h), with the
+// activation that follows it fused into its GEMMs' epilogues (backend.h),
+// so a Linear + activation pair costs one GEMM forward and two backward and
+// no element-wise pass:
 //   forward         Y = act(X W^T + b)   (one rounding; Z = X W^T + b kept
 //                                         when the activation's gradient needs it)
 //   weight gradient dW = dZ^T X, db = sum_rows dZ   (one read of dZ)
@@ -15,6 +16,7 @@
 
 #include "kernels/backend.h"
 #include "trainer/models/parameter_registry.h"
+#include "trainer/models/tensor_table.h"
 
 namespace ddp {
 
@@ -25,29 +27,29 @@ class LinearLayer {
   int in_features() const { return in_; }
   int out_features() const { return out_; }
 
-  // Takes the offsets of the tensors register_linear_parameters
-  // (parameter_registry.h) registered under `prefix`.
+  // Takes the indices of the tensors register_linear_parameters
+  // (parameter_registry.h) registered under `prefix`. Each call below
+  // resolves them through the tables when it runs, never before.
   void bind(const ParameterRegistry& registry, const std::string& prefix);
   size_t weight_tensor() const { return weight_tensor_; }
   size_t bias_tensor() const { return bias_tensor_; }
 
   // y [rows, out] = act(x [rows, in] W^T + b); pre_activation [rows, out]
   // receives Z when not null.
-  void forward(Backend& backend, const half16* x, int rows, const half16* weights_fp16, half16* y, Activation act,
+  void forward(Backend& backend, const half16* x, int rows, const WeightTable& weights_fp16, half16* y, Activation act,
                half16* pre_activation) const;
   // dW (written, or added to when accumulate) and db from dz [rows, out]
   // and this layer's input x [rows, in].
-  void backward_weights(Backend& backend, const half16* dz, const half16* x, int rows, half16* grads_fp16,
-                        bool accumulate) const;
+  void backward_weights(Backend& backend, const half16* dz, const half16* x, int rows,
+                        const GradTable& grads_fp16, bool accumulate) const;
   // dx [rows, in] = dact'(dact_input) * (dz W); dact_input [rows, in] as
   // GemmFp16::dact_input (Z, or for ReLU its output).
-  void backward_input(Backend& backend, const half16* dz, int rows, const half16* weights_fp16, half16* dx,
+  void backward_input(Backend& backend, const half16* dz, int rows, const WeightTable& weights_fp16, half16* dx,
                       Activation dact, const half16* dact_input) const;
 
  private:
   int in_, out_;
   size_t weight_tensor_ = 0, bias_tensor_ = 0;
-  size_t weight_offset_ = 0, bias_offset_ = 0;
 };
 
 }  // namespace ddp

@@ -27,8 +27,15 @@ MlpModel::MlpModel(Backend& backend, const MlpConfig& config, int max_batch)
   output_grad_ = Buffer<half16>(backend, static_cast<size_t>(max_batch) * output_width());
 }
 
-ModelOutput MlpModel::forward(const DeviceBatch& batch, const half16* weights_fp16) {
+std::vector<size_t> MlpModel::layer_tensors(int layer) const {
+  DDP_REQUIRE(layer >= 0 && layer < layer_count(), "MlpModel::layer_tensors: no such layer");
+  const LinearLayer& l = layers_[static_cast<size_t>(layer)];
+  return {l.weight_tensor(), l.bias_tensor()};
+}
+
+ModelOutput MlpModel::forward(const DeviceBatch& batch, const WeightTable& weights_fp16) {
   DDP_REQUIRE(batch.rows > 0 && batch.rows <= max_batch_, "MlpModel::forward: batch larger than allocated");
+  DDP_REQUIRE(weights_fp16.size() == registry_.size(), "MlpModel::forward: the weight table is not the registry's");
   DDP_REQUIRE(batch.features_fp16 != nullptr, "MlpModel::forward: the MLP reads FP16 features");
   input_ = batch.features_fp16;
   rows_ = batch.rows;
@@ -47,8 +54,11 @@ ModelOutput MlpModel::forward(const DeviceBatch& batch, const half16* weights_fp
   return ModelOutput{pre_activation_.back().data(), rows_, output_width()};
 }
 
-void MlpModel::backward(const half16* weights_fp16, half16* grads_fp16, bool accumulate, const GradientsReady& ready) {
+void MlpModel::backward(const WeightTable& weights_fp16, const GradTable& grads_fp16, bool accumulate,
+                        const GradientsReady& ready) {
   DDP_REQUIRE(input_ != nullptr, "MlpModel::backward before forward");
+  DDP_REQUIRE(weights_fp16.size() == registry_.size() && grads_fp16.size() == registry_.size(),
+              "MlpModel::backward: a table is not the registry's");
   for (size_t i = layers_.size(); i-- > 0;) {
     before_backward(static_cast<int>(i));
     const LinearLayer& layer = layers_[i];

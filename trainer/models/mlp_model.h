@@ -29,13 +29,16 @@ class MlpModel final : public Model {
   const ParameterRegistry& parameters() const override { return registry_; }
   int max_batch() const override { return max_batch_; }
   int layer_count() const override { return static_cast<int>(layers_.size()); }
+  // Layer i: Linear i's weight and bias.
+  std::vector<size_t> layer_tensors(int layer) const override;
   int input_width() const { return layers_.front().in_features(); }
   int output_width() const { return layers_.back().out_features(); }
 
   // batch.features_fp16: [rows, input_width]. Outputs [rows, output_width].
-  ModelOutput forward(const DeviceBatch& batch, const half16* weights_fp16) override;
+  ModelOutput forward(const DeviceBatch& batch, const WeightTable& weights_fp16) override;
   half16* output_grad() override { return output_grad_.data(); }
-  void backward(const half16* weights_fp16, half16* grads_fp16, bool accumulate, const GradientsReady& ready) override;
+  void backward(const WeightTable& weights_fp16, const GradTable& grads_fp16, bool accumulate,
+                const GradientsReady& ready) override;
 
  private:
   Backend& backend_;

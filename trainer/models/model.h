@@ -8,25 +8,31 @@
 //   the loss  over those outputs and the batch's targets, in FP32, and its
 //             gradient scaled by S into output_grad() (loss_head.h: shared
 //             by every model, so a model adds no loss code);
-//   backward  from output_grad() into the flat FP16 gradient buffer,
+//   backward  from output_grad() into the FP16 gradients,
 //             reporting each group of parameter tensors whose gradients
 //             are final as soon as they are written (queued, on a device),
 //             so the all-reduce of a finished bucket starts while backward
 //             goes on below it.
-// Parameters and gradients are views into the flat buffers the caller owns
-// (parameter_store.h); a model owns only its activations and scratch.
+// Parameters and gradients are buffers the caller owns (parameter_store.h),
+// reached through tables of one pointer per registry tensor
+// (tensor_table.h); a model owns only its activations and scratch.
 //
 // Layer hooks: a point before each layer's forward and before its backward
 // (layer = the model's unit of parameters, e.g. one Linear), where sharded
-// training gathers that layer's parameters before they are read.
+// training gathers that layer's parameters before they are read. A hook
+// may re-point the table entries of that layer's tensors (layer_tensors):
+// a model reads an entry at each use, after the hook, and keeps none
+// across a hook.
 #pragma once
 
 #include <cstddef>
 #include <functional>
+#include <vector>
 
 #include "kernels/half.h"
 #include "trainer/data/batch_loader.h"
 #include "trainer/models/parameter_registry.h"
+#include "trainer/models/tensor_table.h"
 
 namespace ddp {
 
@@ -54,17 +60,25 @@ class Model {
   virtual const ParameterRegistry& parameters() const = 0;
   virtual int max_batch() const = 0;  // batch rows forward accepts
   virtual int layer_count() const = 0;
+  // The registry tensors layer `layer` (0 <= layer < layer_count()) reads
+  // or writes the gradient of, in registry order: what its hooks must make
+  // available. A tensor may belong to more than one layer (the GPT's tied
+  // wte); every tensor belongs to at least one.
+  virtual std::vector<size_t> layer_tensors(int layer) const = 0;
   // Output rows per batch row: 1 for the MLP, T for a language model.
   virtual int outputs_per_sample() const { return 1; }
 
-  virtual ModelOutput forward(const DeviceBatch& batch, const half16* weights_fp16) = 0;
+  // weights_fp16: one entry per registry tensor (tensor_table.h). The
+  // tables are taken by reference and never copied, so what a layer hook
+  // set()s in the caller's table is what the layer after it reads.
+  virtual ModelOutput forward(const DeviceBatch& batch, const WeightTable& weights_fp16) = 0;
   // Scratch for the loss gradient of the last forward's outputs [rows, width].
   virtual half16* output_grad() = 0;
   // Backward of the last forward from output_grad(). Writes (accumulate =
-  // false) or adds to (accumulate = true) the gradients in grads_fp16.
-  // `ready`, if given, runs once for each group of tensors as their
+  // false) or adds to (accumulate = true) the gradients grads_fp16 points
+  // to. `ready`, if given, runs once for each group of tensors as their
   // gradients become final, in registry order, covering every tensor.
-  virtual void backward(const half16* weights_fp16, half16* grads_fp16, bool accumulate,
+  virtual void backward(const WeightTable& weights_fp16, const GradTable& grads_fp16, bool accumulate,
                         const GradientsReady& ready) = 0;
 
   void set_layer_hooks(LayerHooks hooks) { hooks_ = std::move(hooks); }
