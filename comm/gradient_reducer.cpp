@@ -44,6 +44,13 @@ void GradientReducer::shard_over(const ShardLayout& layout) {
   shards_ = layout;
 }
 
+void GradientReducer::shard_over(const ShardLayout& layout, half16* owned,
+                                 std::function<half16*(size_t bucket)> source) {
+  shard_over(layout);
+  DDP_REQUIRE(source != nullptr, "GradientReducer: staged buckets without a source");
+  owned_ = owned, source_ = std::move(source);
+}
+
 void GradientReducer::begin(half16* grads) {
   grads_ = grads;
   next_bucket_ = 0;
@@ -65,11 +72,17 @@ void GradientReducer::mark_ready(size_t first_segment, size_t end_segment) {
 void GradientReducer::start_ready_buckets() {
   while (next_bucket_ < buckets_.size() && pending_[next_bucket_] == 0) {
     const GradientBucket& b = buckets_[next_bucket_];
-    if (before_start) before_start(next_bucket_, grads_);
+    half16* bucket = source_ ? source_(next_bucket_) : grads_ + b.offset;
+    if (before_start) before_start(next_bucket_, bucket);
     if (shards_) {
       const ShardLayout slice = shards_->slice(b.offset, b.count);
-      half16* bucket = grads_ + b.offset;
-      comm_.start_reduce_scatter_sum_fp16(bucket, bucket + slice.range(comm_.rank()).begin, slice);
+      const ShardRange mine = slice.range(comm_.rank());
+      half16* recv = bucket + mine.begin;  // in place
+      // Staged: into the owned range, at the bucket's share of it (an empty
+      // share lands nowhere: any address of the range will do).
+      if (source_)
+        recv = owned_ + (mine.count() > 0 ? b.offset + mine.begin - shards_->range(comm_.rank()).begin : 0);
+      comm_.start_reduce_scatter_sum_fp16(bucket, recv, slice);
     } else {
       comm_.start_allreduce_sum_fp16(grads_ + b.offset, b.count);
     }

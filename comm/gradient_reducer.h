@@ -23,6 +23,12 @@
 // range no bucket covers are padding: zero on every rank, their own sum)
 // and the rest of the buffer is unspecified. The same volume leaves each
 // rank as with the all-reduce's first half.
+//
+// Staged (ZeRO stage 2 and 3): the gradients are not in one whole buffer.
+// source(b) gives bucket b's own buffer (its element 0 is element b.offset
+// of the layout), and each bucket's sums land in `owned` (the calling
+// rank's range of the layout, from its element 0): the rank keeps no
+// gradient outside its range beyond the buckets in flight.
 #pragma once
 
 #include <cstddef>
@@ -60,6 +66,7 @@ class GradientReducer {
   // From now on each bucket is reduce-scattered over `layout` (of the
   // whole buffer, this communicator's world) instead of all-reduced.
   void shard_over(const ShardLayout& layout);
+  void shard_over(const ShardLayout& layout, half16* owned, std::function<half16*(size_t bucket)> source);
 
   // A step's reduction of `grads` begins: no segment is ready.
   void begin(half16* grads);
@@ -73,15 +80,20 @@ class GradientReducer {
   // bucket's whole slice, all-reduced or reduce-scattered): the volume the
   // benchmark turns into bytes sent per step.
   size_t elements_started() const { return elements_started_; }
+  // This step's buckets whose collective has started: [0, buckets_started()).
+  size_t buckets_started() const { return next_bucket_; }
 
-  // Runs just before bucket b's all-reduce starts (test and fault hooks).
-  std::function<void(size_t bucket, half16* grads)> before_start;
+  // Runs just before bucket b's collective starts, with the bucket's first
+  // element (test and fault hooks).
+  std::function<void(size_t bucket, half16* bucket_first)> before_start;
 
  private:
   void start_ready_buckets();
 
   Communicator& comm_;
   std::optional<ShardLayout> shards_;  // empty: all-reduce
+  half16* owned_ = nullptr;            // staged: where this rank's sums land
+  std::function<half16*(size_t)> source_;  // staged: each bucket's buffer
   std::vector<GradientSegment> segments_;
   std::vector<GradientBucket> buckets_;
   std::vector<size_t> bucket_of_segment_;

@@ -61,7 +61,7 @@ std::string bench_json_line(const BenchContext& c, const BenchTimings& t) {
   const double n = static_cast<double>(c.world_size), ring = n > 1 ? (n - 1) / n : 0.0;
   const double sent = 2.0 * ring *
                       (2.0 * t.allreduce_elements_per_step + t.reduce_scatter_elements_per_step + t.allgather_elements_per_step);
-  r.add("zero_stage", t.zero_stage).add("state_bytes_per_rank", t.state_bytes_max);
+  r.add("zero_stage", t.zero_stage).add("parameters", t.parameters).add("state_bytes_per_rank", t.state_bytes_max);
   r.add("peak_allocated_bytes_per_rank", t.peak_allocated_bytes_max);
   r.add("comm_bytes_per_step_per_rank", sent);
   r.add("comm_bytes_theory", 2.0 * ring * (t.zero_stage >= 3 ? 3.0 : 2.0) * static_cast<double>(t.parameters));

@@ -135,7 +135,8 @@ ParsedOptions parse_options(int argc, const char* const argv[]) {
        "divide gradients by F before the all-reduce and by ranks/F after (less overflow risk, coarser FP16 sums)")
       ("zero", po::value(&c.zero_stage)->default_value(0),
        "ZeRO stage: 0 every rank holds all the state; 1 each rank holds its range of the FP32 masters and "
-       "optimizer state (gradients reduce-scattered, FP16 weights all-gathered)")
+       "optimizer state (gradients reduce-scattered, FP16 weights all-gathered); 2 also of the FP16 gradients "
+       "(with --grad-accum 1); 3 also of the FP16 weights (each layer's gathered before its forward and backward)")
       ("epochs", po::value(&c.epochs)->default_value(c.epochs), "passes over the training set")
       ("steps", po::value(&c.steps)->default_value(0), "iterations to run instead of --epochs (0: use --epochs)")
       ("stop-after-steps", po::value(&c.stop_after_steps)->default_value(0),

@@ -100,7 +100,7 @@ TEST(GradientReducer, EachBucketStartsWhenItsLastSegmentIsReadyInOrder) {
     ASSERT_GE(buckets.size(), 1u);
     std::vector<size_t> started_by_hook;
     reducer.before_start = [&](size_t b, half16* g) {
-      EXPECT_EQ(g, grads.data());
+      EXPECT_EQ(g, grads.data() + buckets[b].offset);
       started_by_hook.push_back(b);
     };
     reducer.begin(grads.data());

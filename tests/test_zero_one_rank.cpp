@@ -1,9 +1,11 @@
-// test_zero_one_rank.cpp: with one rank, --zero 1 is --zero 0 bit for bit
-// (the one range is the whole layout; the reduce-scatter, the flag's MAX
-// and the all-gather are identities), for the MLP and the GPT, SGD with
-// momentum and AdamW clipped by the global norm, with accumulation,
-// predivision and an injected overflow, eager and replayed from an
-// emulated --cuda-graph capture. Many ranks: tests/mpi/mpi_test_zero.cpp.
+// test_zero_one_rank.cpp: with one rank, every --zero stage is --zero 0 bit
+// for bit (the one range is the whole layout; the reduce-scatter, the
+// flag's MAX and the gathers are identities; stage 2's staging and stage
+// 3's gather slots hold the same values elsewhere), for the MLP and the
+// GPT, SGD with momentum and AdamW clipped by the global norm, with and
+// without accumulation, predivision and an injected overflow; stage 1 also
+// replayed from an emulated --cuda-graph capture. Many ranks:
+// tests/mpi/mpi_test_zero.cpp.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -38,28 +40,33 @@ int state_bits_differ(const TrainState& a, const TrainState& b) {
          (a.scaler.scale != b.scaler.scale) + (a.optimizer_steps != b.optimizer_steps);
 }
 
-TEST(ZeroOneRank, StageOneIsStageZeroBitForBit) {
+TEST(ZeroOneRank, EveryStageIsStageZeroBitForBit) {
   const std::string dir = test::make_temp_dir("zero_one_rank");
   for (bool gpt : {false, true}) {
     for (bool adamw : {false, true}) {
-      TrainConfig c = gpt ? test::tiny_gpt_config(dir) : mlp_config();
-      c.seed = test::test_seed() % 100000;
-      c.steps = 10, c.grad_accum = 2, c.grad_predivide = 2.0, c.inject_overflow_steps = {4};
-      if (adamw) c.optimizer = OptimizerKind::AdamW, c.lr = 3e-3, c.weight_decay = 0.1, c.clip_grad_norm = 0.05;
-      CpuBackend cpu(1);
-      const test::TrainingRun replicated = test::train_with(cpu, c);
-      c.zero_stage = 1;
-      const test::TrainingRun sharded = test::train_with(cpu, c);
-      EXPECT_EQ(sharded.summary.skipped_steps, 1);
-      EXPECT_EQ(state_bits_differ(sharded.state, replicated.state), 0)
-          << (gpt ? "GPT" : "MLP") << (adamw ? " AdamW" : " SGD");
-      EXPECT_EQ(sharded.summary.test_loss, replicated.summary.test_loss);
+      for (int64_t accum : {1, 2}) {
+        TrainConfig c = gpt ? test::tiny_gpt_config(dir) : mlp_config();
+        c.seed = test::test_seed() % 100000;
+        c.steps = 8, c.grad_accum = accum, c.grad_predivide = 2.0, c.inject_overflow_steps = {4};
+        if (adamw) c.optimizer = OptimizerKind::AdamW, c.lr = 3e-3, c.weight_decay = 0.1, c.clip_grad_norm = 0.05;
+        CpuBackend cpu(1);
+        const test::TrainingRun replicated = test::train_with(cpu, c);
+        for (int stage : {1, 2, 3}) {
+          c.zero_stage = stage;
+          const test::TrainingRun sharded = test::train_with(cpu, c);
+          EXPECT_EQ(sharded.summary.skipped_steps, 1);
+          EXPECT_EQ(state_bits_differ(sharded.state, replicated.state), 0)
+              << (gpt ? "GPT" : "MLP") << (adamw ? " AdamW" : " SGD") << " --grad-accum " << accum << " --zero "
+              << stage;
+          EXPECT_EQ(sharded.summary.test_loss, replicated.summary.test_loss);
+        }
+      }
     }
   }
 }
 
-// Stages 1 and 2 capture: the step's collectives (here a world of one's)
-// are recorded with it, and replays train as the eager stage-0 steps do.
+// Stage 1 captures: the step's collectives (here a world of one's) are
+// recorded with it, and replays train as the eager stage-0 steps do.
 TEST(ZeroOneRank, ReplayedCapturedStageOneStepsTrainAsEagerStageZero) {
   const std::string dir = test::make_temp_dir("zero_graph");
   TrainConfig c = test::tiny_gpt_config(dir);

@@ -61,6 +61,7 @@ void Trainer::Impl::micro_batch_pass(const DeviceBatch& batch, int rows, int64_t
   loss_backward(backend, cfg.loss, out, batch, backward_scale, model.output_grad());
   const bool last = micro + 1 == micro_batches;
   if (last) reducer.begin(params.grads_fp16.data());
+  if (last && layer_shards) layer_shards->begin_step();
   model.backward(tables.weights_fp16, tables.grads_fp16, /*accumulate=*/micro > 0,
                  last ? GradientsReady([this](size_t first, size_t end) { reducer.mark_ready(first, end); })
                       : GradientsReady());
@@ -99,7 +100,8 @@ BenchTimings Trainer::Impl::bench(int64_t warmup_steps, int64_t timed_steps) {
   }
   comm.take_allreduce_times();
   const int64_t replays_before = captured.replays();
-  const size_t reduced_before = reducer.elements_started(), gathered_before = optimizer.elements_gathered();
+  auto gathered = [this] { return optimizer.elements_gathered() + (layer_shards ? layer_shards->elements_gathered() : 0); };
+  const size_t reduced_before = reducer.elements_started(), gathered_before = gathered();
   for (int64_t i = 0; i < timed_steps; ++i) {
     const auto start = Clock::now();
     one_step();
@@ -112,7 +114,7 @@ BenchTimings Trainer::Impl::bench(int64_t warmup_steps, int64_t timed_steps) {
   const double steps = static_cast<double>(std::max<int64_t>(1, timed_steps - t.graph_replays));
   const double reduced = static_cast<double>(reducer.elements_started() - reduced_before) / steps;
   (cfg.zero_stage > 0 ? t.reduce_scatter_elements_per_step : t.allreduce_elements_per_step) = reduced;
-  t.allgather_elements_per_step = static_cast<double>(optimizer.elements_gathered() - gathered_before) / steps;
+  t.allgather_elements_per_step = static_cast<double>(gathered() - gathered_before) / steps;
   t.zero_stage = cfg.zero_stage;
   t.parameters = model.parameters().parameter_count();
   t.state_bytes_max = static_cast<size_t>(comm.allreduce_max_host(static_cast<int64_t>(measured_state_bytes(params).total())));

@@ -71,7 +71,11 @@ Trainer::Impl::Impl(const TrainConfig& c, Backend& b, Communicator& m, TrainTest
       model_owned(make_model(cfg, b, static_cast<int>(cfg.batch_size))),
       model(*model_owned),
       shards(zero_shard_layout(model.parameters().flat_count(), m.world_size())),
-      params(b, model.parameters(), owned_range(cfg, shards, m.rank())),
+      // Stage 2 keeps the gradients of its range only when they need not
+      // add up over micro-batches (--grad-accum 1); with accumulation they
+      // stay whole between micro-batches, as at stage 1.
+      params(b, model.parameters(), owned_range(cfg, shards, m.rank()), cfg.zero_stage >= 2 && cfg.grad_accum == 1,
+             cfg.zero_stage >= 3),
       optimizer(make_optimizer(cfg, b, params, m, shards)),
       scale_rule(loss_scale_rule(c.loss_scaler, c.max_bad_steps)),
       state(b, cfg),
@@ -92,14 +96,16 @@ Trainer::Impl::Impl(const TrainConfig& c, Backend& b, Communicator& m, TrainTest
   schedule.step_size = cfg.lr_step_size;
   schedule.gamma = cfg.lr_gamma;
   if (cfg.zero_stage > 0) reducer.shard_over(shards);
+  if (params.grads_sharded() || params.weights_sharded())
+    layer_shards = std::make_unique<LayerShards>(backend, comm, model, params, shards, tables, reducer);
   if (cfg.cuda_graph) captured.enable();
   if (cfg.sample_every > 0) {
     TrainingSampler::check(cfg);  // on every rank: all refuse alike
     if (is_root()) sampler = std::make_unique<TrainingSampler>(cfg, backend);
   }
   // The overflow test hook lands in the first element, in bucket 0.
-  reducer.before_start = [this](size_t bucket, half16* grads) {
-    if (bucket == 0 && overflow_injected_at(cfg, comm.rank(), step + 1)) inject_overflow(backend, grads);
+  reducer.before_start = [this](size_t bucket, half16* first) {
+    if (bucket == 0 && overflow_injected_at(cfg, comm.rank(), step + 1)) inject_overflow(backend, first);
   };
 }
 
@@ -134,21 +140,37 @@ void Trainer::Impl::prepare() {
       comm.broadcast_bytes(params.second_moment_fp32.data(), params.second_moment_fp32.size_bytes(), 0);
   }
   if (is_root()) report.set_metrics(checkpoints.prepare_outputs(step));
-  const ShardRange owned = params.owned();
-  backend.cast_fp32_to_fp16(params.master_weights_fp32.data(), params.weights_fp16.data() + owned.begin, owned.count());
-  if (params.sharded()) {
+  backend.cast_fp32_to_fp16(params.master_weights_fp32.data(), params.owned_weights_fp16(), params.owned_count());
+  if (params.sharded() && !params.weights_sharded()) {  // stage 3's layers gather what they read
     CollectiveWatch watch(watchdog, "all-gather", step + 1);
-    comm.allgather_fp16(params.weights_fp16.data() + owned.begin, params.weights_fp16.data(), shards);
+    comm.allgather_fp16(params.owned_weights_fp16(), params.weights_fp16.data(), shards);
   }
   state.upload(step);
   prepared = true;
 }
 
-void Trainer::Impl::run_eval() {
+void Trainer::Impl::with_whole_weights(const std::function<void(const WeightTable&)>& use) {
+  if (!params.weights_sharded()) return use(tables.weights_fp16);
+  LayerShards::WholeWeights whole;
   {
-    CollectiveWatch watch(watchdog, "evaluation", step);  // its sums wait for the slowest rank's forward passes
-    last_eval = evaluator.run(comm, model, cfg.loss, tables.weights_fp16);
+    CollectiveWatch watch(watchdog, "all-gather", step);
+    whole = layer_shards->gather_whole_weights();
   }
+  layer_shards->pause_hooks(true);
+  try {
+    use(whole.table);
+  } catch (...) {
+    layer_shards->pause_hooks(false);
+    throw;
+  }
+  layer_shards->pause_hooks(false);
+}
+
+void Trainer::Impl::run_eval() {
+  with_whole_weights([this](const WeightTable& weights) {
+    CollectiveWatch watch(watchdog, "evaluation", step);  // its sums wait for the slowest rank's forward passes
+    last_eval = evaluator.run(comm, model, cfg.loss, weights);
+  });
   last_eval_step = step;
   report.eval(last_eval, step, cursor.epoch() + 1, plan.epochs_total);
 }
@@ -156,10 +178,10 @@ void Trainer::Impl::run_eval() {
 TrainSummary Trainer::Impl::evaluate_only() {
   DDP_REQUIRE(prepared, "Trainer::evaluate before prepare");
   report.banner(model.parameters().parameter_count(), data.train, data.test, plan);
-  {
+  with_whole_weights([this](const WeightTable& weights) {
     CollectiveWatch watch(watchdog, "evaluation", step);
-    last_eval = evaluator.run(comm, model, cfg.loss, tables.weights_fp16);
-  }
+    last_eval = evaluator.run(comm, model, cfg.loss, weights);
+  });
   report.eval_only(last_eval, step);
   TrainSummary sum;
   sum.test_loss = last_eval.loss, sum.test_accuracy = last_eval.accuracy, sum.final_step = step;
@@ -195,7 +217,10 @@ TrainSummary Trainer::Impl::run() {
     // Every rank evaluates at the same steps (its sums are collectives);
     // rank 0 alone samples, and nothing of sampling is collective.
     if (evaluate) run_eval();
-    if (sampler && sample_due()) say(sampler->sample_line(tables.weights_fp16, step));
+    if (sample_due())  // on every rank: at --zero 3 the whole weights are gathered for rank 0's sample
+      with_whole_weights([this](const WeightTable& weights) {
+        if (sampler) say(sampler->sample_line(weights, step));
+      });
     if (cursor.epoch_done()) cursor.next_epoch();
     if (cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0) checkpoints.write(step);
     // Ranks agree on a stop at the same deterministic points where they
@@ -346,7 +371,15 @@ BenchTimings Trainer::bench(int64_t warmup_steps, int64_t timed_steps) {
 }
 TrainState Trainer::snapshot() const { return impl_->checkpoints.snapshot(impl_->step); }
 StateBytes Trainer::state_bytes() const { return measured_state_bytes(impl_->params); }
-std::vector<half16> Trainer::weights_fp16() const { return impl_->params.weights_fp16.download(); }
+std::vector<half16> Trainer::weights_fp16() const {
+  std::vector<half16> whole;
+  impl_->with_whole_weights([&](const WeightTable& w) {
+    // The table's first tensor sits at offset 0 of a flat buffer of the layout.
+    whole.resize(impl_->params.count());
+    impl_->backend.copy_to_host(whole.data(), w.at(0), whole.size() * sizeof(half16));
+  });
+  return whole;
+}
 void Trainer::observe_batches(std::function<void(const uint32_t* indices, int rows)> observer) {
   impl_->batch_observer = std::move(observer);
 }

@@ -23,6 +23,7 @@
 #include "trainer/checkpoint/checkpointing.h"
 #include "trainer/epoch_cursor.h"
 #include "trainer/evaluator.h"
+#include "trainer/layer_shards.h"
 #include "trainer/optim/lr_schedule.h"
 #include "trainer/optim/mixed_precision_optimizer.h"
 #include "comm/gradient_reducer.h"
@@ -56,6 +57,7 @@ struct Trainer::Impl {
   GradientReducer reducer;  // the all-reduce buckets over the registry's tensors, overlapped with backward
   ParameterTables tables =  // params' buffers per tensor, as the model reads them (models/tensor_table.h)
       ParameterTables::flat(params.weights_fp16.data(), params.grads_fp16.data(), model.parameters());
+  std::unique_ptr<LayerShards> layer_shards;  // --zero 2 and 3: the hooks that stage gradients and gather weights
   RunPlan plan;                         // set in the constructor's body
   RunReport report;
   CapturedStep captured;
@@ -85,6 +87,9 @@ struct Trainer::Impl {
 
   void prepare();
   void run_eval();  // the test-set evaluation, its line and record
+  // `use` with a table of the whole FP16 weights: the training table, or at
+  // --zero 3 a transient gather of them (a collective: every rank calls it).
+  void with_whole_weights(const std::function<void(const WeightTable&)>& use);
 
   // What the loop does after the step that made the count `step`: whether
   // it evaluates (an epoch's end, --eval-every's schedule, or the run's

@@ -1,10 +1,11 @@
-// mpi_test_zero.cpp: --zero 1 (masters and optimizer state sharded, the
-// gradients reduce-scattered, the FP16 weights all-gathered) on CPU ranks
-// (CTest runs this binary with 2, 3 and 4 ranks): it tracks --zero 0 at the
-// same global batch for the MLP and the GPT, SGD and AdamW (clipped by the
-// global norm), with the FP16 weights bitwise identical on every rank after
-// every step; an overflow on one rank skips the step on all; a checkpoint
-// of a sharded run resumes unchanged at another stage and world size.
+// mpi_test_zero.cpp: --zero 1, 2 and 3 (masters and optimizer state
+// sharded; then the FP16 gradients; then the FP16 weights, gathered per
+// layer) on CPU ranks (CTest runs this binary with 2, 3 and 4 ranks): each
+// tracks --zero 0 at the same global batch for the MLP and the GPT, SGD and
+// AdamW (clipped by the global norm), with the FP16 weights bitwise
+// identical on every rank after every step; an overflow on one rank skips
+// the step on all; a checkpoint of a sharded run resumes unchanged at
+// another stage and world size; the state per rank follows the formula.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -52,7 +53,7 @@ TrainConfig mlp_config(uint64_t seed) {
   c.optimizer = OptimizerKind::Sgd, c.lr = 0.05, c.momentum = 0.9;
   c.log_every = 1000, c.seed = seed, c.lr_schedule = LrScheduleKind::Constant;
   c.data.synthetic_train_samples = 960, c.data.synthetic_test_samples = 120;
-  c.global_batch = 48;  // divisible by 1, 2, 3 and 4
+  c.global_batch = 48;              // divisible by 1, 2, 3 and 4
   c.loss_scaler.init_scale = 1024;  // no overflow in the N-rank FP16 sum
   return c;
 }
@@ -89,10 +90,12 @@ int differs_from_root(const std::vector<T>& mine) {
 // of the FP16 sums (the transport's reduce-scatter against its all-reduce).
 // A stage that loses a range's update, clips by a local norm, or sums
 // without dividing is off by far more.
-TEST(Zero, StageOneTracksStageZeroWithTheSameWeightsOnEveryRank) {
+TEST(Zero, EveryStageTracksStageZeroWithTheSameWeightsOnEveryRank) {
   MpiCommunicator comm;
-  const Case cases[] = {{"MLP SGD", false, false}, {"MLP AdamW clipped", false, true},
-                        {"GPT SGD", true, false},  {"GPT AdamW clipped", true, true}};
+  const Case cases[] = {{"MLP SGD", false, false},
+                        {"MLP AdamW clipped", false, true},
+                        {"GPT SGD", true, false},
+                        {"GPT AdamW clipped", true, true}};
   const std::string dir = test::make_temp_dir("mpi_zero");  // each rank its own text file
   CpuBackend cpu(1);
   for (const Case& k : cases) {
@@ -104,78 +107,89 @@ TEST(Zero, StageOneTracksStageZeroWithTheSameWeightsOnEveryRank) {
     replicated.prepare();
     const std::vector<float> start = replicated.snapshot().master_weights_fp32;
     const TrainSummary r = replicated.run();
-
-    TrainConfig stepwise = c;
-    stepwise.zero_stage = 1, stepwise.stop_after_steps = 1;
-    Trainer sharded(stepwise, cpu, comm, data);
-    sharded.prepare();
-    int bad = differs_from_root(sharded.weights_fp16());
-    int64_t skipped = r.skipped_steps;
-    for (int64_t step = 1; step <= c.steps; ++step) {
-      const TrainSummary s = sharded.run();
-      skipped += s.skipped_steps;
-      bad += s.final_step != step;
-      bad += differs_from_root(sharded.weights_fp16());
+    for (int stage : {1, 2, 3}) {
+      TrainConfig stepwise = c;
+      stepwise.zero_stage = stage, stepwise.stop_after_steps = 1;
+      Trainer sharded(stepwise, cpu, comm, data);
+      sharded.prepare();
+      int bad = differs_from_root(sharded.weights_fp16());
+      int64_t skipped = r.skipped_steps;
+      for (int64_t step = 1; step <= c.steps; ++step) {
+        const TrainSummary s = sharded.run();
+        skipped += s.skipped_steps;
+        bad += s.final_step != step;
+        bad += differs_from_root(sharded.weights_fp16());
+      }
+      EXPECT_EQ(failures_anywhere(bad), 0) << k.name << " --zero " << stage << ": FP16 weights differ between ranks";
+      EXPECT_EQ(failures_anywhere(static_cast<int>(skipped)), 0) << k.name << ": a step overflowed";
+      const double rel = test::relative_update_difference(sharded.snapshot().master_weights_fp32,
+                                                          replicated.snapshot().master_weights_fp32, start);
+      EXPECT_EQ(failures_anywhere(!(rel < 5e-3)), 0)
+          << k.name << " --zero " << stage << ": relative update difference " << rel;
+      if (comm.rank() == 0)
+        std::printf(
+            "--zero %d against --zero 0, %s, %d ranks: relative update "
+            "difference %.3g\n",
+            stage, k.name, comm.world_size(), rel);
     }
-    EXPECT_EQ(failures_anywhere(bad), 0) << k.name << ": FP16 weights differ between ranks";
-    EXPECT_EQ(failures_anywhere(static_cast<int>(skipped)), 0) << k.name << ": a step overflowed";
-    const double rel = test::relative_update_difference(sharded.snapshot().master_weights_fp32,
-                                                        replicated.snapshot().master_weights_fp32, start);
-    EXPECT_EQ(failures_anywhere(!(rel < 5e-3)), 0) << k.name << ": relative update difference " << rel;
-    if (comm.rank() == 0)
-      std::printf("--zero 1 against --zero 0, %s, %d ranks: relative update difference %.3g\n", k.name,
-                  comm.world_size(), rel);
   }
 }
 
 // An overflow injected on the last rank lands in element 0, which rank 0
 // owns: only rank 0's check sees it, and the MAX of the flag must skip the
-// step on every rank (with accumulation and predivision on).
+// step on every rank (with predivision on, and accumulation where the stage
+// allows it: stage 2 keeps whole gradients then, stage 3 whole gradients
+// with sharded weights).
 TEST(Zero, OverflowOnOneRankSkipsTheStepOnEveryRank) {
   MpiCommunicator comm;
   const int n = comm.world_size();
-  TrainConfig c = mlp_config(agreed_seed());
-  c.zero_stage = 1;
-  c.steps = 16, c.stop_after_steps = 1;
-  c.grad_accum = 2, c.global_batch = 8 * 2 * n, c.grad_predivide = 2.0;
-  c.inject_overflow_steps = {5, 11}, c.inject_overflow_rank = n - 1;
-  c.loss_scaler.hysteresis = 1;
-  CpuBackend cpu(1);
-  Trainer t(c, cpu, comm, load_train_test(c.data, 7));
-  t.prepare();
-  const size_t flat = t.weights_fp16().size();
-  ASSERT_GT(zero_shard_layout(flat, n).range(0).count(), 0u) << "rank 0 must own element 0";
-  int bad = 0;
-  std::vector<half16> before = t.weights_fp16();
-  for (int64_t step = 1; step <= c.steps; ++step) {
-    t.run();
-    const std::vector<half16> now = t.weights_fp16();
-    bad += differs_from_root(now);
-    const bool injected = step == 5 || step == 11;
-    bad += (std::memcmp(now.data(), before.data(), now.size() * sizeof(half16)) == 0) != injected;
-    before = now;
+  struct StageAccum {
+    int stage;
+    int64_t accum;
+  };
+  for (const StageAccum sa : {StageAccum{1, 2}, StageAccum{2, 1}, StageAccum{3, 1}, StageAccum{3, 2}}) {
+    TrainConfig c = mlp_config(agreed_seed());
+    c.zero_stage = sa.stage;
+    c.steps = 16, c.stop_after_steps = 1;
+    c.grad_accum = sa.accum, c.global_batch = 8 * sa.accum * n, c.grad_predivide = 2.0;
+    c.inject_overflow_steps = {5, 11}, c.inject_overflow_rank = n - 1;
+    c.loss_scaler.hysteresis = 1;
+    CpuBackend cpu(1);
+    Trainer t(c, cpu, comm, load_train_test(c.data, 7));
+    t.prepare();
+    const size_t flat = t.weights_fp16().size();
+    ASSERT_GT(zero_shard_layout(flat, n).range(0).count(), 0u) << "rank 0 must own element 0";
+    int bad = 0;
+    std::vector<half16> before = t.weights_fp16();
+    for (int64_t step = 1; step <= c.steps; ++step) {
+      t.run();
+      const std::vector<half16> now = t.weights_fp16();
+      bad += differs_from_root(now);
+      const bool injected = step == 5 || step == 11;
+      bad += (std::memcmp(now.data(), before.data(), now.size() * sizeof(half16)) == 0) != injected;
+      before = now;
+    }
+    const TrainState end = t.snapshot();
+    bad += end.skipped_steps != 2;
+    bad += end.scaler.scale != c.loss_scaler.init_scale / 4;  // two backoffs by 0.5, no growth in 16 steps
+    EXPECT_EQ(failures_anywhere(bad), 0) << "--zero " << sa.stage << " --grad-accum " << sa.accum;
   }
-  const TrainState end = t.snapshot();
-  bad += end.skipped_steps != 2;
-  bad += end.scaler.scale != c.loss_scaler.init_scale / 4;  // two backoffs by 0.5, no growth in 16 steps
-  EXPECT_EQ(failures_anywhere(bad), 0);
 }
 
 int state_differs(const TrainState& a, const TrainState& b) {
   return (a.master_weights_fp32 != b.master_weights_fp32) + (a.momentum_fp32 != b.momentum_fp32) +
-         (a.second_moment_fp32 != b.second_moment_fp32) + (a.step != b.step) +
-         (a.optimizer_steps != b.optimizer_steps);
+         (a.second_moment_fp32 != b.second_moment_fp32) + (a.step != b.step) + (a.optimizer_steps != b.optimizer_steps);
 }
 
-// A sharded run's checkpoint holds the whole state: it restores unchanged
-// at --zero 0 and --zero 1 on one rank and at --zero 1 on N, continues
-// bitwise at the world and stage it was written with, and within the
-// data-parallel tolerance on one rank.
+// A --zero 3 run's checkpoint holds the whole state: it restores unchanged
+// at --zero 0 and --zero 1 on one rank and at --zero 3 and --zero 1 on N,
+// continues bitwise at the world and stage it was written with, and within
+// the data-parallel tolerance elsewhere.
 TEST(Zero, ACheckpointOfAShardedRunResumesAtAnyStageAndWorldSize) {
   MpiCommunicator comm;
   const std::string dir = agreed_dir("mpi_zero_ckpt");
   TrainConfig c = case_config({"GPT AdamW", true, true}, test::make_temp_dir("mpi_zero_text"), agreed_seed());
-  c.zero_stage = 1, c.steps = 12;
+  c.zero_stage = 3, c.steps = 12;
   CpuBackend cpu(1);
   const TrainTestData data = load_train_test(c.data, c.seed);
 
@@ -204,11 +218,21 @@ TEST(Zero, ACheckpointOfAShardedRunResumesAtAnyStageAndWorldSize) {
     t.prepare();
     bad += state_differs(t.snapshot(), saved);
     t.run();
-    bad += state_differs(t.snapshot(), end);  // same world, same stage: the same bits
+    bad += state_differs(t.snapshot(),
+                         end);  // same world, same stage: the same bits
   }
-  EXPECT_EQ(failures_anywhere(bad), 0) << "resumed at --zero 1 on " << comm.world_size() << " ranks";
+  EXPECT_EQ(failures_anywhere(bad), 0) << "resumed at --zero 3 on " << comm.world_size() << " ranks";
 
   double rel = 0.0;
+  {
+    TrainConfig stage_one = again;
+    stage_one.zero_stage = 1;
+    Trainer t(stage_one, cpu, comm, data);
+    t.prepare();
+    bad += state_differs(t.snapshot(), saved);
+    t.run();
+    rel = test::relative_update_difference(t.snapshot().master_weights_fp32, end.master_weights_fp32, start);
+  }
   if (comm.rank() == 0) {
     for (int stage : {0, 1}) {
       TrainConfig alone_cfg = again;
@@ -218,8 +242,8 @@ TEST(Zero, ACheckpointOfAShardedRunResumesAtAnyStageAndWorldSize) {
       t.prepare();
       bad += state_differs(t.snapshot(), saved);
       t.run();
-      rel = std::max(rel, test::relative_update_difference(t.snapshot().master_weights_fp32, end.master_weights_fp32,
-                                                           start));
+      rel = std::max(
+          rel, test::relative_update_difference(t.snapshot().master_weights_fp32, end.master_weights_fp32, start));
     }
   }
   EXPECT_EQ(failures_anywhere(bad), 0) << "restored state differs on one rank";
@@ -239,9 +263,9 @@ TEST(Zero, StateBytesPerRankFollowTheFormula) {
   for (const Case& k : {Case{"MLP AdamW", false, true}, Case{"GPT SGD", true, false}}) {
     TrainConfig c = case_config(k, dir, 3);
     const TrainTestData data = load_train_test(c.data, c.seed);
-    StateBytes held[2];
+    StateBytes held[4];
     size_t parameters = 0, padding = 0;
-    for (int stage : {0, 1}) {
+    for (int stage : {0, 1, 2, 3}) {
       c.zero_stage = stage;
       CpuBackend cpu(1);
       Trainer t(c, cpu, comm, data);
@@ -249,25 +273,30 @@ TEST(Zero, StateBytesPerRankFollowTheFormula) {
       parameters = t.snapshot().master_weights_fp32.size();
       padding = t.weights_fp16().size() - parameters;
       const ZeroFormula f = zero_formula_bytes(stage, n, parameters, k.adamw);
-      // Bytes per parameter sharded at stage 1: K (master and optimizer
-      // state) and the extras (FP32 gradient, AdamW's mask): 12 + 5 or 8 + 4.
-      const double sharded = k.adamw ? 17.0 : 12.0;
-      const double per_element = 4.0 + (stage == 0 ? sharded : sharded / n);
-      const double slack = padding * (4.0 + sharded) + kZeroShardAlignElements * sharded;
+      // Bytes per parameter sharded from stage 1: K (master and optimizer
+      // state) and the extras (FP32 gradient, AdamW's mask): 12 + 5 or 8 + 4;
+      // from stage 2 the FP16 gradient's 2, at stage 3 the FP16 weight's 2.
+      const double k_extras = k.adamw ? 17.0 : 12.0;
+      const double sharded = stage == 0 ? 0.0 : k_extras + (stage >= 2 ? 2.0 : 0.0) + (stage >= 3 ? 2.0 : 0.0);
+      const double per_element = 4.0 + k_extras - sharded + sharded / n;
+      const double slack = padding * (4.0 + k_extras) + kZeroShardAlignElements * (4.0 + k_extras);
       const double measured = static_cast<double>(held[stage].total());
       bad += !(measured >= f.ours_bytes - slack && measured <= f.ours_bytes + slack);
       bad += !(f.ours_bytes > per_element * parameters * 0.999 && f.ours_bytes < per_element * parameters * 1.001);
       if (comm.rank() == 0)
-        std::printf("%s --zero %d, %d ranks: state %zu bytes per rank, formula %.0f (+ extras %.0f)\n", k.name, stage,
-                    n, held[stage].total(), f.paper_bytes, f.ours_bytes);
+        std::printf(
+            "%s --zero %d, %d ranks: state %zu bytes per rank, formula "
+            "%.0f (+ extras %.0f)\n",
+            k.name, stage, n, held[stage].total(), f.paper_bytes, f.ours_bytes);
     }
-    auto summed = [&](size_t v) {
-      return static_cast<size_t>(comm.allreduce_sum_host(static_cast<double>(v)));
-    };
-    bad += summed(held[1].fp32_masters) != held[0].fp32_masters;
-    bad += summed(held[1].optimizer_state) != held[0].optimizer_state;
-    bad += summed(held[1].fp32_gradients) != held[0].fp32_gradients;
-    bad += held[1].fp16_weights != held[0].fp16_weights || held[1].fp16_gradients != held[0].fp16_gradients;
+    auto summed = [&](size_t v) { return static_cast<size_t>(comm.allreduce_sum_host(static_cast<double>(v))); };
+    for (int stage : {1, 2, 3}) {
+      bad += summed(held[stage].fp32_masters) != held[0].fp32_masters;
+      bad += summed(held[stage].optimizer_state) != held[0].optimizer_state;
+      bad += summed(held[stage].fp32_gradients) != held[0].fp32_gradients;
+      bad += (stage >= 2 ? summed(held[stage].fp16_gradients) : held[stage].fp16_gradients) != held[0].fp16_gradients;
+      bad += (stage >= 3 ? summed(held[stage].fp16_weights) : held[stage].fp16_weights) != held[0].fp16_weights;
+    }
   }
   EXPECT_EQ(failures_anywhere(bad), 0);
 }

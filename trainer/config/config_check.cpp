@@ -37,8 +37,8 @@ void check_ranges(const TrainConfig& c) {
   if (c.global_batch < 0) throw Error("--global-batch must be positive");
   if (!(c.grad_predivide > 0) || !std::isfinite(c.grad_predivide)) throw Error("--grad-predivide must be a positive number");
   if (c.zero_stage < 0 || c.zero_stage > 3) throw Error("--zero must be 0, 1, 2 or 3");
-  if (c.zero_stage > 1)
-    throw Error("--zero " + std::to_string(c.zero_stage) + " is not built yet (stage 1 is: masters and optimizer state sharded)");
+  if (c.zero_stage >= 2 && c.cuda_graph)
+    throw Error("--cuda-graph works with --zero 0 and 1 only (stages 2 and 3 re-point gradients and weights per step)");
   if (c.inject_overflow_every < 0 || c.inject_overflow_rank < 0)
     throw Error("--inject-overflow-every and --inject-overflow-rank must be >= 0");
   if (c.stall_at_step < 0 || c.stall_rank < 0) throw Error("--stall-at-step and --stall-rank must be >= 0");

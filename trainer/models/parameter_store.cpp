@@ -11,11 +11,12 @@ namespace ddp {
 ParameterStore::ParameterStore(Backend& backend, const ParameterRegistry& registry)
     : ParameterStore(backend, registry, ShardRange{0, registry.flat_count()}) {}
 
-ParameterStore::ParameterStore(Backend& backend, const ParameterRegistry& registry, ShardRange owned)
+ParameterStore::ParameterStore(Backend& backend, const ParameterRegistry& registry, ShardRange owned,
+                               bool shard_grads, bool shard_weights)
     : master_weights_fp32(backend, owned.count()),
-      weights_fp16(backend, registry.flat_count()),
+      weights_fp16(backend, shard_weights ? owned.count() : registry.flat_count()),
       momentum_fp32(backend, owned.count()),
-      grads_fp16(backend, registry.flat_count()),
+      grads_fp16(backend, shard_grads ? owned.count() : registry.flat_count()),
       grads_fp32(backend, owned.count()),
       registry_(registry),
       owned_(owned) {
@@ -51,8 +52,7 @@ void ParameterStore::upload_owned(Buffer<float>& state, const std::vector<float>
 
 void ParameterStore::set_master_weights(const std::vector<float>& flat) {
   upload_owned(master_weights_fp32, flat);
-  weights_fp16.backend().cast_fp32_to_fp16(master_weights_fp32.data(), weights_fp16.data() + owned_.begin,
-                                           owned_count());
+  weights_fp16.backend().cast_fp32_to_fp16(master_weights_fp32.data(), owned_weights_fp16(), owned_count());
 }
 
 }  // namespace ddp

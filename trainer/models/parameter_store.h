@@ -10,8 +10,11 @@
 // layout (comm/shard_layout.h), and the FP32 state (masters, optimizer
 // state, unscaled gradients, the decay mask) holds that range only:
 // element i of those buffers is element owned().begin + i of the layout.
-// The FP16 weights and gradients stay whole. Unsharded, the range is the
-// whole layout and nothing differs.
+// The FP16 weights and gradients stay whole at stage 1; stage 2 holds the
+// FP16 gradients of the owned range only (shard_grads), stage 3 also the
+// FP16 weights (shard_weights): the model reaches the rest through tables
+// (tensor_table.h) the trainer points at gathered and staging buffers.
+// Unsharded, the range is the whole layout and nothing differs.
 #pragma once
 
 #include <cstdint>
@@ -27,18 +30,24 @@ class ParameterStore {
  public:
   // `owned`: the range of the layout the FP32 state holds (default: all).
   ParameterStore(Backend& backend, const ParameterRegistry& registry);
-  ParameterStore(Backend& backend, const ParameterRegistry& registry, ShardRange owned);
+  ParameterStore(Backend& backend, const ParameterRegistry& registry, ShardRange owned, bool shard_grads = false,
+                 bool shard_weights = false);
 
   const ParameterRegistry& registry() const { return registry_; }
   size_t count() const { return registry_.flat_count(); }  // elements of the layout, padding included
   ShardRange owned() const { return owned_; }
   size_t owned_count() const { return owned_.count(); }  // elements of each FP32 buffer (R below)
   bool sharded() const { return owned_.count() != count(); }
+  bool grads_sharded() const { return grads_fp16.count() != count(); }
+  bool weights_sharded() const { return weights_fp16.count() != count(); }
+  // Element owned().begin of the FP16 buffers, whole or sharded.
+  half16* owned_weights_fp16() { return weights_fp16.data() + (weights_sharded() ? 0 : owned_.begin); }
+  half16* owned_grads_fp16() { return grads_fp16.data() + (grads_sharded() ? 0 : owned_.begin); }
 
   Buffer<float> master_weights_fp32;  // (R) the weights the optimizer updates
-  Buffer<half16> weights_fp16;        // (P) fp16(master), what forward/backward read
+  Buffer<half16> weights_fp16;        // (P, R at stage 3) fp16(master), what forward/backward read
   Buffer<float> momentum_fp32;        // (R) SGD momentum, or AdamW's first moment (exp_avg): the same role
-  Buffer<half16> grads_fp16;          // (P) loss-scaled gradients, summed in FP16 (sharded: the owned range)
+  Buffer<half16> grads_fp16;          // (P, R from stage 2) loss-scaled gradients, summed in FP16 (sharded: the owned range)
   Buffer<float> grads_fp32;           // (R) unscaled gradients the optimizer reads
   // AdamW only (empty until allocate_adamw_state): an SGD run pays nothing.
   Buffer<float> second_moment_fp32;   // (R) AdamW's exp_avg_sq
@@ -53,7 +62,8 @@ class ParameterStore {
 
   // Host <-> store, flat layout (count() elements): the owned range of
   // `flat` into the masters, re-cast into the owned range of the FP16
-  // weights (sharded: the rest of them is the caller's all-gather).
+  // weights (sharded: the rest of them is the caller's all-gather, or at
+  // stage 3 the layers' gathers).
   void set_master_weights(const std::vector<float>& flat);
   // The owned range of a flat host vector into one of the FP32 buffers.
   void upload_owned(Buffer<float>& state, const std::vector<float>& flat);

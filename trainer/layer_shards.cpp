@@ -1,0 +1,151 @@
+// layer_shards.cpp
+#include "trainer/layer_shards.h"
+
+#include <algorithm>
+
+#include "kernels/error.h"
+
+namespace ddp {
+namespace {
+// Gather-slot positions keep cuBLASLt's 16-byte alignment of every tensor.
+size_t aligned(size_t count) {
+  const size_t a = ParameterRegistry::kAlignElements;
+  return (count + a - 1) / a * a;
+}
+}  // namespace
+
+LayerShards::LayerShards(Backend& backend, Communicator& comm, Model& model, ParameterStore& params,
+                         const ShardLayout& layout, ParameterTables& tables, GradientReducer& reducer)
+    : backend_(backend),
+      comm_(comm),
+      model_(model),
+      params_(params),
+      layout_(layout),
+      tables_(tables),
+      reducer_(reducer) {
+  const ParameterRegistry& registry = params.registry();
+  DDP_REQUIRE(layout.range(comm.rank()) == params.owned(), "LayerShards: the layout is not the store's");
+  if (params.weights_sharded()) {
+    size_t slot_count = 0;
+    for (int l = 0; l < model.layer_count(); ++l) {
+      std::vector<Run> runs;
+      for (size_t t : model.layer_tensors(l)) {
+        if (!runs.empty() && runs.back().end == t) {
+          runs.back().end = t + 1;
+        } else {
+          runs.push_back(Run{t, t + 1, registry[t].offset, 0});
+        }
+        runs.back().count = registry[t].offset + registry[t].count - runs.back().offset;
+      }
+      size_t need = 0;
+      for (const Run& r : runs) need += aligned(r.count);
+      slot_count = std::max(slot_count, need);
+      layer_runs_.push_back(std::move(runs));
+    }
+    for (Buffer<half16>& slot : slots_) slot = Buffer<half16>(backend, slot_count);
+    tables_.weights_fp16 = WeightTable(registry.size());  // no entry until a layer's gather
+  }
+  if (params.grads_sharded()) {
+    const std::vector<GradientBucket>& buckets = reducer.buckets();
+    bucket_of_tensor_.assign(registry.size(), 0);
+    for (size_t b = 0; b < buckets.size(); ++b)
+      for (size_t t = buckets[b].first_segment; t < buckets[b].end_segment; ++t) bucket_of_tensor_[t] = b;
+    staging_of_bucket_.assign(buckets.size(), -1);
+    tables_.grads_fp16 = GradTable(registry.size());  // no entry until a layer's staging
+    reducer.shard_over(layout, params.owned_grads_fp16(), [this](size_t bucket) {
+      DDP_REQUIRE(staging_of_bucket_[bucket] >= 0, "LayerShards: a bucket finished without staging");
+      return staging_pool_[static_cast<size_t>(staging_of_bucket_[bucket])].data();
+    });
+  }
+  LayerHooks hooks;
+  if (params.weights_sharded()) hooks.before_forward = [this](int layer) { gather_layer(layer); };
+  hooks.before_backward = [this](int layer) {
+    if (params_.weights_sharded()) gather_layer(layer);
+    if (params_.grads_sharded()) stage_layer(layer);
+  };
+  model.set_layer_hooks(hooks);
+  hooks_ = hooks;
+}
+
+void LayerShards::gather_layer(int layer) {
+  const ParameterRegistry& registry = params_.registry();
+  half16* slot = slots_[layer % 2].data();
+  const size_t owned_begin = params_.owned().begin;
+  size_t position = 0;
+  for (const Run& run : layer_runs_[static_cast<size_t>(layer)]) {
+    const ShardLayout slice = layout_.slice(run.offset, run.count);
+    const ShardRange mine = slice.range(comm_.rank());
+    const half16* from = params_.owned_weights_fp16() + (mine.count() > 0 ? run.offset + mine.begin - owned_begin : 0);
+    comm_.allgather_fp16(from, slot + position, slice);
+    elements_gathered_ += run.count;
+    for (size_t t = run.first; t < run.end; ++t)
+      tables_.weights_fp16.set(t, slot + position + (registry[t].offset - run.offset));
+    position += aligned(run.count);
+  }
+}
+
+void LayerShards::begin_step() {
+  std::fill(staging_of_bucket_.begin(), staging_of_bucket_.end(), -1);
+  std::fill(pool_owner_.begin(), pool_owner_.end(), -1);
+}
+
+void LayerShards::stage_layer(int layer) {
+  for (size_t t : model_.layer_tensors(layer))
+    if (staging_of_bucket_[bucket_of_tensor_[t]] < 0) assign_staging(bucket_of_tensor_[t]);
+}
+
+void LayerShards::assign_staging(size_t bucket) {
+  const GradientBucket& b = reducer_.buckets()[bucket];
+  // The smallest free buffer that fits; none free: the collectives started
+  // so far complete and free theirs; still none: a new one.
+  auto free_fit = [&]() -> int {
+    int best = -1;
+    for (size_t i = 0; i < staging_pool_.size(); ++i)
+      if (pool_owner_[i] < 0 && staging_pool_[i].count() >= b.count &&
+          (best < 0 || staging_pool_[i].count() < staging_pool_[static_cast<size_t>(best)].count()))
+        best = static_cast<int>(i);
+    return best;
+  };
+  int index = free_fit();
+  if (index < 0) {
+    bool any_started = false;
+    for (int owner : pool_owner_) any_started |= owner >= 0 && static_cast<size_t>(owner) < reducer_.buckets_started();
+    if (any_started) {
+      comm_.wait_allreduces();
+      for (int& owner : pool_owner_)
+        if (owner >= 0 && static_cast<size_t>(owner) < reducer_.buckets_started()) owner = -1;
+      index = free_fit();
+    }
+  }
+  if (index < 0) {
+    staging_pool_.emplace_back(backend_, b.count);
+    pool_owner_.push_back(-1);
+    index = static_cast<int>(staging_pool_.size() - 1);
+  }
+  Buffer<half16>& staging = staging_pool_[static_cast<size_t>(index)];
+  backend_.fill_zero(staging.data(), b.count * sizeof(half16));
+  pool_owner_[static_cast<size_t>(index)] = static_cast<int>(bucket);
+  staging_of_bucket_[bucket] = index;
+  const ParameterRegistry& registry = params_.registry();
+  for (size_t t = b.first_segment; t < b.end_segment; ++t)
+    tables_.grads_fp16.set(t, staging.data() + (registry[t].offset - b.offset));
+}
+
+LayerShards::WholeWeights LayerShards::gather_whole_weights() {
+  DDP_REQUIRE(params_.weights_sharded(), "LayerShards: the weights are whole already");
+  WholeWeights w;
+  w.buffer = Buffer<half16>(backend_, params_.count());
+  comm_.allgather_fp16(params_.owned_weights_fp16(), w.buffer.data(), layout_);
+  w.table = WeightTable::flat(w.buffer.data(), params_.registry());
+  return w;
+}
+
+void LayerShards::pause_hooks(bool paused) { model_.set_layer_hooks(paused ? LayerHooks{} : hooks_); }
+
+size_t LayerShards::buffer_bytes() const {
+  size_t bytes = slots_[0].size_bytes() + slots_[1].size_bytes();
+  for (const Buffer<half16>& b : staging_pool_) bytes += b.size_bytes();
+  return bytes;
+}
+
+}  // namespace ddp

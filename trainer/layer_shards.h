@@ -1,0 +1,96 @@
+// layer_shards.h: ZeRO stages 2 and 3 on the model's layer hooks (model.h)
+// and tables (tensor_table.h), for a store whose FP16 gradients (stage 2)
+// and FP16 weights (stage 3) hold this rank's range only.
+//
+// Stage 2, gradients: before a layer's backward, each bucket holding one of
+// its tensors gets a staging buffer (zeroed: the padding between tensors is
+// summed too) and the gradient table points the bucket's tensors into it;
+// the reducer reduce-scatters it from there into the rank's range
+// (GradientReducer's staged mode). A staging buffer is reused once the
+// collective that read it has completed: when none is free, the step waits
+// for the collectives started so far (Communicator::wait_allreduces) and
+// takes theirs; only then is a new one allocated. So a rank holds, beyond
+// its range, the buckets backward is filling and the ones in flight.
+//
+// Stage 3, weights: before a layer's forward and again before its backward
+// its tensors are all-gathered, run by run of consecutive tensors, from
+// every rank's range into one of two gather slots (alternating by layer, so
+// a layer's gather never overwrites the weights the layer before it still
+// reads on a device queue), and the weight table points at them. Nothing
+// else of the weights is held. The GPT's tied wte is gathered for its first
+// and its last layer. Evaluation and samples, whose forward passes are not
+// collective (ranks may evaluate different numbers of batches), get the
+// whole FP16 weights gathered once into a transient buffer instead.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "comm/gradient_reducer.h"
+#include "kernels/buffer.h"
+#include "trainer/models/model.h"
+#include "trainer/models/parameter_store.h"
+#include "trainer/models/tensor_table.h"
+
+namespace ddp {
+
+class LayerShards {
+ public:
+  // Installs the model's hooks and, for a store with sharded gradients, the
+  // reducer's staged mode. Everything must outlive this.
+  LayerShards(Backend& backend, Communicator& comm, Model& model, ParameterStore& params, const ShardLayout& layout,
+              ParameterTables& tables, GradientReducer& reducer);
+
+  // A step's gradients begin: every staging buffer is free again (the
+  // previous step's collectives completed in its finalize).
+  void begin_step();
+
+  // The whole FP16 weights, gathered from every rank (a collective), and a
+  // flat table over them; for evaluation and samples. Stage 3 only.
+  struct WholeWeights {
+    Buffer<half16> buffer;
+    WeightTable table;
+  };
+  WholeWeights gather_whole_weights();
+  // Off while the model runs outside training's collective order
+  // (evaluation on the whole weights), on again after.
+  void pause_hooks(bool paused);
+
+  // Bytes of the gather slots and staging buffers now held.
+  size_t buffer_bytes() const;
+
+  // FP16 elements the layers' gathers handed to all-gathers so far (stage 3).
+  size_t elements_gathered() const { return elements_gathered_; }
+
+  // Test hook: how many staging buffers were allocated so far.
+  size_t staging_allocations() const { return staging_pool_.size(); }
+
+ private:
+  struct Run {  // consecutive tensors [first, end) and their span of the layout
+    size_t first = 0, end = 0;
+    size_t offset = 0, count = 0;
+  };
+  void gather_layer(int layer);
+  void stage_layer(int layer);
+  void assign_staging(size_t bucket);
+
+  Backend& backend_;
+  Communicator& comm_;
+  Model& model_;
+  ParameterStore& params_;
+  ShardLayout layout_;
+  ParameterTables& tables_;
+  GradientReducer& reducer_;
+  std::vector<std::vector<Run>> layer_runs_;  // per layer
+  Buffer<half16> slots_[2];                   // stage 3 gather slots
+  std::vector<size_t> bucket_of_tensor_;
+  std::vector<Buffer<half16>> staging_pool_;  // every staging buffer allocated
+  std::vector<int> pool_owner_;               // per pool buffer: the bucket it stages this step, -1: free
+  std::vector<int> staging_of_bucket_;        // per bucket: its pool buffer this step, -1: none yet
+  LayerHooks hooks_;
+  size_t elements_gathered_ = 0;
+};
+
+}  // namespace ddp
