@@ -52,14 +52,15 @@ void GradientReducer::shard_over(const ShardLayout& layout, half16* owned,
 }
 
 void GradientReducer::begin(half16* grads) {
-  grads_ = grads;
+  DDP_REQUIRE(grads != nullptr || source_, "GradientReducer::begin without gradients");
+  grads_ = grads, in_step_ = true;
   next_bucket_ = 0;
   for (size_t b = 0; b < buckets_.size(); ++b) pending_[b] = buckets_[b].end_segment - buckets_[b].first_segment;
   std::fill(ready_.begin(), ready_.end(), 0);
 }
 
 void GradientReducer::mark_ready(size_t first_segment, size_t end_segment) {
-  DDP_REQUIRE(grads_ != nullptr, "GradientReducer::mark_ready outside a step");
+  DDP_REQUIRE(in_step_, "GradientReducer::mark_ready outside a step");
   DDP_REQUIRE(first_segment <= end_segment && end_segment <= segments_.size(), "GradientReducer: no such segment");
   for (size_t s = first_segment; s < end_segment; ++s) {
     DDP_REQUIRE(!ready_[s], "GradientReducer: a segment marked ready twice in one step");
@@ -92,12 +93,12 @@ void GradientReducer::start_ready_buckets() {
 }
 
 void GradientReducer::finalize() {
-  DDP_REQUIRE(grads_ != nullptr, "GradientReducer::finalize outside a step");
+  DDP_REQUIRE(in_step_, "GradientReducer::finalize outside a step");
   for (size_t s = 0; s < segments_.size(); ++s)
     if (!ready_[s]) ready_[s] = 1, --pending_[bucket_of_segment_[s]];
   start_ready_buckets();
   comm_.wait_allreduces();
-  grads_ = nullptr;
+  grads_ = nullptr, in_step_ = false;
 }
 
 }  // namespace ddp

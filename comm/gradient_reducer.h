@@ -100,7 +100,8 @@ class GradientReducer {
   std::vector<size_t> pending_;  // per bucket: segments not yet ready
   std::vector<char> ready_;      // per segment
   size_t next_bucket_ = 0;       // the first bucket not started
-  half16* grads_ = nullptr;
+  half16* grads_ = nullptr;  // staged: the owned range (null when it is empty)
+  bool in_step_ = false;
   size_t elements_started_ = 0;
 };
 

@@ -112,10 +112,11 @@ class Backend {
   virtual std::string description() const = 0;
 
   // ---- memory -------------------------------------------------------------
-  // The bytes Buffers (buffer.h: every allocation of the trainer, its
-  // models and communicators) hold now and at most so far: the trainer's
-  // own high-water mark, which the memory report and --bench quote. Not
-  // the device's (a CUDA context, cuBLAS and NCCL hold more of their own).
+  // The bytes Buffers (buffer.h: the trainer's and its models' device
+  // memory) hold now and at most so far: the trainer's own high-water mark,
+  // which the memory report and --bench quote. Not the device's or the
+  // host's (a CUDA context, cuBLAS, NCCL's staging and MPI's buffers are
+  // allocated outside Buffers).
   struct AllocationTally {
     size_t in_use_bytes = 0;
     size_t peak_bytes = 0;

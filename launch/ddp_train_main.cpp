@@ -82,7 +82,8 @@ std::unique_ptr<ddp::Communicator> make_communicator(const ddp::MpiEnvironment& 
     return std::make_unique<ddp::NcclCommunicator>(env.rank(), env.world_size(), cuda->compute_stream());
   }
 #endif
-  if (env.world_size() == 1) return std::make_unique<ddp::SingleProcessCommunicator>();
+  // The backend makes the sharded collectives' copies (--zero at one rank).
+  if (env.world_size() == 1) return std::make_unique<ddp::SingleProcessCommunicator>(&backend);
 #if defined(DDP_HAVE_MPI)
   if (backend.kind() == ddp::DeviceKind::Cpu) return std::make_unique<ddp::MpiCommunicator>();
 #endif

@@ -1,5 +1,5 @@
 // test_cli_zero.cpp: --zero as a user runs it. A checkpoint written by 4
-// ranks at --zero 1 resumes on 3 ranks at --zero 1 and on one at --zero 0,
+// ranks at --zero 3 resumes on 3 ranks at --zero 1 and on one at --zero 0,
 // and each lands where the straight 4-rank run lands; the banner and the
 // metrics give the memory per rank; --bench reports state, peak and bytes
 // sent; bad values and --cuda-graph beyond stage 1 are refused in one line.

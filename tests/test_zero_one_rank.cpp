@@ -59,6 +59,9 @@ TEST(ZeroOneRank, EveryStageIsStageZeroBitForBit) {
               << (gpt ? "GPT" : "MLP") << (adamw ? " AdamW" : " SGD") << " --grad-accum " << accum << " --zero "
               << stage;
           EXPECT_EQ(sharded.summary.test_loss, replicated.summary.test_loss);
+          // The sharded paths ran: stage 2's staging (without accumulation)
+          // and stage 3's gather slots were allocated, at one rank too.
+          EXPECT_EQ(sharded.held.zero_buffers > 0, stage == 3 || (stage == 2 && accum == 1)) << stage << " " << accum;
         }
       }
     }

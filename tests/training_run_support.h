@@ -14,6 +14,7 @@ struct TrainingRun {
   std::vector<float> master;  // the snapshot's master weights (packed)
   TrainSummary summary;
   TrainState state;
+  StateBytes held;  // the run's memory by class at its end (report/memory_report.h)
 };
 
 inline TrainingRun train_with(Backend& backend, const TrainConfig& c) {
@@ -24,6 +25,7 @@ inline TrainingRun train_with(Backend& backend, const TrainConfig& c) {
   r.summary = t.run();
   r.state = t.snapshot();
   r.master = r.state.master_weights_fp32;
+  r.held = t.state_bytes();
   return r;
 }
 

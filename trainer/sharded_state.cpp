@@ -20,7 +20,7 @@ ShardLayout zero_shard_layout(size_t flat_count, int world) {
 
 std::vector<float> gather_fp32_state(Communicator& comm, const ParameterStore& params, const Buffer<float>& state) {
   DDP_REQUIRE(state.count() == params.owned_count(), "gather_fp32_state: not one of the store's FP32 buffers");
-  if (!params.sharded()) return state.download();
+  if (!params.sharded() || comm.world_size() == 1) return state.download();
   const ShardLayout layout = zero_shard_layout(params.count(), comm.world_size());
   DDP_REQUIRE(layout.range(comm.rank()) == params.owned(), "gather_fp32_state: the store's range is not this rank's");
   Buffer<float> whole(state.backend(), params.count());

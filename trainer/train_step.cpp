@@ -60,8 +60,12 @@ void Trainer::Impl::micro_batch_pass(const DeviceBatch& batch, int rows, int64_t
   loss_forward(backend, cfg.loss, out, batch, state.loss_mean_device(), nullptr);
   loss_backward(backend, cfg.loss, out, batch, backward_scale, model.output_grad());
   const bool last = micro + 1 == micro_batches;
-  if (last) reducer.begin(params.grads_fp16.data());
-  if (last && layer_shards) layer_shards->begin_step();
+  if (last) {
+    for (const GradientSegment& gap : padding_gaps)
+      backend.fill_zero(params.grads_fp16.data() + gap.offset, gap.count * sizeof(half16));
+    reducer.begin(params.grads_fp16.data());
+    if (layer_shards) layer_shards->begin_step();
+  }
   model.backward(tables.weights_fp16, tables.grads_fp16, /*accumulate=*/micro > 0,
                  last ? GradientsReady([this](size_t first, size_t end) { reducer.mark_ready(first, end); })
                       : GradientsReady());
@@ -117,7 +121,7 @@ BenchTimings Trainer::Impl::bench(int64_t warmup_steps, int64_t timed_steps) {
   t.allgather_elements_per_step = static_cast<double>(gathered() - gathered_before) / steps;
   t.zero_stage = cfg.zero_stage;
   t.parameters = model.parameters().parameter_count();
-  t.state_bytes_max = static_cast<size_t>(comm.allreduce_max_host(static_cast<int64_t>(measured_state_bytes(params).total())));
+  t.state_bytes_max = static_cast<size_t>(comm.allreduce_max_host(static_cast<int64_t>(held_state_bytes().total())));
   t.peak_allocated_bytes_max =
       static_cast<size_t>(comm.allreduce_max_host(static_cast<int64_t>(backend.allocations().peak_bytes)));
   return t;

@@ -49,6 +49,17 @@ ShardRange owned_range(const TrainConfig& c, const ShardLayout& shards, int rank
   return c.zero_stage > 0 ? shards.range(rank) : ShardRange{0, shards.total_count()};
 }
 
+// Stage 2 keeps the gradients of its range only when they need not add up
+// over micro-batches (--grad-accum 1); with accumulation they stay whole
+// between micro-batches, as at stage 1.
+ParameterStore::Sharding sharding_of(const TrainConfig& c) {
+  ParameterStore::Sharding s;
+  s.state = c.zero_stage >= 1;
+  s.grads = c.zero_stage >= 2 && c.grad_accum == 1;
+  s.weights = c.zero_stage >= 3;
+  return s;
+}
+
 MixedPrecisionOptimizer make_optimizer(const TrainConfig& c, Backend& b, ParameterStore& params, Communicator& m,
                                        const ShardLayout& shards) {
   if (c.zero_stage == 0) return MixedPrecisionOptimizer(b, params, optimizer_config(c));
@@ -71,11 +82,7 @@ Trainer::Impl::Impl(const TrainConfig& c, Backend& b, Communicator& m, TrainTest
       model_owned(make_model(cfg, b, static_cast<int>(cfg.batch_size))),
       model(*model_owned),
       shards(zero_shard_layout(model.parameters().flat_count(), m.world_size())),
-      // Stage 2 keeps the gradients of its range only when they need not
-      // add up over micro-batches (--grad-accum 1); with accumulation they
-      // stay whole between micro-batches, as at stage 1.
-      params(b, model.parameters(), owned_range(cfg, shards, m.rank()), cfg.zero_stage >= 2 && cfg.grad_accum == 1,
-             cfg.zero_stage >= 3),
+      params(b, model.parameters(), owned_range(cfg, shards, m.rank()), sharding_of(cfg)),
       optimizer(make_optimizer(cfg, b, params, m, shards)),
       scale_rule(loss_scale_rule(c.loss_scaler, c.max_bad_steps)),
       state(b, cfg),
@@ -98,6 +105,13 @@ Trainer::Impl::Impl(const TrainConfig& c, Backend& b, Communicator& m, TrainTest
   if (cfg.zero_stage > 0) reducer.shard_over(shards);
   if (params.grads_sharded() || params.weights_sharded())
     layer_shards = std::make_unique<LayerShards>(backend, comm, model, params, shards, tables, reducer);
+  if (params.sharded() && !params.grads_sharded()) {
+    const ParameterRegistry& registry = model.parameters();
+    for (size_t t = 0; t + 1 < registry.size(); ++t) {
+      const size_t end = registry[t].offset + registry[t].count, next = registry[t + 1].offset;
+      if (next > end) padding_gaps.push_back({end, next - end});
+    }
+  }
   if (cfg.cuda_graph) captured.enable();
   if (cfg.sample_every > 0) {
     TrainingSampler::check(cfg);  // on every rank: all refuse alike
@@ -124,6 +138,12 @@ void Trainer::Impl::prepare() {
     params.set_master_weights(init);
     if (!cfg.init_weights_dir.empty()) say("initial weights from " + cfg.init_weights_dir);
   }
+  // Every rank must take the same path (the sharded paths' collectives
+  // differ): one whose scan of --checkpoint-dir disagrees stops them all.
+  const int64_t found = resume_from.empty() ? 0 : 1;
+  if (comm.allreduce_max_host(found) != -comm.allreduce_max_host(-found))
+    throw AgreedError("--resume: the ranks do not all see a checkpoint in " + cfg.checkpoint_dir +
+                      " (a directory every rank must share)");
   // A lineage for a run from scratch, or for one resumed from a
   // checkpoint of an earlier build that recorded none. Only rank 0 writes
   // checkpoints, so only its id is ever used: it is not broadcast (NCCL's
@@ -192,9 +212,10 @@ TrainSummary Trainer::Impl::run() {
   DDP_REQUIRE(prepared, "Trainer::run before prepare");
   report.banner(model.parameters().parameter_count(), data.train, data.test, plan);
   {
-    const StateBytes held = measured_state_bytes(params);
-    const size_t in_use = backend.allocations().in_use_bytes;
-    report.memory(held, in_use > held.total() ? in_use - held.total() : 0,
+    const StateBytes mine = held_state_bytes();
+    const size_t in_use = backend.allocations().in_use_bytes, counted = mine.total() + mine.zero_buffers;
+    const size_t other = static_cast<size_t>(comm.allreduce_max_host(static_cast<int64_t>(in_use > counted ? in_use - counted : 0)));
+    report.memory(largest_over_ranks(comm, mine), other,
                   zero_formula_bytes(cfg.zero_stage, world(), model.parameters().parameter_count(),
                                      cfg.optimizer == OptimizerKind::AdamW));
   }
@@ -370,7 +391,13 @@ BenchTimings Trainer::bench(int64_t warmup_steps, int64_t timed_steps) {
   return impl_->bench(warmup_steps, timed_steps);
 }
 TrainState Trainer::snapshot() const { return impl_->checkpoints.snapshot(impl_->step); }
-StateBytes Trainer::state_bytes() const { return measured_state_bytes(impl_->params); }
+StateBytes Trainer::Impl::held_state_bytes() const {
+  StateBytes b = measured_state_bytes(params);
+  if (layer_shards) b.zero_buffers = layer_shards->buffer_bytes();
+  b.grads_whole_for_accumulation = cfg.zero_stage >= 2 && !params.grads_sharded();
+  return b;
+}
+StateBytes Trainer::state_bytes() const { return impl_->held_state_bytes(); }
 std::vector<half16> Trainer::weights_fp16() const {
   std::vector<half16> whole;
   impl_->with_whole_weights([&](const WeightTable& w) {

@@ -55,9 +55,17 @@ struct Trainer::Impl {
   LrSchedule schedule;
   ProgressReporter progress;
   GradientReducer reducer;  // the all-reduce buckets over the registry's tensors, overlapped with backward
-  ParameterTables tables =  // params' buffers per tensor, as the model reads them (models/tensor_table.h)
-      ParameterTables::flat(params.weights_fp16.data(), params.grads_fp16.data(), model.parameters());
+  // params' buffers per tensor, as the model reads them (models/tensor_table.h);
+  // at --zero 2 and 3 the sharded ones are the layer hooks' (layer_shards.h).
+  ParameterTables tables = training_tables(params);
   std::unique_ptr<LayerShards> layer_shards;  // --zero 2 and 3: the hooks that stage gradients and gather weights
+  // --zero >= 1 with whole FP16 gradients: the padding between tensors, as
+  // (offset, count). An in-place reduce-scatter leaves other ranks' sums in
+  // a rank's buffer (MPI_IN_PLACE's scratch), padding included, and
+  // backward writes only tensors: these are zeroed before each step's sums,
+  // so the padding's sum stays zero (it is in some rank's range: its check,
+  // its norm).
+  std::vector<GradientSegment> padding_gaps;
   RunPlan plan;                         // set in the constructor's body
   RunReport report;
   CapturedStep captured;
@@ -87,6 +95,7 @@ struct Trainer::Impl {
 
   void prepare();
   void run_eval();  // the test-set evaluation, its line and record
+  StateBytes held_state_bytes() const;  // this rank's, by class (report/memory_report.h)
   // `use` with a table of the whole FP16 weights: the training table, or at
   // --zero 3 a transient gather of them (a collective: every rank calls it).
   void with_whole_weights(const std::function<void(const WeightTable&)>& use);

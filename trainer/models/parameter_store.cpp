@@ -9,19 +9,22 @@
 namespace ddp {
 
 ParameterStore::ParameterStore(Backend& backend, const ParameterRegistry& registry)
-    : ParameterStore(backend, registry, ShardRange{0, registry.flat_count()}) {}
+    : ParameterStore(backend, registry, ShardRange{0, registry.flat_count()}, Sharding{}) {}
 
 ParameterStore::ParameterStore(Backend& backend, const ParameterRegistry& registry, ShardRange owned,
-                               bool shard_grads, bool shard_weights)
+                               Sharding sharding)
     : master_weights_fp32(backend, owned.count()),
-      weights_fp16(backend, shard_weights ? owned.count() : registry.flat_count()),
+      weights_fp16(backend, sharding.weights ? owned.count() : registry.flat_count()),
       momentum_fp32(backend, owned.count()),
-      grads_fp16(backend, shard_grads ? owned.count() : registry.flat_count()),
+      grads_fp16(backend, sharding.grads ? owned.count() : registry.flat_count()),
       grads_fp32(backend, owned.count()),
       registry_(registry),
-      owned_(owned) {
+      owned_(owned),
+      sharding_(sharding) {
   DDP_REQUIRE(owned.begin <= owned.end && owned.end <= registry.flat_count(),
               "ParameterStore: the owned range is not a range of the layout");
+  DDP_REQUIRE(sharding.state || owned.count() == registry.flat_count(), "ParameterStore: a range without sharding");
+  DDP_REQUIRE(sharding.state || !(sharding.grads || sharding.weights), "ParameterStore: FP16 sharded, FP32 whole");
   // The padding between tensors must hold zeros in every buffer
   // (parameter_registry.h); the masters get theirs from set_master_weights.
   master_weights_fp32.zero();
@@ -53,6 +56,15 @@ void ParameterStore::upload_owned(Buffer<float>& state, const std::vector<float>
 void ParameterStore::set_master_weights(const std::vector<float>& flat) {
   upload_owned(master_weights_fp32, flat);
   weights_fp16.backend().cast_fp32_to_fp16(master_weights_fp32.data(), owned_weights_fp16(), owned_count());
+}
+
+ParameterTables training_tables(ParameterStore& params) {
+  const ParameterRegistry& registry = params.registry();
+  ParameterTables t;
+  t.weights_fp16 = params.weights_sharded() ? WeightTable(registry.size())
+                                            : WeightTable::flat(params.weights_fp16.data(), registry);
+  t.grads_fp16 = params.grads_sharded() ? GradTable(registry.size()) : GradTable::flat(params.grads_fp16.data(), registry);
+  return t;
 }
 
 }  // namespace ddp

@@ -23,23 +23,31 @@
 #include "comm/shard_layout.h"
 #include "kernels/buffer.h"
 #include "trainer/models/parameter_registry.h"
+#include "trainer/models/tensor_table.h"
 
 namespace ddp {
 
 class ParameterStore {
  public:
-  // `owned`: the range of the layout the FP32 state holds (default: all).
+  // What a --zero stage shards (explicit, not read off the buffers' sizes:
+  // a rank whose range is the whole layout, or empty, is sharded as the
+  // others are, so every rank takes the same branches and collectives).
+  struct Sharding {
+    bool state = false;    // FP32 masters, optimizer state, FP32 gradients (stage >= 1)
+    bool grads = false;    // FP16 gradients (stage >= 2, without accumulation)
+    bool weights = false;  // FP16 weights (stage 3)
+  };
+  // `owned`: the range of the layout the sharded buffers hold.
   ParameterStore(Backend& backend, const ParameterRegistry& registry);
-  ParameterStore(Backend& backend, const ParameterRegistry& registry, ShardRange owned, bool shard_grads = false,
-                 bool shard_weights = false);
+  ParameterStore(Backend& backend, const ParameterRegistry& registry, ShardRange owned, Sharding sharding);
 
   const ParameterRegistry& registry() const { return registry_; }
   size_t count() const { return registry_.flat_count(); }  // elements of the layout, padding included
   ShardRange owned() const { return owned_; }
   size_t owned_count() const { return owned_.count(); }  // elements of each FP32 buffer (R below)
-  bool sharded() const { return owned_.count() != count(); }
-  bool grads_sharded() const { return grads_fp16.count() != count(); }
-  bool weights_sharded() const { return weights_fp16.count() != count(); }
+  bool sharded() const { return sharding_.state; }
+  bool grads_sharded() const { return sharding_.grads; }
+  bool weights_sharded() const { return sharding_.weights; }
   // Element owned().begin of the FP16 buffers, whole or sharded.
   half16* owned_weights_fp16() { return weights_fp16.data() + (weights_sharded() ? 0 : owned_.begin); }
   half16* owned_grads_fp16() { return grads_fp16.data() + (grads_sharded() ? 0 : owned_.begin); }
@@ -73,6 +81,12 @@ class ParameterStore {
  private:
   ParameterRegistry registry_;
   ShardRange owned_;
+  Sharding sharding_;
 };
+
+// The tables a training step reads and writes through: flat over the
+// store's whole FP16 buffers; a sharded buffer's entries stay empty until
+// the layer hooks point them (trainer/layer_shards.h).
+ParameterTables training_tables(ParameterStore& params);
 
 }  // namespace ddp

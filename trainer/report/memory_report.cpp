@@ -15,6 +15,15 @@ StateBytes measured_state_bytes(const ParameterStore& p) {
   return b;
 }
 
+StateBytes largest_over_ranks(Communicator& comm, const StateBytes& m) {
+  auto largest = [&](size_t v) { return static_cast<size_t>(comm.allreduce_max_host(static_cast<int64_t>(v))); };
+  StateBytes b = m;
+  b.fp32_masters = largest(m.fp32_masters), b.optimizer_state = largest(m.optimizer_state);
+  b.fp32_gradients = largest(m.fp32_gradients), b.fp16_weights = largest(m.fp16_weights);
+  b.fp16_gradients = largest(m.fp16_gradients), b.zero_buffers = largest(m.zero_buffers);
+  return b;
+}
+
 ZeroFormula zero_formula_bytes(int stage, int world, size_t parameters, bool adamw) {
   const double psi = static_cast<double>(parameters), n = static_cast<double>(world);
   const double k = 4.0 + (adamw ? 8.0 : 4.0);
@@ -40,8 +49,10 @@ std::string memory_line(int stage, int world, const StateBytes& s, size_t other_
          " rank(s)): FP32 masters " + mib(s.fp32_masters) + ", optimizer state " + mib(s.optimizer_state) +
          ", FP32 gradients " + mib(s.fp32_gradients) + ", FP16 weights " + mib(s.fp16_weights) +
          ", FP16 gradients " + mib(s.fp16_gradients) + "; state " + mib(s.total()) + " against the ZeRO formula's " +
-         mib(f.paper_bytes) + " (" + mib(f.ours_bytes) + " with our FP32 gradients and decay mask); activations, "
-         "scratch and buffers " + mib(other_bytes);
+         mib(f.paper_bytes) + " (" + mib(f.ours_bytes) + " with our FP32 gradients and decay mask)" +
+         (s.grads_whole_for_accumulation ? ", the FP16 gradients whole for --grad-accum" : "") +
+         (s.zero_buffers > 0 ? "; gather and staging buffers " + mib(s.zero_buffers) : "") +
+         "; activations, scratch and buffers " + mib(other_bytes);
 }
 
 JsonRecord memory_record(int stage, int world, const StateBytes& s, size_t other_bytes, const ZeroFormula& f) {
@@ -50,6 +61,7 @@ JsonRecord memory_record(int stage, int world, const StateBytes& s, size_t other
   r.add("fp32_masters_bytes", s.fp32_masters).add("optimizer_state_bytes", s.optimizer_state);
   r.add("fp32_gradients_bytes", s.fp32_gradients).add("fp16_weights_bytes", s.fp16_weights);
   r.add("fp16_gradients_bytes", s.fp16_gradients).add("state_bytes", s.total());
+  r.add("zero_buffers_bytes", s.zero_buffers).add("grads_whole_for_accumulation", s.grads_whole_for_accumulation);
   r.add("zero_formula_bytes", f.paper_bytes).add("zero_formula_with_extras_bytes", f.ours_bytes);
   r.add("other_bytes", other_bytes);
   return r;

@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <string>
 
+#include "comm/communicator.h"
 #include "trainer/models/parameter_store.h"
 #include "trainer/report/json_writer.h"
 
@@ -27,8 +28,16 @@ struct StateBytes {
   size_t fp32_gradients = 0;
   size_t fp16_weights = 0;
   size_t fp16_gradients = 0;
+  // Not state: stage 2's gradient staging and stage 3's gather slots, held
+  // now (trainer/layer_shards.h).
+  size_t zero_buffers = 0;
+  bool grads_whole_for_accumulation = false;  // --zero >= 2 with --grad-accum > 1 (not the formula's)
   size_t total() const { return fp32_masters + optimizer_state + fp32_gradients + fp16_weights + fp16_gradients; }
 };
+
+// Each class's largest value over the ranks (a collective): the rank that
+// needs the most is the one that must fit.
+StateBytes largest_over_ranks(Communicator& comm, const StateBytes& mine);
 
 // What this rank's store holds now.
 StateBytes measured_state_bytes(const ParameterStore& params);
@@ -41,9 +50,9 @@ struct ZeroFormula {
 };
 ZeroFormula zero_formula_bytes(int stage, int world, size_t parameters, bool adamw);
 
-// The banner's line: the classes, the rest of the trainer's allocations
-// (activations, scratch, batch slots, communication staging: `other_bytes`)
-// and the formula.
+// The banner's line: the classes (each the largest rank's), the rest of the
+// trainer's allocations (activations, scratch, batch slots, communication
+// staging: `other_bytes`) and the formula.
 std::string memory_line(int stage, int world, const StateBytes& state, size_t other_bytes, const ZeroFormula& f);
 // The same as a metrics record ("event": "memory").
 JsonRecord memory_record(int stage, int world, const StateBytes& state, size_t other_bytes, const ZeroFormula& f);
