@@ -16,7 +16,8 @@
 #        3 sanitizers, 4 training (eager and --cuda-graph) and kernel bench,
 #        5 comparison (5b: ours with --cuda-graph), 7 the GPT: 7a its CUDA
 #        kernel tests, 7b a short training run whose loss must fall, 7c
-#        GPT-2 124M ours vs PyTorch AMP eager and torch.compile); the build
+#        GPT-2 124M ours vs PyTorch AMP eager and torch.compile, 7d --zero 0-3
+#        on the one GPU, which must give one final loss); the build
 #        (1) always runs, and is quick when build-gpu is already there
 #   CMP_MODELS=a,c CMP_REPEATS=1 CMP_MODES=eager ...  a smaller comparison
 #   GPT_CMP_MODES=eager GPT_CMP_REPEATS=2 ...  the same for 7c
@@ -59,7 +60,7 @@ else
   JOBS=16
 fi
 RESERVE_S=15            # kept back for the summary and the tarball
-GPT_RESERVE_S=${GPT_RESERVE_S:-170}   # kept for stage 7 by stage 5 and 5b (7c: ~140 s, compile ~90 of it)
+GPT_RESERVE_S=${GPT_RESERVE_S:-200}   # kept for stage 7 by stage 5 and 5b (7c: ~140 s, compile ~90 of it; 7d ~30 s)
 [[ ",${GPU_CHECK_SKIP:-}," == *",7,"* ]] && GPT_RESERVE_S=0
 rm -rf "$LOGS" && mkdir -p "$LOGS"
 START_S=$(date +%s)
@@ -410,8 +411,21 @@ PY
     FIGURE[7b-gpt-train]=${fall:-no metrics}
     if [ "${STATUS[7b-gpt-train]}" = ok ] && [[ "$fall" != ok:* ]]; then STATUS[7b-gpt-train]="FAILED (loss did not fall)"; fi
   fi
+  # 7d: --zero 1, 2 and 3 on the one GPU (sharded store, staging, per-layer
+  # gathers through the device communicator, never run before a GPU): at
+  # one rank every stage must end with --zero 0's test loss exactly.
+  run_stage 7d-gpt-zero 40 bash -c 'for z in 0 1 2 3; do
+      env LD_LIBRARY_PATH="$1" "$2" --device "$3" --data text --train-text "$4" --model gpt --n-layer 2 --n-head 2 \
+        --n-embd 64 --block-size 64 --batch-size 16 --steps 12 --optimizer adamw --lr 3e-3 --log-every 100 \
+        --zero $z 2>&1 | grep -E "^done:|memory per rank|error" || exit 1
+    done' _ "$OURS_LD" "$BUILD/ddp_train" "$GPT_DEVICE" "$WORK/gpt-text.txt"
+  if ran 7d-gpt-zero; then
+    losses=$(grep -oE 'test loss [0-9.]+' "$LOGS/7d-gpt-zero.log" | sort -u | wc -l)
+    FIGURE[7d-gpt-zero]="$(grep -c '^done:' "$LOGS/7d-gpt-zero.log") runs, $losses distinct final test loss(es)"
+    if [ "${STATUS[7d-gpt-zero]}" = ok ] && [ "$losses" != 1 ]; then STATUS[7d-gpt-zero]="FAILED (stages differ at one rank)"; fi
+  fi
 else
-  skip_stage 7a-gpt-tests-cuda "no test binary"; skip_stage 7b-gpt-train "no binary"
+  skip_stage 7a-gpt-tests-cuda "no test binary"; skip_stage 7b-gpt-train "no binary"; skip_stage 7d-gpt-zero "no binary"
 fi
 mkdir -p "$LOGS/compare-gpt"
 if [ $DRY = 1 ]; then
