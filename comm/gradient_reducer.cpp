@@ -39,8 +39,11 @@ GradientReducer::GradientReducer(Communicator& comm, std::vector<GradientSegment
 
 void GradientReducer::shard_over(const ShardLayout& layout) {
   check_layout_world(comm_, layout, "GradientReducer");
-  for (const GradientBucket& b : buckets_)
+  bucket_slices_.clear();
+  for (const GradientBucket& b : buckets_) {
     DDP_REQUIRE(b.offset + b.count <= layout.total_count(), "GradientReducer: a bucket beyond the shard layout");
+    bucket_slices_.push_back(layout.slice(b.offset, b.count));
+  }
   shards_ = layout;
 }
 
@@ -76,7 +79,7 @@ void GradientReducer::start_ready_buckets() {
     half16* bucket = source_ ? source_(next_bucket_) : grads_ + b.offset;
     if (before_start) before_start(next_bucket_, bucket);
     if (shards_) {
-      const ShardLayout slice = shards_->slice(b.offset, b.count);
+      const ShardLayout& slice = bucket_slices_[next_bucket_];
       const ShardRange mine = slice.range(comm_.rank());
       half16* recv = bucket + mine.begin;  // in place
       // Staged: into the owned range, at the bucket's share of it (an empty

@@ -92,6 +92,7 @@ class GradientReducer {
 
   Communicator& comm_;
   std::optional<ShardLayout> shards_;  // empty: all-reduce
+  std::vector<ShardLayout> bucket_slices_;  // sharded: shards_->slice of each bucket, made once
   half16* owned_ = nullptr;            // staged: where this rank's sums land
   std::function<half16*(size_t)> source_;  // staged: each bucket's buffer
   std::vector<GradientSegment> segments_;

@@ -25,11 +25,12 @@ LayerShards::LayerShards(Backend& backend, Communicator& comm, Model& model, Par
       reducer_(reducer) {
   const ParameterRegistry& registry = params.registry();
   DDP_REQUIRE(layout.range(comm.rank()) == params.owned(), "LayerShards: the layout is not the store's");
+  for (int l = 0; l < model.layer_count(); ++l) layer_tensors_.push_back(model.layer_tensors(l));
   if (params.weights_sharded()) {
     size_t slot_count = 0;
     for (int l = 0; l < model.layer_count(); ++l) {
       std::vector<Run> runs;
-      for (size_t t : model.layer_tensors(l)) {
+      for (size_t t : layer_tensors_[static_cast<size_t>(l)]) {
         if (!runs.empty() && runs.back().end == t) {
           runs.back().end = t + 1;
         } else {
@@ -38,7 +39,10 @@ LayerShards::LayerShards(Backend& backend, Communicator& comm, Model& model, Par
         runs.back().count = registry[t].offset + registry[t].count - runs.back().offset;
       }
       size_t need = 0;
-      for (const Run& r : runs) need += aligned(r.count);
+      for (Run& r : runs) {
+        r.slice = layout.slice(r.offset, r.count);
+        need += aligned(r.count);
+      }
       slot_count = std::max(slot_count, need);
       layer_runs_.push_back(std::move(runs));
     }
@@ -51,6 +55,14 @@ LayerShards::LayerShards(Backend& backend, Communicator& comm, Model& model, Par
     for (size_t b = 0; b < buckets.size(); ++b)
       for (size_t t = buckets[b].first_segment; t < buckets[b].end_segment; ++t) bucket_of_tensor_[t] = b;
     staging_of_bucket_.assign(buckets.size(), -1);
+    for (const GradientBucket& b : buckets) {
+      std::vector<GradientSegment> gaps;
+      for (size_t t = b.first_segment; t + 1 < b.end_segment; ++t) {
+        const size_t end = registry[t].offset + registry[t].count, next = registry[t + 1].offset;
+        if (next > end) gaps.push_back({end - b.offset, next - end});
+      }
+      bucket_gaps_.push_back(std::move(gaps));
+    }
     tables_.grads_fp16 = GradTable(registry.size());  // no entry until a layer's staging
     reducer.shard_over(layout, params.owned_grads_fp16(), [this](size_t bucket) {
       DDP_REQUIRE(staging_of_bucket_[bucket] >= 0, "LayerShards: a bucket finished without staging");
@@ -73,7 +85,7 @@ void LayerShards::gather_layer(int layer) {
   const size_t owned_begin = params_.owned().begin;
   size_t position = 0;
   for (const Run& run : layer_runs_[static_cast<size_t>(layer)]) {
-    const ShardLayout slice = layout_.slice(run.offset, run.count);
+    const ShardLayout& slice = run.slice;
     const ShardRange mine = slice.range(comm_.rank());
     const half16* from = params_.owned_weights_fp16() + (mine.count() > 0 ? run.offset + mine.begin - owned_begin : 0);
     comm_.allgather_fp16(from, slot + position, slice);
@@ -90,7 +102,7 @@ void LayerShards::begin_step() {
 }
 
 void LayerShards::stage_layer(int layer) {
-  for (size_t t : model_.layer_tensors(layer))
+  for (size_t t : layer_tensors_[static_cast<size_t>(layer)])
     if (staging_of_bucket_[bucket_of_tensor_[t]] < 0) assign_staging(bucket_of_tensor_[t]);
 }
 
@@ -123,7 +135,8 @@ void LayerShards::assign_staging(size_t bucket) {
     index = static_cast<int>(staging_pool_.size() - 1);
   }
   Buffer<half16>& staging = staging_pool_[static_cast<size_t>(index)];
-  backend_.fill_zero(staging.data(), b.count * sizeof(half16));
+  for (const GradientSegment& gap : bucket_gaps_[bucket])
+    backend_.fill_zero(staging.data() + gap.offset, gap.count * sizeof(half16));
   pool_owner_[static_cast<size_t>(index)] = static_cast<int>(bucket);
   staging_of_bucket_[bucket] = index;
   const ParameterRegistry& registry = params_.registry();

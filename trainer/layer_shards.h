@@ -3,8 +3,8 @@
 // and FP16 weights (stage 3) hold this rank's range only.
 //
 // Stage 2, gradients: before a layer's backward, each bucket holding one of
-// its tensors gets a staging buffer (zeroed: the padding between tensors is
-// summed too) and the gradient table points the bucket's tensors into it;
+// its tensors gets a staging buffer (the padding between its tensors
+// zeroed: it is summed too, and backward writes only tensors) and the gradient table points the bucket's tensors into it;
 // the reducer reduce-scatters it from there into the rank's range
 // (GradientReducer's staged mode). A staging buffer is reused once the
 // collective that read it has completed: when none is free, the step waits
@@ -71,6 +71,7 @@ class LayerShards {
   struct Run {  // consecutive tensors [first, end) and their span of the layout
     size_t first = 0, end = 0;
     size_t offset = 0, count = 0;
+    ShardLayout slice{{0, 0}};  // the ranks' ranges of the span (set once: no allocation per step)
   };
   void gather_layer(int layer);
   void stage_layer(int layer);
@@ -83,12 +84,16 @@ class LayerShards {
   ShardLayout layout_;
   ParameterTables& tables_;
   GradientReducer& reducer_;
-  std::vector<std::vector<Run>> layer_runs_;  // per layer
+  std::vector<std::vector<size_t>> layer_tensors_;  // per layer, Model::layer_tensors once
+  std::vector<std::vector<Run>> layer_runs_;        // per layer
   Buffer<half16> slots_[2];                   // stage 3 gather slots
   std::vector<size_t> bucket_of_tensor_;
   std::vector<Buffer<half16>> staging_pool_;  // every staging buffer allocated
   std::vector<int> pool_owner_;               // per pool buffer: the bucket it stages this step, -1: free
   std::vector<int> staging_of_bucket_;        // per bucket: its pool buffer this step, -1: none yet
+  // Per bucket: the padding between its tensors, bucket-relative. Backward
+  // writes every tensor, so only these are zeroed in a reused staging buffer.
+  std::vector<std::vector<GradientSegment>> bucket_gaps_;
   LayerHooks hooks_;
   size_t elements_gathered_ = 0;
 };

@@ -102,16 +102,7 @@ Trainer::Impl::Impl(const TrainConfig& c, Backend& b, Communicator& m, TrainTest
   schedule.warmup_steps = cfg.warmup_steps;
   schedule.step_size = cfg.lr_step_size;
   schedule.gamma = cfg.lr_gamma;
-  if (cfg.zero_stage > 0) reducer.shard_over(shards);
-  if (params.grads_sharded() || params.weights_sharded())
-    layer_shards = std::make_unique<LayerShards>(backend, comm, model, params, shards, tables, reducer);
-  if (params.sharded() && !params.grads_sharded()) {
-    const ParameterRegistry& registry = model.parameters();
-    for (size_t t = 0; t + 1 < registry.size(); ++t) {
-      const size_t end = registry[t].offset + registry[t].count, next = registry[t + 1].offset;
-      if (next > end) padding_gaps.push_back({end, next - end});
-    }
-  }
+  wire_shards();
   if (cfg.cuda_graph) captured.enable();
   if (cfg.sample_every > 0) {
     TrainingSampler::check(cfg);  // on every rank: all refuse alike
@@ -169,23 +160,6 @@ void Trainer::Impl::prepare() {
   prepared = true;
 }
 
-void Trainer::Impl::with_whole_weights(const std::function<void(const WeightTable&)>& use) {
-  if (!params.weights_sharded()) return use(tables.weights_fp16);
-  LayerShards::WholeWeights whole;
-  {
-    CollectiveWatch watch(watchdog, "all-gather", step);
-    whole = layer_shards->gather_whole_weights();
-  }
-  layer_shards->pause_hooks(true);
-  try {
-    use(whole.table);
-  } catch (...) {
-    layer_shards->pause_hooks(false);
-    throw;
-  }
-  layer_shards->pause_hooks(false);
-}
-
 void Trainer::Impl::run_eval() {
   with_whole_weights([this](const WeightTable& weights) {
     CollectiveWatch watch(watchdog, "evaluation", step);  // its sums wait for the slowest rank's forward passes
@@ -211,14 +185,7 @@ TrainSummary Trainer::Impl::evaluate_only() {
 TrainSummary Trainer::Impl::run() {
   DDP_REQUIRE(prepared, "Trainer::run before prepare");
   report.banner(model.parameters().parameter_count(), data.train, data.test, plan);
-  {
-    const StateBytes mine = held_state_bytes();
-    const size_t in_use = backend.allocations().in_use_bytes, counted = mine.total() + mine.zero_buffers;
-    const size_t other = static_cast<size_t>(comm.allreduce_max_host(static_cast<int64_t>(in_use > counted ? in_use - counted : 0)));
-    report.memory(largest_over_ranks(comm, mine), other,
-                  zero_formula_bytes(cfg.zero_stage, world(), model.parameters().parameter_count(),
-                                     cfg.optimizer == OptimizerKind::AdamW));
-  }
+  report_memory();
   RunTally tally;
   // From here a signal only asks for a stop at the next agreed point (see
   // stop_signal.h); until here it ended the process at once.
@@ -391,12 +358,6 @@ BenchTimings Trainer::bench(int64_t warmup_steps, int64_t timed_steps) {
   return impl_->bench(warmup_steps, timed_steps);
 }
 TrainState Trainer::snapshot() const { return impl_->checkpoints.snapshot(impl_->step); }
-StateBytes Trainer::Impl::held_state_bytes() const {
-  StateBytes b = measured_state_bytes(params);
-  if (layer_shards) b.zero_buffers = layer_shards->buffer_bytes();
-  b.grads_whole_for_accumulation = cfg.zero_stage >= 2 && !params.grads_sharded();
-  return b;
-}
 StateBytes Trainer::state_bytes() const { return impl_->held_state_bytes(); }
 std::vector<half16> Trainer::weights_fp16() const {
   std::vector<half16> whole;

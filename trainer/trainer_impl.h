@@ -1,7 +1,8 @@
 // trainer_impl.h: the state of trainer.h's Trainer and its methods, shared
 // by the two files that define them: the loop and its endings
 // (trainer.cpp), the step and the benchmark (train_step.cpp). Private to
-// those two; the parts it wires each have their own header:
+// those (and trainer_shards.cpp, its --zero parts); the parts it wires each
+// have their own header:
 //   epoch_cursor.h     where the run is in the data, which rows a step reads
 //   step_state_view.h  the host's reads of the device step state, --max-bad-steps
 //   captured_step.h    --cuda-graph capture and replay of the step
@@ -95,7 +96,10 @@ struct Trainer::Impl {
 
   void prepare();
   void run_eval();  // the test-set evaluation, its line and record
+  // --zero (trainer_shards.cpp).
+  void wire_shards();                   // the reducer, the layer hooks, the padding for the stage
   StateBytes held_state_bytes() const;  // this rank's, by class (report/memory_report.h)
+  void report_memory();                 // the banner's memory line and record (a collective)
   // `use` with a table of the whole FP16 weights: the training table, or at
   // --zero 3 a transient gather of them (a collective: every rank calls it).
   void with_whole_weights(const std::function<void(const WeightTable&)>& use);
