@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "comm/collective_trace.h"
 #include "comm/shard_layout.h"
 #include "kernels/half.h"
 
@@ -116,6 +117,19 @@ class Communicator {
   virtual std::string capture_unsupported_reason() const {
     return supports_capture() ? "" : "the " + name() + " transport cannot be captured in a CUDA graph";
   }
+
+  // --trace (collective_trace.h): from now on the FP16 collectives are
+  // recorded in `trace` while trace->active (null: not traced). A device
+  // transport fills the records' times in resolve_trace_times(), which may
+  // wait for the device: at log steps only, after wait_allreduces().
+  void set_trace(CollectiveTrace* trace) { trace_ = trace; }
+  virtual void resolve_trace_times() {}
+
+ protected:
+  CollectiveRecord* open_record(const char* op, size_t elements) {
+    return trace_ != nullptr ? trace_->open(op, elements) : nullptr;
+  }
+  CollectiveTrace* trace_ = nullptr;  // not owned
 };
 
 // Throws ddp::Error unless `layout` is one of this communicator's world

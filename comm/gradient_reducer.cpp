@@ -78,6 +78,7 @@ void GradientReducer::start_ready_buckets() {
     const GradientBucket& b = buckets_[next_bucket_];
     half16* bucket = source_ ? source_(next_bucket_) : grads_ + b.offset;
     if (before_start) before_start(next_bucket_, bucket);
+    if (trace_ != nullptr) trace_->tag_next(static_cast<int>(next_bucket_), -1);
     if (shards_) {
       const ShardLayout& slice = bucket_slices_[next_bucket_];
       const ShardRange mine = slice.range(comm_.rank());

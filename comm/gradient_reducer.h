@@ -86,6 +86,9 @@ class GradientReducer {
   // Runs just before bucket b's collective starts, with the bucket's first
   // element (test and fault hooks).
   std::function<void(size_t bucket, half16* bucket_first)> before_start;
+  // --trace: each bucket's collective is tagged with its number in `trace`
+  // (collective_trace.h; null: not traced).
+  void set_trace(CollectiveTrace* trace) { trace_ = trace; }
 
  private:
   void start_ready_buckets();
@@ -104,6 +107,7 @@ class GradientReducer {
   half16* grads_ = nullptr;  // staged: the owned range (null when it is empty)
   bool in_step_ = false;
   size_t elements_started_ = 0;
+  CollectiveTrace* trace_ = nullptr;  // not owned
 };
 
 }  // namespace ddp

@@ -10,6 +10,7 @@
 
 #include "comm/mpi_check.h"
 #include "kernels/half_convert.h"
+#include "kernels/stream_marks.h"
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -83,19 +84,23 @@ void MpiCommunicator::add_busy(double seconds) {
   times_.busy_s += seconds;
 }
 
-void MpiCommunicator::run_allreduce(half16* data, size_t count) {
+void MpiCommunicator::run_allreduce(half16* data, size_t count, CollectiveRecord* rec) {
   const double start = MPI_Wtime();
+  if (rec != nullptr) rec->begin_us = trace_clock_us();
   for (size_t off = 0; off < count; off += kMaxChunk) {
     const int n = static_cast<int>(std::min(kMaxChunk, count - off));
     DDP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data + off, n, half_type_, half_sum_, comm_));
   }
+  if (rec != nullptr) rec->end_us = trace_clock_us();
   add_busy(MPI_Wtime() - start);
 }
 
 // Chunks of at most kMaxChunk elements of the full buffer, each a slice of
 // the layout, so every count and displacement fits an int.
-void MpiCommunicator::run_reduce_scatter(const half16* send, half16* recv, const ShardLayout& layout, bool in_place) {
+void MpiCommunicator::run_reduce_scatter(const half16* send, half16* recv, const ShardLayout& layout, bool in_place,
+                                         CollectiveRecord* rec) {
   const double start = MPI_Wtime();
+  if (rec != nullptr) rec->begin_us = trace_clock_us();
   const ShardRange mine = layout.range(rank_);
   std::vector<int> counts(static_cast<size_t>(world_size_));
   for (size_t off = 0; off < layout.total_count(); off += kMaxChunk) {
@@ -113,11 +118,14 @@ void MpiCommunicator::run_reduce_scatter(const half16* send, half16* recv, const
       DDP_MPI_CHECK(MPI_Reduce_scatter(send + off, out, counts.data(), half_type_, half_sum_, comm_));
     }
   }
+  if (rec != nullptr) rec->end_us = trace_clock_us();
   add_busy(MPI_Wtime() - start);
 }
 
-void MpiCommunicator::run_allgather(const half16* mine, half16* full, const ShardLayout& layout, bool in_place) {
+void MpiCommunicator::run_allgather(const half16* mine, half16* full, const ShardLayout& layout, bool in_place,
+                                    CollectiveRecord* rec) {
   const double start = MPI_Wtime();
+  if (rec != nullptr) rec->begin_us = trace_clock_us();
   const ShardRange own = layout.range(rank_);
   std::vector<int> counts(static_cast<size_t>(world_size_)), displacements(counts.size());
   for (size_t off = 0; off < layout.total_count(); off += kMaxChunk) {
@@ -131,6 +139,7 @@ void MpiCommunicator::run_allgather(const half16* mine, half16* full, const Shar
     DDP_MPI_CHECK(MPI_Allgatherv(in_place ? MPI_IN_PLACE : src, static_cast<int>(my.count()), half_type_,
                                  full + off, counts.data(), displacements.data(), half_type_, comm_));
   }
+  if (rec != nullptr) rec->end_us = trace_clock_us();
   add_busy(MPI_Wtime() - start);
 }
 
@@ -184,7 +193,8 @@ void MpiCommunicator::run_now(const std::function<void()>& job) {
 
 void MpiCommunicator::start_allreduce_sum_fp16(half16* data, size_t count) {
   if (world_size_ == 1 || count == 0) return;
-  enqueue([this, data, count] { run_allreduce(data, count); });
+  CollectiveRecord* rec = open_record("all-reduce", count);
+  enqueue([this, data, count, rec] { run_allreduce(data, count, rec); });
 }
 
 void MpiCommunicator::wait_allreduces() {
@@ -198,28 +208,33 @@ void MpiCommunicator::wait_allreduces() {
 
 void MpiCommunicator::allreduce_sum_fp16(half16* data, size_t count) {
   if (world_size_ == 1 || count == 0) return wait_allreduces();
-  run_now([&] { run_allreduce(data, count); });
+  CollectiveRecord* rec = open_record("all-reduce", count);
+  run_now([&] { run_allreduce(data, count, rec); });
 }
 
 // The checks run on the caller's thread, so a bad call throws at once.
 void MpiCommunicator::reduce_scatter_sum_fp16(const half16* send, half16* recv, const ShardLayout& layout) {
   const bool in_place = check_reduce_scatter(send, recv, layout);
-  run_now([&] { run_reduce_scatter(send, recv, layout, in_place); });
+  CollectiveRecord* rec = open_record("reduce-scatter", layout.total_count());
+  run_now([&] { run_reduce_scatter(send, recv, layout, in_place, rec); });
 }
 
 void MpiCommunicator::start_reduce_scatter_sum_fp16(const half16* send, half16* recv, const ShardLayout& layout) {
   const bool in_place = check_reduce_scatter(send, recv, layout);
-  enqueue([this, send, recv, layout, in_place] { run_reduce_scatter(send, recv, layout, in_place); });
+  CollectiveRecord* rec = open_record("reduce-scatter", layout.total_count());
+  enqueue([this, send, recv, layout, in_place, rec] { run_reduce_scatter(send, recv, layout, in_place, rec); });
 }
 
 void MpiCommunicator::allgather_fp16(const half16* mine, half16* full, const ShardLayout& layout) {
   const bool in_place = check_allgather(mine, full, layout);
-  run_now([&] { run_allgather(mine, full, layout, in_place); });
+  CollectiveRecord* rec = open_record("all-gather", layout.total_count());
+  run_now([&] { run_allgather(mine, full, layout, in_place, rec); });
 }
 
 void MpiCommunicator::start_allgather_fp16(const half16* mine, half16* full, const ShardLayout& layout) {
   const bool in_place = check_allgather(mine, full, layout);
-  enqueue([this, mine, full, layout, in_place] { run_allgather(mine, full, layout, in_place); });
+  CollectiveRecord* rec = open_record("all-gather", layout.total_count());
+  enqueue([this, mine, full, layout, in_place, rec] { run_allgather(mine, full, layout, in_place, rec); });
 }
 
 bool MpiCommunicator::check_reduce_scatter(const half16* send, half16* recv, const ShardLayout& layout) const {

@@ -56,10 +56,13 @@ class MpiCommunicator final : public Communicator {
   AllreduceTimes take_allreduce_times() override;
 
  private:
-  // The run_* calls make the MPI calls, timed into times_.busy_s.
-  void run_allreduce(half16* data, size_t count);
-  void run_reduce_scatter(const half16* send, half16* recv, const ShardLayout& layout, bool in_place);
-  void run_allgather(const half16* mine, half16* full, const ShardLayout& layout, bool in_place);
+  // The run_* calls make the MPI calls, timed into times_.busy_s and, when
+  // traced, into `rec` (null: not traced).
+  void run_allreduce(half16* data, size_t count, CollectiveRecord* rec);
+  void run_reduce_scatter(const half16* send, half16* recv, const ShardLayout& layout, bool in_place,
+                          CollectiveRecord* rec);
+  void run_allgather(const half16* mine, half16* full, const ShardLayout& layout, bool in_place,
+                     CollectiveRecord* rec);
   // Argument checks (throw ddp::Error); whether the call is in place.
   bool check_reduce_scatter(const half16* send, half16* recv, const ShardLayout& layout) const;
   bool check_allgather(const half16* mine, half16* full, const ShardLayout& layout) const;

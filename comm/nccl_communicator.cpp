@@ -6,6 +6,7 @@
 
 #include "comm/nccl_check.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_stream_marks.h"
 #include "kernels/error.h"
 #if defined(DDP_HAVE_MPI)
 #include <mpi.h>
@@ -208,17 +209,38 @@ double NcclCommunicator::drain_seconds(TimingPool& pool) {
   return ms_total / 1e3;
 }
 
-cudaEvent_t NcclCommunicator::begin_collective() {
+NcclCommunicator::CollectiveTiming NcclCommunicator::begin_collective(const char* op, size_t elements) {
   comm_waits_for_compute();
-  if (capturing_) return nullptr;  // replays of a captured step are not timed
+  CollectiveTiming t;
+  if (capturing_) return t;  // replays of a captured step are not timed
   const auto [start, end] = next_timing_pair(busy_events_);
   DDP_CUDA_CHECK(cudaEventRecord(start, comm_stream()));  // reached once the inputs are written
-  return end;
+  t.busy_end = end;
+  t.trace = open_record(op, elements);
+  if (t.trace != nullptr) {
+    const auto [trace_start, trace_end] = next_timing_pair(trace_events_);
+    DDP_CUDA_CHECK(cudaEventRecord(trace_start, comm_stream()));
+    t.trace->device_begin = trace_start, t.trace->device_end = trace_end;
+  }
+  return t;
 }
 
-void NcclCommunicator::end_collective(cudaEvent_t busy_end) {
-  if (busy_end != nullptr) DDP_CUDA_CHECK(cudaEventRecord(busy_end, comm_stream()));
+void NcclCommunicator::end_collective(const CollectiveTiming& t) {
+  if (t.busy_end != nullptr) DDP_CUDA_CHECK(cudaEventRecord(t.busy_end, comm_stream()));
+  if (t.trace != nullptr) DDP_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(t.trace->device_end), comm_stream()));
   allreduces_pending_ = true;
+}
+
+void NcclCommunicator::resolve_trace_times() {
+  if (trace_ == nullptr || trace_->device_origin == nullptr) return;
+  const auto origin = static_cast<cudaEvent_t>(trace_->device_origin);
+  for (CollectiveRecord& r : trace_->records()) {
+    if (r.device_begin == nullptr) continue;
+    r.begin_us = trace_->device_origin_us + cuda_event_us_since(origin, static_cast<cudaEvent_t>(r.device_begin));
+    r.end_us = trace_->device_origin_us + cuda_event_us_since(origin, static_cast<cudaEvent_t>(r.device_end));
+    r.device_begin = r.device_end = nullptr;
+  }
+  trace_events_.used = 0;
 }
 
 // The gate is held from the liveness check through ncclAllReduce. Nothing
@@ -226,9 +248,9 @@ void NcclCommunicator::end_collective(cudaEvent_t busy_end) {
 void NcclCommunicator::start_allreduce_sum_fp16(half16* data, size_t count) {
   const AbortGate::Pass pass = gate_.enter("allreduce_sum_fp16");
   if (count == 0) return;  // every rank passes the same count, so all skip
-  const cudaEvent_t busy_end = begin_collective();
+  const CollectiveTiming timing = begin_collective("all-reduce", count);
   DDP_NCCL_CHECK(ncclAllReduce(data, data, count, ncclFloat16, ncclSum, comm_, comm_stream()));
-  end_collective(busy_end);
+  end_collective(timing);
 }
 
 void NcclCommunicator::wait_allreduces() {

@@ -98,6 +98,8 @@ class NcclCommunicator final : public Communicator {
   // From timing events: busy around each collective on comm_stream, exposed
   // around the compute stream's wait. Waits for the last of them.
   AllreduceTimes take_allreduce_times() override;
+  // The trace records' times from their events (waits for the last).
+  void resolve_trace_times() override;
   // NCCL collectives on a capturing stream become graph nodes (NCCL >= 2.9,
   // the linked library's version, not the header's); the cross-stream event
   // waits become graph edges.
@@ -132,10 +134,15 @@ class NcclCommunicator final : public Communicator {
   void close_comm() noexcept;  // the destructor's ncclCommDestroy / ncclCommAbort
   // Around every timed collective on comm_stream, inside the gate: fences
   // comm_stream after compute_stream, opens a busy record (none while
-  // capturing) and returns its end event (null when none); end_collective
-  // records it and marks the collectives pending for wait_allreduces.
-  cudaEvent_t begin_collective();
-  void end_collective(cudaEvent_t busy_end);
+  // capturing) and, when traced, a trace record with its events;
+  // end_collective records their ends and marks the collectives pending
+  // for wait_allreduces.
+  struct CollectiveTiming {
+    cudaEvent_t busy_end = nullptr;  // null: not timed
+    CollectiveRecord* trace = nullptr;  // null: not traced
+  };
+  CollectiveTiming begin_collective(const char* op, size_t elements);
+  void end_collective(const CollectiveTiming& timing);
   // At least `count` FP16 elements of staging, growing it before the gate
   // (growth waits for comm_stream: the old buffer may be in use).
   half16* staging_fp16(size_t count);
@@ -156,6 +163,7 @@ class NcclCommunicator final : public Communicator {
   std::pair<cudaEvent_t, cudaEvent_t> next_timing_pair(TimingPool& pool);
   static double drain_seconds(TimingPool& pool);
   TimingPool busy_events_, exposed_events_;
+  TimingPool trace_events_;  // --trace's, reused after resolve_trace_times()
   bool allreduces_pending_ = false;  // collectives started since the last wait_allreduces()
   UniqueDeviceMemory staging_;       // the padded ranges of uneven layouts
   size_t staging_count_ = 0;         // FP16 elements in staging_

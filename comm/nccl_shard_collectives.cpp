@@ -57,7 +57,7 @@ void NcclCommunicator::start_reduce_scatter_sum_fp16(const half16* send, half16*
   half16* staging = direct || layout.total_count() == 0 ? nullptr : staging_fp16(padded_staging_count(layout));
   const AbortGate::Pass pass = gate_.enter("reduce_scatter_sum_fp16");
   if (layout.total_count() == 0) return;  // the same layout on every rank, so all skip
-  const cudaEvent_t busy_end = begin_collective();
+  const CollectiveTiming timing = begin_collective("reduce-scatter", layout.total_count());
   const auto nccl_reduce_scatter = [this](const half16* padded_send, half16* out, size_t per_rank) {
     DDP_NCCL_CHECK(ncclReduceScatter(padded_send, out, per_rank, ncclFloat16, ncclSum, comm_, comm_stream()));
   };
@@ -66,7 +66,7 @@ void NcclCommunicator::start_reduce_scatter_sum_fp16(const half16* send, half16*
   } else {
     padded_reduce_scatter(send, recv, layout, rank_, staging, CopyOnStream{comm_stream()}, nccl_reduce_scatter);
   }
-  end_collective(busy_end);
+  end_collective(timing);
 }
 
 void NcclCommunicator::start_allgather_fp16(const half16* mine, half16* full, const ShardLayout& layout) {
@@ -77,7 +77,7 @@ void NcclCommunicator::start_allgather_fp16(const half16* mine, half16* full, co
   half16* staging = direct || layout.total_count() == 0 ? nullptr : staging_fp16(padded_staging_count(layout));
   const AbortGate::Pass pass = gate_.enter("allgather_fp16");
   if (layout.total_count() == 0) return;
-  const cudaEvent_t busy_end = begin_collective();
+  const CollectiveTiming timing = begin_collective("all-gather", layout.total_count());
   const auto nccl_allgather = [this](const half16* padded_mine, half16* out, size_t per_rank) {
     DDP_NCCL_CHECK(ncclAllGather(padded_mine, out, per_rank, ncclFloat16, comm_, comm_stream()));
   };
@@ -86,7 +86,7 @@ void NcclCommunicator::start_allgather_fp16(const half16* mine, half16* full, co
   } else {
     padded_allgather(mine, full, layout, rank_, staging, CopyOnStream{comm_stream()}, nccl_allgather);
   }
-  end_collective(busy_end);
+  end_collective(timing);
 }
 
 void NcclCommunicator::reduce_scatter_sum_fp16(const half16* send, half16* recv, const ShardLayout& layout) {

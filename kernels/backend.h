@@ -16,6 +16,7 @@
 #include "kernels/elementwise_math.h"
 #include "kernels/error.h"
 #include "kernels/half.h"
+#include "kernels/stream_marks.h"
 #include "kernels/step_status.h"
 #include "kernels/transformer_math.h"
 #include "kernels/upload_slots.h"
@@ -316,6 +317,11 @@ class Backend {
   // exception is unwinding (a replay may then wait for a peer that is gone;
   // the recordings are freed when their launches end).
   virtual void release_captures() noexcept {}
+
+  // ---- tracing (--trace) ----------------------------------------------------
+  // Marks on the compute stream (stream_marks.h); the default is the host's
+  // clock, right for a backend whose calls return after their work.
+  virtual std::unique_ptr<StreamMarks> make_stream_marks() { return std::make_unique<HostStreamMarks>(); }
 
  private:
   AllocationTally tally_;

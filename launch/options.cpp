@@ -14,6 +14,7 @@
 #include "trainer/config/config_check.h"
 #include "trainer/config/int_list.h"
 #include "trainer/models/mlp_config.h"
+#include "trainer/report/step_trace.h"
 
 namespace po = boost::program_options;
 
@@ -180,6 +181,7 @@ ParsedOptions parse_options(int argc, const char* const argv[]) {
        "the device's FP16 peak for MFU (0: by GPU name; CPU: none unless given)");
 
   std::string inject_steps;
+  std::string trace_steps;
   po::options_description faults("Fault injection (testing)");
   faults.add_options()
       ("inject-overflow", po::value(&inject_steps), "make these 1-based steps' gradients Inf: STEP[,STEP...]")
@@ -192,6 +194,11 @@ ParsedOptions parse_options(int argc, const char* const argv[]) {
   po::options_description output("Output and checkpoints");
   output.add_options()
       ("metrics", po::value(&c.metrics_path), "JSON Lines metrics file")
+      ("trace", po::value(&c.trace_path),
+       "each rank's timeline (layers' forward/backward, each bucket's collective, optimizer) as Chrome trace JSON "
+       "(Perfetto, chrome://tracing) in FILE with the rank inserted: run.json -> run.rank0.json; merge the ranks' "
+       "files with launch/merge_traces.py")
+      ("trace-steps", po::value(&trace_steps)->default_value("1:20"), "--trace: the global steps A:B to trace")
       ("log-every", po::value(&c.log_every)->default_value(c.log_every), "steps per log line / step record")
       ("eval-every", po::value(&c.eval_every)->default_value(0),
        "also evaluate the test (validation) split every N optimizer steps (0: at epoch ends and at the end only)")
@@ -315,6 +322,10 @@ ParsedOptions parse_options(int argc, const char* const argv[]) {
   if (!vm["global-batch"].defaulted() && !vm["batch-size"].defaulted())
     throw Error("--batch-size and --global-batch are exclusive: give one");
   if (!inject_steps.empty()) c.inject_overflow_steps = parse_step_list(inject_steps, "--inject-overflow");
+  {
+    const TraceWindow w = parse_trace_window(trace_steps);
+    c.trace_first = w.first, c.trace_last = w.last;
+  }
   if (!c.resume_path.empty() && !c.resume) c.resume = true;
   // Which flags were given where first (the command line drops a config
   // file's flag it overrides), then the values of the config that results:

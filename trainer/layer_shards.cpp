@@ -88,6 +88,7 @@ void LayerShards::gather_layer(int layer) {
     const ShardLayout& slice = run.slice;
     const ShardRange mine = slice.range(comm_.rank());
     const half16* from = params_.owned_weights_fp16() + (mine.count() > 0 ? run.offset + mine.begin - owned_begin : 0);
+    if (trace_ != nullptr) trace_->tag_next(-1, layer);
     comm_.allgather_fp16(from, slot + position, slice);
     elements_gathered_ += run.count;
     for (size_t t = run.first; t < run.end; ++t)

@@ -64,6 +64,9 @@ class LayerShards {
   // FP16 elements the layers' gathers handed to all-gathers so far (stage 3).
   size_t elements_gathered() const { return elements_gathered_; }
 
+  // --trace: each layer's gathers are tagged with the layer (null: not traced).
+  void set_trace(CollectiveTrace* trace) { trace_ = trace; }
+
   // Test hook: how many staging buffers were allocated so far.
   size_t staging_allocations() const { return staging_pool_.size(); }
 
@@ -96,6 +99,7 @@ class LayerShards {
   std::vector<std::vector<GradientSegment>> bucket_gaps_;
   LayerHooks hooks_;
   size_t elements_gathered_ = 0;
+  CollectiveTrace* trace_ = nullptr;  // not owned
 };
 
 }  // namespace ddp

@@ -14,6 +14,7 @@ namespace ddp {
 
 Trainer::Impl::StepResult Trainer::Impl::train_step() {
   stall_if_asked(cfg, comm.rank(), step + 1);
+  if (tracer) tracer->begin_step(step + 1);
   // Where the host may block in a step (the batch upload, the optimizer's
   // reads when clipping or logging, CPU ranks' wait for the sums) it is
   // waiting, directly or through the device, for the step's collectives.
@@ -37,7 +38,9 @@ Trainer::Impl::StepResult Trainer::Impl::train_step() {
     const uint32_t* batch_indices = order.data() + cursor.micro_first(now, micro);
     const int rows = cursor.micro_rows(now, micro);
     if (batch_observer) batch_observer(batch_indices, rows);
+    if (tracer) tracer->begin_span("upload");
     const DeviceBatch batch = loader.load(batch_indices, rows);  // outside any capture
+    if (tracer) tracer->end_span();
     if (replayed) captured.replay(batch, step + 1, [this](const DeviceBatch& fixed) { captured_pass(fixed); });
     else micro_batch_pass(batch, rows, micro, micro_batches);
     // With this micro-batch's work queued (on a GPU the device is busy
@@ -48,6 +51,7 @@ Trainer::Impl::StepResult Trainer::Impl::train_step() {
     r.outcome = reduce_and_update(r.log_step);
     captured.count_eager_step(micro_batches, step_rows, r.log_step, step + 1);
   }
+  if (tracer) tracer->end_step();
   ++step;
   cursor.advance(step_rows);
   return r;
@@ -57,8 +61,10 @@ void Trainer::Impl::micro_batch_pass(const DeviceBatch& batch, int rows, int64_t
   const ScalarArg backward_scale = ScalarArg::at(&state.device()->backward_scale);
   DDP_REQUIRE(batch.rows == rows, "micro_batch_pass: the batch is not the rows asked for");
   const ModelOutput out = model.forward(batch, tables.weights_fp16);
+  if (tracer) tracer->end_layers(), tracer->begin_span("loss");
   loss_forward(backend, cfg.loss, out, batch, state.loss_mean_device(), nullptr);
   loss_backward(backend, cfg.loss, out, batch, backward_scale, model.output_grad());
+  if (tracer) tracer->end_span();
   const bool last = micro + 1 == micro_batches;
   if (last) {
     for (const GradientSegment& gap : padding_gaps)
@@ -69,6 +75,7 @@ void Trainer::Impl::micro_batch_pass(const DeviceBatch& batch, int rows, int64_t
   model.backward(tables.weights_fp16, tables.grads_fp16, /*accumulate=*/micro > 0,
                  last ? GradientsReady([this](size_t first, size_t end) { reducer.mark_ready(first, end); })
                       : GradientsReady());
+  if (tracer) tracer->end_layers();
 }
 
 void Trainer::Impl::captured_pass(const DeviceBatch& fixed) {
@@ -77,9 +84,12 @@ void Trainer::Impl::captured_pass(const DeviceBatch& fixed) {
 }
 
 StepOutcome Trainer::Impl::reduce_and_update(bool log_step) {
+  if (tracer) tracer->begin_span("comm_wait");
   reducer.finalize();
+  if (tracer) tracer->begin_span("optimizer");
   const StepOutcome outcome = optimizer.step(state.device(), log_step);
   backend.step_status_finish(scale_rule, state.device());
+  if (tracer) tracer->end_span();
   return outcome;
 }
 
@@ -112,6 +122,7 @@ BenchTimings Trainer::Impl::bench(int64_t warmup_steps, int64_t timed_steps) {
     backend.synchronize();
     t.step_s.push_back(seconds_since(start));
   }
+  if (tracer) tracer->finish();  // after the timed steps: its flush waits for nothing they timed
   t.allreduce = comm.take_allreduce_times();
   t.graph_replays = captured.replays() - replays_before;
   // Replayed steps do not pass through the reducer: count them as eager ones.

@@ -103,6 +103,7 @@ Trainer::Impl::Impl(const TrainConfig& c, Backend& b, Communicator& m, TrainTest
   schedule.step_size = cfg.lr_step_size;
   schedule.gamma = cfg.lr_gamma;
   wire_shards();
+  if (!cfg.trace_path.empty()) wire_tracer();
   if (cfg.cuda_graph) captured.enable();
   if (cfg.sample_every > 0) {
     TrainingSampler::check(cfg);  // on every rank: all refuse alike
@@ -161,11 +162,13 @@ void Trainer::Impl::prepare() {
 }
 
 void Trainer::Impl::run_eval() {
+  if (tracer) tracer->begin_span("eval");
   with_whole_weights([this](const WeightTable& weights) {
     CollectiveWatch watch(watchdog, "evaluation", step);  // its sums wait for the slowest rank's forward passes
     last_eval = evaluator.run(comm, model, cfg.loss, weights);
   });
   last_eval_step = step;
+  if (tracer) tracer->end_span();
   report.eval(last_eval, step, cursor.epoch() + 1, plan.epochs_total);
 }
 
@@ -204,13 +207,18 @@ TrainSummary Trainer::Impl::run() {
     report_progress(st, tally);
     // Every rank evaluates at the same steps (its sums are collectives);
     // rank 0 alone samples, and nothing of sampling is collective.
+    if (tracer && st.log_step) tracer->flush();  // the marks resolved where the log reads the device anyway
     if (evaluate) run_eval();
     if (sample_due())  // on every rank: at --zero 3 the whole weights are gathered for rank 0's sample
       with_whole_weights([this](const WeightTable& weights) {
         if (sampler) say(sampler->sample_line(weights, step));
       });
     if (cursor.epoch_done()) cursor.next_epoch();
-    if (cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0) checkpoints.write(step);
+    if (cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0) {
+      if (tracer) tracer->begin_span("checkpoint");
+      checkpoints.write(step);
+      if (tracer) tracer->end_span();
+    }
     // Ranks agree on a stop at the same deterministic points where they
     // read the step state (every step on CPU ranks, at most 50 apart on
     // GPUs): a host collective every step would tie the hosts together.
@@ -293,6 +301,7 @@ TrainSummary Trainer::Impl::finish(int stop_signal, RunTally& tally) {
     }
   }
 
+  if (tracer) tracer->finish();
   TrainSummary sum = summary_of_run(tally);
   tally.allreduce += comm.take_allreduce_times();
   sum.allreduce_ms_per_step = tally.steps > 0 ? 1e3 * tally.allreduce.busy_s / tally.steps : 0.0;

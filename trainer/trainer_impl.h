@@ -11,6 +11,7 @@
 //   fault_hooks.h      test hooks: injected overflows, a stalled rank
 //   stop_signal.h      SIGINT/SIGTERM: stops agreed at step boundaries
 //   training_sampler.h --sample-every: rank 0's samples of a byte GPT between steps
+//   step_trace.h       --trace: each rank's timeline of its steps
 #pragma once
 
 #include <cstdint>
@@ -32,6 +33,7 @@
 #include "trainer/models/parameter_store.h"
 #include "trainer/report/progress_reporter.h"
 #include "trainer/report/run_report.h"
+#include "trainer/report/step_trace.h"
 #include "trainer/step_state_view.h"
 #include "trainer/trainer.h"
 #include "trainer/training_sampler.h"
@@ -73,6 +75,7 @@ struct Trainer::Impl {
   Checkpointing checkpoints;
   CollectiveWatchdog* watchdog = nullptr;  // not owned; null: collectives are not watched
   std::unique_ptr<TrainingSampler> sampler;  // --sample-every on rank 0; null on the others and without it
+  std::unique_ptr<StepTracer> tracer;        // --trace; null without it (trainer_trace.cpp)
   int64_t step = 0;
   int64_t last_eval_step = -1;
   std::function<void(const uint32_t*, int)> batch_observer;  // test hook; may be empty
@@ -103,6 +106,8 @@ struct Trainer::Impl {
   // `use` with a table of the whole FP16 weights: the training table, or at
   // --zero 3 a transient gather of them (a collective: every rank calls it).
   void with_whole_weights(const std::function<void(const WeightTable&)>& use);
+  // --trace (trainer_trace.cpp): the tracer, wired to the reducer, the layer points and the transport.
+  void wire_tracer();
 
   // What the loop does after the step that made the count `step`: whether
   // it evaluates (an epoch's end, --eval-every's schedule, or the run's

@@ -3,6 +3,7 @@
 // cuda_elementwise.h, cuda_loss.h, cuda_optimizer.h). Everything is queued on
 // compute_stream in call order.
 #include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_stream_marks.h"
 
 #include <algorithm>
 #include <exception>
@@ -192,6 +193,10 @@ void CudaBackend::replay(int recording) {
   DDP_REQUIRE(recording >= 0 && static_cast<size_t>(recording) < graphs_.size(), "replay of an unknown capture");
   graph_launched_ = true;  // before the launch: a launch that fails half-way may have queued work
   DDP_CUDA_CHECK(cudaGraphLaunch(graphs_[static_cast<size_t>(recording)].get(), compute_stream()));
+}
+
+std::unique_ptr<StreamMarks> CudaBackend::make_stream_marks() {
+  return std::make_unique<CudaStreamMarks>(compute_stream());
 }
 
 std::unique_ptr<UploadSlots> CudaBackend::make_upload_slots(size_t slot_bytes) {

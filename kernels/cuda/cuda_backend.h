@@ -57,6 +57,8 @@ class CudaBackend final : public Backend {
   void synchronize() override;
   // CudaUploadSlots (cuda_upload_slots.h) whose consumer is compute_stream.
   std::unique_ptr<UploadSlots> make_upload_slots(size_t slot_bytes) override;
+  // CudaStreamMarks (cuda_stream_marks.h): events on compute_stream.
+  std::unique_ptr<StreamMarks> make_stream_marks() override;
 
   void gemm_fp16(const GemmFp16& g) override;
 

@@ -39,6 +39,9 @@ void check_ranges(const TrainConfig& c) {
   if (c.zero_stage < 0 || c.zero_stage > 3) throw Error("--zero must be 0, 1, 2 or 3");
   if (c.zero_stage >= 2 && c.cuda_graph)
     throw Error("--cuda-graph works with --zero 0 and 1 only (stages 2 and 3 re-point gradients and weights per step)");
+  if (!c.trace_path.empty() && c.cuda_graph)
+    throw Error("--trace works without --cuda-graph only (a replayed graph has no layer points to mark)");
+  if (c.trace_first < 1 || c.trace_last < c.trace_first) throw Error("--trace-steps must be A:B with 1 <= A <= B");
   if (c.inject_overflow_every < 0 || c.inject_overflow_rank < 0)
     throw Error("--inject-overflow-every and --inject-overflow-rank must be >= 0");
   if (c.stall_at_step < 0 || c.stall_rank < 0) throw Error("--stall-at-step and --stall-rank must be >= 0");

@@ -93,6 +93,10 @@ struct TrainConfig {
   double collective_timeout_s = 600.0;  // > 0: a collective waiting longer ends the job (watchdog)
 
   std::string metrics_path;
+  // --trace FILE: each rank's timeline of steps [trace_first, trace_last]
+  // (1-based) as Chrome trace-event JSON (report/step_trace.h); "": off.
+  std::string trace_path;
+  int64_t trace_first = 1, trace_last = 20;
   int64_t log_every = 50;
   // --eval-every N: also evaluate the test (validation) split after every
   // N-th optimizer step (step % N == 0, the global step: a resumed run keeps

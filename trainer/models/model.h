@@ -82,17 +82,30 @@ class Model {
                         const GradientsReady& ready) = 0;
 
   void set_layer_hooks(LayerHooks hooks) { hooks_ = std::move(hooks); }
+  // Observers (--trace) at the same points: `done` before the hooks (the
+  // previous layer's work ends there), `started` after them (the layer's
+  // own work starts after its gather), so a layer's span holds no gather.
+  struct LayerObservers {
+    std::function<void()> done;  // may be empty
+    LayerHooks started;
+  };
+  void set_layer_observers(LayerObservers observers) { observers_ = std::move(observers); }
 
  protected:
   void before_forward(int layer) const {
+    if (observers_.done) observers_.done();
     if (hooks_.before_forward) hooks_.before_forward(layer);
+    if (observers_.started.before_forward) observers_.started.before_forward(layer);
   }
   void before_backward(int layer) const {
+    if (observers_.done) observers_.done();
     if (hooks_.before_backward) hooks_.before_backward(layer);
+    if (observers_.started.before_backward) observers_.started.before_backward(layer);
   }
 
  private:
   LayerHooks hooks_;
+  LayerObservers observers_;
 };
 
 }  // namespace ddp
