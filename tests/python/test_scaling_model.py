@@ -193,6 +193,48 @@ class ScalingModelTest(unittest.TestCase):
             for said in ("linear in rows", "FIFO", "no stragglers", "cpu-host", "Strong scaling stops"):
                 self.assertIn(said, md)
 
+    def test_validation_measures_an_n2_merged_trace(self):
+        """The fixture made a merged 2-rank trace: per step bucket 0 (30 us) runs under
+        layer 0's backward, bucket 1 (50 us) starts at backward's end and is waited for."""
+        import copy
+        import json
+        import validate_scaling_model as validate
+        with open(FIXTURE) as f:
+            trace = json.load(f)
+        events = []
+        for e in trace["traceEvents"]:
+            if e.get("cat") == "step":
+                e["dur"] += 50.0
+            events.append(e)
+        for e in list(events):
+            a = e.get("args", {})
+            if e.get("cat") == "optimizer":
+                e["ts"] += 50.0
+            if e.get("cat") == "backward" and a.get("layer") == 1:
+                events.append({"name": "all-reduce bucket 0", "cat": "comm", "ph": "X", "ts": e["ts"] + e["dur"],
+                               "dur": 30.0, "pid": 0, "tid": 1, "args": {"step": a["step"], "bucket": 0}})
+            if e.get("cat") == "backward" and a.get("layer") == 0:
+                end = e["ts"] + e["dur"]
+                events.append({"name": "all-reduce bucket 1", "cat": "comm", "ph": "X", "ts": end, "dur": 50.0,
+                               "pid": 0, "tid": 1, "args": {"step": a["step"], "bucket": 1}})
+                events.append({"name": "wait for communication", "cat": "comm_wait", "ph": "X", "ts": end,
+                               "dur": 50.0, "pid": 0, "tid": 0, "args": {"step": a["step"]}})
+        other_rank = [dict(copy.deepcopy(e), pid=1) for e in events]
+        for e in other_rank:
+            e["dur"] = e.get("dur", 0) * 3  # rank 1 differs: the merged file must be read as rank 0
+        trace["traceEvents"] = events + other_rank
+        got = validate.measured(trace, "merged.json")
+        self.assertAlmostEqual(got["step"], 495e-6, delta=1e-12)
+        self.assertAlmostEqual(got["exposed"], 50e-6, delta=1e-12)
+        self.assertAlmostEqual(got["comm"], 80e-6, delta=1e-12)
+        self.assertAlmostEqual(got["hidden"], 1 - 50 / 80, delta=1e-9)
+        self.assertEqual(len(got["buckets"]), 2)
+        self.assertAlmostEqual(got["buckets"][0], 0.0, delta=1e-12)
+        self.assertAlmostEqual(got["buckets"][1], 50e-6, delta=1e-12)
+        # Its profile keeps the compute apart from the wait: other is still 10 us.
+        p = inputs.profile_from_trace(trace, "merged.json")
+        self.assertAlmostEqual(p.other_s, 10e-6, delta=1e-12)
+
     def test_png_is_written(self):
         try:
             import matplotlib  # noqa: F401
