@@ -104,7 +104,8 @@ def assumptions(profile, cluster, args, zero, accum, extra):
         f"Model: {profile.name}, {len(profile.forward_s)} layers, {profile.parameters:,} parameters, "
         f"{len(profile.buckets)} gradient buckets ({profile.gradient_bytes() / 2**20:.1f} MiB FP16), "
         f"{profile.rows:g} rows per rank per micro-batch, {accum} micro-batch(es), ZeRO {zero}.",
-        f"Cluster {c.name} (nominal figures, not measured unless a table says so): {c.gpus_per_node} ranks per node; "
+        f"Cluster {c.name} ({c.source}; a table below replaces them where it says so): "
+        + ("all ranks on one host; " if c.gpus_per_node >= 1 << 20 else f"{c.gpus_per_node} ranks per node; ") +
         f"intra {c.intra.bandwidth_Bps / 1e9:g} GB/s per rank per direction, {c.intra.latency_s * 1e6:g} us per step; "
         f"inter {c.inter.bandwidth_Bps / 1e9:g} GB/s, {c.inter.latency_s * 1e6:g} us.",
         "Collectives (alpha-beta): ring all-reduce 2(N-1)a + 2(N-1)/N B/bw; reduce-scatter and all-gather "

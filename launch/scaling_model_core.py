@@ -46,7 +46,7 @@ class Cluster:
     the (per-step latency, bus bandwidth) fitted from it, used flat for any N up to it."""
 
     def __init__(self, name, gpus_per_node, intra, inter, fitted=None):
-        self.name, self.gpus_per_node = name, int(gpus_per_node)
+        self.name, self.gpus_per_node, self.source = name, int(gpus_per_node), "given"
         self.intra, self.inter = intra, inter
         self.fitted = dict(fitted or {})
 

@@ -50,7 +50,10 @@ def cluster_from_dict(d, where):
 
 def load_cluster(spec):
     if spec in PRESETS:
-        return cluster_from_dict(PRESETS[spec], f"preset {spec}")
+        cluster = cluster_from_dict(PRESETS[spec], f"preset {spec}")
+        cluster.source = ("fitted to bench_allreduce on this host, 2026-12-01" if spec == "cpu-host"
+                          else "nominal datasheet figures, not measured")
+        return cluster
     try:
         with open(spec) as f:
             d = json.load(f)
@@ -61,7 +64,9 @@ def load_cluster(spec):
     if gpus := d.get("gpus_per_node"):
         if int(gpus) < 1:
             raise ModelError(f"--cluster {spec}: gpus_per_node must be >= 1")
-    return cluster_from_dict(d, f"--cluster {spec}")
+    cluster = cluster_from_dict(d, f"--cluster {spec}")
+    cluster.source = f"from {spec}"
+    return cluster
 
 
 def read_allreduce_table(path):
@@ -172,6 +177,10 @@ def load_trace(path):
 def rank_events(trace, rank=None):
     """Complete ('X') events of one rank: otherData.rank's, or pid `rank` of a merged file."""
     events = [e for e in trace["traceEvents"] if isinstance(e, dict) and e.get("ph") == "X"]
+    for e in events:
+        if not (isinstance(e.get("ts"), (int, float)) and isinstance(e.get("dur"), (int, float))
+                and isinstance(e.setdefault("args", {}), dict)):
+            raise ModelError(f"event '{e.get('name', '?')}' has no numeric ts/dur or no args object")
     pids = {e.get("pid") for e in events}
     if len(pids) > 1:
         want = rank if rank is not None else 0
@@ -199,7 +208,10 @@ def profile_from_trace(trace, path, rank=None):
     except (KeyError, TypeError, ValueError) as e:
         raise ModelError(f"--trace {path}: otherData lacks or garbles {e} (batch_per_rank, micro_batches, "
                          "zero_stage, parameters, buckets[].bytes/ready_after_layer)")
-    events = rank_events(trace, rank)
+    try:
+        events = rank_events(trace, rank)
+    except ModelError as e:
+        raise ModelError(f"--trace {path}: {e}")
     kept = set(steps_of(events, path))
     mine = [e for e in events if e.get("args", {}).get("step") in kept]
 

@@ -71,7 +71,10 @@ def run_traces(args, workdir):
 
 def measured(trace, path):
     """Medians over the kept steps of N = 2's rank-0 trace."""
-    events = inputs.rank_events(trace)
+    try:
+        events = inputs.rank_events(trace)
+    except ModelError as e:
+        raise ModelError(f"{path}: {e}")
     kept = set(inputs.steps_of(events, path))
     per = {s: {"step": 0.0, "exposed": 0.0, "comm": 0.0, "bwd_end": 0.0, "buckets": {}} for s in kept}
     for e in events:

@@ -161,7 +161,16 @@ class ScalingModelTest(unittest.TestCase):
             foreign = os.path.join(d, "foreign.json")
             with open(foreign, "w") as f:
                 f.write('{"traceEvents": [], "otherData": {"format": "something else"}}')
-            for path in (os.path.join(d, "missing.json"), garbled, foreign):
+            with open(FIXTURE) as f:
+                good = f.read()
+            no_dur = os.path.join(d, "no_dur.json")  # an event without its duration
+            with open(no_dur, "w") as f:
+                f.write(good.replace('"dur": 100.0,', '', 1))
+            no_buckets = os.path.join(d, "no_buckets.json")
+            with open(no_buckets, "w") as f:
+                f.write(good.replace('"buckets"', '"buckets_renamed"'))
+            self.assertNotEqual(good.replace('"dur": 100.0,', '', 1), good)
+            for path in (os.path.join(d, "missing.json"), garbled, foreign, no_dur, no_buckets):
                 run = subprocess.run([sys.executable, CLI, "--trace", path], capture_output=True, text=True)
                 self.assertEqual(run.returncode, 2, msg=run.stderr)
                 lines = run.stderr.strip().splitlines()
