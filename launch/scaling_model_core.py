@@ -1,0 +1,266 @@
+"""scaling_model_core.py: the arithmetic of the scaling model (no I/O, standard library only).
+
+Collective costs (alpha-beta, after Thakur, Rabenseifner and Gropp, "Optimization of
+Collective Communication Operations in MPICH", IJHPCA 19(1), 2005; the tree after
+NVIDIA's "Massively Scale Your Deep Learning Training with NCCL 2.4", 2019), with
+alpha the latency of one step (s) and bw the bandwidth per rank per direction (B/s):
+
+  ring all-reduce       2(N-1) alpha + 2(N-1)/N B/bw   (reduce-scatter then all-gather)
+  ring reduce-scatter   (N-1) alpha  + (N-1)/N B/bw    (and all-gather: the same)
+  tree all-reduce       2 ceil(log2 N) alpha + 2 B/bw
+      NCCL's double binary tree, pipelined: each of the two trees carries B/2; a rank
+      is interior in one tree (receives B/2 from each of 2 children, sends B/2 to each
+      of them on the way down) and a leaf in the other, so each link direction carries
+      2 x B/2 + 2 x B/2 = 2B in all, and a chunk climbs and descends ceil(log2 N) levels.
+  hierarchical (N > G GPUs per node, M = ceil(N/G) nodes): intra-node reduce-scatter
+      of B over G, inter-node all-reduce of B/G over M (ring or tree; each GPU's own
+      NIC), intra-node all-gather of B over G; phases summed (not pipelined: pessimistic).
+  'auto' takes the faster of ring and tree per collective, as NCCL's tuner does from
+  its own model. Reduce-scatter and all-gather are rings (NCCL has no tree for them).
+
+The step simulation (simulate_step) is the trainer's schedule: backward from the last
+layer to layer 0; a bucket's collective starts once its ready_after_layer's backward
+ended and the previous collective ended (one FIFO communication stream); ZeRO-3 gathers
+go through the same FIFO.
+"""
+import math
+
+
+class ModelError(Exception):
+    """Bad input: a one-line message naming the file, flag or field."""
+
+
+ALGORITHMS = ("ring", "tree", "auto")
+
+
+class Link:
+    def __init__(self, bandwidth_Bps, latency_s):
+        if bandwidth_Bps <= 0 or latency_s < 0:
+            raise ModelError("a link needs bandwidth > 0 and latency >= 0")
+        self.bandwidth_Bps = float(bandwidth_Bps)
+        self.latency_s = float(latency_s)
+
+
+class Cluster:
+    """gpus_per_node ranks share the intra link; 'fitted' maps a bench_allreduce table's N to
+    the (per-step latency, bus bandwidth) fitted from it, used flat for any N up to it."""
+
+    def __init__(self, name, gpus_per_node, intra, inter, fitted=None):
+        self.name, self.gpus_per_node, self.source = name, int(gpus_per_node), "given"
+        self.intra, self.inter = intra, inter
+        self.fitted = dict(fitted or {})
+
+    def fitted_link(self, ranks):
+        covering = [n for n in self.fitted if n >= ranks]
+        return (min(covering), Link(*self.fitted[min(covering)])) if covering else (None, None)
+
+
+def ring_allreduce_s(nbytes, ranks, link):
+    if ranks <= 1:
+        return 0.0
+    return 2 * (ranks - 1) * link.latency_s + 2 * (ranks - 1) / ranks * nbytes / link.bandwidth_Bps
+
+
+def ring_half_s(nbytes, ranks, link):
+    """Reduce-scatter or all-gather of B bytes (the whole buffer's size) over ranks."""
+    if ranks <= 1:
+        return 0.0
+    return (ranks - 1) * link.latency_s + (ranks - 1) / ranks * nbytes / link.bandwidth_Bps
+
+
+def tree_allreduce_s(nbytes, ranks, link):
+    if ranks <= 1:
+        return 0.0
+    return 2 * math.ceil(math.log2(ranks)) * link.latency_s + 2 * nbytes / link.bandwidth_Bps
+
+
+def flat_allreduce(nbytes, ranks, link, algorithm):
+    ring, tree = ring_allreduce_s(nbytes, ranks, link), tree_allreduce_s(nbytes, ranks, link)
+    if algorithm == "ring" or (algorithm == "auto" and ring <= tree):
+        return ring, "ring"
+    return tree, "tree"
+
+
+def collective_s(op, nbytes, ranks, cluster, algorithm="auto"):
+    """(seconds, algorithm used) of one collective of nbytes (the full buffer) over ranks."""
+    if algorithm not in ALGORITHMS:
+        raise ModelError(f"--algorithm {algorithm}: expected ring, tree or auto")
+    if ranks <= 1:
+        return 0.0, "none"
+    table_ranks, fitted = cluster.fitted_link(ranks)
+    if fitted is not None:  # measured: whatever the library chose, fitted as a ring
+        if op == "all-reduce":
+            return ring_allreduce_s(nbytes, ranks, fitted), f"measured@{table_ranks}"
+        return ring_half_s(nbytes, ranks, fitted), f"measured@{table_ranks}"
+    per_node = cluster.gpus_per_node
+    if ranks <= per_node:
+        if op == "all-reduce":
+            return flat_allreduce(nbytes, ranks, cluster.intra, algorithm)
+        return ring_half_s(nbytes, ranks, cluster.intra), "ring"
+    nodes = math.ceil(ranks / per_node)
+    intra = ring_half_s(nbytes, per_node, cluster.intra)
+    shard = nbytes / per_node
+    if op == "all-reduce":
+        inter, used = flat_allreduce(shard, nodes, cluster.inter, algorithm)
+        return 2 * intra + inter, "hier-" + used
+    return intra + ring_half_s(shard, nodes, cluster.inter), "hier-ring"
+
+
+def bytes_sent_per_rank(op, nbytes, ranks):
+    """What one rank sends in a ring (bandwidth-optimal) collective: the volume the
+    trainer's log counts; a tree sends about as much (2B vs 2(N-1)/N B)."""
+    if ranks <= 1:
+        return 0.0
+    factor = 2 if op == "all-reduce" else 1
+    return factor * (ranks - 1) / ranks * nbytes
+
+
+class Profile:
+    """One rank's step, per micro-batch of `rows` samples: per-layer forward and backward
+    seconds, the bucket plan (bytes, ready_after_layer) in start order, per-layer FP16 weight
+    bytes (ZeRO-3 gathers), upload (per micro-batch), optimizer (per step, unsharded) and
+    other (per step: the traced step's time outside the traced parts, held constant)."""
+
+    def __init__(self, name, forward_s, backward_s, buckets, layer_bytes, rows, micro_batches=1,
+                 zero_stage=0, parameters=0, upload_s=0.0, optimizer_s=0.0, other_s=0.0):
+        if len(forward_s) != len(backward_s) or not forward_s:
+            raise ModelError(f"{name}: per-layer forward and backward times differ in count or are empty")
+        if len(layer_bytes) != len(forward_s):
+            raise ModelError(f"{name}: {len(layer_bytes)} layer sizes for {len(forward_s)} layers")
+        for b, (nbytes, layer) in enumerate(buckets):
+            if not 0 <= layer < len(forward_s) or nbytes < 0:
+                raise ModelError(f"{name}: bucket {b} is ready after layer {layer}, which does not exist")
+        self.name = name
+        self.forward_s, self.backward_s = list(forward_s), list(backward_s)
+        self.buckets, self.layer_bytes = list(buckets), list(layer_bytes)
+        self.rows, self.micro_batches, self.zero_stage = rows, int(micro_batches), int(zero_stage)
+        self.parameters = parameters
+        self.upload_s, self.optimizer_s, self.other_s = upload_s, optimizer_s, other_s
+
+    def gradient_bytes(self):
+        return sum(nbytes for nbytes, _ in self.buckets)
+
+
+class StepResult:
+    def __init__(self, **fields):
+        self.__dict__.update(fields)
+
+
+def simulate_step(profile, ranks, cluster, algorithm="auto", zero=0, grad_accum=1, rows=None,
+                  zero3_prefetch=False):
+    """One optimizer step at `ranks` ranks, `rows` samples per micro-batch per rank (compute
+    linear in rows), grad_accum micro-batches; returns a StepResult."""
+    if zero not in (0, 1, 2, 3):
+        raise ModelError(f"--zero {zero}: expected 0, 1, 2 or 3")
+    if grad_accum < 1:
+        raise ModelError(f"--grad-accum {grad_accum}: expected >= 1")
+    rows = profile.rows if rows is None else rows
+    scale = rows / profile.rows
+    fwd = [s * scale for s in profile.forward_s]
+    bwd = [s * scale for s in profile.backward_s]
+    upload = profile.upload_s * scale
+    layers = len(fwd)
+    state = {"t": 0.0, "comm_free": 0.0, "comm": 0.0, "exposed": 0.0}
+    ops, used = [], set()
+
+    def issue(op, nbytes, at):
+        cost, how = collective_s(op, nbytes, ranks, cluster, algorithm)
+        start = max(at, state["comm_free"])
+        state["comm_free"] = start + cost
+        state["comm"] += cost
+        ops.append((op, nbytes))
+        if cost > 0:
+            used.add(how)
+        return start, start + cost
+
+    def wait(until):
+        if until > state["t"]:
+            state["exposed"] += until - state["t"]
+            state["t"] = until
+
+    def gather(layer):
+        return issue("all-gather", profile.layer_bytes[layer], state["t"])[1]
+
+    grad_op = "all-reduce" if zero == 0 else "reduce-scatter"
+    bucket_times = []
+    for micro in range(grad_accum):
+        last = micro == grad_accum - 1
+        state["t"] += upload
+        ahead = {}
+        if zero == 3 and zero3_prefetch:
+            ahead[("fwd", 0)] = gather(0)
+        for layer in range(layers):
+            if zero == 3:
+                if zero3_prefetch:
+                    wait(ahead.pop(("fwd", layer)))
+                    nxt = ("fwd", layer + 1) if layer + 1 < layers else ("bwd", layers - 1)
+                    ahead[nxt] = gather(nxt[1])
+                else:
+                    wait(gather(layer))
+            state["t"] += fwd[layer]
+        next_bucket = 0
+        for layer in range(layers - 1, -1, -1):
+            if zero == 3:
+                if zero3_prefetch:
+                    wait(ahead.pop(("bwd", layer)))
+                    if layer > 0:
+                        ahead[("bwd", layer - 1)] = gather(layer - 1)
+                else:
+                    wait(gather(layer))
+            state["t"] += bwd[layer]
+            # The reducer starts, in order, every bucket whose segments are all final.
+            while last and next_bucket < len(profile.buckets) and profile.buckets[next_bucket][1] >= layer:
+                nbytes = profile.buckets[next_bucket][0]
+                start, end = issue(grad_op, nbytes, state["t"])
+                bucket_times.append((start, end))
+                next_bucket += 1
+        if last:
+            while next_bucket < len(profile.buckets):  # a plan naming layers out of order
+                start, end = issue(grad_op, profile.buckets[next_bucket][0], state["t"])
+                bucket_times.append((start, end))
+                next_bucket += 1
+            backward_end = state["t"]
+            wait(state["comm_free"])
+    tail_exposed = state["t"] - backward_end
+    optimizer = profile.optimizer_s / (ranks if zero >= 1 else 1)
+    state["t"] += profile.other_s + optimizer
+    if zero in (1, 2):  # the FP16 weights all-gathered after the update, not overlapped
+        wait(issue("all-gather", sum(profile.layer_bytes), state["t"])[1])
+    compute = grad_accum * (upload + sum(fwd) + sum(bwd)) + profile.other_s + optimizer
+    bucket_exposed = [max(0.0, end - max(start, backward_end)) for start, end in bucket_times]
+    return StepResult(step_s=state["t"], compute_s=compute, comm_s=state["comm"],
+                      exposed_s=state["exposed"], tail_exposed_s=tail_exposed,
+                      hidden_fraction=min(1.0, max(0.0, 1 - state["exposed"] / state["comm"])) if state["comm"] > 0 else 1.0,
+                      ops=ops, algorithms=sorted(used), bucket_exposed_s=bucket_exposed,
+                      bytes_sent=sum(bytes_sent_per_rank(op, b, ranks) for op, b in ops))
+
+
+def fit_alpha_beta(rows, ranks):
+    """Ordinary least squares of t = a + beta x over (bytes, seconds) rows, x = bus bytes
+    = B 2(N-1)/N; a >= 0 (refit through 0 where it comes out negative). Unweighted, so the
+    large sizes (gradient buckets are MiB) set beta, and a is loose. Returns (a seconds,
+    beta s/byte): the per-step latency is a / (2(N-1)), the bus bandwidth 1/beta."""
+    if ranks < 2 or len(rows) < 2:
+        raise ModelError("a fit needs a table with at least 2 sizes measured at N >= 2")
+    pts = [(b * 2 * (ranks - 1) / ranks, t) for b, t in rows if t > 0]
+    w = [1.0 for _ in pts]
+    sw = sum(w)
+    sx = sum(wi * x for wi, (x, _) in zip(w, pts))
+    sy = sum(wi * t for wi, (_, t) in zip(w, pts))
+    sxx = sum(wi * x * x for wi, (x, _) in zip(w, pts))
+    sxy = sum(wi * x * t for wi, (x, t) in zip(w, pts))
+    det = sw * sxx - sx * sx
+    if det <= 0:
+        raise ModelError("a fit needs at least 2 different sizes")
+    beta = (sw * sxy - sx * sy) / det
+    alpha = (sy - beta * sx) / sw
+    if alpha < 0:
+        alpha, beta = 0.0, sxy / sxx
+    if beta <= 0:
+        raise ModelError("the table's times do not grow with size: no bandwidth to fit")
+    return alpha, beta
+
+
+def link_from_fit(alpha, beta, ranks):
+    """(per-step latency s, bandwidth B/s) of the ring whose all-reduce the fit describes."""
+    return alpha / (2 * (ranks - 1)), 1 / beta

@@ -1,0 +1,266 @@
+#!/usr/bin/env python3
+"""Closed-form checks of launch/scaling_model*.py (no ddp_train needed).
+
+Every expected value is written out here from the alpha-beta formulas, not taken from
+the model's own functions; costs and sizes are fresh random draws (the seed is printed
+on failure). fixtures/trace_mlp_1rank.json is a synthetic one-rank trace (format
+"ddp_train trace 1"): 4 traced steps of a 3-layer MLP, step 1 slow (warm-up, must be
+dropped), steps 2-4 with known medians; its eval event lies outside every step.
+Exit status: 0 passed, 1 failed, 77 passed but the PNG test skipped (no matplotlib).
+"""
+import csv
+import math
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+LAUNCH = os.path.join(HERE, "..", "..", "launch")
+sys.path.insert(0, LAUNCH)
+from scaling_model_core import Cluster, Link, Profile, collective_s, simulate_step  # noqa: E402
+import scaling_model_inputs as inputs  # noqa: E402
+
+FIXTURE = os.path.join(HERE, "fixtures", "trace_mlp_1rank.json")
+CLI = os.path.join(LAUNCH, "scaling_model.py")
+SEED = int.from_bytes(os.urandom(4), "little")
+RNG = random.Random(SEED)
+
+
+def flat_cluster(bw, lat, per_node=1 << 20):
+    return Cluster("test", per_node, Link(bw, lat), Link(bw / 10, lat * 3))
+
+
+def ring_ar(nbytes, n, bw, lat):
+    return 2 * (n - 1) * lat + 2 * (n - 1) / n * nbytes / bw
+
+
+def profile(fwd, bwd, buckets, layer_bytes, rows=32, opt=0.0, upload=0.0, other=0.0):
+    return Profile("test", fwd, bwd, buckets, layer_bytes, rows, 1, 0, 1000,
+                   upload_s=upload, optimizer_s=opt, other_s=other)
+
+
+class ScalingModelTest(unittest.TestCase):
+    def setUp(self):
+        self.bw = RNG.uniform(1e9, 500e9)
+        self.lat = RNG.uniform(1e-6, 20e-6)
+        self.msg = f"seed {SEED}"
+
+    def test_one_bucket_no_overlap_adds_the_whole_allreduce(self):
+        nbytes, n = RNG.uniform(1e6, 1e9), RNG.randint(2, 64)
+        p = profile([1e-3, 2e-3], [3e-3, 4e-3], [(nbytes, 0)], [nbytes / 2] * 2, opt=5e-4, upload=1e-4, other=2e-4)
+        r = simulate_step(p, n, flat_cluster(self.bw, self.lat), "ring")
+        compute = 1e-4 + 1e-3 + 2e-3 + 3e-3 + 4e-3 + 5e-4 + 2e-4
+        self.assertAlmostEqual(r.compute_s, compute, delta=1e-12, msg=self.msg)
+        self.assertAlmostEqual(r.step_s, compute + ring_ar(nbytes, n, self.bw, self.lat), delta=1e-12, msg=self.msg)
+        self.assertAlmostEqual(r.exposed_s, r.comm_s, delta=1e-12, msg=self.msg)
+
+    def test_small_early_buckets_under_long_backward_are_hidden(self):
+        n, layers = RNG.randint(2, 16), 6
+        small = RNG.uniform(1e3, 1e5)
+        cost = ring_ar(small, n, self.bw, self.lat)
+        bwd = [0.0] * layers
+        bwd[0] = 10 * 4 * cost  # layer 0's backward outlasts all 4 collectives
+        buckets = [(small, layers - 1)] * 4
+        p = profile([1e-4] * layers, bwd, buckets, [small] * layers)
+        r = simulate_step(p, n, flat_cluster(self.bw, self.lat), "ring")
+        self.assertEqual(r.exposed_s, 0.0, msg=self.msg)
+        self.assertAlmostEqual(r.comm_s, 4 * cost, delta=1e-15, msg=self.msg)
+        self.assertAlmostEqual(r.hidden_fraction, 1.0, msg=self.msg)
+        # The same plus a last bucket ready only at backward's end: exactly that bucket is exposed.
+        last = RNG.uniform(1e6, 1e8)
+        p = profile([1e-4] * layers, bwd, buckets + [(last, 0)], [small] * layers)
+        r = simulate_step(p, n, flat_cluster(self.bw, self.lat), "ring")
+        self.assertAlmostEqual(r.exposed_s, ring_ar(last, n, self.bw, self.lat), delta=1e-12, msg=self.msg)
+        self.assertAlmostEqual(r.bucket_exposed_s[-1], r.exposed_s, delta=1e-12)
+        self.assertEqual(r.bucket_exposed_s[:4], [0.0] * 4)
+
+    def test_ring_wins_large_messages_at_small_n_and_tree_small_messages_at_large_n(self):
+        c = flat_cluster(self.bw, self.lat)
+
+        def tree(nbytes, n):
+            return 2 * math.log2(n) * self.lat + 2 * nbytes / self.bw
+
+        for n in (4, 64, 4096):
+            # ring == tree where (N-1-log2 N) alpha = B / (N bw)
+            crossing = n * self.bw * self.lat * (n - 1 - math.log2(n))
+            for nbytes, want in ((0.5 * crossing, "tree"), (2 * crossing, "ring")):
+                seconds, used = collective_s("all-reduce", nbytes, n, c, "auto")
+                self.assertEqual(used, want, msg=f"{self.msg} N={n} B={nbytes:g}")
+                self.assertAlmostEqual(seconds, min(ring_ar(nbytes, n, self.bw, self.lat), tree(nbytes, n)),
+                                       delta=1e-12 + 1e-9 * seconds, msg=self.msg)
+            self.assertAlmostEqual(collective_s("all-reduce", 1e3, n, c, "tree")[0], tree(1e3, n), delta=1e-12)
+        self.assertEqual(collective_s("all-reduce", 256e6, 4, c, "auto")[1], "ring")
+        self.assertEqual(collective_s("all-reduce", 1e3, 4096, c, "auto")[1], "tree")
+
+    def test_zero3_sends_one_and_a_half_times_zero0_and_zero1_the_same(self):
+        n, layers = RNG.randint(2, 512), RNG.randint(2, 8)
+        layer_bytes = [RNG.uniform(1e4, 1e7) for _ in range(layers)]
+        buckets = [(layer_bytes[i], i) for i in reversed(range(layers))]
+        p = profile([1e-4] * layers, [2e-4] * layers, buckets, layer_bytes)
+        c = flat_cluster(self.bw, self.lat, per_node=8)
+        sent = {z: simulate_step(p, n, c, "auto", zero=z).bytes_sent for z in (0, 1, 2, 3)}
+        self.assertAlmostEqual(sent[0], 2 * (n - 1) / n * sum(layer_bytes), delta=1e-6 * sent[0])
+        self.assertAlmostEqual(sent[1] / sent[0], 1.0, delta=1e-12, msg=self.msg)
+        self.assertAlmostEqual(sent[2] / sent[0], 1.0, delta=1e-12, msg=self.msg)
+        self.assertAlmostEqual(sent[3] / sent[0], 1.5, delta=1e-12, msg=self.msg)
+        # The synthetic wide MLP (buckets planned like the trainer, padding and all): within 0.01%.
+        mlp = inputs.synthetic_profile("mlp-wide")
+        ratio = simulate_step(mlp, 64, c, zero=3).bytes_sent / simulate_step(mlp, 64, c, zero=0).bytes_sent
+        self.assertAlmostEqual(ratio, 1.5, delta=1.5e-4)
+
+    def test_hierarchy_uses_intra_figures_up_to_one_node(self):
+        g = 8
+        c = Cluster("h", g, Link(self.bw, self.lat), Link(1.0, 1.0))  # an inter link that would dominate
+        nbytes = RNG.uniform(1e5, 1e8)
+        for n in range(2, g + 1):
+            self.assertAlmostEqual(collective_s("all-reduce", nbytes, n, c, "ring")[0],
+                                   ring_ar(nbytes, n, self.bw, self.lat), delta=1e-12, msg=self.msg)
+            self.assertAlmostEqual(collective_s("all-gather", nbytes, n, c)[0],
+                                   (n - 1) * self.lat + (n - 1) / n * nbytes / self.bw, delta=1e-12)
+        inter = Link(self.bw / 9, self.lat * 2)
+        c = Cluster("h", g, Link(self.bw, self.lat), inter)
+        n = 4 * g
+        intra_half = (g - 1) * self.lat + (g - 1) / g * nbytes / self.bw
+        want = 2 * intra_half + ring_ar(nbytes / g, 4, inter.bandwidth_Bps, inter.latency_s)
+        self.assertAlmostEqual(collective_s("all-reduce", nbytes, n, c, "ring")[0], want, delta=1e-12,
+                               msg=self.msg)
+
+    def test_gradient_accumulation_repeats_compute_not_communication(self):
+        k, n = RNG.randint(2, 8), RNG.randint(2, 32)
+        p = profile([1e-3, 2e-3], [3e-3, 4e-3], [(1e6, 1), (5e6, 0)], [1e6, 5e6], opt=1e-3, upload=5e-4, other=1e-4)
+        c = flat_cluster(self.bw, self.lat)
+        one, many = simulate_step(p, n, c), simulate_step(p, n, c, grad_accum=k)
+        self.assertAlmostEqual(many.compute_s, k * (5e-4 + 1e-2) + 1e-3 + 1e-4, delta=1e-12, msg=self.msg)
+        self.assertAlmostEqual(many.comm_s, one.comm_s, delta=1e-15, msg=self.msg)
+        self.assertEqual(len(many.ops), len(one.ops))
+
+    def test_trace_fixture_gives_the_medians_and_the_bucket_plan(self):
+        p = inputs.profile_from_trace(inputs.load_trace(FIXTURE), FIXTURE)
+        for got, want in ((p.forward_s, [110, 21, 6]), (p.backward_s, [160, 42, 12])):
+            self.assertEqual(len(got), 3)
+            for g, w in zip(got, want):
+                self.assertAlmostEqual(g, w * 1e-6, delta=1e-12)
+        self.assertAlmostEqual(p.upload_s, 32e-6, delta=1e-12)
+        self.assertAlmostEqual(p.optimizer_s, 52e-6, delta=1e-12)
+        self.assertAlmostEqual(p.other_s, 10e-6, delta=1e-12)
+        self.assertAlmostEqual(p.measured_step_s, 445e-6, delta=1e-12)
+        self.assertEqual(p.buckets, [(4832.0, 1), (100480.0, 0)])
+        self.assertEqual((p.rows, p.micro_batches, p.zero_stage, p.parameters), (64, 1, 0, 52650))
+        self.assertAlmostEqual(sum(p.layer_bytes), 4832 + 100480)
+        r = simulate_step(p, 1, flat_cluster(self.bw, self.lat))
+        self.assertAlmostEqual(r.step_s, 445e-6, delta=1e-12)  # N = 1 reproduces the measured step
+
+    def test_bad_trace_is_one_line_and_status_2(self):
+        with tempfile.TemporaryDirectory() as d:
+            garbled = os.path.join(d, "garbled.json")
+            with open(garbled, "w") as f:
+                f.write('{"traceEvents": [ {"ph": "X", ')
+            foreign = os.path.join(d, "foreign.json")
+            with open(foreign, "w") as f:
+                f.write('{"traceEvents": [], "otherData": {"format": "something else"}}')
+            with open(FIXTURE) as f:
+                good = f.read()
+            no_dur = os.path.join(d, "no_dur.json")  # an event without its duration
+            with open(no_dur, "w") as f:
+                f.write(good.replace('"dur": 100.0,', '', 1))
+            no_buckets = os.path.join(d, "no_buckets.json")
+            with open(no_buckets, "w") as f:
+                f.write(good.replace('"buckets"', '"buckets_renamed"'))
+            self.assertNotEqual(good.replace('"dur": 100.0,', '', 1), good)
+            for path in (os.path.join(d, "missing.json"), garbled, foreign, no_dur, no_buckets):
+                run = subprocess.run([sys.executable, CLI, "--trace", path], capture_output=True, text=True)
+                self.assertEqual(run.returncode, 2, msg=run.stderr)
+                lines = run.stderr.strip().splitlines()
+                self.assertEqual(len(lines), 1, msg=run.stderr)
+                self.assertIn(os.path.basename(path), lines[0])
+                self.assertNotIn("Traceback", run.stderr)
+            run = subprocess.run([sys.executable, CLI, "--trace", FIXTURE, "--ranks", "two"], capture_output=True,
+                                 text=True)
+            self.assertEqual((run.returncode, len(run.stderr.strip().splitlines())), (2, 1), msg=run.stderr)
+            self.assertIn("--ranks", run.stderr)
+
+    def test_cli_writes_the_csv_and_states_its_assumptions(self):
+        with tempfile.TemporaryDirectory() as d:
+            out_csv, out_md = os.path.join(d, "m.csv"), os.path.join(d, "m.md")
+            run = subprocess.run([sys.executable, CLI, "--trace", FIXTURE, "--cluster", "cpu-host", "--ranks",
+                                  "1,2,4,128", "--csv", out_csv, "--md", out_md], capture_output=True, text=True)
+            self.assertEqual(run.returncode, 0, msg=run.stderr)
+            with open(out_csv) as f:
+                rows = list(csv.DictReader(f))
+            self.assertEqual(list(rows[0].keys())[:4], ["ranks", "mode", "algorithm", "zero_stage"])
+            self.assertEqual([(r["mode"], r["ranks"]) for r in rows],
+                             [("weak", "1"), ("weak", "2"), ("weak", "4"), ("weak", "128"),
+                              ("strong", "1"), ("strong", "2"), ("strong", "4")])  # 64 rows: 128 would get half a row
+            self.assertEqual(float(rows[0]["efficiency"]), 1.0)
+            for r in rows:
+                self.assertAlmostEqual(float(r["efficiency"]), float(r["speedup"]) / int(r["ranks"]), delta=1e-4)
+            with open(out_md) as f:
+                md = f.read()
+            for said in ("linear in rows", "FIFO", "no stragglers", "cpu-host", "Strong scaling stops"):
+                self.assertIn(said, md)
+
+    def test_validation_measures_an_n2_merged_trace(self):
+        """The fixture made a merged 2-rank trace: per step bucket 0 (30 us) runs under
+        layer 0's backward, bucket 1 (50 us) starts at backward's end and is waited for."""
+        import copy
+        import json
+        import validate_scaling_model as validate
+        with open(FIXTURE) as f:
+            trace = json.load(f)
+        events = []
+        for e in trace["traceEvents"]:
+            if e.get("cat") == "step":
+                e["dur"] += 50.0
+            events.append(e)
+        for e in list(events):
+            a = e.get("args", {})
+            if e.get("cat") == "optimizer":
+                e["ts"] += 50.0
+            if e.get("cat") == "backward" and a.get("layer") == 1:
+                events.append({"name": "all-reduce bucket 0", "cat": "comm", "ph": "X", "ts": e["ts"] + e["dur"],
+                               "dur": 30.0, "pid": 0, "tid": 1, "args": {"step": a["step"], "bucket": 0}})
+            if e.get("cat") == "backward" and a.get("layer") == 0:
+                end = e["ts"] + e["dur"]
+                events.append({"name": "all-reduce bucket 1", "cat": "comm", "ph": "X", "ts": end, "dur": 50.0,
+                               "pid": 0, "tid": 1, "args": {"step": a["step"], "bucket": 1}})
+                events.append({"name": "wait for communication", "cat": "comm_wait", "ph": "X", "ts": end,
+                               "dur": 50.0, "pid": 0, "tid": 0, "args": {"step": a["step"]}})
+        other_rank = [dict(copy.deepcopy(e), pid=1) for e in events]
+        for e in other_rank:
+            e["dur"] = e.get("dur", 0) * 3  # rank 1 differs: the merged file must be read as rank 0
+        trace["traceEvents"] = events + other_rank
+        got = validate.measured(trace, "merged.json")
+        self.assertAlmostEqual(got["step"], 495e-6, delta=1e-12)
+        self.assertAlmostEqual(got["exposed"], 50e-6, delta=1e-12)
+        self.assertAlmostEqual(got["comm"], 80e-6, delta=1e-12)
+        self.assertAlmostEqual(got["hidden"], 1 - 50 / 80, delta=1e-9)
+        self.assertEqual(len(got["buckets"]), 2)
+        self.assertAlmostEqual(got["buckets"][0], 0.0, delta=1e-12)
+        self.assertAlmostEqual(got["buckets"][1], 50e-6, delta=1e-12)
+        # Its profile keeps the compute apart from the wait: other is still 10 us.
+        p = inputs.profile_from_trace(trace, "merged.json")
+        self.assertAlmostEqual(p.other_s, 10e-6, delta=1e-12)
+
+    def test_png_is_written(self):
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            self.skipTest("no matplotlib")
+        with tempfile.TemporaryDirectory() as d:
+            png = os.path.join(d, "m.png")
+            run = subprocess.run([sys.executable, CLI, "--synthetic", "mlp-wide", "--png", png],
+                                 capture_output=True, text=True)
+            self.assertEqual(run.returncode, 0, msg=run.stderr)
+            with open(png, "rb") as f:
+                self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+
+
+if __name__ == "__main__":
+    result = unittest.main(exit=False, verbosity=2).result
+    if result.failures or result.errors:
+        print(f"(seed {SEED})")
+        sys.exit(1)
+    sys.exit(77 if result.skipped else 0)
