@@ -11,6 +11,7 @@ Writes to DIR (P prepended to each name):
   throughput.png    samples/s (a GPT's samples are --block-size token windows)
   grad_norm.png     global gradient L2 norm (before clipping)
   overview.png      all of the above in one figure
+(--panels loss,loss_scale,... writes only those).
 against the optimizer step, one line per run (legend: --label, one per file
 in order, else the file's stem). A series no run has is skipped with a note;
 one some runs lack is noted. Bad input (missing file, no step records, a
@@ -62,6 +63,13 @@ def _color(i):
     return f"C{i % 10}"
 
 
+def _width_under(i, runs):
+    """Line width for curves that often coincide across runs (the loss scale,
+    a shared schedule): earlier runs wider, so a later one drawn on top
+    leaves them visible."""
+    return 1.2 + 1.5 * (len(runs) - 1 - i)
+
+
 def _draw_loss(ax, runs):
     for i, (label, s) in enumerate(runs):
         if len(s["train_loss"]):
@@ -81,7 +89,7 @@ def _draw_accuracy(ax, runs):
             ax.plot(a.steps, [100.0 * v for v in a.values], color=_color(i), marker="o", ms=4, lw=1.2,
                     label=label)
     ax.set_ylabel("test accuracy (%)")
-    ax.set_title("Test accuracy")
+    ax.set_title("Test/validation accuracy (a GPT's: next token)")
 
 
 def _draw_loss_scale(ax, runs):
@@ -89,7 +97,7 @@ def _draw_loss_scale(ax, runs):
     for i, (label, s) in enumerate(runs):
         sc = s["loss_scale"]
         if len(sc):
-            ax.step(sc.steps, sc.values, where="post", color=_color(i), lw=1.2, label=label)
+            ax.step(sc.steps, sc.values, where="post", color=_color(i), lw=_width_under(i, runs), label=label)
         if len(s["skipped"]):
             ax.plot(s["skipped"].steps, s["skipped"].values, ls="none", marker="x", ms=7, mew=1.6,
                     color="red", label=None if skipped_labelled else "skipped step (logged)")
@@ -107,7 +115,7 @@ def _draw_loss_scale(ax, runs):
 def _draw_lr(ax, runs):
     for i, (label, s) in enumerate(runs):
         if len(s["lr"]):
-            ax.plot(s["lr"].steps, s["lr"].values, color=_color(i), lw=1.2, label=label)
+            ax.plot(s["lr"].steps, s["lr"].values, color=_color(i), lw=_width_under(i, runs), label=label)
     ax.set_ylabel("learning rate")
     ax.ticklabel_format(axis="y", style="sci", scilimits=(-3, 3))
     ax.set_title("Learning rate")
@@ -164,10 +172,15 @@ def _finish(ax):
         ax.legend(loc="best", framealpha=0.8)
 
 
-def plot_runs(runs, out_dir, prefix=""):
-    """Write the PNGs for runs [(label, series)] to out_dir; returns
-    (paths written, notes about panels left out)."""
+PANEL_NAMES = [p[0] for p in PANELS] + ["overview"]
+
+
+def plot_runs(runs, out_dir, prefix="", panels=None):
+    """Write the PNGs for runs [(label, series)] to out_dir (only the
+    PANEL_NAMES in panels when given); returns (paths written, notes about
+    panels left out)."""
     plt = plot_common.pyplot()
+    wanted = set(panels or PANEL_NAMES)
     written, notes = [], []
     present = []
     for name, needs, words, draw in PANELS:
@@ -175,13 +188,15 @@ def plot_runs(runs, out_dir, prefix=""):
             notes.append(f"no run has {words}: {prefix}{name}.png not written")
             continue
         present.append((name, draw))
+        if name not in wanted:
+            continue
         fig, ax = plt.subplots(figsize=plot_common.FIGSIZE)
         draw(ax, runs)
         _finish(ax)
         written.append(plot_common.save(plt, fig, os.path.join(out_dir, f"{prefix}{name}.png")))
-    if present:
+    if present and "overview" in wanted:
         rows = (len(present) + 1) // 2
-        fig, axes = plt.subplots(rows, 2, figsize=(12.0, 3.2 * rows), squeeze=False)
+        fig, axes = plt.subplots(rows, 2, figsize=(11.0, 2.9 * rows), squeeze=False)
         for ax, (name, draw) in zip(axes.flat, present):
             draw(ax, runs)
             _finish(ax)
@@ -199,7 +214,14 @@ def main(argv=None):
     parser.add_argument("-o", "--out-dir", required=True, help="directory for the PNGs (created)")
     parser.add_argument("--label", action="append", default=[], help="legend name, one per file in order")
     parser.add_argument("--prefix", default="", help="prepended to each PNG name")
+    parser.add_argument("--panels", help="comma-separated subset of " + ",".join(PANEL_NAMES) + " (default: all)")
     args = parser.parse_args(argv)
+    panels = None
+    if args.panels is not None:
+        panels = [p.strip() for p in args.panels.split(",") if p.strip()]
+        unknown = [p for p in panels if p not in PANEL_NAMES]
+        if unknown or not panels:
+            plot_common.fail(PROGRAM, f"--panels {args.panels}: expected names from {','.join(PANEL_NAMES)}")
     try:
         runs, notes = load_runs(args.metrics, args.label)
     except metrics_series.MetricsError as e:
@@ -209,7 +231,7 @@ def main(argv=None):
     except plot_common.NoMatplotlib as e:
         plot_common.fail(PROGRAM, str(e), plot_common.EXIT_NO_MATPLOTLIB)
     plot_common.make_out_dir(PROGRAM, args.out_dir)
-    written, panel_notes = plot_runs(runs, args.out_dir, args.prefix)
+    written, panel_notes = plot_runs(runs, args.out_dir, args.prefix, panels)
     for n in notes + missing_notes(runs) + panel_notes:
         plot_common.note(PROGRAM, n)
     for path in written:

@@ -256,6 +256,18 @@ class PlotMetrics(TempDirTest):
         self.assertFalse(os.path.exists(os.path.join(out, "reg_accuracy.png")))
         self.assert_png(os.path.join(out, "reg_loss.png"))
 
+    def test_panels_subset(self):
+        records, _ = make_run(RNG, 50, 5, eval_every=25)
+        path = write_jsonl(self.path("run.jsonl"), records)
+        import plot_metrics
+        chosen = RNG.sample(plot_metrics.PANEL_NAMES, RNG.randrange(1, 4))
+        out = self.path("out")
+        done = run_script("plot_metrics.py", path, "-o", out, "--panels", ",".join(chosen))
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertEqual(sorted(os.listdir(out)), sorted(c + ".png" for c in chosen))
+        self.assert_one_line_error(run_script("plot_metrics.py", path, "-o", out, "--panels", "loss,nope"),
+                                   "--panels")
+
     def test_bad_input_is_one_line_and_exit_2(self):
         records, _ = make_run(RNG, 30, 3)
         good = write_jsonl(self.path("good.jsonl"), records)
