@@ -14,7 +14,7 @@ EXIT_NO_MATPLOTLIB = 3
 # 8 x 4.5 inch figure is 720 x 405 pixels, with fonts sized for that.
 DPI = 90
 FIGSIZE = (8.0, 4.5)
-DPI_OVERVIEW = 72
+DPI_OVERVIEW = 66
 
 
 class NoMatplotlib(Exception):

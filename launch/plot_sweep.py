@@ -177,6 +177,7 @@ def plot_sweep(csv_path, prediction_path, out_dir):
         _log2_axis(ax, all_ranks)
         if ax.get_yscale() == "linear":
             ax.set_ylabel(ylabel)
+            ax.set_ylim(bottom=0)  # a linear axis from 0, so ratios read true
         ax.set_title(title)
         ax.legend(loc="best", framealpha=0.8)
         paths.append(plot_common.save(plt, fig, os.path.join(out_dir, figure + ".png")))
