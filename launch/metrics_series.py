@@ -74,7 +74,9 @@ def read_records(path):
         try:
             record = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError):
-            if torn_tail and number == len(lines):
+            # A torn record follows whole ones; a file of one unparseable
+            # line is not a metrics file at all.
+            if torn_tail and number == len(lines) and records:
                 note = f"{name}: ignored the torn last line {number} (the run was cut mid-write)"
                 continue
             raise MetricsError(f"{path}: line {number} is not JSON (not a ddp_train --metrics file?)")

@@ -221,6 +221,14 @@ class SeriesExtraction(TempDirTest):
             metrics_series.load_run(path)
         self.assertIn(f"line {line + 1}", str(caught.exception))
 
+    def test_one_unparseable_line_is_not_a_torn_file(self):
+        path = self.path("binary.jsonl")
+        with open(path, "wb") as f:
+            f.write(bytes(RNG.randrange(256) for _ in range(RNG.randrange(8, 64))).replace(b"\n", b"") + b"\xff")
+        with self.assertRaises(metrics_series.MetricsError) as caught:
+            metrics_series.load_run(path)
+        self.assertIn("line 1 is not JSON", str(caught.exception))
+
     def test_no_step_records_is_an_error(self):
         records, _ = make_run(RNG, 30, 3, eval_every=10)
         with self.assertRaises(metrics_series.MetricsError):
