@@ -9,8 +9,7 @@ Writes DIR/sweep_samples_per_s.png and DIR/sweep_efficiency.png: samples/s
 and efficiency (%) against the rank count N on a log2 axis; measured points
 as markers (one series per mode in the CSV), ideal linear scaling from the
 smallest N dotted, and the prediction's rows of the same mode as lines
-(only algorithm "auto" when the prediction has it, else one line per
-algorithm; one per ZeRO stage when it has several).
+(one per ZeRO stage; see prediction_series for several algorithms).
 
 Importable: plot_sweep(csv_path, prediction_path_or_None, out_dir) -> [png
 paths]; raises SweepError on bad input. As a script: bad input is one line
@@ -93,22 +92,38 @@ def measured_series(rows):
 def prediction_series(rows, modes):
     """(label, mode) -> (ranks, samples_per_s, efficiency) of the prediction
     rows whose mode is one of the sweep's (every row when the prediction or
-    the sweep has no mode column). Only algorithm "auto" when present."""
+    the sweep has no mode column), one line per mode and ZeRO stage.
+
+    launch/scaling_model.py names in `algorithm` the collectives a row used
+    (with --algorithm auto, the faster per N: "ring", "hier-tree", ...), so
+    a name that changes along N is still one line. Only when an N repeats
+    within a mode and stage (predictions for several algorithms in one
+    file) is the line split by algorithm, and then only "auto" is drawn
+    when there is one.
+    """
     wanted = [r for r in rows if not r["mode"] or not modes or r["mode"] in modes]
-    if any(r["algorithm"] == "auto" for r in wanted):
-        wanted = [r for r in wanted if r["algorithm"] == "auto"]
     stages = {r["zero_stage"] for r in wanted}
-    groups = {}
+    by_mode_stage = {}
     for r in wanted:
-        parts = ["model"]
-        if r["algorithm"]:
-            parts.append(r["algorithm"])
-        if len(stages) > 1:
-            parts.append(f"ZeRO {r['zero_stage']}")
-        key = (", ".join(parts), r["mode"])
-        groups.setdefault(key, []).append(r)
+        by_mode_stage.setdefault((r["mode"], r["zero_stage"]), []).append(r)
+    lines = {}
+    for (mode, stage), group in by_mode_stage.items():
+        stage_text = [f"ZeRO {stage}"] if len(stages) > 1 else []
+        ranks = [r["ranks"] for r in group]
+        if len(set(ranks)) == len(ranks):
+            names = {r["algorithm"] for r in group}
+            algorithm_text = [names.pop()] if len(names) == 1 and "" not in names else []
+            lines[(", ".join(["model"] + algorithm_text + stage_text), mode)] = group
+            continue
+        by_algorithm = {}
+        for r in group:
+            by_algorithm.setdefault(r["algorithm"], []).append(r)
+        if "auto" in by_algorithm:
+            by_algorithm = {"auto": by_algorithm["auto"]}
+        for algorithm, rs in by_algorithm.items():
+            lines[(", ".join(["model"] + ([algorithm] if algorithm else []) + stage_text), mode)] = rs
     return {key: ([r["ranks"] for r in rs], [r["samples_per_s"] for r in rs], [r["efficiency"] for r in rs])
-            for key, rs in groups.items()}
+            for key, rs in lines.items()}
 
 
 def _points(xs, ys, scale=1.0):

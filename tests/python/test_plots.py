@@ -354,6 +354,15 @@ class PlotSweep(TempDirTest):
         without_auto = [r for r in rows if r["algorithm"] != "auto" and r["zero_stage"] == "0"]
         self.assertEqual(sorted(plot_sweep.prediction_series(without_auto, {"strong"})),
                          [("model, ring", "strong")])
+        # launch/scaling_model.py --algorithm auto: one row per N, named by
+        # the collectives it chose there, which change along N: one line.
+        chosen = [dict(r, algorithm=RNG.choice(["ring", "tree", "hier-ring", "ring+tree"]))
+                  for r in rows if r["algorithm"] == "auto" and r["zero_stage"] == "3"]
+        lines = plot_sweep.prediction_series(chosen, {"strong"})
+        self.assertEqual(len(lines), 1, lines)
+        (xs, _, eff), = lines.values()
+        self.assertEqual(xs, ranks)
+        self.assertEqual(eff, [r["efficiency"] for r in want])
 
     def test_bad_input_is_one_line_and_exit_2(self):
         sweep = write_csv(self.path("sweep.csv"), SWEEP_HEADER, sweep_rows(RNG, [1, 2]))
