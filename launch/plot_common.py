@@ -48,13 +48,6 @@ def pyplot():
     return plt
 
 
-def pyplot_or_exit(program):
-    try:
-        return pyplot()
-    except NoMatplotlib as e:
-        fail(program, str(e), EXIT_NO_MATPLOTLIB)
-
-
 def make_out_dir(program, out_dir):
     """Create out_dir (and parents); a path that is a file is bad input."""
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
