@@ -92,6 +92,7 @@ void GradientReducer::start_ready_buckets() {
       comm_.start_allreduce_sum_fp16(grads_ + b.offset, b.count);
     }
     elements_started_ += b.count;
+    if (after_start) after_start(next_bucket_);
     ++next_bucket_;
   }
 }

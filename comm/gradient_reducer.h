@@ -86,6 +86,8 @@ class GradientReducer {
   // Runs just before bucket b's collective starts, with the bucket's first
   // element (test and fault hooks).
   std::function<void(size_t bucket, half16* bucket_first)> before_start;
+  // Runs just after bucket b's collective started (--trace's ready marks).
+  std::function<void(size_t bucket)> after_start;
   // --trace: each bucket's collective is tagged with its number in `trace`
   // (collective_trace.h; null: not traced).
   void set_trace(CollectiveTrace* trace) { trace_ = trace; }

@@ -147,9 +147,11 @@ class StepResult:
 
 
 def simulate_step(profile, ranks, cluster, algorithm="auto", zero=0, grad_accum=1, rows=None,
-                  zero3_prefetch=False):
+                  zero3_prefetch=False, measured_costs=None):
     """One optimizer step at `ranks` ranks, `rows` samples per micro-batch per rank (compute
-    linear in rows), grad_accum micro-batches; returns a StepResult."""
+    linear in rows), grad_accum micro-batches; returns a StepResult. measured_costs: seconds
+    of each collective in issue order, replacing the alpha-beta costs (the validation's check
+    of the schedule arithmetic alone, with the durations a trace measured)."""
     if zero not in (0, 1, 2, 3):
         raise ModelError(f"--zero {zero}: expected 0, 1, 2 or 3")
     if grad_accum < 1:
@@ -165,6 +167,8 @@ def simulate_step(profile, ranks, cluster, algorithm="auto", zero=0, grad_accum=
 
     def issue(op, nbytes, at):
         cost, how = collective_s(op, nbytes, ranks, cluster, algorithm)
+        if measured_costs is not None and len(ops) < len(measured_costs):
+            cost, how = measured_costs[len(ops)], "measured"
         start = max(at, state["comm_free"])
         state["comm_free"] = start + cost
         state["comm"] += cost

@@ -75,7 +75,7 @@ def check_schema(test, doc):
     test.assertIsInstance(doc.get("traceEvents"), list)
     test.assertIn(doc.get("displayTimeUnit"), ("ms", "ns"))
     for e in doc["traceEvents"]:
-        test.assertIn(e.get("ph"), ("X", "M"), e)
+        test.assertIn(e.get("ph"), ("X", "M", "i"), e)
         test.assertIsInstance(e.get("name"), str, e)
         test.assertIsInstance(e.get("pid"), int, e)
         test.assertIsInstance(e.get("tid"), int, e)
@@ -83,14 +83,18 @@ def check_schema(test, doc):
         if e["ph"] == "M":
             test.assertIn(e["name"], ("process_name", "thread_name"), e)
             test.assertIsInstance(e["args"].get("name"), str, e)
+        elif e["ph"] == "i":  # an instant: thread-scoped, no duration
+            test.assertEqual((e.get("s"), e.get("cat")), ("t", "bucket_ready"), e)
+            test.assertTrue(is_num(e.get("ts")) and "dur" not in e, e)
+            test.assertTrue(isinstance(e["args"].get("step"), int) and isinstance(e["args"].get("bucket"), int), e)
         else:
             test.assertIsInstance(e.get("cat"), str, e)
             test.assertTrue(is_num(e.get("ts")) and is_num(e.get("dur")) and e["dur"] >= 0, e)
             test.assertTrue(isinstance(e["args"].get("step"), int), e)
 
 
-def spans(doc, rank, step, cat, tid=0):
-    return sorted((e for e in doc["traceEvents"] if e.get("ph") == "X" and e["pid"] == rank and e["tid"] == tid and
+def spans(doc, rank, step, cat, tid=0, ph="X"):
+    return sorted((e for e in doc["traceEvents"] if e.get("ph") == ph and e["pid"] == rank and e["tid"] == tid and
                    e["cat"] == cat and e["args"]["step"] == step), key=lambda e: e["ts"])
 
 
@@ -146,6 +150,11 @@ class TraceSchema(unittest.TestCase):
                 self.assertEqual([e["args"]["bucket"] for e in comm], list(range(len(buckets))))
                 bwd = {e["args"]["layer"]: e for e in spans(self.ddp, r, s, "backward")}
                 (opt,) = spans(self.ddp, r, s, "optimizer")
+                ready_marks = spans(self.ddp, r, s, "bucket_ready", ph="i")
+                self.assertEqual([e["args"]["bucket"] for e in ready_marks], list(range(len(buckets))))
+                for mark, b in zip(ready_marks, buckets):  # on the compute timeline, inside the backward
+                    ready = bwd[b["ready_after_layer"]]
+                    self.assertTrue(ready["ts"] <= mark["ts"] <= end(ready), (mark, ready))
                 for e, b in zip(comm, buckets):
                     self.assertEqual(e["args"]["op"], "all-reduce")
                     self.assertEqual(e["args"]["elements"], b["elements"])

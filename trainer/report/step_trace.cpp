@@ -120,6 +120,12 @@ void StepTracer::layer_point(const char* category, int layer) {
   open(category, layer, &layer_span_);
 }
 
+void StepTracer::bucket_started(int bucket) {
+  if (!in_step_) return;
+  const size_t m = marks_->mark();
+  pending_.push_back({"bucket_ready", bucket, step_, m, m});
+}
+
 void StepTracer::end_layers() {
   if (in_step_) close(&layer_span_);
 }
@@ -136,6 +142,10 @@ void StepTracer::flush() {
     e.name = p.category == std::string("step") ? "step " + std::to_string(p.step) : event_name(p.category, p.layer);
     e.ts_us = marks_->resolve_us(p.begin_mark) - origin_us_;
     e.dur_us = marks_->resolve_us(p.end_mark) - origin_us_ - e.ts_us;
+    if (p.category == std::string("bucket_ready")) {
+      e.layer = -1, e.bucket = p.layer, e.dur_us = -1.0;
+      e.name = "bucket " + std::to_string(p.layer) + " ready";
+    }
     events_.push_back(std::move(e));
   }
   pending_.clear();
@@ -187,6 +197,11 @@ void StepTracer::write() {
     if (e.op != nullptr) {
       args["op"] = e.op, args["elements"] = e.elements, args["bytes"] = e.elements * 2;
       args["called_ts"] = e.called_us;
+    }
+    if (e.dur_us < 0.0) {  // an instant, on its thread
+      events.push_back({{"name", e.name}, {"cat", e.category}, {"ph", "i"}, {"s", "t"}, {"ts", e.ts_us},
+                        {"pid", rank}, {"tid", e.tid}, {"args", args}});
+      continue;
     }
     events.push_back({{"name", e.name}, {"cat", e.category}, {"ph", "X"}, {"ts", e.ts_us},
                       {"dur", e.dur_us > 0.0 ? e.dur_us : 0.0}, {"pid", rank}, {"tid", e.tid}, {"args", args}});

@@ -78,6 +78,10 @@ class StepTracer {
   void before_backward(int layer) { layer_point("backward", layer); }
   // The forward or backward pass returned: closes its last layer's span.
   void end_layers();
+  // The reducer started gradient bucket `bucket`'s collective: an instant
+  // on the compute timeline (on every world size, one rank included: when
+  // backward made the bucket ready, for the scaling model).
+  void bucket_started(int bucket);
 
   // Resolves what was marked since the last flush (may wait for the
   // device and the collectives: at log steps).
@@ -89,7 +93,7 @@ class StepTracer {
  private:
   struct Pending {
     const char* category;
-    int layer;
+    int layer;  // or, for "bucket_ready", the bucket
     int64_t step;
     size_t begin_mark, end_mark;
   };
@@ -97,7 +101,7 @@ class StepTracer {
     std::string name;
     const char* category;
     int tid;
-    double ts_us, dur_us;
+    double ts_us, dur_us;  // dur < 0: an instant ("ph": "i")
     int64_t step;
     int layer = -1, bucket = -1;
     const char* op = nullptr;
