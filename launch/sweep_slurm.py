@@ -119,13 +119,14 @@ def submit(sbatch_cmd, script_path, script_text, env, log_base, timeout):
             rc = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             cancel(read_job_id(sbatch_log), env)
-            os.killpg(proc.pid, signal.SIGTERM)
+            # sbatch only waits for the job, which scancel ends: nothing of it to keep.
+            os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             raise SubmitFailed("timed out after %.0f s (--timeout); job %s cancelled"
                                % (timeout, read_job_id(sbatch_log) or "?"))
         except KeyboardInterrupt:
             cancel(read_job_id(sbatch_log), env)
-            os.killpg(proc.pid, signal.SIGTERM)
+            os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             raise
     if rc != 0:
