@@ -109,6 +109,7 @@ for _ in $(seq 50); do [[ -S $dir/munge/munge.socket ]] && break; sleep 0.1; don
 # --- slurm.conf from the template ----------------------------------------------
 host=$(hostname -s)
 cpus=$(nproc)
+[[ $cpus -ge 2 ]] || skip "this host has $cpus CPU; the 2-task jobs need 2 (they would wait forever)"
 avail_mb=$(awk '/^MemAvailable:/ { print int($2 / 1024) }' /proc/meminfo)
 memory_mb=$((avail_mb / 2 > 1024 ? 1024 : avail_mb / 2))   # below free memory: slurmd drains a node that has less
 ctld_port=$(free_port)
@@ -153,13 +154,15 @@ submit_slot() {  # submit_slot N: one slot; its log in $dir/slot-N.out
   local n=$1 out=$dir/slot-$1.out
   local t0=$SECONDS
   local rc=0
-  env "${slot_env[@]}" sbatch "${slot_opts[@]}" --output="$out" "$repo/launch/slurm_ddp_train.sbatch" \
+  # timeout: a job that cannot start (pending for ever) fails in 3 minutes, not at CTest's limit.
+  timeout 180 env "${slot_env[@]}" sbatch "${slot_opts[@]}" --output="$out" "$repo/launch/slurm_ddp_train.sbatch" \
     >"$dir/sbatch-$n.out" 2>&1 || rc=$?
   if [[ $rc -ne 0 ]]; then
     # The trainer's own error line, else the log's end (srun's messages come last).
     local why
     why=$(grep -m 3 -E 'ddp_train: error|ddp_train: TRAIN' "$out" 2>/dev/null | tr '\n' ' ')
     [[ -n $why ]] || why=$(tail -n 5 "$out" 2>/dev/null | tr '\n' ' ')
+    [[ $rc -ne 124 ]] || why="timed out after 180 s; squeue: $(squeue -h -o '%i %T %r' | tr '\n' ' ') $why"
     fail "slot $n: sbatch --wait exited $rc (sbatch said: $(tr '\n' ' ' <"$dir/sbatch-$n.out")); job log: $why"
   fi
   echo "slot $n: job $(head -n 1 "$dir/sbatch-$n.out") done in $((SECONDS - t0)) s"
@@ -195,7 +198,7 @@ expect_line "$dir/slot-3.out" 'already reached 40 steps; nothing to do' "slot 3 
 # --- 2. the sweep through the same Slurm ----------------------------------------
 sweep_dir=$dir/sweep
 t0=$SECONDS
-python3 "$repo/launch/scaling_sweep.py" --slurm --slurm-args "--cpus-per-task=1 --time=5" --ranks 1,2 --steps 20 --bind-to default \
+python3 "$repo/launch/scaling_sweep.py" --slurm --slurm-args "--cpus-per-task=1 --time=5" --ranks 1,2 --steps 20 --bind-to default --timeout 180 \
   --device cpu --data synthetic --global-batch 64 --trainer "$trainer" --out-dir "$sweep_dir" -- --threads 1 \
   >"$dir/sweep.out" 2>&1 || { cat "$dir/sweep.out" >&2; fail "scaling_sweep.py --slurm exited non-zero"; }
 echo "sweep: done in $((SECONDS - t0)) s"
