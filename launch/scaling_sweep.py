@@ -592,6 +592,10 @@ def main(argv):
         notes.append("Each rank count ran %d times; the table keeps the fastest run." % args.repeat)
     if not any(row["allreduce_ms_per_step"] is not None for row in rows):
         notes.append("all-reduce ms/step: empty, this trainer's summary record does not report it yet.")
+    if args.slurm:
+        notes.append("Each run was a Slurm job (sbatch --wait%s; srun --mpi=%s): the host and cores above are the "
+                     "submitting host's, the first line of each log-<stem>.out names the job's nodes." %
+                     (" " + args.slurm_args if args.slurm_args else "", args.slurm_mpi))
     if local and args.device == "cpu":
         threads_given = any(t == "--threads" or t.startswith("--threads=") for t in args.extra)
         if threads_given:
