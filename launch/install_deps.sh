@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# install_deps.sh: the Debian packages ddp_train builds and runs with, and
-# the one PyPI package its tests need.
+# install_deps.sh: the Debian packages ddp_train builds and runs with (and its
+# tests: matplotlib, a local Slurm), and the one PyPI package its tests need.
 # Idempotent and quick: apt-get (and pip, for PyPI's safetensors) runs only
 # when something is missing.
 # The CUDA toolkit (nvcc, cuBLAS, NCCL) is not a Debian package here: when
@@ -8,7 +8,13 @@
 set -euo pipefail
 packages=(build-essential cmake pkg-config libopenmpi-dev openmpi-bin libboost-program-options-dev
           libgtest-dev libgmock-dev libopenblas-dev zlib1g-dev nlohmann-json3-dev dataset-fashion-mnist
-          python3 python3-numpy python3-pip)
+          python3 python3-numpy python3-pip
+          # Plots (launch/scaling_sweep.py, plot_sweep.py) with Debian's /usr/bin/python3.
+          python3-matplotlib
+          # The one-node Slurm of tests/slurm/test_local_slurm.sh (it skips without them).
+          # srun --mpi=pmix's plugin dlopens pmix2/lib/libpmix.so, which only
+          # libpmix-dev ships (slurm-wlm-basic-plugins does not depend on it).
+          slurm-wlm munge libpmix-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -3,12 +3,18 @@
 
     launch/scaling_sweep.py --ranks 1,2,4 --mode strong --global-batch 256 --steps 150
     launch/scaling_sweep.py --ranks 1,2 --mode weak --batch-size 128 -- --lr 0.1
+    launch/scaling_sweep.py --slurm --slurm-args "--partition=gpu --time=20" --device cuda --ranks 1,8,16
 
 Each run is `mpirun -np N ddp_train --device D --data X --steps S --batch-size B
 --metrics <out-dir>/metrics-<mode>-n<N>.jsonl [trainer args after --]`; the
 script reads each run's "summary" record and writes <out-dir>/sweep.csv and
 <out-dir>/sweep.md (a markdown table with the date, host, cores and command),
-and prints the table.
+and prints the table, and PNG plots next to the CSV (launch/plot_sweep.py, with
+Debian's /usr/bin/python3 and python3-matplotlib; skipped with a line without them).
+
+With --slurm each run is a Slurm job instead: `sbatch --wait [--slurm-args]`
+of a generated script (<out-dir>/job-<stem>.sbatch) that runs `srun --mpi=pmix
+ddp_train <the same arguments>`, one job after the other (see sweep_slurm.py).
 
   strong scaling: the global batch G is fixed; each rank gets G/N samples per
                   step. Passed as the trainer's --global-batch G when its
@@ -32,6 +38,8 @@ import socket
 import subprocess
 import sys
 import time
+
+import sweep_slurm
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_TRAINER = os.path.join(REPO, "build", "ddp_train")
@@ -95,7 +103,7 @@ def build_parser():
     p = argparse.ArgumentParser(
         prog="scaling_sweep.py",
         usage="%(prog)s [options] [-- trainer args...]",
-        description="Run ddp_train under mpirun for several rank counts (strong or weak scaling) and "
+        description="Run ddp_train under mpirun (or as Slurm jobs, --slurm) for several rank counts (strong or weak scaling) and "
                     "tabulate samples/s, speed-up and efficiency from the runs' summary records.",
         epilog="Arguments after `--` go to every ddp_train run (e.g. `-- --threads 1 --lr 0.1`). "
                "Speed-up = samples/s(N) / samples/s(N0), N0 the smallest rank count (normally 1); "
@@ -134,7 +142,22 @@ def build_parser():
     p.add_argument("--out-dir", metavar="DIR",
                    help="where the metrics files, logs, sweep.csv and sweep.md go "
                         "(default: sweep-results/<date>-<time> under the current directory)")
-    p.add_argument("--dry-run", action="store_true", help="print the commands and exit")
+    p.add_argument("--dry-run", action="store_true", help="print the commands (with --slurm: the sbatch commands) and exit")
+    p.add_argument("--prediction", metavar="FILE",
+                   help="a scaling model's prediction CSV, drawn over the measured points in the plots "
+                        "(passed to launch/plot_sweep.py --prediction)")
+    s = p.add_argument_group("Slurm", "run each point as a Slurm job (sbatch --wait; srun inside) instead of mpirun")
+    s.add_argument("--slurm", action="store_true",
+                   help="submit each run with sbatch --wait, launching the ranks with srun (--ntasks=N)")
+    s.add_argument("--slurm-args", default="", metavar="\"ARGS\"",
+                   help="options for every sbatch, after the sweep's own (so they win), e.g. "
+                        "\"--partition=gpu --account=proj --time=30 --cpus-per-task=8\"")
+    s.add_argument("--sbatch", default="sbatch", metavar="CMD", help="the sbatch command (default: sbatch)")
+    s.add_argument("--slurm-mpi", default="pmix", metavar="TYPE",
+                   help="srun --mpi=TYPE, how srun hands the tasks to MPI (default: pmix; `srun --mpi=list`)")
+    s.add_argument("--gpus-per-node", type=positive_int, default=8, metavar="G",
+                   help="with --device cuda: GPUs per node; N ranks take ceil(N/G) nodes, min(N,G) GPUs and "
+                        "ranks each (default: 8)")
     return p
 
 
@@ -171,6 +194,22 @@ def parse_args(argv):
         if flag in OWNED_FLAGS:
             parser.error("trainer argument %s after `--`: %s" % (flag, OWNED_FLAGS[flag]))
 
+    if args.slurm:
+        for flag, given in (("--hostfile", args.hostfile), ("--no-mpirun-for-1", args.no_mpirun_for_1),
+                            ("--mpirun", args.mpirun != "mpirun"), ("--no-oversubscribe", args.no_oversubscribe)):
+            if given:
+                parser.error("%s is for the mpirun path; with --slurm, Slurm places the ranks (--slurm-args)" % flag)
+        try:
+            args.slurm_extra = sweep_slurm.parse_slurm_args(args.slurm_args)
+            args.sbatch_launcher = shlex.split(args.sbatch)
+        except ValueError as e:
+            parser.error("--slurm-args/--sbatch: %s" % e)
+        if not args.sbatch_launcher:
+            parser.error("--sbatch is empty")
+    elif args.slurm_args:
+        parser.error("--slurm-args needs --slurm")
+    if args.prediction and not os.path.isfile(args.prediction):
+        parser.error("--prediction: %s does not exist" % args.prediction)
     try:
         args.launcher = shlex.split(args.mpirun)
     except ValueError as e:
@@ -227,13 +266,18 @@ def per_rank_batch(args, n):
     return args.global_batch // (n * args.grad_accum) if args.mode == "strong" else args.batch_size
 
 
-def run_command(args, n, metrics_path, open_mpi):
+def trainer_command(args, n, metrics_path):
+    """ddp_train and its arguments, the same under mpirun and srun."""
     if args.mode == "strong" and args.use_global_batch:
         batch = ["--global-batch", str(args.global_batch)]
     else:
         batch = ["--batch-size", str(per_rank_batch(args, n))]
-    trainer = [args.trainer, "--device", args.device, "--data", args.data, "--steps", str(args.steps)] + batch + \
+    return [args.trainer, "--device", args.device, "--data", args.data, "--steps", str(args.steps)] + batch + \
         ["--metrics", metrics_path] + args.extra
+
+
+def run_command(args, n, metrics_path, open_mpi):
+    trainer = trainer_command(args, n, metrics_path)
     if n == 1 and args.no_mpirun_for_1:
         return trainer
     cmd = list(args.launcher) + ["-np", str(n)]
@@ -249,6 +293,33 @@ def run_command(args, n, metrics_path, open_mpi):
     if args.hostfile:
         cmd += ["--hostfile", args.hostfile]
     return cmd + trainer
+
+
+PLOT_PYTHON = "/usr/bin/python3"  # Debian's, which sees python3-matplotlib
+
+
+def plot_sweep(csv_path, prediction, out_dir):
+    """PNG plots next to the CSV through launch/plot_sweep.py, or one line saying why not."""
+    script = os.path.join(REPO, "launch", "plot_sweep.py")
+    why = None
+    if not os.path.isfile(script):
+        why = "%s is not there" % script
+    elif not os.access(PLOT_PYTHON, os.X_OK):
+        why = "%s is not there" % PLOT_PYTHON
+    elif subprocess.run([PLOT_PYTHON, "-c", "import matplotlib"], stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL).returncode != 0:
+        why = "%s cannot import matplotlib (Debian: python3-matplotlib, see launch/install_deps.sh)" % PLOT_PYTHON
+    if why:
+        print("plots skipped: %s%s" % (why, " (--prediction unused)" if prediction else ""))
+        return
+    cmd = [PLOT_PYTHON, script, csv_path] + (["--prediction", prediction] if prediction else []) + ["-o", out_dir]
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+    if proc.stdout.strip():
+        print(proc.stdout.rstrip())
+    if proc.returncode != 0:
+        # The measured table is written and worth keeping: say so, but do not fail the sweep for a plot.
+        print("scaling_sweep: plotting failed (exit status %d): %s" % (proc.returncode, quote_command(cmd)),
+              file=sys.stderr)
 
 
 def tail(path, lines):
@@ -352,7 +423,7 @@ def main(argv):
     sweep_cmd = quote_command([sys.argv[0]] + argv)
 
     open_mpi = True
-    if not (args.no_mpirun_for_1 and args.ranks == [1]):
+    if not args.slurm and not (args.no_mpirun_for_1 and args.ranks == [1]):
         open_mpi = launcher_is_open_mpi(args.launcher)
         if open_mpi is None:
             if not args.dry_run:
@@ -383,11 +454,24 @@ def main(argv):
             stem = "%s-n%d" % (args.mode, n) + ("-r%d" % (r + 1) if args.repeat > 1 else "")
             # Absolute: rank 0 writes it, and with --hostfile rank 0 may run on another node (shared file system).
             metrics = os.path.abspath(os.path.join(out_dir, "metrics-%s.jsonl" % stem))
-            plan.append((n, r, stem, metrics, run_command(args, n, metrics, open_mpi)))
+            cmd = run_command(args, n, metrics, open_mpi)
+            job = None
+            if args.slurm:
+                # What runs is srun + the trainer; sbatch (the job) is how it gets there.
+                cmd = sweep_slurm.srun_command(args, trainer_command(args, n, metrics))
+                log_base = os.path.abspath(os.path.join(out_dir, "log-" + stem))
+                script = os.path.abspath(os.path.join(out_dir, "job-%s.sbatch" % stem))
+                job = (sweep_slurm.sbatch_command(args, n, stem, log_base, script), script,
+                       sweep_slurm.job_script(stem, cmd))
+            plan.append((n, r, stem, metrics, cmd, job))
 
     if args.dry_run:
-        for _, _, _, _, cmd in plan:
-            print(quote_command(cmd))
+        for _, _, _, _, cmd, job in plan:
+            if job:
+                print(quote_command(job[0]))
+                print("  # %s runs: %s" % (os.path.basename(job[1]), quote_command(cmd)))
+            else:
+                print(quote_command(cmd))
         return 0
 
     os.makedirs(out_dir, exist_ok=True)
@@ -396,22 +480,31 @@ def main(argv):
           flush=True)
 
     best = {}  # n -> (summary, threads, command, elapsed)
-    for i, (n, r, stem, metrics, cmd) in enumerate(plan):
+    for i, (n, r, stem, metrics, cmd, job) in enumerate(plan):
         tag = "[%d/%d] N=%d%s" % (i + 1, len(plan), n, " run %d/%d" % (r + 1, args.repeat) if args.repeat > 1 else "")
         if os.path.exists(metrics):
             os.remove(metrics)
         log_base = os.path.join(out_dir, "log-" + stem)
         print("%s %s: started, batch %d per rank  (%s)" %
-              (time.strftime("%H:%M:%S"), tag, per_rank_batch(args, n), quote_command(cmd)), flush=True)
+              (time.strftime("%H:%M:%S"), tag, per_rank_batch(args, n), quote_command(job[0] if job else cmd)),
+              flush=True)
         try:
-            elapsed = execute(cmd, env, log_base, args.timeout)
+            if job:
+                try:
+                    elapsed = sweep_slurm.submit(job[0], job[1], job[2], env, os.path.abspath(log_base), args.timeout)
+                except sweep_slurm.SubmitFailed as e:
+                    raise RunFailed(str(e))
+            else:
+                elapsed = execute(cmd, env, log_base, args.timeout)
             summary = read_summary(metrics)
             if summary is None:
                 raise RunFailed("it wrote no summary record to %s" % metrics)
             world = num(summary, "world_size")
             if world is not None and int(world) != n:
                 raise RunFailed("the trainer ran with world size %d, not %d: is it built with MPI (DDP_MPI=ON), "
-                                "and is `%s` the MPI it was built with?" % (int(world), n, args.launcher[0]))
+                                "and %s?" % (int(world), n,
+                                             "does srun --mpi=%s reach the MPI it was built with" % args.slurm_mpi
+                                             if args.slurm else "is `%s` the MPI it was built with" % args.launcher[0]))
         except RunFailed as e:
             print("%s %s: FAILED: %s" % (time.strftime("%H:%M:%S"), tag, e), file=sys.stderr)
             which = ".err" if tail(log_base + ".err", 1) else ".out"
@@ -424,7 +517,7 @@ def main(argv):
                 print("  last lines of %s%s:" % (log_base, which), file=sys.stderr)
                 for line in lines:
                     print("  | " + line, file=sys.stderr)
-            print("command: " + quote_command(cmd), file=sys.stderr)
+            print("command: " + quote_command(job[0] if job else cmd), file=sys.stderr)
             return 1
         sps = num(summary, "samples_per_s")
         print("%s %s: finished in %.1f s, %s samples/s" %
@@ -474,7 +567,7 @@ def main(argv):
         for row in rows:
             w.writerow([fmt(row[c], digits.get(c, 0)) for c in CSV_COLUMNS])
 
-    local = not args.hostfile
+    local = not args.hostfile and not args.slurm
     header = ["mode", "ranks", "batch/rank", "global batch", "steps", "samples/s", "speed-up", "efficiency",
               "all-reduce ms/step", "wall s", "test acc.", "BLAS threads/rank"]
     table = []
@@ -499,6 +592,10 @@ def main(argv):
         notes.append("Each rank count ran %d times; the table keeps the fastest run." % args.repeat)
     if not any(row["allreduce_ms_per_step"] is not None for row in rows):
         notes.append("all-reduce ms/step: empty, this trainer's summary record does not report it yet.")
+    if args.slurm:
+        notes.append("Each run was a Slurm job (sbatch --wait%s; srun --mpi=%s): the host and cores above are the "
+                     "submitting host's, the first line of each log-<stem>.out names the job's nodes." %
+                     (" " + args.slurm_args if args.slurm_args else "", args.slurm_mpi))
     if local and args.device == "cpu":
         threads_given = any(t == "--threads" or t.startswith("--threads=") for t in args.extra)
         if threads_given:
@@ -536,6 +633,7 @@ def main(argv):
         print("- " + n)
     print()
     print("wrote %s and %s" % (csv_path, os.path.join(out_dir, "sweep.md")))
+    plot_sweep(csv_path, args.prediction, out_dir)
     return 0
 
 
