@@ -76,6 +76,7 @@ void GradientReducer::mark_ready(size_t first_segment, size_t end_segment) {
 void GradientReducer::start_ready_buckets() {
   while (next_bucket_ < buckets_.size() && pending_[next_bucket_] == 0) {
     const GradientBucket& b = buckets_[next_bucket_];
+    if (on_ready) on_ready(next_bucket_);
     half16* bucket = source_ ? source_(next_bucket_) : grads_ + b.offset;
     if (before_start) before_start(next_bucket_, bucket);
     if (trace_ != nullptr) trace_->tag_next(static_cast<int>(next_bucket_), -1);
@@ -92,7 +93,6 @@ void GradientReducer::start_ready_buckets() {
       comm_.start_allreduce_sum_fp16(grads_ + b.offset, b.count);
     }
     elements_started_ += b.count;
-    if (after_start) after_start(next_bucket_);
     ++next_bucket_;
   }
 }

@@ -86,8 +86,10 @@ class GradientReducer {
   // Runs just before bucket b's collective starts, with the bucket's first
   // element (test and fault hooks).
   std::function<void(size_t bucket, half16* bucket_first)> before_start;
-  // Runs just after bucket b's collective started (--trace's ready marks).
-  std::function<void(size_t bucket)> after_start;
+  // Runs when bucket b is ready, before anything else of its start
+  // (--trace's ready marks: before the transport's thread is woken, which
+  // on an oversubscribed host may take the caller's core).
+  std::function<void(size_t bucket)> on_ready;
   // --trace: each bucket's collective is tagged with its number in `trace`
   // (collective_trace.h; null: not traced).
   void set_trace(CollectiveTrace* trace) { trace_ = trace; }

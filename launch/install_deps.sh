@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # install_deps.sh: the Debian packages ddp_train builds and runs with (and its
-# tests: matplotlib, a local Slurm), and the one PyPI package its tests need.
-# Idempotent and quick: apt-get (and pip, for PyPI's safetensors) runs only
+# tests: matplotlib, a local Slurm), and the PyPI packages its tests need.
+# Idempotent and quick: apt-get (and pip, for PyPI's safetensors and tensorboard) runs only
 # when something is missing.
 # The CUDA toolkit (nvcc, cuBLAS, NCCL) is not a Debian package here: when
 # /usr/local/cuda exists the build uses it, otherwise it builds CPU-only.
@@ -34,9 +34,15 @@ fi
 # sees python3-numpy and python3-torch, with the reference implementation
 # from PyPI (Debian does not package it). pip needs --break-system-packages
 # to add to Debian's python (PEP 668) from pip 23 on; older pips lack it.
+# TensorBoard's own event writer (launch/metrics_to_tensorboard.py and its
+# test) is PyPI's tensorboard package: Debian has none.
 python=/usr/bin/python3
-if ! "$python" -c 'import safetensors.numpy' 2>/dev/null; then
-  echo "install_deps: installing safetensors (PyPI) for $python"
-  pip=("$python" -m pip install --quiet --disable-pip-version-check)
-  "${pip[@]}" --break-system-packages safetensors 2>/dev/null || "${pip[@]}" safetensors
-fi
+pip=("$python" -m pip install --quiet --disable-pip-version-check)
+pypi_install() {  # module to import, package to install
+  if ! "$python" -c "import $1" 2>/dev/null; then
+    echo "install_deps: installing $2 (PyPI) for $python"
+    "${pip[@]}" --break-system-packages "$2" 2>/dev/null || "${pip[@]}" "$2"
+  fi
+}
+pypi_install safetensors.numpy safetensors
+pypi_install tensorboard.summary tensorboard

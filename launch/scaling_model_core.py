@@ -122,7 +122,7 @@ class Profile:
     other (per step: the traced step's time outside the traced parts, held constant)."""
 
     def __init__(self, name, forward_s, backward_s, buckets, layer_bytes, rows, micro_batches=1,
-                 zero_stage=0, parameters=0, upload_s=0.0, optimizer_s=0.0, other_s=0.0):
+                 zero_stage=0, parameters=0, upload_s=0.0, optimizer_s=0.0, other_s=0.0, ready_fraction=None):
         if len(forward_s) != len(backward_s) or not forward_s:
             raise ModelError(f"{name}: per-layer forward and backward times differ in count or are empty")
         if len(layer_bytes) != len(forward_s):
@@ -136,6 +136,12 @@ class Profile:
         self.rows, self.micro_batches, self.zero_stage = rows, int(micro_batches), int(zero_stage)
         self.parameters = parameters
         self.upload_s, self.optimizer_s, self.other_s = upload_s, optimizer_s, other_s
+        # Per bucket: how far into its ready layer's backward the reducer starts it (a trace's
+        # bucket_ready instants: the MLP's weight gradients come before its input gradient);
+        # 1.0 (the layer's end) where not measured.
+        self.ready_fraction = list(ready_fraction) if ready_fraction is not None else [1.0] * len(self.buckets)
+        if len(self.ready_fraction) != len(self.buckets) or not all(0.0 <= f <= 1.0 for f in self.ready_fraction):
+            raise ModelError(f"{name}: ready fractions must be one in [0, 1] per bucket")
 
     def gradient_bytes(self):
         return sum(nbytes for nbytes, _ in self.buckets)
@@ -202,7 +208,7 @@ def simulate_step(profile, ranks, cluster, algorithm="auto", zero=0, grad_accum=
                 else:
                     wait(gather(layer))
             state["t"] += fwd[layer]
-        next_bucket = 0
+        next_bucket, issued_at = 0, 0.0
         for layer in range(layers - 1, -1, -1):
             if zero == 3:
                 if zero3_prefetch:
@@ -211,11 +217,16 @@ def simulate_step(profile, ranks, cluster, algorithm="auto", zero=0, grad_accum=
                         ahead[("bwd", layer - 1)] = gather(layer - 1)
                 else:
                     wait(gather(layer))
+            layer_start = state["t"]
             state["t"] += bwd[layer]
-            # The reducer starts, in order, every bucket whose segments are all final.
+            # The reducer starts, in order, every bucket whose segments are all final: its own
+            # once the layer's backward has made it ready, one held up by an earlier bucket
+            # with that bucket.
             while last and next_bucket < len(profile.buckets) and profile.buckets[next_bucket][1] >= layer:
-                nbytes = profile.buckets[next_bucket][0]
-                start, end = issue(grad_op, nbytes, state["t"])
+                nbytes, ready = profile.buckets[next_bucket]
+                at = layer_start + profile.ready_fraction[next_bucket] * bwd[layer] if ready == layer else issued_at
+                issued_at = max(at, issued_at)
+                start, end = issue(grad_op, nbytes, issued_at)
                 bucket_times.append((start, end))
                 next_bucket += 1
         if last:

@@ -175,9 +175,12 @@ def load_trace(path):
 
 
 def rank_events(trace, rank=None):
-    """Complete ('X') events of one rank: otherData.rank's, or pid `rank` of a merged file."""
-    events = [e for e in trace["traceEvents"] if isinstance(e, dict) and e.get("ph") == "X"]
+    """Complete ('X') events and instants ('i', dur 0) of one rank: otherData.rank's, or pid
+    `rank` of a merged file."""
+    events = [e for e in trace["traceEvents"] if isinstance(e, dict) and e.get("ph") in ("X", "i")]
     for e in events:
+        if e["ph"] == "i":
+            e.setdefault("dur", 0.0)
         if not (isinstance(e.get("ts"), (int, float)) and isinstance(e.get("dur"), (int, float))
                 and isinstance(e.setdefault("args", {}), dict)):
             raise ModelError(f"event '{e.get('name', '?')}' has no numeric ts/dur or no args object")
@@ -238,9 +241,30 @@ def profile_from_trace(trace, path, rank=None):
     layer_bytes = _layer_bytes(other, mine, buckets, n_layers)
     prof = Profile(f"trace {path}", fwd, bwd, buckets, layer_bytes, rows, micro, zero, params,
                    upload_s=_median(durations("upload")),
-                   optimizer_s=_median([a["optimizer"] for a in per_step.values()]), other_s=other_s)
+                   optimizer_s=_median([a["optimizer"] for a in per_step.values()]), other_s=other_s,
+                   ready_fraction=_ready_fractions(mine, buckets))
     prof.measured_step_s = _median([a["step"] for a in per_step.values()])
     return prof
+
+
+def _ready_fractions(events, buckets):
+    """Per bucket, the median over steps of where in its ready layer's (last) backward its
+    bucket_ready instant falls, in [0, 1]; 1.0 without instants (older traces)."""
+    last_bwd = {}  # (step, layer) -> the micro-batches' last backward span of that layer
+    for e in events:
+        if e.get("cat") == "backward":
+            key = (e["args"].get("step"), e["args"].get("layer"))
+            if key not in last_bwd or e["ts"] > last_bwd[key]["ts"]:
+                last_bwd[key] = e
+    found = {}
+    for e in events:
+        a = e.get("args", {})
+        if e.get("cat") != "bucket_ready" or not 0 <= a.get("bucket", -1) < len(buckets):
+            continue
+        span = last_bwd.get((a.get("step"), buckets[a["bucket"]][1]))
+        if span and span["dur"] > 0:
+            found.setdefault(a["bucket"], []).append(min(1.0, max(0.0, (e["ts"] - span["ts"]) / span["dur"])))
+    return [_median(found[b]) if b in found else 1.0 for b in range(len(buckets))]
 
 
 def _layer_bytes(other, events, buckets, n_layers):

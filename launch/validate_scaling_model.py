@@ -144,8 +144,10 @@ def report(n1_path, n2_path, table, args):
             p = pick(pred)
             if unit == "%":  # a share: the error in percentage points
                 err = f"{(p - m) * 100:+.0f} pp"
-            else:
-                err = f"{(p - m) / m * 100:+.0f}%" if m > 0 else "n/a"
+            elif m > 0.05 * got["step"]:
+                err = f"{(p - m) / m * 100:+.0f}%"
+            else:  # next to nothing measured: a ratio would say nothing, the difference does
+                err = f"{(p - m) * scale:+.2f} {unit}"
             cells += [f"{p * scale:.2f} {unit}", err]
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {m * scale:.2f} {unit} |")
 
@@ -155,7 +157,8 @@ def report(n1_path, n2_path, table, args):
     row("hidden share (1 - exposed/comm)", "hidden", 100, "%")
     for b in range(len(got["buckets"])):
         row(f"bucket {b} exposure", "buckets", index=b)
-    lines += ["", "Errors are (predicted - measured) / measured (the hidden share's: percentage points). The host has "
+    lines += ["", "Errors are (predicted - measured) / measured; the hidden share's in percentage points, and a time's "
+              "in ms where the measured one is under 5% of the step (a ratio to next to nothing says nothing). The host has "
               "2 cores shared with other work: two ranks with a communication thread each oversubscribe it, which "
               "the model does not know. The last prediction takes N = 2's per-layer compute and each collective's "
               "measured duration from its trace and checks the overlap arithmetic alone (bucket order, FIFO "

@@ -41,7 +41,7 @@ void Trainer::Impl::wire_tracer() {
   tracer = std::make_unique<StepTracer>(cfg.trace_path, TraceWindow{cfg.trace_first, cfg.trace_last}, backend, comm,
                                         std::move(info));
   reducer.set_trace(&tracer->collectives());
-  reducer.after_start = [this](size_t bucket) { tracer->bucket_started(static_cast<int>(bucket)); };
+  reducer.on_ready = [this](size_t bucket) { tracer->bucket_started(static_cast<int>(bucket)); };
   if (layer_shards) layer_shards->set_trace(&tracer->collectives());
   Model::LayerObservers points;
   points.done = [this] { tracer->end_layers(); };

@@ -57,6 +57,17 @@ class ScalingModelTest(unittest.TestCase):
         self.assertAlmostEqual(r.step_s, compute + ring_ar(nbytes, n, self.bw, self.lat), delta=1e-12, msg=self.msg)
         self.assertAlmostEqual(r.exposed_s, r.comm_s, delta=1e-12, msg=self.msg)
 
+    def test_a_bucket_ready_mid_layer_hides_behind_the_rest_of_that_layer(self):
+        nbytes, n = RNG.uniform(1e6, 1e8), RNG.randint(2, 64)
+        cost = ring_ar(nbytes, n, self.bw, self.lat)
+        frac = RNG.uniform(0.1, 0.9)
+        bwd = RNG.uniform(0.1, 3.0) * cost  # the layer's backward, of which 1 - frac is left at the start
+        p = Profile("mid", [1e-3], [bwd], [(nbytes, 0)], [nbytes], 32, ready_fraction=[frac])
+        r = simulate_step(p, n, flat_cluster(self.bw, self.lat), "ring")
+        # Started frac into the layer: exposed is what outlasts the layer's remaining backward.
+        self.assertAlmostEqual(r.exposed_s, max(0.0, cost - (1 - frac) * bwd), delta=1e-12, msg=self.msg)
+        self.assertAlmostEqual(r.step_s, 1e-3 + bwd + max(0.0, cost - (1 - frac) * bwd), delta=1e-12, msg=self.msg)
+
     def test_small_early_buckets_under_long_backward_are_hidden(self):
         n, layers = RNG.randint(2, 16), 6
         small = RNG.uniform(1e3, 1e5)

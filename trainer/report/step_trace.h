@@ -78,7 +78,7 @@ class StepTracer {
   void before_backward(int layer) { layer_point("backward", layer); }
   // The forward or backward pass returned: closes its last layer's span.
   void end_layers();
-  // The reducer started gradient bucket `bucket`'s collective: an instant
+  // Gradient bucket `bucket` is ready and its collective starts: an instant
   // on the compute timeline (on every world size, one rank included: when
   // backward made the bucket ready, for the scaling model).
   void bucket_started(int bucket);
