@@ -113,8 +113,9 @@ def assumptions(profile, cluster, args, zero, accum, extra):
         "one node: intra reduce-scatter + inter all-reduce of B/G + intra all-gather, summed (not pipelined).",
         f"Algorithm: {args.algorithm}" + (" (the faster of ring and tree per collective, like NCCL's tuner)"
                                            if args.algorithm == "auto" else "") + ".",
-        "Schedule: backward from the last layer down; a bucket's collective starts at max(its layer's backward "
-        "end, the previous collective's end): one FIFO communication stream; exposed = the compute side's "
+        "Schedule: backward from the last layer down; a bucket's collective starts at max(the point in its "
+        "layer's backward where the trace's bucket_ready instant puts it (the layer's end without one), the "
+        "previous collective's end): one FIFO communication stream; exposed = the compute side's "
         "waits (after backward, ZeRO's gathers). Step = upload + forward + backward + other + optimizer + exposed.",
         "ZeRO 1/2: reduce-scatter per bucket, optimizer / N, all-gather of the FP16 weights after the update "
         "(exposed). ZeRO 3: also each layer gathered before its forward and its backward "

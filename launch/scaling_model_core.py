@@ -19,8 +19,9 @@ alpha the latency of one step (s) and bw the bandwidth per rank per direction (B
   its own model. Reduce-scatter and all-gather are rings (NCCL has no tree for them).
 
 The step simulation (simulate_step) is the trainer's schedule: backward from the last
-layer to layer 0; a bucket's collective starts once its ready_after_layer's backward
-ended and the previous collective ended (one FIFO communication stream); ZeRO-3 gathers
+layer to layer 0; a bucket's collective starts once its ready_after_layer's backward made
+it ready (Profile.ready_fraction of the way through: the layer's end unless a trace says)
+and the previous collective ended (one FIFO communication stream); ZeRO-3 gathers
 go through the same FIFO.
 """
 import math
