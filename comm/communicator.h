@@ -126,7 +126,7 @@ class Communicator {
   virtual void resolve_trace_times() {}
 
  protected:
-  CollectiveRecord* open_record(const char* op, size_t elements) {
+  std::shared_ptr<CollectiveRecord> open_record(const char* op, size_t elements) {
     return trace_ != nullptr ? trace_->open(op, elements) : nullptr;
   }
   CollectiveTrace* trace_ = nullptr;  // not owned

@@ -92,6 +92,7 @@ void GradientReducer::start_ready_buckets() {
     } else {
       comm_.start_allreduce_sum_fp16(grads_ + b.offset, b.count);
     }
+    if (trace_ != nullptr) trace_->tag_next(-1, -1);  // a call that opened no record must not pass it on
     elements_started_ += b.count;
     ++next_bucket_;
   }

@@ -193,8 +193,8 @@ void MpiCommunicator::run_now(const std::function<void()>& job) {
 
 void MpiCommunicator::start_allreduce_sum_fp16(half16* data, size_t count) {
   if (world_size_ == 1 || count == 0) return;
-  CollectiveRecord* rec = open_record("all-reduce", count);
-  enqueue([this, data, count, rec] { run_allreduce(data, count, rec); });
+  const std::shared_ptr<CollectiveRecord> rec = open_record("all-reduce", count);
+  enqueue([this, data, count, rec] { run_allreduce(data, count, rec.get()); });
 }
 
 void MpiCommunicator::wait_allreduces() {
@@ -208,33 +208,33 @@ void MpiCommunicator::wait_allreduces() {
 
 void MpiCommunicator::allreduce_sum_fp16(half16* data, size_t count) {
   if (world_size_ == 1 || count == 0) return wait_allreduces();
-  CollectiveRecord* rec = open_record("all-reduce", count);
-  run_now([&] { run_allreduce(data, count, rec); });
+  const std::shared_ptr<CollectiveRecord> rec = open_record("all-reduce", count);
+  run_now([&] { run_allreduce(data, count, rec.get()); });
 }
 
 // The checks run on the caller's thread, so a bad call throws at once.
 void MpiCommunicator::reduce_scatter_sum_fp16(const half16* send, half16* recv, const ShardLayout& layout) {
   const bool in_place = check_reduce_scatter(send, recv, layout);
-  CollectiveRecord* rec = open_record("reduce-scatter", layout.total_count());
-  run_now([&] { run_reduce_scatter(send, recv, layout, in_place, rec); });
+  const std::shared_ptr<CollectiveRecord> rec = open_record("reduce-scatter", layout.total_count());
+  run_now([&] { run_reduce_scatter(send, recv, layout, in_place, rec.get()); });
 }
 
 void MpiCommunicator::start_reduce_scatter_sum_fp16(const half16* send, half16* recv, const ShardLayout& layout) {
   const bool in_place = check_reduce_scatter(send, recv, layout);
-  CollectiveRecord* rec = open_record("reduce-scatter", layout.total_count());
-  enqueue([this, send, recv, layout, in_place, rec] { run_reduce_scatter(send, recv, layout, in_place, rec); });
+  const std::shared_ptr<CollectiveRecord> rec = open_record("reduce-scatter", layout.total_count());
+  enqueue([this, send, recv, layout, in_place, rec] { run_reduce_scatter(send, recv, layout, in_place, rec.get()); });
 }
 
 void MpiCommunicator::allgather_fp16(const half16* mine, half16* full, const ShardLayout& layout) {
   const bool in_place = check_allgather(mine, full, layout);
-  CollectiveRecord* rec = open_record("all-gather", layout.total_count());
-  run_now([&] { run_allgather(mine, full, layout, in_place, rec); });
+  const std::shared_ptr<CollectiveRecord> rec = open_record("all-gather", layout.total_count());
+  run_now([&] { run_allgather(mine, full, layout, in_place, rec.get()); });
 }
 
 void MpiCommunicator::start_allgather_fp16(const half16* mine, half16* full, const ShardLayout& layout) {
   const bool in_place = check_allgather(mine, full, layout);
-  CollectiveRecord* rec = open_record("all-gather", layout.total_count());
-  enqueue([this, mine, full, layout, in_place, rec] { run_allgather(mine, full, layout, in_place, rec); });
+  const std::shared_ptr<CollectiveRecord> rec = open_record("all-gather", layout.total_count());
+  enqueue([this, mine, full, layout, in_place, rec] { run_allgather(mine, full, layout, in_place, rec.get()); });
 }
 
 bool MpiCommunicator::check_reduce_scatter(const half16* send, half16* recv, const ShardLayout& layout) const {

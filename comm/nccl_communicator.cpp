@@ -216,7 +216,7 @@ NcclCommunicator::CollectiveTiming NcclCommunicator::begin_collective(const char
   const auto [start, end] = next_timing_pair(busy_events_);
   DDP_CUDA_CHECK(cudaEventRecord(start, comm_stream()));  // reached once the inputs are written
   t.busy_end = end;
-  t.trace = open_record(op, elements);
+  t.trace = open_record(op, elements).get();  // the trace's records keep it
   if (t.trace != nullptr) {
     const auto [trace_start, trace_end] = next_timing_pair(trace_events_);
     DDP_CUDA_CHECK(cudaEventRecord(trace_start, comm_stream()));
@@ -234,7 +234,8 @@ void NcclCommunicator::end_collective(const CollectiveTiming& t) {
 void NcclCommunicator::resolve_trace_times() {
   if (trace_ == nullptr || trace_->device_origin == nullptr) return;
   const auto origin = static_cast<cudaEvent_t>(trace_->device_origin);
-  for (CollectiveRecord& r : trace_->records()) {
+  for (const std::shared_ptr<CollectiveRecord>& record : trace_->records()) {
+    CollectiveRecord& r = *record;
     if (r.device_begin == nullptr) continue;
     r.begin_us = trace_->device_origin_us + cuda_event_us_since(origin, static_cast<cudaEvent_t>(r.device_begin));
     r.end_us = trace_->device_origin_us + cuda_event_us_since(origin, static_cast<cudaEvent_t>(r.device_end));

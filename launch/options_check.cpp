@@ -52,9 +52,11 @@ bool gpt_or_not_sampling(const TrainConfig& c) { return c.model == "gpt" || !sam
 bool bench_gpt(const TrainConfig& c) { return c.given_flags.count("bench") > 0 && c.model == "gpt"; }
 bool token_data(const TrainConfig& c) { return c.data.kind == "text" || generating(c) || bench_gpt(c); }
 bool gpt_model(const TrainConfig& c) { return c.model == "gpt"; }
+bool tracing(const TrainConfig& c) { return !c.trace_path.empty(); }
 bool mlp_model(const TrainConfig& c) { return c.model == "mlp"; }
 constexpr Needs kNeeds[] = {
     {"keep-checkpoints", "--checkpoint-dir", has_checkpoint_dir},
+    {"trace-steps", "--trace (the file the timeline goes to)", tracing},
     {"checkpoint-every", "--checkpoint-dir", has_checkpoint_dir},
     // Without a checkpoint the steps done are lost: the run cannot be continued.
     {"stop-after-steps", "--checkpoint-dir (a checkpoint to --resume from)", has_checkpoint_dir, false},
@@ -116,7 +118,7 @@ void check_generate_flags(const TrainConfig& c, const BenchOptions& bench) {
     throw Error("--generate, --predict, --eval-only and --bench contradict each other: give one");
   for (const char* flag : {"save-weights", "steps", "epochs", "stop-after-steps", "checkpoint-every", "keep-checkpoints",
                            "metrics", "train-text", "val-text", "val-fraction", "eval-every", "sample-every",
-                           "sample-length"})
+                           "sample-length", "trace", "trace-steps"})
     if (on_command_line(c, flag))
       throw Error(std::string("--") + flag + " has no meaning with --generate (it reads no data and writes " +
                   "nothing but the bytes on stdout)");
@@ -135,7 +137,8 @@ void check_flags_as_a_whole(TrainConfig& c, const BenchOptions& bench) {
       {"train-images", &d.train_images}, {"train-labels", &d.train_labels}, {"test-images", &d.test_images},
       {"test-labels", &d.test_labels},   {"train-x", &d.train_x},           {"train-y", &d.train_y},
       {"test-x", &d.test_x},             {"test-y", &d.test_y},             {"train-csv", &d.train_csv},
-      {"test-csv", &d.test_csv},         {"train-text", &d.train_text},     {"val-text", &d.val_text}};
+      {"test-csv", &d.test_csv},         {"train-text", &d.train_text},     {"val-text", &d.val_text},
+      {"trace", &c.trace_path}};
   for (const auto& [flag, value] : paths)
     if (given(c, flag) && value->empty()) throw Error(std::string("--") + flag + ": the path is empty");
   // The command line wins over the config file: a config's flag that the
@@ -178,7 +181,8 @@ void check_flags_as_a_whole(TrainConfig& c, const BenchOptions& bench) {
       throw Error("--predict needs --resume or --init-weights (the weights to predict with)");
     if (c.eval_only || bench.enabled) throw Error("--predict, --eval-only and --bench contradict each other: give one");
     for (const char* flag : {"save-weights", "steps", "epochs", "stop-after-steps", "checkpoint-every",
-                             "keep-checkpoints", "metrics", "eval-every", "sample-every", "sample-length"})
+                             "keep-checkpoints", "metrics", "eval-every", "sample-every", "sample-length", "trace",
+                             "trace-steps"})
       if (on_command_line(c, flag))
         throw Error(std::string("--") + flag + " has no meaning with --predict (it writes nothing but --predictions)");
     if (on_command_line(c, "checkpoint-dir") && !(c.resume && c.resume_path.empty()))
@@ -198,7 +202,7 @@ void check_flags_as_a_whole(TrainConfig& c, const BenchOptions& bench) {
       throw Error("--eval-only needs --resume or --init-weights (the weights to evaluate)");
     if (bench.enabled) throw Error("--eval-only and --bench contradict each other: give one");
     for (const char* flag : {"save-weights", "steps", "epochs", "stop-after-steps", "checkpoint-every", "keep-checkpoints",
-                             "eval-every", "sample-every", "sample-length"})
+                             "eval-every", "sample-every", "sample-length", "trace", "trace-steps"})
       if (on_command_line(c, flag))
         throw Error(std::string("--") + flag + " has no meaning with --eval-only (it trains nothing and writes " +
                     "nothing but --metrics)");

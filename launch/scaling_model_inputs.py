@@ -275,11 +275,15 @@ def _layer_bytes(other, events, buckets, n_layers):
     layers = other.get("layers") or []
     if len(layers) == n_layers and all(isinstance(l, dict) and "bytes" in l for l in layers):
         return [float(l["bytes"]) for l in layers]
-    gathered = {}
+    per_step = {}  # (step, layer) -> bytes gathered: a layer of several runs (a GPT's tied head) has one gather each
     for e in events:
         a = e.get("args", {})
         if e.get("cat") == "comm" and a.get("op") == "all-gather" and "layer" in a:
-            gathered[a["layer"]] = float(a.get("bytes", 0))
+            key = (a.get("step"), a["layer"])
+            per_step[key] = per_step.get(key, 0.0) + float(a.get("bytes", 0))
+    gathered = {}
+    for (_, layer), nbytes in sorted(per_step.items(), key=lambda kv: (kv[0][0] or 0, kv[0][1])):
+        gathered.setdefault(layer, nbytes / 2)  # each step gathers a layer twice: before forward and backward
     if len(gathered) == n_layers:
         return [gathered[i] for i in range(n_layers)]
     out, upper = [0.0] * n_layers, n_layers - 1

@@ -90,6 +90,7 @@ void LayerShards::gather_layer(int layer) {
     const half16* from = params_.owned_weights_fp16() + (mine.count() > 0 ? run.offset + mine.begin - owned_begin : 0);
     if (trace_ != nullptr) trace_->tag_next(-1, layer);
     comm_.allgather_fp16(from, slot + position, slice);
+    if (trace_ != nullptr) trace_->tag_next(-1, -1);
     elements_gathered_ += run.count;
     for (size_t t = run.first; t < run.end; ++t)
       tables_.weights_fp16.set(t, slot + position + (registry[t].offset - run.offset));

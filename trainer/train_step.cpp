@@ -117,12 +117,13 @@ BenchTimings Trainer::Impl::bench(int64_t warmup_steps, int64_t timed_steps) {
   auto gathered = [this] { return optimizer.elements_gathered() + (layer_shards ? layer_shards->elements_gathered() : 0); };
   const size_t reduced_before = reducer.elements_started(), gathered_before = gathered();
   for (int64_t i = 0; i < timed_steps; ++i) {
+    if (tracer) tracer->prepare_step(step + 1);  // a window's barrier, outside the timed step
     const auto start = Clock::now();
     one_step();
     backend.synchronize();
     t.step_s.push_back(seconds_since(start));
   }
-  if (tracer) tracer->finish();  // after the timed steps: its flush waits for nothing they timed
+  if (tracer) tracer->finish();  // after the timed steps: its flush and write are not timed
   t.allreduce = comm.take_allreduce_times();
   t.graph_replays = captured.replays() - replays_before;
   // Replayed steps do not pass through the reducer: count them as eager ones.

@@ -196,6 +196,10 @@ TrainSummary Trainer::Impl::run() {
   int stop_signal = 0;
 
   while (step < plan.total_steps && !(cfg.stop_after_steps > 0 && tally.steps >= cfg.stop_after_steps)) {
+    if (tracer) {  // the trace window's barrier, before the step's clock starts
+      CollectiveWatch watch(watchdog, "barrier", step + 1);
+      tracer->prepare_step(step + 1);
+    }
     const auto step_start = Clock::now();
     const StepResult st = train_step();
     const bool last_step_of_run =
@@ -219,6 +223,7 @@ TrainSummary Trainer::Impl::run() {
       checkpoints.write(step);
       if (tracer) tracer->end_span();
     }
+    if (tracer && step >= tracer->window().last) tracer->finish();  // after the window's last step, its evaluation and checkpoint
     // Ranks agree on a stop at the same deterministic points where they
     // read the step state (every step on CPU ranks, at most 50 apart on
     // GPUs): a host collective every step would tie the hosts together.
@@ -275,6 +280,14 @@ void Trainer::Impl::report_progress(const StepResult& st, RunTally& tally) {
 }
 
 TrainSummary Trainer::Impl::finish(int stop_signal, RunTally& tally) {
+  // A window the run ended in is written whatever ends it (a signal, bad
+  // steps, --stop-after-steps): before anything below may stop the run.
+  if (tracer) {
+    tracer->finish();
+    if (is_root() && !tracer->started())
+      say("--trace: no step of --trace-steps " + std::to_string(cfg.trace_first) + ":" +
+          std::to_string(cfg.trace_last) + " ran in this run; no trace written");
+  }
   // The loop may end (--stop-after-steps, a signal) between two reads of
   // the step state: a --max-bad-steps ending reached since the last read
   // must not pass for a finished run (every rank ends here at one step).
@@ -301,7 +314,6 @@ TrainSummary Trainer::Impl::finish(int stop_signal, RunTally& tally) {
     }
   }
 
-  if (tracer) tracer->finish();
   TrainSummary sum = summary_of_run(tally);
   tally.allreduce += comm.take_allreduce_times();
   sum.allreduce_ms_per_step = tally.steps > 0 ? 1e3 * tally.allreduce.busy_s / tally.steps : 0.0;

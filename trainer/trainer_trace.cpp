@@ -34,7 +34,7 @@ void Trainer::Impl::wire_tracer() {
   info.zero_stage = cfg.zero_stage;
   info.micro_batches = cfg.grad_accum;
   info.batch_per_rank = cfg.batch_size;
-  info.global_batch = cfg.batch_size * cfg.grad_accum * world();
+  info.global_batch = global_batch();
   info.parameters = model.parameters().parameter_count();
   for (int l = 0; l < model.layer_count(); ++l) info.layer_tensors.push_back(model.layer_tensors(l));
   info.buckets = trace_buckets(reducer, model);

@@ -196,6 +196,7 @@ void CudaBackend::replay(int recording) {
 }
 
 std::unique_ptr<StreamMarks> CudaBackend::make_stream_marks() {
+  DDP_CUDA_CHECK(cudaSetDevice(device_));  // the events belong to this backend's device
   return std::make_unique<CudaStreamMarks>(compute_stream());
 }
 

@@ -33,12 +33,12 @@ CLOCK_OFFSET_US = 10e6
 GATHER_SLACK_US = 1.0
 
 
-def run_ranks(n, out, extra):
+def run_ranks(n, out, extra, steps=12, last=LAST):
     cmd = [MPIEXEC, "-np", str(n), "--oversubscribe"] + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
     cmd += [TRAINER, "--device", "cpu", "--threads", "1", "--data", "synthetic", "--synthetic-samples", "512",
-            "--layers", "10,256,256,256,10", "--batch-size", "16", "--steps", "12", "--log-every", "4",
+            "--layers", "10,256,256,256,10", "--batch-size", "16", "--steps", str(steps), "--log-every", "4",
             "--bucket-mb", "0.1", "--first-bucket-mb", "0.05", "--trace", os.path.join(out, "run.json"),
-            "--trace-steps", "%d:%d" % (FIRST, LAST)] + extra
+            "--trace-steps", "%d:%d" % (FIRST, last)] + extra
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, env=env,
                        timeout=300)
@@ -199,10 +199,44 @@ class TraceSchema(unittest.TestCase):
                                      ("comm", "all-gather", layer), (r, s, layer_span["name"], last["name"]))
                 self.assertTrue(all(e["args"]["op"] == "reduce-scatter" for e in comm if "bucket" in e["args"]))
 
+    def test_zero1_accumulation_and_a_window_to_the_last_step(self):
+        out = os.path.join(self.tmp.name, "zero1")
+        os.makedirs(out)
+        # The window ends with the run (written at its end, before the final evaluation),
+        # evaluations fall inside it.
+        doc = run_ranks(2, out, ["--zero", "1", "--grad-accum", "2", "--eval-every", "5"], steps=12, last=12)
+        check_schema(self, doc)
+        for r, other in enumerate(doc["otherData"]["ranks"]):
+            self.assertEqual(other["steps_traced"], [FIRST, 12])
+            self.assertEqual(other["micro_batches"], 2)
+            layers, buckets = len(other["layers"]), len(other["buckets"])
+            for s in range(FIRST, 13):
+                fwd = spans(doc, r, s, "forward")
+                self.assertEqual([e["args"]["layer"] for e in fwd], list(range(layers)) * 2)  # two micro-batches
+                comm = spans(doc, r, s, "comm", tid=1)
+                grads = [e for e in comm if "bucket" in e["args"]]
+                self.assertEqual([(e["args"]["bucket"], e["args"]["op"]) for e in grads],
+                                 [(b, "reduce-scatter") for b in range(buckets)])  # the last micro-batch only
+                second_bwd = [e for e in spans(doc, r, s, "backward")][layers:]
+                self.assertGreaterEqual(min(e["args"]["called_ts"] for e in grads), second_bwd[0]["ts"] - SLACK_US)
+                (opt,) = spans(doc, r, s, "optimizer")
+                gathers = [e for e in comm if e["args"]["op"] == "all-gather"]
+                self.assertEqual(len(gathers), 1)  # the weights after the update, inside the optimizer's span
+                self.assertTrue(opt["ts"] - SLACK_US <= gathers[0]["ts"] and end(gathers[0]) <= end(opt) + SLACK_US)
+            self.assertEqual([e["args"]["step"] for e in doc["traceEvents"] if e.get("cat") == "eval" and
+                              e["pid"] == r], [5, 8, 10])  # --eval-every 5 and the epoch's end (64 of 512 rows a step)
+
     def test_bad_trace_flags_are_refused_in_one_line(self):
-        for extra, needle in ((["--trace-steps", "5:2"], "--trace-steps"), (["--cuda-graph"], "--trace")):
-            p = subprocess.run([TRAINER, "--device", "cpu", "--data", "synthetic", "--steps", "3", "--trace",
-                                os.path.join(self.tmp.name, "bad.json")] + extra, stdout=subprocess.PIPE,
+        base = [TRAINER, "--device", "cpu", "--data", "synthetic", "--steps", "3"]
+        bad = os.path.join(self.tmp.name, "bad.json")
+        for argv, needle in ((["--trace", bad, "--trace-steps", "5:2"], "--trace-steps"),
+                             (["--trace", bad, "--cuda-graph"], "--trace"),
+                             (["--trace-steps", "1:2"], "--trace-steps needs --trace"),
+                             (["--trace", ""], "--trace: the path is empty"),
+                             (["--trace", os.path.join(self.tmp.name, "no", "such", "dir", "t.json")], "--trace"),
+                             (["--trace", bad, "--eval-only", "--init-weights", self.tmp.name], "--trace")):
+            argv = (base if "--eval-only" not in argv else base[:-2]) + argv
+            p = subprocess.run(argv, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, universal_newlines=True, timeout=60)
             self.assertNotEqual(p.returncode, 0)
             lines = [l for l in p.stderr.splitlines() if l.strip()]

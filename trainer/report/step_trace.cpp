@@ -2,8 +2,11 @@
 #include "trainer/report/step_trace.h"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <utility>
+
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -55,6 +58,11 @@ StepTracer::StepTracer(std::string path, TraceWindow window, Backend& backend, C
       info_(std::move(info)),
       marks_(backend.make_stream_marks()),
       origin_us_(trace_clock_us()) {
+  // Refused at the start, not after the window: each rank's own directory.
+  const size_t slash = path_.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : path_.substr(0, slash == 0 ? 1 : slash);
+  if (access(dir.c_str(), W_OK) != 0)
+    throw Error("--trace: cannot write " + path_ + " (" + dir + ": " + std::strerror(errno) + ")");
   comm_.set_trace(&collectives_);
 }
 
@@ -71,28 +79,33 @@ void StepTracer::close(size_t* slot) {
   *slot = kNone;
 }
 
+void StepTracer::prepare_step(int64_t step) {
+  if (started_ || written_ || !window_.contains(step)) return;
+  // The window opens on every rank at this step: the device idle, the
+  // ranks leaving one barrier together, the device's zero set here.
+  backend_.synchronize();
+  comm_.barrier();
+  set_origin();
+  clock_sync_us_ = trace_clock_us();
+  started_ = true;
+  first_traced_ = step;
+}
+
+void StepTracer::set_origin() {
+  marks_->set_origin();
+  collectives_.device_origin = marks_->device_origin();
+  collectives_.device_origin_us = marks_->device_origin_us();
+}
+
 void StepTracer::begin_step(int64_t step) {
-  if (written_) return;
-  if (!window_.contains(step)) {
-    if (started_) finish();  // the window is over
-    step_ = 0, in_step_ = false, collectives_.active = false;
+  if (written_ || !window_.contains(step)) {
+    step_ = 0, in_step_ = false, collectives_.active = false, collectives_.step = 0;
     return;
   }
-  if (!started_) {
-    // The window opens on every rank at this step: the device idle, the
-    // ranks leaving one barrier together, the device's zero set here.
-    backend_.synchronize();
-    comm_.barrier();
-    marks_->set_origin();
-    clock_sync_us_ = trace_clock_us();
-    collectives_.device_origin = marks_->device_origin();
-    collectives_.device_origin_us = marks_->device_origin_us();
-    started_ = true;
-    first_traced_ = step;
-  }
+  prepare_step(step);
   step_ = last_traced_ = step;
   in_step_ = true;
-  collectives_.active = true;
+  collectives_.active = true, collectives_.step = step;
   open("step", -1, &step_span_);
 }
 
@@ -102,6 +115,7 @@ void StepTracer::end_step() {
   close(&span_);
   close(&step_span_);
   in_step_ = false;
+  collectives_.step = 0;  // what runs between steps (an evaluation) is not the step's
 }
 
 void StepTracer::begin_span(const char* category) {
@@ -131,7 +145,7 @@ void StepTracer::end_layers() {
 }
 
 void StepTracer::flush() {
-  if (!started_) return;
+  if (!started_ || written_) return;
   // Every record's times are written once the collectives are done.
   comm_.wait_allreduces();
   comm_.resolve_trace_times();
@@ -151,7 +165,8 @@ void StepTracer::flush() {
   pending_.clear();
   step_span_ = span_ = layer_span_ = kNone;
   marks_->clear();
-  for (const CollectiveRecord& r : collectives_.records()) {
+  for (const std::shared_ptr<CollectiveRecord>& record : collectives_.records()) {
+    const CollectiveRecord& r = *record;
     if (!(r.end_us >= r.begin_us)) continue;  // never ran (not possible after the wait; kept safe)
     Event e;
     e.category = "comm", e.tid = 1, e.op = r.op, e.elements = r.elements;
@@ -161,15 +176,13 @@ void StepTracer::flush() {
                                                  : std::string());
     e.ts_us = r.begin_us - origin_us_, e.dur_us = r.end_us - r.begin_us;
     e.called_us = r.called_us - origin_us_;
-    e.step = 0;  // set below: the step whose span holds its call
-    for (auto it = events_.rbegin(); it != events_.rend(); ++it)
-      if (it->category == std::string("step") && it->ts_us <= e.called_us) {
-        e.step = it->step;
-        break;
-      }
+    e.step = r.step != 0 ? r.step : last_traced_;  // between steps: after the last traced one
     events_.push_back(std::move(e));
   }
   collectives_.clear();
+  // A new zero for the device's times (it has just been waited for): CUDA
+  // gives float milliseconds since an event, which blur over long windows.
+  set_origin();
 }
 
 void StepTracer::finish() {
@@ -177,8 +190,13 @@ void StepTracer::finish() {
   flush();
   collectives_.active = false;
   step_ = 0, in_step_ = false;
-  write();
   written_ = true;
+  try {
+    write();
+  } catch (const Error& e) {
+    std::fprintf(stderr, "ddp_train: warning: %s (the trace is lost; training was not affected)\n", e.what());
+  }
+  std::vector<Event>().swap(events_);
 }
 
 void StepTracer::write() {

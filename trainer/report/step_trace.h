@@ -63,9 +63,13 @@ class StepTracer {
   // The reducer's and the layer shards' tags go here (collective_trace.h).
   CollectiveTrace& collectives() { return collectives_; }
 
-  // Step `step` (1-based) begins: inside the window it is traced, and the
-  // window's first traced step begins with a barrier (every rank calls this
-  // at the same steps). A step after the window writes the file.
+  // Before step `step` (1-based) is timed: if it opens the window, the
+  // device is synchronised and the ranks pass a barrier (every rank calls
+  // this at the same steps; the caller watches the barrier).
+  void prepare_step(int64_t step);
+  // Step `step` begins: inside the window it is traced (prepare_step first
+  // if the caller did not). A step after the window traces nothing; the
+  // file is written by finish(), outside any timed step.
   void begin_step(int64_t step);
   void end_step();
   // A span on the compute timeline (category "upload", "loss", "comm_wait",
@@ -86,9 +90,13 @@ class StepTracer {
   // Resolves what was marked since the last flush (may wait for the
   // device and the collectives: at log steps).
   void flush();
-  // Flushes and writes the file, once (a run that ends inside the window).
+  // Flushes and writes the file, once the window has begun (a run that
+  // ends inside it included). A file that cannot be written is a warning:
+  // the run it describes has finished.
   void finish();
+  bool started() const { return started_; }
   bool written() const { return written_; }
+  const TraceWindow& window() const { return window_; }
 
  private:
   struct Pending {
@@ -110,6 +118,7 @@ class StepTracer {
   };
   static constexpr size_t kNone = static_cast<size_t>(-1);
   void layer_point(const char* category, int layer);
+  void set_origin();  // the device's zero (after a wait for it), for the marks and the transport
   void open(const char* category, int layer, size_t* slot);
   void close(size_t* slot);
   void write();
