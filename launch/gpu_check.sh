@@ -17,7 +17,8 @@
 #        5 comparison (5b: ours with --cuda-graph), 7 the GPT: 7a its CUDA
 #        kernel tests, 7b a short training run whose loss must fall, 7c
 #        GPT-2 124M ours vs PyTorch AMP eager and torch.compile, 7d --zero 0-3
-#        on the one GPU, which must give one final loss); the build
+#        on the one GPU, which must give one final loss, 7e --trace on the
+#        device at --zero 0 and 1, merged and checked); the build
 #        (1) always runs, and is quick when build-gpu is already there
 #   CMP_MODELS=a,c CMP_REPEATS=1 CMP_MODES=eager ...  a smaller comparison
 #   GPT_CMP_MODES=eager GPT_CMP_REPEATS=2 ...  the same for 7c
@@ -60,7 +61,7 @@ else
   JOBS=16
 fi
 RESERVE_S=15            # kept back for the summary and the tarball
-GPT_RESERVE_S=${GPT_RESERVE_S:-200}   # kept for stage 7 by stage 5 and 5b (7c: ~140 s, compile ~90 of it; 7d ~30 s)
+GPT_RESERVE_S=${GPT_RESERVE_S:-220}   # kept for stage 7 by stage 5 and 5b (7c: ~140 s, compile ~90 of it; 7d ~30 s; 7e ~15 s)
 [[ ",${GPU_CHECK_SKIP:-}," == *",7,"* ]] && GPT_RESERVE_S=0
 rm -rf "$LOGS" && mkdir -p "$LOGS"
 START_S=$(date +%s)
@@ -424,8 +425,43 @@ PY
     FIGURE[7d-gpt-zero]="$(grep -c '^done:' "$LOGS/7d-gpt-zero.log") runs, $losses distinct final test loss(es)"
     if [ "${STATUS[7d-gpt-zero]}" = ok ] && [ "$losses" != 1 ]; then STATUS[7d-gpt-zero]="FAILED (stages differ at one rank)"; fi
   fi
+  # 7e: --trace on the device (CUDA events on the compute stream, NCCL's
+  # stream's events for the collectives, never run before a GPU): every
+  # traced step holds each layer's forward and backward with positive,
+  # ordered times, and (NCCL: a world of one is still NCCL's on a GPU)
+  # every bucket's collective once, within the step.
+  run_stage 7e-gpt-trace 40 bash -c 'for z in 0 1; do
+      env LD_LIBRARY_PATH="$1" "$2" --device "$3" --data text --train-text "$4" --model gpt --n-layer 2 --n-head 2 \
+        --n-embd 64 --block-size 64 --batch-size 16 --steps 12 --log-every 4 --zero $z \
+        --trace "$5/trace-z$z.json" --trace-steps 3:10 2>&1 | grep -E "^done:|error" || exit 1
+      python3 "$6/launch/merge_traces.py" "$5/trace-z$z.json" -o "$5/trace-z$z-merged.json" || exit 1
+      python3 - "$5/trace-z$z-merged.json" <<'"'"'PY'"'"' || exit 1
+import json, sys
+d = json.load(open(sys.argv[1])); o = d["otherData"]["ranks"][0]
+x = [e for e in d["traceEvents"] if e.get("ph") == "X"]
+layers, buckets, bad = len(o["layers"]), len(o["buckets"]), []
+for s in range(3, 11):
+    st = [e for e in x if e["args"].get("step") == s]
+    (step,) = [e for e in st if e["cat"] == "step"]
+    f = sorted((e for e in st if e["cat"] == "forward"), key=lambda e: e["ts"])
+    b = sorted((e for e in st if e["cat"] == "backward"), key=lambda e: e["ts"])
+    c = [e for e in st if e["cat"] == "comm" and "bucket" in e["args"]]
+    if [e["args"]["layer"] for e in f] != list(range(layers)) or [e["args"]["layer"] for e in b] != list(range(layers))[::-1]:
+        bad.append(f"step {s}: layers out of order")
+    if any(e["dur"] <= 0 for e in f + b) or not all(step["ts"] <= e["ts"] and e["ts"] + e["dur"] <= step["ts"] + step["dur"] + 50 for e in f + b + c):
+        bad.append(f"step {s}: a span outside its step or of no length")
+    if o["transport"].startswith("NCCL") and sorted(e["args"]["bucket"] for e in c) != list(range(buckets)):
+        got = sorted(e["args"]["bucket"] for e in c)
+        bad.append(f"step {s}: buckets {got} of {buckets}")
+transport = o["transport"]
+print(("ok" if not bad else "BAD: " + "; ".join(bad[:3])) + f": {len(x)} spans, {layers} layers, {buckets} buckets, transport {transport}")
+sys.exit(1 if bad else 0)
+PY
+    done' _ "$OURS_LD" "$BUILD/ddp_train" "$GPT_DEVICE" "$WORK/gpt-text.txt" "$LOGS" "$ROOT"
+  ran 7e-gpt-trace && FIGURE[7e-gpt-trace]="$(grep -E '^(ok|BAD)' "$LOGS/7e-gpt-trace.log" | tr '\n' ' ')"
 else
   skip_stage 7a-gpt-tests-cuda "no test binary"; skip_stage 7b-gpt-train "no binary"; skip_stage 7d-gpt-zero "no binary"
+  skip_stage 7e-gpt-trace "no binary"
 fi
 mkdir -p "$LOGS/compare-gpt"
 if [ $DRY = 1 ]; then
