@@ -59,6 +59,7 @@ std::vector<int64_t> parse_step_list(const std::string& text, const char* flag) 
 ParsedOptions parse_options(int argc, const char* const argv[]) {
   ParsedOptions out;
   TrainConfig& c = out.config;
+  std::string lr_scaling = "none";
   std::string layers = "784,512,512,10", activation = "relu", loss = "xent", schedule = "cosine",
               loss_scale = "dynamic", optimizer = "sgd", config_file;
   int64_t seed = 0;
@@ -154,6 +155,10 @@ ParsedOptions parse_options(int argc, const char* const argv[]) {
       ("weight-decay", po::value(&c.weight_decay)->default_value(c.weight_decay),
        "SGD: L2 weight decay on every tensor (torch SGD); AdamW: decoupled decay, weights only")
       ("lr-schedule", po::value(&schedule)->default_value(schedule), "constant | step | cosine (over all steps)")
+      ("lr-scaling", po::value(&lr_scaling)->default_value(lr_scaling),
+       "none | linear | sqrt: --lr is the rate for global batch --base-batch, scaled to this run's global batch "
+       "(linear: x G/B, Goyal et al. 2017, with --warmup-steps; sqrt: x sqrt(G/B), common for AdamW)")
+      ("base-batch", po::value(&c.base_batch)->default_value(0), "--lr-scaling: the global batch --lr is meant for")
       ("warmup-steps", po::value(&c.warmup_steps)->default_value(c.warmup_steps), "linear warm-up iterations")
       ("lr-step-size", po::value(&c.lr_step_size)->default_value(0), "step schedule: iterations per decay (0: a third)")
       ("lr-gamma", po::value(&c.lr_gamma)->default_value(c.lr_gamma), "step schedule: decay factor")
@@ -314,6 +319,7 @@ ParsedOptions parse_options(int argc, const char* const argv[]) {
   else throw Error("--loss: '" + loss + "' is not one of xent, mse");
   c.loss_name = loss;
   c.lr_schedule = parse_lr_schedule(schedule);
+  c.lr_scaling = parse_lr_scaling(lr_scaling);
   c.optimizer = parse_optimizer_kind(optimizer);
   parse_loss_scale_mode(loss_scale, c.loss_scaler);
   if (out.bench.warmup_steps < 0) throw Error("--bench-warmup must be >= 0");

@@ -53,10 +53,12 @@ bool bench_gpt(const TrainConfig& c) { return c.given_flags.count("bench") > 0 &
 bool token_data(const TrainConfig& c) { return c.data.kind == "text" || generating(c) || bench_gpt(c); }
 bool gpt_model(const TrainConfig& c) { return c.model == "gpt"; }
 bool tracing(const TrainConfig& c) { return !c.trace_path.empty(); }
+bool lr_scaled(const TrainConfig& c) { return c.lr_scaling != LrScaling::None; }
 bool mlp_model(const TrainConfig& c) { return c.model == "mlp"; }
 constexpr Needs kNeeds[] = {
     {"keep-checkpoints", "--checkpoint-dir", has_checkpoint_dir},
     {"trace-steps", "--trace (the file the timeline goes to)", tracing},
+    {"base-batch", "--lr-scaling linear or sqrt", lr_scaled},
     {"checkpoint-every", "--checkpoint-dir", has_checkpoint_dir},
     // Without a checkpoint the steps done are lost: the run cannot be continued.
     {"stop-after-steps", "--checkpoint-dir (a checkpoint to --resume from)", has_checkpoint_dir, false},

@@ -97,7 +97,7 @@ Trainer::Impl::Impl(const TrainConfig& c, Backend& b, Communicator& m, TrainTest
       checkpoints(cfg, data.train, params, state, cursor, m, progress, plan) {
   plan = plan_run(cfg, cursor);
   schedule.kind = cfg.lr_schedule;
-  schedule.base_lr = cfg.lr;
+  schedule.base_lr = scaled_lr(cfg.lr, cfg.lr_scaling, cfg.base_batch, global_batch());  // --lr-scaling
   schedule.total_steps = plan.total_steps;
   schedule.warmup_steps = cfg.warmup_steps;
   schedule.step_size = cfg.lr_step_size;

@@ -130,6 +130,8 @@ std::map<std::string, std::string> optimizer_settings(const TrainConfig& c) {
     return std::string(buffer, std::to_chars(buffer, buffer + sizeof buffer, v).ptr);
   };
   std::map<std::string, std::string> m = {{"lr", text(c.lr)}, {"weight-decay", text(c.weight_decay)}};
+  if (c.lr_scaling != LrScaling::None)  // the rate's rule: a resume under another one is noted
+    m["lr-scaling"] = std::string(lr_scaling_name(c.lr_scaling)) + "@" + std::to_string(c.base_batch);
   if (c.optimizer == OptimizerKind::AdamW) {
     m["beta1"] = text(c.beta1), m["beta2"] = text(c.beta2), m["eps"] = text(c.eps);
   } else {

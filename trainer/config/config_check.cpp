@@ -39,6 +39,10 @@ void check_ranges(const TrainConfig& c) {
   if (c.zero_stage < 0 || c.zero_stage > 3) throw Error("--zero must be 0, 1, 2 or 3");
   if (c.zero_stage >= 2 && c.cuda_graph)
     throw Error("--cuda-graph works with --zero 0 and 1 only (stages 2 and 3 re-point gradients and weights per step)");
+  if (c.base_batch < 0) throw Error("--base-batch must be positive");
+  if (c.lr_scaling != LrScaling::None && c.base_batch == 0)
+    throw Error(std::string("--lr-scaling ") + lr_scaling_name(c.lr_scaling) +
+                " needs --base-batch B (the global batch --lr is the rate for)");
   if (!c.trace_path.empty() && c.cuda_graph)
     throw Error("--trace works without --cuda-graph only (a replayed graph has no layer points to mark)");
   if (c.trace_first < 1 || c.trace_last < c.trace_first) throw Error("--trace-steps must be A:B with 1 <= A <= B");

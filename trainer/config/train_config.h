@@ -11,6 +11,7 @@
 #include "trainer/models/gpt_config.h"
 #include "trainer/models/mlp_config.h"
 #include "trainer/optim/loss_scaler.h"
+#include "trainer/optim/lr_scaling.h"
 #include "trainer/optim/lr_schedule.h"
 #include "trainer/optim/optimizer_kind.h"
 
@@ -82,6 +83,10 @@ struct TrainConfig {
   double eps = 1e-8;
   double weight_decay = 0.0;  // SGD: L2 on every tensor; AdamW: decoupled, on the tensors marked to decay
   LrScheduleKind lr_schedule = LrScheduleKind::Cosine;
+  // --lr-scaling with --base-batch: lr is the rate for global batch
+  // base_batch, scaled to the run's global batch (optim/lr_scaling.h).
+  LrScaling lr_scaling = LrScaling::None;
+  int64_t base_batch = 0;
   int64_t warmup_steps = 0;
   int64_t lr_step_size = 0;
   double lr_gamma = 0.1;

@@ -36,6 +36,18 @@ void RunReport::banner(size_t parameters, const Dataset& train, const Dataset& t
   say("world " + std::to_string(world()) + " (" + comm_.name() + "), batch " + std::to_string(cfg_.batch_size) +
       " per rank" + accum + ", global batch " + std::to_string(global_batch()) + "; " +
       std::to_string(plan.total_steps) + " steps (" + std::to_string(plan.steps_per_epoch) + " per epoch)");
+  if (cfg_.lr_scaling != LrScaling::None) {  // the rate the run uses, and where it came from
+    const double lr = scaled_lr(cfg_.lr, cfg_.lr_scaling, cfg_.base_batch, global_batch());
+    say("learning rate " + json_number(lr) + ": --lr " + json_number(cfg_.lr) + " for global batch " +
+        std::to_string(cfg_.base_batch) + ", scaled " + lr_scaling_name(cfg_.lr_scaling) + " to " +
+        std::to_string(global_batch()));
+    if (metrics_) {
+      JsonRecord r;
+      r.add("event", "lr_scaling").add("rule", lr_scaling_name(cfg_.lr_scaling)).add("lr_given", cfg_.lr);
+      r.add("base_batch", cfg_.base_batch).add("global_batch", global_batch()).add("lr", lr);
+      metrics_->write(r);
+    }
+  }
 }
 
 void RunReport::memory(const StateBytes& state, size_t other_bytes, const ZeroFormula& formula) {
