@@ -100,8 +100,12 @@ int differs_from_root(const std::vector<T>& mine) {
 // Tolerance: 0.5% of the update's L2 norm after 8 steps, the data-parallel
 // bound (mpi_test_data_parallel.cpp): the two differ at most by the order
 // of the FP16 sums (the transport's reduce-scatter against its all-reduce).
-// A stage that loses a range's update, clips by a local norm, or sums
-// without dividing is off by far more.
+// AdamW's: 2%. Its first steps move each weight by about lr * sign(g), so
+// an element whose FP16 sum rounds to 0 in one order and to a tiny value in
+// the other moves by a whole lr in one run only; over 40 seeds at 4 ranks
+// the MLP's worst was 0.45%, and seed 45664 gives 1.03% (DDP_TEST_SEED=45664).
+// A stage that loses a range's update (100%), clips by a local norm (21%),
+// or sums without dividing is off by far more.
 TEST(Zero, EveryStageTracksStageZeroWithTheSameWeightsOnEveryRank) {
   MpiCommunicator comm;
   const Case cases[] = {{"MLP SGD", false, false},
@@ -139,7 +143,8 @@ TEST(Zero, EveryStageTracksStageZeroWithTheSameWeightsOnEveryRank) {
       EXPECT_EQ(failures_anywhere(static_cast<int>(skipped)), 0) << k.name << ": a step overflowed";
       const double rel = test::relative_update_difference(sharded.snapshot().master_weights_fp32,
                                                           replicated.snapshot().master_weights_fp32, start);
-      EXPECT_EQ(failures_anywhere(!(rel < 5e-3)), 0)
+      const double bound = k.adamw ? 2e-2 : 5e-3;
+      EXPECT_EQ(failures_anywhere(!(rel < bound)), 0)
           << k.name << " --zero " << stage << ": relative update difference " << rel;
       if (comm.rank() == 0)
         std::printf(
