@@ -40,7 +40,7 @@ class MetricsFollower:
         self.worst = math.inf if direction == "minimize" else -math.inf
         self.offset, self.partial = 0, b""
         self.summary = None
-        self.pending = None      # mode epoch: (epoch, value) of the latest eval not yet reported
+        self.pending = None      # (step or epoch, value) held until a later record arrives
 
     def value(self, record):
         """A record's value of the objective; null (a non-finite loss) is the worst."""
@@ -50,34 +50,48 @@ class MetricsFollower:
         return float(value)
 
     def poll(self, finished):
-        """(step, value, is_last) of what arrived since the last call; finished: the trial ended."""
+        """(step, value, is_last) of what arrived since the last call; finished: the trial ended.
+
+        A value is held back until a later record shows whether it was the run's
+        last (then the summary follows it): the last is the result, not an
+        intermediate value to prune on, so a trial that finished is never pruned."""
         reports = []
         for record in self._new_records():
-            event = record.get("event")
-            if event == "summary":
+            if record.get("event") == "summary":
                 self.summary = record
-            elif self.key == "samples_per_s":
-                if event == "step" and "samples_per_s" in record:
-                    reports.append((int(record["step"]), self.value(record)))
-            elif self.mode == "step":
-                if event == "eval" and not record.get("eval_only"):
-                    reports.append((int(record["step"]), self.value(record)))
-            elif event in ("eval", "step") and "epoch" in record:
-                epoch = int(record["epoch"])
-                if self.pending and epoch > self.pending[0]:
-                    reports.append(self.pending)
+                if self.pending:
+                    reports.append(self.pending + (True,))
                     self.pending = None
-                if event == "eval":
-                    self.pending = (epoch, self.value(record))
-        # The run's last value is its result, not an intermediate one to prune on:
-        # a trial that has finished counts as complete (or failed), never pruned.
-        reports = [(step, value, False) for step, value in reports]
+                continue
+            if self.pending and self._releases(record):
+                reports.append(self.pending + (False,))
+                self.pending = None
+            item = self._item(record)
+            if item:
+                self.pending = item
         if finished and self.pending:
             reports.append(self.pending + (True,))
             self.pending = None
-        if finished and self.summary and "steps" in self.summary:
-            reports = [(s, v, last or s >= self.summary["steps"]) for s, v, last in reports]
         return reports
+
+    def _item(self, record):
+        """(step, value) of a record that carries the objective, else None."""
+        event = record.get("event")
+        if self.key == "samples_per_s":
+            if event == "step" and "samples_per_s" in record:
+                return int(record["step"]), self.value(record)
+        elif event == "eval" and not record.get("eval_only"):
+            return int(record["epoch" if self.mode == "epoch" else "step"]), self.value(record)
+        return None
+
+    def _releases(self, record):
+        """Whether a record shows that training went on after the held value (for an
+        epoch's value: that a later epoch started, so it was the epoch's last too)."""
+        if record.get("event") not in ("step", "eval"):
+            return False                  # e.g. a checkpoint record after the last step
+        if self.mode == "epoch" and self.key != "samples_per_s":
+            return int(record.get("epoch", 0)) > self.pending[0]
+        return int(record.get("step", 0)) > self.pending[0]
 
     def _new_records(self):
         try:

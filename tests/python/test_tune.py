@@ -11,7 +11,8 @@
 - a search stopped (SIGTERM) during a trial exits 130; the same command again runs
   that trial again (the interrupted one is failed and not counted) and the rest;
 - a pruned trial that would run for minutes is stopped by SIGTERM (its metrics end
-  with ddp_train's "stopped" record) within seconds;
+  with ddp_train's "stopped" record) within seconds; a trial whose last value is
+  worse than the median completes (its result is not an intermediate value);
 - a trial that fails (ddp_train exits 1) is a FAIL trial and the search goes on;
 - the epoch-mode follower reports each epoch's last evaluation once, across torn lines;
 - bad input (unknown flag, malformed ranges, a flag also after --, an unknown or
@@ -199,7 +200,7 @@ class InterruptedSearchResumes(TuneTest):
         self.assertEqual(trials[1].params, {"lr": 0.05})
 
 
-class PrunedTrialIsStopped(TuneTest):
+class Pruning(TuneTest):
     def test_sigterm_stops_a_long_pruned_trial(self):
         from optuna.trial import TrialState
         study_dir = os.path.join(self.dir, "study")
@@ -217,6 +218,22 @@ class PrunedTrialIsStopped(TuneTest):
         last = json.loads(read(os.path.join(study_dir, "trial-0002", "metrics.jsonl")).splitlines()[-1])
         self.assertEqual((last["event"], last["signal"]), ("stopped", "SIGTERM"))
         self.assertLess(last["step"], 1000000)
+
+
+    def test_a_finished_trials_last_value_is_not_pruned(self):
+        from optuna.trial import TrialState
+        study_dir = os.path.join(self.dir, "study")
+        # The third trial's only evaluation, at its last step 4, is far worse than the
+        # other two's at step 4: its result, so it completes rather than being pruned.
+        done = run_tune("--study-dir", study_dir, "--trials", "3", "--objective", "test_loss",
+                        "--param", "lr=log:1e-3:200", "--param", "steps=choice:4,20",
+                        "--enqueue", f"lr={RNG.uniform(0.4, 0.6)},steps=20", "--enqueue", "lr=0.5,steps=20",
+                        "--enqueue", "lr=0.01,steps=4", "--", *TRIAL_ARGS)
+        self.assert_ok(done)
+        trials = load(study_dir).trials
+        self.assertGreater(trials[2].intermediate_values[4], max(t.intermediate_values[4] for t in trials[:2]))
+        self.assertEqual([t.state for t in trials], [TrialState.COMPLETE] * 3)
+        self.assertEqual(trials[2].value, trials[2].intermediate_values[4])
 
 
 class FailedTrialIsRecorded(TuneTest):
@@ -277,9 +294,9 @@ class BadInput(TuneTest):
     ]
 
     def test_bad_input_is_one_line_and_exit_2(self):
-        for args, named in self.CASES:
+        for case, (args, named) in enumerate(self.CASES):
             with self.subTest(args=args):
-                study_dir = os.path.join(self.dir, "s")
+                study_dir = os.path.join(self.dir, f"s{case}")
                 full = ["--study-dir", study_dir, "--trials", "2"]
                 if "--objective" not in args:
                     full += ["--objective", "test_loss"]
