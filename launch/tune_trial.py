@@ -19,6 +19,8 @@ import optuna
 import tune_space
 
 POLL_S = 0.2          # how often the metrics file is read while the trial runs
+READ_BYTES = 1 << 20  # read at most this much per poll, so a prune is not held up
+                      # by parsing the megabytes a fast trial writes meanwhile
 TERM_GRACE_S = 60     # after SIGTERM, how long the trial may take to stop before SIGKILL
 
 
@@ -39,6 +41,7 @@ class MetricsFollower:
         self.path, self.key, self.mode = path, key, mode
         self.worst = math.inf if direction == "minimize" else -math.inf
         self.offset, self.partial = 0, b""
+        self.drained = False
         self.summary = None
         self.pending = None      # (step or epoch, value) held until a later record arrives
 
@@ -50,7 +53,8 @@ class MetricsFollower:
         return float(value)
 
     def poll(self, finished):
-        """(step, value, is_last) of what arrived since the last call; finished: the trial ended.
+        """(step, value, is_last) of what was read (up to READ_BYTES); finished: the trial had
+        ended before this call. self.drained says whether the file's end was reached.
 
         A value is held back until a later record shows whether it was the run's
         last (then the summary follows it): the last is the result, not an
@@ -69,7 +73,7 @@ class MetricsFollower:
             item = self._item(record)
             if item:
                 self.pending = item
-        if finished and self.pending:
+        if finished and self.drained and self.pending:
             reports.append(self.pending + (True,))
             self.pending = None
         return reports
@@ -97,9 +101,11 @@ class MetricsFollower:
         try:
             with open(self.path, "rb") as f:
                 f.seek(self.offset)
-                chunk = f.read()
+                chunk = f.read(READ_BYTES)
         except FileNotFoundError:
+            self.drained = True
             return []
+        self.drained = len(chunk) < READ_BYTES
         self.offset += len(chunk)
         lines = (self.partial + chunk).split(b"\n")
         self.partial = lines.pop()          # an incomplete last line waits for its end
@@ -198,6 +204,7 @@ def _follow(trial, proc, follower):
                 trial.set_user_attr("pruned_at", step)
                 trial.set_user_attr("exit_status", proc.returncode)
                 raise optuna.TrialPruned(f"pruned at step {step} ({value:.6g})")
-        if finished:
+        if finished and follower.drained:
             return
-        time.sleep(POLL_S)
+        if follower.drained:
+            time.sleep(POLL_S)
