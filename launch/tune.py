@@ -11,11 +11,13 @@ count, so re-running the same command after an interruption finishes the search,
 and a larger N extends it. Each trial keeps DIR/trial-NNNN/{command.txt,log.txt,
 metrics.jsonl}. At the end: DIR/trials.md (printed too), DIR/best.ini, DIR/*.png.
 
-Pruning: MedianPruner(n_startup_trials=2, n_warmup_steps=0): once two trials have
+Pruning: MedianPruner(n_startup_trials=2, n_warmup_steps=--prune-warmup, 0 by
+default): once two trials have
 completed, a trial whose intermediate value is worse than the completed trials'
 median at the same step is stopped (SIGTERM). Two, so that a median exists to
 compare with after the fewest trials (a search of ~12 can prune from its third);
-no warm-up, so a diverging trial is stopped at its first evaluation. With a
+no warm-up by default, so a diverging trial is stopped at its first evaluation
+(a short cosine schedule ranks trials poorly early on: see --prune-warmup). With a
 batch-shape flag searched, intermediate values are per epoch (--report-at auto):
 steps of different batch sizes are not the same progress. A trial's last value
 is its result and never pruned on (a trial that finished is complete). Values
@@ -54,6 +56,9 @@ def parse_args(argv):
     ap.add_argument("--enqueue", action="append", default=[], metavar="NAME=V,...",
                     help="a trial to run first (e.g. the default recipe); once per study")
     ap.add_argument("--startup-trials", type=int, default=5, help="random trials before TPE")
+    ap.add_argument("--prune-warmup", type=int, default=0, metavar="N",
+                    help="prune no trial before its report N, in the reports' unit (a step, or "
+                    "an epoch with --report-at epoch); the median pruner's n_warmup_steps")
     ap.add_argument("--report-at", choices=("auto", "step", "epoch"), default="auto",
                     help="intermediate values per eval step or per epoch (auto: epoch when a "
                     "batch-shape flag is searched)")
@@ -72,6 +77,8 @@ def build_config(args):
         raise SpecError("--trials: must be at least 1")
     if not args.param:
         raise SpecError("--param: give at least one flag to search")
+    if args.prune_warmup < 0:
+        raise SpecError("--prune-warmup: must be at least 0")
     if args.ranks is not None and args.ranks < 1:
         raise SpecError("--ranks: must be at least 1")
     params = [tune_space.parse_param(spec) for spec in args.param]
@@ -123,7 +130,8 @@ def open_study(args, cfg):
     cfg.study_dir.mkdir(parents=True, exist_ok=True)
     storage = f"sqlite:///{cfg.study_dir / STUDY_FILE}"
     sampler = optuna.samplers.TPESampler(seed=args.seed, n_startup_trials=args.startup_trials)
-    pruner = optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=0, interval_steps=1)
+    pruner = optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=args.prune_warmup,
+                                         interval_steps=1)
     study = optuna.create_study(storage=storage, study_name=args.study_name, sampler=sampler,
                                 pruner=pruner, direction=cfg.direction, load_if_exists=True)
     stored = study.user_attrs.get("objective")

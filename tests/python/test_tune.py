@@ -13,6 +13,7 @@
 - a pruned trial that would run for minutes is stopped by SIGTERM (its metrics end
   with ddp_train's "stopped" record) within seconds; a trial whose last value is
   worse than the median completes (its result is not an intermediate value);
+  --prune-warmup 8 moves the diverging trial's prune from step 4 to step 8;
 - a trial that fails (ddp_train exits 1) is a FAIL trial and the search goes on;
 - the epoch-mode follower reports each epoch's last evaluation once, across torn lines;
 - bad input (unknown flag, malformed ranges, a flag also after --, an unknown or
@@ -220,6 +221,19 @@ class Pruning(TuneTest):
         self.assertLess(last["step"], 1000000)
 
 
+    def test_prune_warmup_delays_the_prune(self):
+        from optuna.trial import TrialState
+        study_dir = os.path.join(self.dir, "study")
+        # The same diverging third trial, but no pruning before step 8: pruned at 8, not 4.
+        done = run_tune("--study-dir", study_dir, "--trials", "3", "--objective", "test_loss",
+                        "--prune-warmup", "8", "--param", "lr=log:1e-3:200",
+                        "--enqueue", "lr=0.05", "--enqueue", "lr=0.5", "--enqueue", f"lr={RNG.uniform(80, 150)}",
+                        "--", *TRIAL_ARGS, "--steps", "20")
+        self.assert_ok(done)
+        pruned = load(study_dir).trials[2]
+        self.assertEqual((pruned.state, pruned.user_attrs["pruned_at"]), (TrialState.PRUNED, 8))
+        self.assertEqual(sorted(pruned.intermediate_values), [4, 8])
+
     def test_a_finished_trials_last_value_is_not_pruned(self):
         from optuna.trial import TrialState
         study_dir = os.path.join(self.dir, "study")
@@ -290,6 +304,7 @@ class BadInput(TuneTest):
         (["--param", "lr=log:1e-3:1", "--", "--lr=0.1"], "also given after --"),
         (["--param", "lr=log:1e-3:1", "--enqueue", "lr=5"], "outside"),
         (["--param", "lr=log:1e-3:1", "--objective", "accuracy"], "--objective accuracy"),
+        (["--param", "lr=log:1e-3:1", "--prune-warmup", "-1"], "--prune-warmup"),
         (["--param", "lr=log:1e-3:1", "--objective", "test_accuracy", "--", "--data", "synthetic"], "mse"),
     ]
 
