@@ -36,6 +36,7 @@ fi
 # to add to Debian's python (PEP 668) from pip 23 on; older pips lack it.
 # TensorBoard's own event writer (launch/metrics_to_tensorboard.py and its
 # test) is PyPI's tensorboard package: Debian has none.
+# launch/tune.py's search (and its test) uses PyPI's optuna.
 python=/usr/bin/python3
 pip=("$python" -m pip install --quiet --disable-pip-version-check)
 pypi_install() {  # module to import, package to install
@@ -46,3 +47,4 @@ pypi_install() {  # module to import, package to install
 }
 pypi_install safetensors.numpy safetensors
 pypi_install tensorboard.summary tensorboard
+pypi_install optuna optuna
