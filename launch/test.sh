@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 launch/install_deps.sh
+launch/install_test_deps.sh
 launch/build.sh
 # Multi-rank suites start Open MPI as root in containers and CI.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

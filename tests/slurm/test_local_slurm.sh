@@ -28,7 +28,7 @@ fail() { echo "FAIL: $*" >&2; show_logs; exit 1; }
 
 [[ $(id -u) -eq 0 ]] || skip "needs root (the daemons run as root here; a cluster has a slurm user)"
 for cmd in munged slurmctld slurmd sbatch srun sinfo squeue scancel; do
-  command -v "$cmd" >/dev/null || skip "$cmd not found (launch/install_deps.sh installs slurm-wlm and munge)"
+  command -v "$cmd" >/dev/null || skip "$cmd not found (launch/install_test_deps.sh installs slurm-wlm and munge)"
 done
 # An allocation we may be running in must not leak into our jobs.
 for v in $(compgen -e | grep '^SLURM_'); do unset "$v"; done
