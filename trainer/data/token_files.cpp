@@ -3,9 +3,13 @@
 // write, so the reader does not depend on the host's byte order.
 #include "trainer/data/token_files.h"
 
+#include <sys/stat.h>
+
+#include <fstream>
+
 #include "kernels/error.h"
 #include "trainer/data/data_error.h"
-#include "trainer/data/data_file.h"
+#include "trainer/data/input_file.h"
 
 namespace ddp {
 namespace {
@@ -24,6 +28,15 @@ std::vector<uint16_t> le_uint16s(const std::vector<uint8_t>& bytes, size_t begin
   const uint8_t* p = bytes.data() + begin;
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint16_t>(p[2 * i] | p[2 * i + 1] << 8);
   return tokens;
+}
+
+// Whether the regular file `path` begins with the llm.c magic (its first 4
+// bytes; a shorter or unreadable file does not).
+bool starts_with_llmc_magic(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<uint8_t> head(sizeof(int32_t));
+  in.read(reinterpret_cast<char*>(head.data()), static_cast<std::streamsize>(head.size()));
+  return in.gcount() == static_cast<std::streamsize>(head.size()) && has_llmc_magic(head);
 }
 
 std::string bytes_text(size_t n) { return std::to_string(n) + (n == 1 ? " byte" : " bytes"); }
@@ -93,8 +106,22 @@ TokenStream parse_token_bytes(const std::vector<uint8_t>& bytes, TokenFormat for
   return s;
 }
 
-TokenStream read_token_file(const std::string& path, TokenFormat format) {
-  const std::vector<uint8_t> bytes = read_file_bytes(path);
+size_t token_memory_bytes(size_t file_bytes, bool uint16_tokens) {
+  return uint16_tokens ? file_bytes * (1 + 1 + 4) : file_bytes * (1 + 2 + 8);
+}
+
+TokenStream read_token_file(const std::string& path, TokenFormat format, size_t max_bytes) {
+  // Only a regular file is sized here (a FIFO's open could block); anything
+  // else, or a missing file, is refused by read_input_file below.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+    bool uint16_tokens = format == TokenFormat::RawU16;
+    if (format == TokenFormat::Auto) uint16_tokens = starts_with_llmc_magic(path);
+    require_within_limit(path, token_memory_bytes(static_cast<size_t>(st.st_size), uint16_tokens), max_bytes,
+                         std::string("as ") + (uint16_tokens ? "uint16" : "byte") +
+                             " tokens (the file, its token stream and the windows' int32 ids and labels)");
+  }
+  const std::vector<uint8_t> bytes = read_input_file(path, max_bytes, "token file");
   return naming_out_of_memory(path, [&] { return parse_token_bytes(bytes, format, path); });
 }
 

@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "trainer/data/input_file.h"
+
 namespace ddp {
 
 enum class TokenFormat { Auto, Bytes, RawU16 };  // what --token-format asks for
@@ -51,9 +53,18 @@ struct TokenStream {
 // file that starts with the llm.c magic.
 TokenStream parse_token_bytes(const std::vector<uint8_t>& bytes, TokenFormat format, const std::string& name);
 
-// Reads `path` (a regular file within the input limit, input_file.h; not
-// gunzipped: its bytes are what is read) and parses it.
-TokenStream read_token_file(const std::string& path, TokenFormat format);
+// Reads `path` (a regular file; not gunzipped: its bytes are what is read)
+// and parses it. Before a byte is read, what the file will take once loaded
+// (token_memory_bytes) must fit `max_bytes`: a multi-GB file that cannot be
+// held is refused by its size in one line, not read into a machine that
+// then swaps or is killed.
+TokenStream read_token_file(const std::string& path, TokenFormat format, size_t max_bytes = input_limit_bytes());
+
+// The memory a token file of `file_bytes` takes while it is loaded and
+// trained on: the file's bytes, its uint16 stream and the windows' int32 ids
+// and labels (text_data.cpp): 1 + 2 + 8 bytes per byte of a byte text,
+// 1 + 1 + 4 per byte of a file of uint16 tokens.
+size_t token_memory_bytes(size_t file_bytes, bool uint16_tokens);
 
 // DataError naming the file and the position (counted from 0) of the first
 // token id that is not below `vocab_size`; `vocab_text` says where the bound
