@@ -24,6 +24,8 @@
 #include "trainer/sharded_state.h"
 #include "trainer/stop_signal.h"
 #include "trainer/trainer_impl.h"
+#include "trainer/data/input_file.h"
+#include "trainer/report/memory_report.h"
 #include "trainer/checkpoint/weights_io.h"
 
 namespace ddp {
@@ -367,9 +369,18 @@ TrainSummary Trainer::Impl::stopped_by(int signal, const RunTally& tally) {
   return sum;
 }
 
-Trainer::Trainer(const TrainConfig& config, Backend& backend, Communicator& comm, TrainTestData data)
-    // A config built in code is refused as the command line's is, before any part reads it.
-    : impl_(std::make_unique<Impl>(checked_train_config(config, comm.world_size()), backend, comm, std::move(data))) {}
+Trainer::Trainer(const TrainConfig& config, Backend& backend, Communicator& comm, TrainTestData data) {
+  // A config built in code is refused as the command line's is, before any part reads it.
+  const TrainConfig checked = checked_train_config(config, comm.world_size());
+  // A model that cannot fit is one line before anything is allocated, not
+  // an allocation failure (or a swapping machine) part way through building it.
+  const size_t parameters = model_parameters(bind_model_to_data(checked, data)).parameter_count();
+  const std::string problem =
+      host_memory_problem(checked.zero_stage, comm.world_size(), parameters, checked.optimizer == OptimizerKind::AdamW,
+                          backend.kind() == DeviceKind::Cpu, physical_memory_bytes());
+  if (!problem.empty()) throw Error(problem);
+  impl_ = std::make_unique<Impl>(checked, backend, comm, std::move(data));
+}
 Trainer::~Trainer() = default;
 void Trainer::prepare() { impl_->prepare(); }
 void Trainer::watch_collectives(CollectiveWatchdog* watchdog) { impl_->watchdog = watchdog; }

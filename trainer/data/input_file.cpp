@@ -47,14 +47,14 @@ class FdCloser {
   int fd_;
 };
 
+}  // namespace
+
 size_t physical_memory_bytes() {
   const long pages = ::sysconf(_SC_PHYS_PAGES);
   const long page_bytes = ::sysconf(_SC_PAGESIZE);
   if (pages <= 0 || page_bytes <= 0) return kInputFileCapBytes;  // unknown: the cap alone
   return static_cast<size_t>(pages) * static_cast<size_t>(page_bytes);
 }
-
-}  // namespace
 
 size_t input_limit_bytes() {
   static const size_t limit = std::min(kInputFileCapBytes, physical_memory_bytes());

@@ -35,6 +35,9 @@ constexpr size_t kInputFileCapBytes = size_t{64} << 30;
 // Callers pass a smaller one where they know better (a config file: 1 MiB).
 size_t input_limit_bytes();
 
+// The machine's physical memory (sysconf), or kInputFileCapBytes when unknown.
+size_t physical_memory_bytes();
+
 // An input file refused or unreadable; what() is "<path>: <problem>".
 // path() and problem() let a caller with its own error type (a checkpoint)
 // rewrap it.

@@ -23,14 +23,14 @@ size_t ParameterRegistry::add(ParameterTensor t) {
   t.offset = (flat_count_ + kAlignElements - 1) / kAlignElements * kAlignElements;
   flat_count_ = t.offset + count;
   parameter_count_ += count;
+  index_.emplace(t.name, tensors_.size());
   tensors_.push_back(std::move(t));
   return tensors_.size() - 1;
 }
 
 size_t ParameterRegistry::find(const std::string& name) const {
-  for (size_t i = 0; i < tensors_.size(); ++i)
-    if (tensors_[i].name == name) return i;
-  return tensors_.size();
+  const auto it = index_.find(name);
+  return it == index_.end() ? tensors_.size() : it->second;
 }
 
 std::vector<float> ParameterRegistry::pack(const std::vector<float>& flat) const {

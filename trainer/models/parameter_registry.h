@@ -26,6 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace ddp {
@@ -81,6 +82,10 @@ class ParameterRegistry {
 
  private:
   std::vector<ParameterTensor> tensors_;
+  // name -> index: add() and find() stay O(1) for models of many layers (a
+  // linear scan made a 100,000-layer GPT's registration quadratic: hours
+  // before its memory could even be checked).
+  std::unordered_map<std::string, size_t> index_;
   size_t flat_count_ = 0;
   size_t parameter_count_ = 0;
 };

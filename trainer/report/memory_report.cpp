@@ -36,6 +36,26 @@ ZeroFormula zero_formula_bytes(int stage, int world, size_t parameters, bool ada
   return f;
 }
 
+double host_bytes_needed(int stage, int world, size_t parameters, bool adamw, bool state_on_host) {
+  const double whole_fp32_weights = 4.0 * static_cast<double>(parameters);
+  return whole_fp32_weights + (state_on_host ? zero_formula_bytes(stage, world, parameters, adamw).ours_bytes : 0.0);
+}
+
+std::string host_memory_problem(int stage, int world, size_t parameters, bool adamw, bool state_on_host,
+                                size_t physical_bytes) {
+  const double needed = host_bytes_needed(stage, world, parameters, adamw, state_on_host);
+  if (needed <= static_cast<double>(physical_bytes)) return "";
+  char text[512];
+  std::snprintf(text, sizeof text,
+                "the model has %zu parameters: each rank needs %.1f GiB of host memory for them (%s), above this "
+                "machine's %.1f GiB: make the model smaller (--n-layer, --n-embd, --layers)%s",
+                parameters, needed / (1 << 30),
+                state_on_host ? "the whole FP32 weights and its --zero state" : "the whole FP32 weights",
+                static_cast<double>(physical_bytes) / (1 << 30),
+                state_on_host && stage < 3 ? ", or shard its state over more ranks (--zero 3)" : "");
+  return text;
+}
+
 namespace {
 std::string mib(double bytes) {
   char text[32];

@@ -50,6 +50,17 @@ struct ZeroFormula {
 };
 ZeroFormula zero_formula_bytes(int stage, int world, size_t parameters, bool adamw);
 
+// Host memory one rank needs at least, before its first step: the whole
+// FP32 weights (4 bytes per parameter: every rank draws or reads the initial
+// values whole, and a checkpoint gathers each state whole) and, where the
+// state lives in host memory (CPU ranks), the formula's state with ours.
+double host_bytes_needed(int stage, int world, size_t parameters, bool adamw, bool state_on_host);
+
+// "" when host_bytes_needed fits `physical_bytes`, else the one-line
+// problem, naming the parameter count, the need, the memory and the fix.
+std::string host_memory_problem(int stage, int world, size_t parameters, bool adamw, bool state_on_host,
+                                size_t physical_bytes);
+
 // The banner's line: the classes (each the largest rank's), the rest of the
 // trainer's allocations (activations, scratch, batch slots, communication
 // staging: `other_bytes`) and the formula.
