@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <random>
 #include <string>
@@ -16,6 +17,7 @@
 #include "kernels/half_convert.h"
 #include "test_support.h"
 #include "trainer/checkpoint/safetensors.h"
+#include "trainer/data/input_file.h"
 
 namespace ddp {
 namespace {
@@ -226,6 +228,24 @@ TEST(Safetensors, HeaderSizesThatLieAreRefusedBeforeParsing) {
   // A truncated file: the header is whole, the buffer is not.
   test::expect_data_error([&] { parse_safetensors(Bytes(good.begin(), good.end() - 1), "w.safetensors"); },
                           {"tensor 0.bias", "past the end", "31-byte buffer"});
+}
+
+// read_safetensors checks the header against the file's size before it
+// reads the buffer: a file larger than this machine's memory (sparse: no
+// disk used) whose header covers 56 bytes is refused for its header, not
+// read or refused for its size; so is one whose header size is zero.
+TEST(Safetensors, AFileWhoseHeaderLiesIsRefusedBeforeItsBufferIsRead) {
+  std::mt19937_64 rng(test::test_seed());
+  const std::string header = "{" + entry("0.weight", "F32", "[2,3]", "[0,24]") + "," + kBias + "}";
+  const std::string padded = test::write_temp("padded.safetensors", file_bytes(header, random_bytes(rng, 32)));
+  const uintmax_t huge = uintmax_t{physical_memory_bytes()} + (uintmax_t{1} << 30);
+  std::filesystem::resize_file(padded, huge);
+  test::expect_data_error([&] { read_safetensors(padded); }, {"padded.safetensors", "tensors end at 32"});
+  const std::string zeros = test::write_temp("zeros.safetensors", Bytes(8, 0));
+  std::filesystem::resize_file(zeros, huge);
+  test::expect_data_error([&] { read_safetensors(zeros); }, {"zeros.safetensors", "JSON"});
+  std::filesystem::remove(padded);
+  std::filesystem::remove(zeros);
 }
 
 TEST(Safetensors, ReadNamesTheFileWhenItIsMissingOrNotRegular) {

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -160,6 +162,28 @@ TEST(WeightsSafetensors, MissingExtraOrMisShapedTensorIsRefusedNamingIt) {
       if (t.name == "2.weight") t.shape = {t.shape[0] * t.shape[1]};
   }, storage);
   test::expect_data_error([&] { load_weights(flattened, m.registry); }, {"flat.safetensors", "tensor 2.weight", "shape ["});
+}
+
+// Weights to start from must be finite (every step would be skipped): a NaN
+// or an Inf anywhere, in a safetensors file or a .npy directory, is one line
+// naming the file, the tensor and the element.
+TEST(WeightsSafetensors, ANonFiniteWeightIsRefusedNamingTheTensorAndElement) {
+  std::mt19937_64 rng(test::test_seed());
+  for (const float bad : {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::infinity()}) {
+    RandomModel m = random_model(rng);
+    const ParameterTensor& t = m.registry[rng() % m.registry.size()];
+    const size_t element = rng() % t.count;
+    m.flat[t.offset + element] = bad;
+    const std::string dir = test::make_temp_dir("bad_weights");
+    const std::string file = dir + "/bad.safetensors";
+    save_weights(file, m.registry, m.flat);
+    const std::string tensor = "tensor " + t.name + ": non-finite value (" + (std::isnan(bad) ? "nan" : "inf") + ")";
+    const std::string at = "at element " + std::to_string(element) + " ";
+    test::expect_data_error([&] { load_weights(file, m.registry); }, {"bad.safetensors: ", tensor, at});
+    save_weights(dir + "/npy", m.registry, m.flat);
+    test::expect_data_error([&] { load_weights(dir + "/npy", m.registry); },
+                            {t.file_stem + ".npy: ", "non-finite value", "flat index " + std::to_string(element)});
+  }
 }
 
 }  // namespace

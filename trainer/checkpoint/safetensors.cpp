@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -246,22 +247,28 @@ std::vector<float> SafetensorsFile::values_fp32(const SafetensorsTensor& t) cons
   return values;
 }
 
-SafetensorsFile parse_safetensors(std::vector<uint8_t> bytes, const std::string& name) {
+namespace {
+
+// Every check of parse_safetensors from the file's first bytes (`head`: at
+// least 8 + its header size of them, when the size is within the cap and
+// the file) and its size: the tensors and metadata, without the buffer.
+SafetensorsFile parse_head(const std::vector<uint8_t>& head, size_t file_bytes, const std::string& name) {
   SafetensorsFile f;
   f.name = name;
-  if (bytes.size() < 8)
-    throw DataError(name, "not a safetensors file: " + std::to_string(bytes.size()) +
+  if (file_bytes < 8)
+    throw DataError(name, "not a safetensors file: " + std::to_string(file_bytes) +
                               " bytes, fewer than the 8-byte header size");
-  const uint64_t header_bytes = read_le64(bytes.data());
+  const uint64_t header_bytes = read_le64(head.data());
   if (header_bytes > kSafetensorsMaxHeaderBytes)
     throw DataError(name, "header size " + std::to_string(header_bytes) + " is above the " +
                               std::to_string(kSafetensorsMaxHeaderBytes) + "-byte cap (not a safetensors file?)");
-  if (header_bytes > bytes.size() - 8)
+  if (header_bytes > file_bytes - 8)
     throw DataError(name, "header size " + std::to_string(header_bytes) + " runs past the end of the " +
-                              std::to_string(bytes.size()) + "-byte file (truncated?)");
+                              std::to_string(file_bytes) + "-byte file (truncated?)");
+  DDP_REQUIRE(head.size() >= 8 + header_bytes, "parse_head: the whole header");
   f.buffer_start = 8 + static_cast<size_t>(header_bytes);
-  const size_t buffer_bytes = bytes.size() - f.buffer_start;
-  const char* text = reinterpret_cast<const char*>(bytes.data() + 8);
+  const size_t buffer_bytes = file_bytes - f.buffer_start;
+  const char* text = reinterpret_cast<const char*>(head.data() + 8);
   const Json header = parse_header_json(name, text, text + header_bytes);
   if (!header.is_object()) throw DataError(name, "header is JSON but not an object {name: tensor, ...}");
 
@@ -273,6 +280,29 @@ SafetensorsFile parse_safetensors(std::vector<uint8_t> bytes, const std::string&
     f.tensors.push_back(parse_entry(name, item.key(), item.value(), buffer_bytes));
   }
   check_tiling(name, f.tensors, buffer_bytes);
+  return f;
+}
+
+// The first 8 + header size bytes of the regular file `path` of
+// `file_bytes` (only the 8-byte size where it is beyond the cap or the
+// file: parse_head refuses it from those), or none when unreadable.
+std::vector<uint8_t> read_head(const std::string& path, size_t file_bytes) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<uint8_t> head(std::min<size_t>(8, file_bytes));
+  if (!in.read(reinterpret_cast<char*>(head.data()), static_cast<std::streamsize>(head.size()))) return {};
+  if (head.size() < 8) return head;
+  const uint64_t header_bytes = read_le64(head.data());
+  if (header_bytes > kSafetensorsMaxHeaderBytes || header_bytes > file_bytes - 8) return head;
+  head.resize(8 + static_cast<size_t>(header_bytes));
+  in.read(reinterpret_cast<char*>(head.data() + 8), static_cast<std::streamsize>(header_bytes));
+  if (!in) head.clear();
+  return head;
+}
+
+}  // namespace
+
+SafetensorsFile parse_safetensors(std::vector<uint8_t> bytes, const std::string& name) {
+  SafetensorsFile f = parse_head(bytes, bytes.size(), name);
   f.bytes = std::move(bytes);
   return f;
 }
@@ -288,6 +318,15 @@ std::map<std::string, std::string> parse_safetensors_metadata(const uint8_t* byt
 }
 
 SafetensorsFile read_safetensors(const std::string& path) {
+  // The header is checked against the file's size before the buffer is
+  // read: a file whose header lies (a sparse file of zeros, a buffer longer
+  // than its tensors) is one line at once, not after reading gigabytes.
+  // Anything but a readable regular file is left to read_input_file.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+    const std::vector<uint8_t> head = read_head(path, static_cast<size_t>(st.st_size));
+    if (!head.empty()) parse_head(head, static_cast<size_t>(st.st_size), path);
+  }
   return naming_out_of_memory(path, [&] {
     return parse_safetensors(read_input_file(path, input_limit_bytes(), "safetensors file"), path);
   });

@@ -2,6 +2,7 @@
 #include "trainer/checkpoint/weights_io.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include "kernels/error.h"
@@ -43,6 +44,19 @@ std::string model_tensors_text(const ParameterRegistry& registry) {
 }
 
 std::string shown_name(const std::string& name) { return name.size() <= 80 ? name : name.substr(0, 80) + "..."; }
+
+// Weights to start from must be finite: one NaN or Inf makes every step's
+// gradients non-finite, so every step is skipped until --max-bad-steps ends
+// the run (and an evaluation of them means nothing). The .npy reader
+// refuses them itself (npy_io.h).
+void require_finite_weights(const std::string& path, const std::string& tensor, const std::vector<float>& values) {
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (std::isfinite(values[i])) continue;
+    throw DataError(path, "tensor " + tensor + ": non-finite value (" + (std::isnan(values[i]) ? "nan" : "inf") +
+                              ") at element " + std::to_string(i) + " (counted from 0); weights must be finite");
+  }
+}
+
 }  // namespace
 
 bool is_safetensors_path(const std::string& path) {
@@ -85,6 +99,7 @@ std::vector<float> load_weights_safetensors(const std::string& path, const Param
       throw DataError(path, "tensor " + t.name + ": shape " + shape_text(stored->shape) + ", this model's is " +
                                 shape_text(t.shape) + " (another model or --layers?)");
     const std::vector<float> values = file.values_fp32(*stored);
+    require_finite_weights(path, t.name, values);
     std::copy(values.begin(), values.end(), flat.begin() + static_cast<std::ptrdiff_t>(t.offset));
   }
   for (const SafetensorsTensor& stored : file.tensors)
