@@ -129,8 +129,21 @@ TEST(CliPredict, BadInputIsRefusedInOneLineAndNothingIsWritten) {
       {w + " --predict " + f.x + " --predictions " + f.dir + "/nodir/o.npy", "does not exist"},
       {w + " --predict " + f.x + " --predictions " + f.dir + "/o.npy --predict-output odds", "not one of logits"},
       {w + " --predict-output probs", "--predict-output needs --predict"},
+      // A file of the --init-weights directory is an input too (it was written over).
+      {w + " --predict " + f.x + " --predictions " + f.dir + "/w/layer0.weight.npy", "is one of this run's inputs"},
+      // Integer rows other than uint8 are labels, not features: named, not an internal message.
+      {w + " --predict " + f.dir + "/ints.npy --predictions " + f.dir + "/o.npy", "ints.npy: "},
+      // A NaN row predicts nothing: named as a training file's would be (it was predicted).
+      {w + " --predict " + f.dir + "/nan.npy --predictions " + f.dir + "/o.npy",
+       "nan.npy: non-finite value (nan) in sample 1, feature 2"},
   };
+  const std::vector<int64_t> ints(3 * kIn, 1);
+  save_npy_int64(f.dir + "/ints.npy", ints.data(), {3, kIn});
+  std::vector<float> with_nan(3 * kIn, 0.25f);
+  with_nan[kIn + 2] = std::nanf("");
+  save_npy_fp32(f.dir + "/nan.npy", with_nan.data(), {3, kIn});
   const std::string x_before = test::read_text(f.x);
+  const std::string weights_before = test::read_text(f.dir + "/w/layer0.weight.npy");
   for (const auto& c : cases) {
     const test::CommandResult r = run_trainer(c.args);
     EXPECT_NE(r.exit_code, 0) << c.args;
@@ -140,6 +153,7 @@ TEST(CliPredict, BadInputIsRefusedInOneLineAndNothingIsWritten) {
   EXPECT_FALSE(fs::exists(f.dir + "/m.jsonl"));
   EXPECT_EQ(test::read_text(f.dir + "/notes.txt"), "mine\n");
   EXPECT_EQ(test::read_text(f.x), x_before);
+  EXPECT_EQ(test::read_text(f.dir + "/w/layer0.weight.npy"), weights_before);
   fs::remove_all(f.dir);
 }
 

@@ -16,7 +16,9 @@
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/checkpoint_dir.h"
 #include "trainer/checkpoint/checkpoint_validation.h"
+#include "trainer/checkpoint/run_outputs.h"
 #include "trainer/checkpoint/weights_io.h"
+#include "trainer/data/dataset.h"
 #include "trainer/data/npy_io.h"
 #include "trainer/models/model_catalog.h"
 #include "trainer/models/model_factory.h"
@@ -73,12 +75,17 @@ std::vector<float> load_starting_weights(const TrainConfig& c, const ParameterRe
 
 std::string check_prediction_files(const TrainConfig& c) {
   const NpyArray x = read_npy(c.predict_path);
+  require_feature_dtype(x, c.predict_path);
   const int64_t width = model_input_width(c);
   if (x.shape.size() != 2 || static_cast<int64_t>(x.shape[1]) != width)
     throw Error("--predict " + c.predict_path + ": shape " + npy_shape_text(x.shape) + ", the model reads rows of " +
                 std::to_string(width) + " features: expected (N, " + std::to_string(width) + ")");
   const std::string& out = c.predictions_path;
-  for (const std::string& input : {c.predict_path, c.config_path, c.resume_path, c.init_weights_dir})
+  // Every input: the rows, the config, the checkpoint, the weights and each
+  // .npy file of a weights directory, any data file named.
+  std::vector<std::string> inputs = run_input_paths(c);
+  inputs.push_back(c.predict_path);
+  for (const std::string& input : inputs)
     if (!input.empty() && same_file(out, input))
       throw Error("--predictions " + out + " is one of this run's inputs (" + input + "): choose another path");
   std::error_code ec;
@@ -94,6 +101,8 @@ void run_prediction(const TrainConfig& c, Backend& backend, Communicator& comm) 
   const NpyArray x_file = read_npy(c.predict_path);
   const std::vector<float> x = npy_values_as_float(x_file);
   const size_t n = x_file.shape[0], d = x_file.shape[1];
+  // As a training file's: a NaN or Inf row would predict nothing meaningful.
+  require_finite(x, d, c.predict_path, "feature");
   const int batch = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(c.batch_size, std::max<size_t>(n, 1))));
   std::unique_ptr<Model> model = make_model(c, backend, batch);
   ParameterStore params(backend, model->parameters());

@@ -240,9 +240,13 @@ std::vector<int64_t> npy_values_as_int(const NpyArray& array) {
   return values;
 }
 
+void require_feature_dtype(const NpyArray& array, const std::string& path) {
+  if (array.is_integer()) throw DataError(path, dtype_problem(array, "features", "'<f4', '<f8' or '|u1'"));
+}
+
 Dataset load_npy_dataset(const std::string& x_path, const std::string& y_path) {
   const NpyArray x = read_npy(x_path);
-  if (x.is_integer()) throw DataError(x_path, dtype_problem(x, "features", "'<f4', '<f8' or '|u1'"));
+  require_feature_dtype(x, x_path);
   if (x.shape.size() != 2) {
     throw DataError(x_path, "unsupported shape " + npy_shape_text(x.shape) + " for features: expected 2-D [N, D]");
   }

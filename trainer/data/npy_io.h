@@ -39,6 +39,10 @@ NpyArray read_npy(const std::string& path);
 std::vector<float> npy_values_as_float(const NpyArray& array);
 std::vector<int64_t> npy_values_as_int(const NpyArray& array);
 
+// DataError naming `path` unless `array` holds features: float32, float64
+// or uint8 (integers of other widths are labels).
+void require_feature_dtype(const NpyArray& array, const std::string& path);
+
 // x: [N, D] f4/f8/u1. y: [N] i4/i8 class labels, or [N, K] / [N] f4/f8
 // regression targets. DataError on a dtype, shape or count mismatch.
 Dataset load_npy_dataset(const std::string& x_path, const std::string& y_path);
