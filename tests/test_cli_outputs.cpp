@@ -77,6 +77,33 @@ TEST_F(CliOutputs, AnOutputThatIsAnInputIsRefusedAndLeftIntact) {
   EXPECT_EQ(run(data() + "--steps 3 --resume " + checkpoint).exit_code, 0);
 }
 
+// A rank's --trace file (t.json -> t.rank0.json) is an output like the
+// others: not an input (directly, or named so that its rank file is one), not
+// a user's file, a directory or a link, not the --metrics file; an earlier
+// trace is replaced. Each of these once trained and then wrote over it.
+TEST_F(CliOutputs, ATraceFileIsCheckedAsEveryOutputIs) {
+  const std::string train = dir + "/train.csv";
+  fs::copy_file(train, dir + "/train.rank0.csv");
+  std::ofstream(dir + "/mine.rank0.json") << "my notes\n";
+  fs::create_directory(dir + "/d.rank0.json");
+  fs::create_symlink(train, dir + "/link.rank0.json");
+  const std::string before = test::read_text(train), copy_before = test::read_text(dir + "/train.rank0.csv");
+  expect_refused(data(dir + "/train.rank0.csv") + "--steps 2 --trace " + train, {"--trace", "input"});
+  expect_refused(data() + "--steps 2 --trace " + dir + "/link.json", {"--trace", "input"});
+  expect_refused(data() + "--steps 2 --trace " + dir + "/mine.json", {"mine.rank0.json", "not a ddp_train trace"});
+  expect_refused(data() + "--steps 2 --trace " + dir + "/d.json", {"d.rank0.json", "a directory"});
+  expect_refused(data() + "--steps 2 --trace " + dir + "/t.json --metrics " + dir + "/t.rank0.json",
+                 {"t.rank0.json", "--metrics"});
+  EXPECT_EQ(test::read_text(train), before);
+  EXPECT_EQ(test::read_text(dir + "/train.rank0.csv"), copy_before);
+  EXPECT_EQ(test::read_text(dir + "/mine.rank0.json"), "my notes\n");
+  EXPECT_TRUE(fs::is_symlink(dir + "/link.rank0.json"));
+  EXPECT_FALSE(fs::exists(dir + "/t.rank0.json"));
+  ASSERT_EQ(run(data() + "--steps 2 --trace " + dir + "/t.json").exit_code, 0);
+  const test::CommandResult again = run(data() + "--steps 2 --trace " + dir + "/t.json");
+  EXPECT_EQ(again.exit_code, 0) << again.output;  // an earlier trace is replaced
+}
+
 TEST_F(CliOutputs, AMetricsFileNotOursIsNeverOverwritten) {
   const std::string notes = dir + "/notes.jsonl";
   std::ofstream(notes) << "my own notes\n";

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "trainer/checkpoint/run_outputs.h"
 #include "trainer/trainer_impl.h"
 
 namespace ddp {
@@ -38,6 +39,7 @@ void Trainer::Impl::wire_tracer() {
   info.parameters = model.parameters().parameter_count();
   for (int l = 0; l < model.layer_count(); ++l) info.layer_tensors.push_back(model.layer_tensors(l));
   info.buckets = trace_buckets(reducer, model);
+  check_trace_file(cfg, trace_path_for_rank(cfg.trace_path, comm.rank()));
   tracer = std::make_unique<StepTracer>(cfg.trace_path, TraceWindow{cfg.trace_first, cfg.trace_last}, backend, comm,
                                         std::move(info));
   reducer.set_trace(&tracer->collectives());

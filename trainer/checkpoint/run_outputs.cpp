@@ -69,6 +69,22 @@ bool looks_like_our_metrics(const std::string& path) {
   return got > 0 && std::strncmp(head, "{\"event\":", 9) == 0;
 }
 
+// A ddp_train trace holds otherData.format "ddp_train trace 1" before its
+// events (step_trace.cpp writes the keys in sorted order: displayTimeUnit,
+// otherData, traceEvents), after the bucket plan: within the first MiB,
+// which is all that is read.
+bool looks_like_our_trace(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return false;
+  std::string head(size_t{1} << 20, '\0');
+  size_t got = 0;
+  ssize_t n = 0;
+  while (got < head.size() && (n = ::read(fd, &head[got], head.size() - got)) > 0) got += static_cast<size_t>(n);
+  ::close(fd);
+  head.resize(got);
+  return head.rfind("{", 0) == 0 && head.find("\"ddp_train trace 1\"") != std::string::npos;
+}
+
 // A directory output: an existing path must be a directory.
 void require_directory_or_absent(const std::string& dir, const char* flag) {
   struct stat st {};
@@ -278,6 +294,29 @@ std::vector<std::string> check_run_outputs(const TrainConfig& c, bool append_met
     make_writable_directory(c.save_weights_dir, "--save-weights");
   if (!c.metrics_path.empty()) open_metrics(c.metrics_path);
   return notes;
+}
+
+void check_trace_file(const TrainConfig& c, const std::string& file) {
+  const std::string t = "--trace " + c.trace_path + ": its file " + file;
+  refuse_if_input(file, "--trace", run_input_paths(c));
+  const fs::path r = resolved(file);
+  if (!c.metrics_path.empty() && r == resolved(c.metrics_path)) throw Error(t + " is the --metrics file");
+  if (!c.checkpoint_dir.empty() && r.parent_path() == resolved(c.checkpoint_dir) &&
+      is_checkpoint_dir_file_name(r.filename().string()))
+    throw Error(t + " is a checkpoint file name in --checkpoint-dir");
+  if (!c.save_weights_dir.empty()) {
+    std::vector<std::string> weights = {c.save_weights_dir};
+    if (!is_safetensors_path(c.save_weights_dir)) weights = weights_npy_paths(c.save_weights_dir, model_parameters(c));
+    for (const std::string& w : weights)
+      if (r == resolved(w)) throw Error(t + " is a file --save-weights writes");
+  }
+  struct stat st {};
+  if (::lstat(file.c_str(), &st) != 0) return;
+  if (S_ISLNK(st.st_mode))
+    throw Error(t + " is a symbolic link, which the trace would replace: choose another name");
+  if (!S_ISREG(st.st_mode)) throw Error(t + " exists and is " + kind_of(st) + ", not a file");
+  if (!looks_like_our_trace(file))
+    throw Error(t + " exists and is not a ddp_train trace; refusing to overwrite it: choose another name");
 }
 
 std::vector<std::string> check_checkpoint_dir_for_run(const std::string& dir, bool resumed, int64_t start_step,

@@ -33,6 +33,14 @@ std::vector<std::string> run_input_paths(const TrainConfig& config);
 // weights files replaced).
 std::vector<std::string> check_run_outputs(const TrainConfig& config, bool append_metrics);
 
+// A rank's --trace file (`file`: step_trace.h's name for the rank), checked
+// by every rank before training. Throws ddp::Error naming it when it is one
+// of the run's inputs (through any link), the --metrics file, a checkpoint
+// name in --checkpoint-dir or a file --save-weights writes, or exists and
+// is a link, a directory or anything but an earlier ddp_train trace (which
+// it replaces, as --metrics replaces an earlier metrics file).
+void check_trace_file(const TrainConfig& config, const std::string& file);
+
 // The checkpoint directory as this run will use it. A fresh run (start_step
 // 0, not resumed) refuses a directory that already holds checkpoints; a
 // resumed run refuses one that holds another run's checkpoint (or one whose
