@@ -147,5 +147,18 @@ TEST_F(CliGenerate, BadInputIsRefusedInOneLineWithNothingOnStdout) {
   EXPECT_FALSE(fs::exists(*dir_ + "/m.jsonl"));
 }
 
+// The text goes to stdout byte by byte; a write that fails (a full disk:
+// /dev/full) is one line and exit 1, never exit 0 with the text lost.
+TEST_F(CliGenerate, AStdoutThatCannotBeWrittenIsOneLineAndExitOne) {
+  const std::string err_path = *dir_ + "/full_stderr.txt";
+  const test::CommandResult r =
+      test::run_command("timeout -k 2 60 " + std::string(DDP_TRAIN_BINARY) + " --device cpu --threads 1 " +
+                        from_checkpoint() + " --generate 20 --prompt abc >/dev/full 2>" + err_path);
+  EXPECT_EQ(r.exit_code, 1);
+  const std::string line = test::single_error_line(test::read_text(err_path));
+  EXPECT_NE(line.find("cannot write the text to stdout: No space left on device"), std::string::npos)
+      << test::read_text(err_path);
+}
+
 }  // namespace
 }  // namespace ddp

@@ -2,6 +2,8 @@
 #include "trainer/generation.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <memory>
 #include <random>
 
@@ -92,8 +94,9 @@ void run_generation(const GenerationPlan& plan, Backend& backend, std::FILE* out
   const WeightTable weights_fp16 = WeightTable::flat(params.weights_fp16.data(), model->parameters());
   sample_bytes(backend, *model, g, weights_fp16, c.prompt, c.generate_bytes, settings, c.seed,
                [out](int byte) {
-                 std::fputc(byte, out);
-                 std::fflush(out);
+                 // A full disk or a closed pipe is one line, not a text lost in silence.
+                 if (std::fputc(byte, out) == EOF || std::fflush(out) != 0)
+                   throw Error(std::string("--generate: cannot write the text to stdout: ") + std::strerror(errno));
                });
 }
 
