@@ -102,6 +102,9 @@ TEST_F(CliOutputs, ATraceFileIsCheckedAsEveryOutputIs) {
   ASSERT_EQ(run(data() + "--steps 2 --trace " + dir + "/t.json").exit_code, 0);
   const test::CommandResult again = run(data() + "--steps 2 --trace " + dir + "/t.json");
   EXPECT_EQ(again.exit_code, 0) << again.output;  // an earlier trace is replaced
+  std::ofstream(dir + "/empty.rank0.json").flush();
+  const test::CommandResult empty = run(data() + "--steps 2 --trace " + dir + "/empty.json");
+  EXPECT_EQ(empty.exit_code, 0) << empty.output;  // so is an empty file: nothing in it to lose
 }
 
 TEST_F(CliOutputs, AMetricsFileNotOursIsNeverOverwritten) {

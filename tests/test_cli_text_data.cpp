@@ -163,12 +163,12 @@ TEST_F(CliTextData, GptFlagsOutsideTheirSenseAreRefused) {
 }
 
 // A GPT whose parameters cannot fit is one line before it is built: 100,000
-// blocks (1.2 million tensors, 20 billion parameters) and 48 blocks 65,536
-// wide (2.5 trillion). Registering the first once took hours (a quadratic
+// blocks 1024 wide (1.2 million tensors, 1.3 trillion parameters: 30 TB, on
+// any host) and 48 blocks 65,536 wide (2.5 trillion). Registering the first once took hours (a quadratic
 // name check), and the second failed only at an allocation.
 TEST_F(CliTextData, AGptThatCannotFitInMemoryIsRefusedBeforeItIsBuilt) {
   const std::string gpt = "--data text --train-text " + text + " --block-size 16 --model gpt --batch-size 4";
-  expect_refused(gpt + " --n-layer 100000 --n-embd 128", {"parameters", "host memory", "--n-layer"});
+  expect_refused(gpt + " --n-layer 100000 --n-embd 1024", {"parameters", "host memory", "--n-layer"});
   expect_refused(gpt + " --n-layer 48 --n-embd 65536 --n-head 64", {"parameters", "host memory", "--n-embd"});
 }
 

@@ -137,9 +137,9 @@ TEST(TokenFiles, ARawUint16FileOfOddByteLengthIsRefused) {
                           {path + ": ", "odd byte length " + std::to_string(bytes.size()), "uint16"});
 }
 
-// A file is sized against the memory it will take (itself, its uint16
-// stream, its windows: 11 bytes per byte of text, 6 per byte of uint16
-// tokens) before it is read, so a multi-GB file that cannot be held is one
+// A file is sized against the memory it will take (its uint16 stream and
+// its windows: 10 bytes per byte of text, 5 per byte of uint16 tokens)
+// before it is read, so a multi-GB file that cannot be held is one
 // line instead of a machine swapping. Each encoding just below and just above.
 TEST(TokenFiles, AFileWhoseTokensCannotBeHeldIsRefusedBeforeItIsRead) {
   std::mt19937_64 rng(test::test_seed());
@@ -148,14 +148,14 @@ TEST(TokenFiles, AFileWhoseTokensCannotBeHeldIsRefusedBeforeItIsRead) {
   const std::string llmc = test::write_temp("big.bin", llmc_bytes(random_tokens(rng, n, 50)));
   const std::string raw = test::write_temp("big.u16", u16_bytes(random_tokens(rng, n, 50)));
   const size_t llmc_file_bytes = kLlmcHeaderBytes + 2 * n;
-  EXPECT_EQ(read_token_file(text, TokenFormat::Auto, 11 * n).tokens.size(), n);
-  test::expect_data_error([&] { read_token_file(text, TokenFormat::Auto, 11 * n - 1); },
+  EXPECT_EQ(read_token_file(text, TokenFormat::Auto, 10 * n).tokens.size(), n);
+  test::expect_data_error([&] { read_token_file(text, TokenFormat::Auto, 10 * n - 1); },
                           {text + ": ", "byte tokens", "limit"});
-  EXPECT_EQ(read_token_file(llmc, TokenFormat::Auto, 6 * llmc_file_bytes).tokens.size(), n);
-  test::expect_data_error([&] { read_token_file(llmc, TokenFormat::Auto, 6 * llmc_file_bytes - 1); },
+  EXPECT_EQ(read_token_file(llmc, TokenFormat::Auto, 5 * llmc_file_bytes).tokens.size(), n);
+  test::expect_data_error([&] { read_token_file(llmc, TokenFormat::Auto, 5 * llmc_file_bytes - 1); },
                           {llmc + ": ", "uint16 tokens", "limit"});
-  EXPECT_EQ(read_token_file(raw, TokenFormat::RawU16, 12 * n).tokens.size(), n);
-  test::expect_data_error([&] { read_token_file(raw, TokenFormat::RawU16, 12 * n - 1); },
+  EXPECT_EQ(read_token_file(raw, TokenFormat::RawU16, 10 * n).tokens.size(), n);
+  test::expect_data_error([&] { read_token_file(raw, TokenFormat::RawU16, 10 * n - 1); },
                           {raw + ": ", "uint16 tokens", "limit"});
 }
 

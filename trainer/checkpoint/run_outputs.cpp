@@ -16,6 +16,7 @@
 #include "trainer/checkpoint/safetensors.h"
 #include "trainer/models/model_catalog.h"
 #include "trainer/checkpoint/weights_io.h"
+#include "trainer/data/input_file.h"
 
 namespace ddp {
 namespace {
@@ -69,20 +70,29 @@ bool looks_like_our_metrics(const std::string& path) {
   return got > 0 && std::strncmp(head, "{\"event\":", 9) == 0;
 }
 
-// A ddp_train trace holds otherData.format "ddp_train trace 1" before its
-// events (step_trace.cpp writes the keys in sorted order: displayTimeUnit,
-// otherData, traceEvents), after the bucket plan: within the first MiB,
-// which is all that is read.
+// A ddp_train trace holds otherData.format "ddp_train trace 1" (step_trace.cpp
+// writes the keys sorted: displayTimeUnit, otherData, traceEvents), after
+// the bucket plan, which grows with the buckets: the file is searched in
+// 1 MiB pieces (each overlapping the last by the tag's length) up to the
+// input limit.
 bool looks_like_our_trace(const std::string& path) {
+  static const std::string kTag = "\"ddp_train trace 1\"";
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return false;
-  std::string head(size_t{1} << 20, '\0');
-  size_t got = 0;
+  std::string window, piece(size_t{1} << 20, '\0');
+  size_t read_bytes = 0;
+  bool first = true, found = false;
   ssize_t n = 0;
-  while (got < head.size() && (n = ::read(fd, &head[got], head.size() - got)) > 0) got += static_cast<size_t>(n);
+  while (!found && read_bytes < input_limit_bytes() && (n = ::read(fd, &piece[0], piece.size())) > 0) {
+    window.append(piece, 0, static_cast<size_t>(n));
+    if (first && window.compare(0, 1, "{") != 0) break;
+    first = false;
+    read_bytes += static_cast<size_t>(n);
+    found = window.find(kTag) != std::string::npos;
+    if (window.size() > kTag.size()) window.erase(0, window.size() - kTag.size());
+  }
   ::close(fd);
-  head.resize(got);
-  return head.rfind("{", 0) == 0 && head.find("\"ddp_train trace 1\"") != std::string::npos;
+  return found;
 }
 
 // A directory output: an existing path must be a directory.
@@ -315,7 +325,7 @@ void check_trace_file(const TrainConfig& c, const std::string& file) {
   if (S_ISLNK(st.st_mode))
     throw Error(t + " is a symbolic link, which the trace would replace: choose another name");
   if (!S_ISREG(st.st_mode)) throw Error(t + " exists and is " + kind_of(st) + ", not a file");
-  if (!looks_like_our_trace(file))
+  if (st.st_size > 0 && !looks_like_our_trace(file))  // an empty file holds nothing to lose
     throw Error(t + " exists and is not a ddp_train trace; refusing to overwrite it: choose another name");
 }
 

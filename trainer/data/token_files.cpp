@@ -107,7 +107,10 @@ TokenStream parse_token_bytes(const std::vector<uint8_t>& bytes, TokenFormat for
 }
 
 size_t token_memory_bytes(size_t file_bytes, bool uint16_tokens) {
-  return uint16_tokens ? file_bytes * (1 + 1 + 4) : file_bytes * (1 + 2 + 8);
+  // The stream and the windows, held together while the windows are built
+  // (the file's bytes are freed once the stream is decoded, and the two
+  // together are less).
+  return uint16_tokens ? file_bytes * (1 + 4) : file_bytes * (2 + 8);
 }
 
 TokenStream read_token_file(const std::string& path, TokenFormat format, size_t max_bytes) {
@@ -119,7 +122,7 @@ TokenStream read_token_file(const std::string& path, TokenFormat format, size_t 
     if (format == TokenFormat::Auto) uint16_tokens = starts_with_llmc_magic(path);
     require_within_limit(path, token_memory_bytes(static_cast<size_t>(st.st_size), uint16_tokens), max_bytes,
                          std::string("as ") + (uint16_tokens ? "uint16" : "byte") +
-                             " tokens (the file, its token stream and the windows' int32 ids and labels)");
+                             " tokens (the token stream and the windows' int32 ids and labels)");
   }
   const std::vector<uint8_t> bytes = read_input_file(path, max_bytes, "token file");
   return naming_out_of_memory(path, [&] { return parse_token_bytes(bytes, format, path); });

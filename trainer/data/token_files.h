@@ -60,10 +60,10 @@ TokenStream parse_token_bytes(const std::vector<uint8_t>& bytes, TokenFormat for
 // then swaps or is killed.
 TokenStream read_token_file(const std::string& path, TokenFormat format, size_t max_bytes = input_limit_bytes());
 
-// The memory a token file of `file_bytes` takes while it is loaded and
-// trained on: the file's bytes, its uint16 stream and the windows' int32 ids
-// and labels (text_data.cpp): 1 + 2 + 8 bytes per byte of a byte text,
-// 1 + 1 + 4 per byte of a file of uint16 tokens.
+// The most memory a token file of `file_bytes` takes while it is loaded:
+// its uint16 stream and the windows' int32 ids and labels, held together
+// while the windows are built (text_data.cpp): 2 + 8 bytes per byte of a
+// byte text, 1 + 4 per byte of a file of uint16 tokens.
 size_t token_memory_bytes(size_t file_bytes, bool uint16_tokens);
 
 // DataError naming the file and the position (counted from 0) of the first
