@@ -14,7 +14,9 @@ otherData of the result: {"format", "world_size", "aligned_at": "clock_sync_ts",
 "ranks": [each file's otherData, in rank order]}.
 
 Standard library only. Bad input (a missing or garbled file, ranks of different
-runs, a rank missing or given twice) is a one-line error and exit status 2.
+runs, a rank missing or given twice, an output that is an input or someone
+else's file: launch/tool_files.py) is a one-line error and exit status 2. The
+output is written whole or not at all (a temporary file renamed over it).
 """
 
 import argparse
@@ -24,7 +26,14 @@ import os
 import re
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tool_files  # noqa: E402
+
 FORMAT = "ddp_train trace 1"
+# What merge_traces writes (json.dump of a dict: "{" first), and ddp_train's
+# own trace files: an existing -o file that looks like neither is refused.
+TRACE_OUTPUT = tool_files.Kind("a Chrome trace (JSON)", lambda head: head.startswith(b"{") and any(
+    key in head for key in (b'"traceEvents"', b'"otherData"', b'"displayTimeUnit"')))
 
 
 class TraceError(Exception):
@@ -47,11 +56,10 @@ def rank_files(prefix):
 
 def load(path):
     try:
-        with open(path) as f:
-            doc = json.load(f)
-    except OSError as e:
-        raise TraceError("%s: cannot read it (%s)" % (path, e.strerror or e))
-    except ValueError as e:
+        doc = json.loads(tool_files.read_bytes(path, path))
+    except tool_files.FileError as e:
+        raise TraceError(str(e))
+    except ValueError as e:  # UnicodeDecodeError included
         raise TraceError("%s: not JSON (%s)" % (path, e))
     other = doc.get("otherData") if isinstance(doc, dict) else None
     if not isinstance(other, dict) or other.get("format") != FORMAT:
@@ -59,9 +67,28 @@ def load(path):
     if not isinstance(doc.get("traceEvents"), list):
         raise TraceError("%s: no traceEvents list" % path)
     for key in ("rank", "world_size", "clock_sync_ts"):
-        if not isinstance(other.get(key), (int, float)) or isinstance(other.get(key), bool):
+        if not _is_number(other.get(key)):
             raise TraceError("%s: otherData.%s is missing or not a number" % (path, key))
+    for i, e in enumerate(doc["traceEvents"]):
+        bad = _bad_event(e)
+        if bad:
+            raise TraceError("%s: traceEvents[%d] %s" % (path, i, bad))
     return doc
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _bad_event(e):
+    """What is wrong with an event that merge() would shift, or None."""
+    if not isinstance(e, dict):
+        return "is not an object"
+    if "ts" in e and not _is_number(e["ts"]):
+        return "has a ts that is not a number"
+    if isinstance(e.get("args"), dict) and "called_ts" in e["args"] and not _is_number(e["args"]["called_ts"]):
+        return "has an args.called_ts that is not a number"
+    return None
 
 
 def merge(paths):
@@ -107,8 +134,8 @@ def main(argv):
     args = p.parse_args(argv)
     paths = []
     for item in args.inputs:
-        if os.path.isfile(item):
-            paths.append(item)
+        if os.path.lexists(item):
+            paths.append(item)  # load() says what is wrong with one that is not a trace file
         else:
             found = rank_files(item)
             if not found:
@@ -116,21 +143,18 @@ def main(argv):
                       (item, "<name>.rank<R><ext>"), file=sys.stderr)
                 return 2
             paths += found
+    label = "--output %s" % args.output
     try:
+        tool_files.check_outputs([(args.output, label, TRACE_OUTPUT)], paths)
         merged = merge(paths)
-    except TraceError as e:
+        tool_files.write_text_atomic(args.output, label, json.dumps(merged) + "\n")
+    except (TraceError, tool_files.FileError) as e:
         print("merge_traces: %s" % e, file=sys.stderr)
         return 2
-    if os.path.abspath(args.output) in [os.path.abspath(x) for x in paths]:
-        print("merge_traces: --output %s is one of the inputs; not overwriting it" % args.output, file=sys.stderr)
-        return 2
-    tmp = args.output + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(merged, f)
-        f.write("\n")
-    os.replace(tmp, args.output)
     n = sum(1 for e in merged["traceEvents"] if e.get("ph") == "X")
-    print("merge_traces: %d ranks, %d events -> %s" % (merged["otherData"]["world_size"], n, args.output))
+    # On stderr: with -o /dev/stdout the merged trace alone is on stdout.
+    print("merge_traces: %d ranks, %d events -> %s" % (merged["otherData"]["world_size"], n, args.output),
+          file=sys.stderr)
     return 0
 
 

@@ -14,6 +14,8 @@ import json
 import math
 import os
 
+import tool_files
+
 
 class MetricsError(Exception):
     """Bad input: the message is one line naming the file and the problem."""
@@ -57,14 +59,9 @@ def read_records(path):
     """
     name = os.path.basename(path)
     try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
-        raise MetricsError(f"{path}: no such file")
-    except IsADirectoryError:
-        raise MetricsError(f"{path}: is a directory, not a metrics file")
-    except OSError as e:
-        raise MetricsError(f"{path}: cannot read ({e.strerror})")
+        data = tool_files.read_bytes(path, path)
+    except tool_files.FileError as e:
+        raise MetricsError(str(e))
     lines = data.split(b"\n")
     torn_tail = not data.endswith(b"\n")
     records, note = [], None

@@ -3,9 +3,13 @@ matplotlib on the Agg backend (no display on a cluster node or here), one
 style for legible small PNGs, and the one-line error and exit codes.
 
 Exit codes: 2 bad input (the file or flag named), 3 matplotlib missing.
+PNGs are written whole or not at all, and an existing file of that name is
+replaced only if it is a PNG (launch/tool_files.py).
 """
 import os
 import sys
+
+import tool_files
 
 EXIT_BAD_INPUT = 2
 EXIT_NO_MATPLOTLIB = 3
@@ -58,9 +62,18 @@ def make_out_dir(program, out_dir):
         fail(program, f"-o {out_dir}: cannot create the directory ({e.strerror})")
 
 
+def check_pngs(paths, inputs):
+    """Refuses (tool_files.FileError), before the first is drawn, a PNG path that
+    is an input or an existing file that is not a PNG."""
+    tool_files.check_outputs([(p, p, tool_files.PNG) for p in paths], inputs)
+
+
 def save(plt, fig, path, dpi=DPI):
-    """Write fig to path as PNG and free it (many plots in one process)."""
+    """Write fig to path as PNG (atomically) and free it (many plots in one process)."""
     fig.tight_layout()
-    fig.savefig(path, format="png", dpi=dpi, pil_kwargs={"optimize": True})
-    plt.close(fig)
+    try:
+        tool_files.write_atomic(path, path, lambda f: fig.savefig(f, format="png", dpi=dpi,
+                                                                   pil_kwargs={"optimize": True}), binary=True)
+    finally:
+        plt.close(fig)
     return path

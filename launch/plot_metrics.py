@@ -15,8 +15,9 @@ Writes to DIR (P prepended to each name):
 against the optimizer step, one line per run (legend: --label, one per file
 in order, else the file's stem). A series no run has is skipped with a note;
 one some runs lack is noted. Bad input (missing file, no step records, a
-garbled line other than a torn last one): one line, exit 2. No matplotlib:
-one line, exit 3.
+garbled line other than a torn last one, a PNG name that is an input or an
+existing file other than a PNG): one line, exit 2, nothing written. No
+matplotlib: one line, exit 3.
 """
 import argparse
 import os
@@ -25,6 +26,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import metrics_series  # noqa: E402
 import plot_common  # noqa: E402
+import tool_files  # noqa: E402
 
 PROGRAM = "plot_metrics"
 STEP_LABEL = "optimizer step"
@@ -175,6 +177,20 @@ def _finish(ax):
 PANEL_NAMES = [p[0] for p in PANELS] + ["overview"]
 
 
+def _has(runs, needs):
+    return any(len(s[n]) for _, s in runs for n in needs)
+
+
+def planned_files(runs, out_dir, prefix="", panels=None):
+    """The paths plot_runs(runs, out_dir, prefix, panels) writes, in order."""
+    wanted = set(panels or PANEL_NAMES)
+    present = [name for name, needs, _, _ in PANELS if _has(runs, needs)]
+    names = [name for name in present if name in wanted]
+    if present and "overview" in wanted:
+        names.append("overview")
+    return [os.path.join(out_dir, f"{prefix}{name}.png") for name in names]
+
+
 def plot_runs(runs, out_dir, prefix="", panels=None):
     """Write the PNGs for runs [(label, series)] to out_dir (only the
     PANEL_NAMES in panels when given); returns (paths written, notes about
@@ -184,7 +200,7 @@ def plot_runs(runs, out_dir, prefix="", panels=None):
     written, notes = [], []
     present = []
     for name, needs, words, draw in PANELS:
-        if not any(len(s[n]) for _, s in runs for n in needs):
+        if not _has(runs, needs):
             notes.append(f"no run has {words}: {prefix}{name}.png not written")
             continue
         present.append((name, draw))
@@ -222,6 +238,9 @@ def main(argv=None):
         unknown = [p for p in panels if p not in PANEL_NAMES]
         if unknown or not panels:
             plot_common.fail(PROGRAM, f"--panels {args.panels}: expected names from {','.join(PANEL_NAMES)}")
+    if "/" in args.prefix:
+        plot_common.fail(PROGRAM, f"--prefix {args.prefix}: a prefix of the PNG names, not a path (no '/'; "
+                         "-o chooses the directory)")
     try:
         runs, notes = load_runs(args.metrics, args.label)
     except metrics_series.MetricsError as e:
@@ -230,8 +249,16 @@ def main(argv=None):
         plot_common.pyplot()
     except plot_common.NoMatplotlib as e:
         plot_common.fail(PROGRAM, str(e), plot_common.EXIT_NO_MATPLOTLIB)
+    if os.path.isdir(args.out_dir):  # a directory still to be made holds nothing to lose
+        try:
+            plot_common.check_pngs(planned_files(runs, args.out_dir, args.prefix, panels), args.metrics)
+        except tool_files.FileError as e:
+            plot_common.fail(PROGRAM, str(e))
     plot_common.make_out_dir(PROGRAM, args.out_dir)
-    written, panel_notes = plot_runs(runs, args.out_dir, args.prefix, panels)
+    try:
+        written, panel_notes = plot_runs(runs, args.out_dir, args.prefix, panels)
+    except tool_files.FileError as e:
+        plot_common.fail(PROGRAM, str(e))
     for n in notes + missing_notes(runs) + panel_notes:
         plot_common.note(PROGRAM, n)
     for path in written:

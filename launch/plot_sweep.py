@@ -17,15 +17,21 @@ and exit 2; no matplotlib, one line and exit 3.
 """
 import argparse
 import csv
+import io
 import math
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import plot_common  # noqa: E402
+import tool_files  # noqa: E402
 
 PROGRAM = "plot_sweep"
 NEEDED = ("ranks", "samples_per_s", "efficiency")
+FIGURES = ("sweep_samples_per_s", "sweep_efficiency")
+# The most ranks a row may name: MPI counts ranks in an int. Beyond, a
+# number such as 1e300 is no rank count, and the log2 axis cannot hold it.
+MAX_RANKS = 2 ** 31 - 1
 
 
 class SweepError(Exception):
@@ -46,31 +52,31 @@ def read_rows(path, what):
     samples_per_s and efficiency (float or None), and the text columns
     mode, algorithm, zero_stage ("" when absent). Rows are sorted by ranks."""
     try:
-        with open(path, newline="") as f:
-            reader = csv.DictReader(f)
-            header = reader.fieldnames or []
-            missing = [c for c in NEEDED if c not in header]
-            if missing:
-                raise SweepError(f"{path}: no column {', '.join(missing)} (not a {what} CSV?)")
-            rows = []
-            for number, raw in enumerate(reader, start=2):
-                ranks = _float(raw.get("ranks"))
-                if ranks is None or ranks < 1 or ranks != int(ranks):
-                    raise SweepError(f"{path}: line {number}: ranks {raw.get('ranks')!r} is not a whole number >= 1")
-                rows.append({
-                    "ranks": int(ranks),
-                    "samples_per_s": _float(raw.get("samples_per_s")),
-                    "efficiency": _float(raw.get("efficiency")),
-                    "mode": (raw.get("mode") or "").strip(),
-                    "algorithm": (raw.get("algorithm") or "").strip(),
-                    "zero_stage": (raw.get("zero_stage") or "").strip(),
-                })
-    except FileNotFoundError:
-        raise SweepError(f"{path}: no such file")
-    except IsADirectoryError:
-        raise SweepError(f"{path}: is a directory, not a {what} CSV")
-    except UnicodeDecodeError:
-        raise SweepError(f"{path}: not text (not a {what} CSV?)")
+        text = tool_files.read_text(path, path, tool_files.SMALL_INPUT_BYTES, f"a {what} CSV")
+    except tool_files.FileError as e:
+        raise SweepError(str(e))
+    try:
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        header = reader.fieldnames or []
+        missing = [c for c in NEEDED if c not in header]
+        if missing:
+            raise SweepError(f"{path}: no column {', '.join(missing)} (not a {what} CSV?)")
+        rows = []
+        for number, raw in enumerate(reader, start=2):
+            if None in raw.values():  # DictReader's filler for the cells a short row lacks
+                raise SweepError(f"{path}: line {number} has fewer cells than the header (a torn file?)")
+            ranks = _float(raw.get("ranks"))
+            if ranks is None or not 1 <= ranks <= MAX_RANKS or ranks != int(ranks):
+                raise SweepError(f"{path}: line {number}: ranks {raw.get('ranks')!r} is not a whole number "
+                                 f"from 1 to {MAX_RANKS}")
+            rows.append({
+                "ranks": int(ranks),
+                "samples_per_s": _float(raw.get("samples_per_s")),
+                "efficiency": _float(raw.get("efficiency")),
+                "mode": (raw.get("mode") or "").strip(),
+                "algorithm": (raw.get("algorithm") or "").strip(),
+                "zero_stage": (raw.get("zero_stage") or "").strip(),
+            })
     except csv.Error as e:
         raise SweepError(f"{path}: not a CSV ({e})")
     if not rows:
@@ -153,15 +159,20 @@ def plot_sweep(csv_path, prediction_path, out_dir):
     if not any(y is not None for _, sps, _ in measured.values() for y in sps):
         raise SweepError(f"{csv_path}: no row has samples_per_s")
     plt = plot_common.pyplot()
+    pngs = [os.path.join(out_dir, figure + ".png") for figure in FIGURES]
     try:
+        if os.path.isdir(out_dir):  # a directory still to be made holds nothing to lose
+            plot_common.check_pngs(pngs, [p for p in (csv_path, prediction_path) if p])
         os.makedirs(out_dir, exist_ok=True)
+    except tool_files.FileError as e:
+        raise SweepError(str(e))
     except OSError as e:
         raise SweepError(f"{out_dir}: cannot create the directory ({e.strerror})")
     all_ranks = [n for xs, _, _ in list(measured.values()) + list(predicted.values()) for n in xs]
     paths = []
-    for figure, index, scale, ylabel, title in (
-            ("sweep_samples_per_s", 1, 1.0, "throughput (samples/s, all ranks)", "Throughput against ranks"),
-            ("sweep_efficiency", 2, 100.0, "scaling efficiency (%)", "Efficiency against ranks")):
+    for png, index, scale, ylabel, title in (
+            (pngs[0], 1, 1.0, "throughput (samples/s, all ranks)", "Throughput against ranks"),
+            (pngs[1], 2, 100.0, "scaling efficiency (%)", "Efficiency against ranks")):
         fig, ax = plt.subplots(figsize=plot_common.FIGSIZE)
         drawn = []  # every y plotted, to choose a linear or log axis
         for i, (mode, series) in enumerate(sorted(measured.items())):
@@ -195,7 +206,10 @@ def plot_sweep(csv_path, prediction_path, out_dir):
             ax.set_ylim(bottom=0)  # a linear axis from 0, so ratios read true
         ax.set_title(title)
         ax.legend(loc="best", framealpha=0.8)
-        paths.append(plot_common.save(plt, fig, os.path.join(out_dir, figure + ".png")))
+        try:
+            paths.append(plot_common.save(plt, fig, png))
+        except tool_files.FileError as e:
+            raise SweepError(str(e))
     return paths
 
 

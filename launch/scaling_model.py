@@ -9,6 +9,8 @@ efficiency from one traced rank (or a synthetic model) to N = 1 ... 4096 ranks.
 The arithmetic is in scaling_model_core.py (collective costs, the step's schedule), the
 inputs in scaling_model_inputs.py (trace, synthetic models, clusters, bench tables).
 Bad input: one line on stderr, exit status 2. matplotlib is needed for --png only.
+Outputs are checked before the model runs and written whole (launch/tool_files.py):
+one that is an input, or an existing file of another kind, is refused.
 """
 import argparse
 import csv
@@ -18,10 +20,18 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from scaling_model_core import ModelError, simulate_step  # noqa: E402
 import scaling_model_inputs as inputs  # noqa: E402
+import tool_files  # noqa: E402
 
 CSV_COLUMNS = ["ranks", "mode", "algorithm", "zero_stage", "step_s", "compute_s", "comm_s", "exposed_s",
                "hidden_fraction", "samples_per_s", "speedup", "efficiency"]
 DEFAULT_RANKS = [2 ** i for i in range(13)]
+# What each output flag writes, to tell an earlier run's file (replaced) from another (refused).
+OUTPUT_KINDS = {
+    "csv": tool_files.text_kind("a scaling model CSV", ",".join(CSV_COLUMNS[:3])),
+    "md": tool_files.text_kind("a scaling model report", "# Scaling model"),
+    "png": tool_files.PNG,
+    "projection": tool_files.text_kind("a scaling projection", "# Scaling projection"),
+}
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -143,12 +153,34 @@ def table(rows):
     return out
 
 
+def check_outputs(args):
+    """Refuses, before any work, an output that is an input, another output or someone else's file."""
+    outputs = [(getattr(args, flag), f"--{flag} {getattr(args, flag)}", kind)
+               for flag, kind in OUTPUT_KINDS.items() if getattr(args, flag)]
+    read = [args.trace] + args.allreduce_table + ([args.cluster] if args.cluster not in inputs.PRESETS else [])
+    try:
+        tool_files.check_outputs(outputs, [p for p in read if p])
+    except tool_files.FileError as e:
+        raise ModelError(str(e))
+
+
+def write_text(path, flag, text):
+    try:
+        tool_files.write_text_atomic(path, f"--{flag} {path}", text)
+    except tool_files.FileError as e:
+        raise ModelError(str(e))
+
+
 def write_csv(path, rows):
-    with open(path, "w", newline="") as f:
+    def write(f):
         w = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
         w.writeheader()
         for r in rows:
             w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
+    try:
+        tool_files.write_atomic(path, f"--csv {path}", write)
+    except tool_files.FileError as e:
+        raise ModelError(str(e))
 
 
 def write_png(path, rows, title):
@@ -180,8 +212,12 @@ def write_png(path, rows, title):
     ax_rate.set_ylabel("throughput (samples/s)")
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    try:
+        tool_files.write_atomic(path, f"--png {path}", lambda f: fig.savefig(f, format="png", dpi=110), binary=True)
+    except tool_files.FileError as e:
+        raise ModelError(str(e))
+    finally:
+        plt.close(fig)
 
 
 def projection(args):
@@ -209,13 +245,13 @@ def projection(args):
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     command = "launch/scaling_model.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    check_outputs(args)
     if args.projection:
         lines, said = projection(args)
         text = ["# Scaling projection: GPT-2 124M and the wide MLP on H200s (model, not measured)", "",
                 f"`{command}`", "", "Weak scaling (per-GPU batch fixed: GPT-2 8 x 1024 tokens, MLP 4096 rows), "
                 "efficiency against 1 GPU.", ""] + lines + ["", "Assumptions:", ""] + [f"- {s}" for s in said]
-        with open(args.projection, "w") as f:
-            f.write("\n".join(text) + "\n")
+        write_text(args.projection, "projection", "\n".join(text) + "\n")
         print("\n".join(text))
         return 0
     if args.trace:
@@ -231,8 +267,7 @@ def main(argv=None):
     text = ["# Scaling model", "", f"`{command}`", "", "Assumptions:", ""] + [f"- {s}" for s in said] + [""] + table(rows)
     print("\n".join(text))
     if args.md:
-        with open(args.md, "w") as f:
-            f.write("\n".join(text) + "\n")
+        write_text(args.md, "md", "\n".join(text) + "\n")
     if args.csv:
         write_csv(args.csv, rows)
     if args.png:

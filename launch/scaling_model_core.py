@@ -36,8 +36,9 @@ ALGORITHMS = ("ring", "tree", "auto")
 
 class Link:
     def __init__(self, bandwidth_Bps, latency_s):
-        if bandwidth_Bps <= 0 or latency_s < 0:
-            raise ModelError("a link needs bandwidth > 0 and latency >= 0")
+        # Written so that NaN fails too (every comparison with it is false).
+        if not (0 < bandwidth_Bps < math.inf and 0 <= latency_s < math.inf):
+            raise ModelError("a link needs a finite bandwidth > 0 and latency >= 0")
         self.bandwidth_Bps = float(bandwidth_Bps)
         self.latency_s = float(latency_s)
 

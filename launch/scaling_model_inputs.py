@@ -2,9 +2,11 @@
 "ddp_train trace 1", see the README), the synthetic models, cluster presets and files,
 and bench_allreduce's Markdown table. Errors are ModelError with the file and field."""
 import json
+import os
 import re
 import statistics
 
+import tool_files
 from scaling_model_core import Cluster, Link, ModelError, Profile, fit_alpha_beta, link_from_fit
 
 # The trainer's defaults (ddp_train --help: --bucket-mb 25, --first-bucket-mb 1); tensors
@@ -39,13 +41,20 @@ PRESETS = {
 
 
 def cluster_from_dict(d, where):
+    if not isinstance(d, dict):
+        raise ModelError(f"{where}: expected a JSON object with name, gpus_per_node, intra and inter")
     try:
         intra, inter = d["intra"], d["inter"]
-        return Cluster(str(d["name"]), int(d["gpus_per_node"]),
-                       Link(float(intra["bandwidth_GBps"]) * 1e9, float(intra["latency_us"]) * 1e-6),
-                       Link(float(inter["bandwidth_GBps"]) * 1e9, float(inter["latency_us"]) * 1e-6))
+        name, gpus = str(d["name"]), int(d["gpus_per_node"])
+        links = [(float(x["bandwidth_GBps"]) * 1e9, float(x["latency_us"]) * 1e-6) for x in (intra, inter)]
     except (KeyError, TypeError, ValueError) as e:
         raise ModelError(f"{where}: expected name, gpus_per_node, intra/inter bandwidth_GBps and latency_us ({e})")
+    if gpus < 1:
+        raise ModelError(f"{where}: gpus_per_node must be >= 1")
+    try:
+        return Cluster(name, gpus, Link(*links[0]), Link(*links[1]))
+    except ModelError as e:  # Link's own check, which does not know the file
+        raise ModelError(f"{where}: {e}")
 
 
 def load_cluster(spec):
@@ -54,16 +63,14 @@ def load_cluster(spec):
         cluster.source = ("fitted to bench_allreduce on this host, 2026-12-01" if spec == "cpu-host"
                           else "nominal datasheet figures, not measured")
         return cluster
+    if not os.path.lexists(spec):
+        raise ModelError(f"--cluster {spec}: not a preset ({', '.join(PRESETS)}) and no such file")
     try:
-        with open(spec) as f:
-            d = json.load(f)
-    except OSError as e:
-        raise ModelError(f"--cluster {spec}: not a preset ({', '.join(PRESETS)}) and not readable ({e.strerror})")
+        d = json.loads(tool_files.read_text(spec, f"--cluster {spec}", tool_files.SMALL_INPUT_BYTES, "JSON"))
+    except tool_files.FileError as e:
+        raise ModelError(str(e))
     except json.JSONDecodeError as e:
         raise ModelError(f"--cluster {spec}: not JSON ({e.msg} at line {e.lineno})")
-    if gpus := d.get("gpus_per_node"):
-        if int(gpus) < 1:
-            raise ModelError(f"--cluster {spec}: gpus_per_node must be >= 1")
     cluster = cluster_from_dict(d, f"--cluster {spec}")
     cluster.source = f"from {spec}"
     return cluster
@@ -72,10 +79,10 @@ def load_cluster(spec):
 def read_allreduce_table(path):
     """(ranks, [(bytes, seconds)]) from `bench_allreduce --markdown`'s 'ours time (us)' column."""
     try:
-        with open(path) as f:
-            text = f.read()
-    except OSError as e:
-        raise ModelError(f"--allreduce-table {path}: {e.strerror}")
+        text = tool_files.read_text(path, f"--allreduce-table {path}", tool_files.SMALL_INPUT_BYTES,
+                                    "a bench_allreduce table")
+    except tool_files.FileError as e:
+        raise ModelError(str(e))
     m = re.search(r"bench_allreduce: (\d+) rank", text)
     if not m:
         raise ModelError(f"--allreduce-table {path}: no '# bench_allreduce: N rank(s)' line")
@@ -160,10 +167,9 @@ def synthetic_profile(name, mfu=0.4, rows=None):
 
 def load_trace(path):
     try:
-        with open(path) as f:
-            trace = json.load(f)
-    except OSError as e:
-        raise ModelError(f"--trace {path}: {e.strerror}")
+        trace = json.loads(tool_files.read_bytes(path, f"--trace {path}"))
+    except tool_files.FileError as e:
+        raise ModelError(str(e))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ModelError(f"--trace {path}: not JSON ({getattr(e, 'msg', e)})")
     if not isinstance(trace, dict) or not isinstance(trace.get("traceEvents"), list):

@@ -23,6 +23,12 @@ ddp_train <the same arguments>`, one job after the other (see sweep_slurm.py).
   weak scaling:   the per-rank batch B is fixed (--batch-size B); the global
                   batch grows as B*N (B*N*K with `-- --grad-accum K`).
 
+--out-dir is the sweep's: the files it names there are replaced, except that
+sweep.csv, sweep.md and the PNGs are replaced only if they are a sweep's, and
+none may be one of the inputs (--prediction, --hostfile): refused before any
+run, as is a --prediction that plot_sweep.py cannot read. The CSV and the
+table are written whole (launch/tool_files.py).
+
 Standard library only; any python3 >= 3.6.
 """
 
@@ -39,7 +45,9 @@ import subprocess
 import sys
 import time
 
+import plot_sweep as plot_sweep_py
 import sweep_slurm
+import tool_files
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_TRAINER = os.path.join(REPO, "build", "ddp_train")
@@ -59,6 +67,9 @@ OWNED_FLAGS = {
 }
 
 STDERR_TAIL_LINES = 20
+
+SWEEP_CSV = tool_files.text_kind("a sweep CSV", ",".join(CSV_COLUMNS[:2]))
+SWEEP_MD = tool_files.text_kind("a sweep table", "# ddp_train scaling sweep")
 
 
 def quote_command(argv):
@@ -208,8 +219,11 @@ def parse_args(argv):
             parser.error("--sbatch is empty")
     elif args.slurm_args:
         parser.error("--slurm-args needs --slurm")
-    if args.prediction and not os.path.isfile(args.prediction):
-        parser.error("--prediction: %s does not exist" % args.prediction)
+    if args.prediction:
+        try:  # now, not after the runs, when the plots would be drawn from it
+            plot_sweep_py.read_rows(args.prediction, "prediction")
+        except plot_sweep_py.SweepError as e:
+            parser.error("--prediction: %s" % e)
     try:
         args.launcher = shlex.split(args.mpirun)
     except ValueError as e:
@@ -223,7 +237,25 @@ def parse_args(argv):
                      % args.trainer)
     if args.out_dir is None:
         args.out_dir = os.path.join("sweep-results", datetime.datetime.now().strftime("%Y-%m-%d-%H%M%S"))
+    if os.path.exists(args.out_dir) and not os.path.isdir(args.out_dir):
+        parser.error("--out-dir %s: exists and is not a directory" % args.out_dir)
     return args
+
+
+def check_outputs(args, plan):
+    """Refuses (tool_files.FileError) a file of the sweep's that is one of its inputs, or a result file
+    (sweep.csv, sweep.md, a PNG) that exists and is not a sweep's, before the first run."""
+    if not os.path.isdir(args.out_dir):
+        return  # made by the sweep: nothing in it yet
+    results = [("sweep.csv", SWEEP_CSV), ("sweep.md", SWEEP_MD)]
+    results += [(figure + ".png", tool_files.PNG) for figure in plot_sweep_py.FIGURES]
+    outputs = [(os.path.join(args.out_dir, name), kind) for name, kind in results]
+    for _, _, stem, metrics, _, job in plan:
+        log_base = os.path.join(args.out_dir, "log-" + stem)
+        runs = [metrics, log_base + ".out", log_base + ".err"] + ([job[1], log_base + ".sbatch"] if job else [])
+        outputs += [(path, None) for path in runs]
+    inputs = [p for p in (args.prediction, args.hostfile) if p]
+    tool_files.check_outputs([(path, "the sweep's %s" % path, kind) for path, kind in outputs], inputs)
 
 
 def launcher_is_open_mpi(launcher):
@@ -465,6 +497,12 @@ def main(argv):
                        sweep_slurm.job_script(stem, cmd))
             plan.append((n, r, stem, metrics, cmd, job))
 
+    try:
+        check_outputs(args, plan)
+    except tool_files.FileError as e:
+        print("scaling_sweep.py: error: %s" % e, file=sys.stderr)
+        return 2
+
     if args.dry_run:
         for _, _, _, _, cmd, job in plan:
             if job:
@@ -561,11 +599,13 @@ def main(argv):
     digits = {"samples_per_s": 1, "speedup": 3, "efficiency": 3, "allreduce_ms_per_step": 3, "wall_s": 3,
               "test_accuracy": 4}
     csv_path = os.path.join(out_dir, "sweep.csv")
-    with open(csv_path, "w", newline="") as f:
+
+    def write_csv(f):
         w = csv.writer(f)
         w.writerow(CSV_COLUMNS)
         for row in rows:
             w.writerow([fmt(row[c], digits.get(c, 0)) for c in CSV_COLUMNS])
+    tool_files.write_atomic(csv_path, csv_path, write_csv)
 
     local = not args.hostfile and not args.slurm
     header = ["mode", "ranks", "batch/rank", "global batch", "steps", "samples/s", "speed-up", "efficiency",
@@ -622,8 +662,8 @@ def main(argv):
     md += markdown_table(header, table) + [""]
     md += ["- " + n for n in notes] + ["", "Runs:", ""]
     md += ["- N=%d: `%s`" % (row["ranks"], quote_command(row["_cmd"])) for row in rows]
-    with open(os.path.join(out_dir, "sweep.md"), "w") as f:
-        f.write("\n".join(md) + "\n")
+    md_path = os.path.join(out_dir, "sweep.md")
+    tool_files.write_text_atomic(md_path, md_path, "\n".join(md) + "\n")
 
     print()
     print("%s on %s, %d cores; command: %s" % (started.strftime("%Y-%m-%d %H:%M"), host, cores, sweep_cmd))

@@ -101,9 +101,12 @@ def submit(sbatch_cmd, script_path, script_text, env, log_base, timeout):
     """Writes the job script, runs sbatch --wait; returns the elapsed seconds or raises SubmitFailed.
 
     On a timeout or Ctrl-C the job is cancelled (scancel), not just the waiting sbatch."""
-    with open(script_path, "w") as f:
-        f.write(script_text)
-    os.chmod(script_path, 0o755)
+    try:
+        with open(script_path, "w") as f:
+            f.write(script_text)
+        os.chmod(script_path, 0o755)
+    except OSError as e:
+        raise SubmitFailed("cannot write the job script %s (%s)" % (script_path, e.strerror))
     for suffix in (".out", ".err"):
         if os.path.exists(log_base + suffix):
             os.remove(log_base + suffix)  # the tail shown on failure must be this job's

@@ -50,20 +50,37 @@ differs from ours by FP16 rounding itself. Exits 1 on any miss.
       [--data-dir /usr/share/datasets/fashion-mnist | --test-x X.npy --test-y Y.npy]
 
 Needs torch, numpy and safetensors (/usr/bin/python3 after
-launch/install_deps.sh and launch/install_bench_deps.sh).
+launch/install_deps.sh and launch/install_bench_deps.sh). Bad input (a flag,
+a missing or foreign file) is one line and exit status 2, checked before
+they are imported; one of them missing is one line and exit status 3.
 """
 import argparse
 import gzip
 import json
+import math
 import os
 import struct
 import subprocess
 import sys
 import tempfile
 
-import numpy as np
-import torch
-import safetensors.torch
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tool_files  # noqa: E402
+
+# Imported here for the functions below, but needed only once the input is
+# checked: without them, --help and bad input still get their answer.
+try:
+    import numpy as np
+    import torch
+    import safetensors.torch
+except ImportError as missing:
+    MISSING = missing.name
+else:
+    MISSING = None
+
+PROGRAM = "torch_load_weights"
+EXIT_BAD_INPUT = 2
+EXIT_NO_DEPENDENCY = 3
 
 ACC_TOL_PP = 0.1
 LOSS_TOL_REL = 0.005
@@ -181,16 +198,60 @@ def compare_per_sample(ours, emulated):
     return ok
 
 
+def fail(message, code=EXIT_BAD_INPUT):
+    print(f"{PROGRAM}: error: {message}", file=sys.stderr)
+    sys.exit(code)
+
+
 def ours_from_metrics(path):
+    """(test_accuracy, test_loss) of a metrics file's last summary record; fail() on bad input."""
+    label = f"--metrics {path}"
+    try:
+        text = tool_files.read_text(path, label, what="a ddp_train --metrics file")
+    except tool_files.FileError as e:
+        fail(str(e))
     summary = None
-    with open(path) as f:
-        for line in f:
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
             record = json.loads(line)
-            if record.get("event") == "summary":
-                summary = record
+        except ValueError:
+            fail(f"{label}: line {number} is not JSON (not a ddp_train --metrics file?)")
+        if isinstance(record, dict) and record.get("event") == "summary":
+            summary = record
     if summary is None:
-        raise SystemExit(f"{path}: no summary record (did the run finish?)")
-    return summary["test_accuracy"], summary["test_loss"]
+        fail(f"{label}: no summary record (did the run finish?)")
+    figures = [summary.get(key) for key in ("test_accuracy", "test_loss")]
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in figures):
+        fail(f"{label}: its summary record has no finite test_accuracy and test_loss (not a classifier's run?)")
+    return figures[0], figures[1]
+
+
+def check_args(args):
+    """The --layers widths, every file checked to exist and be readable: fail() on the first problem."""
+    try:
+        widths = [int(w) for w in args.layers.split(",")]
+    except ValueError:
+        fail(f"--layers {args.layers}: expected comma-separated integer widths")
+    if len(widths) < 2 or min(widths) < 1:
+        fail(f"--layers {args.layers}: expected at least two widths, each >= 1")
+    if (args.test_x is None) != (args.test_y is None):
+        fail("--test-x and --test-y: give both (features and labels) or neither")
+    files = [("--weights", args.weights)]
+    if args.test_x:
+        files += [("--test-x", args.test_x), ("--test-y", args.test_y)]
+    else:
+        files += [("--data-dir", os.path.join(args.data_dir, name))
+                  for name in ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")]
+    try:
+        for flag, path in files:  # read lazily by their libraries, so no size cap
+            tool_files.check_input(path, f"{flag} {path}", limit=math.inf)
+    except tool_files.FileError as e:
+        fail(str(e))
+    if not args.no_predict and not (os.path.isfile(args.ddp_train) and os.access(args.ddp_train, os.X_OK)):
+        fail(f"--ddp-train {args.ddp_train}: not an executable file (build it, give its path, or --no-predict)")
+    return widths
 
 
 def main():
@@ -207,7 +268,11 @@ def main():
     p.add_argument("--no-predict", action="store_true",
                    help="skip the per-sample comparison (compare only the --metrics figures)")
     args = p.parse_args()
-    widths = [int(w) for w in args.layers.split(",")]
+    widths = check_args(args)
+    ours = ours_from_metrics(args.metrics) if args.metrics else None
+    if MISSING:
+        fail(f"{MISSING} is not installed for {sys.executable} (launch/install_deps.sh, "
+             "launch/install_bench_deps.sh)", EXIT_NO_DEPENDENCY)
 
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     model = build_model(widths, args.activation)
@@ -229,8 +294,8 @@ def main():
     ok = True
     if not args.no_predict:
         ok = compare_per_sample(logits_from_ddp_train(args, x_np, widths), logits16.numpy()) and ok
-    if args.metrics:
-        acc, loss = ours_from_metrics(args.metrics)
+    if ours is not None:
+        acc, loss = ours
         print(f"{'ddp_train':10s} {100 * acc:9.2f}% {loss:10.4f}")
         d_acc, d_loss = 100 * abs(acc - acc16), abs(loss - loss16) / max(abs(loss16), 1e-12)
         figures_ok = d_acc <= ACC_TOL_PP and d_loss <= LOSS_TOL_REL

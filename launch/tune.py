@@ -28,16 +28,20 @@ Bad input is one line on stderr and exit status 2, before any trial.
 """
 
 import argparse
+import math
 import os
+import shlex
 import shutil
 import signal
 import sys
 from pathlib import Path
 
+import tool_files
 import tune_space
 from tune_space import SpecError
 
 STUDY_FILE = "study.db"
+SQLITE_MAGIC = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
 
 
 def parse_args(argv):
@@ -81,6 +85,13 @@ def build_config(args):
         raise SpecError("--prune-warmup: must be at least 0")
     if args.ranks is not None and args.ranks < 1:
         raise SpecError("--ranks: must be at least 1")
+    if args.timeout is not None and not (args.timeout > 0 and math.isfinite(args.timeout)):
+        raise SpecError(f"--timeout {args.timeout}: must be a number of seconds above 0")
+    if args.startup_trials < 0:
+        raise SpecError("--startup-trials: must be at least 0")
+    if not 0 <= args.seed < 2 ** 32:
+        raise SpecError(f"--seed {args.seed}: must be from 0 to 2^32 - 1 (numpy's range)")
+    _check_study_dir(args.study_dir)
     params = [tune_space.parse_param(spec) for spec in args.param]
     trainer = _find_trainer(args.trainer)
     flags = tune_space.read_trainer_help([trainer])
@@ -96,6 +107,26 @@ def build_config(args):
                              enqueued=enqueued, study_dir=args.study_dir.resolve())
     cfg.launcher = _launcher(args)
     return cfg
+
+
+def _check_study_dir(study_dir):
+    """Refuses a --study-dir that is not a directory, and a study.db that is not a SQLite
+    file (another program's, or a directory): Optuna would fail on either with a traceback.
+    An empty study.db is fine (SQLite makes it a new database)."""
+    if study_dir.exists() and not study_dir.is_dir():
+        raise SpecError(f"--study-dir {study_dir}: exists and is not a directory")
+    db = study_dir / STUDY_FILE
+    if db.is_dir():
+        raise SpecError(f"--study-dir {study_dir}: {STUDY_FILE} is a directory, not a study")
+    if db.exists():
+        try:
+            with open(db, "rb") as f:
+                head = f.read(len(SQLITE_MAGIC))
+        except OSError as err:
+            raise SpecError(f"--study-dir {study_dir}: cannot read {STUDY_FILE} ({err.strerror})") from None
+        if head and head != SQLITE_MAGIC:
+            raise SpecError(f"--study-dir {study_dir}: {STUDY_FILE} is not a SQLite database (not a "
+                            "study of tune.py: move it away or choose another --study-dir)")
 
 
 def _find_trainer(given):
@@ -114,26 +145,42 @@ def _find_trainer(given):
 
 
 def _launcher(args):
-    import shlex
+    """The launcher's words, its program checked now: a trial that cannot start is bad input."""
     if args.launcher:
-        return shlex.split(args.launcher)
-    if args.ranks:
+        try:
+            words = shlex.split(args.launcher)
+        except ValueError as err:
+            raise SpecError(f"--launcher {args.launcher}: {err}") from None
+        flag = "--launcher"
+    elif args.ranks:
         root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
-        return ["mpirun", "-np", str(args.ranks), "--oversubscribe"] + root
-    return []
+        words = ["mpirun", "-np", str(args.ranks), "--oversubscribe"] + root
+        flag = "--ranks (mpirun)"
+    else:
+        return []
+    if words and not shutil.which(words[0]):
+        raise SpecError(f"{flag}: {words[0]} is not a command on PATH or an executable file")
+    return words
 
 
 def open_study(args, cfg):
     """The study in study.db (created, or loaded with the same objective and direction)."""
     import optuna
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    import sqlalchemy.exc
+    # Optuna logs every failed or interrupted trial at WARNING with its traceback; tune.py
+    # says in one line what became of each trial (_print_trial, the interruption).
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
     cfg.study_dir.mkdir(parents=True, exist_ok=True)
     storage = f"sqlite:///{cfg.study_dir / STUDY_FILE}"
     sampler = optuna.samplers.TPESampler(seed=args.seed, n_startup_trials=args.startup_trials)
     pruner = optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=args.prune_warmup,
                                          interval_steps=1)
-    study = optuna.create_study(storage=storage, study_name=args.study_name, sampler=sampler,
-                                pruner=pruner, direction=cfg.direction, load_if_exists=True)
+    try:
+        study = optuna.create_study(storage=storage, study_name=args.study_name, sampler=sampler,
+                                    pruner=pruner, direction=cfg.direction, load_if_exists=True)
+    except sqlalchemy.exc.SQLAlchemyError as err:  # a SQLite file cut short, or another program's
+        said = str(getattr(err, "orig", None) or err).splitlines()[0]
+        raise SpecError(f"--study-dir {args.study_dir}: {STUDY_FILE} is not a readable study ({said})") from None
     stored = study.user_attrs.get("objective")
     if stored is None:
         study.set_user_attr("objective", args.objective)
@@ -180,6 +227,8 @@ def _print_trial(study, trial):
     value = "" if t.value is None else f" {t.value:.6g}"
     if "pruned_at" in t.user_attrs:
         state += f" at {t.user_attrs['pruned_at']}"
+    if "fail_reason" in t.user_attrs:
+        state += f" ({t.user_attrs['fail_reason']}: trial-{t.number:04d}/log.txt)"
     wall = t.user_attrs.get("wall_s")
     print(f"tune: trial {t.number} {state}{value}  {params}" + (f"  ({wall:.1f} s)" if wall else ""),
           flush=True)
@@ -202,7 +251,7 @@ def report(args, cfg, study):
     import tune_report
     names = [p.name for p in cfg.params]
     table = tune_report.trials_table(study, args.objective, names)
-    (cfg.study_dir / "trials.md").write_text(table)
+    tune_report.write_text(cfg.study_dir / "trials.md", table)
     print(table, end="")
     if tune_report._best_number(study) is None:
         print("tune: no trial completed: no best.ini, no plots", file=sys.stderr)
@@ -242,10 +291,13 @@ def main(argv):
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         search(args, cfg, study)
+        return report(args, cfg, study)
     except KeyboardInterrupt:
         print("tune: interrupted; re-run the same command to resume", file=sys.stderr)
         return 130
-    return report(args, cfg, study)
+    except tool_files.FileError as err:  # trials.md, best.ini or a plot (a full disk)
+        print(f"tune.py: error: {err}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

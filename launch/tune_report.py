@@ -4,6 +4,8 @@ trials.md (the Markdown table of every trial, also printed), best.ini (the best
 trial's parameters as `ddp_train --config` reads them) and PNG plots through
 optuna.visualization.matplotlib: the optimisation history, and the parameter
 importances (two or more parameters and enough complete trials) or else a slice plot.
+Each is written whole (a temporary file renamed over it: launch/tool_files.py), so
+a search stopped while it reports leaves the earlier file, not half of one.
 """
 
 import math
@@ -11,6 +13,7 @@ import math
 import optuna
 from optuna.trial import TrialState
 
+import tool_files
 import tune_space
 
 STATE_NAMES = {TrialState.COMPLETE: "complete", TrialState.PRUNED: "pruned",
@@ -53,6 +56,10 @@ def _best_number(study):
         return None
 
 
+def write_text(path, text):
+    tool_files.write_text_atomic(str(path), str(path), text)
+
+
 def write_best_ini(study, path, objective_name, trial_args):
     """best.ini: the best trial's parameters; the shared trial arguments as a comment."""
     best = study.best_trial
@@ -60,7 +67,7 @@ def write_best_ini(study, path, objective_name, trial_args):
              f"{objective_name} {best.value:.6g}",
              "# the arguments every trial had: " + " ".join(trial_args)]
     lines += [f"{name} = {tune_space.format_value(value)}" for name, value in best.params.items()]
-    path.write_text("\n".join(lines) + "\n")
+    write_text(path, "\n".join(lines) + "\n")
 
 
 def write_plots(study, out_dir, objective_name):
@@ -92,7 +99,9 @@ def write_plots(study, out_dir, objective_name):
             else:
                 fig.set_size_inches(7, 4.2)
                 fig.tight_layout()
-            fig.savefig(out_dir / name, dpi=PLOT_DPI, bbox_inches="tight")
+            path = str(out_dir / name)
+            tool_files.write_atomic(path, path, lambda f: fig.savefig(f, format="png", dpi=PLOT_DPI,
+                                                                      bbox_inches="tight"), binary=True)
         plt.close(fig)
         written.append(name)
     return written

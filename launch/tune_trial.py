@@ -172,8 +172,15 @@ def run_trial(trial, cfg):
     follower = MetricsFollower(metrics, cfg.metric_key, cfg.direction, cfg.report_mode)
     start = time.monotonic()
     with open(trial_dir / "log.txt", "wb") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+        try:
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True)
+        except OSError as err:  # the trainer or launcher gone (or rebuilt) since the search began
+            reason = f"cannot start {cmd[0]} ({err.strerror})"
+            log.write((reason + "\n").encode())
+            trial.set_user_attr("wall_s", time.monotonic() - start)
+            trial.set_user_attr("fail_reason", reason)
+            raise TrialFailed(f"trial {trial.number}: {reason}") from None
     try:
         trial.set_user_attr("pgid", proc.pid)     # the trial's process group (its own session)
         _follow(trial, proc, follower)

@@ -24,9 +24,11 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import scaling_model_inputs as inputs  # noqa: E402
+import tool_files  # noqa: E402
 from scaling_model_core import ModelError, simulate_step  # noqa: E402
 
 MPIRUN = ["mpirun", "-np", "2", "--oversubscribe", "--allow-run-as-root"]
+REPORT = tool_files.text_kind("a validation report", "# Scaling model validation")
 
 
 def parse_args(argv):
@@ -40,16 +42,42 @@ def parse_args(argv):
     p.add_argument("--from-traces", nargs=2, metavar=("N1_RANK0", "N2_RANK0"), help="compare existing traces")
     p.add_argument("--allreduce-table", help="a bench_allreduce --markdown table at N = 2 instead of cpu-host")
     p.add_argument("--out", help="also write the Markdown report here")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    for flag, value in (("--steps", args.steps), ("--batch-size", args.batch_size)):
+        if value < 1:
+            p.error(f"{flag} {value}: expected >= 1")
+    return args
+
+
+def check_paths(args):
+    """Refuses, before any run, a program that cannot run, a --workdir that is a file and an --out
+    that is an input or someone else's file (ModelError)."""
+    if not args.from_traces:
+        for flag, program in (("--trainer", args.trainer), ("--bench", args.bench)):
+            if program and not (os.path.isfile(program) and os.access(program, os.X_OK)):
+                raise ModelError(f"{flag} {program}: not an executable file")
+        if args.workdir and os.path.exists(args.workdir) and not os.path.isdir(args.workdir):
+            raise ModelError(f"--workdir {args.workdir}: exists and is not a directory")
+    if args.out:
+        read = list(args.from_traces or []) + ([args.allreduce_table] if args.allreduce_table else [])
+        try:
+            tool_files.check_outputs([(args.out, f"--out {args.out}", REPORT)], read)
+        except tool_files.FileError as e:
+            raise ModelError(str(e))
 
 
 def run(cmd, what):
     print("$ " + " ".join(cmd), flush=True)
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMP_NUM_THREADS="1")
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    except OSError as e:
+        raise ModelError(f"{what}: cannot run {cmd[0]} ({e.strerror})")
     if done.returncode != 0:
-        tail = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
-        raise ModelError(f"{what} failed (status {done.returncode}): {tail}")
+        # The program's own error line, not mpirun's banner after it.
+        lines = done.stderr.strip().splitlines()
+        said = [line for line in lines if ": error" in line] or lines or ["(no output)"]
+        raise ModelError(f"{what} failed (status {done.returncode}): {said[-1]}")
     return done.stdout
 
 
@@ -167,12 +195,15 @@ def report(n1_path, n2_path, table, args):
     text = "\n".join(lines)
     print(text)
     if args.out:
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
+        try:
+            tool_files.write_text_atomic(args.out, f"--out {args.out}", text + "\n")
+        except tool_files.FileError as e:
+            raise ModelError(str(e))
 
 
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    check_paths(args)
     if args.from_traces:
         n1_path, n2_path = args.from_traces
         table = args.allreduce_table
