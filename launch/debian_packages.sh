@@ -1,7 +1,8 @@
 # debian_packages.sh: install_missing_debs LABEL PACKAGE... installs, with
 # apt-get, those of the Debian packages that are not installed yet (sudo when
 # not root), and says which; quick when nothing is missing. Sourced by
-# launch/install_deps.sh and launch/install_test_deps.sh.
+# launch/install_deps.sh, launch/install_test_deps.sh and
+# launch/install_bench_deps.sh.
 install_missing_debs() {
   local label=$1 p sudo=""
   shift

@@ -7,18 +7,5 @@
 # compare_torch.py picks /usr/bin/python3 when it imports torch.
 # Idempotent and quick: apt-get runs only when a package is missing.
 set -euo pipefail
-packages=(python3-torch)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -eq 0 ]; then
-  echo "install_bench_deps: all ${#packages[@]} Debian packages present"
-  exit 0
-fi
-echo "install_bench_deps: installing ${missing[*]}"
-sudo=""
-if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+. "$(dirname "$0")/debian_packages.sh"
+install_missing_debs install_bench_deps python3-torch
