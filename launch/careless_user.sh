@@ -5,7 +5,7 @@
 # exit status, one line naming the problem, inputs unchanged, nothing
 # half-written. The cases live in launch/careless/, one file per surface;
 # SECTION names run only those sections (`careless_user.sh build/ddp_train
-# safetensors generate`). Prints a markdown table and a count; exits 1 if any
+# safetensors_inputs generate`). Prints a markdown table and a count; exits 1 if any
 # case is a BUG.
 set -u
 BIN=$(realpath "${1:-build/ddp_train}")

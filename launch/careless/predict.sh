@@ -3,18 +3,6 @@
 # zero rows, non-finite features, outputs that exist or cannot be written,
 # and more ranks than rows.
 
-# npy OUT DTYPE SHAPE...: an .npy of random values (numpy, Debian's python).
-npy() {
-  /usr/bin/python3 - "$@" <<'PY'
-import sys
-import numpy as np
-out, dtype, shape = sys.argv[1], sys.argv[2], tuple(int(d) for d in sys.argv[3:])
-rng = np.random.default_rng(5)
-a = rng.uniform(-1, 1, size=shape) if dtype.startswith("float") else rng.integers(0, 255, size=shape)
-np.save(out, a.astype(dtype))
-PY
-}
-
 predict() {
   local P="--device cpu --threads 1 --layers 4,8,3 --init-weights $T/w0 --batch-size 8"
   npy x.npy float32 10 4
