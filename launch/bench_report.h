@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "trainer/trainer.h"
+#include "trainer/loop/trainer.h"
 
 namespace ddp {
 

@@ -1,15 +1,17 @@
 // ddp_train_main.cpp: the `ddp_train` entry point.
 //
-//   comm/mpi_environment.h    rank, world, local rank, host (a world of one without mpirun)
-//   comm/mpi_communicator.h   FP16 gradient sums over MPI (CPU ranks)
-//   comm/nccl_communicator.h  FP16 gradient sums over NCCL (GPU ranks, a world of one included)
-//   launch/options.h          command line + INI config -> TrainConfig
-//   launch/device_select.h    --device -> CpuBackend / CudaBackend (device = local rank)
-//   trainer/data/data_source.h     --data -> train and test sets
-//   trainer/generation.h      --generate: bytes sampled from a GPT's checkpoint or weights, no Trainer
-//   trainer/trainer.h         the training loop (model, loss scaling, SGD, eval, checkpoints)
-//   trainer/stop_signal.h     SIGINT/SIGTERM: exit at once in start-up, else stop at a step boundary with a checkpoint
+//   comm/mpi_environment.h      rank, world, local rank, host (a world of one without mpirun)
+//   comm/mpi_communicator.h     FP16 gradient sums over MPI (CPU ranks)
+//   comm/nccl_communicator.h    FP16 gradient sums over NCCL (GPU ranks, a world of one included)
 //   comm/collective_watchdog.h  a collective that waits past --collective-timeout ends the job
+//   launch/options.h            command line + INI config -> TrainConfig
+//   launch/device_select.h      --device -> CpuBackend / CudaBackend (device = local rank)
+//   trainer/data/data_source.h  --data -> train and test sets
+//   trainer/modes/generation.h  --generate: bytes sampled from a GPT's checkpoint or weights, no Trainer
+//   trainer/modes/inference.h   --predict: batched inference of saved weights, no Trainer
+//   trainer/loop/trainer.h      the training loop (model, loss scaling, SGD, eval, checkpoints)
+//   trainer/loop/stop_signal.h  SIGINT/SIGTERM: exit at once in start-up, else stop at a step
+//                               boundary with a checkpoint
 #include <csignal>
 #include <cstdio>
 #include <exception>
@@ -23,14 +25,14 @@
 #include "launch/device_select.h"
 #include "launch/options.h"
 #include "trainer/config/config_check.h"
-#include "trainer/generation.h"
-#include "trainer/inference.h"
+#include "trainer/modes/generation.h"
+#include "trainer/modes/inference.h"
 #include "trainer/models/model_catalog.h"
 #include "trainer/models/model_factory.h"
-#include "trainer/stop_signal.h"
+#include "trainer/loop/stop_signal.h"
 #include "trainer/data/synthetic_data.h"
 #include "trainer/data/token_files.h"
-#include "trainer/trainer.h"
+#include "trainer/loop/trainer.h"
 #if defined(DDP_HAVE_MPI)
 #include "comm/mpi_communicator.h"
 #endif

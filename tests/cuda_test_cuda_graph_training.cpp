@@ -32,7 +32,7 @@
 #include "test_support.h"
 #include "trainer/data/data_source.h"
 #include "trainer/data/synthetic_data.h"
-#include "trainer/trainer.h"
+#include "trainer/loop/trainer.h"
 
 namespace ddp {
 namespace {

@@ -18,7 +18,7 @@
 #include "comm/communicator.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "trainer/data/batch_loader.h"
-#include "trainer/trainer.h"
+#include "trainer/loop/trainer.h"
 #include "test_support.h"
 
 namespace ddp {

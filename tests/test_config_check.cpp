@@ -19,7 +19,7 @@
 #include "launch/options.h"
 #include "trainer/config/config_check.h"
 #include "trainer/data/data_source.h"
-#include "trainer/trainer.h"
+#include "trainer/loop/trainer.h"
 #include "test_support.h"
 
 namespace ddp {

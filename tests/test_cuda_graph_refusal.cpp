@@ -10,7 +10,7 @@
 #include "comm/communicator.h"
 #include "recording_backend.h"
 #include "trainer/data/data_source.h"
-#include "trainer/trainer.h"
+#include "trainer/loop/trainer.h"
 
 namespace ddp {
 namespace {

@@ -21,8 +21,8 @@
 #include "escaped_text_support.h"
 #include "test_support.h"
 #include "trainer/checkpoint/checkpoint_dir.h"
-#include "trainer/generation.h"
-#include "trainer/trainer.h"
+#include "trainer/modes/generation.h"
+#include "trainer/loop/trainer.h"
 
 namespace ddp {
 namespace {

@@ -16,7 +16,7 @@
 #include "test_support.h"
 #include "training_run_support.h"
 #include "trainer/optim/loss_scaler.h"
-#include "trainer/trainer.h"
+#include "trainer/loop/trainer.h"
 
 namespace ddp {
 namespace {

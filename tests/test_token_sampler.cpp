@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "test_support.h"
-#include "trainer/token_sampler.h"
+#include "trainer/modes/token_sampler.h"
 
 namespace ddp {
 namespace {

@@ -9,7 +9,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "trainer/data/idx_reader.h"
 #include "trainer/models/parameter_store.h"
-#include "trainer/trainer.h"
+#include "trainer/loop/trainer.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/checkpoint_dir.h"
 #include "trainer/checkpoint/checkpoint_v1.h"

@@ -15,7 +15,7 @@
 #include "recording_backend.h"
 #include "test_support.h"
 #include "training_run_support.h"
-#include "trainer/trainer.h"
+#include "trainer/loop/trainer.h"
 
 namespace ddp {
 namespace {

@@ -8,7 +8,7 @@
 
 #include "escaped_text_support.h"
 #include "test_support.h"
-#include "trainer/training_sampler.h"
+#include "trainer/modes/training_sampler.h"
 
 namespace ddp {
 namespace {

@@ -6,7 +6,7 @@
 
 #include "comm/communicator.h"
 #include "kernels/backend.h"
-#include "trainer/trainer.h"
+#include "trainer/loop/trainer.h"
 
 namespace ddp::test {
 

@@ -8,7 +8,7 @@
 
 #include "comm/mpi_communicator.h"
 #include "kernels/cpu/cpu_backend.h"
-#include "trainer/trainer.h"
+#include "trainer/loop/trainer.h"
 #include "mpi/mpi_test_support.h"
 
 namespace ddp {

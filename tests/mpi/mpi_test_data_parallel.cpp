@@ -13,11 +13,11 @@
 
 #include "comm/mpi_communicator.h"
 #include "kernels/cpu/cpu_backend.h"
-#include "trainer/evaluator.h"
+#include "trainer/loop/evaluator.h"
 #include "trainer/models/mlp_model.h"
 #include "trainer/models/parameter_store.h"
 #include "trainer/data/synthetic_data.h"
-#include "trainer/trainer.h"
+#include "trainer/loop/trainer.h"
 #include "mpi/mpi_test_support.h"
 #include "test_support.h"
 

@@ -15,7 +15,7 @@
 #include "mpi/mpi_test_support.h"
 #include "test_support.h"
 #include "trainer/models/gpt_config.h"
-#include "trainer/trainer.h"
+#include "trainer/loop/trainer.h"
 
 namespace ddp {
 namespace {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "comm/mpi_communicator.h"
-#include "trainer/trainer.h"
+#include "trainer/loop/trainer.h"
 #include "mpi/mpi_test_support.h"
 #include "recording_backend.h"
 

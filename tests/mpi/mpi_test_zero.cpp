@@ -22,8 +22,8 @@
 #include "test_support.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/models/model_catalog.h"
-#include "trainer/sharded_state.h"
-#include "trainer/trainer.h"
+#include "trainer/zero/sharded_state.h"
+#include "trainer/loop/trainer.h"
 
 namespace ddp {
 namespace {

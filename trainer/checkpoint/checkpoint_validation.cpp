@@ -1,6 +1,6 @@
 // checkpoint_validation.cpp: the run-independent invariants of a TrainState
 // (checkpoint_validation.h). Each bound says why every checkpoint the
-// trainer writes satisfies it; the trainer (trainer/trainer.cpp) starts from
+// trainer writes satisfies it; the trainer (trainer/loop/trainer.cpp) starts from
 // step = epoch = offset = skipped = 0 and the LossScaler's initial state, and
 // changes the position only in train_step and at an epoch's end, the scaler
 // only through loss_scale_rule_update (kernels/step_status.h). Every bound

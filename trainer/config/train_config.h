@@ -109,7 +109,7 @@ struct TrainConfig {
   int64_t eval_every = 0;
   // --sample-every N (a byte GPT): after every N-th step rank 0 prints
   // sample_length bytes sampled after the prompt ("\n" without --prompt)
-  // from the FP16 weights, seeded by seed + step (trainer/training_sampler.h).
+  // from the FP16 weights, seeded by seed + step (trainer/modes/training_sampler.h).
   int64_t sample_every = 0;
   int64_t sample_length = 200;
   std::string checkpoint_dir;
@@ -123,13 +123,13 @@ struct TrainConfig {
   // --init-weights) on the test set; trains nothing, writes nothing but --metrics.
   bool eval_only = false;
   // --predict X.npy --predictions OUT.npy: inference of the starting weights
-  // on X's rows (trainer/inference.h); --predict-output logits|probs|class
+  // on X's rows (trainer/modes/inference.h); --predict-output logits|probs|class
   // ("" until parse_options picks: class for xent, logits for mse).
   std::string predict_path;
   std::string predictions_path;
   std::string predict_output;
   // --generate N --prompt TEXT: N bytes sampled from a byte-vocabulary GPT
-  // after the prompt (trainer/generation.h); 0: off. --temperature 0 is
+  // after the prompt (trainer/modes/generation.h); 0: off. --temperature 0 is
   // greedy; --top-k 0 keeps every class. The sampling RNG is seeded by --seed.
   int64_t generate_bytes = 0;
   std::string prompt;

@@ -86,7 +86,7 @@ class ParameterStore {
 
 // The tables a training step reads and writes through: flat over the
 // store's whole FP16 buffers; a sharded buffer's entries stay empty until
-// the layer hooks point them (trainer/layer_shards.h).
+// the layer hooks point them (trainer/zero/layer_shards.h).
 ParameterTables training_tables(ParameterStore& params);
 
 }  // namespace ddp

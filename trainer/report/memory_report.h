@@ -29,7 +29,7 @@ struct StateBytes {
   size_t fp16_weights = 0;
   size_t fp16_gradients = 0;
   // Not state: stage 2's gradient staging and stage 3's gather slots, held
-  // now (trainer/layer_shards.h).
+  // now (trainer/zero/layer_shards.h).
   size_t zero_buffers = 0;
   bool grads_whole_for_accumulation = false;  // --zero >= 2 with --grad-accum > 1 (not the formula's)
   size_t total() const { return fp32_masters + optimizer_state + fp32_gradients + fp16_weights + fp16_gradients; }

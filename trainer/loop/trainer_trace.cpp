@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <limits>
 
-#include "trainer/checkpoint/run_outputs.h"
-#include "trainer/trainer_impl.h"
+#include "trainer/loop/run_outputs.h"
+#include "trainer/loop/trainer_impl.h"
 
 namespace ddp {
 namespace {

@@ -1,5 +1,5 @@
 // layer_shards.cpp
-#include "trainer/layer_shards.h"
+#include "trainer/zero/layer_shards.h"
 
 #include <algorithm>
 

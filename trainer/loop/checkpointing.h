@@ -12,12 +12,12 @@
 
 #include "comm/communicator.h"
 #include "trainer/data/dataset.h"
-#include "trainer/epoch_cursor.h"
+#include "trainer/loop/epoch_cursor.h"
 #include "trainer/report/json_writer.h"
 #include "trainer/models/parameter_store.h"
 #include "trainer/report/progress_reporter.h"
 #include "trainer/checkpoint/resume_check.h"
-#include "trainer/step_state_view.h"
+#include "trainer/loop/step_state_view.h"
 #include "trainer/config/train_config.h"
 #include "trainer/checkpoint/train_state.h"
 

@@ -1,5 +1,5 @@
 // epoch_cursor.cpp: the run's position in the data (epoch_cursor.h).
-#include "trainer/epoch_cursor.h"
+#include "trainer/loop/epoch_cursor.h"
 
 #include <algorithm>
 #include <string>

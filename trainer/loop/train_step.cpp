@@ -6,9 +6,9 @@
 #include <functional>
 #include <vector>
 
-#include "trainer/fault_hooks.h"
+#include "trainer/loop/fault_hooks.h"
 #include "trainer/models/loss_head.h"
-#include "trainer/trainer_impl.h"
+#include "trainer/loop/trainer_impl.h"
 
 namespace ddp {
 

@@ -21,22 +21,22 @@
 #include <vector>
 
 #include "trainer/data/batch_loader.h"
-#include "trainer/captured_step.h"
-#include "trainer/checkpoint/checkpointing.h"
-#include "trainer/epoch_cursor.h"
-#include "trainer/evaluator.h"
-#include "trainer/layer_shards.h"
+#include "trainer/loop/captured_step.h"
+#include "trainer/loop/checkpointing.h"
+#include "trainer/loop/epoch_cursor.h"
+#include "trainer/loop/evaluator.h"
+#include "trainer/zero/layer_shards.h"
 #include "trainer/optim/lr_schedule.h"
 #include "trainer/optim/mixed_precision_optimizer.h"
 #include "comm/gradient_reducer.h"
 #include "trainer/models/model.h"
 #include "trainer/models/parameter_store.h"
 #include "trainer/report/progress_reporter.h"
-#include "trainer/report/run_report.h"
+#include "trainer/loop/run_report.h"
 #include "trainer/report/step_trace.h"
-#include "trainer/step_state_view.h"
-#include "trainer/trainer.h"
-#include "trainer/training_sampler.h"
+#include "trainer/loop/step_state_view.h"
+#include "trainer/loop/trainer.h"
+#include "trainer/modes/training_sampler.h"
 
 namespace ddp {
 

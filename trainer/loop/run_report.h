@@ -13,13 +13,13 @@
 
 #include "comm/communicator.h"
 #include "trainer/data/dataset.h"
-#include "trainer/epoch_cursor.h"
-#include "trainer/evaluator.h"
+#include "trainer/loop/epoch_cursor.h"
+#include "trainer/loop/evaluator.h"
 #include "trainer/report/json_writer.h"
 #include "trainer/report/memory_report.h"
 #include "trainer/report/progress_reporter.h"
 #include "trainer/config/train_config.h"
-#include "trainer/trainer.h"
+#include "trainer/loop/trainer.h"
 
 namespace ddp {
 

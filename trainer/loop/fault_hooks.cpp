@@ -1,5 +1,5 @@
 // fault_hooks.cpp: overflow injection and the stalled rank (fault_hooks.h).
-#include "trainer/fault_hooks.h"
+#include "trainer/loop/fault_hooks.h"
 
 #include <algorithm>
 #include <chrono>

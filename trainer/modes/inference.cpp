@@ -1,5 +1,5 @@
 // inference.cpp
-#include "trainer/inference.h"
+#include "trainer/modes/inference.h"
 
 #include <sys/stat.h>
 
@@ -16,7 +16,7 @@
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/checkpoint_dir.h"
 #include "trainer/checkpoint/checkpoint_validation.h"
-#include "trainer/checkpoint/run_outputs.h"
+#include "trainer/loop/run_outputs.h"
 #include "trainer/checkpoint/weights_io.h"
 #include "trainer/data/dataset.h"
 #include "trainer/data/npy_io.h"

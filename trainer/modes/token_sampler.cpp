@@ -1,5 +1,5 @@
 // token_sampler.cpp
-#include "trainer/token_sampler.h"
+#include "trainer/modes/token_sampler.h"
 
 #include <algorithm>
 #include <cmath>

@@ -20,7 +20,7 @@
 #include "trainer/config/train_config.h"
 #include "trainer/models/gpt_config.h"
 #include "trainer/models/model.h"
-#include "trainer/token_sampler.h"
+#include "trainer/modes/token_sampler.h"
 
 namespace ddp {
 

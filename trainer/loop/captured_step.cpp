@@ -1,10 +1,10 @@
 // captured_step.cpp: capture and replay of the training step (captured_step.h).
-#include "trainer/captured_step.h"
+#include "trainer/loop/captured_step.h"
 
 #include <string>
 
 #include "kernels/error.h"
-#include "trainer/fault_hooks.h"
+#include "trainer/loop/fault_hooks.h"
 
 namespace ddp {
 

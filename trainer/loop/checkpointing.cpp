@@ -1,6 +1,6 @@
 // checkpointing.cpp: resume, restore, snapshot and checkpoint writes of the
 // trainer (checkpointing.h).
-#include "trainer/checkpoint/checkpointing.h"
+#include "trainer/loop/checkpointing.h"
 
 #include <algorithm>
 #include <charconv>
@@ -15,8 +15,8 @@
 #include "trainer/checkpoint/checkpoint_dir.h"
 #include "trainer/checkpoint/checkpoint_validation.h"
 #include "trainer/models/model_catalog.h"
-#include "trainer/checkpoint/run_outputs.h"
-#include "trainer/sharded_state.h"
+#include "trainer/loop/run_outputs.h"
+#include "trainer/zero/sharded_state.h"
 
 namespace ddp {
 

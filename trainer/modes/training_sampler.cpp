@@ -1,11 +1,11 @@
 // training_sampler.cpp
-#include "trainer/training_sampler.h"
+#include "trainer/modes/training_sampler.h"
 
 #include <algorithm>
 #include <cstdio>
 
 #include "kernels/error.h"
-#include "trainer/generation.h"
+#include "trainer/modes/generation.h"
 #include "trainer/models/model_factory.h"
 
 namespace ddp {

@@ -1,5 +1,5 @@
 // generation.cpp
-#include "trainer/generation.h"
+#include "trainer/modes/generation.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -13,10 +13,10 @@
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/checkpoint_dir.h"
 #include "trainer/checkpoint/checkpoint_validation.h"
-#include "trainer/inference.h"
+#include "trainer/modes/inference.h"
 #include "trainer/models/model_factory.h"
 #include "trainer/models/parameter_store.h"
-#include "trainer/token_sampler.h"
+#include "trainer/modes/token_sampler.h"
 
 namespace ddp {
 namespace {

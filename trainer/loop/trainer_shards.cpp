@@ -1,7 +1,7 @@
 // trainer_shards.cpp: the Trainer's --zero parts (trainer_impl.h): wiring
 // the reducer, the layer hooks and the padding to the stage; the whole FP16
 // weights for evaluation and samples at stage 3; the memory by class.
-#include "trainer/trainer_impl.h"
+#include "trainer/loop/trainer_impl.h"
 
 namespace ddp {
 

@@ -1,11 +1,11 @@
 // step_state_view.cpp: reading the device step state (step_state_view.h).
-#include "trainer/step_state_view.h"
+#include "trainer/loop/step_state_view.h"
 
 #include <cstdio>
 #include <string>
 
 #include "trainer/optim/loss_scaler.h"
-#include "trainer/trainer.h"
+#include "trainer/loop/trainer.h"
 
 namespace ddp {
 namespace {

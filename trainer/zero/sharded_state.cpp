@@ -1,5 +1,5 @@
 // sharded_state.cpp
-#include "trainer/sharded_state.h"
+#include "trainer/zero/sharded_state.h"
 
 #include "kernels/error.h"
 

@@ -1,5 +1,5 @@
 // run_outputs.cpp: the output checks of run_outputs.h.
-#include "trainer/checkpoint/run_outputs.h"
+#include "trainer/loop/run_outputs.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

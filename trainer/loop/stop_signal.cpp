@@ -1,5 +1,5 @@
 // stop_signal.cpp
-#include "trainer/stop_signal.h"
+#include "trainer/loop/stop_signal.h"
 
 #include <unistd.h>
 

@@ -9,7 +9,7 @@
 // This file: the Trainer's construction, prepare(), the loop and its
 // endings. The step itself is in train_step.cpp; the parts both wire are
 // listed in trainer_impl.h.
-#include "trainer/trainer.h"
+#include "trainer/loop/trainer.h"
 
 #include <algorithm>
 #include <limits>
@@ -18,12 +18,12 @@
 #include "kernels/error.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/config/config_check.h"
-#include "trainer/fault_hooks.h"
+#include "trainer/loop/fault_hooks.h"
 #include "trainer/models/model_catalog.h"
 #include "trainer/models/model_factory.h"
-#include "trainer/sharded_state.h"
-#include "trainer/stop_signal.h"
-#include "trainer/trainer_impl.h"
+#include "trainer/zero/sharded_state.h"
+#include "trainer/loop/stop_signal.h"
+#include "trainer/loop/trainer_impl.h"
 #include "trainer/data/input_file.h"
 #include "trainer/report/memory_report.h"
 #include "trainer/checkpoint/weights_io.h"

@@ -1,5 +1,5 @@
 // evaluator.cpp
-#include "trainer/evaluator.h"
+#include "trainer/loop/evaluator.h"
 
 #include <algorithm>
 #include <cmath>

@@ -68,7 +68,7 @@ class Trainer {
   // Picks the starting state (resume, --init-weights, or fresh), validating
   // it; call before any output is written. Throws on a bad checkpoint.
   void prepare();
-  // Stops early at a step boundary when a stop signal (trainer/stop_signal.h)
+  // Stops early at a step boundary when a stop signal (trainer/loop/stop_signal.h)
   // reached any rank: writes a checkpoint and returns with stop_signal set.
   // Throws AgreedError after --max-bad-steps skipped steps in a row.
   TrainSummary run();

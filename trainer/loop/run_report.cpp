@@ -1,12 +1,12 @@
 // run_report.cpp: the run's lines and metrics records (run_report.h).
-#include "trainer/report/run_report.h"
+#include "trainer/loop/run_report.h"
 
 #include <cmath>
 #include <cstdio>
 #include <utility>
 
 #include "trainer/models/model_catalog.h"
-#include "trainer/stop_signal.h"
+#include "trainer/loop/stop_signal.h"
 
 namespace ddp {
 namespace {
