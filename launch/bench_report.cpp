@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "trainer/report/json_writer.h"
+#include "trainer/io/json_writer.h"
 
 namespace ddp {
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "kernels/error.h"
-#include "trainer/data/input_file.h"
+#include "trainer/io/input_file.h"
 
 namespace ddp {
 namespace {

@@ -19,7 +19,7 @@ namespace ddp {
 void check_flags_as_a_whole(TrainConfig& config, const BenchOptions& bench);
 
 // The --config file's text: a regular file of at most 1 MiB of text (no NUL
-// bytes), read through trainer/data/input_file.h (a FIFO or device is refused,
+// bytes), read through trainer/io/input_file.h (a FIFO or device is refused,
 // never waited on).
 std::string read_config_text(const std::string& path);
 

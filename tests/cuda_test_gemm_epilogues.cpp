@@ -14,8 +14,8 @@
 
 #include "kernels/cuda/cuda_gemm_route.h"
 #include "trainer/models/mlp_model.h"
-#include "trainer/models/parameter_store.h"
-#include "trainer/models/parameter_store.h"
+#include "trainer/params/parameter_store.h"
+#include "trainer/params/parameter_store.h"
 #include "cuda_test_support.h"
 #include "gemm_epilogue_support.h"
 

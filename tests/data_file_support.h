@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "test_support.h"
-#include "trainer/data/data_error.h"
+#include "trainer/io/data_error.h"
 
 namespace ddp::test {
 

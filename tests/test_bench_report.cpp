@@ -5,7 +5,7 @@
 
 #include "launch/bench_report.h"
 #include "trainer/models/mlp_config.h"
-#include "trainer/report/json_writer.h"
+#include "trainer/io/json_writer.h"
 
 namespace ddp {
 namespace {

@@ -18,7 +18,7 @@
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/checkpoint_dir.h"
 #include "trainer/checkpoint/checkpoint_v1.h"
-#include "trainer/checkpoint/safetensors.h"
+#include "trainer/io/safetensors.h"
 
 namespace ddp {
 namespace {

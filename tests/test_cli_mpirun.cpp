@@ -12,7 +12,7 @@
 
 #include "test_support.h"
 #include "trainer/models/mlp_config.h"
-#include "trainer/models/parameter_store.h"
+#include "trainer/params/parameter_store.h"
 #include "trainer/checkpoint/weights_io.h"
 
 namespace ddp {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "test_support.h"
-#include "trainer/checkpoint/safetensors.h"
+#include "trainer/io/safetensors.h"
 #include "trainer/checkpoint/weights_io.h"
 #include "trainer/models/mlp_config.h"
 

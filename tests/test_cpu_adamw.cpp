@@ -19,7 +19,7 @@
 
 #include "cpu_kernel_support.h"
 #include "kernels/buffer.h"
-#include "trainer/models/parameter_store.h"
+#include "trainer/params/parameter_store.h"
 
 namespace ddp {
 namespace {

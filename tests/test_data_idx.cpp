@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "data_file_support.h"
-#include "trainer/data/data_file.h"
+#include "trainer/io/data_file.h"
 #include "trainer/data/dataset.h"
 #include "trainer/data/idx_reader.h"
 

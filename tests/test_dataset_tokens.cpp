@@ -7,7 +7,7 @@
 #include <random>
 #include <string>
 
-#include "trainer/data/data_error.h"
+#include "trainer/io/data_error.h"
 #include "trainer/data/dataset.h"
 #include "data_file_support.h"
 #include "test_support.h"

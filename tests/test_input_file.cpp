@@ -24,11 +24,11 @@
 #include "kernels/error.h"
 #include "test_support.h"
 #include "trainer/data/csv_reader.h"
-#include "trainer/data/data_error.h"
-#include "trainer/data/data_file.h"
+#include "trainer/io/data_error.h"
+#include "trainer/io/data_file.h"
 #include "trainer/data/distributed_sampler.h"
 #include "trainer/data/idx_reader.h"
-#include "trainer/data/input_file.h"
+#include "trainer/io/input_file.h"
 
 namespace ddp {
 namespace {

@@ -18,7 +18,7 @@
 
 #include "kernels/error.h"
 #include "test_support.h"
-#include "trainer/report/json_writer.h"
+#include "trainer/io/json_writer.h"
 
 namespace ddp {
 namespace {

@@ -14,7 +14,7 @@
 
 #include "kernels/cpu/cpu_backend.h"
 #include "trainer/models/mlp_model.h"
-#include "trainer/models/parameter_store.h"
+#include "trainer/params/parameter_store.h"
 #include "test_support.h"
 
 namespace ddp {

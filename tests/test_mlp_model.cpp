@@ -16,7 +16,7 @@
 #include "trainer/data/data_source.h"
 #include "trainer/models/mlp_model.h"
 #include "trainer/models/model_catalog.h"
-#include "trainer/models/parameter_store.h"
+#include "trainer/params/parameter_store.h"
 
 namespace ddp {
 namespace {

@@ -1,5 +1,5 @@
 // test_parameter_registry.cpp: named tensors in one flat layout
-// (trainer/models/parameter_registry.h): registration order, 16-byte
+// (trainer/params/parameter_registry.h): registration order, 16-byte
 // alignment with zero padding, pack/unpack, and initial values that are a
 // pure function of the seed.
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 
 #include "kernels/error.h"
 #include "test_support.h"
-#include "trainer/models/parameter_registry.h"
+#include "trainer/params/parameter_registry.h"
 
 namespace ddp {
 namespace {

@@ -1,5 +1,5 @@
 // test_safetensors.cpp: the safetensors reader and writer
-// (trainer/checkpoint/safetensors.h): a round trip of fresh random tensors,
+// (trainer/io/safetensors.h): a round trip of fresh random tensors,
 // F16 and BF16 widened exactly, and every malformed header refused with one
 // line naming the file and the tensor. Interop with the reference
 // implementation is tests/python/test_safetensors_interop.py.
@@ -16,8 +16,8 @@
 #include "data_file_support.h"
 #include "kernels/half_convert.h"
 #include "test_support.h"
-#include "trainer/checkpoint/safetensors.h"
-#include "trainer/data/input_file.h"
+#include "trainer/io/safetensors.h"
+#include "trainer/io/input_file.h"
 
 namespace ddp {
 namespace {

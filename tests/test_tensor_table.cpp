@@ -1,5 +1,5 @@
 // test_tensor_table.cpp: models reach their weights and gradients through
-// per-tensor tables (trainer/models/tensor_table.h), read at each use after
+// per-tensor tables (trainer/params/tensor_table.h), read at each use after
 // the layer hook, so ZeRO can move a tensor between hooks.
 //
 // On the CPU backend, for an MLP (GELU, three Linears) and a tiny GPT (two
@@ -32,7 +32,7 @@
 #include "test_support.h"
 #include "trainer/models/gpt_model.h"
 #include "trainer/models/mlp_model.h"
-#include "trainer/models/tensor_table.h"
+#include "trainer/params/tensor_table.h"
 
 namespace ddp {
 namespace {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "kernels/error.h"
-#include "trainer/data/data_error.h"
+#include "trainer/io/data_error.h"
 #include "trainer/data/token_files.h"
 #include "data_file_support.h"
 #include "test_support.h"

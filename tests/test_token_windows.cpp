@@ -15,7 +15,7 @@
 
 #include "kernels/cpu/cpu_backend.h"
 #include "trainer/data/batch_loader.h"
-#include "trainer/data/data_error.h"
+#include "trainer/io/data_error.h"
 #include "trainer/data/data_source.h"
 #include "trainer/data/distributed_sampler.h"
 #include "trainer/data/dataset.h"

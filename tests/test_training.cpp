@@ -8,7 +8,7 @@
 #include "comm/communicator.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "trainer/data/idx_reader.h"
-#include "trainer/models/parameter_store.h"
+#include "trainer/params/parameter_store.h"
 #include "trainer/loop/trainer.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/checkpoint_dir.h"

@@ -15,7 +15,7 @@
 
 #include "data_file_support.h"
 #include "test_support.h"
-#include "trainer/checkpoint/safetensors.h"
+#include "trainer/io/safetensors.h"
 #include "trainer/checkpoint/weights_io.h"
 #include "trainer/models/mlp_config.h"
 

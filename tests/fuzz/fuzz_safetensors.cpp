@@ -1,5 +1,5 @@
 // fuzz_safetensors.cpp: libFuzzer harness of the safetensors reader
-// (trainer/checkpoint/safetensors.h) and of --init-weights from such a file
+// (trainer/io/safetensors.h) and of --init-weights from such a file
 // (weights_io.h). Every input goes to parse_safetensors; one that parses has
 // every tensor widened to FP32, is re-encoded and must parse again to the
 // same tensors (a file the reader accepts is one the writer can reproduce),
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "fuzz_support.h"
-#include "trainer/checkpoint/safetensors.h"
+#include "trainer/io/safetensors.h"
 #include "trainer/checkpoint/weights_io.h"
 #include "trainer/models/mlp_config.h"
 

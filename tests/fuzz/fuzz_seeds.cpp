@@ -23,7 +23,7 @@
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/checkpoint_v1.h"
 #include "trainer/models/mlp_config.h"
-#include "trainer/checkpoint/safetensors.h"
+#include "trainer/io/safetensors.h"
 #include "trainer/data/npy_header.h"
 #include "trainer/data/npy_io.h"
 #include "trainer/data/token_files.h"

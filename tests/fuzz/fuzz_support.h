@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "kernels/error.h"
-#include "trainer/data/data_file.h"
+#include "trainer/io/data_file.h"
 
 namespace ddp::fuzz {
 

@@ -15,7 +15,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "trainer/loop/evaluator.h"
 #include "trainer/models/mlp_model.h"
-#include "trainer/models/parameter_store.h"
+#include "trainer/params/parameter_store.h"
 #include "trainer/data/synthetic_data.h"
 #include "trainer/loop/trainer.h"
 #include "mpi/mpi_test_support.h"

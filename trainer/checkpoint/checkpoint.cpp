@@ -11,10 +11,10 @@
 #include <cstring>
 #include <utility>
 
-#include "trainer/checkpoint/atomic_file.h"
+#include "trainer/io/atomic_file.h"
 #include "trainer/checkpoint/checkpoint_v1.h"
 #include "trainer/checkpoint/checkpoint_v2.h"
-#include "trainer/data/input_file.h"
+#include "trainer/io/input_file.h"
 
 namespace ddp {
 

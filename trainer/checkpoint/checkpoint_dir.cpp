@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <system_error>
 
-#include "trainer/checkpoint/atomic_file.h"
+#include "trainer/io/atomic_file.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/checkpoint_validation.h"
 

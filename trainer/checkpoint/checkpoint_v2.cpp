@@ -10,8 +10,8 @@
 #include <map>
 #include <set>
 
-#include "trainer/checkpoint/safetensors.h"
-#include "trainer/data/data_error.h"
+#include "trainer/io/safetensors.h"
+#include "trainer/io/data_error.h"
 
 namespace ddp {
 namespace {

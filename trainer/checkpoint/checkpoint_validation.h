@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "trainer/checkpoint/train_state.h"
-#include "trainer/models/parameter_registry.h"
+#include "trainer/params/parameter_registry.h"
 
 namespace ddp {
 

@@ -6,8 +6,8 @@
 #include <filesystem>
 
 #include "kernels/error.h"
-#include "trainer/checkpoint/safetensors.h"
-#include "trainer/data/data_error.h"
+#include "trainer/io/safetensors.h"
+#include "trainer/io/data_error.h"
 #include "trainer/data/npy_io.h"
 
 namespace ddp {

@@ -6,7 +6,7 @@
 //    nn.Module (the MLP: nn.Sequential of nn.Linear and activations);
 //    written FP32, read from F32, F16 or BF16 (widened exactly);
 //  - any other PATH: a directory of float32 .npy files, one per tensor,
-//    DIR/<file stem>.npy (models/parameter_registry.h; the MLP's are
+//    DIR/<file stem>.npy (params/parameter_registry.h; the MLP's are
 //    layer<i>.weight.npy [out, in] and layer<i>.bias.npy [out], i counting
 //    Linear layers from 0 in forward order).
 #pragma once
@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "trainer/models/parameter_registry.h"
+#include "trainer/params/parameter_registry.h"
 
 namespace ddp {
 

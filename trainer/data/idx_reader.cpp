@@ -8,9 +8,9 @@
 #include <limits>
 #include <utility>
 
-#include "trainer/data/data_error.h"
-#include "trainer/data/data_file.h"
-#include "trainer/data/input_file.h"
+#include "trainer/io/data_error.h"
+#include "trainer/io/data_file.h"
+#include "trainer/io/input_file.h"
 
 namespace ddp {
 

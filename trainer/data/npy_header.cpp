@@ -6,7 +6,7 @@
 
 #include <cctype>
 
-#include "trainer/data/data_error.h"
+#include "trainer/io/data_error.h"
 
 namespace ddp {
 

@@ -4,7 +4,7 @@
 // uint32 LE for 2.0/3.0), the header dict, then the raw C-order data.
 #include "trainer/data/npy_io.h"
 
-#include "trainer/checkpoint/atomic_file.h"
+#include "trainer/io/atomic_file.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -14,9 +14,9 @@
 #include <limits>
 #include <utility>
 
-#include "trainer/data/data_error.h"
-#include "trainer/data/data_file.h"
-#include "trainer/data/input_file.h"
+#include "trainer/io/data_error.h"
+#include "trainer/io/data_file.h"
+#include "trainer/io/input_file.h"
 
 namespace ddp {
 

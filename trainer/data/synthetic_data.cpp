@@ -4,7 +4,7 @@
 #include <cmath>
 #include <random>
 
-#include "trainer/data/data_error.h"
+#include "trainer/io/data_error.h"
 
 namespace ddp {
 

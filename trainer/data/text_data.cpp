@@ -5,8 +5,8 @@
 #include <sstream>
 
 #include "kernels/error.h"
-#include "trainer/data/data_error.h"
-#include "trainer/data/input_file.h"
+#include "trainer/io/data_error.h"
+#include "trainer/io/input_file.h"
 #include "trainer/data/token_windows.h"
 
 namespace ddp {

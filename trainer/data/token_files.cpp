@@ -8,8 +8,8 @@
 #include <fstream>
 
 #include "kernels/error.h"
-#include "trainer/data/data_error.h"
-#include "trainer/data/input_file.h"
+#include "trainer/io/data_error.h"
+#include "trainer/io/input_file.h"
 
 namespace ddp {
 namespace {

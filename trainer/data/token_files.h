@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "trainer/data/input_file.h"
+#include "trainer/io/input_file.h"
 
 namespace ddp {
 

@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "trainer/data/data_error.h"
+#include "trainer/io/data_error.h"
 
 namespace ddp {
 

@@ -13,10 +13,10 @@
 #include "kernels/error.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/checkpoint_dir.h"
-#include "trainer/checkpoint/safetensors.h"
+#include "trainer/io/safetensors.h"
 #include "trainer/models/model_catalog.h"
 #include "trainer/checkpoint/weights_io.h"
-#include "trainer/data/input_file.h"
+#include "trainer/io/input_file.h"
 
 namespace ddp {
 namespace {

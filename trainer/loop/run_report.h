@@ -15,7 +15,7 @@
 #include "trainer/data/dataset.h"
 #include "trainer/loop/epoch_cursor.h"
 #include "trainer/loop/evaluator.h"
-#include "trainer/report/json_writer.h"
+#include "trainer/io/json_writer.h"
 #include "trainer/report/memory_report.h"
 #include "trainer/report/progress_reporter.h"
 #include "trainer/config/train_config.h"

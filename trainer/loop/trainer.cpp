@@ -24,7 +24,7 @@
 #include "trainer/zero/sharded_state.h"
 #include "trainer/loop/stop_signal.h"
 #include "trainer/loop/trainer_impl.h"
-#include "trainer/data/input_file.h"
+#include "trainer/io/input_file.h"
 #include "trainer/report/memory_report.h"
 #include "trainer/checkpoint/weights_io.h"
 

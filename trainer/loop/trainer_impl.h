@@ -30,7 +30,7 @@
 #include "trainer/optim/mixed_precision_optimizer.h"
 #include "comm/gradient_reducer.h"
 #include "trainer/models/model.h"
-#include "trainer/models/parameter_store.h"
+#include "trainer/params/parameter_store.h"
 #include "trainer/report/progress_reporter.h"
 #include "trainer/loop/run_report.h"
 #include "trainer/report/step_trace.h"
@@ -58,7 +58,7 @@ struct Trainer::Impl {
   LrSchedule schedule;
   ProgressReporter progress;
   GradientReducer reducer;  // the all-reduce buckets over the registry's tensors, overlapped with backward
-  // params' buffers per tensor, as the model reads them (models/tensor_table.h);
+  // params' buffers per tensor, as the model reads them (params/tensor_table.h);
   // at --zero 2 and 3 the sharded ones are the layer hooks' (layer_shards.h).
   ParameterTables tables = training_tables(params);
   std::unique_ptr<LayerShards> layer_shards;  // --zero 2 and 3: the hooks that stage gradients and gather weights

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "trainer/models/parameter_registry.h"
+#include "trainer/params/parameter_registry.h"
 
 namespace ddp {
 

@@ -15,8 +15,8 @@
 #include <string>
 
 #include "kernels/backend.h"
-#include "trainer/models/parameter_registry.h"
-#include "trainer/models/tensor_table.h"
+#include "trainer/params/parameter_registry.h"
+#include "trainer/params/tensor_table.h"
 
 namespace ddp {
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "kernels/elementwise_math.h"
-#include "trainer/models/parameter_registry.h"
+#include "trainer/params/parameter_registry.h"
 
 namespace ddp {
 

@@ -31,8 +31,8 @@
 
 #include "kernels/half.h"
 #include "trainer/data/batch_loader.h"
-#include "trainer/models/parameter_registry.h"
-#include "trainer/models/tensor_table.h"
+#include "trainer/params/parameter_registry.h"
+#include "trainer/params/tensor_table.h"
 
 namespace ddp {
 

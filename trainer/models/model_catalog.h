@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "trainer/models/parameter_registry.h"
+#include "trainer/params/parameter_registry.h"
 #include "trainer/config/train_config.h"
 
 namespace ddp {

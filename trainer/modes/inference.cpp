@@ -22,7 +22,7 @@
 #include "trainer/data/npy_io.h"
 #include "trainer/models/model_catalog.h"
 #include "trainer/models/model_factory.h"
-#include "trainer/models/parameter_store.h"
+#include "trainer/params/parameter_store.h"
 
 namespace ddp {
 namespace fs = std::filesystem;

@@ -32,7 +32,7 @@
 
 #include "comm/communicator.h"
 #include "kernels/buffer.h"
-#include "trainer/models/parameter_store.h"
+#include "trainer/params/parameter_store.h"
 #include "trainer/optim/optimizer_kind.h"
 
 namespace ddp {

@@ -17,8 +17,8 @@
 #include <string>
 
 #include "comm/communicator.h"
-#include "trainer/models/parameter_store.h"
-#include "trainer/report/json_writer.h"
+#include "trainer/params/parameter_store.h"
+#include "trainer/io/json_writer.h"
 
 namespace ddp {
 

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/error.h"
-#include "trainer/checkpoint/atomic_file.h"
+#include "trainer/io/atomic_file.h"
 
 namespace ddp {
 namespace {

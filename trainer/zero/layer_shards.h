@@ -31,8 +31,8 @@
 #include "comm/gradient_reducer.h"
 #include "kernels/buffer.h"
 #include "trainer/models/model.h"
-#include "trainer/models/parameter_store.h"
-#include "trainer/models/tensor_table.h"
+#include "trainer/params/parameter_store.h"
+#include "trainer/params/tensor_table.h"
 
 namespace ddp {
 

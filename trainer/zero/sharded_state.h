@@ -20,7 +20,7 @@
 #include "comm/communicator.h"
 #include "comm/shard_layout.h"
 #include "kernels/buffer.h"
-#include "trainer/models/parameter_store.h"
+#include "trainer/params/parameter_store.h"
 
 namespace ddp {
 

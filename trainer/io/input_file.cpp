@@ -3,7 +3,7 @@
 // file that is read (fstat on the open descriptor, not a second lookup of
 // the path), and one read loop into one allocation is the fast path for a
 // 47 MB data file.
-#include "trainer/data/input_file.h"
+#include "trainer/io/input_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,5 +1,5 @@
 // safetensors.cpp: the reader's checks and the writer (format in safetensors.h).
-#include "trainer/checkpoint/safetensors.h"
+#include "trainer/io/safetensors.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -13,9 +13,9 @@
 
 #include "kernels/error.h"
 #include "kernels/half.h"
-#include "trainer/checkpoint/atomic_file.h"
-#include "trainer/data/data_error.h"
-#include "trainer/data/input_file.h"
+#include "trainer/io/atomic_file.h"
+#include "trainer/io/data_error.h"
+#include "trainer/io/input_file.h"
 
 namespace ddp {
 namespace {

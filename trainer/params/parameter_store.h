@@ -1,7 +1,7 @@
 // parameter_store.h: the flat parameter buffers every other part works on.
 //
 // All parameters of the model live in the registry's one flat layout
-// (models/parameter_registry.h: named tensors in the order backward
+// (params/parameter_registry.h: named tensors in the order backward
 // produces their gradients, each 16-byte aligned). Every buffer below
 // shares it, so the optimizer, the unscale/check pass, the all-reduce
 // buckets, checkpoints and weight export are single passes with one index.
@@ -22,8 +22,8 @@
 
 #include "comm/shard_layout.h"
 #include "kernels/buffer.h"
-#include "trainer/models/parameter_registry.h"
-#include "trainer/models/tensor_table.h"
+#include "trainer/params/parameter_registry.h"
+#include "trainer/params/tensor_table.h"
 
 namespace ddp {
 

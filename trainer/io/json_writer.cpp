@@ -1,5 +1,5 @@
 // json_writer.cpp: JSON Lines records and the metrics file.
-#include "trainer/report/json_writer.h"
+#include "trainer/io/json_writer.h"
 
 #include <algorithm>
 #include <cerrno>

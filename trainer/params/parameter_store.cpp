@@ -1,5 +1,5 @@
 // parameter_store.cpp
-#include "trainer/models/parameter_store.h"
+#include "trainer/params/parameter_store.h"
 
 #include <algorithm>
 #include <cstddef>

@@ -3,14 +3,14 @@
 // Fashion-MNIST (26 MB compressed, 47 MB raw): no per-record I/O calls.
 // Output grows geometrically but never past the caller's bound (+1 byte, to
 // see that there is more), so a small file cannot inflate to all memory.
-#include "trainer/data/data_file.h"
+#include "trainer/io/data_file.h"
 
 #include <algorithm>
 #include <memory>
 
 #include <zlib.h>
 
-#include "trainer/data/data_error.h"
+#include "trainer/io/data_error.h"
 
 namespace ddp {
 

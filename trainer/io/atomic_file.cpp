@@ -1,5 +1,5 @@
 // atomic_file.cpp
-#include "trainer/checkpoint/atomic_file.h"
+#include "trainer/io/atomic_file.h"
 
 #include <fcntl.h>
 

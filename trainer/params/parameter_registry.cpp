@@ -1,5 +1,5 @@
 // parameter_registry.cpp
-#include "trainer/models/parameter_registry.h"
+#include "trainer/params/parameter_registry.h"
 
 #include <algorithm>
 #include <cmath>

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "trainer/data/data_error.h"
+#include "trainer/io/data_error.h"
 
 namespace ddp {
 

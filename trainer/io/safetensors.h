@@ -74,7 +74,7 @@ SafetensorsFile parse_safetensors(std::vector<uint8_t> bytes, const std::string&
 std::map<std::string, std::string> parse_safetensors_metadata(const uint8_t* bytes, size_t available,
                                                               const std::string& name);
 
-// Reads `path` within bounds (trainer/data/input_file.h) and parses it.
+// Reads `path` within bounds (trainer/io/input_file.h) and parses it.
 SafetensorsFile read_safetensors(const std::string& path);
 
 // A tensor to write: its elements' bytes as they are to be stored

@@ -19,7 +19,7 @@
 
 #include "kernels/error.h"
 #include "kernels/half.h"
-#include "trainer/models/parameter_registry.h"
+#include "trainer/params/parameter_registry.h"
 
 namespace ddp {
 
