@@ -14,7 +14,7 @@
 #include "trainer/config/config_check.h"
 #include "trainer/config/int_list.h"
 #include "trainer/models/mlp_config.h"
-#include "trainer/report/step_trace.h"
+#include "trainer/report/trace_window.h"
 
 namespace po = boost::program_options;
 

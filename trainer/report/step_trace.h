@@ -26,18 +26,9 @@
 #include "comm/collective_trace.h"
 #include "comm/communicator.h"
 #include "kernels/backend.h"
+#include "trainer/report/trace_window.h"
 
 namespace ddp {
-
-// --trace-steps A:B: global steps A..B (1-based, as the log counts them).
-struct TraceWindow {
-  int64_t first = 1, last = 20;
-  bool contains(int64_t step) const { return step >= first && step <= last; }
-};
-// "A:B" with 1 <= A <= B; throws ConfigError naming --trace-steps otherwise.
-TraceWindow parse_trace_window(const std::string& text);
-// FILE with ".rank<R>" before its extension (after the last '/'), or at its end.
-std::string trace_path_for_rank(const std::string& path, int rank);
 
 // What the trace says of the run, for its readers (otherData).
 struct TraceRunInfo {
