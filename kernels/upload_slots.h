@@ -25,8 +25,9 @@
 // object. The copies run on their own stream and are queued by the host
 // between steps, outside any capture; the trainer's captured step reads its
 // batch from its own input buffers, filled from the slot after
-// wait_filled(s) and before release(s) (trainer.cpp, replay_step), so one
-// capture serves both slots on every rank alike.
+// wait_filled(s) and before release(s) (trainer/loop/captured_step.cpp,
+// CapturedStep::replay), so one capture serves both slots on every rank
+// alike.
 #pragma once
 
 #include <cstddef>

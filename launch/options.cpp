@@ -238,8 +238,9 @@ ParsedOptions parse_options(int argc, const char* const argv[]) {
       ("eval-only", po::bool_switch(&c.eval_only),
        "evaluate the --resume checkpoint or the --init-weights on the test set (sharded over the ranks), train nothing");
 
-  po::options_description all("ddp_train: data-parallel FP16 MLP training with dynamic loss scaling\n\n"
-                              "Usage: [mpirun -np N] ddp_train [options]\n");
+  po::options_description all(
+      "ddp_train: data-parallel FP16 training of an MLP or a GPT, with dynamic loss scaling and ZeRO\n\n"
+      "Usage: [mpirun -np N] ddp_train [options]\n");
   all.add(general).add(data).add(model).add(gpt).add(optim).add(scaling).add(output).add(bench).add(faults);
 
   po::variables_map vm;
