@@ -273,6 +273,31 @@ TEST(InputFile, ReadsExactlyTheFileAndRefusesAboveTheCallersLimit) {
   fs::remove_all(dir);
 }
 
+// A file is read in 64 MiB calls (so a start-up signal is handled between
+// them): one of several calls comes back whole, each call's bytes in place.
+TEST(InputFile, AFileOfSeveralReadCallsIsReadWholeAndInOrder) {
+  const std::string dir = test::make_temp_dir("input_file_big");
+  std::mt19937_64 rng(test::test_seed());
+  const size_t chunk = size_t{64} << 20, size = 2 * chunk + 1 + rng() % 4096;
+  {
+    std::ofstream out(dir + "/big", std::ios::binary);
+    out.seekp(static_cast<std::streamoff>(size - 1));
+    out.put('\x7f');
+  }
+  std::vector<std::pair<size_t, uint8_t>> marks = {{0, 1}, {chunk - 1, 2}, {chunk, 3}, {2 * chunk, 4}};
+  for (const auto& [at, value] : marks) {
+    std::fstream f(dir + "/big", std::ios::binary | std::ios::in | std::ios::out);
+    f.seekp(static_cast<std::streamoff>(at));
+    f.put(static_cast<char>(value));
+  }
+  const Bytes bytes = read_input_file(dir + "/big", size, "data file");
+  ASSERT_EQ(bytes.size(), size);
+  for (const auto& [at, value] : marks) EXPECT_EQ(bytes[at], value) << at;
+  EXPECT_EQ(bytes[size - 1], 0x7f);
+  EXPECT_EQ(bytes[chunk + 1], 0);
+  fs::remove_all(dir);
+}
+
 TEST(InputFile, GunzipStopsAtTheCallersLimit) {
   const Bytes compressed = gzip({}, size_t{1} << 24);  // 16 MiB of zeros
   EXPECT_EQ(gunzip_bytes(compressed, "z.gz", size_t{1} << 24).size(), size_t{1} << 24);

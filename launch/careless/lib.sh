@@ -26,11 +26,12 @@ run_bin() {
   RC=$?
 }
 # run_term_after SECONDS CMD...: runs CMD as run_bin does, in the
-# background, sends it SIGTERM after SECONDS and waits; RC is its status.
+# background, sends it SIGTERM after SECONDS and waits; RC is its status. It
+# has 5 s to end after the signal (timeout -k), then it is killed (137).
 run_term_after() {
   local seconds=$1 pid
   shift
-  timeout -k 2 "${CASE_TIMEOUT:-30}" "$@" >"$T/.out" 2>"$T/.err" </dev/null &
+  timeout -k 5 "${CASE_TIMEOUT:-30}" "$@" >"$T/.out" 2>"$T/.err" </dev/null &
   pid=$!
   sleep "$seconds"
   kill -TERM $pid

@@ -67,9 +67,9 @@ token_files() {
   truncate -s 100G sparse100.txt
   case_refused "--train-text: a 100 GiB sparse file" "sparse100.txt|limit" -- "$BIN" $TX sparse100.txt --steps 2
   truncate -s 8G sparse8.txt
-  case_refused "--train-text: an 8 GiB sparse file (32 GiB of int32 ids)" "sparse8.txt|limit" -- "$BIN" $TX sparse8.txt --steps 2
+  case_refused "--train-text: an 8 GiB sparse text (80 GiB once loaded)" "sparse8.txt|limit" -- "$BIN" $TX sparse8.txt --steps 2
   truncate -s 8G sparse8.u16
-  case_refused "--train-text raw-u16: an 8 GiB sparse file" "sparse8.u16|limit" -- "$BIN" $TX sparse8.u16 --token-format raw-u16 --steps 2
+  case_refused "--train-text raw-u16: an 8 GiB sparse file (40 GiB once loaded)" "sparse8.u16|limit" -- "$BIN" $TX sparse8.u16 --token-format raw-u16 --steps 2
   mkfifo tok.fifo
   case_refused "--train-text: a FIFO" "tok.fifo|FIFO" -- "$BIN" $TX tok.fifo --steps 2
   case_refused "--val-text: a FIFO" "tok.fifo|FIFO" -- "$BIN" $G --val-text tok.fifo --steps 2

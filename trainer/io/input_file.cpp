@@ -130,8 +130,10 @@ std::vector<uint8_t> read_input_file(const std::string& path, size_t max_bytes, 
   }
   size_t used = 0;
   while (used < size_bytes) {
-    // At most 1 GiB per call: Linux transfers at most ~2 GiB per read anyway.
-    const ssize_t got = ::read(fd, bytes.data() + used, std::min(size_bytes - used, size_t{1} << 30));
+    // At most 64 MiB per call: a read of a regular file is not interrupted by
+    // a signal, so a SIGTERM during start-up is handled between calls, within
+    // a fraction of a second even while a multi-GB file is read.
+    const ssize_t got = ::read(fd, bytes.data() + used, std::min(size_bytes - used, size_t{64} << 20));
     if (got < 0) {
       const int err = errno;
       if (err == EINTR) continue;
