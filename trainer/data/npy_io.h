@@ -39,6 +39,9 @@ NpyArray read_npy(const std::string& path);
 std::vector<float> npy_values_as_float(const NpyArray& array);
 std::vector<int64_t> npy_values_as_int(const NpyArray& array);
 
+// Whether the file `path` begins with the .npy magic ("\x93NUMPY").
+bool starts_with_npy_magic(const std::string& path);
+
 // DataError naming `path` unless `array` holds features: float32, float64
 // or uint8 (integers of other widths are labels).
 void require_feature_dtype(const NpyArray& array, const std::string& path);

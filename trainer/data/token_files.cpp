@@ -5,8 +5,6 @@
 
 #include <sys/stat.h>
 
-#include <fstream>
-
 #include "kernels/error.h"
 #include "trainer/io/data_error.h"
 #include "trainer/io/input_file.h"
@@ -28,15 +26,6 @@ std::vector<uint16_t> le_uint16s(const std::vector<uint8_t>& bytes, size_t begin
   const uint8_t* p = bytes.data() + begin;
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint16_t>(p[2 * i] | p[2 * i + 1] << 8);
   return tokens;
-}
-
-// Whether the regular file `path` begins with the llm.c magic (its first 4
-// bytes; a shorter or unreadable file does not).
-bool starts_with_llmc_magic(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::vector<uint8_t> head(sizeof(int32_t));
-  in.read(reinterpret_cast<char*>(head.data()), static_cast<std::streamsize>(head.size()));
-  return in.gcount() == static_cast<std::streamsize>(head.size()) && has_llmc_magic(head);
 }
 
 std::string bytes_text(size_t n) { return std::to_string(n) + (n == 1 ? " byte" : " bytes"); }
@@ -119,7 +108,7 @@ TokenStream read_token_file(const std::string& path, TokenFormat format, size_t 
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
     bool uint16_tokens = format == TokenFormat::RawU16;
-    if (format == TokenFormat::Auto) uint16_tokens = starts_with_llmc_magic(path);
+    if (format == TokenFormat::Auto) uint16_tokens = has_llmc_magic(read_file_head(path, sizeof(int32_t)));
     require_within_limit(path, token_memory_bytes(static_cast<size_t>(st.st_size), uint16_tokens), max_bytes,
                          std::string("as ") + (uint16_tokens ? "uint16" : "byte") +
                              " tokens (the token stream and the windows' int32 ids and labels)");

@@ -95,6 +95,23 @@ InputFileError out_of_memory_error(const std::string& path, const std::string& n
   return InputFileError(path, "out of memory while loading: " + size + "data sets are held in memory whole, as FP32");
 }
 
+std::vector<uint8_t> read_file_head(const std::string& path, size_t max_bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) return {};
+  FdCloser closer(fd);
+  std::vector<uint8_t> head(max_bytes);
+  size_t used = 0;
+  while (used < max_bytes) {
+    const ssize_t got = ::read(fd, head.data() + used, max_bytes - used);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) return {};
+    if (got == 0) break;
+    used += static_cast<size_t>(got);
+  }
+  head.resize(used);
+  return head;
+}
+
 std::vector<uint8_t> read_input_file(const std::string& path, size_t max_bytes, const std::string& what) {
   // The type first, by path, so a FIFO or a device is not even opened.
   struct stat info {};

@@ -60,6 +60,12 @@ class InputFileError : public DataError {
 // (1048576 bytes) limit"), changes size while read, or memory runs out.
 std::vector<uint8_t> read_input_file(const std::string& path, size_t max_bytes, const std::string& what);
 
+// The first `max_bytes` bytes of `path` (fewer where it is shorter; none
+// where it cannot be opened or read), to tell a file's kind by its magic or
+// its header before anything else is done with it. O_NONBLOCK: a FIFO
+// gives none instead of blocking the open.
+std::vector<uint8_t> read_file_head(const std::string& path, size_t max_bytes);
+
 // The same, as text (a config file; no check that it is UTF-8).
 std::string read_text_file(const std::string& path, size_t max_bytes, const std::string& what);
 

@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -287,15 +286,12 @@ SafetensorsFile parse_head(const std::vector<uint8_t>& head, size_t file_bytes, 
 // `file_bytes` (only the 8-byte size where it is beyond the cap or the
 // file: parse_head refuses it from those), or none when unreadable.
 std::vector<uint8_t> read_head(const std::string& path, size_t file_bytes) {
-  std::ifstream in(path, std::ios::binary);
-  std::vector<uint8_t> head(std::min<size_t>(8, file_bytes));
-  if (!in.read(reinterpret_cast<char*>(head.data()), static_cast<std::streamsize>(head.size()))) return {};
-  if (head.size() < 8) return head;
-  const uint64_t header_bytes = read_le64(head.data());
-  if (header_bytes > kSafetensorsMaxHeaderBytes || header_bytes > file_bytes - 8) return head;
-  head.resize(8 + static_cast<size_t>(header_bytes));
-  in.read(reinterpret_cast<char*>(head.data() + 8), static_cast<std::streamsize>(header_bytes));
-  if (!in) head.clear();
+  const std::vector<uint8_t> size = read_file_head(path, std::min<size_t>(8, file_bytes));
+  if (size.size() < 8) return size.size() == file_bytes ? size : std::vector<uint8_t>{};
+  const uint64_t header_bytes = read_le64(size.data());
+  if (header_bytes > kSafetensorsMaxHeaderBytes || header_bytes > file_bytes - 8) return size;
+  std::vector<uint8_t> head = read_file_head(path, 8 + static_cast<size_t>(header_bytes));
+  if (head.size() != 8 + header_bytes) head.clear();  // the file shrank meanwhile: the full read says so
   return head;
 }
 

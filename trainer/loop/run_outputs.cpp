@@ -16,6 +16,7 @@
 #include "trainer/io/safetensors.h"
 #include "trainer/models/model_catalog.h"
 #include "trainer/checkpoint/weights_io.h"
+#include "trainer/data/npy_io.h"
 #include "trainer/io/input_file.h"
 
 namespace ddp {
@@ -49,25 +50,11 @@ void refuse_if_input(const std::string& output, const char* flag, const std::vec
   }
 }
 
-// The first bytes of every .npy file.
-bool starts_with_npy_magic(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return false;
-  char head[6] = {};
-  const ssize_t got = ::read(fd, head, sizeof head);
-  ::close(fd);
-  return got == 6 && std::memcmp(head, "\x93NUMPY", 6) == 0;
-}
-
 // A ddp_train metrics file starts with a record {"event":...} (json_writer.h).
 // Only the first line is read, at most 4 KiB of it.
 bool looks_like_our_metrics(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return false;
-  char head[64] = {};
-  const ssize_t got = ::read(fd, head, sizeof head - 1);
-  ::close(fd);
-  return got > 0 && std::strncmp(head, "{\"event\":", 9) == 0;
+  const std::vector<uint8_t> head = read_file_head(path, 9);
+  return head.size() == 9 && std::memcmp(head.data(), "{\"event\":", 9) == 0;
 }
 
 // A ddp_train trace holds otherData.format "ddp_train trace 1" (step_trace.cpp

@@ -7,7 +7,6 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 
 #include "kernels/buffer.h"
@@ -31,13 +30,6 @@ namespace {
 bool same_file(const std::string& a, const std::string& b) {
   struct stat sa {}, sb {};
   return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-}
-
-bool starts_with_npy_magic(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  char magic[6] = {};
-  in.read(magic, 6);
-  return in.gcount() == 6 && std::string(magic, 6) == "\x93NUMPY";
 }
 
 // One output row to what --predict-output asks for, appended to `out`.
