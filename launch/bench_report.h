@@ -18,7 +18,7 @@ double peak_fp16_tflops(const std::string& device_description);
 
 struct BenchContext {
   std::string model;              // the model's shape, e.g. "784-512-10"
-  double flops_per_sample = 0.0;  // of one training step (models/model_factory.h)
+  double flops_per_sample = 0.0;  // of one training step (config/model_factory.h)
   int64_t tokens_per_sample = 0;  // a GPT's window length T (tokens_per_s); 0 for the MLP
   std::string device;        // the backend's description
   int world_size = 1;

@@ -12,7 +12,7 @@
 #include "kernels/error.h"
 #include "launch/options_check.h"
 #include "trainer/config/config_check.h"
-#include "trainer/config/int_list.h"
+#include "trainer/io/int_list.h"
 #include "trainer/models/mlp_config.h"
 #include "trainer/report/trace_window.h"
 

@@ -16,7 +16,7 @@
 
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/checkpoint_dir.h"
-#include "trainer/data/npy_io.h"
+#include "trainer/io/npy_io.h"
 #include "test_support.h"
 
 namespace ddp {

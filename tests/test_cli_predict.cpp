@@ -13,7 +13,7 @@
 #include <string>
 
 #include "test_support.h"
-#include "trainer/data/npy_io.h"
+#include "trainer/io/npy_io.h"
 
 namespace ddp {
 namespace {

@@ -13,7 +13,8 @@
 #include "data_file_support.h"
 #include "trainer/io/data_file.h"
 #include "trainer/data/dataset.h"
-#include "trainer/data/npy_io.h"
+#include "trainer/data/npy_dataset.h"
+#include "trainer/io/npy_io.h"
 
 namespace ddp {
 namespace {

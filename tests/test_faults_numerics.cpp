@@ -15,7 +15,7 @@
 #include "child_process.h"
 #include "faults_support.h"
 #include "test_support.h"
-#include "trainer/data/npy_io.h"
+#include "trainer/io/npy_io.h"
 
 namespace ddp {
 namespace {

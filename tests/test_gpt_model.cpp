@@ -21,7 +21,7 @@
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/checkpoint_dir.h"
 #include "trainer/models/gpt_config.h"
-#include "trainer/models/model_catalog.h"
+#include "trainer/config/model_catalog.h"
 
 namespace ddp {
 namespace {

@@ -25,7 +25,7 @@
 
 #include "gpt_reference.h"
 #include "test_support.h"
-#include "trainer/data/npy_io.h"
+#include "trainer/io/npy_io.h"
 
 namespace ddp::test {
 namespace {

@@ -15,7 +15,7 @@
 #include "kernels/error.h"
 #include "trainer/data/data_source.h"
 #include "trainer/models/mlp_model.h"
-#include "trainer/models/model_catalog.h"
+#include "trainer/config/model_catalog.h"
 #include "trainer/params/parameter_store.h"
 
 namespace ddp {

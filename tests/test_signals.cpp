@@ -25,7 +25,7 @@
 #include "test_support.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/checkpoint_dir.h"
-#include "trainer/data/npy_io.h"
+#include "trainer/io/npy_io.h"
 
 namespace ddp {
 namespace {

@@ -5,7 +5,7 @@
 #include "checkpoint_field_mutator.h"
 
 #include "trainer/models/mlp_config.h"
-#include "trainer/models/model_catalog.h"
+#include "trainer/config/model_catalog.h"
 
 #include <cmath>
 #include <cstdint>

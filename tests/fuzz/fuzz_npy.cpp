@@ -1,5 +1,5 @@
-// fuzz_npy.cpp: libFuzzer harness of the .npy reader (trainer/data/npy_io.h,
-// trainer/data/npy_header.h). One file goes to parse_npy (gunzipped first when it
+// fuzz_npy.cpp: libFuzzer harness of the .npy reader (trainer/io/npy_io.h,
+// trainer/io/npy_header.h). One file goes to parse_npy (gunzipped first when it
 // is gzip, as read_npy does) and, when it parses, through the value
 // conversion the loaders apply; an input holding the split marker is an x
 // file and a y file for load_npy_dataset, and x is also read as weights by
@@ -8,7 +8,8 @@
 #include <cstdint>
 
 #include "fuzz_support.h"
-#include "trainer/data/npy_io.h"
+#include "trainer/data/npy_dataset.h"
+#include "trainer/io/npy_io.h"
 
 using namespace ddp;
 using namespace ddp::fuzz;

@@ -24,8 +24,8 @@
 #include "trainer/checkpoint/checkpoint_v1.h"
 #include "trainer/models/mlp_config.h"
 #include "trainer/io/safetensors.h"
-#include "trainer/data/npy_header.h"
-#include "trainer/data/npy_io.h"
+#include "trainer/io/npy_header.h"
+#include "trainer/io/npy_io.h"
 #include "trainer/data/token_files.h"
 
 namespace fs = std::filesystem;

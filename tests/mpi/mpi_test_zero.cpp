@@ -21,7 +21,7 @@
 #include "mpi/mpi_test_support.h"
 #include "test_support.h"
 #include "trainer/checkpoint/checkpoint.h"
-#include "trainer/models/model_catalog.h"
+#include "trainer/config/model_catalog.h"
 #include "trainer/zero/sharded_state.h"
 #include "trainer/loop/trainer.h"
 

@@ -11,11 +11,12 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <vector>
 
 #include "trainer/checkpoint/checkpoint.h"
-#include "trainer/models/model_catalog.h"
-#include "trainer/config/train_config.h"
+#include "trainer/checkpoint/train_state.h"
+#include "trainer/models/model_kinds.h"
 
 namespace ddp {
 
@@ -25,8 +26,7 @@ namespace {
 // trainer stores in its checkpoints as given).
 const char* const kActivationNames[] = {"relu", "gelu", "gelu-tanh"};
 const char* const kLossNames[] = {"xent", "mse"};
-// Model kinds (models/model_catalog.h) and optimizers (optim/optimizer_kind.h).
-const char* const kModelKinds[] = {"mlp", "gpt"};
+// Optimizers (optim/optimizer_kind.h); the model kinds are models/model_kinds.h's.
 const char* const kOptimizers[] = {"sgd", "adamw"};
 
 // Names read from a file may be anything; a message quotes at most this much.
@@ -52,24 +52,30 @@ std::string number_text(double v) {
 
 std::string i64_text(int64_t v) { return std::to_string(v); }
 
-template <size_t N>
-bool is_one_of(const std::string& text, const char* const (&names)[N]) {
-  for (const char* n : names)
+// `Names`: an array or vector of names (C strings or std::string).
+template <class Names>
+bool is_one_of(const std::string& text, const Names& names) {
+  for (const auto& n : names)
     if (text == n) return true;
   return false;
 }
 
-template <size_t N>
-std::string list_of(const char* const (&names)[N]) {
+template <class Names>
+std::string list_of(const Names& names) {
+  const size_t n = std::size(names);
   std::string text;
-  for (size_t i = 0; i < N; ++i) text += (i == 0 ? "" : i + 1 == N ? " or " : ", ") + std::string(names[i]);
+  size_t i = 0;
+  for (const auto& name : names) {
+    text += (i == 0 ? "" : i + 1 == n ? " or " : ", ") + std::string(name);
+    ++i;
+  }
   return text;
 }
 
 // The model: what restore() sizes its buffers by and the forward pass loops over.
 void check_model(const TrainState& s, const std::string& name) {
-  if (!is_one_of(s.model_kind, kModelKinds))
-    refuse(name, "model is " + quoted(s.model_kind) + " (must be " + list_of(kModelKinds) + ")");
+  if (!is_one_of(s.model_kind, model_kind_names()))
+    refuse(name, "model is " + quoted(s.model_kind) + " (must be " + list_of(model_kind_names()) + ")");
   // The dims must describe a model (for the MLP: at least two widths, each
   // > 0); the buffers' lengths are checked against the count they imply below.
   uint64_t count = 0;
@@ -128,7 +134,7 @@ void check_position(const TrainState& s, const std::string& name) {
   // All three start at 0 and only ever grow (step by 1 per step, the offset
   // by the step's rows) or, for the offset, return to 0 at an epoch's end.
   if (s.step < 0) refuse(name, "step is " + i64_text(s.step) + " (must be >= 0)");
-  // No run has more steps than kMaxTrainSteps (train_config.h), resumes included.
+  // No run has more steps than kMaxTrainSteps (train_state.h), resumes included.
   if (s.step > kMaxTrainSteps) refuse(name, "step is " + i64_text(s.step) + " (more than any run's 2^40 steps)");
   if (s.epoch < 0) refuse(name, "epoch is " + i64_text(s.epoch) + " (must be >= 0)");
   // The global batch it was written with (0: not recorded by an older build).

@@ -9,13 +9,14 @@
 #include <string>
 #include <vector>
 
+#include "trainer/optim/loss_scaler_state.h"
+
 namespace ddp {
 
-struct LossScalerState {
-  double scale = 65536.0;      // current loss scale S (double: `--init-scale 1e12` must survive)
-  int64_t growth_tracker = 0;  // consecutive clean steps since the last growth/backoff
-  int64_t hysteresis_left = 1; // overflows still tolerated before a backoff
-};
+// The most iterations a run may have (--steps, or --epochs x steps per
+// epoch): far beyond any real run, and small enough that no step count or
+// product of one with a batch overflows. A checkpoint's step is bounded by it.
+constexpr int64_t kMaxTrainSteps = int64_t{1} << 40;
 
 // One parameter tensor of the packed layout: its state_dict name and shape.
 struct StateTensor {
@@ -27,7 +28,7 @@ struct StateTensor {
 struct TrainState {
   uint32_t format_version = 2;  // of the file it was read from (checkpoint_v1.h, checkpoint_v2.h)
 
-  // Model: its kind ("mlp"), and the shape: the dims its kind defines (models/model_factory.h; for the
+  // Model: its kind ("mlp"), and the shape: the dims its kind defines (config/model_factory.h; for the
   // MLP its widths: input, hidden..., output), activation and loss names as
   // on the command line ("relu"/"gelu", "xent"/"mse").
   std::vector<int64_t> model_dims;

@@ -8,7 +8,7 @@
 #include "kernels/error.h"
 #include "trainer/io/safetensors.h"
 #include "trainer/io/data_error.h"
-#include "trainer/data/npy_io.h"
+#include "trainer/io/npy_io.h"
 
 namespace ddp {
 namespace {

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "kernels/error.h"
+#include "trainer/checkpoint/train_state.h"
 #include "trainer/data/token_files.h"
 
 namespace ddp {

@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "kernels/elementwise_math.h"
+#include "trainer/data/data_config.h"
 #include "trainer/models/gpt_config.h"
+#include "trainer/models/loss_kind.h"
 #include "trainer/models/mlp_config.h"
 #include "trainer/optim/loss_scaler.h"
 #include "trainer/optim/lr_scaling.h"
@@ -17,28 +19,6 @@
 
 namespace ddp {
 
-enum class LossKind { SoftmaxCrossEntropy, MeanSquaredError };
-
-struct DataConfig {
-  std::string kind = "fashion-mnist";  // fashion-mnist | idx | npy | csv | synthetic | text
-  std::string data_dir = "/usr/share/datasets/fashion-mnist";
-  std::string train_images, train_labels, test_images, test_labels;  // idx
-  std::string train_x, train_y, test_x, test_y;                      // npy
-  std::string train_csv, test_csv;                                   // csv
-  // text (trainer/data/text_data.h): token files, windows of block_size + 1.
-  std::string train_text, val_text;  // val_text empty: the last val_fraction of train_text validates
-  double val_fraction = 0.1;
-  std::string token_format = "auto";  // auto | bytes | raw-u16 (token_files.h)
-  int64_t block_size = 128;           // T: tokens of context per window (a GPT's --block-size)
-  int64_t vocab_size = 0;             // the model's vocabulary; 0: from the data (256 bytes, 50304 GPT-2)
-  int64_t synthetic_train_samples = 8192;
-  int64_t synthetic_test_samples = 1024;
-};
-
-// The most iterations a run may have (--steps, or --epochs x steps per
-// epoch): far beyond any real run, and small enough that no step count or
-// product of one with a batch overflows.
-constexpr int64_t kMaxTrainSteps = int64_t{1} << 40;
 // Bounds of --block-size and --vocab-size (config_check.cpp says why).
 constexpr int64_t kMaxBlockSize = int64_t{1} << 20;
 constexpr int64_t kMaxVocabSize = int64_t{1} << 24;
@@ -51,7 +31,7 @@ struct TrainConfig {
   std::string device = "auto";  // auto | cuda | cpu
   DataConfig data;
 
-  std::string model = "mlp";  // --model mlp | gpt (models/model_factory.h maps it)
+  std::string model = "mlp";  // --model mlp | gpt (config/model_factory.h maps it)
   MlpConfig mlp;
   GptConfig gpt;  // its vocabulary and context are bound to the data (model_catalog.h: bind_model_to_data)
   LossKind loss = LossKind::SoftmaxCrossEntropy;

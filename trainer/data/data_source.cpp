@@ -7,7 +7,7 @@
 #include "kernels/error.h"
 #include "trainer/data/csv_reader.h"
 #include "trainer/data/idx_reader.h"
-#include "trainer/data/npy_io.h"
+#include "trainer/data/npy_dataset.h"
 #include "trainer/data/synthetic_data.h"
 #include "trainer/data/text_data.h"
 

@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <utility>
 
+#include "trainer/data/data_config.h"
 #include "trainer/data/dataset.h"
-#include "trainer/config/train_config.h"
 
 namespace ddp {
 

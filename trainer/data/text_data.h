@@ -20,7 +20,7 @@
 #include <cstdint>
 #include <string>
 
-#include "trainer/config/train_config.h"
+#include "trainer/data/data_config.h"
 #include "trainer/data/data_source.h"
 #include "trainer/data/token_files.h"
 

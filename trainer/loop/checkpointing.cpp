@@ -14,7 +14,7 @@
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/checkpoint_dir.h"
 #include "trainer/checkpoint/checkpoint_validation.h"
-#include "trainer/models/model_catalog.h"
+#include "trainer/config/model_catalog.h"
 #include "trainer/loop/run_outputs.h"
 #include "trainer/zero/sharded_state.h"
 

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "kernels/error.h"
+#include "trainer/checkpoint/train_state.h"
 
 namespace ddp {
 

@@ -14,9 +14,9 @@
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/checkpoint_dir.h"
 #include "trainer/io/safetensors.h"
-#include "trainer/models/model_catalog.h"
+#include "trainer/config/model_catalog.h"
 #include "trainer/checkpoint/weights_io.h"
-#include "trainer/data/npy_io.h"
+#include "trainer/io/npy_io.h"
 #include "trainer/io/input_file.h"
 
 namespace ddp {
@@ -221,33 +221,6 @@ void check_weights_safetensors_file(const std::string& file, const fs::path& che
 }
 
 }  // namespace
-
-std::vector<std::string> run_input_paths(const TrainConfig& c) {
-  const DataConfig& d = c.data;
-  std::vector<std::string> paths = {c.config_path};
-  if (d.kind == "fashion-mnist") {
-    paths.push_back(d.data_dir);
-    for (const char* name : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
-                             "t10k-labels-idx1-ubyte.gz"})
-      paths.push_back((fs::path(d.data_dir) / name).string());
-  }
-  for (const std::string* p : {&d.train_images, &d.train_labels, &d.test_images, &d.test_labels, &d.train_x,
-                               &d.train_y, &d.test_x, &d.test_y, &d.train_csv, &d.test_csv})
-    paths.push_back(*p);
-  paths.push_back(c.resume_path);
-  if (!c.init_weights_dir.empty()) {
-    paths.push_back(c.init_weights_dir);
-    if (!is_safetensors_path(c.init_weights_dir))
-      for (const std::string& file : weights_npy_paths(c.init_weights_dir, model_parameters(c)))
-        paths.push_back(file);
-  }
-  std::vector<std::string> existing;
-  for (const std::string& p : paths) {
-    struct stat st {};
-    if (!p.empty() && exists_on_disk(p, st)) existing.push_back(p);
-  }
-  return existing;
-}
 
 std::vector<std::string> check_run_outputs(const TrainConfig& c, bool append_metrics) {
   const std::vector<std::string> inputs = run_input_paths(c);

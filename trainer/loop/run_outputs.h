@@ -9,12 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "trainer/config/run_inputs.h"
 #include "trainer/config/train_config.h"
 
 namespace ddp {
-
-// The files and directories the run reads, as given (those that exist).
-std::vector<std::string> run_input_paths(const TrainConfig& config);
 
 // What rank 0 checks and creates before training. Throws ddp::Error with one
 // line naming the flag and the path when:

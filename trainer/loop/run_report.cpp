@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <utility>
 
-#include "trainer/models/model_catalog.h"
+#include "trainer/config/model_catalog.h"
 #include "trainer/loop/stop_signal.h"
 
 namespace ddp {

@@ -45,7 +45,7 @@ struct Trainer::Impl {
   Backend& backend;
   Communicator& comm;
   TrainTestData data;
-  std::unique_ptr<Model> model_owned;  // models/model_factory.h
+  std::unique_ptr<Model> model_owned;  // config/model_factory.h
   Model& model;
   ShardLayout shards;     // --zero: each rank's range of the flat layout (sharded_state.h)
   ParameterStore params;  // in the model's registry layout; sharded: the FP32 state of this rank's range

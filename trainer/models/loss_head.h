@@ -9,8 +9,8 @@
 
 #include "kernels/backend.h"
 #include "trainer/data/batch_loader.h"
+#include "trainer/models/loss_kind.h"
 #include "trainer/models/model.h"
-#include "trainer/config/train_config.h"
 
 namespace ddp {
 

@@ -5,8 +5,7 @@
 
 #include "kernels/error.h"
 #include "trainer/data/data_source.h"
-#include "trainer/config/int_list.h"
-#include "trainer/config/train_config.h"
+#include "trainer/io/int_list.h"
 
 namespace ddp {
 namespace {

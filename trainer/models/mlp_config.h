@@ -8,11 +8,11 @@
 #include <vector>
 
 #include "kernels/elementwise_math.h"
+#include "trainer/models/loss_kind.h"
 #include "trainer/params/parameter_registry.h"
 
 namespace ddp {
 
-enum class LossKind;
 struct TrainTestData;
 
 struct MlpConfig {

@@ -14,7 +14,7 @@
 #include "trainer/checkpoint/checkpoint_dir.h"
 #include "trainer/checkpoint/checkpoint_validation.h"
 #include "trainer/modes/inference.h"
-#include "trainer/models/model_factory.h"
+#include "trainer/config/model_factory.h"
 #include "trainer/params/parameter_store.h"
 #include "trainer/modes/token_sampler.h"
 

@@ -15,12 +15,12 @@
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/checkpoint_dir.h"
 #include "trainer/checkpoint/checkpoint_validation.h"
-#include "trainer/loop/run_outputs.h"
 #include "trainer/checkpoint/weights_io.h"
 #include "trainer/data/dataset.h"
-#include "trainer/data/npy_io.h"
-#include "trainer/models/model_catalog.h"
-#include "trainer/models/model_factory.h"
+#include "trainer/io/npy_io.h"
+#include "trainer/config/model_catalog.h"
+#include "trainer/config/model_factory.h"
+#include "trainer/config/run_inputs.h"
 #include "trainer/params/parameter_store.h"
 
 namespace ddp {

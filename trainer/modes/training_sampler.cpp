@@ -6,7 +6,7 @@
 
 #include "kernels/error.h"
 #include "trainer/modes/generation.h"
-#include "trainer/models/model_factory.h"
+#include "trainer/config/model_factory.h"
 
 namespace ddp {
 namespace {

@@ -13,7 +13,7 @@
 #include <string>
 
 #include "kernels/step_status.h"
-#include "trainer/checkpoint/train_state.h"
+#include "trainer/optim/loss_scaler_state.h"
 
 namespace ddp {
 

@@ -4,7 +4,8 @@
 // With model_factory.h (which builds it) the one place that maps a config
 // to its model; everything else (trainer, evaluator, checkpoints, weight
 // export, outputs) sees a Model and its ParameterRegistry. A new model adds
-// its files under trainer/models/ and a case in each function here.
+// its files under trainer/models/, a case in each function here and in
+// models/model_kinds.cpp (what a checkpoint of it may hold).
 // Pure functions of the config: the fuzz build links them without kernels.
 #pragma once
 
@@ -12,8 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "trainer/params/parameter_registry.h"
 #include "trainer/config/train_config.h"
+#include "trainer/models/model_kinds.h"
+#include "trainer/params/parameter_registry.h"
 
 namespace ddp {
 
@@ -38,19 +40,11 @@ std::string model_shape_text(const TrainConfig& config);
 double model_flops_per_sample(const TrainConfig& config);
 // Tokens a sample predicts: a GPT's window length T; 0 for the MLP.
 int64_t model_tokens_per_sample(const TrainConfig& config);
-// A checkpoint's dims: the first problem with them, or "" with `count` set
-// to the parameter count they imply.
-std::string checkpoint_dims_problem(const std::vector<int64_t>& dims, uint64_t& count);
-// The same for a checkpoint of that model kind ("mlp", "gpt").
-std::string checkpoint_dims_problem(const std::string& model_kind, const std::vector<int64_t>& dims,
-                                    uint64_t& count);
 // The config with what the model takes from the data filled in (the GPT's
 // vocabulary and context: Dataset::vocab_size, real_vocab_size,
 // tokens_per_sample); the MLP's is the config as it is. The trainer builds
 // its model from the bound config.
 TrainConfig bind_model_to_data(TrainConfig config, const TrainTestData& data);
-// "784,512,10", for messages comparing a checkpoint's dims with this run's.
-std::string dims_text(const std::vector<int64_t>& dims);
 
 // Widths the data must have: features per sample in, and outputs per
 // prediction (classes or regression targets); for --bench's random data.

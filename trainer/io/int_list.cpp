@@ -1,5 +1,5 @@
 // int_list.cpp
-#include "trainer/config/int_list.h"
+#include "trainer/io/int_list.h"
 
 #include <sstream>
 

@@ -2,7 +2,7 @@
 // numpy writes it with repr(), so keys are quoted strings, 'descr' a string
 // (a list for structured dtypes, which we refuse), 'fortran_order' True or
 // False and 'shape' a tuple of ints (Python 2 files wrote "3L").
-#include "trainer/data/npy_header.h"
+#include "trainer/io/npy_header.h"
 
 #include <cctype>
 

@@ -1,6 +1,6 @@
-// npy_io.h: NumPy .npy files (format versions 1.0, 2.0 and 3.0): data sets
-// (features and labels or targets as two files) and FP32 parameter arrays for
-// --init-weights and export. Little-endian dtypes only: '<f4', '<f8' and
+// npy_io.h: NumPy .npy files (format versions 1.0, 2.0 and 3.0): parsing,
+// and FP32 parameter arrays for --init-weights and export (data sets of two
+// files are data/npy_dataset.h). Little-endian dtypes only: '<f4', '<f8' and
 // '|u1' are read as values (u1 is not scaled), '<i4' and '<i8' as labels.
 #pragma once
 
@@ -8,8 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "trainer/data/dataset.h"
-#include "trainer/data/npy_header.h"
+#include "trainer/io/npy_header.h"
 
 namespace ddp {
 
@@ -42,13 +41,13 @@ std::vector<int64_t> npy_values_as_int(const NpyArray& array);
 // Whether the file `path` begins with the .npy magic ("\x93NUMPY").
 bool starts_with_npy_magic(const std::string& path);
 
+// "unsupported dtype '<i4' for ROLE: expected EXPECTED", the words every
+// dtype refusal uses.
+std::string npy_dtype_problem(const NpyArray& array, const char* role, const char* expected);
+
 // DataError naming `path` unless `array` holds features: float32, float64
 // or uint8 (integers of other widths are labels).
 void require_feature_dtype(const NpyArray& array, const std::string& path);
-
-// x: [N, D] f4/f8/u1. y: [N] i4/i8 class labels, or [N, K] / [N] f4/f8
-// regression targets. DataError on a dtype, shape or count mismatch.
-Dataset load_npy_dataset(const std::string& x_path, const std::string& y_path);
 
 // Writes a v1.0 '<f4' C-order file numpy.load reads; `data` holds
 // product(shape) floats. Written to a temporary file of its own and

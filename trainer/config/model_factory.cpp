@@ -1,6 +1,6 @@
 // model_factory.cpp: a case per model (and one in each function of
 // model_catalog.cpp).
-#include "trainer/models/model_factory.h"
+#include "trainer/config/model_factory.h"
 
 #include "trainer/models/gpt_model.h"
 #include "trainer/models/mlp_model.h"

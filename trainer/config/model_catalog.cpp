@@ -1,5 +1,5 @@
 // model_catalog.cpp: each function has a case per model (the MLP, the GPT).
-#include "trainer/models/model_catalog.h"
+#include "trainer/config/model_catalog.h"
 
 #include "kernels/error.h"
 #include "trainer/data/data_source.h"
@@ -37,19 +37,6 @@ std::string model_shape_text(const TrainConfig& c) {
 double model_flops_per_sample(const TrainConfig& c) {
   if (is_gpt(c)) return gpt_flops_per_token(c.gpt) * c.gpt.block_size;
   return mlp_flops_per_sample(mlp_dims(c.mlp));
-}
-
-std::string checkpoint_dims_problem(const std::vector<int64_t>& dims, uint64_t& count) {
-  return mlp_dims_problem(dims, count);
-}
-
-std::string checkpoint_dims_problem(const std::string& model_kind, const std::vector<int64_t>& dims,
-                                    uint64_t& count) {
-  return model_kind == "gpt" ? gpt_dims_problem(dims, count) : mlp_dims_problem(dims, count);
-}
-
-std::string dims_text(const std::vector<int64_t>& dims) {
-  return dims.empty() ? "(none)" : mlp_widths_text(dims, ",");
 }
 
 int64_t model_tokens_per_sample(const TrainConfig& c) { return is_gpt(c) ? c.gpt.block_size : 0; }

@@ -1,0 +1,42 @@
+// run_inputs.cpp: the run's inputs, from its data, resume and weights flags.
+#include "trainer/config/run_inputs.h"
+
+#include <sys/stat.h>
+
+#include <filesystem>
+
+#include "trainer/checkpoint/weights_io.h"
+#include "trainer/config/model_catalog.h"
+
+namespace ddp {
+
+namespace fs = std::filesystem;
+
+std::vector<std::string> run_input_paths(const TrainConfig& c) {
+  const DataConfig& d = c.data;
+  std::vector<std::string> paths = {c.config_path};
+  if (d.kind == "fashion-mnist") {
+    paths.push_back(d.data_dir);
+    for (const char* name : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
+                             "t10k-labels-idx1-ubyte.gz"})
+      paths.push_back((fs::path(d.data_dir) / name).string());
+  }
+  for (const std::string* p : {&d.train_images, &d.train_labels, &d.test_images, &d.test_labels, &d.train_x,
+                               &d.train_y, &d.test_x, &d.test_y, &d.train_csv, &d.test_csv})
+    paths.push_back(*p);
+  paths.push_back(c.resume_path);
+  if (!c.init_weights_dir.empty()) {
+    paths.push_back(c.init_weights_dir);
+    if (!is_safetensors_path(c.init_weights_dir))
+      for (const std::string& file : weights_npy_paths(c.init_weights_dir, model_parameters(c)))
+        paths.push_back(file);
+  }
+  std::vector<std::string> existing;
+  for (const std::string& p : paths) {
+    struct stat st {};
+    if (!p.empty() && ::stat(p.c_str(), &st) == 0) existing.push_back(p);
+  }
+  return existing;
+}
+
+}  // namespace ddp
