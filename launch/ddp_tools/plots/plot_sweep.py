@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 """plot_sweep.py: PNG plots of a scaling sweep (launch/scaling_sweep.py's
 sweep.csv), with the scaling model's prediction drawn over the measured
 points when given.
@@ -22,9 +21,8 @@ import math
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import plot_common  # noqa: E402
-import tool_files  # noqa: E402
+from ddp_tools.common import tool_files
+from ddp_tools.plots import plot_common
 
 PROGRAM = "plot_sweep"
 NEEDED = ("ranks", "samples_per_s", "efficiency")
@@ -231,5 +229,9 @@ def main(argv=None):
         print(p)
 
 
-if __name__ == "__main__":
+def cli():
     main()
+
+
+if __name__ == "__main__":
+    sys.exit(cli())

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """torch_gpt.py: the GPT of `ddp_train --model gpt` in PyTorch: nanoGPT's `GPT`
 (GPT-2 architecture), written here, with our tensor names and padded vocabulary.
 
@@ -362,5 +361,9 @@ def main():
         return 1
 
 
+def cli():
+    return main()
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli())

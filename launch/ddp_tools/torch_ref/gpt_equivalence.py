@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """gpt_equivalence.py: `ddp_train --model gpt` against PyTorch fp32, step by step.
 
 From the same initial weights and the same windows, STEPS AdamW steps of
@@ -62,18 +61,18 @@ import sys
 import tempfile
 import time
 
+from ddp_tools.common import repo_paths
+
 SKIP = 77
 try:
     import torch
     import torch.nn.functional as F
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import torch_gpt
+    from ddp_tools.torch_ref import torch_gpt
 except ImportError as e:
     print(f"SKIP: {e} (launch/install_bench_deps.sh installs torch for /usr/bin/python3)")
     sys.exit(SKIP)
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+ROOT = repo_paths.REPO
 BYTE_VOCAB = 256  # --data text on bytes: vocabulary 256, no padding
 
 
@@ -265,5 +264,9 @@ def main():
     return 1 if failures else 0
 
 
+def cli():
+    return main()
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli())

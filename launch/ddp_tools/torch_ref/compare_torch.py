@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """compare_torch.py: ours (`ddp_train --bench`) against PyTorch
 (launch/torch_reference.py) on the same models, batches, devices and cores.
 
@@ -23,14 +22,14 @@ Reference models (--models):
 GPT rows are in tokens/s (windows/s x T) in a table of their own, with
 both sides' MFU; both sides train with AdamW (lr 2e-3, weight decay 0.1 on
 tensors of rank >= 2, betas 0.9/0.999, eps 1e-8): ours --optimizer adamw,
-PyTorch torch_reference.py --model gpt (launch/torch_reference_gpt.py: fp32
+PyTorch torch_reference.py --model gpt (launch/ddp_tools/torch_ref/torch_reference_gpt.py: fp32
 on CPU with the faster of its explicit and SDPA attention, AMP with
 scaled_dot_product_attention (flash) and fused AdamW on CUDA).
 
 Threads: on CPU each side gets T = cores/N threads per rank with N ranks
 (--threads overrides): ours through --threads (and OPENBLAS_NUM_THREADS =
 OMP_NUM_THREADS = T). PyTorch gets its best of two configurations
-(--torch-threads-configs picks; launch/torch_thread_configs.py says why):
+(--torch-threads-configs picks; launch/ddp_tools/torch_ref/torch_thread_configs.py says why):
   intra  torch.set_num_threads(T), OMP_NUM_THREADS=T, OPENBLAS_NUM_THREADS=T
   blas   torch.set_num_threads(1), OMP_NUM_THREADS=1, OPENBLAS_NUM_THREADS=T
          (Debian's torch runs Linear's GEMMs on OpenBLAS's own pool, which
@@ -65,12 +64,13 @@ import subprocess
 import sys
 import time
 
-import compare_torch_table
-import torch_thread_configs
-from compare_torch_models import GPT_ADAMW, MODELS, PEAK_TFLOPS_BY_NAME, STEPS
+from ddp_tools.common import repo_paths
+from ddp_tools.torch_ref import compare_torch_table
+from ddp_tools.torch_ref import torch_thread_configs
+from ddp_tools.torch_ref.compare_torch_models import GPT_ADAMW, MODELS, PEAK_TFLOPS_BY_NAME, STEPS
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TORCH_REFERENCE = os.path.join(ROOT, "launch", "torch_reference.py")
+ROOT = repo_paths.REPO
+TORCH_REFERENCE = os.path.join(repo_paths.LAUNCH, "torch_reference.py")
 
 
 def parse_args():
@@ -439,5 +439,9 @@ def main():
     return 0
 
 
+def cli():
+    return main()
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli())

@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 r"""tune.py: search ddp_train's hyperparameters with Optuna (TPE sampler, median pruner).
 
   launch/tune.py --study-dir DIR --trials N --objective test_accuracy \
@@ -36,9 +35,9 @@ import signal
 import sys
 from pathlib import Path
 
-import tool_files
-import tune_space
-from tune_space import SpecError
+from ddp_tools.common import repo_paths, tool_files
+from ddp_tools.tune import tune_space
+from ddp_tools.tune.tune_space import SpecError
 
 STUDY_FILE = "study.db"
 SQLITE_MAGIC = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
@@ -135,7 +134,7 @@ def _find_trainer(given):
         if not (path.is_file() and os.access(path, os.X_OK)):
             raise SpecError(f"--trainer {given}: not an executable file")
         return str(path.resolve())
-    built = Path(__file__).resolve().parent.parent / "build" / "ddp_train"
+    built = Path(repo_paths.REPO).resolve() / "build" / "ddp_train"
     if built.is_file():
         return str(built)
     found = shutil.which("ddp_train")
@@ -235,7 +234,7 @@ def _print_trial(study, trial):
 
 
 def search(args, cfg, study):
-    import tune_trial
+    from ddp_tools.tune import tune_trial
     remaining = args.trials - len(ended_trials(study))
     if remaining <= 0:
         print(f"tune: the study already has {len(ended_trials(study))} ended trials (--trials "
@@ -248,7 +247,7 @@ def search(args, cfg, study):
 
 
 def report(args, cfg, study):
-    import tune_report
+    from ddp_tools.tune import tune_report
     names = [p.name for p in cfg.params]
     table = tune_report.trials_table(study, args.objective, names)
     tune_report.write_text(cfg.study_dir / "trials.md", table)
@@ -300,5 +299,9 @@ def main(argv):
         return 2
 
 
+def cli():
+    return main(sys.argv[1:])
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(cli())

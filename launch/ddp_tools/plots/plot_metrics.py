@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 """plot_metrics.py: PNG plots of ddp_train --metrics files (JSON Lines).
 
   launch/plot_metrics.py run.jsonl [run2.jsonl ...] -o DIR [--label NAME ...] [--prefix P]
@@ -23,10 +22,9 @@ import argparse
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import metrics_series  # noqa: E402
-import plot_common  # noqa: E402
-import tool_files  # noqa: E402
+from ddp_tools.common import tool_files
+from ddp_tools.plots import metrics_series
+from ddp_tools.plots import plot_common
 
 PROGRAM = "plot_metrics"
 STEP_LABEL = "optimizer step"
@@ -265,5 +263,9 @@ def main(argv=None):
         print(path)
 
 
-if __name__ == "__main__":
+def cli():
     main()
+
+
+if __name__ == "__main__":
+    sys.exit(cli())

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """merge_traces.py: merge the ranks' `ddp_train --trace` files into one Chrome trace.
 
     launch/merge_traces.py run.json -o merged.json            # run.rank0.json, run.rank1.json, ...
@@ -15,7 +14,7 @@ otherData of the result: {"format", "world_size", "aligned_at": "clock_sync_ts",
 
 Standard library only. Bad input (a missing or garbled file, ranks of different
 runs, a rank missing or given twice, an output that is an input or someone
-else's file: launch/tool_files.py) is a one-line error and exit status 2. The
+else's file: launch/ddp_tools/common/tool_files.py) is a one-line error and exit status 2. The
 output is written whole or not at all (a temporary file renamed over it).
 """
 
@@ -26,8 +25,7 @@ import os
 import re
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import tool_files  # noqa: E402
+from ddp_tools.common import tool_files
 
 FORMAT = "ddp_train trace 1"
 # What merge_traces writes (json.dump of a dict: "{" first), and ddp_train's
@@ -158,5 +156,9 @@ def main(argv):
     return 0
 
 
+def cli():
+    return main(sys.argv[1:])
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(cli())

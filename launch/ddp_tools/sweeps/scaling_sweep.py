@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """scaling_sweep.py: run ddp_train at several rank counts and tabulate the throughput.
 
     launch/scaling_sweep.py --ranks 1,2,4 --mode strong --global-batch 256 --steps 150
@@ -27,7 +26,7 @@ ddp_train <the same arguments>`, one job after the other (see sweep_slurm.py).
 sweep.csv, sweep.md and the PNGs are replaced only if they are a sweep's, and
 none may be one of the inputs (--prediction, --hostfile): refused before any
 run, as is a --prediction that plot_sweep.py cannot read. The CSV and the
-table are written whole (launch/tool_files.py).
+table are written whole (launch/ddp_tools/common/tool_files.py).
 
 Standard library only; any python3 >= 3.6.
 """
@@ -45,11 +44,11 @@ import subprocess
 import sys
 import time
 
-import plot_sweep as plot_sweep_py
-import sweep_slurm
-import tool_files
+from ddp_tools.common import repo_paths, tool_files
+from ddp_tools.plots import plot_sweep as plot_sweep_py
+from ddp_tools.sweeps import sweep_slurm
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = repo_paths.REPO
 DEFAULT_TRAINER = os.path.join(REPO, "build", "ddp_train")
 
 CSV_COLUMNS = ["mode", "ranks", "batch_per_rank", "global_batch", "steps", "samples_per_s", "speedup",
@@ -332,7 +331,7 @@ PLOT_PYTHON = "/usr/bin/python3"  # Debian's, which sees python3-matplotlib
 
 def plot_sweep(csv_path, prediction, out_dir):
     """PNG plots next to the CSV through launch/plot_sweep.py, or one line saying why not."""
-    script = os.path.join(REPO, "launch", "plot_sweep.py")
+    script = os.path.join(repo_paths.LAUNCH, "plot_sweep.py")
     why = None
     if not os.path.isfile(script):
         why = "%s is not there" % script
@@ -677,9 +676,13 @@ def main(argv):
     return 0
 
 
-if __name__ == "__main__":
+def cli():
     try:
-        sys.exit(main(sys.argv[1:]))
+        return main(sys.argv[1:])
     except KeyboardInterrupt:
         print("\nscaling_sweep: interrupted", file=sys.stderr)
-        sys.exit(130)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(cli())

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """torch_reference.py: the PyTorch peer of `ddp_train --bench`.
 
 The same model and recipe as ours: an MLP of Linear layers (widths from
@@ -13,7 +12,7 @@ JSON line with the keys ours prints ("peer": "pytorch" marks it).
                          --n-embd --block-size --vocab-size, AdamW with
                          --lr --beta1 --beta2 --eps --weight-decay, decay on
                          tensors of rank >= 2; --attention explicit|sdpa|auto):
-                         see launch/torch_reference_gpt.py. The line adds
+                         see launch/ddp_tools/torch_ref/torch_reference_gpt.py. The line adds
                          tokens_per_s (samples are windows of T tokens).
 
 Precision, as a practitioner would run it:
@@ -59,7 +58,7 @@ import sys
 import time
 import types
 
-import torch_reference_gpt
+from ddp_tools.torch_ref import torch_reference_gpt
 
 # H100 and H200 (SXM) dense FP16/BF16 Tensor Core peak, TFLOP/s, without
 # sparsity (vendor datasheet). MFU is reported against it; null elsewhere.
@@ -399,5 +398,9 @@ def main():
     return 0
 
 
+def cli():
+    return main()
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli())

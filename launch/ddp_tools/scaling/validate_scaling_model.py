@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """validate_scaling_model.py: the scaling model against ddp_train on this machine (a
 benchmark, not a test: the host is shared and noisy, so the errors it prints are the result).
 
@@ -22,10 +21,9 @@ import subprocess
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import scaling_model_inputs as inputs  # noqa: E402
-import tool_files  # noqa: E402
-from scaling_model_core import ModelError, simulate_step  # noqa: E402
+from ddp_tools.common import tool_files
+from ddp_tools.scaling import scaling_model_inputs as inputs
+from ddp_tools.scaling.scaling_model_core import ModelError, simulate_step
 
 MPIRUN = ["mpirun", "-np", "2", "--oversubscribe", "--allow-run-as-root"]
 REPORT = tool_files.text_kind("a validation report", "# Scaling model validation")
@@ -215,9 +213,13 @@ def main(argv=None):
     return 0
 
 
-if __name__ == "__main__":
+def cli():
     try:
-        sys.exit(main())
+        return main()
     except ModelError as e:
         print(f"validate_scaling_model: error: {e}", file=sys.stderr)
-        sys.exit(2)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(cli())

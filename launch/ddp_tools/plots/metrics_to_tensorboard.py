@@ -1,10 +1,9 @@
-#!/usr/bin/python3
 """metrics_to_tensorboard.py: a ddp_train --metrics file (JSON Lines) as
 TensorBoard event files, for `tensorboard --logdir DIR`.
 
   launch/metrics_to_tensorboard.py run.jsonl DIR
 
-The series are launch/plot_metrics.py's (launch/metrics_series.py), one
+The series are launch/plot_metrics.py's (launch/ddp_tools/plots/metrics_series.py), one
 scalar tag each, against the optimizer step:
   train/loss, eval/loss, eval/accuracy (a fraction, as ddp_train writes it),
   train/loss_scale, train/skipped (1 at the logged steps ddp_train skipped),
@@ -25,8 +24,7 @@ import os
 import subprocess
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import metrics_series  # noqa: E402
+from ddp_tools.plots import metrics_series
 
 PROGRAM = "metrics_to_tensorboard"
 EXIT_BAD_INPUT = 2
@@ -170,5 +168,9 @@ def main(argv=None):
     print(f"wrote {len(tags)} tags ({points} points) to {args.out_dir}: tensorboard --logdir {args.out_dir}")
 
 
-if __name__ == "__main__":
+def cli():
     main()
+
+
+if __name__ == "__main__":
+    sys.exit(cli())

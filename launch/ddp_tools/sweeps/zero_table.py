@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """The --zero benchmark table: state bytes per rank (measured against the
 ZeRO paper's formula and ours), step time, the trainer's allocation peak and
 the bytes sent per step per rank (a ring algorithm's, from the collectives'
@@ -19,8 +18,7 @@ import os
 import subprocess
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import tool_files  # noqa: E402
+from ddp_tools.common import tool_files
 
 MODELS = {
     # compare_torch's model a: the wide MLP that fits 2 CPU cores at 4 ranks
@@ -134,5 +132,9 @@ def main():
             sys.exit(f"zero_table: {e}")
 
 
-if __name__ == "__main__":
+def cli():
     main()
+
+
+if __name__ == "__main__":
+    sys.exit(cli())

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """torch_load_weights.py: our exported weights in PyTorch, and its test-set
 figures next to ours.
 
@@ -64,8 +63,7 @@ import subprocess
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import tool_files  # noqa: E402
+from ddp_tools.common import repo_paths, tool_files
 
 # Imported here for the functions below, but needed only once the input is
 # checked: without them, --help and bad input still get their answer.
@@ -85,7 +83,7 @@ EXIT_NO_DEPENDENCY = 3
 ACC_TOL_PP = 0.1
 LOSS_TOL_REL = 0.005
 LOGIT_TOL_ULPS = 4  # FP16 ulps at the row's largest |logit|; see the docstring
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO_ROOT = repo_paths.REPO
 
 
 def read_idx(path):
@@ -305,5 +303,9 @@ def main():
     return 0 if ok else 1
 
 
+def cli():
+    return main()
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli())

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """scaling_model.py: project ddp_train's step time, exposed communication and scaling
 efficiency from one traced rank (or a synthetic model) to N = 1 ... 4096 ranks.
 
@@ -9,18 +8,16 @@ efficiency from one traced rank (or a synthetic model) to N = 1 ... 4096 ranks.
 The arithmetic is in scaling_model_core.py (collective costs, the step's schedule), the
 inputs in scaling_model_inputs.py (trace, synthetic models, clusters, bench tables).
 Bad input: one line on stderr, exit status 2. matplotlib is needed for --png only.
-Outputs are checked before the model runs and written whole (launch/tool_files.py):
+Outputs are checked before the model runs and written whole (launch/ddp_tools/common/tool_files.py):
 one that is an input, or an existing file of another kind, is refused.
 """
 import argparse
 import csv
-import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from scaling_model_core import ModelError, simulate_step  # noqa: E402
-import scaling_model_inputs as inputs  # noqa: E402
-import tool_files  # noqa: E402
+from ddp_tools.common import tool_files
+from ddp_tools.scaling import scaling_model_inputs as inputs
+from ddp_tools.scaling.scaling_model_core import ModelError, simulate_step
 
 CSV_COLUMNS = ["ranks", "mode", "algorithm", "zero_stage", "step_s", "compute_s", "comm_s", "exposed_s",
                "hidden_fraction", "samples_per_s", "speedup", "efficiency"]
@@ -275,12 +272,16 @@ def main(argv=None):
     return 0
 
 
-if __name__ == "__main__":
+def cli():
     try:
-        sys.exit(main())
+        return main()
     except ModelError as e:
         print(f"scaling_model: error: {e}", file=sys.stderr)
-        sys.exit(2)
+        return 2
     except OSError as e:
         print(f"scaling_model: error: {e.filename or 'output'}: {e.strerror}", file=sys.stderr)
-        sys.exit(2)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(cli())
