@@ -1,0 +1,11 @@
+#!/usr/bin/env python3
+"""launch/scaling_sweep.py: runs ddp_tools.sweeps.scaling_sweep
+(launch/ddp_tools/sweeps/scaling_sweep.py), as `python3 -m
+ddp_tools.sweeps.scaling_sweep` does with launch/ on the path. Python puts this script's
+directory, launch/, first on the path itself."""
+import sys
+
+from ddp_tools.sweeps.scaling_sweep import cli
+
+if __name__ == "__main__":
+    sys.exit(cli())
