@@ -29,7 +29,7 @@ run() {  # name np flags...
       --metrics "$dir/metrics.jsonl" --log-every 5 > "$dir.log" 2>&1
     echo "$which rc=$?" >> "$out/$name.rc"
   done
-  if /usr/bin/python3 "$here/bitwise_outputs.py" "$out/$name.old" "$out/$name.new"; then
+  if PYTHONPATH="$here" /usr/bin/python3 -m ddp_tools.checks.bitwise_outputs "$out/$name.old" "$out/$name.new"; then
     echo "$name: identical ($(tr '\n' ' ' < "$out/$name.rc"))"
   else
     echo "$name: DIFFERENT ($(tr '\n' ' ' < "$out/$name.rc"); logs in $out)"

@@ -4,7 +4,7 @@
 # Sourced by launch/careless_user.sh, which sets D (a CSV run), S (a synthetic
 # run), MPI, BASE (a step-2 checkpoint) and w0 (its --save-weights directory).
 
-edit() { python3 "$HERE/careless_ckpt.py" "$BASE" "$T/e.ddpckpt" "$@"; }
+edit() { python3 "$HERE/careless/careless_ckpt.py" "$BASE" "$T/e.ddpckpt" "$@"; }
 
 outputs_overlapping() {
   rm -rf ck; absent ck

@@ -3,7 +3,7 @@
 launch/metrics_to_tensorboard.py on small synthetic inputs made here with
 fresh random values (the seed is printed; TEST_PLOTS_SEED=S repeats a run).
 
-  /usr/bin/python3 tests/python/test_plots.py
+  PYTHONPATH=launch /usr/bin/python3 tests/python/test_plots.py
 
 - the series extracted from a metrics file equal the records written
   (training and eval figures, null figures left out, a resumed file's later
@@ -29,11 +29,10 @@ import sys
 import tempfile
 import unittest
 
+from ddp_tools.plots import metrics_series, plot_common  # launch/ is on PYTHONPATH (ctest sets it)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 LAUNCH = os.path.normpath(os.path.join(HERE, "..", "..", "launch"))
-sys.path.insert(0, LAUNCH)
-import metrics_series  # noqa: E402
-import plot_common  # noqa: E402
 
 try:
     import numpy as np  # matplotlib's own dependency
@@ -237,7 +236,7 @@ class SeriesExtraction(TempDirTest):
 
 class PlotMetrics(TempDirTest):
     def test_two_runs_give_the_pngs(self):
-        import plot_metrics
+        from ddp_tools.plots import plot_metrics
         a, _ = make_run(RNG, 120, 4, eval_every=40, skip_at={7, 50})
         b, _ = make_run(RNG, 80, 2, eval_every=20)
         os.makedirs(self.path("r1"))
@@ -267,7 +266,7 @@ class PlotMetrics(TempDirTest):
     def test_panels_subset(self):
         records, _ = make_run(RNG, 50, 5, eval_every=25)
         path = write_jsonl(self.path("run.jsonl"), records)
-        import plot_metrics
+        from ddp_tools.plots import plot_metrics
         chosen = RNG.sample(plot_metrics.PANEL_NAMES, RNG.randrange(1, 4))
         out = self.path("out")
         done = run_script("plot_metrics.py", path, "-o", out, "--panels", ",".join(chosen))
@@ -329,7 +328,7 @@ def prediction_rows(rng, algorithms, stages, ranks):
 
 class PlotSweep(TempDirTest):
     def test_pngs_with_the_prediction(self):
-        import plot_sweep
+        from ddp_tools.plots import plot_sweep
         ranks = [1, 2, 4][: RNG.randrange(2, 4)]
         sweep = write_csv(self.path("sweep.csv"), SWEEP_HEADER, sweep_rows(RNG, ranks))
         pred = write_csv(self.path("pred.csv"), PRED_HEADER,
@@ -341,7 +340,7 @@ class PlotSweep(TempDirTest):
         self.assertEqual(len(plot_sweep.plot_sweep(sweep, None, self.path("out2"))), 2)
 
     def test_prediction_lines_chosen(self):
-        import plot_sweep
+        from ddp_tools.plots import plot_sweep
         ranks = [2 ** k for k in range(RNG.randrange(3, 12))]
         pred = write_csv(self.path("pred.csv"), PRED_HEADER, prediction_rows(RNG, ["ring", "auto"], [0, 3], ranks))
         rows = plot_sweep.read_rows(pred, "prediction")
@@ -379,7 +378,7 @@ class PlotSweep(TempDirTest):
 class TensorBoard(TempDirTest):
     @classmethod
     def setUpClass(cls):
-        import metrics_to_tensorboard
+        from ddp_tools.plots import metrics_to_tensorboard
         cls.available = metrics_to_tensorboard.ensure_tensorboard(quiet=True)
         if not cls.available:
             MISSING.append("the tensorboard package is missing and pip could not install it (no network?)")
@@ -390,7 +389,7 @@ class TensorBoard(TempDirTest):
         super().setUp()
 
     def test_event_files_read_back_equal_the_input(self):
-        import metrics_to_tensorboard as m2tb
+        from ddp_tools.plots import metrics_to_tensorboard as m2tb
         skip_at = set(RNG.sample(range(1, 81), 4))
         records, truth = make_run(RNG, 80, 1, eval_every=RNG.randrange(10, 30), skip_at=skip_at)
         path = write_jsonl(self.path("run.jsonl"), records)

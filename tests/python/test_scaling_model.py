@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""Closed-form checks of launch/scaling_model*.py (no ddp_train needed).
+"""Closed-form checks of launch/ddp_tools/scaling/ (no ddp_train needed).
 
 Every expected value is written out here from the alpha-beta formulas, not taken from
 the model's own functions; costs and sizes are fresh random draws (the seed is printed
 on failure). fixtures/trace_mlp_1rank.json is a synthetic one-rank trace (format
 "ddp_train trace 1"): 4 traced steps of a 3-layer MLP, step 1 slow (warm-up, must be
 dropped), steps 2-4 with known medians; its eval event lies outside every step.
+Run: PYTHONPATH=launch python3 tests/python/test_scaling_model.py (ctest sets PYTHONPATH).
 Exit status: 0 passed, 1 failed, 77 passed but the PNG test skipped (no matplotlib).
 """
 import csv
@@ -17,11 +18,11 @@ import sys
 import tempfile
 import unittest
 
+from ddp_tools.scaling import scaling_model_inputs as inputs  # launch/ is on PYTHONPATH (ctest sets it)
+from ddp_tools.scaling.scaling_model_core import Cluster, Link, Profile, collective_s, simulate_step
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 LAUNCH = os.path.join(HERE, "..", "..", "launch")
-sys.path.insert(0, LAUNCH)
-from scaling_model_core import Cluster, Link, Profile, collective_s, simulate_step  # noqa: E402
-import scaling_model_inputs as inputs  # noqa: E402
 
 FIXTURE = os.path.join(HERE, "fixtures", "trace_mlp_1rank.json")
 CLI = os.path.join(LAUNCH, "scaling_model.py")
@@ -218,7 +219,7 @@ class ScalingModelTest(unittest.TestCase):
         layer 0's backward, bucket 1 (50 us) starts at backward's end and is waited for."""
         import copy
         import json
-        import validate_scaling_model as validate
+        from ddp_tools.scaling import validate_scaling_model as validate
         with open(FIXTURE) as f:
             trace = json.load(f)
         events = []

@@ -24,7 +24,7 @@ a table), each a regression test of a fix:
 Every refusal: exit status 2 (3 for a missing dependency), one line on stderr
 besides argparse's usage, no traceback, the inputs unchanged.
 
-  /usr/bin/python3 tests/python/test_tools_bad_input.py build/ddp_train
+  PYTHONPATH=launch /usr/bin/python3 tests/python/test_tools_bad_input.py build/ddp_train
 
 Exits 77 (ctest's SKIP_RETURN_CODE) when matplotlib or optuna is missing, after
 running the tests that need neither, whose failures still fail it.
@@ -41,7 +41,6 @@ from pathlib import Path
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LAUNCH = os.path.normpath(os.path.join(HERE, "..", "..", "launch"))
-sys.path.insert(0, LAUNCH)
 FIXTURE = os.path.join(HERE, "fixtures", "trace_mlp_1rank.json")
 SKIP = 77
 TIMEOUT_S = 20  # a refusal takes well under a second; one that hangs fails here
@@ -351,8 +350,8 @@ class Tune(ToolTest):
     def test_a_trainer_that_cannot_start_is_a_failed_trial(self):
         import argparse
         import optuna
-        import tune_space
-        import tune_trial
+        from ddp_tools.tune import tune_space
+        from ddp_tools.tune import tune_trial
         optuna.logging.set_verbosity(optuna.logging.ERROR)
         # The trainer checked at the start, gone (or being rebuilt) when a trial starts.
         cfg = argparse.Namespace(params=[tune_space.parse_param("lr=log:1e-3:1e-1")], launcher=[],
@@ -396,7 +395,7 @@ class ScalingSweep(ToolTest):
 
 
     def test_a_job_script_that_cannot_be_written_is_a_failed_submission(self):
-        import sweep_slurm
+        from ddp_tools.sweeps import sweep_slurm
         os.mkdir(self.path("job.sbatch"))
         with self.assertRaises(sweep_slurm.SubmitFailed) as caught:
             sweep_slurm.submit(["/bin/true"], self.path("job.sbatch"), "#!/bin/sh\n", dict(os.environ),

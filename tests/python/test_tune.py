@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """test_tune.py: launch/tune.py's Optuna search driving the real ddp_train on tiny synthetic data.
 
-  /usr/bin/python3 tests/python/test_tune.py build/ddp_train
+  PYTHONPATH=launch /usr/bin/python3 tests/python/test_tune.py build/ddp_train
 
 - a 4-trial search (the default recipe, a better rate, a diverging rate, one TPE
   trial): 4 trials in study.db read back with optuna.load_study, the diverging one
@@ -36,7 +36,6 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 LAUNCH = os.path.normpath(os.path.join(HERE, "..", "..", "launch"))
 TUNE = os.path.join(LAUNCH, "tune.py")
-sys.path.insert(0, LAUNCH)
 SKIP = 77
 SEED = int(os.environ.get("TEST_TUNE_SEED") or int.from_bytes(os.urandom(4), "little"))
 RNG = random.Random(SEED)
@@ -191,7 +190,7 @@ class InterruptedSearchResumes(TuneTest):
         first = load(study_dir).trials
         self.assertEqual(len(first), 1)
         self.assertEqual((first[0].state, first[0].user_attrs.get("interrupted")), (TrialState.FAIL, True))
-        import tune_trial
+        from ddp_tools.tune import tune_trial
         self.assertFalse(tune_trial.group_alive(first[0].user_attrs["pgid"]), "the held trial's group lives on")
         done = subprocess.run([sys.executable, TUNE] + args, capture_output=True, text=True, timeout=120)
         self.assert_ok(done)
@@ -267,7 +266,7 @@ class FailedTrialIsRecorded(TuneTest):
 
 class EpochFollower(unittest.TestCase):
     def test_epoch_mode_reports_each_epochs_last_eval(self):
-        import tune_trial
+        from ddp_tools.tune import tune_trial
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "m.jsonl")
             evals = [RNG.uniform(0.5, 0.9) for _ in range(4)]

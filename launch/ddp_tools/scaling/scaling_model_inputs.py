@@ -6,8 +6,8 @@ import os
 import re
 import statistics
 
-import tool_files
-from scaling_model_core import Cluster, Link, ModelError, Profile, fit_alpha_beta, link_from_fit
+from ddp_tools.common import tool_files
+from ddp_tools.scaling.scaling_model_core import Cluster, Link, ModelError, Profile, fit_alpha_beta, link_from_fit
 
 # The trainer's defaults (ddp_train --help: --bucket-mb 25, --first-bucket-mb 1); tensors
 # start 16-byte aligned (8 FP16 elements) in the flat layout (DESIGN.md).

@@ -4,7 +4,7 @@ trials.md (the Markdown table of every trial, also printed), best.ini (the best
 trial's parameters as `ddp_train --config` reads them) and PNG plots through
 optuna.visualization.matplotlib: the optimisation history, and the parameter
 importances (two or more parameters and enough complete trials) or else a slice plot.
-Each is written whole (a temporary file renamed over it: launch/tool_files.py), so
+Each is written whole (a temporary file renamed over it: launch/ddp_tools/common/tool_files.py), so
 a search stopped while it reports leaves the earlier file, not half of one.
 """
 
@@ -13,8 +13,8 @@ import math
 import optuna
 from optuna.trial import TrialState
 
-import tool_files
-import tune_space
+from ddp_tools.common import tool_files
+from ddp_tools.tune import tune_space
 
 STATE_NAMES = {TrialState.COMPLETE: "complete", TrialState.PRUNED: "pruned",
                TrialState.FAIL: "fail", TrialState.RUNNING: "running", TrialState.WAITING: "waiting"}

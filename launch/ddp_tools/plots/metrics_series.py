@@ -14,7 +14,7 @@ import json
 import math
 import os
 
-import tool_files
+from ddp_tools.common import tool_files
 
 
 class MetricsError(Exception):

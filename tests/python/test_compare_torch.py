@@ -10,7 +10,7 @@ default T), logs them, and reports a samples/s drawn fresh per test for that
 configuration ("intra": T torch threads; "blas": 1 torch thread and B > 1
 BLAS threads). The checks read the CSV and the table the script wrote.
 
-Run: python3 launch/test_compare_torch.py  (COMPARE_TORCH=path tests another copy)
+Run: python3 tests/python/test_compare_torch.py  (COMPARE_TORCH=path tests another copy)
 """
 import csv
 import json
@@ -22,8 +22,8 @@ import tempfile
 import textwrap
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SCRIPT = os.environ.get("COMPARE_TORCH", os.path.join(HERE, "compare_torch.py"))
+LAUNCH = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "launch"))
+SCRIPT = os.environ.get("COMPARE_TORCH", os.path.join(LAUNCH, "compare_torch.py"))
 
 TORCH_STUB = textwrap.dedent("""\
     #!/usr/bin/env python3

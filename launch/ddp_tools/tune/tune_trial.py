@@ -16,7 +16,7 @@ import time
 
 import optuna
 
-import tune_space
+from ddp_tools.tune import tune_space
 
 POLL_S = 0.2          # how often the metrics file is read while the trial runs
 READ_BYTES = 1 << 20  # read at most this much per poll, so a prune is not held up

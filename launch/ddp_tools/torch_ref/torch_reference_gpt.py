@@ -35,12 +35,8 @@ FLOPs per token: ours' count (gpt_config.h gpt_flops_per_token): 6 x
 (parameters less the position table) + 6 x 2 x n_layer x T x C for
 attention, so that both sides' MFU and TFLOP/s use one formula.
 """
-import os
-import sys
 import time
 import types
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
 def flops_per_token(n_layer, n_embd, block_size, vocab_size):
@@ -110,7 +106,7 @@ def build(torch, args, device, rank, world):
     mlp_workload); on CUDA the forward runs under autocast float16 (the loss
     comes out FP32: autocast runs cross_entropy in FP32)."""
     import torch.nn.functional as F
-    import torch_gpt
+    from ddp_tools.torch_ref import torch_gpt
 
     cfg = torch_gpt.GPTConfig(n_layer=args.n_layer, n_head=args.n_head, n_embd=args.n_embd,
                               block_size=args.block_size, vocab_size=args.vocab_size,

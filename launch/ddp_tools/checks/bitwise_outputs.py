@@ -1,5 +1,4 @@
-#!/usr/bin/env python3
-"""bitwise_outputs.py OLD_DIR NEW_DIR: whether two runs' outputs are the same
+"""ddp_tools.checks.bitwise_outputs OLD_DIR NEW_DIR: whether two runs' outputs are the same
 (launch/bitwise_compare.sh). Each directory holds w/ (--save-weights .npy
 files), ck/ (--checkpoint-dir) and metrics.jsonl. Weight files must be equal
 byte for byte; checkpoints equal in their tensors' bytes and in their
@@ -73,9 +72,9 @@ def differences(old, new):
     return problems
 
 
-def main():
+def cli():
     if len(sys.argv) != 3:
-        print("usage: bitwise_outputs.py OLD_DIR NEW_DIR", file=sys.stderr)
+        print("usage: python3 -m ddp_tools.checks.bitwise_outputs OLD_DIR NEW_DIR", file=sys.stderr)
         return 2
     problems = differences(sys.argv[1], sys.argv[2])
     for p in problems:
@@ -84,4 +83,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli())

@@ -7,7 +7,7 @@ with PyTorch's MFU beside ours."""
 import csv
 import statistics
 
-import torch_thread_configs
+from ddp_tools.torch_ref import torch_thread_configs
 
 SIDES = ("ours", "eager", "compile")
 

@@ -4,12 +4,12 @@ style for legible small PNGs, and the one-line error and exit codes.
 
 Exit codes: 2 bad input (the file or flag named), 3 matplotlib missing.
 PNGs are written whole or not at all, and an existing file of that name is
-replaced only if it is a PNG (launch/tool_files.py).
+replaced only if it is a PNG (launch/ddp_tools/common/tool_files.py).
 """
 import os
 import sys
 
-import tool_files
+from ddp_tools.common import tool_files
 
 EXIT_BAD_INPUT = 2
 EXIT_NO_MATPLOTLIB = 3

@@ -1,0 +1,287 @@
+"""scaling_model.py: project ddp_train's step time, exposed communication and scaling
+efficiency from one traced rank (or a synthetic model) to N = 1 ... 4096 ranks.
+
+  launch/scaling_model.py --trace run.rank0.json --cluster cpu-host --csv m.csv --png m.png
+  launch/scaling_model.py --synthetic gpt2-124m --cluster h200-8x-nvlink-ib --zero 3 --md m.md
+  launch/scaling_model.py --projection launch/results/2026-12-01-scaling-projection.md
+
+The arithmetic is in scaling_model_core.py (collective costs, the step's schedule), the
+inputs in scaling_model_inputs.py (trace, synthetic models, clusters, bench tables).
+Bad input: one line on stderr, exit status 2. matplotlib is needed for --png only.
+Outputs are checked before the model runs and written whole (launch/ddp_tools/common/tool_files.py):
+one that is an input, or an existing file of another kind, is refused.
+"""
+import argparse
+import csv
+import sys
+
+from ddp_tools.common import tool_files
+from ddp_tools.scaling import scaling_model_inputs as inputs
+from ddp_tools.scaling.scaling_model_core import ModelError, simulate_step
+
+CSV_COLUMNS = ["ranks", "mode", "algorithm", "zero_stage", "step_s", "compute_s", "comm_s", "exposed_s",
+               "hidden_fraction", "samples_per_s", "speedup", "efficiency"]
+DEFAULT_RANKS = [2 ** i for i in range(13)]
+# What each output flag writes, to tell an earlier run's file (replaced) from another (refused).
+OUTPUT_KINDS = {
+    "csv": tool_files.text_kind("a scaling model CSV", ",".join(CSV_COLUMNS[:3])),
+    "md": tool_files.text_kind("a scaling model report", "# Scaling model"),
+    "png": tool_files.PNG,
+    "projection": tool_files.text_kind("a scaling projection", "# Scaling projection"),
+}
+
+
+class OneLineParser(argparse.ArgumentParser):
+    def error(self, message):
+        print(f"scaling_model: error: {message}", file=sys.stderr)
+        sys.exit(2)
+
+    def exit(self, status=0, message=None):
+        if message:
+            sys.stderr.write(message)
+        sys.exit(status)
+
+
+def parse_args(argv):
+    p = OneLineParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--trace", help="one rank's ddp_train trace (run.rank0.json)")
+    src.add_argument("--synthetic", choices=["gpt2-124m", "mlp-wide"], help="a synthetic H200 profile")
+    src.add_argument("--projection", metavar="FILE.md", help="write the GPT-2/wide-MLP projection table")
+    p.add_argument("--cluster", default="h200-8x-nvlink-ib", help="h200-8x-nvlink-ib | cpu-host | FILE.json")
+    p.add_argument("--allreduce-table", action="append", default=[], metavar="FILE",
+                   help="`bench_allreduce --markdown` output; its fit replaces the cluster's figures "
+                        "for N up to its N (repeatable)")
+    p.add_argument("--algorithm", default="auto", choices=["ring", "tree", "auto"])
+    p.add_argument("--zero", type=int, choices=[0, 1, 2, 3], help="ZeRO stage (default: the trace's)")
+    p.add_argument("--zero3-prefetch", action="store_true", help="overlap each ZeRO-3 gather with the previous layer")
+    p.add_argument("--grad-accum", type=int, help="micro-batches per step (default: the trace's)")
+    p.add_argument("--ranks", default=",".join(map(str, DEFAULT_RANKS)), help="comma-separated N")
+    p.add_argument("--mode", default="both", choices=["weak", "strong", "both"])
+    p.add_argument("--mfu", type=float, default=0.4, help="achieved fraction of 989 TFLOP/s (synthetic)")
+    p.add_argument("--csv"), p.add_argument("--png"), p.add_argument("--md")
+    args = p.parse_args(argv)
+    if not (args.trace or args.synthetic or args.projection):
+        p.error("give --trace FILE, --synthetic gpt2-124m|mlp-wide or --projection FILE.md")
+    try:
+        args.ranks = sorted({int(r) for r in args.ranks.split(",")})
+    except ValueError:
+        p.error(f"--ranks {args.ranks}: expected comma-separated integers")
+    if args.ranks[0] < 1:
+        p.error("--ranks: every N must be >= 1")
+    if args.grad_accum is not None and args.grad_accum < 1:
+        p.error(f"--grad-accum {args.grad_accum}: expected >= 1")
+    return args
+
+
+def load_cluster(args):
+    cluster, notes = inputs.load_cluster(args.cluster), []
+    for path in args.allreduce_table:
+        ranks, alpha, beta, (step_latency, bandwidth) = inputs.fit_table(path)
+        cluster.fitted[ranks] = (bandwidth, step_latency)
+        notes.append(f"{path}: measured at N = {ranks}, fitted a = {alpha * 1e6:.2f} us, bus bandwidth "
+                     f"{bandwidth / 1e9:.3f} GB/s; used (as a ring) for N <= {ranks} instead of the cluster's figures")
+    return cluster, notes
+
+
+def sweep(profile, cluster, ranks_list, modes, algorithm, zero, accum, prefetch):
+    """CSV rows (dicts) per mode and N, and the notes (strong scaling's stop)."""
+    rows, notes = [], []
+    for mode in modes:
+        base = simulate_step(profile, 1, cluster, algorithm, zero, accum, profile.rows, prefetch)
+        base_rate = profile.rows * accum / base.step_s
+        for n in ranks_list:
+            per_rank = profile.rows if mode == "weak" else profile.rows / n
+            if per_rank < 1:
+                notes.append(f"Strong scaling stops before N = {n}: the {profile.rows:g} rows of one rank's "
+                             "micro-batch would leave fewer than 1 row per rank.")
+                break
+            r = simulate_step(profile, n, cluster, algorithm, zero, accum, per_rank, prefetch)
+            rate = per_rank * accum * n / r.step_s
+            rows.append({"ranks": n, "mode": mode, "algorithm": "+".join(r.algorithms) or algorithm,
+                         "zero_stage": zero, "step_s": r.step_s, "compute_s": r.compute_s, "comm_s": r.comm_s,
+                         "exposed_s": r.exposed_s, "hidden_fraction": r.hidden_fraction, "samples_per_s": rate,
+                         "speedup": rate / base_rate, "efficiency": rate / base_rate / n})
+    return rows, notes
+
+
+def assumptions(profile, cluster, args, zero, accum, extra):
+    c = cluster
+    lines = [
+        f"Model: {profile.name}, {len(profile.forward_s)} layers, {profile.parameters:,} parameters, "
+        f"{len(profile.buckets)} gradient buckets ({profile.gradient_bytes() / 2**20:.1f} MiB FP16), "
+        f"{profile.rows:g} rows per rank per micro-batch, {accum} micro-batch(es), ZeRO {zero}.",
+        f"Cluster {c.name} ({c.source}; a table below replaces them where it says so): "
+        + ("all ranks on one host; " if c.gpus_per_node >= 1 << 20 else f"{c.gpus_per_node} ranks per node; ") +
+        f"intra {c.intra.bandwidth_Bps / 1e9:g} GB/s per rank per direction, {c.intra.latency_s * 1e6:g} us per step; "
+        f"inter {c.inter.bandwidth_Bps / 1e9:g} GB/s, {c.inter.latency_s * 1e6:g} us.",
+        "Collectives (alpha-beta): ring all-reduce 2(N-1)a + 2(N-1)/N B/bw; reduce-scatter and all-gather "
+        "(N-1)a + (N-1)/N B/bw; tree all-reduce 2 ceil(log2 N)a + 2B/bw (NCCL's double binary tree); above "
+        "one node: intra reduce-scatter + inter all-reduce of B/G + intra all-gather, summed (not pipelined).",
+        f"Algorithm: {args.algorithm}" + (" (the faster of ring and tree per collective, like NCCL's tuner)"
+                                           if args.algorithm == "auto" else "") + ".",
+        "Schedule: backward from the last layer down; a bucket's collective starts at max(the point in its "
+        "layer's backward where the trace's bucket_ready instant puts it (the layer's end without one), the "
+        "previous collective's end): one FIFO communication stream; exposed = the compute side's "
+        "waits (after backward, ZeRO's gathers). Step = upload + forward + backward + other + optimizer + exposed.",
+        "ZeRO 1/2: reduce-scatter per bucket, optimizer / N, all-gather of the FP16 weights after the update "
+        "(exposed). ZeRO 3: also each layer gathered before its forward and its backward "
+        + ("(prefetched one layer ahead)." if args.zero3_prefetch else "(exposed: no prefetch, as the trainer)."),
+        f"Gradient accumulation: {accum} x forward+backward, gradient collectives in the last backward only.",
+        "Compute is linear in rows per rank (strong scaling divides the 1-rank batch by N) and the same on "
+        "every rank: no stragglers, no network contention or congestion, no jitter, no compute slowed by "
+        "communication, perfect hierarchical placement (ranks packed by node).",
+    ]
+    if args.synthetic or args.projection:
+        lines.append(f"Synthetic compute: GEMM FLOPs (forward 2mnk, backward 2x, the first Linear 1x) at 989 "
+                     f"TFLOP/s x mfu {args.mfu:g}; optimizer 28 bytes/parameter (AdamW) at 4.8 TB/s HBM; "
+                     "upload of the batch at 64 GB/s (PCIe Gen5 x16); buckets as the trainer plans them "
+                     "(first 1 MiB, then 25 MiB, backward order, 2 bytes per parameter).")
+    return lines + extra
+
+
+def table(rows):
+    out = ["| N | mode | algorithm | step (ms) | compute (ms) | comm (ms) | exposed (ms) | hidden | samples/s "
+           "| efficiency |", "| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in rows:
+        out.append(f"| {r['ranks']} | {r['mode']} | {r['algorithm']} | {r['step_s'] * 1e3:.3f} | "
+                   f"{r['compute_s'] * 1e3:.3f} | {r['comm_s'] * 1e3:.3f} | {r['exposed_s'] * 1e3:.3f} | "
+                   f"{r['hidden_fraction'] * 100:.0f}% | {r['samples_per_s']:.4g} | {r['efficiency'] * 100:.1f}% |")
+    return out
+
+
+def check_outputs(args):
+    """Refuses, before any work, an output that is an input, another output or someone else's file."""
+    outputs = [(getattr(args, flag), f"--{flag} {getattr(args, flag)}", kind)
+               for flag, kind in OUTPUT_KINDS.items() if getattr(args, flag)]
+    read = [args.trace] + args.allreduce_table + ([args.cluster] if args.cluster not in inputs.PRESETS else [])
+    try:
+        tool_files.check_outputs(outputs, [p for p in read if p])
+    except tool_files.FileError as e:
+        raise ModelError(str(e))
+
+
+def write_text(path, flag, text):
+    try:
+        tool_files.write_text_atomic(path, f"--{flag} {path}", text)
+    except tool_files.FileError as e:
+        raise ModelError(str(e))
+
+
+def write_csv(path, rows):
+    def write(f):
+        w = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
+    try:
+        tool_files.write_atomic(path, f"--csv {path}", write)
+    except tool_files.FileError as e:
+        raise ModelError(str(e))
+
+
+def write_png(path, rows, title):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise ModelError("--png needs matplotlib (apt-get install python3-matplotlib)")
+    fig, (ax_eff, ax_rate) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for mode, style in (("weak", "o-"), ("strong", "s--")):
+        pts = [r for r in rows if r["mode"] == mode]
+        if not pts:
+            continue
+        n = [r["ranks"] for r in pts]
+        ax_eff.plot(n, [r["efficiency"] * 100 for r in pts], style, label=f"{mode} scaling")
+        ax_rate.plot(n, [r["samples_per_s"] for r in pts], style, label=f"{mode} scaling")
+    ticks = sorted({r["ranks"] for r in rows})
+    ticks = ticks[::-(-len(ticks) // 7)]  # at most 7 labels: legible
+    for ax in (ax_eff, ax_rate):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(ticks, [str(t) for t in ticks])
+        ax.set_xlabel("ranks N (GPUs)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+    ax_eff.set_ylabel("scaling efficiency (%)")
+    ax_eff.set_ylim(0, 105)
+    ax_rate.set_yscale("log")
+    ax_rate.set_ylabel("throughput (samples/s)")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    try:
+        tool_files.write_atomic(path, f"--png {path}", lambda f: fig.savefig(f, format="png", dpi=110), binary=True)
+    except tool_files.FileError as e:
+        raise ModelError(str(e))
+    finally:
+        plt.close(fig)
+
+
+def projection(args):
+    """GPT-2 124M and the wide MLP at 8 ... 4096 H200s, weak scaling, ZeRO 0, 3 and 3 with the
+    (not yet implemented in the trainer) prefetch, args.algorithm (auto by default)."""
+    cluster, notes = load_cluster(args)
+    lines = ["| model | ZeRO | N | step (ms) | compute (ms) | exposed comm (ms) | hidden | efficiency | algorithm |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for name in ("gpt2-124m", "mlp-wide"):
+        prof = inputs.synthetic_profile(name, args.mfu)
+        for zero, prefetch in ((0, False), (3, False), (3, True)):
+            rows, _ = sweep(prof, cluster, [8, 64, 512, 4096], ["weak"], args.algorithm, zero, 1, prefetch)
+            label = f"{zero}{' + prefetch' if prefetch else ''}"
+            for r in rows:
+                lines.append(f"| {name} | {label} | {r['ranks']} | {r['step_s'] * 1e3:.2f} | {r['compute_s'] * 1e3:.2f} "
+                             f"| {r['exposed_s'] * 1e3:.2f} | {r['hidden_fraction'] * 100:.0f}% "
+                             f"| {r['efficiency'] * 100:.1f}% | {r['algorithm']} |")
+    prof = inputs.synthetic_profile("gpt2-124m", args.mfu)
+    said = assumptions(prof, cluster, args, 0, 1, notes)[1:]
+    said[4] = said[4].replace("(exposed: no prefetch, as the trainer).", "(exposed: no prefetch, as the trainer; "
+                              "'+ prefetch': each gather issued one layer ahead, under the previous layer's compute).")
+    return lines, said
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    command = "launch/scaling_model.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    check_outputs(args)
+    if args.projection:
+        lines, said = projection(args)
+        text = ["# Scaling projection: GPT-2 124M and the wide MLP on H200s (model, not measured)", "",
+                f"`{command}`", "", "Weak scaling (per-GPU batch fixed: GPT-2 8 x 1024 tokens, MLP 4096 rows), "
+                "efficiency against 1 GPU.", ""] + lines + ["", "Assumptions:", ""] + [f"- {s}" for s in said]
+        write_text(args.projection, "projection", "\n".join(text) + "\n")
+        print("\n".join(text))
+        return 0
+    if args.trace:
+        profile = inputs.profile_from_trace(inputs.load_trace(args.trace), args.trace)
+    else:
+        profile = inputs.synthetic_profile(args.synthetic, args.mfu)
+    zero = profile.zero_stage if args.zero is None else args.zero
+    accum = profile.micro_batches if args.grad_accum is None else args.grad_accum
+    cluster, notes = load_cluster(args)
+    modes = ["weak", "strong"] if args.mode == "both" else [args.mode]
+    rows, stops = sweep(profile, cluster, args.ranks, modes, args.algorithm, zero, accum, args.zero3_prefetch)
+    said = assumptions(profile, cluster, args, zero, accum, notes + stops)
+    text = ["# Scaling model", "", f"`{command}`", "", "Assumptions:", ""] + [f"- {s}" for s in said] + [""] + table(rows)
+    print("\n".join(text))
+    if args.md:
+        write_text(args.md, "md", "\n".join(text) + "\n")
+    if args.csv:
+        write_csv(args.csv, rows)
+    if args.png:
+        write_png(args.png, rows, f"{profile.name} on {cluster.name}, ZeRO {zero}, {args.algorithm} (model)")
+    return 0
+
+
+def cli():
+    try:
+        return main()
+    except ModelError as e:
+        print(f"scaling_model: error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"scaling_model: error: {e.filename or 'output'}: {e.strerror}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(cli())
