@@ -28,13 +28,13 @@
 #include "comm/mpi_environment.h"
 #include "kernels/backend.h"
 #include "kernels/error.h"
-#include "launch/allreduce_bench.h"
+#include "launch/bench/allreduce_bench.h"
 #if defined(DDP_HAVE_NCCL)
 #include "comm/nccl_communicator.h"
 #include "kernels/buffer.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
-#include "launch/device_select.h"
+#include "launch/cli/device_select.h"
 #endif
 
 namespace {

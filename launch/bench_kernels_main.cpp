@@ -15,7 +15,7 @@
 #include "kernels/device_query.h"
 #if defined(DDP_HAVE_CUDA)
 #include "kernels/cuda/cuda_backend.h"
-#include "launch/cuda_bench_gemm.h"
+#include "launch/bench/cuda_bench_gemm.h"
 #endif
 
 namespace {

@@ -7,5 +7,5 @@
 # compare_torch.py picks /usr/bin/python3 when it imports torch.
 # Idempotent and quick: apt-get runs only when a package is missing.
 set -euo pipefail
-. "$(dirname "$0")/debian_packages.sh"
+. "$(dirname "$0")/scripts/debian_packages.sh"
 install_missing_debs install_bench_deps python3-torch

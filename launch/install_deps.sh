@@ -6,7 +6,7 @@
 # The CUDA toolkit (nvcc, cuBLAS, NCCL) is not a Debian package here: when
 # /usr/local/cuda exists the build uses it, otherwise it builds CPU-only.
 set -euo pipefail
-. "$(dirname "$0")/debian_packages.sh"
+. "$(dirname "$0")/scripts/debian_packages.sh"
 # No daemons: the test command's one-node Slurm (slurm-wlm, munge) is
 # launch/install_test_deps.sh's, so training needs no cluster services.
 packages=(build-essential cmake pkg-config libopenmpi-dev openmpi-bin libboost-program-options-dev

@@ -16,7 +16,7 @@
 # cluster node's munge or slurmd) keeps its set-up: only what this script
 # installed is touched. Idempotent: quick when everything is present.
 set -euo pipefail
-. "$(dirname "$0")/debian_packages.sh"
+. "$(dirname "$0")/scripts/debian_packages.sh"
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }

@@ -3,7 +3,7 @@
 // comparison script reads.
 #include <gtest/gtest.h>
 
-#include "launch/bench_report.h"
+#include "launch/bench/bench_report.h"
 #include "trainer/models/mlp_config.h"
 #include "trainer/io/json_writer.h"
 

@@ -16,7 +16,7 @@
 #include "comm/communicator.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/error.h"
-#include "launch/options.h"
+#include "launch/cli/options.h"
 #include "trainer/config/config_check.h"
 #include "trainer/data/data_source.h"
 #include "trainer/loop/trainer.h"

@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "fuzz_support.h"
-#include "launch/options.h"
+#include "launch/cli/options.h"
 
 using namespace ddp;
 using namespace ddp::fuzz;

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "fuzz_support.h"
-#include "launch/options.h"
+#include "launch/cli/options.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/checkpoint_v1.h"
 #include "trainer/models/mlp_config.h"

@@ -4,7 +4,7 @@
 # Starts a one-node Slurm of its own (munged, slurmctld, slurmd; every file in
 # a temporary directory, ports that were free, this host's name and cores),
 # then, with CPU ranks:
-#   1. submits launch/slurm_ddp_train.sbatch twice (sbatch --wait, 2 tasks,
+#   1. submits launch/slurm/slurm_ddp_train.sbatch twice (sbatch --wait, 2 tasks,
 #      srun --mpi=pmix): slot 1 stops at --stop-after-steps with a
 #      checkpoint, slot 2 resumes from it and finishes, and the run directory
 #      gets DONE; a third submission sees DONE and does nothing;
@@ -155,7 +155,7 @@ submit_slot() {  # submit_slot N: one slot; its log in $dir/slot-N.out
   local t0=$SECONDS
   local rc=0
   # timeout: a job that cannot start (pending for ever) fails in 3 minutes, not at CTest's limit.
-  timeout 180 env "${slot_env[@]}" sbatch "${slot_opts[@]}" --output="$out" "$repo/launch/slurm_ddp_train.sbatch" \
+  timeout 180 env "${slot_env[@]}" sbatch "${slot_opts[@]}" --output="$out" "$repo/launch/slurm/slurm_ddp_train.sbatch" \
     >"$dir/sbatch-$n.out" 2>&1 || rc=$?
   if [[ $rc -ne 0 ]]; then
     # The trainer's own error line, else the log's end (srun's messages come last).

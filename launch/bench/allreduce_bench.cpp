@@ -1,5 +1,5 @@
 // allreduce_bench.cpp
-#include "launch/allreduce_bench.h"
+#include "launch/bench/allreduce_bench.h"
 
 #include <boost/program_options.hpp>
 

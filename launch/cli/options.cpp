@@ -1,5 +1,5 @@
 // options.cpp
-#include "launch/options.h"
+#include "launch/cli/options.h"
 
 #include <boost/program_options.hpp>
 
@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "kernels/error.h"
-#include "launch/options_check.h"
+#include "launch/cli/options_check.h"
 #include "trainer/config/config_check.h"
 #include "trainer/io/int_list.h"
 #include "trainer/models/mlp_config.h"

@@ -1,5 +1,5 @@
 // bench_report.cpp
-#include "launch/bench_report.h"
+#include "launch/bench/bench_report.h"
 
 #include <algorithm>
 #include <cmath>

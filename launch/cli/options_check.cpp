@@ -1,5 +1,5 @@
 // options_check.cpp
-#include "launch/options_check.h"
+#include "launch/cli/options_check.h"
 
 #include <cmath>
 #include <utility>

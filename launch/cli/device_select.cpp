@@ -1,5 +1,5 @@
 // device_select.cpp
-#include "launch/device_select.h"
+#include "launch/cli/device_select.h"
 
 #include <sched.h>
 

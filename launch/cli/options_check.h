@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "launch/options.h"
+#include "launch/cli/options.h"
 #include "trainer/config/train_config.h"
 
 namespace ddp {

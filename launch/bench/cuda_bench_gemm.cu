@@ -1,5 +1,5 @@
 // cuda_bench_gemm.cu: times cublasGemmEx FP16 (FP32 compute) with CUDA events.
-#include "launch/cuda_bench_gemm.h"
+#include "launch/bench/cuda_bench_gemm.h"
 
 #include <cstdint>
 #include <memory>
