@@ -54,13 +54,14 @@ void prepare_bench_config(ddp::TrainConfig& c, const ddp::BenchOptions& b) {
   c.resume = false;
 }
 
-// A GPT's are token windows of --block-size uniform ids below --vocab-size
-// (bytes' 256 when not given: there is no data to take it from).
+// A model that reads tokens (the GPT) gets token windows of --block-size
+// uniform ids below --vocab-size (bytes' 256 when not given: there is no
+// data to take it from).
 ddp::TrainTestData bench_data(const ddp::TrainConfig& c, int world_size) {
   const size_t count = static_cast<size_t>(ddp::resolve_batch_per_rank(c, world_size) * c.grad_accum * world_size);
   const bool classification = c.loss == ddp::LossKind::SoftmaxCrossEntropy;
   ddp::TrainTestData d;
-  if (c.model == "gpt") {
+  if (ddp::model_reads_tokens(c)) {
     const auto t = static_cast<size_t>(c.data.block_size);
     const int vocab = c.data.vocab_size > 0 ? static_cast<int>(c.data.vocab_size) : ddp::kByteVocabSize;
     d.train = ddp::make_random_token_windows(c.seed, count, t, vocab);

@@ -20,7 +20,7 @@
 #include "data_file_support.h"  // write_bytes
 #include "test_support.h"
 #include "trainer/checkpoint/checkpoint.h"
-#include "trainer/models/mlp_config.h"
+#include "trainer/models/mlp/mlp_config.h"
 
 namespace ddp::test {
 

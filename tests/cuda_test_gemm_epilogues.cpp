@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_gemm_route.h"
-#include "trainer/models/mlp_model.h"
+#include "trainer/models/mlp/mlp_model.h"
 #include "trainer/params/parameter_store.h"
 #include "trainer/params/parameter_store.h"
 #include "cuda_test_support.h"

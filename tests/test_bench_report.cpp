@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "launch/bench/bench_report.h"
-#include "trainer/models/mlp_config.h"
+#include "trainer/models/mlp/mlp_config.h"
 #include "trainer/io/json_writer.h"
 
 namespace ddp {

@@ -12,7 +12,7 @@
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/checkpoint_validation.h"
 #include "trainer/checkpoint/checkpoint_dir.h"
-#include "trainer/models/mlp_config.h"
+#include "trainer/models/mlp/mlp_config.h"
 
 namespace ddp {
 namespace {

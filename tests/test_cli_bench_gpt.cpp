@@ -10,7 +10,7 @@
 #include <string>
 
 #include "test_support.h"
-#include "trainer/models/gpt_config.h"
+#include "trainer/models/gpt/gpt_config.h"
 
 namespace ddp {
 namespace {

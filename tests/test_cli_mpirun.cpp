@@ -11,7 +11,7 @@
 #include <fstream>
 
 #include "test_support.h"
-#include "trainer/models/mlp_config.h"
+#include "trainer/models/mlp/mlp_config.h"
 #include "trainer/params/parameter_store.h"
 #include "trainer/checkpoint/weights_io.h"
 

@@ -13,7 +13,7 @@
 
 #include "test_support.h"
 #include "trainer/checkpoint/weights_io.h"
-#include "trainer/models/mlp_config.h"
+#include "trainer/models/mlp/mlp_config.h"
 #include "trainer/params/parameter_store.h"
 
 namespace ddp {

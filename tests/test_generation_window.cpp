@@ -12,7 +12,7 @@
 #include "kernels/buffer.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "test_support.h"
-#include "trainer/models/gpt_model.h"
+#include "trainer/models/gpt/gpt_model.h"
 
 namespace ddp {
 namespace {

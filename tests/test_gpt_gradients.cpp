@@ -23,7 +23,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/half.h"
 #include "test_support.h"
-#include "trainer/models/gpt_model.h"
+#include "trainer/models/gpt/gpt_model.h"
 #include "trainer/models/loss_head.h"
 
 namespace ddp {

@@ -20,7 +20,7 @@
 #include "training_run_support.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/checkpoint_dir.h"
-#include "trainer/models/gpt_config.h"
+#include "trainer/models/gpt/gpt_config.h"
 #include "trainer/config/model_catalog.h"
 
 namespace ddp {

@@ -13,7 +13,7 @@
 #include <random>
 
 #include "kernels/cpu/cpu_backend.h"
-#include "trainer/models/mlp_model.h"
+#include "trainer/models/mlp/mlp_model.h"
 #include "trainer/params/parameter_store.h"
 #include "test_support.h"
 

@@ -14,7 +14,7 @@
 #include "test_support.h"
 #include "kernels/error.h"
 #include "trainer/data/data_source.h"
-#include "trainer/models/mlp_model.h"
+#include "trainer/models/mlp/mlp_model.h"
 #include "trainer/config/model_catalog.h"
 #include "trainer/params/parameter_store.h"
 

@@ -30,8 +30,8 @@
 #include "kernels/error.h"
 #include "kernels/half.h"
 #include "test_support.h"
-#include "trainer/models/gpt_model.h"
-#include "trainer/models/mlp_model.h"
+#include "trainer/models/gpt/gpt_model.h"
+#include "trainer/models/mlp/mlp_model.h"
 #include "trainer/params/tensor_table.h"
 
 namespace ddp {

@@ -17,7 +17,7 @@
 #include "test_support.h"
 #include "trainer/io/safetensors.h"
 #include "trainer/checkpoint/weights_io.h"
-#include "trainer/models/mlp_config.h"
+#include "trainer/models/mlp/mlp_config.h"
 
 namespace ddp {
 namespace {

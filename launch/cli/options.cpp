@@ -12,8 +12,9 @@
 #include "kernels/error.h"
 #include "launch/cli/options_check.h"
 #include "trainer/config/config_check.h"
+#include "trainer/config/model_table.h"
 #include "trainer/io/int_list.h"
-#include "trainer/models/mlp_config.h"
+#include "trainer/models/mlp/mlp_config.h"
 #include "trainer/report/trace_window.h"
 
 namespace po = boost::program_options;
@@ -296,7 +297,7 @@ ParsedOptions parse_options(int argc, const char* const argv[]) {
     if (vm["loss"].defaulted()) loss = "mse";
   }
   set_mlp_options(c.mlp, layers, activation);
-  if (c.model != "mlp" && c.model != "gpt") throw Error("--model: '" + c.model + "' is not one of mlp, gpt");
+  model_row(c.model);  // throws naming the models there are
   if (c.model == "gpt") {
     require_positive(c.gpt.n_layer, "--n-layer");
     require_positive(c.gpt.n_head, "--n-head");

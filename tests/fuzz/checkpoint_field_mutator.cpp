@@ -4,7 +4,7 @@
 // code under test.
 #include "checkpoint_field_mutator.h"
 
-#include "trainer/models/mlp_config.h"
+#include "trainer/models/mlp/mlp_config.h"
 #include "trainer/config/model_catalog.h"
 
 #include <cmath>

@@ -33,7 +33,7 @@
 
 #include "checkpoint_field_mutator.h"
 #include "fuzz_support.h"
-#include "trainer/models/mlp_config.h"
+#include "trainer/models/mlp/mlp_config.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/checkpoint_v1.h"
 #include "trainer/checkpoint/checkpoint_validation.h"

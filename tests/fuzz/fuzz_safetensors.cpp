@@ -14,7 +14,7 @@
 #include "fuzz_support.h"
 #include "trainer/io/safetensors.h"
 #include "trainer/checkpoint/weights_io.h"
-#include "trainer/models/mlp_config.h"
+#include "trainer/models/mlp/mlp_config.h"
 
 using namespace ddp;
 using namespace ddp::fuzz;

@@ -22,7 +22,7 @@
 #include "launch/cli/options.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/checkpoint_v1.h"
-#include "trainer/models/mlp_config.h"
+#include "trainer/models/mlp/mlp_config.h"
 #include "trainer/io/safetensors.h"
 #include "trainer/io/npy_header.h"
 #include "trainer/io/npy_io.h"

@@ -14,7 +14,7 @@
 #include "comm/mpi_communicator.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "trainer/loop/evaluator.h"
-#include "trainer/models/mlp_model.h"
+#include "trainer/models/mlp/mlp_model.h"
 #include "trainer/params/parameter_store.h"
 #include "trainer/data/synthetic_data.h"
 #include "trainer/loop/trainer.h"

@@ -14,7 +14,7 @@
 #include "mpi/mpi_gpt_config.h"
 #include "mpi/mpi_test_support.h"
 #include "test_support.h"
-#include "trainer/models/gpt_config.h"
+#include "trainer/models/gpt/gpt_config.h"
 #include "trainer/loop/trainer.h"
 
 namespace ddp {

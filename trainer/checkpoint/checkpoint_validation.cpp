@@ -16,17 +16,17 @@
 
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/train_state.h"
-#include "trainer/models/model_kinds.h"
+#include "trainer/checkpoint/model_kinds.h"
 
 namespace ddp {
 
 namespace {
 
-// The names launch/options.cpp accepts for --activation and --loss (and the
-// trainer stores in its checkpoints as given).
-const char* const kActivationNames[] = {"relu", "gelu", "gelu-tanh"};
+// The names launch/options.cpp accepts for --loss (and the trainer stores in
+// its checkpoints as given).
 const char* const kLossNames[] = {"xent", "mse"};
-// Optimizers (optim/optimizer_kind.h); the model kinds are models/model_kinds.h's.
+// Optimizers (optim/optimizer_kind.h); the model kinds and their activations
+// are checkpoint/model_kinds.h's.
 const char* const kOptimizers[] = {"sgd", "adamw"};
 
 // Names read from a file may be anything; a message quotes at most this much.
@@ -81,8 +81,8 @@ void check_model(const TrainState& s, const std::string& name) {
   uint64_t count = 0;
   const std::string dims_problem = checkpoint_dims_problem(s.model_kind, s.model_dims, count);
   if (!dims_problem.empty()) refuse(name, dims_problem);
-  if (!is_one_of(s.activation, kActivationNames)) {
-    refuse(name, "activation is " + quoted(s.activation) + " (must be " + list_of(kActivationNames) + ")");
+  if (!is_one_of(s.activation, model_activation_names())) {
+    refuse(name, "activation is " + quoted(s.activation) + " (must be " + list_of(model_activation_names()) + ")");
   }
   if (!is_one_of(s.loss, kLossNames)) refuse(name, "loss is " + quoted(s.loss) + " (must be " + list_of(kLossNames) + ")");
   // Both buffers are downloaded whole from the model's parameter store, so

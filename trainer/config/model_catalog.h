@@ -3,10 +3,9 @@
 // checkpoint records, its banner text, the widths its data must have.
 // With model_factory.h (which builds it) the one place that maps a config
 // to its model; everything else (trainer, evaluator, checkpoints, weight
-// export, outputs) sees a Model and its ParameterRegistry. A new model adds
-// its files under trainer/models/, a case in each function here and in
-// models/model_kinds.cpp (what a checkpoint of it may hold).
-// Pure functions of the config: the fuzz build links them without kernels.
+// export, outputs) sees a Model and its ParameterRegistry. Both read the
+// configured model's row of the model table (model_table.h), so neither
+// has a case per model.
 #pragma once
 
 #include <cstdint>
@@ -14,7 +13,6 @@
 #include <vector>
 
 #include "trainer/config/train_config.h"
-#include "trainer/models/model_kinds.h"
 #include "trainer/params/parameter_registry.h"
 
 namespace ddp {
@@ -40,6 +38,8 @@ std::string model_shape_text(const TrainConfig& config);
 double model_flops_per_sample(const TrainConfig& config);
 // Tokens a sample predicts: a GPT's window length T; 0 for the MLP.
 int64_t model_tokens_per_sample(const TrainConfig& config);
+// It reads token windows (--bench draws random ones), not FP16 features.
+bool model_reads_tokens(const TrainConfig& config);
 // The config with what the model takes from the data filled in (the GPT's
 // vocabulary and context: Dataset::vocab_size, real_vocab_size,
 // tokens_per_sample); the MLP's is the config as it is. The trainer builds

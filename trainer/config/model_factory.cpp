@@ -1,15 +1,12 @@
-// model_factory.cpp: a case per model (and one in each function of
-// model_catalog.cpp).
+// model_factory.cpp: the configured model's row of the model table builds it.
 #include "trainer/config/model_factory.h"
 
-#include "trainer/models/gpt_model.h"
-#include "trainer/models/mlp_model.h"
+#include "trainer/config/model_table.h"
 
 namespace ddp {
 
 std::unique_ptr<Model> make_model(const TrainConfig& c, Backend& backend, int max_batch) {
-  if (c.model == "gpt") return std::make_unique<GptModel>(backend, c.gpt, max_batch);
-  return std::make_unique<MlpModel>(backend, c.mlp, max_batch);
+  return model_row(c.model).make(c, backend, max_batch);
 }
 
 }  // namespace ddp

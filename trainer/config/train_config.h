@@ -9,9 +9,9 @@
 
 #include "kernels/elementwise_math.h"
 #include "trainer/data/data_config.h"
-#include "trainer/models/gpt_config.h"
+#include "trainer/models/gpt/gpt_config.h"
 #include "trainer/models/loss_kind.h"
-#include "trainer/models/mlp_config.h"
+#include "trainer/models/mlp/mlp_config.h"
 #include "trainer/optim/loss_scaler.h"
 #include "trainer/optim/lr_scaling.h"
 #include "trainer/optim/lr_schedule.h"

@@ -18,7 +18,7 @@
 
 #include "kernels/backend.h"
 #include "trainer/config/train_config.h"
-#include "trainer/models/gpt_config.h"
+#include "trainer/models/gpt/gpt_config.h"
 #include "trainer/models/model.h"
 #include "trainer/modes/token_sampler.h"
 

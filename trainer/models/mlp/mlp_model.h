@@ -17,7 +17,7 @@
 
 #include "kernels/buffer.h"
 #include "trainer/models/linear_layer.h"
-#include "trainer/models/mlp_config.h"
+#include "trainer/models/mlp/mlp_config.h"
 #include "trainer/models/model.h"
 
 namespace ddp {

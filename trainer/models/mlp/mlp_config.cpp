@@ -1,5 +1,5 @@
 // mlp_config.cpp
-#include "trainer/models/mlp_config.h"
+#include "trainer/models/mlp/mlp_config.h"
 
 #include <algorithm>
 

@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "kernels/buffer.h"
-#include "trainer/models/gpt_config.h"
+#include "trainer/models/gpt/gpt_config.h"
 #include "trainer/models/linear_layer.h"
 #include "trainer/models/model.h"
 

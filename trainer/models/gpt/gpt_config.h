@@ -1,7 +1,8 @@
 // gpt_config.h: the GPT's settings (--n-layer, --n-head, --n-embd,
 // --block-size, the vocabulary from the data), its parameters as nanoGPT's
-// state_dict names them, and the checks that need its shape. Only the GPT's
-// files, model_catalog.cpp and model_factory.cpp read these.
+// state_dict names them, and the checks that need its shape. Read by the
+// GPT's own files (its spec, gpt_spec.h, is its row of the model table).
+// TrainConfig holds one; its flags are launch/cli/options.cpp's.
 #pragma once
 
 #include <cstdint>

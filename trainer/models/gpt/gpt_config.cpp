@@ -1,5 +1,5 @@
 // gpt_config.cpp
-#include "trainer/models/gpt_config.h"
+#include "trainer/models/gpt/gpt_config.h"
 
 #include <cmath>
 #include <limits>

@@ -1,5 +1,5 @@
 // gpt_model.cpp: the GPT's forward and backward (gpt_model.h).
-#include "trainer/models/gpt_model.h"
+#include "trainer/models/gpt/gpt_model.h"
 
 #include <cmath>
 

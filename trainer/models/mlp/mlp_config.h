@@ -1,6 +1,6 @@
 // mlp_config.h: the MLP's own settings (--layers, --activation), its
-// parameters as named tensors, and the checks that need its shape. Only
-// the MLP's files and model_factory.cpp read these.
+// parameters as named tensors, and the checks that need its shape. Read by
+// the MLP's own files (its spec, mlp_spec.h, is its row of the model table).
 #pragma once
 
 #include <cstdint>

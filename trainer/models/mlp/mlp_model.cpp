@@ -1,5 +1,5 @@
 // mlp_model.cpp
-#include "trainer/models/mlp_model.h"
+#include "trainer/models/mlp/mlp_model.h"
 
 #include "kernels/error.h"
 

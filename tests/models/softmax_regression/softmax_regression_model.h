@@ -1,0 +1,47 @@
+// softmax_regression_model.h: a test-only third model, added to show what a
+// new model touches (issue 28): multinomial logistic regression, one
+// nn.Linear(in, classes) whose logits the shared loss head (loss_head.h)
+// turns into softmax cross-entropy. Its files are this folder; it enters
+// the program through one row of the model table (register_softmax_regression,
+// softmax_regression_spec.h), nothing else.
+#pragma once
+
+#include <vector>
+
+#include "kernels/buffer.h"
+#include "trainer/models/linear_layer.h"
+#include "trainer/models/model.h"
+
+namespace ddp::test {
+
+// "linear.weight" [classes, in], "linear.bias" [classes], drawn first (init
+// order 0) with nn.Linear's initialisation.
+ParameterRegistry softmax_regression_parameters(int64_t in, int64_t classes);
+
+class SoftmaxRegressionModel final : public Model {
+ public:
+  SoftmaxRegressionModel(Backend& backend, int in, int classes, int max_batch);
+
+  const ParameterRegistry& parameters() const override { return registry_; }
+  int max_batch() const override { return max_batch_; }
+  int layer_count() const override { return 1; }
+  std::vector<size_t> layer_tensors(int layer) const override;
+
+  // batch.features_fp16 [rows, in] -> logits [rows, classes].
+  ModelOutput forward(const DeviceBatch& batch, const WeightTable& weights_fp16) override;
+  half16* output_grad() override { return logits_grad_.data(); }
+  void backward(const WeightTable& weights_fp16, const GradTable& grads_fp16, bool accumulate,
+                const GradientsReady& ready) override;
+
+ private:
+  Backend& backend_;
+  ParameterRegistry registry_;
+  LinearLayer linear_;
+  int max_batch_;
+  const half16* input_ = nullptr;  // X of the last forward [rows, in]
+  int rows_ = 0;
+  Buffer<half16> logits_;       // [max_batch, classes]
+  Buffer<half16> logits_grad_;  // [max_batch, classes], the loss head's dL/dlogits
+};
+
+}  // namespace ddp::test
