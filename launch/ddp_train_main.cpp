@@ -4,9 +4,11 @@
 //   comm/mpi_communicator.h     FP16 gradient sums over MPI (CPU ranks)
 //   comm/nccl_communicator.h    FP16 gradient sums over NCCL (GPU ranks, a world of one included)
 //   comm/collective_watchdog.h  a collective that waits past --collective-timeout ends the job
-//   launch/options.h            command line + INI config -> TrainConfig
-//   launch/device_select.h      --device -> CpuBackend / CudaBackend (device = local rank)
+//   launch/cli/options.h        command line + INI config -> TrainConfig
+//   launch/cli/device_select.h  --device -> CpuBackend / CudaBackend (device = local rank)
+//   launch/bench/bench_report.h --bench: the timed steps' JSON line
 //   trainer/data/data_source.h  --data -> train and test sets
+//   trainer/config/model_catalog.h  the configured model's widths and FLOPs (--bench's data and line)
 //   trainer/modes/generation.h  --generate: bytes sampled from a GPT's checkpoint or weights, no Trainer
 //   trainer/modes/inference.h   --predict: batched inference of saved weights, no Trainer
 //   trainer/loop/trainer.h      the training loop (model, loss scaling, SGD, eval, checkpoints)
@@ -28,7 +30,6 @@
 #include "trainer/modes/generation.h"
 #include "trainer/modes/inference.h"
 #include "trainer/config/model_catalog.h"
-#include "trainer/config/model_factory.h"
 #include "trainer/loop/stop_signal.h"
 #include "trainer/data/synthetic_data.h"
 #include "trainer/data/token_files.h"
