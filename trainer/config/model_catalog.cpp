@@ -2,6 +2,7 @@
 // model table (model_table.h).
 #include "trainer/config/model_catalog.h"
 
+#include "kernels/error.h"
 #include "trainer/config/model_table.h"
 
 namespace ddp {
@@ -19,7 +20,13 @@ double model_flops_per_sample(const TrainConfig& c) { return row_of(c).flops_per
 int64_t model_tokens_per_sample(const TrainConfig& c) { return row_of(c).tokens_per_sample(c); }
 int64_t model_input_width(const TrainConfig& c) { return row_of(c).input_width(c); }
 int64_t model_output_width(const TrainConfig& c) { return row_of(c).output_width(c); }
-bool model_reads_tokens(const TrainConfig& c) { return row_of(c).reads_tokens; }
+bool model_reads_tokens(const TrainConfig& c) { return static_cast<bool>(row_of(c).token_shape); }
+
+TokenShape model_token_shape(const TrainConfig& c) {
+  const ModelRow& row = row_of(c);
+  if (!row.token_shape) throw Error("--model " + c.model + " reads features, not tokens");
+  return row.token_shape(c);
+}
 
 TrainConfig bind_model_to_data(TrainConfig c, const TrainTestData& data) {
   const ModelRow& row = row_of(c);

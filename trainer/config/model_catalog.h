@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "trainer/config/train_config.h"
+#include "trainer/models/model_spec.h"
 #include "trainer/params/parameter_registry.h"
 
 namespace ddp {
@@ -38,8 +39,12 @@ std::string model_shape_text(const TrainConfig& config);
 double model_flops_per_sample(const TrainConfig& config);
 // Tokens a sample predicts: a GPT's window length T; 0 for the MLP.
 int64_t model_tokens_per_sample(const TrainConfig& config);
-// It reads token windows (--bench draws random ones), not FP16 features.
+// A next-token model: it reads token windows (--bench draws random ones),
+// not FP16 features, and --generate and --sample-every can sample it.
 bool model_reads_tokens(const TrainConfig& config);
+// Its windows and vocabulary (models/model_spec.h); throws for a model that
+// reads features.
+TokenShape model_token_shape(const TrainConfig& config);
 // The config with what the model takes from the data filled in (the GPT's
 // vocabulary and context: Dataset::vocab_size, real_vocab_size,
 // tokens_per_sample); the MLP's is the config as it is. The trainer builds

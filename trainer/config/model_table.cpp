@@ -46,6 +46,13 @@ std::vector<std::string> model_names() {
   return names;
 }
 
+std::vector<std::string> next_token_model_names() {
+  std::vector<std::string> names;
+  for (const ModelRow& r : rows())
+    if (r.token_shape) names.push_back(r.kind.name);
+  return names;
+}
+
 void register_model(ModelRow row) {
   if (find_row(row.kind.name) != nullptr) throw Error("model '" + row.kind.name + "' is registered already");
   register_model_kind(row.kind);

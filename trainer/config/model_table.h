@@ -19,7 +19,7 @@ namespace ddp {
 // A model's spec over the whole config.
 struct ModelRow {
   ModelKind kind;
-  bool reads_tokens = false;
+  std::function<TokenShape(const TrainConfig&)> token_shape;  // empty: it reads features
   std::function<ParameterRegistry(const TrainConfig&)> parameters;
   std::function<std::vector<int64_t>(const TrainConfig&)> dims;
   std::function<std::string(const TrainConfig&)> activation_name;
@@ -40,7 +40,8 @@ ModelRow bind_model(const ModelSpec<Settings>& spec, Settings TrainConfig::*sett
   const ModelSpec<Settings>* s = &spec;  // specs are function-local statics: they outlive the table
   ModelRow row;
   row.kind = s->kind;
-  row.reads_tokens = s->reads_tokens;
+  if (s->token_shape != nullptr)
+    row.token_shape = [s, settings](const TrainConfig& c) { return s->token_shape(c.*settings); };
   row.parameters = [s, settings](const TrainConfig& c) { return s->parameters(c.*settings); };
   row.dims = [s, settings](const TrainConfig& c) { return s->dims(c.*settings); };
   row.activation_name = [s, settings](const TrainConfig& c) { return s->activation_name(c.*settings); };
@@ -67,6 +68,8 @@ ModelRow bind_model(const ModelSpec<Settings>& spec, Settings TrainConfig::*sett
 const ModelRow& model_row(const std::string& name);
 // The models' names, the built-in ones first, in the order messages list them.
 std::vector<std::string> model_names();
+// Those of next-token models (a token_shape), for messages: "gpt".
+std::vector<std::string> next_token_model_names();
 // A row besides the built-in ones (a test's own model), with its kind for
 // checkpoints. Before any run reads the table; throws if the name is taken.
 void register_model(ModelRow row);

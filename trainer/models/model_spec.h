@@ -31,12 +31,23 @@ struct ModelKind {
   std::vector<std::string> activations;
 };
 
+// What a next-token model predicts over: windows of `context` token ids in,
+// logits over `vocab_size` classes out at each position, of which the
+// first `real_vocab` are the tokenizer's (the rest pad the GEMMs).
+struct TokenShape {
+  int context = 0;
+  int vocab_size = 0;
+  int real_vocab = 0;
+};
+
 template <class Settings>
 struct ModelSpec {
   ModelKind kind;
-  // It reads int32 token windows and predicts the next token at each
-  // position (--bench draws random windows for it); otherwise FP16 features.
-  bool reads_tokens = false;
+  // A next-token model's windows and vocabulary: it reads int32 token
+  // windows and predicts the next token at each position (--bench draws
+  // random windows for it, --generate and --sample-every sample it).
+  // nullptr: it reads FP16 features.
+  TokenShape (*token_shape)(const Settings&) = nullptr;
   // Its tensors, without building it (no backend).
   ParameterRegistry (*parameters)(const Settings&) = nullptr;
   // What a checkpoint records of its shape, and the activation beside it.

@@ -13,7 +13,9 @@
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/checkpoint_dir.h"
 #include "trainer/checkpoint/checkpoint_validation.h"
+#include "trainer/models/gpt/gpt_config.h"
 #include "trainer/modes/inference.h"
+#include "trainer/config/model_catalog.h"
 #include "trainer/config/model_factory.h"
 #include "trainer/params/parameter_store.h"
 #include "trainer/modes/token_sampler.h"
@@ -74,25 +76,24 @@ GenerationPlan plan_generation(const TrainConfig& config) {
     c.gpt.real_vocab = std::min(c.gpt.vocab_size, kByteVocab);
     plan.source = "weights " + c.init_weights_dir;
   }
-  check_byte_sampling(c.gpt, c.prompt, c.top_k, "--generate");
+  check_byte_sampling(model_token_shape(c), c.prompt, c.top_k, "--generate");
   plan.weights_fp32 = load_starting_weights(c, gpt_parameters(c.gpt), "--generate");
   return plan;
 }
 
 void run_generation(const GenerationPlan& plan, Backend& backend, std::FILE* out, std::FILE* status) {
   const TrainConfig& c = plan.config;
-  const GptConfig& g = c.gpt;
   std::fprintf(status, "generate: %lld bytes after a %zu-byte prompt, temperature %g%s, top-k %s, seed %llu; GPT %s from %s\n",
                static_cast<long long>(c.generate_bytes), c.prompt.size(), c.temperature,
                c.temperature == 0 ? " (greedy)" : "", c.top_k > 0 ? std::to_string(c.top_k).c_str() : "off",
-               static_cast<unsigned long long>(c.seed), gpt_shape_text(g).c_str(), plan.source.c_str());
+               static_cast<unsigned long long>(c.seed), gpt_shape_text(c.gpt).c_str(), plan.source.c_str());
   std::fflush(status);
   std::unique_ptr<Model> model = make_model(c, backend, 1);
   ParameterStore params(backend, model->parameters());
   params.set_master_weights(plan.weights_fp32);
   const SamplingSettings settings{c.temperature, c.top_k};
   const WeightTable weights_fp16 = WeightTable::flat(params.weights_fp16.data(), model->parameters());
-  sample_bytes(backend, *model, g, weights_fp16, c.prompt, c.generate_bytes, settings, c.seed,
+  sample_bytes(backend, *model, model_token_shape(c), weights_fp16, c.prompt, c.generate_bytes, settings, c.seed,
                [out](int byte) {
                  // A full disk or a closed pipe is one line, not a text lost in silence.
                  if (std::fputc(byte, out) == EOF || std::fflush(out) != 0)
@@ -100,14 +101,14 @@ void run_generation(const GenerationPlan& plan, Backend& backend, std::FILE* out
                });
 }
 
-void check_byte_sampling(const GptConfig& g, const std::string& prompt, int64_t top_k, const std::string& mode) {
+void check_byte_sampling(const TokenShape& g, const std::string& prompt, int64_t top_k, const std::string& mode) {
   if (g.real_vocab > kByteVocab)
     throw Error(mode + " prints bytes, and the model's vocabulary is " + std::to_string(g.real_vocab) +
                 " tokens (a tokenizer's, which ddp_train does not have): it needs a byte model (--data text on bytes)");
   const int64_t prompt_bytes = static_cast<int64_t>(prompt.size());
-  if (prompt_bytes > g.block_size)
+  if (prompt_bytes > g.context)
     throw Error("--prompt is " + std::to_string(prompt_bytes) + " bytes, the model's context (block_size) is " +
-                std::to_string(g.block_size) + ": give at most " + std::to_string(g.block_size));
+                std::to_string(g.context) + ": give at most " + std::to_string(g.context));
   for (size_t i = 0; i < prompt.size(); ++i) {
     const int byte = static_cast<unsigned char>(prompt[i]);
     if (byte >= g.real_vocab)
@@ -119,11 +120,11 @@ void check_byte_sampling(const GptConfig& g, const std::string& prompt, int64_t 
                 std::to_string(g.real_vocab));
 }
 
-void sample_bytes(Backend& backend, Model& model, const GptConfig& g, const WeightTable& weights_fp16,
+void sample_bytes(Backend& backend, Model& model, const TokenShape& g, const WeightTable& weights_fp16,
                   const std::string& prompt, int64_t count, const SamplingSettings& settings, uint64_t seed,
                   const std::function<void(int)>& emit) {
   std::mt19937_64 rng(seed);
-  const size_t t = static_cast<size_t>(g.block_size);
+  const size_t t = static_cast<size_t>(g.context);
   std::vector<int32_t> text(prompt.begin(), prompt.end());
   for (int32_t& b : text) b = static_cast<unsigned char>(b);
   // The model reads whole windows of T positions. The last min(len, T)
@@ -142,7 +143,7 @@ void sample_bytes(Backend& backend, Model& model, const GptConfig& g, const Weig
     std::fill(window.begin() + static_cast<std::ptrdiff_t>(n), window.end(), 0);
     backend.copy_to_device(window_ids.data(), window.data(), t * sizeof(int32_t));
     DeviceBatch batch;
-    batch.token_ids = window_ids.data(), batch.rows = 1, batch.labels_per_row = g.block_size;
+    batch.token_ids = window_ids.data(), batch.rows = 1, batch.labels_per_row = g.context;
     const ModelOutput logits = model.forward(batch, weights_fp16);
     backend.copy_to_host(logits_fp16.data(), logits.values + (n - 1) * static_cast<size_t>(logits.width),
                          logits_fp16.size() * sizeof(half16));

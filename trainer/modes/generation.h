@@ -18,8 +18,8 @@
 
 #include "kernels/backend.h"
 #include "trainer/config/train_config.h"
-#include "trainer/models/gpt/gpt_config.h"
 #include "trainer/models/model.h"
+#include "trainer/models/model_spec.h"
 #include "trainer/modes/token_sampler.h"
 
 namespace ddp {
@@ -37,17 +37,17 @@ struct GenerationPlan {
 GenerationPlan plan_generation(const TrainConfig& config);
 
 // What --generate and --sample-every (training_sampler.h) both refuse of
-// the GPT `g` they sample: a vocabulary that is not bytes (`mode` names the
+// the next-token model of shape `g` they sample: a vocabulary that is not bytes (`mode` names the
 // flag), a prompt longer than the context or with a byte outside the
 // vocabulary, a `top_k` above it (0: none given). Throws one line.
-void check_byte_sampling(const GptConfig& g, const std::string& prompt, int64_t top_k, const std::string& mode);
+void check_byte_sampling(const TokenShape& g, const std::string& prompt, int64_t top_k, const std::string& mode);
 
-// `count` bytes drawn after `prompt` from the byte GPT `model` (shape `g`,
-// on `backend`, built for at least one row) at `weights_fp16` (one entry
+// `count` bytes drawn after `prompt` from the byte-vocabulary next-token
+// model `model` (its windows and vocabulary `g`, on `backend`, built for at least one row) at `weights_fp16` (one entry
 // per tensor of its registry), from a std::mt19937_64 seeded with `seed`;
 // `emit` gets each byte as it is drawn. One FP16 forward per byte, nothing
 // collective.
-void sample_bytes(Backend& backend, Model& model, const GptConfig& g, const WeightTable& weights_fp16,
+void sample_bytes(Backend& backend, Model& model, const TokenShape& g, const WeightTable& weights_fp16,
                   const std::string& prompt, int64_t count, const SamplingSettings& settings, uint64_t seed,
                   const std::function<void(int)>& emit);
 

@@ -6,7 +6,9 @@
 
 #include "kernels/error.h"
 #include "trainer/modes/generation.h"
+#include "trainer/config/model_catalog.h"
 #include "trainer/config/model_factory.h"
+#include "trainer/config/model_table.h"
 
 namespace ddp {
 namespace {
@@ -42,17 +44,22 @@ std::string escaped_bytes(const std::string& bytes) {
 }
 
 void TrainingSampler::check(const TrainConfig& c) {
-  if (c.model != "gpt") throw Error("--sample-every needs --model gpt (a byte-level language model)");
-  check_byte_sampling(c.gpt, prompt_of(c), given(c, "top-k") ? c.top_k : 0, "--sample-every");
+  if (!model_reads_tokens(c)) {
+    std::string models;
+    for (const std::string& name : next_token_model_names()) models += (models.empty() ? "" : " or ") + ("--model " + name);
+    throw Error("--sample-every needs " + models + " (a byte-level language model)");
+  }
+  check_byte_sampling(model_token_shape(c), prompt_of(c), given(c, "top-k") ? c.top_k : 0, "--sample-every");
 }
 
 TrainingSampler::TrainingSampler(const TrainConfig& c, Backend& backend)
-    : backend_(backend), gpt_(c.gpt), length_bytes_(c.sample_length), seed_(c.seed), prompt_(prompt_of(c)) {
+    : backend_(backend), length_bytes_(c.sample_length), seed_(c.seed), prompt_(prompt_of(c)) {
   check(c);
+  shape_ = model_token_shape(c);
   model_ = make_model(c, backend, 1);
   settings_.temperature = given(c, "temperature") ? c.temperature : kSampleTemperature;
   // A vocabulary below 40 bytes keeps all of them.
-  settings_.top_k = given(c, "top-k") ? c.top_k : std::min<int64_t>(kSampleTopK, c.gpt.real_vocab);
+  settings_.top_k = given(c, "top-k") ? c.top_k : std::min<int64_t>(kSampleTopK, shape_.real_vocab);
 }
 
 TrainingSampler::~TrainingSampler() = default;
@@ -60,7 +67,7 @@ TrainingSampler::~TrainingSampler() = default;
 std::string TrainingSampler::sample_line(const WeightTable& weights_fp16, int64_t step) {
   std::string text;
   text.reserve(static_cast<size_t>(length_bytes_));
-  sample_bytes(backend_, *model_, gpt_, weights_fp16, prompt_, length_bytes_, settings_,
+  sample_bytes(backend_, *model_, shape_, weights_fp16, prompt_, length_bytes_, settings_,
                seed_ + static_cast<uint64_t>(step), [&text](int byte) { text += static_cast<char>(byte); });
   return "sample (step " + std::to_string(step) + "): " + escaped_bytes(text);
 }

@@ -1,10 +1,11 @@
 // training_sampler.h: --sample-every N: after every N-th optimizer step
-// rank 0 prints a sample of the byte GPT being trained, drawn from its
-// current FP16 weights as --generate draws (generation.h: sample_bytes, the
-// same forward and token_sampler.h draw): --sample-length bytes after
-// --prompt (a newline without it), temperature 0.8 and top-k 40 unless
-// --temperature / --top-k are given, seeded by --seed + step so a step's
-// sample is reproducible and no stream of the run is advanced.
+// rank 0 prints a sample of the byte-vocabulary next-token model being
+// trained (the GPT), drawn from its current FP16 weights as --generate
+// draws (generation.h: sample_bytes, the same forward and token_sampler.h
+// draw): --sample-length bytes after --prompt (a newline without it),
+// temperature 0.8 and top-k 40 unless --temperature / --top-k are given,
+// seeded by --seed + step so a step's sample is reproducible and no stream
+// of the run is advanced.
 //
 // The sampler owns a model of its own built for one row, so the training
 // model's buffers and state are not touched; it reads the trainer's
@@ -18,7 +19,7 @@
 
 #include "kernels/backend.h"
 #include "trainer/config/train_config.h"
-#include "trainer/models/gpt/gpt_config.h"
+#include "trainer/models/model_spec.h"
 #include "trainer/models/model.h"
 #include "trainer/modes/token_sampler.h"
 
@@ -31,8 +32,8 @@ std::string escaped_bytes(const std::string& bytes);
 
 class TrainingSampler {
  public:
-  // Whether `config` (bound to the data: its GPT's vocabulary and context)
-  // can be sampled: a GPT on a byte vocabulary, the prompt within its
+  // Whether `config` (bound to the data: its vocabulary and context) can be
+  // sampled: a next-token model on a byte vocabulary, the prompt within its
   // context and vocabulary, a given --top-k within it. Throws one line
   // naming the flag. Every rank calls it, so every rank refuses alike.
   static void check(const TrainConfig& config);
@@ -46,7 +47,7 @@ class TrainingSampler {
 
  private:
   Backend& backend_;
-  GptConfig gpt_;
+  TokenShape shape_;  // the model's windows and vocabulary
   int64_t length_bytes_;
   uint64_t seed_;
   std::unique_ptr<Model> model_;  // one row

@@ -18,6 +18,7 @@ std::string shape_text(const GptConfig& g) {
 double flops_per_sample(const GptConfig& g) { return gpt_flops_per_token(g) * g.block_size; }
 int64_t window_length(const GptConfig& g) { return g.block_size; }
 int64_t vocabulary(const GptConfig& g) { return g.vocab_size; }
+TokenShape gpt_token_shape(const GptConfig& g) { return TokenShape{g.block_size, g.vocab_size, g.real_vocab}; }
 
 // The context is the data's window length; the vocabulary the data's
 // (padded for the GEMMs), with the tokenizer's real size beside it.
@@ -38,7 +39,7 @@ std::unique_ptr<Model> make(const GptConfig& g, Backend& backend, int max_batch)
 ModelSpec<GptConfig> build_spec() {
   ModelSpec<GptConfig> s;
   s.kind = ModelKind{"gpt", gpt_dims_problem, {"gelu-tanh"}};
-  s.reads_tokens = true;
+  s.token_shape = gpt_token_shape;
   s.parameters = gpt_parameters;
   s.dims = gpt_dims;
   s.activation_name = activation_name;
