@@ -91,6 +91,7 @@ TEST(CliBenchGpt, WrongFlagsAreRefusedInOneLine) {
     std::string words;
   } cases[] = {
       {gpt + "--layers 5,5", "--layers needs --model mlp"},
+      {"--layers 8,4 --n-head 2", "--n-head needs --model gpt"},
       {gpt + "--loss mse", "--loss must be xent"},
       {"--model gpt --n-embd 30 --n-head 4", "does not divide by --n-head 4"},
       {gpt + "--steps 5", "--steps has no meaning with --bench"},

@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "kernels/error.h"
+#include "trainer/config/model_catalog.h"
+#include "trainer/config/model_table.h"
 #include "trainer/io/input_file.h"
 
 namespace ddp {
@@ -46,15 +48,14 @@ bool generating(const TrainConfig& c) { return c.given_flags.count("generate") >
 bool sampling(const TrainConfig& c) { return c.sample_every > 0; }
 bool generating_or_sampling(const TrainConfig& c) { return generating(c) || sampling(c); }
 // --sample-every 0 is off, on any model.
-bool gpt_or_not_sampling(const TrainConfig& c) { return c.model == "gpt" || !sampling(c); }
-// --generate with --init-weights, and --bench --model gpt (random windows),
-// take the GPT's context and vocabulary from these flags.
-bool bench_gpt(const TrainConfig& c) { return c.given_flags.count("bench") > 0 && c.model == "gpt"; }
-bool token_data(const TrainConfig& c) { return c.data.kind == "text" || generating(c) || bench_gpt(c); }
-bool gpt_model(const TrainConfig& c) { return c.model == "gpt"; }
+bool next_token_or_not_sampling(const TrainConfig& c) { return model_reads_tokens(c) || !sampling(c); }
+// --generate with --init-weights, and --bench of a next-token model (random
+// windows), take the model's context and vocabulary from these flags.
+bool bench_tokens(const TrainConfig& c) { return c.given_flags.count("bench") > 0 && model_reads_tokens(c); }
+bool token_data(const TrainConfig& c) { return c.data.kind == "text" || generating(c) || bench_tokens(c); }
 bool tracing(const TrainConfig& c) { return !c.trace_path.empty(); }
 bool lr_scaled(const TrainConfig& c) { return c.lr_scaling != LrScaling::None; }
-bool mlp_model(const TrainConfig& c) { return c.model == "mlp"; }
+bool feature_model(const TrainConfig& c) { return !model_reads_tokens(c); }
 constexpr Needs kNeeds[] = {
     {"keep-checkpoints", "--checkpoint-dir", has_checkpoint_dir},
     {"trace-steps", "--trace (the file the timeline goes to)", tracing},
@@ -83,20 +84,30 @@ constexpr Needs kNeeds[] = {
     {"prompt", "--generate or --sample-every", generating_or_sampling, false},
     {"temperature", "--generate or --sample-every", generating_or_sampling, false},
     {"top-k", "--generate or --sample-every", generating_or_sampling, false},
-    {"sample-every", "--model gpt (a byte-level language model)", gpt_or_not_sampling, false},
+    {"sample-every", "--model gpt (a byte-level language model)", next_token_or_not_sampling, false},
     {"sample-length", "--sample-every", sampling},
-    {"n-layer", "--model gpt", gpt_model},
-    {"n-head", "--model gpt", gpt_model},
-    {"n-embd", "--model gpt", gpt_model},
-    {"layers", "--model mlp (the GPT's shape is --n-layer, --n-head, --n-embd)", mlp_model},
-    {"activation", "--model mlp (the GPT's is GPT-2's tanh GELU)", mlp_model},
     // --predict reads feature rows; a GPT continues text instead.
-    {"predict", "--model mlp (a GPT's inference is --generate)", mlp_model, false},
+    {"predict", "--model mlp (a GPT's inference is --generate)", feature_model, false},
 };
+// The flags of one model only (each row's ModelFlag list, model_table.h)
+// are refused with another, as a Needs row is.
 
 bool given(const TrainConfig& c, const char* flag) { return c.given_flags.count(flag) > 0; }
 bool on_command_line(const TrainConfig& c, const char* flag) { return c.command_line_flags.count(flag) > 0; }
 bool from_config(const TrainConfig& c, const char* flag) { return given(c, flag) && !on_command_line(c, flag); }
+
+// A model's own flag given with another model (from a config file under a
+// --model on the command line, it is ignored, as a Needs row's would be).
+void check_model_flags(const TrainConfig& c) {
+  for (const ModelRow* row : model_rows()) {
+    if (row->kind.name == c.model) continue;
+    for (const ModelFlag& f : row->flags) {
+      const char* flag = f.flag.c_str();
+      if (!given(c, flag) || from_config(c, flag) || model_row(c.model).reads_flag(f.flag)) continue;
+      throw Error("--" + f.flag + " needs --model " + row->kind.name + (f.hint.empty() ? "" : " (" + f.hint + ")"));
+    }
+  }
+}
 
 // The sampling flags of --generate and --sample-every, as values.
 void check_sampling_values(const TrainConfig& c) {
@@ -109,7 +120,7 @@ void check_sampling_values(const TrainConfig& c) {
 
 // --generate: a GPT's weights and a prompt; nothing of training means anything.
 void check_generate_flags(const TrainConfig& c, const BenchOptions& bench) {
-  if (c.model != "gpt") throw Error("--generate needs --model gpt (a byte-level language model)");
+  if (!model_reads_tokens(c)) throw Error("--generate needs --model gpt (a byte-level language model)");
   if (c.generate_bytes < 1 || c.generate_bytes > (int64_t{1} << 30))
     throw Error("--generate must be at least 1 and at most 2^30 bytes (it is " + std::to_string(c.generate_bytes) + ")");
   if (!given(c, "prompt")) throw Error("--generate needs --prompt (the text the model continues)");
@@ -154,6 +165,7 @@ void check_flags_as_a_whole(TrainConfig& c, const BenchOptions& bench) {
   for (const Needs& n : kNeeds)
     if (given(c, n.flag) && !n.holds(c) && !(from_config(c, n.flag) && n.harmless_unmet))
       throw Error(std::string("--") + n.flag + " needs " + n.needed);
+  check_model_flags(c);
 
   if (given(c, "init-weights") && c.resume) {
     if (from_config(c, "init-weights") && on_command_line(c, "resume")) c.init_weights_dir.clear();

@@ -5,7 +5,7 @@
 #include "checkpoint_field_mutator.h"
 
 #include "trainer/models/mlp/mlp_config.h"
-#include "trainer/config/model_catalog.h"
+#include "trainer/checkpoint/model_kinds.h"
 
 #include <cmath>
 #include <cstdint>

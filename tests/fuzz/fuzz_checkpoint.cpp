@@ -37,7 +37,7 @@
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/checkpoint_v1.h"
 #include "trainer/checkpoint/checkpoint_validation.h"
-#include "trainer/config/model_catalog.h"
+#include "trainer/checkpoint/model_kinds.h"
 
 using namespace ddp;
 using namespace ddp::fuzz;

@@ -53,6 +53,12 @@ std::vector<std::string> next_token_model_names() {
   return names;
 }
 
+std::vector<const ModelRow*> model_rows() {
+  std::vector<const ModelRow*> all;
+  for (const ModelRow& r : rows()) all.push_back(&r);
+  return all;
+}
+
 void register_model(ModelRow row) {
   if (find_row(row.kind.name) != nullptr) throw Error("model '" + row.kind.name + "' is registered already");
   register_model_kind(row.kind);

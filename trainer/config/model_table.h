@@ -20,6 +20,7 @@ namespace ddp {
 struct ModelRow {
   ModelKind kind;
   std::function<TokenShape(const TrainConfig&)> token_shape;  // empty: it reads features
+  std::vector<ModelFlag> flags;
   std::function<ParameterRegistry(const TrainConfig&)> parameters;
   std::function<std::vector<int64_t>(const TrainConfig&)> dims;
   std::function<std::string(const TrainConfig&)> activation_name;
@@ -32,6 +33,12 @@ struct ModelRow {
   std::function<TrainConfig(TrainConfig, const TrainTestData&)> bind_to_data;
   std::function<void(const TrainConfig&, const TrainTestData&)> check_data;
   std::function<std::unique_ptr<Model>(const TrainConfig&, Backend&, int max_batch)> make;
+
+  bool reads_flag(const std::string& flag) const {
+    for (const ModelFlag& f : flags)
+      if (f.flag == flag) return true;
+    return false;
+  }
 };
 
 // The row of a spec whose settings are TrainConfig's member `settings`.
@@ -40,6 +47,7 @@ ModelRow bind_model(const ModelSpec<Settings>& spec, Settings TrainConfig::*sett
   const ModelSpec<Settings>* s = &spec;  // specs are function-local statics: they outlive the table
   ModelRow row;
   row.kind = s->kind;
+  row.flags = s->flags;
   if (s->token_shape != nullptr)
     row.token_shape = [s, settings](const TrainConfig& c) { return s->token_shape(c.*settings); };
   row.parameters = [s, settings](const TrainConfig& c) { return s->parameters(c.*settings); };
@@ -70,6 +78,8 @@ const ModelRow& model_row(const std::string& name);
 std::vector<std::string> model_names();
 // Those of next-token models (a token_shape), for messages: "gpt".
 std::vector<std::string> next_token_model_names();
+// Every row, in table order (the option checks read their flags).
+std::vector<const ModelRow*> model_rows();
 // A row besides the built-in ones (a test's own model), with its kind for
 // checkpoints. Before any run reads the table; throws if the name is taken.
 void register_model(ModelRow row);

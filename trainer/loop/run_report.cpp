@@ -74,7 +74,7 @@ std::string RunReport::eval_figures(const EvalResult& result) const {
   std::string text = std::string("test loss ") + loss_text;
   // A byte-level language model's loss in bits per byte (nats / ln 2), the
   // figure character-level results are quoted in.
-  if (cfg_.model == "gpt" && cfg_.gpt.real_vocab == 256) {
+  if (model_reads_tokens(cfg_) && model_token_shape(cfg_).real_vocab == 256) {
     std::snprintf(loss_text, sizeof loss_text, "%.4f", result.loss / std::log(2.0));
     text += std::string(" (") + loss_text + " bits/byte)";
   }

@@ -40,6 +40,13 @@ struct TokenShape {
   int real_vocab = 0;
 };
 
+// A flag only this model reads (launch/cli/options_check.cpp refuses it
+// with another model): "--<flag> needs --model <name> (<hint>)".
+struct ModelFlag {
+  std::string flag;  // without the dashes
+  std::string hint;  // "" or what the other models have instead
+};
+
 template <class Settings>
 struct ModelSpec {
   ModelKind kind;
@@ -48,6 +55,7 @@ struct ModelSpec {
   // random windows for it, --generate and --sample-every sample it).
   // nullptr: it reads FP16 features.
   TokenShape (*token_shape)(const Settings&) = nullptr;
+  std::vector<ModelFlag> flags;
   // Its tensors, without building it (no backend).
   ParameterRegistry (*parameters)(const Settings&) = nullptr;
   // What a checkpoint records of its shape, and the activation beside it.

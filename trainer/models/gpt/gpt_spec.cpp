@@ -40,6 +40,7 @@ ModelSpec<GptConfig> build_spec() {
   ModelSpec<GptConfig> s;
   s.kind = ModelKind{"gpt", gpt_dims_problem, {"gelu-tanh"}};
   s.token_shape = gpt_token_shape;
+  s.flags = {{"n-layer", ""}, {"n-head", ""}, {"n-embd", ""}};
   s.parameters = gpt_parameters;
   s.dims = gpt_dims;
   s.activation_name = activation_name;

@@ -22,6 +22,8 @@ std::unique_ptr<Model> make(const MlpConfig& m, Backend& backend, int max_batch)
 ModelSpec<MlpConfig> build_spec() {
   ModelSpec<MlpConfig> s;
   s.kind = ModelKind{"mlp", mlp_dims_problem, {"relu", "gelu"}};
+  s.flags = {{"layers", "the GPT's shape is --n-layer, --n-head, --n-embd"},
+             {"activation", "the GPT's is GPT-2's tanh GELU"}};
   s.parameters = parameters;
   s.dims = dims;
   s.activation_name = activation_name;
