@@ -20,7 +20,7 @@
 
 namespace ddp {
 
-Checkpointing::Checkpointing(TrainConfig& cfg, const Dataset& train, ParameterStore& params, StepStateView& state,
+Checkpointing::Checkpointing(const TrainConfig& cfg, const Dataset& train, ParameterStore& params, StepStateView& state,
                              EpochCursor& cursor, Communicator& comm, ProgressReporter& progress,
                              const RunPlan& plan)
     : cfg_(cfg),
@@ -30,7 +30,8 @@ Checkpointing::Checkpointing(TrainConfig& cfg, const Dataset& train, ParameterSt
       cursor_(cursor),
       comm_(comm),
       progress_(progress),
-      plan_(plan) {}
+      plan_(plan),
+      data_seed_(cfg.seed) {}
 
 std::string Checkpointing::resolve_resume_path() {
   if (!cfg_.resume_path.empty()) return cfg_.resume_path;
@@ -99,10 +100,10 @@ int64_t Checkpointing::restore(const TrainState& s, const std::string& path) {
   // With --drop-last and a larger global batch than the checkpoint's, what
   // is left of its epoch may be less than a full step: that epoch is over.
   if (cursor_.epoch_done()) cursor_.next_epoch();
-  if (s.seed != cfg_.seed) {
+  if (s.seed != data_seed_) {
     say("resume: the checkpoint was made with --seed " + std::to_string(s.seed) + "; using it for the data order");
-    cfg_.seed = s.seed;
-    cursor_.reseed(cfg_.seed);
+    data_seed_ = s.seed;
+    cursor_.reseed(data_seed_);
   }
   say("resumed from " + path + " at step " + std::to_string(s.step) + " (epoch " + std::to_string(s.epoch + 1) +
       ")");
@@ -198,7 +199,7 @@ TrainState Checkpointing::snapshot(int64_t step) {
   s.scaler = scaler_state_of(status);
   s.step = step, s.epoch = cursor_.epoch(), s.epoch_sample_offset = cursor_.epoch_offset();
   s.skipped_steps = status.skipped_total;
-  s.seed = cfg_.seed;
+  s.seed = data_seed_;
   s.run_id = run_id_;
   s.train_samples = train_.count;
   s.global_batch = global_batch();

@@ -31,9 +31,7 @@ std::map<std::string, std::string> optimizer_settings(const TrainConfig& config)
 class Checkpointing {
  public:
   // The parts a checkpoint is made of and restored into (all outlive this).
-  // `cfg.seed` changes when a resume takes the checkpoint's; `plan` may be
-  // filled in after construction, before the first call.
-  Checkpointing(TrainConfig& cfg, const Dataset& train, ParameterStore& params, StepStateView& state,
+  Checkpointing(const TrainConfig& cfg, const Dataset& train, ParameterStore& params, StepStateView& state,
                 EpochCursor& cursor, Communicator& comm, ProgressReporter& progress, const RunPlan& plan);
 
   // The checkpoint a --resume starts from: the PATH given, or the newest
@@ -81,7 +79,7 @@ class Checkpointing {
   int64_t global_batch() const { return cursor_.samples_per_rank_step() * world(); }
   void say(const std::string& line) { progress_.permanent(line); }
 
-  TrainConfig& cfg_;
+  const TrainConfig& cfg_;
   const Dataset& train_;
   ParameterStore& params_;
   StepStateView& state_;
@@ -89,6 +87,9 @@ class Checkpointing {
   Communicator& comm_;
   ProgressReporter& progress_;
   const RunPlan& plan_;
+  // The data order's seed: --seed, or a resumed checkpoint's (its order
+  // continues); what a checkpoint records.
+  uint64_t data_seed_;
   bool resumed_ = false;
   uint64_t run_id_ = 0;
   int64_t last_checkpoint_step_ = -1;

@@ -94,10 +94,10 @@ Trainer::Impl::Impl(const TrainConfig& c, Backend& b, Communicator& m, TrainTest
       progress(m.rank() == 0),
       reducer(m, gradient_segments(model.parameters()), static_cast<size_t>(cfg.bucket_mb * (1 << 20)),
               static_cast<size_t>(cfg.first_bucket_mb * (1 << 20))),
+      plan(plan_run(cfg, cursor)),
       report(cfg, m, progress),
       captured(cfg, b, m, data.train, optimizer, progress),
       checkpoints(cfg, data.train, params, state, cursor, m, progress, plan) {
-  plan = plan_run(cfg, cursor);
   schedule.kind = cfg.lr_schedule;
   schedule.base_lr = scaled_lr(cfg.lr, cfg.lr_scaling, cfg.base_batch, global_batch());  // --lr-scaling
   schedule.total_steps = plan.total_steps;

@@ -69,7 +69,7 @@ struct Trainer::Impl {
   // so the padding's sum stays zero (it is in some rank's range: its check,
   // its norm).
   std::vector<GradientSegment> padding_gaps;
-  RunPlan plan;                         // set in the constructor's body
+  const RunPlan plan;  // the steps and epochs this run takes
   RunReport report;
   CapturedStep captured;
   Checkpointing checkpoints;

@@ -148,7 +148,7 @@ TEST(SoftmaxRegression, CheckpointsUnderItsOwnKind) {
   train(c);
   const auto found = list_checkpoints(c.checkpoint_dir);
   ASSERT_FALSE(found.empty());
-  const TrainState s = read_checkpoint(found.back().second);
+  const TrainState s = read_checkpoint(found.front().second);
   EXPECT_EQ(s.model_kind, kSoftmaxRegression);
   EXPECT_EQ(s.model_dims, (std::vector<int64_t>{kIn, kClasses}));
   // An MLP run of the same widths refuses to resume it.
