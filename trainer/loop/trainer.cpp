@@ -7,8 +7,8 @@
 // checkpoints at their intervals.
 //
 // This file: the Trainer's construction, prepare(), the loop and its
-// endings. The step itself is in train_step.cpp; the parts both wire are
-// listed in trainer_impl.h.
+// endings. The step itself is train_step.h's; the parts the Trainer wires
+// are listed in trainer_impl.h.
 #include "trainer/loop/trainer.h"
 
 #include <algorithm>
@@ -30,17 +30,6 @@
 
 namespace ddp {
 namespace {
-OptimizerConfig optimizer_config(const TrainConfig& c) {
-  OptimizerConfig o;
-  o.kind = c.optimizer;
-  o.momentum = c.momentum;
-  o.weight_decay = c.weight_decay;
-  o.nesterov = c.nesterov;
-  o.beta1 = c.beta1, o.beta2 = c.beta2, o.eps = c.eps;
-  o.clip_grad_norm = c.clip_grad_norm;
-  return o;
-}
-
 TrainConfig with_batch_per_rank(TrainConfig c, int world_size) {
   c.batch_size = resolve_batch_per_rank(c, world_size);
   return c;
@@ -62,18 +51,6 @@ ParameterStore::Sharding sharding_of(const TrainConfig& c) {
   return s;
 }
 
-MixedPrecisionOptimizer make_optimizer(const TrainConfig& c, Backend& b, ParameterStore& params, Communicator& m,
-                                       const ShardLayout& shards) {
-  if (c.zero_stage == 0) return MixedPrecisionOptimizer(b, params, optimizer_config(c));
-  return MixedPrecisionOptimizer(b, params, optimizer_config(c), m, shards);
-}
-
-// Each parameter tensor is one segment for the reducer, in registry order.
-std::vector<GradientSegment> gradient_segments(const ParameterRegistry& registry) {
-  std::vector<GradientSegment> segments;
-  for (const ParameterTensor& t : registry.tensors()) segments.push_back({t.offset, t.count});
-  return segments;
-}
 }  // namespace
 
 Trainer::Impl::Impl(const TrainConfig& c, Backend& b, Communicator& m, TrainTestData d)
@@ -85,36 +62,19 @@ Trainer::Impl::Impl(const TrainConfig& c, Backend& b, Communicator& m, TrainTest
       model(*model_owned),
       shards(zero_shard_layout(model.parameters().flat_count(), m.world_size())),
       params(b, model.parameters(), owned_range(cfg, shards, m.rank()), sharding_of(cfg)),
-      optimizer(make_optimizer(cfg, b, params, m, shards)),
-      scale_rule(loss_scale_rule(c.loss_scaler, c.max_bad_steps)),
       state(b, cfg),
       cursor(cfg, data.train.count, m.rank(), m.world_size()),
-      loader(b, data.train, static_cast<int>(cfg.batch_size)),
       evaluator(b, data.test, static_cast<int>(cfg.batch_size)),
       progress(m.rank() == 0),
-      reducer(m, gradient_segments(model.parameters()), static_cast<size_t>(cfg.bucket_mb * (1 << 20)),
-              static_cast<size_t>(cfg.first_bucket_mb * (1 << 20))),
       plan(plan_run(cfg, cursor)),
       report(cfg, m, progress),
-      captured(cfg, b, m, data.train, optimizer, progress),
+      train_step(cfg, b, m, model, params, shards, state, cursor, data.train, plan, progress),
       checkpoints(cfg, data.train, params, state, cursor, m, progress, plan) {
-  schedule.kind = cfg.lr_schedule;
-  schedule.base_lr = scaled_lr(cfg.lr, cfg.lr_scaling, cfg.base_batch, global_batch());  // --lr-scaling
-  schedule.total_steps = plan.total_steps;
-  schedule.warmup_steps = cfg.warmup_steps;
-  schedule.step_size = cfg.lr_step_size;
-  schedule.gamma = cfg.lr_gamma;
-  wire_shards();
   if (!cfg.trace_path.empty()) wire_tracer();
-  if (cfg.cuda_graph) captured.enable();
   if (cfg.sample_every > 0) {
     TrainingSampler::check(cfg);  // on every rank: all refuse alike
     if (is_root()) sampler = std::make_unique<TrainingSampler>(cfg, backend);
   }
-  // The overflow test hook lands in the first element, in bucket 0.
-  reducer.before_start = [this](size_t bucket, half16* first) {
-    if (bucket == 0 && overflow_injected_at(cfg, comm.rank(), step + 1)) inject_overflow(backend, first);
-  };
 }
 
 void Trainer::Impl::prepare() {
@@ -203,7 +163,8 @@ TrainSummary Trainer::Impl::run() {
       tracer->prepare_step(step + 1);
     }
     const auto step_start = Clock::now();
-    const StepResult st = train_step();
+    const TrainStep::Result st = train_step.run(step);
+    ++step;
     const bool last_step_of_run =
         step >= plan.total_steps || (cfg.stop_after_steps > 0 && tally.steps + 1 >= cfg.stop_after_steps);
     const bool evaluate = eval_due(last_step_of_run);
@@ -245,7 +206,7 @@ void Trainer::Impl::read_step_state(bool before_eval) {
   state.check_bad_steps();
 }
 
-void Trainer::Impl::report_progress(const StepResult& st, RunTally& tally) {
+void Trainer::Impl::report_progress(const TrainStep::Result& st, RunTally& tally) {
   ProgressSnapshot snap;
   snap.epoch = cursor.epoch() + 1, snap.epochs = plan.epochs_total, snap.step = step;
   snap.total_steps = plan.total_steps;
@@ -265,8 +226,8 @@ void Trainer::Impl::report_progress(const StepResult& st, RunTally& tally) {
     // Replayed steps' all-reduces are not timed: with graphs, no figure (null).
     const double untimed = std::numeric_limits<double>::quiet_NaN();
     snap.allreduce_ms_per_step =
-        captured.enabled() ? untimed : 1e3 * interval_allreduce.busy_s / tally.interval_steps;
-    const double hidden = captured.enabled() ? untimed : interval_allreduce.hidden_fraction();
+        train_step.graphs_enabled() ? untimed : 1e3 * interval_allreduce.busy_s / tally.interval_steps;
+    const double hidden = train_step.graphs_enabled() ? untimed : interval_allreduce.hidden_fraction();
     tally.start_interval();
     report.log_step(snap, st.lr, st.outcome.grad_norm, hidden);
   }
@@ -320,9 +281,9 @@ TrainSummary Trainer::Impl::finish(int stop_signal, RunTally& tally) {
   tally.allreduce += comm.take_allreduce_times();
   sum.allreduce_ms_per_step = tally.steps > 0 ? 1e3 * tally.allreduce.busy_s / tally.steps : 0.0;
   sum.allreduce_hidden_fraction = tally.allreduce.hidden_fraction();
-  if (captured.enabled())
+  if (train_step.graphs_enabled())
     sum.allreduce_ms_per_step = sum.allreduce_hidden_fraction = std::numeric_limits<double>::quiet_NaN();
-  report.summary(sum, state.host().scale, captured.enabled());
+  report.summary(sum, state.host().scale, train_step.graphs_enabled());
   return finished_despite_signal(sum);
 }
 
@@ -332,7 +293,7 @@ TrainSummary Trainer::Impl::summary_of_run(const RunTally& tally) {
   sum.test_loss = last_eval.loss;
   sum.test_accuracy = last_eval.accuracy;
   sum.steps = tally.steps;
-  sum.graph_replays = captured.replays();
+  sum.graph_replays = train_step.graph_replays();
   sum.final_step = step;
   sum.skipped_steps = status.skipped_total;
   sum.optimizer_steps = status.steps_taken;
@@ -383,7 +344,10 @@ Trainer::Trainer(const TrainConfig& config, Backend& backend, Communicator& comm
 }
 Trainer::~Trainer() = default;
 void Trainer::prepare() { impl_->prepare(); }
-void Trainer::watch_collectives(CollectiveWatchdog* watchdog) { impl_->watchdog = watchdog; }
+void Trainer::watch_collectives(CollectiveWatchdog* watchdog) {
+  impl_->watchdog = watchdog;
+  impl_->train_step.watch_collectives(watchdog);
+}
 TrainSummary Trainer::run() { return impl_->run(); }
 TrainSummary Trainer::evaluate() { return impl_->evaluate_only(); }
 BenchTimings Trainer::bench(int64_t warmup_steps, int64_t timed_steps) {
@@ -401,8 +365,8 @@ std::vector<half16> Trainer::weights_fp16() const {
   return whole;
 }
 void Trainer::observe_batches(std::function<void(const uint32_t* indices, int rows)> observer) {
-  impl_->batch_observer = std::move(observer);
+  impl_->train_step.observe_batches(std::move(observer));
 }
-BatchLoaderCounts Trainer::loader_counts() const { return impl_->loader.counts(); }
+BatchLoaderCounts Trainer::loader_counts() const { return impl_->train_step.loader_counts(); }
 
 }  // namespace ddp

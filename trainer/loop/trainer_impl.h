@@ -1,16 +1,15 @@
-// trainer_impl.h: the state of trainer.h's Trainer and its methods, shared
-// by the two files that define them: the loop and its endings
-// (trainer.cpp), the step and the benchmark (train_step.cpp). Private to
-// those (and trainer_shards.cpp, its --zero parts); the parts it wires each
-// have their own header:
+// trainer_impl.h: the state of trainer.h's Trainer: its construction and
+// run() (trainer.cpp), the benchmark (trainer_bench.cpp), the memory line
+// (trainer_shards.cpp), the trace wiring (trainer_trace.cpp). Private to those; the parts it wires each have their
+// own header:
+//   train_step.h       one optimizer step, and what only the step reads
 //   epoch_cursor.h     where the run is in the data, which rows a step reads
 //   step_state_view.h  the host's reads of the device step state, --max-bad-steps
-//   captured_step.h    --cuda-graph capture and replay of the step
+//   evaluator.h        the test-set evaluation
 //   checkpointing.h    resume, restore, snapshot, checkpoint writes, outputs
 //   run_report.h       the lines and metrics records, this run's tally
-//   fault_hooks.h      test hooks: injected overflows, a stalled rank
 //   stop_signal.h      SIGINT/SIGTERM: stops agreed at step boundaries
-//   training_sampler.h --sample-every: rank 0's samples of a byte GPT between steps
+//   training_sampler.h --sample-every: rank 0's samples between steps
 //   step_trace.h       --trace: each rank's timeline of its steps
 #pragma once
 
@@ -20,28 +19,23 @@
 #include <string>
 #include <vector>
 
-#include "trainer/data/batch_loader.h"
-#include "trainer/loop/captured_step.h"
 #include "trainer/loop/checkpointing.h"
 #include "trainer/loop/epoch_cursor.h"
 #include "trainer/loop/evaluator.h"
-#include "trainer/zero/layer_shards.h"
-#include "trainer/optim/lr_schedule.h"
-#include "trainer/optim/mixed_precision_optimizer.h"
-#include "comm/gradient_reducer.h"
+#include "trainer/loop/run_report.h"
+#include "trainer/loop/step_state_view.h"
+#include "trainer/loop/train_step.h"
+#include "trainer/loop/trainer.h"
 #include "trainer/models/model.h"
+#include "trainer/modes/training_sampler.h"
 #include "trainer/params/parameter_store.h"
 #include "trainer/report/progress_reporter.h"
-#include "trainer/loop/run_report.h"
 #include "trainer/report/step_trace.h"
-#include "trainer/loop/step_state_view.h"
-#include "trainer/loop/trainer.h"
-#include "trainer/modes/training_sampler.h"
 
 namespace ddp {
 
 struct Trainer::Impl {
-  TrainConfig cfg;
+  TrainConfig cfg;  // bound to the data (config/model_catalog.h), the batch per rank resolved
   Backend& backend;
   Communicator& comm;
   TrainTestData data;
@@ -49,36 +43,19 @@ struct Trainer::Impl {
   Model& model;
   ShardLayout shards;     // --zero: each rank's range of the flat layout (sharded_state.h)
   ParameterStore params;  // in the model's registry layout; sharded: the FP32 state of this rank's range
-  MixedPrecisionOptimizer optimizer;
-  LossScaleRule scale_rule;
-  StepStateView state;  // the device step state and this step's loss, and the host's copy
+  StepStateView state;    // the device step state and this step's loss, and the host's copy
   EpochCursor cursor;
-  BatchLoader loader;
   Evaluator evaluator;
-  LrSchedule schedule;
   ProgressReporter progress;
-  GradientReducer reducer;  // the all-reduce buckets over the registry's tensors, overlapped with backward
-  // params' buffers per tensor, as the model reads them (params/tensor_table.h);
-  // at --zero 2 and 3 the sharded ones are the layer hooks' (layer_shards.h).
-  ParameterTables tables = training_tables(params);
-  std::unique_ptr<LayerShards> layer_shards;  // --zero 2 and 3: the hooks that stage gradients and gather weights
-  // --zero >= 1 with whole FP16 gradients: the padding between tensors, as
-  // (offset, count). An in-place reduce-scatter leaves other ranks' sums in
-  // a rank's buffer (MPI_IN_PLACE's scratch), padding included, and
-  // backward writes only tensors: these are zeroed before each step's sums,
-  // so the padding's sum stays zero (it is in some rank's range: its check,
-  // its norm).
-  std::vector<GradientSegment> padding_gaps;
   const RunPlan plan;  // the steps and epochs this run takes
   RunReport report;
-  CapturedStep captured;
+  TrainStep train_step;
   Checkpointing checkpoints;
   CollectiveWatchdog* watchdog = nullptr;  // not owned; null: collectives are not watched
   std::unique_ptr<TrainingSampler> sampler;  // --sample-every on rank 0; null on the others and without it
   std::unique_ptr<StepTracer> tracer;        // --trace; null without it (trainer_trace.cpp)
   int64_t step = 0;
   int64_t last_eval_step = -1;
-  std::function<void(const uint32_t*, int)> batch_observer;  // test hook; may be empty
   EvalResult last_eval;
   bool prepared = false;
 
@@ -99,14 +76,13 @@ struct Trainer::Impl {
 
   void prepare();
   void run_eval();  // the test-set evaluation, its line and record
-  // --zero (trainer_shards.cpp).
-  void wire_shards();                   // the reducer, the layer hooks, the padding for the stage
   StateBytes held_state_bytes() const;  // this rank's, by class (report/memory_report.h)
   void report_memory();                 // the banner's memory line and record (a collective)
-  // `use` with a table of the whole FP16 weights: the training table, or at
-  // --zero 3 a transient gather of them (a collective: every rank calls it).
-  void with_whole_weights(const std::function<void(const WeightTable&)>& use);
-  // --trace (trainer_trace.cpp): the tracer, wired to the reducer, the layer points and the transport.
+  // `use` with a table of the whole FP16 weights (TrainStep::with_whole_weights).
+  void with_whole_weights(const std::function<void(const WeightTable&)>& use) {
+    train_step.with_whole_weights(step, use);
+  }
+  // --trace (trainer_trace.cpp): the tracer, wired to the step, the layer points and the transport.
   void wire_tracer();
 
   // What the loop does after the step that made the count `step`: whether
@@ -119,40 +95,7 @@ struct Trainer::Impl {
            (last_step_of_run && sample_due());
   }
 
-  struct StepResult {
-    StepOutcome outcome;  // grad_norm when logged; the skip decision is in the step state
-    int64_t rows = 0;     // this rank's samples in the step
-    double lr = 0;
-    bool log_step = false;
-  };
-
-  // The step (train_step.cpp).
-  // One optimizer step: K micro-batches forward/backward into the flat FP16
-  // gradients, all-reduce, unscale/check/SGD, loss-scale update. Advances
-  // step and the epoch position; evaluation and checkpoints are the caller's.
-  StepResult train_step();
-
-  // Forward, loss and backward of one micro-batch (`batch`, in an upload slot).
-  // Only the last micro-batch's backward finishes gradients (no_sync before
-  // it): its finished buckets start their all-reduces at once.
-  void micro_batch_pass(const DeviceBatch& batch, int rows, int64_t micro, int64_t micro_batches);
-
-  // What a --cuda-graph capture records: the step of one full micro-batch
-  // on the graph's own input batch, without host reads.
-  void captured_pass(const DeviceBatch& fixed);
-
-  // The sums, then the optimizer step and the loss-scale update. The sum
-  // over ranks was predivided by F: what is left to divide is N/F (prepared
-  // as the step's 1/(S N/F)).
-  StepOutcome reduce_and_update(bool log_step);
-
-  // Starts the copy of the batch that follows micro-batch `micro` of step
-  // `s`: what the next load() will ask for. Where there is no next load
-  // (the run's last step, a stop) the copy is wasted; a load of other rows
-  // would still get exactly those rows (BatchLoader::load), so prefetching
-  // never changes a result.
-  void prefetch_after(const StepSlice& s, int64_t micro);
-
+  // --bench (trainer_bench.cpp): warm-up steps, then timed ones.
   BenchTimings bench(int64_t warmup_steps, int64_t timed_steps);
 
   // The loop and its endings (trainer.cpp).
@@ -166,7 +109,7 @@ struct Trainer::Impl {
   void read_step_state(bool before_eval);
 
   // The log line and record of a --log-every step, and the live line.
-  void report_progress(const StepResult& st, RunTally& tally);
+  void report_progress(const TrainStep::Result& st, RunTally& tally);
 
   // After the loop: the stop, or the final evaluation, checkpoint, weights
   // and summary.

@@ -1,6 +1,6 @@
 // trainer_trace.cpp: the Trainer's --trace part (trainer_impl.h): what the
-// trace says of the run, and the tracer wired to the communicator, the
-// reducer, the layer shards and the model's layer points.
+// trace says of the run, and the tracer wired to the communicator, the step
+// (its reducer and layer gathers) and the model's layer points.
 #include <algorithm>
 #include <limits>
 
@@ -38,13 +38,11 @@ void Trainer::Impl::wire_tracer() {
   info.global_batch = global_batch();
   info.parameters = model.parameters().parameter_count();
   for (int l = 0; l < model.layer_count(); ++l) info.layer_tensors.push_back(model.layer_tensors(l));
-  info.buckets = trace_buckets(reducer, model);
+  info.buckets = trace_buckets(train_step.reducer(), model);
   check_trace_file(cfg, trace_path_for_rank(cfg.trace_path, comm.rank()));
   tracer = std::make_unique<StepTracer>(cfg.trace_path, TraceWindow{cfg.trace_first, cfg.trace_last}, backend, comm,
                                         std::move(info));
-  reducer.set_trace(&tracer->collectives());
-  reducer.on_ready = [this](size_t bucket) { tracer->bucket_started(static_cast<int>(bucket)); };
-  if (layer_shards) layer_shards->set_trace(&tracer->collectives());
+  train_step.set_tracer(tracer.get());
   Model::LayerObservers points;
   points.done = [this] { tracer->end_layers(); };
   points.started.before_forward = [this](int layer) { tracer->before_forward(layer); };

@@ -1,0 +1,38 @@
+// train_step_shards.cpp: the step's --zero parts (train_step.h): the
+// reducer, the layer hooks and the padding wired to the stage, and the
+// whole FP16 weights at stage 3 for evaluation and samples.
+#include "trainer/loop/train_step.h"
+
+namespace ddp {
+
+void TrainStep::wire_shards(const ShardLayout& shards) {
+  if (cfg_.zero_stage > 0) reducer_.shard_over(shards);
+  if (params_.grads_sharded() || params_.weights_sharded())
+    layer_shards_ = std::make_unique<LayerShards>(backend_, comm_, model_, params_, shards, tables_, reducer_);
+  if (params_.sharded() && !params_.grads_sharded()) {
+    const ParameterRegistry& registry = model_.parameters();
+    for (size_t t = 0; t + 1 < registry.size(); ++t) {
+      const size_t end = registry[t].offset + registry[t].count, next = registry[t + 1].offset;
+      if (next > end) padding_gaps_.push_back({end, next - end});
+    }
+  }
+}
+
+void TrainStep::with_whole_weights(int64_t step, const std::function<void(const WeightTable&)>& use) {
+  if (!params_.weights_sharded()) return use(tables_.weights_fp16);
+  LayerShards::WholeWeights whole;
+  {
+    CollectiveWatch watch(watchdog_, "all-gather", step);
+    whole = layer_shards_->gather_whole_weights();
+  }
+  layer_shards_->pause_hooks(true);
+  try {
+    use(whole.table);
+  } catch (...) {
+    layer_shards_->pause_hooks(false);
+    throw;
+  }
+  layer_shards_->pause_hooks(false);
+}
+
+}  // namespace ddp
