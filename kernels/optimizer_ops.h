@@ -1,0 +1,79 @@
+// optimizer_ops.h: the optimizer family of the Backend (backend.h): the
+// unscale and check of the FP16 gradients, the norm, the SGD and AdamW
+// steps on the FP32 masters, and the device-resident step state.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/adamw_math.h"
+#include "kernels/elementwise_math.h"
+#include "kernels/half.h"
+#include "kernels/step_status.h"
+
+namespace ddp {
+
+// The flat buffers one AdamW step reads and writes (all in the registry's
+// layout, indexed alike), for Backend::adamw_update.
+struct AdamWBuffers {
+  // The unscaled FP32 gradients, or null: read grads_fp16 and unscale each
+  // on the fly (unscale_element), the fused step's second pass.
+  const float* grads_fp32 = nullptr;
+  const half16* grads_fp16 = nullptr;
+  float* master_fp32 = nullptr;
+  float* exp_avg_fp32 = nullptr;     // m
+  float* exp_avg_sq_fp32 = nullptr;  // v
+  half16* weights_fp16 = nullptr;    // re-cast from the master after the step
+  // Per element: non-zero where weight decay applies (the tensor's registry
+  // flag). Null: it applies everywhere.
+  const uint8_t* decay_mask = nullptr;
+};
+
+// Implemented by each backend (CPU: cpu_backend.cpp, cpu_adamw.h; CUDA: cuda_optimizer.h).
+class OptimizerOps {
+ public:
+  virtual ~OptimizerOps() = default;
+
+  // grads_fp32 = float(grads_fp16) * inv_scale (unscale_element); if any
+  // result is Inf/NaN, sets *nonfinite_flag = 1 (never clears it: the caller
+  // zeroes it per step). grads_fp32 may be null: the check alone, a pass
+  // that reads only the FP16 gradients (the fused step's first pass).
+  virtual void unscale_fp16_to_fp32(const half16* grads_fp16, float* grads_fp32, size_t count, ScalarArg inv_scale,
+                                    int32_t* nonfinite_flag) = 0;
+  // *norm = sqrt(sum x^2), FP32 accumulation at least (Inf/NaN propagate).
+  virtual void l2_norm_fp32(const float* x, size_t count, float* norm) = 0;
+  // SGD step (elementwise_math.h: sgd_update_element) on master weights and
+  // momentum, then weights_fp16 = fp16(master). Does nothing at all when
+  // *skip_flag != 0 (skip_flag may be null: never skip). params.lr_ptr and
+  // params.momentum_initialized, where set, are read when the step runs.
+  virtual void sgd_update(const SgdParams& params, const float* grads_fp32, float* master_fp32,
+                          float* momentum_fp32, half16* weights_fp16, size_t count, const int32_t* skip_flag) = 0;
+  // The same step reading the FP16 gradients and unscaling each on the fly
+  // (unscale_element), bitwise equal to unscale_fp16_to_fp32 then
+  // sgd_update: the fused step's second pass, with no FP32 gradient buffer
+  // written or read.
+  virtual void sgd_update_fp16_grads(const SgdParams& params, const half16* grads_fp16, ScalarArg inv_scale,
+                                     float* master_fp32, float* momentum_fp32, half16* weights_fp16, size_t count,
+                                     const int32_t* skip_flag) = 0;
+
+  // AdamW step (adamw_math.h: adamw_update_element) on the elements
+  // [offset, offset + count) of every buffer of `b` (the pointers are the
+  // buffers' starts; a rank's shard is such a range), then weights_fp16 =
+  // fp16(master) there. Nothing outside the range is read or written. Does
+  // nothing at all when *skip_flag != 0 (skip_flag may be null: never skip).
+  // params.lr_ptr and params.steps_taken, where set, are read when the step
+  // runs. With b.grads_fp32 null the FP16 gradients are unscaled by
+  // inv_scale on the fly: bitwise equal to unscale_fp16_to_fp32 and then
+  // this with the FP32 gradients.
+  virtual void adamw_update(const AdamWParams& params, const AdamWBuffers& b, ScalarArg inv_scale, size_t offset,
+                            size_t count, const int32_t* skip_flag) = 0;
+
+  // ---- device-resident step state (step_status.h) ---------------------------
+  // Queued like any kernel: neither waits for the device. status points to
+  // one StepStatus in this backend's memory.
+  virtual void step_status_prepare(StepStatus* status, double backward_divisor, double unscale_divisor,
+                                   float lr) = 0;
+  virtual void step_status_finish(const LossScaleRule& rule, StepStatus* status) = 0;
+};
+
+}  // namespace ddp

@@ -1,0 +1,76 @@
+// transformer_ops.h: the transformer family of the Backend (backend.h):
+// the GPT's embedding, LayerNorm, causal softmax and head layout.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/half.h"
+#include "kernels/transformer_math.h"
+
+namespace ddp {
+
+// Implemented by each backend (cpu_transformer.h, cuda_transformer.h).
+class TransformerOps {
+ public:
+  virtual ~TransformerOps() = default;
+
+  // FP16 storage, FP32 arithmetic inside each operation, one rounding to
+  // FP16 per output; every reduction runs in an order fixed by the shapes
+  // (no atomics), so each backend gives the same bits run to run. The
+  // per-element math is transformer_math.h. B = batch, T = seq_len,
+  // C = channels, nh = heads, hs = head_size (C = nh * hs).
+  //
+  // out[b*T + t, c] = fp16(wte[tokens[b*T + t], c] + wpe[t, c]) (FP32 add).
+  // tokens [B*T] int32, wte [vocab, C], wpe [>= T, C], out [B*T, C]. A token
+  // outside [0, vocab) gives a NaN row (a kernel cannot throw).
+  virtual void embedding_forward_fp16(const int32_t* tokens, const half16* wte, const half16* wpe, int batch,
+                                      int seq_len, int channels, int vocab, half16* out) = 0;
+  // d_wte[v, c] = fp16(sum over rows r with tokens[r] == v of dout[r, c]),
+  // the FP32 sum in increasing r; rows of tokens that do not occur become 0.
+  // d_wpe[t, c] = fp16(sum_b dout[b*T + t, c]), in increasing b. With
+  // accumulate, each sum starts from the FP16 value already there (FP32
+  // add, then the one rounding): the GPT's tied LM head writes its weight
+  // gradient into d_wte with its GEMM first, and this adds the embedding's
+  // part, so the lm_head part is rounded twice (by the GEMM, then here) and
+  // the embedding part once. Tokens outside [0, vocab) add nothing.
+  virtual void embedding_backward_fp16(const int32_t* tokens, const half16* dout, int batch, int seq_len,
+                                       int channels, int vocab, half16* d_wte, half16* d_wpe, bool accumulate) = 0;
+  // y[r, :] = fp16((x[r, :] - mean_r) * rstd_r * gamma + beta), mean_r and
+  // the biased variance in FP32 over the row, rstd_r = 1/sqrt(var + eps)
+  // (nn.LayerNorm). mean/rstd [rows] FP32 are kept for the backward.
+  virtual void layernorm_forward_fp16(const half16* x, const half16* gamma, const half16* beta, int rows, int cols,
+                                      float eps, half16* y, float* mean, float* rstd) = 0;
+  // dx = fp16(LayerNorm's input gradient (transformer_math.h:
+  // layernorm_dx) (+ dx when accumulate_dx: the residual stream's gradient
+  // the block's output already put there)); dgamma[c] = fp16(sum_r dy xhat),
+  // dbeta[c] = fp16(sum_r dy) (+ their FP16 values when accumulate_params),
+  // FP32 column sums in an order fixed by rows.
+  virtual void layernorm_backward_fp16(const half16* dy, const half16* x, const half16* gamma, const float* mean,
+                                       const float* rstd, int rows, int cols, half16* dx, bool accumulate_dx,
+                                       half16* dgamma, half16* dbeta, bool accumulate_params) = 0;
+  // probs[z, i, j] = fp16(softmax over j <= i of scale * scores[z, i, j]),
+  // exactly 0 for j > i; scores, probs [batch_heads, T, T]; FP32 max, exp,
+  // sum. probs may equal scores.
+  virtual void causal_softmax_forward_fp16(const half16* scores, int batch_heads, int seq_len, float scale,
+                                           half16* probs) = 0;
+  // dscores = fp16(scale * p * (dp - sum_{j<=i} p dp)) for j <= i, exactly 0
+  // for j > i (transformer_math.h: causal_softmax_grad), from the FP16
+  // probabilities the forward wrote. dscores may equal dprobs.
+  virtual void causal_softmax_backward_fp16(const half16* probs, const half16* dprobs, int batch_heads, int seq_len,
+                                            float scale, half16* dscores) = 0;
+  // Head split: heads[b, h, t, d] = rows[(b*T + t) * row_stride + h*hs + d],
+  // rows viewed as [B, T, row_stride] of which the first nh*hs columns are
+  // read (point at q, k or v inside qkv [B, T, 3C] with row_stride 3C); heads
+  // [B, nh, T, hs]. Also the backward of heads_to_rows_fp16. A copy: exact.
+  virtual void rows_to_heads_fp16(const half16* rows, int row_stride, int batch, int seq_len, int heads,
+                                  int head_size, half16* heads_out) = 0;
+  // Head merge, the inverse: rows[(b*T + t) * row_stride + h*hs + d] =
+  // heads[b, h, t, d]; columns of rows beyond nh*hs are not touched. The
+  // attention output y [B, nh, T, hs] -> [B, T, C], and the backward of the
+  // split (dq, dk, dv into dqkv).
+  virtual void heads_to_rows_fp16(const half16* heads_in, int batch, int seq_len, int heads, int head_size,
+                                  half16* rows, int row_stride) = 0;
+};
+
+}  // namespace ddp
