@@ -1,0 +1,70 @@
+// flags_model.cpp: the model flags: the MLP's
+// (trainer/models/mlp/mlp_config.h), the GPT's
+// (trainer/models/gpt/gpt_config.h), --model and --loss.
+#include "launch/cli/flag_groups.h"
+
+#include "kernels/error.h"
+#include "trainer/config/config_check.h"
+#include "trainer/config/model_table.h"
+#include "trainer/models/mlp/mlp_config.h"
+
+namespace po = boost::program_options;
+
+namespace ddp {
+
+po::options_description model_flags(FlagText& t) {
+  po::options_description model("Model");
+  model.add_options()
+      ("layers", po::value(&t.layers)->default_value(t.layers), "widths: input,hidden...,output (synthetic data: 10,10)")
+      ("activation", po::value(&t.activation)->default_value(t.activation), "relu | gelu")
+      ("loss", po::value(&t.loss)->default_value(t.loss), "xent | mse (synthetic data: mse)");
+  return model;
+}
+
+po::options_description gpt_flags(TrainConfig& c) {
+  po::options_description gpt("GPT (--model gpt: nanoGPT's GPT-2 architecture)");
+  gpt.add_options()
+      ("model", po::value(&c.model)->default_value(c.model), "mlp | gpt (gpt needs --data text, or --bench: random token windows)")
+      ("n-layer", po::value(&c.gpt.n_layer)->default_value(c.gpt.n_layer), "transformer blocks")
+      ("n-head", po::value(&c.gpt.n_head)->default_value(c.gpt.n_head), "attention heads (must divide --n-embd)")
+      ("n-embd", po::value(&c.gpt.n_embd)->default_value(c.gpt.n_embd), "channels C of the residual stream")
+      ("block-size", po::value(&c.data.block_size)->default_value(c.data.block_size),
+       "tokens of context T: samples are windows of T+1 tokens at stride T")
+      ("vocab-size", po::value(&c.data.vocab_size)->default_value(c.data.vocab_size),
+       "the model's vocabulary, at least the tokens' (0: from the data: 256 for bytes, GPT-2's 50257 padded to "
+       "50304 for llm.c and raw-u16 files)");
+  return gpt;
+}
+
+void apply_model_flags(const po::variables_map& vm, FlagText& t, const BenchOptions& bench, TrainConfig& c) {
+  if (c.data.kind == "synthetic") {  // the seed problem: Linear(10,10) regression
+    if (vm["layers"].defaulted()) t.layers = "10,10";
+    if (vm["loss"].defaulted()) t.loss = "mse";
+  }
+  set_mlp_options(c.mlp, t.layers, t.activation);
+  model_row(c.model);  // throws naming the models there are
+  if (c.model == "gpt") {
+    require_positive(c.gpt.n_layer, "--n-layer");
+    require_positive(c.gpt.n_head, "--n-head");
+    require_positive(c.gpt.n_embd, "--n-embd");
+    if (c.gpt.n_embd % c.gpt.n_head != 0)
+      throw Error("--n-embd " + std::to_string(c.gpt.n_embd) + " does not divide by --n-head " +
+                  std::to_string(c.gpt.n_head) + " (each head is n_embd / n_head wide)");
+    // --generate reads no data: the shape comes from its checkpoint or the
+    // flags. Its own flags without it are refused later, naming it.
+    const bool generation_flags = vm.count("generate") || vm.count("prompt") || !vm["temperature"].defaulted() ||
+                                  !vm["top-k"].defaulted();
+    // --bench draws random token windows of the flags' shape instead.
+    if (c.data.kind != "text" && !generation_flags && !bench.enabled)
+      throw Error("--model gpt needs --data text (token windows) or --bench; --data is " + c.data.kind);
+    if (vm["loss"].defaulted()) t.loss = "xent";
+    if (t.loss != "xent") throw Error("--model gpt: --loss must be xent (the next token's cross-entropy)");
+    c.gpt.block_size = static_cast<int>(c.data.block_size);
+  }
+  if (t.loss == "xent") c.loss = LossKind::SoftmaxCrossEntropy;
+  else if (t.loss == "mse") c.loss = LossKind::MeanSquaredError;
+  else throw Error("--loss: '" + t.loss + "' is not one of xent, mse");
+  c.loss_name = t.loss;
+}
+
+}  // namespace ddp

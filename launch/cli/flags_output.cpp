@@ -1,0 +1,64 @@
+// flags_output.cpp: the flags of what a run writes and reads back:
+// metrics, traces, checkpoints, weights, --predict, --generate and
+// sampling, --eval-only.
+#include "launch/cli/flag_groups.h"
+
+#include "trainer/report/trace_window.h"
+
+namespace po = boost::program_options;
+
+namespace ddp {
+
+po::options_description output_flags(TrainConfig& c, FlagText& t) {
+  po::options_description output("Output and checkpoints");
+  output.add_options()
+      ("metrics", po::value(&c.metrics_path), "JSON Lines metrics file")
+      ("trace", po::value(&c.trace_path),
+       "each rank's timeline (layers' forward/backward, each bucket's collective, optimizer) as Chrome trace JSON "
+       "(Perfetto, chrome://tracing) in FILE with the rank inserted: run.json -> run.rank0.json; merge the ranks' "
+       "files with launch/merge_traces.py")
+      ("trace-steps", po::value(&t.trace_steps)->default_value("1:20"), "--trace: the global steps A:B to trace")
+      ("log-every", po::value(&c.log_every)->default_value(c.log_every), "steps per log line / step record")
+      ("eval-every", po::value(&c.eval_every)->default_value(0),
+       "also evaluate the test (validation) split every N optimizer steps (0: at epoch ends and at the end only)")
+      ("sample-every", po::value(&c.sample_every)->default_value(0),
+       "--model gpt on bytes: every N optimizer steps rank 0 prints a sample from the current weights, after "
+       "--prompt (default a newline), temperature 0.8 and top-k 40 unless given, seed --seed + step (0: off)")
+      ("sample-length", po::value(&c.sample_length)->default_value(c.sample_length),
+       "--sample-every: bytes per sample")
+      ("checkpoint-dir", po::value(&c.checkpoint_dir), "directory for checkpoints")
+      ("checkpoint-every", po::value(&c.checkpoint_every)->default_value(0), "steps between checkpoints (0: at the end only)")
+      ("keep-checkpoints", po::value(&c.keep_checkpoints)->default_value(0), "keep the K newest (0: all)")
+      ("resume", po::value(&c.resume_path)->implicit_value(""), "resume from PATH, or bare: the newest valid in --checkpoint-dir")
+      ("save-weights", po::value(&c.save_weights_dir),
+       "at the end, write the FP32 weights: PATH.safetensors one file under PyTorch state_dict names, else a "
+       "directory of layer<i>.{weight,bias}.npy")
+      ("init-weights", po::value(&c.init_weights_dir),
+       "start from PATH.safetensors (F32, F16 or BF16 tensors under the state_dict names) or a directory of "
+       "layer<i>.{weight,bias}.npy")
+      ("predict", po::value(&c.predict_path), "run inference of the starting weights on every row of this [N, D] .npy")
+      ("predictions", po::value(&c.predictions_path), "where --predict writes its outputs (.npy, gathered on rank 0)")
+      ("predict-output", po::value(&c.predict_output),
+       "logits | probs | class (default: class for --loss xent, logits for mse)")
+      ("generate", po::value(&c.generate_bytes),
+       "--model gpt: print N bytes sampled after --prompt from the --resume checkpoint (its shape) or the "
+       "--init-weights (the shape flags'), to stdout alone; trains nothing")
+      ("prompt", po::value(&c.prompt), "--generate, --sample-every: the text to continue (1 to --block-size bytes)")
+      ("temperature", po::value(&c.temperature)->default_value(c.temperature),
+       "--generate, --sample-every: divide the logits by T before the softmax (0: greedy argmax; "
+       "--sample-every's default is 0.8)")
+      ("top-k", po::value(&c.top_k)->default_value(c.top_k),
+       "--generate, --sample-every: sample among the K likeliest bytes (0: all; --sample-every's default is 40)")
+      ("eval-only", po::bool_switch(&c.eval_only),
+       "evaluate the --resume checkpoint or the --init-weights on the test set (sharded over the ranks), train nothing");
+  return output;
+}
+
+void apply_output_flags(const FlagText& t, TrainConfig& c) {
+  const TraceWindow w = parse_trace_window(t.trace_steps);
+  c.trace_first = w.first;
+  c.trace_last = w.last;
+  if (!c.resume_path.empty() && !c.resume) c.resume = true;
+}
+
+}  // namespace ddp
