@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "kernels/buffer.h"
-#include "trainer/models/linear_layer.h"
+#include "trainer/models/layers/linear_layer.h"
 #include "trainer/models/model.h"
 
 namespace ddp::test {

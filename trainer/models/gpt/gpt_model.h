@@ -19,6 +19,11 @@
 // attention, ln_1), then wpe and wte (the tied head's GEMM writes wte's
 // gradient first, the embedding's backward adds to it last).
 //
+// Composed as nanoGPT's model.py: the embeddings, n_layer transformer
+// blocks (models/layers/transformer_block.h: LayerNorm, CausalSelfAttention,
+// the MLP), ln_f and the tied head; each layer owns what it keeps for
+// backward and reports the tensors it finished.
+//
 // Layers (for the hooks): 0 the embeddings, 1..n_layer the blocks,
 // n_layer + 1 ln_f and the head.
 #pragma once
@@ -27,7 +32,8 @@
 
 #include "kernels/buffer.h"
 #include "trainer/models/gpt/gpt_config.h"
-#include "trainer/models/linear_layer.h"
+#include "trainer/models/layers/layer_norm.h"
+#include "trainer/models/layers/transformer_block.h"
 #include "trainer/models/model.h"
 
 namespace ddp {
@@ -52,51 +58,21 @@ class GptModel final : public Model {
                 const GradientsReady& ready) override;
 
  private:
-  struct LayerNormState {
-    size_t weight_tensor = 0;  // the bias is the next tensor
-    Buffer<half16> out;        // [R, C]
-    Buffer<float> mean, rstd;  // [R]
-  };
-  struct Block {
-    LayerNormState ln_1, ln_2;
-    LinearLayer c_attn, attn_proj, c_fc, mlp_proj;
-    Buffer<half16> input;           // x_l [R, C]
-    Buffer<half16> qkv;             // [R, 3C]
-    Buffer<half16> q, k, v;         // [B, nh, T, hs]
-    Buffer<half16> probs;           // [B, nh, T, T]
-    Buffer<half16> attn_rows;       // y merged [R, C]: attn.c_proj's input
-    Buffer<half16> mid;             // m_l [R, C]
-    Buffer<half16> fc_pre, fc_out;  // [R, 4C]: the GELU's input and output
-    explicit Block(int c) : c_attn(c, 3 * c), attn_proj(c, c), c_fc(c, 4 * c), mlp_proj(4 * c, c) {}
-  };
-
-  void bind_layernorm(LayerNormState& ln, const std::string& prefix);
-  void layernorm_forward(LayerNormState& ln, const half16* x, const WeightTable& weights_fp16);
-  // d_residual += (or, add_to_residual false, =) LN's input gradient from
-  // dy; its parameters' gradients written or added (accumulate).
-  void layernorm_backward(const LayerNormState& ln, const half16* dy, const half16* x, const WeightTable& weights_fp16,
-                          const GradTable& grads_fp16, bool accumulate, half16* d_residual,
-                          bool add_to_residual = true);
-  void attention_forward(Block& blk);
-  void attention_backward(const Block& blk, const half16* d_attn_rows, half16* d_qkv);
-  // y [R, C] = x + (in W^T + b), through proj_scratch_.
-  void residual_projection(const LinearLayer& layer, const half16* in, const half16* x,
-                           const WeightTable& weights_fp16, half16* y);
-
   size_t rows() const { return static_cast<size_t>(batch_rows_) * config_.block_size; }
 
   Backend& backend_;
   GptConfig config_;
   ParameterRegistry registry_;
   int max_batch_;
-  size_t wte_ = 0, wpe_ = 0;  // tensor indices
-  std::vector<Block> blocks_;
-  LayerNormState ln_f_;
-  Buffer<half16> final_out_;    // x_L [R, C]
+  size_t wte_ = 0;  // tensor indices
+  size_t wpe_ = 0;
+  std::vector<TransformerBlock> blocks_;
+  LayerNorm ln_f_;
+  BlockScratch scratch_;        // the blocks' shared buffers
+  Buffer<half16> final_out_;    // x_L [R, C]: the last block's output
   Buffer<half16> logits_;       // [R, vocab]
-  Buffer<half16> output_grad_;  // [R, vocab]
-  // Backward scratch, shared by the layers.
-  Buffer<half16> d_res_, d_ln_, d_fc_, d_qkv_, d_rows_, d_heads_, d_q_, d_k_, d_v_, d_probs_, proj_scratch_;
+  Buffer<half16> output_grad_;  // [R, vocab]: the loss's gradient
+  Buffer<half16> d_residual_;   // [R, C]: the residual stream's gradient, from the head down to the embeddings
   const int32_t* tokens_ = nullptr;  // of the last forward
   int batch_rows_ = 0;
 };

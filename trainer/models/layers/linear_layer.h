@@ -15,6 +15,7 @@
 #include <string>
 
 #include "kernels/backend.h"
+#include "trainer/models/layers/tensor_range.h"
 #include "trainer/params/parameter_registry.h"
 #include "trainer/params/tensor_table.h"
 
@@ -33,6 +34,8 @@ class LinearLayer {
   void bind(const ParameterRegistry& registry, const std::string& prefix);
   size_t weight_tensor() const { return weight_tensor_; }
   size_t bias_tensor() const { return bias_tensor_; }
+  // The weight then the bias (bind() requires them consecutive).
+  TensorRange tensors() const { return {weight_tensor_, bias_tensor_ + 1}; }
 
   // y [rows, out] = act(x [rows, in] W^T + b); pre_activation [rows, out]
   // receives Z when not null.
@@ -48,8 +51,10 @@ class LinearLayer {
                       Activation dact, const half16* dact_input) const;
 
  private:
-  int in_, out_;
-  size_t weight_tensor_ = 0, bias_tensor_ = 0;
+  int in_;
+  int out_;
+  size_t weight_tensor_ = 0;
+  size_t bias_tensor_ = 0;
 };
 
 }  // namespace ddp

@@ -1,0 +1,106 @@
+// causal_self_attention.cpp
+#include "trainer/models/layers/causal_self_attention.h"
+
+#include <cmath>
+
+#include "kernels/error.h"
+#include "trainer/models/layers/gemm_calls.h"
+
+namespace ddp {
+
+AttentionScratch::AttentionScratch(Backend& backend, size_t max_rows, int channels, size_t max_scores)
+    : heads(backend, max_rows * channels),
+      d_q(backend, max_rows * channels),
+      d_k(backend, max_rows * channels),
+      d_v(backend, max_rows * channels),
+      d_scores(backend, max_scores),
+      d_rows(backend, max_rows * channels),
+      d_qkv(backend, 3 * max_rows * channels) {}
+
+CausalSelfAttention::CausalSelfAttention(Backend& backend, int channels, int heads, int context, int max_batch)
+    : backend_(backend),
+      channels_(channels),
+      heads_(heads),
+      head_size_(channels / heads),
+      context_(context),
+      c_attn_(channels, 3 * channels),
+      c_proj_(channels, channels) {
+  DDP_REQUIRE(heads > 0 && channels % heads == 0, "CausalSelfAttention: the heads must divide the channels");
+  const size_t rc = static_cast<size_t>(max_batch) * context * channels;
+  qkv_ = Buffer<half16>(backend, 3 * rc);
+  q_ = Buffer<half16>(backend, rc);
+  k_ = Buffer<half16>(backend, rc);
+  v_ = Buffer<half16>(backend, rc);
+  probs_ = Buffer<half16>(backend, static_cast<size_t>(max_batch) * heads * context * context);
+  attn_rows_ = Buffer<half16>(backend, rc);
+}
+
+void CausalSelfAttention::bind(const ParameterRegistry& registry, const std::string& prefix) {
+  c_attn_.bind(registry, prefix + "c_attn");
+  c_proj_.bind(registry, prefix + "c_proj");
+  tensors_ = joined(c_proj_.tensors(), c_attn_.tensors());
+}
+
+void CausalSelfAttention::forward(const half16* x, int batch, const WeightTable& weights_fp16,
+                                  AttentionScratch& scratch, half16* out) {
+  input_ = x;
+  const int rows = batch * context_;
+  c_attn_.forward(backend_, x, rows, weights_fp16, qkv_.data(), Activation::None, nullptr);
+  heads_forward(batch, scratch);
+  c_proj_.forward(backend_, attn_rows_.data(), rows, weights_fp16, out, Activation::None, nullptr);
+}
+
+void CausalSelfAttention::heads_forward(int batch, AttentionScratch& scratch) {
+  const int T = context_, nh = heads_, hs = head_size_, c = channels_;
+  backend_.rows_to_heads_fp16(qkv_.data(), 3 * c, batch, T, nh, hs, q_.data());
+  backend_.rows_to_heads_fp16(qkv_.data() + c, 3 * c, batch, T, nh, hs, k_.data());
+  backend_.rows_to_heads_fp16(qkv_.data() + 2 * c, 3 * c, batch, T, nh, hs, v_.data());
+  const int z = batch * nh;
+  const int64_t th = static_cast<int64_t>(T) * hs;
+  const int64_t tt = static_cast<int64_t>(T) * T;
+  // scores[z] [T, T] = q[z] k[z]^T (the 1/sqrt(hs) is the softmax's)
+  backend_.gemm_batched_fp16(gemm_nt(T, T, hs, q_.data(), hs, k_.data(), hs, probs_.data(), T), z, th, th, tt);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  backend_.causal_softmax_forward_fp16(probs_.data(), z, T, scale, probs_.data());
+  // y[z] [T, hs] = P[z] v[z]
+  backend_.gemm_batched_fp16(gemm_nn(T, hs, T, probs_.data(), T, v_.data(), hs, scratch.heads.data(), hs), z, tt,
+                             th, th);
+  backend_.heads_to_rows_fp16(scratch.heads.data(), batch, T, nh, hs, attn_rows_.data(), c);
+}
+
+void CausalSelfAttention::backward(const half16* d_out, int batch, const WeightTable& weights_fp16,
+                                   const GradTable& grads_fp16, bool accumulate, AttentionScratch& scratch,
+                                   half16* dx) const {
+  DDP_REQUIRE(input_ != nullptr, "CausalSelfAttention::backward before forward");
+  const int rows = batch * context_;
+  c_proj_.backward_weights(backend_, d_out, attn_rows_.data(), rows, grads_fp16, accumulate);
+  c_proj_.backward_input(backend_, d_out, rows, weights_fp16, scratch.d_rows.data(), Activation::None, nullptr);
+  heads_backward(scratch.d_rows.data(), batch, scratch);
+  c_attn_.backward_weights(backend_, scratch.d_qkv.data(), input_, rows, grads_fp16, accumulate);
+  c_attn_.backward_input(backend_, scratch.d_qkv.data(), rows, weights_fp16, dx, Activation::None, nullptr);
+}
+
+void CausalSelfAttention::heads_backward(const half16* d_rows, int batch, AttentionScratch& scratch) const {
+  const int T = context_, nh = heads_, hs = head_size_, c = channels_;
+  const int z = batch * nh;
+  const int64_t th = static_cast<int64_t>(T) * hs;
+  const int64_t tt = static_cast<int64_t>(T) * T;
+  half16* dy = scratch.heads.data();
+  half16* d_scores = scratch.d_scores.data();
+  backend_.rows_to_heads_fp16(d_rows, c, batch, T, nh, hs, dy);  // dy [z, T, hs]
+  // dP[z] [T, T] = dy[z] v[z]^T
+  backend_.gemm_batched_fp16(gemm_nt(T, T, hs, dy, hs, v_.data(), hs, d_scores, T), z, th, th, tt);
+  // dv[z] [T, hs] = P[z]^T dy[z]
+  backend_.gemm_batched_fp16(gemm_tn(T, hs, T, probs_.data(), T, dy, hs, scratch.d_v.data(), hs), z, tt, th, th);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  backend_.causal_softmax_backward_fp16(probs_.data(), d_scores, z, T, scale, d_scores);  // dS, in place
+  // dq[z] [T, hs] = dS[z] k[z]
+  backend_.gemm_batched_fp16(gemm_nn(T, hs, T, d_scores, T, k_.data(), hs, scratch.d_q.data(), hs), z, tt, th, th);
+  // dk[z] [T, hs] = dS[z]^T q[z]
+  backend_.gemm_batched_fp16(gemm_tn(T, hs, T, d_scores, T, q_.data(), hs, scratch.d_k.data(), hs), z, tt, th, th);
+  backend_.heads_to_rows_fp16(scratch.d_q.data(), batch, T, nh, hs, scratch.d_qkv.data(), 3 * c);
+  backend_.heads_to_rows_fp16(scratch.d_k.data(), batch, T, nh, hs, scratch.d_qkv.data() + c, 3 * c);
+  backend_.heads_to_rows_fp16(scratch.d_v.data(), batch, T, nh, hs, scratch.d_qkv.data() + 2 * c, 3 * c);
+}
+
+}  // namespace ddp

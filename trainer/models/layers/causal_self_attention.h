@@ -1,0 +1,72 @@
+// causal_self_attention.h: nanoGPT's CausalSelfAttention on a Backend: the
+// qkv projection c_attn (C -> 3C), nh heads of size hs = C / nh with the
+// causal softmax of their scaled scores, and the output projection c_proj
+// (C -> C). Rows are `batch` windows of `context` tokens, R = batch x T:
+//   qkv = x W_attn^T + b;  q, k, v [B, nh, T, hs] split from it
+//   P = causal_softmax(q k^T / sqrt(hs))   [B, nh, T, T], kept for backward
+//   y = merge(P v)                         [R, C]
+//   out = y W_proj^T + b
+// Backward runs the lines in reverse; the probabilities are the forward's.
+#pragma once
+
+#include <string>
+
+#include "kernels/backend.h"
+#include "kernels/buffer.h"
+#include "trainer/models/layers/linear_layer.h"
+#include "trainer/models/layers/tensor_range.h"
+#include "trainer/params/parameter_registry.h"
+#include "trainer/params/tensor_table.h"
+
+namespace ddp {
+
+// Buffers every block's attention uses in turn (one block runs at a time),
+// owned by the model.
+struct AttentionScratch {
+  AttentionScratch(Backend& backend, size_t max_rows, int channels, size_t max_scores);
+  Buffer<half16> heads;     // [B, nh, T, hs]: the heads' output P v in forward, dy split into heads in backward
+  Buffer<half16> d_q;       // [B, nh, T, hs]
+  Buffer<half16> d_k;       // [B, nh, T, hs]
+  Buffer<half16> d_v;       // [B, nh, T, hs]
+  Buffer<half16> d_scores;  // [B, nh, T, T]: dP, then the scores' gradient in place
+  Buffer<half16> d_rows;    // [R, C]: c_proj's input gradient
+  Buffer<half16> d_qkv;     // [R, 3C]: c_attn's output gradient
+};
+
+class CausalSelfAttention {
+ public:
+  CausalSelfAttention(Backend& backend, int channels, int heads, int context, int max_batch);
+
+  // `<prefix>c_attn` and `<prefix>c_proj` (nn.Linear tensors), adjacent in the registry.
+  void bind(const ParameterRegistry& registry, const std::string& prefix);
+  TensorRange tensors() const { return tensors_; }
+
+  // out [R, C] from x [R, C] (kept: c_attn's weight gradient reads it).
+  void forward(const half16* x, int batch, const WeightTable& weights_fp16, AttentionScratch& scratch, half16* out);
+  // From d_out [R, C]: the weights' and biases' gradients written or added
+  // (accumulate), dx [R, C] written.
+  void backward(const half16* d_out, int batch, const WeightTable& weights_fp16, const GradTable& grads_fp16,
+                bool accumulate, AttentionScratch& scratch, half16* dx) const;
+
+ private:
+  void heads_forward(int batch, AttentionScratch& scratch);
+  void heads_backward(const half16* d_rows, int batch, AttentionScratch& scratch) const;
+
+  Backend& backend_;
+  int channels_;
+  int heads_;
+  int head_size_;
+  int context_;
+  LinearLayer c_attn_;
+  LinearLayer c_proj_;
+  TensorRange tensors_;
+  const half16* input_ = nullptr;  // x of the last forward
+  Buffer<half16> qkv_;        // [R, 3C]
+  Buffer<half16> q_;          // [B, nh, T, hs]
+  Buffer<half16> k_;          // [B, nh, T, hs]
+  Buffer<half16> v_;          // [B, nh, T, hs]
+  Buffer<half16> probs_;      // [B, nh, T, T]: the scores, then the softmax in place
+  Buffer<half16> attn_rows_;  // [R, C]: y merged, c_proj's input
+};
+
+}  // namespace ddp

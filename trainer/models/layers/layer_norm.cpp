@@ -1,0 +1,35 @@
+// layer_norm.cpp
+#include "trainer/models/layers/layer_norm.h"
+
+#include "kernels/error.h"
+#include "kernels/transformer_math.h"
+
+namespace ddp {
+
+LayerNorm::LayerNorm(Backend& backend, int channels, size_t max_rows)
+    : backend_(backend),
+      channels_(channels),
+      out_(backend, max_rows * channels),
+      mean_(backend, max_rows),
+      rstd_(backend, max_rows) {}
+
+void LayerNorm::bind(const ParameterRegistry& registry, const std::string& prefix) {
+  weight_tensor_ = registry.find(prefix + ".weight");
+  DDP_REQUIRE(weight_tensor_ + 1 < registry.size() && registry[weight_tensor_ + 1].name == prefix + ".bias",
+              "LayerNorm: its weight and bias are consecutive");
+}
+
+void LayerNorm::forward(const half16* x, int rows, const WeightTable& weights_fp16) {
+  backend_.layernorm_forward_fp16(x, weights_fp16.at(weight_tensor_), weights_fp16.at(weight_tensor_ + 1), rows,
+                                  channels_, kLayerNormEps, out_.data(), mean_.data(), rstd_.data());
+}
+
+void LayerNorm::backward(const half16* dy, const half16* x, int rows, const WeightTable& weights_fp16,
+                         const GradTable& grads_fp16, bool accumulate, half16* d_residual,
+                         bool add_to_residual) const {
+  backend_.layernorm_backward_fp16(dy, x, weights_fp16.at(weight_tensor_), mean_.data(), rstd_.data(), rows,
+                                   channels_, d_residual, add_to_residual, grads_fp16.at(weight_tensor_),
+                                   grads_fp16.at(weight_tensor_ + 1), accumulate);
+}
+
+}  // namespace ddp
