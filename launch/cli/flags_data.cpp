@@ -8,6 +8,7 @@ namespace ddp {
 
 po::options_description data_flags(TrainConfig& c) {
   po::options_description data("Data");
+  // clang-format off: one flag per row, as --help lists them
   data.add_options()
       ("data", po::value(&c.data.kind)->default_value(c.data.kind), "fashion-mnist | idx | npy | csv | synthetic | text")
       ("data-dir", po::value(&c.data.data_dir)->default_value(c.data.data_dir), "Fashion-MNIST directory (gzipped IDX)")
@@ -34,6 +35,7 @@ po::options_description data_flags(TrainConfig& c) {
       ("drop-last", po::bool_switch(&c.drop_last), "drop the last partial batch of each epoch")
       ("no-prefetch", po::bool_switch(),
        "load each batch when its step needs it, instead of copying it to the device one batch ahead (for timing)");
+  // clang-format on
   return data;
 }
 

@@ -14,15 +14,18 @@ namespace ddp {
 
 po::options_description model_flags(FlagText& t) {
   po::options_description model("Model");
+  // clang-format off: one flag per row, as --help lists them
   model.add_options()
       ("layers", po::value(&t.layers)->default_value(t.layers), "widths: input,hidden...,output (synthetic data: 10,10)")
       ("activation", po::value(&t.activation)->default_value(t.activation), "relu | gelu")
       ("loss", po::value(&t.loss)->default_value(t.loss), "xent | mse (synthetic data: mse)");
+  // clang-format on
   return model;
 }
 
 po::options_description gpt_flags(TrainConfig& c) {
   po::options_description gpt("GPT (--model gpt: nanoGPT's GPT-2 architecture)");
+  // clang-format off: one flag per row, as --help lists them
   gpt.add_options()
       ("model", po::value(&c.model)->default_value(c.model), "mlp | gpt (gpt needs --data text, or --bench: random token windows)")
       ("n-layer", po::value(&c.gpt.n_layer)->default_value(c.gpt.n_layer), "transformer blocks")
@@ -33,6 +36,7 @@ po::options_description gpt_flags(TrainConfig& c) {
       ("vocab-size", po::value(&c.data.vocab_size)->default_value(c.data.vocab_size),
        "the model's vocabulary, at least the tokens' (0: from the data: 256 for bytes, GPT-2's 50257 padded to "
        "50304 for llm.c and raw-u16 files)");
+  // clang-format on
   return gpt;
 }
 

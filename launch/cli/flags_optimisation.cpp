@@ -15,6 +15,7 @@ namespace ddp {
 
 po::options_description optimisation_flags(TrainConfig& c, FlagText& t) {
   po::options_description optim("Optimisation");
+  // clang-format off: one flag per row, as --help lists them
   optim.add_options()
       ("batch-size", po::value(&c.batch_size)->default_value(c.batch_size), "samples per micro-batch per rank")
       ("global-batch", po::value(&c.global_batch)->default_value(0),
@@ -58,11 +59,13 @@ po::options_description optimisation_flags(TrainConfig& c, FlagText& t) {
       ("lr-step-size", po::value(&c.lr_step_size)->default_value(0), "step schedule: iterations per decay (0: a third)")
       ("lr-gamma", po::value(&c.lr_gamma)->default_value(c.lr_gamma), "step schedule: decay factor")
       ("clip-grad-norm", po::value(&c.clip_grad_norm)->default_value(0.0), "clip the global L2 norm (0: off)");
+  // clang-format on
   return optim;
 }
 
 po::options_description loss_scaling_flags(TrainConfig& c, FlagText& t) {
   po::options_description scaling("Loss scaling");
+  // clang-format off: one flag per row, as --help lists them
   scaling.add_options()
       ("loss-scale", po::value(&t.loss_scale)->default_value(t.loss_scale), "dynamic | static:<S> | none")
       ("init-scale", po::value(&c.loss_scaler.init_scale)->default_value(65536.0), "initial dynamic scale")
@@ -73,6 +76,7 @@ po::options_description loss_scaling_flags(TrainConfig& c, FlagText& t) {
       ("min-loss-scale", po::value(&c.loss_scaler.min_scale)->default_value(0.0), "floor of the dynamic scale")
       ("max-bad-steps", po::value(&c.max_bad_steps)->default_value(c.max_bad_steps),
        "end the run with an error after this many consecutive steps skipped for non-finite gradients (0: never)");
+  // clang-format on
   return scaling;
 }
 

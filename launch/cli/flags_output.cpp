@@ -11,6 +11,7 @@ namespace ddp {
 
 po::options_description output_flags(TrainConfig& c, FlagText& t) {
   po::options_description output("Output and checkpoints");
+  // clang-format off: one flag per row, as --help lists them
   output.add_options()
       ("metrics", po::value(&c.metrics_path), "JSON Lines metrics file")
       ("trace", po::value(&c.trace_path),
@@ -51,6 +52,7 @@ po::options_description output_flags(TrainConfig& c, FlagText& t) {
        "--generate, --sample-every: sample among the K likeliest bytes (0: all; --sample-every's default is 40)")
       ("eval-only", po::bool_switch(&c.eval_only),
        "evaluate the --resume checkpoint or the --init-weights on the test set (sharded over the ranks), train nothing");
+  // clang-format on
   return output;
 }
 

@@ -23,6 +23,7 @@ std::vector<int64_t> parse_step_list(const std::string& text, const char* flag) 
 
 po::options_description general_flags(TrainConfig& c, FlagText& t) {
   po::options_description general("General");
+  // clang-format off: one flag per row, as --help lists them
   general.add_options()
       ("help,h", "show this help and exit")
       ("config", po::value(&t.config_file), "INI file with the same options (key = value); the command line wins")
@@ -30,11 +31,13 @@ po::options_description general_flags(TrainConfig& c, FlagText& t) {
       ("threads", po::value(&c.threads)->default_value(c.threads), "CPU compute threads per rank (0: the cores mpirun bound the rank to, else cores / local ranks)")
       ("collective-timeout", po::value(&c.collective_timeout_s)->default_value(c.collective_timeout_s),
        "seconds a collective may wait for the other ranks before this rank ends the job (0: wait forever)");
+  // clang-format on
   return general;
 }
 
 po::options_description bench_flags(BenchOptions& b) {
   po::options_description bench("Benchmark");
+  // clang-format off: one flag per row, as --help lists them
   bench.add_options()
       ("bench", po::bool_switch(&b.enabled),
        "time the training step on random data of the model's shape (one resident batch) and print one JSON line")
@@ -42,11 +45,13 @@ po::options_description bench_flags(BenchOptions& b) {
       ("bench-steps", po::value(&b.timed_steps)->default_value(b.timed_steps), "timed steps")
       ("peak-tflops", po::value(&b.peak_tflops)->default_value(0.0),
        "the device's FP16 peak for MFU (0: by GPU name; CPU: none unless given)");
+  // clang-format on
   return bench;
 }
 
 po::options_description fault_flags(TrainConfig& c, FlagText& t) {
   po::options_description faults("Fault injection (testing)");
+  // clang-format off: one flag per row, as --help lists them
   faults.add_options()
       ("inject-overflow", po::value(&t.inject_steps), "make these 1-based steps' gradients Inf: STEP[,STEP...]")
       ("inject-overflow-every", po::value(&c.inject_overflow_every)->default_value(0), "and every K-th step (0: off)")
@@ -54,6 +59,7 @@ po::options_description fault_flags(TrainConfig& c, FlagText& t) {
       ("stall-at-step", po::value(&c.stall_at_step)->default_value(0),
        "make --stall-rank sleep forever before this 1-based step's collectives (0: off)")
       ("stall-rank", po::value(&c.stall_rank)->default_value(0), "the rank that stalls");
+  // clang-format on
   return faults;
 }
 
