@@ -15,33 +15,27 @@ class LossOps {
  public:
   virtual ~LossOps() = default;
 
-  // *loss_mean = mean_r [logsumexp(logits[r,:]) - logits[r, labels[r]]];
-  // *correct_count (if not null) = #rows whose argmax equals the label
-  // (first maximum wins, as torch.argmax).
-  virtual void softmax_xent_forward(const half16* logits, const int32_t* labels, int rows, int cols,
+  // Cross-entropy over rows of logits [rows, cols] whose first real_cols
+  // columns are the classes (real_cols == cols: all; the GPT's vocabulary
+  // is padded to a multiple of 64 for the GEMMs, as llm.c):
+  // *loss_mean = mean_r [logsumexp(logits[r, :real_cols]) - logits[r, labels[r]]];
+  // *correct_count (if not null) = #rows whose argmax over the classes
+  // equals the label (first maximum wins, as torch.argmax). Padded columns
+  // never win the argmax and get no probability. A label outside
+  // [0, real_cols) makes its row's loss (hence the mean) NaN.
+  virtual void softmax_xent_forward(const half16* logits, const int32_t* labels, int rows, int cols, int real_cols,
                                     float* loss_mean, int32_t* correct_count) = 0;
   // dlogits = fp16(loss_scale * (softmax(logits) - onehot(labels)) / rows)
-  // (loss_scale: a value, or ScalarArg::at a float in this backend's memory)
-  virtual void softmax_xent_backward(const half16* logits, const int32_t* labels, int rows, int cols,
+  // over the classes, exactly 0 in padded columns (loss_scale: a value, or
+  // ScalarArg::at a float in this backend's memory); a label outside the
+  // classes makes its gradient row NaN.
+  virtual void softmax_xent_backward(const half16* logits, const int32_t* labels, int rows, int cols, int real_cols,
                                      ScalarArg loss_scale, half16* dlogits) = 0;
   // *loss_mean = mean over rows*cols of (pred - target)^2 (torch MSELoss 'mean').
   virtual void mse_forward(const half16* pred, const float* target, int rows, int cols, float* loss_mean) = 0;
   // dpred = fp16(loss_scale * 2 * (pred - target) / (rows * cols))
   virtual void mse_backward(const half16* pred, const float* target, int rows, int cols, ScalarArg loss_scale,
                             half16* dpred) = 0;
-
-  // Cross-entropy over a padded vocabulary (the GPT's logits [rows, cols],
-  // cols = the vocabulary padded to a multiple of 64 for the GEMMs, as
-  // llm.c): only the first real_cols columns are classes. Padded columns
-  // never win the argmax and get no probability: the loss and the
-  // gradient are those of the real_cols-wide rows, and dlogits is exactly 0
-  // in the padded columns. real_cols == cols is softmax_xent_forward /
-  // _backward above, bit for bit. A label outside [0, real_cols) makes its
-  // row's loss (hence the mean) NaN and its gradient row NaN.
-  virtual void softmax_xent_forward_padded(const half16* logits, const int32_t* labels, int rows, int cols,
-                                           int real_cols, float* loss_mean, int32_t* correct_count) = 0;
-  virtual void softmax_xent_backward_padded(const half16* logits, const int32_t* labels, int rows, int cols,
-                                            int real_cols, ScalarArg loss_scale, half16* dlogits) = 0;
 };
 
 }  // namespace ddp

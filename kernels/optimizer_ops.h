@@ -29,6 +29,25 @@ struct AdamWBuffers {
   const uint8_t* decay_mask = nullptr;
 };
 
+// The gradients an SGD step reads: the unscaled FP32 ones, or the FP16
+// ones with the 1/S that unscales them.
+struct SgdGrads {
+  const float* fp32 = nullptr;
+  const half16* fp16 = nullptr;
+  ScalarArg inv_scale = 1.0f;
+  static SgdGrads unscaled(const float* grads_fp32) {
+    SgdGrads g;
+    g.fp32 = grads_fp32;
+    return g;
+  }
+  static SgdGrads scaled(const half16* grads_fp16, ScalarArg inv_scale) {
+    SgdGrads g;
+    g.fp16 = grads_fp16;
+    g.inv_scale = inv_scale;
+    return g;
+  }
+};
+
 // Implemented by each backend (CPU: cpu_backend.cpp, cpu_adamw.h; CUDA: cuda_optimizer.h).
 class OptimizerOps {
  public:
@@ -46,15 +65,12 @@ class OptimizerOps {
   // momentum, then weights_fp16 = fp16(master). Does nothing at all when
   // *skip_flag != 0 (skip_flag may be null: never skip). params.lr_ptr and
   // params.momentum_initialized, where set, are read when the step runs.
-  virtual void sgd_update(const SgdParams& params, const float* grads_fp32, float* master_fp32,
-                          float* momentum_fp32, half16* weights_fp16, size_t count, const int32_t* skip_flag) = 0;
-  // The same step reading the FP16 gradients and unscaling each on the fly
-  // (unscale_element), bitwise equal to unscale_fp16_to_fp32 then
-  // sgd_update: the fused step's second pass, with no FP32 gradient buffer
-  // written or read.
-  virtual void sgd_update_fp16_grads(const SgdParams& params, const half16* grads_fp16, ScalarArg inv_scale,
-                                     float* master_fp32, float* momentum_fp32, half16* weights_fp16, size_t count,
-                                     const int32_t* skip_flag) = 0;
+  // With FP16 gradients (SgdGrads::scaled) each is unscaled on the fly
+  // (unscale_element), bitwise equal to unscale_fp16_to_fp32 and then the
+  // step on the FP32 gradients: the fused step's second pass, with no FP32
+  // gradient buffer written or read.
+  virtual void sgd_update(const SgdParams& params, const SgdGrads& grads, float* master_fp32, float* momentum_fp32,
+                          half16* weights_fp16, size_t count, const int32_t* skip_flag) = 0;
 
   // AdamW step (adamw_math.h: adamw_update_element) on the elements
   // [offset, offset + count) of every buffer of `b` (the pointers are the

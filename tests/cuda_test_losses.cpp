@@ -39,8 +39,8 @@ TEST_F(CudaKernels, SoftmaxCrossEntropyForwardBackward) {
     auto lab = both(labels);
     auto loss = both(nan_floats(1));
     auto correct = both(std::vector<int32_t>{-1});
-    cpu.softmax_xent_forward(dl.cpu.data(), lab.cpu.data(), rows, cols, loss.cpu.data(), correct.cpu.data());
-    gpu->softmax_xent_forward(dl.gpu.data(), lab.gpu.data(), rows, cols, loss.gpu.data(), correct.gpu.data());
+    cpu.softmax_xent_forward(dl.cpu.data(), lab.cpu.data(), rows, cols, cols, loss.cpu.data(), correct.cpu.data());
+    gpu->softmax_xent_forward(dl.gpu.data(), lab.gpu.data(), rows, cols, cols, loss.gpu.data(), correct.gpu.data());
     // Per-row sums over cols terms, then a mean over rows.
     expect_close(loss.gpu.download(), loss.cpu.download(), fp32_sum_rel_tol(static_cast<size_t>(rows) + cols), 1e-6,
                  "loss");
@@ -48,13 +48,13 @@ TEST_F(CudaKernels, SoftmaxCrossEntropyForwardBackward) {
 
     // Without a correct-count pointer.
     auto loss_only = both(nan_floats(1));
-    gpu->softmax_xent_forward(dl.gpu.data(), lab.gpu.data(), rows, cols, loss_only.gpu.data(), nullptr);
+    gpu->softmax_xent_forward(dl.gpu.data(), lab.gpu.data(), rows, cols, cols, loss_only.gpu.data(), nullptr);
     EXPECT_TRUE(same_float(loss_only.gpu.download()[0], loss.gpu.download()[0]));
 
     for (float scale : {1.0f, 1024.0f}) {
       auto grad = both(test::poison_halves(logits.size()));
-      cpu.softmax_xent_backward(dl.cpu.data(), lab.cpu.data(), rows, cols, scale, grad.cpu.data());
-      gpu->softmax_xent_backward(dl.gpu.data(), lab.gpu.data(), rows, cols, scale, grad.gpu.data());
+      cpu.softmax_xent_backward(dl.cpu.data(), lab.cpu.data(), rows, cols, cols, scale, grad.cpu.data());
+      gpu->softmax_xent_backward(dl.gpu.data(), lab.gpu.data(), rows, cols, cols, scale, grad.gpu.data());
       // expf last bits on p <= 1, times scale / rows.
       expect_close(grad.gpu.download(), grad.cpu.download(), kFp16RelTol,
                    4.0 * std::ldexp(1.0, -24) * scale / rows + kFp16SubnormalStep,

@@ -108,8 +108,8 @@ TEST_F(CudaKernels, SgdVariants) {
     // Two steps on the same state; the second with first_step cleared.
     SgdParams params = v.params;
     for (int step = 0; step < 2; ++step) {
-      cpu.sgd_update(params, grads.cpu.data(), master.cpu.data(), m_cpu, weights.cpu.data(), n, skip.cpu.data());
-      gpu->sgd_update(params, grads.gpu.data(), master.gpu.data(), m_gpu, weights.gpu.data(), n,
+      cpu.sgd_update(params, SgdGrads::unscaled(grads.cpu.data()), master.cpu.data(), m_cpu, weights.cpu.data(), n, skip.cpu.data());
+      gpu->sgd_update(params, SgdGrads::unscaled(grads.gpu.data()), master.gpu.data(), m_gpu, weights.gpu.data(), n,
                       step == 0 ? skip.gpu.data() : nullptr);
       params.first_step = false;
     }
@@ -138,9 +138,9 @@ TEST_F(CudaKernels, FusedSgdFromFp16GradsMatchesUnscaleThenSgdBitwise) {
   w_two.upload(test::poison_halves(n)), w_fused.upload(test::poison_halves(n));
   flag.zero();
   gpu->unscale_fp16_to_fp32(grads.data(), grads_fp32.data(), n, inv_scale, flag.data());
-  gpu->sgd_update(p, grads_fp32.data(), m_two.data(), mom_two.data(), w_two.data(), n, flag.data());
+  gpu->sgd_update(p, SgdGrads::unscaled(grads_fp32.data()), m_two.data(), mom_two.data(), w_two.data(), n, flag.data());
   gpu->unscale_fp16_to_fp32(grads.data(), nullptr, n, inv_scale, flag.data());
-  gpu->sgd_update_fp16_grads(p, grads.data(), inv_scale, m_fused.data(), mom_fused.data(), w_fused.data(), n,
+  gpu->sgd_update(p, SgdGrads::scaled(grads.data(), inv_scale), m_fused.data(), mom_fused.data(), w_fused.data(), n,
                              flag.data());
   EXPECT_EQ(flag.download()[0], 0);
   EXPECT_EQ(m_fused.download(), m_two.download());
@@ -170,7 +170,7 @@ TEST_F(CudaKernels, SgdSkippedWhenFlagSetChangesNothing) {
   skip.upload(std::vector<int32_t>{1});
   SgdParams p;
   p.lr = 0.1f, p.momentum = 0.9f, p.first_step = false, p.weight_decay = 0.01f, p.nesterov = true;
-  gpu->sgd_update(p, grads.data(), master.data(), momentum.data(), weights.data(), n, skip.data());
+  gpu->sgd_update(p, SgdGrads::unscaled(grads.data()), master.data(), momentum.data(), weights.data(), n, skip.data());
   // Bitwise: not one element may move.
   EXPECT_EQ(master.download(), master_host);
   EXPECT_EQ(momentum.download(), momentum_host);

@@ -70,7 +70,7 @@ TEST_F(CudaKernels, CapturedStepReadsTheStepStateOnEveryReplay) {
     p.momentum = 0.9f, p.weight_decay = 1e-4f;
     p.lr_ptr = &st->lr, p.momentum_initialized = &st->momentum_initialized;
     be.unscale_fp16_to_fp32(g.data(), nullptr, n, ScalarArg::at(&st->inv_scale), &st->nonfinite);
-    be.sgd_update_fp16_grads(p, g.data(), ScalarArg::at(&st->inv_scale), m.data(), mom.data(), w.data(), n,
+    be.sgd_update(p, SgdGrads::scaled(g.data(), ScalarArg::at(&st->inv_scale)), m.data(), mom.data(), w.data(), n,
                              &st->nonfinite);
     be.step_status_finish(LossScaleRule{}, st);
   };
@@ -169,7 +169,7 @@ TEST_F(CudaKernels, BufferGrowthAroundACaptureIsRefused) {
   // first query cuBLASLt's heuristic inside the capture).
   gpu->begin_capture();
   std::string what =
-      error_of([&] { gpu->softmax_xent_forward(logits.data(), labels.data(), rows, 2, loss.data(), nullptr); });
+      error_of([&] { gpu->softmax_xent_forward(logits.data(), labels.data(), rows, 2, 2, loss.data(), nullptr); });
   EXPECT_NE(what.find("CudaBackend reduction scratch would grow from 65536 to 800000 bytes inside a CUDA graph capture"),
             std::string::npos)
       << what;
@@ -186,7 +186,7 @@ TEST_F(CudaKernels, BufferGrowthAroundACaptureIsRefused) {
   EXPECT_NE(what.find("GEMM bias staging would grow from 32 to 512 bytes after a CUDA graph capture"),
             std::string::npos)
       << what;
-  what = error_of([&] { gpu->softmax_xent_forward(logits.data(), labels.data(), rows, 2, loss.data(), nullptr); });
+  what = error_of([&] { gpu->softmax_xent_forward(logits.data(), labels.data(), rows, 2, 2, loss.data(), nullptr); });
   EXPECT_NE(what.find("CudaBackend reduction scratch would grow from 65536 to 800000 bytes after a CUDA graph capture"),
             std::string::npos)
       << what;

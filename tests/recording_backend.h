@@ -93,19 +93,13 @@ class RecordingBackend final : public Backend {
   void cast_fp16_to_fp32(const half16* s, float* d, size_t n) override {
     queue("cast_fp16_to_fp32", [=] { cpu_.cast_fp16_to_fp32(s, d, n); });
   }
-  void softmax_xent_forward(const half16* l, const int32_t* lab, int r, int c, float* loss, int32_t* ok) override {
-    queue("softmax_xent_forward", [=] { cpu_.softmax_xent_forward(l, lab, r, c, loss, ok); });
+  void softmax_xent_forward(const half16* l, const int32_t* lab, int r, int c, int real, float* loss,
+                            int32_t* ok) override {
+    queue("softmax_xent_forward", [=] { cpu_.softmax_xent_forward(l, lab, r, c, real, loss, ok); });
   }
-  void softmax_xent_backward(const half16* l, const int32_t* lab, int r, int c, ScalarArg s, half16* d) override {
-    queue("softmax_xent_backward", [=] { cpu_.softmax_xent_backward(l, lab, r, c, s, d); });
-  }
-  void softmax_xent_forward_padded(const half16* l, const int32_t* lab, int r, int c, int real, float* loss,
-                                   int32_t* ok) override {
-    queue("softmax_xent_forward_padded", [=] { cpu_.softmax_xent_forward_padded(l, lab, r, c, real, loss, ok); });
-  }
-  void softmax_xent_backward_padded(const half16* l, const int32_t* lab, int r, int c, int real, ScalarArg s,
-                                    half16* d) override {
-    queue("softmax_xent_backward_padded", [=] { cpu_.softmax_xent_backward_padded(l, lab, r, c, real, s, d); });
+  void softmax_xent_backward(const half16* l, const int32_t* lab, int r, int c, int real, ScalarArg s,
+                             half16* d) override {
+    queue("softmax_xent_backward", [=] { cpu_.softmax_xent_backward(l, lab, r, c, real, s, d); });
   }
   void embedding_forward_fp16(const int32_t* tok, const half16* wte, const half16* wpe, int b, int t, int c, int v,
                               half16* out) override {
@@ -156,13 +150,9 @@ class RecordingBackend final : public Backend {
   void l2_norm_fp32(const float* x, size_t n, float* norm) override {
     queue("l2_norm_fp32", [=] { cpu_.l2_norm_fp32(x, n, norm); });
   }
-  void sgd_update(const SgdParams& p, const float* g, float* m, float* mom, half16* w, size_t n,
+  void sgd_update(const SgdParams& p, const SgdGrads& g, float* m, float* mom, half16* w, size_t n,
                   const int32_t* skip) override {
     queue("sgd_update", [=] { cpu_.sgd_update(p, g, m, mom, w, n, skip); });
-  }
-  void sgd_update_fp16_grads(const SgdParams& p, const half16* g, ScalarArg inv, float* m, float* mom, half16* w,
-                             size_t n, const int32_t* skip) override {
-    queue("sgd_update_fp16_grads", [=] { cpu_.sgd_update_fp16_grads(p, g, inv, m, mom, w, n, skip); });
   }
   void adamw_update(const AdamWParams& p, const AdamWBuffers& b, ScalarArg inv, size_t offset, size_t n,
                     const int32_t* skip) override {

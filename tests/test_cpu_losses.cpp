@@ -22,8 +22,8 @@ TEST_F(CpuKernels, SoftmaxCrossEntropy) {
   Buffer<int32_t> dlab(cpu, rows), correct(cpu, 1);
   Buffer<float> loss(cpu, 1);
   dl.upload(logits), dlab.upload(labels), grad.upload(test::poison_halves(grad.count()));
-  cpu.softmax_xent_forward(dl.data(), dlab.data(), rows, cols, loss.data(), correct.data());
-  cpu.softmax_xent_backward(dl.data(), dlab.data(), rows, cols, scale, grad.data());
+  cpu.softmax_xent_forward(dl.data(), dlab.data(), rows, cols, cols, loss.data(), correct.data());
+  cpu.softmax_xent_backward(dl.data(), dlab.data(), rows, cols, cols, scale, grad.data());
   double want_loss = 0;
   int want_correct = 0;
   const auto g = grad.download();

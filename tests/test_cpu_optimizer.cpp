@@ -76,7 +76,7 @@ TEST_F(CpuKernels, SgdMatchesTorchSemantics) {
       s.first_step = first;
       std::vector<double> p(p0.begin(), p0.end()), m(m0.begin(), m0.end());
       dp.upload(p0), dm.upload(m0);
-      cpu.sgd_update(s, dg.data(), dp.data(), dm.data(), dw.data(), n, flag.data());
+      cpu.sgd_update(s, SgdGrads::unscaled(dg.data()), dp.data(), dm.data(), dw.data(), n, flag.data());
       const auto gp = dp.download(), gm = dm.download();
       const auto gw = dw.download();
       for (size_t i = 0; i < n; ++i) {
@@ -102,7 +102,7 @@ TEST_F(CpuKernels, SgdSkippedWhenFlagSetChangesNothing) {
   flag.upload(std::vector<int32_t>{1});
   SgdParams s;
   s.lr = 0.1f, s.momentum = 0.9f, s.first_step = false, s.weight_decay = 0.01f;
-  cpu.sgd_update(s, dg.data(), dp.data(), dm.data(), dw.data(), n, flag.data());
+  cpu.sgd_update(s, SgdGrads::unscaled(dg.data()), dp.data(), dm.data(), dw.data(), n, flag.data());
   EXPECT_EQ(dp.download(), p0);
   EXPECT_EQ(dm.download(), m0);
   const auto w = dw.download();
@@ -177,9 +177,9 @@ TEST_F(CpuKernelsThreaded, SgdBitwiseEqualsScalarElementLoop) {
             dg.upload(grads), dg16.upload(grads16), dp.upload(p0), dm.upload(m0), dw.upload(test::poison_halves(n));
             float* mom = no_buffer ? nullptr : dm.data();
             if (fused)
-              be->sgd_update_fp16_grads(s, dg16.data(), inv_scale, dp.data(), mom, dw.data(), n, nullptr);
+              be->sgd_update(s, SgdGrads::scaled(dg16.data(), inv_scale), dp.data(), mom, dw.data(), n, nullptr);
             else
-              be->sgd_update(s, dg.data(), dp.data(), mom, dw.data(), n, nullptr);
+              be->sgd_update(s, SgdGrads::unscaled(dg.data()), dp.data(), mom, dw.data(), n, nullptr);
             set_f16c_enabled(true);
             const auto gp = dp.download(), gm = dm.download();
             const auto gw = dw.download();

@@ -96,8 +96,8 @@ TEST_F(CpuKernelsThreaded, TransformerOperationsSameBitsAnyThreadCount) {
     Buffer<int32_t> lab(be, labels.size()), correct(be, 1);
     Buffer<float> loss(be, 1);
     l.upload(logits), lab.upload(labels);
-    be.softmax_xent_forward_padded(l.data(), lab.data(), xent_rows, xent_cols, xent_real, loss.data(), correct.data());
-    be.softmax_xent_backward_padded(l.data(), lab.data(), xent_rows, xent_cols, xent_real, 4096.0f, dl.data());
+    be.softmax_xent_forward(l.data(), lab.data(), xent_rows, xent_cols, xent_real, loss.data(), correct.data());
+    be.softmax_xent_backward(l.data(), lab.data(), xent_rows, xent_cols, xent_real, 4096.0f, dl.data());
     std::vector<uint16_t> bits;
     append_bits(bits, loss.download()), append_bits(bits, correct.download()), append_bits(bits, dl.download());
     return bits;

@@ -249,9 +249,9 @@ TEST_F(CpuKernels, PaddedCrossEntropyIgnoresPaddedColumns) {
   Buffer<int32_t> d_labels(cpu, rows), correct(cpu, 1);
   Buffer<float> loss(cpu, 1);
   d_logits.upload(logits), d_labels.upload(labels), grad.upload(poison_halves(grad.count()));
-  cpu.softmax_xent_forward_padded(d_logits.data(), d_labels.data(), rows, cols, real, loss.data(), correct.data());
+  cpu.softmax_xent_forward(d_logits.data(), d_labels.data(), rows, cols, real, loss.data(), correct.data());
   const float scale = 1024.0f;
-  cpu.softmax_xent_backward_padded(d_logits.data(), d_labels.data(), rows, cols, real, scale, grad.data());
+  cpu.softmax_xent_backward(d_logits.data(), d_labels.data(), rows, cols, real, scale, grad.data());
   double want_loss = 0;
   int want_correct = 0;
   const auto got = grad.download();
@@ -281,10 +281,10 @@ TEST_F(CpuKernels, PaddedCrossEntropyIgnoresPaddedColumns) {
   // real_cols == cols is the unpadded call, bit for bit.
   Buffer<float> loss_full(cpu, 1), loss_same(cpu, 1);
   Buffer<half16> g_full(cpu, logits.size()), g_same(cpu, logits.size());
-  cpu.softmax_xent_forward(d_logits.data(), d_labels.data(), rows, cols, loss_full.data(), nullptr);
-  cpu.softmax_xent_forward_padded(d_logits.data(), d_labels.data(), rows, cols, cols, loss_same.data(), nullptr);
-  cpu.softmax_xent_backward(d_logits.data(), d_labels.data(), rows, cols, scale, g_full.data());
-  cpu.softmax_xent_backward_padded(d_logits.data(), d_labels.data(), rows, cols, cols, scale, g_same.data());
+  cpu.softmax_xent_forward(d_logits.data(), d_labels.data(), rows, cols, cols, loss_full.data(), nullptr);
+  cpu.softmax_xent_forward(d_logits.data(), d_labels.data(), rows, cols, cols, loss_same.data(), nullptr);
+  cpu.softmax_xent_backward(d_logits.data(), d_labels.data(), rows, cols, cols, scale, g_full.data());
+  cpu.softmax_xent_backward(d_logits.data(), d_labels.data(), rows, cols, cols, scale, g_same.data());
   EXPECT_EQ(bits_of(loss_full.download()[0]), bits_of(loss_same.download()[0]));
   const auto full = g_full.download(), same = g_same.download();
   for (size_t i = 0; i < full.size(); ++i) ASSERT_EQ(full[i].bits, same[i].bits) << i;
@@ -298,8 +298,8 @@ TEST_F(CpuKernels, PaddedCrossEntropyLabelInPaddingIsNaN) {
   Buffer<int32_t> d_labels(cpu, rows);
   Buffer<float> loss(cpu, 1);
   d_logits.upload(logits), d_labels.upload(labels);
-  cpu.softmax_xent_forward_padded(d_logits.data(), d_labels.data(), rows, cols, real, loss.data(), nullptr);
-  cpu.softmax_xent_backward_padded(d_logits.data(), d_labels.data(), rows, cols, real, 1.0f, grad.data());
+  cpu.softmax_xent_forward(d_logits.data(), d_labels.data(), rows, cols, real, loss.data(), nullptr);
+  cpu.softmax_xent_backward(d_logits.data(), d_labels.data(), rows, cols, real, 1.0f, grad.data());
   EXPECT_TRUE(std::isnan(loss.download()[0]));
   const auto g = grad.download();
   EXPECT_TRUE(std::isnan(to_float(g[cols + 0])));
@@ -324,8 +324,8 @@ TEST_F(CpuKernels, NonFiniteLogitsReachTheLossAndTheGradient) {
     Buffer<int32_t> d_labels(cpu, rows);
     Buffer<float> loss(cpu, 1);
     d_logits.upload(logits), d_labels.upload(labels), grad.upload(poison_halves(grad.count()));
-    cpu.softmax_xent_forward_padded(d_logits.data(), d_labels.data(), rows, cols, cols, loss.data(), nullptr);
-    cpu.softmax_xent_backward_padded(d_logits.data(), d_labels.data(), rows, cols, cols, 1.0f, grad.data());
+    cpu.softmax_xent_forward(d_logits.data(), d_labels.data(), rows, cols, cols, loss.data(), nullptr);
+    cpu.softmax_xent_backward(d_logits.data(), d_labels.data(), rows, cols, cols, 1.0f, grad.data());
     EXPECT_FALSE(std::isfinite(loss.download()[0]));
     const auto g = grad.download();
     for (int r = 0; r < rows; ++r) {

@@ -28,9 +28,9 @@ TEST(FusedOptimizer, Fp16GradSgdMatchesUnscaleThenSgdBitwise) {
     std::vector<half16> w_two = test::poison_halves(n), w_fused = test::poison_halves(n);
     int32_t flag = 0;
     cpu.unscale_fp16_to_fp32(grads_host.data(), grads_fp32.data(), n, inv_scale, &flag);
-    cpu.sgd_update(p, grads_fp32.data(), m_two.data(), momentum ? mom_two.data() : nullptr, w_two.data(), n, &flag);
+    cpu.sgd_update(p, SgdGrads::unscaled(grads_fp32.data()), m_two.data(), momentum ? mom_two.data() : nullptr, w_two.data(), n, &flag);
     cpu.unscale_fp16_to_fp32(grads_host.data(), nullptr, n, inv_scale, &flag);
-    cpu.sgd_update_fp16_grads(p, grads_host.data(), inv_scale, m_fused.data(), momentum ? mom_fused.data() : nullptr,
+    cpu.sgd_update(p, SgdGrads::scaled(grads_host.data(), inv_scale), m_fused.data(), momentum ? mom_fused.data() : nullptr,
                               w_fused.data(), n, &flag);
     EXPECT_EQ(flag, 0);
     EXPECT_EQ(m_fused, m_two) << "momentum " << momentum;
@@ -57,7 +57,7 @@ TEST(FusedOptimizer, CheckOnlyPassFlagsInfAndNanAndSkipChangesNothing) {
     std::vector<half16> weights = test::poison_halves(n);
     SgdParams p;
     p.lr = 0.1f;
-    cpu.sgd_update_fp16_grads(p, grads.data(), 0.5f, master.data(), nullptr, weights.data(), n, &flag);
+    cpu.sgd_update(p, SgdGrads::scaled(grads.data(), 0.5f), master.data(), nullptr, weights.data(), n, &flag);
     EXPECT_EQ(master, master_host);
     EXPECT_EQ(weights[0].bits, test::kPoisonHalfBits);  // not even the FP16 copy is written
   }

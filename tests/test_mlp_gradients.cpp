@@ -139,8 +139,8 @@ void check_gradients(Activation act) {
   const ModelOutput out = model.forward(batch, tables.weights_fp16);
   ASSERT_EQ(out.rows, rows);
   ASSERT_EQ(out.width, widths.back());
-  cpu.softmax_xent_forward(out.values, dlabels.data(), rows, out.width, loss.data(), nullptr);
-  cpu.softmax_xent_backward(out.values, dlabels.data(), rows, out.width, loss_scale, model.output_grad());
+  cpu.softmax_xent_forward(out.values, dlabels.data(), rows, out.width, out.width, loss.data(), nullptr);
+  cpu.softmax_xent_backward(out.values, dlabels.data(), rows, out.width, out.width, loss_scale, model.output_grad());
   model.backward(tables.weights_fp16, tables.grads_fp16, false, nullptr);
 
   const std::vector<Slices> layers = linear_slices(registry, widths);

@@ -192,8 +192,8 @@ inline void compare_padded_cross_entropy(Backend& ref, Backend& dut, std::mt1993
     auto d_loss = upload_to(be, nan_floats(1));
     auto d_correct = upload_to(be, std::vector<int32_t>{-1});
     auto d_grad = upload_to(be, poison_halves(logits.size()));
-    be.softmax_xent_forward_padded(l.data(), lab.data(), rows, cols, real_cols, d_loss.data(), d_correct.data());
-    be.softmax_xent_backward_padded(l.data(), lab.data(), rows, cols, real_cols, 4096.0f, d_grad.data());
+    be.softmax_xent_forward(l.data(), lab.data(), rows, cols, real_cols, d_loss.data(), d_correct.data());
+    be.softmax_xent_backward(l.data(), lab.data(), rows, cols, real_cols, 4096.0f, d_grad.data());
     loss[k] = d_loss.download(), correct[k] = d_correct.download(), grad[k] = d_grad.download();
   }
   expect_close(loss[1], loss[0], fp32_sum_rel_tol(static_cast<size_t>(rows) + real_cols), 1e-6, "loss");

@@ -126,23 +126,13 @@ void CpuBackend::cast_fp16_to_fp32(const half16* src, float* dst, size_t count) 
 
 // ---- losses -------------------------------------------------------------------------
 void CpuBackend::softmax_xent_forward(const half16* logits, const int32_t* labels, int rows, int cols,
-                                      float* loss_mean, int32_t* correct_count) {
-  softmax_xent_forward_padded(logits, labels, rows, cols, cols, loss_mean, correct_count);
-}
-
-void CpuBackend::softmax_xent_backward(const half16* logits, const int32_t* labels, int rows, int cols,
-                                       ScalarArg loss_scale, half16* dlogits) {
-  softmax_xent_backward_padded(logits, labels, rows, cols, cols, loss_scale, dlogits);
-}
-
-void CpuBackend::softmax_xent_forward_padded(const half16* logits, const int32_t* labels, int rows, int cols,
-                                             int real_cols, float* loss_mean, int32_t* correct_count) {
+                                      int real_cols, float* loss_mean, int32_t* correct_count) {
   cpu::softmax_xent_forward(*pool_, transformer_scratch_, logits, labels, rows, cols, real_cols, loss_mean,
                             correct_count);
 }
 
-void CpuBackend::softmax_xent_backward_padded(const half16* logits, const int32_t* labels, int rows, int cols,
-                                              int real_cols, ScalarArg loss_scale, half16* dlogits) {
+void CpuBackend::softmax_xent_backward(const half16* logits, const int32_t* labels, int rows, int cols,
+                                       int real_cols, ScalarArg loss_scale, half16* dlogits) {
   cpu::softmax_xent_backward(*pool_, logits, labels, rows, cols, real_cols, loss_scale.get(), dlogits);
 }
 
@@ -227,25 +217,21 @@ void CpuBackend::l2_norm_fp32(const float* x, size_t count, float* norm) {
   *norm = static_cast<float>(std::sqrt(sum));
 }
 
-void CpuBackend::sgd_update_fp16_grads(const SgdParams& step_params, const half16* grads_fp16,
-                                       ScalarArg inv_scale_arg, float* master_fp32, float* momentum_fp32,
-                                       half16* weights_fp16, size_t count, const int32_t* skip_flag) {
-  if (skip_flag && *skip_flag) return;
-  const SgdParams params = resolved(step_params);
-  const float inv_scale = inv_scale_arg.get();
-  pool_->parallel_for(count, kGrain, pieces(count), [&](size_t i0, size_t i1) {
-    cpu::sgd_fp16_grads_range(params, grads_fp16 + i0, inv_scale, master_fp32 + i0,
-                              momentum_fp32 ? momentum_fp32 + i0 : nullptr, weights_fp16 + i0, i1 - i0);
-  });
-}
-
-void CpuBackend::sgd_update(const SgdParams& step_params, const float* grads_fp32, float* master_fp32,
+void CpuBackend::sgd_update(const SgdParams& step_params, const SgdGrads& grads, float* master_fp32,
                             float* momentum_fp32, half16* weights_fp16, size_t count, const int32_t* skip_flag) {
   if (skip_flag && *skip_flag) return;
   const SgdParams params = resolved(step_params);
+  if (grads.fp32 != nullptr) {
+    pool_->parallel_for(count, kGrain, pieces(count), [&](size_t i0, size_t i1) {
+      cpu::sgd_range(params, grads.fp32 + i0, master_fp32 + i0, momentum_fp32 ? momentum_fp32 + i0 : nullptr,
+                     weights_fp16 + i0, i1 - i0);
+    });
+    return;
+  }
+  const float inv_scale = grads.inv_scale.get();
   pool_->parallel_for(count, kGrain, pieces(count), [&](size_t i0, size_t i1) {
-    cpu::sgd_range(params, grads_fp32 + i0, master_fp32 + i0, momentum_fp32 ? momentum_fp32 + i0 : nullptr,
-                   weights_fp16 + i0, i1 - i0);
+    cpu::sgd_fp16_grads_range(params, grads.fp16 + i0, inv_scale, master_fp32 + i0,
+                              momentum_fp32 ? momentum_fp32 + i0 : nullptr, weights_fp16 + i0, i1 - i0);
   });
 }
 

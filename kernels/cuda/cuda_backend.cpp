@@ -243,26 +243,14 @@ void CudaBackend::cast_fp16_to_fp32(const half16* src, float* dst, size_t count)
 // ---- losses -------------------------------------------------------------------------
 
 void CudaBackend::softmax_xent_forward(const half16* logits, const int32_t* labels, int rows, int cols,
-                                       float* loss_mean, int32_t* correct_count) {
-  DDP_REQUIRE(rows >= 0, "softmax_xent_forward: negative rows");
-  launch_softmax_xent_forward(compute_stream(), logits, labels, rows, cols, cols, loss_mean, correct_count,
-                              scratch(softmax_xent_forward_scratch_bytes(rows)));
-}
-
-void CudaBackend::softmax_xent_backward(const half16* logits, const int32_t* labels, int rows, int cols,
-                                        ScalarArg loss_scale, half16* dlogits) {
-  launch_softmax_xent_backward(compute_stream(), logits, labels, rows, cols, cols, loss_scale, dlogits);
-}
-
-void CudaBackend::softmax_xent_forward_padded(const half16* logits, const int32_t* labels, int rows, int cols,
-                                              int real_cols, float* loss_mean, int32_t* correct_count) {
+                                       int real_cols, float* loss_mean, int32_t* correct_count) {
   DDP_REQUIRE(rows >= 0, "softmax_xent_forward: negative rows");
   launch_softmax_xent_forward(compute_stream(), logits, labels, rows, cols, real_cols, loss_mean, correct_count,
                               scratch(softmax_xent_forward_scratch_bytes(rows)));
 }
 
-void CudaBackend::softmax_xent_backward_padded(const half16* logits, const int32_t* labels, int rows, int cols,
-                                               int real_cols, ScalarArg loss_scale, half16* dlogits) {
+void CudaBackend::softmax_xent_backward(const half16* logits, const int32_t* labels, int rows, int cols,
+                                        int real_cols, ScalarArg loss_scale, half16* dlogits) {
   launch_softmax_xent_backward(compute_stream(), logits, labels, rows, cols, real_cols, loss_scale, dlogits);
 }
 
@@ -347,17 +335,15 @@ void CudaBackend::l2_norm_fp32(const float* x, size_t count, float* norm) {
   launch_l2_norm_fp32(compute_stream(), x, count, norm, scratch(l2_norm_scratch_bytes()));
 }
 
-void CudaBackend::sgd_update_fp16_grads(const SgdParams& params, const half16* grads_fp16, ScalarArg inv_scale,
-                                        float* master_fp32, float* momentum_fp32, half16* weights_fp16, size_t count,
-                                        const int32_t* skip_flag) {
-  launch_sgd_update_fp16_grads(compute_stream(), params, grads_fp16, inv_scale, master_fp32, momentum_fp32,
-                               weights_fp16, count, skip_flag);
-}
-
-void CudaBackend::sgd_update(const SgdParams& params, const float* grads_fp32, float* master_fp32,
+void CudaBackend::sgd_update(const SgdParams& params, const SgdGrads& grads, float* master_fp32,
                              float* momentum_fp32, half16* weights_fp16, size_t count, const int32_t* skip_flag) {
-  launch_sgd_update(compute_stream(), params, grads_fp32, master_fp32, momentum_fp32, weights_fp16, count,
-                    skip_flag);
+  if (grads.fp32 != nullptr) {
+    launch_sgd_update(compute_stream(), params, grads.fp32, master_fp32, momentum_fp32, weights_fp16, count,
+                      skip_flag);
+    return;
+  }
+  launch_sgd_update_fp16_grads(compute_stream(), params, grads.fp16, grads.inv_scale, master_fp32, momentum_fp32,
+                               weights_fp16, count, skip_flag);
 }
 
 void CudaBackend::adamw_update(const AdamWParams& params, const AdamWBuffers& b, ScalarArg inv_scale, size_t offset,

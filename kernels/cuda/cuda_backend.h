@@ -70,14 +70,10 @@ class CudaBackend final : public Backend {
   void cast_fp32_to_fp16(const float* src, half16* dst, size_t count) override;
   void cast_fp16_to_fp32(const half16* src, float* dst, size_t count) override;
 
-  void softmax_xent_forward(const half16* logits, const int32_t* labels, int rows, int cols, float* loss_mean,
-                            int32_t* correct_count) override;
-  void softmax_xent_backward(const half16* logits, const int32_t* labels, int rows, int cols, ScalarArg loss_scale,
-                             half16* dlogits) override;
-  void softmax_xent_forward_padded(const half16* logits, const int32_t* labels, int rows, int cols, int real_cols,
-                                   float* loss_mean, int32_t* correct_count) override;
-  void softmax_xent_backward_padded(const half16* logits, const int32_t* labels, int rows, int cols, int real_cols,
-                                    ScalarArg loss_scale, half16* dlogits) override;
+  void softmax_xent_forward(const half16* logits, const int32_t* labels, int rows, int cols, int real_cols,
+                            float* loss_mean, int32_t* correct_count) override;
+  void softmax_xent_backward(const half16* logits, const int32_t* labels, int rows, int cols, int real_cols,
+                             ScalarArg loss_scale, half16* dlogits) override;
   void mse_forward(const half16* pred, const float* target, int rows, int cols, float* loss_mean) override;
   void mse_backward(const half16* pred, const float* target, int rows, int cols, ScalarArg loss_scale,
                     half16* dpred) override;
@@ -106,10 +102,7 @@ class CudaBackend final : public Backend {
   void unscale_fp16_to_fp32(const half16* grads_fp16, float* grads_fp32, size_t count, ScalarArg inv_scale,
                             int32_t* nonfinite_flag) override;
   void l2_norm_fp32(const float* x, size_t count, float* norm) override;
-  void sgd_update_fp16_grads(const SgdParams& params, const half16* grads_fp16, ScalarArg inv_scale, float* master_fp32,
-                             float* momentum_fp32, half16* weights_fp16, size_t count,
-                             const int32_t* skip_flag) override;
-  void sgd_update(const SgdParams& params, const float* grads_fp32, float* master_fp32, float* momentum_fp32,
+  void sgd_update(const SgdParams& params, const SgdGrads& grads, float* master_fp32, float* momentum_fp32,
                   half16* weights_fp16, size_t count, const int32_t* skip_flag) override;
   void adamw_update(const AdamWParams& params, const AdamWBuffers& b, ScalarArg inv_scale, size_t offset,
                     size_t count, const int32_t* skip_flag) override;

@@ -110,13 +110,10 @@ void MixedPrecisionOptimizer::update(StepStatus* status, bool fp32_grads, float 
   sgd.nesterov = config_.nesterov;
   sgd.momentum_initialized = &status->momentum_initialized;
   sgd.grad_multiplier = clip_coef;
-  if (fp32_grads)
-    backend_.sgd_update(sgd, params_.grads_fp32.data(), params_.master_weights_fp32.data(),
-                        params_.momentum_fp32.data(), weights_fp16, count, &status->nonfinite);
-  else
-    backend_.sgd_update_fp16_grads(sgd, grads_fp16, inv_scale,
-                                   params_.master_weights_fp32.data(), params_.momentum_fp32.data(),
-                                   weights_fp16, count, &status->nonfinite);
+  const SgdGrads grads =
+      fp32_grads ? SgdGrads::unscaled(params_.grads_fp32.data()) : SgdGrads::scaled(grads_fp16, inv_scale);
+  backend_.sgd_update(sgd, grads, params_.master_weights_fp32.data(), params_.momentum_fp32.data(), weights_fp16,
+                      count, &status->nonfinite);
 }
 
 }  // namespace ddp
