@@ -1,7 +1,7 @@
 // half_convert.h: bulk host conversions between FP16 and FP32.
 // Uses F16C (vcvtph2ps / vcvtps2ph with round-to-nearest-even) when the CPU
 // reports it at run time, else the portable routines in half.h; both give
-// bit-identical results, which tests/test_half.cpp checks.
+// bit-identical results, which tests/kernels/test_half.cpp checks.
 #pragma once
 
 #include <cstddef>

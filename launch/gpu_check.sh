@@ -29,7 +29,8 @@
 # left. What comes back from $OUT (the device tool returns at most 8 files):
 #   summary.md           the table printed last
 #   gpu-logs.tar.gz      every stage's log, the JUnit XML, the metrics
-#   compare_torch.md/.csv, train-metrics.jsonl, gtest-cuda.xml, gtest-all.xml,
+#   compare_torch.md/.csv, train-metrics.jsonl, gtest-cuda.xml (2b's XML, one
+#   file per test binary, is in the tarball),
 #   compare_torch_gpt.md (7c's table; its CSV and 7b's metrics are in the tarball)
 #
 # Stage order: the sanitizers run last, after the measurements (the GPT's
@@ -107,13 +108,14 @@ run_stage() {
 skip_stage() {  # NAME WHY
   STAGES+=("$1"); STATUS[$1]="skipped ($2)"; TIME_S[$1]=0; note "$1: skipped ($2)"
 }
-# gtest's own count lines, e.g. "12 passed, 0 failed, 3 skipped".
+# gtest's own count lines, e.g. "12 passed, 0 failed, 3 skipped", summed
+# over the binaries a stage ran (2b runs one per label).
 gtest_counts() {
   local log=$1 p f s
   [ -s "$log" ] || return 0
-  p=$(grep -oE '^\[  PASSED  \] [0-9]+' "$log" | grep -oE '[0-9]+$' | tail -1)
-  f=$(grep -oE '^\[  FAILED  \] [0-9]+ test' "$log" | grep -oE '[0-9]+' | tail -1)
-  s=$(grep -oE '^\[  SKIPPED \] [0-9]+ test' "$log" | grep -oE '[0-9]+' | tail -1)
+  p=$(grep -oE '^\[  PASSED  \] [0-9]+' "$log" | grep -oE '[0-9]+$' | awk '{n += $1} END {print n}')
+  f=$(grep -oE '^\[  FAILED  \] [0-9]+ test' "$log" | grep -oE '[0-9]+' | awk '{n += $1} END {print n}')
+  s=$(grep -oE '^\[  SKIPPED \] [0-9]+ test' "$log" | grep -oE '[0-9]+' | awk '{n += $1} END {print n}')
   echo "${p:-0} passed, ${f:-0} failed, ${s:-0} skipped"
 }
 
@@ -211,7 +213,7 @@ stage_build() {
         -DCMAKE_LIBRARY_PATH="$K/lib/x86_64-linux-gnu/openblas-pthread" \
         -DCMAKE_INCLUDE_PATH="$K/include/x86_64-linux-gnu/openblas-pthread" \
         "${nccl_args[@]}"
-  cmake --build "$BUILD" -j "$JOBS" --target ddp_train ddp_tests bench_kernels
+  cmake --build "$BUILD" -j "$JOBS" --target ddp_train ddp_unit_tests ddp_e2e_tests ddp_cuda_tests bench_kernels
 }
 
 # Our binaries find OpenBLAS's libgfortran, Boost and NCCL through this path
@@ -245,9 +247,9 @@ OURS_LD=$(ours_ld_path)
 export OURS_LD
 write_wrapper
 HAVE_BIN=0
-[ -x "$BUILD/ddp_train" ] && [ -x "$BUILD/tests/ddp_tests" ] && HAVE_BIN=1
+[ -x "$BUILD/ddp_train" ] && [ -x "$BUILD/tests/ddp_cuda_tests" ] && HAVE_BIN=1
 
-# 2: CUDA tests (CUDA backend against the CPU backend, NCCL), then the whole binary.
+# 2: CUDA tests (CUDA backend against the CPU backend, NCCL), then every test binary.
 # The filter's suites include the GPU path's failure modes and capture:
 # NcclCapture.* (an all-reduce inside a CUDA graph, replayed), CudaGraphTraining.*
 # (--cuda-graph steps bit for bit as eager ones, MSE and cross-entropy),
@@ -255,15 +257,20 @@ HAVE_BIN=0
 # NcclCommunicator1Rank.AbortFromAnotherThreadAmidCollectivesEndsInTheError
 # and NcclVersion.*; 90 s with them (the four training runs take a few seconds).
 if [ $HAVE_BIN = 1 ]; then
-  run_stage 2a-tests-cuda 90 env LD_LIBRARY_PATH="$OURS_LD" "$BUILD/tests/ddp_tests" \
+  run_stage 2a-tests-cuda 90 env LD_LIBRARY_PATH="$OURS_LD" "$BUILD/tests/ddp_cuda_tests" \
     --gtest_filter='Cuda*:Nccl*' --gtest_output="xml:$LOGS/gtest-cuda.xml"
   ran 2a-tests-cuda && FIGURE[2a-tests-cuda]=$(gtest_counts "$LOGS/2a-tests-cuda.log")
   # On the GPU host every CUDA test must run: a skip means no GPU was seen.
   if [ $DRY = 0 ] && [ "${STATUS[2a-tests-cuda]}" = ok ] && ! grep -q ', 0 skipped' <<<"${FIGURE[2a-tests-cuda]}"; then
     STATUS[2a-tests-cuda]="WARN (skips)"
   fi
-  run_stage 2b-tests-all 100 env LD_LIBRARY_PATH="$OURS_LD" "$BUILD/tests/ddp_tests" \
-    --gtest_output="xml:$LOGS/gtest-all.xml"
+  # The binaries of the unit, e2e and cuda labels (tests/CMakeLists.txt), each
+  # its XML in gtest-all/; the stage fails when any of them fails.
+  run_stage 2b-tests-all 100 env LD_LIBRARY_PATH="$OURS_LD" bash -c 'rc=0
+    for t in ddp_unit_tests ddp_e2e_tests ddp_cuda_tests; do
+      "$0/tests/$t" --gtest_output="xml:$1/gtest-all/" || rc=1
+    done
+    exit $rc' "$BUILD" "$LOGS"
   ran 2b-tests-all && FIGURE[2b-tests-all]=$(gtest_counts "$LOGS/2b-tests-all.log")
 else
   skip_stage 2a-tests-cuda "no test binary"; skip_stage 2b-tests-all "no test binary"
@@ -368,7 +375,7 @@ GPT_FILTER=${GPT_FILTER:-'CudaKernels.TransformerOperationsMatchCpu:CudaKernels.
 GPT_TRAIN_MAX_RATIO=${GPT_TRAIN_MAX_RATIO:-0.7}
 if [ $DRY = 1 ]; then GPT_DEVICE=cpu; else GPT_DEVICE=cuda; fi
 if [ $HAVE_BIN = 1 ]; then
-  run_stage 7a-gpt-tests-cuda 40 env LD_LIBRARY_PATH="$OURS_LD" "$BUILD/tests/ddp_tests" \
+  run_stage 7a-gpt-tests-cuda 40 env LD_LIBRARY_PATH="$OURS_LD" "$BUILD/tests/ddp_cuda_tests" \
     --gtest_filter="$GPT_FILTER" --gtest_output="xml:$LOGS/gtest-gpt-cuda.xml"
   ran 7a-gpt-tests-cuda && FIGURE[7a-gpt-tests-cuda]=$(gtest_counts "$LOGS/7a-gpt-tests-cuda.log")
   if [ $DRY = 0 ] && [ "${STATUS[7a-gpt-tests-cuda]}" = ok ]; then
@@ -503,7 +510,7 @@ else
     name=3a-memcheck filter=$SAN_FILTER_MEM
     [ $tool = racecheck ] && name=3b-racecheck filter=$SAN_FILTER_RACE
     run_stage $name 60 env LD_LIBRARY_PATH="$OURS_LD" compute-sanitizer --tool $tool --error-exitcode 3 \
-      --print-limit 100 "$BUILD/tests/ddp_tests" --gtest_filter="$filter"
+      --print-limit 100 "$BUILD/tests/ddp_cuda_tests" --gtest_filter="$filter"
     ran $name || continue
     summary=$(grep -m1 -oE '(ERROR|RACECHECK) SUMMARY: .*' "$LOGS/$name.log")
     FIGURE[$name]="${summary:-no summary line}; $(gtest_counts "$LOGS/$name.log")"
@@ -536,7 +543,7 @@ fi
 } >"$LOGS/summary.md"
 cp "$LOGS/summary.md" "$OUT/summary.md"
 [ -f "$LOGS/compare-gpt/compare_torch.md" ] && cp "$LOGS/compare-gpt/compare_torch.md" "$OUT/compare_torch_gpt.md"
-for f in compare/compare_torch.md compare/compare_torch.csv train-metrics.jsonl gtest-cuda.xml gtest-all.xml; do
+for f in compare/compare_torch.md compare/compare_torch.csv train-metrics.jsonl gtest-cuda.xml; do
   [ -f "$LOGS/$f" ] && cp "$LOGS/$f" "$OUT/"
 done
 cp "$BUILD/CMakeCache.txt" "$LOGS/" 2>/dev/null

@@ -6,7 +6,7 @@
 // with f16c_available() as half_convert.h does. Both compute, element by
 // element, the same FP32 operations in the same order as the scalar
 // definitions in elementwise_math.h, with no FMA contraction, so their
-// results are bit-identical (tests/test_cpu_elementwise.cpp checks it).
+// results are bit-identical (tests/kernels/cpu/test_cpu_elementwise.cpp checks it).
 #pragma once
 
 #include <cstddef>

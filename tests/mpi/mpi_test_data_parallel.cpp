@@ -19,7 +19,7 @@
 #include "trainer/data/synthetic_data.h"
 #include "trainer/loop/trainer.h"
 #include "mpi/mpi_test_support.h"
-#include "test_support.h"
+#include "support/test_support.h"
 
 namespace ddp {
 namespace {

@@ -13,7 +13,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "mpi/mpi_gpt_config.h"
 #include "mpi/mpi_test_support.h"
-#include "test_support.h"
+#include "support/test_support.h"
 #include "trainer/models/gpt/gpt_config.h"
 #include "trainer/loop/trainer.h"
 

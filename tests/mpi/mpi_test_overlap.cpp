@@ -14,7 +14,7 @@
 #include "comm/mpi_communicator.h"
 #include "trainer/loop/trainer.h"
 #include "mpi/mpi_test_support.h"
-#include "recording_backend.h"
+#include "support/recording_backend.h"
 
 namespace ddp {
 namespace {

@@ -18,7 +18,7 @@
 #include "kernels/half.h"
 #include "mpi/mpi_test_support.h"
 #include "mpi/shard_test_values.h"
-#include "test_support.h"
+#include "support/test_support.h"
 
 namespace ddp {
 namespace {

@@ -19,7 +19,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "mpi/mpi_gpt_config.h"
 #include "mpi/mpi_test_support.h"
-#include "test_support.h"
+#include "support/test_support.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/config/model_catalog.h"
 #include "trainer/zero/sharded_state.h"

@@ -15,7 +15,7 @@
 
 #include "comm/shard_layout.h"
 #include "kernels/half.h"
-#include "test_support.h"
+#include "support/test_support.h"
 
 namespace ddp::test::shard_values {
 

@@ -1,0 +1,66 @@
+// test_single_process_shards.cpp: the sharded collectives of a world of one
+// (SingleProcessCommunicator): the one range is the whole buffer, so a
+// reduce-scatter and an all-gather are copies, bit for bit, through host
+// memcpy or the backend's copy; in place they leave the data alone.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "comm/shard_layout.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/error.h"
+#include "support/test_support.h"
+
+namespace ddp {
+namespace {
+
+bool same_bits(const std::vector<half16>& a, const std::vector<half16>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(half16)) == 0);
+}
+
+void expect_copies_every_bit(SingleProcessCommunicator& comm, std::mt19937_64& rng) {
+  for (size_t count : {size_t{0}, size_t{1}, size_t{63}, size_t{100003}}) {
+    const ShardLayout layout = ShardLayout::balanced(count, 1, 64);
+    const std::vector<half16> want = test::random_halves(rng, count, -1000.0f, 1000.0f);
+    std::vector<half16> got = test::poison_halves(count);
+    comm.reduce_scatter_sum_fp16(want.data(), got.data(), layout);
+    EXPECT_TRUE(same_bits(got, want)) << "reduce-scatter of " << count;
+    got = test::poison_halves(count);
+    comm.allgather_fp16(want.data(), got.data(), layout);
+    EXPECT_TRUE(same_bits(got, want)) << "all-gather of " << count;
+    std::vector<half16> in_place = want;
+    comm.reduce_scatter_sum_fp16(in_place.data(), in_place.data(), layout);
+    comm.allgather_fp16(in_place.data(), in_place.data(), layout);
+    EXPECT_TRUE(same_bits(in_place, want)) << "in place, " << count;
+  }
+}
+
+TEST(SingleProcessShards, CollectivesCopyEveryBitOnHostMemory) {
+  std::mt19937_64 rng(test::test_seed());
+  SingleProcessCommunicator comm;
+  expect_copies_every_bit(comm, rng);
+}
+
+TEST(SingleProcessShards, CollectivesCopyThroughTheBackend) {
+  std::mt19937_64 rng(test::test_seed());
+  CpuBackend cpu(1);
+  SingleProcessCommunicator comm(&cpu);
+  expect_copies_every_bit(comm, rng);
+}
+
+TEST(SingleProcessShards, MaxOfOneRankKeepsTheFlagsAndAnotherWorldIsRefused) {
+  SingleProcessCommunicator comm;
+  std::vector<int32_t> flags = {0, 1, -5};
+  comm.allreduce_max_int32(flags.data(), flags.size());
+  EXPECT_EQ(flags, (std::vector<int32_t>{0, 1, -5}));
+  std::vector<half16> data(10);
+  EXPECT_THROW(comm.reduce_scatter_sum_fp16(data.data(), data.data(), ShardLayout::balanced(10, 2, 1)), Error);
+  EXPECT_THROW(comm.allgather_fp16(data.data(), data.data(), ShardLayout::balanced(10, 2, 1)), Error);
+  EXPECT_THROW(comm.allgather_fp16(data.data() + 1, data.data(), ShardLayout::balanced(9, 1, 1)), Error);  // overlap
+}
+
+}  // namespace
+}  // namespace ddp

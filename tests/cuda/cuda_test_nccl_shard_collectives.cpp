@@ -1,0 +1,118 @@
+// cuda_test_nccl_shard_collectives.cpp: NcclCommunicator's reduce-scatter,
+// all-gather and device MAX all-reduce as a world of one on GPU 0 (skipped
+// without a GPU). One rank's range is the whole buffer, so both collectives
+// must reproduce their input bit for bit, in place too; the ordering test
+// holds compute_stream with a sleeping host callback, so a missing fence
+// would let comm_stream read the poison. Uneven layouts (the padded
+// staging path) need two ranks, i.e. two GPUs: the MPI suites check the
+// same layouts' results on CPUs.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+#include "comm/nccl_communicator.h"
+#include "comm/shard_layout.h"
+#include "kernels/buffer.h"
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/device_query.h"
+#include "kernels/error.h"
+#include "support/test_support.h"
+
+namespace ddp {
+namespace {
+
+constexpr size_t kOddCount = 1'000'003;
+
+bool same_bits(const std::vector<half16>& a, const std::vector<half16>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(half16)) == 0);
+}
+
+void CUDART_CB hold_stream_100ms(void*) { std::this_thread::sleep_for(std::chrono::milliseconds(100)); }
+
+class NcclShards1Rank : public ::testing::Test {
+ protected:
+  NcclShards1Rank() : rng(test::test_seed()) {}
+  void SetUp() override {
+    std::string why;
+    if (visible_cuda_devices(&why) == 0) GTEST_SKIP() << "no GPU: " << why;
+    gpu = std::make_unique<CudaBackend>(0);
+    comm = std::make_unique<NcclCommunicator>(0, 1, gpu->compute_stream());
+  }
+  std::vector<half16> download(Buffer<half16>& b) {
+    std::vector<half16> host = test::poison_halves(b.count());
+    gpu->copy_to_host(host.data(), b.data(), b.size_bytes());
+    return host;
+  }
+
+  std::mt19937_64 rng;
+  std::unique_ptr<CudaBackend> gpu;  // declared first: the communicator goes before the backend's stream
+  std::unique_ptr<NcclCommunicator> comm;
+};
+
+TEST_F(NcclShards1Rank, ReduceScatterAndAllgatherOfOneRankKeepEveryBit) {
+  const ShardLayout layout = ShardLayout::balanced(kOddCount, 1, 64);
+  const std::vector<half16> want = test::random_halves(rng, kOddCount, -1000.0f, 1000.0f);
+  Buffer<half16> send_fp16(*gpu, kOddCount), recv_fp16(*gpu, kOddCount);
+  send_fp16.upload(want);
+  recv_fp16.upload(test::poison_halves(kOddCount));
+  comm->reduce_scatter_sum_fp16(send_fp16.data(), recv_fp16.data(), layout);
+  EXPECT_TRUE(same_bits(download(recv_fp16), want)) << "reduce-scatter";
+  recv_fp16.upload(test::poison_halves(kOddCount));
+  comm->allgather_fp16(send_fp16.data(), recv_fp16.data(), layout);
+  EXPECT_TRUE(same_bits(download(recv_fp16), want)) << "all-gather";
+  comm->reduce_scatter_sum_fp16(send_fp16.data(), send_fp16.data(), layout);
+  comm->allgather_fp16(send_fp16.data(), send_fp16.data(), layout);
+  EXPECT_TRUE(same_bits(download(send_fp16), want)) << "in place";
+  EXPECT_NO_THROW(comm->reduce_scatter_sum_fp16(nullptr, nullptr, ShardLayout::balanced(0, 1, 64)));
+  EXPECT_NO_THROW(comm->allgather_fp16(nullptr, nullptr, ShardLayout::balanced(0, 1, 64)));
+}
+
+// The started forms are fenced like the all-reduce: comm_stream waits for
+// the compute stream's late copy, and the compute stream's download waits
+// for the collectives.
+TEST_F(NcclShards1Rank, StartedCollectivesAreFencedWithTheComputeStream) {
+  const ShardLayout layout = ShardLayout::balanced(kOddCount, 1, 1);
+  const std::vector<half16> want = test::random_halves(rng, kOddCount);
+  Buffer<half16> source_fp16(*gpu, kOddCount), send_fp16(*gpu, kOddCount), mid_fp16(*gpu, kOddCount),
+      full_fp16(*gpu, kOddCount);
+  source_fp16.upload(want);
+  send_fp16.upload(test::poison_halves(kOddCount));
+  full_fp16.upload(test::poison_halves(kOddCount));
+  DDP_CUDA_CHECK(cudaLaunchHostFunc(gpu->compute_stream(), hold_stream_100ms, nullptr));
+  gpu->copy_on_device(send_fp16.data(), source_fp16.data(), send_fp16.size_bytes());
+  comm->start_reduce_scatter_sum_fp16(send_fp16.data(), mid_fp16.data(), layout);
+  comm->start_allgather_fp16(mid_fp16.data(), full_fp16.data(), layout);
+  comm->wait_allreduces();
+  EXPECT_TRUE(same_bits(download(full_fp16), want));
+  const AllreduceTimes t = comm->take_allreduce_times();
+  EXPECT_GE(t.busy_s, 0.0);
+}
+
+TEST_F(NcclShards1Rank, Int32MaxOfOneRankKeepsTheFlags) {
+  const std::vector<int32_t> want = {0, 1, -7, 1 << 30};
+  Buffer<int32_t> flags(*gpu, want.size());
+  flags.upload(want);
+  comm->allreduce_max_int32(flags.data(), want.size());
+  std::vector<int32_t> got(want.size(), -1);
+  gpu->copy_to_host(got.data(), flags.data(), flags.size_bytes());
+  EXPECT_EQ(got, want);
+}
+
+TEST_F(NcclShards1Rank, AnotherWorldsLayoutIsRefused) {
+  Buffer<half16> data_fp16(*gpu, 16);
+  EXPECT_THROW(comm->reduce_scatter_sum_fp16(data_fp16.data(), data_fp16.data(), ShardLayout::balanced(16, 2, 1)),
+               Error);
+  EXPECT_THROW(comm->allgather_fp16(data_fp16.data(), data_fp16.data(), ShardLayout::balanced(16, 2, 1)), Error);
+}
+
+}  // namespace
+}  // namespace ddp

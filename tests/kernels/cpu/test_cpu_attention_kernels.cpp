@@ -1,0 +1,279 @@
+// test_cpu_attention_kernels.cpp: CpuBackend's attention operations (the
+// strided batched GEMM of the per-head products, the causal softmax forward
+// and backward) and the tanh-GELU activation against double references on
+// fresh random inputs, outputs poisoned first; the backward references
+// against finite differences. Tolerances: cpu_kernel_support.h.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "cpu_kernel_support.h"
+#include "support/gemm_epilogue_support.h"
+#include "kernels/buffer.h"
+#include "support/transformer_reference.h"
+
+namespace ddp {
+namespace {
+
+using namespace test;
+
+constexpr double kSub = 6e-8;
+const Transpose kBoth[] = {Transpose::No, Transpose::Yes};
+
+// One strided batched case: batch products op(A_i) op(B_i) with gaps
+// between the matrices (strides longer than a matrix) that must stay as
+// they were.
+struct BatchedCase {
+  int batch, m, n, k;
+  Transpose ta, tb;
+  float alpha, beta;
+  int64_t stride_a() const { return static_cast<int64_t>(m) * k + 3; }
+  int64_t stride_b() const { return static_cast<int64_t>(k) * n + 5; }
+  int64_t stride_c() const { return static_cast<int64_t>(m) * n + 7; }
+};
+
+void check_batched(Backend& be, std::mt19937_64& rng, const BatchedCase& c) {
+  SCOPED_TRACE("batch=" + std::to_string(c.batch) + " m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) +
+               " k=" + std::to_string(c.k) + " ta=" + std::to_string(c.ta == Transpose::Yes) +
+               " tb=" + std::to_string(c.tb == Transpose::Yes) + " beta=" + std::to_string(c.beta));
+  const auto a = random_halves(rng, c.batch * c.stride_a()), b = random_halves(rng, c.batch * c.stride_b());
+  const auto c0 = c.beta != 0.0f ? random_halves(rng, c.batch * c.stride_c()) : poison_halves(c.batch * c.stride_c());
+  Buffer<half16> da(be, a.size()), db(be, b.size()), dc(be, c0.size());
+  da.upload(a), db.upload(b), dc.upload(c0);
+  GemmFp16 g;
+  g.trans_a = c.ta, g.trans_b = c.tb, g.m = c.m, g.n = c.n, g.k = c.k, g.alpha = c.alpha, g.beta = c.beta;
+  g.a = da.data(), g.lda = c.ta == Transpose::Yes ? c.m : c.k;
+  g.b = db.data(), g.ldb = c.tb == Transpose::Yes ? c.k : c.n;
+  g.c = dc.data(), g.ldc = c.n;
+  be.gemm_batched_fp16(g, c.batch, c.stride_a(), c.stride_b(), c.stride_c());
+  const auto got = dc.download();
+  for (int z = 0; z < c.batch; ++z) {
+    const size_t oa = z * c.stride_a(), ob = z * c.stride_b(), oc = z * c.stride_c();
+    for (int i = 0; i < c.m; ++i)
+      for (int j = 0; j < c.n; ++j) {
+        double s = 0, mag = 0;
+        for (int p = 0; p < c.k; ++p) {
+          const double x = to_float(a[oa + (c.ta == Transpose::Yes ? p * c.m + i : i * c.k + p)]);
+          const double y = to_float(b[ob + (c.tb == Transpose::Yes ? j * c.k + p : p * c.n + j)]);
+          s += x * y, mag += std::fabs(x * y);
+        }
+        double want = c.alpha * s;
+        if (c.beta != 0.0f) want += c.beta * static_cast<double>(to_float(c0[oc + i * c.n + j]));
+        ASSERT_TRUE(close_enough(to_float(got[oc + i * c.n + j]), want, kFp16RelTol, 1e-5 * mag + kSub))
+            << z << ": " << i << "," << j;
+      }
+    for (int64_t gap = static_cast<int64_t>(c.m) * c.n; gap < c.stride_c() && z + 1 < c.batch; ++gap)
+      ASSERT_EQ(got[oc + gap].bits, c0[oc + gap].bits) << "gap after product " << z << " written";
+  }
+}
+
+TEST_F(CpuKernelsThreaded, BatchedGemmMatchesDoubleEveryTranspose) {
+  for (Transpose ta : kBoth)
+    for (Transpose tb : kBoth)
+      for (CpuBackend* be : {&one, &two}) {
+        // Many small products (shared out whole) and few large ones (each split).
+        check_batched(*be, rng, BatchedCase{12, 16, 16, 8, ta, tb, 0.35355339f, 0.0f});
+        check_batched(*be, rng, BatchedCase{1, 160, 144, 64, ta, tb, 1.0f, 0.0f});
+        check_batched(*be, rng, BatchedCase{5, 9, 7, 5, ta, tb, 1.0f, 1.0f});
+      }
+}
+
+TEST_F(CpuKernels, BatchedGemmRefusesEpilogues) {
+  Buffer<half16> x(cpu, 16);
+  GemmFp16 g;
+  g.m = g.n = g.k = 2, g.lda = g.ldb = g.ldc = 2, g.a = g.b = x.data(), g.c = x.data() + 8;
+  g.bias = x.data();
+  EXPECT_THROW(cpu.gemm_batched_fp16(g, 2, 4, 4, 4), Error);
+}
+
+struct SoftmaxCase {
+  int bh, t;
+  float scale;
+  std::vector<half16> s, dp;
+};
+
+SoftmaxCase make_softmax_case(std::mt19937_64& rng, int bh, int t, int head_size) {
+  return {bh, t, 1.0f / std::sqrt(static_cast<float>(head_size)), random_halves(rng, bh * t * t, -8.0f, 8.0f),
+          random_halves(rng, bh * t * t)};
+}
+
+TEST_F(CpuKernels, CausalSoftmaxForwardMatchesDouble) {
+  const auto c = make_softmax_case(rng, 3, 19, 16);
+  Buffer<half16> s(cpu, c.s.size()), p(cpu, c.s.size());
+  s.upload(c.s), p.upload(poison_halves(p.count()));
+  cpu.causal_softmax_forward_fp16(s.data(), c.bh, c.t, c.scale, p.data());
+  const auto got = p.download();
+  for (int z = 0; z < c.bh; ++z) {
+    std::vector<double> sd(c.t * c.t);
+    for (size_t i = 0; i < sd.size(); ++i) sd[i] = to_float(c.s[z * c.t * c.t + i]);
+    const auto ref = causal_softmax_reference(sd, c.t, c.scale);
+    for (int i = 0; i < c.t * c.t; ++i)
+      ASSERT_TRUE(close_enough(to_float(got[z * c.t * c.t + i]), ref[i], kFp16RelTol, kSub)) << z << ": " << i;
+  }
+}
+
+TEST_F(CpuKernels, CausalSoftmaxMaskedPositionsAreExactlyZero) {
+  // Masked scores that would dominate (or poison) the row if they were read.
+  const int bh = 2, t = 17;
+  auto scores = random_halves(rng, bh * t * t);
+  for (int z = 0; z < bh; ++z)
+    for (int i = 0; i < t; ++i)
+      for (int j = i + 1; j < t; ++j)
+        scores[(z * t + i) * t + j] = (j % 3 == 0) ? half16{0x7e00} : (j % 3 == 1) ? half16{0x7c00} : to_half(60000.0f);
+  const auto dp = random_halves(rng, bh * t * t);
+  Buffer<half16> s(cpu, scores.size()), p(cpu, scores.size()), d_dp(cpu, dp.size()), ds(cpu, dp.size());
+  s.upload(scores), p.upload(poison_halves(p.count())), d_dp.upload(dp), ds.upload(poison_halves(ds.count()));
+  cpu.causal_softmax_forward_fp16(s.data(), bh, t, 0.25f, p.data());
+  cpu.causal_softmax_backward_fp16(p.data(), d_dp.data(), bh, t, 0.25f, ds.data());
+  const auto gp = p.download(), gds = ds.download();
+  for (int z = 0; z < bh; ++z)
+    for (int i = 0; i < t; ++i) {
+      double row_sum = 0;
+      for (int j = 0; j < t; ++j) {
+        const size_t at = (z * t + i) * t + j;
+        if (j > i) {
+          ASSERT_EQ(gp[at].bits, 0u) << "p[" << i << "," << j << "] masked but not +0";
+          ASSERT_EQ(gds[at].bits, 0u) << "ds[" << i << "," << j << "] masked but not +0";
+        } else {
+          ASSERT_TRUE(std::isfinite(to_float(gp[at])) && std::isfinite(to_float(gds[at])));
+          row_sum += to_float(gp[at]);
+        }
+      }
+      ASSERT_NEAR(row_sum, 1.0, (i + 1) * 0.5 / 2048) << "row " << i;  // each p rounded once
+    }
+}
+
+TEST_F(CpuKernels, CausalSoftmaxGradientReferenceMatchesFiniteDifferences) {
+  // L = sum(dp * softmax(scale * s)) over one matrix, central differences.
+  const int t = 6;
+  const double scale = 0.3;
+  std::vector<double> s(t * t), dp(t * t);
+  std::uniform_real_distribution<double> u(-2, 2);
+  for (auto& v : s) v = u(rng);
+  for (auto& v : dp) v = u(rng);
+  const auto loss = [&] {
+    const auto p = causal_softmax_reference(s, t, scale);
+    double l = 0;
+    for (size_t i = 0; i < p.size(); ++i) l += dp[i] * p[i];
+    return l;
+  };
+  std::vector<double> ds, mag;
+  causal_softmax_grad_reference(causal_softmax_reference(s, t, scale), dp, t, scale, ds, mag);
+  const double h = 1e-6;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const double keep = s[i];
+    s[i] = keep + h;
+    const double up = loss();
+    s[i] = keep - h;
+    const double down = loss();
+    s[i] = keep;
+    ASSERT_NEAR((up - down) / (2 * h), ds[i], 1e-7) << i;  // masked entries: both exactly 0
+  }
+}
+
+TEST_F(CpuKernels, CausalSoftmaxBackwardMatchesDouble) {
+  const auto c = make_softmax_case(rng, 3, 21, 32);
+  Buffer<half16> s(cpu, c.s.size()), p(cpu, c.s.size()), dp(cpu, c.dp.size()), ds(cpu, c.dp.size());
+  s.upload(c.s), dp.upload(c.dp), ds.upload(poison_halves(ds.count()));
+  cpu.causal_softmax_forward_fp16(s.data(), c.bh, c.t, c.scale, p.data());
+  cpu.causal_softmax_backward_fp16(p.data(), dp.data(), c.bh, c.t, c.scale, ds.data());
+  const auto got_p = p.download(), got = ds.download();
+  for (int z = 0; z < c.bh; ++z) {
+    // The reference from the FP16 probabilities the kernel reads.
+    std::vector<double> pz(c.t * c.t), dpz(c.t * c.t), ref, mag;
+    for (int i = 0; i < c.t * c.t; ++i)
+      pz[i] = to_float(got_p[z * c.t * c.t + i]), dpz[i] = to_float(c.dp[z * c.t * c.t + i]);
+    causal_softmax_grad_reference(pz, dpz, c.t, c.scale, ref, mag);
+    for (int i = 0; i < c.t * c.t; ++i)
+      ASSERT_TRUE(close_enough(to_float(got[z * c.t * c.t + i]), ref[i], kFp16RelTol, 1e-5 * mag[i] + kSub))
+          << z << ": " << i << " got " << to_float(got[z * c.t * c.t + i]) << " want " << ref[i];
+  }
+}
+
+// The double reference the GELU-tanh test below checks against.
+TEST(GeluTanhReference, IsTheTanhFormAndItsDerivative) {
+  // The tanh form, not the erf form: 10% apart at z = -3, far outside the
+  // test's tolerance, so an erf kernel fails it.
+  EXPECT_GT(std::fabs(gelu_tanh_exact(-3.0) - gelu_exact(-3.0)), 0.05 * std::fabs(gelu_exact(-3.0)));
+  // The reference derivative against central differences of the reference.
+  for (double zi = -5.0; zi <= 5.0; zi += 0.37)
+    ASSERT_NEAR((gelu_tanh_exact(zi + 1e-6) - gelu_tanh_exact(zi - 1e-6)) / 2e-6, gelu_tanh_derivative_exact(zi), 1e-8);
+}
+
+// Every FP16 value through the CPU's GELU-tanh (cpu_gelu_tanh.h), its
+// 8-lane loops and its portable loops: within 2 FP16 ulps of the double
+// function, the derivative too, with a floor of 1e-7 absolute (where gelu'
+// is near 0 or 1 and FP32 rounding of 1 + E shows). No looser floor where
+// 1 + tanh(u) cancels (z < -2): the sigmoid form does not cancel, and a
+// tanhf form fails here (3e-7 off at z = -4.4). +Inf gives +Inf and NaN
+// NaN. The two loops give the same bits, and so does every range of length
+// 1..19 over the same values (8-lane tails through the scalar twin).
+TEST_F(CpuKernelsThreaded, GeluTanhOnEveryHalfAndTailsAgree) {
+  CpuBackend& cpu = one;
+  std::vector<half16> z;
+  for (uint32_t bits = 0; bits < 65536; ++bits) z.push_back(half16{static_cast<uint16_t>(bits)});
+  const size_t n = z.size();
+  const auto dy = random_halves(rng, n);
+  Buffer<half16> dz_in(cpu, n), ddy(cpu, n), out(cpu, n);
+  dz_in.upload(z), ddy.upload(dy);
+  std::vector<half16> f16c_y, f16c_dz;
+  for (bool f16c : {true, false}) {
+    SCOPED_TRACE(f16c ? "f16c" : "scalar");
+    set_f16c_enabled(f16c);
+    out.upload(poison_halves(n));
+    cpu.activation_forward_fp16(Activation::GeluTanh, dz_in.data(), out.data(), n);
+    const auto y = out.download();
+    out.upload(poison_halves(n));
+    cpu.activation_backward_fp16(Activation::GeluTanh, dz_in.data(), ddy.data(), out.data(), n);
+    const auto dz = out.download();
+    size_t bad = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const double zi = to_float(z[i]), g = to_float(dy[i]);
+      if (std::isnan(zi)) {
+        EXPECT_TRUE(std::isnan(to_float(y[i])) && std::isnan(to_float(dz[i]))) << "bits " << i;
+        continue;
+      }
+      if (std::isinf(zi)) {
+        if (zi > 0) {
+          EXPECT_EQ(to_float(y[i]), INFINITY);
+        }
+        continue;
+      }
+      const double floor = 1e-7 * std::fabs(g) + kSub;
+      if ((!close_enough(to_float(y[i]), gelu_tanh_exact(zi), kFp16RelTol, kSub) ||
+           !close_enough(to_float(dz[i]), g * gelu_tanh_derivative_exact(zi), kFp16RelTol, floor)) &&
+          bad++ < 5)
+        ADD_FAILURE() << "z=" << zi << " y=" << to_float(y[i]) << " want " << gelu_tanh_exact(zi)
+                      << " dz=" << to_float(dz[i]) << " want " << g * gelu_tanh_derivative_exact(zi);
+    }
+    EXPECT_EQ(bad, 0u);
+    if (f16c) {
+      f16c_y = y, f16c_dz = dz;
+    } else {
+      for (size_t i = 0; i < n; ++i) {
+        ASSERT_EQ(y[i].bits, f16c_y[i].bits) << "portable loop differs from F16C at z=" << to_float(z[i]);
+        ASSERT_EQ(dz[i].bits, f16c_dz[i].bits) << "portable loop differs from F16C at z=" << to_float(z[i]);
+      }
+    }
+    for (size_t len = 1; len < 20; ++len) {
+      // z in [-4, -5], where 1 + tanh(u) cancels: a tail through a tanhf
+      // form gives other bits there.
+      const size_t at = 0xC400 + 13 * len;
+      Buffer<half16> part(cpu, len);
+      part.upload(poison_halves(len));
+      cpu.activation_forward_fp16(Activation::GeluTanh, dz_in.data() + at, part.data(), len);
+      const auto py = part.download();
+      part.upload(poison_halves(len));
+      cpu.activation_backward_fp16(Activation::GeluTanh, dz_in.data() + at, ddy.data() + at, part.data(), len);
+      const auto pdz = part.download();
+      for (size_t l = 0; l < len; ++l) {
+        ASSERT_EQ(py[l].bits, y[at + l].bits) << "len " << len << " lane " << l;
+        ASSERT_EQ(pdz[l].bits, dz[at + l].bits) << "len " << len << " lane " << l;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ddp

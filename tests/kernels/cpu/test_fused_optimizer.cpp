@@ -1,0 +1,67 @@
+// test_fused_optimizer.cpp: the optimizer's fused step on the CPU backend:
+// the check-only unscale pass and SGD reading FP16 gradients give exactly the
+// bits of the two-pass step (unscale to FP32, then SGD), flag Inf/NaN, and
+// change nothing when the step is skipped.
+#include <gtest/gtest.h>
+
+#include "kernels/buffer.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "support/test_support.h"
+
+namespace ddp {
+namespace {
+
+TEST(FusedOptimizer, Fp16GradSgdMatchesUnscaleThenSgdBitwise) {
+  std::mt19937_64 rng(test::test_seed());
+  SCOPED_TRACE("seed " + std::to_string(test::test_seed()));
+  CpuBackend cpu(1);
+  const size_t n = 70001;  // not a multiple of any block size
+  const float inv_scale = 1.0f / 65536.0f;
+  const auto grads_host = test::random_halves(rng, n, -60000.0f, 60000.0f);
+  const auto master_host = test::random_floats(rng, n), momentum_host = test::random_floats(rng, n);
+  for (bool momentum : {false, true}) {
+    SgdParams p;
+    p.lr = 0.05f, p.weight_decay = 1e-4f, p.grad_multiplier = 0.5f;
+    if (momentum) p.momentum = 0.9f, p.nesterov = true, p.first_step = false;
+    std::vector<float> grads_fp32(n), m_two = master_host, m_fused = master_host, mom_two = momentum_host,
+                                      mom_fused = momentum_host;
+    std::vector<half16> w_two = test::poison_halves(n), w_fused = test::poison_halves(n);
+    int32_t flag = 0;
+    cpu.unscale_fp16_to_fp32(grads_host.data(), grads_fp32.data(), n, inv_scale, &flag);
+    cpu.sgd_update(p, SgdGrads::unscaled(grads_fp32.data()), m_two.data(), momentum ? mom_two.data() : nullptr, w_two.data(), n, &flag);
+    cpu.unscale_fp16_to_fp32(grads_host.data(), nullptr, n, inv_scale, &flag);
+    cpu.sgd_update(p, SgdGrads::scaled(grads_host.data(), inv_scale), m_fused.data(), momentum ? mom_fused.data() : nullptr,
+                              w_fused.data(), n, &flag);
+    EXPECT_EQ(flag, 0);
+    EXPECT_EQ(m_fused, m_two) << "momentum " << momentum;
+    EXPECT_EQ(mom_fused, mom_two);
+    size_t differ = 0;
+    for (size_t i = 0; i < n; ++i) differ += w_fused[i].bits != w_two[i].bits;
+    EXPECT_EQ(differ, 0u);
+    EXPECT_NE(m_fused, master_host);  // the step did move the weights
+  }
+}
+
+TEST(FusedOptimizer, CheckOnlyPassFlagsInfAndNanAndSkipChangesNothing) {
+  std::mt19937_64 rng(test::test_seed());
+  CpuBackend cpu(1);
+  const size_t n = 5000;
+  for (uint16_t bad_bits : {uint16_t{0x7c00}, uint16_t{0xfc00}, uint16_t{0x7e00}}) {
+    auto grads = test::random_halves(rng, n);
+    grads[rng() % n].bits = bad_bits;
+    int32_t flag = 0;
+    cpu.unscale_fp16_to_fp32(grads.data(), nullptr, n, 0.5f, &flag);
+    EXPECT_EQ(flag, 1) << std::hex << bad_bits;
+    const auto master_host = test::random_floats(rng, n);
+    auto master = master_host;
+    std::vector<half16> weights = test::poison_halves(n);
+    SgdParams p;
+    p.lr = 0.1f;
+    cpu.sgd_update(p, SgdGrads::scaled(grads.data(), 0.5f), master.data(), nullptr, weights.data(), n, &flag);
+    EXPECT_EQ(master, master_host);
+    EXPECT_EQ(weights[0].bits, test::kPoisonHalfBits);  // not even the FP16 copy is written
+  }
+}
+
+}  // namespace
+}  // namespace ddp
