@@ -22,6 +22,7 @@
 
 #include "child_process.h"
 #include "faults_support.h"
+#include "support/cli_test.h"
 #include "support/test_support.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/checkpoint_dir.h"
@@ -69,11 +70,9 @@ std::string npy_problem(const std::string& dir, int64_t train, int64_t test, int
 // of 16384 samples through 1024-wide layers (seconds on one thread).
 const std::string kSlowFinalEval = " --layers 32,1024,1024,8 --batch-size 32 --steps 3 --log-every 1";
 
-class Signals : public ::testing::Test {
+class Signals : public test::CliTest {
  protected:
-  void SetUp() override { dir = test::make_temp_dir("signals"); }
-  void TearDown() override { fs::remove_all(dir); }
-  std::string dir;
+  Signals() : CliTest("signals") {}
 };
 
 // ---- start-up ------------------------------------------------------------------------------
