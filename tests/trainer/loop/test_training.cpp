@@ -120,6 +120,7 @@ TEST(TrainingResume, AFormat1CheckpointResumesBitwise) {
   TrainSummary s;
   const std::vector<float> resumed = train(second, &s);
   EXPECT_EQ(s.steps, 17);
+  ASSERT_EQ(resumed.size(), straight.size());
   for (size_t i = 0; i < straight.size(); ++i) ASSERT_EQ(resumed[i], straight[i]) << "parameter " << i;
   EXPECT_TRUE(fs::exists(dir + "/" + checkpoint_file_name(40)));  // and writes format 2 from there on
 }
@@ -138,6 +139,7 @@ TEST(TrainingResume, ExtendingAConstantScheduleRunIsBitwiseIdentical) {
   TrainConfig second = c;
   second.checkpoint_dir = dir, second.resume = true;
   const std::vector<float> resumed = train(second);
+  ASSERT_EQ(resumed.size(), straight.size());
   for (size_t i = 0; i < straight.size(); ++i) ASSERT_EQ(resumed[i], straight[i]) << "parameter " << i;
 }
 
@@ -153,6 +155,7 @@ TEST(TrainingWeights, SaveThenInitRoundTrips) {
   TrainConfig again = synthetic_config();
   again.steps = 1, again.init_weights_dir = dir + "/w", again.lr = 1e-30, again.momentum = 0;
   const std::vector<float> reloaded = train(again);
+  ASSERT_EQ(reloaded.size(), trained.size());
   for (size_t i = 0; i < trained.size(); ++i) ASSERT_EQ(reloaded[i], trained[i]);
 }
 
