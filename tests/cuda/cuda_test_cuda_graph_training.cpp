@@ -28,11 +28,11 @@
 
 #include "comm/nccl_communicator.h"
 #include "kernels/cuda/cuda_backend.h"
-#include "kernels/device_query.h"
 #include "support/test_support.h"
 #include "trainer/data/data_source.h"
 #include "trainer/data/synthetic_data.h"
 #include "trainer/loop/trainer.h"
+#include "support/gpu_test.h"
 
 namespace ddp {
 namespace {
@@ -102,11 +102,11 @@ GpuRun train_on_gpu(const TrainConfig& c) {
 
 // Named CudaGraphTraining.* (no parameter prefix), so launch/gpu_check.sh's
 // Cuda* filter runs it.
-class CudaGraphTraining : public ::testing::Test {
+class CudaGraphTraining : public test::GpuTest {
  protected:
   void SetUp() override {
-    std::string why;
-    if (visible_cuda_devices(&why) == 0) GTEST_SKIP() << "no GPU: " << why;
+    GpuTest::SetUp();
+    if (IsSkipped()) return;
     int version = 0;
     ASSERT_EQ(ncclGetVersion(&version), ncclSuccess);
     if (!nccl_version_supports_capture(version)) GTEST_SKIP() << nccl_capture_unsupported_reason(version);

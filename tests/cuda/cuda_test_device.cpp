@@ -8,8 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/cuda_check.h"
 #include "cuda_test_support.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/device_query.h"
 
 namespace ddp {
 namespace {

@@ -21,9 +21,9 @@
 #include "kernels/buffer.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/cuda_backend.h"
-#include "kernels/device_query.h"
 #include "kernels/error.h"
 #include "support/test_support.h"
+#include "support/gpu_test.h"
 
 namespace ddp {
 namespace {
@@ -38,12 +38,12 @@ long first_mismatch(const std::vector<float>& got, const std::vector<float>& wan
   return -1;
 }
 
-class NcclCapture : public ::testing::Test {
+class NcclCapture : public test::GpuTest {
  protected:
   NcclCapture() : rng(test::test_seed()) {}
   void SetUp() override {
-    std::string why;
-    if (visible_cuda_devices(&why) == 0) GTEST_SKIP() << "no GPU: " << why;
+    GpuTest::SetUp();
+    if (IsSkipped()) return;
     gpu = std::make_unique<CudaBackend>(0);
     comm = std::make_unique<NcclCommunicator>(0, 1, gpu->compute_stream());
     if (!comm->supports_capture()) GTEST_SKIP() << comm->capture_unsupported_reason();

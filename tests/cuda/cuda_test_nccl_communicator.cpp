@@ -24,9 +24,9 @@
 #include "kernels/buffer.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/device_query.h"
 #include "kernels/error.h"
 #include "support/test_support.h"
+#include "support/gpu_test.h"
 
 namespace ddp {
 namespace {
@@ -66,12 +66,12 @@ const Collective kCollectives[] = {
      [](NcclCommunicator& c, half16* p, size_t count) { c.broadcast_bytes(p, count * sizeof(half16), 0); }},
 };
 
-class NcclCommunicator1Rank : public ::testing::Test {
+class NcclCommunicator1Rank : public test::GpuTest {
  protected:
   NcclCommunicator1Rank() : rng(test::test_seed()) {}
   void SetUp() override {
-    std::string why;
-    if (visible_cuda_devices(&why) == 0) GTEST_SKIP() << "no GPU: " << why;
+    GpuTest::SetUp();
+    if (IsSkipped()) return;
     gpu = std::make_unique<CudaBackend>(0);
     comm = std::make_unique<NcclCommunicator>(0, 1, gpu->compute_stream());
   }

@@ -23,9 +23,9 @@
 #include "kernels/buffer.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/device_query.h"
 #include "kernels/error.h"
 #include "support/test_support.h"
+#include "support/gpu_test.h"
 
 namespace ddp {
 namespace {
@@ -38,12 +38,12 @@ bool same_bits(const std::vector<half16>& a, const std::vector<half16>& b) {
 
 void CUDART_CB hold_stream_100ms(void*) { std::this_thread::sleep_for(std::chrono::milliseconds(100)); }
 
-class NcclShards1Rank : public ::testing::Test {
+class NcclShards1Rank : public test::GpuTest {
  protected:
   NcclShards1Rank() : rng(test::test_seed()) {}
   void SetUp() override {
-    std::string why;
-    if (visible_cuda_devices(&why) == 0) GTEST_SKIP() << "no GPU: " << why;
+    GpuTest::SetUp();
+    if (IsSkipped()) return;
     gpu = std::make_unique<CudaBackend>(0);
     comm = std::make_unique<NcclCommunicator>(0, 1, gpu->compute_stream());
   }

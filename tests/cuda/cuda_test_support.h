@@ -43,7 +43,7 @@
 #include "kernels/buffer.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/cuda_backend.h"
-#include "kernels/device_query.h"
+#include "support/gpu_test.h"
 #include "support/test_support.h"
 
 namespace ddp::test {
@@ -60,12 +60,12 @@ inline double fp32_sum_rel_tol(size_t count) {
   return std::max(kFp32RelTol, 2.0 * static_cast<double>(count) * std::ldexp(1.0, -24));
 }
 
-class CudaKernels : public ::testing::Test {
+class CudaKernels : public GpuTest {
  protected:
   CudaKernels() : rng(test::test_seed()) {}
   void SetUp() override {
-    std::string why;
-    if (visible_cuda_devices(&why) == 0) GTEST_SKIP() << "no GPU: " << why;
+    GpuTest::SetUp();
+    if (IsSkipped()) return;
     gpu = std::make_unique<CudaBackend>(0);
   }
 

@@ -22,8 +22,8 @@
 #include "kernels/buffer.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/device_query.h"
 #include "kernels/upload_slots.h"
+#include "support/gpu_test.h"
 
 namespace ddp {
 namespace {
@@ -63,9 +63,10 @@ double seconds_since(Clock::time_point start) { return std::chrono::duration<dou
 // Outlives every graph launch below (the host node reads it).
 std::atomic<bool> g_held{false};
 
-TEST(CudaUnwindWaits, DestructorsSkipTheirWaitsForAStuckReplayWhileUnwinding) {
-  std::string why;
-  if (visible_cuda_devices(&why) == 0) GTEST_SKIP() << "no GPU: " << why;
+// Skips where no GPU is visible.
+class CudaUnwindWaits : public test::GpuTest {};
+
+TEST_F(CudaUnwindWaits, DestructorsSkipTheirWaitsForAStuckReplayWhileUnwinding) {
   auto gpu = std::make_unique<CudaBackend>(0);
   // Made before the replays: nothing below allocates while the stream is held.
   auto doomed_buffer = std::make_unique<Buffer<float>>(*gpu, 1024);

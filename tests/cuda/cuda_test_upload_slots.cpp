@@ -35,9 +35,9 @@
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_upload_slots.h"
-#include "kernels/device_query.h"
 #include "trainer/data/batch_loader.h"
 #include "support/test_support.h"
+#include "support/gpu_test.h"
 
 namespace ddp {
 namespace {
@@ -52,12 +52,12 @@ void delay_stream(cudaStream_t stream, uintptr_t microseconds) {
   DDP_CUDA_CHECK(cudaLaunchHostFunc(stream, sleep_on_stream, reinterpret_cast<void*>(microseconds)));
 }
 
-class CudaUpload : public ::testing::Test {
+class CudaUpload : public test::GpuTest {
  protected:
   CudaUpload() : rng(test::test_seed()) {}
   void SetUp() override {
-    std::string why;
-    if (visible_cuda_devices(&why) == 0) GTEST_SKIP() << "no GPU: " << why;
+    GpuTest::SetUp();
+    if (IsSkipped()) return;
     gpu = std::make_unique<CudaBackend>(0);
   }
   // 0 (back to back: where a missing wait for the copy shows) or a delay

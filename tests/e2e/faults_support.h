@@ -1,33 +1,22 @@
 // faults_support.h: what the fault suites (test_faults_*.cpp) share: the
-// trainer's command line (the CPU backend, one thread), the mpiexec prefix
-// of the multi-rank cases (which skip without MPI), and a fixture with a
-// temporary directory per test.
+// trainer's command line as one string (the CPU backend, one thread), and
+// their fixture, a temporary directory per test. The mpiexec prefix of the
+// multi-rank cases (which skip without MPI) is support/cli_test.h's.
 #pragma once
 
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <string>
 
-#include "support/test_support.h"
+#include "support/cli_test.h"
 
 namespace ddp::test {
 
-inline const std::string kTrainer = std::string(DDP_TRAIN_BINARY) + " --device cpu --threads 1";
+inline const std::string kTrainer = trainer_command();
 
-#if defined(DDP_MPIEXEC)
-// `env` first so the command can be exec'd (the child's pid is mpiexec's).
-inline std::string mpiexec_prefix(int ranks) {
-  return "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1 " +
-         std::string(DDP_MPIEXEC) + " -n " + std::to_string(ranks) + " --oversubscribe ";
-}
-#endif
-
-class Faults : public ::testing::Test {
+class Faults : public CliTest {
  protected:
-  void SetUp() override { dir = make_temp_dir("faults"); }
-  void TearDown() override { std::filesystem::remove_all(dir); }
-  std::string dir;
+  Faults() : CliTest("faults") {}
 };
 
 }  // namespace ddp::test

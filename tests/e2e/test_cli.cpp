@@ -17,6 +17,7 @@
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/checkpoint_dir.h"
 #include "trainer/io/npy_io.h"
+#include "support/cli_test.h"
 #include "support/test_support.h"
 
 namespace ddp {
@@ -24,10 +25,7 @@ namespace {
 namespace fs = std::filesystem;
 
 using RunResult = test::CommandResult;
-
-RunResult run_trainer(const std::string& args) {
-  return test::run_command(std::string(DDP_TRAIN_BINARY) + " --device cpu --threads 1 " + args + " 2>&1");
-}
+using test::run_trainer;
 
 std::string error_line(const test::CommandResult& r) { return test::single_error_line(r.output); }
 
@@ -58,15 +56,14 @@ std::vector<uint8_t> idx_labels(uint32_t n) {
   return v;
 }
 
-class Cli : public ::testing::Test {
+class Cli : public test::CliTest {
  protected:
+  Cli() : CliTest("cli") {}
   void SetUp() override {
-    dir = test::make_temp_dir("cli");
     write_bytes(dir + "/img", idx_images(40, 4, 4));
     write_bytes(dir + "/lab", idx_labels(40));
     metrics = dir + "/m.jsonl";
   }
-  void TearDown() override { fs::remove_all(dir); }
   std::string idx_args(const std::string& img, const std::string& lab) const {
     return "--data idx --train-images " + img + " --train-labels " + lab + " --test-images " + dir +
            "/img --test-labels " + dir + "/lab --layers 16,8,10 --steps 2 --metrics " + metrics;
@@ -80,7 +77,7 @@ class Cli : public ::testing::Test {
     for (const std::string& w : words) EXPECT_NE(line.find(w), std::string::npos) << "'" << w << "' not in: " << line;
     EXPECT_FALSE(fs::exists(metrics)) << "an output file was written before the error";
   }
-  std::string dir, metrics;
+  std::string metrics;
 };
 
 TEST_F(Cli, HelpListsOptionsWithDefaults) {
@@ -182,7 +179,7 @@ TEST_F(Cli, UnknownAndMalformedFlags) {
 TEST_F(Cli, PercentPlaceholdersInBadValuesAreReportedNotLooped) {
   std::ofstream(dir + "/value.ini") << "lr = %value%\n";
   std::ofstream(dir + "/key.ini") << "%canonical_option% = 1\n";
-  const std::string trainer = "timeout 60 " + std::string(DDP_TRAIN_BINARY) + " --device cpu --threads 1 ";
+  const std::string trainer = "timeout 60 " + test::trainer_command() + " ";
   const std::pair<std::string, std::vector<std::string>> cases[] = {
       {"--config " + dir + "/value.ini", {"'lr'", "value"}},
       {"--config " + dir + "/key.ini", {"unrecognised option", "canonical_option"}},

@@ -9,6 +9,7 @@
 #include <random>
 #include <string>
 
+#include "support/cli_test.h"
 #include "support/test_support.h"
 #include "trainer/models/gpt/gpt_config.h"
 
@@ -28,7 +29,7 @@ std::string json_text(const std::string& line, const std::string& key) {
 
 // stderr (the device notice) dropped unless `redirect` says otherwise.
 test::CommandResult bench(const std::string& args, const std::string& redirect = "2>/dev/null") {
-  return test::run_command("timeout -k 2 60 " + std::string(DDP_TRAIN_BINARY) + " --device cpu --threads 1 --bench " +
+  return test::run_command("timeout -k 2 60 " + test::trainer_command() + " --bench " +
                            args + " " + redirect);
 }
 

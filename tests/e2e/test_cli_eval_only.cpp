@@ -10,6 +10,8 @@
 #include <regex>
 #include <string>
 
+#include "support/temp_dir.h"
+#include "support/cli_test.h"
 #include "support/test_support.h"
 
 namespace ddp {
@@ -19,7 +21,7 @@ namespace fs = std::filesystem;
 const std::string kData = " --data synthetic --synthetic-samples 256 --layers 10,16,10 --batch-size 32";
 
 test::CommandResult run_trainer(const std::string& args) {
-  return test::run_command("timeout -k 2 120 " + std::string(DDP_TRAIN_BINARY) + " --device cpu --threads 1" + kData +
+  return test::run_command("timeout -k 2 120 " + test::trainer_command() + kData +
                            " " + args + " 2>&1");
 }
 
@@ -40,7 +42,8 @@ std::vector<std::string> listing(const std::string& dir) {
 }
 
 TEST(CliEvalOnly, EvaluatesACheckpointOrWeightsAsTheTrainingRunDid) {
-  const std::string dir = test::make_temp_dir("eval-only");
+  const test::TempDir temp_dir("eval-only");
+  const std::string& dir = temp_dir.path();
   const std::string seed = " --seed " + std::to_string(test::test_seed() % 100000);
   const test::CommandResult train = run_trainer("--steps 12" + seed + " --checkpoint-dir " + dir + "/ck --save-weights " +
                                                 dir + "/w");
@@ -68,16 +71,16 @@ TEST(CliEvalOnly, EvaluatesACheckpointOrWeightsAsTheTrainingRunDid) {
 #if defined(DDP_MPIEXEC)
   const test::CommandResult two = test::run_command(
       "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1 timeout -k 2 120 " +
-      std::string(DDP_MPIEXEC) + " -n 2 --oversubscribe " + DDP_TRAIN_BINARY + " --device cpu --threads 1" + kData +
+      std::string(DDP_MPIEXEC) + " -n 2 --oversubscribe " + test::trainer_command() + kData +
       " --eval-only --init-weights " + dir + "/w" + seed + " 2>&1");
   ASSERT_EQ(two.exit_code, 0) << two.output;
   EXPECT_EQ(last_test_loss(two.output), trained) << two.output;  // shards summed: the same 4 digits
 #endif
-  fs::remove_all(dir);
 }
 
 TEST(CliEvalOnly, FlagsThatTrainOrWriteAreRefusedInOneLine) {
-  const std::string dir = test::make_temp_dir("eval-only-flags");
+  const test::TempDir temp_dir("eval-only-flags");
+  const std::string& dir = temp_dir.path();
   ASSERT_EQ(run_trainer("--steps 2 --save-weights " + dir + "/w").exit_code, 0);
   const struct {
     std::string args;
@@ -96,7 +99,6 @@ TEST(CliEvalOnly, FlagsThatTrainOrWriteAreRefusedInOneLine) {
   }
   EXPECT_FALSE(fs::exists(dir + "/w2"));
   EXPECT_FALSE(fs::exists(dir + "/ck"));
-  fs::remove_all(dir);
 }
 
 }  // namespace

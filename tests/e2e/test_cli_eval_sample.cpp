@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "support/cli_test.h"
 #include "support/test_support.h"
 
 namespace ddp {
@@ -28,10 +29,10 @@ int count_of(const std::string& text, const std::string& what) {
   return n;
 }
 
-class CliEvalSample : public ::testing::Test {
+class CliEvalSample : public test::CliTest {
  protected:
+  CliEvalSample() : CliTest("cli_eval_sample") {}
   void SetUp() override {
-    dir = test::make_temp_dir("cli_eval_sample");
     std::mt19937_64 rng(test::test_seed());
     static const char* words[] = {"the ", "cat ", "sat ", "on ", "a ", "mat\n"};
     std::string text;
@@ -44,12 +45,8 @@ class CliEvalSample : public ::testing::Test {
         .write(reinterpret_cast<const char*>(tokens.data()), static_cast<std::streamsize>(tokens.size() * 2));
     gpt = "--data text --train-text " + dir + "/text.txt" + kShape;
   }
-  void TearDown() override { fs::remove_all(dir); }
 
-  test::CommandResult trainer(const std::string& args) const {
-    return test::run_command("timeout -k 2 60 " + std::string(DDP_TRAIN_BINARY) + " --device cpu --threads 1 " +
-                             args + " 2>&1");
-  }
+  test::CommandResult trainer(const std::string& args) const { return run(args, 60); }
 
   void expect_refused(const std::string& args, std::initializer_list<std::string> words) const {
     const std::string metrics = dir + "/m.jsonl";
@@ -64,7 +61,7 @@ class CliEvalSample : public ::testing::Test {
     EXPECT_FALSE(fs::exists(metrics)) << args << ": wrote " << metrics;
   }
 
-  std::string dir, gpt;
+  std::string gpt;
 };
 
 TEST_F(CliEvalSample, AByteGptPrintsItsSamplesWithTheHeader) {
@@ -86,7 +83,7 @@ TEST_F(CliEvalSample, TwoRanksEvaluateAtTheSameStepsAndRankZeroAloneSamples) {
   // sampling rank 0 would hang: the watchdog and timeout end that as a failure.
   const test::CommandResult r = test::run_command(
       "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1 timeout -k 2 90 " +
-      std::string(DDP_MPIEXEC) + " -n 2 --oversubscribe " + DDP_TRAIN_BINARY + " --device cpu --threads 1 " + gpt +
+      std::string(DDP_MPIEXEC) + " -n 2 --oversubscribe " + test::trainer_command() + " " + gpt +
       " --steps 7 --eval-every 3 --sample-every 3 --sample-length 10 --log-every 100 --collective-timeout 60" +
       " --metrics " + dir + "/m.jsonl 2>&1");
   ASSERT_EQ(r.exit_code, 0) << r.output;

@@ -14,23 +14,22 @@
 #include <utility>
 #include <vector>
 
+#include "support/cli_test.h"
 #include "support/test_support.h"
 
 namespace ddp {
 namespace {
 namespace fs = std::filesystem;
 
-class CliFlags : public ::testing::Test {
+class CliFlags : public test::CliTest {
  protected:
-  void SetUp() override { dir = test::make_temp_dir("cli_flags"); }
-  void TearDown() override { fs::remove_all(dir); }
+  CliFlags() : CliTest("cli_flags") {}
 
   // Synthetic data: nothing on disk is needed, so only the flags can fail.
   void expect_refused(const std::string& args, std::initializer_list<std::string> words) const {
     const std::string metrics = dir + "/m.jsonl";
     const test::CommandResult r =
-        test::run_command("timeout -k 2 30 " + std::string(DDP_TRAIN_BINARY) + " --device cpu --threads 1 --data synthetic " +
-                          args + " --metrics " + metrics + " 2>&1");
+        run("--data synthetic " + args + " --metrics " + metrics, 30);
     EXPECT_EQ(r.exit_code, 1) << args << "\n" << r.output;
     const std::string found = test::single_error_line(r.output);
     EXPECT_FALSE(found.empty()) << args << ": not exactly one error line in\n" << r.output;
@@ -39,7 +38,6 @@ class CliFlags : public ::testing::Test {
     EXPECT_FALSE(fs::exists(metrics)) << args << ": metrics written before the refusal";
     fs::remove(metrics);
   }
-  std::string dir;
 };
 
 TEST_F(CliFlags, StrayWordsAreRefused) {
@@ -97,7 +95,7 @@ TEST_F(CliFlags, ContradictionsAreRefused) {
 TEST_F(CliFlags, TheCommandLineWinsOverTheConfigFile) {
   std::ofstream(dir + "/shared.ini") << "epochs = 3\ntrain-csv = " << dir << "/t.csv\nkeep-checkpoints = 2\n"
                                      << "init-scale = 1024\nlr-gamma = 0.5\n";
-  const std::string run = "timeout -k 2 30 " + std::string(DDP_TRAIN_BINARY) + " --device cpu --threads 1 --config " +
+  const std::string run = "timeout -k 2 30 " + test::trainer_command() + " --config " +
                           dir + "/shared.ini ";
   const test::CommandResult r = test::run_command(run + "--data synthetic --steps 2 --loss-scale none 2>&1");
   EXPECT_EQ(r.exit_code, 0) << r.output;

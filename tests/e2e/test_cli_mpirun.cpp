@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "support/temp_dir.h"
+#include "support/cli_test.h"
 #include "support/test_support.h"
 #include "trainer/models/mlp/mlp_config.h"
 #include "trainer/params/parameter_store.h"
@@ -23,7 +25,7 @@ namespace fs = std::filesystem;
 test::CommandResult mpirun_trainer(int ranks, const std::string& args) {
   return test::run_command(
       "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1 " + std::string(DDP_MPIEXEC) +
-      " -n " + std::to_string(ranks) + " --oversubscribe " + DDP_TRAIN_BINARY + " --device cpu --threads 1 " + args +
+      " -n " + std::to_string(ranks) + " --oversubscribe " + test::trainer_command() + " " + args +
       " 2>&1");
 }
 
@@ -40,7 +42,8 @@ TEST(CliMpirun, FourRankCheckpointResumesWithTwoRanks) {
 #if !defined(DDP_MPIEXEC)
   GTEST_SKIP() << "built without MPI";
 #else
-  const std::string dir = test::make_temp_dir("mpirun-resume");
+  const test::TempDir temp_dir("mpirun-resume");
+  const std::string& dir = temp_dir.path();
   const std::string common = "--data synthetic --layers 10,32,10 --global-batch 64 --steps 40 --lr-schedule cosine "
                              "--init-scale 1024 --log-every 100 --seed 5";
   const auto straight = mpirun_trainer(4, common + " --save-weights " + dir + "/straight");
@@ -73,7 +76,6 @@ TEST(CliMpirun, FourRankCheckpointResumesWithTwoRanks) {
   double diff = 0, norm = 0;
   for (size_t i = 0; i < a.size(); ++i) diff += std::pow(double(a[i]) - b[i], 2), norm += std::pow(double(a[i]) - start[i], 2);
   EXPECT_LT(std::sqrt(diff / norm), 5e-3);
-  fs::remove_all(dir);
 #endif
 }
 

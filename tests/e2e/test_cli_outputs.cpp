@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "support/cli_test.h"
 #include "support/test_support.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/checkpoint_dir.h"
@@ -20,36 +21,24 @@ namespace ddp {
 namespace {
 namespace fs = std::filesystem;
 
-class CliOutputs : public ::testing::Test {
+class CliOutputs : public test::CliTest {
  protected:
+  CliOutputs() : CliTest("cli_outputs") {}
   void SetUp() override {
-    dir = test::make_temp_dir("cli_outputs");
     rng.seed(test::test_seed());
     test::write_random_csv(dir + "/train.csv", 40, rng);
     test::write_random_csv(dir + "/test.csv", 12, rng);
   }
-  void TearDown() override { fs::remove_all(dir); }
 
   // batch 4 on 40 samples: 10 steps per epoch.
   std::string data(const std::string& train = "", const std::string& layers = "4,8,3") const {
     return "--data csv --train-csv " + (train.empty() ? dir + "/train.csv" : train) + " --test-csv " + dir +
            "/test.csv --layers " + layers + " --batch-size 4 --log-every 1 ";
   }
-  test::CommandResult run(const std::string& args) const {
-    return test::run_command("timeout -k 2 60 " + std::string(DDP_TRAIN_BINARY) + " --device cpu --threads 1 " + args +
-                             " 2>&1");
-  }
   // Refused: non-zero, exactly one error line holding every word, no step trained.
   void expect_refused(const std::string& args, std::initializer_list<std::string> words) const {
-    const test::CommandResult r = run(args);
-    EXPECT_EQ(r.exit_code, 1) << args << "\n" << r.output;
-    const std::string found = test::single_error_line(r.output);
-    EXPECT_FALSE(found.empty()) << args << ": not exactly one error line in\n" << r.output;
-    for (const std::string& w : words) EXPECT_NE(found.find(w), std::string::npos) << "'" << w << "' not in: " << found;
-    EXPECT_EQ(r.output.find("step 1/"), std::string::npos) << "trained before refusing: " << r.output;
-    EXPECT_EQ(r.output.find(".cpp:"), std::string::npos) << "source path in: " << found;
+    expect_refused_before_training(args, words);
   }
-  std::string dir;
   std::mt19937_64 rng;
 };
 

@@ -9,9 +9,12 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <string>
 
+#include "support/cli_test.h"
+#include "support/temp_dir.h"
 #include "support/test_support.h"
 #include "trainer/io/npy_io.h"
 
@@ -22,12 +25,13 @@ namespace fs = std::filesystem;
 constexpr size_t kRows = 51, kIn = 6, kHidden = 8, kClasses = 4;
 
 test::CommandResult run_trainer(const std::string& args) {
-  return test::run_command("timeout -k 2 120 " + std::string(DDP_TRAIN_BINARY) + " --device cpu --threads 1 --layers " +
+  return test::run_command("timeout -k 2 120 " + test::trainer_command() + " --layers " +
                            std::to_string(kIn) + "," + std::to_string(kHidden) + "," + std::to_string(kClasses) + " " +
                            args + " 2>&1");
 }
 
 struct Fixture {
+  std::unique_ptr<test::TempDir> temp_dir;  // removed with the Fixture, even when an ASSERT ends the test
   std::string dir, data, x;
   std::vector<float> rows;
 };
@@ -35,7 +39,8 @@ struct Fixture {
 // Random rows and labels; a short training run that saves its weights to dir/w.
 Fixture trained(const std::string& tag) {
   Fixture f;
-  f.dir = test::make_temp_dir(tag);
+  f.temp_dir = std::make_unique<test::TempDir>(tag);
+  f.dir = f.temp_dir->path();
   std::mt19937_64 rng(test::test_seed());
   std::uniform_real_distribution<float> u(-1, 1);
   f.rows.resize(kRows * kIn);
@@ -101,13 +106,12 @@ TEST(CliPredict, OutputsMatchADoublePrecisionForwardOfTheSavedWeights) {
   // 51 rows over 2 ranks (25 + 26): gathered in order, the same bytes.
   const test::CommandResult two = test::run_command(
       "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1 timeout -k 2 120 " +
-      std::string(DDP_MPIEXEC) + " -n 2 --oversubscribe " + DDP_TRAIN_BINARY + " --device cpu --threads 1 --layers " +
+      std::string(DDP_MPIEXEC) + " -n 2 --oversubscribe " + test::trainer_command() + " --layers " +
       std::to_string(kIn) + "," + std::to_string(kHidden) + "," + std::to_string(kClasses) + w +
       " --predict-output logits --predictions " + f.dir + "/logits2.npy 2>&1");
   ASSERT_EQ(two.exit_code, 0) << two.output;
   EXPECT_EQ(test::read_text(f.dir + "/logits2.npy"), test::read_text(f.dir + "/logits.npy"));
 #endif
-  fs::remove_all(f.dir);
 }
 
 TEST(CliPredict, BadInputIsRefusedInOneLineAndNothingIsWritten) {
@@ -154,7 +158,6 @@ TEST(CliPredict, BadInputIsRefusedInOneLineAndNothingIsWritten) {
   EXPECT_EQ(test::read_text(f.dir + "/notes.txt"), "mine\n");
   EXPECT_EQ(test::read_text(f.x), x_before);
   EXPECT_EQ(test::read_text(f.dir + "/w/layer0.weight.npy"), weights_before);
-  fs::remove_all(f.dir);
 }
 
 }  // namespace

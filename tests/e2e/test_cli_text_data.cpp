@@ -13,21 +13,21 @@
 #include <string>
 #include <vector>
 
+#include "support/cli_test.h"
 #include "support/test_support.h"
 
 namespace ddp {
 namespace {
 namespace fs = std::filesystem;
 
-class CliTextData : public ::testing::Test {
+class CliTextData : public test::CliTest {
  protected:
+  CliTextData() : CliTest("cli_text") {}
   void SetUp() override {
-    dir = test::make_temp_dir("cli_text");
     rng.seed(test::test_seed());
     text = dir + "/input.txt";
     write_text(text, 3000);
   }
-  void TearDown() override { fs::remove_all(dir); }
 
   void write_text(const std::string& path, size_t bytes) {
     std::string s(bytes, ' ');
@@ -55,9 +55,7 @@ class CliTextData : public ::testing::Test {
   void expect_refused(const std::string& args, std::initializer_list<std::string> words) const {
     const std::string metrics = dir + "/m.jsonl", ckpt = dir + "/ck", weights = dir + "/w.safetensors";
     const test::CommandResult r =
-        test::run_command("timeout -k 2 30 " + std::string(DDP_TRAIN_BINARY) + " --device cpu --threads 1 " + args +
-                          " --steps 2 --metrics " + metrics + " --checkpoint-dir " + ckpt + " --save-weights " +
-                          weights + " 2>&1");
+        run(args + " --steps 2 --metrics " + metrics + " --checkpoint-dir " + ckpt + " --save-weights " + weights, 30);
     EXPECT_EQ(r.exit_code, 1) << args << "\n" << r.output;
     const std::string line = test::single_error_line(r.output);
     EXPECT_FALSE(line.empty()) << args << ": not exactly one error line in\n" << r.output;
@@ -67,7 +65,7 @@ class CliTextData : public ::testing::Test {
   }
 
   std::mt19937_64 rng;
-  std::string dir, text;
+  std::string text;
 };
 
 TEST_F(CliTextData, HelpListsTheTextFlagsAndTheGptGroup) {
@@ -175,7 +173,7 @@ TEST_F(CliTextData, AGptThatCannotFitInMemoryIsRefusedBeforeItIsBuilt) {
 TEST_F(CliTextData, AGptTrainsAndSavesNanoGptNames) {
   const std::string weights = dir + "/gpt.safetensors";
   const test::CommandResult r = test::run_command(
-      "timeout -k 2 60 " + std::string(DDP_TRAIN_BINARY) + " --device cpu --threads 1 --data text --train-text " + text +
+      "timeout -k 2 60 " + test::trainer_command() + " --data text --train-text " + text +
       " --model gpt --n-layer 2 --n-head 2 --n-embd 32 --block-size 16 --batch-size 8 --steps 3 --optimizer adamw"
       " --lr 1e-3 --checkpoint-dir " + dir + "/ck --save-weights " + weights + " 2>&1");
   ASSERT_EQ(r.exit_code, 0) << r.output;

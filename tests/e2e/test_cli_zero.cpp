@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "support/temp_dir.h"
+#include "support/cli_test.h"
 #include "support/test_support.h"
 #include "trainer/checkpoint/weights_io.h"
 #include "trainer/models/mlp/mlp_config.h"
@@ -29,7 +31,7 @@ test::CommandResult trainer_on(int ranks, const std::string& args) {
 #else
   const std::string launcher;
 #endif
-  return test::run_command(launcher + DDP_TRAIN_BINARY + " --device cpu --threads 1 " + args + " 2>&1");
+  return test::run_command(launcher + test::trainer_command() + " " + args + " 2>&1");
 }
 
 std::string record_of(const std::string& metrics_path, const std::string& event) {
@@ -49,7 +51,8 @@ TEST(CliZero, AStageThreeCheckpointResumesOnOtherRanksAndStages) {
 #if !defined(DDP_MPIEXEC)
   GTEST_SKIP() << "built without MPI";
 #else
-  const std::string dir = test::make_temp_dir("cli-zero-resume");
+  const test::TempDir temp_dir("cli-zero-resume");
+  const std::string& dir = temp_dir.path();
   const std::string common =
       "--data synthetic --layers 10,32,10 --global-batch 48 --steps 30 "
       "--lr-schedule cosine "
@@ -89,7 +92,6 @@ TEST(CliZero, AStageThreeCheckpointResumesOnOtherRanksAndStages) {
       diff += std::pow(double(a[i]) - b[i], 2), norm += std::pow(double(a[i]) - start[i], 2);
     EXPECT_LT(std::sqrt(diff / norm), 5e-3) << tag;
   }
-  fs::remove_all(dir);
 #endif
 }
 

@@ -22,6 +22,8 @@
 #include <vector>
 
 #include "kernels/error.h"
+#include "support/cli_test.h"
+#include "support/temp_dir.h"
 #include "support/test_support.h"
 #include "trainer/data/csv_reader.h"
 #include "trainer/io/data_error.h"
@@ -131,7 +133,7 @@ void expect_data_error(const std::function<void()>& action, std::initializer_lis
 // limit (an unbounded read stops at it instead of at the OOM killer).
 test::CommandResult run_trainer(const std::string& args, long ulimit_kib = 3000000) {
   return test::run_command("ulimit -v " + std::to_string(ulimit_kib) + "; exec timeout -k 2 10 " +
-                           std::string(DDP_TRAIN_BINARY) + " --device cpu --threads 1 " + args + " 2>&1");
+                           test::trainer_command() + " " + args + " 2>&1");
 }
 
 std::string error_line(const test::CommandResult& r) { return test::single_error_line(r.output); }
@@ -146,10 +148,10 @@ void expect_refused(const test::CommandResult& r, std::initializer_list<std::str
   for (const char* leak : {"bad_alloc", ".cpp:", "failed:"}) EXPECT_EQ(line.find(leak), std::string::npos) << line;
 }
 
-class InputFileCli : public ::testing::Test {
+class InputFileCli : public test::CliTest {
  protected:
+  InputFileCli() : CliTest("input_file") {}
   void SetUp() override {
-    dir = test::make_temp_dir("input_file");
     rng.seed(test::test_seed());
     std::vector<uint8_t> labels(40);
     for (uint8_t& l : labels) l = static_cast<uint8_t>(rng() % 10);
@@ -159,7 +161,6 @@ class InputFileCli : public ::testing::Test {
     write_bytes(dir + "/y.npy", npy_bytes("<i8", "(4,)", Bytes(32, 0)));
     std::ofstream(dir + "/d.csv") << "a,b,label\n0.5,1,0\n1,2,1\n";
   }
-  void TearDown() override { fs::remove_all(dir); }
 
   std::string idx_args(const std::string& images, const std::string& labels) const {
     return "--data idx --train-images " + images + " --train-labels " + labels + " --test-images " + dir +
@@ -178,7 +179,6 @@ class InputFileCli : public ::testing::Test {
     return path;
   }
 
-  std::string dir;
   std::mt19937_64 rng;
 };
 
@@ -256,7 +256,8 @@ TEST_F(InputFileCli, CheckpointFileAboveItsLimitIsRefused) {
 // ---- the reading rules, in process -----------------------------------------------------
 
 TEST(InputFile, ReadsExactlyTheFileAndRefusesAboveTheCallersLimit) {
-  const std::string dir = test::make_temp_dir("input_file");
+  const test::TempDir temp_dir("input_file");
+  const std::string& dir = temp_dir.path();
   std::mt19937_64 rng(test::test_seed());
   Bytes content(1000 + rng() % 1000);
   for (uint8_t& b : content) b = static_cast<uint8_t>(rng());
@@ -270,13 +271,13 @@ TEST(InputFile, ReadsExactlyTheFileAndRefusesAboveTheCallersLimit) {
   expect_data_error([&] { read_text_file(dir + "/none", 5, "config file"); }, {dir + "/none", "cannot open"});
   EXPECT_GT(input_limit_bytes(), size_t{1} << 20);
   EXPECT_LE(input_limit_bytes(), kInputFileCapBytes);
-  fs::remove_all(dir);
 }
 
 // A file is read in 64 MiB calls (so a start-up signal is handled between
 // them): one of several calls comes back whole, each call's bytes in place.
 TEST(InputFile, AFileOfSeveralReadCallsIsReadWholeAndInOrder) {
-  const std::string dir = test::make_temp_dir("input_file_big");
+  const test::TempDir temp_dir("input_file_big");
+  const std::string& dir = temp_dir.path();
   std::mt19937_64 rng(test::test_seed());
   const size_t chunk = size_t{64} << 20, size = 2 * chunk + 1 + rng() % 4096;
   {
@@ -295,7 +296,6 @@ TEST(InputFile, AFileOfSeveralReadCallsIsReadWholeAndInOrder) {
   for (const auto& [at, value] : marks) EXPECT_EQ(bytes[at], value) << at;
   EXPECT_EQ(bytes[size - 1], 0x7f);
   EXPECT_EQ(bytes[chunk + 1], 0);
-  fs::remove_all(dir);
 }
 
 TEST(InputFile, GunzipStopsAtTheCallersLimit) {
@@ -305,10 +305,10 @@ TEST(InputFile, GunzipStopsAtTheCallersLimit) {
 }
 
 TEST(InputFile, GzippedIdxHeaderAboveTheLimitIsRefusedBeforeInflating) {
-  const std::string dir = test::make_temp_dir("input_file");
+  const test::TempDir temp_dir("input_file");
+  const std::string& dir = temp_dir.path();
   write_bytes(dir + "/huge.gz", gzip(idx_header({0xffffffffu, 0xffffffffu, 0xffffffffu})));
   expect_data_error([&] { read_idx_file(dir + "/huge.gz"); }, {dir + "/huge.gz", "IDX", "limit"});
-  fs::remove_all(dir);
 }
 
 // The first line's 100,000 fields times a million short lines asked for

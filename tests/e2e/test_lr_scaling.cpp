@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "kernels/error.h"
+#include "support/temp_dir.h"
+#include "support/cli_test.h"
 #include "support/test_support.h"
 #include "trainer/optim/lr_scaling.h"
 
@@ -55,12 +57,13 @@ test::CommandResult run_on(int ranks, const std::string& args) {
 #else
   if (ranks > 1) return {77, "no MPI"};
 #endif
-  return test::run_command(launcher + DDP_TRAIN_BINARY + " --device cpu --threads 1 --data synthetic " +
+  return test::run_command(launcher + test::trainer_command() + " --data synthetic " +
                            "--synthetic-samples 512 --steps 4 --log-every 1 --lr-schedule constant " + args + " 2>&1");
 }
 
 TEST(LrScaling, ARunUsesTheScaledRateAtEachGlobalBatch) {
-  const std::string dir = test::make_temp_dir("lr_scaling");
+  const test::TempDir temp_dir("lr_scaling");
+  const std::string& dir = temp_dir.path();
   struct Case {
     int ranks;
     int64_t global_batch;

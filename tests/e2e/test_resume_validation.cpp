@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "support/cli_test.h"
 #include "support/test_support.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/checkpoint_dir.h"
@@ -31,8 +32,7 @@ namespace fs = std::filesystem;
 // never reaches: exit status 137 means it hung.
 constexpr int kHungExitCode = 137;
 test::CommandResult run_trainer(const std::string& args) {
-  return test::run_command("timeout -s KILL 20 " + std::string(DDP_TRAIN_BINARY) + " --device cpu --threads 1 " +
-                           args + " 2>&1");
+  return test::run_command("timeout -s KILL 20 " + test::trainer_command() + " " + args + " 2>&1");
 }
 
 // The error is exactly one line that starts with "ddp_train: error" ("" otherwise).
@@ -53,12 +53,12 @@ void put_be32(std::vector<uint8_t>& v, uint32_t x) {
   for (int s = 24; s >= 0; s -= 8) v.push_back(static_cast<uint8_t>(x >> s));
 }
 
-class ResumeValidation : public ::testing::Test {
+class ResumeValidation : public test::CliTest {
  protected:
   // 40 IDX images of 4x4 with labels 0..9: an epoch of 3 steps at batch 16
   // (2 with --drop-last).
+  ResumeValidation() : CliTest("resume-validation") {}
   void SetUp() override {
-    dir = test::make_temp_dir("resume-validation");
     std::vector<uint8_t> images = {0, 0, 0x08, 3}, labels = {0, 0, 0x08, 1};
     put_be32(images, 40), put_be32(images, 4), put_be32(images, 4), put_be32(labels, 40);
     for (uint32_t i = 0; i < 40 * 16; ++i) images.push_back(static_cast<uint8_t>(i * 7));
@@ -66,12 +66,10 @@ class ResumeValidation : public ::testing::Test {
     write_bytes(dir + "/img", images);
     write_bytes(dir + "/lab", labels);
   }
-  void TearDown() override { fs::remove_all(dir); }
   std::string data_args() const {
     return "--data idx --train-images " + dir + "/img --train-labels " + dir + "/lab --test-images " + dir +
            "/img --test-labels " + dir + "/lab --layers 16,8,10 --batch-size 16";
   }
-  std::string dir;
 };
 
 TEST_F(ResumeValidation, OutOfRangeFieldWithValidChecksumIsOneErrorLine) {

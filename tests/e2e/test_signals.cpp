@@ -22,6 +22,7 @@
 
 #include "child_process.h"
 #include "faults_support.h"
+#include "support/cli_test.h"
 #include "support/test_support.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/checkpoint_dir.h"
@@ -69,11 +70,9 @@ std::string npy_problem(const std::string& dir, int64_t train, int64_t test, int
 // of 16384 samples through 1024-wide layers (seconds on one thread).
 const std::string kSlowFinalEval = " --layers 32,1024,1024,8 --batch-size 32 --steps 3 --log-every 1";
 
-class Signals : public ::testing::Test {
+class Signals : public test::CliTest {
  protected:
-  void SetUp() override { dir = test::make_temp_dir("signals"); }
-  void TearDown() override { fs::remove_all(dir); }
-  std::string dir;
+  Signals() : CliTest("signals") {}
 };
 
 // ---- start-up ------------------------------------------------------------------------------
@@ -177,8 +176,12 @@ TEST_F(Signals, SigtermDuringAnEpochEvaluationStopsRightAfterIt) {
   Child child(kTrainer + data + " --layers 32,1024,1024,8 --batch-size 32 --steps 1000 --log-every 1 --checkpoint-dir " +
                   dir + "/ck",
               dir + "/out");
-  ASSERT_TRUE(child.wait_for_output("step 2/1000 ", 30)) << child.output();
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // into the evaluation
+  // The step's progress line is the last thing the trainer prints before it
+  // evaluates (trainer/loop/trainer.cpp, Trainer::Impl::run: report_progress,
+  // then run_eval), so the signal lands as the evaluation starts; a stop is
+  // only read at the agreed point after it. Waiting for the line, not
+  // sleeping, keeps this true on a loaded machine.
+  ASSERT_TRUE(child.wait_for_output("step 2/1000 ", 60)) << child.output();
   kill(child.pid(), SIGTERM);
   const auto status = child.wait_exit(30);
   ASSERT_TRUE(status.has_value()) << child.output();
@@ -195,8 +198,8 @@ TEST_F(Signals, SigtermDuringTheFinalEvaluationStillExits143) {
   const std::string ck = dir + "/ck";
   Child child(kTrainer + npy_problem(dir, 4096, 16384, 32, 8) + kSlowFinalEval + " --checkpoint-dir " + ck,
               dir + "/out");
-  ASSERT_TRUE(child.wait_for_output("step 3/3 ", 30)) << child.output();
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // into the evaluation
+  // As above: the last step's line comes right before the final evaluation.
+  ASSERT_TRUE(child.wait_for_output("step 3/3 ", 60)) << child.output();
   kill(child.pid(), SIGTERM);
   const auto status = child.wait_exit(60);
   ASSERT_TRUE(status.has_value()) << child.output();
@@ -269,8 +272,7 @@ TEST_F(Signals, SigtermToOneRankDuringTheFinalEvaluationIsAgreed) {
   ASSERT_TRUE(child.wait_for_output("step 3/3 ", 60)) << child.output();
   const std::vector<pid_t> ranks = test::children_of(child.pid());
   ASSERT_EQ(ranks.size(), 2u) << child.output();
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // into the evaluation
-  kill(ranks.back(), SIGTERM);
+  kill(ranks.back(), SIGTERM);  // rank 0 printed its last step's line: the final evaluation is starting
   const auto status = child.wait_exit(60);
   ASSERT_TRUE(status.has_value()) << "mpiexec still running 60 s after SIGTERM to one rank:\n" << child.output();
   const std::string out = child.output();

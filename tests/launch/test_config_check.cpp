@@ -20,6 +20,7 @@
 #include "trainer/config/config_check.h"
 #include "trainer/data/data_source.h"
 #include "trainer/loop/trainer.h"
+#include "support/temp_dir.h"
 #include "support/test_support.h"
 
 namespace ddp {
@@ -163,11 +164,11 @@ TEST(ConfigCheck, BatchFactorsAbove2To30AreRefusedAsOnTheCommandLine) {
 // config file's steps that --epochs drops leaves --epochs itself to check.
 TEST(ConfigCheck, TheCommandLineChecksTheConfigItsWinsLeave) {
   std::mt19937_64 rng(test::test_seed());
-  const std::string dir = test::make_temp_dir("config_check");
+  const test::TempDir temp_dir("config_check");
+  const std::string& dir = temp_dir.path();
   std::ofstream(dir + "/steps.ini") << "steps = " << std::uniform_int_distribution<int>(1, 1000)(rng) << "\n";
   EXPECT_EQ(command_line_refusal("--config " + dir + "/steps.ini --epochs 0"), "--epochs must be positive");
   EXPECT_EQ(command_line_refusal("--config " + dir + "/steps.ini --epochs 2"), "");
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -24,6 +24,7 @@
 #include <sstream>
 
 #include "support/gpt_reference.h"
+#include "support/temp_dir.h"
 #include "support/test_support.h"
 #include "trainer/io/npy_io.h"
 
@@ -69,13 +70,13 @@ double max_relative_difference(const std::vector<double>& got, const std::vector
 
 TEST(GptReferenceVsTorch, LossLogitsAndGradientsMatchFloat64Autograd) {
   const std::string python = std::filesystem::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
-  const std::string dir = make_temp_dir("gpt_vs_torch");
+  const test::TempDir temp_dir("gpt_vs_torch");
+  const std::string& dir = temp_dir.path();
   const uint64_t seed = test_seed() % 1000000007ULL;
   SCOPED_TRACE("seed " + std::to_string(seed) + ", dump in " + dir);
   const CommandResult dumped = run_command(python + " " + DDP_SOURCE_DIR "/launch/torch_gpt.py --dump " + dir +
                                            " --seed " + std::to_string(seed) + " 2>&1");
   if (dumped.exit_code == 77) {
-    std::filesystem::remove_all(dir);
     GTEST_SKIP() << "no torch for " << python << ": " << dumped.output;
   }
   ASSERT_EQ(dumped.exit_code, 0) << dumped.output;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "support/data_file_support.h"
+#include "support/temp_dir.h"
 #include "support/test_support.h"
 #include "trainer/io/safetensors.h"
 #include "trainer/checkpoint/weights_io.h"
@@ -174,7 +175,8 @@ TEST(WeightsSafetensors, ANonFiniteWeightIsRefusedNamingTheTensorAndElement) {
     const ParameterTensor& t = m.registry[rng() % m.registry.size()];
     const size_t element = rng() % t.count;
     m.flat[t.offset + element] = bad;
-    const std::string dir = test::make_temp_dir("bad_weights");
+    const test::TempDir temp_dir("bad_weights");
+    const std::string& dir = temp_dir.path();
     const std::string file = dir + "/bad.safetensors";
     save_weights(file, m.registry, m.flat);
     const std::string tensor = "tensor " + t.name + ": non-finite value (" + (std::isnan(bad) ? "nan" : "inf") + ")";

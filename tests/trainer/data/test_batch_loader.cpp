@@ -19,6 +19,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "trainer/data/batch_loader.h"
 #include "trainer/loop/trainer.h"
+#include "support/temp_dir.h"
 #include "support/test_support.h"
 
 namespace ddp {
@@ -249,7 +250,8 @@ TEST(TrainingPrefetch, BatchesAreTheSamplersWithAndWithoutPrefetch) {
 }
 
 TEST(TrainingPrefetch, ResumeContinuesWithTheSamplersBatches) {
-  const std::string dir = test::make_temp_dir("prefetch_resume");
+  const test::TempDir temp_dir("prefetch_resume");
+  const std::string& dir = temp_dir.path();
   TrainConfig c = small_config();
   const RecordedRun straight = train_recording(c);
 
@@ -266,7 +268,6 @@ TEST(TrainingPrefetch, ResumeContinuesWithTheSamplersBatches) {
   EXPECT_EQ(a.counts.loaded_on_demand, 1);
   EXPECT_EQ(b.counts.loaded_on_demand, 1);  // the resumed run's first batch, then prefetched from the epoch offset
   expect_same_weights(b.master_weights, straight.master_weights);
-  fs::remove_all(dir);
 }
 
 }  // namespace

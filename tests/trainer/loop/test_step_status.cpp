@@ -13,6 +13,7 @@
 #include "comm/communicator.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "support/recording_backend.h"
+#include "support/temp_dir.h"
 #include "support/test_support.h"
 #include "support/training_run_support.h"
 #include "trainer/optim/loss_scaler.h"
@@ -164,7 +165,8 @@ TEST(StepState, ReplayedCapturesTrainExactlyAsEagerSteps) {
 TEST(StepState, TheCaptureFollowsAnEagerStepOfItsOwnKindAfterAResume) {
   TrainConfig c = small_config();
   c.steps = 20, c.log_every = 10;
-  c.checkpoint_dir = test::make_temp_dir("capture_resume");
+  const test::TempDir temp_dir("capture_resume");
+  c.checkpoint_dir = temp_dir.path();
   c.stop_after_steps = 9;
   CpuBackend cpu(1);
   train_with(cpu, c);
@@ -175,7 +177,6 @@ TEST(StepState, TheCaptureFollowsAnEagerStepOfItsOwnKindAfterAResume) {
   std::string first;
   for (const std::string& op : graphs.first_seen_in_capture) first += op + " ";
   EXPECT_TRUE(graphs.first_seen_in_capture.empty()) << "first run inside the capture: " << first;
-  std::filesystem::remove_all(c.checkpoint_dir);
 }
 
 // On a device the step state is read every few steps; a run that

@@ -15,6 +15,7 @@
 #include "trainer/checkpoint/checkpoint_v1.h"
 #include "trainer/checkpoint/weights_io.h"
 #include "support/data_file_support.h"
+#include "support/temp_dir.h"
 #include "support/test_support.h"
 
 namespace ddp {
@@ -79,7 +80,8 @@ TEST(TrainingConvergence, FashionMnistSubsetReachesAccuracy) {
 }
 
 TEST(TrainingResume, StopAndResumeIsBitwiseIdentical) {
-  const std::string dir = test::make_temp_dir("resume");
+  const test::TempDir temp_dir("resume");
+  const std::string& dir = temp_dir.path();
   TrainConfig c = synthetic_config();
   c.steps = 40;  // 2.5 epochs: the resume lands mid-epoch
   const std::vector<float> straight = train(c);
@@ -95,14 +97,14 @@ TEST(TrainingResume, StopAndResumeIsBitwiseIdentical) {
   EXPECT_EQ(s.final_step, 40);
   ASSERT_EQ(resumed.size(), straight.size());
   for (size_t i = 0; i < straight.size(); ++i) ASSERT_EQ(resumed[i], straight[i]) << "parameter " << i;
-  fs::remove_all(dir);
 }
 
 // A checkpoint of an earlier build (format 1, named .ddpckpt) resumes bit
 // for bit: the run's format 2 checkpoint is rewritten as format 1 in its
 // place, and a bare --resume takes it.
 TEST(TrainingResume, AFormat1CheckpointResumesBitwise) {
-  const std::string dir = test::make_temp_dir("resume_v1");
+  const test::TempDir temp_dir("resume_v1");
+  const std::string& dir = temp_dir.path();
   TrainConfig c = synthetic_config();
   c.steps = 40;
   const std::vector<float> straight = train(c);
@@ -118,14 +120,15 @@ TEST(TrainingResume, AFormat1CheckpointResumesBitwise) {
   TrainSummary s;
   const std::vector<float> resumed = train(second, &s);
   EXPECT_EQ(s.steps, 17);
+  ASSERT_EQ(resumed.size(), straight.size());
   for (size_t i = 0; i < straight.size(); ++i) ASSERT_EQ(resumed[i], straight[i]) << "parameter " << i;
   EXPECT_TRUE(fs::exists(dir + "/" + checkpoint_file_name(40)));  // and writes format 2 from there on
-  fs::remove_all(dir);
 }
 
 TEST(TrainingResume, ExtendingAConstantScheduleRunIsBitwiseIdentical) {
   // N steps, checkpoint, resume for M more == N + M steps in one run.
-  const std::string dir = test::make_temp_dir("extend");
+  const test::TempDir temp_dir("extend");
+  const std::string& dir = temp_dir.path();
   TrainConfig c = synthetic_config();
   c.lr_schedule = LrScheduleKind::Constant;
   c.steps = 30;
@@ -136,12 +139,13 @@ TEST(TrainingResume, ExtendingAConstantScheduleRunIsBitwiseIdentical) {
   TrainConfig second = c;
   second.checkpoint_dir = dir, second.resume = true;
   const std::vector<float> resumed = train(second);
+  ASSERT_EQ(resumed.size(), straight.size());
   for (size_t i = 0; i < straight.size(); ++i) ASSERT_EQ(resumed[i], straight[i]) << "parameter " << i;
-  fs::remove_all(dir);
 }
 
 TEST(TrainingWeights, SaveThenInitRoundTrips) {
-  const std::string dir = test::make_temp_dir("weights");
+  const test::TempDir temp_dir("weights");
+  const std::string& dir = temp_dir.path();
   TrainConfig c = synthetic_config();
   c.steps = 5, c.save_weights_dir = dir + "/w";
   const std::vector<float> trained = train(c);
@@ -151,8 +155,8 @@ TEST(TrainingWeights, SaveThenInitRoundTrips) {
   TrainConfig again = synthetic_config();
   again.steps = 1, again.init_weights_dir = dir + "/w", again.lr = 1e-30, again.momentum = 0;
   const std::vector<float> reloaded = train(again);
+  ASSERT_EQ(reloaded.size(), trained.size());
   for (size_t i = 0; i < trained.size(); ++i) ASSERT_EQ(reloaded[i], trained[i]);
-  fs::remove_all(dir);
 }
 
 TEST(TrainingSynthetic, RegressionLossFalls) {

@@ -13,6 +13,7 @@
 #include "comm/communicator.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "support/recording_backend.h"
+#include "support/temp_dir.h"
 #include "support/test_support.h"
 #include "support/training_run_support.h"
 #include "trainer/loop/trainer.h"
@@ -83,7 +84,8 @@ TEST(TrainingAdamW, SkippedStepsKeepTAndTheWeights) {
 // the straight run's.
 TEST(TrainingAdamW, StopAndResumeIsBitwiseIdentical) {
   SCOPED_TRACE("seed " + std::to_string(test::test_seed()));
-  const std::string dir = test::make_temp_dir("adamw_resume");
+  const test::TempDir temp_dir("adamw_resume");
+  const std::string& dir = temp_dir.path();
   TrainConfig c = adamw_config();
   c.inject_overflow_steps = {4, 19};
   c.steps = 30;
@@ -101,13 +103,13 @@ TEST(TrainingAdamW, StopAndResumeIsBitwiseIdentical) {
   EXPECT_EQ(bit_differences(resumed.state.momentum_fp32, straight.state.momentum_fp32), 0u);
   EXPECT_EQ(bit_differences(resumed.state.second_moment_fp32, straight.state.second_moment_fp32), 0u);
   EXPECT_FALSE(straight.state.second_moment_fp32.empty());
-  std::filesystem::remove_all(dir);
 }
 
 // A checkpoint of another optimizer means nothing to this one: refused in
 // one line naming both.
 TEST(TrainingAdamW, ResumingAnSgdCheckpointIsRefused) {
-  const std::string dir = test::make_temp_dir("adamw_sgd");
+  const test::TempDir temp_dir("adamw_sgd");
+  const std::string& dir = temp_dir.path();
   TrainConfig c = adamw_config();
   c.optimizer = OptimizerKind::Sgd, c.steps = 3, c.checkpoint_dir = dir;
   CpuBackend cpu(1);
@@ -122,7 +124,6 @@ TEST(TrainingAdamW, ResumingAnSgdCheckpointIsRefused) {
               std::string::npos)
         << e.what();
   }
-  std::filesystem::remove_all(dir);
 }
 
 TEST(TrainingAdamW, ReplayedCapturesTrainExactlyAsEagerSteps) {

@@ -16,6 +16,7 @@
 
 #include "kernels/cpu/cpu_backend.h"
 #include "support/recording_backend.h"
+#include "support/temp_dir.h"
 #include "support/test_support.h"
 #include "support/training_run_support.h"
 #include "trainer/checkpoint/checkpoint.h"
@@ -119,7 +120,8 @@ TrainConfig gpt_config(const std::string& text) {
 }
 
 TEST(GptTraining, ATinyModelLearnsTheTextsStructure) {
-  const std::string dir = test::make_temp_dir("gpt_train");
+  const test::TempDir temp_dir("gpt_train");
+  const std::string& dir = temp_dir.path();
   TrainConfig c = gpt_config(write_text(dir));
   c.steps = 150;
   CpuBackend cpu(1);
@@ -128,7 +130,6 @@ TEST(GptTraining, ATinyModelLearnsTheTextsStructure) {
   // about 2.4; the words make most bytes predictable from the ones before.
   EXPECT_LT(run.summary.test_loss, 1.5) << "test loss " << run.summary.test_loss;
   EXPECT_EQ(run.summary.skipped_steps, 0);
-  fs::remove_all(dir);
 }
 
 // --cuda-graph for the GPT, emulated (recording_backend.h): the captured
@@ -136,7 +137,8 @@ TEST(GptTraining, ATinyModelLearnsTheTextsStructure) {
 // input buffers, copied in before each replay, so replayed steps train bit
 // for bit as eager ones; nothing runs for the first time inside the capture.
 TEST(GptTraining, ReplayedCapturedStepsTrainBitForBit) {
-  const std::string dir = test::make_temp_dir("gpt_graph");
+  const test::TempDir temp_dir("gpt_graph");
+  const std::string& dir = temp_dir.path();
   TrainConfig c = gpt_config(write_text(dir));
   c.steps = 14, c.inject_overflow_steps = {6};
   CpuBackend cpu(1);
@@ -155,11 +157,11 @@ TEST(GptTraining, ReplayedCapturedStepsTrainBitForBit) {
   for (size_t i = 0; i < eager.master.size(); ++i)
     differ += test::bits_of(replayed.master[i]) != test::bits_of(eager.master[i]);
   EXPECT_EQ(differ, 0u) << "of " << eager.master.size() << " master weights";
-  fs::remove_all(dir);
 }
 
 TEST(GptTraining, RunsRepeatBitForBitAndResumeBitwise) {
-  const std::string dir = test::make_temp_dir("gpt_resume");
+  const test::TempDir temp_dir("gpt_resume");
+  const std::string& dir = temp_dir.path();
   TrainConfig c = gpt_config(write_text(dir));
   c.steps = 12;
   CpuBackend cpu(1);
@@ -190,7 +192,6 @@ TEST(GptTraining, RunsRepeatBitForBitAndResumeBitwise) {
               std::string::npos)
         << e.what();
   }
-  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "comm/communicator.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/error.h"
+#include "support/temp_dir.h"
 #include "support/test_support.h"
 #include "trainer/report/step_trace.h"
 
@@ -44,7 +45,8 @@ nlohmann::json read_json(const std::string& path) {
 TEST(StepTracer, TracesItsWindowOnlyAndNestsTheSpans) {
   CpuBackend cpu(1);
   SingleProcessCommunicator comm;
-  const std::string dir = test::make_temp_dir("step_trace");
+  const test::TempDir temp_dir("step_trace");
+  const std::string& dir = temp_dir.path();
   TraceRunInfo info;
   info.device = "cpu", info.model = "mlp";
   info.layer_tensors = {{2, 3}, {0, 1}};
@@ -103,7 +105,8 @@ TEST(StepTracer, TracesItsWindowOnlyAndNestsTheSpans) {
 TEST(StepTracer, ARunEndingInsideTheWindowStillWritesAtFinish) {
   CpuBackend cpu(1);
   SingleProcessCommunicator comm;
-  const std::string dir = test::make_temp_dir("step_trace_finish");
+  const test::TempDir temp_dir("step_trace_finish");
+  const std::string& dir = temp_dir.path();
   StepTracer tracer(dir + "/t.json", parse_trace_window("1:100"), cpu, comm, TraceRunInfo{});
   tracer.begin_step(1);
   tracer.end_step();

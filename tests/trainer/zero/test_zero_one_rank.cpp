@@ -14,6 +14,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "mpi/mpi_gpt_config.h"
 #include "support/recording_backend.h"
+#include "support/temp_dir.h"
 #include "support/test_support.h"
 #include "support/training_run_support.h"
 
@@ -41,7 +42,8 @@ int state_bits_differ(const TrainState& a, const TrainState& b) {
 }
 
 TEST(ZeroOneRank, EveryStageIsStageZeroBitForBit) {
-  const std::string dir = test::make_temp_dir("zero_one_rank");
+  const test::TempDir temp_dir("zero_one_rank");
+  const std::string& dir = temp_dir.path();
   for (bool gpt : {false, true}) {
     for (bool adamw : {false, true}) {
       for (int64_t accum : {1, 2}) {
@@ -71,7 +73,8 @@ TEST(ZeroOneRank, EveryStageIsStageZeroBitForBit) {
 // Stage 1 captures: the step's collectives (here a world of one's) are
 // recorded with it, and replays train as the eager stage-0 steps do.
 TEST(ZeroOneRank, ReplayedCapturedStageOneStepsTrainAsEagerStageZero) {
-  const std::string dir = test::make_temp_dir("zero_graph");
+  const test::TempDir temp_dir("zero_graph");
+  const std::string& dir = temp_dir.path();
   TrainConfig c = test::tiny_gpt_config(dir);
   c.steps = 12, c.inject_overflow_steps = {5}, c.optimizer = OptimizerKind::AdamW, c.lr = 3e-3;
   CpuBackend cpu(1);
