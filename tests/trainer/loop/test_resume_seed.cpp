@@ -4,10 +4,10 @@
 // uninterrupted run read, and its checkpoints record the seed of that order.
 #include <gtest/gtest.h>
 
-#include <filesystem>
 
 #include "comm/communicator.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "support/temp_dir.h"
 #include "support/test_support.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/checkpoint_dir.h"
@@ -15,7 +15,6 @@
 
 namespace ddp {
 namespace {
-namespace fs = std::filesystem;
 
 TrainConfig shuffled_config(uint64_t seed) {
   TrainConfig c;
@@ -50,7 +49,8 @@ std::vector<float> train(const TrainConfig& c) {
 }
 
 TEST(ResumeSeed, AResumeWithAnotherSeedKeepsTheCheckpointsOrder) {
-  const std::string dir = test::make_temp_dir("resume-seed");
+  const test::TempDir scratch("resume-seed");
+  const std::string& dir = scratch.path();
   const std::vector<float> straight = train(shuffled_config(5));
   TrainConfig first = shuffled_config(5);
   first.checkpoint_dir = dir;
@@ -68,7 +68,6 @@ TEST(ResumeSeed, AResumeWithAnotherSeedKeepsTheCheckpointsOrder) {
   EXPECT_EQ(read_checkpoint(found.front().second).seed, 5u) << "the last checkpoint records another order's seed";
   // The seed does change the order: without the resume, seed 9 trains otherwise.
   EXPECT_NE(train(shuffled_config(9)), straight);
-  fs::remove_all(dir);
 }
 
 }  // namespace

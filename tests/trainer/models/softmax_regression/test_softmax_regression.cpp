@@ -3,15 +3,14 @@
 // and is what the catalog and the factory describe and build.
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <random>
-#include <stdlib.h>
 
 #include "comm/communicator.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/error.h"
 #include "softmax_regression_model.h"
 #include "softmax_regression_spec.h"
+#include "support/temp_dir.h"
 #include "support/test_support.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/checkpoint_dir.h"
@@ -23,7 +22,6 @@
 
 namespace ddp::test {
 namespace {
-namespace fs = std::filesystem;
 
 constexpr int kIn = 8;
 constexpr int kClasses = 4;
@@ -59,17 +57,6 @@ Dataset separable(uint64_t seed, size_t count) {
   }
   return d;
 }
-
-// A fresh directory, removed with what it holds however the test ends.
-struct ScratchDir {
-  std::string path;
-  ScratchDir() {
-    std::string pattern = (fs::temp_directory_path() / "softmax-regression-XXXXXX").string();
-    DDP_REQUIRE(mkdtemp(pattern.data()) != nullptr, "mkdtemp failed");
-    path = pattern;
-  }
-  ~ScratchDir() { fs::remove_all(path); }
-};
 
 TrainTestData separable_data() { return TrainTestData{separable(1, 512), separable(2, 256)}; }
 
@@ -142,9 +129,9 @@ TEST(SoftmaxRegression, MatchesTheOneLayerMlpBitForBit) {
 }
 
 TEST(SoftmaxRegression, CheckpointsUnderItsOwnKind) {
-  const ScratchDir dir;
+  const TempDir dir("softmax-regression");
   TrainConfig c = softmax_config();
-  c.checkpoint_dir = dir.path;
+  c.checkpoint_dir = dir.path();
   train(c);
   const auto found = list_checkpoints(c.checkpoint_dir);
   ASSERT_FALSE(found.empty());
