@@ -34,11 +34,12 @@ enum class Transpose { No, Yes };
 // kernel of its own with the same semantics: cpu_gemm.h, cuda_gemm.h.
 //
 // Rounding consequences against the unfused sequence (GEMM, then the
-// element-wise passes below): ReLU commutes with round-to-nearest-even
+// element-wise passes of tests/support/unfused_ops.h): ReLU commutes with round-to-nearest-even
 // (rounding is monotone and keeps the sign; relu'(z) is 0 or 1), so fused
 // ReLU and its gradient give the same bits as the separate passes. GELU
 // rounds once instead of twice: at least as accurate, not bitwise equal.
-// The bias gradient sums the same FP16 values (op(A)) as bias_grad_fp16.
+// The bias gradient sums the same FP16 values (op(A)) as the unfused
+// column-sum pass.
 struct GemmFp16 {
   Transpose trans_a = Transpose::No;
   Transpose trans_b = Transpose::No;
@@ -73,7 +74,7 @@ struct GemmFp16 {
   int ld_dact_input = 0;
   // Optional [m] bias gradient of op(A), see above; with
   // bias_grad_accumulate it is added to what bias_grad holds (before the one
-  // rounding), as bias_grad_fp16 does. Any beta.
+  // rounding), as the unfused column-sum pass does. Any beta.
   half16* bias_grad = nullptr;
   bool bias_grad_accumulate = false;
 };

@@ -87,41 +87,9 @@ std::unique_ptr<UploadSlots> CpuBackend::make_upload_slots(size_t slot_bytes) {
 void CpuBackend::gemm_fp16(const GemmFp16& g) { cpu_gemm_fp16(g, *pool_, gemm_scratch_); }
 
 // ---- element-wise -----------------------------------------------------------------
-void CpuBackend::add_bias_fp16(half16* y, const half16* bias, int rows, int cols) {
-  const size_t row_count = rows > 0 ? static_cast<size_t>(rows) : 0, width = cols > 0 ? static_cast<size_t>(cols) : 0;
-  pool_->parallel_for(row_count, 1, pieces(row_count * width), [&](size_t r0, size_t r1) {
-    cpu::add_bias_rows(y + r0 * width, bias, r1 - r0, width);
-  });
-}
-
-void CpuBackend::activation_forward_fp16(Activation act, const half16* z, half16* y, size_t count) {
-  pool_->parallel_for(count, kGrain, pieces(count),
-                      [&](size_t i0, size_t i1) { cpu::activation_forward_range(act, z + i0, y + i0, i1 - i0); });
-}
-
-void CpuBackend::activation_backward_fp16(Activation act, const half16* z, const half16* dy, half16* dz,
-                                          size_t count) {
-  pool_->parallel_for(count, kGrain, pieces(count), [&](size_t i0, size_t i1) {
-    cpu::activation_backward_range(act, z + i0, dy + i0, dz + i0, i1 - i0);
-  });
-}
-
-void CpuBackend::bias_grad_fp16(const half16* dy, int rows, int cols, half16* db, bool accumulate) {
-  // Split by columns: each column's sum runs over the rows in order on one
-  // thread, so the result does not depend on the thread count.
-  const size_t row_count = rows > 0 ? static_cast<size_t>(rows) : 0, width = cols > 0 ? static_cast<size_t>(cols) : 0;
-  pool_->parallel_for(width, 32, pieces(row_count * width), [&](size_t c0, size_t c1) {
-    cpu::bias_grad_columns(dy, row_count, width, c0, c1, db, accumulate);
-  });
-}
-
 void CpuBackend::cast_fp32_to_fp16(const float* src, half16* dst, size_t count) {
   pool_->parallel_for(count, kGrain, pieces(count),
                       [&](size_t i0, size_t i1) { float_to_half_array(src + i0, dst + i0, i1 - i0); });
-}
-void CpuBackend::cast_fp16_to_fp32(const half16* src, float* dst, size_t count) {
-  pool_->parallel_for(count, kGrain, pieces(count),
-                      [&](size_t i0, size_t i1) { half_to_float_array(src + i0, dst + i0, i1 - i0); });
 }
 
 // ---- losses -------------------------------------------------------------------------

@@ -35,13 +35,7 @@ class CpuBackend final : public Backend {
 
   void gemm_fp16(const GemmFp16& g) override;
 
-  void add_bias_fp16(half16* y, const half16* bias, int rows, int cols) override;
-  void activation_forward_fp16(Activation act, const half16* z, half16* y, size_t count) override;
-  void activation_backward_fp16(Activation act, const half16* z, const half16* dy, half16* dz,
-                                size_t count) override;
-  void bias_grad_fp16(const half16* dy, int rows, int cols, half16* db, bool accumulate) override;
   void cast_fp32_to_fp16(const float* src, half16* dst, size_t count) override;
-  void cast_fp16_to_fp32(const half16* src, float* dst, size_t count) override;
 
   void softmax_xent_forward(const half16* logits, const int32_t* labels, int rows, int cols, int real_cols,
                             float* loss_mean, int32_t* correct_count) override;

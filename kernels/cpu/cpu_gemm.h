@@ -4,8 +4,8 @@
 // FP32 in the same pass that rounds the result once to FP16 (RNE): the
 // arithmetic contract of a Tensor Core GEMM, and no extra pass over memory
 // for the epilogue. The bias gradient of A is summed from the widened A
-// (already in cache), in the order bias_grad_fp16 uses, so it gives the
-// same bits as that separate pass.
+// (already in cache), in the order of the unfused column-sum pass
+// (cpu::bias_grad_columns), so it gives the same bits as that separate pass.
 //
 // Large GEMMs are split over a CpuThreadPool. The output is cut into a few
 // slices along n (columns) when A is the smaller operand, along m (rows)

@@ -215,29 +215,8 @@ void CudaBackend::gemm_fp16(const GemmFp16& g) {
 
 // ---- element-wise and reductions ------------------------------------------------
 
-void CudaBackend::add_bias_fp16(half16* y, const half16* bias, int rows, int cols) {
-  launch_add_bias_fp16(compute_stream(), y, bias, rows, cols);
-}
-
-void CudaBackend::activation_forward_fp16(Activation act, const half16* z, half16* y, size_t count) {
-  launch_activation_forward_fp16(compute_stream(), act, z, y, count);
-}
-
-void CudaBackend::activation_backward_fp16(Activation act, const half16* z, const half16* dy, half16* dz,
-                                           size_t count) {
-  launch_activation_backward_fp16(compute_stream(), act, z, dy, dz, count);
-}
-
-void CudaBackend::bias_grad_fp16(const half16* dy, int rows, int cols, half16* db, bool accumulate) {
-  launch_bias_grad_fp16(compute_stream(), dy, rows, cols, db, accumulate);
-}
-
 void CudaBackend::cast_fp32_to_fp16(const float* src, half16* dst, size_t count) {
   launch_cast_fp32_to_fp16(compute_stream(), src, dst, count);
-}
-
-void CudaBackend::cast_fp16_to_fp32(const half16* src, float* dst, size_t count) {
-  launch_cast_fp16_to_fp32(compute_stream(), src, dst, count);
 }
 
 // ---- losses -------------------------------------------------------------------------

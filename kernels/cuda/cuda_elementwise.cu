@@ -1,4 +1,5 @@
-// cuda_elementwise.cu: element-wise kernels and the bias-gradient column sum.
+// cuda_elementwise.cu: the FP32 -> FP16 cast and the column sums (a GEMM's
+// bias gradient where cuBLASLt cannot write it).
 // The per-element math is the shared code of elementwise_math.h and half.h,
 // the same functions the CPU loops call.
 #include "kernels/cuda/cuda_elementwise.h"
@@ -11,23 +12,6 @@
 
 namespace ddp {
 namespace {
-
-__global__ void add_bias_kernel(half16* y, const half16* bias, size_t count, size_t cols) {
-  for (size_t i = global_thread_index(); i < count; i += grid_stride())
-    y[i] = to_half(to_float(y[i]) + to_float(bias[i % cols]));
-}
-
-// No __restrict__: z may alias y (and dy may alias dz).
-__global__ void activation_forward_kernel(Activation act, const half16* z, half16* y, size_t count) {
-  for (size_t i = global_thread_index(); i < count; i += grid_stride())
-    y[i] = to_half(activation_forward(act, to_float(z[i])));
-}
-
-__global__ void activation_backward_kernel(Activation act, const half16* z, const half16* dy, half16* dz,
-                                           size_t count) {
-  for (size_t i = global_thread_index(); i < count; i += grid_stride())
-    dz[i] = to_half(activation_backward(act, to_float(z[i]), to_float(dy[i])));
-}
 
 // Column sums of a strided [rows, cols] matrix, element (r, c) at
 // a[r * row_stride + c * col_stride]: a block covers 32 adjacent columns
@@ -59,37 +43,7 @@ __global__ void cast_fp32_to_fp16_kernel(const float* src, half16* dst, size_t c
   for (size_t i = global_thread_index(); i < count; i += grid_stride()) dst[i] = to_half(src[i]);
 }
 
-__global__ void cast_fp16_to_fp32_kernel(const half16* src, float* dst, size_t count) {
-  for (size_t i = global_thread_index(); i < count; i += grid_stride()) dst[i] = to_float(src[i]);
-}
-
 }  // namespace
-
-void launch_add_bias_fp16(cudaStream_t stream, half16* y, const half16* bias, int rows, int cols) {
-  DDP_REQUIRE(rows >= 0 && cols >= 0, "add_bias_fp16: negative shape");
-  const size_t count = static_cast<size_t>(rows) * static_cast<size_t>(cols);
-  if (count == 0) return;
-  add_bias_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(y, bias, count, static_cast<size_t>(cols));
-  DDP_CUDA_CHECK_LAUNCH();
-}
-
-void launch_activation_forward_fp16(cudaStream_t stream, Activation act, const half16* z, half16* y, size_t count) {
-  if (count == 0) return;
-  activation_forward_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(act, z, y, count);
-  DDP_CUDA_CHECK_LAUNCH();
-}
-
-void launch_activation_backward_fp16(cudaStream_t stream, Activation act, const half16* z, const half16* dy,
-                                     half16* dz, size_t count) {
-  if (count == 0) return;
-  activation_backward_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(act, z, dy, dz, count);
-  DDP_CUDA_CHECK_LAUNCH();
-}
-
-void launch_bias_grad_fp16(cudaStream_t stream, const half16* dy, int rows, int cols, half16* db, bool accumulate) {
-  DDP_REQUIRE(rows >= 0 && cols >= 0, "bias_grad_fp16: negative shape");
-  launch_column_sums_fp16(stream, dy, rows, cols, static_cast<size_t>(cols), 1, db, accumulate);
-}
 
 void launch_column_sums_fp16(cudaStream_t stream, const half16* a, int rows, int cols, size_t row_stride,
                              size_t col_stride, half16* db, bool accumulate) {
@@ -108,15 +62,9 @@ void launch_cast_fp32_to_fp16(cudaStream_t stream, const float* src, half16* dst
   DDP_CUDA_CHECK_LAUNCH();
 }
 
-void launch_cast_fp16_to_fp32(cudaStream_t stream, const half16* src, float* dst, size_t count) {
-  if (count == 0) return;
-  cast_fp16_to_fp32_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(src, dst, count);
-  DDP_CUDA_CHECK_LAUNCH();
-}
-
 void check_kernel_image_for_current_device() {
   cudaFuncAttributes attributes{};
-  const cudaError_t e = cudaFuncGetAttributes(&attributes, cast_fp16_to_fp32_kernel);
+  const cudaError_t e = cudaFuncGetAttributes(&attributes, cast_fp32_to_fp16_kernel);
   if (e == cudaSuccess) return;
   (void)cudaGetLastError();
   int device = 0, major = 0, minor = 0;

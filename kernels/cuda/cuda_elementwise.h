@@ -1,5 +1,5 @@
-// cuda_elementwise.h: launchers for the element-wise CUDA kernels (bias add,
-// activations, casts) and the bias-gradient column sum. Each queues one
+// cuda_elementwise.h: launchers for the element-wise CUDA kernels (the FP32
+// -> FP16 cast) and the column sums of a GEMM's bias gradient. Each queues one
 // kernel on `stream` and checks the launch; semantics are those of the
 // Backend method of the same name (backend.h). Plain C++: g++ can include it.
 #pragma once
@@ -13,16 +13,7 @@
 
 namespace ddp {
 
-// y: [rows, cols], bias: [cols]
-void launch_add_bias_fp16(cudaStream_t stream, half16* y, const half16* bias, int rows, int cols);
-// z may equal y.
-void launch_activation_forward_fp16(cudaStream_t stream, Activation act, const half16* z, half16* y, size_t count);
-// dz may equal dy.
-void launch_activation_backward_fp16(cudaStream_t stream, Activation act, const half16* z, const half16* dy,
-                                     half16* dz, size_t count);
-// dy: [rows, cols], db: [cols]; FP32 column sums.
-void launch_bias_grad_fp16(cudaStream_t stream, const half16* dy, int rows, int cols, half16* db, bool accumulate);
-// The same column sums over a strided view, element (r, c) at
+// FP32 column sums over a strided view, element (r, c) at
 // a[r * row_stride + c * col_stride] (db[c] = sum_r, + db[c] when
 // accumulating): also the bias gradient of a GEMM's op(A) where cuBLASLt's
 // BGRADB cannot write it (launch_bias_grad_op_a_fp16). Reads coalesce when
@@ -30,7 +21,6 @@ void launch_bias_grad_fp16(cudaStream_t stream, const half16* dy, int rows, int 
 void launch_column_sums_fp16(cudaStream_t stream, const half16* a, int rows, int cols, size_t row_stride,
                              size_t col_stride, half16* db, bool accumulate);
 void launch_cast_fp32_to_fp16(cudaStream_t stream, const float* src, half16* dst, size_t count);
-void launch_cast_fp16_to_fp32(cudaStream_t stream, const half16* src, float* dst, size_t count);
 
 // Throws ddp::Error with the fix ("rebuild with CMAKE_CUDA_ARCHITECTURES=..")
 // when this binary holds no kernel image the current device can run.

@@ -27,6 +27,7 @@
 #include "kernels/error.h"
 #include "kernels/half_convert.h"
 #include "support/test_support.h"
+#include "support/unfused_ops.h"
 
 namespace ddp {
 namespace {
@@ -197,7 +198,7 @@ TEST_F(GemmEpilogues, FusedReluForwardEqualsGemmThenActivationBitwise) {
         z.upload(test::run_epilogue_case(*be, plain, in).c);
         Buffer<half16> y(*be, in.c0.size());
         y.upload(test::poison_halves(y.count()));
-        be->activation_forward_fp16(Activation::Relu, z.data(), y.data(), y.count());
+        test::activation_forward_fp16(Activation::Relu, z.data(), y.data(), y.count());
         const auto unfused = y.download();
         for (int i = 0; i < c.m; ++i)
           for (int j = 0; j < c.n; ++j)
@@ -224,7 +225,7 @@ TEST_F(GemmEpilogues, FusedReluGradientEqualsGemmThenActivationBackwardBitwise) 
         plain.dact = Activation::None;
         Buffer<half16> dx(*be, in.c0.size()), z(*be, in.dact_input.size());
         dx.upload(test::run_epilogue_case(*be, plain, in).c), z.upload(in.dact_input);
-        be->activation_backward_fp16(Activation::Relu, z.data(), dx.data(), dx.data(), dx.count());
+        test::activation_backward_fp16(Activation::Relu, z.data(), dx.data(), dx.data(), dx.count());
         const auto unfused = dx.download();
         for (int i = 0; i < c.m; ++i)
           for (int j = 0; j < c.n; ++j) {
@@ -237,7 +238,7 @@ TEST_F(GemmEpilogues, FusedReluGradientEqualsGemmThenActivationBackwardBitwise) 
 
 TEST_F(GemmEpilogues, FusedBiasGradientEqualsColumnSumPassBitwise) {
   // The dW GEMM's bias gradient sums the FP16 dZ it reads, in the same FP32
-  // order as bias_grad_fp16: same bits, accumulating or not.
+  // order as the unfused column-sum pass (test::bias_grad_fp16): same bits, accumulating or not.
   for (const auto& s : kShapes)
     for (CpuBackend* be : {&one, &two})
       for (bool accumulate : {false, true}) {
@@ -248,7 +249,7 @@ TEST_F(GemmEpilogues, FusedBiasGradientEqualsColumnSumPassBitwise) {
         const auto fused = test::run_epilogue_case(*be, c, in).bias_grad;
         Buffer<half16> dz(*be, in.a.size()), db(*be, in.bias_grad0.size());
         dz.upload(in.a), db.upload(in.bias_grad0);
-        be->bias_grad_fp16(dz.data(), c.k, c.m, db.data(), accumulate);
+        test::bias_grad_fp16(dz.data(), c.k, c.m, db.data(), accumulate);
         const auto unfused = db.download();
         for (int i = 0; i < c.m; ++i) ASSERT_EQ(fused[i].bits, unfused[i].bits) << i;
       }

@@ -75,23 +75,8 @@ class RecordingBackend final : public Backend {
   void gemm_fp16(const GemmFp16& g) override {
     queue("gemm_fp16", [=] { cpu_.gemm_fp16(g); });
   }
-  void add_bias_fp16(half16* y, const half16* b, int r, int c) override {
-    queue("add_bias_fp16", [=] { cpu_.add_bias_fp16(y, b, r, c); });
-  }
-  void activation_forward_fp16(Activation a, const half16* z, half16* y, size_t n) override {
-    queue("activation_forward_fp16", [=] { cpu_.activation_forward_fp16(a, z, y, n); });
-  }
-  void activation_backward_fp16(Activation a, const half16* z, const half16* dy, half16* dz, size_t n) override {
-    queue("activation_backward_fp16", [=] { cpu_.activation_backward_fp16(a, z, dy, dz, n); });
-  }
-  void bias_grad_fp16(const half16* dy, int r, int c, half16* db, bool acc) override {
-    queue("bias_grad_fp16", [=] { cpu_.bias_grad_fp16(dy, r, c, db, acc); });
-  }
   void cast_fp32_to_fp16(const float* s, half16* d, size_t n) override {
     queue("cast_fp32_to_fp16", [=] { cpu_.cast_fp32_to_fp16(s, d, n); });
-  }
-  void cast_fp16_to_fp32(const half16* s, float* d, size_t n) override {
-    queue("cast_fp16_to_fp32", [=] { cpu_.cast_fp16_to_fp32(s, d, n); });
   }
   void softmax_xent_forward(const half16* l, const int32_t* lab, int r, int c, int real, float* loss,
                             int32_t* ok) override {

@@ -12,6 +12,7 @@
 #include "support/gemm_epilogue_support.h"
 #include "kernels/buffer.h"
 #include "support/transformer_reference.h"
+#include "support/unfused_ops.h"
 
 namespace ddp {
 namespace {
@@ -222,10 +223,10 @@ TEST_F(CpuKernelsThreaded, GeluTanhOnEveryHalfAndTailsAgree) {
     SCOPED_TRACE(f16c ? "f16c" : "scalar");
     set_f16c_enabled(f16c);
     out.upload(poison_halves(n));
-    cpu.activation_forward_fp16(Activation::GeluTanh, dz_in.data(), out.data(), n);
+    test::activation_forward_fp16(Activation::GeluTanh, dz_in.data(), out.data(), n);
     const auto y = out.download();
     out.upload(poison_halves(n));
-    cpu.activation_backward_fp16(Activation::GeluTanh, dz_in.data(), ddy.data(), out.data(), n);
+    test::activation_backward_fp16(Activation::GeluTanh, dz_in.data(), ddy.data(), out.data(), n);
     const auto dz = out.download();
     size_t bad = 0;
     for (size_t i = 0; i < n; ++i) {
@@ -262,10 +263,10 @@ TEST_F(CpuKernelsThreaded, GeluTanhOnEveryHalfAndTailsAgree) {
       const size_t at = 0xC400 + 13 * len;
       Buffer<half16> part(cpu, len);
       part.upload(poison_halves(len));
-      cpu.activation_forward_fp16(Activation::GeluTanh, dz_in.data() + at, part.data(), len);
+      test::activation_forward_fp16(Activation::GeluTanh, dz_in.data() + at, part.data(), len);
       const auto py = part.download();
       part.upload(poison_halves(len));
-      cpu.activation_backward_fp16(Activation::GeluTanh, dz_in.data() + at, ddy.data() + at, part.data(), len);
+      test::activation_backward_fp16(Activation::GeluTanh, dz_in.data() + at, ddy.data() + at, part.data(), len);
       const auto pdz = part.download();
       for (size_t l = 0; l < len; ++l) {
         ASSERT_EQ(py[l].bits, y[at + l].bits) << "len " << len << " lane " << l;

@@ -1,4 +1,5 @@
-// test_cpu_elementwise.cpp: CpuBackend's element-wise kernels (bias add,
+// test_cpu_elementwise.cpp: the CPU element-wise loops (CpuBackend's ops, and the
+// unfused passes the tests compare fused epilogues with: bias add,
 // activations forward and backward, bias-gradient column sums, casts)
 // against a double reference, and bitwise equal whatever the thread count
 // and with the F16C loops on or off. Tolerances: cpu_kernel_support.h.
@@ -9,6 +10,7 @@
 
 #include "cpu_kernel_support.h"
 #include "kernels/buffer.h"
+#include "support/unfused_ops.h"
 
 namespace ddp {
 namespace {
@@ -20,7 +22,7 @@ TEST_F(CpuKernels, BiasAdd) {
   const auto y = test::random_halves(rng, rows * cols), bias = test::random_halves(rng, cols);
   Buffer<half16> dy(cpu, y.size()), db(cpu, cols);
   dy.upload(y), db.upload(bias);
-  cpu.add_bias_fp16(dy.data(), db.data(), rows, cols);
+  test::add_bias_fp16(dy.data(), db.data(), rows, cols);
   const auto got = dy.download();
   for (int r = 0; r < rows; ++r)
     for (int c = 0; c < cols; ++c) {
@@ -41,7 +43,7 @@ TEST_F(CpuKernels, ActivationsForwardBackward) {
   dz_in.upload(z), ddy.upload(dy);
   for (Activation act : {Activation::Relu, Activation::Gelu}) {
     out.upload(test::poison_halves(n));
-    cpu.activation_forward_fp16(act, dz_in.data(), out.data(), n);
+    test::activation_forward_fp16(act, dz_in.data(), out.data(), n);
     auto y = out.download();
     for (size_t i = 0; i < n; ++i) {
       const double zi = to_float(z[i]);
@@ -49,7 +51,7 @@ TEST_F(CpuKernels, ActivationsForwardBackward) {
       ASSERT_TRUE(close_enough(to_float(y[i]), want, test::kFp16RelTol, 1e-6)) << "z=" << zi;
     }
     out.upload(test::poison_halves(n));
-    cpu.activation_backward_fp16(act, dz_in.data(), ddy.data(), out.data(), n);
+    test::activation_backward_fp16(act, dz_in.data(), ddy.data(), out.data(), n);
     auto dz = out.download();
     for (size_t i = 0; i < n; ++i) {
       const double zi = to_float(z[i]), g = to_float(dy[i]);
@@ -67,7 +69,7 @@ TEST_F(CpuKernels, BiasGradColumnSums) {
   ddy.upload(dy);
   for (bool accumulate : {false, true}) {
     db.upload(accumulate ? prev : test::poison_halves(cols));
-    cpu.bias_grad_fp16(ddy.data(), rows, cols, db.data(), accumulate);
+    test::bias_grad_fp16(ddy.data(), rows, cols, db.data(), accumulate);
     const auto got = db.download();
     for (int c = 0; c < cols; ++c) {
       double s = accumulate ? to_float(prev[c]) : 0.0, mag = 0;
@@ -85,7 +87,7 @@ TEST_F(CpuKernels, Casts) {
   df.upload(f);
   dh.upload(test::poison_halves(n));
   cpu.cast_fp32_to_fp16(df.data(), dh.data(), n);
-  cpu.cast_fp16_to_fp32(dh.data(), back.data(), n);
+  test::cast_fp16_to_fp32(dh.data(), back.data(), n);
   const auto h = dh.download();
   const auto b = back.download();
   for (size_t i = 0; i < n; ++i) {
@@ -123,14 +125,14 @@ TEST_F(CpuKernelsThreaded, ElementwiseBitwiseEqualAcrossThreadsAndPaths) {
     auto fwd = [&](CpuBackend& be, half16* out) {
       Buffer<half16> dz(be, n);
       dz.upload(z);
-      be.activation_forward_fp16(act, dz.data(), out, n);
+      test::activation_forward_fp16(act, dz.data(), out, n);
     };
     auto bwd = [&](CpuBackend& be, half16* out) {
       Buffer<half16> dz(be, n);
       dz.upload(z);
       Buffer<half16> ddy(be, n);
       ddy.upload(dy);
-      be.activation_backward_fp16(act, dz.data(), ddy.data(), out, n);
+      test::activation_backward_fp16(act, dz.data(), ddy.data(), out, n);
     };
     const auto want_f = run_halves(one, false, n, fwd), want_b = run_halves(one, false, n, bwd);
     for (bool f16c : {false, true}) {
@@ -147,7 +149,7 @@ TEST_F(CpuKernelsThreaded, ElementwiseBitwiseEqualAcrossThreadsAndPaths) {
       Buffer<half16> dg(be, g.size());
       dg.upload(g);
       if (accumulate) be.copy_to_device(out, prev.data(), cols * sizeof(half16));
-      be.bias_grad_fp16(dg.data(), rows, cols, out, accumulate);
+      test::bias_grad_fp16(dg.data(), rows, cols, out, accumulate);
     };
     const auto want = run_halves(one, false, cols, bias_grad);
     for (bool f16c : {false, true}) expect_same_bits(run_halves(two, f16c, cols, bias_grad), want, "bias grad");
@@ -156,7 +158,7 @@ TEST_F(CpuKernelsThreaded, ElementwiseBitwiseEqualAcrossThreadsAndPaths) {
     be.copy_to_device(out, g.data(), g.size() * sizeof(half16));
     Buffer<half16> db(be, cols);
     db.upload(prev);
-    be.add_bias_fp16(out, db.data(), rows, cols);
+    test::add_bias_fp16(out, db.data(), rows, cols);
   };
   const auto want_bias = run_halves(one, false, g.size(), bias_add);
   for (bool f16c : {false, true}) expect_same_bits(run_halves(two, f16c, g.size(), bias_add), want_bias, "bias add");
@@ -172,7 +174,7 @@ TEST_F(CpuKernelsThreaded, ElementwiseBitwiseEqualAcrossThreadsAndPaths) {
   Buffer<half16> dz(two, n);
   Buffer<float> back(two, n);
   dz.upload(z);
-  two.cast_fp16_to_fp32(dz.data(), back.data(), n);
+  test::cast_fp16_to_fp32(dz.data(), back.data(), n);
   const auto b = back.download();
   for (size_t i = 0; i < n; ++i) ASSERT_EQ(float_to_bits(b[i]), float_to_bits(half_bits_to_float_portable(z[i].bits)));
 }

@@ -1,0 +1,38 @@
+// unfused_ops.h: the element-wise passes the fused GEMM epilogues replaced
+// (bias add, activation, activation gradient, bias-gradient column sums)
+// and the FP16 -> FP32 cast, as the tests' references: no model calls
+// them, so they are not Backend ops. Each runs on host memory (a
+// CpuBackend's buffers) through the CPU's own element loops
+// (kernels/cpu/cpu_elementwise.h, F16C or scalar, bit-identical), on one
+// thread: the fused epilogues are checked against them bit for bit.
+#pragma once
+
+#include <cstddef>
+
+#include "kernels/cpu/cpu_elementwise.h"
+#include "kernels/half.h"
+#include "kernels/half_convert.h"
+
+namespace ddp::test {
+
+// y[r, c] = fp16(y[r, c] + bias[c])                      y: [rows, cols]
+inline void add_bias_fp16(half16* y, const half16* bias, int rows, int cols) {
+  cpu::add_bias_rows(y, bias, static_cast<size_t>(rows), static_cast<size_t>(cols));
+}
+// y = fp16(act(z)); z may equal y.
+inline void activation_forward_fp16(Activation act, const half16* z, half16* y, size_t count) {
+  cpu::activation_forward_range(act, z, y, count);
+}
+// dz = fp16(act'(z) * dy); dz may equal dy.
+inline void activation_backward_fp16(Activation act, const half16* z, const half16* dy, half16* dz, size_t count) {
+  cpu::activation_backward_range(act, z, dy, dz, count);
+}
+// db[c] = fp16(sum_r dy[r, c] (+ db[c] when accumulate)), FP32 sums in row order.   dy: [rows, cols]
+inline void bias_grad_fp16(const half16* dy, int rows, int cols, half16* db, bool accumulate) {
+  const size_t width = static_cast<size_t>(cols);
+  cpu::bias_grad_columns(dy, static_cast<size_t>(rows), width, 0, width, db, accumulate);
+}
+// dst[i] = float(src[i]) (exact).
+inline void cast_fp16_to_fp32(const half16* src, float* dst, size_t count) { half_to_float_array(src, dst, count); }
+
+}  // namespace ddp::test
