@@ -29,11 +29,7 @@ enum class DeviceKind { Cpu, Cuda };
 // A backend is its device, memory and capture (below) and the op families:
 // a new op is added to its family's header and to the families'
 // implementations in cpu/ and cuda/, and nothing else here changes.
-class Backend : public GemmOps,
-                public ElementwiseOps,
-                public LossOps,
-                public TransformerOps,
-                public OptimizerOps {
+class Backend : public GemmOps, public ElementwiseOps, public LossOps, public TransformerOps, public OptimizerOps {
  public:
   virtual ~Backend() = default;
   virtual DeviceKind kind() const = 0;

@@ -87,8 +87,7 @@ class OptimizerOps {
   // ---- device-resident step state (step_status.h) ---------------------------
   // Queued like any kernel: neither waits for the device. status points to
   // one StepStatus in this backend's memory.
-  virtual void step_status_prepare(StepStatus* status, double backward_divisor, double unscale_divisor,
-                                   float lr) = 0;
+  virtual void step_status_prepare(StepStatus* status, double backward_divisor, double unscale_divisor, float lr) = 0;
   virtual void step_status_finish(const LossScaleRule& rule, StepStatus* status) = 0;
 };
 

@@ -34,8 +34,8 @@ class TransformerOps {
   // gradient into d_wte with its GEMM first, and this adds the embedding's
   // part, so the lm_head part is rounded twice (by the GEMM, then here) and
   // the embedding part once. Tokens outside [0, vocab) add nothing.
-  virtual void embedding_backward_fp16(const int32_t* tokens, const half16* dout, int batch, int seq_len,
-                                       int channels, int vocab, half16* d_wte, half16* d_wpe, bool accumulate) = 0;
+  virtual void embedding_backward_fp16(const int32_t* tokens, const half16* dout, int batch, int seq_len, int channels,
+                                       int vocab, half16* d_wte, half16* d_wpe, bool accumulate) = 0;
   // y[r, :] = fp16((x[r, :] - mean_r) * rstd_r * gamma + beta), mean_r and
   // the biased variance in FP32 over the row, rstd_r = 1/sqrt(var + eps)
   // (nn.LayerNorm). mean/rstd [rows] FP32 are kept for the backward.
@@ -63,8 +63,8 @@ class TransformerOps {
   // rows viewed as [B, T, row_stride] of which the first nh*hs columns are
   // read (point at q, k or v inside qkv [B, T, 3C] with row_stride 3C); heads
   // [B, nh, T, hs]. Also the backward of heads_to_rows_fp16. A copy: exact.
-  virtual void rows_to_heads_fp16(const half16* rows, int row_stride, int batch, int seq_len, int heads,
-                                  int head_size, half16* heads_out) = 0;
+  virtual void rows_to_heads_fp16(const half16* rows, int row_stride, int batch, int seq_len, int heads, int head_size,
+                                  half16* heads_out) = 0;
   // Head merge, the inverse: rows[(b*T + t) * row_stride + h*hs + d] =
   // heads[b, h, t, d]; columns of rows beyond nh*hs are not touched. The
   // attention output y [B, nh, T, hs] -> [B, T, C], and the backward of the

@@ -93,14 +93,14 @@ void CpuBackend::cast_fp32_to_fp16(const float* src, half16* dst, size_t count) 
 }
 
 // ---- losses -------------------------------------------------------------------------
-void CpuBackend::softmax_xent_forward(const half16* logits, const int32_t* labels, int rows, int cols,
-                                      int real_cols, float* loss_mean, int32_t* correct_count) {
+void CpuBackend::softmax_xent_forward(const half16* logits, const int32_t* labels, int rows, int cols, int real_cols,
+                                      float* loss_mean, int32_t* correct_count) {
   cpu::softmax_xent_forward(*pool_, transformer_scratch_, logits, labels, rows, cols, real_cols, loss_mean,
                             correct_count);
 }
 
-void CpuBackend::softmax_xent_backward(const half16* logits, const int32_t* labels, int rows, int cols,
-                                       int real_cols, ScalarArg loss_scale, half16* dlogits) {
+void CpuBackend::softmax_xent_backward(const half16* logits, const int32_t* labels, int rows, int cols, int real_cols,
+                                       ScalarArg loss_scale, half16* dlogits) {
   cpu::softmax_xent_backward(*pool_, logits, labels, rows, cols, real_cols, loss_scale.get(), dlogits);
 }
 

@@ -221,15 +221,15 @@ void CudaBackend::cast_fp32_to_fp16(const float* src, half16* dst, size_t count)
 
 // ---- losses -------------------------------------------------------------------------
 
-void CudaBackend::softmax_xent_forward(const half16* logits, const int32_t* labels, int rows, int cols,
-                                       int real_cols, float* loss_mean, int32_t* correct_count) {
+void CudaBackend::softmax_xent_forward(const half16* logits, const int32_t* labels, int rows, int cols, int real_cols,
+                                       float* loss_mean, int32_t* correct_count) {
   DDP_REQUIRE(rows >= 0, "softmax_xent_forward: negative rows");
   launch_softmax_xent_forward(compute_stream(), logits, labels, rows, cols, real_cols, loss_mean, correct_count,
                               scratch(softmax_xent_forward_scratch_bytes(rows)));
 }
 
-void CudaBackend::softmax_xent_backward(const half16* logits, const int32_t* labels, int rows, int cols,
-                                        int real_cols, ScalarArg loss_scale, half16* dlogits) {
+void CudaBackend::softmax_xent_backward(const half16* logits, const int32_t* labels, int rows, int cols, int real_cols,
+                                        ScalarArg loss_scale, half16* dlogits) {
   launch_softmax_xent_backward(compute_stream(), logits, labels, rows, cols, real_cols, loss_scale, dlogits);
 }
 
@@ -314,11 +314,10 @@ void CudaBackend::l2_norm_fp32(const float* x, size_t count, float* norm) {
   launch_l2_norm_fp32(compute_stream(), x, count, norm, scratch(l2_norm_scratch_bytes()));
 }
 
-void CudaBackend::sgd_update(const SgdParams& params, const SgdGrads& grads, float* master_fp32,
-                             float* momentum_fp32, half16* weights_fp16, size_t count, const int32_t* skip_flag) {
+void CudaBackend::sgd_update(const SgdParams& params, const SgdGrads& grads, float* master_fp32, float* momentum_fp32,
+                             half16* weights_fp16, size_t count, const int32_t* skip_flag) {
   if (grads.fp32 != nullptr) {
-    launch_sgd_update(compute_stream(), params, grads.fp32, master_fp32, momentum_fp32, weights_fp16, count,
-                      skip_flag);
+    launch_sgd_update(compute_stream(), params, grads.fp32, master_fp32, momentum_fp32, weights_fp16, count, skip_flag);
     return;
   }
   launch_sgd_update_fp16_grads(compute_stream(), params, grads.fp16, grads.inv_scale, master_fp32, momentum_fp32,

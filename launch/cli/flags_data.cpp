@@ -8,7 +8,8 @@ namespace ddp {
 
 po::options_description data_flags(TrainConfig& c) {
   po::options_description data("Data");
-  // clang-format off: one flag per row, as --help lists them
+  // One flag per row, as --help lists them.
+  // clang-format off
   data.add_options()
       ("data", po::value(&c.data.kind)->default_value(c.data.kind), "fashion-mnist | idx | npy | csv | synthetic | text")
       ("data-dir", po::value(&c.data.data_dir)->default_value(c.data.data_dir), "Fashion-MNIST directory (gzipped IDX)")

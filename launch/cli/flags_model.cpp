@@ -14,7 +14,8 @@ namespace ddp {
 
 po::options_description model_flags(FlagText& t) {
   po::options_description model("Model");
-  // clang-format off: one flag per row, as --help lists them
+  // One flag per row, as --help lists them.
+  // clang-format off
   model.add_options()
       ("layers", po::value(&t.layers)->default_value(t.layers), "widths: input,hidden...,output (synthetic data: 10,10)")
       ("activation", po::value(&t.activation)->default_value(t.activation), "relu | gelu")
@@ -25,7 +26,8 @@ po::options_description model_flags(FlagText& t) {
 
 po::options_description gpt_flags(TrainConfig& c) {
   po::options_description gpt("GPT (--model gpt: nanoGPT's GPT-2 architecture)");
-  // clang-format off: one flag per row, as --help lists them
+  // One flag per row, as --help lists them.
+  // clang-format off
   gpt.add_options()
       ("model", po::value(&c.model)->default_value(c.model), "mlp | gpt (gpt needs --data text, or --bench: random token windows)")
       ("n-layer", po::value(&c.gpt.n_layer)->default_value(c.gpt.n_layer), "transformer blocks")
@@ -56,8 +58,8 @@ void apply_model_flags(const po::variables_map& vm, FlagText& t, const BenchOpti
                   std::to_string(c.gpt.n_head) + " (each head is n_embd / n_head wide)");
     // --generate reads no data: the shape comes from its checkpoint or the
     // flags. Its own flags without it are refused later, naming it.
-    const bool generation_flags = vm.count("generate") || vm.count("prompt") || !vm["temperature"].defaulted() ||
-                                  !vm["top-k"].defaulted();
+    const bool generation_flags =
+        vm.count("generate") || vm.count("prompt") || !vm["temperature"].defaulted() || !vm["top-k"].defaulted();
     // --bench draws random token windows of the flags' shape instead.
     if (c.data.kind != "text" && !generation_flags && !bench.enabled)
       throw Error("--model gpt needs --data text (token windows) or --bench; --data is " + c.data.kind);
@@ -65,9 +67,12 @@ void apply_model_flags(const po::variables_map& vm, FlagText& t, const BenchOpti
     if (t.loss != "xent") throw Error("--model gpt: --loss must be xent (the next token's cross-entropy)");
     c.gpt.block_size = static_cast<int>(c.data.block_size);
   }
-  if (t.loss == "xent") c.loss = LossKind::SoftmaxCrossEntropy;
-  else if (t.loss == "mse") c.loss = LossKind::MeanSquaredError;
-  else throw Error("--loss: '" + t.loss + "' is not one of xent, mse");
+  if (t.loss == "xent")
+    c.loss = LossKind::SoftmaxCrossEntropy;
+  else if (t.loss == "mse")
+    c.loss = LossKind::MeanSquaredError;
+  else
+    throw Error("--loss: '" + t.loss + "' is not one of xent, mse");
   c.loss_name = t.loss;
 }
 

@@ -15,7 +15,8 @@ namespace ddp {
 
 po::options_description optimisation_flags(TrainConfig& c, FlagText& t) {
   po::options_description optim("Optimisation");
-  // clang-format off: one flag per row, as --help lists them
+  // One flag per row, as --help lists them.
+  // clang-format off
   optim.add_options()
       ("batch-size", po::value(&c.batch_size)->default_value(c.batch_size), "samples per micro-batch per rank")
       ("global-batch", po::value(&c.global_batch)->default_value(0),
@@ -65,7 +66,8 @@ po::options_description optimisation_flags(TrainConfig& c, FlagText& t) {
 
 po::options_description loss_scaling_flags(TrainConfig& c, FlagText& t) {
   po::options_description scaling("Loss scaling");
-  // clang-format off: one flag per row, as --help lists them
+  // One flag per row, as --help lists them.
+  // clang-format off
   scaling.add_options()
       ("loss-scale", po::value(&t.loss_scale)->default_value(t.loss_scale), "dynamic | static:<S> | none")
       ("init-scale", po::value(&c.loss_scaler.init_scale)->default_value(65536.0), "initial dynamic scale")

@@ -11,7 +11,8 @@ namespace ddp {
 
 po::options_description output_flags(TrainConfig& c, FlagText& t) {
   po::options_description output("Output and checkpoints");
-  // clang-format off: one flag per row, as --help lists them
+  // One flag per row, as --help lists them.
+  // clang-format off
   output.add_options()
       ("metrics", po::value(&c.metrics_path), "JSON Lines metrics file")
       ("trace", po::value(&c.trace_path),

@@ -23,7 +23,8 @@ std::vector<int64_t> parse_step_list(const std::string& text, const char* flag) 
 
 po::options_description general_flags(TrainConfig& c, FlagText& t) {
   po::options_description general("General");
-  // clang-format off: one flag per row, as --help lists them
+  // One flag per row, as --help lists them.
+  // clang-format off
   general.add_options()
       ("help,h", "show this help and exit")
       ("config", po::value(&t.config_file), "INI file with the same options (key = value); the command line wins")
@@ -37,7 +38,8 @@ po::options_description general_flags(TrainConfig& c, FlagText& t) {
 
 po::options_description bench_flags(BenchOptions& b) {
   po::options_description bench("Benchmark");
-  // clang-format off: one flag per row, as --help lists them
+  // One flag per row, as --help lists them.
+  // clang-format off
   bench.add_options()
       ("bench", po::bool_switch(&b.enabled),
        "time the training step on random data of the model's shape (one resident batch) and print one JSON line")
@@ -51,7 +53,8 @@ po::options_description bench_flags(BenchOptions& b) {
 
 po::options_description fault_flags(TrainConfig& c, FlagText& t) {
   po::options_description faults("Fault injection (testing)");
-  // clang-format off: one flag per row, as --help lists them
+  // One flag per row, as --help lists them.
+  // clang-format off
   faults.add_options()
       ("inject-overflow", po::value(&t.inject_steps), "make these 1-based steps' gradients Inf: STEP[,STEP...]")
       ("inject-overflow-every", po::value(&c.inject_overflow_every)->default_value(0), "and every K-th step (0: off)")

@@ -98,7 +98,8 @@ TEST(IncludeGraph, EveryFolderOfCodeIsDeclared) {
   ASSERT_GT(files.size(), 100u) << "too few source files found under " << kRoot;
   for (const std::string& f : files)
     if (!rank.count(folder_of(f))) undeclared.insert(folder_of(f) + " (e.g. " + f + ")");
-  for (const std::string& u : undeclared) ADD_FAILURE() << "a folder of code not in tests/architecture/folder_order.txt: " << u;
+  for (const std::string& u : undeclared)
+    ADD_FAILURE() << "a folder of code not in tests/architecture/folder_order.txt: " << u;
 }
 
 TEST(IncludeGraph, IncludesRunDownTheFolderOrder) {
@@ -116,8 +117,8 @@ TEST(IncludeGraph, IncludesRunDownTheFolderOrder) {
       if (to == rank.end()) {
         ADD_FAILURE() << file << ":" << inc.line << " includes " << inc.target << ", a folder not in the order";
       } else if (to->second > from->second) {
-        ADD_FAILURE() << file << ":" << inc.line << " includes " << inc.target << ": " << to_folder
-                      << " comes after " << from->first << " in tests/architecture/folder_order.txt (an include up the order)";
+        ADD_FAILURE() << file << ":" << inc.line << " includes " << inc.target << ": " << to_folder << " comes after "
+                      << from->first << " in tests/architecture/folder_order.txt (an include up the order)";
       }
     }
   }

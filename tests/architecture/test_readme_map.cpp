@@ -62,7 +62,7 @@ std::vector<std::string> map_paths(const fs::path& root) {
     for (std::sregex_iterator it(files.begin(), files.end(), code), end; it != end; ++it) {
       const std::string token = (*it)[1];
       if (token.find('/') == std::string::npos) continue;  // not a path (e.g. a test name)
-      if (token.back() == '/') {  // a folder: covers what it holds
+      if (token.back() == '/') {                           // a folder: covers what it holds
         paths.push_back(token);
         continue;
       }

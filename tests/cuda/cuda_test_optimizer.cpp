@@ -108,7 +108,8 @@ TEST_F(CudaKernels, SgdVariants) {
     // Two steps on the same state; the second with first_step cleared.
     SgdParams params = v.params;
     for (int step = 0; step < 2; ++step) {
-      cpu.sgd_update(params, SgdGrads::unscaled(grads.cpu.data()), master.cpu.data(), m_cpu, weights.cpu.data(), n, skip.cpu.data());
+      cpu.sgd_update(params, SgdGrads::unscaled(grads.cpu.data()), master.cpu.data(), m_cpu, weights.cpu.data(), n,
+                     skip.cpu.data());
       gpu->sgd_update(params, SgdGrads::unscaled(grads.gpu.data()), master.gpu.data(), m_gpu, weights.gpu.data(), n,
                       step == 0 ? skip.gpu.data() : nullptr);
       params.first_step = false;
@@ -141,7 +142,7 @@ TEST_F(CudaKernels, FusedSgdFromFp16GradsMatchesUnscaleThenSgdBitwise) {
   gpu->sgd_update(p, SgdGrads::unscaled(grads_fp32.data()), m_two.data(), mom_two.data(), w_two.data(), n, flag.data());
   gpu->unscale_fp16_to_fp32(grads.data(), nullptr, n, inv_scale, flag.data());
   gpu->sgd_update(p, SgdGrads::scaled(grads.data(), inv_scale), m_fused.data(), mom_fused.data(), w_fused.data(), n,
-                             flag.data());
+                  flag.data());
   EXPECT_EQ(flag.download()[0], 0);
   EXPECT_EQ(m_fused.download(), m_two.download());
   EXPECT_EQ(mom_fused.download(), mom_two.download());

@@ -71,7 +71,7 @@ TEST_F(CudaKernels, CapturedStepReadsTheStepStateOnEveryReplay) {
     p.lr_ptr = &st->lr, p.momentum_initialized = &st->momentum_initialized;
     be.unscale_fp16_to_fp32(g.data(), nullptr, n, ScalarArg::at(&st->inv_scale), &st->nonfinite);
     be.sgd_update(p, SgdGrads::scaled(g.data(), ScalarArg::at(&st->inv_scale)), m.data(), mom.data(), w.data(), n,
-                             &st->nonfinite);
+                  &st->nonfinite);
     be.step_status_finish(LossScaleRule{}, st);
   };
   gpu->begin_capture();

@@ -29,8 +29,7 @@ std::string json_text(const std::string& line, const std::string& key) {
 
 // stderr (the device notice) dropped unless `redirect` says otherwise.
 test::CommandResult bench(const std::string& args, const std::string& redirect = "2>/dev/null") {
-  return test::run_command("timeout -k 2 60 " + test::trainer_command() + " --bench " +
-                           args + " " + redirect);
+  return test::run_command("timeout -k 2 60 " + test::trainer_command() + " --bench " + args + " " + redirect);
 }
 
 // A fresh small shape each run: the figures must follow from it, whatever it is.

@@ -21,8 +21,7 @@ namespace fs = std::filesystem;
 const std::string kData = " --data synthetic --synthetic-samples 256 --layers 10,16,10 --batch-size 32";
 
 test::CommandResult run_trainer(const std::string& args) {
-  return test::run_command("timeout -k 2 120 " + test::trainer_command() + kData +
-                           " " + args + " 2>&1");
+  return test::run_command("timeout -k 2 120 " + test::trainer_command() + kData + " " + args + " 2>&1");
 }
 
 // The last "test loss X" figure in a run's output ("" when there is none).

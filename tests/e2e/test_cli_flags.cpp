@@ -28,8 +28,7 @@ class CliFlags : public test::CliTest {
   // Synthetic data: nothing on disk is needed, so only the flags can fail.
   void expect_refused(const std::string& args, std::initializer_list<std::string> words) const {
     const std::string metrics = dir + "/m.jsonl";
-    const test::CommandResult r =
-        run("--data synthetic " + args + " --metrics " + metrics, 30);
+    const test::CommandResult r = run("--data synthetic " + args + " --metrics " + metrics, 30);
     EXPECT_EQ(r.exit_code, 1) << args << "\n" << r.output;
     const std::string found = test::single_error_line(r.output);
     EXPECT_FALSE(found.empty()) << args << ": not exactly one error line in\n" << r.output;
@@ -95,8 +94,7 @@ TEST_F(CliFlags, ContradictionsAreRefused) {
 TEST_F(CliFlags, TheCommandLineWinsOverTheConfigFile) {
   std::ofstream(dir + "/shared.ini") << "epochs = 3\ntrain-csv = " << dir << "/t.csv\nkeep-checkpoints = 2\n"
                                      << "init-scale = 1024\nlr-gamma = 0.5\n";
-  const std::string run = "timeout -k 2 30 " + test::trainer_command() + " --config " +
-                          dir + "/shared.ini ";
+  const std::string run = "timeout -k 2 30 " + test::trainer_command() + " --config " + dir + "/shared.ini ";
   const test::CommandResult r = test::run_command(run + "--data synthetic --steps 2 --loss-scale none 2>&1");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("; 2 steps (64 per epoch)"), std::string::npos) << r.output;

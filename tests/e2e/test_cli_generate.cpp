@@ -29,9 +29,9 @@ class CliGenerate : public ::testing::Test {
     while (text.size() < 3000) text += "abc";
     std::ofstream(*dir_ + "/abc.txt", std::ios::binary) << text;
     const test::CommandResult r = test::run_command(
-        "timeout -k 2 60 " + test::trainer_command() + " --data text --train-text " +
-        *dir_ + "/abc.txt" + kShape + " --batch-size 8 --optimizer adamw --lr 3e-3 --steps 200 --log-every 1000" +
-        " --checkpoint-dir " + *dir_ + "/ck --save-weights " + *dir_ + "/w.safetensors 2>&1");
+        "timeout -k 2 60 " + test::trainer_command() + " --data text --train-text " + *dir_ + "/abc.txt" + kShape +
+        " --batch-size 8 --optimizer adamw --lr 3e-3 --steps 200 --log-every 1000" + " --checkpoint-dir " + *dir_ +
+        "/ck --save-weights " + *dir_ + "/w.safetensors 2>&1");
     ASSERT_EQ(r.exit_code, 0) << r.output;
   }
   static void TearDownTestSuite() {
@@ -72,8 +72,8 @@ TEST_F(CliGenerate, GreedyContinuesTheLearnedPatternFromACheckpointAndFromWeight
   // Under mpirun rank 0 alone generates: the same bytes, once, and the other rank ends cleanly.
   const test::CommandResult two = test::run_command(
       "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1 timeout -k 2 60 " +
-      std::string(DDP_MPIEXEC) + " -n 2 --oversubscribe " + test::trainer_command() +
-      from_checkpoint() + " --generate 20 --prompt abc --temperature 0 2>/dev/null");
+      std::string(DDP_MPIEXEC) + " -n 2 --oversubscribe " + test::trainer_command() + from_checkpoint() +
+      " --generate 20 --prompt abc --temperature 0 2>/dev/null");
   ASSERT_EQ(two.exit_code, 0);
   EXPECT_EQ(two.output, ck.output);
 #endif
@@ -106,9 +106,8 @@ TEST_F(CliGenerate, ASeedReproducesASampleAndTemperatureAndSeedChangeIt) {
 TEST_F(CliGenerate, BadInputIsRefusedInOneLineWithNothingOnStdout) {
   // A model whose vocabulary (100) is below the prompt's byte 'z' (122).
   const test::CommandResult small = test::run_command(
-      "timeout -k 2 60 " + test::trainer_command() + " --data text --train-text " +
-      *dir_ + "/abc.txt" + kShape + " --vocab-size 100 --batch-size 2 --steps 1 --checkpoint-dir " + *dir_ +
-      "/ck100 2>&1");
+      "timeout -k 2 60 " + test::trainer_command() + " --data text --train-text " + *dir_ + "/abc.txt" + kShape +
+      " --vocab-size 100 --batch-size 2 --steps 1 --checkpoint-dir " + *dir_ + "/ck100 2>&1");
   ASSERT_EQ(small.exit_code, 0) << small.output;
   const std::string ck = from_checkpoint();
   const struct {
@@ -153,8 +152,8 @@ TEST_F(CliGenerate, BadInputIsRefusedInOneLineWithNothingOnStdout) {
 TEST_F(CliGenerate, AStdoutThatCannotBeWrittenIsOneLineAndExitOne) {
   const std::string err_path = *dir_ + "/full_stderr.txt";
   const test::CommandResult r =
-      test::run_command("timeout -k 2 60 " + test::trainer_command() + " " +
-                        from_checkpoint() + " --generate 20 --prompt abc >/dev/full 2>" + err_path);
+      test::run_command("timeout -k 2 60 " + test::trainer_command() + " " + from_checkpoint() +
+                        " --generate 20 --prompt abc >/dev/full 2>" + err_path);
   EXPECT_EQ(r.exit_code, 1);
   const std::string line = test::single_error_line(test::read_text(err_path));
   EXPECT_NE(line.find("cannot write the text to stdout: No space left on device"), std::string::npos)

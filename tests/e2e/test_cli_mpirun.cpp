@@ -23,10 +23,9 @@ namespace fs = std::filesystem;
 
 #if defined(DDP_MPIEXEC)
 test::CommandResult mpirun_trainer(int ranks, const std::string& args) {
-  return test::run_command(
-      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1 " + std::string(DDP_MPIEXEC) +
-      " -n " + std::to_string(ranks) + " --oversubscribe " + test::trainer_command() + " " + args +
-      " 2>&1");
+  return test::run_command("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1 " +
+                           std::string(DDP_MPIEXEC) + " -n " + std::to_string(ranks) + " --oversubscribe " +
+                           test::trainer_command() + " " + args + " 2>&1");
 }
 
 std::string summary_record(const std::string& metrics_path) {

@@ -25,9 +25,8 @@ namespace fs = std::filesystem;
 constexpr size_t kRows = 51, kIn = 6, kHidden = 8, kClasses = 4;
 
 test::CommandResult run_trainer(const std::string& args) {
-  return test::run_command("timeout -k 2 120 " + test::trainer_command() + " --layers " +
-                           std::to_string(kIn) + "," + std::to_string(kHidden) + "," + std::to_string(kClasses) + " " +
-                           args + " 2>&1");
+  return test::run_command("timeout -k 2 120 " + test::trainer_command() + " --layers " + std::to_string(kIn) + "," +
+                           std::to_string(kHidden) + "," + std::to_string(kClasses) + " " + args + " 2>&1");
 }
 
 struct Fixture {

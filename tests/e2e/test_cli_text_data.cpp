@@ -175,7 +175,8 @@ TEST_F(CliTextData, AGptTrainsAndSavesNanoGptNames) {
   const test::CommandResult r = test::run_command(
       "timeout -k 2 60 " + test::trainer_command() + " --data text --train-text " + text +
       " --model gpt --n-layer 2 --n-head 2 --n-embd 32 --block-size 16 --batch-size 8 --steps 3 --optimizer adamw"
-      " --lr 1e-3 --checkpoint-dir " + dir + "/ck --save-weights " + weights + " 2>&1");
+      " --lr 1e-3 --checkpoint-dir " +
+      dir + "/ck --save-weights " + weights + " 2>&1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("GPT 2 layers, 2 heads, 32 wide, context 16, vocabulary 256"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("bits/byte"), std::string::npos) << r.output;

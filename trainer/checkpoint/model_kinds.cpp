@@ -38,7 +38,8 @@ std::vector<std::string> model_activation_names() {
 }
 
 void register_model_kind(const ModelKind& kind) {
-  DDP_REQUIRE(!kind.name.empty() && kind.dims_problem != nullptr, "register_model_kind: a kind needs a name and a dims check");
+  DDP_REQUIRE(!kind.name.empty() && kind.dims_problem != nullptr,
+              "register_model_kind: a kind needs a name and a dims check");
   if (find_kind(kind.name) != nullptr) throw Error("model kind '" + kind.name + "' is registered already");
   kinds().push_back(kind);
 }
@@ -47,15 +48,12 @@ std::string checkpoint_dims_problem(const std::vector<int64_t>& dims, uint64_t& 
   return mlp_spec().kind.dims_problem(dims, count);
 }
 
-std::string checkpoint_dims_problem(const std::string& model_kind, const std::vector<int64_t>& dims,
-                                    uint64_t& count) {
+std::string checkpoint_dims_problem(const std::string& model_kind, const std::vector<int64_t>& dims, uint64_t& count) {
   const ModelKind* kind = find_kind(model_kind);
   if (kind == nullptr) return "model kind '" + model_kind + "' is not one of the known kinds";
   return kind->dims_problem(dims, count);
 }
 
-std::string dims_text(const std::vector<int64_t>& dims) {
-  return dims.empty() ? "(none)" : mlp_widths_text(dims, ",");
-}
+std::string dims_text(const std::vector<int64_t>& dims) { return dims.empty() ? "(none)" : mlp_widths_text(dims, ","); }
 
 }  // namespace ddp

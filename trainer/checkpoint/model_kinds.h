@@ -28,8 +28,7 @@ void register_model_kind(const ModelKind& kind);
 // them, or "" with `count` set to the parameter count they imply.
 std::string checkpoint_dims_problem(const std::vector<int64_t>& dims, uint64_t& count);
 // The same for a checkpoint of that model kind.
-std::string checkpoint_dims_problem(const std::string& model_kind, const std::vector<int64_t>& dims,
-                                    uint64_t& count);
+std::string checkpoint_dims_problem(const std::string& model_kind, const std::vector<int64_t>& dims, uint64_t& count);
 // "784,512,10", for messages comparing a checkpoint's dims with this run's.
 std::string dims_text(const std::vector<int64_t>& dims);
 

@@ -21,8 +21,7 @@
 namespace ddp {
 
 Checkpointing::Checkpointing(const TrainConfig& cfg, const Dataset& train, ParameterStore& params, StepStateView& state,
-                             EpochCursor& cursor, Communicator& comm, ProgressReporter& progress,
-                             const RunPlan& plan)
+                             EpochCursor& cursor, Communicator& comm, ProgressReporter& progress, const RunPlan& plan)
     : cfg_(cfg),
       train_(train),
       params_(params),

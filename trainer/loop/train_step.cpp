@@ -52,9 +52,9 @@ LrSchedule lr_schedule(const TrainConfig& c, const RunPlan& plan, int64_t global
 
 }  // namespace
 
-TrainStep::TrainStep(const TrainConfig& cfg, Backend& backend, Communicator& comm, Model& model,
-                     ParameterStore& params, const ShardLayout& shards, StepStateView& state, EpochCursor& cursor,
-                     const Dataset& train, const RunPlan& plan, ProgressReporter& progress)
+TrainStep::TrainStep(const TrainConfig& cfg, Backend& backend, Communicator& comm, Model& model, ParameterStore& params,
+                     const ShardLayout& shards, StepStateView& state, EpochCursor& cursor, const Dataset& train,
+                     const RunPlan& plan, ProgressReporter& progress)
     : cfg_(cfg),
       backend_(backend),
       comm_(comm),
@@ -109,7 +109,8 @@ TrainStep::Result TrainStep::run(int64_t step) {
     if (tracer_) tracer_->begin_span("upload");
     const DeviceBatch batch = loader_.load(batch_indices, rows);  // outside any capture
     if (tracer_) tracer_->end_span();
-    if (replayed) captured_.replay(batch, step + 1, [this](const DeviceBatch& fixed) { captured_pass(fixed); });
+    if (replayed)
+      captured_.replay(batch, step + 1, [this](const DeviceBatch& fixed) { captured_pass(fixed); });
     else micro_batch_pass(batch, rows, micro, micro_batches);
     // With this micro-batch's work queued (on a GPU the device is busy
     // with it), gather the next one and queue its copy.
@@ -139,9 +140,9 @@ void TrainStep::micro_batch_pass(const DeviceBatch& batch, int rows, int64_t mic
     reducer_.begin(params_.grads_fp16.data());
     if (layer_shards_) layer_shards_->begin_step();
   }
-  model_.backward(tables_.weights_fp16, tables_.grads_fp16, /*accumulate=*/micro > 0,
-                  last ? GradientsReady([this](size_t first, size_t end) { reducer_.mark_ready(first, end); })
-                       : GradientsReady());
+  model_.backward(
+      tables_.weights_fp16, tables_.grads_fp16, /*accumulate=*/micro > 0,
+      last ? GradientsReady([this](size_t first, size_t end) { reducer_.mark_ready(first, end); }) : GradientsReady());
   if (tracer_) tracer_->end_layers();
 }
 

@@ -128,8 +128,8 @@ class TrainStep {
   // its norm).
   std::vector<GradientSegment> padding_gaps_;
   CapturedStep captured_;
-  StepTracer* tracer_ = nullptr;             // not owned
-  CollectiveWatchdog* watchdog_ = nullptr;   // not owned
+  StepTracer* tracer_ = nullptr;                              // not owned
+  CollectiveWatchdog* watchdog_ = nullptr;                    // not owned
   std::function<void(const uint32_t*, int)> batch_observer_;  // test hook; may be empty
   int64_t step_ = 0;  // the count before the step running (the hooks' step + 1 is its number)
 };

@@ -75,7 +75,7 @@ struct Trainer::Impl {
   }
 
   void prepare();
-  void run_eval();  // the test-set evaluation, its line and record
+  void run_eval();                      // the test-set evaluation, its line and record
   StateBytes held_state_bytes() const;  // this rank's, by class (report/memory_report.h)
   void report_memory();                 // the banner's memory line and record (a collective)
   // `use` with a table of the whole FP16 weights (TrainStep::with_whole_weights).

@@ -83,7 +83,8 @@ GenerationPlan plan_generation(const TrainConfig& config) {
 
 void run_generation(const GenerationPlan& plan, Backend& backend, std::FILE* out, std::FILE* status) {
   const TrainConfig& c = plan.config;
-  std::fprintf(status, "generate: %lld bytes after a %zu-byte prompt, temperature %g%s, top-k %s, seed %llu; GPT %s from %s\n",
+  std::fprintf(status,
+               "generate: %lld bytes after a %zu-byte prompt, temperature %g%s, top-k %s, seed %llu; GPT %s from %s\n",
                static_cast<long long>(c.generate_bytes), c.prompt.size(), c.temperature,
                c.temperature == 0 ? " (greedy)" : "", c.top_k > 0 ? std::to_string(c.top_k).c_str() : "off",
                static_cast<unsigned long long>(c.seed), gpt_shape_text(c.gpt).c_str(), plan.source.c_str());

@@ -46,7 +46,8 @@ std::string escaped_bytes(const std::string& bytes) {
 void TrainingSampler::check(const TrainConfig& c) {
   if (!model_reads_tokens(c)) {
     std::string models;
-    for (const std::string& name : next_token_model_names()) models += (models.empty() ? "" : " or ") + ("--model " + name);
+    for (const std::string& name : next_token_model_names())
+      models += (models.empty() ? "" : " or ") + ("--model " + name);
     throw Error("--sample-every needs " + models + " (a byte-level language model)");
   }
   check_byte_sampling(model_token_shape(c), prompt_of(c), given(c, "top-k") ? c.top_k : 0, "--sample-every");

@@ -112,8 +112,8 @@ void MixedPrecisionOptimizer::update(StepStatus* status, bool fp32_grads, float 
   sgd.grad_multiplier = clip_coef;
   const SgdGrads grads =
       fp32_grads ? SgdGrads::unscaled(params_.grads_fp32.data()) : SgdGrads::scaled(grads_fp16, inv_scale);
-  backend_.sgd_update(sgd, grads, params_.master_weights_fp32.data(), params_.momentum_fp32.data(), weights_fp16,
-                      count, &status->nonfinite);
+  backend_.sgd_update(sgd, grads, params_.master_weights_fp32.data(), params_.momentum_fp32.data(), weights_fp16, count,
+                      &status->nonfinite);
 }
 
 }  // namespace ddp

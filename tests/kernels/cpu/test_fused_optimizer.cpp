@@ -28,10 +28,11 @@ TEST(FusedOptimizer, Fp16GradSgdMatchesUnscaleThenSgdBitwise) {
     std::vector<half16> w_two = test::poison_halves(n), w_fused = test::poison_halves(n);
     int32_t flag = 0;
     cpu.unscale_fp16_to_fp32(grads_host.data(), grads_fp32.data(), n, inv_scale, &flag);
-    cpu.sgd_update(p, SgdGrads::unscaled(grads_fp32.data()), m_two.data(), momentum ? mom_two.data() : nullptr, w_two.data(), n, &flag);
+    cpu.sgd_update(p, SgdGrads::unscaled(grads_fp32.data()), m_two.data(), momentum ? mom_two.data() : nullptr,
+                   w_two.data(), n, &flag);
     cpu.unscale_fp16_to_fp32(grads_host.data(), nullptr, n, inv_scale, &flag);
-    cpu.sgd_update(p, SgdGrads::scaled(grads_host.data(), inv_scale), m_fused.data(), momentum ? mom_fused.data() : nullptr,
-                              w_fused.data(), n, &flag);
+    cpu.sgd_update(p, SgdGrads::scaled(grads_host.data(), inv_scale), m_fused.data(),
+                   momentum ? mom_fused.data() : nullptr, w_fused.data(), n, &flag);
     EXPECT_EQ(flag, 0);
     EXPECT_EQ(m_fused, m_two) << "momentum " << momentum;
     EXPECT_EQ(mom_fused, mom_two);

@@ -4,7 +4,6 @@
 // uninterrupted run read, and its checkpoints record the seed of that order.
 #include <gtest/gtest.h>
 
-
 #include "comm/communicator.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "support/temp_dir.h"

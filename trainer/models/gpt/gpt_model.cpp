@@ -60,8 +60,8 @@ ModelOutput GptModel::forward(const DeviceBatch& batch, const WeightTable& weigh
   before_forward(config_.n_layer + 1);
   ln_f_.forward(final_out_.data(), rows_i, weights_fp16);
   // logits [R, V] = LN_f(x) [R, C] wte [V, C]^T
-  backend_.gemm_fp16(gemm_nt(rows_i, config_.vocab_size, c, ln_f_.out(), c, weights_fp16.at(wte_), c,
-                             logits_.data(), config_.vocab_size));
+  backend_.gemm_fp16(gemm_nt(rows_i, config_.vocab_size, c, ln_f_.out(), c, weights_fp16.at(wte_), c, logits_.data(),
+                             config_.vocab_size));
   ModelOutput out{logits_.data(), rows_i, config_.vocab_size};
   out.classes = config_.real_vocab;
   return out;
@@ -84,8 +84,8 @@ void GptModel::backward(const WeightTable& weights_fp16, const GradTable& grads_
   d_head.beta = accumulate ? 1.0f : 0.0f;
   backend_.gemm_fp16(d_head);
   // d LN_f(x) [R, C] = dlogits [R, V] wte [V, C]
-  backend_.gemm_fp16(gemm_nn(rows_i, c, vocab, output_grad_.data(), vocab, weights_fp16.at(wte_), c,
-                             scratch_.d_ln.data(), c));
+  backend_.gemm_fp16(
+      gemm_nn(rows_i, c, vocab, output_grad_.data(), vocab, weights_fp16.at(wte_), c, scratch_.d_ln.data(), c));
   // ln_f's input gradient starts the residual stream's: written, not added (no zeroing pass).
   ln_f_.backward(scratch_.d_ln.data(), final_out_.data(), rows_i, weights_fp16, grads_fp16, accumulate,
                  d_residual_.data(), /*add_to_residual=*/false);
@@ -99,8 +99,8 @@ void GptModel::backward(const WeightTable& weights_fp16, const GradTable& grads_
   before_backward(0);
   // wpe is written or added to as asked; wte always adds (the head's part is there).
   if (!accumulate) backend_.fill_zero(grads_fp16.at(wpe_), registry_[wpe_].count * sizeof(half16));
-  backend_.embedding_backward_fp16(tokens_, d_residual_.data(), batch_rows_, config_.block_size, c,
-                                   config_.vocab_size, grads_fp16.at(wte_), grads_fp16.at(wpe_), /*accumulate=*/true);
+  backend_.embedding_backward_fp16(tokens_, d_residual_.data(), batch_rows_, config_.block_size, c, config_.vocab_size,
+                                   grads_fp16.at(wte_), grads_fp16.at(wpe_), /*accumulate=*/true);
   report(TensorRange{wpe_, wte_ + 1});
 }
 

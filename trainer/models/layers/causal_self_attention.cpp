@@ -63,8 +63,8 @@ void CausalSelfAttention::heads_forward(int batch, AttentionScratch& scratch) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   backend_.causal_softmax_forward_fp16(probs_.data(), z, T, scale, probs_.data());
   // y[z] [T, hs] = P[z] v[z]
-  backend_.gemm_batched_fp16(gemm_nn(T, hs, T, probs_.data(), T, v_.data(), hs, scratch.heads.data(), hs), z, tt,
-                             th, th);
+  backend_.gemm_batched_fp16(gemm_nn(T, hs, T, probs_.data(), T, v_.data(), hs, scratch.heads.data(), hs), z, tt, th,
+                             th);
   backend_.heads_to_rows_fp16(scratch.heads.data(), batch, T, nh, hs, attn_rows_.data(), c);
 }
 

@@ -61,12 +61,12 @@ class CausalSelfAttention {
   LinearLayer c_proj_;
   TensorRange tensors_;
   const half16* input_ = nullptr;  // x of the last forward
-  Buffer<half16> qkv_;        // [R, 3C]
-  Buffer<half16> q_;          // [B, nh, T, hs]
-  Buffer<half16> k_;          // [B, nh, T, hs]
-  Buffer<half16> v_;          // [B, nh, T, hs]
-  Buffer<half16> probs_;      // [B, nh, T, T]: the scores, then the softmax in place
-  Buffer<half16> attn_rows_;  // [R, C]: y merged, c_proj's input
+  Buffer<half16> qkv_;             // [R, 3C]
+  Buffer<half16> q_;               // [B, nh, T, hs]
+  Buffer<half16> k_;               // [B, nh, T, hs]
+  Buffer<half16> v_;               // [B, nh, T, hs]
+  Buffer<half16> probs_;           // [B, nh, T, T]: the scores, then the softmax in place
+  Buffer<half16> attn_rows_;       // [R, C]: y merged, c_proj's input
 };
 
 }  // namespace ddp

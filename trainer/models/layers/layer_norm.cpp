@@ -25,10 +25,9 @@ void LayerNorm::forward(const half16* x, int rows, const WeightTable& weights_fp
 }
 
 void LayerNorm::backward(const half16* dy, const half16* x, int rows, const WeightTable& weights_fp16,
-                         const GradTable& grads_fp16, bool accumulate, half16* d_residual,
-                         bool add_to_residual) const {
-  backend_.layernorm_backward_fp16(dy, x, weights_fp16.at(weight_tensor_), mean_.data(), rstd_.data(), rows,
-                                   channels_, d_residual, add_to_residual, grads_fp16.at(weight_tensor_),
+                         const GradTable& grads_fp16, bool accumulate, half16* d_residual, bool add_to_residual) const {
+  backend_.layernorm_backward_fp16(dy, x, weights_fp16.at(weight_tensor_), mean_.data(), rstd_.data(), rows, channels_,
+                                   d_residual, add_to_residual, grads_fp16.at(weight_tensor_),
                                    grads_fp16.at(weight_tensor_ + 1), accumulate);
 }
 

@@ -35,9 +35,9 @@ class LayerNorm {
   Backend& backend_;
   int channels_;
   size_t weight_tensor_ = 0;
-  Buffer<half16> out_;   // [max_rows, C]
-  Buffer<float> mean_;   // [max_rows]
-  Buffer<float> rstd_;   // [max_rows]
+  Buffer<half16> out_;  // [max_rows, C]
+  Buffer<float> mean_;  // [max_rows]
+  Buffer<float> rstd_;  // [max_rows]
 };
 
 }  // namespace ddp

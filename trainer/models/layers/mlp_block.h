@@ -38,8 +38,8 @@ class MlpBlock {
   LinearLayer c_proj_;
   TensorRange tensors_;
   const half16* input_ = nullptr;  // x of the last forward
-  Buffer<half16> fc_pre_;  // [rows, 4C]: the GELU's input
-  Buffer<half16> fc_out_;  // [rows, 4C]: h, c_proj's input
+  Buffer<half16> fc_pre_;          // [rows, 4C]: the GELU's input
+  Buffer<half16> fc_out_;          // [rows, 4C]: h, c_proj's input
 };
 
 }  // namespace ddp
