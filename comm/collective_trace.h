@@ -22,11 +22,11 @@
 namespace ddp {
 
 struct CollectiveRecord {
-  const char* op = "";      // "all-reduce", "reduce-scatter", "all-gather"
-  size_t elements = 0;      // FP16 elements of the whole buffer (the layout's total)
-  int bucket = -1;          // the gradient bucket, or -1
-  int layer = -1;           // the layer whose weights a ZeRO-3 gather brings, or -1
-  int64_t step = 0;         // the traced step it was called in (0: between steps)
+  const char* op = "";  // "all-reduce", "reduce-scatter", "all-gather"
+  size_t elements = 0;  // FP16 elements of the whole buffer (the layout's total)
+  int bucket = -1;      // the gradient bucket, or -1
+  int layer = -1;       // the layer whose weights a ZeRO-3 gather brings, or -1
+  int64_t step = 0;     // the traced step it was called in (0: between steps)
   // Host trace clock at the call. On a GPU the host queues ahead of the
   // device: compare it with host times only, not with the device's spans.
   double called_us = 0.0;

@@ -15,7 +15,9 @@ int64_t now_ns() {
 }  // namespace
 
 CollectiveWatchdog::CollectiveWatchdog(double timeout_s, OnExpire on_expire, double poll_s)
-    : timeout_s_(timeout_s), poll_s_(std::max(1e-3, std::min(poll_s, timeout_s / 2))), on_expire_(std::move(on_expire)) {
+    : timeout_s_(timeout_s),
+      poll_s_(std::max(1e-3, std::min(poll_s, timeout_s / 2))),
+      on_expire_(std::move(on_expire)) {
   thread_ = std::thread([this] { thread_main(); });
 }
 

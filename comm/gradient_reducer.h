@@ -98,17 +98,17 @@ class GradientReducer {
   void start_ready_buckets();
 
   Communicator& comm_;
-  std::optional<ShardLayout> shards_;  // empty: all-reduce
+  std::optional<ShardLayout> shards_;       // empty: all-reduce
   std::vector<ShardLayout> bucket_slices_;  // sharded: shards_->slice of each bucket, made once
-  half16* owned_ = nullptr;            // staged: where this rank's sums land
-  std::function<half16*(size_t)> source_;  // staged: each bucket's buffer
+  half16* owned_ = nullptr;                 // staged: where this rank's sums land
+  std::function<half16*(size_t)> source_;   // staged: each bucket's buffer
   std::vector<GradientSegment> segments_;
   std::vector<GradientBucket> buckets_;
   std::vector<size_t> bucket_of_segment_;
   std::vector<size_t> pending_;  // per bucket: segments not yet ready
   std::vector<char> ready_;      // per segment
   size_t next_bucket_ = 0;       // the first bucket not started
-  half16* grads_ = nullptr;  // staged: the owned range (null when it is empty)
+  half16* grads_ = nullptr;      // staged: the owned range (null when it is empty)
   bool in_step_ = false;
   size_t elements_started_ = 0;
   CollectiveTrace* trace_ = nullptr;  // not owned

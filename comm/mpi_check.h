@@ -18,9 +18,9 @@ inline std::string mpi_error_text(int code) {
 }
 }  // namespace ddp
 
-#define DDP_MPI_CHECK(call)                                                                                   \
-  do {                                                                                                        \
-    const int ddp_mpi_rc_ = (call);                                                                           \
-    if (ddp_mpi_rc_ != MPI_SUCCESS)                                                                           \
+#define DDP_MPI_CHECK(call)                                                                                        \
+  do {                                                                                                             \
+    const int ddp_mpi_rc_ = (call);                                                                                \
+    if (ddp_mpi_rc_ != MPI_SUCCESS)                                                                                \
       throw ::ddp::Error(::ddp::format_call_error(__FILE__, __LINE__, #call, ::ddp::mpi_error_text(ddp_mpi_rc_))); \
   } while (0)

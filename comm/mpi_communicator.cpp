@@ -136,8 +136,8 @@ void MpiCommunicator::run_allgather(const half16* mine, half16* full, const Shar
     }
     const ShardRange my = chunk.range(rank_);
     const half16* src = my.count() > 0 ? mine + (off + my.begin - own.begin) : mine;
-    DDP_MPI_CHECK(MPI_Allgatherv(in_place ? MPI_IN_PLACE : src, static_cast<int>(my.count()), half_type_,
-                                 full + off, counts.data(), displacements.data(), half_type_, comm_));
+    DDP_MPI_CHECK(MPI_Allgatherv(in_place ? MPI_IN_PLACE : src, static_cast<int>(my.count()), half_type_, full + off,
+                                 counts.data(), displacements.data(), half_type_, comm_));
   }
   if (rec != nullptr) rec->end_us = trace_clock_us();
   add_busy(MPI_Wtime() - start);

@@ -61,8 +61,7 @@ class MpiCommunicator final : public Communicator {
   void run_allreduce(half16* data, size_t count, CollectiveRecord* rec);
   void run_reduce_scatter(const half16* send, half16* recv, const ShardLayout& layout, bool in_place,
                           CollectiveRecord* rec);
-  void run_allgather(const half16* mine, half16* full, const ShardLayout& layout, bool in_place,
-                     CollectiveRecord* rec);
+  void run_allgather(const half16* mine, half16* full, const ShardLayout& layout, bool in_place, CollectiveRecord* rec);
   // Argument checks (throw ddp::Error); whether the call is in place.
   bool check_reduce_scatter(const half16* send, half16* recv, const ShardLayout& layout) const;
   bool check_allgather(const half16* mine, half16* full, const ShardLayout& layout) const;

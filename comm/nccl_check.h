@@ -9,13 +9,13 @@
 
 #include "kernels/error.h"
 
-#define DDP_NCCL_CHECK(call)                                                                        \
-  do {                                                                                              \
-    const ncclResult_t ddp_nccl_rc_ = (call);                                                       \
-    if (ddp_nccl_rc_ != ncclSuccess && ddp_nccl_rc_ != ncclInProgress) {                            \
-      const char* last = ncclGetLastError(nullptr);                                                 \
-      throw ::ddp::Error(::ddp::format_call_error(                                                  \
-          __FILE__, __LINE__, #call,                                                                \
+#define DDP_NCCL_CHECK(call)                                                                                 \
+  do {                                                                                                       \
+    const ncclResult_t ddp_nccl_rc_ = (call);                                                                \
+    if (ddp_nccl_rc_ != ncclSuccess && ddp_nccl_rc_ != ncclInProgress) {                                     \
+      const char* last = ncclGetLastError(nullptr);                                                          \
+      throw ::ddp::Error(::ddp::format_call_error(                                                           \
+          __FILE__, __LINE__, #call,                                                                         \
           std::string(ncclGetErrorString(ddp_nccl_rc_)) + (last && *last ? std::string(": ") + last : ""))); \
-    }                                                                                               \
+    }                                                                                                        \
   } while (0)

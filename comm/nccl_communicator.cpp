@@ -34,8 +34,7 @@ void report_nccl_error(ncclResult_t rc, const char* call) noexcept {
   if (rc == ncclSuccess) return;
   const char* last = ncclGetLastError(nullptr);
   const bool has_last = last != nullptr && *last != '\0';
-  std::fprintf(stderr, "%s failed: %s%s%s\n", call, ncclGetErrorString(rc), has_last ? ": " : "",
-               has_last ? last : "");
+  std::fprintf(stderr, "%s failed: %s%s%s\n", call, ncclGetErrorString(rc), has_last ? ": " : "", has_last ? last : "");
 }
 
 // Before any CUDA call, so a job that cannot bootstrap says why at once: a

@@ -45,9 +45,7 @@ namespace ddp {
 std::string nccl_version_text(int version_code);
 // NCCL collectives can be captured in a CUDA graph from NCCL 2.9 on.
 constexpr int kFirstCapturableNcclVersion = 20900;
-inline bool nccl_version_supports_capture(int version_code) {
-  return version_code >= kFirstCapturableNcclVersion;
-}
+inline bool nccl_version_supports_capture(int version_code) { return version_code >= kFirstCapturableNcclVersion; }
 // What capture_unsupported_reason() says for that version ("" when it can).
 std::string nccl_capture_unsupported_reason(int version_code);
 
@@ -104,9 +102,7 @@ class NcclCommunicator final : public Communicator {
   // the linked library's version, not the header's); the cross-stream event
   // waits become graph edges.
   bool supports_capture() const override { return nccl_version_supports_capture(version_code_); }
-  std::string capture_unsupported_reason() const override {
-    return nccl_capture_unsupported_reason(version_code_);
-  }
+  std::string capture_unsupported_reason() const override { return nccl_capture_unsupported_reason(version_code_); }
   void set_capturing(bool on) override {
     capturing_ = on;
     if (on) captured_ = true;
@@ -138,7 +134,7 @@ class NcclCommunicator final : public Communicator {
   // end_collective records their ends and marks the collectives pending
   // for wait_allreduces.
   struct CollectiveTiming {
-    cudaEvent_t busy_end = nullptr;  // null: not timed
+    cudaEvent_t busy_end = nullptr;     // null: not timed
     CollectiveRecord* trace = nullptr;  // null: not traced
   };
   CollectiveTiming begin_collective(const char* op, size_t elements);
@@ -163,11 +159,11 @@ class NcclCommunicator final : public Communicator {
   std::pair<cudaEvent_t, cudaEvent_t> next_timing_pair(TimingPool& pool);
   static double drain_seconds(TimingPool& pool);
   TimingPool busy_events_, exposed_events_;
-  TimingPool trace_events_;  // --trace's, reused after resolve_trace_times()
-  bool allreduces_pending_ = false;  // collectives started since the last wait_allreduces()
-  UniqueDeviceMemory staging_;       // the padded ranges of uneven layouts
-  size_t staging_count_ = 0;         // FP16 elements in staging_
-  bool capturing_ = false;           // inside a step capture: no timing events
+  TimingPool trace_events_;            // --trace's, reused after resolve_trace_times()
+  bool allreduces_pending_ = false;    // collectives started since the last wait_allreduces()
+  UniqueDeviceMemory staging_;         // the padded ranges of uneven layouts
+  size_t staging_count_ = 0;           // FP16 elements in staging_
+  bool capturing_ = false;             // inside a step capture: no timing events
   std::atomic<bool> captured_{false};  // some CUDA graph captured our collectives (see abort()); read by the watchdog
   // Held from the liveness check to the end of each NCCL call on comm_, and
   // by abort() and the destructor around releasing it.

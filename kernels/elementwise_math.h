@@ -52,19 +52,27 @@ DDP_HD float gelu_tanh_backward(float z, float dy) {
 
 DDP_HD float activation_forward(Activation act, float z) {
   switch (act) {
-    case Activation::Relu: return relu_forward(z);
-    case Activation::Gelu: return gelu_forward(z);
-    case Activation::GeluTanh: return gelu_tanh_forward(z);
-    default: return z;
+    case Activation::Relu:
+      return relu_forward(z);
+    case Activation::Gelu:
+      return gelu_forward(z);
+    case Activation::GeluTanh:
+      return gelu_tanh_forward(z);
+    default:
+      return z;
   }
 }
 
 DDP_HD float activation_backward(Activation act, float z, float dy) {
   switch (act) {
-    case Activation::Relu: return relu_backward(z, dy);
-    case Activation::Gelu: return gelu_backward(z, dy);
-    case Activation::GeluTanh: return gelu_tanh_backward(z, dy);
-    default: return dy;
+    case Activation::Relu:
+      return relu_backward(z, dy);
+    case Activation::Gelu:
+      return gelu_backward(z, dy);
+    case Activation::GeluTanh:
+      return gelu_tanh_backward(z, dy);
+    default:
+      return dy;
   }
 }
 
@@ -80,7 +88,7 @@ struct SgdParams {
   float dampening = 0.0f;
   float weight_decay = 0.0f;
   bool nesterov = false;
-  bool first_step = true;       // momentum buffer not yet initialised
+  bool first_step = true;        // momentum buffer not yet initialised
   float grad_multiplier = 1.0f;  // clip coefficient (1 when not clipping)
   // Where set, read by the kernel when it runs instead of the values above
   // (the device-resident step state, step_status.h): lr, and first_step =

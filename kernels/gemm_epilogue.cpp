@@ -16,7 +16,8 @@ void validate_gemm_epilogue(const GemmFp16& g, const std::string& describe) {
   DDP_REQUIRE(g.pre_activation == nullptr || g.ld_pre_activation >= std::max(1, g.n),
               "gemm_fp16: ld_pre_activation smaller than a row of C (" + describe + ")");
   if (g.dact != Activation::None) {
-    DDP_REQUIRE(g.dact_input != nullptr || g.m == 0 || g.n == 0, "gemm_fp16: dact without dact_input (" + describe + ")");
+    DDP_REQUIRE(g.dact_input != nullptr || g.m == 0 || g.n == 0,
+                "gemm_fp16: dact without dact_input (" + describe + ")");
     DDP_REQUIRE(g.ld_dact_input >= std::max(1, g.n),
                 "gemm_fp16: ld_dact_input smaller than a row of C (" + describe + ")");
   }

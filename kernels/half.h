@@ -58,9 +58,9 @@ DDP_HD uint16_t float_to_half_bits_portable(float f) {
     // Result is subnormal (or zero): value = abs_float; scale by 2^24 and
     // round the integer mantissa to nearest even.
     if (abs < 0x33000000u) return static_cast<uint16_t>(sign);  // < 2^-25: rounds to zero
-    const uint32_t exp = abs >> 23;                  // biased float exponent, 102..112
+    const uint32_t exp = abs >> 23;                             // biased float exponent, 102..112
     const uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
-    const uint32_t shift = 126u - exp;               // 14..24
+    const uint32_t shift = 126u - exp;  // 14..24
     uint32_t h = mant >> shift;
     const uint32_t rem = mant & ((1u << shift) - 1u);
     const uint32_t halfway = 1u << (shift - 1u);

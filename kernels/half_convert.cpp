@@ -33,7 +33,8 @@ __attribute__((target("f16c,avx"))) void float_to_half_f16c(const float* src, ha
   size_t i = 0;
   for (; i + 8 <= count; i += 8) {
     const __m256 f = _mm256_loadu_ps(src + i);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), _mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
+                     _mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   }
   for (; i < count; ++i) dst[i].bits = float_to_half_bits_portable(src[i]);
 }

@@ -36,8 +36,8 @@ struct LossScaleRule {
 //             growth_tracker = 0; hyst = H; scale *= growth, unless that
 //             overflows FP32 (PyTorch keeps the scale then; so the scale is
 //             never Inf)
-DDP_HD void loss_scale_rule_update(const LossScaleRule& r, bool found_nonfinite, double& scale,
-                                   int64_t& growth_tracker, int64_t& hysteresis_left) {
+DDP_HD void loss_scale_rule_update(const LossScaleRule& r, bool found_nonfinite, double& scale, int64_t& growth_tracker,
+                                   int64_t& hysteresis_left) {
   if (!r.dynamic) return;
   if (found_nonfinite) {
     growth_tracker = 0;
@@ -60,23 +60,23 @@ DDP_HD void loss_scale_rule_update(const LossScaleRule& r, bool found_nonfinite,
 // Device-resident; 8-byte fields first so the layout is the same for g++
 // and nvcc. Zero-initialise, then set scale / hysteresis_left (or restore).
 struct StepStatus {
-  double scale;               // loss scale S of the next step
-  int64_t growth_tracker;     // clean steps since the last growth/backoff
-  int64_t hysteresis_left;    // overflows still tolerated before a backoff
-  int64_t steps_done;         // global steps taken (skipped ones count)
-  int64_t skipped_total;      // skipped steps in the whole run (resumes continue it)
-  int64_t bad_streak;         // consecutive skipped steps up to now
-  int64_t giveup_step;        // 0, or the step (1-based) whose skip made bad_streak reach max_bad_steps
-  double giveup_scale;        // the scale that step ran with
-  double step_scale;          // the scale the last prepared step runs with
-  int64_t steps_taken;        // optimizer steps taken, skipped ones not counted: AdamW's bias-correction t
-                              // (GradScaler skips optimizer.step(), so torch's step count stays too)
-  float backward_scale;       // this step: S / (micro-batches x predivide), for the loss gradient
-  float inv_scale;            // this step: 1 / (S x N / predivide), for unscaling the summed gradients
-  float lr;                   // this step's learning rate (the host's schedule)
-  int32_t nonfinite;          // this step: set by the check, consumed by step_status_finish
+  double scale;             // loss scale S of the next step
+  int64_t growth_tracker;   // clean steps since the last growth/backoff
+  int64_t hysteresis_left;  // overflows still tolerated before a backoff
+  int64_t steps_done;       // global steps taken (skipped ones count)
+  int64_t skipped_total;    // skipped steps in the whole run (resumes continue it)
+  int64_t bad_streak;       // consecutive skipped steps up to now
+  int64_t giveup_step;      // 0, or the step (1-based) whose skip made bad_streak reach max_bad_steps
+  double giveup_scale;      // the scale that step ran with
+  double step_scale;        // the scale the last prepared step runs with
+  int64_t steps_taken;      // optimizer steps taken, skipped ones not counted: AdamW's bias-correction t
+                            // (GradScaler skips optimizer.step(), so torch's step count stays too)
+  float backward_scale;     // this step: S / (micro-batches x predivide), for the loss gradient
+  float inv_scale;          // this step: 1 / (S x N / predivide), for unscaling the summed gradients
+  float lr;                 // this step's learning rate (the host's schedule)
+  int32_t nonfinite;        // this step: set by the check, consumed by step_status_finish
   int32_t momentum_initialized;
-  int32_t last_skipped;       // whether the last finished step was skipped
+  int32_t last_skipped;  // whether the last finished step was skipped
 };
 
 // Before a step (queued by the host with this step's values, outside any

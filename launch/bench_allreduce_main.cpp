@@ -191,8 +191,9 @@ int run_bench(const ddp::MpiEnvironment& env, const ddp::AllreduceBenchOptions& 
     gpu_backend = std::move(choice.backend);
     ours = std::make_unique<CudaTarget>(*gpu, max_bytes / 2, host_fp16, rank, world);
 #else
-    throw ddp::Error("--device cuda needs a build with CUDA and NCCL (see the 'ddp_train: NCCL' line of the CMake "
-                     "configure); use --device cpu");
+    throw ddp::Error(
+        "--device cuda needs a build with CUDA and NCCL (see the 'ddp_train: NCCL' line of the CMake "
+        "configure); use --device cpu");
 #endif
   }
 
@@ -200,9 +201,10 @@ int run_bench(const ddp::MpiEnvironment& env, const ddp::AllreduceBenchOptions& 
   const int first_on_host = env.local_rank() == 0;
   DDP_MPI_CHECK(MPI_Allreduce(&first_on_host, &hosts, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
   if (rank == 0) {
-    std::printf("# bench_allreduce: %d rank(s) on %d host(s), device %s, in place, %d timed iterations after %d "
-                "warm-up, time = max over ranks of the mean per iteration\n",
-                world, hosts, opts.device.c_str(), opts.iters, opts.warmup);
+    std::printf(
+        "# bench_allreduce: %d rank(s) on %d host(s), device %s, in place, %d timed iterations after %d "
+        "warm-up, time = max over ranks of the mean per iteration\n",
+        world, hosts, opts.device.c_str(), opts.iters, opts.warmup);
     std::printf("# ours: %s allreduce_sum_fp16 (count = bytes/2)%s\n", ours->comm().name().c_str(),
                 cpu ? "; references: MPI_Allreduce MPI_SUM of MPI_FLOAT (bytes/4) and MPI_SHORT (bytes/2)"
                     : "; no MPI references on device memory");

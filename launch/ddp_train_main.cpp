@@ -91,8 +91,9 @@ std::unique_ptr<ddp::Communicator> make_communicator(const ddp::MpiEnvironment& 
 #if defined(DDP_HAVE_MPI)
   if (backend.kind() == ddp::DeviceKind::Cpu) return std::make_unique<ddp::MpiCommunicator>();
 #endif
-  throw ddp::Error("multi-rank training on GPUs needs NCCL, and this build has none (see the 'ddp_train: NCCL' "
-                   "line of the CMake configure); use --device cpu or one rank per job");
+  throw ddp::Error(
+      "multi-rank training on GPUs needs NCCL, and this build has none (see the 'ddp_train: NCCL' "
+      "line of the CMake configure); use --device cpu or one rank per job");
 }
 
 // Peers exist only in a world above one; without them nothing can stall.
@@ -118,7 +119,8 @@ std::unique_ptr<ddp::CollectiveWatchdog> make_watchdog(const ddp::TrainConfig& c
 // --predict: no data set, no Trainer; the model, its weights, X's rows.
 int predict(const ddp::TrainConfig& config, const ddp::MpiEnvironment& env) {
   const std::string note = ddp::check_prediction_files(config);
-  ddp::DeviceChoice device = ddp::select_device(config.device, env.local_rank(), env.local_size(), config.threads, env.host());
+  ddp::DeviceChoice device =
+      ddp::select_device(config.device, env.local_rank(), env.local_size(), config.threads, env.host());
   std::unique_ptr<ddp::Communicator> comm = make_communicator(env, *device.backend);
   if (env.rank() == 0) {
     std::printf("%s\n", device.notice.c_str());
@@ -134,9 +136,11 @@ int predict(const ddp::TrainConfig& config, const ddp::MpiEnvironment& env) {
 int generate(const ddp::TrainConfig& config, const ddp::MpiEnvironment& env) {
   if (env.rank() != 0) return 0;
   const ddp::GenerationPlan plan = ddp::plan_generation(config);
-  ddp::DeviceChoice device = ddp::select_device(config.device, env.local_rank(), env.local_size(), config.threads, env.host());
+  ddp::DeviceChoice device =
+      ddp::select_device(config.device, env.local_rank(), env.local_size(), config.threads, env.host());
   std::fprintf(stderr, "%s\n", device.notice.c_str());
-  if (env.world_size() > 1) std::fprintf(stderr, "generate: rank 0 samples; ranks 1 to %d have ended\n", env.world_size() - 1);
+  if (env.world_size() > 1)
+    std::fprintf(stderr, "generate: rank 0 samples; ranks 1 to %d have ended\n", env.world_size() - 1);
   ddp::run_generation(plan, *device.backend, stdout, stderr);
   return 0;
 }

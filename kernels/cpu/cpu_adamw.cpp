@@ -33,26 +33,24 @@ DDP_AVX_F16C inline __m256 decay_lanes(const uint8_t* mask) {
   return _mm256_cmp_ps(as_float, _mm256_setzero_ps(), _CMP_NEQ_OQ);
 }
 
-DDP_AVX_F16C void adamw_f16c(const AdamWScalars& s, const AdamWBuffers& b, float inv_scale, size_t begin,
-                             size_t end) {
+DDP_AVX_F16C void adamw_f16c(const AdamWScalars& s, const AdamWBuffers& b, float inv_scale, size_t begin, size_t end) {
   const __m256 mult = _mm256_set1_ps(s.grad_multiplier), decay = _mm256_set1_ps(s.decay_factor),
-               b1 = _mm256_set1_ps(s.beta1), omb1 = _mm256_set1_ps(s.one_minus_beta1),
-               b2 = _mm256_set1_ps(s.beta2), omb2 = _mm256_set1_ps(s.one_minus_beta2),
-               bc2 = _mm256_set1_ps(s.bias_correction2_sqrt), eps = _mm256_set1_ps(s.eps),
-               step = _mm256_set1_ps(s.step_size), scale = _mm256_set1_ps(inv_scale);
+               b1 = _mm256_set1_ps(s.beta1), omb1 = _mm256_set1_ps(s.one_minus_beta1), b2 = _mm256_set1_ps(s.beta2),
+               omb2 = _mm256_set1_ps(s.one_minus_beta2), bc2 = _mm256_set1_ps(s.bias_correction2_sqrt),
+               eps = _mm256_set1_ps(s.eps), step = _mm256_set1_ps(s.step_size), scale = _mm256_set1_ps(inv_scale);
   const __m256 all = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
   size_t i = begin;
   for (; i + 8 <= end; i += 8) {
     const __m256 raw =
         b.grads_fp32 ? _mm256_loadu_ps(b.grads_fp32 + i)
-                     : _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.grads_fp16 + i))),
-                                     scale);
+                     : _mm256_mul_ps(
+                           _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.grads_fp16 + i))), scale);
     const __m256 g = _mm256_mul_ps(raw, mult);
     __m256 p = _mm256_loadu_ps(b.master_fp32 + i);
     p = _mm256_blendv_ps(p, _mm256_mul_ps(p, decay), b.decay_mask ? decay_lanes(b.decay_mask + i) : all);
     const __m256 m = _mm256_add_ps(_mm256_mul_ps(b1, _mm256_loadu_ps(b.exp_avg_fp32 + i)), _mm256_mul_ps(omb1, g));
-    const __m256 v =
-        _mm256_add_ps(_mm256_mul_ps(b2, _mm256_loadu_ps(b.exp_avg_sq_fp32 + i)), _mm256_mul_ps(_mm256_mul_ps(omb2, g), g));
+    const __m256 v = _mm256_add_ps(_mm256_mul_ps(b2, _mm256_loadu_ps(b.exp_avg_sq_fp32 + i)),
+                                   _mm256_mul_ps(_mm256_mul_ps(omb2, g), g));
     const __m256 denom = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(v), bc2), eps);
     p = _mm256_sub_ps(p, _mm256_mul_ps(step, _mm256_div_ps(m, denom)));
     _mm256_storeu_ps(b.exp_avg_fp32 + i, m);

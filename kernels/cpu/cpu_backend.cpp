@@ -149,8 +149,8 @@ void CpuBackend::causal_softmax_forward_fp16(const half16* scores, int batch_hea
                                              half16* probs) {
   cpu::causal_softmax_forward(*pool_, scores, batch_heads, seq_len, scale, probs);
 }
-void CpuBackend::causal_softmax_backward_fp16(const half16* probs, const half16* dprobs, int batch_heads,
-                                              int seq_len, float scale, half16* dscores) {
+void CpuBackend::causal_softmax_backward_fp16(const half16* probs, const half16* dprobs, int batch_heads, int seq_len,
+                                              float scale, half16* dscores) {
   cpu::causal_softmax_backward(*pool_, probs, dprobs, batch_heads, seq_len, scale, dscores);
 }
 void CpuBackend::add_fp16(const half16* a, const half16* b, half16* y, size_t count) {
@@ -208,9 +208,8 @@ void CpuBackend::adamw_update(const AdamWParams& step_params, const AdamWBuffers
   if (skip_flag && *skip_flag) return;
   const AdamWScalars scalars = adamw_scalars(step_params);
   const float inv_scale = inv_scale_arg.get();
-  pool_->parallel_for(count, kGrain, pieces(count), [&](size_t i0, size_t i1) {
-    cpu::adamw_range(scalars, b, inv_scale, offset + i0, offset + i1);
-  });
+  pool_->parallel_for(count, kGrain, pieces(count),
+                      [&](size_t i0, size_t i1) { cpu::adamw_range(scalars, b, inv_scale, offset + i0, offset + i1); });
 }
 
 // ---- device-resident step state -----------------------------------------------------

@@ -71,8 +71,8 @@ class CpuBackend final : public Backend {
   void l2_norm_fp32(const float* x, size_t count, float* norm) override;
   void sgd_update(const SgdParams& params, const SgdGrads& grads, float* master_fp32, float* momentum_fp32,
                   half16* weights_fp16, size_t count, const int32_t* skip_flag) override;
-  void adamw_update(const AdamWParams& params, const AdamWBuffers& b, ScalarArg inv_scale, size_t offset,
-                    size_t count, const int32_t* skip_flag) override;
+  void adamw_update(const AdamWParams& params, const AdamWBuffers& b, ScalarArg inv_scale, size_t offset, size_t count,
+                    const int32_t* skip_flag) override;
   void step_status_prepare(StepStatus* status, double backward_divisor, double unscale_divisor, float lr) override;
   void step_status_finish(const LossScaleRule& rule, StepStatus* status) override;
 

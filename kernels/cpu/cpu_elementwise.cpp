@@ -154,8 +154,7 @@ DDP_AVX_F16C void sgd_f16c(const SgdParams& s, Grads grads, float* master_fp32, 
                            half16* weights_fp16, size_t count) {
   // Lane for lane the operations of sgd_update_element, in its order.
   const __m256 mult = _mm256_set1_ps(s.grad_multiplier), wd = _mm256_set1_ps(s.weight_decay),
-               mom = _mm256_set1_ps(s.momentum), damp = _mm256_set1_ps(1.0f - s.dampening),
-               lr = _mm256_set1_ps(s.lr);
+               mom = _mm256_set1_ps(s.momentum), damp = _mm256_set1_ps(1.0f - s.dampening), lr = _mm256_set1_ps(s.lr);
   const bool use_wd = s.weight_decay != 0.0f, use_mom = s.momentum != 0.0f;
   size_t i = 0;
   for (; i + 8 <= count; i += 8) {
@@ -163,9 +162,9 @@ DDP_AVX_F16C void sgd_f16c(const SgdParams& s, Grads grads, float* master_fp32, 
     __m256 g = _mm256_mul_ps(grads.load(i), mult);
     if (use_wd) g = _mm256_add_ps(g, _mm256_mul_ps(wd, p));
     if (use_mom) {
-      const __m256 buf = s.first_step ? g
-                                      : _mm256_add_ps(_mm256_mul_ps(mom, _mm256_loadu_ps(momentum_fp32 + i)),
-                                                      _mm256_mul_ps(damp, g));
+      const __m256 buf =
+          s.first_step ? g
+                       : _mm256_add_ps(_mm256_mul_ps(mom, _mm256_loadu_ps(momentum_fp32 + i)), _mm256_mul_ps(damp, g));
       _mm256_storeu_ps(momentum_fp32 + i, buf);
       g = s.nesterov ? _mm256_add_ps(g, _mm256_mul_ps(mom, buf)) : buf;
     }
@@ -221,10 +220,9 @@ template <bool kBias, bool kPre, int kMode>
 DDP_AVX_F16C void narrow_rows_f16c_fixed(const float* c_fp32, size_t ldc, const NarrowEpilogue& e, half16* out,
                                          size_t ldo, size_t rows, size_t cols) {
   for (size_t r = 0; r < rows; ++r)
-    narrow_row_f16c<kBias, kPre, kMode>(c_fp32 + r * ldc, e.bias_fp32,
-                                        kPre ? e.pre_activation + r * e.ld_pre_activation : nullptr,
-                                        e.dact_input ? e.dact_input + r * e.ld_dact_input : nullptr, e.act, e.dact,
-                                        out + r * ldo, cols);
+    narrow_row_f16c<kBias, kPre, kMode>(
+        c_fp32 + r * ldc, e.bias_fp32, kPre ? e.pre_activation + r * e.ld_pre_activation : nullptr,
+        e.dact_input ? e.dact_input + r * e.ld_dact_input : nullptr, e.act, e.dact, out + r * ldo, cols);
 }
 
 template <bool kBias, bool kPre>
@@ -321,8 +319,7 @@ void sgd_fp16_grads_range(const SgdParams& params, const half16* grads_fp16, flo
                           float* momentum_fp32, half16* weights_fp16, size_t count) {
 #if DDP_X86
   if (f16c_available() && momentum_fp32)
-    return sgd_f16c(params, Fp16GradsUnscaled{grads_fp16, inv_scale}, master_fp32, momentum_fp32, weights_fp16,
-                    count);
+    return sgd_f16c(params, Fp16GradsUnscaled{grads_fp16, inv_scale}, master_fp32, momentum_fp32, weights_fp16, count);
 #endif
   for (size_t i = 0; i < count; ++i) {
     float dummy = 0.0f;

@@ -58,8 +58,8 @@ struct NarrowEpilogue {
 // of a GEMM result, with the bias, pre-activation output and activation (or
 // its gradient) of `epilogue` applied in FP32 first, element by element as
 // gemm_epilogue_element.
-void narrow_rows(const float* c_fp32, size_t ldc, const NarrowEpilogue& epilogue, half16* out, size_t ldo,
-                 size_t rows, size_t cols);
+void narrow_rows(const float* c_fp32, size_t ldc, const NarrowEpilogue& epilogue, half16* out, size_t ldo, size_t rows,
+                 size_t cols);
 // db[i] = fp16(sum_p opA[i, p] (+ db[i] when accumulate)) for i in
 // [i_begin, i_end): an FP32 sum over p = 0..k-1 in increasing order, as
 // bias_grad_columns, of the widened A: opA[i, p] = a_fp32[p * ld + i] when

@@ -46,8 +46,8 @@ inline float exp_reduced(float x) {
 #if DDP_X86
 // exp_reduced, 8 lanes.
 DDP_AVX_F16C inline __m256 exp8_reduced(__m256 x) {
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(kExpLog2e)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m256 n =
+      _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(kExpLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   const __m256 r = _mm256_sub_ps(_mm256_sub_ps(x, _mm256_mul_ps(n, _mm256_set1_ps(kExpLn2Hi))),
                                  _mm256_mul_ps(n, _mm256_set1_ps(kExpLn2Lo)));
   __m256 p = _mm256_set1_ps(kExpTaylor[0]);

@@ -44,8 +44,8 @@ inline float gelu_tanh_backward_cpu(float z, float dy) {
 #if DDP_X86
 DDP_AVX_F16C inline __m256 gelu_tanh_exp_term8(__m256 z) {
   const __m256 z3 = _mm256_mul_ps(_mm256_mul_ps(z, z), z);
-  const __m256 u = _mm256_mul_ps(_mm256_set1_ps(kGeluSqrt2OverPi),
-                                 _mm256_add_ps(z, _mm256_mul_ps(_mm256_set1_ps(kGeluCubic), z3)));
+  const __m256 u =
+      _mm256_mul_ps(_mm256_set1_ps(kGeluSqrt2OverPi), _mm256_add_ps(z, _mm256_mul_ps(_mm256_set1_ps(kGeluCubic), z3)));
   __m256 x = _mm256_mul_ps(_mm256_set1_ps(-2.0f), u);
   x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(80.0f));
   return exp8_reduced(x);
@@ -59,9 +59,9 @@ DDP_AVX_F16C inline __m256 gelu_tanh_forward8(__m256 z) {
 DDP_AVX_F16C inline __m256 gelu_tanh_backward8(__m256 z, __m256 dy) {
   const __m256 e = gelu_tanh_exp_term8(z);
   const __m256 s = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_add_ps(_mm256_set1_ps(1.0f), e));
-  const __m256 du = _mm256_mul_ps(_mm256_set1_ps(kGeluSqrt2OverPi),
-                                  _mm256_add_ps(_mm256_set1_ps(1.0f),
-                                                _mm256_mul_ps(_mm256_set1_ps(3.0f * kGeluCubic), _mm256_mul_ps(z, z))));
+  const __m256 du = _mm256_mul_ps(
+      _mm256_set1_ps(kGeluSqrt2OverPi),
+      _mm256_add_ps(_mm256_set1_ps(1.0f), _mm256_mul_ps(_mm256_set1_ps(3.0f * kGeluCubic), _mm256_mul_ps(z, z))));
   const __m256 ss_e = _mm256_mul_ps(_mm256_mul_ps(s, s), e);
   const __m256 d = _mm256_add_ps(s, _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(2.0f), z), _mm256_mul_ps(ss_e, du)));
   return _mm256_mul_ps(dy, d);

@@ -129,8 +129,7 @@ void cpu_gemm_fp16(const GemmFp16& g, CpuThreadPool& pool, CpuGemmScratch& s) {
   if (g.bias) cpu::widen_rows(g.bias, n, s.bias_fp32.data(), n, 1, n);
   const size_t row_pieces = static_cast<size_t>(threads) * kSlicesPerThread;
   pool.parallel_for(shared_rows, 1, row_pieces, [&](size_t r0, size_t r1) {
-    cpu::widen_rows(shared + r0 * shared_ld, shared_ld, shared32 + r0 * shared_cols, shared_cols, r1 - r0,
-                    shared_cols);
+    cpu::widen_rows(shared + r0 * shared_ld, shared_ld, shared32 + r0 * shared_cols, shared_cols, r1 - r0, shared_cols);
   });
   if (g.beta != 0.0f)
     pool.parallel_for(m, 1, row_pieces, [&](size_t r0, size_t r1) {
@@ -139,9 +138,8 @@ void cpu_gemm_fp16(const GemmFp16& g, CpuThreadPool& pool, CpuGemmScratch& s) {
   // A is whole now when it is the shared operand: its bias gradient, by
   // rows of op(A) (each sum runs in order on one thread).
   if (split_n && g.bias_grad)
-    pool.parallel_for(m, 32, row_pieces, [&](size_t i0, size_t i1) {
-      bias_grad_rows(static_cast<int>(i0), static_cast<int>(i1));
-    });
+    pool.parallel_for(m, 32, row_pieces,
+                      [&](size_t i0, size_t i1) { bias_grad_rows(static_cast<int>(i0), static_cast<int>(i1)); });
 
   // Phase 2: the slices, each taken by whichever thread is free. A slice
   // widens its own part of the other operand, so the BLAS packs it from

@@ -34,8 +34,10 @@ DDP_AVX_F16C float exp_shifted_sum_avx(const float* in, float shift, float* out,
     const __m256 e = exp_clamped8(_mm256_sub_ps(_mm256_load_ps(lanes), s));
     _mm256_store_ps(lanes, e);
     for (size_t l = 0; l < 8; ++l) {
-      if (j + l < n) out[j + l] = lanes[l];
-      else lanes[l] = 0.0f;
+      if (j + l < n)
+        out[j + l] = lanes[l];
+      else
+        lanes[l] = 0.0f;
     }
     acc = _mm256_add_ps(acc, _mm256_load_ps(lanes));
   }

@@ -91,7 +91,8 @@ void embedding_backward(CpuThreadPool& pool, TransformerScratch& s, const int32_
   {
     std::vector<int32_t> next(s.token_start.begin(), s.token_start.end() - 1);
     for (size_t r = 0; r < rows; ++r)
-      if (tokens[r] >= 0 && tokens[r] < vocab) s.row_order[static_cast<size_t>(next[tokens[r]]++)] = static_cast<int32_t>(r);
+      if (tokens[r] >= 0 && tokens[r] < vocab)
+        s.row_order[static_cast<size_t>(next[tokens[r]]++)] = static_cast<int32_t>(r);
   }
   // d_wte by token ranges: each row of the table is one thread's.
   pool.parallel_for(table, 1, cpu_pass_pieces(rows * width + table * width, pool.size()), [&](size_t v0, size_t v1) {
@@ -100,11 +101,12 @@ void embedding_backward(CpuThreadPool& pool, TransformerScratch& s, const int32_
       half16* dst = d_wte + v * width;
       const int32_t begin = s.token_start[v], end = s.token_start[v + 1];
       if (begin == end && accumulate) continue;  // nothing to add
-      if (accumulate) half_to_float_array(dst, sum.data(), width);
-      else std::fill(sum.begin(), sum.end(), 0.0f);
+      if (accumulate)
+        half_to_float_array(dst, sum.data(), width);
+      else
+        std::fill(sum.begin(), sum.end(), 0.0f);
       for (int32_t i = begin; i < end; ++i) {
-        half_to_float_array(dout + static_cast<size_t>(s.row_order[static_cast<size_t>(i)]) * width, row.data(),
-                            width);
+        half_to_float_array(dout + static_cast<size_t>(s.row_order[static_cast<size_t>(i)]) * width, row.data(), width);
         for (size_t c = 0; c < width; ++c) sum[c] += row[c];
       }
       float_to_half_array(sum.data(), dst, width);
@@ -116,8 +118,10 @@ void embedding_backward(CpuThreadPool& pool, TransformerScratch& s, const int32_
     std::vector<float> sum(width), row(width);
     for (size_t t = t0; t < t1; ++t) {
       half16* dst = d_wpe + t * width;
-      if (accumulate) half_to_float_array(dst, sum.data(), width);
-      else std::fill(sum.begin(), sum.end(), 0.0f);
+      if (accumulate)
+        half_to_float_array(dst, sum.data(), width);
+      else
+        std::fill(sum.begin(), sum.end(), 0.0f);
       for (size_t b = 0; b < count_of(batch); ++b) {
         half_to_float_array(dout + (b * positions + t) * width, row.data(), width);
         for (size_t c = 0; c < width; ++c) sum[c] += row[c];
@@ -144,7 +148,8 @@ void layernorm_forward(CpuThreadPool& pool, const half16* x, const half16* gamma
       float sq = 0.0f;
       for (size_t c = 0; c < width; ++c) sq += (row[c] - m) * (row[c] - m);
       const float rs = layernorm_rstd(sq / static_cast<float>(width), eps);
-      for (size_t c = 0; c < width; ++c) out[c] = layernorm_output(layernorm_xhat(row[c], m, rs), gamma32[c], beta32[c]);
+      for (size_t c = 0; c < width; ++c)
+        out[c] = layernorm_output(layernorm_xhat(row[c], m, rs), gamma32[c], beta32[c]);
       float_to_half_array(out.data(), y + r * width, width);
       mean[r] = m, rstd[r] = rs;
     }

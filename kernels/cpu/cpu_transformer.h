@@ -25,14 +25,13 @@ struct TransformerScratch {
 
 void embedding_forward(CpuThreadPool& pool, const int32_t* tokens, const half16* wte, const half16* wpe, int batch,
                        int seq_len, int channels, int vocab, half16* out);
-void embedding_backward(CpuThreadPool& pool, TransformerScratch& scratch, const int32_t* tokens,
-                        const half16* dout, int batch, int seq_len, int channels, int vocab, half16* d_wte,
-                        half16* d_wpe, bool accumulate);
+void embedding_backward(CpuThreadPool& pool, TransformerScratch& scratch, const int32_t* tokens, const half16* dout,
+                        int batch, int seq_len, int channels, int vocab, half16* d_wte, half16* d_wpe, bool accumulate);
 void layernorm_forward(CpuThreadPool& pool, const half16* x, const half16* gamma, const half16* beta, int rows,
                        int cols, float eps, half16* y, float* mean, float* rstd);
-void layernorm_backward(CpuThreadPool& pool, const half16* dy, const half16* x, const half16* gamma,
-                        const float* mean, const float* rstd, int rows, int cols, half16* dx, bool accumulate_dx,
-                        half16* dgamma, half16* dbeta, bool accumulate_params);
+void layernorm_backward(CpuThreadPool& pool, const half16* dy, const half16* x, const half16* gamma, const float* mean,
+                        const float* rstd, int rows, int cols, half16* dx, bool accumulate_dx, half16* dgamma,
+                        half16* dbeta, bool accumulate_params);
 void causal_softmax_forward(CpuThreadPool& pool, const half16* scores, int batch_heads, int seq_len, float scale,
                             half16* probs);
 void causal_softmax_backward(CpuThreadPool& pool, const half16* probs, const half16* dprobs, int batch_heads,
@@ -42,9 +41,8 @@ void rows_to_heads(CpuThreadPool& pool, const half16* rows, int row_stride, int 
                    int head_size, half16* heads_out);
 void heads_to_rows(CpuThreadPool& pool, const half16* heads_in, int batch, int seq_len, int heads, int head_size,
                    half16* rows, int row_stride);
-void softmax_xent_forward(CpuThreadPool& pool, TransformerScratch& scratch, const half16* logits,
-                          const int32_t* labels, int rows, int cols, int real_cols, float* loss_mean,
-                          int32_t* correct_count);
+void softmax_xent_forward(CpuThreadPool& pool, TransformerScratch& scratch, const half16* logits, const int32_t* labels,
+                          int rows, int cols, int real_cols, float* loss_mean, int32_t* correct_count);
 void softmax_xent_backward(CpuThreadPool& pool, const half16* logits, const int32_t* labels, int rows, int cols,
                            int real_cols, float loss_scale, half16* dlogits);
 

@@ -24,8 +24,7 @@ __device__ float warp_all_max(float v) {
   return v;
 }
 
-__global__ void causal_softmax_forward_kernel(const half16* scores, int rows, int seq_len, float scale,
-                                              half16* probs) {
+__global__ void causal_softmax_forward_kernel(const half16* scores, int rows, int seq_len, float scale, half16* probs) {
   const int row = static_cast<int>(blockIdx.x) * kWarpsPerBlock + static_cast<int>(threadIdx.x / 32);
   const int lane = static_cast<int>(threadIdx.x & 31u);
   if (row >= rows) return;  // uniform per warp
@@ -40,9 +39,9 @@ __global__ void causal_softmax_forward_kernel(const half16* scores, int rows, in
   // Every lane has read all it needs of its entries: probs may equal scores
   // (each lane rewrites only the entries it read).
   for (int j = lane; j < seq_len; j += 32)
-    probs[offset + j] =
-        causal_visible(i, j) ? to_half(expf(__fmul_rn(scale, to_float(scores[offset + j])) - max_v) * inv_sum)
-                             : half16{0};
+    probs[offset + j] = causal_visible(i, j)
+                            ? to_half(expf(__fmul_rn(scale, to_float(scores[offset + j])) - max_v) * inv_sum)
+                            : half16{0};
 }
 
 __global__ void causal_softmax_backward_kernel(const half16* probs, const half16* dprobs, int rows, int seq_len,

@@ -235,15 +235,15 @@ void CudaBackend::softmax_xent_backward(const half16* logits, const int32_t* lab
 
 void CudaBackend::mse_forward(const half16* pred, const float* target, int rows, int cols, float* loss_mean) {
   DDP_REQUIRE(rows >= 0 && cols >= 0, "mse_forward: negative shape");
-  launch_mse_forward(compute_stream(), pred, target, static_cast<size_t>(rows) * static_cast<size_t>(cols),
-                     loss_mean, scratch(mse_forward_scratch_bytes()));
+  launch_mse_forward(compute_stream(), pred, target, static_cast<size_t>(rows) * static_cast<size_t>(cols), loss_mean,
+                     scratch(mse_forward_scratch_bytes()));
 }
 
 void CudaBackend::mse_backward(const half16* pred, const float* target, int rows, int cols, ScalarArg loss_scale,
                                half16* dpred) {
   DDP_REQUIRE(rows >= 0 && cols >= 0, "mse_backward: negative shape");
-  launch_mse_backward(compute_stream(), pred, target, static_cast<size_t>(rows) * static_cast<size_t>(cols),
-                      loss_scale, dpred);
+  launch_mse_backward(compute_stream(), pred, target, static_cast<size_t>(rows) * static_cast<size_t>(cols), loss_scale,
+                      dpred);
 }
 
 // ---- transformer operations (cuda_transformer.h) ----------------------------------------
@@ -284,8 +284,8 @@ void CudaBackend::causal_softmax_forward_fp16(const half16* scores, int batch_he
   launch_causal_softmax_forward_fp16(compute_stream(), scores, batch_heads, seq_len, scale, probs);
 }
 
-void CudaBackend::causal_softmax_backward_fp16(const half16* probs, const half16* dprobs, int batch_heads,
-                                               int seq_len, float scale, half16* dscores) {
+void CudaBackend::causal_softmax_backward_fp16(const half16* probs, const half16* dprobs, int batch_heads, int seq_len,
+                                               float scale, half16* dscores) {
   launch_causal_softmax_backward_fp16(compute_stream(), probs, dprobs, batch_heads, seq_len, scale, dscores);
 }
 
@@ -331,8 +331,7 @@ void CudaBackend::adamw_update(const AdamWParams& params, const AdamWBuffers& b,
 
 // ---- device-resident step state -------------------------------------------------------
 
-void CudaBackend::step_status_prepare(StepStatus* status, double backward_divisor, double unscale_divisor,
-                                      float lr) {
+void CudaBackend::step_status_prepare(StepStatus* status, double backward_divisor, double unscale_divisor, float lr) {
   launch_step_status_prepare(compute_stream(), status, backward_divisor, unscale_divisor, lr);
 }
 

@@ -42,38 +42,37 @@ inline void report_cublas_error(cublasStatus_t s, const char* file, int line, co
 
 }  // namespace ddp
 
-#define DDP_CUDA_CHECK(call)                                                              \
-  do {                                                                                    \
-    const cudaError_t ddp_cuda_err_ = (call);                                             \
+#define DDP_CUDA_CHECK(call)                                                                             \
+  do {                                                                                                   \
+    const cudaError_t ddp_cuda_err_ = (call);                                                            \
     if (ddp_cuda_err_ != cudaSuccess) ::ddp::throw_cuda_error(ddp_cuda_err_, __FILE__, __LINE__, #call); \
   } while (0)
 
-#define DDP_CUDA_CHECK_NOTHROW(call)                                                       \
-  do {                                                                                     \
-    const cudaError_t ddp_cuda_err_ = (call);                                              \
+#define DDP_CUDA_CHECK_NOTHROW(call)                                                                      \
+  do {                                                                                                    \
+    const cudaError_t ddp_cuda_err_ = (call);                                                             \
     if (ddp_cuda_err_ != cudaSuccess) ::ddp::report_cuda_error(ddp_cuda_err_, __FILE__, __LINE__, #call); \
   } while (0)
 
 // After a <<<...>>> launch: catches bad launch configurations and missing
 // kernel images at the launcher that caused them. Errors from the kernel's
 // execution surface later, at the next synchronising call.
-#define DDP_CUDA_CHECK_LAUNCH()                                                                        \
-  do {                                                                                                 \
-    const cudaError_t ddp_cuda_err_ = cudaGetLastError();                                              \
-    if (ddp_cuda_err_ != cudaSuccess)                                                                  \
+#define DDP_CUDA_CHECK_LAUNCH()                                                                       \
+  do {                                                                                                \
+    const cudaError_t ddp_cuda_err_ = cudaGetLastError();                                             \
+    if (ddp_cuda_err_ != cudaSuccess)                                                                 \
       ::ddp::throw_cuda_error(ddp_cuda_err_, __FILE__, __LINE__, "kernel launch (cudaGetLastError)"); \
   } while (0)
 
-#define DDP_CUBLAS_CHECK(call)                                                                  \
-  do {                                                                                          \
-    const cublasStatus_t ddp_cublas_st_ = (call);                                               \
-    if (ddp_cublas_st_ != CUBLAS_STATUS_SUCCESS)                                                \
-      ::ddp::throw_cublas_error(ddp_cublas_st_, __FILE__, __LINE__, #call);                     \
+#define DDP_CUBLAS_CHECK(call)                                                                                         \
+  do {                                                                                                                 \
+    const cublasStatus_t ddp_cublas_st_ = (call);                                                                      \
+    if (ddp_cublas_st_ != CUBLAS_STATUS_SUCCESS) ::ddp::throw_cublas_error(ddp_cublas_st_, __FILE__, __LINE__, #call); \
   } while (0)
 
-#define DDP_CUBLAS_CHECK_NOTHROW(call)                                                          \
-  do {                                                                                          \
-    const cublasStatus_t ddp_cublas_st_ = (call);                                               \
-    if (ddp_cublas_st_ != CUBLAS_STATUS_SUCCESS)                                                \
-      ::ddp::report_cublas_error(ddp_cublas_st_, __FILE__, __LINE__, #call);                    \
+#define DDP_CUBLAS_CHECK_NOTHROW(call)                                       \
+  do {                                                                       \
+    const cublasStatus_t ddp_cublas_st_ = (call);                            \
+    if (ddp_cublas_st_ != CUBLAS_STATUS_SUCCESS)                             \
+      ::ddp::report_cublas_error(ddp_cublas_st_, __FILE__, __LINE__, #call); \
   } while (0)

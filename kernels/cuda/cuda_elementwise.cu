@@ -22,7 +22,7 @@ namespace {
 constexpr int kBiasGradRowLanes = 16;
 
 __global__ void column_sums_kernel(const half16* a, int rows, int cols, size_t row_stride, size_t col_stride,
-                                 half16* db, bool accumulate) {
+                                   half16* db, bool accumulate) {
   __shared__ float partial[kBiasGradRowLanes][33];  // +1: no bank conflicts on the column read
   const int col = blockIdx.x * 32 + threadIdx.x;
   float sum = 0.0f;

@@ -39,7 +39,8 @@ __global__ void embedding_forward_kernel(const int32_t* tokens, const half16* wt
 }
 
 __global__ void row_index_kernel(int32_t* index, int rows) {
-  for (size_t r = global_thread_index(); r < static_cast<size_t>(rows); r += grid_stride()) index[r] = static_cast<int32_t>(r);
+  for (size_t r = global_thread_index(); r < static_cast<size_t>(rows); r += grid_stride())
+    index[r] = static_cast<int32_t>(r);
 }
 
 // One block per sorted position; only the first position of each run of
@@ -88,8 +89,8 @@ void launch_embedding_forward_fp16(cudaStream_t stream, const int32_t* tokens, c
   DDP_REQUIRE(batch >= 0 && seq_len >= 0 && channels >= 0 && vocab >= 0, "embedding_forward_fp16: negative shape");
   const size_t count = static_cast<size_t>(batch) * seq_len * channels;
   if (count == 0) return;
-  embedding_forward_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(tokens, wte, wpe, seq_len, channels,
-                                                                             vocab, count, out);
+  embedding_forward_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(tokens, wte, wpe, seq_len, channels, vocab,
+                                                                             count, out);
   DDP_CUDA_CHECK_LAUNCH();
 }
 
@@ -99,8 +100,8 @@ size_t embedding_backward_scratch_bytes(int rows) {
 }
 
 void launch_embedding_backward_fp16(cudaStream_t stream, const int32_t* tokens, const half16* dout, int batch,
-                                    int seq_len, int channels, int vocab, half16* d_wte, half16* d_wpe,
-                                    bool accumulate, void* scratch) {
+                                    int seq_len, int channels, int vocab, half16* d_wte, half16* d_wpe, bool accumulate,
+                                    void* scratch) {
   DDP_REQUIRE(batch >= 0 && seq_len >= 0 && channels >= 0 && vocab >= 0, "embedding_backward_fp16: negative shape");
   const int rows = batch * seq_len;
   if (channels == 0) return;
@@ -122,7 +123,8 @@ void launch_embedding_backward_fp16(cudaStream_t stream, const int32_t* tokens, 
     // a valid one (it is skipped by the kernel below).
     DDP_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, tokens, sorted_tokens, row_index, sorted_rows,
                                                    rows, 0, 32, stream));
-    const unsigned threads = channels >= static_cast<int>(kThreadsPerBlock) ? kThreadsPerBlock : 32u * ((channels + 31) / 32);
+    const unsigned threads =
+        channels >= static_cast<int>(kThreadsPerBlock) ? kThreadsPerBlock : 32u * ((channels + 31) / 32);
     embedding_table_grad_kernel<<<static_cast<unsigned>(rows), threads, 0, stream>>>(
         sorted_tokens, sorted_rows, rows, dout, channels, vocab, d_wte, accumulate);
     DDP_CUDA_CHECK_LAUNCH();

@@ -30,8 +30,8 @@ cublasOperation_t to_cublas(Transpose t) { return t == Transpose::Yes ? CUBLAS_O
 
 std::string describe(const GemmFp16& g) {
   return "m=" + std::to_string(g.m) + " n=" + std::to_string(g.n) + " k=" + std::to_string(g.k) +
-         " trans_a=" + (g.trans_a == Transpose::Yes ? "T" : "N") + " trans_b=" +
-         (g.trans_b == Transpose::Yes ? "T" : "N") + " lda=" + std::to_string(g.lda) +
+         " trans_a=" + (g.trans_a == Transpose::Yes ? "T" : "N") +
+         " trans_b=" + (g.trans_b == Transpose::Yes ? "T" : "N") + " lda=" + std::to_string(g.lda) +
          " ldb=" + std::to_string(g.ldb) + " ldc=" + std::to_string(g.ldc);
 }
 
@@ -55,12 +55,18 @@ void validate(const GemmFp16& g) {
 
 const char* epilogue_name(uint32_t epilogue) {
   switch (epilogue) {
-    case CUBLASLT_EPILOGUE_DEFAULT: return "none";
-    case CUBLASLT_EPILOGUE_BIAS: return "bias";
-    case CUBLASLT_EPILOGUE_RELU: return "relu";
-    case CUBLASLT_EPILOGUE_RELU_BIAS: return "relu+bias";
-    case CUBLASLT_EPILOGUE_BGRADB: return "bgradb";
-    default: return "other";
+    case CUBLASLT_EPILOGUE_DEFAULT:
+      return "none";
+    case CUBLASLT_EPILOGUE_BIAS:
+      return "bias";
+    case CUBLASLT_EPILOGUE_RELU:
+      return "relu";
+    case CUBLASLT_EPILOGUE_RELU_BIAS:
+      return "relu+bias";
+    case CUBLASLT_EPILOGUE_BGRADB:
+      return "bgradb";
+    default:
+      return "other";
   }
 }
 
@@ -100,8 +106,7 @@ bool CublasLtGemm::Key::operator<(const Key& o) const {
   return std::tie(trans_a, trans_b, m, n, k, lda, ldb, ldc, epilogue, d_fp32, beta_nonzero, align_a, align_b, align_c,
                   align_epilogue, batch_count, stride_a, stride_b, stride_c) <
          std::tie(o.trans_a, o.trans_b, o.m, o.n, o.k, o.lda, o.ldb, o.ldc, o.epilogue, o.d_fp32, o.beta_nonzero,
-                  o.align_a, o.align_b, o.align_c, o.align_epilogue, o.batch_count, o.stride_a, o.stride_b,
-                  o.stride_c);
+                  o.align_a, o.align_b, o.align_c, o.align_epilogue, o.batch_count, o.stride_a, o.stride_b, o.stride_c);
 }
 
 // Descriptors in cuBLASLt's column-major terms: its A is our B, its B our A.
@@ -135,7 +140,7 @@ CublasLtGemm::~CublasLtGemm() {
 }
 
 CublasLtGemm::Key CublasLtGemm::make_key(const GemmFp16& g, uint32_t epilogue, const void* epilogue_vector,
-                                          bool d_fp32) const {
+                                         bool d_fp32) const {
   return Key{static_cast<int>(g.trans_a),
              static_cast<int>(g.trans_b),
              g.m,
@@ -196,8 +201,8 @@ CublasLtGemm::Plan& CublasLtGemm::plan_for(const Key& key, const GemmFp16& g, co
     set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, static_cast<uint32_t>(key.align_a));
     set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, static_cast<uint32_t>(key.align_c));
     set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, static_cast<uint32_t>(key.align_c));
-    status = cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->lt_a, plan->lt_b, plan->lt_c, plan->lt_c,
-                                            pref, kHeuristicResults, results, &returned);
+    status = cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->lt_a, plan->lt_b, plan->lt_c, plan->lt_c, pref,
+                                            kHeuristicResults, results, &returned);
   } catch (...) {
     DDP_CUBLAS_CHECK_NOTHROW(cublasLtMatmulPreferenceDestroy(pref));
     throw;
@@ -217,11 +222,12 @@ CublasLtGemm::Plan& CublasLtGemm::plan_for(const Key& key, const GemmFp16& g, co
   }
   if (plan->use_simple) {
     // Correct but slower: say so once per plan, so a slow run can be explained.
-    std::fprintf(stderr,
-                 "ddp: cuBLASLt offers no algorithm for gemm_fp16 %s epilogue=%s d=%s align(a,b,c,vector)=(%d,%d,%d,%d); "
-                 "taking the next route down (cuda_gemm.h)\n",
-                 describe(g).c_str(), epilogue_name(key.epilogue), key.d_fp32 ? "fp32" : "fp16", key.align_a,
-                 key.align_b, key.align_c, key.align_epilogue);
+    std::fprintf(
+        stderr,
+        "ddp: cuBLASLt offers no algorithm for gemm_fp16 %s epilogue=%s d=%s align(a,b,c,vector)=(%d,%d,%d,%d); "
+        "taking the next route down (cuda_gemm.h)\n",
+        describe(g).c_str(), epilogue_name(key.epilogue), key.d_fp32 ? "fp32" : "fp16", key.align_a, key.align_b,
+        key.align_c, key.align_epilogue);
   }
   return *plans_.emplace(key, std::move(plan)).first->second;
 }
@@ -238,8 +244,8 @@ const half16* CublasLtGemm::aligned_bias(const half16* bias, int n, cudaStream_t
     bias_staging_count_ = static_cast<size_t>(n);
   }
   auto* staged = static_cast<half16*>(bias_staging_.get());
-  DDP_CUDA_CHECK(cudaMemcpyAsync(staged, bias, static_cast<size_t>(n) * sizeof(half16), cudaMemcpyDeviceToDevice,
-                                 stream));
+  DDP_CUDA_CHECK(
+      cudaMemcpyAsync(staged, bias, static_cast<size_t>(n) * sizeof(half16), cudaMemcpyDeviceToDevice, stream));
   return staged;
 }
 
@@ -262,10 +268,9 @@ bool CublasLtGemm::try_lt(const GemmFp16& g, uint32_t epilogue, const void* epil
   if (plan.use_simple) return false;
   // The plan is shared by every call of this key; only the vector's address
   // changes between calls (set, not created: no allocation).
-  if (epilogue != CUBLASLT_EPILOGUE_DEFAULT)
-    set_desc(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, epilogue_vector);
-  DDP_CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc, &g.alpha, g.b, plan.lt_a, g.a, plan.lt_b, &g.beta, g.c,
-                                  plan.lt_c, g.c, plan.lt_c, &plan.algo, workspace_.get(), workspace_bytes_, stream));
+  if (epilogue != CUBLASLT_EPILOGUE_DEFAULT) set_desc(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, epilogue_vector);
+  DDP_CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc, &g.alpha, g.b, plan.lt_a, g.a, plan.lt_b, &g.beta, g.c, plan.lt_c,
+                                  g.c, plan.lt_c, &plan.algo, workspace_.get(), workspace_bytes_, stream));
   return true;
 }
 
@@ -276,8 +281,8 @@ bool CublasLtGemm::try_fp32_then_epilogue(const GemmFp16& g, cudaStream_t stream
   if (plan.use_simple) return false;
   float* acc = accumulator_scratch(static_cast<size_t>(g.m) * g.n, stream);
   const float zero = 0.0f;  // an activation epilogue has beta == 0 (validate_gemm_epilogue)
-  DDP_CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc, &g.alpha, g.b, plan.lt_a, g.a, plan.lt_b, &zero, acc,
-                                  plan.lt_c, acc, plan.lt_c, &plan.algo, workspace_.get(), workspace_bytes_, stream));
+  DDP_CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc, &g.alpha, g.b, plan.lt_a, g.a, plan.lt_b, &zero, acc, plan.lt_c,
+                                  acc, plan.lt_c, &plan.algo, workspace_.get(), workspace_bytes_, stream));
   launch_gemm_epilogue_fp16(g, acc, stream);
   return true;
 }
@@ -332,8 +337,8 @@ void CublasLtGemm::run(const GemmFp16& g, cudaStream_t stream) {
   }
 }
 
-void CublasLtGemm::run_batched(const GemmFp16& g, int batch_count, int64_t stride_a, int64_t stride_b,
-                               int64_t stride_c, cudaStream_t stream) {
+void CublasLtGemm::run_batched(const GemmFp16& g, int batch_count, int64_t stride_a, int64_t stride_b, int64_t stride_c,
+                               cudaStream_t stream) {
   validate(g);
   DDP_REQUIRE(batch_count >= 0, "gemm_batched_fp16: negative batch count");
   DDP_REQUIRE(!g.bias && !has_activation_epilogue(g) && !g.bias_grad,

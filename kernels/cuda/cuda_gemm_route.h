@@ -12,16 +12,16 @@
 namespace ddp {
 
 enum class GemmRoute : int {
-  kLt,                        // try_lt, no cuBLASLt epilogue (alpha/beta only)
-  kLtBias,                    // try_lt with CUBLASLT_EPILOGUE_BIAS
-  kLtRelu,                    // try_lt with CUBLASLT_EPILOGUE_RELU
-  kLtReluBias,                // try_lt with CUBLASLT_EPILOGUE_RELU_BIAS
-  kLtBgradb,                  // try_lt with CUBLASLT_EPILOGUE_BGRADB: the bias gradient in the same call
-  kLtThenReluGradientInPlace, // try_lt (DEFAULT or BIAS), then launch_relu_gradient_in_place_fp16
-  kLtFp32ThenEpilogue,        // try_fp32_then_epilogue: FP32 scratch, then launch_gemm_epilogue_fp16
-  kSimpleGemm,                // launch_simple_gemm_fp16 (forced, k == 0, or no cuBLASLt algorithm)
-  kBiasGradKernel,            // launch_bias_grad_op_a_fp16, for a bias gradient BGRADB did not write
-  kLtBatched,                 // run_batched: one strided-batched cuBLASLt call
+  kLt,                         // try_lt, no cuBLASLt epilogue (alpha/beta only)
+  kLtBias,                     // try_lt with CUBLASLT_EPILOGUE_BIAS
+  kLtRelu,                     // try_lt with CUBLASLT_EPILOGUE_RELU
+  kLtReluBias,                 // try_lt with CUBLASLT_EPILOGUE_RELU_BIAS
+  kLtBgradb,                   // try_lt with CUBLASLT_EPILOGUE_BGRADB: the bias gradient in the same call
+  kLtThenReluGradientInPlace,  // try_lt (DEFAULT or BIAS), then launch_relu_gradient_in_place_fp16
+  kLtFp32ThenEpilogue,         // try_fp32_then_epilogue: FP32 scratch, then launch_gemm_epilogue_fp16
+  kSimpleGemm,                 // launch_simple_gemm_fp16 (forced, k == 0, or no cuBLASLt algorithm)
+  kBiasGradKernel,             // launch_bias_grad_op_a_fp16, for a bias gradient BGRADB did not write
+  kLtBatched,                  // run_batched: one strided-batched cuBLASLt call
   kCount
 };
 
@@ -29,17 +29,28 @@ constexpr int kGemmRouteCount = static_cast<int>(GemmRoute::kCount);
 
 inline const char* gemm_route_name(GemmRoute route) {
   switch (route) {
-    case GemmRoute::kLt: return "cuBLASLt";
-    case GemmRoute::kLtBias: return "cuBLASLt BIAS";
-    case GemmRoute::kLtRelu: return "cuBLASLt RELU";
-    case GemmRoute::kLtReluBias: return "cuBLASLt RELU_BIAS";
-    case GemmRoute::kLtBgradb: return "cuBLASLt BGRADB";
-    case GemmRoute::kLtThenReluGradientInPlace: return "cuBLASLt + relu' in place";
-    case GemmRoute::kLtFp32ThenEpilogue: return "cuBLASLt FP32 scratch + epilogue kernel";
-    case GemmRoute::kSimpleGemm: return "simple CUDA-core GEMM";
-    case GemmRoute::kBiasGradKernel: return "bias-gradient kernel";
-    case GemmRoute::kLtBatched: return "cuBLASLt strided batched";
-    case GemmRoute::kCount: break;
+    case GemmRoute::kLt:
+      return "cuBLASLt";
+    case GemmRoute::kLtBias:
+      return "cuBLASLt BIAS";
+    case GemmRoute::kLtRelu:
+      return "cuBLASLt RELU";
+    case GemmRoute::kLtReluBias:
+      return "cuBLASLt RELU_BIAS";
+    case GemmRoute::kLtBgradb:
+      return "cuBLASLt BGRADB";
+    case GemmRoute::kLtThenReluGradientInPlace:
+      return "cuBLASLt + relu' in place";
+    case GemmRoute::kLtFp32ThenEpilogue:
+      return "cuBLASLt FP32 scratch + epilogue kernel";
+    case GemmRoute::kSimpleGemm:
+      return "simple CUDA-core GEMM";
+    case GemmRoute::kBiasGradKernel:
+      return "bias-gradient kernel";
+    case GemmRoute::kLtBatched:
+      return "cuBLASLt strided batched";
+    case GemmRoute::kCount:
+      break;
   }
   return "?";
 }

@@ -101,8 +101,8 @@ __global__ void xent_finish_kernel(const float* row_loss, const int32_t* row_cor
 
 // coef = loss_scale / rows, the same float operations as CpuBackend; the
 // scale is read here, when the kernel runs (it may live on the device).
-__global__ void xent_backward_kernel(const half16* logits, const int32_t* labels, int rows, int cols,
-                                     int real_cols, ScalarArg loss_scale, half16* dlogits) {
+__global__ void xent_backward_kernel(const half16* logits, const int32_t* labels, int rows, int cols, int real_cols,
+                                     ScalarArg loss_scale, half16* dlogits) {
   const float coef = loss_scale.get() / static_cast<float>(rows);
   const int row = static_cast<int>(blockIdx.x) * kRowsPerBlock + static_cast<int>(threadIdx.x / 32);
   const unsigned lane = threadIdx.x & 31u;
@@ -152,15 +152,15 @@ size_t softmax_xent_forward_scratch_bytes(int rows) {
   return static_cast<size_t>(rows) * (sizeof(float) + sizeof(int32_t));
 }
 
-void launch_softmax_xent_forward(cudaStream_t stream, const half16* logits, const int32_t* labels, int rows,
-                                 int cols, int real_cols, float* loss_mean, int32_t* correct_count, void* scratch) {
+void launch_softmax_xent_forward(cudaStream_t stream, const half16* logits, const int32_t* labels, int rows, int cols,
+                                 int real_cols, float* loss_mean, int32_t* correct_count, void* scratch) {
   DDP_REQUIRE(rows >= 0 && (rows == 0 || cols > 0), "softmax_xent_forward: needs cols > 0 when rows > 0");
   DDP_REQUIRE(rows == 0 || (real_cols > 0 && real_cols <= cols), "softmax_xent_forward: needs 0 < real_cols <= cols");
   auto* row_loss = static_cast<float*>(scratch);
   auto* row_correct = reinterpret_cast<int32_t*>(row_loss + rows);
   if (rows > 0) {
-    xent_rows_kernel<<<row_blocks(rows), kThreadsPerBlock, 0, stream>>>(logits, labels, rows, cols, real_cols,
-                                                                        row_loss, row_correct);
+    xent_rows_kernel<<<row_blocks(rows), kThreadsPerBlock, 0, stream>>>(logits, labels, rows, cols, real_cols, row_loss,
+                                                                        row_correct);
     DDP_CUDA_CHECK_LAUNCH();
   }
   // Runs for rows == 0 too: writes loss 0 and count 0.
@@ -168,8 +168,8 @@ void launch_softmax_xent_forward(cudaStream_t stream, const half16* logits, cons
   DDP_CUDA_CHECK_LAUNCH();
 }
 
-void launch_softmax_xent_backward(cudaStream_t stream, const half16* logits, const int32_t* labels, int rows,
-                                  int cols, int real_cols, ScalarArg loss_scale, half16* dlogits) {
+void launch_softmax_xent_backward(cudaStream_t stream, const half16* logits, const int32_t* labels, int rows, int cols,
+                                  int real_cols, ScalarArg loss_scale, half16* dlogits) {
   DDP_REQUIRE(rows >= 0 && cols >= 0, "softmax_xent_backward: negative shape");
   if (rows == 0 || cols == 0) return;
   DDP_REQUIRE(real_cols > 0 && real_cols <= cols, "softmax_xent_backward: needs 0 < real_cols <= cols");
@@ -180,8 +180,8 @@ void launch_softmax_xent_backward(cudaStream_t stream, const half16* logits, con
 
 size_t mse_forward_scratch_bytes() { return sum_scratch_bytes(); }
 
-void launch_mse_forward(cudaStream_t stream, const half16* pred, const float* target, size_t count,
-                        float* loss_mean, void* scratch) {
+void launch_mse_forward(cudaStream_t stream, const half16* pred, const float* target, size_t count, float* loss_mean,
+                        void* scratch) {
   // count == 0 still runs and writes 0.
   launch_sum(stream, SquaredError{pred, target}, count, MeanOver{static_cast<double>(count)}, loss_mean, scratch);
 }

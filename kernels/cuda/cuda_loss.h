@@ -20,15 +20,15 @@ size_t softmax_xent_forward_scratch_bytes(int rows);
 // label outside [0, real_cols) makes that row's loss NaN (so the mean is
 // NaN) and the row not correct: a kernel cannot throw, and NaN cannot go
 // unseen.
-void launch_softmax_xent_forward(cudaStream_t stream, const half16* logits, const int32_t* labels, int rows,
-                                 int cols, int real_cols, float* loss_mean, int32_t* correct_count, void* scratch);
+void launch_softmax_xent_forward(cudaStream_t stream, const half16* logits, const int32_t* labels, int rows, int cols,
+                                 int real_cols, float* loss_mean, int32_t* correct_count, void* scratch);
 // An out-of-range label gives that row NaN gradients; padded columns get 0.
-void launch_softmax_xent_backward(cudaStream_t stream, const half16* logits, const int32_t* labels, int rows,
-                                  int cols, int real_cols, ScalarArg loss_scale, half16* dlogits);
+void launch_softmax_xent_backward(cudaStream_t stream, const half16* logits, const int32_t* labels, int rows, int cols,
+                                  int real_cols, ScalarArg loss_scale, half16* dlogits);
 
 size_t mse_forward_scratch_bytes();
-void launch_mse_forward(cudaStream_t stream, const half16* pred, const float* target, size_t count,
-                        float* loss_mean, void* scratch);
+void launch_mse_forward(cudaStream_t stream, const half16* pred, const float* target, size_t count, float* loss_mean,
+                        void* scratch);
 void launch_mse_backward(cudaStream_t stream, const half16* pred, const float* target, size_t count,
                          ScalarArg loss_scale, half16* dpred);
 

@@ -93,9 +93,7 @@ __global__ void step_status_prepare_kernel(StepStatus* status, double backward_d
   step_status_prepare(*status, backward_divisor, unscale_divisor, lr);
 }
 
-__global__ void step_status_finish_kernel(LossScaleRule rule, StepStatus* status) {
-  step_status_finish(rule, *status);
-}
+__global__ void step_status_finish_kernel(LossScaleRule rule, StepStatus* status) { step_status_finish(rule, *status); }
 
 }  // namespace
 
@@ -139,9 +137,8 @@ void launch_sgd_update_fp16_grads(cudaStream_t stream, const SgdParams& params, 
                                   size_t count, const int32_t* skip_flag) {
   DDP_REQUIRE(momentum_fp32 != nullptr || params.momentum == 0.0f, "sgd_update: momentum != 0 needs a momentum buffer");
   if (count == 0) return;
-  sgd_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(params, Fp16GradsUnscaled{grads_fp16, inv_scale},
-                                                               master_fp32, momentum_fp32, weights_fp16, count,
-                                                               skip_flag);
+  sgd_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(
+      params, Fp16GradsUnscaled{grads_fp16, inv_scale}, master_fp32, momentum_fp32, weights_fp16, count, skip_flag);
   DDP_CUDA_CHECK_LAUNCH();
 }
 
@@ -149,8 +146,7 @@ void launch_adamw_update(cudaStream_t stream, const AdamWParams& params, const A
                          ScalarArg inv_scale, size_t offset, size_t count, const int32_t* skip_flag) {
   DDP_REQUIRE(buffers.grads_fp32 || buffers.grads_fp16, "adamw_update: no gradients");
   if (count == 0) return;
-  adamw_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(params, buffers, inv_scale, offset, count,
-                                                                 skip_flag);
+  adamw_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(params, buffers, inv_scale, offset, count, skip_flag);
   DDP_CUDA_CHECK_LAUNCH();
 }
 

@@ -70,8 +70,8 @@ __global__ void layernorm_dx_kernel(const half16* dy, const half16* x, const hal
 
 // partial[chunk, c] (dgamma) and partial[chunks + chunk, c] (dbeta): the sums
 // over the chunk's rows, in increasing row order.
-__global__ void layernorm_param_partials_kernel(const half16* dy, const half16* x, const float* mean,
-                                                const float* rstd, int rows, int cols, float* partials) {
+__global__ void layernorm_param_partials_kernel(const half16* dy, const half16* x, const float* mean, const float* rstd,
+                                                int rows, int cols, float* partials) {
   const int chunks = static_cast<int>(gridDim.y);
   const int chunk = static_cast<int>(blockIdx.y);
   const int c = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
@@ -133,8 +133,8 @@ void launch_layernorm_forward_fp16(cudaStream_t stream, const half16* x, const h
                                    int rows, int cols, float eps, half16* y, float* mean, float* rstd) {
   DDP_REQUIRE(rows >= 0 && cols > 0, "layernorm_forward_fp16: needs cols > 0");
   if (rows == 0) return;
-  layernorm_forward_kernel<<<row_blocks(rows), kThreadsPerBlock, 0, stream>>>(x, gamma, beta, rows, cols, eps, y,
-                                                                              mean, rstd);
+  layernorm_forward_kernel<<<row_blocks(rows), kThreadsPerBlock, 0, stream>>>(x, gamma, beta, rows, cols, eps, y, mean,
+                                                                              rstd);
   DDP_CUDA_CHECK_LAUNCH();
 }
 

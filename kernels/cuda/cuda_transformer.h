@@ -27,8 +27,8 @@ void launch_embedding_forward_fp16(cudaStream_t stream, const int32_t* tokens, c
                                    int batch, int seq_len, int channels, int vocab, half16* out);
 size_t embedding_backward_scratch_bytes(int rows);
 void launch_embedding_backward_fp16(cudaStream_t stream, const int32_t* tokens, const half16* dout, int batch,
-                                    int seq_len, int channels, int vocab, half16* d_wte, half16* d_wpe,
-                                    bool accumulate, void* scratch);
+                                    int seq_len, int channels, int vocab, half16* d_wte, half16* d_wpe, bool accumulate,
+                                    void* scratch);
 
 void launch_layernorm_forward_fp16(cudaStream_t stream, const half16* x, const half16* gamma, const half16* beta,
                                    int rows, int cols, float eps, half16* y, float* mean, float* rstd);

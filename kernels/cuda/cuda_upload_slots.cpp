@@ -72,7 +72,8 @@ void CudaUploadSlots::end_fill(int slot) { DDP_CUDA_CHECK(cudaEventRecord(at(slo
 // (a) An event wait, not a host sync: the host goes on queuing the step.
 void CudaUploadSlots::wait_filled(int slot) {
   Slot& s = at(slot);
-  if (skipped_wait_ != Wait::ComputeWaitsForCopy) DDP_CUDA_CHECK(cudaStreamWaitEvent(compute_stream_, s.copied.get(), 0));
+  if (skipped_wait_ != Wait::ComputeWaitsForCopy)
+    DDP_CUDA_CHECK(cudaStreamWaitEvent(compute_stream_, s.copied.get(), 0));
 }
 
 void CudaUploadSlots::release(int slot) { DDP_CUDA_CHECK(cudaEventRecord(at(slot).released.get(), compute_stream_)); }

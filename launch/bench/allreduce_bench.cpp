@@ -21,11 +21,16 @@ size_t parse_size_bytes(const std::string& text, const std::string& flag) {
   const size_t number = std::stoull(text.substr(0, digits));
   const std::string suffix = text.substr(digits);
   int shift = 0;
-  if (suffix.empty()) shift = 0;
-  else if (suffix.size() == 1 && std::toupper(static_cast<unsigned char>(suffix[0])) == 'K') shift = 10;
-  else if (suffix.size() == 1 && std::toupper(static_cast<unsigned char>(suffix[0])) == 'M') shift = 20;
-  else if (suffix.size() == 1 && std::toupper(static_cast<unsigned char>(suffix[0])) == 'G') shift = 30;
-  else throw bad();
+  if (suffix.empty())
+    shift = 0;
+  else if (suffix.size() == 1 && std::toupper(static_cast<unsigned char>(suffix[0])) == 'K')
+    shift = 10;
+  else if (suffix.size() == 1 && std::toupper(static_cast<unsigned char>(suffix[0])) == 'M')
+    shift = 20;
+  else if (suffix.size() == 1 && std::toupper(static_cast<unsigned char>(suffix[0])) == 'G')
+    shift = 30;
+  else
+    throw bad();
   if (number == 0) throw Error(flag + " must be positive");
   if (number > (std::numeric_limits<size_t>::max() >> shift)) throw bad();
   return number << shift;
@@ -50,15 +55,14 @@ ParsedAllreduceBenchOptions parse_allreduce_bench_options(int argc, const char* 
       "time (= the busbw ratio). '#wrong': elements not equal to the closed-form sum after one\n"
       "more all-reduce of freshly filled buffers, summed over ranks (non-zero: exit 1).\n"
       "Only rank 0 prints; progress for slow sizes goes to stderr.\n\nOptions");
-  desc.add_options()
-      ("help,h", "this text")
-      ("min-bytes,b", po::value(&min_bytes)->default_value(min_bytes), "smallest size: bytes, or with K/M/G")
-      ("max-bytes,e", po::value(&max_bytes)->default_value(max_bytes), "largest size")
-      ("factor,f", po::value(&factor)->default_value(factor), "size multiplier between rows (>= 2)")
-      ("iters,n", po::value(&o.iters)->default_value(o.iters), "timed all-reduces per size and variant")
-      ("warmup,w", po::value(&o.warmup)->default_value(o.warmup), "untimed all-reduces before them")
-      ("device", po::value(&o.device)->default_value(o.device), "cpu (MPI) or cuda (NCCL, one GPU per rank)")
-      ("markdown", po::bool_switch(&o.markdown), "print the table as Markdown");
+  desc.add_options()("help,h", "this text")("min-bytes,b", po::value(&min_bytes)->default_value(min_bytes),
+                                            "smallest size: bytes, or with K/M/G")(
+      "max-bytes,e", po::value(&max_bytes)->default_value(max_bytes), "largest size")(
+      "factor,f", po::value(&factor)->default_value(factor), "size multiplier between rows (>= 2)")(
+      "iters,n", po::value(&o.iters)->default_value(o.iters), "timed all-reduces per size and variant")(
+      "warmup,w", po::value(&o.warmup)->default_value(o.warmup), "untimed all-reduces before them")(
+      "device", po::value(&o.device)->default_value(o.device), "cpu (MPI) or cuda (NCCL, one GPU per rank)")(
+      "markdown", po::bool_switch(&o.markdown), "print the table as Markdown");
   po::variables_map vm;
   try {
     // No positional arguments: a stray word is an error, not ignored.
@@ -96,9 +100,7 @@ std::vector<size_t> allreduce_bench_sizes(const AllreduceBenchOptions& options) 
   return sizes;
 }
 
-double allreduce_bus_factor(int world_size) {
-  return world_size > 1 ? 2.0 * (world_size - 1) / world_size : 0.0;
-}
+double allreduce_bus_factor(int world_size) { return world_size > 1 ? 2.0 * (world_size - 1) / world_size : 0.0; }
 
 // The largest sum is at most N(P-1) + N(P-1); FP16 holds every integer up to
 // 2048 exactly. 16 for up to 68 ranks; a world of over 1024 gets period 1
@@ -160,8 +162,8 @@ std::string allreduce_table_header(bool markdown) {
   std::snprintf(text, sizeof text,
                 "#%11s %11s | %10s %7s %7s | %10s %7s | %7s | %6s | %6s\n"
                 "#%11s %11s | %10s %7s %7s | %10s %7s | %7s | %6s | %6s\n",
-                "size", "count", "ours time", "algbw", "busbw", "MPI float", "busbw", "short", "ours/", "#wrong",
-                "(B)", "(fp16)", "(us)", "(GB/s)", "(GB/s)", "time (us)", "(GB/s)", "busbw", "float", "");
+                "size", "count", "ours time", "algbw", "busbw", "MPI float", "busbw", "short", "ours/", "#wrong", "(B)",
+                "(fp16)", "(us)", "(GB/s)", "(GB/s)", "time (us)", "(GB/s)", "busbw", "float", "");
   std::string header = text;
   for (size_t nl; (nl = header.find(" \n")) != std::string::npos;) header.erase(nl, 1);  // no trailing blanks
   return header;

@@ -19,13 +19,13 @@
 namespace ddp {
 
 struct AllreduceBenchOptions {
-  size_t min_bytes = size_t{4} << 10;    // each size is a whole number of FP32 elements
+  size_t min_bytes = size_t{4} << 10;  // each size is a whole number of FP32 elements
   size_t max_bytes = size_t{256} << 20;
-  size_t factor = 2;                     // size_bytes *= factor up to max_bytes
-  int iters = 20;                        // timed all-reduces per size and variant
-  int warmup = 5;                        // untimed ones before them
-  std::string device = "cpu";            // cpu: MPI; cuda: NCCL, GPU = local rank
-  bool markdown = false;                 // the table as Markdown instead of text
+  size_t factor = 2;           // size_bytes *= factor up to max_bytes
+  int iters = 20;              // timed all-reduces per size and variant
+  int warmup = 5;              // untimed ones before them
+  std::string device = "cpu";  // cpu: MPI; cuda: NCCL, GPU = local rank
+  bool markdown = false;       // the table as Markdown instead of text
 };
 
 struct ParsedAllreduceBenchOptions {

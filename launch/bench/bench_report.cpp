@@ -14,8 +14,8 @@ double peak_fp16_tflops(const std::string& device_description) {
     double tflops;
   };
   // Dense FP16 with FP32 accumulation; H200 has the H100's SMs and clocks.
-  static const Peak table[] = {{"H200", 989.0}, {"H100", 989.0}, {"A100", 312.0}, {"L40S", 362.0},
-                               {"A10", 125.0},  {"V100", 125.0}};
+  static const Peak table[] = {{"H200", 989.0}, {"H100", 989.0}, {"A100", 312.0},
+                               {"L40S", 362.0}, {"A10", 125.0},  {"V100", 125.0}};
   for (const Peak& p : table)
     if (device_description.find(p.name) != std::string::npos) return p.tflops;
   return 0.0;
@@ -41,8 +41,13 @@ std::string bench_json_line(const BenchContext& c, const BenchTimings& t) {
   const double peak = c.peak_tflops > 0 ? c.peak_tflops : peak_fp16_tflops(c.device);
 
   JsonRecord r;
-  r.add("event", "bench").add("model", c.model).add("device", c.device).add("world_size", static_cast<int64_t>(c.world_size));
-  r.add("batch_per_rank", c.batch_per_rank).add("grad_accum", c.grad_accum).add("global_batch", t.global_samples_per_step);
+  r.add("event", "bench")
+      .add("model", c.model)
+      .add("device", c.device)
+      .add("world_size", static_cast<int64_t>(c.world_size));
+  r.add("batch_per_rank", c.batch_per_rank)
+      .add("grad_accum", c.grad_accum)
+      .add("global_batch", t.global_samples_per_step);
   r.add("warmup_steps", c.warmup_steps).add("timed_steps", static_cast<int64_t>(t.step_s.size()));
   r.add("samples_per_s", samples_per_s);
   if (c.tokens_per_sample > 0) r.add("tokens_per_s", samples_per_s * static_cast<double>(c.tokens_per_sample));
@@ -59,8 +64,9 @@ std::string bench_json_line(const BenchContext& c, const BenchTimings& t) {
   // scatter or an all-gather half that. The theory is the ZeRO paper's:
   // 2 Psi elements of traffic at stages 0-2, 3 Psi at stage 3.
   const double n = static_cast<double>(c.world_size), ring = n > 1 ? (n - 1) / n : 0.0;
-  const double sent = 2.0 * ring *
-                      (2.0 * t.allreduce_elements_per_step + t.reduce_scatter_elements_per_step + t.allgather_elements_per_step);
+  const double sent =
+      2.0 * ring *
+      (2.0 * t.allreduce_elements_per_step + t.reduce_scatter_elements_per_step + t.allgather_elements_per_step);
   r.add("zero_stage", t.zero_stage).add("parameters", t.parameters).add("state_bytes_per_rank", t.state_bytes_max);
   r.add("peak_allocated_bytes_per_rank", t.peak_allocated_bytes_max);
   r.add("comm_bytes_per_step_per_rank", sent);

@@ -20,7 +20,7 @@ struct BenchContext {
   std::string model;              // the model's shape, e.g. "784-512-10"
   double flops_per_sample = 0.0;  // of one training step (config/model_factory.h)
   int64_t tokens_per_sample = 0;  // a GPT's window length T (tokens_per_s); 0 for the MLP
-  std::string device;        // the backend's description
+  std::string device;             // the backend's description
   int world_size = 1;
   int64_t batch_per_rank = 0;
   int64_t grad_accum = 1;

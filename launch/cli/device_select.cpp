@@ -38,9 +38,9 @@ DeviceChoice select_device(const std::string& device, int local_rank, int local_
     // Checked by every rank, so the job stops at once instead of ranks
     // silently sharing a GPU (which NCCL refuses later, less clearly).
     if (local_ranks > gpus)
-      throw Error("host " + host + " runs " + std::to_string(local_ranks) + " ranks but has " +
-                  std::to_string(gpus) + " visible GPU(s): start at most one rank per GPU (e.g. mpirun --map-by ppr:" +
-                  std::to_string(gpus) + ":node), or use --device cpu");
+      throw Error("host " + host + " runs " + std::to_string(local_ranks) + " ranks but has " + std::to_string(gpus) +
+                  " visible GPU(s): start at most one rank per GPU (e.g. mpirun --map-by ppr:" + std::to_string(gpus) +
+                  ":node), or use --device cpu");
     out.backend = std::make_unique<CudaBackend>(local_rank);
     out.notice = "device: " + out.backend->description();
     return out;

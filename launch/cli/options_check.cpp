@@ -22,11 +22,21 @@ struct DataFlag {
   const char* kind;
 };
 constexpr DataFlag kDataFlags[] = {
-    {"data-dir", "fashion-mnist"}, {"train-images", "idx"},   {"train-labels", "idx"},
-    {"test-images", "idx"},        {"test-labels", "idx"},    {"train-x", "npy"},
-    {"train-y", "npy"},            {"test-x", "npy"},         {"test-y", "npy"},
-    {"train-csv", "csv"},          {"test-csv", "csv"},       {"synthetic-samples", "synthetic"},
-    {"train-text", "text"},        {"val-text", "text"},      {"val-fraction", "text"},
+    {"data-dir", "fashion-mnist"},
+    {"train-images", "idx"},
+    {"train-labels", "idx"},
+    {"test-images", "idx"},
+    {"test-labels", "idx"},
+    {"train-x", "npy"},
+    {"train-y", "npy"},
+    {"test-x", "npy"},
+    {"test-y", "npy"},
+    {"train-csv", "csv"},
+    {"test-csv", "csv"},
+    {"synthetic-samples", "synthetic"},
+    {"train-text", "text"},
+    {"val-text", "text"},
+    {"val-fraction", "text"},
     {"token-format", "text"},
 };
 
@@ -122,16 +132,17 @@ void check_sampling_values(const TrainConfig& c) {
 void check_generate_flags(const TrainConfig& c, const BenchOptions& bench) {
   if (!model_reads_tokens(c)) throw Error("--generate needs --model gpt (a byte-level language model)");
   if (c.generate_bytes < 1 || c.generate_bytes > (int64_t{1} << 30))
-    throw Error("--generate must be at least 1 and at most 2^30 bytes (it is " + std::to_string(c.generate_bytes) + ")");
+    throw Error("--generate must be at least 1 and at most 2^30 bytes (it is " + std::to_string(c.generate_bytes) +
+                ")");
   if (!given(c, "prompt")) throw Error("--generate needs --prompt (the text the model continues)");
   check_sampling_values(c);
   if (!c.resume && c.init_weights_dir.empty())
     throw Error("--generate needs --resume or --init-weights (the weights to sample from)");
   if (!c.predict_path.empty() || c.eval_only || bench.enabled)
     throw Error("--generate, --predict, --eval-only and --bench contradict each other: give one");
-  for (const char* flag : {"save-weights", "steps", "epochs", "stop-after-steps", "checkpoint-every", "keep-checkpoints",
-                           "metrics", "train-text", "val-text", "val-fraction", "eval-every", "sample-every",
-                           "sample-length", "trace", "trace-steps"})
+  for (const char* flag : {"save-weights", "steps", "epochs", "stop-after-steps", "checkpoint-every",
+                           "keep-checkpoints", "metrics", "train-text", "val-text", "val-fraction", "eval-every",
+                           "sample-every", "sample-length", "trace", "trace-steps"})
     if (on_command_line(c, flag))
       throw Error(std::string("--") + flag + " has no meaning with --generate (it reads no data and writes " +
                   "nothing but the bytes on stdout)");
@@ -145,13 +156,26 @@ void check_flags_as_a_whole(TrainConfig& c, const BenchOptions& bench) {
   // An empty path is a mistake (an unset shell variable), never "off".
   const DataConfig& d = c.data;
   const std::pair<const char*, const std::string*> paths[] = {
-      {"metrics", &c.metrics_path},     {"checkpoint-dir", &c.checkpoint_dir}, {"save-weights", &c.save_weights_dir},
-      {"init-weights", &c.init_weights_dir}, {"config", &c.config_path},    {"data-dir", &d.data_dir},
-      {"train-images", &d.train_images}, {"train-labels", &d.train_labels}, {"test-images", &d.test_images},
-      {"test-labels", &d.test_labels},   {"train-x", &d.train_x},           {"train-y", &d.train_y},
-      {"test-x", &d.test_x},             {"test-y", &d.test_y},             {"train-csv", &d.train_csv},
-      {"test-csv", &d.test_csv},         {"train-text", &d.train_text},     {"val-text", &d.val_text},
-      {"trace", &c.trace_path}};
+      {"metrics", &c.metrics_path},
+      {"checkpoint-dir", &c.checkpoint_dir},
+      {"save-weights", &c.save_weights_dir},
+      {"init-weights", &c.init_weights_dir},
+      {"config", &c.config_path},
+      {"data-dir", &d.data_dir},
+      {"train-images", &d.train_images},
+      {"train-labels", &d.train_labels},
+      {"test-images", &d.test_images},
+      {"test-labels", &d.test_labels},
+      {"train-x", &d.train_x},
+      {"train-y", &d.train_y},
+      {"test-x", &d.test_x},
+      {"test-y", &d.test_y},
+      {"train-csv", &d.train_csv},
+      {"test-csv", &d.test_csv},
+      {"train-text", &d.train_text},
+      {"val-text", &d.val_text},
+      {"trace", &c.trace_path},
+  };
   for (const auto& [flag, value] : paths)
     if (given(c, flag) && value->empty()) throw Error(std::string("--") + flag + ": the path is empty");
   // The command line wins over the config file: a config's flag that the
@@ -160,31 +184,39 @@ void check_flags_as_a_whole(TrainConfig& c, const BenchOptions& bench) {
   // source, the same problems are errors.
   for (const DataFlag& d : kDataFlags)
     if (given(c, d.flag) && c.data.kind != d.kind && !(from_config(c, d.flag) && on_command_line(c, "data")))
-      throw Error(std::string("--") + d.flag + " is for --data " + d.kind + ", and this run has --data " +
-                  c.data.kind);
+      throw Error(std::string("--") + d.flag + " is for --data " + d.kind + ", and this run has --data " + c.data.kind);
   for (const Needs& n : kNeeds)
     if (given(c, n.flag) && !n.holds(c) && !(from_config(c, n.flag) && n.harmless_unmet))
       throw Error(std::string("--") + n.flag + " needs " + n.needed);
   check_model_flags(c);
 
   if (given(c, "init-weights") && c.resume) {
-    if (from_config(c, "init-weights") && on_command_line(c, "resume")) c.init_weights_dir.clear();
-    else if (on_command_line(c, "init-weights") && from_config(c, "resume")) c.resume = false, c.resume_path.clear();
-    else throw Error("--init-weights and --resume contradict each other: a resume continues from its checkpoint's weights");
+    if (from_config(c, "init-weights") && on_command_line(c, "resume"))
+      c.init_weights_dir.clear();
+    else if (on_command_line(c, "init-weights") && from_config(c, "resume"))
+      c.resume = false, c.resume_path.clear();
+    else
+      throw Error(
+          "--init-weights and --resume contradict each other: a resume continues from its checkpoint's weights");
   }
   if (c.resume && c.resume_path.empty() && c.checkpoint_dir.empty())
     throw Error("--resume without a PATH needs --checkpoint-dir (where to find the newest checkpoint)");
   if (given(c, "steps") && given(c, "epochs") && c.steps > 0) {
-    if (from_config(c, "steps") && on_command_line(c, "epochs")) c.steps = 0;
+    if (from_config(c, "steps") && on_command_line(c, "epochs"))
+      c.steps = 0;
     else if (!(on_command_line(c, "steps") && from_config(c, "epochs")))
       throw Error("--steps and --epochs contradict each other: --steps replaces --epochs, give one");
   }
   if (given(c, "val-text") && given(c, "val-fraction")) {
     // Validation is a file or the end of the training text, not both.
-    if (from_config(c, "val-fraction") && on_command_line(c, "val-text")) c.data.val_fraction = DataConfig{}.val_fraction;
-    else if (from_config(c, "val-text") && on_command_line(c, "val-fraction")) c.data.val_text.clear();
-    else throw Error("--val-text and --val-fraction contradict each other: validate on a file or on the end of "
-                     "--train-text, give one");
+    if (from_config(c, "val-fraction") && on_command_line(c, "val-text"))
+      c.data.val_fraction = DataConfig{}.val_fraction;
+    else if (from_config(c, "val-text") && on_command_line(c, "val-fraction"))
+      c.data.val_text.clear();
+    else
+      throw Error(
+          "--val-text and --val-fraction contradict each other: validate on a file or on the end of "
+          "--train-text, give one");
   }
   if (given(c, "global-batch") && c.global_batch <= 0) throw Error("--global-batch must be positive");
   const bool predicting = given(c, "predict") || given(c, "predictions");
@@ -194,9 +226,9 @@ void check_flags_as_a_whole(TrainConfig& c, const BenchOptions& bench) {
     if (!c.resume && c.init_weights_dir.empty())
       throw Error("--predict needs --resume or --init-weights (the weights to predict with)");
     if (c.eval_only || bench.enabled) throw Error("--predict, --eval-only and --bench contradict each other: give one");
-    for (const char* flag : {"save-weights", "steps", "epochs", "stop-after-steps", "checkpoint-every",
-                             "keep-checkpoints", "metrics", "eval-every", "sample-every", "sample-length", "trace",
-                             "trace-steps"})
+    for (const char* flag :
+         {"save-weights", "steps", "epochs", "stop-after-steps", "checkpoint-every", "keep-checkpoints", "metrics",
+          "eval-every", "sample-every", "sample-length", "trace", "trace-steps"})
       if (on_command_line(c, flag))
         throw Error(std::string("--") + flag + " has no meaning with --predict (it writes nothing but --predictions)");
     if (on_command_line(c, "checkpoint-dir") && !(c.resume && c.resume_path.empty()))
@@ -204,19 +236,22 @@ void check_flags_as_a_whole(TrainConfig& c, const BenchOptions& bench) {
   } else if (given(c, "predict-output")) {
     throw Error("--predict-output needs --predict");
   }
-  if (generating(c)) check_generate_flags(c, bench);
-  else if (sampling(c)) check_sampling_values(c);
+  if (generating(c))
+    check_generate_flags(c, bench);
+  else if (sampling(c))
+    check_sampling_values(c);
   if (c.predict_output.empty()) c.predict_output = c.loss == LossKind::SoftmaxCrossEntropy ? "class" : "logits";
   if (c.predict_output != "logits" && c.predict_output != "probs" && c.predict_output != "class")
     throw Error("--predict-output: '" + c.predict_output + "' is not one of logits, probs, class");
   if (c.predict_output != "logits" && c.loss != LossKind::SoftmaxCrossEntropy)
-    throw Error("--predict-output " + c.predict_output + " needs a classifier (--loss xent): a regression predicts logits");
+    throw Error("--predict-output " + c.predict_output +
+                " needs a classifier (--loss xent): a regression predicts logits");
   if (c.eval_only) {
     if (!c.resume && c.init_weights_dir.empty())
       throw Error("--eval-only needs --resume or --init-weights (the weights to evaluate)");
     if (bench.enabled) throw Error("--eval-only and --bench contradict each other: give one");
-    for (const char* flag : {"save-weights", "steps", "epochs", "stop-after-steps", "checkpoint-every", "keep-checkpoints",
-                             "eval-every", "sample-every", "sample-length", "trace", "trace-steps"})
+    for (const char* flag : {"save-weights", "steps", "epochs", "stop-after-steps", "checkpoint-every",
+                             "keep-checkpoints", "eval-every", "sample-every", "sample-length", "trace", "trace-steps"})
       if (on_command_line(c, flag))
         throw Error(std::string("--") + flag + " has no meaning with --eval-only (it trains nothing and writes " +
                     "nothing but --metrics)");
@@ -224,9 +259,9 @@ void check_flags_as_a_whole(TrainConfig& c, const BenchOptions& bench) {
       throw Error("--checkpoint-dir has no meaning with --eval-only unless a bare --resume looks in it");
   }
   if (bench.enabled) {
-    for (const char* flag : {"metrics", "checkpoint-dir", "resume", "save-weights", "init-weights", "steps",
-                             "epochs", "stop-after-steps", "checkpoint-every", "keep-checkpoints", "eval-every",
-                             "sample-every", "sample-length"})
+    for (const char* flag :
+         {"metrics", "checkpoint-dir", "resume", "save-weights", "init-weights", "steps", "epochs", "stop-after-steps",
+          "checkpoint-every", "keep-checkpoints", "eval-every", "sample-every", "sample-length"})
       if (on_command_line(c, flag))
         throw Error(std::string("--") + flag + " has no meaning with --bench (it times steps on random data and " +
                     "writes nothing but its JSON line)");

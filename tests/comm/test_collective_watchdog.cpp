@@ -39,8 +39,9 @@ TEST(CollectiveWatchdog, FiresOnceForAnOverdueCollective) {
   }
   const auto seen = e.seen();
   ASSERT_EQ(seen.size(), 1u);
-  EXPECT_EQ(seen[0], "all-reduce of step 12 did not finish within 0.2 s (--collective-timeout); a peer may have "
-                     "stalled or died; aborting");
+  EXPECT_EQ(seen[0],
+            "all-reduce of step 12 did not finish within 0.2 s (--collective-timeout); a peer may have "
+            "stalled or died; aborting");
 }
 
 TEST(CollectiveWatchdog, QuietWhileCollectivesFinishInTime) {

@@ -110,7 +110,8 @@ TEST(GradientReducer, EachBucketStartsWhenItsLastSegmentIsReadyInOrder) {
     for (size_t s = 0; s < segments.size();) {
       const size_t end = std::min(segments.size(), s + 1 + rng() % 3);
       reducer.mark_ready(s, end);
-      while (next_bucket < buckets.size() && buckets[next_bucket].end_segment <= end) want += start_of(buckets[next_bucket++]);
+      while (next_bucket < buckets.size() && buckets[next_bucket].end_segment <= end)
+        want += start_of(buckets[next_bucket++]);
       ASSERT_EQ(comm.log, want) << "after marking up to segment " << end << " (trial " << trial << ")";
       s = end;
     }
@@ -134,7 +135,8 @@ TEST(GradientReducer, ALaterBucketWaitsForTheEarlierOnesAndFinalizeStartsTheRest
   reducer.mark_ready(0, 1);
   EXPECT_EQ(comm.log, start_of(reducer.buckets()[0]));
   reducer.finalize();  // segment 1 never reported: started here, then the two in order, then the wait
-  EXPECT_EQ(comm.log, start_of(reducer.buckets()[0]) + start_of(reducer.buckets()[1]) + start_of(reducer.buckets()[2]) + "W");
+  EXPECT_EQ(comm.log,
+            start_of(reducer.buckets()[0]) + start_of(reducer.buckets()[1]) + start_of(reducer.buckets()[2]) + "W");
   // The next step starts afresh.
   comm.log.clear();
   reducer.begin(grads.data());

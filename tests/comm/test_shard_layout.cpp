@@ -31,7 +31,8 @@ std::string balanced_violations(size_t total, int world, size_t align) {
   size_t expected_begin = 0, shortest = total, longest = 0;
   for (int r = 0; r < world; ++r) {
     const ShardRange got = layout.range(r);
-    if (!(got == balanced_shard_range(total, world, align, r))) note("range(" + std::to_string(r) + ") != free function");
+    if (!(got == balanced_shard_range(total, world, align, r)))
+      note("range(" + std::to_string(r) + ") != free function");
     if (got.begin != expected_begin) note("rank " + std::to_string(r) + " begins at " + std::to_string(got.begin));
     if (got.end < got.begin) note("rank " + std::to_string(r) + " ends before it begins");
     if (got.begin % align != 0) note("rank " + std::to_string(r) + " begin unaligned");

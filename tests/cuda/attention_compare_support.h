@@ -27,13 +27,13 @@ namespace ddp::test {
 inline void compare_batched_gemm(Backend& ref, Backend& dut, std::mt19937_64& rng, int bh, int m, int n, int k,
                                  Transpose ta, Transpose tb, float alpha, float beta, int64_t gap) {
   SCOPED_TRACE("batched bh=" + std::to_string(bh) + " m=" + std::to_string(m) + " n=" + std::to_string(n) +
-               " k=" + std::to_string(k) + " ta=" + std::to_string(ta == Transpose::Yes) +
-               " tb=" + std::to_string(tb == Transpose::Yes) + " beta=" + std::to_string(beta) +
-               " gap=" + std::to_string(gap));
+               " k=" + std::to_string(k) + " ta=" + std::to_string(ta == Transpose::Yes) + " tb=" +
+               std::to_string(tb == Transpose::Yes) + " beta=" + std::to_string(beta) + " gap=" + std::to_string(gap));
   const int64_t sa = static_cast<int64_t>(m) * k + gap, sb = static_cast<int64_t>(k) * n + gap,
                 sc = static_cast<int64_t>(m) * n + gap;
   const auto a = random_halves(rng, static_cast<size_t>(bh * sa)), b = random_halves(rng, static_cast<size_t>(bh * sb));
-  const auto c0 = beta != 0.0f ? random_halves(rng, static_cast<size_t>(bh * sc)) : poison_halves(static_cast<size_t>(bh * sc));
+  const auto c0 =
+      beta != 0.0f ? random_halves(rng, static_cast<size_t>(bh * sc)) : poison_halves(static_cast<size_t>(bh * sc));
   std::vector<half16> out[2];
   Backend* backends[2] = {&ref, &dut};
   for (int i = 0; i < 2; ++i) {
@@ -57,8 +57,9 @@ inline void compare_batched_gemm(Backend& ref, Backend& dut, std::mt19937_64& rn
                          to_float(b[z * sb + (tb == Transpose::Yes ? j * k + p : p * n + j)]));
         magnitude[z * sc + i * n + j] = std::fabs(alpha) * s;
       }
-  expect_close(out[1], out[0], kFp16RelTol, [&](size_t i) { return 1e-5 * magnitude[i] + kFp16SubnormalStep; },
-               "batched product");
+  expect_close(
+      out[1], out[0], kFp16RelTol, [&](size_t i) { return 1e-5 * magnitude[i] + kFp16SubnormalStep; },
+      "batched product");
 }
 
 inline void compare_causal_softmax(Backend& ref, Backend& dut, std::mt19937_64& rng, int bh, int t, int head_size) {
@@ -96,8 +97,9 @@ inline void compare_causal_softmax(Backend& ref, Backend& dut, std::mt19937_64& 
     causal_softmax_grad_reference(p, dp, t, scale, ds, mag);
     for (int i = 0; i < t * t; ++i) magnitude[base + i] = mag[i];
   }
-  expect_close(dscores[1], dscores[0], kFp16RelTol,
-               [&](size_t i) { return 2e-5 * magnitude[i] + kFp16SubnormalStep; }, "dscores");
+  expect_close(
+      dscores[1], dscores[0], kFp16RelTol, [&](size_t i) { return 2e-5 * magnitude[i] + kFp16SubnormalStep; },
+      "dscores");
   size_t masked_nonzero = 0;
   for (int z = 0; z < bh; ++z)
     for (int i = 0; i < t; ++i)

@@ -22,14 +22,14 @@ struct GemmCase {
   Transpose trans_a = Transpose::No, trans_b = Transpose::No;
   float alpha = 1.0f, beta = 0.0f;
   bool bias = false;
-  int pad = 0;          // extra elements per stored row (lda/ldb/ldc beyond the minimum)
-  size_t offset = 0;    // elements: an odd offset makes every pointer only 2-byte aligned
+  int pad = 0;        // extra elements per stored row (lda/ldb/ldc beyond the minimum)
+  size_t offset = 0;  // elements: an odd offset makes every pointer only 2-byte aligned
 };
 
 std::string describe(const GemmCase& c) {
   return "m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) + " k=" + std::to_string(c.k) +
-         " trans_a=" + (c.trans_a == Transpose::Yes ? "T" : "N") + " trans_b=" +
-         (c.trans_b == Transpose::Yes ? "T" : "N") + " alpha=" + std::to_string(c.alpha) +
+         " trans_a=" + (c.trans_a == Transpose::Yes ? "T" : "N") +
+         " trans_b=" + (c.trans_b == Transpose::Yes ? "T" : "N") + " alpha=" + std::to_string(c.alpha) +
          " beta=" + std::to_string(c.beta) + " bias=" + (c.bias ? "yes" : "no") + " pad=" + std::to_string(c.pad) +
          " offset=" + std::to_string(c.offset);
 }
@@ -99,14 +99,15 @@ void run_gemm_case(CpuBackend& cpu, CudaBackend& gpu, std::mt19937_64& rng, cons
       got_rest.push_back(got[idx]), want_rest.push_back(c0[idx]);
     }
   }
-  expect_close(got_window, want_window, kFp16RelTol,
-               [&](size_t i) { return 1e-5 * window_magnitude[i] + kFp16SubnormalStep; }, "C");
+  expect_close(
+      got_window, want_window, kFp16RelTol, [&](size_t i) { return 1e-5 * window_magnitude[i] + kFp16SubnormalStep; },
+      "C");
   expect_halves_equal(got_rest, want_rest, "C outside the m x n window");
 }
 
 TEST_F(CudaKernels, GemmAllTransposesOddShapes) {
   SCOPED_TRACE(seed_text());
-  const int shapes[][3] = {{1, 1, 1},   {3, 17, 5},   {17, 3, 1031}, {1, 1003, 3},
+  const int shapes[][3] = {{1, 1, 1},     {3, 17, 5},    {17, 3, 1031}, {1, 1003, 3},
                            {1033, 17, 3}, {64, 33, 129}, {5, 1031, 7}};
   for (const auto& s : shapes)
     for (Transpose ta : kBoth)

@@ -45,10 +45,9 @@ using namespace test;  // cuda_test_support.h: CudaKernels, comparisons, toleran
 
 void run_epilogue_case(CpuBackend& cpu, Backend& gpu, std::mt19937_64& rng, const test::EpilogueCase& c,
                        const std::string& what) {
-  SCOPED_TRACE(what + " m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) + " k=" + std::to_string(c.k) +
-               " ta=" + std::to_string(c.trans_a == Transpose::Yes) + " tb=" +
-               std::to_string(c.trans_b == Transpose::Yes) + " pad=" + std::to_string(c.pad) +
-               " offset=" + std::to_string(c.offset));
+  SCOPED_TRACE(what + " m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) + " k=" + std::to_string(c.k) + " ta=" +
+               std::to_string(c.trans_a == Transpose::Yes) + " tb=" + std::to_string(c.trans_b == Transpose::Yes) +
+               " pad=" + std::to_string(c.pad) + " offset=" + std::to_string(c.offset));
   const auto in = test::make_epilogue_inputs(rng, c);
   const auto want = test::run_epilogue_case(cpu, c, in);
   const auto got = test::run_epilogue_case(gpu, c, in);
@@ -69,14 +68,18 @@ void run_epilogue_case(CpuBackend& cpu, Backend& gpu, std::mt19937_64& rng, cons
     got_c.push_back(got.c[idx]), want_c.push_back(want.c[idx]);
     if (c.pre_activation) got_pre.push_back(got.pre_activation[idx]), want_pre.push_back(want.pre_activation[idx]);
   }
-  expect_close(got_c, want_c, kFp16RelTol, [&](size_t i) { return floor[i]; }, "C");
-  if (c.pre_activation) expect_close(got_pre, want_pre, kFp16RelTol, [&](size_t i) { return floor[i]; }, "pre-activation");
+  expect_close(
+      got_c, want_c, kFp16RelTol, [&](size_t i) { return floor[i]; }, "C");
+  if (c.pre_activation)
+    expect_close(
+        got_pre, want_pre, kFp16RelTol, [&](size_t i) { return floor[i]; }, "pre-activation");
   expect_halves_equal(got_rest, want_rest, "outside the m x n window");
   if (c.bias_grad) {
     std::vector<half16> got_db(got.bias_grad.begin() + c.offset, got.bias_grad.end()),
         want_db(want.bias_grad.begin() + c.offset, want.bias_grad.end());
-    expect_close(got_db, want_db, kFp16RelTol,
-                 [&](size_t i) { return 1e-5 * ref.bias_grad_magnitude[i] + kFp16SubnormalStep; }, "bias_grad");
+    expect_close(
+        got_db, want_db, kFp16RelTol, [&](size_t i) { return 1e-5 * ref.bias_grad_magnitude[i] + kFp16SubnormalStep; },
+        "bias_grad");
   }
 }
 
@@ -218,7 +221,10 @@ TEST_F(CudaKernels, GemmFusedReluMatchesCpuBitwiseWhereSumsAgree) {
   for (bool grad : {false, true}) {
     test::EpilogueCase c{64, 96, 64};
     c.trans_b = Transpose::Yes;
-    if (grad) c.dact = Activation::Relu; else c.bias = true, c.act = Activation::Relu;
+    if (grad)
+      c.dact = Activation::Relu;
+    else
+      c.bias = true, c.act = Activation::Relu;
     auto in = test::make_epilogue_inputs(rng, c);
     in.a = random_eighths(rng, in.a.size()), in.b = random_eighths(rng, in.b.size());
     in.bias = random_eighths(rng, in.bias.size());

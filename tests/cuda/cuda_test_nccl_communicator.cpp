@@ -35,9 +35,7 @@ namespace {
 // a collective forgot would show.
 constexpr size_t kOddCount = 1'000'003;
 
-std::string seed_text() {
-  return "seed " + std::to_string(test::test_seed()) + " (set DDP_TEST_SEED to reproduce)";
-}
+std::string seed_text() { return "seed " + std::to_string(test::test_seed()) + " (set DDP_TEST_SEED to reproduce)"; }
 
 // Index of the first element whose bits differ, or -1 when all match.
 template <class T, class Bits>

@@ -135,7 +135,8 @@ TEST_F(CudaKernels, FusedSgdFromFp16GradsMatchesUnscaleThenSgdBitwise) {
   Buffer<float> grads_fp32(*gpu, n), m_two(*gpu, n), m_fused(*gpu, n), mom_two(*gpu, n), mom_fused(*gpu, n);
   Buffer<int32_t> flag(*gpu, 1);
   grads.upload(grads_host);
-  m_two.upload(master_host), m_fused.upload(master_host), mom_two.upload(momentum_host), mom_fused.upload(momentum_host);
+  m_two.upload(master_host), m_fused.upload(master_host), mom_two.upload(momentum_host),
+      mom_fused.upload(momentum_host);
   w_two.upload(test::poison_halves(n)), w_fused.upload(test::poison_halves(n));
   flag.zero();
   gpu->unscale_fp16_to_fp32(grads.data(), grads_fp32.data(), n, inv_scale, flag.data());
@@ -254,7 +255,8 @@ TEST_F(CudaKernels, AdamWOnARangeMatchesCpu) {
   const auto w_gpu = weights.gpu.download();
   size_t outside = 0;
   for (size_t i = 0; i < n; ++i)
-    if (i < offset || i >= offset + count) outside += m_gpu[i] != master_host[i] || w_gpu[i].bits != test::kPoisonHalfBits;
+    if (i < offset || i >= offset + count)
+      outside += m_gpu[i] != master_host[i] || w_gpu[i].bits != test::kPoisonHalfBits;
   EXPECT_EQ(outside, 0u) << what;
   EXPECT_NE(m_gpu, master_host);
 }

@@ -44,8 +44,8 @@ TEST_F(CudaKernels, StepStatePrepareAndFinishMatchTheCpu) {
     gpu->step_status_finish(rule, dev.data());
     StepStatus got{};
     gpu->copy_to_host(&got, dev.data(), sizeof got);
-    ASSERT_EQ(std::memcmp(&got, &host, sizeof got), 0) << "step " << i << ": scale " << got.scale << " vs "
-                                                       << host.scale;
+    ASSERT_EQ(std::memcmp(&got, &host, sizeof got), 0)
+        << "step " << i << ": scale " << got.scale << " vs " << host.scale;
   }
 }
 
@@ -147,9 +147,9 @@ TEST_F(CudaKernels, BufferGrowthAroundACaptureIsRefused) {
   };
   auto operands = [&](const test::EpilogueCase& c) {
     const auto in = test::make_epilogue_inputs(rng, c);
-    Operands o{Buffer<half16>(*gpu, in.a.size()),         Buffer<half16>(*gpu, in.b.size()),
-               Buffer<half16>(*gpu, in.bias.size()),      Buffer<half16>(*gpu, in.dact_input.size()),
-               Buffer<half16>(*gpu, in.c0.size()),        Buffer<half16>(*gpu, c.c_count()),
+    Operands o{Buffer<half16>(*gpu, in.a.size()),          Buffer<half16>(*gpu, in.b.size()),
+               Buffer<half16>(*gpu, in.bias.size()),       Buffer<half16>(*gpu, in.dact_input.size()),
+               Buffer<half16>(*gpu, in.c0.size()),         Buffer<half16>(*gpu, c.c_count()),
                Buffer<half16>(*gpu, in.bias_grad0.size()), GemmFp16{}};
     o.a.upload(in.a), o.b.upload(in.b), o.bias.upload(in.bias);
     o.g = test::epilogue_gemm(c, o.a.data(), o.b.data(), o.bias.data(), o.z.data(), o.out.data(), o.pre.data(),
@@ -170,8 +170,9 @@ TEST_F(CudaKernels, BufferGrowthAroundACaptureIsRefused) {
   gpu->begin_capture();
   std::string what =
       error_of([&] { gpu->softmax_xent_forward(logits.data(), labels.data(), rows, 2, 2, loss.data(), nullptr); });
-  EXPECT_NE(what.find("CudaBackend reduction scratch would grow from 65536 to 800000 bytes inside a CUDA graph capture"),
-            std::string::npos)
+  EXPECT_NE(
+      what.find("CudaBackend reduction scratch would grow from 65536 to 800000 bytes inside a CUDA graph capture"),
+      std::string::npos)
       << what;
   gpu->gemm_fp16(small_ops.g);  // fits: captured as usual
   const int graph = gpu->end_capture();

@@ -102,7 +102,8 @@ inline bool same_float(float a, float b) {
 }
 
 // Reports the first few mismatches and the total.
-inline void expect_halves_equal(const std::vector<half16>& got, const std::vector<half16>& want, const std::string& what) {
+inline void expect_halves_equal(const std::vector<half16>& got, const std::vector<half16>& want,
+                                const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   size_t bad = 0;
   for (size_t i = 0; i < got.size(); ++i)
@@ -112,7 +113,8 @@ inline void expect_halves_equal(const std::vector<half16>& got, const std::vecto
   EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << got.size() << " differ";
 }
 
-inline void expect_floats_equal(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
+inline void expect_floats_equal(const std::vector<float>& got, const std::vector<float>& want,
+                                const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   size_t bad = 0;
   for (size_t i = 0; i < got.size(); ++i)
@@ -143,7 +145,8 @@ void expect_close(const std::vector<T>& got, const std::vector<T>& want, double 
 template <class T>
 void expect_close(const std::vector<T>& got, const std::vector<T>& want, double rel, double abs_floor,
                   const std::string& what) {
-  expect_close(got, want, rel, [abs_floor](size_t) { return abs_floor; }, what);
+  expect_close(
+      got, want, rel, [abs_floor](size_t) { return abs_floor; }, what);
 }
 
 inline std::vector<float> nan_floats(size_t count) { return std::vector<float>(count, std::nanf("")); }

@@ -253,8 +253,8 @@ TEST_F(CudaUpload, BatchLoaderPrefetchesIntactTokenBatches) {
     const std::vector<int32_t> got_ids = ids.download(), got_labels = labels.download();
     for (int r = 0; r < rows; ++r)
       for (size_t p = 0; p < t; ++p) {
-        const std::string where = "batch " + std::to_string(i) + " row " + std::to_string(r) + " position " +
-                                  std::to_string(p);
+        const std::string where =
+            "batch " + std::to_string(i) + " row " + std::to_string(r) + " position " + std::to_string(p);
         ASSERT_EQ(got_ids[r * t + p], d.token_ids[batch[r] * t + p]) << "token id, " << where;
         ASSERT_EQ(got_labels[r * t + p], d.labels[batch[r] * t + p]) << "label, " << where;
       }

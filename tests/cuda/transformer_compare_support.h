@@ -111,14 +111,15 @@ inline void compare_layernorm(Backend& ref, Backend& dut, std::mt19937_64& rng, 
     mean.upload(o[0].mean), rstd.upload(o[0].rstd);
     for (int acc = 0; acc < 2; ++acc) {
       auto dx = upload_to(be, acc ? prev_dx : poison_halves(x.size()));
-      auto dg = upload_to(be, acc ? prev_p : poison_halves(cols)), db = upload_to(be, acc ? prev_p : poison_halves(cols));
+      auto dg = upload_to(be, acc ? prev_p : poison_halves(cols)),
+           db = upload_to(be, acc ? prev_p : poison_halves(cols));
       be.layernorm_backward_fp16(d_dy.data(), d_x.data(), d_g.data(), mean.data(), rstd.data(), rows, cols, dx.data(),
                                  acc != 0, dg.data(), db.data(), acc != 0);
       o[k].dx[acc] = dx.download(), o[k].dgamma[acc] = dg.download(), o[k].dbeta[acc] = db.download();
       if (k == 1 && acc == 0) {  // run to run
         auto dg2 = upload_to(be, poison_halves(cols)), db2 = upload_to(be, poison_halves(cols));
-        be.layernorm_backward_fp16(d_dy.data(), d_x.data(), d_g.data(), mean.data(), rstd.data(), rows, cols,
-                                   dx.data(), false, dg2.data(), db2.data(), false);
+        be.layernorm_backward_fp16(d_dy.data(), d_x.data(), d_g.data(), mean.data(), rstd.data(), rows, cols, dx.data(),
+                                   false, dg2.data(), db2.data(), false);
         EXPECT_TRUE(same_bits(dg2.download(), o[k].dgamma[0]) && same_bits(db2.download(), o[k].dbeta[0]) &&
                     same_bits(dx.download(), o[k].dx[0]))
             << "layernorm backward differs run to run";
@@ -128,21 +129,25 @@ inline void compare_layernorm(Backend& ref, Backend& dut, std::mt19937_64& rng, 
   const double stat_tol = fp32_sum_rel_tol(static_cast<size_t>(cols));
   expect_close(o[1].mean, o[0].mean, stat_tol, 1e-6, "mean");
   expect_close(o[1].rstd, o[0].rstd, stat_tol, 0.0, "rstd");
-  expect_close(o[1].y, o[0].y, kFp16RelTol, [&](size_t i) {
-    const int c = static_cast<int>(i % cols);
-    return 2e-5 * (std::fabs(fwd_ref.y[i] - to_float(beta[c])) + std::fabs(to_float(beta[c]))) + kFp16SubnormalStep;
-  }, "y");
+  expect_close(
+      o[1].y, o[0].y, kFp16RelTol,
+      [&](size_t i) {
+        const int c = static_cast<int>(i % cols);
+        return 2e-5 * (std::fabs(fwd_ref.y[i] - to_float(beta[c])) + std::fabs(to_float(beta[c]))) + kFp16SubnormalStep;
+      },
+      "y");
   for (int acc = 0; acc < 2; ++acc) {
     const std::string tag = acc ? " accumulate" : "";
-    expect_close(o[1].dx[acc], o[0].dx[acc], kFp16RelTol,
-                 [&](size_t i) { return 2e-5 * grad_ref.dx_magnitude[i] + kFp16SubnormalStep; }, "dx" + tag);
+    expect_close(
+        o[1].dx[acc], o[0].dx[acc], kFp16RelTol,
+        [&](size_t i) { return 2e-5 * grad_ref.dx_magnitude[i] + kFp16SubnormalStep; }, "dx" + tag);
     const double base = acc ? 1.0 : 0.0;  // |prev| <= 1
-    expect_close(o[1].dgamma[acc], o[0].dgamma[acc], kFp16RelTol, [&](size_t c) {
-      return 2e-5 * (grad_ref.dgamma_magnitude[c] + base) + kFp16SubnormalStep;
-    }, "dgamma" + tag);
-    expect_close(o[1].dbeta[acc], o[0].dbeta[acc], kFp16RelTol, [&](size_t c) {
-      return 2e-5 * (grad_ref.dbeta_magnitude[c] + base) + kFp16SubnormalStep;
-    }, "dbeta" + tag);
+    expect_close(
+        o[1].dgamma[acc], o[0].dgamma[acc], kFp16RelTol,
+        [&](size_t c) { return 2e-5 * (grad_ref.dgamma_magnitude[c] + base) + kFp16SubnormalStep; }, "dgamma" + tag);
+    expect_close(
+        o[1].dbeta[acc], o[0].dbeta[acc], kFp16RelTol,
+        [&](size_t c) { return 2e-5 * (grad_ref.dbeta_magnitude[c] + base) + kFp16SubnormalStep; }, "dbeta" + tag);
   }
 }
 
@@ -175,7 +180,8 @@ inline void compare_residual_and_permutes(Backend& ref, Backend& dut, std::mt199
 
 inline void compare_padded_cross_entropy(Backend& ref, Backend& dut, std::mt19937_64& rng, int rows, int cols,
                                          int real_cols) {
-  SCOPED_TRACE("xent rows=" + std::to_string(rows) + " cols=" + std::to_string(cols) + " real=" + std::to_string(real_cols));
+  SCOPED_TRACE("xent rows=" + std::to_string(rows) + " cols=" + std::to_string(cols) +
+               " real=" + std::to_string(real_cols));
   auto logits = random_halves(rng, static_cast<size_t>(rows) * cols, -4.0f, 4.0f);
   for (int r = 0; r < rows; ++r)  // padded logits that would win if they were classes
     for (int c = real_cols; c < cols; ++c) logits[static_cast<size_t>(r) * cols + c] = to_half(9.0f);

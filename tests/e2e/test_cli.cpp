@@ -153,7 +153,8 @@ TEST_F(Cli, NpyUnsupportedDtypeAndShape) {
   const std::vector<float> y3d(8, 0.0f);
   save_npy_fp32(dir + "/y.npy", y3d.data(), {4, 2});
   save_npy_fp32(dir + "/x3.npy", y3d.data(), {2, 2, 2});
-  const std::string tail = " --test-x " + dir + "/x.npy --test-y " + dir + "/y.npy --layers 2,2 --loss mse --steps 1 --metrics " + metrics;
+  const std::string tail =
+      " --test-x " + dir + "/x.npy --test-y " + dir + "/y.npy --layers 2,2 --loss mse --steps 1 --metrics " + metrics;
   expect_rejected("--data npy --train-x " + dir + "/x.npy --train-y " + dir + "/y.npy" + tail, {"x.npy", "<i2"});
   expect_rejected("--data npy --train-x " + dir + "/x3.npy --train-y " + dir + "/y.npy" + tail, {"x3.npy", "shape"});
 }
@@ -208,7 +209,8 @@ TEST_F(Cli, CorruptOrForeignCheckpointIsRefusedAndKept) {
   bytes[bytes.size() - 7] ^= 0x40;  // in a tensor's bytes: only the checksum can tell
   write_bytes(dir + "/corrupt.ddpckpt", bytes);
   const auto before = read_bytes(dir + "/corrupt.ddpckpt");
-  expect_rejected(idx_args(dir + "/img", dir + "/lab") + " --resume " + dir + "/corrupt.ddpckpt", {"corrupt.ddpckpt", "checksum mismatch"});
+  expect_rejected(idx_args(dir + "/img", dir + "/lab") + " --resume " + dir + "/corrupt.ddpckpt",
+                  {"corrupt.ddpckpt", "checksum mismatch"});
   EXPECT_EQ(read_bytes(dir + "/corrupt.ddpckpt"), before);
   std::string foreign = idx_args(dir + "/img", dir + "/lab") + " --resume " + good;
   foreign.replace(foreign.find("--layers 16,8,10"), 16, "--layers 16,4,10");

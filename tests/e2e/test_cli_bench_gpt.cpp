@@ -46,7 +46,8 @@ TEST(CliBenchGpt, PrintsOneJsonLineWithTokensPerSecondAndMfu) {
   const std::string args = "--model gpt --n-layer " + std::to_string(g.n_layer) + " --n-head " +
                            std::to_string(g.n_head) + " --n-embd " + std::to_string(g.n_embd) + " --block-size " +
                            std::to_string(g.block_size) + " --vocab-size " + std::to_string(g.vocab_size) +
-                           " --batch-size " + std::to_string(batch) + " --bench-warmup 1 --bench-steps 3 --peak-tflops 2";
+                           " --batch-size " + std::to_string(batch) +
+                           " --bench-warmup 1 --bench-steps 3 --peak-tflops 2";
   const test::CommandResult r = bench(args);
   ASSERT_EQ(r.exit_code, 0) << args << "\n" << r.output;
   ASSERT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << "stdout is the JSON line alone:\n" << r.output;
@@ -70,9 +71,9 @@ TEST(CliBenchGpt, PrintsOneJsonLineWithTokensPerSecondAndMfu) {
 
 // The vocabulary defaults to bytes' 256 (no data to take it from).
 TEST(CliBenchGpt, VocabularyDefaultsTo256) {
-  const test::CommandResult r =
-      bench("--model gpt --n-layer 1 --n-head 1 --n-embd 16 --block-size 8 --batch-size 2 --bench-warmup 0 "
-            "--bench-steps 1");
+  const test::CommandResult r = bench(
+      "--model gpt --n-layer 1 --n-head 1 --n-embd 16 --block-size 8 --batch-size 2 --bench-warmup 0 "
+      "--bench-steps 1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(json_text(r.output, "model"), "gpt-l1-h1-c16-t8-v256") << r.output;
 }
@@ -106,8 +107,8 @@ TEST(CliBenchGpt, WrongFlagsAreRefusedInOneLine) {
     EXPECT_EQ(error.find(".cpp"), std::string::npos) << r.output;
   }
   // Outside --bench a GPT still needs its token data.
-  const test::CommandResult r = test::run_command(std::string(DDP_TRAIN_BINARY) +
-                                                  " --device cpu --model gpt --steps 1 2>&1");
+  const test::CommandResult r =
+      test::run_command(std::string(DDP_TRAIN_BINARY) + " --device cpu --model gpt --steps 1 2>&1");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("--model gpt needs --data text"), std::string::npos) << r.output;
 }

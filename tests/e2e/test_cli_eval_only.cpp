@@ -44,14 +44,15 @@ TEST(CliEvalOnly, EvaluatesACheckpointOrWeightsAsTheTrainingRunDid) {
   const test::TempDir temp_dir("eval-only");
   const std::string& dir = temp_dir.path();
   const std::string seed = " --seed " + std::to_string(test::test_seed() % 100000);
-  const test::CommandResult train = run_trainer("--steps 12" + seed + " --checkpoint-dir " + dir + "/ck --save-weights " +
-                                                dir + "/w");
+  const test::CommandResult train =
+      run_trainer("--steps 12" + seed + " --checkpoint-dir " + dir + "/ck --save-weights " + dir + "/w");
   ASSERT_EQ(train.exit_code, 0) << train.output;
   const std::string trained = last_test_loss(train.output);
   ASSERT_FALSE(trained.empty()) << train.output;
   const std::vector<std::string> before = listing(dir + "/ck");
 
-  const test::CommandResult from_weights = run_trainer("--eval-only --init-weights " + dir + "/w" + seed);  // the seed makes the synthetic test set
+  const test::CommandResult from_weights =
+      run_trainer("--eval-only --init-weights " + dir + "/w" + seed);  // the seed makes the synthetic test set
   ASSERT_EQ(from_weights.exit_code, 0) << from_weights.output;
   EXPECT_EQ(last_test_loss(from_weights.output), trained) << from_weights.output;
   EXPECT_NE(from_weights.output.find("eval-only (step 0)"), std::string::npos) << from_weights.output;
@@ -86,7 +87,8 @@ TEST(CliEvalOnly, FlagsThatTrainOrWriteAreRefusedInOneLine) {
     std::string words;
   } cases[] = {
       {"--eval-only", "--eval-only needs --resume or --init-weights"},
-      {"--eval-only --init-weights " + dir + "/w --save-weights " + dir + "/w2", "--save-weights has no meaning with --eval-only"},
+      {"--eval-only --init-weights " + dir + "/w --save-weights " + dir + "/w2",
+       "--save-weights has no meaning with --eval-only"},
       {"--eval-only --init-weights " + dir + "/w --steps 3", "--steps has no meaning with --eval-only"},
       {"--eval-only --init-weights " + dir + "/w --checkpoint-dir " + dir + "/ck", "--checkpoint-dir has no meaning"},
       {"--eval-only --init-weights " + dir + "/w --bench", "contradict"},

@@ -71,9 +71,9 @@ TEST_F(CliFlags, AConfigThatIsNotAConfigIsRefused) {
 
 TEST_F(CliFlags, AConfigWithAByteOrderMarkIsRead) {
   std::ofstream(dir + "/bom.ini") << "\xef\xbb\xbfsteps = 2\nlayers = 10,7,10\n";
-  const test::CommandResult r = test::run_command("timeout -k 2 30 " + std::string(DDP_TRAIN_BINARY) +
-                                                  " --device cpu --threads 1 --data synthetic --config " + dir +
-                                                  "/bom.ini 2>&1");
+  const test::CommandResult r =
+      test::run_command("timeout -k 2 30 " + std::string(DDP_TRAIN_BINARY) +
+                        " --device cpu --threads 1 --data synthetic --config " + dir + "/bom.ini 2>&1");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("MLP 10-7-10"), std::string::npos) << r.output;
 }
@@ -140,8 +140,12 @@ TEST_F(CliFlags, NumbersOutsideTheirSenseAreRefused) {
     SCOPED_TRACE(args);
     const std::string full = "--steps 2 " + args;
     switch (words.size()) {
-      case 1: expect_refused(full, {words[0]}); break;
-      default: expect_refused(full, {words[0], words[1]}); break;
+      case 1:
+        expect_refused(full, {words[0]});
+        break;
+      default:
+        expect_refused(full, {words[0], words[1]});
+        break;
     }
   }
 }

@@ -57,7 +57,7 @@ TEST_F(CliGenerate, GreedyContinuesTheLearnedPatternFromACheckpointAndFromWeight
   std::string err;
   const test::CommandResult ck = generate(from_checkpoint() + " --generate 20 --prompt abc --temperature 0", &err);
   ASSERT_EQ(ck.exit_code, 0) << err;
-  EXPECT_EQ(ck.output, "abcabcabcabcabcabcab") << err;  // exactly the 20 bytes after the prompt, nothing else
+  EXPECT_EQ(ck.output, "abcabcabcabcabcabcab") << err;         // exactly the 20 bytes after the prompt, nothing else
   EXPECT_NE(err.find("generate:"), std::string::npos) << err;  // the status line goes to stderr
   // The shape comes from the flags with --init-weights; the same weights, the same greedy bytes.
   const test::CommandResult w =

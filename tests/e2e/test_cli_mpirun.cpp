@@ -43,8 +43,9 @@ TEST(CliMpirun, FourRankCheckpointResumesWithTwoRanks) {
 #else
   const test::TempDir temp_dir("mpirun-resume");
   const std::string& dir = temp_dir.path();
-  const std::string common = "--data synthetic --layers 10,32,10 --global-batch 64 --steps 40 --lr-schedule cosine "
-                             "--init-scale 1024 --log-every 100 --seed 5";
+  const std::string common =
+      "--data synthetic --layers 10,32,10 --global-batch 64 --steps 40 --lr-schedule cosine "
+      "--init-scale 1024 --log-every 100 --seed 5";
   const auto straight = mpirun_trainer(4, common + " --save-weights " + dir + "/straight");
   ASSERT_EQ(straight.exit_code, 0) << straight.output;
 
@@ -73,7 +74,8 @@ TEST(CliMpirun, FourRankCheckpointResumesWithTwoRanks) {
   const auto a = load_weights_npy(dir + "/straight", registry), b = load_weights_npy(dir + "/resumed", registry);
   const auto start = registry.initial_values(5);
   double diff = 0, norm = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff += std::pow(double(a[i]) - b[i], 2), norm += std::pow(double(a[i]) - start[i], 2);
+  for (size_t i = 0; i < a.size(); ++i)
+    diff += std::pow(double(a[i]) - b[i], 2), norm += std::pow(double(a[i]) - start[i], 2);
   EXPECT_LT(std::sqrt(diff / norm), 5e-3);
 #endif
 }

@@ -61,7 +61,8 @@ TEST_F(CliOutputs, AnOutputThatIsAnInputIsRefusedAndLeftIntact) {
                  {"--save-weights", "input"});
   expect_refused(data() + "--steps 2 --init-weights " + dir + "/w --checkpoint-dir " + dir + "/w",
                  {"--checkpoint-dir", "input"});
-  for (size_t i = 0; i < files.size(); ++i) EXPECT_EQ(test::read_text(files[i]), before[i]) << files[i] << " was changed";
+  for (size_t i = 0; i < files.size(); ++i)
+    EXPECT_EQ(test::read_text(files[i]), before[i]) << files[i] << " was changed";
   // The checkpoint is still whole: it resumes.
   EXPECT_EQ(run(data() + "--steps 3 --resume " + checkpoint).exit_code, 0);
 }
@@ -181,7 +182,8 @@ TEST_F(CliOutputs, AFreshRunRefusesADirectoryWithAnotherRunsCheckpoints) {
 // older ones.
 TEST_F(CliOutputs, PruningTouchesOnlyThisRunsCheckpoints) {
   const std::string ck = dir + "/ck";
-  ASSERT_EQ(run(data() + "--steps 10 --checkpoint-dir " + ck + " --checkpoint-every 3 --stop-after-steps 3").exit_code, 0);
+  ASSERT_EQ(run(data() + "--steps 10 --checkpoint-dir " + ck + " --checkpoint-every 3 --stop-after-steps 3").exit_code,
+            0);
   ASSERT_EQ(run(data() + "--steps 2 --checkpoint-dir " + dir + "/theirs").exit_code, 0);
   ASSERT_EQ(run(data("", "4,5,3") + "--steps 1 --checkpoint-dir " + dir + "/model-b").exit_code, 0);
   fs::copy_file(dir + "/theirs/" + checkpoint_file_name(2), ck + "/" + checkpoint_file_name(2));
@@ -195,8 +197,8 @@ TEST_F(CliOutputs, PruningTouchesOnlyThisRunsCheckpoints) {
   for (const auto& e : fs::directory_iterator(ck)) names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
   // Ours: only the newest (step 10) is left; the other run's and model's stay.
-  EXPECT_EQ(names, (std::vector<std::string>{checkpoint_file_name(1), checkpoint_file_name(2),
-                                             checkpoint_file_name(10)}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{checkpoint_file_name(1), checkpoint_file_name(2), checkpoint_file_name(10)}));
   EXPECT_EQ(test::read_text(ck + "/" + checkpoint_file_name(2)), theirs);
 }
 
@@ -210,9 +212,9 @@ TEST_F(CliOutputs, AResumeRefusesToOverwriteAnotherRunsLaterCheckpoint) {
                  {"another run's checkpoint", checkpoint_file_name(5), "overwrite"});
   EXPECT_EQ(test::read_text(ck + "/" + checkpoint_file_name(5)), theirs);
   // Its own later checkpoint (a resume from an earlier one) is replaced, and said so.
-  ASSERT_EQ(run(data() + "--steps 10 --checkpoint-dir " + dir + "/own --stop-after-steps 4 --checkpoint-every 2")
-                .exit_code,
-            0);
+  ASSERT_EQ(
+      run(data() + "--steps 10 --checkpoint-dir " + dir + "/own --stop-after-steps 4 --checkpoint-every 2").exit_code,
+      0);
   const test::CommandResult r = run(data() + "--steps 10 --checkpoint-dir " + dir + "/own --resume " + dir + "/own/" +
                                     checkpoint_file_name(2) + " --stop-after-steps 2");
   EXPECT_EQ(r.exit_code, 0) << r.output;
@@ -244,8 +246,7 @@ TEST_F(CliOutputs, AResumeMustFitTheDataItContinuesOn) {
   test::write_random_csv(dir + "/larger.csv", 48, rng);
   const test::CommandResult r = run(data(dir + "/larger.csv") + "--epochs 2 --resume " + at5);
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("written on a training set of 40 samples, this run's has 48"), std::string::npos)
-      << r.output;
+  EXPECT_NE(r.output.find("written on a training set of 40 samples, this run's has 48"), std::string::npos) << r.output;
 }
 
 TEST_F(CliOutputs, ResumeFlagsItCannotHonourAreNamedOrApplied) {
@@ -257,7 +258,8 @@ TEST_F(CliOutputs, ResumeFlagsItCannotHonourAreNamedOrApplied) {
   EXPECT_NE(named.output.find("--init-scale 1024 is not used"), std::string::npos) << named.output;
   // A static scale is applied (it was silently the checkpoint's 65536 before).
   const std::string m = dir + "/m.jsonl";
-  const test::CommandResult fixed = run(data() + "--steps 6 --resume " + at2 + " --loss-scale static:128 --metrics " + m);
+  const test::CommandResult fixed =
+      run(data() + "--steps 6 --resume " + at2 + " --loss-scale static:128 --metrics " + m);
   EXPECT_EQ(fixed.exit_code, 0) << fixed.output;
   EXPECT_NE(fixed.output.find("the loss scale is 128 (--loss-scale static:128)"), std::string::npos) << fixed.output;
   EXPECT_NE(test::read_text(m).find("\"loss_scale\":128,"), std::string::npos) << test::read_text(m);

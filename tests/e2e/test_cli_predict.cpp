@@ -84,7 +84,8 @@ TEST(CliPredict, OutputsMatchADoublePrecisionForwardOfTheSavedWeights) {
   // FP16 inputs, weights and activations (2^-11 relative each) through two layers.
   for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-2 * max_abs + 1e-3) << "element " << i;
 
-  const test::CommandResult classes = run_trainer(w + " --predictions " + f.dir + "/class.npy");  // the default for xent
+  const test::CommandResult classes =
+      run_trainer(w + " --predictions " + f.dir + "/class.npy");  // the default for xent
   ASSERT_EQ(classes.exit_code, 0) << classes.output;
   const test::CommandResult probs = run_trainer(w + " --predict-output probs --predictions " + f.dir + "/probs.npy");
   ASSERT_EQ(probs.exit_code, 0) << probs.output;

@@ -81,11 +81,13 @@ TEST_F(CliSafetensors, OutputsThatAreNotOursOrCannotBeWrittenAreRefusedAndLeftIn
   const std::string mine = dir + "/notes.safetensors";
   const std::string text = "my notes " + std::to_string(rng()) + "\n";
   std::ofstream(mine) << text;
-  expect_refused(data() + "--steps 2 --save-weights " + mine, {"--save-weights", "notes.safetensors", "not a safetensors file"});
+  expect_refused(data() + "--steps 2 --save-weights " + mine,
+                 {"--save-weights", "notes.safetensors", "not a safetensors file"});
   EXPECT_EQ(test::read_text(mine), text);
 
   fs::create_directory(dir + "/d.safetensors");
-  expect_refused(data() + "--steps 2 --save-weights " + dir + "/d.safetensors", {"--save-weights", "a directory", "not a file"});
+  expect_refused(data() + "--steps 2 --save-weights " + dir + "/d.safetensors",
+                 {"--save-weights", "a directory", "not a file"});
 
   expect_refused(data() + "--steps 2 --save-weights " + dir + "/nodir/w.safetensors",
                  {"--save-weights", "nodir", "does not exist"});

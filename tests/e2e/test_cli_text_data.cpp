@@ -59,7 +59,8 @@ class CliTextData : public test::CliTest {
     EXPECT_EQ(r.exit_code, 1) << args << "\n" << r.output;
     const std::string line = test::single_error_line(r.output);
     EXPECT_FALSE(line.empty()) << args << ": not exactly one error line in\n" << r.output;
-    for (const std::string& w : words) EXPECT_NE(line.find(w), std::string::npos) << args << ": '" << w << "' not in: " << line;
+    for (const std::string& w : words)
+      EXPECT_NE(line.find(w), std::string::npos) << args << ": '" << w << "' not in: " << line;
     EXPECT_EQ(line.find(".cpp:"), std::string::npos) << line;
     for (const std::string& out : {metrics, ckpt, weights}) EXPECT_FALSE(fs::exists(out)) << args << ": wrote " << out;
   }
@@ -95,14 +96,14 @@ TEST_F(CliTextData, TextShorterThanAWindowIsRefused) {
   write_text(dir + "/short.txt", t);
   expect_refused("--data text --train-text " + dir + "/short.txt --block-size " + std::to_string(t),
                  {dir + "/short.txt", std::to_string(t) + " tokens, fewer than --block-size " + std::to_string(t)});
-  expect_refused("--data text --train-text " + text + " --val-text " + dir + "/short.txt --block-size " +
-                     std::to_string(t),
-                 {dir + "/short.txt", "fewer than --block-size"});
+  expect_refused(
+      "--data text --train-text " + text + " --val-text " + dir + "/short.txt --block-size " + std::to_string(t),
+      {dir + "/short.txt", "fewer than --block-size"});
 }
 
 TEST_F(CliTextData, AnEmptyValidationSplitIsRefused) {
-  expect_refused("--data text --train-text " + text + " --val-fraction 0.001", {text, "empty validation split",
-                                                                                "--val-fraction 0.001"});
+  expect_refused("--data text --train-text " + text + " --val-fraction 0.001",
+                 {text, "empty validation split", "--val-fraction 0.001"});
 }
 
 TEST_F(CliTextData, BadTokenFilesAreRefusedNamingTheField) {
@@ -145,8 +146,8 @@ TEST_F(CliTextData, TextFlagsWithAnotherDataKindAreRefused) {
 TEST_F(CliTextData, TheCommandLinesValTextOverridesTheConfigsValFraction) {
   std::ofstream(dir + "/run.ini") << "data = text\ntrain-text = " << text << "\nval-fraction = 0.2\n";
   expect_refused("--config " + dir + "/run.ini --val-text " + text, {"the MLP reads feature vectors"});
-  std::ofstream(dir + "/both.ini") << "data = text\ntrain-text = " << text << "\nval-fraction = 0.2\nval-text = "
-                                   << text << "\n";
+  std::ofstream(dir + "/both.ini") << "data = text\ntrain-text = " << text
+                                   << "\nval-fraction = 0.2\nval-text = " << text << "\n";
   expect_refused("--config " + dir + "/both.ini", {"--val-text and --val-fraction contradict each other"});
 }
 

@@ -166,7 +166,8 @@ TEST_F(Faults, HysteresisIsRestoredByGrowth) {
   const auto r = test::run_command(mpiexec_prefix(2) + kTrainer +
                                    " --data synthetic --steps 150 --log-every 1 --inject-overflow-every 5 "
                                    "--inject-overflow-rank 1 --init-scale 1024 --hysteresis 2 --growth-interval 3 "
-                                   "--metrics " + metrics + " 2>&1");
+                                   "--metrics " +
+                                   metrics + " 2>&1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto steps = step_records(metrics);
   ASSERT_EQ(steps.size(), 150u);
@@ -188,8 +189,10 @@ TEST_F(Faults, HysteresisIsRestoredByGrowth) {
 
 TEST_F(Faults, MaxBadStepsEndsTheRunWithOneLine) {
   const std::string metrics = dir + "/m.jsonl";
-  const auto r = test::run_command(kTrainer + " --data synthetic --steps 50 --log-every 1 --inject-overflow-every 1 "
-                                              "--max-bad-steps 7 --metrics " + metrics + " 2>&1");
+  const auto r = test::run_command(kTrainer +
+                                   " --data synthetic --steps 50 --log-every 1 --inject-overflow-every 1 "
+                                   "--max-bad-steps 7 --metrics " +
+                                   metrics + " 2>&1");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   const auto errors = lines_with(r.output, "ddp_train: error");
   ASSERT_EQ(errors.size(), 1u) << r.output;
@@ -223,9 +226,9 @@ TEST_F(Faults, NanInADataFileNamesTheSample) {
   save_npy_fp32(dir + "/x.npy", x.data(), {4, 2});
   save_npy_fp32(dir + "/clean.npy", clean.data(), {4, 2});
   save_npy_fp32(dir + "/y.npy", y.data(), {4, 2});
-  const auto npy = test::run_command(kTrainer + " --data npy --train-x " + dir + "/x.npy --train-y " + dir +
-                                     "/y.npy --test-x " + dir + "/clean.npy --test-y " + dir +
-                                     "/y.npy --layers 2,2 --loss mse --steps 1 2>&1");
+  const auto npy =
+      test::run_command(kTrainer + " --data npy --train-x " + dir + "/x.npy --train-y " + dir + "/y.npy --test-x " +
+                        dir + "/clean.npy --test-y " + dir + "/y.npy --layers 2,2 --loss mse --steps 1 2>&1");
   EXPECT_NE(npy.exit_code, 0);
   const auto npy_errors = lines_with(npy.output, "ddp_train: error");
   ASSERT_EQ(npy_errors.size(), 1u) << npy.output;

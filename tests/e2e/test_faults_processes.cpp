@@ -53,8 +53,8 @@ TEST_F(Faults, SigtermStopsAtAStepBoundaryWithACheckpoint) {
   ASSERT_TRUE(fs::exists(file)) << stopped[0];
   EXPECT_EQ(read_checkpoint(file).step, step);
 
-  const auto resumed = test::run_command(kTrainer + kLongRun + " --checkpoint-dir " + ck +
-                                         " --resume --stop-after-steps 3 2>&1");
+  const auto resumed =
+      test::run_command(kTrainer + kLongRun + " --checkpoint-dir " + ck + " --resume --stop-after-steps 3 2>&1");
   EXPECT_EQ(resumed.exit_code, 0) << resumed.output;
   EXPECT_NE(resumed.output.find("resumed from " + file + " at step " + std::to_string(step)), std::string::npos)
       << resumed.output;
@@ -97,7 +97,8 @@ TEST_F(Faults, SigtermToMpiexecStopsEveryRankAtTheSameStep) {
   // rank 0 alone writes the checkpoint.
   const std::string ck = dir + "/ck";
   Child child(mpiexec_prefix(2) + "--mca odls_base_sigkill_timeout 3 " + kTrainer +
-                  " --data synthetic --synthetic-samples 262144 --steps 100000000 --log-every 2000 --checkpoint-dir " + ck,
+                  " --data synthetic --synthetic-samples 262144 --steps 100000000 --log-every 2000 --checkpoint-dir " +
+                  ck,
               dir + "/out");
   ASSERT_TRUE(child.wait_for_output("samples/s", 60)) << child.output();
   kill(child.pid(), SIGTERM);
@@ -231,8 +232,7 @@ TEST_F(Faults, ResumeSkipsACheckpointWriteCutShort) {
 
   const auto resumed = test::run_command(run + " --resume --stop-after-steps 1 2>&1");
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
-  EXPECT_EQ(lines_with(resumed.output, "resume: skipping " + temp + ": incomplete write").size(), 1u)
-      << resumed.output;
+  EXPECT_EQ(lines_with(resumed.output, "resume: skipping " + temp + ": incomplete write").size(), 1u) << resumed.output;
   EXPECT_EQ(lines_with(resumed.output, "resume: skipping " + cut + ": truncated").size(), 1u) << resumed.output;
   EXPECT_NE(resumed.output.find("resumed from " + good + " at step 4"), std::string::npos) << resumed.output;
 }
@@ -241,8 +241,10 @@ TEST_F(Faults, ResumeSkipsACheckpointWriteCutShort) {
 // step, at a few moments; each time the directory still resumes.
 TEST_F(Faults, KillDuringCheckpointWritesLeavesAResumableDirectory) {
   const std::string ck = dir + "/ck";
-  const std::string run = kTrainer + " --data synthetic --layers 10,1024,1024,10 --steps 100000 --log-every 1 "
-                                     "--checkpoint-every 1 --keep-checkpoints 2 --checkpoint-dir " + ck;
+  const std::string run = kTrainer +
+                          " --data synthetic --layers 10,1024,1024,10 --steps 100000 --log-every 1 "
+                          "--checkpoint-every 1 --keep-checkpoints 2 --checkpoint-dir " +
+                          ck;
   const auto first = test::run_command(run + " --stop-after-steps 2 2>&1");
   ASSERT_EQ(first.exit_code, 0) << first.output;
   for (int delay_ms : {0, 7, 23}) {

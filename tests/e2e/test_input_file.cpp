@@ -323,8 +323,8 @@ TEST(InputFile, CsvWideFirstLineThenManyLinesIsNotAnAllocation) {
 }
 
 TEST(InputFile, SamplerErrorsNameTheFlagNotTheSource) {
-  for (const auto& [samples, drop_last, needle] :
-       std::vector<std::tuple<size_t, bool, std::string>>{{3, true, "--drop-last"}, {0, false, "no training samples"}}) {
+  for (const auto& [samples, drop_last, needle] : std::vector<std::tuple<size_t, bool, std::string>>{
+           {3, true, "--drop-last"}, {0, false, "no training samples"}}) {
     try {
       DistributedSampler(samples, 0, 4, 1, true, drop_last);
       ADD_FAILURE() << "no error for " << samples << " samples";

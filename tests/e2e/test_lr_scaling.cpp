@@ -70,12 +70,15 @@ TEST(LrScaling, ARunUsesTheScaledRateAtEachGlobalBatch) {
     const char* rule;
     double expected;  // for --lr 0.01 at --base-batch 32
   };
-  const Case cases[] = {{1, 32, "linear", 0.01},  {1, 64, "linear", 0.02},         {2, 128, "linear", 0.04},
-                        {2, 64, "sqrt", 0.01 * std::sqrt(2.0)}, {1, 16, "sqrt", 0.01 / std::sqrt(2.0)},
+  const Case cases[] = {{1, 32, "linear", 0.01},
+                        {1, 64, "linear", 0.02},
+                        {2, 128, "linear", 0.04},
+                        {2, 64, "sqrt", 0.01 * std::sqrt(2.0)},
+                        {1, 16, "sqrt", 0.01 / std::sqrt(2.0)},
                         {2, 64, "none", 0.01}};
   for (const Case& k : cases) {
-    const std::string metrics = dir + "/m-" + std::to_string(k.ranks) + "-" + std::to_string(k.global_batch) +
-                                "-" + k.rule + ".jsonl";
+    const std::string metrics =
+        dir + "/m-" + std::to_string(k.ranks) + "-" + std::to_string(k.global_batch) + "-" + k.rule + ".jsonl";
     const test::CommandResult r =
         run_on(k.ranks, "--lr 0.01 --global-batch " + std::to_string(k.global_batch) + " --lr-scaling " + k.rule +
                             (std::string(k.rule) != "none" ? " --base-batch 32" : "") + " --metrics " + metrics);
@@ -84,8 +87,8 @@ TEST(LrScaling, ARunUsesTheScaledRateAtEachGlobalBatch) {
     const std::vector<double> rates = step_rates(metrics);
     ASSERT_EQ(rates.size(), 4u) << r.output;
     for (double lr : rates) EXPECT_NEAR(lr, k.expected, 1e-12 * k.expected) << k.rule << " G=" << k.global_batch;
-    const bool says = r.output.find("scaled " + std::string(k.rule) + " to " + std::to_string(k.global_batch)) !=
-                      std::string::npos;
+    const bool says =
+        r.output.find("scaled " + std::string(k.rule) + " to " + std::to_string(k.global_batch)) != std::string::npos;
     EXPECT_EQ(says, std::string(k.rule) != "none") << r.output;
   }
 }

@@ -99,10 +99,13 @@ TEST_F(ResumeValidation, OutOfRangeFieldWithValidChecksumIsOneErrorLine) {
       {"scale inf", [](TrainState& s) { s.scaler.scale = INFINITY; }, {"loss scale is inf"}},
       {"growth -3", [](TrainState& s) { s.scaler.growth_tracker = -3; }, {"growth_tracker is -3"}},
       {"hysteresis INT64_MIN",
-       [](TrainState& s) { s.scaler.hysteresis_left = std::numeric_limits<int64_t>::min(); }, {"hysteresis_left is"}},
-      {"nan weight", [&](TrainState& s) { s.master_weights_fp32[weight_at] = nan; },
+       [](TrainState& s) { s.scaler.hysteresis_left = std::numeric_limits<int64_t>::min(); },
+       {"hysteresis_left is"}},
+      {"nan weight",
+       [&](TrainState& s) { s.master_weights_fp32[weight_at] = nan; },
        {"master weight " + std::to_string(weight_at) + " (of", "is nan"}},
-      {"inf momentum", [&](TrainState& s) { s.momentum_fp32[momentum_at] = -INFINITY; },
+      {"inf momentum",
+       [&](TrainState& s) { s.momentum_fp32[momentum_at] = -INFINITY; },
        {"momentum value " + std::to_string(momentum_at) + " (of", "is -inf"}},
       {"activation", [](TrainState& s) { s.activation = "tanh"; }, {"activation is 'tanh'"}},
   };
@@ -128,8 +131,8 @@ TEST_F(ResumeValidation, EveryCheckpointOfARealRunValidates) {
   // steps, short epochs with --drop-last; then a resume that goes on with
   // more overflows.
   const std::string ck = dir + "/ck";
-  const std::string common = data_args() + " --drop-last --checkpoint-dir " + ck +
-                             " --checkpoint-every 1 --hysteresis 1 --growth-interval 2";
+  const std::string common =
+      data_args() + " --drop-last --checkpoint-dir " + ck + " --checkpoint-every 1 --hysteresis 1 --growth-interval 2";
   const test::CommandResult first = run_trainer(common + " --steps 9 --inject-overflow 1,2,3,6,7");
   ASSERT_EQ(first.exit_code, 0) << first.output;
   const test::CommandResult second = run_trainer(common + " --steps 14 --inject-overflow 11,12,13 --resume");

@@ -62,8 +62,8 @@ std::string npy_problem(const std::string& dir, int64_t train, int64_t test, int
   };
   write("train_x.npy", train, in), write("train_y.npy", train, out);
   write("test_x.npy", test, in), write("test_y.npy", test, out);
-  return " --data npy --loss mse --train-x " + dir + "/train_x.npy --train-y " + dir + "/train_y.npy --test-x " +
-         dir + "/test_x.npy --test-y " + dir + "/test_y.npy";
+  return " --data npy --loss mse --train-x " + dir + "/train_x.npy --train-y " + dir + "/train_y.npy --test-x " + dir +
+         "/test_x.npy --test-y " + dir + "/test_y.npy";
 }
 
 // 3 steps of 32 samples from 4096 (no epoch ends), then a final evaluation
@@ -173,8 +173,8 @@ TEST_F(Signals, SigtermToOneRankDuringStartUpEndsTheJob) {
 // comes at that step, right after the evaluation, not steps later.
 TEST_F(Signals, SigtermDuringAnEpochEvaluationStopsRightAfterIt) {
   const std::string data = npy_problem(dir, 64, 16384, 32, 8);
-  Child child(kTrainer + data + " --layers 32,1024,1024,8 --batch-size 32 --steps 1000 --log-every 1 --checkpoint-dir " +
-                  dir + "/ck",
+  Child child(kTrainer + data +
+                  " --layers 32,1024,1024,8 --batch-size 32 --steps 1000 --log-every 1 --checkpoint-dir " + dir + "/ck",
               dir + "/out");
   // The step's progress line is the last thing the trainer prints before it
   // evaluates (trainer/loop/trainer.cpp, Trainer::Impl::run: report_progress,
@@ -207,8 +207,8 @@ TEST_F(Signals, SigtermDuringTheFinalEvaluationStillExits143) {
   EXPECT_EQ(exit_code(*status), 128 + SIGTERM) << out;
   EXPECT_EQ(lines_with(out, "(step 3): test loss").size(), 1u) << out;
   const std::string file = ck + "/" + checkpoint_file_name(3);
-  EXPECT_EQ(lines_with(out, "SIGTERM came while the run was finishing: it finished at step 3 (checkpoint " + file +
-                                ")").size(),
+  EXPECT_EQ(lines_with(out, "SIGTERM came while the run was finishing: it finished at step 3 (checkpoint " + file + ")")
+                .size(),
             1u)
       << out;
   EXPECT_EQ(read_checkpoint(file).step, 3);
@@ -242,9 +242,10 @@ TEST_F(Signals, SigtermDuringTheFinalCheckpointWriteKeepsTheDirectoryResumable) 
   ASSERT_TRUE(status.has_value()) << child.output();
   const std::string out = child.output();
   EXPECT_EQ(exit_code(*status), 128 + SIGTERM) << out;
-  EXPECT_EQ(lines_with(out, "SIGTERM came while the run was finishing: it finished at step 2 (checkpoint " +
-                                final_file + ")").size(),
-            1u)
+  EXPECT_EQ(
+      lines_with(out, "SIGTERM came while the run was finishing: it finished at step 2 (checkpoint " + final_file + ")")
+          .size(),
+      1u)
       << out;
   EXPECT_EQ(read_checkpoint(earlier).step, 1);
   EXPECT_EQ(read_checkpoint(final_file).step, 2);
@@ -266,9 +267,9 @@ TEST_F(Signals, SigtermToOneRankDuringTheFinalEvaluationIsAgreed) {
   GTEST_SKIP() << "built without MPI";
 #else
   const std::string ck = dir + "/ck";
-  Child child(mpiexec_prefix(2) + kTrainer + npy_problem(dir, 4096, 32768, 32, 8) + kSlowFinalEval +
-                  " --checkpoint-dir " + ck,
-              dir + "/out");
+  Child child(
+      mpiexec_prefix(2) + kTrainer + npy_problem(dir, 4096, 32768, 32, 8) + kSlowFinalEval + " --checkpoint-dir " + ck,
+      dir + "/out");
   ASSERT_TRUE(child.wait_for_output("step 3/3 ", 60)) << child.output();
   const std::vector<pid_t> ranks = test::children_of(child.pid());
   ASSERT_EQ(ranks.size(), 2u) << child.output();

@@ -70,15 +70,24 @@ void fit_buffers(TrainState& s, MutatorRng& rng) {
 // fields (the bounds between them: skipped <= step, epoch <= step, ...).
 int64_t interesting_i64(const TrainState& s, MutatorRng& rng) {
   const int64_t fixed[] = {0, 1, -1, 2, -2, kI64Min, kI64Max, kI64Min + 1, kI64Max - 1, 1 << 20, -(1 << 20)};
-  const int64_t relative[] = {s.step,          wrap_add(s.step, 1),          wrap_add(s.step, -1),
-                              s.epoch,         wrap_add(s.epoch, 1),         s.skipped_steps,
-                              wrap_add(s.skipped_steps, 1), wrap_sub(1, s.skipped_steps),
-                              wrap_sub(0, s.skipped_steps), wrap_sub(s.step, s.skipped_steps),
+  const int64_t relative[] = {s.step,
+                              wrap_add(s.step, 1),
+                              wrap_add(s.step, -1),
+                              s.epoch,
+                              wrap_add(s.epoch, 1),
+                              s.skipped_steps,
+                              wrap_add(s.skipped_steps, 1),
+                              wrap_sub(1, s.skipped_steps),
+                              wrap_sub(0, s.skipped_steps),
+                              wrap_sub(s.step, s.skipped_steps),
                               wrap_add(wrap_sub(s.step, s.skipped_steps), 1)};
   switch (below(rng, 3)) {
-    case 0: return fixed[below(rng, sizeof fixed / sizeof fixed[0])];
-    case 1: return relative[below(rng, sizeof relative / sizeof relative[0])];
-    default: return static_cast<int64_t>(rng()) >> below(rng, 64);  // any magnitude, either sign
+    case 0:
+      return fixed[below(rng, sizeof fixed / sizeof fixed[0])];
+    case 1:
+      return relative[below(rng, sizeof relative / sizeof relative[0])];
+    default:
+      return static_cast<int64_t>(rng()) >> below(rng, 64);  // any magnitude, either sign
   }
 }
 
@@ -108,9 +117,12 @@ double interesting_scale(MutatorRng& rng) {
 }
 
 float interesting_weight(MutatorRng& rng) {
-  const float values[] = {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::quiet_NaN(),
-                          std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
-                          std::numeric_limits<float>::max(),      -std::numeric_limits<float>::denorm_min(),
+  const float values[] = {std::numeric_limits<float>::quiet_NaN(),
+                          -std::numeric_limits<float>::quiet_NaN(),
+                          std::numeric_limits<float>::infinity(),
+                          -std::numeric_limits<float>::infinity(),
+                          std::numeric_limits<float>::max(),
+                          -std::numeric_limits<float>::denorm_min(),
                           -0.0f};
   if (below(rng, 4) == 0) {
     const uint32_t bits = static_cast<uint32_t>(rng());
@@ -124,9 +136,12 @@ float interesting_weight(MutatorRng& rng) {
 std::string interesting_name(const TrainState& s, MutatorRng& rng) {
   const char* names[] = {"relu", "gelu", "xent", "mse", "", "tanh", "RELU", "relu "};
   switch (below(rng, 3)) {
-    case 0: return s.activation;
-    case 1: return s.loss;
-    default: return names[below(rng, sizeof names / sizeof names[0])];
+    case 0:
+      return s.activation;
+    case 1:
+      return s.loss;
+    default:
+      return names[below(rng, sizeof names / sizeof names[0])];
   }
 }
 
@@ -137,7 +152,7 @@ void mutate_width(TrainState& s, MutatorRng& rng) {
       break;
     case 1:
       s.model_dims.insert(s.model_dims.begin() + below(rng, s.model_dims.size() + 1),
-                            static_cast<int64_t>(below(rng, 6)) + 1);
+                          static_cast<int64_t>(below(rng, 6)) + 1);
       break;
     default: {
       if (s.model_dims.empty()) break;
@@ -181,35 +196,61 @@ void make_consistent(TrainState& s, MutatorRng& rng) {
 
 void mutate_one_field(TrainState& s, MutatorRng& rng) {
   switch (below(rng, 16)) {
-    case 0: s.step = interesting_i64(s, rng); break;
-    case 1: s.epoch = interesting_i64(s, rng); break;
-    case 2: s.epoch_sample_offset = interesting_i64(s, rng); break;
-    case 3: s.skipped_steps = interesting_i64(s, rng); break;
-    case 4: s.scaler.growth_tracker = interesting_i64(s, rng); break;
-    case 5: s.scaler.hysteresis_left = interesting_i64(s, rng); break;
-    case 6: s.scaler.scale = interesting_scale(rng); break;
-    case 7: s.momentum_initialized = !s.momentum_initialized; break;
+    case 0:
+      s.step = interesting_i64(s, rng);
+      break;
+    case 1:
+      s.epoch = interesting_i64(s, rng);
+      break;
+    case 2:
+      s.epoch_sample_offset = interesting_i64(s, rng);
+      break;
+    case 3:
+      s.skipped_steps = interesting_i64(s, rng);
+      break;
+    case 4:
+      s.scaler.growth_tracker = interesting_i64(s, rng);
+      break;
+    case 5:
+      s.scaler.hysteresis_left = interesting_i64(s, rng);
+      break;
+    case 6:
+      s.scaler.scale = interesting_scale(rng);
+      break;
+    case 7:
+      s.momentum_initialized = !s.momentum_initialized;
+      break;
     case 8:
     case 9: {  // a single odd value at a random index of one buffer
       std::vector<float>& b = below(rng, 2) ? s.master_weights_fp32 : s.momentum_fp32;
       if (!b.empty()) b[below(rng, b.size())] = interesting_weight(rng);
       break;
     }
-    case 10: mutate_width(s, rng); break;
-    case 11: (below(rng, 2) ? s.activation : s.loss) = interesting_name(s, rng); break;
+    case 10:
+      mutate_width(s, rng);
+      break;
+    case 11:
+      (below(rng, 2) ? s.activation : s.loss) = interesting_name(s, rng);
+      break;
     case 12: {  // one value more or less in one buffer
       std::vector<float>& b = below(rng, 2) ? s.master_weights_fp32 : s.momentum_fp32;
-      if (below(rng, 2) && !b.empty()) b.pop_back();
-      else b.push_back(0.5f);
+      if (below(rng, 2) && !b.empty())
+        b.pop_back();
+      else
+        b.push_back(0.5f);
       break;
     }
-    case 13: s.optimizer_steps = interesting_i64(s, rng); break;
+    case 13:
+      s.optimizer_steps = interesting_i64(s, rng);
+      break;
     case 14: {  // the other optimizer, its buffers kept or fitted
       s.optimizer = s.optimizer == "adamw" ? "sgd" : "adamw";
       if (below(rng, 2)) s.second_moment_fp32.assign(s.optimizer == "adamw" ? s.master_weights_fp32.size() : 0, 0.5f);
       break;
     }
-    default: s.seed = rng(); break;
+    default:
+      s.seed = rng();
+      break;
   }
 }
 

@@ -93,7 +93,8 @@ void expect_sound(const TrainState& s) {
   // Resume sizes the model by the shape: one that validated must be usable.
   try {
     uint64_t count = 0;  // what the shape implies, as resume's registry would have it
-    if (!checkpoint_dims_problem(s.model_kind, s.model_dims, count).empty()) finding("accepted dims the model catalog refuses");
+    if (!checkpoint_dims_problem(s.model_kind, s.model_dims, count).empty())
+      finding("accepted dims the model catalog refuses");
     check_checkpoint_compatible(s, s.model_dims, s.activation, s.loss, count, kName);
   } catch (const Error& e) {
     finding(std::string("accepted a shape resume cannot use: ") + e.what());

@@ -28,14 +28,16 @@ void finding(const char* what) {
 void check_round_trip(const SafetensorsFile& f) {
   std::vector<SafetensorsTensorOut> out;
   for (const SafetensorsTensor& t : f.tensors)
-    out.push_back({t.name, t.dtype, t.shape, f.bytes.data() + f.buffer_start + t.begin_byte, t.end_byte - t.begin_byte});
+    out.push_back(
+        {t.name, t.dtype, t.shape, f.bytes.data() + f.buffer_start + t.begin_byte, t.end_byte - t.begin_byte});
   const SafetensorsFile again = parse_safetensors(encode_safetensors(out, f.metadata), "re-encoded");
   if (again.tensors.size() != f.tensors.size() || again.metadata != f.metadata) finding("re-encoded file differs");
   for (size_t i = 0; i < f.tensors.size(); ++i) {
     const SafetensorsTensor &a = f.tensors[i], &b = again.tensors[i];
-    if (a.name != b.name || a.dtype != b.dtype || a.shape != b.shape || a.end_byte - a.begin_byte != b.end_byte - b.begin_byte ||
-        std::memcmp(f.bytes.data() + f.buffer_start + a.begin_byte, again.bytes.data() + again.buffer_start + b.begin_byte,
-                    a.end_byte - a.begin_byte) != 0)
+    if (a.name != b.name || a.dtype != b.dtype || a.shape != b.shape ||
+        a.end_byte - a.begin_byte != b.end_byte - b.begin_byte ||
+        std::memcmp(f.bytes.data() + f.buffer_start + a.begin_byte,
+                    again.bytes.data() + again.buffer_start + b.begin_byte, a.end_byte - a.begin_byte) != 0)
       finding("re-encoded tensor differs");
   }
 }

@@ -145,8 +145,9 @@ void npy_seeds() {
   write_seed("npy", "y-i4-v2", y_i4);
   write_seed("npy", "y-f4-v3", y_f4);
   write_seed("npy", "scalar-f4", npy_bytes(format_npy_header("<f4", {}), le_bytes(std::vector<float>{1})));
-  write_seed("npy", "py2-long", npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (2L, 1L), }",
-                                          le_bytes(std::vector<float>{1, 2})));
+  write_seed(
+      "npy", "py2-long",
+      npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (2L, 1L), }", le_bytes(std::vector<float>{1, 2})));
   write_seed("npy", "x-f4.gz", gzip(x_f4));
   write_seed("npy", "pair-f4-i8", split_pair(x_f4, y_i8));
   write_seed("npy", "pair-u1-i4", split_pair(x_u1, y_i4));
@@ -175,7 +176,8 @@ ddp::TrainState small_state(std::vector<int64_t> widths, bool momentum) {
   s.activation = "relu";
   s.loss = "mse";
   size_t params = 0;
-  for (size_t i = 0; i + 1 < widths.size(); ++i) params += static_cast<size_t>(widths[i] * widths[i + 1] + widths[i + 1]);
+  for (size_t i = 0; i + 1 < widths.size(); ++i)
+    params += static_cast<size_t>(widths[i] * widths[i + 1] + widths[i + 1]);
   for (size_t i = 0; i < params; ++i) s.master_weights_fp32.push_back(0.01f * static_cast<float>(i));
   s.momentum_fp32.assign(params, momentum ? 0.5f : 0.0f);
   s.momentum_initialized = momentum;
@@ -225,9 +227,10 @@ void safetensors_seeds() {
                                       {"0.bias", SafetensorsDtype::BF16, {2}, halves.data() + 12, 4}},
                                      {}));
   write_seed("safetensors", "empty", ddp::encode_safetensors({}, {}));
-  const std::string header = "{\"__metadata__\":{\"format\":\"pt\"},"
-                             "\"0.bias\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[24,32]},"
-                             "\"0.weight\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]}}  ";
+  const std::string header =
+      "{\"__metadata__\":{\"format\":\"pt\"},"
+      "\"0.bias\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[24,32]},"
+      "\"0.weight\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]}}  ";
   Bytes file;
   for (int i = 0; i < 8; ++i) file.push_back(static_cast<uint8_t>(header.size() >> (8 * i)));
   file.insert(file.end(), header.begin(), header.end());
@@ -249,8 +252,9 @@ Bytes llmc_shard(const std::vector<uint16_t>& tokens, int32_t version = ddp::kLl
 void token_file_seeds() {
   std::vector<uint16_t> gpt2;
   for (uint16_t i = 0; i < 200; ++i) gpt2.push_back(static_cast<uint16_t>((i * 7919u) % 50257u));
-  write_seed("token_file", "shakespeare.txt", text_bytes("First Citizen:\nBefore we proceed any further, hear me "
-                                                        "speak.\n\nAll:\nSpeak, speak.\n"));
+  write_seed("token_file", "shakespeare.txt",
+             text_bytes("First Citizen:\nBefore we proceed any further, hear me "
+                        "speak.\n\nAll:\nSpeak, speak.\n"));
   write_seed("token_file", "llmc-v1.bin", llmc_shard(gpt2));
   write_seed("token_file", "llmc-v2.bin", llmc_shard(gpt2, 2));
   write_seed("token_file", "llmc-header-only.bin", llmc_shard({}));
@@ -260,16 +264,20 @@ void token_file_seeds() {
 // ---- --config INI -----------------------------------------------------------------
 
 void config_seeds() {
-  write_seed("config", "basic.ini", text_bytes("# a run\ndevice = cpu\nlayers = 784,256,10\nbatch-size = 64\nlr = 0.05\n"
-                                               "epochs = 2\nlr-schedule = step\nlr-step-size = 100\n"));
-  write_seed("config", "synthetic.ini", text_bytes("data = synthetic\nsynthetic-samples = 256\nloss-scale = static:1024\n"
-                                                   "nesterov = true\nmomentum = 0.9\nseed = 7\n"));
-  write_seed("config", "faults.ini", text_bytes("inject-overflow = 3,5,9\ninject-overflow-every = 4\n"
-                                                "global-batch = 128\ngrad-accum = 2\ngrad-predivide = 2\n"
-                                                "[ignored]\nclip-grad-norm = 1.0\n"));
-  write_seed("config", "output.ini", text_bytes("metrics = run.jsonl\ncheckpoint-dir = ck\ncheckpoint-every = 10\n"
-                                                "keep-checkpoints = 2\nsave-weights = w\nbench = 1\n"
-                                                "loss-scale = dynamic\ninit-scale = 1e4\nhysteresis = 2\n"));
+  write_seed("config", "basic.ini",
+             text_bytes("# a run\ndevice = cpu\nlayers = 784,256,10\nbatch-size = 64\nlr = 0.05\n"
+                        "epochs = 2\nlr-schedule = step\nlr-step-size = 100\n"));
+  write_seed("config", "synthetic.ini",
+             text_bytes("data = synthetic\nsynthetic-samples = 256\nloss-scale = static:1024\n"
+                        "nesterov = true\nmomentum = 0.9\nseed = 7\n"));
+  write_seed("config", "faults.ini",
+             text_bytes("inject-overflow = 3,5,9\ninject-overflow-every = 4\n"
+                        "global-batch = 128\ngrad-accum = 2\ngrad-predivide = 2\n"
+                        "[ignored]\nclip-grad-norm = 1.0\n"));
+  write_seed("config", "output.ini",
+             text_bytes("metrics = run.jsonl\ncheckpoint-dir = ck\ncheckpoint-every = 10\n"
+                        "keep-checkpoints = 2\nsave-weights = w\nbench = 1\n"
+                        "loss-scale = dynamic\ninit-scale = 1e4\nhysteresis = 2\n"));
   write_seed("config", "bad-value.ini", text_bytes("lr = fast\n"));
 }
 
@@ -287,10 +295,41 @@ void config_dictionary() {
   }
   std::string dict = "# generated by fuzz_seeds from ddp_train --help\n";
   for (const std::string& name : names) dict += "\"" + name + " = \"\n";
-  for (const char* word : {"cpu", "cuda", "auto", "synthetic", "npy", "idx", "csv", "fashion-mnist", "relu", "gelu",
-                           "xent", "mse", "constant", "step", "cosine", "dynamic", "none", "static:", "true", "false",
-                           "yes", "no", "on", "off", "1e308", "-1", "0", "nan", "inf", "9223372036854775807",
-                           "18446744073709551616", "[section]", "#", "%value%", "%canonical_option%"}) {
+  for (const char* word : {"cpu",
+                           "cuda",
+                           "auto",
+                           "synthetic",
+                           "npy",
+                           "idx",
+                           "csv",
+                           "fashion-mnist",
+                           "relu",
+                           "gelu",
+                           "xent",
+                           "mse",
+                           "constant",
+                           "step",
+                           "cosine",
+                           "dynamic",
+                           "none",
+                           "static:",
+                           "true",
+                           "false",
+                           "yes",
+                           "no",
+                           "on",
+                           "off",
+                           "1e308",
+                           "-1",
+                           "0",
+                           "nan",
+                           "inf",
+                           "9223372036854775807",
+                           "18446744073709551616",
+                           "[section]",
+                           "#",
+                           "%value%",
+                           "%canonical_option%"}) {
     dict += "\"" + std::string(word) + "\"\n";
   }
   write_seed(".", "config.dict", text_bytes(dict));

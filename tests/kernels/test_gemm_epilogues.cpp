@@ -36,10 +36,14 @@ using test::EpilogueCase;
 
 const char* name(Activation a) {
   switch (a) {
-    case Activation::Relu: return "relu";
-    case Activation::Gelu: return "gelu";
-    case Activation::GeluTanh: return "gelu-tanh";
-    default: return "none";
+    case Activation::Relu:
+      return "relu";
+    case Activation::Gelu:
+      return "gelu";
+    case Activation::GeluTanh:
+      return "gelu-tanh";
+    default:
+      return "none";
   }
 }
 
@@ -79,7 +83,8 @@ class GemmEpilogues : public ::testing::Test {
                         << ref.pre_activation[at];
       }
       for (int j = c.n; j < c.ldc(); ++j) {  // padding untouched
-        if (out.c[c.c_index(i, j)].bits != in.c0[c.c_index(i, j)].bits && bad++ < 5) ADD_FAILURE() << "C padding written";
+        if (out.c[c.c_index(i, j)].bits != in.c0[c.c_index(i, j)].bits && bad++ < 5)
+          ADD_FAILURE() << "C padding written";
         if (c.pre_activation && out.pre_activation[c.c_index(i, j)].bits != test::kPoisonHalfBits && bad++ < 5)
           ADD_FAILURE() << "pre-activation padding written";
       }
@@ -275,7 +280,8 @@ TEST_F(GemmEpilogues, FusedGeluRoundsOnceWithinOneUlpOfTwoPassPath) {
       // relative), which GELU passes on times |gelu'| <= 1.13; plus one ulp
       // of the result for each path's rounding.
       const double zf = to_float(z[idx]);
-      ASSERT_TRUE(test::close_enough(to_float(fused.c[idx]), two_pass, 1.0 / 1024.0, 1.13 * std::fabs(zf) / 2048.0 + 6e-8))
+      ASSERT_TRUE(
+          test::close_enough(to_float(fused.c[idx]), two_pass, 1.0 / 1024.0, 1.13 * std::fabs(zf) / 2048.0 + 6e-8))
           << i << "," << j << ": fused " << to_float(fused.c[idx]) << " two-pass " << two_pass << " z " << zf;
       differ += fused.c[idx].bits != to_half(static_cast<float>(two_pass)).bits;
     }

@@ -40,7 +40,8 @@ TEST(GraphSafeGrowth, GrowingInsideACaptureIsRefusedWithBothSizes) {
   for (size_t from : {size_t{0}, size_t{4096}}) {
     const std::string what =
         error_of([&] { require_buffer_may_grow(CaptureState::kCapturing, "GEMM FP32 scratch", from, 65536); });
-    EXPECT_NE(what.find("GEMM FP32 scratch would grow from " + std::to_string(from) + " to 65536 bytes inside a CUDA "
+    EXPECT_NE(what.find("GEMM FP32 scratch would grow from " + std::to_string(from) +
+                        " to 65536 bytes inside a CUDA "
                         "graph capture"),
               std::string::npos)
         << what;

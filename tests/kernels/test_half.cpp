@@ -27,13 +27,19 @@ uint16_t reference_float_to_half(float f) {
   uint16_t lo = 0, hi = 0x7bff;
   while (hi - lo > 1) {
     const uint16_t mid = static_cast<uint16_t>((lo + hi) / 2);
-    if (half_bits_to_float_portable(mid) <= a) lo = mid; else hi = mid;
+    if (half_bits_to_float_portable(mid) <= a)
+      lo = mid;
+    else
+      hi = mid;
   }
   const double dlo = a - half_bits_to_float_portable(lo), dhi = half_bits_to_float_portable(hi) - a;
   uint16_t best;
-  if (dlo < dhi) best = lo;
-  else if (dhi < dlo) best = hi;
-  else best = (lo & 1) ? hi : lo;
+  if (dlo < dhi)
+    best = lo;
+  else if (dhi < dlo)
+    best = hi;
+  else
+    best = (lo & 1) ? hi : lo;
   return sign | best;
 }
 

@@ -69,19 +69,19 @@ std::string trainer_refusal(const TrainConfig& c) {
 }
 
 struct BadValue {
-  std::string flags;                       // the command line that sets it
-  std::function<void(TrainConfig&)> set;   // the same value, set in code
+  std::string flags;                      // the command line that sets it
+  std::function<void(TrainConfig&)> set;  // the same value, set in code
 };
 
 // Fresh bad values each run (reproduce with DDP_TEST_SEED); each exact in
 // binary and in decimal, so flag and field hold the same number.
 std::vector<BadValue> bad_values(std::mt19937_64& rng) {
   const auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
-  const double momentum = 1.0 + pick(0, 16) / 8.0;               // SGD diverges at 1 and above
+  const double momentum = 1.0 + pick(0, 16) / 8.0;                   // SGD diverges at 1 and above
   const double backoff = pick(0, 1) ? 1.0 : 1.0 + pick(1, 8) / 4.0;  // 1: never backs off; above: grows
-  const double min_scale = 65536.0 * (1 << pick(1, 10));       // above the default init scale 2^16
+  const double min_scale = 65536.0 * (1 << pick(1, 10));             // above the default init scale 2^16
   const int64_t warmup = -pick(1, 1000);
-  const double gamma = -pick(0, 8) / 4.0;                       // 0 or negative
+  const double gamma = -pick(0, 8) / 4.0;                                         // 0 or negative
   const double beta1 = 1.0 + pick(0, 16) / 8.0, beta2 = 1.0 + pick(0, 16) / 8.0;  // AdamW's betas are in [0, 1)
   return {
       {"--momentum " + std::to_string(momentum), [=](TrainConfig& c) { c.momentum = momentum; }},
@@ -128,7 +128,8 @@ TEST(ConfigCheck, TheTrainerRefusesABadValueWithTheCommandLinesLine) {
 TEST(ConfigCheck, TheTrainerRefusesATestHookRankTheWorldDoesNotHave) {
   std::mt19937_64 rng(test::test_seed());
   const int rank = std::uniform_int_distribution<int>(1, 64)(rng);
-  const std::string expected = command_line_refusal("--inject-overflow 2 --inject-overflow-rank " + std::to_string(rank));
+  const std::string expected =
+      command_line_refusal("--inject-overflow 2 --inject-overflow-rank " + std::to_string(rank));
   ASSERT_NE(expected.find("no such rank"), std::string::npos) << expected;
   TrainConfig c = tiny_config();
   c.inject_overflow_steps = {2}, c.inject_overflow_rank = rank;

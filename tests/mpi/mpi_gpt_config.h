@@ -27,7 +27,7 @@ inline TrainConfig tiny_gpt_config(const std::string& dir) {
   // shows (AdamW's normalised step would hide a gradient off by a factor N).
   c.optimizer = OptimizerKind::Sgd, c.lr = 0.1, c.momentum = 0.9;
   c.lr_schedule = LrScheduleKind::Constant, c.log_every = 1000000;
-  c.global_batch = 24;  // divisible by 2, 3 and 4
+  c.global_batch = 24;              // divisible by 2, 3 and 4
   c.loss_scaler.init_scale = 1024;  // no overflow in the N-rank FP16 sum
   return c;
 }

@@ -75,7 +75,7 @@ TEST(DataParallel, NRanksMatchOneRankAtTheSameGlobalBatch) {
   ASSERT_EQ(failures_anywhere(p.skipped_steps + r.skipped_steps), 0) << "a step overflowed";
 
   const double rel = test::relative_update_difference(parallel.snapshot().master_weights_fp32,
-                                                reference.snapshot().master_weights_fp32, start);
+                                                      reference.snapshot().master_weights_fp32, start);
   EXPECT_EQ(failures_anywhere(!(rel < 5e-3)), 0) << "relative update difference " << rel << " with " << n << " ranks";
 }
 

@@ -56,7 +56,8 @@ TEST(GptDataParallel, NRanksMatchOneRankAndStayIdentical) {
                                                       reference.snapshot().master_weights_fp32, start);
   EXPECT_EQ(failures_anywhere(!(rel < 5e-3)), 0)
       << "relative update difference " << rel << " with " << comm.world_size() << " ranks";
-  if (comm.rank() == 0) std::printf("GPT: %d ranks against one, relative update difference %.3g\n", comm.world_size(), rel);
+  if (comm.rank() == 0)
+    std::printf("GPT: %d ranks against one, relative update difference %.3g\n", comm.world_size(), rel);
 }
 
 }  // namespace

@@ -50,8 +50,8 @@ TEST(MpiOverlap, StartedAllreduceProgressesWhileTheCallerComputes) {
   bad += to_float(data[12345]) != static_cast<float>(comm.world_size());
   const AllreduceTimes times = comm.take_allreduce_times();
   bad += !(times.hidden_fraction() > 0.0);  // the second sum was (mostly) hidden
-  EXPECT_EQ(failures_anywhere(bad), 0) << "sync " << sync_s << " s, start " << start_s << " s, wait after overlap " << wait_s
-                                       << " s";
+  EXPECT_EQ(failures_anywhere(bad), 0) << "sync " << sync_s << " s, start " << start_s << " s, wait after overlap "
+                                       << wait_s << " s";
 }
 
 // Where backward is, counted in the GEMMs the backend was asked for: the
@@ -96,7 +96,7 @@ class RecordingCommunicator final : public Communicator {
   void barrier() override { inner_.barrier(); }
   AllreduceTimes take_allreduce_times() override { return inner_.take_allreduce_times(); }
   void clear() { events.clear(), backward_gemms_issued.clear(); }
-  std::string events;                     // 'S' and 'W', in call order
+  std::string events;                      // 'S' and 'W', in call order
   std::vector<int> backward_gemms_issued;  // per event
 
  private:
@@ -153,8 +153,8 @@ TEST(MpiOverlap, TrainerStartsBucketsInsideBackward) {
     for (int b = 0; b < buckets; ++b) {
       const int left = backward_gemms - comm.backward_gemms_issued[first + static_cast<size_t>(b)];
       remaining_text += std::to_string(left) + (b + 1 < buckets ? "," : " ");
-      const bool bias = b % 2 == 1;  // follows its layer's weight
-      bad += b + 2 < buckets && left <= 0;  // only the first layer's buckets may start at the end
+      const bool bias = b % 2 == 1;                             // follows its layer's weight
+      bad += b + 2 < buckets && left <= 0;                      // only the first layer's buckets may start at the end
       bad += bias ? left != left_before : left >= left_before;  // each layer later in backward than the one before
       left_before = left;
     }

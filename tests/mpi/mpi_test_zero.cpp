@@ -83,7 +83,8 @@ TrainConfig case_config(const Case& k, const std::string& dir, uint64_t seed) {
 // in-place reduce-scatter's scratch) moves them, and enters the norm.
 int nonzero_padding(const std::vector<half16>& weights, const ParameterRegistry& registry) {
   std::vector<char> tensor(weights.size(), 0);
-  for (const ParameterTensor& t : registry.tensors()) std::fill(tensor.begin() + t.offset, tensor.begin() + t.offset + t.count, 1);
+  for (const ParameterTensor& t : registry.tensors())
+    std::fill(tensor.begin() + t.offset, tensor.begin() + t.offset + t.count, 1);
   int bad = 0;
   for (size_t i = 0; i < weights.size(); ++i) bad += !tensor[i] && weights[i].bits != 0;
   return bad;
@@ -139,7 +140,8 @@ TEST(Zero, EveryStageTracksStageZeroWithTheSameWeightsOnEveryRank) {
         bad += differs_from_root(weights);
         bad += nonzero_padding(weights, registry) > 0;
       }
-      EXPECT_EQ(failures_anywhere(bad), 0) << k.name << " --zero " << stage << ": FP16 weights differ between ranks, or padding moved";
+      EXPECT_EQ(failures_anywhere(bad), 0)
+          << k.name << " --zero " << stage << ": FP16 weights differ between ranks, or padding moved";
       EXPECT_EQ(failures_anywhere(static_cast<int>(skipped)), 0) << k.name << ": a step overflowed";
       const double rel = test::relative_update_difference(sharded.snapshot().master_weights_fp32,
                                                           replicated.snapshot().master_weights_fp32, start);

@@ -75,7 +75,8 @@ inline std::string describe(const ShardLayout& layout) {
 inline int reduce_scatter_errors(const std::vector<half16>& got, const ShardLayout& layout, int rank) {
   const ShardRange mine = layout.range(rank);
   int bad = 0;
-  for (size_t k = 0; k < mine.count(); ++k) bad += to_float(got[k]) != expected_sum(layout.world_size(), mine.begin + k);
+  for (size_t k = 0; k < mine.count(); ++k)
+    bad += to_float(got[k]) != expected_sum(layout.world_size(), mine.begin + k);
   for (size_t k = mine.count(); k < got.size(); ++k) bad += got[k].bits != test::kPoisonHalfBits;
   return bad;
 }

@@ -115,7 +115,8 @@ inline void expect_data_error(const std::function<void()>& load, std::initialize
     ADD_FAILURE() << "no DataError thrown";
   } catch (const DataError& e) {
     const std::string message = e.what();
-    for (const std::string& needle : needles) EXPECT_NE(message.find(needle), std::string::npos) << "missing '" << needle << "' in: " << message;
+    for (const std::string& needle : needles)
+      EXPECT_NE(message.find(needle), std::string::npos) << "missing '" << needle << "' in: " << message;
     EXPECT_EQ(message.find('\n'), std::string::npos) << "not one line: " << message;
   }
 }

@@ -17,12 +17,18 @@ inline std::string unescaped(const std::string& text) {
       continue;
     }
     const char e = text.at(++i);
-    if (e == 'n') out += '\n';
-    else if (e == 't') out += '\t';
-    else if (e == 'r') out += '\r';
-    else if (e == '\\') out += '\\';
-    else if (e == 'x') out += static_cast<char>(std::stoi(text.substr(i + 1, 2), nullptr, 16)), i += 2;
-    else ADD_FAILURE() << "unknown escape \\" << e;
+    if (e == 'n')
+      out += '\n';
+    else if (e == 't')
+      out += '\t';
+    else if (e == 'r')
+      out += '\r';
+    else if (e == '\\')
+      out += '\\';
+    else if (e == 'x')
+      out += static_cast<char>(std::stoi(text.substr(i + 1, 2), nullptr, 16)), i += 2;
+    else
+      ADD_FAILURE() << "unknown escape \\" << e;
   }
   return out;
 }

@@ -41,10 +41,12 @@ struct EpilogueCase {
   size_t c_count() const { return offset + static_cast<size_t>(m) * ldc(); }
   // op(A)[i, p] and op(B)[p, j] in the stored arrays.
   size_t a_index(int i, int p) const {
-    return offset + (trans_a == Transpose::Yes ? static_cast<size_t>(p) * lda() + i : static_cast<size_t>(i) * lda() + p);
+    return offset +
+           (trans_a == Transpose::Yes ? static_cast<size_t>(p) * lda() + i : static_cast<size_t>(i) * lda() + p);
   }
   size_t b_index(int p, int j) const {
-    return offset + (trans_b == Transpose::Yes ? static_cast<size_t>(j) * ldb() + p : static_cast<size_t>(p) * ldb() + j);
+    return offset +
+           (trans_b == Transpose::Yes ? static_cast<size_t>(j) * ldb() + p : static_cast<size_t>(p) * ldb() + j);
   }
   size_t c_index(int i, int j) const { return offset + static_cast<size_t>(i) * ldc() + j; }
 };
@@ -171,8 +173,8 @@ inline EpilogueReference epilogue_reference(const EpilogueCase& c, const Epilogu
       if (c.dact == Activation::Gelu) {
         const double z = to_float(in.dact_input[c.c_index(i, j)]);
         slope = gelu_derivative_exact(z);
-        r.c_slope_error[at] =
-            4.0 * std::ldexp(1.0, -24) * (std::fabs(gelu_cdf_exact(z)) + std::fabs(z * gelu_pdf_exact(z))) * std::fabs(v);
+        r.c_slope_error[at] = 4.0 * std::ldexp(1.0, -24) *
+                              (std::fabs(gelu_cdf_exact(z)) + std::fabs(z * gelu_pdf_exact(z))) * std::fabs(v);
       }
       if (c.dact == Activation::GeluTanh) {
         const double z = to_float(in.dact_input[c.c_index(i, j)]);
@@ -181,7 +183,7 @@ inline EpilogueReference epilogue_reference(const EpilogueCase& c, const Epilogu
       }
       out *= slope;
       if (c.act == Activation::Relu) out = out > 0 ? out : 0.0;
-      if (c.act == Activation::Gelu) out = gelu_exact(out), slope = 1.13;  // max |gelu'|
+      if (c.act == Activation::Gelu) out = gelu_exact(out), slope = 1.13;           // max |gelu'|
       if (c.act == Activation::GeluTanh) out = gelu_tanh_exact(out), slope = 1.13;  // max |gelu_tanh'|
       r.c[at] = out;
       r.c_magnitude[at] = std::fabs(slope) * (std::fabs(c.alpha) * s_abs + std::fabs(v));

@@ -168,8 +168,8 @@ inline GptReferenceResult gpt_reference_run(const GptReferenceConfig& cfg, const
   GptTensors& g = result.grads;
   for (const auto& s : gpt_tensor_shapes(cfg)) g[s.name].assign(s.count(), 0.0);
   // Head: wte collects dlogits^T x_final here and the embedding's part below.
-  const Vec dx_final = linear_backward(dlogits, x_final, W("transformer.wte.weight"), N, C, Vp,
-                                       g["transformer.wte.weight"], nullptr);
+  const Vec dx_final =
+      linear_backward(dlogits, x_final, W("transformer.wte.weight"), N, C, Vp, g["transformer.wte.weight"], nullptr);
   Vec dx = layernorm_backward(dx_final, W("transformer.ln_f.weight"), ln_f, N, C, g["transformer.ln_f.weight"],
                               g["transformer.ln_f.bias"]);
   for (int l = cfg.n_layer - 1; l >= 0; --l) {

@@ -98,9 +98,8 @@ class RecordingBackend final : public Backend {
                               float* mean, float* rstd) override {
     queue("layernorm_forward_fp16", [=] { cpu_.layernorm_forward_fp16(x, g, b, r, c, eps, y, mean, rstd); });
   }
-  void layernorm_backward_fp16(const half16* dy, const half16* x, const half16* g, const float* mean,
-                               const float* rstd, int r, int c, half16* dx, bool acc_dx, half16* dg, half16* db,
-                               bool acc_p) override {
+  void layernorm_backward_fp16(const half16* dy, const half16* x, const half16* g, const float* mean, const float* rstd,
+                               int r, int c, half16* dx, bool acc_dx, half16* dg, half16* db, bool acc_p) override {
     queue("layernorm_backward_fp16",
           [=] { cpu_.layernorm_backward_fp16(dy, x, g, mean, rstd, r, c, dx, acc_dx, dg, db, acc_p); });
   }

@@ -138,7 +138,8 @@ void write_random_csv(const std::string& path, int rows, std::mt19937_64& rng) {
   std::ofstream out(path);
   out << "a,b,c,d,label\n";
   std::uniform_real_distribution<float> u(-1, 1);
-  for (int i = 0; i < rows; ++i) out << u(rng) << "," << u(rng) << "," << u(rng) << "," << u(rng) << "," << i % 3 << "\n";
+  for (int i = 0; i < rows; ++i)
+    out << u(rng) << "," << u(rng) << "," << u(rng) << "," << u(rng) << "," << i % 3 << "\n";
 }
 
 }  // namespace ddp::test

@@ -40,7 +40,7 @@ inline LayerNormReference layernorm_reference(const std::vector<double>& x, cons
 
 struct LayerNormGradReference {
   std::vector<double> dx, dgamma, dbeta;
-  std::vector<double> dx_magnitude;  // per element: the scale of the terms that cancel in dx
+  std::vector<double> dx_magnitude;                       // per element: the scale of the terms that cancel in dx
   std::vector<double> dgamma_magnitude, dbeta_magnitude;  // per column: sum |terms|
 };
 

@@ -35,7 +35,8 @@ std::string one_line(std::string text) {
 // cut v1 checkpoint; an empty file is read as v1 (both say "truncated").
 bool is_v1(const uint8_t* data, size_t size) {
   const size_t n = std::min(size, sizeof(kCheckpointV1Magic));
-  return n == 0 || std::memcmp(data, kCheckpointV1Magic, n) == 0;  // memcmp may not see a null pointer, even for 0 bytes
+  return n == 0 ||
+         std::memcmp(data, kCheckpointV1Magic, n) == 0;  // memcmp may not see a null pointer, even for 0 bytes
 }
 
 // Through input_file.h, like every input: regular files only (a FIFO given

@@ -139,8 +139,7 @@ std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string&
 }
 
 std::vector<std::string> prune_checkpoints(const std::string& dir, int keep, uint64_t run_id,
-                                           const std::vector<int64_t>& model_dims,
-                                           const std::string& just_written) {
+                                           const std::vector<int64_t>& model_dims, const std::string& just_written) {
   std::vector<std::string> removed;
   if (keep <= 0 || run_id == 0) return removed;
   namespace fs = std::filesystem;

@@ -16,7 +16,7 @@ namespace ddp {
 std::string checkpoint_file_name(int64_t step);
 
 struct CheckpointScan {
-  std::string newest_valid;                                 // full path; empty: none
+  std::string newest_valid;                                  // full path; empty: none
   std::vector<std::pair<std::string, std::string>> skipped;  // (path, reason)
   size_t candidates = 0;                                     // files named like a checkpoint
 };
@@ -47,7 +47,6 @@ std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string&
 // alone. Returns the paths removed; throws ddp::Error naming the file that
 // could not be removed.
 std::vector<std::string> prune_checkpoints(const std::string& dir, int keep, uint64_t run_id,
-                                           const std::vector<int64_t>& model_dims,
-                                           const std::string& just_written);
+                                           const std::vector<int64_t>& model_dims, const std::string& just_written);
 
 }  // namespace ddp

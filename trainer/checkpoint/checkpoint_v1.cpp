@@ -13,7 +13,7 @@ namespace ddp {
 namespace {
 
 constexpr size_t kFixedHeaderBytes = kCheckpointV1FixedHeaderBytes;
-constexpr size_t kTrailerBytes = 12;      // total length, CRC
+constexpr size_t kTrailerBytes = 12;  // total length, CRC
 constexpr size_t kLengthFieldFromEnd = 12;
 constexpr size_t kCrcFieldFromEnd = 4;
 constexpr size_t kOptionalHeaderBytes = 24;  // run_id, train_samples, global_batch
@@ -226,7 +226,6 @@ TrainState decode_fields(ByteReader& r, const std::string& name) {
   return s;
 }
 
-
 }  // namespace
 
 std::vector<uint8_t> serialize_checkpoint_v1(const TrainState& s) {
@@ -319,7 +318,6 @@ TrainState parse_checkpoint_v1(const std::vector<uint8_t>& bytes, const std::str
   fail("checksum mismatch (file corrupt)");  // the length field itself is damaged
   return {};                                 // not reached
 }
-
 
 uint32_t checkpoint_v1_version(const uint8_t* fixed) { return load_u32(fixed + sizeof(kCheckpointV1Magic)); }
 uint32_t checkpoint_v1_header_bytes(const uint8_t* fixed) { return load_u32(fixed + kFixedHeaderBytes - 4); }

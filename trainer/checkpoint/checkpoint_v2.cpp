@@ -21,12 +21,28 @@ constexpr const char* kChecksumKey = "crc32";
 constexpr const char* kSettingPrefix = "optimizer.";
 
 // Every key a v2 file's metadata has, besides the optimizer.<flag> settings.
-const char* const kKeys[] = {"format",         "ddp_train.checkpoint", "model",          "model_dims",
-                             "activation",     "loss",                 "optimizer",      "optimizer_steps",
-                             "momentum_initialized", "loss_scale",     "growth_tracker", "hysteresis_left",
-                             "step",           "epoch",                "epoch_sample_offset", "skipped_steps",
-                             "seed",           "run_id",               "train_samples",  "global_batch",
-                             "tensor_bytes",   "crc32"};
+const char* const kKeys[] = {"format",
+                             "ddp_train.checkpoint",
+                             "model",
+                             "model_dims",
+                             "activation",
+                             "loss",
+                             "optimizer",
+                             "optimizer_steps",
+                             "momentum_initialized",
+                             "loss_scale",
+                             "growth_tracker",
+                             "hysteresis_left",
+                             "step",
+                             "epoch",
+                             "epoch_sample_offset",
+                             "skipped_steps",
+                             "seed",
+                             "run_id",
+                             "train_samples",
+                             "global_batch",
+                             "tensor_bytes",
+                             "crc32"};
 
 // Which tensor prefixes an optimizer's state has, and the buffer each fills.
 struct Role {
@@ -200,7 +216,8 @@ void decode_tensors(const SafetensorsFile& file, TrainState& s, const std::strin
   auto fail = [&](const std::string& problem) { throw CheckpointError(name, "corrupt: " + problem); };
   for (const SafetensorsTensor& t : file.tensors) {
     if (t.dtype != SafetensorsDtype::F32)
-      fail("tensor " + quote_excerpt(t.name, 80) + " is " + safetensors_dtype_name(t.dtype) + " (checkpoints hold F32)");
+      fail("tensor " + quote_excerpt(t.name, 80) + " is " + safetensors_dtype_name(t.dtype) +
+           " (checkpoints hold F32)");
     if (t.name.compare(0, 6, "optim.") != 0) s.tensors.push_back({t.name, t.shape});
   }
   const std::vector<Role> roles = roles_of(s.optimizer);
@@ -211,8 +228,11 @@ void decode_tensors(const SafetensorsFile& file, TrainState& s, const std::strin
       const std::string tensor_name = role.prefix + p.name;
       expected.insert(tensor_name);
       const SafetensorsTensor* t = file.find(tensor_name);
-      if (t == nullptr) fail("tensor " + quote_excerpt(tensor_name, 80) + " is missing (a " + s.optimizer + " checkpoint has one per parameter tensor)");
-      if (t->shape != p.shape) fail("tensor " + quote_excerpt(tensor_name, 80) + " has another shape than " + quote_excerpt(p.name, 80));
+      if (t == nullptr)
+        fail("tensor " + quote_excerpt(tensor_name, 80) + " is missing (a " + s.optimizer +
+             " checkpoint has one per parameter tensor)");
+      if (t->shape != p.shape)
+        fail("tensor " + quote_excerpt(tensor_name, 80) + " has another shape than " + quote_excerpt(p.name, 80));
       const std::vector<float> v = file.values_fp32(*t);
       values.insert(values.end(), v.begin(), v.end());
     }
@@ -235,8 +255,9 @@ std::map<std::string, std::string> metadata_of(const std::vector<uint8_t>& head,
   }
   const auto version = metadata.find(kVersionKey);
   if (version == metadata.end())
-    throw CheckpointError(name, "not a ddp_train checkpoint (a safetensors file without ddp_train's training "
-                                "state; a weights file goes to --init-weights)");
+    throw CheckpointError(name,
+                          "not a ddp_train checkpoint (a safetensors file without ddp_train's training "
+                          "state; a weights file goes to --init-weights)");
   if (version->second != std::to_string(kCheckpointV2FormatVersion))
     throw CheckpointError(name, "unsupported checkpoint format version " + quote_excerpt(version->second) +
                                     " (this build reads 1 and 2)");
@@ -252,7 +273,8 @@ std::vector<uint8_t> serialize_checkpoint_v2(const TrainState& s) {
     for (int64_t d : t.shape) n *= static_cast<size_t>(d);
     packed += n;
   }
-  DDP_REQUIRE(packed == s.master_weights_fp32.size(), "serialize_checkpoint_v2: the tensors describe the packed weights");
+  DDP_REQUIRE(packed == s.master_weights_fp32.size(),
+              "serialize_checkpoint_v2: the tensors describe the packed weights");
   // The text fields become JSON strings: the trainer's names are ASCII, and
   // anything else (bytes no name has) is refused rather than mangled.
   auto printable = [](const std::string& t) {

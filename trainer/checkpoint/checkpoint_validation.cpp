@@ -84,17 +84,18 @@ void check_model(const TrainState& s, const std::string& name) {
   if (!is_one_of(s.activation, model_activation_names())) {
     refuse(name, "activation is " + quoted(s.activation) + " (must be " + list_of(model_activation_names()) + ")");
   }
-  if (!is_one_of(s.loss, kLossNames)) refuse(name, "loss is " + quoted(s.loss) + " (must be " + list_of(kLossNames) + ")");
+  if (!is_one_of(s.loss, kLossNames))
+    refuse(name, "loss is " + quoted(s.loss) + " (must be " + list_of(kLossNames) + ")");
   // Both buffers are downloaded whole from the model's parameter store, so
   // their lengths are the parameter count the widths imply (momentum too,
   // before the first step: the buffer exists, zero).
   if (s.master_weights_fp32.size() != count) {
-    refuse(name, "master weights hold " + std::to_string(s.master_weights_fp32.size()) +
-                     " values, the model dims " + dims_text(s.model_dims) + " need " + std::to_string(count));
+    refuse(name, "master weights hold " + std::to_string(s.master_weights_fp32.size()) + " values, the model dims " +
+                     dims_text(s.model_dims) + " need " + std::to_string(count));
   }
   if (s.momentum_fp32.size() != count) {
-    refuse(name, "momentum holds " + std::to_string(s.momentum_fp32.size()) + " values, the model dims " + dims_text(s.model_dims) + " need " +
-                     std::to_string(count));
+    refuse(name, "momentum holds " + std::to_string(s.momentum_fp32.size()) + " values, the model dims " +
+                     dims_text(s.model_dims) + " need " + std::to_string(count));
   }
   // Version 2 names its tensors; together they are the packed layout.
   if (!s.tensors.empty()) {
@@ -124,8 +125,8 @@ void check_optimizer(const TrainState& s, const std::string& name) {
   // The optimizer steps on every step that is not skipped, and only then
   // (GradScaler skips optimizer.step()), so its count is the clean steps.
   if (s.optimizer_steps != s.step - s.skipped_steps)
-    refuse(name, "optimizer_steps is " + i64_text(s.optimizer_steps) + " (must be step - skipped_steps = " +
-                     i64_text(s.step - s.skipped_steps) + ")");
+    refuse(name, "optimizer_steps is " + i64_text(s.optimizer_steps) +
+                     " (must be step - skipped_steps = " + i64_text(s.step - s.skipped_steps) + ")");
 }
 
 // The position in the run: what the LR schedule, the sampler and the loader
@@ -158,7 +159,8 @@ void check_position(const TrainState& s, const std::string& name) {
   // epoch, so a non-zero offset means this epoch had a step as well.
   if (s.epoch_sample_offset > 0 && s.epoch >= s.step) {
     refuse(name, "epoch_sample_offset is " + i64_text(s.epoch_sample_offset) + " in epoch " + i64_text(s.epoch) +
-                     " at step " + i64_text(s.step) + " (samples of an epoch were consumed by its steps: needs step > epoch)");
+                     " at step " + i64_text(s.step) +
+                     " (samples of an epoch were consumed by its steps: needs step > epoch)");
   }
 }
 
@@ -270,8 +272,8 @@ void check_checkpoint_compatible(const TrainState& ckpt, const std::vector<int64
 
 void check_checkpoint_model_kind(const TrainState& ckpt, const std::string& model_kind, const std::string& name) {
   if (ckpt.model_kind != model_kind)
-    throw CheckpointError(name, "model mismatch: the checkpoint holds a " + ckpt.model_kind + ", this run trains a " +
-                                    model_kind);
+    throw CheckpointError(
+        name, "model mismatch: the checkpoint holds a " + ckpt.model_kind + ", this run trains a " + model_kind);
 }
 
 void check_checkpoint_tensors(const TrainState& ckpt, const ParameterRegistry& registry, const std::string& name) {

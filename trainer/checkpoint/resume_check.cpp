@@ -18,30 +18,30 @@ std::string number(double v) {
 std::vector<std::string> check_resume_fits(const TrainState& s, const ResumeTarget& run, const std::string& path) {
   std::vector<std::string> notes;
   const bool other_data = s.train_samples != 0 && s.train_samples != run.train_samples;
-  const std::string where = "epoch " + std::to_string(s.epoch + 1) + ", sample " +
-                            std::to_string(s.epoch_sample_offset) + " of the epoch";
+  const std::string where =
+      "epoch " + std::to_string(s.epoch + 1) + ", sample " + std::to_string(s.epoch_sample_offset) + " of the epoch";
   // The offset counts global samples of the epoch already trained on. Rank r
   // takes positions r, r + N, ... of the epoch's order, so its share of the
   // first `offset` positions is offset / N rows, exactly only if N divides it.
   if (s.epoch_sample_offset >= run.epoch_samples) {
-    throw CheckpointError(path, "its position (" + where + ") lies past this run's epoch of " +
-                                    std::to_string(run.epoch_samples) + " samples" +
-                                    (other_data ? " (it was written on a training set of " +
-                                                      std::to_string(s.train_samples) + " samples, this run's has " +
-                                                      std::to_string(run.train_samples) + ")"
-                                                : std::string()) +
-                                    "; resume on the data it was written with, or start a new run from its weights");
+    throw CheckpointError(
+        path, "its position (" + where + ") lies past this run's epoch of " + std::to_string(run.epoch_samples) +
+                  " samples" +
+                  (other_data ? " (it was written on a training set of " + std::to_string(s.train_samples) +
+                                    " samples, this run's has " + std::to_string(run.train_samples) + ")"
+                              : std::string()) +
+                  "; resume on the data it was written with, or start a new run from its weights");
   }
   if (s.epoch_sample_offset % run.world_size != 0) {
-    throw CheckpointError(path, "its position (" + where + ") does not divide among " +
-                                    std::to_string(run.world_size) + " ranks; resume with a world size that " +
-                                    "divides it (it was written with global batch " +
-                                    std::to_string(s.global_batch) + ")");
+    throw CheckpointError(path, "its position (" + where + ") does not divide among " + std::to_string(run.world_size) +
+                                    " ranks; resume with a world size that " +
+                                    "divides it (it was written with global batch " + std::to_string(s.global_batch) +
+                                    ")");
   }
   if (other_data)
     notes.push_back("resume: " + path + " was written on a training set of " + std::to_string(s.train_samples) +
-                    " samples, this run's has " + std::to_string(run.train_samples) +
-                    "; continuing at " + where + " in this run's data order");
+                    " samples, this run's has " + std::to_string(run.train_samples) + "; continuing at " + where +
+                    " in this run's data order");
   if (s.global_batch != 0 && s.global_batch != run.global_batch)
     notes.push_back("resume: the checkpoint was written with global batch " + std::to_string(s.global_batch) +
                     ", this run's is " + std::to_string(run.global_batch) +

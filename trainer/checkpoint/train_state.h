@@ -44,9 +44,9 @@ struct TrainState {
   // padding (ParameterRegistry::pack: for the MLP the layout of version 1,
   // last layer first); the model's parameter count each.
   std::vector<float> master_weights_fp32;
-  std::vector<float> momentum_fp32;        // SGD momentum, or AdamW's exp_avg
-  std::vector<float> second_moment_fp32;   // AdamW's exp_avg_sq; empty for SGD
-  bool momentum_initialized = false;  // PyTorch SGD: first step copies the gradient
+  std::vector<float> momentum_fp32;       // SGD momentum, or AdamW's exp_avg
+  std::vector<float> second_moment_fp32;  // AdamW's exp_avg_sq; empty for SGD
+  bool momentum_initialized = false;      // PyTorch SGD: first step copies the gradient
 
   // The optimizer: "sgd" or "adamw" (optim/optimizer_kind.h), the settings
   // it ran with (flag name without "--" -> value as text: for the record and

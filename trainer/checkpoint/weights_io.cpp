@@ -65,8 +65,10 @@ bool is_safetensors_path(const std::string& path) {
 }
 
 void save_weights(const std::string& path, const ParameterRegistry& registry, const std::vector<float>& flat) {
-  if (is_safetensors_path(path)) save_weights_safetensors(path, registry, flat);
-  else save_weights_npy(path, registry, flat);
+  if (is_safetensors_path(path))
+    save_weights_safetensors(path, registry, flat);
+  else
+    save_weights_npy(path, registry, flat);
 }
 
 std::vector<float> load_weights(const std::string& path, const ParameterRegistry& registry) {
@@ -81,8 +83,8 @@ void save_weights_safetensors(const std::string& path, const ParameterRegistry& 
   // little-endian (x86-64, arm64), so the flat buffer's bytes are written as they are.
   std::vector<SafetensorsTensorOut> tensors;
   for (const ParameterTensor& t : registry.tensors())
-    tensors.push_back({t.name, SafetensorsDtype::F32, t.shape,
-                       reinterpret_cast<const uint8_t*>(flat.data() + t.offset), t.count * sizeof(float)});
+    tensors.push_back({t.name, SafetensorsDtype::F32, t.shape, reinterpret_cast<const uint8_t*>(flat.data() + t.offset),
+                       t.count * sizeof(float)});
   write_safetensors(path, tensors, {{"format", "pt"}}, "--save-weights");
 }
 
@@ -93,8 +95,8 @@ std::vector<float> load_weights_safetensors(const std::string& path, const Param
     const ParameterTensor& t = registry[i];
     const SafetensorsTensor* stored = file.find(t.name);
     if (stored == nullptr)
-      throw DataError(path, "tensor " + t.name + ": missing (this model's tensors: " + model_tensors_text(registry) +
-                                ")");
+      throw DataError(path,
+                      "tensor " + t.name + ": missing (this model's tensors: " + model_tensors_text(registry) + ")");
     if (stored->shape != t.shape)
       throw DataError(path, "tensor " + t.name + ": shape " + shape_text(stored->shape) + ", this model's is " +
                                 shape_text(t.shape) + " (another model or --layers?)");
@@ -104,8 +106,8 @@ std::vector<float> load_weights_safetensors(const std::string& path, const Param
   }
   for (const SafetensorsTensor& stored : file.tensors)
     if (registry.find(stored.name) == registry.size())
-      throw DataError(path, "tensor " + shown_name(stored.name) + ": not a tensor of this model (its tensors: " +
-                                model_tensors_text(registry) + ")");
+      throw DataError(path, "tensor " + shown_name(stored.name) +
+                                ": not a tensor of this model (its tensors: " + model_tensors_text(registry) + ")");
   return flat;
 }
 

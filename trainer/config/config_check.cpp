@@ -36,7 +36,8 @@ void check_ranges(const TrainConfig& c) {
   require_non_negative(c.bucket_mb, "--bucket-mb");
   require_non_negative(c.first_bucket_mb, "--first-bucket-mb");
   if (c.global_batch < 0) throw Error("--global-batch must be positive");
-  if (!(c.grad_predivide > 0) || !std::isfinite(c.grad_predivide)) throw Error("--grad-predivide must be a positive number");
+  if (!(c.grad_predivide > 0) || !std::isfinite(c.grad_predivide))
+    throw Error("--grad-predivide must be a positive number");
   if (c.zero_stage < 0 || c.zero_stage > 3) throw Error("--zero must be 0, 1, 2 or 3");
   if (c.zero_stage >= 2 && c.cuda_graph)
     throw Error("--cuda-graph works with --zero 0 and 1 only (stages 2 and 3 re-point gradients and weights per step)");
@@ -99,16 +100,17 @@ void check_sense(const TrainConfig& c) {
   if (c.loss_scaler.mode == LossScaleMode::Dynamic)
     require_in(c.loss_scaler.min_scale <= c.loss_scaler.init_scale,
                "--min-loss-scale is above --init-scale: the scale would start below its floor");
-  require_in(c.bucket_mb <= 1 << 20 && c.first_bucket_mb <= 1 << 20, "--bucket-mb and --first-bucket-mb must be at most 1 TiB (1048576)");
+  require_in(c.bucket_mb <= 1 << 20 && c.first_bucket_mb <= 1 << 20,
+             "--bucket-mb and --first-bucket-mb must be at most 1 TiB (1048576)");
   require_in(c.collective_timeout_s <= 1e9, "--collective-timeout must be at most 1e9 s (0 waits forever)");
   require_in(c.threads <= 4096, "--threads must be at most 4096");
   require_in(c.epochs <= kMaxRows && c.steps <= kMaxTrainSteps && c.stop_after_steps <= kMaxTrainSteps,
              "--epochs must be at most 2^30 and --steps, --stop-after-steps at most 2^40");
   require_in(c.data.synthetic_train_samples <= kMaxRows, "--synthetic-samples must be at most 2^30");
   // A sample is one line of the log, drawn between two steps.
-  require_in(c.sample_length >= 1 && c.sample_length <= kMaxSampleBytes,
-             "--sample-length must be at least 1 and at most 2^20 bytes (it is " + std::to_string(c.sample_length) +
-                 ")");
+  require_in(
+      c.sample_length >= 1 && c.sample_length <= kMaxSampleBytes,
+      "--sample-length must be at least 1 and at most 2^20 bytes (it is " + std::to_string(c.sample_length) + ")");
   // A window is held as 2 x T int32 and a position table has T rows: far
   // beyond any context trained here, and no product with T overflows.
   require_in(c.data.block_size <= kMaxBlockSize, "--block-size must be at most 2^20 tokens");

@@ -21,15 +21,14 @@ std::vector<std::string> run_input_paths(const TrainConfig& c) {
                              "t10k-labels-idx1-ubyte.gz"})
       paths.push_back((fs::path(d.data_dir) / name).string());
   }
-  for (const std::string* p : {&d.train_images, &d.train_labels, &d.test_images, &d.test_labels, &d.train_x,
-                               &d.train_y, &d.test_x, &d.test_y, &d.train_csv, &d.test_csv})
+  for (const std::string* p : {&d.train_images, &d.train_labels, &d.test_images, &d.test_labels, &d.train_x, &d.train_y,
+                               &d.test_x, &d.test_y, &d.train_csv, &d.test_csv})
     paths.push_back(*p);
   paths.push_back(c.resume_path);
   if (!c.init_weights_dir.empty()) {
     paths.push_back(c.init_weights_dir);
     if (!is_safetensors_path(c.init_weights_dir))
-      for (const std::string& file : weights_npy_paths(c.init_weights_dir, model_parameters(c)))
-        paths.push_back(file);
+      for (const std::string& file : weights_npy_paths(c.init_weights_dir, model_parameters(c))) paths.push_back(file);
   }
   std::vector<std::string> existing;
   for (const std::string& p : paths) {

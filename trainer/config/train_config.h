@@ -25,10 +25,10 @@ constexpr int64_t kMaxVocabSize = int64_t{1} << 24;
 constexpr int64_t kMaxSampleBytes = int64_t{1} << 20;  // --sample-length
 
 struct TrainConfig {
-  std::string config_path;      // --config file, if any (an input: never written)
+  std::string config_path;                   // --config file, if any (an input: never written)
   std::set<std::string> given_flags;         // flags set on the command line or in the config, not defaulted
   std::set<std::string> command_line_flags;  // those of them set on the command line (it wins over the config)
-  std::string device = "auto";  // auto | cuda | cpu
+  std::string device = "auto";               // auto | cuda | cpu
   DataConfig data;
 
   std::string model = "mlp";  // --model mlp | gpt (config/model_factory.h maps it)
@@ -37,28 +37,28 @@ struct TrainConfig {
   LossKind loss = LossKind::SoftmaxCrossEntropy;
   std::string loss_name = "xent";
 
-  int64_t batch_size = 128;  // per rank and micro-batch
-  int64_t global_batch = 0;  // > 0: replaces batch_size by global_batch / (world x grad_accum)
-  int64_t grad_accum = 1;    // micro-batches per optimizer step (all-reduce after the last only)
+  int64_t batch_size = 128;     // per rank and micro-batch
+  int64_t global_batch = 0;     // > 0: replaces batch_size by global_batch / (world x grad_accum)
+  int64_t grad_accum = 1;       // micro-batches per optimizer step (all-reduce after the last only)
   bool cuda_graph = false;      // replay steady steps from a CUDA graph capture
   double grad_predivide = 1.0;  // gradients divided by this before the all-reduce, by world/this after
-  int zero_stage = 0;           // ZeRO: 0 replicated; 1 masters and optimizer state sharded; 2 + FP16 grads; 3 + FP16 weights
+  int zero_stage = 0;  // ZeRO: 0 replicated; 1 masters and optimizer state sharded; 2 + FP16 grads; 3 + FP16 weights
   double bucket_mb = 25.0;       // all-reduce bucket size (MiB); 0: one all-reduce after backward
   double first_bucket_mb = 1.0;  // the first (last layers') bucket: small, so communication starts early
   int64_t epochs = 15;
-  int64_t steps = 0;          // > 0 replaces epochs
+  int64_t steps = 0;             // > 0 replaces epochs
   int64_t stop_after_steps = 0;  // > 0: end this run after that many iterations (resume continues)
   uint64_t seed = 0;
   bool shuffle = true;
   bool drop_last = false;
-  int threads = 0;            // CPU compute threads per rank; 0 = cores / local ranks
+  int threads = 0;               // CPU compute threads per rank; 0 = cores / local ranks
   bool prefetch_batches = true;  // gather and copy the next batch while the device computes this one
 
   OptimizerKind optimizer = OptimizerKind::Sgd;
   double lr = 0.05;
   double momentum = 0.9;  // SGD
   bool nesterov = false;
-  double beta1 = 0.9;     // AdamW (torch.optim.AdamW's defaults)
+  double beta1 = 0.9;  // AdamW (torch.optim.AdamW's defaults)
   double beta2 = 0.999;
   double eps = 1e-8;
   double weight_decay = 0.0;  // SGD: L2 on every tensor; AdamW: decoupled, on the tensors marked to decay
@@ -96,7 +96,7 @@ struct TrainConfig {
   int64_t checkpoint_every = 0;  // 0 = only at the end
   int keep_checkpoints = 0;      // 0 = keep all
   bool resume = false;
-  std::string resume_path;       // empty with resume = newest valid in checkpoint_dir
+  std::string resume_path;  // empty with resume = newest valid in checkpoint_dir
   std::string save_weights_dir;
   std::string init_weights_dir;
   // --eval-only: evaluate the starting weights (a --resume checkpoint or

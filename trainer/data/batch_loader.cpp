@@ -38,15 +38,14 @@ int BatchLoader::slot_holding(const uint32_t* indices, int rows) const {
   // The current slot first: it is the one a resident batch sits in.
   for (int s : {current_slot_, other_slot()}) {
     if (s == kNoSlot || !filled_[s]) continue;
-    if (held_[s].size() == static_cast<size_t>(rows) && std::equal(held_[s].begin(), held_[s].end(), indices))
-      return s;
+    if (held_[s].size() == static_cast<size_t>(rows) && std::equal(held_[s].begin(), held_[s].end(), indices)) return s;
   }
   return kNoSlot;
 }
 
 void BatchLoader::fill(int slot, const uint32_t* indices, int rows) {
-  DDP_REQUIRE(rows >= 0 && rows <= max_batch_, "BatchLoader: batch of " + std::to_string(rows) +
-                                                   " rows, at most " + std::to_string(max_batch_));
+  DDP_REQUIRE(rows >= 0 && rows <= max_batch_,
+              "BatchLoader: batch of " + std::to_string(rows) + " rows, at most " + std::to_string(max_batch_));
   filled_[slot] = false;  // until the copies are queued
   held_[slot].clear();    // the fill gives up the slot's previous batch
   char* staging = static_cast<char*>(slots_->begin_fill(slot));

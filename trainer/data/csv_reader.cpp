@@ -77,7 +77,8 @@ Dataset parse_csv(std::string_view text, const std::string& name) {
   // A header is a first line with any field that is not a number.
   double ignored;
   const std::vector<std::string_view> first = split_fields(next_line(rest));
-  const bool has_header = std::any_of(first.begin(), first.end(), [&](std::string_view f) { return !parse_number(f, ignored); });
+  const bool has_header =
+      std::any_of(first.begin(), first.end(), [&](std::string_view f) { return !parse_number(f, ignored); });
   const size_t fields = first.size();
   if (fields < 2) {
     throw DataError(name, "line 1: need at least 2 fields (features, then the label), found " + std::to_string(fields));

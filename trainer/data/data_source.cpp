@@ -46,7 +46,8 @@ TrainTestData load_train_test(const DataConfig& c, uint64_t seed) {
     require_path(c.test_labels, "--test-labels", c.kind);
     d.train = loading(c.train_images + ", " + c.train_labels,
                       [&] { return load_idx_dataset(c.train_images, c.train_labels); });
-    d.test = loading(c.test_images + ", " + c.test_labels, [&] { return load_idx_dataset(c.test_images, c.test_labels); });
+    d.test =
+        loading(c.test_images + ", " + c.test_labels, [&] { return load_idx_dataset(c.test_images, c.test_labels); });
   } else if (c.kind == "npy") {
     require_path(c.train_x, "--train-x", c.kind);
     require_path(c.train_y, "--train-y", c.kind);

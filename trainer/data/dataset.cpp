@@ -36,8 +36,9 @@ void validate_token_data(const Dataset& data, const std::string& name) {
   if (data.token_ids.size() != data.count * t)
     throw DataError(name, "shape mismatch: " + count_text(data.token_ids.size(), "token ids") + " for " + shape);
   if (!data.targets.empty() || data.target_dim != 0) {
-    throw DataError(name, "bad data set: token data has regression targets (its targets are class labels, one per "
-                          "position)");
+    throw DataError(name,
+                    "bad data set: token data has regression targets (its targets are class labels, one per "
+                    "position)");
   }
   if (data.labels.size() != data.count * t) {
     throw DataError(name, "count mismatch: " + count_text(data.labels.size(), "labels") + " for " + shape +
@@ -66,15 +67,14 @@ std::string label_place(const Dataset& data, size_t i) {
          std::to_string(data.features + 1);
 }
 
-void require_finite(const std::vector<float>& values, size_t width, const std::string& name,
-                    const char* column_word) {
+void require_finite(const std::vector<float>& values, size_t width, const std::string& name, const char* column_word) {
   for (size_t i = 0; i < values.size(); ++i) {
     const float v = values[i];
     // One compare per element on the fast path; 47M pixels check in ~20 ms.
     if (std::isfinite(v)) continue;
     const char* kind = std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf");
-    throw DataError(name, std::string("non-finite value (") + kind + ") in sample " + std::to_string(i / width) +
-                              ", " + column_word + " " + std::to_string(i % width));
+    throw DataError(name, std::string("non-finite value (") + kind + ") in sample " + std::to_string(i / width) + ", " +
+                              column_word + " " + std::to_string(i % width));
   }
 }
 

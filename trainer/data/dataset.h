@@ -16,13 +16,13 @@
 namespace ddp {
 
 struct Dataset {
-  size_t count = 0;              // samples N
-  size_t features = 0;           // D; 0 for token data
-  std::vector<float> x;          // [count, features]; IDX pixels scaled to [0, 1]; empty for token data
+  size_t count = 0;      // samples N
+  size_t features = 0;   // D; 0 for token data
+  std::vector<float> x;  // [count, features]; IDX pixels scaled to [0, 1]; empty for token data
   // The token form: inputs are token ids instead of features.
   size_t tokens_per_sample = 0;    // T; 0 for feature data
   std::vector<int32_t> token_ids;  // [count, tokens_per_sample], each in [0, vocab_size)
-  int vocab_size = 0;              // token data only: the model's vocabulary (rows of its embedding, logits per position)
+  int vocab_size = 0;  // token data only: the model's vocabulary (rows of its embedding, logits per position)
   // Token data: the tokenizer's vocabulary, <= vocab_size. vocab_size may be
   // padded above it for the GEMMs (GPT-2's 50257 -> 50304, as llm.c does);
   // ids and labels are below real_vocab_size, and a loss over the logits
@@ -32,10 +32,10 @@ struct Dataset {
   // [count] for classification; [count, tokens_per_sample] for token data
   // (the target class of each position); empty for regression.
   std::vector<int32_t> labels;
-  size_t target_dim = 0;         // K
-  std::vector<float> targets;    // [count, target_dim] for regression, else empty
-  int num_classes = 0;           // max label + 1 for classification, else 0
-  std::string source;            // what it was loaded from, for logs
+  size_t target_dim = 0;       // K
+  std::vector<float> targets;  // [count, target_dim] for regression, else empty
+  int num_classes = 0;         // max label + 1 for classification, else 0
+  std::string source;          // what it was loaded from, for logs
   // Where the labels came from, so a label the model cannot output is named
   // by file and sample (IDX, .npy) or line (CSV): the file, and for a text
   // file the line of sample 0 (0: samples are counted, not lines).
@@ -67,7 +67,6 @@ std::string label_place(const Dataset& data, size_t i);
 // The finiteness part alone, for a reader that wants to name the file a
 // matrix came from: `values` is [rows, width]; `column_word` names a column
 // in the message ("feature", "target").
-void require_finite(const std::vector<float>& values, size_t width, const std::string& name,
-                    const char* column_word);
+void require_finite(const std::vector<float>& values, size_t width, const std::string& name, const char* column_word);
 
 }  // namespace ddp

@@ -30,7 +30,11 @@ std::vector<uint32_t> epoch_permutation(size_t n, uint64_t seed, int64_t epoch) 
 
 DistributedSampler::DistributedSampler(size_t dataset_size, int rank, int world_size, uint64_t seed, bool shuffle,
                                        bool drop_last)
-    : dataset_size_(dataset_size), rank_(rank), world_size_(world_size), seed_(seed), shuffle_(shuffle),
+    : dataset_size_(dataset_size),
+      rank_(rank),
+      world_size_(world_size),
+      seed_(seed),
+      shuffle_(shuffle),
       drop_last_(drop_last) {
   DDP_REQUIRE(world_size > 0 && rank >= 0 && rank < world_size, "DistributedSampler: bad rank/world size");
   // The two below follow from the data and the flags, so they are a user's

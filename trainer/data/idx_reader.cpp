@@ -20,13 +20,20 @@ constexpr uint8_t kIdxUnsignedByte = 0x08;
 
 const char* idx_dtype_name(uint8_t dtype) {
   switch (dtype) {
-    case 0x08: return "unsigned byte";
-    case 0x09: return "signed byte";
-    case 0x0B: return "int16";
-    case 0x0C: return "int32";
-    case 0x0D: return "float32";
-    case 0x0E: return "float64";
-    default: return "unknown";
+    case 0x08:
+      return "unsigned byte";
+    case 0x09:
+      return "signed byte";
+    case 0x0B:
+      return "int16";
+    case 0x0C:
+      return "int32";
+    case 0x0D:
+      return "float32";
+    case 0x0E:
+      return "float64";
+    default:
+      return "unknown";
   }
 }
 
@@ -58,10 +65,12 @@ struct IdxLayout {
 // saved: fresh pages are the dominant cost of loading Fashion-MNIST).
 IdxLayout parse_idx_layout(const std::vector<uint8_t>& bytes, const std::string& name) {
   if (bytes.size() < 4) {
-    throw DataError(name, "truncated IDX header: " + std::to_string(bytes.size()) + " bytes, less than the 4-byte magic");
+    throw DataError(name,
+                    "truncated IDX header: " + std::to_string(bytes.size()) + " bytes, less than the 4-byte magic");
   }
   if (bytes[0] != 0 || bytes[1] != 0) {
-    throw DataError(name, "bad IDX magic " + magic_text(bytes) + ": the first two bytes must be zero (not an IDX file?)");
+    throw DataError(name,
+                    "bad IDX magic " + magic_text(bytes) + ": the first two bytes must be zero (not an IDX file?)");
   }
   const uint8_t dtype = bytes[2];
   const size_t ndim = bytes[3];
@@ -127,11 +136,10 @@ size_t idx_declared_bytes(const std::vector<uint8_t>& head, const std::string& n
 
 std::vector<uint8_t> read_idx_bytes(const std::string& path) {
   const size_t limit = input_limit_bytes();
-  return read_data_file(path, DeclaredSize{4 + 4 * 255,
-                                           [&](const std::vector<uint8_t>& head) {
-                                             return idx_declared_bytes(head, path, limit);
-                                           },
-                                           "its IDX header"});
+  return read_data_file(
+      path,
+      DeclaredSize{4 + 4 * 255, [&](const std::vector<uint8_t>& head) { return idx_declared_bytes(head, path, limit); },
+                   "its IDX header"});
 }
 
 }  // namespace

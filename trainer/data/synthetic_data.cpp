@@ -86,7 +86,7 @@ Dataset sample_synthetic_dataset(const SyntheticProblem& problem, uint64_t sampl
   data.count = count;
   data.features = in_dim;
   data.target_dim = out_dim;
-  data.x.resize(count * in_dim);       // [count, in_dim]
+  data.x.resize(count * in_dim);         // [count, in_dim]
   data.targets.resize(count * out_dim);  // [count, out_dim]
   // Per sample: its x, then its noise, so sample i never depends on count.
   for (size_t i = 0; i < count; ++i) {
@@ -150,8 +150,8 @@ Dataset make_random_token_windows(uint64_t seed, size_t count, size_t block_size
     data.labels[k] = next;
     previous = next;
   }
-  data.source = "random token windows (T " + std::to_string(block_size) + ", vocabulary " +
-                std::to_string(vocab_size) + ", benchmark)";
+  data.source = "random token windows (T " + std::to_string(block_size) + ", vocabulary " + std::to_string(vocab_size) +
+                ", benchmark)";
   return data;
 }
 

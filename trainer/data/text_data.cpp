@@ -77,8 +77,8 @@ TrainTestData load_text_train_test(const DataConfig& c) {
     require_windows_fit(val);
     d.train = make_token_windows(train.tokens, 0, train.tokens.size(), t, vocab.vocab_size, vocab.real_vocab_size,
                                  c.train_text);
-    d.test = make_token_windows(val.tokens, 0, val.tokens.size(), t, vocab.vocab_size, vocab.real_vocab_size,
-                                c.val_text);
+    d.test =
+        make_token_windows(val.tokens, 0, val.tokens.size(), t, vocab.vocab_size, vocab.real_vocab_size, c.val_text);
     return d;
   }
   const size_t n = train.tokens.size();

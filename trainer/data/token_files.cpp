@@ -36,15 +36,18 @@ TokenStream parse_llmc(const std::vector<uint8_t>& bytes, const std::string& nam
                               std::to_string(kLlmcHeaderBytes) + " (256 x int32)");
   const int32_t version = le_int32(bytes.data() + 4), count = le_int32(bytes.data() + 8);
   if (version != kLlmcVersion)
-    throw DataError(name, "llm.c header: version " + std::to_string(version) + " (header[1]); this reader knows version " +
-                              std::to_string(kLlmcVersion) + " (uint16 GPT-2 tokens)");
+    throw DataError(name, "llm.c header: version " + std::to_string(version) +
+                              " (header[1]); this reader knows version " + std::to_string(kLlmcVersion) +
+                              " (uint16 GPT-2 tokens)");
   const size_t body_bytes = bytes.size() - kLlmcHeaderBytes;
   if (body_bytes % 2 != 0)
     throw DataError(name, "odd byte length " + std::to_string(bytes.size()) + ": after the " +
-                              std::to_string(kLlmcHeaderBytes) + "-byte llm.c header come uint16 tokens (2 bytes each)");
+                              std::to_string(kLlmcHeaderBytes) +
+                              "-byte llm.c header come uint16 tokens (2 bytes each)");
   if (count < 0 || static_cast<size_t>(count) != body_bytes / 2)
     throw DataError(name, "llm.c header: token count " + std::to_string(count) + " (header[2]), but the file holds " +
-                              std::to_string(body_bytes / 2) + " tokens after the header (cut short, or more appended?)");
+                              std::to_string(body_bytes / 2) +
+                              " tokens after the header (cut short, or more appended?)");
   TokenStream s;
   s.encoding = TokenEncoding::Llmc;
   s.source = name;
@@ -55,8 +58,9 @@ TokenStream parse_llmc(const std::vector<uint8_t>& bytes, const std::string& nam
 TokenStream parse_raw_u16(const std::vector<uint8_t>& bytes, const std::string& name) {
   // Read as raw uint16, the header would be 512 tokens of the text.
   if (has_llmc_magic(bytes))
-    throw DataError(name, "starts with the llm.c magic 20240520: it is an llm.c .bin shard, not raw uint16 "
-                          "(--token-format auto reads it)");
+    throw DataError(name,
+                    "starts with the llm.c magic 20240520: it is an llm.c .bin shard, not raw uint16 "
+                    "(--token-format auto reads it)");
   if (bytes.size() % 2 != 0)
     throw DataError(name, "odd byte length " + std::to_string(bytes.size()) +
                               ": raw-u16 tokens are uint16 (2 bytes each); is it a text file (--token-format bytes)?");
@@ -78,9 +82,12 @@ TokenFormat parse_token_format(const std::string& text) {
 
 const char* token_encoding_name(TokenEncoding encoding) {
   switch (encoding) {
-    case TokenEncoding::Bytes: return "bytes";
-    case TokenEncoding::Llmc: return "an llm.c .bin shard";
-    case TokenEncoding::RawU16: return "raw uint16";
+    case TokenEncoding::Bytes:
+      return "bytes";
+    case TokenEncoding::Llmc:
+      return "an llm.c .bin shard";
+    case TokenEncoding::RawU16:
+      return "raw uint16";
   }
   return "?";
 }

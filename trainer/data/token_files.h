@@ -21,7 +21,7 @@
 
 namespace ddp {
 
-enum class TokenFormat { Auto, Bytes, RawU16 };  // what --token-format asks for
+enum class TokenFormat { Auto, Bytes, RawU16 };    // what --token-format asks for
 enum class TokenEncoding { Bytes, Llmc, RawU16 };  // what a file was read as
 
 // "auto" | "bytes" | "raw-u16"; anything else is an Error naming --token-format.

@@ -26,9 +26,9 @@ std::vector<uint8_t> read_data_file(const std::string& path, size_t max_bytes = 
 // total size the file declares, header included (may throw DataError for a
 // header that declares more than the limit). Given at most `head_bytes`.
 struct DeclaredSize {
-  size_t head_bytes;                                            // enough for the longest header
+  size_t head_bytes;                                               // enough for the longest header
   std::function<size_t(const std::vector<uint8_t>&)> total_bytes;  // from those first bytes
-  std::string declared_by;                                      // "its IDX header", for the message
+  std::string declared_by;                                         // "its IDX header", for the message
 };
 
 // read_data_file for a format whose header states its size: a gzip stream

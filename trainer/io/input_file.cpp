@@ -136,7 +136,8 @@ std::vector<uint8_t> read_input_file(const std::string& path, size_t max_bytes, 
   require_regular(path, info);
   const size_t size_bytes = static_cast<size_t>(info.st_size);
   if (size_bytes > max_bytes) {
-    throw InputFileError(path, "the " + what + " is " + byte_size_text(size_bytes) + ", above " + limit_text(max_bytes));
+    throw InputFileError(path,
+                         "the " + what + " is " + byte_size_text(size_bytes) + ", above " + limit_text(max_bytes));
   }
 
   std::vector<uint8_t> bytes;

@@ -25,7 +25,8 @@ class HeaderParser {
       expect(':');
       if (key == "descr") {
         mark_seen(seen_descr, key);
-        if (peek_is('[')) throw DataError(name_, "unsupported dtype: structured arrays (a 'descr' list) are not supported");
+        if (peek_is('['))
+          throw DataError(name_, "unsupported dtype: structured arrays (a 'descr' list) are not supported");
         header.descr = parse_string("the 'descr' value");
       } else if (key == "fortran_order") {
         mark_seen(seen_order, key);
@@ -124,7 +125,9 @@ class HeaderParser {
 
 }  // namespace
 
-NpyHeader parse_npy_header(const std::string& text, const std::string& name) { return HeaderParser(text, name).parse(); }
+NpyHeader parse_npy_header(const std::string& text, const std::string& name) {
+  return HeaderParser(text, name).parse();
+}
 
 std::string npy_shape_text(const std::vector<size_t>& shape) {
   std::string text = "(";

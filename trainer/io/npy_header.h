@@ -11,7 +11,7 @@
 namespace ddp {
 
 struct NpyHeader {
-  std::string descr;          // dtype string as written, e.g. "<f4", "|u1"
+  std::string descr;  // dtype string as written, e.g. "<f4", "|u1"
   bool fortran_order = false;
   std::vector<size_t> shape;  // () for a scalar
 };

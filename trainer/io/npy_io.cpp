@@ -131,7 +131,8 @@ size_t parse_npy_layout(const std::vector<uint8_t>& bytes, const std::string& na
     throw DataError(name, "truncated npy file: " + need + " data bytes, file has " + std::to_string(have));
   }
   if (have > data_bytes) {
-    throw DataError(name, "bad npy file: " + need + " data bytes, file has " + std::to_string(have) + " (trailing bytes)");
+    throw DataError(name,
+                    "bad npy file: " + need + " data bytes, file has " + std::to_string(have) + " (trailing bytes)");
   }
   return data_start;
 }
@@ -175,7 +176,8 @@ size_t npy_declared_bytes(const std::vector<uint8_t>& head, const std::string& n
   NpyHeader header;
   size_t data_bytes = 0;  // one item's, then the whole array's
   try {
-    header = parse_npy_header(std::string(reinterpret_cast<const char*>(head.data() + header_start), header_bytes), name);
+    header =
+        parse_npy_header(std::string(reinterpret_cast<const char*>(head.data() + header_start), header_bytes), name);
     data_bytes = item_bytes(dtype_from_descr(header.descr, name));
   } catch (const DataError&) {
     return limit;  // the full parse reports it

@@ -121,8 +121,7 @@ SafetensorsTensor parse_entry(const std::string& file, const std::string& name, 
   const Json& dtype = entry["dtype"];
   if (!dtype.is_string()) fail("dtype is not a string");
   if (!dtype_of(dtype.get_ref<const std::string&>(), t.dtype))
-    fail("dtype " + quote_excerpt(dtype.get_ref<const std::string&>()) +
-         " is not supported (F32, F16 or BF16 only)");
+    fail("dtype " + quote_excerpt(dtype.get_ref<const std::string&>()) + " is not supported (F32, F16 or BF16 only)");
 
   const Json& shape = entry["shape"];
   if (!shape.is_array()) fail("shape is not a list");
@@ -133,14 +132,17 @@ SafetensorsTensor parse_entry(const std::string& file, const std::string& name, 
     if (!as_size(dim, d) || d > static_cast<size_t>(std::numeric_limits<int64_t>::max()))
       fail("shape " + json_text(shape) + ": dimensions must be non-negative integers");
     t.shape.push_back(static_cast<int64_t>(d));
-    if (d == 0) has_zero_dim = true;
-    else if (count > std::numeric_limits<size_t>::max() / d) count_overflows = true;
+    if (d == 0)
+      has_zero_dim = true;
+    else if (count > std::numeric_limits<size_t>::max() / d)
+      count_overflows = true;
     count *= d;
   }
   const size_t element_bytes = safetensors_dtype_bytes(t.dtype);
   // A zero dimension makes the product zero whatever overflowed before it;
   // without one, a product that wrapped (even to exactly 0) is refused.
-  if (has_zero_dim) count = 0;
+  if (has_zero_dim)
+    count = 0;
   else if (count_overflows || count > std::numeric_limits<size_t>::max() / element_bytes)
     fail("shape " + shape_text(t.shape) + " holds more bytes than a file can");
 
@@ -148,8 +150,9 @@ SafetensorsTensor parse_entry(const std::string& file, const std::string& name, 
   if (!offsets.is_array() || offsets.size() != 2 || !as_size(offsets[0], t.begin_byte) ||
       !as_size(offsets[1], t.end_byte))
     fail("data_offsets " + json_text(offsets) + " is not [begin, end] of two non-negative integers");
-  if (t.begin_byte > t.end_byte) fail("data_offsets [" + std::to_string(t.begin_byte) + ", " +
-                                      std::to_string(t.end_byte) + "] end before they begin");
+  if (t.begin_byte > t.end_byte)
+    fail("data_offsets [" + std::to_string(t.begin_byte) + ", " + std::to_string(t.end_byte) +
+         "] end before they begin");
   if (t.end_byte > buffer_bytes)
     fail("data_offsets " + range_text(t.begin_byte, t.end_byte) + " run past the end of the " +
          std::to_string(buffer_bytes) + "-byte buffer");
@@ -205,9 +208,12 @@ void append_le64(std::vector<uint8_t>& out, uint64_t v) {
 
 const char* safetensors_dtype_name(SafetensorsDtype dtype) {
   switch (dtype) {
-    case SafetensorsDtype::F32: return "F32";
-    case SafetensorsDtype::F16: return "F16";
-    case SafetensorsDtype::BF16: return "BF16";
+    case SafetensorsDtype::F32:
+      return "F32";
+    case SafetensorsDtype::F16:
+      return "F16";
+    case SafetensorsDtype::BF16:
+      return "BF16";
   }
   return "?";
 }
@@ -255,8 +261,8 @@ SafetensorsFile parse_head(const std::vector<uint8_t>& head, size_t file_bytes, 
   SafetensorsFile f;
   f.name = name;
   if (file_bytes < 8)
-    throw DataError(name, "not a safetensors file: " + std::to_string(file_bytes) +
-                              " bytes, fewer than the 8-byte header size");
+    throw DataError(
+        name, "not a safetensors file: " + std::to_string(file_bytes) + " bytes, fewer than the 8-byte header size");
   const uint64_t header_bytes = read_le64(head.data());
   if (header_bytes > kSafetensorsMaxHeaderBytes)
     throw DataError(name, "header size " + std::to_string(header_bytes) + " is above the " +
@@ -323,9 +329,8 @@ SafetensorsFile read_safetensors(const std::string& path) {
     const std::vector<uint8_t> head = read_head(path, static_cast<size_t>(st.st_size));
     if (!head.empty()) parse_head(head, static_cast<size_t>(st.st_size), path);
   }
-  return naming_out_of_memory(path, [&] {
-    return parse_safetensors(read_input_file(path, input_limit_bytes(), "safetensors file"), path);
-  });
+  return naming_out_of_memory(
+      path, [&] { return parse_safetensors(read_input_file(path, input_limit_bytes(), "safetensors file"), path); });
 }
 
 std::vector<uint8_t> encode_safetensors(const std::vector<SafetensorsTensorOut>& tensors,

@@ -44,11 +44,11 @@ struct SafetensorsTensor {
 };
 
 struct SafetensorsFile {
-  std::string name;                           // the file, as errors name it
-  std::vector<SafetensorsTensor> tensors;     // in buffer order (by begin_byte)
+  std::string name;                             // the file, as errors name it
+  std::vector<SafetensorsTensor> tensors;       // in buffer order (by begin_byte)
   std::map<std::string, std::string> metadata;  // "__metadata__", empty when absent
-  std::vector<uint8_t> bytes;                 // the whole file
-  size_t buffer_start = 0;                    // 8 + N: where the byte buffer starts in `bytes`
+  std::vector<uint8_t> bytes;                   // the whole file
+  size_t buffer_start = 0;                      // 8 + N: where the byte buffer starts in `bytes`
 
   // The tensor of that name, or nullptr.
   const SafetensorsTensor* find(const std::string& tensor_name) const;

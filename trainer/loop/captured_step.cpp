@@ -24,8 +24,10 @@ void CapturedStep::enable() {
     return;
   }
   graph_input_.features = Buffer<half16>(backend_, rows * train_.features);
-  if (train_.is_classification()) graph_input_.labels = Buffer<int32_t>(backend_, rows);
-  else graph_input_.targets = Buffer<float>(backend_, rows * train_.target_dim);
+  if (train_.is_classification())
+    graph_input_.labels = Buffer<int32_t>(backend_, rows);
+  else
+    graph_input_.targets = Buffer<float>(backend_, rows * train_.target_dim);
 }
 
 bool CapturedStep::shaped(int64_t micro_batches, int64_t step_rows, bool log_step, int64_t step_1based) const {
@@ -64,7 +66,10 @@ void CapturedStep::replay(const DeviceBatch& batch, int64_t step_1based,
       record_step(fixed);
     } catch (...) {
       comm_.set_capturing(false);
-      try { backend_.end_capture(); } catch (...) {}  // leave capture mode; the first error is the one to report
+      try {
+        backend_.end_capture();
+      } catch (...) {
+      }  // leave capture mode; the first error is the one to report
       throw;
     }
     comm_.set_capturing(false);

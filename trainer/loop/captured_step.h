@@ -61,12 +61,12 @@ class CapturedStep {
   const Dataset& train_;
   const MixedPrecisionOptimizer& optimizer_;
   ProgressReporter& progress_;
-  bool graph_mode_ = false;  // --cuda-graph on a backend and transport that can capture
-  int capture_ = -1;         // the backend's recording of the step, once made
-  struct GraphInput {        // the captured step's batch, copied in before each replay
-    Buffer<half16> features;   // feature data (the MLP)
-    Buffer<int32_t> token_ids; // token data (the GPT): [rows, T]
-    Buffer<int32_t> labels;    // [rows, labels per row]: 1, or T for token data
+  bool graph_mode_ = false;     // --cuda-graph on a backend and transport that can capture
+  int capture_ = -1;            // the backend's recording of the step, once made
+  struct GraphInput {           // the captured step's batch, copied in before each replay
+    Buffer<half16> features;    // feature data (the MLP)
+    Buffer<int32_t> token_ids;  // token data (the GPT): [rows, T]
+    Buffer<int32_t> labels;     // [rows, labels per row]: 1, or T for token data
     Buffer<float> targets;
   } graph_input_;
   int64_t eager_full_steps_ = 0, graph_replays_ = 0;

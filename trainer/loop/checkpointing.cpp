@@ -80,7 +80,8 @@ int64_t Checkpointing::restore(const TrainState& s, const std::string& path) {
   const LossScalerState scaler = resumed_scaler_state(s, target, notes);
   load_state(registry.unpack(s.master_weights_fp32), params_.master_weights_fp32);
   load_state(registry.unpack(s.momentum_fp32), params_.momentum_fp32);
-  if (cfg_.optimizer == OptimizerKind::AdamW) load_state(registry.unpack(s.second_moment_fp32), params_.second_moment_fp32);
+  if (cfg_.optimizer == OptimizerKind::AdamW)
+    load_state(registry.unpack(s.second_moment_fp32), params_.second_moment_fp32);
   StepStatus& status = state_.host_to_upload();
   status.momentum_initialized = s.momentum_initialized ? 1 : 0;
   set_scaler_state(status, scaler);
@@ -104,8 +105,7 @@ int64_t Checkpointing::restore(const TrainState& s, const std::string& path) {
     data_seed_ = s.seed;
     cursor_.reseed(data_seed_);
   }
-  say("resumed from " + path + " at step " + std::to_string(s.step) + " (epoch " + std::to_string(s.epoch + 1) +
-      ")");
+  say("resumed from " + path + " at step " + std::to_string(s.step) + " (epoch " + std::to_string(s.epoch + 1) + ")");
   return s.step;
 }
 
@@ -120,8 +120,10 @@ void Checkpointing::load_state(std::vector<float> flat, Buffer<float>& state) {
   // Sharded, each rank keeps its range of the file's state: rank 0's file,
   // should the ranks' scans of --checkpoint-dir ever disagree.
   if (params_.sharded()) agree_with_root(comm_, params_.weights_fp16.backend(), flat);
-  if (&state == &params_.master_weights_fp32) params_.set_master_weights(flat);
-  else params_.upload_owned(state, flat);
+  if (&state == &params_.master_weights_fp32)
+    params_.set_master_weights(flat);
+  else
+    params_.upload_owned(state, flat);
 }
 
 std::map<std::string, std::string> optimizer_settings(const TrainConfig& c) {
@@ -169,7 +171,8 @@ std::unique_ptr<MetricsFile> Checkpointing::prepare_outputs(int64_t step) {
   std::vector<std::string> notes;
   if (!cfg_.checkpoint_dir.empty() && !cfg_.eval_only) {  // --eval-only writes no checkpoint
     const int64_t total_steps = plan_.total_steps;
-    const int64_t last_step = cfg_.stop_after_steps > 0 ? std::min(total_steps, step + cfg_.stop_after_steps) : total_steps;
+    const int64_t last_step =
+        cfg_.stop_after_steps > 0 ? std::min(total_steps, step + cfg_.stop_after_steps) : total_steps;
     notes = check_checkpoint_dir_for_run(cfg_.checkpoint_dir, resumed_, step, std::max(last_step, step), run_id_);
   }
   for (const std::string& line : check_run_outputs(cfg_, cfg_.resume)) notes.push_back(line);

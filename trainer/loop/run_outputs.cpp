@@ -210,8 +210,8 @@ void check_weights_safetensors_file(const std::string& file, const fs::path& che
       throw Error("--save-weights " + file + ": exists and is " + kind_of(st) +
                   ", not a file (a .safetensors path writes one file)");
     if (!looks_like_safetensors(file))
-      throw Error("--save-weights " + file + ": exists and is not a safetensors file; refusing to overwrite it: " +
-                  "choose another path");
+      throw Error("--save-weights " + file +
+                  ": exists and is not a safetensors file; refusing to overwrite it: " + "choose another path");
     notes.push_back("weights: " + file + " (a safetensors file of an earlier save) will be replaced at the end");
     return;
   }
@@ -282,8 +282,7 @@ void check_trace_file(const TrainConfig& c, const std::string& file) {
   }
   struct stat st {};
   if (::lstat(file.c_str(), &st) != 0) return;
-  if (S_ISLNK(st.st_mode))
-    throw Error(t + " is a symbolic link, which the trace would replace: choose another name");
+  if (S_ISLNK(st.st_mode)) throw Error(t + " is a symbolic link, which the trace would replace: choose another name");
   if (!S_ISREG(st.st_mode)) throw Error(t + " exists and is " + kind_of(st) + ", not a file");
   if (st.st_size > 0 && !looks_like_our_trace(file))  // an empty file holds nothing to lose
     throw Error(t + " exists and is not a ddp_train trace; refusing to overwrite it: choose another name");

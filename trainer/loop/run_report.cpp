@@ -21,8 +21,7 @@ RunReport::RunReport(const TrainConfig& cfg, const Communicator& comm, ProgressR
     : cfg_(cfg), comm_(comm), progress_(progress) {}
 
 void RunReport::banner(size_t parameters, const Dataset& train, const Dataset& test, const RunPlan& plan) {
-  say("model: " + model_summary(cfg_) + ", loss " + cfg_.loss_name + ", " +
-      std::to_string(parameters) + " parameters");
+  say("model: " + model_summary(cfg_) + ", loss " + cfg_.loss_name + ", " + std::to_string(parameters) + " parameters");
   say("data: train " + std::to_string(train.count) + " samples (" + train.source + "), test " +
       std::to_string(test.count));
   if (cfg_.eval_only) {  // no steps: the test set in batches of --batch-size per rank
@@ -55,8 +54,7 @@ void RunReport::memory(const StateBytes& state, size_t other_bytes, const ZeroFo
   if (metrics_) metrics_->write(memory_record(cfg_.zero_stage, world(), state, other_bytes, formula));
 }
 
-void RunReport::log_step(const ProgressSnapshot& snap, double lr, double grad_norm,
-                         double allreduce_hidden_fraction) {
+void RunReport::log_step(const ProgressSnapshot& snap, double lr, double grad_norm, double allreduce_hidden_fraction) {
   progress_.log_line(snap);
   if (!metrics_) return;
   JsonRecord r;
@@ -85,8 +83,8 @@ std::string RunReport::eval_figures(const EvalResult& result) const {
 }
 
 void RunReport::eval(const EvalResult& result, int64_t step, int64_t epoch_1based, int64_t epochs_total) {
-  say("epoch " + std::to_string(epoch_1based) + "/" + std::to_string(epochs_total) + " (step " +
-      std::to_string(step) + "): " + eval_figures(result));
+  say("epoch " + std::to_string(epoch_1based) + "/" + std::to_string(epochs_total) + " (step " + std::to_string(step) +
+      "): " + eval_figures(result));
   if (!metrics_) return;
   JsonRecord r;
   r.add("event", "eval").add("step", step).add("epoch", epoch_1based).add("test_loss", result.loss);
@@ -115,7 +113,8 @@ void RunReport::summary(const TrainSummary& sum, double final_loss_scale, bool g
     line += comm_text;
   }
   if (graph_mode)
-    line += "; " + std::to_string(sum.graph_replays) + " steps replayed from a CUDA graph (all-reduce time not measured)";
+    line +=
+        "; " + std::to_string(sum.graph_replays) + " steps replayed from a CUDA graph (all-reduce time not measured)";
   if (cfg_.loss == LossKind::SoftmaxCrossEntropy) line += "; final test accuracy " + percent(sum.test_accuracy);
   char tail[96];
   std::snprintf(tail, sizeof tail, ", test loss %.4f; final loss scale %g", sum.test_loss, final_loss_scale);
@@ -154,8 +153,8 @@ void RunReport::stopped_record(int signal, int64_t step, const TrainSummary& sum
 }
 
 void RunReport::finished_despite_signal(int signal, int64_t step, const std::string& checkpoint) {
-  say(signal_name(signal) + " came while the run was finishing: it finished at step " + std::to_string(step) +
-      " (" + (checkpoint.empty() ? std::string("no --checkpoint-dir") : "checkpoint " + checkpoint) + ")");
+  say(signal_name(signal) + " came while the run was finishing: it finished at step " + std::to_string(step) + " (" +
+      (checkpoint.empty() ? std::string("no --checkpoint-dir") : "checkpoint " + checkpoint) + ")");
 }
 
 }  // namespace ddp

@@ -29,8 +29,8 @@ inline double seconds_since(Clock::time_point t) { return std::chrono::duration<
 // This run's counts and timings (a resumed run's start afresh).
 struct RunTally {
   Clock::time_point run_start = Clock::now();
-  double train_s = 0.0;  // the steps' wall time, their status reads included
-  int64_t steps = 0, samples = 0;  // iterations and global samples of this run
+  double train_s = 0.0;                             // the steps' wall time, their status reads included
+  int64_t steps = 0, samples = 0;                   // iterations and global samples of this run
   Clock::time_point interval_start = Clock::now();  // since the last log step
   int64_t interval_samples = 0, interval_steps = 0;
   AllreduceTimes allreduce;  // this run's, summed at log steps

@@ -64,10 +64,9 @@ void StepStateView::check_bad_steps() const {
   const int64_t n = max_bad_steps_, last = status_.giveup_step;
   char scale_text[32];
   std::snprintf(scale_text, sizeof scale_text, "%g", status_.giveup_scale);
-  throw AgreedError(std::to_string(n) + " consecutive steps (" + std::to_string(last - n + 1) +
-                    " to " + std::to_string(last) + ") were skipped for non-finite gradients, the last at loss " +
-                    "scale " + scale_text + "; giving up (--max-bad-steps " + std::to_string(max_bad_steps_) +
-                    ")");
+  throw AgreedError(std::to_string(n) + " consecutive steps (" + std::to_string(last - n + 1) + " to " +
+                    std::to_string(last) + ") were skipped for non-finite gradients, the last at loss " + "scale " +
+                    scale_text + "; giving up (--max-bad-steps " + std::to_string(max_bad_steps_) + ")");
 }
 
 }  // namespace ddp

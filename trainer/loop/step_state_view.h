@@ -23,7 +23,7 @@ class StepStateView {
   // The host copy starts with the configured scaler's initial state.
   StepStateView(Backend& backend, const TrainConfig& cfg);
 
-  StepStatus* device() { return status_dev_.data(); }  // (1) the step state, in the backend's memory
+  StepStatus* device() { return status_dev_.data(); }      // (1) the step state, in the backend's memory
   float* loss_mean_device() { return loss_mean_.data(); }  // (1) this step's local mean loss
   // The host's copy as of the last read() (before prepare: the state upload() sends).
   const StepStatus& host() const { return status_; }

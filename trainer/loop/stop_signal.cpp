@@ -14,10 +14,14 @@ volatile std::sig_atomic_t g_phase = static_cast<std::sig_atomic_t>(StopSignalPh
 // What follows "stopped by SIGTERM " in each phase that exits at once.
 const char* phase_tail(StopSignalPhase phase) {
   switch (phase) {
-    case StopSignalPhase::StartUp: return "during start-up; nothing was trained or written";
-    case StopSignalPhase::Bench: return "during --bench; nothing was written";
-    case StopSignalPhase::Finished: return "after the run had finished; its results were written";
-    case StopSignalPhase::Training: break;
+    case StopSignalPhase::StartUp:
+      return "during start-up; nothing was trained or written";
+    case StopSignalPhase::Bench:
+      return "during --bench; nothing was written";
+    case StopSignalPhase::Finished:
+      return "after the run had finished; its results were written";
+    case StopSignalPhase::Training:
+      break;
   }
   return nullptr;
 }
@@ -81,9 +85,12 @@ int pending_stop_signal() { return g_stop_signal; }
 
 std::string signal_name(int signal_number) {
   switch (signal_number) {
-    case SIGINT: return "SIGINT";
-    case SIGTERM: return "SIGTERM";
-    default: return "signal " + std::to_string(signal_number);
+    case SIGINT:
+      return "SIGINT";
+    case SIGTERM:
+      return "SIGTERM";
+    default:
+      return "signal " + std::to_string(signal_number);
   }
 }
 

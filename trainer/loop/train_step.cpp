@@ -111,7 +111,8 @@ TrainStep::Result TrainStep::run(int64_t step) {
     if (tracer_) tracer_->end_span();
     if (replayed)
       captured_.replay(batch, step + 1, [this](const DeviceBatch& fixed) { captured_pass(fixed); });
-    else micro_batch_pass(batch, rows, micro, micro_batches);
+    else
+      micro_batch_pass(batch, rows, micro, micro_batches);
     // With this micro-batch's work queued (on a GPU the device is busy
     // with it), gather the next one and queue its copy.
     if (cfg_.prefetch_batches) prefetch_after(now, micro);

@@ -86,8 +86,8 @@ void Trainer::Impl::prepare() {
     step = checkpoints.restore(read_checkpoint(resume_from), resume_from);
   } else {
     const ParameterRegistry& registry = model.parameters();
-    std::vector<float> init = cfg.init_weights_dir.empty() ? registry.initial_values(cfg.seed)
-                                                           : load_weights(cfg.init_weights_dir, registry);
+    std::vector<float> init =
+        cfg.init_weights_dir.empty() ? registry.initial_values(cfg.seed) : load_weights(cfg.init_weights_dir, registry);
     if (params.sharded()) agree_with_root(comm, backend, init);  // before it is cut: see below
     params.set_master_weights(init);
     if (!cfg.init_weights_dir.empty()) say("initial weights from " + cfg.init_weights_dir);
@@ -186,7 +186,8 @@ TrainSummary Trainer::Impl::run() {
       checkpoints.write(step);
       if (tracer) tracer->end_span();
     }
-    if (tracer && step >= tracer->window().last) tracer->finish();  // after the window's last step, its evaluation and checkpoint
+    if (tracer && step >= tracer->window().last)
+      tracer->finish();  // after the window's last step, its evaluation and checkpoint
     // Ranks agree on a stop at the same deterministic points where they
     // read the step state (every step on CPU ranks, at most 50 apart on
     // GPUs): a host collective every step would tie the hosts together.

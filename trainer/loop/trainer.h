@@ -31,16 +31,16 @@ class AgreedError : public Error {
 
 struct TrainSummary {
   double test_loss = 0.0;
-  double test_accuracy = 0.0;  // NaN for regression
-  int64_t steps = 0;           // iterations done in this run (skipped ones included)
-  int64_t final_step = 0;      // global iteration count at the end (continues across resumes)
-  int64_t skipped_steps = 0;   // over the whole training, resumes included
-  int64_t optimizer_steps = 0; // optimizer steps taken in this process (skipped ones not counted): AdamW's t
-  double samples_per_s = 0.0;  // global samples / wall time of this run's steps
+  double test_accuracy = 0.0;   // NaN for regression
+  int64_t steps = 0;            // iterations done in this run (skipped ones included)
+  int64_t final_step = 0;       // global iteration count at the end (continues across resumes)
+  int64_t skipped_steps = 0;    // over the whole training, resumes included
+  int64_t optimizer_steps = 0;  // optimizer steps taken in this process (skipped ones not counted): AdamW's t
+  double samples_per_s = 0.0;   // global samples / wall time of this run's steps
   double wall_s = 0.0;
-  double allreduce_ms_per_step = 0.0;  // mean over this run's steps (NaN with --cuda-graph: not timed)
+  double allreduce_ms_per_step = 0.0;      // mean over this run's steps (NaN with --cuda-graph: not timed)
   double allreduce_hidden_fraction = 0.0;  // of that time, the share behind backward (NaN likewise)
-  int64_t graph_replays = 0;  // steps of this run replayed from a CUDA graph (--cuda-graph)
+  int64_t graph_replays = 0;               // steps of this run replayed from a CUDA graph (--cuda-graph)
   int stop_signal = 0;  // SIGINT/SIGTERM when a signal stopped the run early (checkpoint written), else 0
 };
 
@@ -48,15 +48,15 @@ struct TrainSummary {
 // device synchronised at its end) and the all-reduce time over them.
 struct BenchTimings {
   std::vector<double> step_s;
-  AllreduceTimes allreduce;  // over the timed steps
+  AllreduceTimes allreduce;   // over the timed steps
   int64_t graph_replays = 0;  // timed steps replayed from a CUDA graph: their all-reduces are not timed
   int64_t global_samples_per_step = 0;
   // Per rank, per timed step: the FP16 elements handed to all-reduces,
   // to reduce-scatters and to all-gathers (the calls' sizes, whole buffers).
   double allreduce_elements_per_step = 0, reduce_scatter_elements_per_step = 0, allgather_elements_per_step = 0;
   int zero_stage = 0;
-  size_t parameters = 0;              // the model's (Psi, no padding)
-  size_t state_bytes_max = 0;         // the largest rank's state (memory_report.h)
+  size_t parameters = 0;                // the model's (Psi, no padding)
+  size_t state_bytes_max = 0;           // the largest rank's state (memory_report.h)
   size_t peak_allocated_bytes_max = 0;  // the largest rank's allocation high-water mark (Backend::allocations)
 };
 

@@ -51,7 +51,7 @@ struct Trainer::Impl {
   RunReport report;
   TrainStep train_step;
   Checkpointing checkpoints;
-  CollectiveWatchdog* watchdog = nullptr;  // not owned; null: collectives are not watched
+  CollectiveWatchdog* watchdog = nullptr;    // not owned; null: collectives are not watched
   std::unique_ptr<TrainingSampler> sampler;  // --sample-every on rank 0; null on the others and without it
   std::unique_ptr<StepTracer> tracer;        // --trace; null without it (trainer_trace.cpp)
   int64_t step = 0;

@@ -41,8 +41,10 @@ void bind_to_checkpoint(TrainConfig& c, const std::string& path) {
     const char* flag;
     int64_t value, recorded;
     const char* what;
-  } flags[] = {{"n-layer", c.gpt.n_layer, d[0], "layers"},      {"n-head", c.gpt.n_head, d[1], "heads"},
-               {"n-embd", c.gpt.n_embd, d[2], "channels"},      {"block-size", c.data.block_size, d[3], "positions"},
+  } flags[] = {{"n-layer", c.gpt.n_layer, d[0], "layers"},
+               {"n-head", c.gpt.n_head, d[1], "heads"},
+               {"n-embd", c.gpt.n_embd, d[2], "channels"},
+               {"block-size", c.data.block_size, d[3], "positions"},
                {"vocab-size", c.data.vocab_size, d[4], "classes"}};
   for (const auto& f : flags)
     if (given(c, f.flag) && f.value != f.recorded)

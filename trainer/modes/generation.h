@@ -25,9 +25,9 @@
 namespace ddp {
 
 struct GenerationPlan {
-  TrainConfig config;                // its gpt bound to the weights' shape
-  std::vector<float> weights_fp32;   // the flat layout of the model's registry
-  std::string source;                // "checkpoint PATH" or "weights PATH", for the status line
+  TrainConfig config;               // its gpt bound to the weights' shape
+  std::vector<float> weights_fp32;  // the flat layout of the model's registry
+  std::string source;               // "checkpoint PATH" or "weights PATH", for the status line
 };
 
 // Everything that can refuse the input, before a device is chosen: the

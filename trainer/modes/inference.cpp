@@ -28,7 +28,8 @@ namespace fs = std::filesystem;
 namespace {
 
 bool same_file(const std::string& a, const std::string& b) {
-  struct stat sa {}, sb {};
+  struct stat sa {
+  }, sb{};
   return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
@@ -41,7 +42,8 @@ void append_row(const TrainConfig& c, const float* logits, int width, std::vecto
     const float top = *std::max_element(logits, logits + width);
     double sum = 0;
     for (int j = 0; j < width; ++j) sum += std::exp(static_cast<double>(logits[j]) - top);
-    for (int j = 0; j < width; ++j) values.push_back(static_cast<float>(std::exp(static_cast<double>(logits[j]) - top) / sum));
+    for (int j = 0; j < width; ++j)
+      values.push_back(static_cast<float>(std::exp(static_cast<double>(logits[j]) - top) / sum));
   } else {
     values.insert(values.end(), logits, logits + width);
   }
@@ -49,7 +51,8 @@ void append_row(const TrainConfig& c, const float* logits, int width, std::vecto
 
 }  // namespace
 
-std::vector<float> load_starting_weights(const TrainConfig& c, const ParameterRegistry& registry, const std::string& mode) {
+std::vector<float> load_starting_weights(const TrainConfig& c, const ParameterRegistry& registry,
+                                         const std::string& mode) {
   if (!c.init_weights_dir.empty()) return load_weights(c.init_weights_dir, registry);  // .safetensors or .npy directory
   std::string path = c.resume_path;
   if (path.empty()) {
@@ -85,7 +88,8 @@ std::string check_prediction_files(const TrainConfig& c) {
   if (fs::exists(out, ec) && (!fs::is_regular_file(out, ec) || !starts_with_npy_magic(out)))
     throw Error("--predictions " + out + ": exists and is not a .npy file; refusing to overwrite it");
   const fs::path parent = fs::absolute(out, ec).parent_path();
-  if (!fs::is_directory(parent, ec)) throw Error("--predictions " + out + ": its directory " + parent.string() + " does not exist");
+  if (!fs::is_directory(parent, ec))
+    throw Error("--predictions " + out + ": its directory " + parent.string() + " does not exist");
   return fs::exists(out, ec) ? "predictions: replacing " + out + " (an earlier .npy)" : "";
 }
 
@@ -121,7 +125,8 @@ void run_prediction(const TrainConfig& c, Backend& backend, Communicator& comm) 
     const ModelOutput out = model->forward(b, weights_fp16);
     backend.copy_to_host(out_fp16.data(), out.values, static_cast<size_t>(rows) * width * sizeof(half16));
     for (size_t i = 0; i < static_cast<size_t>(rows) * width; ++i) out_fp32[i] = to_float(out_fp16[i]);
-    for (int r = 0; r < rows; ++r) append_row(c, out_fp32.data() + static_cast<size_t>(r) * width, width, values, classes);
+    for (int r = 0; r < rows; ++r)
+      append_row(c, out_fp32.data() + static_cast<size_t>(r) * width, width, values, classes);
   }
   // Gather on rank 0: each rank's block broadcast from it in turn (in
   // device memory: NCCL's broadcast takes nothing else). Class ids travel
@@ -133,7 +138,8 @@ void run_prediction(const TrainConfig& c, Backend& backend, Communicator& comm) 
     if (bytes == 0) continue;
     Buffer<uint8_t> block(backend, bytes);
     if (q == rank)
-      backend.copy_to_device(block.data(), elem == sizeof(float) ? static_cast<const void*>(values.data()) : classes.data(), bytes);
+      backend.copy_to_device(block.data(),
+                             elem == sizeof(float) ? static_cast<const void*>(values.data()) : classes.data(), bytes);
     comm.broadcast_bytes(block.data(), bytes, q);
     if (rank == 0) backend.copy_to_host(all.data() + first(q) * per_row * elem, block.data(), bytes);
   }

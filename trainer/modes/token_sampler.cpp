@@ -13,7 +13,8 @@ namespace ddp {
 int sample_token(const std::vector<float>& logits, const SamplingSettings& s, std::mt19937_64& rng) {
   DDP_REQUIRE(!logits.empty() && s.temperature >= 0 && s.top_k >= 0, "sample_token: logits and valid settings");
   const int n = static_cast<int>(logits.size());
-  if (s.temperature == 0 || s.top_k == 1) return static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  if (s.temperature == 0 || s.top_k == 1)
+    return static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
   std::vector<float> z(logits.size());
   const float inv_t = static_cast<float>(1.0 / s.temperature);
   for (int i = 0; i < n; ++i) z[i] = logits[i] * inv_t;

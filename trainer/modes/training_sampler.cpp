@@ -29,11 +29,16 @@ std::string escaped_bytes(const std::string& bytes) {
   out.reserve(bytes.size());
   for (const char ch : bytes) {
     const unsigned char b = static_cast<unsigned char>(ch);
-    if (b == '\\') out += "\\\\";
-    else if (b == '\n') out += "\\n";
-    else if (b == '\t') out += "\\t";
-    else if (b == '\r') out += "\\r";
-    else if (b >= 0x20 && b < 0x7f) out += ch;
+    if (b == '\\')
+      out += "\\\\";
+    else if (b == '\n')
+      out += "\\n";
+    else if (b == '\t')
+      out += "\\t";
+    else if (b == '\r')
+      out += "\\r";
+    else if (b >= 0x20 && b < 0x7f)
+      out += ch;
     else {
       char hex[8];
       std::snprintf(hex, sizeof hex, "\\x%02x", b);

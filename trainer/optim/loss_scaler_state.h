@@ -7,9 +7,9 @@
 namespace ddp {
 
 struct LossScalerState {
-  double scale = 65536.0;      // current loss scale S (double: `--init-scale 1e12` must survive)
-  int64_t growth_tracker = 0;  // consecutive clean steps since the last growth/backoff
-  int64_t hysteresis_left = 1; // overflows still tolerated before a backoff
+  double scale = 65536.0;       // current loss scale S (double: `--init-scale 1e12` must survive)
+  int64_t growth_tracker = 0;   // consecutive clean steps since the last growth/backoff
+  int64_t hysteresis_left = 1;  // overflows still tolerated before a backoff
 };
 
 }  // namespace ddp

@@ -16,9 +16,12 @@ LrScaling parse_lr_scaling(const std::string& text) {
 
 const char* lr_scaling_name(LrScaling rule) {
   switch (rule) {
-    case LrScaling::Linear: return "linear";
-    case LrScaling::Sqrt: return "sqrt";
-    case LrScaling::None: break;
+    case LrScaling::Linear:
+      return "linear";
+    case LrScaling::Sqrt:
+      return "sqrt";
+    case LrScaling::None:
+      break;
   }
   return "none";
 }

@@ -21,7 +21,8 @@ double LrSchedule::lr_at(int64_t step) const {
   const int64_t t = step - warmup_steps;
   const int64_t span = std::max<int64_t>(total_steps - warmup_steps, 1);
   switch (kind) {
-    case LrScheduleKind::Constant: return base_lr;
+    case LrScheduleKind::Constant:
+      return base_lr;
     case LrScheduleKind::Step: {
       const int64_t size = step_size > 0 ? step_size : std::max<int64_t>(span / 3, 1);
       return base_lr * std::pow(gamma, static_cast<double>(t / size));

@@ -62,7 +62,8 @@ StepOutcome MixedPrecisionOptimizer::step(StepStatus* status, bool want_norm) {
       const double norm = global_grad_norm();
       out.grad_norm = norm;
       // torch.nn.utils.clip_grad_norm_: coef = max_norm / (norm + 1e-6), clamped to 1.
-      if (config_.clip_grad_norm > 0.0) clip_coef = static_cast<float>(std::min(1.0, config_.clip_grad_norm / (norm + 1e-6)));
+      if (config_.clip_grad_norm > 0.0)
+        clip_coef = static_cast<float>(std::min(1.0, config_.clip_grad_norm / (norm + 1e-6)));
     }
   }
   update(status, need_fp32, clip_coef);

@@ -42,7 +42,7 @@ struct OptimizerConfig {
   double momentum = 0.0;  // SGD
   double dampening = 0.0;
   bool nesterov = false;
-  double beta1 = 0.9;     // AdamW
+  double beta1 = 0.9;  // AdamW
   double beta2 = 0.999;
   double eps = 1e-8;
   double weight_decay = 0.0;
@@ -61,8 +61,8 @@ class MixedPrecisionOptimizer {
   MixedPrecisionOptimizer(Backend& backend, ParameterStore& params, const OptimizerConfig& config);
   // Sharded: `layout` is the store's (params.owned() is its range of
   // comm.rank()); the collectives above go through `comm`.
-  MixedPrecisionOptimizer(Backend& backend, ParameterStore& params, const OptimizerConfig& config,
-                          Communicator& comm, const ShardLayout& layout);
+  MixedPrecisionOptimizer(Backend& backend, ParameterStore& params, const OptimizerConfig& config, Communicator& comm,
+                          const ShardLayout& layout);
 
   // grads_fp16 hold loss-scaled gradients summed over ranks; `status` (in
   // the backend's memory) holds this step's prepared scalars and receives
@@ -90,7 +90,7 @@ class MixedPrecisionOptimizer {
   ParameterStore& params_;
   OptimizerConfig config_;
   std::optional<Shards> shards_;  // empty: unsharded
-  Buffer<float> grad_norm_;  // (1)
+  Buffer<float> grad_norm_;       // (1)
   size_t elements_gathered_ = 0;
 };
 

@@ -48,7 +48,8 @@ std::vector<float> ParameterRegistry::unpack(const std::vector<float>& packed) c
   std::vector<float> flat(flat_count_, 0.0f);
   size_t at = 0;
   for (const ParameterTensor& t : tensors_) {
-    std::copy(packed.begin() + static_cast<std::ptrdiff_t>(at), packed.begin() + static_cast<std::ptrdiff_t>(at + t.count),
+    std::copy(packed.begin() + static_cast<std::ptrdiff_t>(at),
+              packed.begin() + static_cast<std::ptrdiff_t>(at + t.count),
               flat.begin() + static_cast<std::ptrdiff_t>(t.offset));
     at += t.count;
   }
@@ -63,7 +64,7 @@ std::vector<float> ParameterRegistry::initial_values(uint64_t seed) const {
   // implementation-defined, and the same seed must give the same model
   // everywhere.
   auto unit = [&rng] { return static_cast<float>(rng() >> 40) * (1.0f / 16777216.0f); };  // [0, 1)
-  auto normal = [&unit] {  // Box-Muller, one value per pair of draws
+  auto normal = [&unit] {                                 // Box-Muller, one value per pair of draws
     const double u1 = 1.0 - static_cast<double>(unit());  // (0, 1]: log is finite
     const double u2 = unit();
     return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
@@ -77,10 +78,18 @@ std::vector<float> ParameterRegistry::initial_values(uint64_t seed) const {
     float* dst = flat.data() + t.offset;
     for (size_t j = 0; j < t.count; ++j) {
       switch (t.init.kind) {
-        case ParameterInit::Kind::Zeros: dst[j] = 0.0f; break;
-        case ParameterInit::Kind::Ones: dst[j] = 1.0f; break;
-        case ParameterInit::Kind::Uniform: dst[j] = (2.0f * unit() - 1.0f) * t.init.scale; break;
-        case ParameterInit::Kind::Normal: dst[j] = normal() * t.init.scale; break;
+        case ParameterInit::Kind::Zeros:
+          dst[j] = 0.0f;
+          break;
+        case ParameterInit::Kind::Ones:
+          dst[j] = 1.0f;
+          break;
+        case ParameterInit::Kind::Uniform:
+          dst[j] = (2.0f * unit() - 1.0f) * t.init.scale;
+          break;
+        case ParameterInit::Kind::Normal:
+          dst[j] = normal() * t.init.scale;
+          break;
       }
     }
   }

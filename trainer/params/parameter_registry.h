@@ -48,9 +48,9 @@ struct ParameterTensor {
   size_t offset = 0;           // first element in the flat buffers (a multiple of kAlignElements)
   size_t count = 0;            // elements: the product of shape
   ParameterInit init;
-  bool weight_decay = true;    // whether the optimizer's weight decay applies
-  int init_order = 0;          // tensors draw their initial values in increasing init_order
-  std::string file_stem;       // the .npy file name without ".npy" (weights_io.h); the name unless set
+  bool weight_decay = true;  // whether the optimizer's weight decay applies
+  int init_order = 0;        // tensors draw their initial values in increasing init_order
+  std::string file_stem;     // the .npy file name without ".npy" (weights_io.h); the name unless set
 };
 
 class ParameterRegistry {

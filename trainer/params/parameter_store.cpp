@@ -11,8 +11,7 @@ namespace ddp {
 ParameterStore::ParameterStore(Backend& backend, const ParameterRegistry& registry)
     : ParameterStore(backend, registry, ShardRange{0, registry.flat_count()}, Sharding{}) {}
 
-ParameterStore::ParameterStore(Backend& backend, const ParameterRegistry& registry, ShardRange owned,
-                               Sharding sharding)
+ParameterStore::ParameterStore(Backend& backend, const ParameterRegistry& registry, ShardRange owned, Sharding sharding)
     : master_weights_fp32(backend, owned.count()),
       weights_fp16(backend, sharding.weights ? owned.count() : registry.flat_count()),
       momentum_fp32(backend, owned.count()),
@@ -61,9 +60,10 @@ void ParameterStore::set_master_weights(const std::vector<float>& flat) {
 ParameterTables training_tables(ParameterStore& params) {
   const ParameterRegistry& registry = params.registry();
   ParameterTables t;
-  t.weights_fp16 = params.weights_sharded() ? WeightTable(registry.size())
-                                            : WeightTable::flat(params.weights_fp16.data(), registry);
-  t.grads_fp16 = params.grads_sharded() ? GradTable(registry.size()) : GradTable::flat(params.grads_fp16.data(), registry);
+  t.weights_fp16 =
+      params.weights_sharded() ? WeightTable(registry.size()) : WeightTable::flat(params.weights_fp16.data(), registry);
+  t.grads_fp16 =
+      params.grads_sharded() ? GradTable(registry.size()) : GradTable::flat(params.grads_fp16.data(), registry);
   return t;
 }
 

@@ -55,8 +55,8 @@ class ParameterStore {
   Buffer<float> master_weights_fp32;  // (R) the weights the optimizer updates
   Buffer<half16> weights_fp16;        // (P, R at stage 3) fp16(master), what forward/backward read
   Buffer<float> momentum_fp32;        // (R) SGD momentum, or AdamW's first moment (exp_avg): the same role
-  Buffer<half16> grads_fp16;          // (P, R from stage 2) loss-scaled gradients, summed in FP16 (sharded: the owned range)
-  Buffer<float> grads_fp32;           // (R) unscaled gradients the optimizer reads
+  Buffer<half16> grads_fp16;  // (P, R from stage 2) loss-scaled gradients, summed in FP16 (sharded: the owned range)
+  Buffer<float> grads_fp32;   // (R) unscaled gradients the optimizer reads
   // AdamW only (empty until allocate_adamw_state): an SGD run pays nothing.
   Buffer<float> second_moment_fp32;   // (R) AdamW's exp_avg_sq
   Buffer<uint8_t> weight_decay_mask;  // (R) 1 on the elements of tensors whose registry flag says decay, else 0

@@ -8,7 +8,8 @@ namespace ddp {
 StateBytes measured_state_bytes(const ParameterStore& p) {
   StateBytes b;
   b.fp32_masters = p.master_weights_fp32.size_bytes();
-  b.optimizer_state = p.momentum_fp32.size_bytes() + p.second_moment_fp32.size_bytes() + p.weight_decay_mask.size_bytes();
+  b.optimizer_state =
+      p.momentum_fp32.size_bytes() + p.second_moment_fp32.size_bytes() + p.weight_decay_mask.size_bytes();
   b.fp32_gradients = p.grads_fp32.size_bytes();
   b.fp16_weights = p.weights_fp16.size_bytes();
   b.fp16_gradients = p.grads_fp16.size_bytes();
@@ -67,9 +68,9 @@ std::string mib(double bytes) {
 std::string memory_line(int stage, int world, const StateBytes& s, size_t other_bytes, const ZeroFormula& f) {
   return "memory per rank (--zero " + std::to_string(stage) + ", " + std::to_string(world) +
          " rank(s)): FP32 masters " + mib(s.fp32_masters) + ", optimizer state " + mib(s.optimizer_state) +
-         ", FP32 gradients " + mib(s.fp32_gradients) + ", FP16 weights " + mib(s.fp16_weights) +
-         ", FP16 gradients " + mib(s.fp16_gradients) + "; state " + mib(s.total()) + " against the ZeRO formula's " +
-         mib(f.paper_bytes) + " (" + mib(f.ours_bytes) + " with our FP32 gradients and decay mask)" +
+         ", FP32 gradients " + mib(s.fp32_gradients) + ", FP16 weights " + mib(s.fp16_weights) + ", FP16 gradients " +
+         mib(s.fp16_gradients) + "; state " + mib(s.total()) + " against the ZeRO formula's " + mib(f.paper_bytes) +
+         " (" + mib(f.ours_bytes) + " with our FP32 gradients and decay mask)" +
          (s.grads_whole_for_accumulation ? ", the FP16 gradients whole for --grad-accum" : "") +
          (s.zero_buffers > 0 ? "; gather and staging buffers " + mib(s.zero_buffers) : "") +
          "; activations, scratch and buffers " + mib(other_bytes);

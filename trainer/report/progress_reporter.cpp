@@ -30,7 +30,8 @@ ProgressReporter::ProgressReporter(bool enabled)
 
 std::string ProgressReporter::format(const ProgressSnapshot& s) {
   char comm[48] = "";
-  if (s.allreduce_ms_per_step > 0) std::snprintf(comm, sizeof comm, "  all-reduce %.2f ms/step", s.allreduce_ms_per_step);
+  if (s.allreduce_ms_per_step > 0)
+    std::snprintf(comm, sizeof comm, "  all-reduce %.2f ms/step", s.allreduce_ms_per_step);
   char buf[320];
   std::snprintf(buf, sizeof buf, "epoch %lld/%lld  step %lld/%lld  loss %.4f  scale %g  %.0f samples/s%s  ETA %s%s",
                 static_cast<long long>(s.epoch), static_cast<long long>(s.epochs), static_cast<long long>(s.step),

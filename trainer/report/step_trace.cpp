@@ -146,7 +146,7 @@ void StepTracer::flush() {
     Event e;
     e.category = "comm", e.tid = 1, e.op = r.op, e.elements = r.elements;
     e.bucket = r.bucket, e.layer = r.layer;
-    e.name = std::string(r.op) + (r.bucket >= 0   ? " bucket " + std::to_string(r.bucket)
+    e.name = std::string(r.op) + (r.bucket >= 0  ? " bucket " + std::to_string(r.bucket)
                                   : r.layer >= 0 ? " layer " + std::to_string(r.layer)
                                                  : std::string());
     e.ts_us = r.begin_us - origin_us_, e.dur_us = r.end_us - r.begin_us;
@@ -178,7 +178,10 @@ void StepTracer::write() {
   using nlohmann::json;
   const int rank = comm_.rank();
   json events = json::array();
-  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", rank}, {"tid", 0},
+  events.push_back({{"name", "process_name"},
+                    {"ph", "M"},
+                    {"pid", rank},
+                    {"tid", 0},
                     {"args", {{"name", "rank " + std::to_string(rank)}}}});
   events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", rank}, {"tid", 0}, {"args", {{"name", "compute"}}}});
   events.push_back(
@@ -192,19 +195,35 @@ void StepTracer::write() {
       args["called_ts"] = e.called_us;
     }
     if (e.dur_us < 0.0) {  // an instant, on its thread
-      events.push_back({{"name", e.name}, {"cat", e.category}, {"ph", "i"}, {"s", "t"}, {"ts", e.ts_us},
-                        {"pid", rank}, {"tid", e.tid}, {"args", args}});
+      events.push_back({{"name", e.name},
+                        {"cat", e.category},
+                        {"ph", "i"},
+                        {"s", "t"},
+                        {"ts", e.ts_us},
+                        {"pid", rank},
+                        {"tid", e.tid},
+                        {"args", args}});
       continue;
     }
-    events.push_back({{"name", e.name}, {"cat", e.category}, {"ph", "X"}, {"ts", e.ts_us},
-                      {"dur", e.dur_us > 0.0 ? e.dur_us : 0.0}, {"pid", rank}, {"tid", e.tid}, {"args", args}});
+    events.push_back({{"name", e.name},
+                      {"cat", e.category},
+                      {"ph", "X"},
+                      {"ts", e.ts_us},
+                      {"dur", e.dur_us > 0.0 ? e.dur_us : 0.0},
+                      {"pid", rank},
+                      {"tid", e.tid},
+                      {"args", args}});
   }
   json layers = json::array();
-  for (size_t l = 0; l < info_.layer_tensors.size(); ++l) layers.push_back({{"layer", l}, {"tensors", info_.layer_tensors[l]}});
+  for (size_t l = 0; l < info_.layer_tensors.size(); ++l)
+    layers.push_back({{"layer", l}, {"tensors", info_.layer_tensors[l]}});
   json buckets = json::array();
   for (size_t b = 0; b < info_.buckets.size(); ++b) {
     const TraceRunInfo::Bucket& k = info_.buckets[b];
-    buckets.push_back({{"bucket", b}, {"offset", k.offset}, {"elements", k.elements}, {"bytes", k.elements * 2},
+    buckets.push_back({{"bucket", b},
+                       {"offset", k.offset},
+                       {"elements", k.elements},
+                       {"bytes", k.elements * 2},
                        {"ready_after_layer", k.ready_after_layer}});
   }
   json other = {{"format", "ddp_train trace 1"},

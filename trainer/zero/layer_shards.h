@@ -89,7 +89,7 @@ class LayerShards {
   GradientReducer& reducer_;
   std::vector<std::vector<size_t>> layer_tensors_;  // per layer, Model::layer_tensors once
   std::vector<std::vector<Run>> layer_runs_;        // per layer
-  Buffer<half16> slots_[2];                   // stage 3 gather slots
+  Buffer<half16> slots_[2];                         // stage 3 gather slots
   std::vector<size_t> bucket_of_tensor_;
   std::vector<Buffer<half16>> staging_pool_;  // every staging buffer allocated
   std::vector<int> pool_owner_;               // per pool buffer: the bucket it stages this step, -1: free

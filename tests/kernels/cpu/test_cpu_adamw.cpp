@@ -253,7 +253,8 @@ TEST_F(CpuKernelsThreaded, AdamWOnARangeTouchesOnlyThatRange) {
       if (in_range)
         inside += bits_of(part.master[i]) != bits_of(full.master[i]) ||
                   bits_of(part.exp_avg[i]) != bits_of(full.exp_avg[i]) ||
-                  bits_of(part.exp_avg_sq[i]) != bits_of(full.exp_avg_sq[i]) || part.weights[i].bits != full.weights[i].bits;
+                  bits_of(part.exp_avg_sq[i]) != bits_of(full.exp_avg_sq[i]) ||
+                  part.weights[i].bits != full.weights[i].bits;
       else
         outside += bits_of(part.master[i]) != bits_of(in.master[i]) ||
                    bits_of(part.exp_avg[i]) != bits_of(in.exp_avg[i]) ||

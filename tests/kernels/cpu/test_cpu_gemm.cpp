@@ -39,13 +39,14 @@ void gemm_reference(bool ta, bool tb, int m, int n, int k, double alpha, const s
     }
 }
 
-void check_gemm(CpuBackend& cpu, std::mt19937_64& rng, bool ta, bool tb, int m, int n, int k, float alpha,
-                float beta, bool with_bias) {
+void check_gemm(CpuBackend& cpu, std::mt19937_64& rng, bool ta, bool tb, int m, int n, int k, float alpha, float beta,
+                bool with_bias) {
   SCOPED_TRACE(testing::Message() << "ta=" << ta << " tb=" << tb << " m=" << m << " n=" << n << " k=" << k
                                   << " alpha=" << alpha << " beta=" << beta << " bias=" << with_bias);
   const auto a = test::random_halves(rng, static_cast<size_t>(m) * k);
   const auto b = test::random_halves(rng, static_cast<size_t>(k) * n);
-  const auto c0 = beta != 0 ? test::random_halves(rng, static_cast<size_t>(m) * n) : test::poison_halves(static_cast<size_t>(m) * n);
+  const auto c0 = beta != 0 ? test::random_halves(rng, static_cast<size_t>(m) * n)
+                            : test::poison_halves(static_cast<size_t>(m) * n);
   const auto bias = test::random_halves(rng, n);
   Buffer<half16> da(cpu, a.size()), db(cpu, b.size()), dc(cpu, c0.size()), dbias(cpu, n);
   da.upload(a), db.upload(b), dc.upload(c0), dbias.upload(bias);
@@ -117,7 +118,8 @@ TEST_F(CpuKernelsThreaded, GemmSlicesMatchReferenceAndRepeatBitwise) {
   check_gemm(two, rng, false, true, 64, 300, 200, 2.0f, 0.0f, true);
 
   const int m = 160, n = 150, k = 120;
-  const auto a = test::random_halves(rng, static_cast<size_t>(m) * k), b = test::random_halves(rng, static_cast<size_t>(n) * k);
+  const auto a = test::random_halves(rng, static_cast<size_t>(m) * k),
+             b = test::random_halves(rng, static_cast<size_t>(n) * k);
   const auto bias = test::random_halves(rng, n);
   Buffer<half16> da(two, a.size()), db(two, b.size()), dbias(two, n), dc(two, static_cast<size_t>(m) * n);
   da.upload(a), db.upload(b), dbias.upload(bias);
@@ -136,7 +138,8 @@ TEST_F(CpuKernelsThreaded, GemmSlicesMatchReferenceAndRepeatBitwise) {
 TEST_F(CpuKernelsThreaded, GemmSlicesWithStrides) {
   // Views into wider matrices on the split path: padding stays untouched.
   const int m = 130, n = 70, k = 200, lda = 210, ldb = 75, ldc = 81;
-  const auto a = test::random_halves(rng, static_cast<size_t>(m) * lda), b = test::random_halves(rng, static_cast<size_t>(k) * ldb);
+  const auto a = test::random_halves(rng, static_cast<size_t>(m) * lda),
+             b = test::random_halves(rng, static_cast<size_t>(k) * ldb);
   Buffer<half16> da(two, a.size()), db(two, b.size()), dc(two, static_cast<size_t>(m) * ldc);
   da.upload(a), db.upload(b), dc.upload(test::poison_halves(dc.count()));
   GemmFp16 g;

@@ -63,7 +63,8 @@ TEST_F(CpuKernelsThreaded, TransformerOperationsSameBitsAnyThreadCount) {
         dg(be, C), db(be, C);
     Buffer<float> mean(be, B * T), rstd(be, B * T);
     d_x.upload(x), g.upload(gamma), b.upload(beta), d_dy.upload(dy);
-    be.layernorm_forward_fp16(d_x.data(), g.data(), b.data(), B * T, C, kLayerNormEps, y.data(), mean.data(), rstd.data());
+    be.layernorm_forward_fp16(d_x.data(), g.data(), b.data(), B * T, C, kLayerNormEps, y.data(), mean.data(),
+                              rstd.data());
     std::vector<uint16_t> bits;
     append_bits(bits, y.download()), append_bits(bits, mean.download()), append_bits(bits, rstd.download());
     dx.upload(x);
@@ -84,7 +85,8 @@ TEST_F(CpuKernelsThreaded, TransformerOperationsSameBitsAnyThreadCount) {
     be.rows_to_heads_fp16(rows.data(), C, B, T, nh, hs, heads.data());
     GemmFp16 g;  // (P V) per head: [T, T] x [T, hs]
     g.m = T, g.n = hs, g.k = T, g.a = p.data(), g.lda = T, g.b = heads.data(), g.ldb = hs, g.c = out.data(), g.ldc = hs;
-    be.gemm_batched_fp16(g, bh, static_cast<int64_t>(T) * T, static_cast<int64_t>(T) * hs, static_cast<int64_t>(T) * hs);
+    be.gemm_batched_fp16(g, bh, static_cast<int64_t>(T) * T, static_cast<int64_t>(T) * hs,
+                         static_cast<int64_t>(T) * hs);
     be.heads_to_rows_fp16(out.data(), B, T, nh, hs, rows.data(), C);
     be.add_fp16(rows.data(), rows.data(), rows.data(), rows.count());
     std::vector<uint16_t> bits;

@@ -68,13 +68,16 @@ TEST_F(CpuKernels, EmbeddingBackwardSumsRowsPerTokenAndPosition) {
         double s = accumulate ? to_float(prev_wte[v * C + c]) : 0.0, mag = std::fabs(s);
         for (int r = 0; r < B * T; ++r)
           if (tokens[r] == v) s += to_float(dout[r * C + c]), mag += std::fabs(to_float(dout[r * C + c]));
-        ASSERT_TRUE(close_enough(to_float(g_wte[v * C + c]), s, kFp16RelTol, 1e-5 * mag + kSub)) << "wte " << v << "," << c;
+        ASSERT_TRUE(close_enough(to_float(g_wte[v * C + c]), s, kFp16RelTol, 1e-5 * mag + kSub))
+            << "wte " << v << "," << c;
       }
     for (int t = 0; t < T; ++t)
       for (int c = 0; c < C; ++c) {
         double s = accumulate ? to_float(prev_wpe[t * C + c]) : 0.0, mag = std::fabs(s);
-        for (int b = 0; b < B; ++b) s += to_float(dout[(b * T + t) * C + c]), mag += std::fabs(to_float(dout[(b * T + t) * C + c]));
-        ASSERT_TRUE(close_enough(to_float(g_wpe[t * C + c]), s, kFp16RelTol, 1e-5 * mag + kSub)) << "wpe " << t << "," << c;
+        for (int b = 0; b < B; ++b)
+          s += to_float(dout[(b * T + t) * C + c]), mag += std::fabs(to_float(dout[(b * T + t) * C + c]));
+        ASSERT_TRUE(close_enough(to_float(g_wpe[t * C + c]), s, kFp16RelTol, 1e-5 * mag + kSub))
+            << "wpe " << t << "," << c;
       }
   }
 }
@@ -87,7 +90,11 @@ struct LayerNormCase {
 LayerNormCase make_layernorm_case(std::mt19937_64& rng, int rows, int cols) {
   // An offset and a spread per row, as a residual stream has: the mean is
   // not 0 and the variance not 1, so both statistics matter.
-  LayerNormCase c{rows, cols, {}, random_halves(rng, cols, 0.5f, 1.5f), random_halves(rng, cols, -0.5f, 0.5f),
+  LayerNormCase c{rows,
+                  cols,
+                  {},
+                  random_halves(rng, cols, 0.5f, 1.5f),
+                  random_halves(rng, cols, -0.5f, 0.5f),
                   random_halves(rng, static_cast<size_t>(rows) * cols)};
   std::uniform_real_distribution<float> offset(-3.0f, 3.0f), spread(0.1f, 4.0f);
   for (int r = 0; r < rows; ++r) {
@@ -165,14 +172,15 @@ TEST_F(CpuKernels, LayerNormBackwardMatchesDouble) {
   x.upload(c.x), gamma.upload(c.gamma), beta.upload(c.beta), dy.upload(c.dy);
   cpu.layernorm_forward_fp16(x.data(), gamma.data(), beta.data(), c.rows, c.cols, kLayerNormEps, y.data(), mean.data(),
                              rstd.data());
-  const auto ref = layernorm_grad_reference(to_doubles(c.dy), to_doubles(c.x), to_doubles(c.gamma), c.rows, c.cols, 1e-5);
+  const auto ref =
+      layernorm_grad_reference(to_doubles(c.dy), to_doubles(c.x), to_doubles(c.gamma), c.rows, c.cols, 1e-5);
   for (bool accumulate : {false, true}) {
     SCOPED_TRACE(accumulate ? "accumulate" : "overwrite");
     dx.upload(accumulate ? prev_dx : poison_halves(dx.count()));
     dgamma.upload(accumulate ? prev_dgamma : poison_halves(c.cols));
     dbeta.upload(accumulate ? prev_dbeta : poison_halves(c.cols));
-    cpu.layernorm_backward_fp16(dy.data(), x.data(), gamma.data(), mean.data(), rstd.data(), c.rows, c.cols,
-                                dx.data(), accumulate, dgamma.data(), dbeta.data(), accumulate);
+    cpu.layernorm_backward_fp16(dy.data(), x.data(), gamma.data(), mean.data(), rstd.data(), c.rows, c.cols, dx.data(),
+                                accumulate, dgamma.data(), dbeta.data(), accumulate);
     const auto got_dx = dx.download(), got_dg = dgamma.download(), got_db = dbeta.download();
     for (size_t i = 0; i < got_dx.size(); ++i) {
       const double base = accumulate ? to_float(prev_dx[i]) : 0.0;

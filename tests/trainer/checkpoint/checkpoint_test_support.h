@@ -104,7 +104,7 @@ inline TrainState small_state(int64_t step) {
     s.momentum_fp32.push_back(-0.5f * static_cast<float>(i));
   }
   s.step = step;
-  s.optimizer_steps = step;  // none skipped
+  s.optimizer_steps = step;           // none skipped
   s.momentum_initialized = step > 0;  // a step that was not skipped set it
   s.seed = 42;
   s.run_id = 0x5eed0001;

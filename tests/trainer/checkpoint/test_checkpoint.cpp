@@ -74,7 +74,9 @@ TEST_F(CheckpointCorruption, BadMagicIsRefused) {
   const std::string text = checkpoint_error_of([&] { read_checkpoint(file); });
   EXPECT_EQ(text, "checkpoint " + file + ": not a ddp_train checkpoint (bad magic)");
   // Short garbage too, and a file shorter than the magic that does not agree.
-  EXPECT_TRUE(contains(checkpoint_error_of([] { parse_checkpoint({'D', 'D', 'X', 'X', 'X', 'X', 'X', 'X', 'X'}, "short"); }),
+  EXPECT_TRUE(contains(checkpoint_error_of([] {
+                         parse_checkpoint({'D', 'D', 'X', 'X', 'X', 'X', 'X', 'X', 'X'}, "short");
+                       }),
                        "bad magic"));
 }
 

@@ -81,7 +81,8 @@ TEST_F(CheckpointAtomicWrite, FailedWriteKeepsOldFileAndRemovesTemp) {
   ASSERT_FALSE(message.empty()) << "write under a 64 KiB file-size limit did not fail";
   EXPECT_TRUE(contains(message, file)) << message;
   EXPECT_TRUE(contains(message, std::strerror(EFBIG))) << message;
-  EXPECT_EQ(file_names_in(dir_), (std::set<std::string>{checkpoint_file_name(1), fs::path(other_temp).filename().string()}));
+  EXPECT_EQ(file_names_in(dir_),
+            (std::set<std::string>{checkpoint_file_name(1), fs::path(other_temp).filename().string()}));
   expect_same_state(old_state, read_checkpoint(file));
 }
 

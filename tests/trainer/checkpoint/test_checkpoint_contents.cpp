@@ -46,25 +46,36 @@ TEST_F(CheckpointCompat, MismatchesAreNamed) {
   ckpt.loss = "xent";
   ckpt.master_weights_fp32.assign(mlp_params(ckpt.model_dims), 0.0f);
   ckpt.momentum_fp32.assign(mlp_params(ckpt.model_dims), 0.0f);
-  EXPECT_NO_THROW(check_checkpoint_compatible(ckpt, {784, 512, 10}, "relu", "xent", mlp_params({784, 512, 10}), "c.ddpckpt"));
+  EXPECT_NO_THROW(
+      check_checkpoint_compatible(ckpt, {784, 512, 10}, "relu", "xent", mlp_params({784, 512, 10}), "c.ddpckpt"));
 
-  EXPECT_EQ(checkpoint_error_of([&] { check_checkpoint_compatible(ckpt, {784, 256, 10}, "relu", "xent", mlp_params({784, 256, 10}), "c.ddpckpt"); }),
-            "checkpoint c.ddpckpt: model shape mismatch: checkpoint has layers 784,512,10, this run 784,256,10");
-  EXPECT_EQ(checkpoint_error_of([&] { check_checkpoint_compatible(ckpt, {784, 512, 10}, "gelu", "xent", mlp_params({784, 512, 10}), "c.ddpckpt"); }),
-            "checkpoint c.ddpckpt: activation mismatch: checkpoint has relu, this run gelu");
-  EXPECT_EQ(checkpoint_error_of([&] { check_checkpoint_compatible(ckpt, {784, 512, 10}, "relu", "mse", mlp_params({784, 512, 10}), "c.ddpckpt"); }),
+  EXPECT_EQ(
+      checkpoint_error_of([&] {
+        check_checkpoint_compatible(ckpt, {784, 256, 10}, "relu", "xent", mlp_params({784, 256, 10}), "c.ddpckpt");
+      }),
+      "checkpoint c.ddpckpt: model shape mismatch: checkpoint has layers 784,512,10, this run 784,256,10");
+  EXPECT_EQ(
+      checkpoint_error_of([&] {
+        check_checkpoint_compatible(ckpt, {784, 512, 10}, "gelu", "xent", mlp_params({784, 512, 10}), "c.ddpckpt");
+      }),
+      "checkpoint c.ddpckpt: activation mismatch: checkpoint has relu, this run gelu");
+  EXPECT_EQ(checkpoint_error_of([&] {
+              check_checkpoint_compatible(ckpt, {784, 512, 10}, "relu", "mse", mlp_params({784, 512, 10}), "c.ddpckpt");
+            }),
             "checkpoint c.ddpckpt: loss mismatch: checkpoint has xent, this run mse");
 
   TrainState short_weights = ckpt;
   short_weights.master_weights_fp32.pop_back();
   EXPECT_TRUE(contains(checkpoint_error_of([&] {
-                         check_checkpoint_compatible(short_weights, {784, 512, 10}, "relu", "xent", mlp_params({784, 512, 10}), "c.ddpckpt");
+                         check_checkpoint_compatible(short_weights, {784, 512, 10}, "relu", "xent",
+                                                     mlp_params({784, 512, 10}), "c.ddpckpt");
                        }),
                        "parameter count mismatch"));
   TrainState no_momentum = ckpt;
   no_momentum.momentum_fp32.clear();
   EXPECT_TRUE(contains(checkpoint_error_of([&] {
-                         check_checkpoint_compatible(no_momentum, {784, 512, 10}, "relu", "xent", mlp_params({784, 512, 10}), "c.ddpckpt");
+                         check_checkpoint_compatible(no_momentum, {784, 512, 10}, "relu", "xent",
+                                                     mlp_params({784, 512, 10}), "c.ddpckpt");
                        }),
                        "momentum size mismatch"));
 }

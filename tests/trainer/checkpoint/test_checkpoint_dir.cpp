@@ -39,9 +39,9 @@ TEST_F(CheckpointDir, PicksNewestValidAndReportsWhatItSkipped) {
   damaged[damaged.size() - 5] ^= 0x10;  // in a tensor's bytes
   write_bytes(newest, damaged);
   write_bytes(leftover, std::vector<uint8_t>(20, 0));
-  write_bytes(path("metrics.jsonl"), {'{', '}', '\n'});           // not a checkpoint
-  write_bytes(path("ckpt-step5.ddpckpt"), {'x'});                // not our naming
-  write_bytes(path(checkpoint_file_name(50) + ".bak"), {'x'});   // not our naming
+  write_bytes(path("metrics.jsonl"), {'{', '}', '\n'});         // not a checkpoint
+  write_bytes(path("ckpt-step5.ddpckpt"), {'x'});               // not our naming
+  write_bytes(path(checkpoint_file_name(50) + ".bak"), {'x'});  // not our naming
 
   const CheckpointScan scan = find_newest_valid_checkpoint(dir_);
   EXPECT_EQ(scan.newest_valid, older);
@@ -135,9 +135,9 @@ TEST_F(CheckpointDir, PruneKeepsTheNewestOfThisRunOnly) {
   EXPECT_EQ(removed.size(), 3u);
   std::set<std::string> want = file_names_in(dir_);
   EXPECT_EQ(want.count(checkpoint_file_name(1000)) + want.count(checkpoint_file_name(100)), 2u);
-  EXPECT_EQ(want.count(checkpoint_file_name(20)) + want.count(checkpoint_file_name(7)) +
-                want.count(checkpoint_file_name(5)),
-            0u);
+  EXPECT_EQ(
+      want.count(checkpoint_file_name(20)) + want.count(checkpoint_file_name(7)) + want.count(checkpoint_file_name(5)),
+      0u);
   for (int64_t foreign : {1, 2, 3, 4}) EXPECT_EQ(want.count(checkpoint_file_name(foreign)), 1u) << foreign;
   EXPECT_EQ(want.count(leftover) + want.count("metrics.jsonl"), 2u);
 

@@ -115,9 +115,9 @@ TEST_F(CheckpointV2, TheSafetensorsReaderSeesEveryTensorAndTheState) {
     EXPECT_EQ(t.dtype, SafetensorsDtype::F32) << t.name;
   }
   // The weights under their state_dict names (registry order), then one momentum tensor each.
-  EXPECT_EQ(names, (std::vector<std::string>{"2.weight", "2.bias", "0.weight", "0.bias", "optim.momentum.2.weight",
-                                             "optim.momentum.2.bias", "optim.momentum.0.weight",
-                                             "optim.momentum.0.bias"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"2.weight", "2.bias", "0.weight", "0.bias", "optim.momentum.2.weight",
+                                      "optim.momentum.2.bias", "optim.momentum.0.weight", "optim.momentum.0.bias"}));
   EXPECT_EQ(f.find("0.weight")->shape, (std::vector<int64_t>{2, 3}));
   EXPECT_EQ(f.metadata.at("ddp_train.checkpoint"), "2");
   EXPECT_EQ(f.metadata.at("format"), "pt");

@@ -119,36 +119,47 @@ TEST_F(CheckpointValidation, FreshRunAtStepZeroPasses) {
 }
 
 TEST_F(CheckpointValidation, PositionBounds) {
-  expect_bound("step -5", [](TrainState& s) { s.step = -5; }, {"step is -5", ">= 0"},
-               [](TrainState& s) { s.step = s.epoch = s.epoch_sample_offset = s.skipped_steps = 0,
-                                   s.momentum_initialized = false, s.scaler.growth_tracker = 0,
-                                   s.scaler.hysteresis_left = 1; });
-  expect_bound("step INT64_MIN", [](TrainState& s) { s.step = kI64Min; }, {"step is " + std::to_string(kI64Min)},
-               [](TrainState& s) { s.step = kMaxTrainSteps; });
-  expect_bound("step 2^40 + 1", [](TrainState& s) { s.step = kMaxTrainSteps + 1; }, {"step is 1099511627777", "2^40"},
-               [](TrainState& s) { s.step = kMaxTrainSteps; });
-  expect_bound("step INT64_MAX", [](TrainState& s) { s.step = kI64Max; }, {"step is " + std::to_string(kI64Max)},
-               [](TrainState& s) { s.step = kMaxTrainSteps; });
-  expect_bound("epoch -1", [](TrainState& s) { s.epoch = -1; }, {"epoch is -1", ">= 0"},
-               [](TrainState& s) { s.epoch = 0; });
-  expect_bound("epoch INT64_MIN", [](TrainState& s) { s.epoch = kI64Min; }, {"epoch is " + std::to_string(kI64Min)},
-               [](TrainState& s) { s.epoch = 0, s.epoch_sample_offset = 0; });
-  expect_bound("offset -1", [](TrainState& s) { s.epoch_sample_offset = -1; }, {"epoch_sample_offset is -1"},
-               [](TrainState& s) { s.epoch_sample_offset = 0; });
-  expect_bound("offset huge", [](TrainState& s) { s.epoch_sample_offset = kI64Min; }, {"epoch_sample_offset"},
-               [](TrainState& s) { s.epoch_sample_offset = kI64Max; });
-  expect_bound("skipped -1", [](TrainState& s) { s.skipped_steps = -1; }, {"skipped_steps is -1"},
-               [](TrainState& s) { s.skipped_steps = 0, s.scaler.hysteresis_left = 1; });
+  expect_bound(
+      "step -5", [](TrainState& s) { s.step = -5; }, {"step is -5", ">= 0"},
+      [](TrainState& s) {
+        s.step = s.epoch = s.epoch_sample_offset = s.skipped_steps = 0, s.momentum_initialized = false,
+        s.scaler.growth_tracker = 0, s.scaler.hysteresis_left = 1;
+      });
+  expect_bound(
+      "step INT64_MIN", [](TrainState& s) { s.step = kI64Min; }, {"step is " + std::to_string(kI64Min)},
+      [](TrainState& s) { s.step = kMaxTrainSteps; });
+  expect_bound(
+      "step 2^40 + 1", [](TrainState& s) { s.step = kMaxTrainSteps + 1; }, {"step is 1099511627777", "2^40"},
+      [](TrainState& s) { s.step = kMaxTrainSteps; });
+  expect_bound(
+      "step INT64_MAX", [](TrainState& s) { s.step = kI64Max; }, {"step is " + std::to_string(kI64Max)},
+      [](TrainState& s) { s.step = kMaxTrainSteps; });
+  expect_bound(
+      "epoch -1", [](TrainState& s) { s.epoch = -1; }, {"epoch is -1", ">= 0"}, [](TrainState& s) { s.epoch = 0; });
+  expect_bound(
+      "epoch INT64_MIN", [](TrainState& s) { s.epoch = kI64Min; }, {"epoch is " + std::to_string(kI64Min)},
+      [](TrainState& s) { s.epoch = 0, s.epoch_sample_offset = 0; });
+  expect_bound(
+      "offset -1", [](TrainState& s) { s.epoch_sample_offset = -1; }, {"epoch_sample_offset is -1"},
+      [](TrainState& s) { s.epoch_sample_offset = 0; });
+  expect_bound(
+      "offset huge", [](TrainState& s) { s.epoch_sample_offset = kI64Min; }, {"epoch_sample_offset"},
+      [](TrainState& s) { s.epoch_sample_offset = kI64Max; });
+  expect_bound(
+      "skipped -1", [](TrainState& s) { s.skipped_steps = -1; }, {"skipped_steps is -1"},
+      [](TrainState& s) { s.skipped_steps = 0, s.scaler.hysteresis_left = 1; });
   // All steps skipped is possible (then the momentum is untouched and the
   // growth tracker 0); one more than the steps is not.
-  expect_bound("skipped > step", [](TrainState& s) { s.skipped_steps = s.step + 1; }, {"skipped_steps", "[0, step"},
-               [](TrainState& s) { s.skipped_steps = s.step, s.momentum_initialized = false,
-                                   s.scaler.growth_tracker = 0; });
-  expect_bound("epoch > step", [](TrainState& s) { s.epoch = s.step + 1, s.epoch_sample_offset = 0; },
-               {"epoch is", "<= step"}, [](TrainState& s) { s.epoch = s.step, s.epoch_sample_offset = 0; });
-  expect_bound("offset in an epoch without a step", [](TrainState& s) { s.epoch = s.step, s.epoch_sample_offset = 1; },
-               {"epoch_sample_offset is 1", "step > epoch"},
-               [](TrainState& s) { s.epoch = s.step - 1, s.epoch_sample_offset = 1; });
+  expect_bound(
+      "skipped > step", [](TrainState& s) { s.skipped_steps = s.step + 1; }, {"skipped_steps", "[0, step"},
+      [](TrainState& s) { s.skipped_steps = s.step, s.momentum_initialized = false, s.scaler.growth_tracker = 0; });
+  expect_bound(
+      "epoch > step", [](TrainState& s) { s.epoch = s.step + 1, s.epoch_sample_offset = 0; }, {"epoch is", "<= step"},
+      [](TrainState& s) { s.epoch = s.step, s.epoch_sample_offset = 0; });
+  expect_bound(
+      "offset in an epoch without a step", [](TrainState& s) { s.epoch = s.step, s.epoch_sample_offset = 1; },
+      {"epoch_sample_offset is 1", "step > epoch"},
+      [](TrainState& s) { s.epoch = s.step - 1, s.epoch_sample_offset = 1; });
 }
 
 TEST_F(CheckpointValidation, LossScaleBounds) {
@@ -165,43 +176,45 @@ TEST_F(CheckpointValidation, LossScaleBounds) {
 }
 
 TEST_F(CheckpointValidation, GrowthTrackerBounds) {
-  expect_bound("growth -1", [](TrainState& s) { s.scaler.growth_tracker = -1; }, {"growth_tracker is -1"},
-               [](TrainState& s) { s.scaler.growth_tracker = 0; });
-  expect_bound("growth INT64_MIN", [](TrainState& s) { s.scaler.growth_tracker = kI64Min; },
-               {"growth_tracker is " + std::to_string(kI64Min)}, [](TrainState& s) { s.scaler.growth_tracker = 0; });
+  expect_bound(
+      "growth -1", [](TrainState& s) { s.scaler.growth_tracker = -1; }, {"growth_tracker is -1"},
+      [](TrainState& s) { s.scaler.growth_tracker = 0; });
+  expect_bound(
+      "growth INT64_MIN", [](TrainState& s) { s.scaler.growth_tracker = kI64Min; },
+      {"growth_tracker is " + std::to_string(kI64Min)}, [](TrainState& s) { s.scaler.growth_tracker = 0; });
   // It counts clean steps, so it cannot exceed them.
-  expect_bound("growth > clean steps",
-               [](TrainState& s) { s.scaler.growth_tracker = s.step - s.skipped_steps + 1; }, {"growth_tracker is"},
-               [](TrainState& s) { s.scaler.growth_tracker = s.step - s.skipped_steps; });
-  expect_bound("growth INT64_MAX", [](TrainState& s) { s.scaler.growth_tracker = kI64Max; },
-               {"growth_tracker is " + std::to_string(kI64Max)},
-               [](TrainState& s) { s.scaler.growth_tracker = s.step - s.skipped_steps; });
+  expect_bound(
+      "growth > clean steps", [](TrainState& s) { s.scaler.growth_tracker = s.step - s.skipped_steps + 1; },
+      {"growth_tracker is"}, [](TrainState& s) { s.scaler.growth_tracker = s.step - s.skipped_steps; });
+  expect_bound(
+      "growth INT64_MAX", [](TrainState& s) { s.scaler.growth_tracker = kI64Max; },
+      {"growth_tracker is " + std::to_string(kI64Max)},
+      [](TrainState& s) { s.scaler.growth_tracker = s.step - s.skipped_steps; });
 }
 
 TEST_F(CheckpointValidation, HysteresisBounds) {
   // Before any skipped step it is --hysteresis >= 1; each skipped step may
   // lower it by one, past 0.
-  expect_bound("hysteresis 0 without a skipped step",
-               [](TrainState& s) { s.skipped_steps = 0, s.scaler.hysteresis_left = 0; },
-               {"hysteresis_left is 0", ">= 1"},
-               [](TrainState& s) { s.skipped_steps = 0, s.scaler.hysteresis_left = 1; });
-  expect_bound("hysteresis below 1 - skipped",
-               [](TrainState& s) { s.scaler.hysteresis_left = -s.skipped_steps; }, {"hysteresis_left is"},
-               [](TrainState& s) { s.scaler.hysteresis_left = 1 - s.skipped_steps; });
-  expect_bound("hysteresis INT64_MIN", [](TrainState& s) { s.scaler.hysteresis_left = kI64Min; },
-               {"hysteresis_left is " + std::to_string(kI64Min)},
-               [](TrainState& s) { s.scaler.hysteresis_left = kI64Max; });
+  expect_bound(
+      "hysteresis 0 without a skipped step", [](TrainState& s) { s.skipped_steps = 0, s.scaler.hysteresis_left = 0; },
+      {"hysteresis_left is 0", ">= 1"}, [](TrainState& s) { s.skipped_steps = 0, s.scaler.hysteresis_left = 1; });
+  expect_bound(
+      "hysteresis below 1 - skipped", [](TrainState& s) { s.scaler.hysteresis_left = -s.skipped_steps; },
+      {"hysteresis_left is"}, [](TrainState& s) { s.scaler.hysteresis_left = 1 - s.skipped_steps; });
+  expect_bound(
+      "hysteresis INT64_MIN", [](TrainState& s) { s.scaler.hysteresis_left = kI64Min; },
+      {"hysteresis_left is " + std::to_string(kI64Min)}, [](TrainState& s) { s.scaler.hysteresis_left = kI64Max; });
 }
 
 TEST_F(CheckpointValidation, MomentumFlagFollowsCleanSteps) {
-  expect_bound("flag off after a clean step", [](TrainState& s) { s.momentum_initialized = false; },
-               {"momentum_initialized is 0", "must be 1"},
-               [](TrainState& s) { s.skipped_steps = s.step, s.scaler.growth_tracker = 0,
-                                   s.momentum_initialized = false; });
-  expect_bound("flag on with every step skipped",
-               [](TrainState& s) { s.skipped_steps = s.step, s.scaler.growth_tracker = 0; },
-               {"momentum_initialized is 1", "must be 0"},
-               [](TrainState& s) { s.skipped_steps = s.step - 1, s.scaler.growth_tracker = 1; });
+  expect_bound(
+      "flag off after a clean step", [](TrainState& s) { s.momentum_initialized = false; },
+      {"momentum_initialized is 0", "must be 1"},
+      [](TrainState& s) { s.skipped_steps = s.step, s.scaler.growth_tracker = 0, s.momentum_initialized = false; });
+  expect_bound(
+      "flag on with every step skipped", [](TrainState& s) { s.skipped_steps = s.step, s.scaler.growth_tracker = 0; },
+      {"momentum_initialized is 1", "must be 0"},
+      [](TrainState& s) { s.skipped_steps = s.step - 1, s.scaler.growth_tracker = 1; });
 }
 
 TEST_F(CheckpointValidation, ModelShapeBounds) {
@@ -209,39 +222,60 @@ TEST_F(CheckpointValidation, ModelShapeBounds) {
     s.master_weights_fp32.assign(mlp_params(s.model_dims), 0.5f);
     s.momentum_fp32.assign(mlp_params(s.model_dims), -0.5f);
   };
-  expect_bound("no widths", [](TrainState& s) { s.model_dims.clear(); }, {"layer widths list 0"},
-               [&](TrainState& s) { s.model_dims = {1, 1}, resize(s); });
-  expect_bound("one width", [](TrainState& s) { s.model_dims.resize(1); }, {"layer widths list 1"},
-               [&](TrainState& s) { s.model_dims.resize(2), resize(s); });
+  expect_bound(
+      "no widths", [](TrainState& s) { s.model_dims.clear(); }, {"layer widths list 0"},
+      [&](TrainState& s) {
+        s.model_dims = {1, 1}, resize(s);
+      });
+  expect_bound(
+      "one width", [](TrainState& s) { s.model_dims.resize(1); }, {"layer widths list 1"},
+      [&](TrainState& s) { s.model_dims.resize(2), resize(s); });
   const size_t at = rng_() % 2;
-  expect_bound("width 0", [at](TrainState& s) { s.model_dims[at] = 0; },
-               {"layer width " + std::to_string(at) + " (of", "is 0", "> 0"},
-               [&](TrainState& s) { s.model_dims[at] = 1, resize(s); });
-  expect_bound("width -1", [](TrainState& s) { s.model_dims.back() = -1; }, {"is -1 (must be > 0)"},
-               [&](TrainState& s) { s.model_dims.back() = 1, resize(s); });
-  expect_bound("width INT64_MIN", [](TrainState& s) { s.model_dims[0] = kI64Min; },
-               {"is " + std::to_string(kI64Min)}, [&](TrainState& s) { s.model_dims[0] = 1, resize(s); });
-  expect_bound("widths overflow the count", [](TrainState& s) { s.model_dims = {kI64Max, kI64Max}; },
-               {"2^64"}, [&](TrainState& s) { s.model_dims = {9, 9}, resize(s); });
-  expect_bound("weights one short", [](TrainState& s) { s.master_weights_fp32.pop_back(); },
-               {"master weights hold"}, [](TrainState&) {});
-  expect_bound("weights one over", [](TrainState& s) { s.master_weights_fp32.push_back(0.0f); },
-               {"master weights hold"}, [](TrainState&) {});
-  expect_bound("momentum one short", [](TrainState& s) { s.momentum_fp32.pop_back(); }, {"momentum holds"},
-               [](TrainState&) {});
+  expect_bound(
+      "width 0", [at](TrainState& s) { s.model_dims[at] = 0; },
+      {"layer width " + std::to_string(at) + " (of", "is 0", "> 0"},
+      [&](TrainState& s) { s.model_dims[at] = 1, resize(s); });
+  expect_bound(
+      "width -1", [](TrainState& s) { s.model_dims.back() = -1; }, {"is -1 (must be > 0)"},
+      [&](TrainState& s) { s.model_dims.back() = 1, resize(s); });
+  expect_bound(
+      "width INT64_MIN", [](TrainState& s) { s.model_dims[0] = kI64Min; }, {"is " + std::to_string(kI64Min)},
+      [&](TrainState& s) { s.model_dims[0] = 1, resize(s); });
+  expect_bound(
+      "widths overflow the count",
+      [](TrainState& s) {
+        s.model_dims = {kI64Max, kI64Max};
+      },
+      {"2^64"},
+      [&](TrainState& s) {
+        s.model_dims = {9, 9}, resize(s);
+      });
+  expect_bound(
+      "weights one short", [](TrainState& s) { s.master_weights_fp32.pop_back(); }, {"master weights hold"},
+      [](TrainState&) {});
+  expect_bound(
+      "weights one over", [](TrainState& s) { s.master_weights_fp32.push_back(0.0f); }, {"master weights hold"},
+      [](TrainState&) {});
+  expect_bound(
+      "momentum one short", [](TrainState& s) { s.momentum_fp32.pop_back(); }, {"momentum holds"}, [](TrainState&) {});
 }
 
 TEST_F(CheckpointValidation, NamesMustBeKnown) {
-  expect_bound("activation tanh", [](TrainState& s) { s.activation = "tanh"; },
-               {"activation is 'tanh'", "relu, gelu or gelu-tanh"}, [](TrainState& s) { s.activation = "gelu"; });
-  expect_bound("activation empty", [](TrainState& s) { s.activation.clear(); }, {"activation is ''"},
-               [](TrainState& s) { s.activation = "relu"; });
-  expect_bound("activation with a NUL", [](TrainState& s) { s.activation = std::string("relu\0", 5); },
-               {"activation is"}, [](TrainState& s) { s.activation = "relu"; });
-  expect_bound("activation long", [](TrainState& s) { s.activation.assign(5000, 'x'); }, {"(5000 bytes)"},
-               [](TrainState& s) { s.activation = "relu"; });
-  expect_bound("loss xentropy", [](TrainState& s) { s.loss = "xentropy"; }, {"loss is 'xentropy'", "xent or mse"},
-               [](TrainState& s) { s.loss = "mse"; });
+  expect_bound(
+      "activation tanh", [](TrainState& s) { s.activation = "tanh"; },
+      {"activation is 'tanh'", "relu, gelu or gelu-tanh"}, [](TrainState& s) { s.activation = "gelu"; });
+  expect_bound(
+      "activation empty", [](TrainState& s) { s.activation.clear(); }, {"activation is ''"},
+      [](TrainState& s) { s.activation = "relu"; });
+  expect_bound(
+      "activation with a NUL", [](TrainState& s) { s.activation = std::string("relu\0", 5); }, {"activation is"},
+      [](TrainState& s) { s.activation = "relu"; });
+  expect_bound(
+      "activation long", [](TrainState& s) { s.activation.assign(5000, 'x'); }, {"(5000 bytes)"},
+      [](TrainState& s) { s.activation = "relu"; });
+  expect_bound(
+      "loss xentropy", [](TrainState& s) { s.loss = "xentropy"; }, {"loss is 'xentropy'", "xent or mse"},
+      [](TrainState& s) { s.loss = "mse"; });
 }
 
 TEST_F(CheckpointValidation, NonFiniteWeightsAreNamedByFirstIndex) {
@@ -293,8 +327,10 @@ TEST_F(CheckpointValidation, EveryStateTheScalerRuleReachesPasses) {
       const bool overflow = uniform(rng_, 0, 99) < overflow_percent;
       scaler.update(overflow);
       ++s.step;
-      if (overflow) ++s.skipped_steps;
-      else s.momentum_initialized = true;
+      if (overflow)
+        ++s.skipped_steps;
+      else
+        s.momentum_initialized = true;
       s.scaler = scaler.state();
       saw_negative_hysteresis |= s.scaler.hysteresis_left < 0;
       const std::string problem = problem_of(s);
@@ -312,27 +348,37 @@ namespace ddp {
 namespace {
 
 TEST_F(CheckpointValidation, OptimizerStateBounds) {
-  expect_bound("model kind", [](TrainState& s) { s.model_kind = "resnet"; }, {"model is 'resnet'", "mlp or gpt"},
-               [](TrainState& s) { s.model_kind = "mlp"; });
-  expect_bound("optimizer lion", [](TrainState& s) { s.optimizer = "lion"; }, {"optimizer is 'lion'", "sgd or adamw"},
-               [](TrainState& s) { s.optimizer = "sgd"; });
+  expect_bound(
+      "model kind", [](TrainState& s) { s.model_kind = "resnet"; }, {"model is 'resnet'", "mlp or gpt"},
+      [](TrainState& s) { s.model_kind = "mlp"; });
+  expect_bound(
+      "optimizer lion", [](TrainState& s) { s.optimizer = "lion"; }, {"optimizer is 'lion'", "sgd or adamw"},
+      [](TrainState& s) { s.optimizer = "sgd"; });
   auto adamw = [](TrainState& s) {
     s.optimizer = "adamw";
     s.second_moment_fp32.assign(s.master_weights_fp32.size(), 0.25f);
   };
-  expect_bound("adamw without exp_avg_sq", [](TrainState& s) { s.optimizer = "adamw"; },
-               {"exp_avg_sq holds 0 values", "adamw keeps"}, adamw);
-  expect_bound("sgd with exp_avg_sq", [](TrainState& s) { s.second_moment_fp32.assign(3, 0.0f); },
-               {"exp_avg_sq holds 3 values", "sgd keeps 0"}, [](TrainState&) {});
-  expect_bound("exp_avg_sq one short", [&](TrainState& s) { adamw(s), s.second_moment_fp32.pop_back(); },
-               {"exp_avg_sq holds"}, adamw);
-  expect_bound("negative exp_avg_sq", [&](TrainState& s) { adamw(s), s.second_moment_fp32.back() = -1e-30f; },
-               {"exp_avg_sq value", "must be >= 0"}, [&](TrainState& s) { adamw(s), s.second_moment_fp32.back() = 0.0f; });
-  expect_bound("NaN exp_avg_sq", [&](TrainState& s) { adamw(s), s.second_moment_fp32[0] = NAN; },
-               {"exp_avg_sq value 0", "nan"}, adamw);
-  expect_bound("tensors that are not the layout",
-               [](TrainState& s) { s.tensors = {{"0.weight", {1, 1}}}; }, {"its tensors hold 1 values"},
-               [](TrainState& s) { s.tensors.clear(); });
+  expect_bound(
+      "adamw without exp_avg_sq", [](TrainState& s) { s.optimizer = "adamw"; },
+      {"exp_avg_sq holds 0 values", "adamw keeps"}, adamw);
+  expect_bound(
+      "sgd with exp_avg_sq", [](TrainState& s) { s.second_moment_fp32.assign(3, 0.0f); },
+      {"exp_avg_sq holds 3 values", "sgd keeps 0"}, [](TrainState&) {});
+  expect_bound(
+      "exp_avg_sq one short", [&](TrainState& s) { adamw(s), s.second_moment_fp32.pop_back(); }, {"exp_avg_sq holds"},
+      adamw);
+  expect_bound(
+      "negative exp_avg_sq", [&](TrainState& s) { adamw(s), s.second_moment_fp32.back() = -1e-30f; },
+      {"exp_avg_sq value", "must be >= 0"}, [&](TrainState& s) { adamw(s), s.second_moment_fp32.back() = 0.0f; });
+  expect_bound(
+      "NaN exp_avg_sq", [&](TrainState& s) { adamw(s), s.second_moment_fp32[0] = NAN; }, {"exp_avg_sq value 0", "nan"},
+      adamw);
+  expect_bound(
+      "tensors that are not the layout",
+      [](TrainState& s) {
+        s.tensors = {{"0.weight", {1, 1}}};
+      },
+      {"its tensors hold 1 values"}, [](TrainState& s) { s.tensors.clear(); });
 }
 
 TEST_F(CheckpointValidation, OptimizerStepsAreTheCleanSteps) {

@@ -136,33 +136,47 @@ TEST(WeightsSafetensors, MissingExtraOrMisShapedTensorIsRefusedNamingIt) {
   std::mt19937_64 rng(test::test_seed());
   const RandomModel m = random_model(rng);
   std::vector<float> storage;
-  const std::string missing = write_edited("missing.safetensors", m, [](auto& out) {
-    out.erase(std::find_if(out.begin(), out.end(), [](const auto& t) { return t.name == "2.bias"; }));
-  }, storage);
+  const std::string missing = write_edited(
+      "missing.safetensors", m,
+      [](auto& out) {
+        out.erase(std::find_if(out.begin(), out.end(), [](const auto& t) { return t.name == "2.bias"; }));
+      },
+      storage);
   test::expect_data_error([&] { load_weights(missing, m.registry); },
                           {"missing.safetensors", "tensor 2.bias", "missing", "0.weight ["});
 
   const std::vector<float> extra_values = test::random_floats(rng, 3);
-  const std::string extra = write_edited("extra.safetensors", m, [&](auto& out) {
-    out.push_back({"6.weight", SafetensorsDtype::F32, {3}, reinterpret_cast<const uint8_t*>(extra_values.data()), 12});
-  }, storage);
+  const std::string extra = write_edited(
+      "extra.safetensors", m,
+      [&](auto& out) {
+        out.push_back(
+            {"6.weight", SafetensorsDtype::F32, {3}, reinterpret_cast<const uint8_t*>(extra_values.data()), 12});
+      },
+      storage);
   test::expect_data_error([&] { load_weights(extra, m.registry); },
                           {"extra.safetensors", "tensor 6.weight", "not a tensor of this model"});
 
   // 0.weight transposed: the same element count, another shape.
-  const std::string transposed = write_edited("transposed.safetensors", m, [](auto& out) {
-    for (auto& t : out)
-      if (t.name == "0.weight") std::swap(t.shape[0], t.shape[1]);
-  }, storage);
+  const std::string transposed = write_edited(
+      "transposed.safetensors", m,
+      [](auto& out) {
+        for (auto& t : out)
+          if (t.name == "0.weight") std::swap(t.shape[0], t.shape[1]);
+      },
+      storage);
   const ParameterTensor& w0 = m.registry[m.registry.find("0.weight")];
   test::expect_data_error([&] { load_weights(transposed, m.registry); },
                           {"transposed.safetensors", "tensor 0.weight", "shape [" + std::to_string(w0.shape[1]) + ", ",
                            "this model's is [" + std::to_string(w0.shape[0]) + ", "});
-  const std::string flattened = write_edited("flat.safetensors", m, [](auto& out) {
-    for (auto& t : out)
-      if (t.name == "2.weight") t.shape = {t.shape[0] * t.shape[1]};
-  }, storage);
-  test::expect_data_error([&] { load_weights(flattened, m.registry); }, {"flat.safetensors", "tensor 2.weight", "shape ["});
+  const std::string flattened = write_edited(
+      "flat.safetensors", m,
+      [](auto& out) {
+        for (auto& t : out)
+          if (t.name == "2.weight") t.shape = {t.shape[0] * t.shape[1]};
+      },
+      storage);
+  test::expect_data_error([&] { load_weights(flattened, m.registry); },
+                          {"flat.safetensors", "tensor 2.weight", "shape ["});
 }
 
 // Weights to start from must be finite (every step would be skipped): a NaN

@@ -86,14 +86,19 @@ TEST(BatchLoader, EveryLoadHoldsTheRowsAskedFor) {
       const Indices batch = next;
       const int rows = 1 + static_cast<int>(rng() % 8);
       switch (rng() % 5) {
-        case 0: next = batch; break;                             // the same batch again (resident)
-        default: next = random_indices(rng, d.count, rows); break;
+        case 0:
+          next = batch;
+          break;  // the same batch again (resident)
+        default:
+          next = random_indices(rng, d.count, rows);
+          break;
       }
       const DeviceBatch b = loader.load(batch.data(), static_cast<int>(batch.size()));
       expect_batch_holds(cpu, d, b, batch);
       switch (rng() % 4) {
-        case 0: break;  // no prefetch
-        case 1: {       // a wrong guess
+        case 0:
+          break;   // no prefetch
+        case 1: {  // a wrong guess
           const Indices wrong = random_indices(rng, d.count, rows);
           loader.prefetch(wrong.data(), rows);
           break;
@@ -104,7 +109,9 @@ TEST(BatchLoader, EveryLoadHoldsTheRowsAskedFor) {
           loader.prefetch(next.data(), static_cast<int>(next.size()));
           break;
         }
-        default: loader.prefetch(next.data(), static_cast<int>(next.size())); break;
+        default:
+          loader.prefetch(next.data(), static_cast<int>(next.size()));
+          break;
       }
       // A prefetch never disturbs the batch in use.
       expect_batch_holds(cpu, d, b, batch);

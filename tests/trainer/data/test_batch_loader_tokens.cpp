@@ -109,8 +109,9 @@ TEST(BatchLoaderTokens, EveryLoadHoldsTheRowsAskedFor) {
     for (const DeviceBatch& s : slots)
       if (!same_slot(s)) poison_slot(s, kMaxBatch, d.tokens_per_sample);
     switch (rng() % 4) {
-      case 0: break;  // no prefetch
-      case 1: {       // a wrong guess
+      case 0:
+        break;   // no prefetch
+      case 1: {  // a wrong guess
         const Indices wrong = fresh(rows);
         asked.insert(wrong);
         loader.prefetch(wrong.data(), rows);
@@ -123,7 +124,9 @@ TEST(BatchLoaderTokens, EveryLoadHoldsTheRowsAskedFor) {
         loader.prefetch(next.data(), static_cast<int>(next.size()));
         break;
       }
-      default: loader.prefetch(next.data(), static_cast<int>(next.size())); break;
+      default:
+        loader.prefetch(next.data(), static_cast<int>(next.size()));
+        break;
     }
     // A prefetch never disturbs the batch in use.
     expect_token_batch_holds(cpu, d, b, batch);
@@ -171,8 +174,7 @@ TEST(BatchLoaderTokens, TwoSlotsAtFixedAddresses) {
     EXPECT_NE(b.token_ids, previous) << "batch " << i << " reused the slot of the batch before it";
     previous = b.token_ids;
     const size_t region = kMaxBatch * d.tokens_per_sample;
-    EXPECT_TRUE(b.labels >= b.token_ids + region || b.labels + region <= b.token_ids)
-        << "labels overlap the token ids";
+    EXPECT_TRUE(b.labels >= b.token_ids + region || b.labels + region <= b.token_ids) << "labels overlap the token ids";
     id_addresses.insert(b.token_ids);
     label_addresses.insert(b.labels);
   }

@@ -49,13 +49,15 @@ TEST(DataCsv, LoadsFileAndGzippedFile) {
 }
 
 TEST(DataCsvErrors, RaggedRowsNameTheLine) {
-  expect_data_error([&] { parse_csv("a,b,y\n1,2,0\n1,2\n", "r.csv"); }, {"r.csv", "line 3", "expected 3 fields, found 2"});
+  expect_data_error([&] { parse_csv("a,b,y\n1,2,0\n1,2\n", "r.csv"); },
+                    {"r.csv", "line 3", "expected 3 fields, found 2"});
   expect_data_error([&] { parse_csv("1,2,0\n1,2,0,4\n", "r.csv"); }, {"r.csv", "line 2", "found 4"});
   expect_data_error([&] { parse_csv("1,2,0\n\n1,2,0\n", "r.csv"); }, {"r.csv", "line 2", "blank line"});
 }
 
 TEST(DataCsvErrors, NonNumericFieldNamesLineAndColumn) {
-  expect_data_error([&] { parse_csv("a,b,y\n1,2,0\n1,x2,1\n", "n.csv"); }, {"n.csv: line 3, column 2: non-numeric field 'x2'"});
+  expect_data_error([&] { parse_csv("a,b,y\n1,2,0\n1,x2,1\n", "n.csv"); },
+                    {"n.csv: line 3, column 2: non-numeric field 'x2'"});
   expect_data_error([&] { parse_csv("a,b,y\n1,,0\n", "n.csv"); }, {"n.csv", "line 2, column 2", "non-numeric"});
 }
 

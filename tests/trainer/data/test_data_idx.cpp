@@ -96,8 +96,11 @@ TEST(DataIdxErrors, TruncatedHeader) {
 }
 
 TEST(DataIdxErrors, HugeDimsAreTruncationNotOverflow) {
-  expect_data_error([&] { parse_idx(idx_bytes({0xffffffff, 0xffffffff, 0xffffffff}, {1, 2}), "h.idx"); },
-                    {"h.idx", "truncated"});
+  expect_data_error(
+      [&] {
+        parse_idx(idx_bytes({0xffffffff, 0xffffffff, 0xffffffff}, {1, 2}), "h.idx");
+      },
+      {"h.idx", "truncated"});
 }
 
 TEST(DataIdxErrors, BadMagic) {
@@ -110,10 +113,16 @@ TEST(DataIdxErrors, BadMagic) {
 }
 
 TEST(DataIdxErrors, UnsupportedDtype) {
-  expect_data_error([&] { parse_idx(idx_bytes({1}, {0, 0, 0, 0}, 0x0D), "f.idx"); }, {"f.idx", "dtype", "0x0d", "float32"});
+  expect_data_error(
+      [&] {
+        parse_idx(idx_bytes({1}, {0, 0, 0, 0}, 0x0D), "f.idx");
+      },
+      {"f.idx", "dtype", "0x0d", "float32"});
 }
 
-TEST(DataIdxErrors, ZeroNdim) { expect_data_error([&] { parse_idx({0, 0, 8, 0}, "z.idx"); }, {"z.idx", "magic", "ndim"}); }
+TEST(DataIdxErrors, ZeroNdim) {
+  expect_data_error([&] { parse_idx({0, 0, 8, 0}, "z.idx"); }, {"z.idx", "magic", "ndim"});
+}
 
 TEST(DataIdxErrors, UnexpectedNdim) {
   const std::string images = write_temp("images", idx_bytes({3, 2, 2}, kPixels));

@@ -57,8 +57,10 @@ TEST(DataSynthetic, GoldenValuesPinTheGenerator) {
   ASSERT_EQ(p.weight.size(), want_w.size());
   ASSERT_EQ(d.targets.size(), want_y.size());
   for (size_t i = 0; i < want_x.size(); ++i) EXPECT_EQ(bits(d.x[i]), want_x[i]) << "x " << i << " = " << d.x[i];
-  for (size_t i = 0; i < want_w.size(); ++i) EXPECT_EQ(bits(p.weight[i]), want_w[i]) << "w " << i << " = " << p.weight[i];
-  for (size_t i = 0; i < want_y.size(); ++i) EXPECT_EQ(bits(d.targets[i]), want_y[i]) << "y " << i << " = " << d.targets[i];
+  for (size_t i = 0; i < want_w.size(); ++i)
+    EXPECT_EQ(bits(p.weight[i]), want_w[i]) << "w " << i << " = " << p.weight[i];
+  for (size_t i = 0; i < want_y.size(); ++i)
+    EXPECT_EQ(bits(d.targets[i]), want_y[i]) << "y " << i << " = " << d.targets[i];
 }
 
 TEST(DataSynthetic, TrainAndTestShareTheProblemNotTheSamples) {

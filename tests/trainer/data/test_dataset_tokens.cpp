@@ -50,9 +50,9 @@ TEST(TokenDataValidate, NamesTheBadIdOrLabelBySampleAndPosition) {
     const std::string what = bad_id ? "token id" : "label";
     const std::string place = "tokens.bin: bad " + what + " " + std::to_string(value) + " in sample " +
                               std::to_string(sample) + ", position " + std::to_string(position);
-    const std::string why = too_big ? std::string(bad_id ? "not below vocab_size " : "not below num_classes ") +
-                                          std::to_string(limit)
-                                    : what + "s must be >= 0";
+    const std::string why =
+        too_big ? std::string(bad_id ? "not below vocab_size " : "not below num_classes ") + std::to_string(limit)
+                : what + "s must be >= 0";
     SCOPED_TRACE(place);
     test::expect_data_error([&] { validate_dataset(d, "tokens.bin"); }, {place, why});
   }
@@ -72,8 +72,8 @@ TEST(TokenDataValidate, RefusesInconsistentShapes) {
   refused(short_ids, {"tokens.bin: shape mismatch", "token ids"});
   Dataset one_label_each = good;  // the feature form's labels [count]
   one_label_each.labels.resize(good.count);
-  refused(one_label_each, {"tokens.bin: count mismatch", std::to_string(good.count) + " labels",
-                           "one label per position"});
+  refused(one_label_each,
+          {"tokens.bin: count mismatch", std::to_string(good.count) + " labels", "one label per position"});
   Dataset no_labels = good;
   no_labels.labels.clear();
   refused(no_labels, {"tokens.bin: count mismatch", "0 labels"});

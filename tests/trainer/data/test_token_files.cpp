@@ -100,9 +100,9 @@ TEST(TokenFiles, AnLlmcTokenCountThatDisagreesWithTheFileSizeIsRefused) {
   const int64_t said = static_cast<int64_t>(held) + (rng() % 2 ? 1 + static_cast<int64_t>(rng() % 50) : -1);
   const std::string path =
       test::write_temp("count.bin", llmc_bytes(random_tokens(rng, held, 50), kLlmcMagic, kLlmcVersion, said));
-  test::expect_data_error([&] { read_token_file(path, TokenFormat::Auto); },
-                          {path + ": ", "token count " + std::to_string(said), "header[2]",
-                           std::to_string(held) + " tokens"});
+  test::expect_data_error(
+      [&] { read_token_file(path, TokenFormat::Auto); },
+      {path + ": ", "token count " + std::to_string(said), "header[2]", std::to_string(held) + " tokens"});
   // A negative count (a corrupt header word) is the same disagreement.
   const std::string negative =
       test::write_temp("negative.bin", llmc_bytes(random_tokens(rng, held, 50), kLlmcMagic, kLlmcVersion, -7));
@@ -123,9 +123,9 @@ TEST(TokenFiles, AnLlmcHeaderCutShortIsRefused) {
   Bytes bytes = llmc_bytes({});
   bytes.resize(4 + rng() % (kLlmcHeaderBytes - 4));  // the magic, and less than the rest of the header
   const std::string path = test::write_temp("short.bin", bytes);
-  test::expect_data_error([&] { read_token_file(path, TokenFormat::Auto); },
-                          {path + ": ", "header", std::to_string(bytes.size()) + " bytes",
-                           std::to_string(kLlmcHeaderBytes)});
+  test::expect_data_error(
+      [&] { read_token_file(path, TokenFormat::Auto); },
+      {path + ": ", "header", std::to_string(bytes.size()) + " bytes", std::to_string(kLlmcHeaderBytes)});
 }
 
 TEST(TokenFiles, ARawUint16FileOfOddByteLengthIsRefused) {
@@ -180,8 +180,8 @@ TEST(TokenFiles, ATokenIdNotBelowTheVocabularyIsNamedByPosition) {
     s.tokens[position] = static_cast<uint16_t>(bad);
     SCOPED_TRACE("position " + std::to_string(position));
     test::expect_data_error([&] { require_tokens_below(s, vocab, "--vocab-size " + std::to_string(vocab)); },
-                            {"train.bin: ", "token id " + std::to_string(bad),
-                             "position " + std::to_string(position), "--vocab-size " + std::to_string(vocab)});
+                            {"train.bin: ", "token id " + std::to_string(bad), "position " + std::to_string(position),
+                             "--vocab-size " + std::to_string(vocab)});
   }
 }
 
@@ -193,8 +193,7 @@ TEST(TokenFiles, AnUnknownTokenFormatNamesTheFlag) {
     parse_token_format("u16");
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("--token-format: 'u16' is not one of auto, bytes, raw-u16"),
-              std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("--token-format: 'u16' is not one of auto, bytes, raw-u16"), std::string::npos)
         << e.what();
   }
 }

@@ -203,8 +203,7 @@ TEST(TokenWindows, AValidationFileOfAnotherEncodingIsRefused) {
   shard.insert(shard.end(), body.begin(), body.end());
   DataConfig c = text_config(test::write_temp("train.bin", shard), 16);
   c.val_text = test::write_temp("val.txt", random_text(rng, 400));
-  test::expect_data_error([&] { load_text_train_test(c); },
-                          {c.val_text + ": ", "bytes", "llm.c", c.train_text});
+  test::expect_data_error([&] { load_text_train_test(c); }, {c.val_text + ": ", "bytes", "llm.c", c.train_text});
 }
 
 // The trainer's consistency check knows the padded classes too.
@@ -218,7 +217,8 @@ TEST(TokenWindows, ValidateRefusesATokenIdAboveTheRealVocabulary) {
   d.token_ids[at] = 100 + static_cast<int32_t>(rng() % 28);
   test::expect_data_error([&] { validate_dataset(d, "tokens"); }, {"tokens: bad token id", "real_vocab_size 100"});
   d = make_token_windows(stream, 0, stream.size(), t, 128, 200, "tokens");
-  test::expect_data_error([&] { validate_dataset(d, "tokens"); }, {"tokens: ", "real_vocab_size 200", "vocab_size 128"});
+  test::expect_data_error([&] { validate_dataset(d, "tokens"); },
+                          {"tokens: ", "real_vocab_size 200", "vocab_size 128"});
 }
 
 // The windows go through the existing sampler and loader unchanged: two

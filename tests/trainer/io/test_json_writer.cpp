@@ -144,9 +144,8 @@ TEST(JsonWriterNumbers, IntegersAreExact) {
       .add("ll", 12345678901234LL)
       .add("u16", static_cast<unsigned short>(65535))
       .add("u32", 4294967295u);
-  EXPECT_EQ(r.str(),
-            R"({"int":-3,"size":18446744073709551615,"i64min":-9223372036854775808,)"
-            R"("i64max":9223372036854775807,"ll":12345678901234,"u16":65535,"u32":4294967295})");
+  EXPECT_EQ(r.str(), R"({"int":-3,"size":18446744073709551615,"i64min":-9223372036854775808,)"
+                     R"("i64max":9223372036854775807,"ll":12345678901234,"u16":65535,"u32":4294967295})");
 }
 
 // ---- records ----------------------------------------------------------------------
@@ -168,14 +167,18 @@ TEST(JsonWriterRecord, DuplicateKeyThrows) {
 TEST(JsonWriterStrings, Escaping) {
   EXPECT_EQ(json_string("plain"), R"("plain")");
   EXPECT_EQ(json_string("a\"b\\c"), R"("a\"b\\c")");
-  EXPECT_EQ(json_string(std::string("\n\t\r\b\f\x01\x1f\x7f", 8)), "\"\\u000a\\u0009\\u000d\\u0008\\u000c\\u0001\\u001f\x7f\"");
+  EXPECT_EQ(json_string(std::string("\n\t\r\b\f\x01\x1f\x7f", 8)),
+            "\"\\u000a\\u0009\\u000d\\u0008\\u000c\\u0001\\u001f\x7f\"");
   EXPECT_EQ(json_string(std::string("nul\0end", 7)), R"("nul\u0000end")");
-  EXPECT_EQ(json_string("h\xc3\xa9llo \xe2\x9c\x93 \xf0\x9f\x98\x80"), "\"h\xc3\xa9llo \xe2\x9c\x93 \xf0\x9f\x98\x80\"");
+  EXPECT_EQ(json_string("h\xc3\xa9llo \xe2\x9c\x93 \xf0\x9f\x98\x80"),
+            "\"h\xc3\xa9llo \xe2\x9c\x93 \xf0\x9f\x98\x80\"");
   // Invalid UTF-8: one U+FFFD per bad byte.
-  EXPECT_EQ(json_string("a\xff" "b"), R"("a\ufffdb")");
-  EXPECT_EQ(json_string("\xc0\xaf"), R"("\ufffd\ufffd")");          // overlong '/'
-  EXPECT_EQ(json_string("\xed\xa0\x80"), R"("\ufffd\ufffd\ufffd")");  // surrogate
-  EXPECT_EQ(json_string("\xe2\x82"), R"("\ufffd\ufffd")");            // cut short
+  EXPECT_EQ(json_string("a\xff"
+                        "b"),
+            R"("a\ufffdb")");
+  EXPECT_EQ(json_string("\xc0\xaf"), R"("\ufffd\ufffd")");                      // overlong '/'
+  EXPECT_EQ(json_string("\xed\xa0\x80"), R"("\ufffd\ufffd\ufffd")");            // surrogate
+  EXPECT_EQ(json_string("\xe2\x82"), R"("\ufffd\ufffd")");                      // cut short
   EXPECT_EQ(json_string("\xf4\x90\x80\x80"), R"("\ufffd\ufffd\ufffd\ufffd")");  // above U+10FFFF
   // Keys are escaped too.
   EXPECT_EQ(JsonRecord().add("k\"", 1).str(), R"({"k\"":1})");
@@ -259,7 +262,9 @@ TEST_F(JsonWriterFile, PythonParsesEveryLine) {
                       .add("event", "strings")
                       .add("ascii", all_ascii)
                       .add("utf8", "h\xc3\xa9llo \xe2\x9c\x93 \xf0\x9f\x98\x80")
-                      .add("bad", "\xff" "ok")
+                      .add("bad",
+                           "\xff"
+                           "ok")
                       .add("inf", std::numeric_limits<double>::infinity())
                       .add("nan", std::nan(""))
                       .add("big", std::numeric_limits<int64_t>::min())
@@ -267,8 +272,8 @@ TEST_F(JsonWriterFile, PythonParsesEveryLine) {
   }
 
   // The plain check, as a one-liner would do it.
-  EXPECT_TRUE(run_ok(std::string(python) + " -c 'import json,sys; [json.loads(l) for l in open(sys.argv[1])]' '" +
-                     path + "'"));
+  EXPECT_TRUE(
+      run_ok(std::string(python) + " -c 'import json,sys; [json.loads(l) for l in open(sys.argv[1])]' '" + path + "'"));
 
   const std::string script = dir_ + "/check.py";
   {

@@ -52,8 +52,8 @@ TEST(Safetensors, Fp32RoundTripKeepsNamesShapesOrderMetadataAndBits) {
   std::mt19937_64 rng(test::test_seed());
   std::uniform_int_distribution<int> dim(0, 7);
   // Shapes of every rank, a scalar and an empty tensor among them.
-  const std::vector<std::vector<int64_t>> shapes = {{dim(rng) + 1, dim(rng) + 1}, {dim(rng) + 1}, {}, {0, 3},
-                                                    {2, dim(rng) + 1, 3}};
+  const std::vector<std::vector<int64_t>> shapes = {
+      {dim(rng) + 1, dim(rng) + 1}, {dim(rng) + 1}, {}, {0, 3}, {2, dim(rng) + 1, 3}};
   std::vector<std::vector<float>> values;
   std::vector<SafetensorsTensorOut> out;
   for (size_t i = 0; i < shapes.size(); ++i) {
@@ -94,8 +94,9 @@ TEST(Safetensors, Fp16AndBf16AreWidenedExactly) {
   Bytes f16 = random_bytes(rng, 2 * count), bf16 = random_bytes(rng, 2 * count);
   f16[0] = 0x00, f16[1] = 0x7c;  // +Inf, and a subnormal next
   f16[2] = 0x01, f16[3] = 0x00;
-  const std::string header = "{\"h\":{\"dtype\":\"F16\",\"shape\":[8,8],\"data_offsets\":[0,128]},"
-                             "\"b\":{\"dtype\":\"BF16\",\"shape\":[64],\"data_offsets\":[128,256]}}";
+  const std::string header =
+      "{\"h\":{\"dtype\":\"F16\",\"shape\":[8,8],\"data_offsets\":[0,128]},"
+      "\"b\":{\"dtype\":\"BF16\",\"shape\":[64],\"data_offsets\":[128,256]}}";
   Bytes buffer = f16;
   buffer.insert(buffer.end(), bf16.begin(), bf16.end());
   const SafetensorsFile f = parse_safetensors(file_bytes(header, buffer), "x.safetensors");
@@ -112,8 +113,10 @@ TEST(Safetensors, Fp16AndBf16AreWidenedExactly) {
   for (size_t i = 0; i < count; ++i) {
     // A signalling NaN widens to a NaN; F16C sets its quiet bit, the
     // portable routine keeps the payload as is: both NaN is what counts.
-    if (std::isnan(want_h[i])) EXPECT_TRUE(std::isnan(got_h[i])) << "F16 element " << i;
-    else EXPECT_EQ(test::bits_of(got_h[i]), test::bits_of(want_h[i])) << "F16 element " << i;
+    if (std::isnan(want_h[i]))
+      EXPECT_TRUE(std::isnan(got_h[i])) << "F16 element " << i;
+    else
+      EXPECT_EQ(test::bits_of(got_h[i]), test::bits_of(want_h[i])) << "F16 element " << i;
     const uint32_t want_b = (uint32_t{bf16[2 * i]} | uint32_t{bf16[2 * i + 1]} << 8) << 16;
     EXPECT_EQ(test::bits_of(got_b[i]), want_b) << "BF16 element " << i;
   }
@@ -126,9 +129,10 @@ TEST(Safetensors, HeaderPaddedWithSpacesAndTensorsInAnyHeaderOrderAreRead) {
   const Bytes buffer = random_bytes(rng, 24 + 8);
   // Listed out of buffer order, the reference writer's habit (it sorts by
   // dtype alignment, then name).
-  const std::string header = "{\"__metadata__\":{\"format\":\"pt\"},"
-                             "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[24,32]},"
-                             "\"a\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]}}     ";
+  const std::string header =
+      "{\"__metadata__\":{\"format\":\"pt\"},"
+      "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[24,32]},"
+      "\"a\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]}}     ";
   const SafetensorsFile f = parse_safetensors(file_bytes(header, buffer), "x.safetensors");
   ASSERT_EQ(f.tensors.size(), 2u);
   EXPECT_EQ(f.tensors[0].name, "a");
@@ -153,48 +157,75 @@ TEST(Safetensors, EveryMalformedHeaderIsRefusedInOneLineNamingFileAndTensor) {
   const Bytes buffer = random_bytes(rng, 32);
   const std::string deep = "{\"x\":{\"dtype\":[[[[[[1]]]]]]}}";
   const std::vector<BadCase> cases = {
-      {"the example", "{" + entry("0.weight", "F32", "[2,3]", "[0,10]") + "," + kBias + "}",
+      {"the example",
+       "{" + entry("0.weight", "F32", "[2,3]", "[0,10]") + "," + kBias + "}",
        {"w.safetensors: tensor 0.weight: data_offsets [0, 10) hold 10 bytes, shape [2, 3] in F32 needs 24"}},
       {"not JSON", "{\"0.weight\": {\"dtype\": F32}}", {"w.safetensors", "not valid JSON"}},
       {"not an object", "[1, 2, 3]", {"w.safetensors", "not an object"}},
-      {"duplicate", "{" + entry("0.weight", "F32", "[2,3]", "[0,24]") + "," + entry("0.weight", "F32", "[2]", "[24,32]") + "}",
+      {"duplicate",
+       "{" + entry("0.weight", "F32", "[2,3]", "[0,24]") + "," + entry("0.weight", "F32", "[2]", "[24,32]") + "}",
        {"tensor 0.weight", "twice"}},
       {"entry not an object", "{\"0.weight\": [0, 24]," + kBias + "}", {"tensor 0.weight", "not an object"}},
-      {"no dtype", "{\"0.weight\":{\"shape\":[2,3],\"data_offsets\":[0,24]}," + kBias + "}", {"tensor 0.weight", "no dtype"}},
+      {"no dtype",
+       "{\"0.weight\":{\"shape\":[2,3],\"data_offsets\":[0,24]}," + kBias + "}",
+       {"tensor 0.weight", "no dtype"}},
       {"unknown field",
        "{\"0.weight\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24],\"stride\":[3,1]}," + kBias + "}",
        {"tensor 0.weight", "stride"}},
-      {"F64", "{" + entry("0.weight", "F64", "[3]", "[0,24]") + "," + kBias + "}", {"tensor 0.weight", "F64", "not supported"}},
-      {"I32", "{" + entry("0.weight", "F32", "[2,3]", "[0,24]") + "," + entry("0.bias", "I32", "[2]", "[24,32]") + "}",
+      {"F64",
+       "{" + entry("0.weight", "F64", "[3]", "[0,24]") + "," + kBias + "}",
+       {"tensor 0.weight", "F64", "not supported"}},
+      {"I32",
+       "{" + entry("0.weight", "F32", "[2,3]", "[0,24]") + "," + entry("0.bias", "I32", "[2]", "[24,32]") + "}",
        {"tensor 0.bias", "I32"}},
-      {"negative dim", "{" + entry("0.weight", "F32", "[-2,3]", "[0,24]") + "," + kBias + "}", {"tensor 0.weight", "non-negative"}},
-      {"fractional dim", "{" + entry("0.weight", "F32", "[2.5,3]", "[0,24]") + "," + kBias + "}", {"tensor 0.weight", "shape"}},
-      {"shape not a list", "{" + entry("0.weight", "F32", "6", "[0,24]") + "," + kBias + "}", {"tensor 0.weight", "shape"}},
-      {"huge shape", "{" + entry("0.weight", "F32", "[4294967296,4294967296,16]", "[0,24]") + "," + kBias + "}",
+      {"negative dim",
+       "{" + entry("0.weight", "F32", "[-2,3]", "[0,24]") + "," + kBias + "}",
+       {"tensor 0.weight", "non-negative"}},
+      {"fractional dim",
+       "{" + entry("0.weight", "F32", "[2.5,3]", "[0,24]") + "," + kBias + "}",
+       {"tensor 0.weight", "shape"}},
+      {"shape not a list",
+       "{" + entry("0.weight", "F32", "6", "[0,24]") + "," + kBias + "}",
+       {"tensor 0.weight", "shape"}},
+      {"huge shape",
+       "{" + entry("0.weight", "F32", "[4294967296,4294967296,16]", "[0,24]") + "," + kBias + "}",
        {"tensor 0.weight", "more bytes"}},
-      {"three offsets", "{" + entry("0.weight", "F32", "[2,3]", "[0,12,24]") + "," + kBias + "}", {"tensor 0.weight", "data_offsets"}},
-      {"negative offset", "{" + entry("0.weight", "F32", "[2,3]", "[-24,0]") + "," + kBias + "}", {"tensor 0.weight", "data_offsets"}},
-      {"reversed", "{" + entry("0.weight", "F32", "[0]", "[24,0]") + "," + kBias + "}", {"tensor 0.weight", "end before"}},
-      {"past the end", "{" + entry("0.weight", "F32", "[2,3]", "[0,24]") + "," + entry("0.bias", "F32", "[4]", "[24,40]") + "}",
+      {"three offsets",
+       "{" + entry("0.weight", "F32", "[2,3]", "[0,12,24]") + "," + kBias + "}",
+       {"tensor 0.weight", "data_offsets"}},
+      {"negative offset",
+       "{" + entry("0.weight", "F32", "[2,3]", "[-24,0]") + "," + kBias + "}",
+       {"tensor 0.weight", "data_offsets"}},
+      {"reversed",
+       "{" + entry("0.weight", "F32", "[0]", "[24,0]") + "," + kBias + "}",
+       {"tensor 0.weight", "end before"}},
+      {"past the end",
+       "{" + entry("0.weight", "F32", "[2,3]", "[0,24]") + "," + entry("0.bias", "F32", "[4]", "[24,40]") + "}",
        {"tensor 0.bias", "past the end", "32-byte buffer"}},
-      {"overlap", "{" + entry("0.weight", "F32", "[2,3]", "[0,24]") + "," + entry("0.bias", "F32", "[4]", "[16,32]") + "}",
+      {"overlap",
+       "{" + entry("0.weight", "F32", "[2,3]", "[0,24]") + "," + entry("0.bias", "F32", "[4]", "[16,32]") + "}",
        {"tensor 0.bias", "overlap", "tensor 0.weight"}},
-      {"hole", "{" + entry("0.weight", "F32", "[2,2]", "[0,16]") + "," + kBias + "}",
+      {"hole",
+       "{" + entry("0.weight", "F32", "[2,2]", "[0,16]") + "," + kBias + "}",
        {"bytes [16, 24)", "no tensor", "0.weight", "0.bias"}},
-      {"hole at the start", "{" + entry("0.weight", "F32", "[2,2]", "[8,24]") + "," + kBias + "}",
+      {"hole at the start",
+       "{" + entry("0.weight", "F32", "[2,2]", "[8,24]") + "," + kBias + "}",
        {"bytes [0, 8)", "before tensor 0.weight"}},
       {"bytes after the tensors", "{" + entry("0.weight", "F32", "[2,3]", "[0,24]") + "}", {"32 bytes", "end at 24"}},
-      {"metadata not an object", "{\"__metadata__\":[1]," + entry("0.weight", "F32", "[2,3]", "[0,24]") + "," + kBias + "}",
+      {"metadata not an object",
+       "{\"__metadata__\":[1]," + entry("0.weight", "F32", "[2,3]", "[0,24]") + "," + kBias + "}",
        {"__metadata__", "not an object"}},
       {"metadata value a number",
        "{\"__metadata__\":{\"step\":3}," + entry("0.weight", "F32", "[2,3]", "[0,24]") + "," + kBias + "}",
        {"__metadata__ 'step'", "not a string"}},
       {"deep nesting", deep, {"w.safetensors", "nested deeper"}},
       // Found by fuzz_safetensors: nlohmann throws out_of_range, not parse_error, for it.
-      {"number beyond a double", "{" + entry("0.weight", "F32", "[1e400,3]", "[0,24]") + "," + kBias + "}",
+      {"number beyond a double",
+       "{" + entry("0.weight", "F32", "[1e400,3]", "[0,24]") + "," + kBias + "}",
        {"w.safetensors", "number out of range"}},
       // nlohmann's parser takes a NUL for the end of input: in the padding it passed (a checkpoint's flipped byte).
-      {"NUL in the padding", "{" + entry("0.weight", "F32", "[2,3]", "[0,24]") + "," + kBias + "}" + std::string(1, '\0') + "  ",
+      {"NUL in the padding",
+       "{" + entry("0.weight", "F32", "[2,3]", "[0,24]") + "," + kBias + "}" + std::string(1, '\0') + "  ",
        {"w.safetensors", "NUL byte"}},
   };
   for (const BadCase& c : cases) {

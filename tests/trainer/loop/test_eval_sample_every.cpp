@@ -66,9 +66,9 @@ TrainConfig gpt_config(const std::string& text_path) {
 }
 
 struct RunResult {
-  std::vector<float> master;     // packed, as a checkpoint holds them
-  std::vector<int64_t> evals;    // the steps of the metrics file's eval records, in order
-  std::string stdout_text;       // what rank 0 printed
+  std::vector<float> master;   // packed, as a checkpoint holds them
+  std::vector<int64_t> evals;  // the steps of the metrics file's eval records, in order
+  std::string stdout_text;     // what rank 0 printed
 };
 
 // One run; its metrics go to `metrics` (replaced), its stdout is captured.

@@ -123,8 +123,8 @@ TEST(StepState, TrainingStepsDoNotReadTheDevice) {
     train_with(gpu_like, c);
     waits[i] = gpu_like.host_waits;
   }
-  EXPECT_EQ(waits[0], waits[1]) << "host waits grew from " << waits[0] << " (" << steps[0] << " steps) to "
-                                << waits[1] << " (" << steps[1] << " steps)";
+  EXPECT_EQ(waits[0], waits[1]) << "host waits grew from " << waits[0] << " (" << steps[0] << " steps) to " << waits[1]
+                                << " (" << steps[1] << " steps)";
   EXPECT_GT(waits[0], 0);  // the end of the run reads (evaluation, state)
 }
 

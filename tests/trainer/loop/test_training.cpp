@@ -28,8 +28,10 @@ Dataset head(const Dataset& d, size_t n) {
   Dataset out = d;
   out.count = std::min(n, d.count);
   out.x.resize(out.count * d.features);
-  if (d.is_classification()) out.labels.resize(out.count);
-  else out.targets.resize(out.count * d.target_dim);
+  if (d.is_classification())
+    out.labels.resize(out.count);
+  else
+    out.targets.resize(out.count * d.target_dim);
   return out;
 }
 

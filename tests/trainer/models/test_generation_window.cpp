@@ -49,7 +49,8 @@ TEST(GenerationWindow, LogitsUpToTheLastRealPositionIgnoreTheRightPadding) {
       ASSERT_EQ(la[i].bits, lb[i].bits) << "context " << n << ", position " << i / vocab << ", class " << i % vocab;
     // The padding is read where it is visible: position n's logits change (the test could fail).
     bool differs = false;
-    for (int j = 0; j < vocab; ++j) differs |= la[static_cast<size_t>(n) * vocab + j].bits != lb[static_cast<size_t>(n) * vocab + j].bits;
+    for (int j = 0; j < vocab; ++j)
+      differs |= la[static_cast<size_t>(n) * vocab + j].bits != lb[static_cast<size_t>(n) * vocab + j].bits;
     EXPECT_TRUE(differs) << "context " << n;
   }
 }

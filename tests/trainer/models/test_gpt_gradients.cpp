@@ -57,7 +57,8 @@ TEST(GptGradients, Fp16BackwardMatchesTheDoubleReference) {
   }
   const int T = g.block_size, rows = kBatch * T;
   std::vector<int32_t> tokens(rows), targets(rows);
-  for (int i = 0; i < rows; ++i) tokens[i] = static_cast<int32_t>(rng() % 60), targets[i] = static_cast<int32_t>(rng() % 60);
+  for (int i = 0; i < rows; ++i)
+    tokens[i] = static_cast<int32_t>(rng() % 60), targets[i] = static_cast<int32_t>(rng() % 60);
 
   Buffer<half16> w_dev(cpu, weights.size());
   w_dev.upload(weights);
@@ -108,8 +109,8 @@ TEST(GptGradients, Fp16BackwardMatchesTheDoubleReference) {
     EXPECT_LT(rel, 0.01) << t.name << ": relative L2 error " << rel;
     EXPECT_GT(cosine, 0.9999) << t.name << ": cosine " << cosine;
   }
-  std::printf("loss %.6f (reference %.6f); worst gradient relative L2 error %.3g (%s)\n", loss.download()[0],
-              ref.loss, worst, worst_name.c_str());
+  std::printf("loss %.6f (reference %.6f); worst gradient relative L2 error %.3g (%s)\n", loss.download()[0], ref.loss,
+              worst, worst_name.c_str());
   // The head gives the padded rows of wte no gradient, and no token reads them.
   const ParameterTensor& wte = reg[reg.find("transformer.wte.weight")];
   for (size_t i = 60 * 32; i < wte.count; ++i) ASSERT_EQ(to_float(got[wte.offset + i]), 0.0f) << i;

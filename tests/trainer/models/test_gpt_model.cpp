@@ -77,7 +77,8 @@ TEST(GptParameters, InitialisationIsNanoGpts) {
     return std::pair<double, double>{mean, std::sqrt(sq / t.count - mean * mean)};
   };
   const double proj_std = 0.02 / std::sqrt(2.0 * g.n_layer);
-  for (const char* n : {"transformer.wte.weight", "transformer.h.1.attn.c_attn.weight", "transformer.h.2.mlp.c_fc.weight"})
+  for (const char* n :
+       {"transformer.wte.weight", "transformer.h.1.attn.c_attn.weight", "transformer.h.2.mlp.c_fc.weight"})
     EXPECT_NEAR(stats(n).second, 0.02, 0.002) << n;
   for (const char* n : {"transformer.h.0.attn.c_proj.weight", "transformer.h.2.mlp.c_proj.weight"})
     EXPECT_NEAR(stats(n).second, proj_std, 0.1 * proj_std) << n;

@@ -34,10 +34,14 @@ GptTensors random_weights(const GptReferenceConfig& cfg, std::mt19937_64& rng) {
     const bool is_bias = s.name.size() > 5 && s.name.compare(s.name.size() - 5, 5, ".bias") == 0;
     const bool is_embedding = s.name.find(".wte.") != std::string::npos || s.name.find(".wpe.") != std::string::npos;
     for (double& v : t) {
-      if (is_norm && !is_bias) v = 1.0 + 0.3 * normal(rng);
-      else if (is_bias) v = 0.1 * normal(rng);
-      else if (is_embedding) v = 0.3 * normal(rng);
-      else v = normal(rng) / std::sqrt(static_cast<double>(s.shape[1]));
+      if (is_norm && !is_bias)
+        v = 1.0 + 0.3 * normal(rng);
+      else if (is_bias)
+        v = 0.1 * normal(rng);
+      else if (is_embedding)
+        v = 0.3 * normal(rng);
+      else
+        v = normal(rng) / std::sqrt(static_cast<double>(s.shape[1]));
     }
   }
   return w;

@@ -52,8 +52,8 @@ double act_f(Activation a, double z) {
 
 // Softmax cross-entropy, mean over rows, in double from the FP16 weights/inputs
 // (hidden activations rounded to FP16, as the model stores them).
-Reference reference(const std::vector<Slices>& layers, size_t flat_count, const std::vector<half16>& w16, const std::vector<half16>& x16,
-                    const std::vector<int32_t>& labels, int rows, Activation act) {
+Reference reference(const std::vector<Slices>& layers, size_t flat_count, const std::vector<half16>& w16,
+                    const std::vector<half16>& x16, const std::vector<int32_t>& labels, int rows, Activation act) {
   const size_t n = layers.size();
   std::vector<std::vector<double>> xs(n + 1), zs(n);
   xs[0].assign(x16.size(), 0);
@@ -149,8 +149,9 @@ void check_gradients(Activation act) {
   const auto got = params.grads_fp16.download();
   for (size_t l = 0; l < layers.size(); ++l) {
     const auto& s = layers[l];
-    for (auto [offset, count, what] : {std::tuple<size_t, size_t, const char*>{s.weight_offset, size_t(s.in_features) * s.out_features, "weight"},
-                                       std::tuple<size_t, size_t, const char*>{s.bias_offset, size_t(s.out_features), "bias"}}) {
+    for (auto [offset, count, what] :
+         {std::tuple<size_t, size_t, const char*>{s.weight_offset, size_t(s.in_features) * s.out_features, "weight"},
+          std::tuple<size_t, size_t, const char*>{s.bias_offset, size_t(s.out_features), "bias"}}) {
       double err2 = 0, ref2 = 0, max_abs = 0;
       for (size_t i = offset; i < offset + count; ++i) {
         const double want = ref.grads[i] * loss_scale, have = to_float(got[i]);

@@ -25,7 +25,8 @@ TEST(MlpModel, TensorsAreNamedAsNnSequentialLastLayerFirstAndAligned) {
   const ParameterRegistry r = mlp_parameters({784, 512, 256, 10});
   ASSERT_EQ(r.size(), 6u);
   const char* names[] = {"4.weight", "4.bias", "2.weight", "2.bias", "0.weight", "0.bias"};
-  const char* stems[] = {"layer2.weight", "layer2.bias", "layer1.weight", "layer1.bias", "layer0.weight", "layer0.bias"};
+  const char* stems[] = {"layer2.weight", "layer2.bias",   "layer1.weight",
+                         "layer1.bias",   "layer0.weight", "layer0.bias"};
   const std::vector<int64_t> shapes[] = {{10, 256}, {10}, {256, 512}, {256}, {512, 784}, {512}};
   for (size_t i = 0; i < r.size(); ++i) {
     EXPECT_EQ(r[i].name, names[i]);

@@ -66,8 +66,10 @@ TEST(TokenSampler, TopKDrawsOnlyAndEveryOneOfTheKLargest) {
   std::mt19937_64 rng(test::test_seed() + 2);
   for (int d = 0; d < 4000; ++d) ++seen[sample_token(logits, {1.0, k}, rng)];
   for (int i = 0; i < n; ++i) {
-    if (logits[i] >= kth) EXPECT_GT(seen[i], 0) << "class " << i << " is among the " << k << " largest";
-    else EXPECT_EQ(seen[i], 0) << "class " << i << " is outside the " << k << " largest";
+    if (logits[i] >= kth)
+      EXPECT_GT(seen[i], 0) << "class " << i << " is among the " << k << " largest";
+    else
+      EXPECT_EQ(seen[i], 0) << "class " << i << " is outside the " << k << " largest";
   }
 }
 

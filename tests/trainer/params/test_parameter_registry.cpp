@@ -31,10 +31,10 @@ TEST(ParameterRegistry, TensorsFollowEachOtherEachAtA16ByteBoundary) {
     ASSERT_EQ(index, static_cast<size_t>(i));
     const ParameterTensor& t = r[index];
     EXPECT_EQ(t.count, static_cast<size_t>(a * b));
-    EXPECT_EQ(t.offset % 8, 0u) << t.name;                 // 8 FP16 elements = 16 bytes
+    EXPECT_EQ(t.offset % 8, 0u) << t.name;  // 8 FP16 elements = 16 bytes
     EXPECT_EQ(t.offset * sizeof(uint16_t) % 16, 0u) << t.name;
-    EXPECT_GE(t.offset, previous_end);                     // in registration order, no overlap
-    EXPECT_LT(t.offset, previous_end + 8);                 // no more padding than alignment needs
+    EXPECT_GE(t.offset, previous_end);      // in registration order, no overlap
+    EXPECT_LT(t.offset, previous_end + 8);  // no more padding than alignment needs
     previous_end = t.offset + t.count;
     expected_parameters += t.count;
   }
@@ -82,7 +82,7 @@ TEST(ParameterRegistry, InitialValuesFollowInitOrderAndTheirDistributions) {
   r.add(tensor("bias", {6}, ParameterInit::zeros(), 3));
   const uint64_t seed = test::test_seed();
   const std::vector<float> v = r.initial_values(seed);
-  EXPECT_EQ(r.initial_values(seed), v);      // a pure function of the seed
+  EXPECT_EQ(r.initial_values(seed), v);  // a pure function of the seed
   EXPECT_NE(r.initial_values(seed + 1), v);
   // "early" draws first: the same values as a registry holding it alone.
   ParameterRegistry alone;

@@ -18,10 +18,14 @@ namespace {
 double cpu_bytes_per_parameter(int stage, int world) {
   const double n = world;
   switch (stage) {
-    case 0: return 4 + 2 + 2 + 12 + 5;
-    case 1: return 4 + 2 + 2 + (12 + 5) / n;
-    case 2: return 4 + 2 + (2 + 12 + 5) / n;
-    default: return 4 + (2 + 2 + 12 + 5) / n;
+    case 0:
+      return 4 + 2 + 2 + 12 + 5;
+    case 1:
+      return 4 + 2 + 2 + (12 + 5) / n;
+    case 2:
+      return 4 + 2 + (2 + 12 + 5) / n;
+    default:
+      return 4 + (2 + 2 + 12 + 5) / n;
   }
 }
 
@@ -44,8 +48,8 @@ TEST(MemoryReport, AModelAboveTheMachinesMemoryIsOneLineNamingItsSizeAndTheFix) 
   const auto needed = static_cast<size_t>(host_bytes_needed(0, 1, parameters, true, true));
   EXPECT_EQ(host_memory_problem(0, 1, parameters, true, true, needed + 1), "");
   const std::string problem = host_memory_problem(0, 1, parameters, true, true, needed - 1);
-  for (const std::string& w : std::vector<std::string>{std::to_string(parameters) + " parameters", "host memory",
-                                                       "--n-layer", "--zero 3"})
+  for (const std::string& w :
+       std::vector<std::string>{std::to_string(parameters) + " parameters", "host memory", "--n-layer", "--zero 3"})
     EXPECT_NE(problem.find(w), std::string::npos) << w << " not in: " << problem;
   EXPECT_EQ(problem.find('\n'), std::string::npos) << problem;
   // Already sharded as far as it goes: no --zero 3 advice.

@@ -85,8 +85,10 @@ TEST(StepTracer, TracesItsWindowOnlyAndNestsTheSpans) {
     double step_ts = -1, step_end = -1;
     for (const auto& e : doc["traceEvents"]) {
       if (e["ph"] != "X" || e["args"]["step"] != step) continue;
-      if (e["cat"] == "step") step_ts = e["ts"], step_end = e["ts"].get<double>() + e["dur"].get<double>();
-      else names.push_back(e["name"]);
+      if (e["cat"] == "step")
+        step_ts = e["ts"], step_end = e["ts"].get<double>() + e["dur"].get<double>();
+      else
+        names.push_back(e["name"]);
     }
     EXPECT_EQ(names, (std::vector<std::string>{"upload", "forward layer 0", "forward layer 1", "backward layer 1",
                                                "backward layer 0", "wait for communication", "optimizer"}));

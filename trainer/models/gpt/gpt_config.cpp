@@ -41,9 +41,9 @@ constexpr int kTensorsPerBlock = 12;
 std::string gpt_block_prefix(int layer) { return "transformer.h." + std::to_string(layer) + "."; }
 
 ParameterRegistry gpt_parameters(const GptConfig& g) {
-  DDP_REQUIRE(g.n_layer > 0 && g.n_head > 0 && g.n_embd > 0 && g.n_embd % g.n_head == 0 && g.block_size > 0 &&
-                  g.vocab_size > 0,
-              "gpt_parameters: a bound, valid GPT config");
+  DDP_REQUIRE(
+      g.n_layer > 0 && g.n_head > 0 && g.n_embd > 0 && g.n_embd % g.n_head == 0 && g.block_size > 0 && g.vocab_size > 0,
+      "gpt_parameters: a bound, valid GPT config");
   const int64_t c = g.n_embd;
   const float std_all = 0.02f;
   const float std_proj = static_cast<float>(0.02 / std::sqrt(2.0 * g.n_layer));
@@ -71,17 +71,21 @@ std::vector<int64_t> gpt_dims(const GptConfig& g) {
 }
 
 std::string gpt_dims_problem(const std::vector<int64_t>& d, uint64_t& count) {
-  if (d.size() != 6) return "GPT dims hold " + std::to_string(d.size()) + " values (n_layer, n_head, n_embd, block_size, vocab_size, real_vocab)";
+  if (d.size() != 6)
+    return "GPT dims hold " + std::to_string(d.size()) +
+           " values (n_layer, n_head, n_embd, block_size, vocab_size, real_vocab)";
   const char* names[] = {"n_layer", "n_head", "n_embd", "block_size", "vocab_size", "real_vocab"};
   constexpr int64_t kMaxDim = int64_t{1} << 24;  // beyond any model; keeps the products below in range
   for (size_t i = 0; i < d.size(); ++i)
-    if (d[i] <= 0 || d[i] > kMaxDim) return std::string(names[i]) + " is " + std::to_string(d[i]) + " (must be in [1, 2^24])";
+    if (d[i] <= 0 || d[i] > kMaxDim)
+      return std::string(names[i]) + " is " + std::to_string(d[i]) + " (must be in [1, 2^24])";
   if (d[2] % d[1] != 0) return "n_embd " + std::to_string(d[2]) + " does not divide by n_head " + std::to_string(d[1]);
   if (d[5] > d[4]) return "real_vocab " + std::to_string(d[5]) + " is above vocab_size " + std::to_string(d[4]);
   const uint64_t c = static_cast<uint64_t>(d[2]);
-  const uint64_t per_block = 12 * c * c + 13 * c;  // c_attn 3c^2+3c, attn.c_proj c^2+c, c_fc 4c^2+4c, mlp.c_proj 4c^2+c, 2 LN 4c
-  const uint64_t total = per_block * static_cast<uint64_t>(d[0]) + 2 * c +
-                         (static_cast<uint64_t>(d[3]) + static_cast<uint64_t>(d[4])) * c;
+  const uint64_t per_block =
+      12 * c * c + 13 * c;  // c_attn 3c^2+3c, attn.c_proj c^2+c, c_fc 4c^2+4c, mlp.c_proj 4c^2+c, 2 LN 4c
+  const uint64_t total =
+      per_block * static_cast<uint64_t>(d[0]) + 2 * c + (static_cast<uint64_t>(d[3]) + static_cast<uint64_t>(d[4])) * c;
   if (total > (uint64_t{1} << 40)) return "the GPT dims imply more than 2^40 parameters";
   count = total;
   return "";
@@ -101,7 +105,8 @@ double gpt_flops_per_token(const GptConfig& g) {
 
 void check_gpt_matches_data(const GptConfig& g, const TrainTestData& data) {
   for (const Dataset* d : {&data.train, &data.test}) {
-    if (!d->is_token_data()) throw Error("--model gpt needs token data (--data text): " + d->source + " holds features");
+    if (!d->is_token_data())
+      throw Error("--model gpt needs token data (--data text): " + d->source + " holds features");
     if (static_cast<int>(d->tokens_per_sample) != g.block_size)
       throw Error("--model gpt: " + d->source + " holds windows of " + std::to_string(d->tokens_per_sample) +
                   " tokens, the model's --block-size is " + std::to_string(g.block_size));

@@ -19,9 +19,9 @@ struct GptConfig {
   int n_layer = 4;
   int n_head = 4;
   int n_embd = 128;
-  int block_size = 128;   // T: positions (wpe rows) and the windows' length
-  int vocab_size = 0;     // logits per position and wte rows: padded for the GEMMs (0: not yet bound to data)
-  int real_vocab = 0;     // the tokenizer's: classes [real_vocab, vocab_size) never win
+  int block_size = 128;  // T: positions (wpe rows) and the windows' length
+  int vocab_size = 0;    // logits per position and wte rows: padded for the GEMMs (0: not yet bound to data)
+  int real_vocab = 0;    // the tokenizer's: classes [real_vocab, vocab_size) never win
   int head_size() const { return n_embd / n_head; }
 };
 

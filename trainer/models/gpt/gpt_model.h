@@ -68,11 +68,11 @@ class GptModel final : public Model {
   size_t wpe_ = 0;
   std::vector<TransformerBlock> blocks_;
   LayerNorm ln_f_;
-  BlockScratch scratch_;        // the blocks' shared buffers
-  Buffer<half16> final_out_;    // x_L [R, C]: the last block's output
-  Buffer<half16> logits_;       // [R, vocab]
-  Buffer<half16> output_grad_;  // [R, vocab]: the loss's gradient
-  Buffer<half16> d_residual_;   // [R, C]: the residual stream's gradient, from the head down to the embeddings
+  BlockScratch scratch_;             // the blocks' shared buffers
+  Buffer<half16> final_out_;         // x_L [R, C]: the last block's output
+  Buffer<half16> logits_;            // [R, vocab]
+  Buffer<half16> output_grad_;       // [R, vocab]: the loss's gradient
+  Buffer<half16> d_residual_;        // [R, C]: the residual stream's gradient, from the head down to the embeddings
   const int32_t* tokens_ = nullptr;  // of the last forward
   int batch_rows_ = 0;
 };

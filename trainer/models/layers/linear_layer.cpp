@@ -9,7 +9,8 @@ namespace ddp {
 void LinearLayer::bind(const ParameterRegistry& registry, const std::string& prefix) {
   weight_tensor_ = registry.find(prefix + ".weight");
   bias_tensor_ = registry.find(prefix + ".bias");
-  DDP_REQUIRE(weight_tensor_ < registry.size() && bias_tensor_ < registry.size(), "LinearLayer: tensors not registered");
+  DDP_REQUIRE(weight_tensor_ < registry.size() && bias_tensor_ < registry.size(),
+              "LinearLayer: tensors not registered");
   DDP_REQUIRE(registry[weight_tensor_].count == static_cast<size_t>(in_) * out_ &&
                   registry[bias_tensor_].count == static_cast<size_t>(out_),
               "LinearLayer: registered shapes do not match");

@@ -43,8 +43,8 @@ class LinearLayer {
                half16* pre_activation) const;
   // dW (written, or added to when accumulate) and db from dz [rows, out]
   // and this layer's input x [rows, in].
-  void backward_weights(Backend& backend, const half16* dz, const half16* x, int rows,
-                        const GradTable& grads_fp16, bool accumulate) const;
+  void backward_weights(Backend& backend, const half16* dz, const half16* x, int rows, const GradTable& grads_fp16,
+                        bool accumulate) const;
   // dx [rows, in] = dact'(dact_input) * (dz W); dact_input [rows, in] as
   // GemmFp16::dact_input (Z, or for ReLU its output).
   void backward_input(Backend& backend, const half16* dz, int rows, const WeightTable& weights_fp16, half16* dx,

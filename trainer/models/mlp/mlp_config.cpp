@@ -15,9 +15,9 @@ namespace {
 void require_labels_below(const Dataset& data, int64_t outputs, const std::string& layers, int classes) {
   for (size_t i = 0; i < data.labels.size(); ++i) {
     if (data.labels[i] < outputs) continue;
-    throw Error(label_place(data, i) + ": label " + std::to_string(data.labels[i]) +
-                " is not below the output width " + std::to_string(outputs) + " of --layers " + layers +
-                " (the data has " + std::to_string(classes) + " classes)");
+    throw Error(label_place(data, i) + ": label " + std::to_string(data.labels[i]) + " is not below the output width " +
+                std::to_string(outputs) + " of --layers " + layers + " (the data has " + std::to_string(classes) +
+                " classes)");
   }
 }
 
@@ -28,9 +28,12 @@ void set_mlp_options(MlpConfig& mlp, const std::string& layers, const std::strin
     throw Error("--layers: '" + layers + "' is not a comma-separated list of positive widths");
   if (mlp.layer_widths.size() < 2)
     throw Error("--layers: '" + layers + "' needs at least an input and an output width");
-  if (activation == "relu") mlp.activation = Activation::Relu;
-  else if (activation == "gelu") mlp.activation = Activation::Gelu;
-  else throw Error("--activation: '" + activation + "' is not one of relu, gelu");
+  if (activation == "relu")
+    mlp.activation = Activation::Relu;
+  else if (activation == "gelu")
+    mlp.activation = Activation::Gelu;
+  else
+    throw Error("--activation: '" + activation + "' is not one of relu, gelu");
   mlp.activation_name = activation;
 }
 
