@@ -10,7 +10,11 @@ std::shared_ptr<CollectiveRecord> CollectiveTrace::open(const char* op, size_t e
   next_bucket_ = next_layer_ = -1;
   if (!active) return nullptr;
   auto r = std::make_shared<CollectiveRecord>();
-  r->op = op, r->elements = elements, r->bucket = bucket, r->layer = layer, r->step = step;
+  r->op = op;
+  r->elements = elements;
+  r->bucket = bucket;
+  r->layer = layer;
+  r->step = step;
   r->called_us = trace_clock_us();
   records_.push_back(r);
   return r;

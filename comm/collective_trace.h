@@ -47,7 +47,10 @@ class CollectiveTrace {
   double device_origin_us = 0.0;
 
   // The next collective is bucket `bucket`'s or layer `layer`'s (-1: none).
-  void tag_next(int bucket, int layer) { next_bucket_ = bucket, next_layer_ = layer; }
+  void tag_next(int bucket, int layer) {
+    next_bucket_ = bucket;
+    next_layer_ = layer;
+  }
   // A record for a collective called now, or null when not active. The
   // tag set before is consumed either way.
   std::shared_ptr<CollectiveRecord> open(const char* op, size_t elements);

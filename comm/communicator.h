@@ -21,7 +21,8 @@ struct AllreduceTimes {
   double exposed_s = 0.0;
 
   AllreduceTimes& operator+=(const AllreduceTimes& o) {
-    busy_s += o.busy_s, exposed_s += o.exposed_s;
+    busy_s += o.busy_s;
+    exposed_s += o.exposed_s;
     return *this;
   }
   // The share of the all-reduce time that ran behind backward, in [0, 1].

@@ -13,13 +13,20 @@ std::vector<GradientBucket> plan_gradient_buckets(const std::vector<GradientSegm
   size_t open_bytes = 0;  // of its segments, padding not counted
   for (size_t s = 0; s < segments.size(); ++s) {
     const GradientSegment& seg = segments[s];
-    if (!has_open) open = GradientBucket{seg.offset, 0, s, s}, has_open = true, open_bytes = 0;
+    if (!has_open) {
+      open = GradientBucket{seg.offset, 0, s, s};
+      has_open = true;
+      open_bytes = 0;
+    }
     DDP_REQUIRE(seg.offset >= open.offset + open.count, "plan_gradient_buckets: segments overlap or go backwards");
     open.count = seg.offset + seg.count - open.offset;
     open.end_segment = s + 1;
     open_bytes += seg.count * sizeof(half16);
     const size_t cap = buckets.empty() ? first_bucket_bytes : bucket_bytes;
-    if (bucket_bytes > 0 && open_bytes >= cap) buckets.push_back(open), has_open = false;
+    if (bucket_bytes > 0 && open_bytes >= cap) {
+      buckets.push_back(open);
+      has_open = false;
+    }
   }
   if (has_open) buckets.push_back(open);
   return buckets;
@@ -51,12 +58,14 @@ void GradientReducer::shard_over(const ShardLayout& layout, half16* owned,
                                  std::function<half16*(size_t bucket)> source) {
   shard_over(layout);
   DDP_REQUIRE(source != nullptr, "GradientReducer: staged buckets without a source");
-  owned_ = owned, source_ = std::move(source);
+  owned_ = owned;
+  source_ = std::move(source);
 }
 
 void GradientReducer::begin(half16* grads) {
   DDP_REQUIRE(grads != nullptr || source_, "GradientReducer::begin without gradients");
-  grads_ = grads, in_step_ = true;
+  grads_ = grads;
+  in_step_ = true;
   next_bucket_ = 0;
   for (size_t b = 0; b < buckets_.size(); ++b) pending_[b] = buckets_[b].end_segment - buckets_[b].first_segment;
   std::fill(ready_.begin(), ready_.end(), 0);
@@ -100,10 +109,14 @@ void GradientReducer::start_ready_buckets() {
 void GradientReducer::finalize() {
   DDP_REQUIRE(in_step_, "GradientReducer::finalize outside a step");
   for (size_t s = 0; s < segments_.size(); ++s)
-    if (!ready_[s]) ready_[s] = 1, --pending_[bucket_of_segment_[s]];
+    if (!ready_[s]) {
+      ready_[s] = 1;
+      --pending_[bucket_of_segment_[s]];
+    }
   start_ready_buckets();
   comm_.wait_allreduces();
-  grads_ = nullptr, in_step_ = false;
+  grads_ = nullptr;
+  in_step_ = false;
 }
 
 }  // namespace ddp

@@ -219,7 +219,8 @@ NcclCommunicator::CollectiveTiming NcclCommunicator::begin_collective(const char
   if (t.trace != nullptr) {
     const auto [trace_start, trace_end] = next_timing_pair(trace_events_);
     DDP_CUDA_CHECK(cudaEventRecord(trace_start, comm_stream()));
-    t.trace->device_begin = trace_start, t.trace->device_end = trace_end;
+    t.trace->device_begin = trace_start;
+    t.trace->device_end = trace_end;
   }
   return t;
 }

@@ -163,7 +163,10 @@ std::string human_size(size_t bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   int u = 0;
   double v = static_cast<double>(bytes);
-  while (v >= 1024 && u < 4) v /= 1024, ++u;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
   char text[32];
   std::snprintf(text, sizeof text, "%g %s", v, units[u]);
   return text;

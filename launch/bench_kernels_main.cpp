@@ -54,9 +54,17 @@ void bench_backend(ddp::Backend& backend, const Shape& s, int reps, int calls, d
   da.upload(a);
   db.upload(b);
   ddp::GemmFp16 g;
-  g.m = s.m, g.n = s.n, g.k = s.k;
-  g.a = da.data(), g.lda = s.k, g.b = db.data(), g.ldb = s.n, g.c = dc.data(), g.ldc = s.n;
-  backend.gemm_fp16(g), backend.synchronize();  // plan creation stays out of the timing
+  g.m = s.m;
+  g.n = s.n;
+  g.k = s.k;
+  g.a = da.data();
+  g.lda = s.k;
+  g.b = db.data();
+  g.ldb = s.n;
+  g.c = dc.data();
+  g.ldc = s.n;
+  backend.gemm_fp16(g);
+  backend.synchronize();  // plan creation stays out of the timing
   *seconds = median_seconds(
                  [&] {
                    for (int i = 0; i < calls; ++i) backend.gemm_fp16(g);

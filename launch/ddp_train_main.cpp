@@ -51,7 +51,9 @@ void prepare_bench_config(ddp::TrainConfig& c, const ddp::BenchOptions& b) {
   c.shuffle = false;
   c.steps = b.warmup_steps + b.timed_steps;
   c.stop_after_steps = 0;
-  c.metrics_path.clear(), c.checkpoint_dir.clear(), c.save_weights_dir.clear();
+  c.metrics_path.clear();
+  c.checkpoint_dir.clear();
+  c.save_weights_dir.clear();
   c.resume = false;
 }
 

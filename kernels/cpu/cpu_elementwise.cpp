@@ -97,8 +97,10 @@ DDP_AVX_F16C void bias_grad_columns_f16c(const half16* dy, size_t rows, size_t c
       s2 = _mm256_add_ps(s2, load8(p + 16));
       s3 = _mm256_add_ps(s3, load8(p + 24));
     }
-    _mm256_store_ps(sums, s0), _mm256_store_ps(sums + 8, s1), _mm256_store_ps(sums + 16, s2),
-        _mm256_store_ps(sums + 24, s3);
+    _mm256_store_ps(sums, s0);
+    _mm256_store_ps(sums + 8, s1);
+    _mm256_store_ps(sums + 16, s2);
+    _mm256_store_ps(sums + 24, s3);
     for (int j = 0; j < 32; ++j) db[c + j] = to_half(sums[j] + (accumulate ? to_float(db[c + j]) : 0.0f));
   }
   for (; c + 8 <= c_end; c += 8) {

@@ -90,7 +90,8 @@ void CpuThreadPool::worker_loop() {
 void CpuThreadPool::run_erased(Call call, void* ctx) {
   bool expected = false;
   if (workers_.empty() || !busy_.compare_exchange_strong(expected, true)) return call(ctx);
-  call_ = call, ctx_ = ctx;
+  call_ = call;
+  ctx_ = ctx;
   finished_.store(0, std::memory_order_relaxed);
   const uint64_t generation = generation_.load(std::memory_order_relaxed) + 1;
   ticket_.store(ticket_of(generation), std::memory_order_release);

@@ -151,7 +151,8 @@ void layernorm_forward(CpuThreadPool& pool, const half16* x, const half16* gamma
       for (size_t c = 0; c < width; ++c)
         out[c] = layernorm_output(layernorm_xhat(row[c], m, rs), gamma32[c], beta32[c]);
       float_to_half_array(out.data(), y + r * width, width);
-      mean[r] = m, rstd[r] = rs;
+      mean[r] = m;
+      rstd[r] = rs;
     }
   });
 }
@@ -281,7 +282,10 @@ void softmax_xent_forward(CpuThreadPool& pool, TransformerScratch& s, const half
       float max_v = v[0];
       int argmax = 0;
       for (size_t c = 1; c < real; ++c)
-        if (v[c] > max_v) max_v = v[c], argmax = static_cast<int>(c);  // strict: the first maximum wins
+        if (v[c] > max_v) {  // strict: the first maximum wins
+          max_v = v[c];
+          argmax = static_cast<int>(c);
+        }
       const int32_t label = labels[r];
       const bool valid = label >= 0 && label < real_cols;
       const float label_logit = valid ? v[label] : 0.0f;

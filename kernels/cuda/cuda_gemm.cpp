@@ -346,8 +346,12 @@ void CublasLtGemm::run_batched(const GemmFp16& g, int batch_count, int64_t strid
   if (g.m == 0 || g.n == 0 || batch_count == 0) return;
   if (!force_simple_ && g.k > 0) {
     Key key = make_key(g, CUBLASLT_EPILOGUE_DEFAULT, nullptr, false);
-    key.batch_count = batch_count, key.stride_a = stride_a, key.stride_b = stride_b, key.stride_c = stride_c;
-    key.align_a = batch_alignment(g.a, stride_a), key.align_b = batch_alignment(g.b, stride_b);
+    key.batch_count = batch_count;
+    key.stride_a = stride_a;
+    key.stride_b = stride_b;
+    key.stride_c = stride_c;
+    key.align_a = batch_alignment(g.a, stride_a);
+    key.align_b = batch_alignment(g.b, stride_b);
     key.align_c = batch_alignment(g.c, stride_c);
     Plan& plan = plan_for(key, g, nullptr);
     if (!plan.use_simple) {

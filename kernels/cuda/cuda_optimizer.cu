@@ -82,7 +82,9 @@ __global__ void adamw_kernel(AdamWParams step_params, AdamWBuffers b, ScalarArg 
     const float g = b.grads_fp32 ? b.grads_fp32[i] : unscale_element(b.grads_fp16[i], inv_scale);
     float p = b.master_fp32[i], m = b.exp_avg_fp32[i], v = b.exp_avg_sq_fp32[i];
     adamw_update_element(s, g, b.decay_mask ? b.decay_mask[i] != 0 : true, p, m, v);
-    b.master_fp32[i] = p, b.exp_avg_fp32[i] = m, b.exp_avg_sq_fp32[i] = v;
+    b.master_fp32[i] = p;
+    b.exp_avg_fp32[i] = m;
+    b.exp_avg_sq_fp32[i] = v;
     b.weights_fp16[i] = to_half(p);
   }
 }

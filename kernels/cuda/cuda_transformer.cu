@@ -41,7 +41,10 @@ __global__ void layernorm_forward_kernel(const half16* x, const half16* gamma, c
   half16* yr = y + static_cast<size_t>(row) * cols;
   for (int c = lane; c < cols; c += 32)
     yr[c] = to_half(layernorm_output(layernorm_xhat(to_float(xr[c]), m, rs), to_float(gamma[c]), to_float(beta[c])));
-  if (lane == 0) mean[row] = m, rstd[row] = rs;
+  if (lane == 0) {
+    mean[row] = m;
+    rstd[row] = rs;
+  }
 }
 
 __global__ void layernorm_dx_kernel(const half16* dy, const half16* x, const half16* gamma, const float* mean,

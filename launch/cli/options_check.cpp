@@ -193,9 +193,10 @@ void check_flags_as_a_whole(TrainConfig& c, const BenchOptions& bench) {
   if (given(c, "init-weights") && c.resume) {
     if (from_config(c, "init-weights") && on_command_line(c, "resume"))
       c.init_weights_dir.clear();
-    else if (on_command_line(c, "init-weights") && from_config(c, "resume"))
-      c.resume = false, c.resume_path.clear();
-    else
+    else if (on_command_line(c, "init-weights") && from_config(c, "resume")) {
+      c.resume = false;
+      c.resume_path.clear();
+    } else
       throw Error(
           "--init-weights and --resume contradict each other: a resume continues from its checkpoint's weights");
   }

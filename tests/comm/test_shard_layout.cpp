@@ -37,7 +37,8 @@ std::string balanced_violations(size_t total, int world, size_t align) {
     if (got.end < got.begin) note("rank " + std::to_string(r) + " ends before it begins");
     if (got.begin % align != 0) note("rank " + std::to_string(r) + " begin unaligned");
     if (r + 1 < world && got.count() % align != 0) note("rank " + std::to_string(r) + " length not a multiple of A");
-    shortest = std::min(shortest, got.count()), longest = std::max(longest, got.count());
+    shortest = std::min(shortest, got.count());
+    longest = std::max(longest, got.count());
     expected_begin = got.end;
   }
   if (expected_begin != total) note("ranges end at " + std::to_string(expected_begin));

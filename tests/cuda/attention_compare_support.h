@@ -39,10 +39,19 @@ inline void compare_batched_gemm(Backend& ref, Backend& dut, std::mt19937_64& rn
   for (int i = 0; i < 2; ++i) {
     auto da = upload_to(*backends[i], a), db = upload_to(*backends[i], b), dc = upload_to(*backends[i], c0);
     GemmFp16 g;
-    g.trans_a = ta, g.trans_b = tb, g.m = m, g.n = n, g.k = k, g.alpha = alpha, g.beta = beta;
-    g.a = da.data(), g.lda = ta == Transpose::Yes ? m : k;
-    g.b = db.data(), g.ldb = tb == Transpose::Yes ? k : n;
-    g.c = dc.data(), g.ldc = n;
+    g.trans_a = ta;
+    g.trans_b = tb;
+    g.m = m;
+    g.n = n;
+    g.k = k;
+    g.alpha = alpha;
+    g.beta = beta;
+    g.a = da.data();
+    g.lda = ta == Transpose::Yes ? m : k;
+    g.b = db.data();
+    g.ldb = tb == Transpose::Yes ? k : n;
+    g.c = dc.data();
+    g.ldc = n;
     backends[i]->gemm_batched_fp16(g, bh, sa, sb, sc);
     out[i] = dc.download();
   }

@@ -60,7 +60,8 @@ TrainConfig graph_test_config(LossKind loss) {
   c.loss_name = loss == LossKind::MeanSquaredError ? "mse" : "xent";
   c.batch_size = 16;  // 600 samples: 37 full steps and one of 8 rows per epoch
   c.epochs = 3;
-  c.lr = 0.05, c.momentum = 0.9;
+  c.lr = 0.05;
+  c.momentum = 0.9;
   c.lr_schedule = LrScheduleKind::Cosine;
   c.log_every = 7;
   c.loss_scaler.init_scale = std::ldexp(1.0, 40);

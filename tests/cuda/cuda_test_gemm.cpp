@@ -60,16 +60,24 @@ void run_gemm_case(CpuBackend& cpu, CudaBackend& gpu, std::mt19937_64& rng, cons
       return v;
     };
     Buffer<half16> da(be, a.size()), db(be, b.size()), dc(be, c0.size()), dbias(be, bias.size());
-    da.upload(magnitude ? abs_of(a) : a), db.upload(magnitude ? abs_of(b) : b);
-    dc.upload(magnitude && c.beta != 0.0f ? abs_of(c0) : c0), dbias.upload(bias);
+    da.upload(magnitude ? abs_of(a) : a);
+    db.upload(magnitude ? abs_of(b) : b);
+    dc.upload(magnitude && c.beta != 0.0f ? abs_of(c0) : c0);
+    dbias.upload(bias);
     GemmFp16 g;
-    g.trans_a = c.trans_a, g.trans_b = c.trans_b;
-    g.m = c.m, g.n = c.n, g.k = c.k;
+    g.trans_a = c.trans_a;
+    g.trans_b = c.trans_b;
+    g.m = c.m;
+    g.n = c.n;
+    g.k = c.k;
     g.alpha = magnitude ? std::fabs(c.alpha) : c.alpha;
     g.beta = magnitude ? std::fabs(c.beta) : c.beta;
-    g.a = da.data() + c.offset, g.lda = lda;
-    g.b = db.data() + c.offset, g.ldb = ldb;
-    g.c = dc.data() + c.offset, g.ldc = ldc;
+    g.a = da.data() + c.offset;
+    g.lda = lda;
+    g.b = db.data() + c.offset;
+    g.ldb = ldb;
+    g.c = dc.data() + c.offset;
+    g.ldc = ldc;
     g.bias = c.bias && !magnitude ? dbias.data() + c.offset : nullptr;
     be.gemm_fp16(g);
     if (magnitude) {
@@ -93,10 +101,12 @@ void run_gemm_case(CpuBackend& cpu, CudaBackend& gpu, std::mt19937_64& rng, cons
   for (size_t idx = 0; idx < c_count; ++idx) {
     const bool inside = idx >= c.offset && static_cast<int>((idx - c.offset) % ldc) < c.n;
     if (inside) {
-      got_window.push_back(got[idx]), want_window.push_back(want[idx]);
+      got_window.push_back(got[idx]);
+      want_window.push_back(want[idx]);
       window_magnitude.push_back(magnitude_sum[idx]);
     } else {
-      got_rest.push_back(got[idx]), want_rest.push_back(c0[idx]);
+      got_rest.push_back(got[idx]);
+      want_rest.push_back(c0[idx]);
     }
   }
   expect_close(
@@ -113,7 +123,8 @@ TEST_F(CudaKernels, GemmAllTransposesOddShapes) {
     for (Transpose ta : kBoth)
       for (Transpose tb : kBoth) {
         GemmCase c{s[0], s[1], s[2]};
-        c.trans_a = ta, c.trans_b = tb;
+        c.trans_a = ta;
+        c.trans_b = tb;
         run_gemm_case(cpu, *gpu, rng, c);
       }
 }
@@ -125,7 +136,10 @@ TEST_F(CudaKernels, GemmAlphaBeta) {
     for (Transpose ta : kBoth)
       for (Transpose tb : kBoth) {
         GemmCase c{37, 29, 65};
-        c.trans_a = ta, c.trans_b = tb, c.alpha = ab[0], c.beta = ab[1];
+        c.trans_a = ta;
+        c.trans_b = tb;
+        c.alpha = ab[0];
+        c.beta = ab[1];
         run_gemm_case(cpu, *gpu, rng, c);
       }
 }
@@ -139,7 +153,10 @@ TEST_F(CudaKernels, GemmBiasEpilogue) {
       for (Transpose tb : kBoth)
         for (float alpha : {1.0f, 0.75f}) {
           GemmCase c{s[0], s[1], s[2]};
-          c.trans_a = ta, c.trans_b = tb, c.alpha = alpha, c.bias = true;
+          c.trans_a = ta;
+          c.trans_b = tb;
+          c.alpha = alpha;
+          c.bias = true;
           run_gemm_case(cpu, *gpu, rng, c);
         }
 }
@@ -153,7 +170,11 @@ TEST_F(CudaKernels, GemmPaddedStridesAndUnalignedViews) {
       for (Transpose tb : kBoth)
         for (bool bias : {false, true}) {
           GemmCase c{31, 47, 129};
-          c.trans_a = ta, c.trans_b = tb, c.pad = 3, c.offset = offset, c.bias = bias;
+          c.trans_a = ta;
+          c.trans_b = tb;
+          c.pad = 3;
+          c.offset = offset;
+          c.bias = bias;
           c.beta = bias ? 0.0f : 0.5f;
           run_gemm_case(cpu, *gpu, rng, c);
         }
@@ -166,7 +187,8 @@ TEST_F(CudaKernels, GemmLongKKeepsFp32Sums) {
   for (Transpose ta : kBoth)
     for (Transpose tb : kBoth) {
       GemmCase c{16, 16, 8192};
-      c.trans_a = ta, c.trans_b = tb;
+      c.trans_a = ta;
+      c.trans_b = tb;
       run_gemm_case(cpu, *gpu, rng, c);
     }
 }
@@ -177,7 +199,9 @@ TEST_F(CudaKernels, GemmPlanReuseWithNewData) {
   // and bias each call.
   for (int rep = 0; rep < 3; ++rep) {
     GemmCase c{64, 96, 80};
-    c.trans_b = Transpose::Yes, c.alpha = 1.0f + 0.5f * rep, c.bias = rep != 1;
+    c.trans_b = Transpose::Yes;
+    c.alpha = 1.0f + 0.5f * rep;
+    c.bias = rep != 1;
     run_gemm_case(cpu, *gpu, rng, c);
   }
 }
@@ -187,7 +211,8 @@ TEST_F(CudaKernels, GemmZeroKAndEmpty) {
   GemmCase c{7, 9, 0};
   c.beta = 0.5f;
   run_gemm_case(cpu, *gpu, rng, c);  // C = beta C
-  c.beta = 0.0f, c.bias = true;
+  c.beta = 0.0f;
+  c.bias = true;
   run_gemm_case(cpu, *gpu, rng, c);  // C = bias
   GemmCase empty{0, 5, 3};
   run_gemm_case(cpu, *gpu, rng, empty);
@@ -202,11 +227,16 @@ TEST_F(CudaKernels, GemmSimpleFallbackKernel) {
     for (Transpose ta : kBoth)
       for (Transpose tb : kBoth) {
         GemmCase c{s[0], s[1], s[2]};
-        c.trans_a = ta, c.trans_b = tb, c.alpha = 0.75f, c.pad = 1;
+        c.trans_a = ta;
+        c.trans_b = tb;
+        c.alpha = 0.75f;
+        c.pad = 1;
         run_gemm_case(cpu, *gpu, rng, c);
-        c.bias = true, c.offset = 1;
+        c.bias = true;
+        c.offset = 1;
         run_gemm_case(cpu, *gpu, rng, c);
-        c.bias = false, c.beta = -0.5f;
+        c.bias = false;
+        c.beta = -0.5f;
         run_gemm_case(cpu, *gpu, rng, c);
       }
   gpu->force_simple_gemm_for_testing(false);

@@ -59,14 +59,22 @@ void run_epilogue_case(CpuBackend& cpu, Backend& gpu, std::mt19937_64& rng, cons
   for (size_t idx = 0; idx < c.c_count(); ++idx) {
     const bool inside = idx >= c.offset && static_cast<int>((idx - c.offset) % c.ldc()) < c.n;
     if (!inside) {
-      got_rest.push_back(got.c[idx]), want_rest.push_back(in.c0[idx]);
-      if (c.pre_activation) got_rest.push_back(got.pre_activation[idx]), want_rest.push_back(want.pre_activation[idx]);
+      got_rest.push_back(got.c[idx]);
+      want_rest.push_back(in.c0[idx]);
+      if (c.pre_activation) {
+        got_rest.push_back(got.pre_activation[idx]);
+        want_rest.push_back(want.pre_activation[idx]);
+      }
       continue;
     }
     const size_t i = (idx - c.offset) / c.ldc(), j = (idx - c.offset) % c.ldc();
     floor.push_back(1e-5 * ref.c_magnitude[i * c.n + j] + ref.c_slope_error[i * c.n + j] + kFp16SubnormalStep);
-    got_c.push_back(got.c[idx]), want_c.push_back(want.c[idx]);
-    if (c.pre_activation) got_pre.push_back(got.pre_activation[idx]), want_pre.push_back(want.pre_activation[idx]);
+    got_c.push_back(got.c[idx]);
+    want_c.push_back(want.c[idx]);
+    if (c.pre_activation) {
+      got_pre.push_back(got.pre_activation[idx]);
+      want_pre.push_back(want.pre_activation[idx]);
+    }
   }
   expect_close(
       got_c, want_c, kFp16RelTol, [&](size_t i) { return floor[i]; }, "C");
@@ -97,57 +105,85 @@ void run_all_epilogues(CpuBackend& cpu, Backend& gpu, std::mt19937_64& rng) {
         const int in = l[0], out = l[1];
         for (Activation act : {Activation::Relu, Activation::Gelu}) {
           test::EpilogueCase fwd{rows, out, in};  // Y = act(X W^T + b) (+ Z)
-          fwd.trans_b = Transpose::Yes, fwd.bias = true, fwd.act = act, fwd.offset = offset;
+          fwd.trans_b = Transpose::Yes;
+          fwd.bias = true;
+          fwd.act = act;
+          fwd.offset = offset;
           fwd.pre_activation = act == Activation::Gelu;
           run_epilogue_case(cpu, gpu, rng, fwd, "forward");
           if (rows != 256) {
-            fwd.pre_activation = !fwd.pre_activation, fwd.pad = 3;
+            fwd.pre_activation = !fwd.pre_activation;
+            fwd.pad = 3;
             run_epilogue_case(cpu, gpu, rng, fwd, "forward, other pre-activation choice");
           }
           test::EpilogueCase dx{rows, in, out};  // dZ_prev = act'(Z) * (dZ W)
-          dx.dact = act, dx.offset = offset;
+          dx.dact = act;
+          dx.offset = offset;
           run_epilogue_case(cpu, gpu, rng, dx, "activation gradient");
         }
         for (bool accumulate : {false, true}) {
           test::EpilogueCase dw{out, in, rows};  // dW = dZ^T X, db = sum_rows dZ
-          dw.trans_a = Transpose::Yes, dw.bias_grad = true, dw.bias_grad_accumulate = accumulate;
-          dw.beta = accumulate ? 1.0f : 0.0f, dw.offset = offset;
+          dw.trans_a = Transpose::Yes;
+          dw.bias_grad = true;
+          dw.bias_grad_accumulate = accumulate;
+          dw.beta = accumulate ? 1.0f : 0.0f;
+          dw.offset = offset;
           run_epilogue_case(cpu, gpu, rng, dw, "weight and bias gradient");
         }
       }
   for (Transpose ta : kBoth)
     for (Transpose tb : kBoth) {
       test::EpilogueCase c{37, 29, 65};
-      c.trans_a = ta, c.trans_b = tb, c.bias = true, c.act = Activation::Relu, c.alpha = 0.75f;
+      c.trans_a = ta;
+      c.trans_b = tb;
+      c.bias = true;
+      c.act = Activation::Relu;
+      c.alpha = 0.75f;
       run_epilogue_case(cpu, gpu, rng, c, "relu, any transpose");
-      c.act = Activation::Gelu, c.pre_activation = true, c.pad = 1;
+      c.act = Activation::Gelu;
+      c.pre_activation = true;
+      c.pad = 1;
       run_epilogue_case(cpu, gpu, rng, c, "gelu, any transpose");
       c.act = Activation::GeluTanh;
       run_epilogue_case(cpu, gpu, rng, c, "gelu-tanh, any transpose");
       c = test::EpilogueCase{37, 29, 65};
-      c.trans_a = ta, c.trans_b = tb, c.dact = Activation::Gelu, c.alpha = -1.5f;
+      c.trans_a = ta;
+      c.trans_b = tb;
+      c.dact = Activation::Gelu;
+      c.alpha = -1.5f;
       run_epilogue_case(cpu, gpu, rng, c, "dgelu, any transpose");
       c.dact = Activation::GeluTanh;
       run_epilogue_case(cpu, gpu, rng, c, "dgelu-tanh, any transpose");
       c.dact = Activation::Gelu;
-      c.dact = Activation::Relu, c.bias = true, c.pad = 2;
+      c.dact = Activation::Relu;
+      c.bias = true;
+      c.pad = 2;
       run_epilogue_case(cpu, gpu, rng, c, "drelu with bias, any transpose");
-      c.bias = false, c.pad = 0;
-      c.dact = Activation::None, c.bias_grad = true, c.alpha = 1.0f;
+      c.bias = false;
+      c.pad = 0;
+      c.dact = Activation::None;
+      c.bias_grad = true;
+      c.alpha = 1.0f;
       run_epilogue_case(cpu, gpu, rng, c, "bias gradient, any transpose");
     }
   test::EpilogueCase near_zero{64, 96, 1024};  // GELU's gradient where cdf + z pdf cancels, long sums
-  near_zero.dact = Activation::Gelu, near_zero.z_near_gelu_prime_zero = true;
+  near_zero.dact = Activation::Gelu;
+  near_zero.z_near_gelu_prime_zero = true;
   run_epilogue_case(cpu, gpu, rng, near_zero, "dgelu near gelu'(z) = 0");
   near_zero.dact = Activation::GeluTanh;
   run_epilogue_case(cpu, gpu, rng, near_zero, "dgelu-tanh near its zero");
   // The GPT's MLP (C = 128, 4C wide, 64 rows): c_fc with bias + tanh GELU
   // keeping the pre-activation, and the gradient through it.
   test::EpilogueCase fc{64, 512, 128};
-  fc.trans_b = Transpose::Yes, fc.bias = true, fc.act = Activation::GeluTanh, fc.pre_activation = true;
+  fc.trans_b = Transpose::Yes;
+  fc.bias = true;
+  fc.act = Activation::GeluTanh;
+  fc.pre_activation = true;
   run_epilogue_case(cpu, gpu, rng, fc, "GPT MLP c_fc forward");
   test::EpilogueCase proj{64, 128, 512};  // c_proj with its residual add: x += y W^T + b
-  proj.trans_b = Transpose::Yes, proj.bias = true, proj.beta = 1.0f;
+  proj.trans_b = Transpose::Yes;
+  proj.bias = true;
+  proj.beta = 1.0f;
   run_epilogue_case(cpu, gpu, rng, proj, "GPT MLP c_proj + residual (bias, beta 1)");
   proj.offset = 1;  // an unaligned view: the staged bias, or the next route down
   run_epilogue_case(cpu, gpu, rng, proj, "c_proj + residual, unaligned");
@@ -155,10 +191,16 @@ void run_all_epilogues(CpuBackend& cpu, Backend& gpu, std::mt19937_64& rng) {
   fc_dx.dact = Activation::GeluTanh;
   run_epilogue_case(cpu, gpu, rng, fc_dx, "GPT MLP gradient into the tanh GELU");
   test::EpilogueCase zero_k{7, 9, 0};  // C = epilogue(bias), db = 0 (+ old)
-  zero_k.bias = true, zero_k.act = Activation::Gelu, zero_k.pre_activation = true, zero_k.pad = 1;  // lda >= 1
+  zero_k.bias = true;
+  zero_k.act = Activation::Gelu;
+  zero_k.pre_activation = true;
+  zero_k.pad = 1;  // lda >= 1
   run_epilogue_case(cpu, gpu, rng, zero_k, "k = 0");
   test::EpilogueCase empty_c{7, 0, 9};  // no C, but a bias gradient
-  empty_c.trans_a = Transpose::Yes, empty_c.bias_grad = true, empty_c.bias_grad_accumulate = true, empty_c.pad = 1;
+  empty_c.trans_a = Transpose::Yes;
+  empty_c.bias_grad = true;
+  empty_c.bias_grad_accumulate = true;
+  empty_c.pad = 1;
   run_epilogue_case(cpu, gpu, rng, empty_c, "n = 0");
 }
 
@@ -223,10 +265,13 @@ TEST_F(CudaKernels, GemmFusedReluMatchesCpuBitwiseWhereSumsAgree) {
     c.trans_b = Transpose::Yes;
     if (grad)
       c.dact = Activation::Relu;
-    else
-      c.bias = true, c.act = Activation::Relu;
+    else {
+      c.bias = true;
+      c.act = Activation::Relu;
+    }
     auto in = test::make_epilogue_inputs(rng, c);
-    in.a = random_eighths(rng, in.a.size()), in.b = random_eighths(rng, in.b.size());
+    in.a = random_eighths(rng, in.a.size());
+    in.b = random_eighths(rng, in.b.size());
     in.bias = random_eighths(rng, in.bias.size());
     const auto before = gpu->gemm_route_counts_for_testing();
     const auto got = test::run_epilogue_case(*gpu, c, in).c;
@@ -253,7 +298,8 @@ TEST_F(CudaKernels, ModelGemmsTakeTheFusedCublasLtRoutes) {
   Buffer<half16> x(*gpu, static_cast<size_t>(rows) * model.input_width());
   x.upload(test::random_halves(rng, x.count()));
   DeviceBatch batch;
-  batch.features_fp16 = x.data(), batch.rows = rows;
+  batch.features_fp16 = x.data();
+  batch.rows = rows;
 
   auto routes = gpu->gemm_route_counts_for_testing();
   model.forward(batch, tables.weights_fp16);

@@ -84,13 +84,19 @@ TEST_F(CudaKernels, SgdVariants) {
     SgdParams p;
     p.lr = 0.1f;
     variants.push_back({"plain, no momentum buffer", p, false});
-    p.momentum = 0.9f, p.first_step = true;
+    p.momentum = 0.9f;
+    p.first_step = true;
     variants.push_back({"momentum first step", p, true});
     p.first_step = false;
     variants.push_back({"momentum", p, true});
-    p.nesterov = true, p.weight_decay = 1e-4f;
+    p.nesterov = true;
+    p.weight_decay = 1e-4f;
     variants.push_back({"nesterov + weight decay", p, true});
-    p.nesterov = false, p.momentum = 0.5f, p.dampening = 0.1f, p.weight_decay = 0.01f, p.grad_multiplier = 0.37f;
+    p.nesterov = false;
+    p.momentum = 0.5f;
+    p.dampening = 0.1f;
+    p.weight_decay = 0.01f;
+    p.grad_multiplier = 0.37f;
     variants.push_back({"dampening + weight decay + clip multiplier", p, true});
   }
   const auto grads_host = test::random_floats(rng, n);
@@ -130,14 +136,21 @@ TEST_F(CudaKernels, FusedSgdFromFp16GradsMatchesUnscaleThenSgdBitwise) {
   std::vector<half16> grads_host = test::random_halves(rng, n, -60000.0f, 60000.0f);
   const auto master_host = test::random_floats(rng, n), momentum_host = test::random_floats(rng, n);
   SgdParams p;
-  p.lr = 0.05f, p.momentum = 0.9f, p.first_step = false, p.weight_decay = 1e-4f, p.grad_multiplier = 0.75f;
+  p.lr = 0.05f;
+  p.momentum = 0.9f;
+  p.first_step = false;
+  p.weight_decay = 1e-4f;
+  p.grad_multiplier = 0.75f;
   Buffer<half16> grads(*gpu, n), w_two(*gpu, n), w_fused(*gpu, n);
   Buffer<float> grads_fp32(*gpu, n), m_two(*gpu, n), m_fused(*gpu, n), mom_two(*gpu, n), mom_fused(*gpu, n);
   Buffer<int32_t> flag(*gpu, 1);
   grads.upload(grads_host);
-  m_two.upload(master_host), m_fused.upload(master_host), mom_two.upload(momentum_host),
-      mom_fused.upload(momentum_host);
-  w_two.upload(test::poison_halves(n)), w_fused.upload(test::poison_halves(n));
+  m_two.upload(master_host);
+  m_fused.upload(master_host);
+  mom_two.upload(momentum_host);
+  mom_fused.upload(momentum_host);
+  w_two.upload(test::poison_halves(n));
+  w_fused.upload(test::poison_halves(n));
   flag.zero();
   gpu->unscale_fp16_to_fp32(grads.data(), grads_fp32.data(), n, inv_scale, flag.data());
   gpu->sgd_update(p, SgdGrads::unscaled(grads_fp32.data()), m_two.data(), mom_two.data(), w_two.data(), n, flag.data());
@@ -168,10 +181,16 @@ TEST_F(CudaKernels, SgdSkippedWhenFlagSetChangesNothing) {
   Buffer<half16> weights(*gpu, n);
   Buffer<int32_t> skip(*gpu, 1);
   grads.upload(test::random_floats(rng, n));
-  master.upload(master_host), momentum.upload(momentum_host), weights.upload(weights_host);
+  master.upload(master_host);
+  momentum.upload(momentum_host);
+  weights.upload(weights_host);
   skip.upload(std::vector<int32_t>{1});
   SgdParams p;
-  p.lr = 0.1f, p.momentum = 0.9f, p.first_step = false, p.weight_decay = 0.01f, p.nesterov = true;
+  p.lr = 0.1f;
+  p.momentum = 0.9f;
+  p.first_step = false;
+  p.weight_decay = 0.01f;
+  p.nesterov = true;
   gpu->sgd_update(p, SgdGrads::unscaled(grads.data()), master.data(), momentum.data(), weights.data(), n, skip.data());
   // Bitwise: not one element may move.
   EXPECT_EQ(master.download(), master_host);
@@ -205,7 +224,11 @@ TEST_F(CudaKernels, AdamWOnARangeMatchesCpu) {
   auto lr = both(std::vector<float>{0.0f});
   auto steps_taken = both(std::vector<int64_t>{0});
   AdamWParams p;
-  p.beta1 = 0.85, p.beta2 = 0.995, p.eps = 1e-8, p.weight_decay = 0.05, p.grad_multiplier = 0.8f;
+  p.beta1 = 0.85;
+  p.beta2 = 0.995;
+  p.eps = 1e-8;
+  p.weight_decay = 0.05;
+  p.grad_multiplier = 0.8f;
   int64_t taken = 0;
   for (int k = 0; k < 4; ++k) {
     const bool skipped = k == 2, fp32_route = k % 2 == 1;
@@ -226,8 +249,10 @@ TEST_F(CudaKernels, AdamWOnARangeMatchesCpu) {
     auto buffers = [](const Side& side) {
       AdamWBuffers b;
       b.grads_fp16 = side.grads16->data();
-      b.master_fp32 = side.master->data(), b.exp_avg_fp32 = side.exp_avg->data();
-      b.exp_avg_sq_fp32 = side.exp_avg_sq->data(), b.weights_fp16 = side.weights->data();
+      b.master_fp32 = side.master->data();
+      b.exp_avg_fp32 = side.exp_avg->data();
+      b.exp_avg_sq_fp32 = side.exp_avg_sq->data();
+      b.weights_fp16 = side.weights->data();
       b.decay_mask = side.mask->data();
       return b;
     };
@@ -237,11 +262,14 @@ TEST_F(CudaKernels, AdamWOnARangeMatchesCpu) {
     if (fp32_route) {
       cpu.unscale_fp16_to_fp32(grads16.cpu.data(), grads32.cpu.data(), n, inv_scale, nullptr);
       gpu->unscale_fp16_to_fp32(grads16.gpu.data(), grads32.gpu.data(), n, inv_scale, nullptr);
-      bc.grads_fp32 = grads32.cpu.data(), bg.grads_fp32 = grads32.gpu.data();
+      bc.grads_fp32 = grads32.cpu.data();
+      bg.grads_fp32 = grads32.gpu.data();
     }
     AdamWParams pc = p, pg = p;
-    pc.lr_ptr = lr.cpu.data(), pc.steps_taken = steps_taken.cpu.data();
-    pg.lr_ptr = lr.gpu.data(), pg.steps_taken = steps_taken.gpu.data();
+    pc.lr_ptr = lr.cpu.data();
+    pc.steps_taken = steps_taken.cpu.data();
+    pg.lr_ptr = lr.gpu.data();
+    pg.steps_taken = steps_taken.gpu.data();
     cpu.adamw_update(pc, bc, inv_scale, offset, count, skip.cpu.data());
     gpu->adamw_update(pg, bg, inv_scale, offset, count, skip.gpu.data());
     if (!skipped) ++taken;

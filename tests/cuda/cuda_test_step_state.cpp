@@ -24,9 +24,13 @@ using namespace test;  // cuda_test_support.h: CudaKernels, comparisons, toleran
 TEST_F(CudaKernels, StepStatePrepareAndFinishMatchTheCpu) {
   SCOPED_TRACE(seed_text());
   LossScaleRule rule;
-  rule.growth_interval = 3, rule.hysteresis = 2, rule.min_scale = 2.0, rule.max_bad_steps = 3;
+  rule.growth_interval = 3;
+  rule.hysteresis = 2;
+  rule.min_scale = 2.0;
+  rule.max_bad_steps = 3;
   StepStatus host{};
-  host.scale = 65536.0, host.hysteresis_left = rule.hysteresis;
+  host.scale = 65536.0;
+  host.hysteresis_left = rule.hysteresis;
   Buffer<StepStatus> dev(*gpu, 1);
   gpu->copy_to_device(dev.data(), &host, sizeof host);
   for (int i = 0; i < 300; ++i) {
@@ -67,8 +71,10 @@ TEST_F(CudaKernels, CapturedStepReadsTheStepStateOnEveryReplay) {
   auto queue_step = [&](Backend& be, StepStatus* st, Buffer<half16>& g, Buffer<float>& m, Buffer<float>& mom,
                         Buffer<half16>& w) {
     SgdParams p;
-    p.momentum = 0.9f, p.weight_decay = 1e-4f;
-    p.lr_ptr = &st->lr, p.momentum_initialized = &st->momentum_initialized;
+    p.momentum = 0.9f;
+    p.weight_decay = 1e-4f;
+    p.lr_ptr = &st->lr;
+    p.momentum_initialized = &st->momentum_initialized;
     be.unscale_fp16_to_fp32(g.data(), nullptr, n, ScalarArg::at(&st->inv_scale), &st->nonfinite);
     be.sgd_update(p, SgdGrads::scaled(g.data(), ScalarArg::at(&st->inv_scale)), m.data(), mom.data(), w.data(), n,
                   &st->nonfinite);
@@ -129,10 +135,18 @@ TEST_F(CudaKernels, BufferGrowthAroundACaptureIsRefused) {
   // pre-activation output takes the FP32 scratch route; a bias view at an
   // odd offset is staged.
   test::EpilogueCase small{8, 16, 32}, large{64, 256, 32};
-  for (auto* c : {&small, &large}) c->trans_b = Transpose::Yes, c->bias = true, c->act = Activation::Gelu;
+  for (auto* c : {&small, &large}) {
+    c->trans_b = Transpose::Yes;
+    c->bias = true;
+    c->act = Activation::Gelu;
+  }
   for (auto* c : {&small, &large}) c->pre_activation = true;
   test::EpilogueCase small_bias = small, large_bias = large;  // plain GEMM + BIAS from the staging copy
-  for (auto* c : {&small_bias, &large_bias}) c->act = Activation::None, c->pre_activation = false, c->offset = 1;
+  for (auto* c : {&small_bias, &large_bias}) {
+    c->act = Activation::None;
+    c->pre_activation = false;
+    c->offset = 1;
+  }
   // Eager runs of the small shapes allocate the scratch and the staging.
   test::run_epilogue_case(*gpu, small, test::make_epilogue_inputs(rng, small));
   test::run_epilogue_case(*gpu, small_bias, test::make_epilogue_inputs(rng, small_bias));
@@ -151,7 +165,9 @@ TEST_F(CudaKernels, BufferGrowthAroundACaptureIsRefused) {
                Buffer<half16>(*gpu, in.bias.size()),       Buffer<half16>(*gpu, in.dact_input.size()),
                Buffer<half16>(*gpu, in.c0.size()),         Buffer<half16>(*gpu, c.c_count()),
                Buffer<half16>(*gpu, in.bias_grad0.size()), GemmFp16{}};
-    o.a.upload(in.a), o.b.upload(in.b), o.bias.upload(in.bias);
+    o.a.upload(in.a);
+    o.b.upload(in.b);
+    o.bias.upload(in.bias);
     o.g = test::epilogue_gemm(c, o.a.data(), o.b.data(), o.bias.data(), o.z.data(), o.out.data(), o.pre.data(),
                               o.db.data());
     return o;

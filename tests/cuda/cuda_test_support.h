@@ -132,9 +132,11 @@ void expect_close(const std::vector<T>& got, const std::vector<T>& want, double 
   for (size_t i = 0; i < got.size(); ++i) {
     double g, w;
     if constexpr (std::is_same_v<T, half16>) {
-      g = to_float(got[i]), w = to_float(want[i]);
+      g = to_float(got[i]);
+      w = to_float(want[i]);
     } else {
-      g = got[i], w = want[i];
+      g = got[i];
+      w = want[i];
     }
     if (!close_enough(g, w, rel, abs_floor(i)) && bad++ < 5)
       ADD_FAILURE() << what << "[" << i << "]: cuda " << g << " cpu " << w << " (diff " << g - w << ")";

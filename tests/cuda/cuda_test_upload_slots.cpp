@@ -175,7 +175,9 @@ TEST_F(CudaUpload, BatchLoaderPrefetchesIntactBatches) {
   // wrong one), the compute stream delayed: each batch's device contents are
   // its rows, read on the compute stream after the delay.
   Dataset d;
-  d.count = 3000, d.features = 96, d.num_classes = 10;
+  d.count = 3000;
+  d.features = 96;
+  d.num_classes = 10;
   d.x = test::random_floats(rng, d.count * d.features);
   d.labels = test::random_labels(rng, d.count, d.num_classes);
   constexpr int kMaxBatch = 256;
@@ -219,7 +221,10 @@ TEST_F(CudaUpload, BatchLoaderPrefetchesIntactTokenBatches) {
   // position, read on the compute stream after the delay into poisoned
   // buffers, must equal the host rows.
   Dataset d;
-  d.count = 3000, d.tokens_per_sample = 64, d.vocab_size = 5000, d.num_classes = 5000;
+  d.count = 3000;
+  d.tokens_per_sample = 64;
+  d.vocab_size = 5000;
+  d.num_classes = 5000;
   const size_t t = d.tokens_per_sample;
   d.token_ids = test::random_labels(rng, d.count * t, d.vocab_size);
   d.labels = test::random_labels(rng, d.count * t, d.num_classes);

@@ -66,7 +66,8 @@ inline void compare_embeddings(Backend& ref, Backend& dut, std::mt19937_64& rng,
       auto g_wte = upload_to(be, acc ? prev : poison_halves(wte.size()));
       auto g_wpe = upload_to(be, acc ? prev_pos : poison_halves(wpe.size()));
       be.embedding_backward_fp16(d_tok.data(), d_dout.data(), B, T, C, V, g_wte.data(), g_wpe.data(), acc != 0);
-      grads[k][acc][0] = g_wte.download(), grads[k][acc][1] = g_wpe.download();
+      grads[k][acc][0] = g_wte.download();
+      grads[k][acc][1] = g_wpe.download();
       if (k == 1) {  // run to run
         auto again = upload_to(be, acc ? prev : poison_halves(wte.size()));
         be.embedding_backward_fp16(d_tok.data(), d_dout.data(), B, T, C, V, again.data(), g_wpe.data(), acc != 0);
@@ -106,16 +107,21 @@ inline void compare_layernorm(Backend& ref, Backend& dut, std::mt19937_64& rng, 
     auto mean = upload_to(be, nan_floats(rows)), rstd = upload_to(be, nan_floats(rows));
     be.layernorm_forward_fp16(d_x.data(), d_g.data(), d_b.data(), rows, cols, kLayerNormEps, y.data(), mean.data(),
                               rstd.data());
-    o[k].y = y.download(), o[k].mean = mean.download(), o[k].rstd = rstd.download();
+    o[k].y = y.download();
+    o[k].mean = mean.download();
+    o[k].rstd = rstd.download();
     // The backward of both backends reads the reference's statistics.
-    mean.upload(o[0].mean), rstd.upload(o[0].rstd);
+    mean.upload(o[0].mean);
+    rstd.upload(o[0].rstd);
     for (int acc = 0; acc < 2; ++acc) {
       auto dx = upload_to(be, acc ? prev_dx : poison_halves(x.size()));
       auto dg = upload_to(be, acc ? prev_p : poison_halves(cols)),
            db = upload_to(be, acc ? prev_p : poison_halves(cols));
       be.layernorm_backward_fp16(d_dy.data(), d_x.data(), d_g.data(), mean.data(), rstd.data(), rows, cols, dx.data(),
                                  acc != 0, dg.data(), db.data(), acc != 0);
-      o[k].dx[acc] = dx.download(), o[k].dgamma[acc] = dg.download(), o[k].dbeta[acc] = db.download();
+      o[k].dx[acc] = dx.download();
+      o[k].dgamma[acc] = dg.download();
+      o[k].dbeta[acc] = db.download();
       if (k == 1 && acc == 0) {  // run to run
         auto dg2 = upload_to(be, poison_halves(cols)), db2 = upload_to(be, poison_halves(cols));
         be.layernorm_backward_fp16(d_dy.data(), d_x.data(), d_g.data(), mean.data(), rstd.data(), rows, cols, dx.data(),
@@ -200,7 +206,9 @@ inline void compare_padded_cross_entropy(Backend& ref, Backend& dut, std::mt1993
     auto d_grad = upload_to(be, poison_halves(logits.size()));
     be.softmax_xent_forward(l.data(), lab.data(), rows, cols, real_cols, d_loss.data(), d_correct.data());
     be.softmax_xent_backward(l.data(), lab.data(), rows, cols, real_cols, 4096.0f, d_grad.data());
-    loss[k] = d_loss.download(), correct[k] = d_correct.download(), grad[k] = d_grad.download();
+    loss[k] = d_loss.download();
+    correct[k] = d_correct.download();
+    grad[k] = d_grad.download();
   }
   expect_close(loss[1], loss[0], fp32_sum_rel_tol(static_cast<size_t>(rows) + real_cols), 1e-6, "loss");
   EXPECT_EQ(correct[1], correct[0]);

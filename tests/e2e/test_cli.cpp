@@ -44,7 +44,9 @@ void put_be32(std::vector<uint8_t>& v, uint32_t x) {
 
 std::vector<uint8_t> idx_images(uint32_t n, uint32_t rows, uint32_t cols) {
   std::vector<uint8_t> v = {0, 0, 0x08, 3};
-  put_be32(v, n), put_be32(v, rows), put_be32(v, cols);
+  put_be32(v, n);
+  put_be32(v, rows);
+  put_be32(v, cols);
   for (uint32_t i = 0; i < n * rows * cols; ++i) v.push_back(static_cast<uint8_t>(i * 7));
   return v;
 }

@@ -78,7 +78,8 @@ TEST(CliPredict, OutputsMatchADoublePrecisionForwardOfTheSavedWeights) {
     for (size_t c = 0; c < kClasses; ++c) {
       double v = b1[c];
       for (size_t j = 0; j < kHidden; ++j) v += h[j] * w1[c * kHidden + j];
-      want[r * kClasses + c] = v, max_abs = std::max(max_abs, std::fabs(v));
+      want[r * kClasses + c] = v;
+      max_abs = std::max(max_abs, std::fabs(v));
     }
   }
   // FP16 inputs, weights and activations (2^-11 relative each) through two layers.

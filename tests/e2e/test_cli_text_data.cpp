@@ -45,7 +45,8 @@ class CliTextData : public test::CliTest {
       for (int b = 0; b < 4; ++b) out[4 * i + b] = static_cast<uint8_t>(static_cast<uint32_t>(header[i]) >> (8 * b));
     for (size_t i = 0; i < tokens; ++i) {
       const auto id = static_cast<uint16_t>(rng() % 50257);
-      out[1024 + 2 * i] = static_cast<uint8_t>(id & 0xff), out[1024 + 2 * i + 1] = static_cast<uint8_t>(id >> 8);
+      out[1024 + 2 * i] = static_cast<uint8_t>(id & 0xff);
+      out[1024 + 2 * i + 1] = static_cast<uint8_t>(id >> 8);
     }
     return out;
   }

@@ -41,7 +41,10 @@ std::string error_line(const test::CommandResult& r) {
   std::string line, found;
   int count = 0;
   while (std::getline(in, line))
-    if (line.rfind("ddp_train: error", 0) == 0) found = line, ++count;
+    if (line.rfind("ddp_train: error", 0) == 0) {
+      found = line;
+      ++count;
+    }
   return count == 1 ? found : "";
 }
 
@@ -60,7 +63,10 @@ class ResumeValidation : public test::CliTest {
   ResumeValidation() : CliTest("resume-validation") {}
   void SetUp() override {
     std::vector<uint8_t> images = {0, 0, 0x08, 3}, labels = {0, 0, 0x08, 1};
-    put_be32(images, 40), put_be32(images, 4), put_be32(images, 4), put_be32(labels, 40);
+    put_be32(images, 40);
+    put_be32(images, 4);
+    put_be32(images, 4);
+    put_be32(labels, 40);
     for (uint32_t i = 0; i < 40 * 16; ++i) images.push_back(static_cast<uint8_t>(i * 7));
     for (uint32_t i = 0; i < 40; ++i) labels.push_back(static_cast<uint8_t>(i % 10));
     write_bytes(dir + "/img", images);

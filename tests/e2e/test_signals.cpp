@@ -60,8 +60,10 @@ std::string npy_problem(const std::string& dir, int64_t train, int64_t test, int
     const std::vector<float> v = test::random_floats(rng, static_cast<size_t>(rows * cols));
     save_npy_fp32(dir + "/" + name, v.data(), {static_cast<size_t>(rows), static_cast<size_t>(cols)});
   };
-  write("train_x.npy", train, in), write("train_y.npy", train, out);
-  write("test_x.npy", test, in), write("test_y.npy", test, out);
+  write("train_x.npy", train, in);
+  write("train_y.npy", train, out);
+  write("test_x.npy", test, in);
+  write("test_y.npy", test, out);
   return " --data npy --loss mse --train-x " + dir + "/train_x.npy --train-y " + dir + "/train_y.npy --test-x " + dir +
          "/test_x.npy --test-y " + dir + "/test_y.npy";
 }

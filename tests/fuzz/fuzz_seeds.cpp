@@ -245,7 +245,9 @@ void safetensors_seeds() {
 // An llm.c shard as its dev/data/data_common.py writes one: 256 int32, then uint16 tokens.
 Bytes llmc_shard(const std::vector<uint16_t>& tokens, int32_t version = ddp::kLlmcVersion) {
   std::vector<int32_t> header(ddp::kLlmcHeaderInts, 0);
-  header[0] = ddp::kLlmcMagic, header[1] = version, header[2] = static_cast<int32_t>(tokens.size());
+  header[0] = ddp::kLlmcMagic;
+  header[1] = version;
+  header[2] = static_cast<int32_t>(tokens.size());
   return concat(le_bytes(header), le_bytes(tokens));
 }
 

@@ -115,9 +115,13 @@ TEST_F(GemmEpilogues, ForwardActivationAndPreActivationMatchDouble) {
       for (Activation act : kActs)
         for (int variant = 0; variant < 2; ++variant) {
           EpilogueCase c{s[0], s[1], s[2]};
-          c.trans_a = ta, c.trans_b = Transpose::Yes, c.act = act;
-          c.bias = variant == 0, c.pre_activation = variant == 0 || act != Activation::Relu;
-          c.alpha = variant == 0 ? 1.0f : 0.75f, c.pad = variant;
+          c.trans_a = ta;
+          c.trans_b = Transpose::Yes;
+          c.act = act;
+          c.bias = variant == 0;
+          c.pre_activation = variant == 0 || act != Activation::Relu;
+          c.alpha = variant == 0 ? 1.0f : 0.75f;
+          c.pad = variant;
           for (CpuBackend* be : {&one, &two})
             for (bool f16c : {true, false}) {
               set_f16c_enabled(f16c);
@@ -134,7 +138,11 @@ TEST_F(GemmEpilogues, BiasWithBetaAddsIntoCMatchesDouble) {
     for (Transpose ta : kBoth)
       for (float beta : {1.0f, -0.5f}) {
         EpilogueCase c{s[0], s[1], s[2]};
-        c.trans_a = ta, c.trans_b = Transpose::Yes, c.bias = true, c.beta = beta, c.pad = beta < 0 ? 2 : 0;
+        c.trans_a = ta;
+        c.trans_b = Transpose::Yes;
+        c.bias = true;
+        c.beta = beta;
+        c.pad = beta < 0 ? 2 : 0;
         for (CpuBackend* be : {&one, &two})
           for (bool f16c : {true, false}) {
             set_f16c_enabled(f16c);
@@ -149,7 +157,11 @@ TEST_F(GemmEpilogues, ActivationGradientMatchesDouble) {
       for (Activation dact : kActs)
         for (int pad : {0, 3}) {
           EpilogueCase c{s[0], s[1], s[2]};
-          c.trans_b = tb, c.dact = dact, c.pad = pad, c.alpha = pad ? -1.5f : 1.0f, c.bias = pad != 0;
+          c.trans_b = tb;
+          c.dact = dact;
+          c.pad = pad;
+          c.alpha = pad ? -1.5f : 1.0f;
+          c.bias = pad != 0;
           for (CpuBackend* be : {&one, &two})
             for (bool f16c : {true, false}) {
               set_f16c_enabled(f16c);
@@ -174,13 +186,20 @@ TEST_F(GemmEpilogues, BiasGradientOfAMatchesDouble) {
       for (Transpose tb : kBoth)
         for (bool accumulate : {false, true}) {
           EpilogueCase c{s[0], s[1], s[2]};
-          c.trans_a = ta, c.trans_b = tb, c.bias_grad = true, c.bias_grad_accumulate = accumulate;
-          c.beta = accumulate ? 1.0f : 0.0f, c.pad = accumulate ? 2 : 0;
+          c.trans_a = ta;
+          c.trans_b = tb;
+          c.bias_grad = true;
+          c.bias_grad_accumulate = accumulate;
+          c.beta = accumulate ? 1.0f : 0.0f;
+          c.pad = accumulate ? 2 : 0;
           for (CpuBackend* be : {&one, &two}) check_against_double(*be, c);
         }
   for (const auto& s : {std::array<int, 3>{7, 9, 0}, std::array<int, 3>{7, 0, 9}}) {
     EpilogueCase c{s[0], s[1], s[2]};
-    c.trans_a = Transpose::Yes, c.bias_grad = true, c.bias_grad_accumulate = true, c.pad = 1;
+    c.trans_a = Transpose::Yes;
+    c.bias_grad = true;
+    c.bias_grad_accumulate = true;
+    c.pad = 1;
     check_against_double(one, c);
   }
 }
@@ -193,7 +212,9 @@ TEST_F(GemmEpilogues, FusedReluForwardEqualsGemmThenActivationBitwise) {
       for (bool f16c : {true, false}) {
         set_f16c_enabled(f16c);
         EpilogueCase c{s[0], s[1], s[2]};
-        c.trans_b = Transpose::Yes, c.bias = true, c.act = Activation::Relu;
+        c.trans_b = Transpose::Yes;
+        c.bias = true;
+        c.act = Activation::Relu;
         SCOPED_TRACE(describe(c) + " f16c=" + std::to_string(f16c));
         const auto in = test::make_epilogue_inputs(rng, c);
         const auto fused = test::run_epilogue_case(*be, c, in).c;
@@ -229,7 +250,8 @@ TEST_F(GemmEpilogues, FusedReluGradientEqualsGemmThenActivationBackwardBitwise) 
         EpilogueCase plain = c;
         plain.dact = Activation::None;
         Buffer<half16> dx(*be, in.c0.size()), z(*be, in.dact_input.size());
-        dx.upload(test::run_epilogue_case(*be, plain, in).c), z.upload(in.dact_input);
+        dx.upload(test::run_epilogue_case(*be, plain, in).c);
+        z.upload(in.dact_input);
         test::activation_backward_fp16(Activation::Relu, z.data(), dx.data(), dx.data(), dx.count());
         const auto unfused = dx.download();
         for (int i = 0; i < c.m; ++i)
@@ -248,12 +270,15 @@ TEST_F(GemmEpilogues, FusedBiasGradientEqualsColumnSumPassBitwise) {
     for (CpuBackend* be : {&one, &two})
       for (bool accumulate : {false, true}) {
         EpilogueCase c{s[0], s[1], s[2]};  // dW[m=out, n=in] = dZ[k=rows, m]^T X[k, n]
-        c.trans_a = Transpose::Yes, c.bias_grad = true, c.bias_grad_accumulate = accumulate;
+        c.trans_a = Transpose::Yes;
+        c.bias_grad = true;
+        c.bias_grad_accumulate = accumulate;
         SCOPED_TRACE(describe(c));
         const auto in = test::make_epilogue_inputs(rng, c);
         const auto fused = test::run_epilogue_case(*be, c, in).bias_grad;
         Buffer<half16> dz(*be, in.a.size()), db(*be, in.bias_grad0.size());
-        dz.upload(in.a), db.upload(in.bias_grad0);
+        dz.upload(in.a);
+        db.upload(in.bias_grad0);
         test::bias_grad_fp16(dz.data(), c.k, c.m, db.data(), accumulate);
         const auto unfused = db.download();
         for (int i = 0; i < c.m; ++i) ASSERT_EQ(fused[i].bits, unfused[i].bits) << i;
@@ -264,11 +289,15 @@ TEST_F(GemmEpilogues, FusedGeluRoundsOnceWithinOneUlpOfTwoPassPath) {
   // Not bitwise: the two-pass path rounds Z to FP16 before GELU. The fused
   // pre-activation output is that same Z, bit for bit.
   EpilogueCase c{64, 70, 50};
-  c.trans_b = Transpose::Yes, c.bias = true, c.act = Activation::Gelu, c.pre_activation = true;
+  c.trans_b = Transpose::Yes;
+  c.bias = true;
+  c.act = Activation::Gelu;
+  c.pre_activation = true;
   const auto in = test::make_epilogue_inputs(rng, c);
   const auto fused = test::run_epilogue_case(one, c, in);
   EpilogueCase plain = c;
-  plain.act = Activation::None, plain.pre_activation = false;
+  plain.act = Activation::None;
+  plain.pre_activation = false;
   const auto z = test::run_epilogue_case(one, plain, in).c;
   size_t differ = 0;
   for (int i = 0; i < c.m; ++i)
@@ -291,14 +320,28 @@ TEST_F(GemmEpilogues, FusedGeluRoundsOnceWithinOneUlpOfTwoPassPath) {
 TEST_F(GemmEpilogues, InvalidCombinationsAreRefused) {
   Buffer<half16> a(one, 4), b(one, 4), c(one, 4), z(one, 4);
   GemmFp16 g;
-  g.m = g.n = g.k = 2, g.a = a.data(), g.lda = 2, g.b = b.data(), g.ldb = 2, g.c = c.data(), g.ldc = 2;
-  g.act = Activation::Relu, g.dact = Activation::Relu, g.dact_input = z.data(), g.ld_dact_input = 2;
+  g.m = g.n = g.k = 2;
+  g.a = a.data();
+  g.lda = 2;
+  g.b = b.data();
+  g.ldb = 2;
+  g.c = c.data();
+  g.ldc = 2;
+  g.act = Activation::Relu;
+  g.dact = Activation::Relu;
+  g.dact_input = z.data();
+  g.ld_dact_input = 2;
   EXPECT_THROW(one.gemm_fp16(g), Error);  // act and dact together
-  g.dact = Activation::None, g.beta = 1.0f;
+  g.dact = Activation::None;
+  g.beta = 1.0f;
   EXPECT_THROW(one.gemm_fp16(g), Error);  // an activation epilogue with beta
-  g.act = Activation::None, g.beta = 0.0f, g.dact = Activation::Gelu, g.dact_input = nullptr;
+  g.act = Activation::None;
+  g.beta = 0.0f;
+  g.dact = Activation::Gelu;
+  g.dact_input = nullptr;
   EXPECT_THROW(one.gemm_fp16(g), Error);  // no dact input
-  g.dact_input = z.data(), g.ld_dact_input = 1;
+  g.dact_input = z.data();
+  g.ld_dact_input = 1;
   EXPECT_THROW(one.gemm_fp16(g), Error);  // stride shorter than a row
 }
 

@@ -25,14 +25,18 @@ TEST(BenchReport, PeakByGpuName) {
 
 TEST(BenchReport, JsonLineFromKnownTimings) {
   BenchContext c;
-  c.model = "100-200-10", c.flops_per_sample = mlp_flops_per_sample({100, 200, 10});
+  c.model = "100-200-10";
+  c.flops_per_sample = mlp_flops_per_sample({100, 200, 10});
   c.device = "NVIDIA H200";
-  c.world_size = 2, c.batch_per_rank = 50, c.warmup_steps = 3;
+  c.world_size = 2;
+  c.batch_per_rank = 50;
+  c.warmup_steps = 3;
   BenchTimings t;
   t.global_samples_per_step = 100;
   // 10 steps of 1..10 ms: 55 ms in all, median (nearest rank) 5 ms, p10 1 ms, p90 9 ms.
   for (int i = 1; i <= 10; ++i) t.step_s.push_back(i * 1e-3);
-  t.allreduce.busy_s = 0.020, t.allreduce.exposed_s = 0.005;  // 75% hidden
+  t.allreduce.busy_s = 0.020;
+  t.allreduce.exposed_s = 0.005;  // 75% hidden
   const std::string line = bench_json_line(c, t);
   const double samples_per_s = 1000.0 / 0.055;
   const double tflops = samples_per_s * c.flops_per_sample / 1e12;
@@ -56,12 +60,14 @@ TEST(BenchReport, JsonLineFromKnownTimings) {
 // gives no all-reduce figure rather than a partial one.
 TEST(BenchReport, ReplayedStepsLeaveTheAllreduceFiguresNull) {
   BenchContext c;
-  c.model = "4-4", c.flops_per_sample = mlp_flops_per_sample({4, 4});
+  c.model = "4-4";
+  c.flops_per_sample = mlp_flops_per_sample({4, 4});
   c.device = "NVIDIA H200";
   BenchTimings t;
   t.global_samples_per_step = 8;
   t.step_s = {1e-3, 1e-3};
-  t.allreduce.busy_s = 0.001, t.allreduce.exposed_s = 0.0005;
+  t.allreduce.busy_s = 0.001;
+  t.allreduce.exposed_s = 0.0005;
   t.graph_replays = 1;
   const std::string line = bench_json_line(c, t);
   for (const char* key : {"allreduce_ms_per_step", "allreduce_exposed_ms_per_step", "allreduce_hidden_fraction"})
@@ -73,7 +79,8 @@ TEST(BenchReport, ReplayedStepsLeaveTheAllreduceFiguresNull) {
 
 TEST(BenchReport, UnknownPeakIsNull) {
   BenchContext c;
-  c.model = "4-4", c.flops_per_sample = mlp_flops_per_sample({4, 4});
+  c.model = "4-4";
+  c.flops_per_sample = mlp_flops_per_sample({4, 4});
   c.device = "CPU";
   BenchTimings t;
   t.global_samples_per_step = 8;

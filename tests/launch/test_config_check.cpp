@@ -31,8 +31,11 @@ TrainConfig tiny_config() {
   TrainConfig c;
   c.data.kind = "synthetic";
   c.mlp.layer_widths = {10, 8, 10};
-  c.loss = LossKind::MeanSquaredError, c.loss_name = "mse";
-  c.batch_size = 16, c.steps = 2, c.log_every = 1000;
+  c.loss = LossKind::MeanSquaredError;
+  c.loss_name = "mse";
+  c.batch_size = 16;
+  c.steps = 2;
+  c.log_every = 1000;
   c.data.synthetic_train_samples = 64;
   c.data.synthetic_test_samples = 16;
   return c;
@@ -89,13 +92,27 @@ std::vector<BadValue> bad_values(std::mt19937_64& rng) {
       {"--min-loss-scale " + std::to_string(min_scale), [=](TrainConfig& c) { c.loss_scaler.min_scale = min_scale; }},
       {"--warmup-steps " + std::to_string(warmup), [=](TrainConfig& c) { c.warmup_steps = warmup; }},
       {"--lr-schedule step --lr-gamma " + std::to_string(gamma), [=](TrainConfig& c) { c.lr_gamma = gamma; }},
-      {"--nesterov --momentum 0", [](TrainConfig& c) { c.nesterov = true, c.momentum = 0; }},
+      {"--nesterov --momentum 0",
+       [](TrainConfig& c) {
+         c.nesterov = true;
+         c.momentum = 0;
+       }},
       {"--device gpu", [](TrainConfig& c) { c.device = "gpu"; }},
       {"--optimizer adamw --beta1 " + std::to_string(beta1),
-       [=](TrainConfig& c) { c.optimizer = OptimizerKind::AdamW, c.beta1 = beta1; }},
+       [=](TrainConfig& c) {
+         c.optimizer = OptimizerKind::AdamW;
+         c.beta1 = beta1;
+       }},
       {"--optimizer adamw --beta2 " + std::to_string(beta2),
-       [=](TrainConfig& c) { c.optimizer = OptimizerKind::AdamW, c.beta2 = beta2; }},
-      {"--optimizer adamw --eps 0", [](TrainConfig& c) { c.optimizer = OptimizerKind::AdamW, c.eps = 0; }},
+       [=](TrainConfig& c) {
+         c.optimizer = OptimizerKind::AdamW;
+         c.beta2 = beta2;
+       }},
+      {"--optimizer adamw --eps 0",
+       [](TrainConfig& c) {
+         c.optimizer = OptimizerKind::AdamW;
+         c.eps = 0;
+       }},
   };
 }
 
@@ -132,7 +149,8 @@ TEST(ConfigCheck, TheTrainerRefusesATestHookRankTheWorldDoesNotHave) {
       command_line_refusal("--inject-overflow 2 --inject-overflow-rank " + std::to_string(rank));
   ASSERT_NE(expected.find("no such rank"), std::string::npos) << expected;
   TrainConfig c = tiny_config();
-  c.inject_overflow_steps = {2}, c.inject_overflow_rank = rank;
+  c.inject_overflow_steps = {2};
+  c.inject_overflow_rank = rank;
   EXPECT_EQ(trainer_refusal(c), expected);
 }
 

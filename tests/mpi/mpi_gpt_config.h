@@ -20,13 +20,22 @@ inline TrainConfig tiny_gpt_config(const std::string& dir) {
   std::ofstream(dir + "/text.txt", std::ios::binary) << text;
   TrainConfig c;
   c.model = "gpt";
-  c.gpt.n_layer = 2, c.gpt.n_head = 2, c.gpt.n_embd = 32;
-  c.data.kind = "text", c.data.train_text = dir + "/text.txt", c.data.block_size = 16, c.data.val_fraction = 0.1;
-  c.loss = LossKind::SoftmaxCrossEntropy, c.loss_name = "xent";
+  c.gpt.n_layer = 2;
+  c.gpt.n_head = 2;
+  c.gpt.n_embd = 32;
+  c.data.kind = "text";
+  c.data.train_text = dir + "/text.txt";
+  c.data.block_size = 16;
+  c.data.val_fraction = 0.1;
+  c.loss = LossKind::SoftmaxCrossEntropy;
+  c.loss_name = "xent";
   // SGD: its update is proportional to the gradient, so a wrong average
   // shows (AdamW's normalised step would hide a gradient off by a factor N).
-  c.optimizer = OptimizerKind::Sgd, c.lr = 0.1, c.momentum = 0.9;
-  c.lr_schedule = LrScheduleKind::Constant, c.log_every = 1000000;
+  c.optimizer = OptimizerKind::Sgd;
+  c.lr = 0.1;
+  c.momentum = 0.9;
+  c.lr_schedule = LrScheduleKind::Constant;
+  c.log_every = 1000000;
   c.global_batch = 24;              // divisible by 2, 3 and 4
   c.loss_scaler.init_scale = 1024;  // no overflow in the N-rank FP16 sum
   return c;

@@ -65,10 +65,15 @@ TEST(MpiTraining, RanksStayIdenticalAndLearn) {
   TrainConfig c;
   c.data.kind = "synthetic";
   c.mlp.layer_widths = {10, 16, 10};
-  c.loss = LossKind::MeanSquaredError, c.loss_name = "mse";
-  c.batch_size = 16, c.steps = 60, c.log_every = 1000, c.lr = 0.05;
+  c.loss = LossKind::MeanSquaredError;
+  c.loss_name = "mse";
+  c.batch_size = 16;
+  c.steps = 60;
+  c.log_every = 1000;
+  c.lr = 0.05;
   c.seed = 100 + comm.rank();  // different seeds: rank 0's initial weights must win
-  c.data.synthetic_train_samples = 1000, c.data.synthetic_test_samples = 200;
+  c.data.synthetic_train_samples = 1000;
+  c.data.synthetic_test_samples = 200;
   CpuBackend cpu(1);
   Trainer t(c, cpu, comm, load_train_test(c.data, 100));
   t.prepare();

@@ -36,10 +36,14 @@ TrainConfig small_regression(uint64_t seed) {
   TrainConfig c;
   c.data.kind = "synthetic";
   c.mlp.layer_widths = {10, 32, 10};
-  c.loss = LossKind::MeanSquaredError, c.loss_name = "mse";
-  c.log_every = 1000, c.lr = 0.05, c.seed = seed;
+  c.loss = LossKind::MeanSquaredError;
+  c.loss_name = "mse";
+  c.log_every = 1000;
+  c.lr = 0.05;
+  c.seed = seed;
   c.lr_schedule = LrScheduleKind::Constant;
-  c.data.synthetic_train_samples = 960, c.data.synthetic_test_samples = 120;  // divisible by 1..4 x 8
+  c.data.synthetic_train_samples = 960;
+  c.data.synthetic_test_samples = 120;  // divisible by 1..4 x 8
   return c;
 }
 
@@ -53,7 +57,8 @@ TEST(DataParallel, NRanksMatchOneRankAtTheSameGlobalBatch) {
   MpiCommunicator comm;
   const int n = comm.world_size();
   TrainConfig c = small_regression(shared_seed() % 100000);
-  c.shuffle = false, c.steps = 20;
+  c.shuffle = false;
+  c.steps = 20;
   // A scale at which no step overflows: the FP16 sum over N ranks is N times
   // one rank's gradient and would overflow at 65536 where one rank's does not
   // (a real difference, which --grad-predivide addresses), skipping steps.
@@ -88,9 +93,13 @@ TEST(DataParallel, RanksIdenticalAfterEveryStepAndOneRankOverflowSkipsEverywhere
   MpiCommunicator comm;
   const int n = comm.world_size();
   TrainConfig c = small_regression(shared_seed() % 100000 + comm.rank());  // rank 0's init must win
-  c.steps = 24, c.stop_after_steps = 1;
-  c.grad_accum = 2, c.global_batch = 16 * 2 * n, c.grad_predivide = 2.0;
-  c.inject_overflow_steps = {5, 11}, c.inject_overflow_rank = n - 1;
+  c.steps = 24;
+  c.stop_after_steps = 1;
+  c.grad_accum = 2;
+  c.global_batch = 16 * 2 * n;
+  c.grad_predivide = 2.0;
+  c.inject_overflow_steps = {5, 11};
+  c.inject_overflow_rank = n - 1;
   c.loss_scaler.hysteresis = 1;
   c.loss_scaler.init_scale = 1024;  // no natural overflow: only the injected steps may skip
 
@@ -129,8 +138,10 @@ TEST(DataParallel, EveryRankTrainsOnItsShardOneBatchAhead) {
   int bad = 0;
   for (bool drop_last : {false, true}) {
     TrainConfig c = small_regression(shared_seed() % 100000);
-    c.data.synthetic_train_samples = 37, c.drop_last = drop_last;
-    c.batch_size = 4, c.grad_accum = 2;
+    c.data.synthetic_train_samples = 37;
+    c.drop_last = drop_last;
+    c.batch_size = 4;
+    c.grad_accum = 2;
     const int64_t per_rank = drop_last ? 37 / n : (37 + n - 1) / n;
     c.steps = 3 * (drop_last ? per_rank / 8 : (per_rank + 7) / 8);
     const auto want = test::sampler_batches(37, comm.rank(), n, c.seed, c.shuffle, c.drop_last, 4, 2, c.steps);
@@ -156,9 +167,13 @@ TEST(DataParallel, OverflowStormSkipsTheSameStepsOnEveryRank) {
   MpiCommunicator comm;
   const int n = comm.world_size();
   TrainConfig c = small_regression(shared_seed() % 100000);
-  c.steps = 500, c.global_batch = 16 * n;
-  c.inject_overflow_every = 5, c.inject_overflow_rank = n - 1;
-  c.loss_scaler.hysteresis = 2, c.loss_scaler.min_scale = 1, c.loss_scaler.init_scale = 1024;
+  c.steps = 500;
+  c.global_batch = 16 * n;
+  c.inject_overflow_every = 5;
+  c.inject_overflow_rank = n - 1;
+  c.loss_scaler.hysteresis = 2;
+  c.loss_scaler.min_scale = 1;
+  c.loss_scaler.init_scale = 1024;
 
   CpuBackend cpu(1);
   Trainer t(c, cpu, comm, load_train_test(c.data, c.seed));
@@ -186,7 +201,9 @@ TEST(DataParallel, EvaluationCountsEveryTestSampleOnce) {
   const uint64_t seed = shared_seed();
   std::mt19937_64 rng(seed);
   Dataset test;
-  test.count = 1003, test.features = 12, test.num_classes = 5;
+  test.count = 1003;
+  test.features = 12;
+  test.num_classes = 5;
   test.x.resize(test.count * test.features);
   for (float& v : test.x) v = std::uniform_real_distribution<float>(-1, 1)(rng);
   for (size_t i = 0; i < test.count; ++i) test.labels.push_back(static_cast<int32_t>(rng() % 5));

@@ -29,7 +29,8 @@ TEST(GptDataParallel, NRanksMatchOneRankAndStayIdentical) {
   MpiCommunicator comm;
   const std::string dir = test::make_temp_dir("mpi_gpt");
   TrainConfig c = test::tiny_gpt_config(dir);
-  c.shuffle = false, c.steps = 10;
+  c.shuffle = false;
+  c.steps = 10;
   CpuBackend cpu(1);
   const TrainTestData data = load_train_test(c.data, c.seed);
 

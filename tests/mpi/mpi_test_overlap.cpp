@@ -95,7 +95,10 @@ class RecordingCommunicator final : public Communicator {
   void allgather_fp16(const half16* m, half16* f, const ShardLayout& l) override { inner_.allgather_fp16(m, f, l); }
   void barrier() override { inner_.barrier(); }
   AllreduceTimes take_allreduce_times() override { return inner_.take_allreduce_times(); }
-  void clear() { events.clear(), backward_gemms_issued.clear(); }
+  void clear() {
+    events.clear();
+    backward_gemms_issued.clear();
+  }
   std::string events;                      // 'S' and 'W', in call order
   std::vector<int> backward_gemms_issued;  // per event
 
@@ -124,10 +127,16 @@ TEST(MpiOverlap, TrainerStartsBucketsInsideBackward) {
   TrainConfig c;
   c.data.kind = "synthetic";
   c.mlp.layer_widths = {10, 64, 64, 64, 10};
-  c.loss = LossKind::MeanSquaredError, c.loss_name = "mse";
-  c.batch_size = 16, c.grad_accum = 2, c.steps = 12, c.log_every = 1000;
-  c.bucket_mb = 1e-6, c.first_bucket_mb = 1e-6;  // every layer its own bucket
-  c.data.synthetic_train_samples = 640, c.data.synthetic_test_samples = 64;
+  c.loss = LossKind::MeanSquaredError;
+  c.loss_name = "mse";
+  c.batch_size = 16;
+  c.grad_accum = 2;
+  c.steps = 12;
+  c.log_every = 1000;
+  c.bucket_mb = 1e-6;
+  c.first_bucket_mb = 1e-6;  // every layer its own bucket
+  c.data.synthetic_train_samples = 640;
+  c.data.synthetic_test_samples = 64;
   RecordingBackend cpu(DeviceKind::Cpu, /*can_capture=*/false);
   cpu.on_operation = [&progress](const char* operation) { progress.note(operation); };
   Trainer t(c, cpu, comm, load_train_test(c.data, 3));

@@ -50,10 +50,16 @@ TrainConfig mlp_config(uint64_t seed) {
   TrainConfig c;
   c.data.kind = "synthetic";
   c.mlp.layer_widths = {10, 48, 32, 10};  // 2,410 parameters: every rank owns a non-empty range
-  c.loss = LossKind::MeanSquaredError, c.loss_name = "mse";
-  c.optimizer = OptimizerKind::Sgd, c.lr = 0.05, c.momentum = 0.9;
-  c.log_every = 1000, c.seed = seed, c.lr_schedule = LrScheduleKind::Constant;
-  c.data.synthetic_train_samples = 960, c.data.synthetic_test_samples = 120;
+  c.loss = LossKind::MeanSquaredError;
+  c.loss_name = "mse";
+  c.optimizer = OptimizerKind::Sgd;
+  c.lr = 0.05;
+  c.momentum = 0.9;
+  c.log_every = 1000;
+  c.seed = seed;
+  c.lr_schedule = LrScheduleKind::Constant;
+  c.data.synthetic_train_samples = 960;
+  c.data.synthetic_test_samples = 120;
   c.global_batch = 48;              // divisible by 1, 2, 3 and 4
   c.loss_scaler.init_scale = 1024;  // no overflow in the N-rank FP16 sum
   return c;
@@ -68,9 +74,12 @@ struct Case {
 TrainConfig case_config(const Case& k, const std::string& dir, uint64_t seed) {
   TrainConfig c = k.gpt ? test::tiny_gpt_config(dir) : mlp_config(seed);
   c.seed = seed;
-  c.shuffle = false, c.steps = 8;
+  c.shuffle = false;
+  c.steps = 8;
   if (k.adamw) {
-    c.optimizer = OptimizerKind::AdamW, c.lr = 3e-3, c.weight_decay = 0.1;
+    c.optimizer = OptimizerKind::AdamW;
+    c.lr = 3e-3;
+    c.weight_decay = 0.1;
     // Below every step's norm: the coefficient is max_norm / global norm, so
     // a rank clipping by its own range's norm moves its range too far.
     c.clip_grad_norm = 0.05;
@@ -127,7 +136,8 @@ TEST(Zero, EveryStageTracksStageZeroWithTheSameWeightsOnEveryRank) {
     const TrainSummary r = replicated.run();
     for (int stage : {1, 2, 3}) {
       TrainConfig stepwise = c;
-      stepwise.zero_stage = stage, stepwise.stop_after_steps = 1;
+      stepwise.zero_stage = stage;
+      stepwise.stop_after_steps = 1;
       Trainer sharded(stepwise, cpu, comm, data);
       sharded.prepare();
       int bad = differs_from_root(sharded.weights_fp16());
@@ -172,9 +182,13 @@ TEST(Zero, OverflowOnOneRankSkipsTheStepOnEveryRank) {
   for (const StageAccum sa : {StageAccum{1, 2}, StageAccum{2, 1}, StageAccum{3, 1}, StageAccum{3, 2}}) {
     TrainConfig c = mlp_config(agreed_seed());
     c.zero_stage = sa.stage;
-    c.steps = 16, c.stop_after_steps = 1;
-    c.grad_accum = sa.accum, c.global_batch = 8 * sa.accum * n, c.grad_predivide = 2.0;
-    c.inject_overflow_steps = {5, 11}, c.inject_overflow_rank = n - 1;
+    c.steps = 16;
+    c.stop_after_steps = 1;
+    c.grad_accum = sa.accum;
+    c.global_batch = 8 * sa.accum * n;
+    c.grad_predivide = 2.0;
+    c.inject_overflow_steps = {5, 11};
+    c.inject_overflow_rank = n - 1;
     c.loss_scaler.hysteresis = 1;
     CpuBackend cpu(1);
     Trainer t(c, cpu, comm, load_train_test(c.data, 7));
@@ -211,7 +225,8 @@ TEST(Zero, ACheckpointOfAShardedRunResumesAtAnyStageAndWorldSize) {
   MpiCommunicator comm;
   const std::string dir = agreed_dir("mpi_zero_ckpt");
   TrainConfig c = case_config({"GPT AdamW", true, true}, test::make_temp_dir("mpi_zero_text"), agreed_seed());
-  c.zero_stage = 3, c.steps = 12;
+  c.zero_stage = 3;
+  c.steps = 12;
   CpuBackend cpu(1);
   const TrainTestData data = load_train_test(c.data, c.seed);
 
@@ -221,7 +236,8 @@ TEST(Zero, ACheckpointOfAShardedRunResumesAtAnyStageAndWorldSize) {
   const TrainState end = whole.snapshot();
 
   TrainConfig first = c;
-  first.stop_after_steps = 6, first.checkpoint_dir = dir;
+  first.stop_after_steps = 6;
+  first.checkpoint_dir = dir;
   {
     Trainer t(first, cpu, comm, data);
     t.prepare();
@@ -233,7 +249,8 @@ TEST(Zero, ACheckpointOfAShardedRunResumesAtAnyStageAndWorldSize) {
   const std::vector<float> start = saved.master_weights_fp32;
 
   TrainConfig again = c;
-  again.resume = true, again.resume_path = path;
+  again.resume = true;
+  again.resume_path = path;
   int bad = 0;
   {
     Trainer t(again, cpu, comm, data);
@@ -280,7 +297,8 @@ TEST(Zero, RanksWithEmptyRangesTrainAlongAtEveryStage) {
   MpiCommunicator comm;
   TrainConfig c = mlp_config(agreed_seed());
   c.mlp.layer_widths = {10, 4};  // 44 parameters, 48 in the layout: one unit of 64
-  c.steps = 6, c.shuffle = false;
+  c.steps = 6;
+  c.shuffle = false;
   CpuBackend cpu(1);
   const TrainTestData data = load_train_test(c.data, c.seed);
   ASSERT_EQ(zero_shard_layout(48, comm.world_size()).range(0).count(), 0u);

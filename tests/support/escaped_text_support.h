@@ -25,9 +25,10 @@ inline std::string unescaped(const std::string& text) {
       out += '\r';
     else if (e == '\\')
       out += '\\';
-    else if (e == 'x')
-      out += static_cast<char>(std::stoi(text.substr(i + 1, 2), nullptr, 16)), i += 2;
-    else
+    else if (e == 'x') {
+      out += static_cast<char>(std::stoi(text.substr(i + 1, 2), nullptr, 16));
+      i += 2;
+    } else
       ADD_FAILURE() << "unknown escape \\" << e;
   }
   return out;

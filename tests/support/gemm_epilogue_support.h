@@ -82,17 +82,34 @@ inline EpilogueInputs make_epilogue_inputs(std::mt19937_64& rng, const EpilogueC
 inline GemmFp16 epilogue_gemm(const EpilogueCase& c, const half16* a, const half16* b, const half16* bias,
                               const half16* z, half16* out, half16* pre, half16* db) {
   GemmFp16 g;
-  g.trans_a = c.trans_a, g.trans_b = c.trans_b;
-  g.m = c.m, g.n = c.n, g.k = c.k, g.alpha = c.alpha, g.beta = c.beta;
-  g.a = a + c.offset, g.lda = c.lda();
-  g.b = b + c.offset, g.ldb = c.ldb();
-  g.c = out + c.offset, g.ldc = c.ldc();
+  g.trans_a = c.trans_a;
+  g.trans_b = c.trans_b;
+  g.m = c.m;
+  g.n = c.n;
+  g.k = c.k;
+  g.alpha = c.alpha;
+  g.beta = c.beta;
+  g.a = a + c.offset;
+  g.lda = c.lda();
+  g.b = b + c.offset;
+  g.ldb = c.ldb();
+  g.c = out + c.offset;
+  g.ldc = c.ldc();
   if (c.bias) g.bias = bias + c.offset;
   g.act = c.act;
-  if (c.pre_activation) g.pre_activation = pre + c.offset, g.ld_pre_activation = c.ldc();
+  if (c.pre_activation) {
+    g.pre_activation = pre + c.offset;
+    g.ld_pre_activation = c.ldc();
+  }
   g.dact = c.dact;
-  if (c.dact != Activation::None) g.dact_input = z + c.offset, g.ld_dact_input = c.ldc();
-  if (c.bias_grad) g.bias_grad = db + c.offset, g.bias_grad_accumulate = c.bias_grad_accumulate;
+  if (c.dact != Activation::None) {
+    g.dact_input = z + c.offset;
+    g.ld_dact_input = c.ldc();
+  }
+  if (c.bias_grad) {
+    g.bias_grad = db + c.offset;
+    g.bias_grad_accumulate = c.bias_grad_accumulate;
+  }
   return g;
 }
 
@@ -102,8 +119,13 @@ inline EpilogueOutputs run_epilogue_case(Backend& backend, const EpilogueCase& c
   Buffer<half16> a(backend, in.a.size()), b(backend, in.b.size()), bias(backend, in.bias.size()),
       z(backend, in.dact_input.size()), out(backend, in.c0.size()), pre(backend, c.c_count()),
       db(backend, in.bias_grad0.size());
-  a.upload(in.a), b.upload(in.b), bias.upload(in.bias), z.upload(in.dact_input), out.upload(in.c0);
-  pre.upload(poison_halves(pre.count())), db.upload(in.bias_grad0);
+  a.upload(in.a);
+  b.upload(in.b);
+  bias.upload(in.bias);
+  z.upload(in.dact_input);
+  out.upload(in.c0);
+  pre.upload(poison_halves(pre.count()));
+  db.upload(in.bias_grad0);
   backend.gemm_fp16(epilogue_gemm(c, a.data(), b.data(), bias.data(), z.data(), out.data(), pre.data(), db.data()));
   EpilogueOutputs o;
   o.c = out.download();
@@ -155,13 +177,17 @@ inline double gelu_tanh_derivative_fp32_error(double z) {
 inline EpilogueReference epilogue_reference(const EpilogueCase& c, const EpilogueInputs& in) {
   EpilogueReference r;
   const size_t mn = static_cast<size_t>(c.m) * c.n;
-  r.pre_activation.assign(mn, 0.0), r.c.assign(mn, 0.0), r.c_magnitude.assign(mn, 0.0), r.c_slope_error.assign(mn, 0.0);
+  r.pre_activation.assign(mn, 0.0);
+  r.c.assign(mn, 0.0);
+  r.c_magnitude.assign(mn, 0.0);
+  r.c_slope_error.assign(mn, 0.0);
   for (int i = 0; i < c.m; ++i)
     for (int j = 0; j < c.n; ++j) {
       double s = 0, s_abs = 0;
       for (int p = 0; p < c.k; ++p) {
         const double t = static_cast<double>(to_float(in.a[c.a_index(i, p)])) * to_float(in.b[c.b_index(p, j)]);
-        s += t, s_abs += std::fabs(t);
+        s += t;
+        s_abs += std::fabs(t);
       }
       double v = c.alpha * s;
       if (c.beta != 0.0f) v += c.beta * static_cast<double>(to_float(in.c0[c.c_index(i, j)]));
@@ -183,19 +209,28 @@ inline EpilogueReference epilogue_reference(const EpilogueCase& c, const Epilogu
       }
       out *= slope;
       if (c.act == Activation::Relu) out = out > 0 ? out : 0.0;
-      if (c.act == Activation::Gelu) out = gelu_exact(out), slope = 1.13;           // max |gelu'|
-      if (c.act == Activation::GeluTanh) out = gelu_tanh_exact(out), slope = 1.13;  // max |gelu_tanh'|
+      if (c.act == Activation::Gelu) {
+        out = gelu_exact(out);
+        slope = 1.13;  // max |gelu'|
+      }
+      if (c.act == Activation::GeluTanh) {
+        out = gelu_tanh_exact(out);
+        slope = 1.13;  // max |gelu_tanh'|
+      }
       r.c[at] = out;
       r.c_magnitude[at] = std::fabs(slope) * (std::fabs(c.alpha) * s_abs + std::fabs(v));
     }
-  r.bias_grad.assign(c.m, 0.0), r.bias_grad_magnitude.assign(c.m, 0.0);
+  r.bias_grad.assign(c.m, 0.0);
+  r.bias_grad_magnitude.assign(c.m, 0.0);
   for (int i = 0; i < c.m; ++i) {
     double s = c.bias_grad_accumulate ? to_float(in.bias_grad0[c.offset + i]) : 0.0, s_abs = std::fabs(s);
     for (int p = 0; p < c.k; ++p) {
       const double t = to_float(in.a[c.a_index(i, p)]);
-      s += t, s_abs += std::fabs(t);
+      s += t;
+      s_abs += std::fabs(t);
     }
-    r.bias_grad[i] = s, r.bias_grad_magnitude[i] = s_abs;
+    r.bias_grad[i] = s;
+    r.bias_grad_magnitude[i] = s_abs;
   }
   return r;
 }

@@ -119,7 +119,10 @@ std::string single_error_line(const std::string& output) {
   std::string line, found;
   int count = 0;
   while (std::getline(in, line))
-    if (line.rfind("ddp_train: error", 0) == 0) found = line, ++count;
+    if (line.rfind("ddp_train: error", 0) == 0) {
+      found = line;
+      ++count;
+    }
   return count == 1 ? found : "";
 }
 

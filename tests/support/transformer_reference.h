@@ -23,7 +23,9 @@ struct LayerNormReference {
 inline LayerNormReference layernorm_reference(const std::vector<double>& x, const std::vector<double>& gamma,
                                               const std::vector<double>& beta, int rows, int cols, double eps) {
   LayerNormReference r;
-  r.y.resize(x.size()), r.mean.resize(rows), r.rstd.resize(rows);
+  r.y.resize(x.size());
+  r.mean.resize(rows);
+  r.rstd.resize(rows);
   for (int i = 0; i < rows; ++i) {
     const double* row = x.data() + static_cast<size_t>(i) * cols;
     double m = 0, v = 0;
@@ -32,7 +34,8 @@ inline LayerNormReference layernorm_reference(const std::vector<double>& x, cons
     for (int c = 0; c < cols; ++c) v += (row[c] - m) * (row[c] - m);
     v /= cols;
     const double rs = 1.0 / std::sqrt(v + eps);
-    r.mean[i] = m, r.rstd[i] = rs;
+    r.mean[i] = m;
+    r.rstd[i] = rs;
     for (int c = 0; c < cols; ++c) r.y[static_cast<size_t>(i) * cols + c] = (row[c] - m) * rs * gamma[c] + beta[c];
   }
   return r;
@@ -50,19 +53,30 @@ inline LayerNormGradReference layernorm_grad_reference(const std::vector<double>
   const std::vector<double> zeros(cols, 0.0);
   const LayerNormReference f = layernorm_reference(x, gamma, zeros, rows, cols, eps);
   LayerNormGradReference r;
-  r.dx.resize(x.size()), r.dx_magnitude.resize(x.size());
-  r.dgamma.assign(cols, 0.0), r.dbeta.assign(cols, 0.0), r.dgamma_magnitude.assign(cols, 0.0),
-      r.dbeta_magnitude.assign(cols, 0.0);
+  r.dx.resize(x.size());
+  r.dx_magnitude.resize(x.size());
+  r.dgamma.assign(cols, 0.0);
+  r.dbeta.assign(cols, 0.0);
+  r.dgamma_magnitude.assign(cols, 0.0);
+  r.dbeta_magnitude.assign(cols, 0.0);
   for (int i = 0; i < rows; ++i) {
     double mean_g = 0, mean_gx = 0, abs_g = 0, abs_gx = 0;
     for (int c = 0; c < cols; ++c) {
       const size_t at = static_cast<size_t>(i) * cols + c;
       const double xhat = (x[at] - f.mean[i]) * f.rstd[i], g = dy[at] * gamma[c];
-      mean_g += g, mean_gx += g * xhat, abs_g += std::fabs(g), abs_gx += std::fabs(g * xhat);
-      r.dgamma[c] += dy[at] * xhat, r.dbeta[c] += dy[at];
-      r.dgamma_magnitude[c] += std::fabs(dy[at] * xhat), r.dbeta_magnitude[c] += std::fabs(dy[at]);
+      mean_g += g;
+      mean_gx += g * xhat;
+      abs_g += std::fabs(g);
+      abs_gx += std::fabs(g * xhat);
+      r.dgamma[c] += dy[at] * xhat;
+      r.dbeta[c] += dy[at];
+      r.dgamma_magnitude[c] += std::fabs(dy[at] * xhat);
+      r.dbeta_magnitude[c] += std::fabs(dy[at]);
     }
-    mean_g /= cols, mean_gx /= cols, abs_g /= cols, abs_gx /= cols;
+    mean_g /= cols;
+    mean_gx /= cols;
+    abs_g /= cols;
+    abs_gx /= cols;
     for (int c = 0; c < cols; ++c) {
       const size_t at = static_cast<size_t>(i) * cols + c;
       const double xhat = (x[at] - f.mean[i]) * f.rstd[i], g = dy[at] * gamma[c];
@@ -90,12 +104,14 @@ inline std::vector<double> causal_softmax_reference(const std::vector<double>& s
 // magnitude: the scale of the terms that cancel.
 inline void causal_softmax_grad_reference(const std::vector<double>& p, const std::vector<double>& dp, int seq_len,
                                           double scale, std::vector<double>& ds, std::vector<double>& magnitude) {
-  ds.assign(p.size(), 0.0), magnitude.assign(p.size(), 0.0);
+  ds.assign(p.size(), 0.0);
+  magnitude.assign(p.size(), 0.0);
   for (int i = 0; i < seq_len; ++i) {
     double dot = 0, abs_dot = 0;
     for (int j = 0; j <= i; ++j) {
       const size_t at = static_cast<size_t>(i) * seq_len + j;
-      dot += p[at] * dp[at], abs_dot += std::fabs(p[at] * dp[at]);
+      dot += p[at] * dp[at];
+      abs_dot += std::fabs(p[at] * dp[at]);
     }
     for (int j = 0; j <= i; ++j) {
       const size_t at = static_cast<size_t>(i) * seq_len + j;

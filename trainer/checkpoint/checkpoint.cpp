@@ -66,7 +66,10 @@ std::vector<uint8_t> read_range(int fd, size_t offset, size_t byte_count, const 
 
 CheckpointHeader header_of(const TrainState& s) {
   CheckpointHeader out;
-  out.model_kind = s.model_kind, out.model_dims = s.model_dims, out.step = s.step, out.run_id = s.run_id;
+  out.model_kind = s.model_kind;
+  out.model_dims = s.model_dims;
+  out.step = s.step;
+  out.run_id = s.run_id;
   return out;
 }
 

@@ -326,7 +326,11 @@ std::vector<uint8_t> serialize_checkpoint_v2(const TrainState& s) {
   size_t offset = 0;
   for (const SafetensorsTensorOut& t : out) {
     SafetensorsTensor e;
-    e.name = t.name, e.dtype = t.dtype, e.shape = t.shape, e.begin_byte = offset, e.end_byte = offset + t.byte_count;
+    e.name = t.name;
+    e.dtype = t.dtype;
+    e.shape = t.shape;
+    e.begin_byte = offset;
+    e.end_byte = offset + t.byte_count;
     table.push_back(e);
     offset += t.byte_count;
   }

@@ -65,7 +65,10 @@ std::string byte_size_text(size_t bytes) {
   static const char* const kUnits[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
   double scaled = static_cast<double>(bytes);
   size_t unit = 0;
-  while (scaled >= 1024 && unit + 1 < sizeof kUnits / sizeof kUnits[0]) scaled /= 1024, ++unit;
+  while (scaled >= 1024 && unit + 1 < sizeof kUnits / sizeof kUnits[0]) {
+    scaled /= 1024;
+    ++unit;
+  }
   if (unit == 0) return std::to_string(bytes) + " bytes";
   char text[32];
   std::snprintf(text, sizeof text, "%.1f %s", scaled, kUnits[unit]);

@@ -9,6 +9,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <utility>
 
 #include "kernels/error.h"
 #include "kernels/half.h"
@@ -55,9 +56,16 @@ std::string range_text(size_t begin, size_t end) {
 }
 
 bool dtype_of(const std::string& text, SafetensorsDtype& dtype) {
-  if (text == "F32") return dtype = SafetensorsDtype::F32, true;
-  if (text == "F16") return dtype = SafetensorsDtype::F16, true;
-  if (text == "BF16") return dtype = SafetensorsDtype::BF16, true;
+  const std::pair<const char*, SafetensorsDtype> known[] = {
+      {"F32", SafetensorsDtype::F32},
+      {"F16", SafetensorsDtype::F16},
+      {"BF16", SafetensorsDtype::BF16},
+  };
+  for (const auto& k : known)
+    if (text == k.first) {
+      dtype = k.second;
+      return true;
+    }
   return false;
 }
 

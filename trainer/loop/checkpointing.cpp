@@ -135,9 +135,12 @@ std::map<std::string, std::string> optimizer_settings(const TrainConfig& c) {
   if (c.lr_scaling != LrScaling::None)  // the rate's rule: a resume under another one is noted
     m["lr-scaling"] = std::string(lr_scaling_name(c.lr_scaling)) + "@" + std::to_string(c.base_batch);
   if (c.optimizer == OptimizerKind::AdamW) {
-    m["beta1"] = text(c.beta1), m["beta2"] = text(c.beta2), m["eps"] = text(c.eps);
+    m["beta1"] = text(c.beta1);
+    m["beta2"] = text(c.beta2);
+    m["eps"] = text(c.eps);
   } else {
-    m["momentum"] = text(c.momentum), m["nesterov"] = c.nesterov ? "1" : "0";
+    m["momentum"] = text(c.momentum);
+    m["nesterov"] = c.nesterov ? "1" : "0";
   }
   return m;
 }
@@ -199,7 +202,9 @@ TrainState Checkpointing::snapshot(int64_t step) {
   s.optimizer_settings = optimizer_settings(cfg_);
   s.optimizer_steps = status.steps_taken;
   s.scaler = scaler_state_of(status);
-  s.step = step, s.epoch = cursor_.epoch(), s.epoch_sample_offset = cursor_.epoch_offset();
+  s.step = step;
+  s.epoch = cursor_.epoch();
+  s.epoch_sample_offset = cursor_.epoch_offset();
   s.skipped_steps = status.skipped_total;
   s.seed = data_seed_;
   s.run_id = run_id_;

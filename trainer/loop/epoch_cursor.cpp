@@ -27,7 +27,8 @@ int64_t EpochCursor::steps_per_epoch() const {
 }
 
 void EpochCursor::move_to(int64_t epoch, int64_t epoch_offset) {
-  epoch_ = epoch, epoch_offset_ = epoch_offset;
+  epoch_ = epoch;
+  epoch_offset_ = epoch_offset;
   indices_epoch_ = next_indices_epoch_ = -1;
 }
 
@@ -45,7 +46,8 @@ bool EpochCursor::epoch_done_at(int64_t at_offset) const {
 StepSlice EpochCursor::slice_at(int64_t at_epoch, int64_t at_offset) const {
   const int64_t per_rank = static_cast<int64_t>(sampler_.samples_per_rank());
   StepSlice s;
-  s.epoch = at_epoch, s.epoch_offset = at_offset;
+  s.epoch = at_epoch;
+  s.epoch_offset = at_offset;
   s.local_pos = at_offset / world_;
   s.step_rows = std::min<int64_t>(samples_per_rank_step(), per_rank - s.local_pos);
   s.micro_batches = (s.step_rows + batch_size_ - 1) / batch_size_;
@@ -63,7 +65,10 @@ StepSlice EpochCursor::slice_after(const StepSlice& s) const {
 
 const std::vector<uint32_t>& EpochCursor::order_for(int64_t at_epoch) {
   if (indices_epoch_ == at_epoch) return indices_;
-  if (next_indices_epoch_ != at_epoch) next_indices_ = sampler_.rank_indices(at_epoch), next_indices_epoch_ = at_epoch;
+  if (next_indices_epoch_ != at_epoch) {
+    next_indices_ = sampler_.rank_indices(at_epoch);
+    next_indices_epoch_ = at_epoch;
+  }
   if (at_epoch != epoch_) return next_indices_;
   std::swap(indices_, next_indices_);
   std::swap(indices_epoch_, next_indices_epoch_);

@@ -45,7 +45,10 @@ class EpochCursor {
   void reseed(uint64_t seed);
   // After a step of `step_rows` rows on every rank.
   void advance(int64_t step_rows) { epoch_offset_ += step_rows * world_; }
-  void next_epoch() { ++epoch_, epoch_offset_ = 0; }
+  void next_epoch() {
+    ++epoch_;
+    epoch_offset_ = 0;
+  }
 
   bool epoch_done() const { return epoch_done_at(epoch_offset_); }
   bool epoch_done_at(int64_t at_offset) const;

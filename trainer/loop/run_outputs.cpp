@@ -308,7 +308,9 @@ std::vector<std::string> check_checkpoint_dir_for_run(const std::string& dir, bo
     try {
       const CheckpointHeader h = read_checkpoint_header(path);
       if (h.run_id != 0 && h.run_id == run_id && h.step == step) {
-        own_first = step, own_last = own_later == 0 ? step : own_last, ++own_later;
+        own_first = step;
+        own_last = own_later == 0 ? step : own_last;
+        ++own_later;
         continue;
       }
       whose = h.step != step ? "a misnamed (its header says step " + std::to_string(h.step) + ")" : "another run's";

@@ -44,7 +44,11 @@ struct RunTally {
   }
   double interval_samples_per_s() const { return interval_samples / std::max(seconds_since(interval_start), 1e-9); }
   double samples_per_s() const { return samples / std::max(train_s, 1e-9); }
-  void start_interval() { interval_start = Clock::now(), interval_samples = 0, interval_steps = 0; }
+  void start_interval() {
+    interval_start = Clock::now();
+    interval_samples = 0;
+    interval_steps = 0;
+  }
 };
 
 class RunReport {

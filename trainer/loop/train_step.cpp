@@ -19,7 +19,9 @@ OptimizerConfig optimizer_config(const TrainConfig& c) {
   o.momentum = c.momentum;
   o.weight_decay = c.weight_decay;
   o.nesterov = c.nesterov;
-  o.beta1 = c.beta1, o.beta2 = c.beta2, o.eps = c.eps;
+  o.beta1 = c.beta1;
+  o.beta2 = c.beta2;
+  o.eps = c.eps;
   o.clip_grad_norm = c.clip_grad_norm;
   return o;
 }
@@ -130,7 +132,10 @@ void TrainStep::micro_batch_pass(const DeviceBatch& batch, int rows, int64_t mic
   const ScalarArg backward_scale = ScalarArg::at(&state_.device()->backward_scale);
   DDP_REQUIRE(batch.rows == rows, "micro_batch_pass: the batch is not the rows asked for");
   const ModelOutput out = model_.forward(batch, tables_.weights_fp16);
-  if (tracer_) tracer_->end_layers(), tracer_->begin_span("loss");
+  if (tracer_) {
+    tracer_->end_layers();
+    tracer_->begin_span("loss");
+  }
   loss_forward(backend_, cfg_.loss, out, batch, state_.loss_mean_device(), nullptr);
   loss_backward(backend_, cfg_.loss, out, batch, backward_scale, model_.output_grad());
   if (tracer_) tracer_->end_span();

@@ -143,7 +143,9 @@ TrainSummary Trainer::Impl::evaluate_only() {
   });
   report.eval_only(last_eval, step);
   TrainSummary sum;
-  sum.test_loss = last_eval.loss, sum.test_accuracy = last_eval.accuracy, sum.final_step = step;
+  sum.test_loss = last_eval.loss;
+  sum.test_accuracy = last_eval.accuracy;
+  sum.final_step = step;
   return sum;
 }
 
@@ -209,14 +211,17 @@ void Trainer::Impl::read_step_state(bool before_eval) {
 
 void Trainer::Impl::report_progress(const TrainStep::Result& st, RunTally& tally) {
   ProgressSnapshot snap;
-  snap.epoch = cursor.epoch() + 1, snap.epochs = plan.epochs_total, snap.step = step;
+  snap.epoch = cursor.epoch() + 1;
+  snap.epochs = plan.epochs_total;
+  snap.step = step;
   snap.total_steps = plan.total_steps;
   snap.eta_s = tally.train_s / tally.steps * (plan.total_steps - step);
   const StepStatus& status = state.host();
   if (st.log_step) {
     // read_step_state() read the step state (and this rank's loss) after
     // this step: the scale the step ran with and whether it was skipped.
-    snap.loss_scale = status.step_scale, snap.skipped = status.last_skipped != 0;
+    snap.loss_scale = status.step_scale;
+    snap.skipped = status.last_skipped != 0;
     {
       CollectiveWatch watch(watchdog, "host all-reduce", step);
       snap.loss = comm.allreduce_sum_host(state.loss()) / world();
@@ -237,7 +242,8 @@ void Trainer::Impl::report_progress(const TrainStep::Result& st, RunTally& tally
     // CPU ranks, at most 50 steps old on GPUs): a live line must not
     // wait for the device, which may be waiting for a peer.
     snap.loss = state.loss();
-    snap.loss_scale = status.step_scale, snap.skipped = status.last_skipped != 0;
+    snap.loss_scale = status.step_scale;
+    snap.skipped = status.last_skipped != 0;
     snap.samples_per_s = tally.samples_per_s();
     progress.live_line(snap);
   }

@@ -51,8 +51,11 @@ void bind_to_checkpoint(TrainConfig& c, const std::string& path) {
       throw Error(std::string("--") + f.flag + " " + std::to_string(f.value) + " disagrees with the checkpoint " +
                   path + " (" + std::to_string(f.recorded) + " " + f.what +
                   "): the shape comes from the checkpoint, drop the flag");
-  c.gpt.n_layer = static_cast<int>(d[0]), c.gpt.n_head = static_cast<int>(d[1]), c.gpt.n_embd = static_cast<int>(d[2]);
-  c.gpt.block_size = static_cast<int>(d[3]), c.gpt.vocab_size = static_cast<int>(d[4]);
+  c.gpt.n_layer = static_cast<int>(d[0]);
+  c.gpt.n_head = static_cast<int>(d[1]);
+  c.gpt.n_embd = static_cast<int>(d[2]);
+  c.gpt.block_size = static_cast<int>(d[3]);
+  c.gpt.vocab_size = static_cast<int>(d[4]);
   c.gpt.real_vocab = static_cast<int>(d[5]);
   c.resume_path = path;  // load_starting_weights reads this same file
 }
@@ -146,7 +149,9 @@ void sample_bytes(Backend& backend, Model& model, const TokenShape& g, const Wei
     std::fill(window.begin() + static_cast<std::ptrdiff_t>(n), window.end(), 0);
     backend.copy_to_device(window_ids.data(), window.data(), t * sizeof(int32_t));
     DeviceBatch batch;
-    batch.token_ids = window_ids.data(), batch.rows = 1, batch.labels_per_row = g.context;
+    batch.token_ids = window_ids.data();
+    batch.rows = 1;
+    batch.labels_per_row = g.context;
     const ModelOutput logits = model.forward(batch, weights_fp16);
     backend.copy_to_host(logits_fp16.data(), logits.values + (n - 1) * static_cast<size_t>(logits.width),
                          logits_fp16.size() * sizeof(half16));

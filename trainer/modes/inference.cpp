@@ -121,7 +121,8 @@ void run_prediction(const TrainConfig& c, Backend& backend, Communicator& comm) 
     float_to_half_array(x.data() + at * d, staging.data(), static_cast<size_t>(rows) * d);
     backend.copy_to_device(rows_fp16.data(), staging.data(), static_cast<size_t>(rows) * d * sizeof(half16));
     DeviceBatch b;
-    b.features_fp16 = rows_fp16.data(), b.rows = rows;
+    b.features_fp16 = rows_fp16.data();
+    b.rows = rows;
     const ModelOutput out = model->forward(b, weights_fp16);
     backend.copy_to_host(out_fp16.data(), out.values, static_cast<size_t>(rows) * width * sizeof(half16));
     for (size_t i = 0; i < static_cast<size_t>(rows) * width; ++i) out_fp32[i] = to_float(out_fp16[i]);

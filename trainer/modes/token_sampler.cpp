@@ -36,7 +36,8 @@ int sample_token(const std::vector<float>& logits, const SamplingSettings& s, st
   int last_kept = 0;
   for (int i = 0; i < n; ++i) {
     if (weight[i] == 0) continue;
-    acc += weight[i], last_kept = i;
+    acc += weight[i];
+    last_kept = i;
     if (acc > target) return i;
   }
   return last_kept;  // rounding left acc a hair below target: the last class kept

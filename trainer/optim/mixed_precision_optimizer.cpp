@@ -89,7 +89,9 @@ void MixedPrecisionOptimizer::update(StepStatus* status, bool fp32_grads, float 
     AdamWParams a;
     a.lr_ptr = &status->lr;
     a.steps_taken = &status->steps_taken;
-    a.beta1 = config_.beta1, a.beta2 = config_.beta2, a.eps = config_.eps;
+    a.beta1 = config_.beta1;
+    a.beta2 = config_.beta2;
+    a.eps = config_.eps;
     a.weight_decay = config_.weight_decay;
     a.grad_multiplier = clip_coef;
     AdamWBuffers b;

@@ -100,10 +100,16 @@ void register_linear_parameters(ParameterRegistry& registry, const std::string& 
                                 int init_order, const std::string& file_stem_prefix) {
   const ParameterInit init = ParameterInit::uniform(1.0f / std::sqrt(static_cast<float>(in)));
   ParameterTensor w;
-  w.name = prefix + ".weight", w.shape = {out, in}, w.init = init, w.init_order = init_order;
+  w.name = prefix + ".weight";
+  w.shape = {out, in};
+  w.init = init;
+  w.init_order = init_order;
   w.file_stem = file_stem_prefix.empty() ? std::string() : file_stem_prefix + ".weight";
   ParameterTensor b;
-  b.name = prefix + ".bias", b.shape = {out}, b.init = init, b.init_order = init_order + 1;
+  b.name = prefix + ".bias";
+  b.shape = {out};
+  b.init = init;
+  b.init_order = init_order + 1;
   b.file_stem = file_stem_prefix.empty() ? std::string() : file_stem_prefix + ".bias";
   // No decay on biases (AdamW; nanoGPT's rule: only tensors of 2 or more
   // dimensions decay). SGD ignores the flag (mixed_precision_optimizer.h).

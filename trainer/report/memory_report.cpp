@@ -19,9 +19,12 @@ StateBytes measured_state_bytes(const ParameterStore& p) {
 StateBytes largest_over_ranks(Communicator& comm, const StateBytes& m) {
   auto largest = [&](size_t v) { return static_cast<size_t>(comm.allreduce_max_host(static_cast<int64_t>(v))); };
   StateBytes b = m;
-  b.fp32_masters = largest(m.fp32_masters), b.optimizer_state = largest(m.optimizer_state);
-  b.fp32_gradients = largest(m.fp32_gradients), b.fp16_weights = largest(m.fp16_weights);
-  b.fp16_gradients = largest(m.fp16_gradients), b.zero_buffers = largest(m.zero_buffers);
+  b.fp32_masters = largest(m.fp32_masters);
+  b.optimizer_state = largest(m.optimizer_state);
+  b.fp32_gradients = largest(m.fp32_gradients);
+  b.fp16_weights = largest(m.fp16_weights);
+  b.fp16_gradients = largest(m.fp16_gradients);
+  b.zero_buffers = largest(m.zero_buffers);
   return b;
 }
 

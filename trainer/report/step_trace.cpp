@@ -74,13 +74,17 @@ void StepTracer::set_origin() {
 
 void StepTracer::begin_step(int64_t step) {
   if (written_ || !window_.contains(step)) {
-    step_ = 0, in_step_ = false, collectives_.active = false, collectives_.step = 0;
+    step_ = 0;
+    in_step_ = false;
+    collectives_.active = false;
+    collectives_.step = 0;
     return;
   }
   prepare_step(step);
   step_ = last_traced_ = step;
   in_step_ = true;
-  collectives_.active = true, collectives_.step = step;
+  collectives_.active = true;
+  collectives_.step = step;
   open("step", -1, &step_span_);
 }
 
@@ -127,12 +131,17 @@ void StepTracer::flush() {
   for (const Pending& p : pending_) {
     if (p.end_mark == kNone) continue;  // still open (a flush inside a step): dropped
     Event e;
-    e.category = p.category, e.tid = 0, e.step = p.step, e.layer = p.layer;
+    e.category = p.category;
+    e.tid = 0;
+    e.step = p.step;
+    e.layer = p.layer;
     e.name = p.category == std::string("step") ? "step " + std::to_string(p.step) : event_name(p.category, p.layer);
     e.ts_us = marks_->resolve_us(p.begin_mark) - origin_us_;
     e.dur_us = marks_->resolve_us(p.end_mark) - origin_us_ - e.ts_us;
     if (p.category == std::string("bucket_ready")) {
-      e.layer = -1, e.bucket = p.layer, e.dur_us = -1.0;
+      e.layer = -1;
+      e.bucket = p.layer;
+      e.dur_us = -1.0;
       e.name = "bucket " + std::to_string(p.layer) + " ready";
     }
     events_.push_back(std::move(e));
@@ -144,12 +153,17 @@ void StepTracer::flush() {
     const CollectiveRecord& r = *record;
     if (!(r.end_us >= r.begin_us)) continue;  // never ran (not possible after the wait; kept safe)
     Event e;
-    e.category = "comm", e.tid = 1, e.op = r.op, e.elements = r.elements;
-    e.bucket = r.bucket, e.layer = r.layer;
+    e.category = "comm";
+    e.tid = 1;
+    e.op = r.op;
+    e.elements = r.elements;
+    e.bucket = r.bucket;
+    e.layer = r.layer;
     e.name = std::string(r.op) + (r.bucket >= 0  ? " bucket " + std::to_string(r.bucket)
                                   : r.layer >= 0 ? " layer " + std::to_string(r.layer)
                                                  : std::string());
-    e.ts_us = r.begin_us - origin_us_, e.dur_us = r.end_us - r.begin_us;
+    e.ts_us = r.begin_us - origin_us_;
+    e.dur_us = r.end_us - r.begin_us;
     e.called_us = r.called_us - origin_us_;
     e.step = r.step != 0 ? r.step : last_traced_;  // between steps: after the last traced one
     events_.push_back(std::move(e));
@@ -164,7 +178,8 @@ void StepTracer::finish() {
   if (written_ || !started_) return;
   flush();
   collectives_.active = false;
-  step_ = 0, in_step_ = false;
+  step_ = 0;
+  in_step_ = false;
   written_ = true;
   try {
     write();
@@ -191,7 +206,9 @@ void StepTracer::write() {
     if (e.layer >= 0) args["layer"] = e.layer;
     if (e.bucket >= 0) args["bucket"] = e.bucket;
     if (e.op != nullptr) {
-      args["op"] = e.op, args["elements"] = e.elements, args["bytes"] = e.elements * 2;
+      args["op"] = e.op;
+      args["elements"] = e.elements;
+      args["bytes"] = e.elements * 2;
       args["called_ts"] = e.called_us;
     }
     if (e.dur_us < 0.0) {  // an instant, on its thread

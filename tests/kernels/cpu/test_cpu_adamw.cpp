@@ -85,9 +85,11 @@ TEST_F(CpuKernels, AdamWMatchesTorchOverStepsWithSkipsAndDecayOnWeightsOnly) {
   TorchAdamW ref;
   ref.beta1 = 0.8 + 0.15 * std::uniform_real_distribution<double>(0, 1)(rng);
   ref.beta2 = 0.99 + 0.009 * std::uniform_real_distribution<double>(0, 1)(rng);
-  ref.eps = 1e-8, ref.weight_decay = 0.1;
+  ref.eps = 1e-8;
+  ref.weight_decay = 0.1;
   ref.param.assign(init.begin(), init.end());
-  ref.exp_avg.assign(n, 0.0), ref.exp_avg_sq.assign(n, 0.0);
+  ref.exp_avg.assign(n, 0.0);
+  ref.exp_avg_sq.assign(n, 0.0);
 
   StepStatus status{};
   status.scale = 1024.0;
@@ -115,8 +117,12 @@ TEST_F(CpuKernels, AdamWMatchesTorchOverStepsWithSkipsAndDecayOnWeightsOnly) {
                              ScalarArg::at(&status.inv_scale), &status.nonfinite);
     EXPECT_EQ(status.nonfinite != 0, skipped[k]);
     AdamWParams p;
-    p.lr_ptr = &status.lr, p.steps_taken = &status.steps_taken;
-    p.beta1 = ref.beta1, p.beta2 = ref.beta2, p.eps = ref.eps, p.weight_decay = ref.weight_decay;
+    p.lr_ptr = &status.lr;
+    p.steps_taken = &status.steps_taken;
+    p.beta1 = ref.beta1;
+    p.beta2 = ref.beta2;
+    p.eps = ref.eps;
+    p.weight_decay = ref.weight_decay;
     p.grad_multiplier = clip;
     p.step = 1000;  // ignored: steps_taken is set
     AdamWBuffers b;
@@ -190,7 +196,9 @@ AdamWRun run_adamw(Backend& be, const AdamWInputs& in, const AdamWParams& p, flo
   AdamWBuffers b;
   b.grads_fp32 = fp32_route ? g32.data() : nullptr;
   b.grads_fp16 = in.grads_fp16.data();
-  b.master_fp32 = r.master.data(), b.exp_avg_fp32 = r.exp_avg.data(), b.exp_avg_sq_fp32 = r.exp_avg_sq.data();
+  b.master_fp32 = r.master.data();
+  b.exp_avg_fp32 = r.exp_avg.data();
+  b.exp_avg_sq_fp32 = r.exp_avg_sq.data();
   b.weights_fp16 = r.weights.data();
   b.decay_mask = with_mask ? in.mask.data() : nullptr;
   be.adamw_update(p, b, inv_scale, offset, count, &skip);

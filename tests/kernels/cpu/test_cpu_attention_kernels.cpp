@@ -41,12 +41,23 @@ void check_batched(Backend& be, std::mt19937_64& rng, const BatchedCase& c) {
   const auto a = random_halves(rng, c.batch * c.stride_a()), b = random_halves(rng, c.batch * c.stride_b());
   const auto c0 = c.beta != 0.0f ? random_halves(rng, c.batch * c.stride_c()) : poison_halves(c.batch * c.stride_c());
   Buffer<half16> da(be, a.size()), db(be, b.size()), dc(be, c0.size());
-  da.upload(a), db.upload(b), dc.upload(c0);
+  da.upload(a);
+  db.upload(b);
+  dc.upload(c0);
   GemmFp16 g;
-  g.trans_a = c.ta, g.trans_b = c.tb, g.m = c.m, g.n = c.n, g.k = c.k, g.alpha = c.alpha, g.beta = c.beta;
-  g.a = da.data(), g.lda = c.ta == Transpose::Yes ? c.m : c.k;
-  g.b = db.data(), g.ldb = c.tb == Transpose::Yes ? c.k : c.n;
-  g.c = dc.data(), g.ldc = c.n;
+  g.trans_a = c.ta;
+  g.trans_b = c.tb;
+  g.m = c.m;
+  g.n = c.n;
+  g.k = c.k;
+  g.alpha = c.alpha;
+  g.beta = c.beta;
+  g.a = da.data();
+  g.lda = c.ta == Transpose::Yes ? c.m : c.k;
+  g.b = db.data();
+  g.ldb = c.tb == Transpose::Yes ? c.k : c.n;
+  g.c = dc.data();
+  g.ldc = c.n;
   be.gemm_batched_fp16(g, c.batch, c.stride_a(), c.stride_b(), c.stride_c());
   const auto got = dc.download();
   for (int z = 0; z < c.batch; ++z) {
@@ -57,7 +68,8 @@ void check_batched(Backend& be, std::mt19937_64& rng, const BatchedCase& c) {
         for (int p = 0; p < c.k; ++p) {
           const double x = to_float(a[oa + (c.ta == Transpose::Yes ? p * c.m + i : i * c.k + p)]);
           const double y = to_float(b[ob + (c.tb == Transpose::Yes ? j * c.k + p : p * c.n + j)]);
-          s += x * y, mag += std::fabs(x * y);
+          s += x * y;
+          mag += std::fabs(x * y);
         }
         double want = c.alpha * s;
         if (c.beta != 0.0f) want += c.beta * static_cast<double>(to_float(c0[oc + i * c.n + j]));
@@ -83,7 +95,10 @@ TEST_F(CpuKernelsThreaded, BatchedGemmMatchesDoubleEveryTranspose) {
 TEST_F(CpuKernels, BatchedGemmRefusesEpilogues) {
   Buffer<half16> x(cpu, 16);
   GemmFp16 g;
-  g.m = g.n = g.k = 2, g.lda = g.ldb = g.ldc = 2, g.a = g.b = x.data(), g.c = x.data() + 8;
+  g.m = g.n = g.k = 2;
+  g.lda = g.ldb = g.ldc = 2;
+  g.a = g.b = x.data();
+  g.c = x.data() + 8;
   g.bias = x.data();
   EXPECT_THROW(cpu.gemm_batched_fp16(g, 2, 4, 4, 4), Error);
 }
@@ -102,7 +117,8 @@ SoftmaxCase make_softmax_case(std::mt19937_64& rng, int bh, int t, int head_size
 TEST_F(CpuKernels, CausalSoftmaxForwardMatchesDouble) {
   const auto c = make_softmax_case(rng, 3, 19, 16);
   Buffer<half16> s(cpu, c.s.size()), p(cpu, c.s.size());
-  s.upload(c.s), p.upload(poison_halves(p.count()));
+  s.upload(c.s);
+  p.upload(poison_halves(p.count()));
   cpu.causal_softmax_forward_fp16(s.data(), c.bh, c.t, c.scale, p.data());
   const auto got = p.download();
   for (int z = 0; z < c.bh; ++z) {
@@ -124,7 +140,10 @@ TEST_F(CpuKernels, CausalSoftmaxMaskedPositionsAreExactlyZero) {
         scores[(z * t + i) * t + j] = (j % 3 == 0) ? half16{0x7e00} : (j % 3 == 1) ? half16{0x7c00} : to_half(60000.0f);
   const auto dp = random_halves(rng, bh * t * t);
   Buffer<half16> s(cpu, scores.size()), p(cpu, scores.size()), d_dp(cpu, dp.size()), ds(cpu, dp.size());
-  s.upload(scores), p.upload(poison_halves(p.count())), d_dp.upload(dp), ds.upload(poison_halves(ds.count()));
+  s.upload(scores);
+  p.upload(poison_halves(p.count()));
+  d_dp.upload(dp);
+  ds.upload(poison_halves(ds.count()));
   cpu.causal_softmax_forward_fp16(s.data(), bh, t, 0.25f, p.data());
   cpu.causal_softmax_backward_fp16(p.data(), d_dp.data(), bh, t, 0.25f, ds.data());
   const auto gp = p.download(), gds = ds.download();
@@ -176,7 +195,9 @@ TEST_F(CpuKernels, CausalSoftmaxGradientReferenceMatchesFiniteDifferences) {
 TEST_F(CpuKernels, CausalSoftmaxBackwardMatchesDouble) {
   const auto c = make_softmax_case(rng, 3, 21, 32);
   Buffer<half16> s(cpu, c.s.size()), p(cpu, c.s.size()), dp(cpu, c.dp.size()), ds(cpu, c.dp.size());
-  s.upload(c.s), dp.upload(c.dp), ds.upload(poison_halves(ds.count()));
+  s.upload(c.s);
+  dp.upload(c.dp);
+  ds.upload(poison_halves(ds.count()));
   cpu.causal_softmax_forward_fp16(s.data(), c.bh, c.t, c.scale, p.data());
   cpu.causal_softmax_backward_fp16(p.data(), dp.data(), c.bh, c.t, c.scale, ds.data());
   const auto got_p = p.download(), got = ds.download();
@@ -217,7 +238,8 @@ TEST_F(CpuKernelsThreaded, GeluTanhOnEveryHalfAndTailsAgree) {
   const size_t n = z.size();
   const auto dy = random_halves(rng, n);
   Buffer<half16> dz_in(cpu, n), ddy(cpu, n), out(cpu, n);
-  dz_in.upload(z), ddy.upload(dy);
+  dz_in.upload(z);
+  ddy.upload(dy);
   std::vector<half16> f16c_y, f16c_dz;
   for (bool f16c : {true, false}) {
     SCOPED_TRACE(f16c ? "f16c" : "scalar");
@@ -250,7 +272,8 @@ TEST_F(CpuKernelsThreaded, GeluTanhOnEveryHalfAndTailsAgree) {
     }
     EXPECT_EQ(bad, 0u);
     if (f16c) {
-      f16c_y = y, f16c_dz = dz;
+      f16c_y = y;
+      f16c_dz = dz;
     } else {
       for (size_t i = 0; i < n; ++i) {
         ASSERT_EQ(y[i].bits, f16c_y[i].bits) << "portable loop differs from F16C at z=" << to_float(z[i]);

@@ -21,7 +21,8 @@ TEST_F(CpuKernels, BiasAdd) {
   const int rows = 33, cols = 71;
   const auto y = test::random_halves(rng, rows * cols), bias = test::random_halves(rng, cols);
   Buffer<half16> dy(cpu, y.size()), db(cpu, cols);
-  dy.upload(y), db.upload(bias);
+  dy.upload(y);
+  db.upload(bias);
   test::add_bias_fp16(dy.data(), db.data(), rows, cols);
   const auto got = dy.download();
   for (int r = 0; r < rows; ++r)
@@ -40,7 +41,8 @@ TEST_F(CpuKernels, ActivationsForwardBackward) {
   const size_t n = 10007;
   const auto z = test::random_halves(rng, n, -6.0f, 6.0f), dy = test::random_halves(rng, n);
   Buffer<half16> dz_in(cpu, n), ddy(cpu, n), out(cpu, n);
-  dz_in.upload(z), ddy.upload(dy);
+  dz_in.upload(z);
+  ddy.upload(dy);
   for (Activation act : {Activation::Relu, Activation::Gelu}) {
     out.upload(test::poison_halves(n));
     test::activation_forward_fp16(act, dz_in.data(), out.data(), n);

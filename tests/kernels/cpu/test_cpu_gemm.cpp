@@ -49,14 +49,24 @@ void check_gemm(CpuBackend& cpu, std::mt19937_64& rng, bool ta, bool tb, int m, 
                             : test::poison_halves(static_cast<size_t>(m) * n);
   const auto bias = test::random_halves(rng, n);
   Buffer<half16> da(cpu, a.size()), db(cpu, b.size()), dc(cpu, c0.size()), dbias(cpu, n);
-  da.upload(a), db.upload(b), dc.upload(c0), dbias.upload(bias);
+  da.upload(a);
+  db.upload(b);
+  dc.upload(c0);
+  dbias.upload(bias);
   GemmFp16 g;
   g.trans_a = ta ? Transpose::Yes : Transpose::No;
   g.trans_b = tb ? Transpose::Yes : Transpose::No;
-  g.m = m, g.n = n, g.k = k, g.alpha = alpha, g.beta = beta;
-  g.a = da.data(), g.lda = ta ? m : k;
-  g.b = db.data(), g.ldb = tb ? k : n;
-  g.c = dc.data(), g.ldc = n;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.alpha = alpha;
+  g.beta = beta;
+  g.a = da.data();
+  g.lda = ta ? m : k;
+  g.b = db.data();
+  g.ldb = tb ? k : n;
+  g.c = dc.data();
+  g.ldc = n;
   g.bias = with_bias ? dbias.data() : nullptr;
   cpu.gemm_fp16(g);
   std::vector<double> want, mag;
@@ -87,9 +97,19 @@ TEST_F(CpuKernels, GemmStridedOperands) {
   auto a = test::random_halves(rng, static_cast<size_t>(m) * lda);
   auto b = test::random_halves(rng, static_cast<size_t>(k) * ldb);
   Buffer<half16> da(cpu, a.size()), db(cpu, b.size()), dc(cpu, static_cast<size_t>(m) * ldc);
-  da.upload(a), db.upload(b), dc.upload(test::poison_halves(dc.count()));
+  da.upload(a);
+  db.upload(b);
+  dc.upload(test::poison_halves(dc.count()));
   GemmFp16 g;
-  g.m = m, g.n = n, g.k = k, g.a = da.data(), g.lda = lda, g.b = db.data(), g.ldb = ldb, g.c = dc.data(), g.ldc = ldc;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.a = da.data();
+  g.lda = lda;
+  g.b = db.data();
+  g.ldb = ldb;
+  g.c = dc.data();
+  g.ldc = ldc;
   cpu.gemm_fp16(g);
   const auto c = dc.download();
   for (int i = 0; i < m; ++i)
@@ -97,7 +117,8 @@ TEST_F(CpuKernels, GemmStridedOperands) {
       double s = 0, mag = 0;
       for (int p = 0; p < k; ++p) {
         const double t = to_float(a[i * lda + p]) * static_cast<double>(to_float(b[p * ldb + j]));
-        s += t, mag += std::fabs(t);
+        s += t;
+        mag += std::fabs(t);
       }
       ASSERT_TRUE(close_enough(to_float(c[i * ldc + j]), s, test::kFp16RelTol, 1e-5 * mag + 6e-8));
     }
@@ -122,10 +143,20 @@ TEST_F(CpuKernelsThreaded, GemmSlicesMatchReferenceAndRepeatBitwise) {
              b = test::random_halves(rng, static_cast<size_t>(n) * k);
   const auto bias = test::random_halves(rng, n);
   Buffer<half16> da(two, a.size()), db(two, b.size()), dbias(two, n), dc(two, static_cast<size_t>(m) * n);
-  da.upload(a), db.upload(b), dbias.upload(bias);
+  da.upload(a);
+  db.upload(b);
+  dbias.upload(bias);
   GemmFp16 g;
   g.trans_b = Transpose::Yes;
-  g.m = m, g.n = n, g.k = k, g.a = da.data(), g.lda = k, g.b = db.data(), g.ldb = k, g.c = dc.data(), g.ldc = n;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.a = da.data();
+  g.lda = k;
+  g.b = db.data();
+  g.ldb = k;
+  g.c = dc.data();
+  g.ldc = n;
   g.bias = dbias.data();
   two.gemm_fp16(g);
   const auto first = dc.download();
@@ -141,9 +172,19 @@ TEST_F(CpuKernelsThreaded, GemmSlicesWithStrides) {
   const auto a = test::random_halves(rng, static_cast<size_t>(m) * lda),
              b = test::random_halves(rng, static_cast<size_t>(k) * ldb);
   Buffer<half16> da(two, a.size()), db(two, b.size()), dc(two, static_cast<size_t>(m) * ldc);
-  da.upload(a), db.upload(b), dc.upload(test::poison_halves(dc.count()));
+  da.upload(a);
+  db.upload(b);
+  dc.upload(test::poison_halves(dc.count()));
   GemmFp16 g;
-  g.m = m, g.n = n, g.k = k, g.a = da.data(), g.lda = lda, g.b = db.data(), g.ldb = ldb, g.c = dc.data(), g.ldc = ldc;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.a = da.data();
+  g.lda = lda;
+  g.b = db.data();
+  g.ldb = ldb;
+  g.c = dc.data();
+  g.ldc = ldc;
   two.gemm_fp16(g);
   const auto c = dc.download();
   for (int i = 0; i < m; ++i) {
@@ -151,7 +192,8 @@ TEST_F(CpuKernelsThreaded, GemmSlicesWithStrides) {
       double s = 0, mag = 0;
       for (int p = 0; p < k; ++p) {
         const double t = to_float(a[i * lda + p]) * static_cast<double>(to_float(b[p * ldb + j]));
-        s += t, mag += std::fabs(t);
+        s += t;
+        mag += std::fabs(t);
       }
       ASSERT_TRUE(close_enough(to_float(c[i * ldc + j]), s, test::kFp16RelTol, 1e-5 * mag + 6e-8));
     }

@@ -21,7 +21,9 @@ TEST_F(CpuKernels, SoftmaxCrossEntropy) {
   Buffer<half16> dl(cpu, logits.size()), grad(cpu, logits.size());
   Buffer<int32_t> dlab(cpu, rows), correct(cpu, 1);
   Buffer<float> loss(cpu, 1);
-  dl.upload(logits), dlab.upload(labels), grad.upload(test::poison_halves(grad.count()));
+  dl.upload(logits);
+  dlab.upload(labels);
+  grad.upload(test::poison_halves(grad.count()));
   cpu.softmax_xent_forward(dl.data(), dlab.data(), rows, cols, cols, loss.data(), correct.data());
   cpu.softmax_xent_backward(dl.data(), dlab.data(), rows, cols, cols, scale, grad.data());
   double want_loss = 0;
@@ -31,7 +33,10 @@ TEST_F(CpuKernels, SoftmaxCrossEntropy) {
     double mx = -1e30, se = 0;
     int arg = 0;
     for (int c = 0; c < cols; ++c)
-      if (to_float(logits[r * cols + c]) > mx) mx = to_float(logits[r * cols + c]), arg = c;
+      if (to_float(logits[r * cols + c]) > mx) {
+        mx = to_float(logits[r * cols + c]);
+        arg = c;
+      }
     for (int c = 0; c < cols; ++c) se += std::exp(to_float(logits[r * cols + c]) - mx);
     want_loss += mx + std::log(se) - to_float(logits[r * cols + labels[r]]);
     want_correct += arg == labels[r];
@@ -52,7 +57,9 @@ TEST_F(CpuKernels, MeanSquaredError) {
   const auto target = test::random_floats(rng, rows * cols);
   Buffer<half16> dp(cpu, pred.size()), grad(cpu, pred.size());
   Buffer<float> dt(cpu, target.size()), loss(cpu, 1);
-  dp.upload(pred), dt.upload(target), grad.upload(test::poison_halves(grad.count()));
+  dp.upload(pred);
+  dt.upload(target);
+  grad.upload(test::poison_halves(grad.count()));
   cpu.mse_forward(dp.data(), dt.data(), rows, cols, loss.data());
   cpu.mse_backward(dp.data(), dt.data(), rows, cols, scale, grad.data());
   double want = 0;

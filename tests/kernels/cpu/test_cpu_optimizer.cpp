@@ -65,17 +65,25 @@ TEST_F(CpuKernels, SgdMatchesTorchSemantics) {
   const size_t n = 5003;
   for (int variant = 0; variant < 4; ++variant) {
     SgdParams s;
-    s.lr = 0.05f, s.momentum = variant == 0 ? 0.0f : 0.9f, s.nesterov = variant == 2;
-    s.weight_decay = variant == 3 ? 1e-3f : 0.0f, s.grad_multiplier = variant == 3 ? 0.5f : 1.0f;
+    s.lr = 0.05f;
+    s.momentum = variant == 0 ? 0.0f : 0.9f;
+    s.nesterov = variant == 2;
+    s.weight_decay = variant == 3 ? 1e-3f : 0.0f;
+    s.grad_multiplier = variant == 3 ? 0.5f : 1.0f;
     const auto grads = test::random_floats(rng, n), p0 = test::random_floats(rng, n), m0 = test::random_floats(rng, n);
     Buffer<float> dg(cpu, n), dp(cpu, n), dm(cpu, n);
     Buffer<half16> dw(cpu, n);
     Buffer<int32_t> flag(cpu, 1);
-    dg.upload(grads), dp.upload(p0), dm.upload(m0), flag.zero(), dw.upload(test::poison_halves(n));
+    dg.upload(grads);
+    dp.upload(p0);
+    dm.upload(m0);
+    flag.zero();
+    dw.upload(test::poison_halves(n));
     for (bool first : {true, false}) {
       s.first_step = first;
       std::vector<double> p(p0.begin(), p0.end()), m(m0.begin(), m0.end());
-      dp.upload(p0), dm.upload(m0);
+      dp.upload(p0);
+      dm.upload(m0);
       cpu.sgd_update(s, SgdGrads::unscaled(dg.data()), dp.data(), dm.data(), dw.data(), n, flag.data());
       const auto gp = dp.download(), gm = dm.download();
       const auto gw = dw.download();
@@ -98,10 +106,16 @@ TEST_F(CpuKernels, SgdSkippedWhenFlagSetChangesNothing) {
   Buffer<float> dg(cpu, n), dp(cpu, n), dm(cpu, n);
   Buffer<half16> dw(cpu, n);
   Buffer<int32_t> flag(cpu, 1);
-  dg.upload(grads), dp.upload(p0), dm.upload(m0), dw.upload(w0);
+  dg.upload(grads);
+  dp.upload(p0);
+  dm.upload(m0);
+  dw.upload(w0);
   flag.upload(std::vector<int32_t>{1});
   SgdParams s;
-  s.lr = 0.1f, s.momentum = 0.9f, s.first_step = false, s.weight_decay = 0.01f;
+  s.lr = 0.1f;
+  s.momentum = 0.9f;
+  s.first_step = false;
+  s.weight_decay = 0.01f;
   cpu.sgd_update(s, SgdGrads::unscaled(dg.data()), dp.data(), dm.data(), dw.data(), n, flag.data());
   EXPECT_EQ(dp.download(), p0);
   EXPECT_EQ(dm.download(), m0);
@@ -155,8 +169,11 @@ TEST_F(CpuKernelsThreaded, SgdBitwiseEqualsScalarElementLoop) {
   for (size_t i = 0; i < n; ++i) grads[i] = unscale_element(grads16[i], inv_scale);
   for (int variant = 0; variant < 6; ++variant) {
     SgdParams s;
-    s.lr = 0.05f, s.momentum = variant == 0 ? 0.0f : 0.9f, s.nesterov = variant == 2;
-    s.weight_decay = variant >= 3 ? 1e-3f : 0.0f, s.grad_multiplier = variant >= 3 ? 0.37f : 1.0f;
+    s.lr = 0.05f;
+    s.momentum = variant == 0 ? 0.0f : 0.9f;
+    s.nesterov = variant == 2;
+    s.weight_decay = variant >= 3 ? 1e-3f : 0.0f;
+    s.grad_multiplier = variant >= 3 ? 0.37f : 1.0f;
     s.dampening = variant == 4 ? 0.1f : 0.0f;
     const bool no_buffer = variant == 5;  // momentum_fp32 null: a zero buffer each step
     for (bool first : {true, false}) {
@@ -174,7 +191,11 @@ TEST_F(CpuKernelsThreaded, SgdBitwiseEqualsScalarElementLoop) {
             set_f16c_enabled(f16c);
             Buffer<float> dg(*be, n), dp(*be, n), dm(*be, n);
             Buffer<half16> dg16(*be, n), dw(*be, n);
-            dg.upload(grads), dg16.upload(grads16), dp.upload(p0), dm.upload(m0), dw.upload(test::poison_halves(n));
+            dg.upload(grads);
+            dg16.upload(grads16);
+            dp.upload(p0);
+            dm.upload(m0);
+            dw.upload(test::poison_halves(n));
             float* mom = no_buffer ? nullptr : dm.data();
             if (fused)
               be->sgd_update(s, SgdGrads::scaled(dg16.data(), inv_scale), dp.data(), mom, dw.data(), n, nullptr);

@@ -48,13 +48,17 @@ TEST_F(CpuKernelsThreaded, TransformerOperationsSameBitsAnyThreadCount) {
   const auto embedding = [&](CpuBackend& be) {
     Buffer<int32_t> tok(be, tokens.size());
     Buffer<half16> d_wte(be, wte.size()), d_wpe(be, wpe.size()), out(be, x.size()), d_dy(be, dy.size());
-    tok.upload(tokens), d_wte.upload(wte), d_wpe.upload(wpe), d_dy.upload(dy);
+    tok.upload(tokens);
+    d_wte.upload(wte);
+    d_wpe.upload(wpe);
+    d_dy.upload(dy);
     be.embedding_forward_fp16(tok.data(), d_wte.data(), d_wpe.data(), B, T, C, V, out.data());
     std::vector<uint16_t> bits;
     append_bits(bits, out.download());
     for (bool accumulate : {false, true}) {
       be.embedding_backward_fp16(tok.data(), d_dy.data(), B, T, C, V, d_wte.data(), d_wpe.data(), accumulate);
-      append_bits(bits, d_wte.download()), append_bits(bits, d_wpe.download());
+      append_bits(bits, d_wte.download());
+      append_bits(bits, d_wpe.download());
     }
     return bits;
   };
@@ -62,16 +66,23 @@ TEST_F(CpuKernelsThreaded, TransformerOperationsSameBitsAnyThreadCount) {
     Buffer<half16> d_x(be, x.size()), g(be, C), b(be, C), y(be, x.size()), d_dy(be, dy.size()), dx(be, x.size()),
         dg(be, C), db(be, C);
     Buffer<float> mean(be, B * T), rstd(be, B * T);
-    d_x.upload(x), g.upload(gamma), b.upload(beta), d_dy.upload(dy);
+    d_x.upload(x);
+    g.upload(gamma);
+    b.upload(beta);
+    d_dy.upload(dy);
     be.layernorm_forward_fp16(d_x.data(), g.data(), b.data(), B * T, C, kLayerNormEps, y.data(), mean.data(),
                               rstd.data());
     std::vector<uint16_t> bits;
-    append_bits(bits, y.download()), append_bits(bits, mean.download()), append_bits(bits, rstd.download());
+    append_bits(bits, y.download());
+    append_bits(bits, mean.download());
+    append_bits(bits, rstd.download());
     dx.upload(x);
     for (bool accumulate : {false, true}) {
       be.layernorm_backward_fp16(d_dy.data(), d_x.data(), g.data(), mean.data(), rstd.data(), B * T, C, dx.data(),
                                  accumulate, dg.data(), db.data(), accumulate);
-      append_bits(bits, dx.download()), append_bits(bits, dg.download()), append_bits(bits, db.download());
+      append_bits(bits, dx.download());
+      append_bits(bits, dg.download());
+      append_bits(bits, db.download());
     }
     return bits;
   };
@@ -79,29 +90,44 @@ TEST_F(CpuKernelsThreaded, TransformerOperationsSameBitsAnyThreadCount) {
     const int bh = B * nh;
     Buffer<half16> s(be, scores.size()), p(be, scores.size()), dp(be, scores.size()), ds(be, scores.size()),
         heads(be, B * nh * T * hs), out(be, B * nh * T * hs), rows(be, x.size());
-    s.upload(scores), dp.upload(dprobs), rows.upload(x);
+    s.upload(scores);
+    dp.upload(dprobs);
+    rows.upload(x);
     be.causal_softmax_forward_fp16(s.data(), bh, T, 0.2f, p.data());
     be.causal_softmax_backward_fp16(p.data(), dp.data(), bh, T, 0.2f, ds.data());
     be.rows_to_heads_fp16(rows.data(), C, B, T, nh, hs, heads.data());
     GemmFp16 g;  // (P V) per head: [T, T] x [T, hs]
-    g.m = T, g.n = hs, g.k = T, g.a = p.data(), g.lda = T, g.b = heads.data(), g.ldb = hs, g.c = out.data(), g.ldc = hs;
+    g.m = T;
+    g.n = hs;
+    g.k = T;
+    g.a = p.data();
+    g.lda = T;
+    g.b = heads.data();
+    g.ldb = hs;
+    g.c = out.data();
+    g.ldc = hs;
     be.gemm_batched_fp16(g, bh, static_cast<int64_t>(T) * T, static_cast<int64_t>(T) * hs,
                          static_cast<int64_t>(T) * hs);
     be.heads_to_rows_fp16(out.data(), B, T, nh, hs, rows.data(), C);
     be.add_fp16(rows.data(), rows.data(), rows.data(), rows.count());
     std::vector<uint16_t> bits;
-    append_bits(bits, p.download()), append_bits(bits, ds.download()), append_bits(bits, rows.download());
+    append_bits(bits, p.download());
+    append_bits(bits, ds.download());
+    append_bits(bits, rows.download());
     return bits;
   };
   const auto cross_entropy = [&](CpuBackend& be) {
     Buffer<half16> l(be, logits.size()), dl(be, logits.size());
     Buffer<int32_t> lab(be, labels.size()), correct(be, 1);
     Buffer<float> loss(be, 1);
-    l.upload(logits), lab.upload(labels);
+    l.upload(logits);
+    lab.upload(labels);
     be.softmax_xent_forward(l.data(), lab.data(), xent_rows, xent_cols, xent_real, loss.data(), correct.data());
     be.softmax_xent_backward(l.data(), lab.data(), xent_rows, xent_cols, xent_real, 4096.0f, dl.data());
     std::vector<uint16_t> bits;
-    append_bits(bits, loss.download()), append_bits(bits, correct.download()), append_bits(bits, dl.download());
+    append_bits(bits, loss.download());
+    append_bits(bits, correct.download());
+    append_bits(bits, dl.download());
     return bits;
   };
   const std::pair<const char*, RunOp> runs[] = {

@@ -33,7 +33,10 @@ TEST_F(CpuKernels, EmbeddingForwardAddsTokenAndPositionRows) {
   tokens[5] = V;  // out of range: a NaN row, nothing read outside wte
   Buffer<half16> d_wte(cpu, wte.size()), d_wpe(cpu, wpe.size()), out(cpu, B * T * C);
   Buffer<int32_t> d_tok(cpu, tokens.size());
-  d_wte.upload(wte), d_wpe.upload(wpe), d_tok.upload(tokens), out.upload(poison_halves(out.count()));
+  d_wte.upload(wte);
+  d_wpe.upload(wpe);
+  d_tok.upload(tokens);
+  out.upload(poison_halves(out.count()));
   cpu.embedding_forward_fp16(d_tok.data(), d_wte.data(), d_wpe.data(), B, T, C, V, out.data());
   const auto got = out.download();
   for (int r = 0; r < B * T; ++r)
@@ -56,7 +59,8 @@ TEST_F(CpuKernels, EmbeddingBackwardSumsRowsPerTokenAndPosition) {
              prev_wpe = random_halves(rng, T * C);
   Buffer<half16> d_out(cpu, dout.size()), d_wte(cpu, V * C), d_wpe(cpu, T * C);
   Buffer<int32_t> d_tok(cpu, tokens.size());
-  d_out.upload(dout), d_tok.upload(tokens);
+  d_out.upload(dout);
+  d_tok.upload(tokens);
   for (bool accumulate : {false, true}) {
     SCOPED_TRACE(accumulate ? "accumulate" : "overwrite");
     d_wte.upload(accumulate ? prev_wte : poison_halves(V * C));
@@ -67,7 +71,10 @@ TEST_F(CpuKernels, EmbeddingBackwardSumsRowsPerTokenAndPosition) {
       for (int c = 0; c < C; ++c) {
         double s = accumulate ? to_float(prev_wte[v * C + c]) : 0.0, mag = std::fabs(s);
         for (int r = 0; r < B * T; ++r)
-          if (tokens[r] == v) s += to_float(dout[r * C + c]), mag += std::fabs(to_float(dout[r * C + c]));
+          if (tokens[r] == v) {
+            s += to_float(dout[r * C + c]);
+            mag += std::fabs(to_float(dout[r * C + c]));
+          }
         ASSERT_TRUE(close_enough(to_float(g_wte[v * C + c]), s, kFp16RelTol, 1e-5 * mag + kSub))
             << "wte " << v << "," << c;
       }
@@ -108,8 +115,12 @@ TEST_F(CpuKernels, LayerNormForwardMatchesDouble) {
   const auto c = make_layernorm_case(rng, 29, 96);
   Buffer<half16> x(cpu, c.x.size()), gamma(cpu, c.cols), beta(cpu, c.cols), y(cpu, c.x.size());
   Buffer<float> mean(cpu, c.rows), rstd(cpu, c.rows);
-  x.upload(c.x), gamma.upload(c.gamma), beta.upload(c.beta), y.upload(poison_halves(y.count()));
-  mean.upload(std::vector<float>(c.rows, NAN)), rstd.upload(std::vector<float>(c.rows, NAN));
+  x.upload(c.x);
+  gamma.upload(c.gamma);
+  beta.upload(c.beta);
+  y.upload(poison_halves(y.count()));
+  mean.upload(std::vector<float>(c.rows, NAN));
+  rstd.upload(std::vector<float>(c.rows, NAN));
   cpu.layernorm_forward_fp16(x.data(), gamma.data(), beta.data(), c.rows, c.cols, kLayerNormEps, y.data(), mean.data(),
                              rstd.data());
   const auto ref = layernorm_reference(to_doubles(c.x), to_doubles(c.gamma), to_doubles(c.beta), c.rows, c.cols, 1e-5);
@@ -169,7 +180,10 @@ TEST_F(CpuKernels, LayerNormBackwardMatchesDouble) {
   Buffer<half16> x(cpu, c.x.size()), gamma(cpu, c.cols), beta(cpu, c.cols), y(cpu, c.x.size()), dy(cpu, c.x.size()),
       dx(cpu, c.x.size()), dgamma(cpu, c.cols), dbeta(cpu, c.cols);
   Buffer<float> mean(cpu, c.rows), rstd(cpu, c.rows);
-  x.upload(c.x), gamma.upload(c.gamma), beta.upload(c.beta), dy.upload(c.dy);
+  x.upload(c.x);
+  gamma.upload(c.gamma);
+  beta.upload(c.beta);
+  dy.upload(c.dy);
   cpu.layernorm_forward_fp16(x.data(), gamma.data(), beta.data(), c.rows, c.cols, kLayerNormEps, y.data(), mean.data(),
                              rstd.data());
   const auto ref =
@@ -205,7 +219,9 @@ TEST_F(CpuKernels, ResidualAddAndInPlaceAccumulate) {
   const size_t n = 1031;
   const auto a = random_halves(rng, n, -4.0f, 4.0f), b = random_halves(rng, n, -4.0f, 4.0f);
   Buffer<half16> da(cpu, n), db(cpu, n), y(cpu, n);
-  da.upload(a), db.upload(b), y.upload(poison_halves(n));
+  da.upload(a);
+  db.upload(b);
+  y.upload(poison_halves(n));
   cpu.add_fp16(da.data(), db.data(), y.data(), n);
   cpu.add_fp16(da.data(), db.data(), da.data(), n);  // a += b
   const auto got = y.download(), in_place = da.download();
@@ -221,7 +237,8 @@ TEST_F(CpuKernels, HeadSplitAndMergeArePermutations) {
   const auto qkv = random_halves(rng, B * T * 3 * C);
   Buffer<half16> d_qkv(cpu, qkv.size()), q(cpu, B * nh * T * hs), k(cpu, q.count()), v(cpu, q.count()),
       back(cpu, qkv.size());
-  d_qkv.upload(qkv), back.upload(poison_halves(back.count()));
+  d_qkv.upload(qkv);
+  back.upload(poison_halves(back.count()));
   Buffer<half16>* parts[3] = {&q, &k, &v};
   for (int p = 0; p < 3; ++p) {
     parts[p]->upload(poison_halves(q.count()));
@@ -256,7 +273,9 @@ TEST_F(CpuKernels, PaddedCrossEntropyIgnoresPaddedColumns) {
   Buffer<half16> d_logits(cpu, logits.size()), grad(cpu, logits.size());
   Buffer<int32_t> d_labels(cpu, rows), correct(cpu, 1);
   Buffer<float> loss(cpu, 1);
-  d_logits.upload(logits), d_labels.upload(labels), grad.upload(poison_halves(grad.count()));
+  d_logits.upload(logits);
+  d_labels.upload(labels);
+  grad.upload(poison_halves(grad.count()));
   cpu.softmax_xent_forward(d_logits.data(), d_labels.data(), rows, cols, real, loss.data(), correct.data());
   const float scale = 1024.0f;
   cpu.softmax_xent_backward(d_logits.data(), d_labels.data(), rows, cols, real, scale, grad.data());
@@ -267,7 +286,10 @@ TEST_F(CpuKernels, PaddedCrossEntropyIgnoresPaddedColumns) {
     double max_v = -INFINITY, sum = 0;
     int argmax = 0;
     for (int c = 0; c < real; ++c)
-      if (to_float(logits[r * cols + c]) > max_v) max_v = to_float(logits[r * cols + c]), argmax = c;
+      if (to_float(logits[r * cols + c]) > max_v) {
+        max_v = to_float(logits[r * cols + c]);
+        argmax = c;
+      }
     for (int c = 0; c < real; ++c) sum += std::exp(to_float(logits[r * cols + c]) - max_v);
     want_loss += max_v + std::log(sum) - to_float(logits[r * cols + labels[r]]);
     want_correct += argmax == labels[r];
@@ -305,7 +327,8 @@ TEST_F(CpuKernels, PaddedCrossEntropyLabelInPaddingIsNaN) {
   Buffer<half16> d_logits(cpu, logits.size()), grad(cpu, logits.size());
   Buffer<int32_t> d_labels(cpu, rows);
   Buffer<float> loss(cpu, 1);
-  d_logits.upload(logits), d_labels.upload(labels);
+  d_logits.upload(logits);
+  d_labels.upload(labels);
   cpu.softmax_xent_forward(d_logits.data(), d_labels.data(), rows, cols, real, loss.data(), nullptr);
   cpu.softmax_xent_backward(d_logits.data(), d_labels.data(), rows, cols, real, 1.0f, grad.data());
   EXPECT_TRUE(std::isnan(loss.download()[0]));
@@ -331,7 +354,9 @@ TEST_F(CpuKernels, NonFiniteLogitsReachTheLossAndTheGradient) {
     Buffer<half16> d_logits(cpu, logits.size()), grad(cpu, logits.size());
     Buffer<int32_t> d_labels(cpu, rows);
     Buffer<float> loss(cpu, 1);
-    d_logits.upload(logits), d_labels.upload(labels), grad.upload(poison_halves(grad.count()));
+    d_logits.upload(logits);
+    d_labels.upload(labels);
+    grad.upload(poison_halves(grad.count()));
     cpu.softmax_xent_forward(d_logits.data(), d_labels.data(), rows, cols, cols, loss.data(), nullptr);
     cpu.softmax_xent_backward(d_logits.data(), d_labels.data(), rows, cols, cols, 1.0f, grad.data());
     EXPECT_FALSE(std::isfinite(loss.download()[0]));
@@ -346,7 +371,8 @@ TEST_F(CpuKernels, NonFiniteLogitsReachTheLossAndTheGradient) {
     auto scores = random_halves(rng, t * t);
     scores[5 * t + 2] = to_half(NAN);
     Buffer<half16> d_scores(cpu, scores.size()), probs(cpu, scores.size());
-    d_scores.upload(scores), probs.upload(poison_halves(probs.count()));
+    d_scores.upload(scores);
+    probs.upload(poison_halves(probs.count()));
     cpu.causal_softmax_forward_fp16(d_scores.data(), 1, t, 0.5f, probs.data());
     const auto p = probs.download();
     for (int i = 0; i < t; ++i) EXPECT_EQ(std::isnan(to_float(p[i * t + 0])), i == 5) << "row " << i;

@@ -21,8 +21,14 @@ TEST(FusedOptimizer, Fp16GradSgdMatchesUnscaleThenSgdBitwise) {
   const auto master_host = test::random_floats(rng, n), momentum_host = test::random_floats(rng, n);
   for (bool momentum : {false, true}) {
     SgdParams p;
-    p.lr = 0.05f, p.weight_decay = 1e-4f, p.grad_multiplier = 0.5f;
-    if (momentum) p.momentum = 0.9f, p.nesterov = true, p.first_step = false;
+    p.lr = 0.05f;
+    p.weight_decay = 1e-4f;
+    p.grad_multiplier = 0.5f;
+    if (momentum) {
+      p.momentum = 0.9f;
+      p.nesterov = true;
+      p.first_step = false;
+    }
     std::vector<float> grads_fp32(n), m_two = master_host, m_fused = master_host, mom_two = momentum_host,
                                       mom_fused = momentum_host;
     std::vector<half16> w_two = test::poison_halves(n), w_fused = test::poison_halves(n);

@@ -40,7 +40,9 @@ Parts parts_of(const std::vector<uint8_t>& file) {
   const SafetensorsFile f = parse_safetensors(file, "parts");
   Parts p;
   for (const SafetensorsTensor& t : f.tensors) {
-    p.names.push_back(t.name), p.dtypes.push_back(t.dtype), p.shapes.push_back(t.shape);
+    p.names.push_back(t.name);
+    p.dtypes.push_back(t.dtype);
+    p.shapes.push_back(t.shape);
     const uint8_t* at = f.bytes.data() + f.buffer_start + t.begin_byte;
     p.bytes.emplace_back(at, at + (t.end_byte - t.begin_byte));
   }
@@ -217,16 +219,21 @@ TEST_F(CheckpointV2, AHeaderThatLiesIsRefusedNamingTheTensor) {
   }
   Parts p = good;
   const size_t w = index_of(p, "0.weight");
-  p.dtypes[w] = SafetensorsDtype::F16, p.bytes[w].resize(p.bytes[w].size() / 2);
+  p.dtypes[w] = SafetensorsDtype::F16;
+  p.bytes[w].resize(p.bytes[w].size() / 2);
   EXPECT_TRUE(contains(problem(encode(p)), "tensor '0.weight' is F16 (checkpoints hold F32)")) << problem(encode(p));
   p = good;
   const size_t m = index_of(p, "optim.exp_avg_sq.0.bias");
-  p.names.erase(p.names.begin() + m), p.dtypes.erase(p.dtypes.begin() + m), p.shapes.erase(p.shapes.begin() + m),
-      p.bytes.erase(p.bytes.begin() + m);
+  p.names.erase(p.names.begin() + m);
+  p.dtypes.erase(p.dtypes.begin() + m);
+  p.shapes.erase(p.shapes.begin() + m);
+  p.bytes.erase(p.bytes.begin() + m);
   EXPECT_TRUE(contains(problem(encode(p)), "tensor 'optim.exp_avg_sq.0.bias' is missing")) << problem(encode(p));
   p = good;
-  p.names.push_back("optim.momentum.0.bias"), p.dtypes.push_back(SafetensorsDtype::F32), p.shapes.push_back({2}),
-      p.bytes.push_back(std::vector<uint8_t>(8, 0));
+  p.names.push_back("optim.momentum.0.bias");
+  p.dtypes.push_back(SafetensorsDtype::F32);
+  p.shapes.push_back({2});
+  p.bytes.push_back(std::vector<uint8_t>(8, 0));
   EXPECT_TRUE(contains(problem(encode(p)), "tensor 'optim.momentum.0.bias' is not part of a adamw checkpoint"))
       << problem(encode(p));
   p = good;

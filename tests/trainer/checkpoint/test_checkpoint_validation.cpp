@@ -122,8 +122,10 @@ TEST_F(CheckpointValidation, PositionBounds) {
   expect_bound(
       "step -5", [](TrainState& s) { s.step = -5; }, {"step is -5", ">= 0"},
       [](TrainState& s) {
-        s.step = s.epoch = s.epoch_sample_offset = s.skipped_steps = 0, s.momentum_initialized = false,
-        s.scaler.growth_tracker = 0, s.scaler.hysteresis_left = 1;
+        s.step = s.epoch = s.epoch_sample_offset = s.skipped_steps = 0;
+        s.momentum_initialized = false;
+        s.scaler.growth_tracker = 0;
+        s.scaler.hysteresis_left = 1;
       });
   expect_bound(
       "step INT64_MIN", [](TrainState& s) { s.step = kI64Min; }, {"step is " + std::to_string(kI64Min)},
@@ -138,7 +140,10 @@ TEST_F(CheckpointValidation, PositionBounds) {
       "epoch -1", [](TrainState& s) { s.epoch = -1; }, {"epoch is -1", ">= 0"}, [](TrainState& s) { s.epoch = 0; });
   expect_bound(
       "epoch INT64_MIN", [](TrainState& s) { s.epoch = kI64Min; }, {"epoch is " + std::to_string(kI64Min)},
-      [](TrainState& s) { s.epoch = 0, s.epoch_sample_offset = 0; });
+      [](TrainState& s) {
+        s.epoch = 0;
+        s.epoch_sample_offset = 0;
+      });
   expect_bound(
       "offset -1", [](TrainState& s) { s.epoch_sample_offset = -1; }, {"epoch_sample_offset is -1"},
       [](TrainState& s) { s.epoch_sample_offset = 0; });
@@ -147,19 +152,41 @@ TEST_F(CheckpointValidation, PositionBounds) {
       [](TrainState& s) { s.epoch_sample_offset = kI64Max; });
   expect_bound(
       "skipped -1", [](TrainState& s) { s.skipped_steps = -1; }, {"skipped_steps is -1"},
-      [](TrainState& s) { s.skipped_steps = 0, s.scaler.hysteresis_left = 1; });
+      [](TrainState& s) {
+        s.skipped_steps = 0;
+        s.scaler.hysteresis_left = 1;
+      });
   // All steps skipped is possible (then the momentum is untouched and the
   // growth tracker 0); one more than the steps is not.
   expect_bound(
       "skipped > step", [](TrainState& s) { s.skipped_steps = s.step + 1; }, {"skipped_steps", "[0, step"},
-      [](TrainState& s) { s.skipped_steps = s.step, s.momentum_initialized = false, s.scaler.growth_tracker = 0; });
+      [](TrainState& s) {
+        s.skipped_steps = s.step;
+        s.momentum_initialized = false;
+        s.scaler.growth_tracker = 0;
+      });
   expect_bound(
-      "epoch > step", [](TrainState& s) { s.epoch = s.step + 1, s.epoch_sample_offset = 0; }, {"epoch is", "<= step"},
-      [](TrainState& s) { s.epoch = s.step, s.epoch_sample_offset = 0; });
+      "epoch > step",
+      [](TrainState& s) {
+        s.epoch = s.step + 1;
+        s.epoch_sample_offset = 0;
+      },
+      {"epoch is", "<= step"},
+      [](TrainState& s) {
+        s.epoch = s.step;
+        s.epoch_sample_offset = 0;
+      });
   expect_bound(
-      "offset in an epoch without a step", [](TrainState& s) { s.epoch = s.step, s.epoch_sample_offset = 1; },
+      "offset in an epoch without a step",
+      [](TrainState& s) {
+        s.epoch = s.step;
+        s.epoch_sample_offset = 1;
+      },
       {"epoch_sample_offset is 1", "step > epoch"},
-      [](TrainState& s) { s.epoch = s.step - 1, s.epoch_sample_offset = 1; });
+      [](TrainState& s) {
+        s.epoch = s.step - 1;
+        s.epoch_sample_offset = 1;
+      });
 }
 
 TEST_F(CheckpointValidation, LossScaleBounds) {
@@ -196,8 +223,16 @@ TEST_F(CheckpointValidation, HysteresisBounds) {
   // Before any skipped step it is --hysteresis >= 1; each skipped step may
   // lower it by one, past 0.
   expect_bound(
-      "hysteresis 0 without a skipped step", [](TrainState& s) { s.skipped_steps = 0, s.scaler.hysteresis_left = 0; },
-      {"hysteresis_left is 0", ">= 1"}, [](TrainState& s) { s.skipped_steps = 0, s.scaler.hysteresis_left = 1; });
+      "hysteresis 0 without a skipped step",
+      [](TrainState& s) {
+        s.skipped_steps = 0;
+        s.scaler.hysteresis_left = 0;
+      },
+      {"hysteresis_left is 0", ">= 1"},
+      [](TrainState& s) {
+        s.skipped_steps = 0;
+        s.scaler.hysteresis_left = 1;
+      });
   expect_bound(
       "hysteresis below 1 - skipped", [](TrainState& s) { s.scaler.hysteresis_left = -s.skipped_steps; },
       {"hysteresis_left is"}, [](TrainState& s) { s.scaler.hysteresis_left = 1 - s.skipped_steps; });
@@ -210,11 +245,22 @@ TEST_F(CheckpointValidation, MomentumFlagFollowsCleanSteps) {
   expect_bound(
       "flag off after a clean step", [](TrainState& s) { s.momentum_initialized = false; },
       {"momentum_initialized is 0", "must be 1"},
-      [](TrainState& s) { s.skipped_steps = s.step, s.scaler.growth_tracker = 0, s.momentum_initialized = false; });
+      [](TrainState& s) {
+        s.skipped_steps = s.step;
+        s.scaler.growth_tracker = 0;
+        s.momentum_initialized = false;
+      });
   expect_bound(
-      "flag on with every step skipped", [](TrainState& s) { s.skipped_steps = s.step, s.scaler.growth_tracker = 0; },
+      "flag on with every step skipped",
+      [](TrainState& s) {
+        s.skipped_steps = s.step;
+        s.scaler.growth_tracker = 0;
+      },
       {"momentum_initialized is 1", "must be 0"},
-      [](TrainState& s) { s.skipped_steps = s.step - 1, s.scaler.growth_tracker = 1; });
+      [](TrainState& s) {
+        s.skipped_steps = s.step - 1;
+        s.scaler.growth_tracker = 1;
+      });
 }
 
 TEST_F(CheckpointValidation, ModelShapeBounds) {
@@ -225,22 +271,35 @@ TEST_F(CheckpointValidation, ModelShapeBounds) {
   expect_bound(
       "no widths", [](TrainState& s) { s.model_dims.clear(); }, {"layer widths list 0"},
       [&](TrainState& s) {
-        s.model_dims = {1, 1}, resize(s);
+        s.model_dims = {1, 1};
+        resize(s);
       });
   expect_bound(
       "one width", [](TrainState& s) { s.model_dims.resize(1); }, {"layer widths list 1"},
-      [&](TrainState& s) { s.model_dims.resize(2), resize(s); });
+      [&](TrainState& s) {
+        s.model_dims.resize(2);
+        resize(s);
+      });
   const size_t at = rng_() % 2;
   expect_bound(
       "width 0", [at](TrainState& s) { s.model_dims[at] = 0; },
       {"layer width " + std::to_string(at) + " (of", "is 0", "> 0"},
-      [&](TrainState& s) { s.model_dims[at] = 1, resize(s); });
+      [&](TrainState& s) {
+        s.model_dims[at] = 1;
+        resize(s);
+      });
   expect_bound(
       "width -1", [](TrainState& s) { s.model_dims.back() = -1; }, {"is -1 (must be > 0)"},
-      [&](TrainState& s) { s.model_dims.back() = 1, resize(s); });
+      [&](TrainState& s) {
+        s.model_dims.back() = 1;
+        resize(s);
+      });
   expect_bound(
       "width INT64_MIN", [](TrainState& s) { s.model_dims[0] = kI64Min; }, {"is " + std::to_string(kI64Min)},
-      [&](TrainState& s) { s.model_dims[0] = 1, resize(s); });
+      [&](TrainState& s) {
+        s.model_dims[0] = 1;
+        resize(s);
+      });
   expect_bound(
       "widths overflow the count",
       [](TrainState& s) {
@@ -248,7 +307,8 @@ TEST_F(CheckpointValidation, ModelShapeBounds) {
       },
       {"2^64"},
       [&](TrainState& s) {
-        s.model_dims = {9, 9}, resize(s);
+        s.model_dims = {9, 9};
+        resize(s);
       });
   expect_bound(
       "weights one short", [](TrainState& s) { s.master_weights_fp32.pop_back(); }, {"master weights hold"},
@@ -365,14 +425,30 @@ TEST_F(CheckpointValidation, OptimizerStateBounds) {
       "sgd with exp_avg_sq", [](TrainState& s) { s.second_moment_fp32.assign(3, 0.0f); },
       {"exp_avg_sq holds 3 values", "sgd keeps 0"}, [](TrainState&) {});
   expect_bound(
-      "exp_avg_sq one short", [&](TrainState& s) { adamw(s), s.second_moment_fp32.pop_back(); }, {"exp_avg_sq holds"},
-      adamw);
+      "exp_avg_sq one short",
+      [&](TrainState& s) {
+        adamw(s);
+        s.second_moment_fp32.pop_back();
+      },
+      {"exp_avg_sq holds"}, adamw);
   expect_bound(
-      "negative exp_avg_sq", [&](TrainState& s) { adamw(s), s.second_moment_fp32.back() = -1e-30f; },
-      {"exp_avg_sq value", "must be >= 0"}, [&](TrainState& s) { adamw(s), s.second_moment_fp32.back() = 0.0f; });
+      "negative exp_avg_sq",
+      [&](TrainState& s) {
+        adamw(s);
+        s.second_moment_fp32.back() = -1e-30f;
+      },
+      {"exp_avg_sq value", "must be >= 0"},
+      [&](TrainState& s) {
+        adamw(s);
+        s.second_moment_fp32.back() = 0.0f;
+      });
   expect_bound(
-      "NaN exp_avg_sq", [&](TrainState& s) { adamw(s), s.second_moment_fp32[0] = NAN; }, {"exp_avg_sq value 0", "nan"},
-      adamw);
+      "NaN exp_avg_sq",
+      [&](TrainState& s) {
+        adamw(s);
+        s.second_moment_fp32[0] = NAN;
+      },
+      {"exp_avg_sq value 0", "nan"}, adamw);
   expect_bound(
       "tensors that are not the layout",
       [](TrainState& s) {

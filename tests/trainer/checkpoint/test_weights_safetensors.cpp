@@ -93,7 +93,8 @@ std::vector<float> write_narrow(const std::string& path, const RandomModel& m, S
         bits = float_to_half_bits_portable(x);
         want[t.offset + k] = half_bits_to_float_portable(bits);
       }
-      bytes[2 * k] = static_cast<uint8_t>(bits), bytes[2 * k + 1] = static_cast<uint8_t>(bits >> 8);
+      bytes[2 * k] = static_cast<uint8_t>(bits);
+      bytes[2 * k + 1] = static_cast<uint8_t>(bits >> 8);
     }
     storage.push_back(std::move(bytes));
   }

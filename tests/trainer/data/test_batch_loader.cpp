@@ -30,7 +30,8 @@ using Indices = std::vector<uint32_t>;
 
 Dataset random_dataset(std::mt19937_64& rng, size_t count, size_t features, bool classification) {
   Dataset d;
-  d.count = count, d.features = features;
+  d.count = count;
+  d.features = features;
   d.x = test::random_floats(rng, count * features);
   if (classification) {
     d.num_classes = 7;
@@ -186,13 +187,17 @@ TrainConfig small_config() {
   TrainConfig c;
   c.data.kind = "synthetic";
   c.mlp.layer_widths = {10, 16, 10};
-  c.loss = LossKind::MeanSquaredError, c.loss_name = "mse";
+  c.loss = LossKind::MeanSquaredError;
+  c.loss_name = "mse";
   // 37 samples in micro-batches of 4, 2 per step: 5 steps per epoch, the
   // last of 5 rows (micro-batches of 4 and 1); 4 steps with --drop-last.
   c.data.synthetic_train_samples = 37;
   c.data.synthetic_test_samples = 20;
-  c.batch_size = 4, c.grad_accum = 2;
-  c.lr = 0.05, c.momentum = 0.9, c.log_every = 1000;
+  c.batch_size = 4;
+  c.grad_accum = 2;
+  c.lr = 0.05;
+  c.momentum = 0.9;
+  c.log_every = 1000;
   c.steps = 13;  // into the third epoch
   return c;
 }
@@ -235,7 +240,8 @@ TEST(TrainingPrefetch, BatchesAreTheSamplersWithAndWithoutPrefetch) {
     for (bool drop_last : {false, true}) {
       SCOPED_TRACE(std::to_string(samples) + " samples" + (drop_last ? ", --drop-last" : ""));
       TrainConfig c = small_config();
-      c.data.synthetic_train_samples = samples, c.drop_last = drop_last;
+      c.data.synthetic_train_samples = samples;
+      c.drop_last = drop_last;
       const std::vector<Indices> want = expected_batches(c, c.steps);
       ASSERT_EQ(want.size(), drop_last || samples == 37 ? 26u : 24u);
       const bool has_short = std::any_of(want.begin(), want.end(), [](const Indices& b) { return b.size() < 4; });
@@ -263,10 +269,12 @@ TEST(TrainingPrefetch, ResumeContinuesWithTheSamplersBatches) {
   const RecordedRun straight = train_recording(c);
 
   TrainConfig first = c;
-  first.checkpoint_dir = dir, first.stop_after_steps = 7;  // stops mid-epoch 2
+  first.checkpoint_dir = dir;
+  first.stop_after_steps = 7;  // stops mid-epoch 2
   const RecordedRun a = train_recording(first);
   TrainConfig second = c;
-  second.checkpoint_dir = dir, second.resume = true;
+  second.checkpoint_dir = dir;
+  second.resume = true;
   const RecordedRun b = train_recording(second);
 
   std::vector<Indices> both = a.batches;

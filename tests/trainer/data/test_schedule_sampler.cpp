@@ -13,7 +13,10 @@ namespace {
 
 TEST(LrSchedule, CosineWithWarmup) {
   LrSchedule s;
-  s.kind = LrScheduleKind::Cosine, s.base_lr = 0.1, s.total_steps = 110, s.warmup_steps = 10;
+  s.kind = LrScheduleKind::Cosine;
+  s.base_lr = 0.1;
+  s.total_steps = 110;
+  s.warmup_steps = 10;
   EXPECT_DOUBLE_EQ(s.lr_at(0), 0.01);
   EXPECT_DOUBLE_EQ(s.lr_at(9), 0.1);
   EXPECT_DOUBLE_EQ(s.lr_at(10), 0.1);
@@ -23,7 +26,11 @@ TEST(LrSchedule, CosineWithWarmup) {
 
 TEST(LrSchedule, StepAndConstant) {
   LrSchedule s;
-  s.kind = LrScheduleKind::Step, s.base_lr = 1.0, s.total_steps = 90, s.step_size = 30, s.gamma = 0.1;
+  s.kind = LrScheduleKind::Step;
+  s.base_lr = 1.0;
+  s.total_steps = 90;
+  s.step_size = 30;
+  s.gamma = 0.1;
   EXPECT_DOUBLE_EQ(s.lr_at(29), 1.0);
   EXPECT_NEAR(s.lr_at(30), 0.1, 1e-15);
   EXPECT_NEAR(s.lr_at(89), 0.01, 1e-15);

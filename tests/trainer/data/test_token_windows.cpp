@@ -197,7 +197,9 @@ TEST(TokenWindows, GptTwoTokensPadTheModelsVocabularyAndKeepTheRealOne) {
 TEST(TokenWindows, AValidationFileOfAnotherEncodingIsRefused) {
   std::mt19937_64 rng(test::test_seed());
   std::vector<int32_t> header(256, 0);
-  header[0] = 20240520, header[1] = 1, header[2] = 300;
+  header[0] = 20240520;
+  header[1] = 1;
+  header[2] = 300;
   Bytes shard = test::le_bytes(header);
   const Bytes body = test::le_bytes(random_stream(rng, 300, 50257));
   shard.insert(shard.end(), body.begin(), body.end());

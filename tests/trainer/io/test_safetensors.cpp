@@ -92,8 +92,10 @@ TEST(Safetensors, Fp16AndBf16AreWidenedExactly) {
   std::mt19937_64 rng(test::test_seed());
   const size_t count = 64;
   Bytes f16 = random_bytes(rng, 2 * count), bf16 = random_bytes(rng, 2 * count);
-  f16[0] = 0x00, f16[1] = 0x7c;  // +Inf, and a subnormal next
-  f16[2] = 0x01, f16[3] = 0x00;
+  f16[0] = 0x00;
+  f16[1] = 0x7c;  // +Inf, and a subnormal next
+  f16[2] = 0x01;
+  f16[3] = 0x00;
   const std::string header =
       "{\"h\":{\"dtype\":\"F16\",\"shape\":[8,8],\"data_offsets\":[0,128]},"
       "\"b\":{\"dtype\":\"BF16\",\"shape\":[64],\"data_offsets\":[128,256]}}";

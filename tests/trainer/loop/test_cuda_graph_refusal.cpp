@@ -48,7 +48,8 @@ TrainConfig graph_config() {
   TrainConfig c;
   c.data.kind = "synthetic";
   c.mlp.layer_widths = {10, 16, 10};
-  c.loss = LossKind::MeanSquaredError, c.loss_name = "mse";
+  c.loss = LossKind::MeanSquaredError;
+  c.loss_name = "mse";
   c.batch_size = 16;
   c.data.synthetic_train_samples = 64;
   c.data.synthetic_test_samples = 16;

@@ -33,8 +33,12 @@ TrainConfig mlp_config(int64_t samples) {
   TrainConfig c;
   c.data.kind = "synthetic";
   c.mlp.layer_widths = {10, 16, 10};
-  c.loss = LossKind::MeanSquaredError, c.loss_name = "mse";
-  c.batch_size = 16, c.lr = 0.05, c.momentum = 0.9, c.log_every = 1000;
+  c.loss = LossKind::MeanSquaredError;
+  c.loss_name = "mse";
+  c.batch_size = 16;
+  c.lr = 0.05;
+  c.momentum = 0.9;
+  c.log_every = 1000;
   c.data.synthetic_train_samples = samples;
   c.data.synthetic_test_samples = 32;
   c.seed = test::test_seed();
@@ -56,11 +60,20 @@ std::string write_text(const std::string& dir, uint64_t seed) {
 TrainConfig gpt_config(const std::string& text_path) {
   TrainConfig c;
   c.model = "gpt";
-  c.gpt.n_layer = 1, c.gpt.n_head = 2, c.gpt.n_embd = 32;
-  c.data.kind = "text", c.data.train_text = text_path, c.data.block_size = 16, c.data.val_fraction = 0.1;
-  c.loss = LossKind::SoftmaxCrossEntropy, c.loss_name = "xent";
-  c.optimizer = OptimizerKind::AdamW, c.lr = 3e-3, c.weight_decay = 0.1;
-  c.batch_size = 8, c.log_every = 1000;
+  c.gpt.n_layer = 1;
+  c.gpt.n_head = 2;
+  c.gpt.n_embd = 32;
+  c.data.kind = "text";
+  c.data.train_text = text_path;
+  c.data.block_size = 16;
+  c.data.val_fraction = 0.1;
+  c.loss = LossKind::SoftmaxCrossEntropy;
+  c.loss_name = "xent";
+  c.optimizer = OptimizerKind::AdamW;
+  c.lr = 3e-3;
+  c.weight_decay = 0.1;
+  c.batch_size = 8;
+  c.log_every = 1000;
   c.seed = test::test_seed();
   return c;
 }
@@ -147,23 +160,28 @@ TEST_F(EvalSampleEvery, EvaluatesEveryNthStepAndOnceAtTheEndWithMastersBitwiseUn
 
 TEST_F(EvalSampleEvery, AnEpochEndOnTheScheduleIsEvaluatedOnce) {
   TrainConfig c = mlp_config(64);  // 4 steps per epoch
-  c.steps = 12, c.eval_every = 2;
+  c.steps = 12;
+  c.eval_every = 2;
   EXPECT_EQ(train(c, dir_ + "/a.jsonl").evals, (std::vector<int64_t>{2, 4, 6, 8, 10, 12}));
-  c.steps = 10, c.eval_every = 3;  // epoch ends at 4 and 8, the schedule at 3, 6, 9
+  c.steps = 10;
+  c.eval_every = 3;  // epoch ends at 4 and 8, the schedule at 3, 6, 9
   EXPECT_EQ(train(c, dir_ + "/b.jsonl").evals, (std::vector<int64_t>{3, 4, 6, 8, 9, 10}));
 }
 
 TEST_F(EvalSampleEvery, AResumedRunKeepsTheSchedule) {
   SCOPED_TRACE("seed " + std::to_string(test::test_seed()));
   TrainConfig c = mlp_config(4096);
-  c.steps = 12, c.eval_every = 4;
+  c.steps = 12;
+  c.eval_every = 4;
   const RunResult straight = train(c, dir_ + "/straight.jsonl");
   EXPECT_EQ(straight.evals, (std::vector<int64_t>{4, 8, 12}));
   TrainConfig first = c;
-  first.checkpoint_dir = dir_ + "/ck", first.stop_after_steps = 6;
+  first.checkpoint_dir = dir_ + "/ck";
+  first.stop_after_steps = 6;
   EXPECT_EQ(train(first, dir_ + "/first.jsonl").evals, (std::vector<int64_t>{4, 6}));  // 6: the stop's evaluation
   TrainConfig second = c;
-  second.checkpoint_dir = dir_ + "/ck", second.resume = true;
+  second.checkpoint_dir = dir_ + "/ck";
+  second.resume = true;
   const RunResult resumed = train(second, dir_ + "/second.jsonl");
   EXPECT_EQ(resumed.evals, (std::vector<int64_t>{8, 12}));  // the global step's schedule, not 6 + 4
   EXPECT_TRUE(bitwise_equal(resumed.master, straight.master));
@@ -184,7 +202,8 @@ TEST_F(EvalSampleEvery, GptEvaluatesOnTheScheduleAndSamplesWithoutChangingTraini
   EXPECT_TRUE(bitwise_equal(e.master, plain.master)) << "--eval-every changed the training";
 
   TrainConfig sampled = c;
-  sampled.sample_every = 4, sampled.sample_length = 24;
+  sampled.sample_every = 4;
+  sampled.sample_length = 24;
   const RunResult s = train(sampled, dir_ + "/sample.jsonl");
   EXPECT_EQ(s.evals, (std::vector<int64_t>{15}));  // sampling adds no evaluation mid-run
   EXPECT_TRUE(bitwise_equal(s.master, plain.master)) << "--sample-every changed the training";
@@ -201,7 +220,10 @@ TEST_F(EvalSampleEvery, GptEvaluatesOnTheScheduleAndSamplesWithoutChangingTraini
 
 TEST_F(EvalSampleEvery, ASampleFollowsItsStepsEvaluationLine) {
   TrainConfig c = gpt_config(write_text(dir_, test::test_seed()));
-  c.steps = 10, c.eval_every = 5, c.sample_every = 5, c.sample_length = 8;
+  c.steps = 10;
+  c.eval_every = 5;
+  c.sample_every = 5;
+  c.sample_length = 8;
   const std::vector<std::string> lines = lines_of(train(c, dir_ + "/m.jsonl").stdout_text);
   int found = 0;
   for (size_t i = 0; i < lines.size(); ++i) {
@@ -213,7 +235,8 @@ TEST_F(EvalSampleEvery, ASampleFollowsItsStepsEvaluationLine) {
   }
   EXPECT_EQ(found, 2);
   // The last step samples when the run's final evaluation comes after the loop, too: after that line.
-  c.eval_every = 0, c.sample_every = 10;
+  c.eval_every = 0;
+  c.sample_every = 10;
   const std::vector<std::string> last = lines_of(train(c, dir_ + "/n.jsonl").stdout_text);
   size_t sample_at = 0, eval_at = 0;
   for (size_t i = 0; i < last.size(); ++i) {
@@ -230,16 +253,24 @@ TEST_F(EvalSampleEvery, ASampleFollowsItsStepsEvaluationLine) {
 TEST_F(EvalSampleEvery, ASampleIsWhatGenerateDrawsFromThatStepsWeights) {
   SCOPED_TRACE("seed " + std::to_string(test::test_seed()));
   TrainConfig c = gpt_config(write_text(dir_, test::test_seed()));
-  c.steps = 12, c.stop_after_steps = 6, c.checkpoint_dir = dir_ + "/ck";
-  c.sample_every = 6, c.sample_length = 30;
+  c.steps = 12;
+  c.stop_after_steps = 6;
+  c.checkpoint_dir = dir_ + "/ck";
+  c.sample_every = 6;
+  c.sample_length = 30;
   const auto samples = samples_of(train(c, dir_ + "/m.jsonl").stdout_text);
   ASSERT_EQ(samples.size(), 1u);
   ASSERT_EQ(samples[0].first, 6);
 
   TrainConfig g;
   g.model = "gpt";
-  g.resume = true, g.resume_path = find_newest_valid_checkpoint(c.checkpoint_dir).newest_valid;
-  g.generate_bytes = 30, g.prompt = "\n", g.temperature = 0.8, g.top_k = 40, g.seed = c.seed + 6;
+  g.resume = true;
+  g.resume_path = find_newest_valid_checkpoint(c.checkpoint_dir).newest_valid;
+  g.generate_bytes = 30;
+  g.prompt = "\n";
+  g.temperature = 0.8;
+  g.top_k = 40;
+  g.seed = c.seed + 6;
   const GenerationPlan plan = plan_generation(g);
   CpuBackend cpu(1);
   std::FILE* out = std::tmpfile();
@@ -249,7 +280,8 @@ TEST_F(EvalSampleEvery, ASampleIsWhatGenerateDrawsFromThatStepsWeights) {
   std::rewind(out);
   std::string generated;
   for (int ch; (ch = std::fgetc(out)) != EOF;) generated += static_cast<char>(ch);
-  std::fclose(out), std::fclose(status);
+  std::fclose(out);
+  std::fclose(status);
   EXPECT_EQ(samples[0].second, generated);
 }
 

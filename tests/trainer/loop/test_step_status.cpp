@@ -27,7 +27,9 @@ using test::bits_of;
 StepStatus initial_status(const LossScalerConfig& c) {
   StepStatus s{};
   const LossScalerState init = LossScaler(c).state();
-  s.scale = init.scale, s.growth_tracker = init.growth_tracker, s.hysteresis_left = init.hysteresis_left;
+  s.scale = init.scale;
+  s.growth_tracker = init.growth_tracker;
+  s.hysteresis_left = init.hysteresis_left;
   return s;
 }
 
@@ -99,8 +101,12 @@ TrainConfig small_config() {
   TrainConfig c;
   c.data.kind = "synthetic";
   c.mlp.layer_widths = {10, 24, 16, 10};
-  c.loss = LossKind::MeanSquaredError, c.loss_name = "mse";
-  c.batch_size = 16, c.lr = 0.05, c.momentum = 0.9, c.log_every = 1000000;
+  c.loss = LossKind::MeanSquaredError;
+  c.loss_name = "mse";
+  c.batch_size = 16;
+  c.lr = 0.05;
+  c.momentum = 0.9;
+  c.log_every = 1000000;
   c.lr_schedule = LrScheduleKind::Cosine;
   c.data.synthetic_train_samples = 600;
   c.data.synthetic_test_samples = 64;
@@ -164,13 +170,16 @@ TEST(StepState, ReplayedCapturesTrainExactlyAsEagerSteps) {
 // kernels once before.
 TEST(StepState, TheCaptureFollowsAnEagerStepOfItsOwnKindAfterAResume) {
   TrainConfig c = small_config();
-  c.steps = 20, c.log_every = 10;
+  c.steps = 20;
+  c.log_every = 10;
   const test::TempDir temp_dir("capture_resume");
   c.checkpoint_dir = temp_dir.path();
   c.stop_after_steps = 9;
   CpuBackend cpu(1);
   train_with(cpu, c);
-  c.stop_after_steps = 0, c.resume = true, c.cuda_graph = true;  // resumes at step 9: step 10 is a log step
+  c.stop_after_steps = 0;
+  c.resume = true;
+  c.cuda_graph = true;  // resumes at step 9: step 10 is a log step
   RecordingBackend graphs(DeviceKind::Cuda, /*can_capture=*/true);
   train_with(graphs, c);
   EXPECT_GT(graphs.replays, 0);

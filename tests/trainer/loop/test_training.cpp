@@ -39,8 +39,12 @@ TrainConfig synthetic_config() {
   TrainConfig c;
   c.data.kind = "synthetic";
   c.mlp.layer_widths = {10, 32, 10};
-  c.loss = LossKind::MeanSquaredError, c.loss_name = "mse";
-  c.batch_size = 32, c.lr = 0.05, c.momentum = 0.9, c.log_every = 1000;
+  c.loss = LossKind::MeanSquaredError;
+  c.loss_name = "mse";
+  c.batch_size = 32;
+  c.lr = 0.05;
+  c.momentum = 0.9;
+  c.log_every = 1000;
   c.lr_schedule = LrScheduleKind::Cosine;
   c.data.synthetic_train_samples = 500;  // 16 steps per epoch, last one partial
   c.data.synthetic_test_samples = 100;
@@ -67,7 +71,9 @@ TEST(TrainingConvergence, FashionMnistSubsetReachesAccuracy) {
   if (!fs::is_directory(kFashionDir)) GTEST_SKIP() << kFashionDir << " missing (Debian dataset-fashion-mnist)";
   TrainConfig c;
   c.mlp.layer_widths = {784, 128, 10};
-  c.epochs = 3, c.batch_size = 64, c.log_every = 100000;
+  c.epochs = 3;
+  c.batch_size = 64;
+  c.log_every = 100000;
   CpuBackend cpu(1);
   SingleProcessCommunicator comm;
   TrainTestData data;
@@ -89,10 +95,12 @@ TEST(TrainingResume, StopAndResumeIsBitwiseIdentical) {
   const std::vector<float> straight = train(c);
 
   TrainConfig first = c;
-  first.checkpoint_dir = dir, first.stop_after_steps = 23;
+  first.checkpoint_dir = dir;
+  first.stop_after_steps = 23;
   train(first);
   TrainConfig second = c;
-  second.checkpoint_dir = dir, second.resume = true;
+  second.checkpoint_dir = dir;
+  second.resume = true;
   TrainSummary s;
   const std::vector<float> resumed = train(second, &s);
   EXPECT_EQ(s.steps, 17);
@@ -111,14 +119,16 @@ TEST(TrainingResume, AFormat1CheckpointResumesBitwise) {
   c.steps = 40;
   const std::vector<float> straight = train(c);
   TrainConfig first = c;
-  first.checkpoint_dir = dir, first.stop_after_steps = 23;
+  first.checkpoint_dir = dir;
+  first.stop_after_steps = 23;
   train(first);
   const std::string v2 = dir + "/" + checkpoint_file_name(23);
   const std::vector<uint8_t> v1 = serialize_checkpoint_v1(read_checkpoint(v2));
   fs::remove(v2);
   test::write_bytes(dir + "/ckpt-step000000000023.ddpckpt", v1);
   TrainConfig second = c;
-  second.checkpoint_dir = dir, second.resume = true;
+  second.checkpoint_dir = dir;
+  second.resume = true;
   TrainSummary s;
   const std::vector<float> resumed = train(second, &s);
   EXPECT_EQ(s.steps, 17);
@@ -136,10 +146,12 @@ TEST(TrainingResume, ExtendingAConstantScheduleRunIsBitwiseIdentical) {
   c.steps = 30;
   const std::vector<float> straight = train(c);
   TrainConfig first = c;
-  first.steps = 18, first.checkpoint_dir = dir;
+  first.steps = 18;
+  first.checkpoint_dir = dir;
   train(first);
   TrainConfig second = c;
-  second.checkpoint_dir = dir, second.resume = true;
+  second.checkpoint_dir = dir;
+  second.resume = true;
   const std::vector<float> resumed = train(second);
   ASSERT_EQ(resumed.size(), straight.size());
   for (size_t i = 0; i < straight.size(); ++i) ASSERT_EQ(resumed[i], straight[i]) << "parameter " << i;
@@ -149,13 +161,17 @@ TEST(TrainingWeights, SaveThenInitRoundTrips) {
   const test::TempDir temp_dir("weights");
   const std::string& dir = temp_dir.path();
   TrainConfig c = synthetic_config();
-  c.steps = 5, c.save_weights_dir = dir + "/w";
+  c.steps = 5;
+  c.save_weights_dir = dir + "/w";
   const std::vector<float> trained = train(c);
   const ParameterRegistry registry = mlp_parameters(c.mlp.layer_widths);
   EXPECT_EQ(registry.pack(load_weights_npy(dir + "/w", registry)), trained);  // snapshots hold tensors packed
   // Starting from them with a zero learning-rate step changes nothing.
   TrainConfig again = synthetic_config();
-  again.steps = 1, again.init_weights_dir = dir + "/w", again.lr = 1e-30, again.momentum = 0;
+  again.steps = 1;
+  again.init_weights_dir = dir + "/w";
+  again.lr = 1e-30;
+  again.momentum = 0;
   const std::vector<float> reloaded = train(again);
   ASSERT_EQ(reloaded.size(), trained.size());
   for (size_t i = 0; i < trained.size(); ++i) ASSERT_EQ(reloaded[i], trained[i]);
@@ -178,10 +194,13 @@ TEST(TrainingSynthetic, RegressionLossFalls) {
 // accumulation that summed instead of averaged would be off by ~300%).
 TEST(TrainingSemantics, GradientAccumulationMatchesOneLargeBatch) {
   TrainConfig big = synthetic_config();
-  big.shuffle = false, big.steps = 15, big.seed = test::test_seed() % 1000;
+  big.shuffle = false;
+  big.steps = 15;
+  big.seed = test::test_seed() % 1000;
   big.loss_scaler.init_scale = 1024;  // no overflow: both runs must take every step
   TrainConfig accum = big;
-  accum.batch_size = 8, accum.grad_accum = 4;
+  accum.batch_size = 8;
+  accum.grad_accum = 4;
   TrainSummary sb, sa;
   const auto wb = train(big, &sb), wa = train(accum, &sa);
   ASSERT_EQ(sb.skipped_steps + sa.skipped_steps, 0);
@@ -194,7 +213,8 @@ TEST(TrainingSemantics, GradientAccumulationMatchesOneLargeBatch) {
 // its bits unless it underflows, so the update barely moves.
 TEST(TrainingSemantics, PredivideLeavesTheUpdateUnchanged) {
   TrainConfig plain = synthetic_config();
-  plain.steps = 15, plain.seed = test::test_seed() % 1000;
+  plain.steps = 15;
+  plain.seed = test::test_seed() % 1000;
   TrainConfig pre = plain;
   pre.grad_predivide = 4.0;
   const auto wp = train(plain), wq = train(pre);

@@ -25,9 +25,13 @@ TrainConfig adamw_config() {
   TrainConfig c;
   c.data.kind = "synthetic";
   c.mlp.layer_widths = {10, 24, 16, 10};
-  c.loss = LossKind::MeanSquaredError, c.loss_name = "mse";
+  c.loss = LossKind::MeanSquaredError;
+  c.loss_name = "mse";
   c.optimizer = OptimizerKind::AdamW;
-  c.batch_size = 16, c.lr = 1e-2, c.weight_decay = 0.01, c.log_every = 1000000;
+  c.batch_size = 16;
+  c.lr = 1e-2;
+  c.weight_decay = 0.01;
+  c.log_every = 1000000;
   c.lr_schedule = LrScheduleKind::Cosine;
   c.data.synthetic_train_samples = 600;
   c.data.synthetic_test_samples = 64;
@@ -70,9 +74,11 @@ TEST(TrainingAdamW, SkippedStepsKeepTAndTheWeights) {
   EXPECT_GE(skipping.summary.skipped_steps, 2);
   EXPECT_EQ(skipping.summary.optimizer_steps, c.steps - skipping.summary.skipped_steps);
 
-  c.steps = 7, c.inject_overflow_steps = {3};
+  c.steps = 7;
+  c.inject_overflow_steps = {3};
   const RunResult shorter = train_with(cpu, c);
-  c.steps = 8, c.inject_overflow_steps = {3, 8};
+  c.steps = 8;
+  c.inject_overflow_steps = {3, 8};
   const RunResult last_skipped = train_with(cpu, c);
   EXPECT_EQ(last_skipped.summary.optimizer_steps, shorter.summary.optimizer_steps);
   EXPECT_EQ(bit_differences(last_skipped.master, shorter.master), 0u);
@@ -92,10 +98,12 @@ TEST(TrainingAdamW, StopAndResumeIsBitwiseIdentical) {
   CpuBackend cpu(1);
   const RunResult straight = train_with(cpu, c);
   TrainConfig first = c;
-  first.checkpoint_dir = dir, first.stop_after_steps = 13;
+  first.checkpoint_dir = dir;
+  first.stop_after_steps = 13;
   train_with(cpu, first);
   TrainConfig second = c;
-  second.checkpoint_dir = dir, second.resume = true;
+  second.checkpoint_dir = dir;
+  second.resume = true;
   const RunResult resumed = train_with(cpu, second);
   EXPECT_EQ(resumed.summary.steps, 17);
   EXPECT_EQ(resumed.summary.optimizer_steps, straight.summary.optimizer_steps);
@@ -111,10 +119,14 @@ TEST(TrainingAdamW, ResumingAnSgdCheckpointIsRefused) {
   const test::TempDir temp_dir("adamw_sgd");
   const std::string& dir = temp_dir.path();
   TrainConfig c = adamw_config();
-  c.optimizer = OptimizerKind::Sgd, c.steps = 3, c.checkpoint_dir = dir;
+  c.optimizer = OptimizerKind::Sgd;
+  c.steps = 3;
+  c.checkpoint_dir = dir;
   CpuBackend cpu(1);
   train_with(cpu, c);
-  c.optimizer = OptimizerKind::AdamW, c.steps = 6, c.resume = true;
+  c.optimizer = OptimizerKind::AdamW;
+  c.steps = 6;
+  c.resume = true;
   try {
     train_with(cpu, c);
     ADD_FAILURE() << "resumed an SGD checkpoint with AdamW";

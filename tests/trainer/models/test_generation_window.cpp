@@ -22,7 +22,12 @@ TEST(GenerationWindow, LogitsUpToTheLastRealPositionIgnoreTheRightPadding) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
   GptConfig g;
-  g.n_layer = 2, g.n_head = 2, g.n_embd = 32, g.block_size = 16, g.vocab_size = 64, g.real_vocab = 64;
+  g.n_layer = 2;
+  g.n_head = 2;
+  g.n_embd = 32;
+  g.block_size = 16;
+  g.vocab_size = 64;
+  g.real_vocab = 64;
   CpuBackend cpu(1);
   GptModel model(cpu, g, 1);
   std::normal_distribution<float> normal(0.0f, 0.15f);
@@ -41,7 +46,9 @@ TEST(GenerationWindow, LogitsUpToTheLastRealPositionIgnoreTheRightPadding) {
       Buffer<int32_t> ids(cpu, t);
       ids.upload(*tokens);
       DeviceBatch batch;
-      batch.token_ids = ids.data(), batch.rows = 1, batch.labels_per_row = t;
+      batch.token_ids = ids.data();
+      batch.rows = 1;
+      batch.labels_per_row = t;
       const ModelOutput out = model.forward(batch, WeightTable::flat(w_dev.data(), model.parameters()));
       cpu.copy_to_host(logits->data(), out.values, logits->size() * sizeof(half16));
     }

@@ -36,7 +36,12 @@ TEST(GptGradients, Fp16BackwardMatchesTheDoubleReference) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
   GptConfig g;
-  g.n_layer = 2, g.n_head = 2, g.n_embd = 32, g.block_size = 16, g.vocab_size = 64, g.real_vocab = 60;
+  g.n_layer = 2;
+  g.n_head = 2;
+  g.n_embd = 32;
+  g.block_size = 16;
+  g.vocab_size = 64;
+  g.real_vocab = 60;
   CpuBackend cpu(1);
   GptModel model(cpu, g, kBatch);
   const ParameterRegistry& reg = model.parameters();
@@ -63,9 +68,13 @@ TEST(GptGradients, Fp16BackwardMatchesTheDoubleReference) {
   Buffer<half16> w_dev(cpu, weights.size());
   w_dev.upload(weights);
   Buffer<int32_t> tok_dev(cpu, rows), tgt_dev(cpu, rows);
-  tok_dev.upload(tokens), tgt_dev.upload(targets);
+  tok_dev.upload(tokens);
+  tgt_dev.upload(targets);
   DeviceBatch batch;
-  batch.token_ids = tok_dev.data(), batch.labels = tgt_dev.data(), batch.rows = kBatch, batch.labels_per_row = T;
+  batch.token_ids = tok_dev.data();
+  batch.labels = tgt_dev.data();
+  batch.rows = kBatch;
+  batch.labels_per_row = T;
   const ModelOutput out = model.forward(batch, WeightTable::flat(w_dev.data(), reg));
   ASSERT_EQ(out.rows, rows);
   ASSERT_EQ(out.width, 64);
@@ -87,8 +96,12 @@ TEST(GptGradients, Fp16BackwardMatchesTheDoubleReference) {
   const std::vector<half16> got = grads.download();
 
   test::GptReferenceConfig rc;
-  rc.n_layer = g.n_layer, rc.n_head = g.n_head, rc.n_embd = g.n_embd, rc.block_size = g.block_size;
-  rc.vocab_padded = g.vocab_size, rc.vocab = g.real_vocab;
+  rc.n_layer = g.n_layer;
+  rc.n_head = g.n_head;
+  rc.n_embd = g.n_embd;
+  rc.block_size = g.block_size;
+  rc.vocab_padded = g.vocab_size;
+  rc.vocab = g.real_vocab;
   const test::GptReferenceResult ref = test::gpt_reference_run(rc, ref_weights, tokens, targets, kBatch, T);
   EXPECT_NEAR(loss.download()[0], ref.loss, 5e-4 * ref.loss);
 
@@ -100,12 +113,17 @@ TEST(GptGradients, Fp16BackwardMatchesTheDoubleReference) {
     for (size_t i = 0; i < t.count; ++i) {
       const double v = to_float(got[t.offset + i]) / scale;
       ASSERT_TRUE(std::isfinite(v)) << t.name << " element " << i << " not written";
-      err += (v - want[i]) * (v - want[i]), norm += want[i] * want[i];
-      dot += v * want[i], got_norm += v * v;
+      err += (v - want[i]) * (v - want[i]);
+      norm += want[i] * want[i];
+      dot += v * want[i];
+      got_norm += v * v;
     }
     const double rel = std::sqrt(err / std::max(norm, 1e-30));
     const double cosine = dot / std::sqrt(std::max(norm * got_norm, 1e-60));
-    if (rel > worst) worst = rel, worst_name = t.name;
+    if (rel > worst) {
+      worst = rel;
+      worst_name = t.name;
+    }
     EXPECT_LT(rel, 0.01) << t.name << ": relative L2 error " << rel;
     EXPECT_GT(cosine, 0.9999) << t.name << ": cosine " << cosine;
   }

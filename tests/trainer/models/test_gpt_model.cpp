@@ -30,7 +30,12 @@ namespace fs = std::filesystem;
 
 GptConfig tiny(int layers = 2) {
   GptConfig g;
-  g.n_layer = layers, g.n_head = 2, g.n_embd = 32, g.block_size = 16, g.vocab_size = 256, g.real_vocab = 256;
+  g.n_layer = layers;
+  g.n_head = 2;
+  g.n_embd = 32;
+  g.block_size = 16;
+  g.vocab_size = 256;
+  g.real_vocab = 256;
   return g;
 }
 
@@ -112,10 +117,17 @@ TrainConfig gpt_config(const std::string& text) {
   TrainConfig c;
   c.model = "gpt";
   c.gpt = tiny(2);
-  c.data.kind = "text", c.data.train_text = text, c.data.block_size = 16, c.data.val_fraction = 0.1;
-  c.loss = LossKind::SoftmaxCrossEntropy, c.loss_name = "xent";
-  c.optimizer = OptimizerKind::AdamW, c.lr = 3e-3, c.weight_decay = 0.1;
-  c.batch_size = 16, c.log_every = 1000000;
+  c.data.kind = "text";
+  c.data.train_text = text;
+  c.data.block_size = 16;
+  c.data.val_fraction = 0.1;
+  c.loss = LossKind::SoftmaxCrossEntropy;
+  c.loss_name = "xent";
+  c.optimizer = OptimizerKind::AdamW;
+  c.lr = 3e-3;
+  c.weight_decay = 0.1;
+  c.batch_size = 16;
+  c.log_every = 1000000;
   c.lr_schedule = LrScheduleKind::Constant;
   return c;
 }
@@ -141,7 +153,8 @@ TEST(GptTraining, ReplayedCapturedStepsTrainBitForBit) {
   const test::TempDir temp_dir("gpt_graph");
   const std::string& dir = temp_dir.path();
   TrainConfig c = gpt_config(write_text(dir));
-  c.steps = 14, c.inject_overflow_steps = {6};
+  c.steps = 14;
+  c.inject_overflow_steps = {6};
   CpuBackend cpu(1);
   const test::TrainingRun eager = test::train_with(cpu, c);
   c.cuda_graph = true;
@@ -171,20 +184,27 @@ TEST(GptTraining, RunsRepeatBitForBitAndResumeBitwise) {
   ASSERT_EQ(a.master.size(), b.master.size());
   for (size_t i = 0; i < a.master.size(); ++i) ASSERT_EQ(test::bits_of(a.master[i]), test::bits_of(b.master[i])) << i;
   TrainConfig first = c;
-  first.checkpoint_dir = dir + "/ck", first.stop_after_steps = 5;
+  first.checkpoint_dir = dir + "/ck";
+  first.stop_after_steps = 5;
   test::train_with(cpu, first);
   const TrainState s = read_checkpoint(dir + "/ck/" + checkpoint_file_name(5));
   EXPECT_EQ(s.model_kind, "gpt");
   EXPECT_EQ(s.tensors.front().name, "transformer.ln_f.weight");
   TrainConfig second = c;
-  second.checkpoint_dir = dir + "/ck", second.resume = true;
+  second.checkpoint_dir = dir + "/ck";
+  second.resume = true;
   const test::TrainingRun resumed = test::train_with(cpu, second);
   for (size_t i = 0; i < a.master.size(); ++i)
     ASSERT_EQ(test::bits_of(resumed.master[i]), test::bits_of(a.master[i])) << "parameter " << i;
   // An MLP run refuses the GPT's checkpoint in one line.
   TrainConfig mlp;
-  mlp.data.kind = "synthetic", mlp.mlp.layer_widths = {10, 10}, mlp.loss = LossKind::MeanSquaredError;
-  mlp.loss_name = "mse", mlp.steps = 7, mlp.checkpoint_dir = dir + "/ck", mlp.resume = true;
+  mlp.data.kind = "synthetic";
+  mlp.mlp.layer_widths = {10, 10};
+  mlp.loss = LossKind::MeanSquaredError;
+  mlp.loss_name = "mse";
+  mlp.steps = 7;
+  mlp.checkpoint_dir = dir + "/ck";
+  mlp.resume = true;
   try {
     test::train_with(cpu, mlp);
     ADD_FAILURE() << "an MLP resumed a GPT checkpoint";

@@ -119,7 +119,8 @@ void check_gradients(Activation act) {
   const int rows = 19;
   const float loss_scale = 1024.0f;
   MlpConfig mlp;
-  mlp.layer_widths = widths, mlp.activation = act;
+  mlp.layer_widths = widths;
+  mlp.activation = act;
   CpuBackend cpu(1);
   MlpModel model(cpu, mlp, rows);
   const ParameterRegistry& registry = model.parameters();
@@ -130,12 +131,15 @@ void check_gradients(Activation act) {
   Buffer<half16> dx(cpu, x.size());
   Buffer<int32_t> dlabels(cpu, rows);
   Buffer<float> loss(cpu, 1);
-  dx.upload(x), dlabels.upload(labels);
+  dx.upload(x);
+  dlabels.upload(labels);
   params.grads_fp16.upload(test::poison_halves(registry.flat_count()));
   const ParameterTables tables = ParameterTables::flat(params.weights_fp16.data(), params.grads_fp16.data(), registry);
 
   DeviceBatch batch;
-  batch.features_fp16 = dx.data(), batch.labels = dlabels.data(), batch.rows = rows;
+  batch.features_fp16 = dx.data();
+  batch.labels = dlabels.data();
+  batch.rows = rows;
   const ModelOutput out = model.forward(batch, tables.weights_fp16);
   ASSERT_EQ(out.rows, rows);
   ASSERT_EQ(out.width, widths.back());
@@ -156,7 +160,9 @@ void check_gradients(Activation act) {
       for (size_t i = offset; i < offset + count; ++i) {
         const double want = ref.grads[i] * loss_scale, have = to_float(got[i]);
         ASSERT_TRUE(std::isfinite(have)) << "layer " << l << " " << what << " element " << i - offset;
-        err2 += (have - want) * (have - want), ref2 += want * want, max_abs = std::max(max_abs, std::fabs(want));
+        err2 += (have - want) * (have - want);
+        ref2 += want * want;
+        max_abs = std::max(max_abs, std::fabs(want));
       }
       EXPECT_LT(std::sqrt(err2 / ref2), 1e-2) << "layer " << l << " " << what;
       for (size_t i = offset; i < offset + count; ++i)
@@ -183,7 +189,8 @@ TEST(MlpGradients, AccumulateAddsToExistingGradients) {
   Buffer<half16> dx(cpu, x.size());
   dx.upload(x);
   DeviceBatch batch;
-  batch.features_fp16 = dx.data(), batch.rows = rows;
+  batch.features_fp16 = dx.data();
+  batch.rows = rows;
   model.forward(batch, tables.weights_fp16);
   const auto dout = test::random_halves(rng, rows * 4);
   cpu.copy_to_device(model.output_grad(), dout.data(), dout.size() * sizeof(half16));

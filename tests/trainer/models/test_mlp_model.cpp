@@ -82,7 +82,8 @@ TEST(MlpModel, BackwardReportsEachTensorOnceInOrderRightAfterItsGemmAndHooksRunP
   model.set_layer_hooks({[&](int layer) { log += "F" + std::to_string(layer) + " "; },
                          [&](int layer) { log += "B" + std::to_string(layer) + " "; }});
   DeviceBatch batch;
-  batch.features_fp16 = x.data(), batch.rows = rows;
+  batch.features_fp16 = x.data();
+  batch.rows = rows;
   model.forward(batch, WeightTable::flat(params.weights_fp16.data(), r));
   EXPECT_EQ(log, "F0 F1 F2 ");
   log.clear();
@@ -114,8 +115,13 @@ TEST(MlpModel, TokenDataIsRefusedWithOneLine) {
   c.mlp.layer_widths = {4, 8};
   TrainTestData data;
   for (Dataset* d : {&data.train, &data.test}) {
-    d->count = 2, d->tokens_per_sample = 4, d->vocab_size = 8, d->num_classes = 8;
-    d->token_ids.assign(8, 1), d->labels.assign(8, 2), d->source = "tokens.bin";
+    d->count = 2;
+    d->tokens_per_sample = 4;
+    d->vocab_size = 8;
+    d->num_classes = 8;
+    d->token_ids.assign(8, 1);
+    d->labels.assign(8, 2);
+    d->source = "tokens.bin";
   }
   try {
     check_model_matches_data(c, data);

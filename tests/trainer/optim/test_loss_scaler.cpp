@@ -46,7 +46,8 @@ std::vector<double> torch_grad_scaler(double scale, double growth, double backof
 
 TEST(LossScalerDynamic, MatchesGradScalerWithHysteresisOne) {
   LossScalerConfig c;
-  c.init_scale = 1024, c.growth_interval = 3;
+  c.init_scale = 1024;
+  c.growth_interval = 3;
   LossScaler s(c);
   const std::set<int> ovf = {0, 1, 5, 9, 10, 11, 20};
   const Trace t = run(s, 30, ovf);
@@ -61,7 +62,9 @@ TEST(LossScalerDynamic, MatchesGradScalerWithHysteresisOne) {
 
 TEST(LossScalerDynamic, HysteresisBacksOffOnlyWhenExhausted) {
   LossScalerConfig c;
-  c.init_scale = 65536, c.growth_interval = 4, c.hysteresis = 2;
+  c.init_scale = 65536;
+  c.growth_interval = 4;
+  c.hysteresis = 2;
   LossScaler s(c);
   // step: 0 ovf (hyst 2->1, no backoff), 1 ovf (hyst 0 -> backoff 32768),
   // 2 ovf (hyst -1 -> backoff 16384), 3..6 clean (growth at the 4th: 32768, hyst reset 2),
@@ -74,7 +77,9 @@ TEST(LossScalerDynamic, HysteresisBacksOffOnlyWhenExhausted) {
 
 TEST(LossScalerDynamic, MinScaleIsAFloor) {
   LossScalerConfig c;
-  c.init_scale = 8, c.min_scale = 2, c.growth_interval = 1000;
+  c.init_scale = 8;
+  c.min_scale = 2;
+  c.growth_interval = 1000;
   LossScaler s(c);
   run(s, 10, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
   EXPECT_EQ(s.scale(), 2);
@@ -82,7 +87,8 @@ TEST(LossScalerDynamic, MinScaleIsAFloor) {
 
 TEST(LossScalerDynamic, GrowthNeverReachesInfinity) {
   LossScalerConfig c;
-  c.init_scale = 1e38, c.growth_interval = 1;
+  c.init_scale = 1e38;
+  c.growth_interval = 1;
   LossScaler s(c);
   run(s, 5, {});
   EXPECT_EQ(s.scale(), 2e38);  // 4e38 would be Inf in FP32: growth stops at 2e38

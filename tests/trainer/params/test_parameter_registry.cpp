@@ -17,7 +17,10 @@ namespace {
 ParameterTensor tensor(const std::string& name, std::vector<int64_t> shape, ParameterInit init = ParameterInit::zeros(),
                        int init_order = 0) {
   ParameterTensor t;
-  t.name = name, t.shape = std::move(shape), t.init = init, t.init_order = init_order;
+  t.name = name;
+  t.shape = std::move(shape);
+  t.init = init;
+  t.init_order = init_order;
   return t;
 }
 

@@ -63,31 +63,42 @@ Case mlp_case(Backend& cpu, std::mt19937_64& rng) {
   const int rows = 5;
   MlpConfig mlp;
   mlp.layer_widths = {9, 12, 11, 4};
-  mlp.activation = Activation::Gelu, mlp.activation_name = "gelu";
+  mlp.activation = Activation::Gelu;
+  mlp.activation_name = "gelu";
   Case c;
   c.model = std::make_unique<MlpModel>(cpu, mlp, rows);
   c.features_fp16 = Buffer<half16>(cpu, rows * 9);
   c.features_fp16.upload(test::random_halves(rng, rows * 9, -2.0f, 2.0f));
-  c.batch.features_fp16 = c.features_fp16.data(), c.batch.rows = rows;
+  c.batch.features_fp16 = c.features_fp16.data();
+  c.batch.rows = rows;
   c.weights_flat = random_flat_weights(c.model->parameters(), rng);
-  c.dout_first = test::random_halves(rng, rows * 4), c.dout_second = test::random_halves(rng, rows * 4);
+  c.dout_first = test::random_halves(rng, rows * 4);
+  c.dout_second = test::random_halves(rng, rows * 4);
   return c;
 }
 
 Case gpt_case(Backend& cpu, std::mt19937_64& rng) {
   const int rows = 2;
   GptConfig g;
-  g.n_layer = 2, g.n_head = 2, g.n_embd = 16, g.block_size = 8, g.vocab_size = 32, g.real_vocab = 30;
+  g.n_layer = 2;
+  g.n_head = 2;
+  g.n_embd = 16;
+  g.block_size = 8;
+  g.vocab_size = 32;
+  g.real_vocab = 30;
   Case c;
   c.model = std::make_unique<GptModel>(cpu, g, rows);
   std::vector<int32_t> tokens(static_cast<size_t>(rows) * g.block_size);
   for (int32_t& t : tokens) t = static_cast<int32_t>(rng() % g.real_vocab);
   c.token_ids = Buffer<int32_t>(cpu, tokens.size());
   c.token_ids.upload(tokens);
-  c.batch.token_ids = c.token_ids.data(), c.batch.rows = rows, c.batch.labels_per_row = g.block_size;
+  c.batch.token_ids = c.token_ids.data();
+  c.batch.rows = rows;
+  c.batch.labels_per_row = g.block_size;
   c.weights_flat = random_flat_weights(c.model->parameters(), rng);
   const size_t outputs = tokens.size() * g.vocab_size;
-  c.dout_first = test::random_halves(rng, outputs), c.dout_second = test::random_halves(rng, outputs);
+  c.dout_first = test::random_halves(rng, outputs);
+  c.dout_second = test::random_halves(rng, outputs);
   return c;
 }
 

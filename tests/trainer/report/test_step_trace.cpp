@@ -48,7 +48,8 @@ TEST(StepTracer, TracesItsWindowOnlyAndNestsTheSpans) {
   const test::TempDir temp_dir("step_trace");
   const std::string& dir = temp_dir.path();
   TraceRunInfo info;
-  info.device = "cpu", info.model = "mlp";
+  info.device = "cpu";
+  info.model = "mlp";
   info.layer_tensors = {{2, 3}, {0, 1}};
   info.buckets = {{0, 10, 1}, {10, 6, 0}};
   StepTracer tracer(dir + "/t.json", parse_trace_window("2:3"), cpu, comm, info);
@@ -85,9 +86,10 @@ TEST(StepTracer, TracesItsWindowOnlyAndNestsTheSpans) {
     double step_ts = -1, step_end = -1;
     for (const auto& e : doc["traceEvents"]) {
       if (e["ph"] != "X" || e["args"]["step"] != step) continue;
-      if (e["cat"] == "step")
-        step_ts = e["ts"], step_end = e["ts"].get<double>() + e["dur"].get<double>();
-      else
+      if (e["cat"] == "step") {
+        step_ts = e["ts"];
+        step_end = e["ts"].get<double>() + e["dur"].get<double>();
+      } else
         names.push_back(e["name"]);
     }
     EXPECT_EQ(names, (std::vector<std::string>{"upload", "forward layer 0", "forward layer 1", "backward layer 1",

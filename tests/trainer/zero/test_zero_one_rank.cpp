@@ -25,9 +25,14 @@ TrainConfig mlp_config() {
   TrainConfig c;
   c.data.kind = "synthetic";
   c.mlp.layer_widths = {10, 24, 10};
-  c.loss = LossKind::MeanSquaredError, c.loss_name = "mse";
-  c.lr = 0.05, c.momentum = 0.9, c.log_every = 1000, c.lr_schedule = LrScheduleKind::Constant;
-  c.data.synthetic_train_samples = 256, c.data.synthetic_test_samples = 64;
+  c.loss = LossKind::MeanSquaredError;
+  c.loss_name = "mse";
+  c.lr = 0.05;
+  c.momentum = 0.9;
+  c.log_every = 1000;
+  c.lr_schedule = LrScheduleKind::Constant;
+  c.data.synthetic_train_samples = 256;
+  c.data.synthetic_test_samples = 64;
   c.batch_size = 16;
   return c;
 }
@@ -49,8 +54,16 @@ TEST(ZeroOneRank, EveryStageIsStageZeroBitForBit) {
       for (int64_t accum : {1, 2}) {
         TrainConfig c = gpt ? test::tiny_gpt_config(dir) : mlp_config();
         c.seed = test::test_seed() % 100000;
-        c.steps = 8, c.grad_accum = accum, c.grad_predivide = 2.0, c.inject_overflow_steps = {4};
-        if (adamw) c.optimizer = OptimizerKind::AdamW, c.lr = 3e-3, c.weight_decay = 0.1, c.clip_grad_norm = 0.05;
+        c.steps = 8;
+        c.grad_accum = accum;
+        c.grad_predivide = 2.0;
+        c.inject_overflow_steps = {4};
+        if (adamw) {
+          c.optimizer = OptimizerKind::AdamW;
+          c.lr = 3e-3;
+          c.weight_decay = 0.1;
+          c.clip_grad_norm = 0.05;
+        }
         CpuBackend cpu(1);
         const test::TrainingRun replicated = test::train_with(cpu, c);
         for (int stage : {1, 2, 3}) {
@@ -76,10 +89,14 @@ TEST(ZeroOneRank, ReplayedCapturedStageOneStepsTrainAsEagerStageZero) {
   const test::TempDir temp_dir("zero_graph");
   const std::string& dir = temp_dir.path();
   TrainConfig c = test::tiny_gpt_config(dir);
-  c.steps = 12, c.inject_overflow_steps = {5}, c.optimizer = OptimizerKind::AdamW, c.lr = 3e-3;
+  c.steps = 12;
+  c.inject_overflow_steps = {5};
+  c.optimizer = OptimizerKind::AdamW;
+  c.lr = 3e-3;
   CpuBackend cpu(1);
   const test::TrainingRun eager = test::train_with(cpu, c);
-  c.zero_stage = 1, c.cuda_graph = true;
+  c.zero_stage = 1;
+  c.cuda_graph = true;
   RecordingBackend graphs(DeviceKind::Cuda, /*can_capture=*/true);
   const test::TrainingRun replayed = test::train_with(graphs, c);
   EXPECT_GT(graphs.replays, c.steps / 2) << "most steps should be replays";
