@@ -20,6 +20,13 @@ EvalResult evaluate(Backend& backend, Communicator& comm, Model& model, const Da
       .run(comm, model, loss, WeightTable::flat(weights_fp16, model.parameters()));
 }
 
+const EvalResult& Evaluator::run_at(int64_t step, Communicator& comm, Model& model, LossKind loss,
+                                    const WeightTable& weights_fp16) {
+  last_ = run(comm, model, loss, weights_fp16);
+  last_step_ = step;
+  return last_;
+}
+
 EvalResult Evaluator::run(Communicator& comm, Model& model, LossKind loss, const WeightTable& weights_fp16) {
   DDP_REQUIRE(loader_.max_batch() >= model.max_batch(), "Evaluator: the model's batch is larger than the loader's");
   const int rank = comm.rank(), world = comm.world_size();

@@ -3,6 +3,8 @@
 // test sample is counted exactly once whatever the world size.
 #pragma once
 
+#include <cstdint>
+
 #include "comm/communicator.h"
 #include "kernels/buffer.h"
 #include "trainer/data/batch_loader.h"
@@ -27,6 +29,12 @@ class Evaluator {
   Evaluator(Backend& backend, const Dataset& test, int max_batch);
   // weights_fp16: the model's weights per tensor (tensor_table.h).
   EvalResult run(Communicator& comm, Model& model, LossKind loss, const WeightTable& weights_fp16);
+  // The loop's evaluation of the weights after `step`, kept as the last one
+  // (the summary's figures; a run's end evaluates unless one ran at its step).
+  const EvalResult& run_at(int64_t step, Communicator& comm, Model& model, LossKind loss,
+                           const WeightTable& weights_fp16);
+  const EvalResult& last() const { return last_; }
+  bool ran_at(int64_t step) const { return last_step_ == step; }
 
  private:
   Backend& backend_;
@@ -34,6 +42,8 @@ class Evaluator {
   BatchLoader loader_;
   Buffer<float> loss_mean_;
   Buffer<int32_t> correct_;
+  EvalResult last_;
+  int64_t last_step_ = -1;  // -1: none yet
 };
 
 // One evaluation with a fresh Evaluator, of the weights in one flat buffer

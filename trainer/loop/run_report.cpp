@@ -17,8 +17,8 @@ std::string percent(double fraction) {
 }
 }  // namespace
 
-RunReport::RunReport(const TrainConfig& cfg, const Communicator& comm, ProgressReporter& progress)
-    : cfg_(cfg), comm_(comm), progress_(progress) {}
+RunReport::RunReport(const TrainConfig& cfg, const Communicator& comm)
+    : cfg_(cfg), comm_(comm), progress_(comm.rank() == 0) {}
 
 void RunReport::banner(size_t parameters, const Dataset& train, const Dataset& test, const RunPlan& plan) {
   say("model: " + model_summary(cfg_) + ", loss " + cfg_.loss_name + ", " + std::to_string(parameters) + " parameters");

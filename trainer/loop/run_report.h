@@ -53,7 +53,12 @@ struct RunTally {
 
 class RunReport {
  public:
-  RunReport(const TrainConfig& cfg, const Communicator& comm, ProgressReporter& progress);
+  // Rank 0's reporter prints; the others' are silent.
+  RunReport(const TrainConfig& cfg, const Communicator& comm);
+
+  // The terminal's lines: the permanent ones and rank 0's live line (the
+  // step and the checkpoints print through it too).
+  ProgressReporter& progress() { return progress_; }
 
   // The metrics file (null: none), opened once the outputs are checked.
   void set_metrics(std::unique_ptr<MetricsFile> metrics) { metrics_ = std::move(metrics); }
@@ -85,7 +90,7 @@ class RunReport {
 
   const TrainConfig& cfg_;
   const Communicator& comm_;
-  ProgressReporter& progress_;
+  ProgressReporter progress_;
   std::unique_ptr<MetricsFile> metrics_;
 };
 

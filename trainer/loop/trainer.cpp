@@ -54,104 +54,102 @@ ParameterStore::Sharding sharding_of(const TrainConfig& c) {
 }  // namespace
 
 Trainer::Impl::Impl(const TrainConfig& c, Backend& b, Communicator& m, TrainTestData d)
-    : cfg(bind_model_to_data(with_batch_per_rank(c, m.world_size()), d)),
-      backend(b),
-      comm(m),
-      data(std::move(d)),
-      model_owned(make_model(cfg, b, static_cast<int>(cfg.batch_size))),
-      model(*model_owned),
-      shards(zero_shard_layout(model.parameters().flat_count(), m.world_size())),
-      params(b, model.parameters(), owned_range(cfg, shards, m.rank()), sharding_of(cfg)),
-      state(b, cfg),
-      cursor(cfg, data.train.count, m.rank(), m.world_size()),
-      evaluator(b, data.test, static_cast<int>(cfg.batch_size)),
-      progress(m.rank() == 0),
-      plan(plan_run(cfg, cursor)),
-      report(cfg, m, progress),
-      train_step(cfg, b, m, model, params, shards, state, cursor, data.train, plan, progress),
-      checkpoints(cfg, data.train, params, state, cursor, m, progress, plan) {
-  if (!cfg.trace_path.empty()) wire_tracer();
-  if (cfg.sample_every > 0) {
-    TrainingSampler::check(cfg);  // on every rank: all refuse alike
-    if (is_root()) sampler = std::make_unique<TrainingSampler>(cfg, backend);
+    : cfg_(bind_model_to_data(with_batch_per_rank(c, m.world_size()), d)),
+      backend_(b),
+      comm_(m),
+      data_(std::move(d)),
+      model_(make_model(cfg_, b, static_cast<int>(cfg_.batch_size))),
+      shards_(zero_shard_layout(model_->parameters().flat_count(), m.world_size())),
+      params_(b, model_->parameters(), owned_range(cfg_, shards_, m.rank()), sharding_of(cfg_)),
+      state_(b, cfg_),
+      cursor_(cfg_, data_.train.count, m.rank(), m.world_size()),
+      evaluator_(b, data_.test, static_cast<int>(cfg_.batch_size)),
+      plan_(plan_run(cfg_, cursor_)),
+      report_(cfg_, m),
+      train_step_(cfg_, b, m, *model_, params_, shards_, state_, cursor_, data_.train, plan_, report_.progress()),
+      checkpoints_(cfg_, data_.train, params_, state_, cursor_, m, report_.progress(), plan_) {
+  if (!cfg_.trace_path.empty()) wire_tracer();
+  if (cfg_.sample_every > 0) {
+    TrainingSampler::check(cfg_);  // on every rank: all refuse alike
+    if (is_root()) observers_.sampler = std::make_unique<TrainingSampler>(cfg_, backend_);
   }
 }
 
 void Trainer::Impl::prepare() {
   std::string resume_from;
-  if (cfg.resume) resume_from = checkpoints.resolve_resume_path();
-  if (!resume_from.empty() && cfg.eval_only) {
-    step = checkpoints.restore_weights(read_checkpoint(resume_from), resume_from);
+  if (cfg_.resume) resume_from = checkpoints_.resolve_resume_path();
+  if (!resume_from.empty() && cfg_.eval_only) {
+    step_ = checkpoints_.restore_weights(read_checkpoint(resume_from), resume_from);
   } else if (!resume_from.empty()) {
-    step = checkpoints.restore(read_checkpoint(resume_from), resume_from);
+    step_ = checkpoints_.restore(read_checkpoint(resume_from), resume_from);
   } else {
-    const ParameterRegistry& registry = model.parameters();
-    std::vector<float> init =
-        cfg.init_weights_dir.empty() ? registry.initial_values(cfg.seed) : load_weights(cfg.init_weights_dir, registry);
-    if (params.sharded()) agree_with_root(comm, backend, init);  // before it is cut: see below
-    params.set_master_weights(init);
-    if (!cfg.init_weights_dir.empty()) say("initial weights from " + cfg.init_weights_dir);
+    const ParameterRegistry& registry = model_->parameters();
+    std::vector<float> init = cfg_.init_weights_dir.empty() ? registry.initial_values(cfg_.seed)
+                                                            : load_weights(cfg_.init_weights_dir, registry);
+    if (params_.sharded()) agree_with_root(comm_, backend_, init);  // before it is cut: see below
+    params_.set_master_weights(init);
+    if (!cfg_.init_weights_dir.empty()) say("initial weights from " + cfg_.init_weights_dir);
   }
   // Every rank must take the same path (the sharded paths' collectives
   // differ): one whose scan of --checkpoint-dir disagrees stops them all.
   const int64_t found = resume_from.empty() ? 0 : 1;
-  if (comm.allreduce_max_host(found) != -comm.allreduce_max_host(-found))
-    throw AgreedError("--resume: the ranks do not all see a checkpoint in " + cfg.checkpoint_dir +
+  if (comm_.allreduce_max_host(found) != -comm_.allreduce_max_host(-found))
+    throw AgreedError("--resume: the ranks do not all see a checkpoint in " + cfg_.checkpoint_dir +
                       " (a directory every rank must share)");
   // A lineage for a run from scratch, or for one resumed from a
   // checkpoint of an earlier build that recorded none. Only rank 0 writes
   // checkpoints, so only its id is ever used: it is not broadcast (NCCL's
   // broadcast takes device memory, and the id lives on the host).
-  checkpoints.ensure_run_id();
+  checkpoints_.ensure_run_id();
   // Every rank starts from rank 0's parameters, whatever its seed. Sharded,
   // the whole vectors were agreed on before each rank took its range
   // (agree_with_root: here, and in the checkpoint's restore).
-  if (!params.sharded()) {
-    CollectiveWatch watch(watchdog, "broadcast", step + 1);
-    comm.broadcast_bytes(params.master_weights_fp32.data(), params.master_weights_fp32.size_bytes(), 0);
-    comm.broadcast_bytes(params.momentum_fp32.data(), params.momentum_fp32.size_bytes(), 0);
-    if (params.second_moment_fp32.count() > 0)  // AdamW's
-      comm.broadcast_bytes(params.second_moment_fp32.data(), params.second_moment_fp32.size_bytes(), 0);
+  if (!params_.sharded()) {
+    CollectiveWatch watch(observers_.watchdog, "broadcast", step_ + 1);
+    comm_.broadcast_bytes(params_.master_weights_fp32.data(), params_.master_weights_fp32.size_bytes(), 0);
+    comm_.broadcast_bytes(params_.momentum_fp32.data(), params_.momentum_fp32.size_bytes(), 0);
+    if (params_.second_moment_fp32.count() > 0)  // AdamW's
+      comm_.broadcast_bytes(params_.second_moment_fp32.data(), params_.second_moment_fp32.size_bytes(), 0);
   }
-  if (is_root()) report.set_metrics(checkpoints.prepare_outputs(step));
-  backend.cast_fp32_to_fp16(params.master_weights_fp32.data(), params.owned_weights_fp16(), params.owned_count());
-  if (params.sharded() && !params.weights_sharded()) {  // stage 3's layers gather what they read
-    CollectiveWatch watch(watchdog, "all-gather", step + 1);
-    comm.allgather_fp16(params.owned_weights_fp16(), params.weights_fp16.data(), shards);
+  if (is_root()) report_.set_metrics(checkpoints_.prepare_outputs(step_));
+  backend_.cast_fp32_to_fp16(params_.master_weights_fp32.data(), params_.owned_weights_fp16(), params_.owned_count());
+  if (params_.sharded() && !params_.weights_sharded()) {  // stage 3's layers gather what they read
+    CollectiveWatch watch(observers_.watchdog, "all-gather", step_ + 1);
+    comm_.allgather_fp16(params_.owned_weights_fp16(), params_.weights_fp16.data(), shards_);
   }
-  state.upload(step);
-  prepared = true;
+  state_.upload(step_);
+  prepared_ = true;
 }
 
 void Trainer::Impl::run_eval() {
-  if (tracer) tracer->begin_span("eval");
+  if (observers_.tracer) observers_.tracer->begin_span("eval");
   with_whole_weights([this](const WeightTable& weights) {
-    CollectiveWatch watch(watchdog, "evaluation", step);  // its sums wait for the slowest rank's forward passes
-    last_eval = evaluator.run(comm, model, cfg.loss, weights);
+    // Its sums wait for the slowest rank's forward passes.
+    CollectiveWatch watch(observers_.watchdog, "evaluation", step_);
+    evaluator_.run_at(step_, comm_, *model_, cfg_.loss, weights);
   });
-  last_eval_step = step;
-  if (tracer) tracer->end_span();
-  report.eval(last_eval, step, cursor.epoch() + 1, plan.epochs_total);
+  if (observers_.tracer) observers_.tracer->end_span();
+  report_.eval(evaluator_.last(), step_, cursor_.epoch() + 1, plan_.epochs_total);
 }
 
 TrainSummary Trainer::Impl::evaluate_only() {
-  DDP_REQUIRE(prepared, "Trainer::evaluate before prepare");
-  report.banner(model.parameters().parameter_count(), data.train, data.test, plan);
+  DDP_REQUIRE(prepared_, "Trainer::evaluate before prepare");
+  report_.banner(model_->parameters().parameter_count(), data_.train, data_.test, plan_);
   with_whole_weights([this](const WeightTable& weights) {
-    CollectiveWatch watch(watchdog, "evaluation", step);
-    last_eval = evaluator.run(comm, model, cfg.loss, weights);
+    CollectiveWatch watch(observers_.watchdog, "evaluation", step_);
+    evaluator_.run_at(step_, comm_, *model_, cfg_.loss, weights);
   });
-  report.eval_only(last_eval, step);
+  report_.eval_only(evaluator_.last(), step_);
   TrainSummary sum;
-  sum.test_loss = last_eval.loss;
-  sum.test_accuracy = last_eval.accuracy;
-  sum.final_step = step;
+  sum.test_loss = evaluator_.last().loss;
+  sum.test_accuracy = evaluator_.last().accuracy;
+  sum.final_step = step_;
   return sum;
 }
 
 TrainSummary Trainer::Impl::run() {
-  DDP_REQUIRE(prepared, "Trainer::run before prepare");
-  report.banner(model.parameters().parameter_count(), data.train, data.test, plan);
+  DDP_REQUIRE(prepared_, "Trainer::run before prepare");
+  report_.banner(model_->parameters().parameter_count(), data_.train, data_.test, plan_);
   report_memory();
   RunTally tally;
   // From here a signal only asks for a stop at the next agreed point (see
@@ -159,37 +157,38 @@ TrainSummary Trainer::Impl::run() {
   set_stop_signal_phase(StopSignalPhase::Training);
   int stop_signal = 0;
 
-  while (step < plan.total_steps && !(cfg.stop_after_steps > 0 && tally.steps >= cfg.stop_after_steps)) {
-    if (tracer) {  // the trace window's barrier, before the step's clock starts
-      CollectiveWatch watch(watchdog, "barrier", step + 1);
-      tracer->prepare_step(step + 1);
+  while (step_ < plan_.total_steps && !(cfg_.stop_after_steps > 0 && tally.steps >= cfg_.stop_after_steps)) {
+    if (observers_.tracer) {  // the trace window's barrier, before the step's clock starts
+      CollectiveWatch watch(observers_.watchdog, "barrier", step_ + 1);
+      observers_.tracer->prepare_step(step_ + 1);
     }
     const auto step_start = Clock::now();
-    const TrainStep::Result st = train_step.run(step);
-    ++step;
+    const TrainStep::Result st = train_step_.run(step_);
+    ++step_;
     const bool last_step_of_run =
-        step >= plan.total_steps || (cfg.stop_after_steps > 0 && tally.steps + 1 >= cfg.stop_after_steps);
+        step_ >= plan_.total_steps || (cfg_.stop_after_steps > 0 && tally.steps + 1 >= cfg_.stop_after_steps);
     const bool evaluate = eval_due(last_step_of_run);
-    const bool due = state.due(step, plan.total_steps, st.log_step, evaluate);
+    const bool due = state_.due(step_, plan_.total_steps, st.log_step, evaluate);
     if (due) read_step_state(evaluate);
     tally.count_step(st.rows * world(), seconds_since(step_start));
     report_progress(st, tally);
     // Every rank evaluates at the same steps (its sums are collectives);
     // rank 0 alone samples, and nothing of sampling is collective.
-    if (tracer && st.log_step) tracer->flush();  // the marks resolved where the log reads the device anyway
+    if (observers_.tracer && st.log_step)
+      observers_.tracer->flush();  // the marks resolved where the log reads the device anyway
     if (evaluate) run_eval();
     if (sample_due())  // on every rank: at --zero 3 the whole weights are gathered for rank 0's sample
       with_whole_weights([this](const WeightTable& weights) {
-        if (sampler) say(sampler->sample_line(weights, step));
+        if (observers_.sampler) say(observers_.sampler->sample_line(weights, step_));
       });
-    if (cursor.epoch_done()) cursor.next_epoch();
-    if (cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0) {
-      if (tracer) tracer->begin_span("checkpoint");
-      checkpoints.write(step);
-      if (tracer) tracer->end_span();
+    if (cursor_.epoch_done()) cursor_.next_epoch();
+    if (cfg_.checkpoint_every > 0 && step_ % cfg_.checkpoint_every == 0) {
+      if (observers_.tracer) observers_.tracer->begin_span("checkpoint");
+      checkpoints_.write(step_);
+      if (observers_.tracer) observers_.tracer->end_span();
     }
-    if (tracer && step >= tracer->window().last)
-      tracer->finish();  // after the window's last step, its evaluation and checkpoint
+    if (observers_.tracer && step_ >= observers_.tracer->window().last)
+      observers_.tracer->finish();  // after the window's last step, its evaluation and checkpoint
     // Ranks agree on a stop at the same deterministic points where they
     // read the step state (every step on CPU ranks, at most 50 apart on
     // GPUs): a host collective every step would tie the hosts together.
@@ -202,106 +201,106 @@ void Trainer::Impl::read_step_state(bool before_eval) {
   {
     // The read waits for the device, which may wait for a peer. Before
     // an evaluation or the end, the step's time includes its device work.
-    CollectiveWatch watch(watchdog, "all-reduce", step);
-    if (before_eval || step >= plan.total_steps) backend.synchronize();
-    state.read(step);
+    CollectiveWatch watch(observers_.watchdog, "all-reduce", step_);
+    if (before_eval || step_ >= plan_.total_steps) backend_.synchronize();
+    state_.read(step_);
   }
-  state.check_bad_steps();
+  state_.check_bad_steps();
 }
 
 void Trainer::Impl::report_progress(const TrainStep::Result& st, RunTally& tally) {
   ProgressSnapshot snap;
-  snap.epoch = cursor.epoch() + 1;
-  snap.epochs = plan.epochs_total;
-  snap.step = step;
-  snap.total_steps = plan.total_steps;
-  snap.eta_s = tally.train_s / tally.steps * (plan.total_steps - step);
-  const StepStatus& status = state.host();
+  snap.epoch = cursor_.epoch() + 1;
+  snap.epochs = plan_.epochs_total;
+  snap.step = step_;
+  snap.total_steps = plan_.total_steps;
+  snap.eta_s = tally.train_s / tally.steps * (plan_.total_steps - step_);
+  const StepStatus& status = state_.host();
   if (st.log_step) {
     // read_step_state() read the step state (and this rank's loss) after
     // this step: the scale the step ran with and whether it was skipped.
     snap.loss_scale = status.step_scale;
     snap.skipped = status.last_skipped != 0;
     {
-      CollectiveWatch watch(watchdog, "host all-reduce", step);
-      snap.loss = comm.allreduce_sum_host(state.loss()) / world();
+      CollectiveWatch watch(observers_.watchdog, "host all-reduce", step_);
+      snap.loss = comm_.allreduce_sum_host(state_.loss()) / world();
     }
     snap.samples_per_s = tally.interval_samples_per_s();
-    const AllreduceTimes interval_allreduce = comm.take_allreduce_times();
+    const AllreduceTimes interval_allreduce = comm_.take_allreduce_times();
     tally.allreduce += interval_allreduce;
     // Replayed steps' all-reduces are not timed: with graphs, no figure (null).
     const double untimed = std::numeric_limits<double>::quiet_NaN();
     snap.allreduce_ms_per_step =
-        train_step.graphs_enabled() ? untimed : 1e3 * interval_allreduce.busy_s / tally.interval_steps;
-    const double hidden = train_step.graphs_enabled() ? untimed : interval_allreduce.hidden_fraction();
+        train_step_.graphs_enabled() ? untimed : 1e3 * interval_allreduce.busy_s / tally.interval_steps;
+    const double hidden = train_step_.graphs_enabled() ? untimed : interval_allreduce.hidden_fraction();
     tally.start_interval();
-    report.log_step(snap, st.lr, st.outcome.grad_norm, hidden);
+    report_.log_step(snap, st.lr, st.outcome.grad_norm, hidden);
   }
-  if (is_root() && progress.live_line_due()) {
+  if (is_root() && report_.progress().live_line_due()) {
     // Rank 0's loss and step state as of the last read (every step on
     // CPU ranks, at most 50 steps old on GPUs): a live line must not
     // wait for the device, which may be waiting for a peer.
-    snap.loss = state.loss();
+    snap.loss = state_.loss();
     snap.loss_scale = status.step_scale;
     snap.skipped = status.last_skipped != 0;
     snap.samples_per_s = tally.samples_per_s();
-    progress.live_line(snap);
+    report_.progress().live_line(snap);
   }
 }
 
 TrainSummary Trainer::Impl::finish(int stop_signal, RunTally& tally) {
   // A window the run ended in is written whatever ends it (a signal, bad
   // steps, --stop-after-steps): before anything below may stop the run.
-  if (tracer) {
-    tracer->finish();
-    if (is_root() && !tracer->started())
-      say("--trace: no step of --trace-steps " + std::to_string(cfg.trace_first) + ":" +
-          std::to_string(cfg.trace_last) + " ran in this run; no trace written");
+  if (observers_.tracer) {
+    observers_.tracer->finish();
+    if (is_root() && !observers_.tracer->started())
+      say("--trace: no step of --trace-steps " + std::to_string(cfg_.trace_first) + ":" +
+          std::to_string(cfg_.trace_last) + " ran in this run; no trace written");
   }
   // The loop may end (--stop-after-steps, a signal) between two reads of
   // the step state: a --max-bad-steps ending reached since the last read
   // must not pass for a finished run (every rank ends here at one step).
   {
-    CollectiveWatch watch(watchdog, "all-reduce", step);
-    state.read(step);
+    CollectiveWatch watch(observers_.watchdog, "all-reduce", step_);
+    state_.read(step_);
   }
-  state.check_bad_steps();
+  state_.check_bad_steps();
   // A signal since the loop's last agreed check (the loop ended by its step
   // count) stops the run before the final evaluation: every rank is here at
   // the same step, so none skips a collective the others enter.
   if (stop_signal == 0) stop_signal = agreed_stop_signal();
   if (stop_signal != 0) return stopped_by(stop_signal, tally);
-  if (step < plan.total_steps)
+  if (step_ < plan_.total_steps)
     say("stopping after " + std::to_string(tally.steps) + " steps (--stop-after-steps) at step " +
-        std::to_string(step) + " of " + std::to_string(plan.total_steps));
-  if (last_eval_step != step) run_eval();
-  checkpoints.write(step);
-  if (!cfg.save_weights_dir.empty()) {
-    const std::vector<float> masters = gather_fp32_state(comm, params, params.master_weights_fp32);  // every rank
+        std::to_string(step_) + " of " + std::to_string(plan_.total_steps));
+  if (!evaluator_.ran_at(step_)) run_eval();
+  checkpoints_.write(step_);
+  if (!cfg_.save_weights_dir.empty()) {
+    const std::vector<float> masters = gather_fp32_state(comm_, params_, params_.master_weights_fp32);  // every rank
     if (is_root()) {
-      save_weights(cfg.save_weights_dir, model.parameters(), masters);
-      say("weights saved to " + cfg.save_weights_dir);
+      save_weights(cfg_.save_weights_dir, model_->parameters(), masters);
+      say("weights saved to " + cfg_.save_weights_dir);
     }
   }
 
   TrainSummary sum = summary_of_run(tally);
-  tally.allreduce += comm.take_allreduce_times();
+  tally.allreduce += comm_.take_allreduce_times();
   sum.allreduce_ms_per_step = tally.steps > 0 ? 1e3 * tally.allreduce.busy_s / tally.steps : 0.0;
   sum.allreduce_hidden_fraction = tally.allreduce.hidden_fraction();
-  if (train_step.graphs_enabled())
+  if (train_step_.graphs_enabled())
     sum.allreduce_ms_per_step = sum.allreduce_hidden_fraction = std::numeric_limits<double>::quiet_NaN();
-  report.summary(sum, state.host().scale, train_step.graphs_enabled());
+  report_.summary(sum, state_.host().scale, train_step_.graphs_enabled());
   return finished_despite_signal(sum);
 }
 
 TrainSummary Trainer::Impl::summary_of_run(const RunTally& tally) {
-  const StepStatus& status = state.read(step);
+  const StepStatus& status = state_.read(step_);
   TrainSummary sum;
-  sum.test_loss = last_eval.loss;
-  sum.test_accuracy = last_eval.accuracy;
+  sum.test_loss = evaluator_.last().loss;
+  sum.test_accuracy = evaluator_.last().accuracy;
   sum.steps = tally.steps;
-  sum.graph_replays = train_step.graph_replays();
-  sum.final_step = step;
+  sum.graph_replays = train_step_.graph_replays();
+  sum.final_step = step_;
   sum.skipped_steps = status.skipped_total;
   sum.optimizer_steps = status.steps_taken;
   sum.samples_per_s = tally.samples_per_s();
@@ -312,8 +311,8 @@ TrainSummary Trainer::Impl::summary_of_run(const RunTally& tally) {
 int Trainer::Impl::agreed_stop_signal() {
   const int64_t mine = pending_stop_signal();
   if (world() == 1) return static_cast<int>(mine);
-  CollectiveWatch watch(watchdog, "stop-flag all-reduce", step);
-  return static_cast<int>(comm.allreduce_max_host(mine));
+  CollectiveWatch watch(observers_.watchdog, "stop-flag all-reduce", step_);
+  return static_cast<int>(comm_.allreduce_max_host(mine));
 }
 
 TrainSummary Trainer::Impl::finished_despite_signal(TrainSummary sum) {
@@ -324,17 +323,32 @@ TrainSummary Trainer::Impl::finished_despite_signal(TrainSummary sum) {
   sum.stop_signal = agreed_stop_signal();
   set_stop_signal_phase(StopSignalPhase::Finished);
   if (sum.stop_signal == 0) sum.stop_signal = pending_stop_signal();
-  if (sum.stop_signal != 0) report.finished_despite_signal(sum.stop_signal, step, checkpoint_named(step));
+  if (sum.stop_signal != 0) report_.finished_despite_signal(sum.stop_signal, step_, checkpoint_named(step_));
   return sum;
 }
 
 TrainSummary Trainer::Impl::stopped_by(int signal, const RunTally& tally) {
-  checkpoints.write(step);
-  report.stopped_line(signal, step, checkpoint_named(step));
+  checkpoints_.write(step_);
+  report_.stopped_line(signal, step_, checkpoint_named(step_));
   TrainSummary sum = summary_of_run(tally);
   sum.stop_signal = signal;
-  report.stopped_record(signal, step, sum, checkpoint_named(step));
+  report_.stopped_record(signal, step_, sum, checkpoint_named(step_));
   return sum;
+}
+
+void Trainer::Impl::watch_collectives(CollectiveWatchdog* watchdog) {
+  observers_.watchdog = watchdog;
+  train_step_.watch_collectives(watchdog);
+}
+
+std::vector<half16> Trainer::Impl::weights_fp16() {
+  std::vector<half16> whole;
+  with_whole_weights([&](const WeightTable& w) {
+    // The table's first tensor sits at offset 0 of a flat buffer of the layout.
+    whole.resize(params_.count());
+    backend_.copy_to_host(whole.data(), w.at(0), whole.size() * sizeof(half16));
+  });
+  return whole;
 }
 
 Trainer::Trainer(const TrainConfig& config, Backend& backend, Communicator& comm, TrainTestData data) {
@@ -351,29 +365,18 @@ Trainer::Trainer(const TrainConfig& config, Backend& backend, Communicator& comm
 }
 Trainer::~Trainer() = default;
 void Trainer::prepare() { impl_->prepare(); }
-void Trainer::watch_collectives(CollectiveWatchdog* watchdog) {
-  impl_->watchdog = watchdog;
-  impl_->train_step.watch_collectives(watchdog);
-}
+void Trainer::watch_collectives(CollectiveWatchdog* watchdog) { impl_->watch_collectives(watchdog); }
 TrainSummary Trainer::run() { return impl_->run(); }
 TrainSummary Trainer::evaluate() { return impl_->evaluate_only(); }
 BenchTimings Trainer::bench(int64_t warmup_steps, int64_t timed_steps) {
   return impl_->bench(warmup_steps, timed_steps);
 }
-TrainState Trainer::snapshot() const { return impl_->checkpoints.snapshot(impl_->step); }
+TrainState Trainer::snapshot() const { return impl_->snapshot(); }
 StateBytes Trainer::state_bytes() const { return impl_->held_state_bytes(); }
-std::vector<half16> Trainer::weights_fp16() const {
-  std::vector<half16> whole;
-  impl_->with_whole_weights([&](const WeightTable& w) {
-    // The table's first tensor sits at offset 0 of a flat buffer of the layout.
-    whole.resize(impl_->params.count());
-    impl_->backend.copy_to_host(whole.data(), w.at(0), whole.size() * sizeof(half16));
-  });
-  return whole;
-}
+std::vector<half16> Trainer::weights_fp16() const { return impl_->weights_fp16(); }
 void Trainer::observe_batches(std::function<void(const uint32_t* indices, int rows)> observer) {
-  impl_->train_step.observe_batches(std::move(observer));
+  impl_->observe_batches(std::move(observer));
 }
-BatchLoaderCounts Trainer::loader_counts() const { return impl_->train_step.loader_counts(); }
+BatchLoaderCounts Trainer::loader_counts() const { return impl_->loader_counts(); }
 
 }  // namespace ddp

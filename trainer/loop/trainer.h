@@ -101,7 +101,7 @@ class Trainer {
   BatchLoaderCounts loader_counts() const;
 
  private:
-  struct Impl;
+  class Impl;
   std::unique_ptr<Impl> impl_;
 };
 

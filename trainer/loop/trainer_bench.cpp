@@ -8,43 +8,43 @@
 namespace ddp {
 
 BenchTimings Trainer::Impl::bench(int64_t warmup_steps, int64_t timed_steps) {
-  DDP_REQUIRE(prepared, "Trainer::bench before prepare");
+  DDP_REQUIRE(prepared_, "Trainer::bench before prepare");
   BenchTimings t;
   t.global_samples_per_step = global_batch();
   auto one_step = [this] {
-    train_step.run(step);
-    ++step;
-    if (cursor.epoch_done()) cursor.next_epoch();
+    train_step_.run(step_);
+    ++step_;
+    if (cursor_.epoch_done()) cursor_.next_epoch();
   };
   for (int64_t i = 0; i < warmup_steps; ++i) one_step();
-  backend.synchronize();
+  backend_.synchronize();
   {
-    CollectiveWatch watch(watchdog, "barrier", step);
-    comm.barrier();
+    CollectiveWatch watch(observers_.watchdog, "barrier", step_);
+    comm_.barrier();
   }
-  comm.take_allreduce_times();
-  const int64_t replays_before = train_step.graph_replays();
-  const size_t reduced_before = train_step.elements_reduced(), gathered_before = train_step.elements_gathered();
+  comm_.take_allreduce_times();
+  const int64_t replays_before = train_step_.graph_replays();
+  const size_t reduced_before = train_step_.elements_reduced(), gathered_before = train_step_.elements_gathered();
   for (int64_t i = 0; i < timed_steps; ++i) {
-    if (tracer) tracer->prepare_step(step + 1);  // a window's barrier, outside the timed step
+    if (observers_.tracer) observers_.tracer->prepare_step(step_ + 1);  // a window's barrier, outside the timed step
     const auto start = Clock::now();
     one_step();
-    backend.synchronize();
+    backend_.synchronize();
     t.step_s.push_back(seconds_since(start));
   }
-  if (tracer) tracer->finish();  // after the timed steps: its flush and write are not timed
-  t.allreduce = comm.take_allreduce_times();
-  t.graph_replays = train_step.graph_replays() - replays_before;
+  if (observers_.tracer) observers_.tracer->finish();  // after the timed steps: its flush and write are not timed
+  t.allreduce = comm_.take_allreduce_times();
+  t.graph_replays = train_step_.graph_replays() - replays_before;
   // Replayed steps do not pass through the reducer: count them as eager ones.
   const double steps = static_cast<double>(std::max<int64_t>(1, timed_steps - t.graph_replays));
-  const double reduced = static_cast<double>(train_step.elements_reduced() - reduced_before) / steps;
-  (cfg.zero_stage > 0 ? t.reduce_scatter_elements_per_step : t.allreduce_elements_per_step) = reduced;
-  t.allgather_elements_per_step = static_cast<double>(train_step.elements_gathered() - gathered_before) / steps;
-  t.zero_stage = cfg.zero_stage;
-  t.parameters = model.parameters().parameter_count();
-  t.state_bytes_max = static_cast<size_t>(comm.allreduce_max_host(static_cast<int64_t>(held_state_bytes().total())));
+  const double reduced = static_cast<double>(train_step_.elements_reduced() - reduced_before) / steps;
+  (cfg_.zero_stage > 0 ? t.reduce_scatter_elements_per_step : t.allreduce_elements_per_step) = reduced;
+  t.allgather_elements_per_step = static_cast<double>(train_step_.elements_gathered() - gathered_before) / steps;
+  t.zero_stage = cfg_.zero_stage;
+  t.parameters = model_->parameters().parameter_count();
+  t.state_bytes_max = static_cast<size_t>(comm_.allreduce_max_host(static_cast<int64_t>(held_state_bytes().total())));
   t.peak_allocated_bytes_max =
-      static_cast<size_t>(comm.allreduce_max_host(static_cast<int64_t>(backend.allocations().peak_bytes)));
+      static_cast<size_t>(comm_.allreduce_max_host(static_cast<int64_t>(backend_.allocations().peak_bytes)));
   return t;
 }
 

@@ -30,24 +30,24 @@ std::vector<TraceRunInfo::Bucket> trace_buckets(const GradientReducer& reducer, 
 
 void Trainer::Impl::wire_tracer() {
   TraceRunInfo info;
-  info.device = backend.kind() == DeviceKind::Cuda ? "cuda" : "cpu";
-  info.model = cfg.model;
-  info.zero_stage = cfg.zero_stage;
-  info.micro_batches = cfg.grad_accum;
-  info.batch_per_rank = cfg.batch_size;
+  info.device = backend_.kind() == DeviceKind::Cuda ? "cuda" : "cpu";
+  info.model = cfg_.model;
+  info.zero_stage = cfg_.zero_stage;
+  info.micro_batches = cfg_.grad_accum;
+  info.batch_per_rank = cfg_.batch_size;
   info.global_batch = global_batch();
-  info.parameters = model.parameters().parameter_count();
-  for (int l = 0; l < model.layer_count(); ++l) info.layer_tensors.push_back(model.layer_tensors(l));
-  info.buckets = trace_buckets(train_step.reducer(), model);
-  check_trace_file(cfg, trace_path_for_rank(cfg.trace_path, comm.rank()));
-  tracer = std::make_unique<StepTracer>(cfg.trace_path, TraceWindow{cfg.trace_first, cfg.trace_last}, backend, comm,
-                                        std::move(info));
-  train_step.set_tracer(tracer.get());
+  info.parameters = model_->parameters().parameter_count();
+  for (int l = 0; l < model_->layer_count(); ++l) info.layer_tensors.push_back(model_->layer_tensors(l));
+  info.buckets = trace_buckets(train_step_.reducer(), *model_);
+  check_trace_file(cfg_, trace_path_for_rank(cfg_.trace_path, comm_.rank()));
+  observers_.tracer = std::make_unique<StepTracer>(cfg_.trace_path, TraceWindow{cfg_.trace_first, cfg_.trace_last},
+                                                   backend_, comm_, std::move(info));
+  train_step_.set_tracer(observers_.tracer.get());
   Model::LayerObservers points;
-  points.done = [this] { tracer->end_layers(); };
-  points.started.before_forward = [this](int layer) { tracer->before_forward(layer); };
-  points.started.before_backward = [this](int layer) { tracer->before_backward(layer); };
-  model.set_layer_observers(points);
+  points.done = [this] { observers_.tracer->end_layers(); };
+  points.started.before_forward = [this](int layer) { observers_.tracer->before_forward(layer); };
+  points.started.before_backward = [this](int layer) { observers_.tracer->before_backward(layer); };
+  model_->set_layer_observers(points);
 }
 
 }  // namespace ddp
