@@ -1,8 +1,9 @@
 // step_status.h: the per-step state that lives on the device so that a
 // training step needs no host synchronisation: the loss scale and its
 // counters, this step's Inf/NaN flag, whether the momentum buffer is
-// initialised, the optimizer steps actually taken (AdamW's t), and the counts the host reports (skipped steps, the current
-// run of skipped steps). The host reads a copy only when it logs, saves or
+// initialised, the optimizer steps actually taken (AdamW's t), and the
+// counts the host reports (skipped steps, the current run of skipped
+// steps). The host reads a copy only when it logs, saves or
 // ends (Trainer), never to decide a step.
 //
 // The rule (loss_scale_rule_update) is written once here and called by the

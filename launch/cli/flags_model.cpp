@@ -1,6 +1,8 @@
 // flags_model.cpp: the model flags: the MLP's
 // (trainer/models/mlp/mlp_config.h), the GPT's
-// (trainer/models/gpt/gpt_config.h), --model and --loss.
+// (trainer/models/gpt/gpt_config.h), --model and --loss. Their checks are
+// the model table's (a model's settings_problem; a next-token model's data
+// and loss), not a case per model.
 #include "launch/cli/flag_groups.h"
 
 #include "kernels/error.h"
@@ -48,24 +50,22 @@ void apply_model_flags(const po::variables_map& vm, FlagText& t, const BenchOpti
     if (vm["loss"].defaulted()) t.loss = "mse";
   }
   set_mlp_options(c.mlp, t.layers, t.activation);
-  model_row(c.model);  // throws naming the models there are
-  if (c.model == "gpt") {
-    require_positive(c.gpt.n_layer, "--n-layer");
-    require_positive(c.gpt.n_head, "--n-head");
-    require_positive(c.gpt.n_embd, "--n-embd");
-    if (c.gpt.n_embd % c.gpt.n_head != 0)
-      throw Error("--n-embd " + std::to_string(c.gpt.n_embd) + " does not divide by --n-head " +
-                  std::to_string(c.gpt.n_head) + " (each head is n_embd / n_head wide)");
+  const ModelRow& row = model_row(c.model);  // throws naming the models there are
+  const std::string problem = row.settings_problem(c);
+  if (!problem.empty()) throw Error(problem);
+  if (row.token_shape) {  // a next-token model: token windows in, the next token's cross-entropy
     // --generate reads no data: the shape comes from its checkpoint or the
     // flags. Its own flags without it are refused later, naming it.
     const bool generation_flags =
         vm.count("generate") || vm.count("prompt") || !vm["temperature"].defaulted() || !vm["top-k"].defaulted();
     // --bench draws random token windows of the flags' shape instead.
     if (c.data.kind != "text" && !generation_flags && !bench.enabled)
-      throw Error("--model gpt needs --data text (token windows) or --bench; --data is " + c.data.kind);
+      throw Error("--model " + c.model + " needs --data text (token windows) or --bench; --data is " + c.data.kind);
     if (vm["loss"].defaulted()) t.loss = "xent";
-    if (t.loss != "xent") throw Error("--model gpt: --loss must be xent (the next token's cross-entropy)");
-    c.gpt.block_size = static_cast<int>(c.data.block_size);
+    if (t.loss != "xent") throw Error("--model " + c.model + ": --loss must be xent (the next token's cross-entropy)");
+    TokenShape shape = row.token_shape(c);
+    shape.context = static_cast<int>(c.data.block_size);
+    row.set_token_shape(c, shape);
   }
   if (t.loss == "xent")
     c.loss = LossKind::SoftmaxCrossEntropy;

@@ -18,7 +18,8 @@ namespace ddp {
 namespace {
 namespace fs = std::filesystem;
 
-// 1 layer, 2 heads, 32 wide, context 16: learns a period-3 text in 200 AdamW steps at lr 3e-3 (~1 s; 1e-2 stalls at the unigram).
+// 1 layer, 2 heads, 32 wide, context 16: learns a period-3 text in 200
+// AdamW steps at lr 3e-3 (~1 s; 1e-2 stalls at the unigram).
 const std::string kShape = " --model gpt --n-layer 1 --n-head 2 --n-embd 32 --block-size 16";
 
 class CliGenerate : public ::testing::Test {
@@ -124,6 +125,10 @@ TEST_F(CliGenerate, BadInputIsRefusedInOneLineWithNothingOnStdout) {
       {ck + " --generate 5 --prompt abc --top-k -1", "--top-k"},
       {ck + " --generate 5 --prompt abc --temperature -0.5", "--temperature"},
       {ck + " --generate 5 --prompt abc --n-layer 3", "--n-layer 3"},  // the checkpoint has 1
+      // Every shape flag the model's table row names, the data's included.
+      {ck + " --generate 5 --prompt abc --n-embd 64", "--n-embd 64 disagrees with the checkpoint"},
+      {ck + " --generate 5 --prompt abc --block-size 8", "--block-size 8 disagrees with the checkpoint"},
+      {ck + " --generate 5 --prompt abc --vocab-size 300", "--vocab-size 300 disagrees with the checkpoint"},
       {" --model gpt --n-layer 2 --n-head 2 --n-embd 32 --block-size 16 --init-weights " + *dir_ +
            "/w.safetensors --generate 5 --prompt abc",
        "transformer.h.1"},  // the file has no second block

@@ -19,10 +19,14 @@ namespace ddp {
 // A model's spec over the whole config.
 struct ModelRow {
   ModelKind kind;
-  std::function<TokenShape(const TrainConfig&)> token_shape;  // empty: it reads features
+  std::function<TokenShape(const TrainConfig&)> token_shape;             // empty: it reads features
+  std::function<void(TrainConfig&, const TokenShape&)> set_token_shape;  // with token_shape
   std::vector<ModelFlag> flags;
+  std::function<std::string(const TrainConfig&)> settings_problem;
   std::function<ParameterRegistry(const TrainConfig&)> parameters;
   std::function<std::vector<int64_t>(const TrainConfig&)> dims;
+  std::function<void(TrainConfig&, const std::vector<int64_t>&)> from_dims;  // empty: none
+  std::vector<DimFlag> dim_flags;
   std::function<std::string(const TrainConfig&)> activation_name;
   std::function<std::string(const TrainConfig&)> summary;
   std::function<std::string(const TrainConfig&)> shape_text;
@@ -48,8 +52,16 @@ ModelRow bind_model(const ModelSpec<Settings>& spec, Settings TrainConfig::*sett
   ModelRow row;
   row.kind = s->kind;
   row.flags = s->flags;
-  if (s->token_shape != nullptr)
+  row.dim_flags = s->dim_flags;
+  if (s->token_shape != nullptr) {
     row.token_shape = [s, settings](const TrainConfig& c) { return s->token_shape(c.*settings); };
+    row.set_token_shape = [s, settings](TrainConfig& c, const TokenShape& t) { s->set_token_shape(c.*settings, t); };
+  }
+  row.settings_problem = [s, settings](const TrainConfig& c) {
+    return s->settings_problem != nullptr ? s->settings_problem(c.*settings) : std::string();
+  };
+  if (s->from_dims != nullptr)
+    row.from_dims = [s, settings](TrainConfig& c, const std::vector<int64_t>& d) { s->from_dims(c.*settings, d); };
   row.parameters = [s, settings](const TrainConfig& c) { return s->parameters(c.*settings); };
   row.dims = [s, settings](const TrainConfig& c) { return s->dims(c.*settings); };
   row.activation_name = [s, settings](const TrainConfig& c) { return s->activation_name(c.*settings); };

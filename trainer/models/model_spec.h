@@ -47,6 +47,13 @@ struct ModelFlag {
   std::string hint;  // "" or what the other models have instead
 };
 
+// A flag that sets one of a model's checkpoint dims (ModelSpec::dims):
+// --generate refuses one that disagrees with the checkpoint it samples.
+struct DimFlag {
+  std::string flag;  // without the dashes
+  std::string what;  // what the dim counts: "layers"
+};
+
 template <class Settings>
 struct ModelSpec {
   ModelKind kind;
@@ -55,11 +62,20 @@ struct ModelSpec {
   // random windows for it, --generate and --sample-every sample it).
   // nullptr: it reads FP16 features.
   TokenShape (*token_shape)(const Settings&) = nullptr;
+  // A next-token model's windows and vocabulary set (the context from
+  // --block-size, a byte model's vocabulary); with token_shape.
+  void (*set_token_shape)(Settings&, const TokenShape&) = nullptr;
   std::vector<ModelFlag> flags;
+  // The flags' settings: the first problem, naming the flag, or "" (nullptr: none to check).
+  std::string (*settings_problem)(const Settings&) = nullptr;
   // Its tensors, without building it (no backend).
   ParameterRegistry (*parameters)(const Settings&) = nullptr;
   // What a checkpoint records of its shape, and the activation beside it.
   std::vector<int64_t> (*dims)(const Settings&) = nullptr;
+  // The settings a checkpoint's dims describe (dims the kind's dims_problem
+  // passed), and the flags that set them, by position in the dims.
+  void (*from_dims)(Settings&, const std::vector<int64_t>& dims) = nullptr;
+  std::vector<DimFlag> dim_flags;
   std::string (*activation_name)(const Settings&) = nullptr;
   // "MLP 784-512-10 relu" for the banner; "784-512-10" for --bench's line.
   std::string (*summary)(const Settings&) = nullptr;

@@ -13,10 +13,10 @@
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/checkpoint_dir.h"
 #include "trainer/checkpoint/checkpoint_validation.h"
-#include "trainer/models/gpt/gpt_config.h"
 #include "trainer/modes/inference.h"
 #include "trainer/config/model_catalog.h"
 #include "trainer/config/model_factory.h"
+#include "trainer/config/model_table.h"
 #include "trainer/params/parameter_store.h"
 #include "trainer/modes/token_sampler.h"
 
@@ -27,36 +27,31 @@ constexpr int kByteVocab = 256;
 
 bool given(const TrainConfig& c, const char* flag) { return c.given_flags.count(flag) > 0; }
 
-// The checkpoint's shape into c.gpt; each shape flag given must agree
-// (the shape is the checkpoint's: a flag that differs is a mistake).
+// The checkpoint's shape into the model's settings; each shape flag given
+// must agree (the shape is the checkpoint's: a flag that differs is a mistake).
 void bind_to_checkpoint(TrainConfig& c, const std::string& path) {
+  const ModelRow& row = model_row(c.model);
   const TrainState s = read_checkpoint(path);
   validate_checkpoint_contents(s, path);
-  check_checkpoint_model_kind(s, "gpt", path);
-  const std::vector<int64_t>& d = s.model_dims;  // n_layer, n_head, n_embd, block_size, vocab_size, real_vocab
+  check_checkpoint_model_kind(s, row.kind.name, path);
+  const std::vector<int64_t>& d = s.model_dims;
   uint64_t count = 0;
-  const std::string problem = gpt_dims_problem(d, count);
+  const std::string problem = row.kind.dims_problem(d, count);
   if (!problem.empty()) throw CheckpointError(path, problem);
-  const struct {
-    const char* flag;
-    int64_t value, recorded;
-    const char* what;
-  } flags[] = {{"n-layer", c.gpt.n_layer, d[0], "layers"},
-               {"n-head", c.gpt.n_head, d[1], "heads"},
-               {"n-embd", c.gpt.n_embd, d[2], "channels"},
-               {"block-size", c.data.block_size, d[3], "positions"},
-               {"vocab-size", c.data.vocab_size, d[4], "classes"}};
-  for (const auto& f : flags)
-    if (given(c, f.flag) && f.value != f.recorded)
-      throw Error(std::string("--") + f.flag + " " + std::to_string(f.value) + " disagrees with the checkpoint " +
-                  path + " (" + std::to_string(f.recorded) + " " + f.what +
-                  "): the shape comes from the checkpoint, drop the flag");
-  c.gpt.n_layer = static_cast<int>(d[0]);
-  c.gpt.n_head = static_cast<int>(d[1]);
-  c.gpt.n_embd = static_cast<int>(d[2]);
-  c.gpt.block_size = static_cast<int>(d[3]);
-  c.gpt.vocab_size = static_cast<int>(d[4]);
-  c.gpt.real_vocab = static_cast<int>(d[5]);
+  // The shape the flags give: the model's own, and the data flags' window and vocabulary.
+  TrainConfig flags = c;
+  TokenShape from_data_flags = row.token_shape(flags);
+  from_data_flags.context = static_cast<int>(c.data.block_size);
+  from_data_flags.vocab_size = static_cast<int>(c.data.vocab_size);
+  row.set_token_shape(flags, from_data_flags);
+  const std::vector<int64_t> flag_dims = row.dims(flags);
+  for (size_t i = 0; i < row.dim_flags.size(); ++i) {
+    const DimFlag& f = row.dim_flags[i];
+    if (given(c, f.flag.c_str()) && flag_dims[i] != d[i])
+      throw Error("--" + f.flag + " " + std::to_string(flag_dims[i]) + " disagrees with the checkpoint " + path + " (" +
+                  std::to_string(d[i]) + " " + f.what + "): the shape comes from the checkpoint, drop the flag");
+  }
+  row.from_dims(c, d);
   c.resume_path = path;  // load_starting_weights reads this same file
 }
 
@@ -76,23 +71,23 @@ GenerationPlan plan_generation(const TrainConfig& config) {
     plan.source = "checkpoint " + path;
   } else {
     // A byte model, as --data text binds one: --vocab-size pads the 256 bytes or narrows them.
-    c.gpt.block_size = static_cast<int>(c.data.block_size);
-    c.gpt.vocab_size = c.data.vocab_size > 0 ? static_cast<int>(c.data.vocab_size) : kByteVocab;
-    c.gpt.real_vocab = std::min(c.gpt.vocab_size, kByteVocab);
+    const int vocab = c.data.vocab_size > 0 ? static_cast<int>(c.data.vocab_size) : kByteVocab;
+    model_row(c.model).set_token_shape(
+        c, TokenShape{static_cast<int>(c.data.block_size), vocab, std::min(vocab, kByteVocab)});
     plan.source = "weights " + c.init_weights_dir;
   }
   check_byte_sampling(model_token_shape(c), c.prompt, c.top_k, "--generate");
-  plan.weights_fp32 = load_starting_weights(c, gpt_parameters(c.gpt), "--generate");
+  plan.weights_fp32 = load_starting_weights(c, model_parameters(c), "--generate");
   return plan;
 }
 
 void run_generation(const GenerationPlan& plan, Backend& backend, std::FILE* out, std::FILE* status) {
   const TrainConfig& c = plan.config;
   std::fprintf(status,
-               "generate: %lld bytes after a %zu-byte prompt, temperature %g%s, top-k %s, seed %llu; GPT %s from %s\n",
+               "generate: %lld bytes after a %zu-byte prompt, temperature %g%s, top-k %s, seed %llu; %s from %s\n",
                static_cast<long long>(c.generate_bytes), c.prompt.size(), c.temperature,
                c.temperature == 0 ? " (greedy)" : "", c.top_k > 0 ? std::to_string(c.top_k).c_str() : "off",
-               static_cast<unsigned long long>(c.seed), gpt_shape_text(c.gpt).c_str(), plan.source.c_str());
+               static_cast<unsigned long long>(c.seed), model_summary(c).c_str(), plan.source.c_str());
   std::fflush(status);
   std::unique_ptr<Model> model = make_model(c, backend, 1);
   ParameterStore params(backend, model->parameters());

@@ -25,7 +25,7 @@
 namespace ddp {
 
 struct GenerationPlan {
-  TrainConfig config;               // its gpt bound to the weights' shape
+  TrainConfig config;               // its model's settings bound to the weights' shape
   std::vector<float> weights_fp32;  // the flat layout of the model's registry
   std::string source;               // "checkpoint PATH" or "weights PATH", for the status line
 };

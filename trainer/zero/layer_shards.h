@@ -4,9 +4,10 @@
 //
 // Stage 2, gradients: before a layer's backward, each bucket holding one of
 // its tensors gets a staging buffer (the padding between its tensors
-// zeroed: it is summed too, and backward writes only tensors) and the gradient table points the bucket's tensors into it;
-// the reducer reduce-scatters it from there into the rank's range
-// (GradientReducer's staged mode). A staging buffer is reused once the
+// zeroed: it is summed too, and backward writes only tensors) and the
+// gradient table points the bucket's tensors into it; the reducer
+// reduce-scatters it from there into the rank's range (GradientReducer's
+// staged mode). A staging buffer is reused once the
 // collective that read it has completed: when none is free, the step waits
 // for the collectives started so far (Communicator::wait_allreduces) and
 // takes theirs; only then is a new one allocated. So a rank holds, beyond

@@ -1,6 +1,8 @@
 // gpt_spec.cpp: the GPT as the model table describes it.
 #include "trainer/models/gpt/gpt_spec.h"
 
+#include <utility>
+
 #include "kernels/error.h"
 #include "trainer/data/data_source.h"
 #include "trainer/models/gpt/gpt_model.h"
@@ -19,6 +21,30 @@ double flops_per_sample(const GptConfig& g) { return gpt_flops_per_token(g) * g.
 int64_t window_length(const GptConfig& g) { return g.block_size; }
 int64_t vocabulary(const GptConfig& g) { return g.vocab_size; }
 TokenShape gpt_token_shape(const GptConfig& g) { return TokenShape{g.block_size, g.vocab_size, g.real_vocab}; }
+void set_token_shape(GptConfig& g, const TokenShape& t) {
+  g.block_size = t.context;
+  g.vocab_size = t.vocab_size;
+  g.real_vocab = t.real_vocab;
+}
+
+std::string settings_problem(const GptConfig& g) {
+  const std::pair<const char*, int> sizes[] = {
+      {"--n-layer", g.n_layer}, {"--n-head", g.n_head}, {"--n-embd", g.n_embd}};
+  for (const auto& s : sizes)
+    if (s.second <= 0) return std::string(s.first) + " must be positive";
+  if (g.n_embd % g.n_head != 0)
+    return "--n-embd " + std::to_string(g.n_embd) + " does not divide by --n-head " + std::to_string(g.n_head) +
+           " (each head is n_embd / n_head wide)";
+  return "";
+}
+
+// gpt_dims' order: n_layer, n_head, n_embd, block_size, vocab_size, real_vocab.
+void from_dims(GptConfig& g, const std::vector<int64_t>& d) {
+  g.n_layer = static_cast<int>(d[0]);
+  g.n_head = static_cast<int>(d[1]);
+  g.n_embd = static_cast<int>(d[2]);
+  set_token_shape(g, TokenShape{static_cast<int>(d[3]), static_cast<int>(d[4]), static_cast<int>(d[5])});
+}
 
 // The context is the data's window length; the vocabulary the data's
 // (padded for the GEMMs), with the tokenizer's real size beside it.
@@ -40,9 +66,17 @@ ModelSpec<GptConfig> build_spec() {
   ModelSpec<GptConfig> s;
   s.kind = ModelKind{"gpt", gpt_dims_problem, {"gelu-tanh"}};
   s.token_shape = gpt_token_shape;
+  s.set_token_shape = set_token_shape;
   s.flags = {{"n-layer", ""}, {"n-head", ""}, {"n-embd", ""}};
+  s.settings_problem = settings_problem;
   s.parameters = gpt_parameters;
   s.dims = gpt_dims;
+  s.from_dims = from_dims;
+  s.dim_flags = {{"n-layer", "layers"},
+                 {"n-head", "heads"},
+                 {"n-embd", "channels"},
+                 {"block-size", "positions"},
+                 {"vocab-size", "classes"}};
   s.activation_name = activation_name;
   s.summary = summary;
   s.shape_text = shape_text;
