@@ -13,6 +13,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "mpi/mpi_gpt_config.h"
 #include "mpi/mpi_test_support.h"
+#include "support/temp_dir.h"
 #include "support/test_support.h"
 #include "trainer/models/gpt/gpt_config.h"
 #include "trainer/loop/trainer.h"
@@ -27,7 +28,8 @@ using test::failures_anywhere;
 // not divided by N) changes the update by a factor N.
 TEST(GptDataParallel, NRanksMatchOneRankAndStayIdentical) {
   MpiCommunicator comm;
-  const std::string dir = test::make_temp_dir("mpi_gpt");
+  const test::TempDir own("mpi_gpt");
+  const std::string& dir = own.path();
   TrainConfig c = test::tiny_gpt_config(dir);
   c.shuffle = false;
   c.steps = 10;

@@ -19,6 +19,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "mpi/mpi_gpt_config.h"
 #include "mpi/mpi_test_support.h"
+#include "support/temp_dir.h"
 #include "support/test_support.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/config/model_catalog.h"
@@ -34,16 +35,6 @@ uint64_t agreed_seed() {
   uint64_t seed = test::test_seed() % 100000;
   MPI_Bcast(&seed, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
   return seed;
-}
-
-// A directory every rank can read, made by rank 0.
-std::string agreed_dir(const std::string& tag) {
-  char path[512] = {};
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  if (rank == 0) std::snprintf(path, sizeof path, "%s", test::make_temp_dir(tag).c_str());
-  MPI_Bcast(path, sizeof path, MPI_CHAR, 0, MPI_COMM_WORLD);
-  return path;
 }
 
 TrainConfig mlp_config(uint64_t seed) {
@@ -122,7 +113,8 @@ TEST(Zero, EveryStageTracksStageZeroWithTheSameWeightsOnEveryRank) {
                         {"MLP AdamW clipped", false, true},
                         {"GPT SGD", true, false},
                         {"GPT AdamW clipped", true, true}};
-  const std::string dir = test::make_temp_dir("mpi_zero");  // each rank its own text file
+  const test::TempDir own("mpi_zero");  // each rank its own text file
+  const std::string& dir = own.path();
   CpuBackend cpu(1);
   for (const Case& k : cases) {
     const uint64_t seed = agreed_seed();
@@ -223,8 +215,10 @@ int state_differs(const TrainState& a, const TrainState& b) {
 // the data-parallel tolerance elsewhere.
 TEST(Zero, ACheckpointOfAShardedRunResumesAtAnyStageAndWorldSize) {
   MpiCommunicator comm;
-  const std::string dir = agreed_dir("mpi_zero_ckpt");
-  TrainConfig c = case_config({"GPT AdamW", true, true}, test::make_temp_dir("mpi_zero_text"), agreed_seed());
+  const test::SharedTempDir shared("mpi_zero_ckpt");
+  const std::string& dir = shared.path();
+  const test::TempDir text_dir("mpi_zero_text");  // each rank its own text file
+  TrainConfig c = case_config({"GPT AdamW", true, true}, text_dir.path(), agreed_seed());
   c.zero_stage = 3;
   c.steps = 12;
   CpuBackend cpu(1);
@@ -328,7 +322,8 @@ TEST(Zero, RanksWithEmptyRangesTrainAlongAtEveryStage) {
 TEST(Zero, StateBytesPerRankFollowTheFormula) {
   MpiCommunicator comm;
   const int n = comm.world_size();
-  const std::string dir = test::make_temp_dir("mpi_zero_memory");
+  const test::TempDir own("mpi_zero_memory");
+  const std::string& dir = own.path();
   int bad = 0;
   for (const Case& k : {Case{"MLP AdamW", false, true}, Case{"GPT SGD", true, false}}) {
     TrainConfig c = case_config(k, dir, 3);
