@@ -69,10 +69,9 @@ TEST(CliEvalOnly, EvaluatesACheckpointOrWeightsAsTheTrainingRunDid) {
   EXPECT_EQ(listing(dir + "/ck"), before) << "--eval-only wrote into the checkpoint directory";
 
 #if defined(DDP_MPIEXEC)
-  const test::CommandResult two = test::run_command(
-      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1 timeout -k 2 120 " +
-      std::string(DDP_MPIEXEC) + " -n 2 --oversubscribe " + test::trainer_command() + kData +
-      " --eval-only --init-weights " + dir + "/w" + seed + " 2>&1");
+  const test::CommandResult two =
+      test::run_command("timeout -k 2 120 " + test::mpiexec_prefix(2) + test::trainer_command() + kData +
+                        " --eval-only --init-weights " + dir + "/w" + seed + " 2>&1");
   ASSERT_EQ(two.exit_code, 0) << two.output;
   EXPECT_EQ(last_test_loss(two.output), trained) << two.output;  // shards summed: the same 4 digits
 #endif

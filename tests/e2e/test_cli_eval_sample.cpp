@@ -82,8 +82,7 @@ TEST_F(CliEvalSample, TwoRanksEvaluateAtTheSameStepsAndRankZeroAloneSamples) {
   // A rank that skipped an evaluation (a collective) or waited on a
   // sampling rank 0 would hang: the watchdog and timeout end that as a failure.
   const test::CommandResult r = test::run_command(
-      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1 timeout -k 2 90 " +
-      std::string(DDP_MPIEXEC) + " -n 2 --oversubscribe " + test::trainer_command() + " " + gpt +
+      "timeout -k 2 90 " + test::mpiexec_prefix(2) + test::trainer_command() + " " + gpt +
       " --steps 7 --eval-every 3 --sample-every 3 --sample-length 10 --log-every 100 --collective-timeout 60" +
       " --metrics " + dir + "/m.jsonl 2>&1");
   ASSERT_EQ(r.exit_code, 0) << r.output;

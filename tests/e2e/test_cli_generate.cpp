@@ -71,10 +71,9 @@ TEST_F(CliGenerate, GreedyContinuesTheLearnedPatternFromACheckpointAndFromWeight
   EXPECT_EQ(mid.output, "bcabcabcabcabcabcabcabcabcabcabcabcabcab");
 #if defined(DDP_MPIEXEC)
   // Under mpirun rank 0 alone generates: the same bytes, once, and the other rank ends cleanly.
-  const test::CommandResult two = test::run_command(
-      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1 timeout -k 2 60 " +
-      std::string(DDP_MPIEXEC) + " -n 2 --oversubscribe " + test::trainer_command() + from_checkpoint() +
-      " --generate 20 --prompt abc --temperature 0 2>/dev/null");
+  const test::CommandResult two =
+      test::run_command("timeout -k 2 60 " + test::mpiexec_prefix(2) + test::trainer_command() + from_checkpoint() +
+                        " --generate 20 --prompt abc --temperature 0 2>/dev/null");
   ASSERT_EQ(two.exit_code, 0);
   EXPECT_EQ(two.output, ck.output);
 #endif

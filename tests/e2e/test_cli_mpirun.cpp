@@ -23,9 +23,7 @@ namespace fs = std::filesystem;
 
 #if defined(DDP_MPIEXEC)
 test::CommandResult mpirun_trainer(int ranks, const std::string& args) {
-  return test::run_command("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1 " +
-                           std::string(DDP_MPIEXEC) + " -n " + std::to_string(ranks) + " --oversubscribe " +
-                           test::trainer_command() + " " + args + " 2>&1");
+  return test::run_command(test::mpiexec_prefix(ranks) + test::trainer_command() + " " + args + " 2>&1");
 }
 
 std::string summary_record(const std::string& metrics_path) {
@@ -119,8 +117,7 @@ TEST(CliBench, TwoRanksReportAllReduceTime) {
   GTEST_SKIP() << "built without MPI";
 #else
   const std::string line = only_stdout_line(
-      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1 " + std::string(DDP_MPIEXEC) +
-      " -n 2 --oversubscribe " + DDP_TRAIN_BINARY +
+      test::mpiexec_prefix(2) + DDP_TRAIN_BINARY +
       " --device cpu --threads 1 --bench --layers 20,300,5 --global-batch 32 --bench-warmup 2 --bench-steps 5");
   EXPECT_EQ(json_value(line, "world_size"), 2.0) << line;
   EXPECT_EQ(json_value(line, "batch_per_rank"), 16.0) << line;

@@ -105,11 +105,10 @@ TEST(CliPredict, OutputsMatchADoublePrecisionForwardOfTheSavedWeights) {
   }
 #if defined(DDP_MPIEXEC)
   // 51 rows over 2 ranks (25 + 26): gathered in order, the same bytes.
-  const test::CommandResult two = test::run_command(
-      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1 timeout -k 2 120 " +
-      std::string(DDP_MPIEXEC) + " -n 2 --oversubscribe " + test::trainer_command() + " --layers " +
-      std::to_string(kIn) + "," + std::to_string(kHidden) + "," + std::to_string(kClasses) + w +
-      " --predict-output logits --predictions " + f.dir + "/logits2.npy 2>&1");
+  const test::CommandResult two =
+      test::run_command("timeout -k 2 120 " + test::mpiexec_prefix(2) + test::trainer_command() + " --layers " +
+                        std::to_string(kIn) + "," + std::to_string(kHidden) + "," + std::to_string(kClasses) + w +
+                        " --predict-output logits --predictions " + f.dir + "/logits2.npy 2>&1");
   ASSERT_EQ(two.exit_code, 0) << two.output;
   EXPECT_EQ(test::read_text(f.dir + "/logits2.npy"), test::read_text(f.dir + "/logits.npy"));
 #endif

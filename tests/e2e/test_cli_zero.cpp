@@ -24,10 +24,7 @@ namespace fs = std::filesystem;
 
 test::CommandResult trainer_on(int ranks, const std::string& args) {
 #if defined(DDP_MPIEXEC)
-  const std::string launcher =
-      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
-      "OPENBLAS_NUM_THREADS=1 " +
-      std::string(DDP_MPIEXEC) + " -n " + std::to_string(ranks) + " --oversubscribe ";
+  const std::string launcher = test::mpiexec_prefix(ranks);
 #else
   const std::string launcher;
 #endif
@@ -101,14 +98,11 @@ TEST(CliZero, BenchReportsStateMemoryAndBytesSent) {
 #else
   double state[4] = {0, 0, 0, 0};
   for (int stage : {0, 1, 2, 3}) {
-    const auto r = test::run_command(
-        "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
-        "OPENBLAS_NUM_THREADS=1 " +
-        std::string(DDP_MPIEXEC) + " -n 2 --oversubscribe " + DDP_TRAIN_BINARY +
-        " --device cpu --threads 1 --bench --layers 64,96,10 " +
-        "--batch-size 8 --optimizer adamw --bench-warmup 1 --bench-steps 3 "
-        "--zero " +
-        std::to_string(stage) + " 2>/dev/null");
+    const auto r = test::run_command(test::mpiexec_prefix(2) + DDP_TRAIN_BINARY +
+                                     " --device cpu --threads 1 --bench --layers 64,96,10 " +
+                                     "--batch-size 8 --optimizer adamw --bench-warmup 1 --bench-steps 3 "
+                                     "--zero " +
+                                     std::to_string(stage) + " 2>/dev/null");
     ASSERT_EQ(r.exit_code, 0) << r.output;
     EXPECT_EQ(json_value(r.output, "zero_stage"), stage) << r.output;
     state[stage] = json_value(r.output, "state_bytes_per_rank");

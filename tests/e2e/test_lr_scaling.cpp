@@ -51,9 +51,7 @@ std::vector<double> step_rates(const std::string& metrics) {
 test::CommandResult run_on(int ranks, const std::string& args) {
   std::string launcher;
 #if defined(DDP_MPIEXEC)
-  if (ranks > 1)
-    launcher = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1 " +
-               std::string(DDP_MPIEXEC) + " -n " + std::to_string(ranks) + " --oversubscribe ";
+  if (ranks > 1) launcher = test::mpiexec_prefix(ranks);
 #else
   if (ranks > 1) return {77, "no MPI"};
 #endif
