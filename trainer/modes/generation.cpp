@@ -31,6 +31,7 @@ bool given(const TrainConfig& c, const char* flag) { return c.given_flags.count(
 // must agree (the shape is the checkpoint's: a flag that differs is a mistake).
 void bind_to_checkpoint(TrainConfig& c, const std::string& path) {
   const ModelRow& row = model_row(c.model);
+  DDP_REQUIRE(row.token_shape && row.from_dims, "--generate: the model's row has no token shape or from_dims");
   const TrainState s = read_checkpoint(path);
   validate_checkpoint_contents(s, path);
   check_checkpoint_model_kind(s, row.kind.name, path);

@@ -134,7 +134,9 @@ inline void expect_same_state(const TrainState& want, const TrainState& got) {
   EXPECT_TRUE(want.tensors == got.tensors || (want.tensors.empty() && got.format_version == 1));
   EXPECT_EQ(want.optimizer, got.optimizer);
   EXPECT_EQ(want.optimizer_steps, got.optimizer_steps);
-  if (got.format_version != 1) EXPECT_EQ(want.optimizer_settings, got.optimizer_settings);
+  if (got.format_version != 1) {  // gtest's macros are if/else statements: braced
+    EXPECT_EQ(want.optimizer_settings, got.optimizer_settings);
+  }
   ASSERT_EQ(want.second_moment_fp32.size(), got.second_moment_fp32.size());
   for (size_t i = 0; i < want.second_moment_fp32.size(); ++i) {
     ASSERT_TRUE(same_bits(want.second_moment_fp32[i], got.second_moment_fp32[i])) << "exp_avg_sq " << i;

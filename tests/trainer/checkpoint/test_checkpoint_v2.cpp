@@ -181,7 +181,9 @@ TEST_F(CheckpointV2, EveryFlippedByteIsRefused) {
     ASSERT_EQ(text.rfind("checkpoint c.safetensors: ", 0), 0u)
         << "position " << position << " (of " << good.size() << ", tensors from " << buffer_start << "), byte "
         << int(good[position]) << " -> " << int(bytes[position]) << ": " << text;
-    if (position >= buffer_start) ASSERT_TRUE(contains(text, "checksum mismatch")) << position << ": " << text;
+    if (position >= buffer_start) {
+      ASSERT_TRUE(contains(text, "checksum mismatch")) << position << ": " << text;
+    }
   }
 }
 

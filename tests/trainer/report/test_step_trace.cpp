@@ -103,7 +103,9 @@ TEST(StepTracer, TracesItsWindowOnlyAndNestsTheSpans) {
   }
   EXPECT_EQ(counted, 2 * 8);
   for (const auto& e : doc["traceEvents"])
-    if (e["ph"] == "X") EXPECT_TRUE(e["args"]["step"] == 2 || e["args"]["step"] == 3) << e.dump();
+    if (e["ph"] == "X") {
+      EXPECT_TRUE(e["args"]["step"] == 2 || e["args"]["step"] == 3) << e.dump();
+    }
 }
 
 TEST(StepTracer, ARunEndingInsideTheWindowStillWritesAtFinish) {
