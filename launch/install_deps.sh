@@ -36,3 +36,6 @@ pypi_install() {  # module to import, package to install
 pypi_install safetensors.numpy safetensors
 pypi_install tensorboard.summary tensorboard
 pypi_install optuna optuna
+# ddp_tokenize's test and benchmark compare with tiktoken (PyPI; Debian has none),
+# given the local ranks file, so it downloads nothing itself.
+pypi_install tiktoken tiktoken
