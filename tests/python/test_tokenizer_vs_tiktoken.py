@@ -15,7 +15,9 @@ Each input file is one document: ours must equal [50256] + enc.encode_ordinary(t
 (d) ill-formed UTF-8: ours must equal tiktoken's ids of bytes.decode("utf-8", "replace");
 (e) decoding: tiktoken's decode_bytes of our ids gives back each valid file's bytes;
 (f) an empty input and a ranks file that is not r50k_base are refused in one line, exit 1,
-    no output written.
+    no output written;
+(g) an existing output is refused without --overwrite, kept with it unless it is an llm.c
+    shard, and an input is never the output.
 Exits 77 (ctest's SKIP_RETURN_CODE), saying why, when tiktoken or the ranks file is missing.
 """
 import os
@@ -133,11 +135,12 @@ def main():
         ref = expected_ids(enc, cases)
         compare(f"(c) {len(cases)} edge cases", ours, ref)
         if ours != ref:  # name the first case that differs
-            for t in cases:
-                mine = run_ours(tool, ranks, [write("one.txt", t)], os.path.join(tmp, "one.bin"))
-                got = read_shard(os.path.join(tmp, "one.bin"))
+            for i, t in enumerate(cases):
+                run_ours(tool, ranks, [write(f"one{i}.txt", t)], os.path.join(tmp, f"one{i}.bin"))
+                got = read_shard(os.path.join(tmp, f"one{i}.bin"))
                 if got != expected_ids(enc, [t]):
-                    print(f"     first differing case {t[:40]!r}: ours {got[:12]}, tiktoken {expected_ids(enc, [t])[:12]}")
+                    print(f"     first differing case {t[:40]!r}: ours {got[:12]}, "
+                          f"tiktoken {expected_ids(enc, [t])[:12]}")
                     break
 
         # (d) ill-formed UTF-8.
@@ -160,6 +163,23 @@ def main():
         r = run_ours(tool, other, [write("x.txt", "x")], out, expect_ok=False)
         check(r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1 and "r50k_base" in r.stderr
               and not os.path.exists(out), f"(f) another ranks table is refused in one line: {r.stderr.strip()}")
+        # (g) the output rule: an existing output only with --overwrite, and only an llm.c shard.
+        shard = os.path.join(tmp, "ascii.bin")
+        r = run_ours(tool, ranks, [write("y.txt", "y")], shard, expect_ok=False)
+        check(r.returncode == 1 and "--overwrite" in r.stderr, f"(g) an existing output is refused: {r.stderr.strip()}")
+        notes = write("notes.txt", "my notes")
+        r = subprocess.run([tool, "--tokenizer", "gpt2", "--ranks", ranks, write("z.txt", "z"), "-o", notes,
+                            "--overwrite"], capture_output=True, text=True)
+        check(r.returncode == 1 and open(notes).read() == "my notes",
+              f"(g) --overwrite keeps a file that is not a shard: {r.stderr.strip()}")
+        r = subprocess.run([tool, "--tokenizer", "gpt2", "--ranks", ranks, notes, "-o", notes, "--overwrite"],
+                           capture_output=True, text=True)
+        check(r.returncode == 1 and "is one of the inputs" in r.stderr, f"(g) an input is never the output: "
+              f"{r.stderr.strip()}")
+        r = subprocess.run([tool, "--tokenizer", "gpt2", "--ranks", ranks, write("y.txt", "y"), "-o", shard,
+                            "--overwrite"], capture_output=True, text=True)
+        check(r.returncode == 0 and read_shard(shard) == expected_ids(enc, ["y"]),
+              "(g) --overwrite replaces an earlier shard")
     print(f"{time.time() - t0:.1f} s")
     if FAILURES:
         print(f"{len(FAILURES)} FAILED (seed {seed})")
