@@ -54,13 +54,14 @@ TokenizeOptions parse_options(int argc, char** argv) {
   TokenizeOptions o;
   const unsigned cores = std::thread::hardware_concurrency();
   o.threads = cores > 0 ? static_cast<int>(cores) : 1;
-  po::options_description visible(
+  const std::string usage =
       "ddp_tokenize: text files to GPT-2 tokens in one llm.c .bin shard (for ddp_train --data text)\n\n"
       "Usage: ddp_tokenize --tokenizer gpt2 --ranks data/gpt2.tiktoken in.txt... -o out.bin\n\n"
       "Each input file is one document: <|endoftext|> (50256) comes before each, as llm.c's data\n"
       "scripts write them; <|endoftext|> written in a text is tokenized as ordinary text (tiktoken's\n"
       "encode_ordinary). Invalid UTF-8 becomes U+FFFD first, as Python's bytes.decode(\"utf-8\",\n"
-      "\"replace\") makes it (said on stderr). The ids are the same at any --threads.\n");
+      "\"replace\") makes it (said on stderr). The ids are the same at any --threads.\n\n";
+  po::options_description visible("Options");
   // clang-format off
   visible.add_options()
       ("help,h", "print this help and exit")
@@ -83,7 +84,7 @@ TokenizeOptions parse_options(int argc, char** argv) {
   po::variables_map vm;
   po::store(po::command_line_parser(argc, argv).options(all).positional(positional).run(), vm);
   std::ostringstream help;
-  help << visible;
+  help << usage << visible;
   o.help_text = help.str();
   o.show_help = vm.count("help") > 0;
   if (o.show_help) return o;

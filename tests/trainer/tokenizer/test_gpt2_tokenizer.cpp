@@ -138,7 +138,8 @@ TEST(Gpt2Tokenizer, RefusesATableThatIsNotR50kBase) {
   };
   // Two merges' ranks swapped: well-formed, but another tokenizer.
   std::string swapped = real;
-  const size_t a = swapped.find(" 50254\n"), b = swapped.find(" 50255\n");
+  const size_t a = swapped.find(" 50254\n");
+  const size_t b = swapped.find(" 50255\n");
   swapped.replace(b, 7, " 50254\n");
   swapped.replace(a, 7, " 50255\n");
   for (const auto& [name, bytes, expect] : std::vector<std::tuple<std::string, std::string, std::string>>{
