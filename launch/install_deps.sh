@@ -11,6 +11,8 @@ set -euo pipefail
 # launch/install_test_deps.sh's, so training needs no cluster services.
 packages=(build-essential cmake pkg-config libopenmpi-dev openmpi-bin libboost-program-options-dev
           libgtest-dev libgmock-dev libopenblas-dev zlib1g-dev nlohmann-json3-dev dataset-fashion-mnist
+          # GPT-2's tokenizer (ddp_tokenize): PCRE2 for its pattern, libcrypto for a ranks table's sha256.
+          libpcre2-dev libssl-dev
           python3 python3-numpy python3-pip
           # Plots (launch/scaling_sweep.py, plot_sweep.py) with Debian's /usr/bin/python3.
           python3-matplotlib)
@@ -34,3 +36,6 @@ pypi_install() {  # module to import, package to install
 pypi_install safetensors.numpy safetensors
 pypi_install tensorboard.summary tensorboard
 pypi_install optuna optuna
+# ddp_tokenize's test and benchmark compare with tiktoken (PyPI; Debian has none),
+# given the local ranks file, so it downloads nothing itself.
+pypi_install tiktoken tiktoken

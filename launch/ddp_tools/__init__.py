@@ -14,6 +14,7 @@
              compare_torch(_models, _table), torch_thread_configs,
              torch_load_weights, gpt_equivalence
   checks     bitwise_outputs: two runs' outputs compared (bitwise_compare.sh)
+  tokenizer  ddp_tokenize beside tiktoken: tiktoken_gpt2, tokenizer_texts, bench_tokenizer
 
 No install needed: with launch/ on the path (PYTHONPATH=launch, or the
 current directory launch/), `python3 -m ddp_tools.<family>.<tool>` runs a
