@@ -9,7 +9,7 @@
 //   launch/bench/bench_report.h --bench: the timed steps' JSON line
 //   trainer/data/data_source.h  --data -> train and test sets
 //   trainer/config/model_catalog.h  the configured model's widths and FLOPs (--bench's data and line)
-//   trainer/modes/generation.h  --generate: bytes sampled from a GPT's checkpoint or weights, no Trainer
+//   trainer/modes/generation.h  --generate: text sampled from a GPT's checkpoint or weights, no Trainer
 //   trainer/modes/inference.h   --predict: batched inference of saved weights, no Trainer
 //   trainer/loop/trainer.h      the training loop (model, loss scaling, SGD, eval, checkpoints)
 //   trainer/loop/stop_signal.h  SIGINT/SIGTERM: exit at once in start-up, else stop at a step
@@ -171,7 +171,7 @@ int main(int argc, char** argv) {
     // checkpoint) runs before any output file is opened.
     ddp::check_config_for_world(opts.config, env->world_size());
     if (!opts.config.predict_path.empty()) return predict(opts.config, *env);
-    if (opts.config.generate_bytes != 0) return generate(opts.config, *env);
+    if (opts.config.generate_tokens != 0) return generate(opts.config, *env);
     if (opts.bench.enabled) prepare_bench_config(opts.config, opts.bench);
     ddp::TrainTestData data = opts.bench.enabled ? bench_data(opts.config, env->world_size())
                                                  : ddp::load_train_test(opts.config.data, opts.config.seed);

@@ -24,10 +24,11 @@ po::options_description output_flags(TrainConfig& c, FlagText& t) {
       ("eval-every", po::value(&c.eval_every)->default_value(0),
        "also evaluate the test (validation) split every N optimizer steps (0: at epoch ends and at the end only)")
       ("sample-every", po::value(&c.sample_every)->default_value(0),
-       "--model gpt on bytes: every N optimizer steps rank 0 prints a sample from the current weights, after "
-       "--prompt (default a newline), temperature 0.8 and top-k 40 unless given, seed --seed + step (0: off)")
+       "--model gpt: every N optimizer steps rank 0 prints a sample from the current weights, after --prompt "
+       "(default a newline for bytes, <|endoftext|> for gpt2), temperature 0.8 and top-k 40 unless given, seed "
+       "--seed + step (0: off)")
       ("sample-length", po::value(&c.sample_length)->default_value(c.sample_length),
-       "--sample-every: bytes per sample")
+       "--sample-every: tokens per sample (bytes for a byte model)")
       ("checkpoint-dir", po::value(&c.checkpoint_dir), "directory for checkpoints")
       ("checkpoint-every", po::value(&c.checkpoint_every)->default_value(0), "steps between checkpoints (0: at the end only)")
       ("keep-checkpoints", po::value(&c.keep_checkpoints)->default_value(0), "keep the K newest (0: all)")
@@ -42,15 +43,21 @@ po::options_description output_flags(TrainConfig& c, FlagText& t) {
       ("predictions", po::value(&c.predictions_path), "where --predict writes its outputs (.npy, gathered on rank 0)")
       ("predict-output", po::value(&c.predict_output),
        "logits | probs | class (default: class for --loss xent, logits for mse)")
-      ("generate", po::value(&c.generate_bytes),
-       "--model gpt: print N bytes sampled after --prompt from the --resume checkpoint (its shape) or the "
-       "--init-weights (the shape flags'), to stdout alone; trains nothing")
-      ("prompt", po::value(&c.prompt), "--generate, --sample-every: the text to continue (1 to --block-size bytes)")
+      ("generate", po::value(&c.generate_tokens),
+       "--model gpt: print N tokens sampled after --prompt from the --resume checkpoint (its shape and tokenizer) "
+       "or the --init-weights (the shape flags'), decoded to stdout alone; trains nothing")
+      ("prompt", po::value(&c.prompt),
+       "--generate, --sample-every: the text to continue (1 to --block-size tokens of the model's tokenizer)")
+      ("tokenizer", po::value(&c.tokenizer),
+       "bytes | gpt2: the model's tokenizer where its data or weights do not say (a raw-u16 file with "
+       "--vocab-size, weights that record none); must agree where they do")
+      ("gpt2-ranks", po::value(&c.gpt2_ranks_path)->default_value(c.gpt2_ranks_path),
+       "GPT-2's r50k_base ranks file, to encode and decode a gpt2 model's tokens (launch/fetch_gpt2_ranks.sh DIR)")
       ("temperature", po::value(&c.temperature)->default_value(c.temperature),
        "--generate, --sample-every: divide the logits by T before the softmax (0: greedy argmax; "
        "--sample-every's default is 0.8)")
       ("top-k", po::value(&c.top_k)->default_value(c.top_k),
-       "--generate, --sample-every: sample among the K likeliest bytes (0: all; --sample-every's default is 40)")
+       "--generate, --sample-every: sample among the K likeliest tokens (0: all; --sample-every's default is 40)")
       ("eval-only", po::bool_switch(&c.eval_only),
        "evaluate the --resume checkpoint or the --init-weights on the test set (sharded over the ranks), train nothing");
   // clang-format on

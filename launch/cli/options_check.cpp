@@ -94,8 +94,9 @@ constexpr Needs kNeeds[] = {
     {"prompt", "--generate or --sample-every", generating_or_sampling, false},
     {"temperature", "--generate or --sample-every", generating_or_sampling, false},
     {"top-k", "--generate or --sample-every", generating_or_sampling, false},
-    {"sample-every", "--model gpt (a byte-level language model)", next_token_or_not_sampling, false},
+    {"sample-every", "--model gpt (a language model)", next_token_or_not_sampling, false},
     {"sample-length", "--sample-every", sampling},
+    {"tokenizer", "--data text or --generate (a language model's tokens)", token_data},
     // --predict reads feature rows; a GPT continues text instead.
     {"predict", "--model mlp (a GPT's inference is --generate)", feature_model, false},
 };
@@ -130,9 +131,9 @@ void check_sampling_values(const TrainConfig& c) {
 
 // --generate: a GPT's weights and a prompt; nothing of training means anything.
 void check_generate_flags(const TrainConfig& c, const BenchOptions& bench) {
-  if (!model_reads_tokens(c)) throw Error("--generate needs --model gpt (a byte-level language model)");
-  if (c.generate_bytes < 1 || c.generate_bytes > (int64_t{1} << 30))
-    throw Error("--generate must be at least 1 and at most 2^30 bytes (it is " + std::to_string(c.generate_bytes) +
+  if (!model_reads_tokens(c)) throw Error("--generate needs --model gpt (a language model)");
+  if (c.generate_tokens < 1 || c.generate_tokens > (int64_t{1} << 30))
+    throw Error("--generate must be at least 1 and at most 2^30 tokens (it is " + std::to_string(c.generate_tokens) +
                 ")");
   if (!given(c, "prompt")) throw Error("--generate needs --prompt (the text the model continues)");
   check_sampling_values(c);
@@ -160,6 +161,7 @@ void check_flags_as_a_whole(TrainConfig& c, const BenchOptions& bench) {
       {"checkpoint-dir", &c.checkpoint_dir},
       {"save-weights", &c.save_weights_dir},
       {"init-weights", &c.init_weights_dir},
+      {"gpt2-ranks", &c.gpt2_ranks_path},
       {"config", &c.config_path},
       {"data-dir", &d.data_dir},
       {"train-images", &d.train_images},

@@ -108,11 +108,11 @@ TEST_F(CliEvalSample, BadUsesAreRefusedInOneLine) {
   expect_refused(text + " --sample-every -2", {"--sample-every must be >= 0"});
   expect_refused("--data synthetic --steps 2 --sample-every 5" + m, {"--sample-every needs --model gpt"});
   expect_refused("--data text --token-format raw-u16 --train-text " + dir + "/tokens.u16" + kShape +
-                     " --steps 2 --sample-every 5" + m,
-                 {"--sample-every prints bytes", "vocabulary is 50257"});
+                     " --vocab-size 50304 --steps 2 --sample-every 5" + m,
+                 {"--sample-every: the data records no tokenizer", "50304 classes", "give --tokenizer gpt2"});
   expect_refused(text + " --sample-every 5 --sample-length 0", {"--sample-length"});
   expect_refused("--data synthetic --steps 2 --sample-length 10" + m, {"--sample-length needs --sample-every"});
-  expect_refused(text + " --sample-every 5 --prompt abcabcabcabcabcab", {"--prompt is 17 bytes"});
+  expect_refused(text + " --sample-every 5 --prompt abcabcabcabcabcab", {"--prompt is 17 tokens"});
   expect_refused(text + " --sample-every 5 --prompt ''", {"--prompt is empty"});
   expect_refused(text + " --sample-every 5 --top-k 300", {"--top-k 300"});
   expect_refused(text + " --sample-every 5 --temperature -1", {"--temperature"});

@@ -118,8 +118,11 @@ TEST_F(CliGenerate, BadInputIsRefusedInOneLineWithNothingOnStdout) {
       {ck + " --generate 5", "--generate needs --prompt"},
       {ck + " --generate 5 --prompt ''", "--prompt is empty"},
       {ck + " --generate 0 --prompt abc", "--generate must be"},
-      {ck + " --generate 5 --prompt abcabcabcabcabcab", "17 bytes"},  // the context is 16
-      {" --model gpt --resume --checkpoint-dir " + *dir_ + "/ck100 --generate 5 --prompt abz", "byte 122"},
+      {ck + " --generate 5 --prompt abcabcabcabcabcab", "17 tokens"},  // the context is 16
+      {" --model gpt --resume --checkpoint-dir " + *dir_ + "/ck100 --generate 5 --prompt abz", "token 122"},
+      // The checkpoint records its data's tokenizer, bytes.
+      {ck + " --generate 5 --prompt abc --tokenizer gpt2", "--tokenizer gpt2 disagrees with the checkpoint"},
+      {ck + " --generate 5 --prompt abc --tokenizer words", "tokenizer 'words' is not one of bytes, gpt2"},
       {ck + " --generate 5 --prompt abc --top-k 300", "--top-k 300"},
       {ck + " --generate 5 --prompt abc --top-k -1", "--top-k"},
       {ck + " --generate 5 --prompt abc --temperature -0.5", "--temperature"},

@@ -12,6 +12,7 @@
 
 #include "trainer/io/safetensors.h"
 #include "trainer/io/data_error.h"
+#include "trainer/tokenizer/tokenizer_kind.h"
 
 namespace ddp {
 namespace {
@@ -25,6 +26,7 @@ const char* const kKeys[] = {"format",
                              "ddp_train.checkpoint",
                              "model",
                              "model_dims",
+                             "tokenizer",
                              "activation",
                              "loss",
                              "optimizer",
@@ -183,6 +185,12 @@ TrainState decode_metadata(const std::map<std::string, std::string>& metadata, c
   s.model_kind = r.text("model");
   s.model_dims = r.dims("model_dims");
   s.activation = r.text("activation");
+  // Optional: written only where the run knew its tokenizer.
+  if (metadata.count("tokenizer") > 0) {
+    s.tokenizer = r.text("tokenizer");
+    if (tokenizer_vocab_size(s.tokenizer) == 0)
+      r.fail("tokenizer is " + quote_excerpt(s.tokenizer) + " (not bytes or gpt2)");
+  }
   s.loss = r.text("loss");
   s.optimizer = r.text("optimizer");
   if (s.optimizer != "sgd" && s.optimizer != "adamw")
@@ -280,7 +288,7 @@ std::vector<uint8_t> serialize_checkpoint_v2(const TrainState& s) {
   auto printable = [](const std::string& t) {
     return std::all_of(t.begin(), t.end(), [](char c) { return c >= 0x20 && c < 0x7f; });
   };
-  for (const std::string* text : {&s.model_kind, &s.activation, &s.loss, &s.optimizer})
+  for (const std::string* text : {&s.model_kind, &s.activation, &s.loss, &s.optimizer, &s.tokenizer})
     if (!printable(*text)) throw Error("checkpoint: a name field holds bytes other than printable ASCII");
   std::vector<SafetensorsTensorOut> out;
   for (const Role& role : roles_of(s.optimizer)) {
@@ -301,6 +309,7 @@ std::vector<uint8_t> serialize_checkpoint_v2(const TrainState& s) {
   m["model"] = s.model_kind;
   m["model_dims"] = dims_csv(s.model_dims);
   m["activation"] = s.activation;
+  if (!s.tokenizer.empty()) m["tokenizer"] = s.tokenizer;
   m["loss"] = s.loss;
   m["optimizer"] = s.optimizer;
   for (const auto& [key, value] : s.optimizer_settings) m[kSettingPrefix + key] = value;

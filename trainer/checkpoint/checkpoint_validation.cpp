@@ -276,6 +276,12 @@ void check_checkpoint_model_kind(const TrainState& ckpt, const std::string& mode
         name, "model mismatch: the checkpoint holds a " + ckpt.model_kind + ", this run trains a " + model_kind);
 }
 
+void check_checkpoint_tokenizer(const TrainState& ckpt, const std::string& tokenizer, const std::string& name) {
+  if (ckpt.tokenizer.empty() || tokenizer.empty() || ckpt.tokenizer == tokenizer) return;
+  throw CheckpointError(name, "tokenizer mismatch: the checkpoint's model reads " + ckpt.tokenizer +
+                                  " tokens, this run's data " + tokenizer + " tokens");
+}
+
 void check_checkpoint_tensors(const TrainState& ckpt, const ParameterRegistry& registry, const std::string& name) {
   auto fail = [&](const std::string& problem) { throw CheckpointError(name, "model mismatch: " + problem); };
   if (ckpt.tensors.empty()) return;  // version 1: the layout is the MLP's, checked by its dims

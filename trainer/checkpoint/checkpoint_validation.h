@@ -37,6 +37,10 @@ void check_checkpoint_compatible(const TrainState& ckpt, const std::vector<int64
 // The model kind ("mlp") against this run's: checked first, since the
 // dims of one kind mean nothing to another.
 void check_checkpoint_model_kind(const TrainState& ckpt, const std::string& model_kind, const std::string& name);
+// A language model's tokenizer against this run's (its data's): a model
+// trained on bytes cannot go on with GPT-2's ids of the same count. Either
+// side "" (not known) is not a mismatch.
+void check_checkpoint_tokenizer(const TrainState& ckpt, const std::string& tokenizer, const std::string& name);
 // Version 2 names its tensors: each name and shape, in order, against this
 // run's registry; CheckpointError naming the first tensor that differs.
 void check_checkpoint_tensors(const TrainState& ckpt, const ParameterRegistry& registry, const std::string& name);

@@ -36,6 +36,9 @@ struct TrainState {
   std::string loss;
 
   std::string model_kind = "mlp";
+  // A language model's tokenizer (tokenizer/tokenizer_kind.h: "bytes",
+  // "gpt2"); "" where the run knew none, or the file predates the record.
+  std::string tokenizer;
   // The parameter tensors in the order they are packed below (registry
   // order). Version 1 did not name them (empty: the MLP's layout).
   std::vector<StateTensor> tensors;

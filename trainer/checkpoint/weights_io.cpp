@@ -4,11 +4,13 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
 
 #include "kernels/error.h"
 #include "trainer/io/safetensors.h"
 #include "trainer/io/data_error.h"
 #include "trainer/io/npy_io.h"
+#include "trainer/tokenizer/tokenizer_kind.h"
 
 namespace ddp {
 namespace {
@@ -64,9 +66,10 @@ bool is_safetensors_path(const std::string& path) {
   return path.size() > kSuffix.size() && path.compare(path.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0;
 }
 
-void save_weights(const std::string& path, const ParameterRegistry& registry, const std::vector<float>& flat) {
+void save_weights(const std::string& path, const ParameterRegistry& registry, const std::vector<float>& flat,
+                  const std::string& tokenizer) {
   if (is_safetensors_path(path))
-    save_weights_safetensors(path, registry, flat);
+    save_weights_safetensors(path, registry, flat, tokenizer);
   else
     save_weights_npy(path, registry, flat);
 }
@@ -76,7 +79,7 @@ std::vector<float> load_weights(const std::string& path, const ParameterRegistry
 }
 
 void save_weights_safetensors(const std::string& path, const ParameterRegistry& registry,
-                              const std::vector<float>& flat) {
+                              const std::vector<float>& flat, const std::string& tokenizer) {
   DDP_REQUIRE(flat.size() == registry.flat_count(), "save_weights_safetensors: not a flat buffer of this model");
   static_assert(sizeof(float) == 4 && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "little-endian FP32 host");
   // The file holds little-endian FP32; every host this builds on is
@@ -85,7 +88,27 @@ void save_weights_safetensors(const std::string& path, const ParameterRegistry& 
   for (const ParameterTensor& t : registry.tensors())
     tensors.push_back({t.name, SafetensorsDtype::F32, t.shape, reinterpret_cast<const uint8_t*>(flat.data() + t.offset),
                        t.count * sizeof(float)});
-  write_safetensors(path, tensors, {{"format", "pt"}}, "--save-weights");
+  std::map<std::string, std::string> metadata = {{"format", "pt"}};
+  if (!tokenizer.empty()) metadata["tokenizer"] = tokenizer;
+  write_safetensors(path, tensors, metadata, "--save-weights");
+}
+
+std::string weights_tokenizer(const std::string& path) {
+  if (!is_safetensors_path(path)) return "";
+  // The whole file is read (and checked) for its header: the weights' load reads it again.
+  const std::map<std::string, std::string> metadata = read_safetensors(path).metadata;
+  const auto it = metadata.find("tokenizer");
+  if (it == metadata.end()) return "";
+  if (tokenizer_vocab_size(it->second) == 0)
+    throw DataError(path, "metadata tokenizer '" + shown_name(it->second) + "' is not bytes or gpt2");
+  return it->second;
+}
+
+void check_weights_tokenizer(const std::string& path, const std::string& tokenizer) {
+  const std::string recorded = weights_tokenizer(path);
+  if (recorded.empty() || tokenizer.empty() || recorded == tokenizer) return;
+  throw DataError(
+      path, "the weights are of a model of " + recorded + " tokens, and this run's data is " + tokenizer + " tokens");
 }
 
 std::vector<float> load_weights_safetensors(const std::string& path, const ParameterRegistry& registry) {

@@ -21,14 +21,25 @@ namespace ddp {
 // Whether `path` names the safetensors form: it ends in ".safetensors".
 bool is_safetensors_path(const std::string& path);
 
-// Either form, by the path. flat: the registry's flat layout.
-void save_weights(const std::string& path, const ParameterRegistry& registry, const std::vector<float>& flat);
+// Either form, by the path. flat: the registry's flat layout. `tokenizer`
+// (tokenizer/tokenizer_kind.h; "" none) goes into a safetensors file's
+// metadata, so --generate decodes with it; a .npy directory has no place for it.
+void save_weights(const std::string& path, const ParameterRegistry& registry, const std::vector<float>& flat,
+                  const std::string& tokenizer = "");
 std::vector<float> load_weights(const std::string& path, const ParameterRegistry& registry);
 
 // The model's FP32 weights in registry order, metadata {"format": "pt"}
-// (what Hugging Face's loaders look for), written atomically.
+// (what Hugging Face's loaders look for) and "tokenizer" where given,
+// written atomically.
 void save_weights_safetensors(const std::string& path, const ParameterRegistry& registry,
-                              const std::vector<float>& flat);
+                              const std::vector<float>& flat, const std::string& tokenizer = "");
+// The tokenizer a weights file records: a safetensors file's "tokenizer"
+// metadata (DataError for an unknown name), "" where it has none or for a
+// .npy directory.
+std::string weights_tokenizer(const std::string& path);
+// DataError where the weights at `path` record a tokenizer and a run's
+// (`tokenizer`, "" unknown) is another: ids of one mean nothing to the other.
+void check_weights_tokenizer(const std::string& path, const std::string& tokenizer);
 // Every tensor of the model into the flat layout (padding zero). DataError
 // naming the file and the tensor when one is missing, is not the model's
 // (an extra tensor), or has another shape; and the reader's own checks.

@@ -109,8 +109,8 @@ void check_sense(const TrainConfig& c) {
   require_in(c.data.synthetic_train_samples <= kMaxRows, "--synthetic-samples must be at most 2^30");
   // A sample is one line of the log, drawn between two steps.
   require_in(
-      c.sample_length >= 1 && c.sample_length <= kMaxSampleBytes,
-      "--sample-length must be at least 1 and at most 2^20 bytes (it is " + std::to_string(c.sample_length) + ")");
+      c.sample_length >= 1 && c.sample_length <= kMaxSampleTokens,
+      "--sample-length must be at least 1 and at most 2^20 tokens (it is " + std::to_string(c.sample_length) + ")");
   // A window is held as 2 x T int32 and a position table has T rows: far
   // beyond any context trained here, and no product with T overflows.
   require_in(c.data.block_size <= kMaxBlockSize, "--block-size must be at most 2^20 tokens");

@@ -4,6 +4,8 @@
 
 #include "kernels/error.h"
 #include "trainer/config/model_table.h"
+#include "trainer/data/data_source.h"
+#include "trainer/tokenizer/tokenizer_kind.h"
 
 namespace ddp {
 namespace {
@@ -30,7 +32,21 @@ TokenShape model_token_shape(const TrainConfig& c) {
 
 TrainConfig bind_model_to_data(TrainConfig c, const TrainTestData& data) {
   const ModelRow& row = row_of(c);
-  return row.bind_to_data(std::move(c), data);
+  c = row.bind_to_data(std::move(c), data);
+  if (!data.train.is_token_data()) return c;
+  const std::string& known = data.train.tokenizer;
+  if (c.tokenizer.empty()) {
+    c.tokenizer = known;
+    return c;
+  }
+  check_tokenizer_name(c.tokenizer, "--tokenizer");
+  if (!known.empty() && known != c.tokenizer)
+    throw Error("--tokenizer " + c.tokenizer + " disagrees with the data: " + data.train.source + " holds " + known +
+                " tokens");
+  const int real_vocab = data.train.real_vocab_size > 0 ? data.train.real_vocab_size : data.train.vocab_size;
+  const std::string problem = tokenizer_vocab_problem(c.tokenizer, real_vocab);
+  if (!problem.empty()) throw Error("--tokenizer " + c.tokenizer + ": " + problem);
+  return c;
 }
 
 void check_model_matches_data(const TrainConfig& c, const TrainTestData& data) { row_of(c).check_data(c, data); }

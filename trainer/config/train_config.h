@@ -22,7 +22,7 @@ namespace ddp {
 // Bounds of --block-size and --vocab-size (config_check.cpp says why).
 constexpr int64_t kMaxBlockSize = int64_t{1} << 20;
 constexpr int64_t kMaxVocabSize = int64_t{1} << 24;
-constexpr int64_t kMaxSampleBytes = int64_t{1} << 20;  // --sample-length
+constexpr int64_t kMaxSampleTokens = int64_t{1} << 20;  // --sample-length
 
 struct TrainConfig {
   std::string config_path;                   // --config file, if any (an input: never written)
@@ -87,8 +87,8 @@ struct TrainConfig {
   // N-th optimizer step (step % N == 0, the global step: a resumed run keeps
   // the schedule); 0: at epoch ends and at the end only.
   int64_t eval_every = 0;
-  // --sample-every N (a byte GPT): after every N-th step rank 0 prints
-  // sample_length bytes sampled after the prompt ("\n" without --prompt)
+  // --sample-every N (a GPT): after every N-th step rank 0 prints
+  // sample_length tokens sampled after the prompt (a default without --prompt)
   // from the FP16 weights, seeded by seed + step (trainer/modes/training_sampler.h).
   int64_t sample_every = 0;
   int64_t sample_length = 200;
@@ -108,13 +108,18 @@ struct TrainConfig {
   std::string predict_path;
   std::string predictions_path;
   std::string predict_output;
-  // --generate N --prompt TEXT: N bytes sampled from a byte-vocabulary GPT
-  // after the prompt (trainer/modes/generation.h); 0: off. --temperature 0 is
-  // greedy; --top-k 0 keeps every class. The sampling RNG is seeded by --seed.
-  int64_t generate_bytes = 0;
+  // --generate N --prompt TEXT: N tokens sampled from a GPT after the
+  // prompt (trainer/modes/generation.h); 0: off. --temperature 0 is greedy;
+  // --top-k 0 keeps every class. The sampling RNG is seeded by --seed.
+  int64_t generate_tokens = 0;
   std::string prompt;
   double temperature = 1.0;
   int64_t top_k = 0;
+  // The model's tokenizer (tokenizer/tokenizer_kind.h): --tokenizer, else the
+  // data's (bind_model_to_data) or the weights' record; "" unknown. GPT-2's
+  // ranks file for encoding and decoding its tokens (--gpt2-ranks).
+  std::string tokenizer;
+  std::string gpt2_ranks_path = "data/gpt2.tiktoken";
 
   // Test hooks (fault injection): make the gradients of these 1-based steps
   // non-finite on one rank, after backward and before the all-reduce.

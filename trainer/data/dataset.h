@@ -29,6 +29,8 @@ struct Dataset {
   // should exclude the padded classes [real_vocab_size, vocab_size) so they
   // never win. 0: the same as vocab_size (no padding).
   int real_vocab_size = 0;
+  // Token data: the tokenizer its ids are of (tokenizer/tokenizer_kind.h), "" unknown.
+  std::string tokenizer;
   // [count] for classification; [count, tokens_per_sample] for token data
   // (the target class of each position); empty for regression.
   std::vector<int32_t> labels;

@@ -8,6 +8,7 @@
 #include "trainer/io/data_error.h"
 #include "trainer/io/input_file.h"
 #include "trainer/data/token_windows.h"
+#include "trainer/tokenizer/tokenizer_kind.h"
 
 namespace ddp {
 namespace {
@@ -42,7 +43,9 @@ TokenVocab token_vocab(TokenEncoding encoding, int64_t vocab_size_flag) {
   const int own = bytes ? kByteVocabSize : kGpt2VocabSize;
   const bool defined = bytes || encoding == TokenEncoding::Llmc;
   const std::string own_text = bytes ? "the byte vocabulary 256" : "GPT-2's vocabulary 50257";
+  v.tokenizer = bytes ? kBytesTokenizer : kGpt2Tokenizer;
   if (vocab_size_flag > 0) {
+    if (!defined) v.tokenizer.clear();
     v.vocab_size = static_cast<int>(vocab_size_flag);
     const bool own_is_smaller = defined && own < v.vocab_size;
     v.real_vocab_size = own_is_smaller ? own : v.vocab_size;
@@ -56,12 +59,16 @@ TokenVocab token_vocab(TokenEncoding encoding, int64_t vocab_size_flag) {
   return v;
 }
 
-TrainTestData load_text_train_test(const DataConfig& c) {
+namespace {
+
+// The windows of both splits; `tokenizer` gets their ids' tokenizer.
+TrainTestData load_windows(const DataConfig& c, std::string& tokenizer) {
   if (c.train_text.empty()) throw Error("--train-text is required with --data text");
   const TokenFormat format = parse_token_format(c.token_format);
   const auto t = static_cast<size_t>(c.block_size);
   const TokenStream train = read_token_file(c.train_text, format);
   const TokenVocab vocab = token_vocab(train.encoding, c.vocab_size);
+  tokenizer = vocab.tokenizer;
   require_tokens_below(train, vocab.real_vocab_size, vocab.bound_text);
   require_windows_fit(train);
   TrainTestData d;
@@ -95,6 +102,16 @@ TrainTestData load_text_train_test(const DataConfig& c) {
   d.train = make_token_windows(train.tokens, 0, cut, t, vocab.vocab_size, vocab.real_vocab_size, c.train_text);
   d.test = make_token_windows(train.tokens, cut, n, t, vocab.vocab_size, vocab.real_vocab_size,
                               c.train_text + " (validation: the last " + percent_text(c.val_fraction) + ")");
+  return d;
+}
+
+}  // namespace
+
+TrainTestData load_text_train_test(const DataConfig& c) {
+  std::string tokenizer;
+  TrainTestData d = load_windows(c, tokenizer);
+  d.train.tokenizer = tokenizer;
+  d.test.tokenizer = tokenizer;
   return d;
 }
 

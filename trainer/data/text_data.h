@@ -32,6 +32,10 @@ struct TokenVocab {
   int vocab_size = 0;       // the model's (padded) vocabulary
   int real_vocab_size = 0;  // the tokenizer's: every id is below it
   std::string bound_text;   // where real_vocab_size came from, for messages
+  // The ids' tokenizer: bytes' "bytes"; llm.c's "gpt2" (its shards are GPT-2
+  // tokens); a raw uint16 file's "gpt2" without --vocab-size (the default
+  // reads it as GPT-2's), else "" (another tokenizer's, unknown).
+  std::string tokenizer;
 };
 
 // The vocabulary of a file read as `encoding`, with --vocab-size

@@ -66,6 +66,8 @@ void Checkpointing::check_model_of(const TrainState& s, const std::string& path)
   validate_checkpoint_contents(s, path);
   const ParameterRegistry& registry = params_.registry();
   check_checkpoint_model_kind(s, model_kind_name(cfg_), path);
+  // Before the shape: a model of another tokenizer differs in its vocabulary too, and this says why.
+  check_checkpoint_tokenizer(s, cfg_.tokenizer, path);
   check_checkpoint_compatible(s, model_dims(cfg_), model_activation_name(cfg_), cfg_.loss_name,
                               registry.parameter_count(), path);
   check_checkpoint_tensors(s, registry, path);
@@ -191,6 +193,7 @@ TrainState Checkpointing::snapshot(int64_t step) {
   for (const ParameterTensor& t : params_.registry().tensors()) s.tensors.push_back({t.name, t.shape});
   s.model_dims = model_dims(cfg_);
   s.activation = model_activation_name(cfg_);
+  s.tokenizer = cfg_.tokenizer;
   s.loss = cfg_.loss_name;
   // Sharded: gathered whole on every rank (sharded_state.h), one state at a time.
   s.master_weights_fp32 = params_.registry().pack(gather_fp32_state(comm_, params_, params_.master_weights_fp32));

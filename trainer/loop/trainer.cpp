@@ -84,6 +84,7 @@ void Trainer::Impl::prepare() {
     step_ = checkpoints_.restore(read_checkpoint(resume_from), resume_from);
   } else {
     const ParameterRegistry& registry = model_->parameters();
+    if (!cfg_.init_weights_dir.empty()) check_weights_tokenizer(cfg_.init_weights_dir, cfg_.tokenizer);
     std::vector<float> init = cfg_.init_weights_dir.empty() ? registry.initial_values(cfg_.seed)
                                                             : load_weights(cfg_.init_weights_dir, registry);
     if (params_.sharded()) agree_with_root(comm_, backend_, init);  // before it is cut: see below
@@ -278,7 +279,7 @@ TrainSummary Trainer::Impl::finish(int stop_signal, RunTally& tally) {
   if (!cfg_.save_weights_dir.empty()) {
     const std::vector<float> masters = gather_fp32_state(comm_, params_, params_.master_weights_fp32);  // every rank
     if (is_root()) {
-      save_weights(cfg_.save_weights_dir, model_->parameters(), masters);
+      save_weights(cfg_.save_weights_dir, model_->parameters(), masters, cfg_.tokenizer);
       say("weights saved to " + cfg_.save_weights_dir);
     }
   }

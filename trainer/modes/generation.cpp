@@ -19,6 +19,9 @@
 #include "trainer/config/model_table.h"
 #include "trainer/params/parameter_store.h"
 #include "trainer/modes/token_sampler.h"
+#include "trainer/checkpoint/weights_io.h"
+#include "trainer/data/text_data.h"
+#include "trainer/tokenizer/tokenizer_kind.h"
 
 namespace ddp {
 namespace {
@@ -29,7 +32,8 @@ bool given(const TrainConfig& c, const char* flag) { return c.given_flags.count(
 
 // The checkpoint's shape into the model's settings; each shape flag given
 // must agree (the shape is the checkpoint's: a flag that differs is a mistake).
-void bind_to_checkpoint(TrainConfig& c, const std::string& path) {
+// Returns the checkpoint's tokenizer ("" where it records none).
+std::string bind_to_checkpoint(TrainConfig& c, const std::string& path) {
   const ModelRow& row = model_row(c.model);
   DDP_REQUIRE(row.token_shape && row.from_dims, "--generate: the model's row has no token shape or from_dims");
   const TrainState s = read_checkpoint(path);
@@ -54,6 +58,7 @@ void bind_to_checkpoint(TrainConfig& c, const std::string& path) {
   }
   row.from_dims(c, d);
   c.resume_path = path;  // load_starting_weights reads this same file
+  return s.tokenizer;
 }
 
 }  // namespace
@@ -62,22 +67,32 @@ GenerationPlan plan_generation(const TrainConfig& config) {
   GenerationPlan plan;
   TrainConfig& c = plan.config;
   c = config;
+  std::string recorded;
   if (c.init_weights_dir.empty()) {
     std::string path = c.resume_path;
     if (path.empty()) {
       path = find_newest_valid_checkpoint(c.checkpoint_dir).newest_valid;
       if (path.empty()) throw Error("--generate: no valid checkpoint in " + c.checkpoint_dir);
     }
-    bind_to_checkpoint(c, path);
+    recorded = bind_to_checkpoint(c, path);
     plan.source = "checkpoint " + path;
   } else {
-    // A byte model, as --data text binds one: --vocab-size pads the 256 bytes or narrows them.
-    const int vocab = c.data.vocab_size > 0 ? static_cast<int>(c.data.vocab_size) : kByteVocab;
-    model_row(c.model).set_token_shape(
-        c, TokenShape{static_cast<int>(c.data.block_size), vocab, std::min(vocab, kByteVocab)});
+    // The vocabulary as --data text binds one: the tokenizer's (the weights'
+    // record, else --tokenizer, else bytes) padded to a multiple of 128;
+    // --vocab-size pads it otherwise or narrows it.
+    recorded = weights_tokenizer(c.init_weights_dir);
+    const std::string named = !recorded.empty() ? recorded : config.tokenizer;
+    const int ids = tokenizer_vocab_size(named) > 0 ? tokenizer_vocab_size(named) : kByteVocab;
+    const int vocab = c.data.vocab_size > 0 ? static_cast<int>(c.data.vocab_size)
+                                            : (ids + kVocabPadMultiple - 1) / kVocabPadMultiple * kVocabPadMultiple;
+    model_row(c.model).set_token_shape(c, TokenShape{static_cast<int>(c.data.block_size), vocab, std::min(vocab, ids)});
     plan.source = "weights " + c.init_weights_dir;
   }
-  check_byte_sampling(model_token_shape(c), c.prompt, c.top_k, "--generate");
+  const TokenShape shape = model_token_shape(c);
+  c.tokenizer = sampling_tokenizer(recorded, config.tokenizer, shape.real_vocab, plan.source, "--generate");
+  plan.codec = TextCodec(c.tokenizer, c.gpt2_ranks_path);
+  plan.prompt_ids = plan.codec.encode(c.prompt, "--prompt");
+  check_sampling(shape, plan.prompt_ids, c.top_k, "--generate");
   plan.weights_fp32 = load_starting_weights(c, model_parameters(c), "--generate");
   return plan;
 }
@@ -85,8 +100,9 @@ GenerationPlan plan_generation(const TrainConfig& config) {
 void run_generation(const GenerationPlan& plan, Backend& backend, std::FILE* out, std::FILE* status) {
   const TrainConfig& c = plan.config;
   std::fprintf(status,
-               "generate: %lld bytes after a %zu-byte prompt, temperature %g%s, top-k %s, seed %llu; %s from %s\n",
-               static_cast<long long>(c.generate_bytes), c.prompt.size(), c.temperature,
+               "generate: %lld tokens (%s) after a %zu-token prompt, temperature %g%s, top-k %s, seed %llu; %s from "
+               "%s\n",
+               static_cast<long long>(c.generate_tokens), c.tokenizer.c_str(), plan.prompt_ids.size(), c.temperature,
                c.temperature == 0 ? " (greedy)" : "", c.top_k > 0 ? std::to_string(c.top_k).c_str() : "off",
                static_cast<unsigned long long>(c.seed), model_summary(c).c_str(), plan.source.c_str());
   std::fflush(status);
@@ -95,43 +111,61 @@ void run_generation(const GenerationPlan& plan, Backend& backend, std::FILE* out
   params.set_master_weights(plan.weights_fp32);
   const SamplingSettings settings{c.temperature, c.top_k};
   const WeightTable weights_fp16 = WeightTable::flat(params.weights_fp16.data(), model->parameters());
-  sample_bytes(backend, *model, model_token_shape(c), weights_fp16, c.prompt, c.generate_bytes, settings, c.seed,
-               [out](int byte) {
-                 // A full disk or a closed pipe is one line, not a text lost in silence.
-                 if (std::fputc(byte, out) == EOF || std::fflush(out) != 0)
-                   throw Error(std::string("--generate: cannot write the text to stdout: ") + std::strerror(errno));
-               });
+  sample_tokens(backend, *model, model_token_shape(c), weights_fp16, plan.prompt_ids, c.generate_tokens, settings,
+                c.seed, [out, &plan](int id) {
+                  const std::string bytes = plan.codec.token_bytes(id);
+                  // A full disk or a closed pipe is one line, not a text lost in silence.
+                  if (std::fwrite(bytes.data(), 1, bytes.size(), out) != bytes.size() || std::fflush(out) != 0)
+                    throw Error(std::string("--generate: cannot write the text to stdout: ") + std::strerror(errno));
+                });
 }
 
-void check_byte_sampling(const TokenShape& g, const std::string& prompt, int64_t top_k, const std::string& mode) {
-  if (g.real_vocab > kByteVocab)
-    throw Error(mode + " prints bytes, and the model's vocabulary is " + std::to_string(g.real_vocab) +
-                " tokens (a tokenizer's, which ddp_train does not have): it needs a byte model (--data text on bytes)");
-  const int64_t prompt_bytes = static_cast<int64_t>(prompt.size());
-  if (prompt_bytes > g.context)
-    throw Error("--prompt is " + std::to_string(prompt_bytes) + " bytes, the model's context (block_size) is " +
-                std::to_string(g.context) + ": give at most " + std::to_string(g.context));
-  for (size_t i = 0; i < prompt.size(); ++i) {
-    const int byte = static_cast<unsigned char>(prompt[i]);
-    if (byte >= g.real_vocab)
-      throw Error("--prompt: byte " + std::to_string(byte) + " at offset " + std::to_string(i) +
-                  " is not in the model's vocabulary of " + std::to_string(g.real_vocab) + " bytes");
+std::string sampling_tokenizer(const std::string& recorded, const std::string& flag, int real_vocab,
+                               const std::string& source, const std::string& mode) {
+  if (!flag.empty()) check_tokenizer_name(flag, "--tokenizer");
+  if (!recorded.empty() && !flag.empty() && recorded != flag)
+    throw Error("--tokenizer " + flag + " disagrees with the " + source + ", whose model's tokenizer is " + recorded +
+                ": drop the flag");
+  std::string name = !recorded.empty() ? recorded : flag;
+  if (name.empty()) {
+    if (real_vocab > kByteVocab)
+      throw Error(mode + ": the " + source + " records no tokenizer and its model has " + std::to_string(real_vocab) +
+                  " classes: give --tokenizer " + kGpt2Tokenizer + " (or another the model was trained on)");
+    name = kBytesTokenizer;
+  }
+  check_tokenizer_name(name, source);
+  const std::string problem = tokenizer_vocab_problem(name, real_vocab);
+  if (!problem.empty()) throw Error(mode + ": " + problem + " (" + source + ")");
+  return name;
+}
+
+void check_sampling(const TokenShape& g, const std::vector<int32_t>& prompt_ids, int64_t top_k,
+                    const std::string& mode) {
+  DDP_REQUIRE(!prompt_ids.empty(), "check_sampling: a prompt of at least one token");
+  const int64_t prompt_tokens = static_cast<int64_t>(prompt_ids.size());
+  if (prompt_tokens > g.context)
+    throw Error("--prompt is " + std::to_string(prompt_tokens) + " tokens, the model's context (block_size) is " +
+                std::to_string(g.context) + ": give at most " + std::to_string(g.context) + " (" + mode + ")");
+  for (size_t i = 0; i < prompt_ids.size(); ++i) {
+    if (prompt_ids[i] >= g.real_vocab)
+      throw Error("--prompt: token " + std::to_string(prompt_ids[i]) + " at position " + std::to_string(i) +
+                  " is not in the model's vocabulary of " + std::to_string(g.real_vocab) + " (" + mode + ")");
   }
   if (top_k > g.real_vocab)
     throw Error("--top-k " + std::to_string(top_k) + " is above the model's vocabulary of " +
                 std::to_string(g.real_vocab));
 }
 
-void sample_bytes(Backend& backend, Model& model, const TokenShape& g, const WeightTable& weights_fp16,
-                  const std::string& prompt, int64_t count, const SamplingSettings& settings, uint64_t seed,
-                  const std::function<void(int)>& emit) {
+void sample_tokens(Backend& backend, Model& model, const TokenShape& g, const WeightTable& weights_fp16,
+                   const std::vector<int32_t>& prompt_ids, int64_t count, const SamplingSettings& settings,
+                   uint64_t seed, const std::function<void(int)>& emit) {
+  DDP_REQUIRE(!prompt_ids.empty(), "sample_tokens: a prompt of at least one token");
   std::mt19937_64 rng(seed);
   const size_t t = static_cast<size_t>(g.context);
-  std::vector<int32_t> text(prompt.begin(), prompt.end());
-  for (int32_t& b : text) b = static_cast<unsigned char>(b);
+  std::vector<int32_t> text = prompt_ids;
   // The model reads whole windows of T positions. The last min(len, T)
-  // bytes go at positions 0..n-1 and the rest is padded with byte 0; the
-  // logits at position n-1 are then exactly those of a run on those n bytes
+  // tokens go at positions 0..n-1 and the rest is padded with id 0; the
+  // logits at position n-1 are then exactly those of a run on those n tokens
   // alone: the causal mask gives position n-1 zero weight on every later
   // position, and LayerNorm, the MLP and the head work row by row. (Padding
   // on the left instead would shift the position embeddings.)

@@ -9,6 +9,7 @@
 #include "trainer/config/model_catalog.h"
 #include "trainer/config/model_factory.h"
 #include "trainer/config/model_table.h"
+#include "trainer/tokenizer/tokenizer_kind.h"
 
 namespace ddp {
 namespace {
@@ -19,8 +20,19 @@ constexpr int64_t kSampleTopK = 40;
 
 bool given(const TrainConfig& c, const char* flag) { return c.given_flags.count(flag) > 0; }
 
-// --prompt, or a newline: a sample then starts as a new line of the text would.
-std::string prompt_of(const TrainConfig& c) { return c.prompt.empty() ? std::string("\n") : c.prompt; }
+// --prompt, or where none is given a newline for bytes (a sample then starts
+// as a new line of the text would) and "" for GPT-2, whose codec starts it
+// as a new document (<|endoftext|>), as GPT-2's own samples start.
+std::string prompt_of(const TrainConfig& c) {
+  if (!c.prompt.empty() || c.tokenizer != kBytesTokenizer) return c.prompt;
+  return "\n";
+}
+
+// The model's tokenizer, which its data named (bind_model_to_data).
+TextCodec codec_of(const TrainConfig& c) {
+  const TokenShape g = model_token_shape(c);
+  return TextCodec(sampling_tokenizer(c.tokenizer, "", g.real_vocab, "data", "--sample-every"), c.gpt2_ranks_path);
+}
 
 }  // namespace
 
@@ -53,18 +65,21 @@ void TrainingSampler::check(const TrainConfig& c) {
     std::string models;
     for (const std::string& name : next_token_model_names())
       models += (models.empty() ? "" : " or ") + ("--model " + name);
-    throw Error("--sample-every needs " + models + " (a byte-level language model)");
+    throw Error("--sample-every needs " + models + " (a language model)");
   }
-  check_byte_sampling(model_token_shape(c), prompt_of(c), given(c, "top-k") ? c.top_k : 0, "--sample-every");
+  const TextCodec codec = codec_of(c);
+  check_sampling(model_token_shape(c), codec.encode(prompt_of(c), "--prompt"), given(c, "top-k") ? c.top_k : 0,
+                 "--sample-every");
 }
 
 TrainingSampler::TrainingSampler(const TrainConfig& c, Backend& backend)
-    : backend_(backend), length_bytes_(c.sample_length), seed_(c.seed), prompt_(prompt_of(c)) {
+    : backend_(backend), length_tokens_(c.sample_length), seed_(c.seed), codec_(codec_of(c)) {
   check(c);
   shape_ = model_token_shape(c);
+  prompt_ids_ = codec_.encode(prompt_of(c), "--prompt");
   model_ = make_model(c, backend, 1);
   settings_.temperature = given(c, "temperature") ? c.temperature : kSampleTemperature;
-  // A vocabulary below 40 bytes keeps all of them.
+  // A vocabulary below 40 tokens keeps all of them.
   settings_.top_k = given(c, "top-k") ? c.top_k : std::min<int64_t>(kSampleTopK, shape_.real_vocab);
 }
 
@@ -72,9 +87,8 @@ TrainingSampler::~TrainingSampler() = default;
 
 std::string TrainingSampler::sample_line(const WeightTable& weights_fp16, int64_t step) {
   std::string text;
-  text.reserve(static_cast<size_t>(length_bytes_));
-  sample_bytes(backend_, *model_, shape_, weights_fp16, prompt_, length_bytes_, settings_,
-               seed_ + static_cast<uint64_t>(step), [&text](int byte) { text += static_cast<char>(byte); });
+  sample_tokens(backend_, *model_, shape_, weights_fp16, prompt_ids_, length_tokens_, settings_,
+                seed_ + static_cast<uint64_t>(step), [this, &text](int id) { text += codec_.token_bytes(id); });
   return "sample (step " + std::to_string(step) + "): " + escaped_bytes(text);
 }
 

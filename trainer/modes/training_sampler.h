@@ -1,8 +1,9 @@
 // training_sampler.h: --sample-every N: after every N-th optimizer step
-// rank 0 prints a sample of the byte-vocabulary next-token model being
-// trained (the GPT), drawn from its current FP16 weights as --generate
-// draws (generation.h: sample_bytes, the same forward and token_sampler.h
-// draw): --sample-length bytes after --prompt (a newline without it),
+// rank 0 prints a sample of the next-token model being trained (the GPT),
+// drawn from its current FP16 weights as --generate draws (generation.h:
+// sample_tokens, the same forward and token_sampler.h draw) and decoded
+// with the data's tokenizer (text_codec.h): --sample-length tokens after
+// --prompt (without it: a newline for bytes, <|endoftext|> for GPT-2),
 // temperature 0.8 and top-k 40 unless --temperature / --top-k are given,
 // seeded by --seed + step so a step's sample is reproducible and no stream
 // of the run is advanced.
@@ -16,11 +17,13 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "kernels/backend.h"
 #include "trainer/config/train_config.h"
 #include "trainer/models/model_spec.h"
 #include "trainer/models/model.h"
+#include "trainer/modes/text_codec.h"
 #include "trainer/modes/token_sampler.h"
 
 namespace ddp {
@@ -32,27 +35,29 @@ std::string escaped_bytes(const std::string& bytes);
 
 class TrainingSampler {
  public:
-  // Whether `config` (bound to the data: its vocabulary and context) can be
-  // sampled: a next-token model on a byte vocabulary, the prompt within its
-  // context and vocabulary, a given --top-k within it. Throws one line
-  // naming the flag. Every rank calls it, so every rank refuses alike.
+  // Whether `config` (bound to the data: its vocabulary, context and
+  // tokenizer) can be sampled: a next-token model of a known tokenizer (the
+  // GPT-2 ranks file read and checked), the prompt within its context and
+  // vocabulary, a given --top-k within it. Throws one line naming the flag.
+  // Every rank calls it, so every rank refuses alike.
   static void check(const TrainConfig& config);
 
   TrainingSampler(const TrainConfig& config, Backend& backend);
   ~TrainingSampler();
 
   // "sample (step S): TEXT" from `weights_fp16` (one entry per tensor of
-  // the model's registry), TEXT escaped_bytes of the sample.
+  // the model's registry), TEXT escaped_bytes of the sample's decoded bytes.
   std::string sample_line(const WeightTable& weights_fp16, int64_t step);
 
  private:
   Backend& backend_;
   TokenShape shape_;  // the model's windows and vocabulary
-  int64_t length_bytes_;
+  int64_t length_tokens_;
   uint64_t seed_;
+  TextCodec codec_;
+  std::vector<int32_t> prompt_ids_;
   std::unique_ptr<Model> model_;  // one row
   SamplingSettings settings_;
-  std::string prompt_;
 };
 
 }  // namespace ddp

@@ -143,6 +143,7 @@ inline void expect_same_state(const TrainState& want, const TrainState& got) {
   }
   EXPECT_EQ(want.model_dims, got.model_dims);
   EXPECT_EQ(want.activation, got.activation);
+  EXPECT_EQ(want.tokenizer, got.tokenizer);
   EXPECT_EQ(want.loss, got.loss);
   ASSERT_EQ(want.master_weights_fp32.size(), got.master_weights_fp32.size());
   ASSERT_EQ(want.momentum_fp32.size(), got.momentum_fp32.size());

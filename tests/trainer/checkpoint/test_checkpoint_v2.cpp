@@ -249,6 +249,21 @@ TEST_F(CheckpointV2, AHeaderThatLiesIsRefusedNamingTheTensor) {
   EXPECT_TRUE(contains(problem(encode(p, false)), "truncated"));
 }
 
+TEST_F(CheckpointV2, ALanguageModelsTokenizerIsRecordedAndReadBack) {
+  TrainState want = adamw_state(4);
+  for (const char* tokenizer : {"gpt2", "bytes"}) {
+    want.tokenizer = tokenizer;
+    const std::vector<uint8_t> bytes = serialize_checkpoint(want);
+    EXPECT_EQ(parse_safetensors(bytes, "c").metadata.at("tokenizer"), tokenizer);
+    expect_same_state(want, parse_checkpoint(bytes, "c"));
+  }
+  // A run that knew none writes no key, and reads back none.
+  want.tokenizer.clear();
+  const std::vector<uint8_t> bytes = serialize_checkpoint(want);
+  EXPECT_EQ(parse_safetensors(bytes, "c").metadata.count("tokenizer"), 0u);
+  EXPECT_EQ(parse_checkpoint(bytes, "c").tokenizer, "");
+}
+
 TEST_F(CheckpointV2, MetadataThatIsNotOursIsRefused) {
   const Parts good = parts_of(serialize_checkpoint(small_state(5)));
   Parts p = good;
@@ -272,6 +287,9 @@ TEST_F(CheckpointV2, MetadataThatIsNotOursIsRefused) {
   p = good;
   p.metadata["model_dims"] = "3,,2";
   EXPECT_TRUE(contains(problem(encode(p)), "model_dims is '3,,2'"));
+  p = good;
+  p.metadata["tokenizer"] = "words";
+  EXPECT_TRUE(contains(problem(encode(p)), "tokenizer is 'words' (not bytes or gpt2)"));
   p = good;
   p.metadata["optimizer"] = "lion";
   EXPECT_TRUE(contains(problem(encode(p)), "optimizer is 'lion'"));

@@ -75,6 +75,33 @@ TEST(WeightsSafetensors, SavedFileHoldsEveryTensorByNameAndLoadsBackBitwise) {
   for (size_t k = 0; k < loaded.size(); ++k) ASSERT_EQ(test::bits_of(loaded[k]), test::bits_of(m.flat[k])) << k;
 }
 
+TEST(WeightsSafetensors, TheTokenizerIsRecordedAndAMismatchRefused) {
+  std::mt19937_64 rng(test::test_seed());
+  const RandomModel m = random_model(rng);
+  const std::string gpt2 = test::temp_file("gpt2.safetensors");
+  const std::string none = test::temp_file("none.safetensors");
+  save_weights(gpt2, m.registry, m.flat, "gpt2");
+  save_weights(none, m.registry, m.flat);
+  EXPECT_EQ(read_safetensors(gpt2).metadata.at("tokenizer"), "gpt2");
+  EXPECT_EQ(weights_tokenizer(gpt2), "gpt2");
+  EXPECT_EQ(read_safetensors(none).metadata.count("tokenizer"), 0u);
+  EXPECT_EQ(weights_tokenizer(none), "");
+  EXPECT_EQ(weights_tokenizer(test::temp_file("npy_dir")), "");  // a .npy directory records nothing
+  EXPECT_NO_THROW(check_weights_tokenizer(gpt2, "gpt2"));
+  EXPECT_NO_THROW(check_weights_tokenizer(gpt2, ""));       // the run does not know its own
+  EXPECT_NO_THROW(check_weights_tokenizer(none, "bytes"));  // the file does not say
+  test::expect_data_error([&] { check_weights_tokenizer(gpt2, "bytes"); },
+                          {gpt2 + ": the weights are of a model of gpt2 tokens, and this run's data is bytes tokens"});
+  // A name no build knows is refused, not carried on.
+  const std::string words = test::temp_file("words.safetensors");
+  std::vector<SafetensorsTensorOut> out;
+  for (const ParameterTensor& t : m.registry.tensors())
+    out.push_back({t.name, SafetensorsDtype::F32, t.shape, reinterpret_cast<const uint8_t*>(m.flat.data() + t.offset),
+                   t.count * sizeof(float)});
+  write_safetensors(words, out, {{"tokenizer", "words"}}, "test");
+  test::expect_data_error([&] { weights_tokenizer(words); }, {"metadata tokenizer 'words' is not bytes or gpt2"});
+}
+
 // The model's tensors re-encoded in `dtype` from their FP32 values' top bits
 // (BF16) or by the F16 rounding; returns the values a loader must produce.
 std::vector<float> write_narrow(const std::string& path, const RandomModel& m, SafetensorsDtype dtype) {

@@ -266,7 +266,7 @@ TEST_F(EvalSampleEvery, ASampleIsWhatGenerateDrawsFromThatStepsWeights) {
   g.model = "gpt";
   g.resume = true;
   g.resume_path = find_newest_valid_checkpoint(c.checkpoint_dir).newest_valid;
-  g.generate_bytes = 30;
+  g.generate_tokens = 30;
   g.prompt = "\n";
   g.temperature = 0.8;
   g.top_k = 40;
