@@ -35,10 +35,15 @@ po::options_description output_flags(TrainConfig& c, FlagText& t) {
       ("resume", po::value(&c.resume_path)->implicit_value(""), "resume from PATH, or bare: the newest valid in --checkpoint-dir")
       ("save-weights", po::value(&c.save_weights_dir),
        "at the end, write the FP32 weights: PATH.safetensors one file under PyTorch state_dict names, else a "
-       "directory of layer<i>.{weight,bias}.npy")
+       "directory of layer<i>.{weight,bias}.npy, or with --weights-format hf a Hugging Face GPT-2 directory")
+      ("weights-format", po::value(&c.weights_format)->default_value(c.weights_format),
+       "auto | hf: --save-weights by its path, or (--model gpt) a directory of config.json and model.safetensors "
+       "that transformers' GPT2LMHeadModel.from_pretrained loads (the vocabulary cut to the real one)")
       ("init-weights", po::value(&c.init_weights_dir),
-       "start from PATH.safetensors (F32, F16 or BF16 tensors under the state_dict names) or a directory of "
-       "layer<i>.{weight,bias}.npy")
+       "start from PATH.safetensors (F32, F16 or BF16 tensors under the state_dict names), a directory of "
+       "layer<i>.{weight,bias}.npy, or Hugging Face GPT-2 weights: a save_pretrained directory (config.json + "
+       "model.safetensors; the shape is its config's) or its model.safetensors (give --n-head); its dropout "
+       "is not applied")
       ("predict", po::value(&c.predict_path), "run inference of the starting weights on every row of this [N, D] .npy")
       ("predictions", po::value(&c.predictions_path), "where --predict writes its outputs (.npy, gathered on rank 0)")
       ("predict-output", po::value(&c.predict_output),
@@ -46,6 +51,8 @@ po::options_description output_flags(TrainConfig& c, FlagText& t) {
       ("generate", po::value(&c.generate_tokens),
        "--model gpt: print N tokens sampled after --prompt from the --resume checkpoint (its shape and tokenizer) "
        "or the --init-weights (the shape flags'), decoded to stdout alone; trains nothing")
+      ("generate-logits", po::value(&c.generate_logits_path),
+       "--generate: also write each drawn token's FP32 logits (real classes) to this [N, vocab] .npy")
       ("prompt", po::value(&c.prompt),
        "--generate, --sample-every: the text to continue (1 to --block-size tokens of the model's tokenizer)")
       ("tokenizer", po::value(&c.tokenizer),

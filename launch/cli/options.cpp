@@ -14,6 +14,7 @@
 #include "launch/cli/flag_groups.h"
 #include "launch/cli/options_check.h"
 #include "trainer/config/config_check.h"
+#include "trainer/config/init_weights_shape.h"
 
 namespace po = boost::program_options;
 
@@ -120,6 +121,8 @@ ParsedOptions parse_options(int argc, const char* const argv[]) {
   // file's flag it overrides), then the values of the config that results:
   // the check the Trainer makes of a config built in code.
   check_flags_as_a_whole(c, out.bench);
+  // The shape Hugging Face weights give, once the flags make sense together (it reads the files).
+  c.init_weights_note = bind_to_init_weights_shape(c);
   check_train_config(c);
   return out;
 }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernels/error.h"
+#include "trainer/checkpoint/weights_io.h"
 #include "trainer/config/model_catalog.h"
 #include "trainer/config/model_table.h"
 #include "trainer/io/input_file.h"
@@ -96,6 +97,7 @@ constexpr Needs kNeeds[] = {
     {"top-k", "--generate or --sample-every", generating_or_sampling, false},
     {"sample-every", "--model gpt (a language model)", next_token_or_not_sampling, false},
     {"sample-length", "--sample-every", sampling},
+    {"generate-logits", "--generate", generating},
     {"tokenizer", "--data text or --generate (a language model's tokens)", token_data},
     // --predict reads feature rows; a GPT continues text instead.
     {"predict", "--model mlp (a GPT's inference is --generate)", feature_model, false},
@@ -162,6 +164,7 @@ void check_flags_as_a_whole(TrainConfig& c, const BenchOptions& bench) {
       {"save-weights", &c.save_weights_dir},
       {"init-weights", &c.init_weights_dir},
       {"gpt2-ranks", &c.gpt2_ranks_path},
+      {"generate-logits", &c.generate_logits_path},
       {"config", &c.config_path},
       {"data-dir", &d.data_dir},
       {"train-images", &d.train_images},
@@ -243,6 +246,16 @@ void check_flags_as_a_whole(TrainConfig& c, const BenchOptions& bench) {
     check_generate_flags(c, bench);
   else if (sampling(c))
     check_sampling_values(c);
+  if (c.weights_format != "auto" && c.weights_format != "hf")
+    throw Error("--weights-format: '" + c.weights_format + "' is not one of auto, hf");
+  if (c.weights_format == "hf") {
+    if (c.save_weights_dir.empty())
+      throw Error("--weights-format hf needs --save-weights DIR (the directory it writes)");
+    if (c.model != "gpt") throw Error("--weights-format hf needs --model gpt (Hugging Face GPT-2)");
+    if (is_safetensors_path(c.save_weights_dir))
+      throw Error("--weights-format hf writes a directory (config.json, model.safetensors): --save-weights " +
+                  c.save_weights_dir + " names a .safetensors file");
+  }
   if (c.predict_output.empty()) c.predict_output = c.loss == LossKind::SoftmaxCrossEntropy ? "class" : "logits";
   if (c.predict_output != "logits" && c.predict_output != "probs" && c.predict_output != "class")
     throw Error("--predict-output: '" + c.predict_output + "' is not one of logits, probs, class");

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "kernels/error.h"
+#include "trainer/checkpoint/hf_gpt2.h"
 #include "trainer/io/safetensors.h"
 #include "trainer/io/data_error.h"
 #include "trainer/io/npy_io.h"
@@ -29,12 +30,6 @@ std::vector<size_t> file_order(const ParameterRegistry& registry) {
   return order;
 }
 
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 // "0.weight [2, 3], 0.bias [2], ..." for a message; the first few only.
 std::string model_tensors_text(const ParameterRegistry& registry) {
   std::string s;
@@ -47,10 +42,14 @@ std::string model_tensors_text(const ParameterRegistry& registry) {
 
 std::string shown_name(const std::string& name) { return name.size() <= 80 ? name : name.substr(0, 80) + "..."; }
 
-// Weights to start from must be finite: one NaN or Inf makes every step's
-// gradients non-finite, so every step is skipped until --max-bad-steps ends
-// the run (and an evaluation of them means nothing). The .npy reader
-// refuses them itself (npy_io.h).
+}  // namespace
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
 void require_finite_weights(const std::string& path, const std::string& tensor, const std::vector<float>& values) {
   for (size_t i = 0; i < values.size(); ++i) {
     if (std::isfinite(values[i])) continue;
@@ -58,8 +57,6 @@ void require_finite_weights(const std::string& path, const std::string& tensor, 
                               ") at element " + std::to_string(i) + " (counted from 0); weights must be finite");
   }
 }
-
-}  // namespace
 
 bool is_safetensors_path(const std::string& path) {
   static const std::string kSuffix = ".safetensors";
@@ -75,6 +72,7 @@ void save_weights(const std::string& path, const ParameterRegistry& registry, co
 }
 
 std::vector<float> load_weights(const std::string& path, const ParameterRegistry& registry) {
+  if (is_hf_gpt2_weights(path)) return load_hf_gpt2_weights(path, registry);
   return is_safetensors_path(path) ? load_weights_safetensors(path, registry) : load_weights_npy(path, registry);
 }
 
@@ -94,6 +92,7 @@ void save_weights_safetensors(const std::string& path, const ParameterRegistry& 
 }
 
 std::string weights_tokenizer(const std::string& path) {
+  if (is_hf_gpt2_weights(path)) return read_hf_gpt2_config(path).tokenizer;
   if (!is_safetensors_path(path)) return "";
   // The whole file is read (and checked) for its header: the weights' load reads it again.
   const std::map<std::string, std::string> metadata = read_safetensors(path).metadata;

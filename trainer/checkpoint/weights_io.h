@@ -21,7 +21,8 @@ namespace ddp {
 // Whether `path` names the safetensors form: it ends in ".safetensors".
 bool is_safetensors_path(const std::string& path);
 
-// Either form, by the path. flat: the registry's flat layout. `tokenizer`
+// Either form, by the path (load_weights also reads Hugging Face GPT-2
+// weights, hf_gpt2.h). flat: the registry's flat layout. `tokenizer`
 // (tokenizer/tokenizer_kind.h; "" none) goes into a safetensors file's
 // metadata, so --generate decodes with it; a .npy directory has no place for it.
 void save_weights(const std::string& path, const ParameterRegistry& registry, const std::vector<float>& flat,
@@ -44,6 +45,15 @@ void check_weights_tokenizer(const std::string& path, const std::string& tokeniz
 // naming the file and the tensor when one is missing, is not the model's
 // (an extra tensor), or has another shape; and the reader's own checks.
 std::vector<float> load_weights_safetensors(const std::string& path, const ParameterRegistry& registry);
+
+// "[2, 3]", for messages.
+std::string shape_text(const std::vector<int64_t>& shape);
+
+// Weights to start from must be finite: one NaN or Inf makes every step's
+// gradients non-finite, so every step is skipped until --max-bad-steps ends
+// the run (and an evaluation of them means nothing). DataError naming
+// `path`, the tensor and the element. The .npy reader refuses them itself.
+void require_finite_weights(const std::string& path, const std::string& tensor, const std::vector<float>& values);
 
 // The files save_weights_npy writes for these tensors, in registry order.
 std::vector<std::string> weights_npy_paths(const std::string& dir, const ParameterRegistry& registry);

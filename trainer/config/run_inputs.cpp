@@ -5,6 +5,7 @@
 
 #include <filesystem>
 
+#include "trainer/checkpoint/hf_gpt2.h"
 #include "trainer/checkpoint/weights_io.h"
 #include "trainer/config/model_catalog.h"
 
@@ -27,7 +28,11 @@ std::vector<std::string> run_input_paths(const TrainConfig& c) {
   paths.push_back(c.resume_path);
   if (!c.init_weights_dir.empty()) {
     paths.push_back(c.init_weights_dir);
-    if (!is_safetensors_path(c.init_weights_dir))
+    // Only the names: nothing is read here (a Hugging Face directory's two files, or the .npy files).
+    const bool hf_dir = fs::exists(fs::path(c.init_weights_dir) / "config.json");
+    if (hf_dir)
+      for (const std::string& file : hf_gpt2_output_files(c.init_weights_dir)) paths.push_back(file);
+    else if (!is_safetensors_path(c.init_weights_dir))
       for (const std::string& file : weights_npy_paths(c.init_weights_dir, model_parameters(c))) paths.push_back(file);
   }
   std::vector<std::string> existing;

@@ -99,6 +99,12 @@ struct TrainConfig {
   std::string resume_path;  // empty with resume = newest valid in checkpoint_dir
   std::string save_weights_dir;
   std::string init_weights_dir;
+  // What the --init-weights said of the model (Hugging Face GPT-2: its shape,
+  // its dropout not applied), for the log; set while the flags are read.
+  std::string init_weights_note;
+  // --weights-format auto | hf: --save-weights by its path (auto), or a
+  // Hugging Face GPT-2 directory (config.json + model.safetensors).
+  std::string weights_format = "auto";
   // --eval-only: evaluate the starting weights (a --resume checkpoint or
   // --init-weights) on the test set; trains nothing, writes nothing but --metrics.
   bool eval_only = false;
@@ -112,6 +118,9 @@ struct TrainConfig {
   // prompt (trainer/modes/generation.h); 0: off. --temperature 0 is greedy;
   // --top-k 0 keeps every class. The sampling RNG is seeded by --seed.
   int64_t generate_tokens = 0;
+  // --generate-logits PATH.npy: each drawn token's FP32 logits (the real
+  // classes), [N, real_vocab], to compare with another implementation.
+  std::string generate_logits_path;
   std::string prompt;
   double temperature = 1.0;
   int64_t top_k = 0;

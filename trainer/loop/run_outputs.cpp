@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "kernels/error.h"
@@ -15,6 +16,7 @@
 #include "trainer/checkpoint/checkpoint_dir.h"
 #include "trainer/io/safetensors.h"
 #include "trainer/config/model_catalog.h"
+#include "trainer/checkpoint/hf_gpt2.h"
 #include "trainer/checkpoint/weights_io.h"
 #include "trainer/io/npy_io.h"
 #include "trainer/io/input_file.h"
@@ -178,17 +180,39 @@ void open_metrics(const std::string& path) {
   ::close(fd);
 }
 
-// A file --save-weights replaces must be an earlier save's: a .npy file.
+// The files --save-weights DIR writes: one .npy per tensor, or a Hugging Face directory's two.
+std::vector<std::string> weights_dir_files(const TrainConfig& c) {
+  if (c.weights_format == "hf") return hf_gpt2_output_files(c.save_weights_dir);
+  return weights_npy_paths(c.save_weights_dir, model_parameters(c));
+}
+
+// "" when `file` is what an earlier save of this kind wrote there (a .npy
+// file; a safetensors file; a GPT-2 config.json: a JSON object with a
+// model_type), else what it should have been, for the message.
+std::string not_an_earlier_save(const std::string& file) {
+  if (file.size() >= 4 && file.compare(file.size() - 4, 4, ".npy") == 0)
+    return starts_with_npy_magic(file) ? "" : "a .npy file";
+  if (is_safetensors_path(file)) return looks_like_safetensors(file) ? "" : "a safetensors file";
+  std::ifstream in(file);
+  std::string head(4096, '\0');
+  in.read(&head[0], static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<size_t>(in.gcount()));
+  const bool config = !head.empty() && head[0] == '{' && head.find("\"model_type\"") != std::string::npos;
+  return config ? "" : "a Hugging Face config.json";
+}
+
+// A file --save-weights replaces must be an earlier save's.
 void check_weights_files(const TrainConfig& c, const std::vector<std::string>& inputs,
                          std::vector<std::string>& notes) {
   int replaced = 0;
-  for (const std::string& file : weights_npy_paths(c.save_weights_dir, model_parameters(c))) {
+  for (const std::string& file : weights_dir_files(c)) {
     refuse_if_input(file, "--save-weights", inputs);
     struct stat st {};
     if (!exists_on_disk(file, st)) continue;
     if (!S_ISREG(st.st_mode)) throw Error("--save-weights: " + file + " exists and is " + kind_of(st) + ", not a file");
-    if (!starts_with_npy_magic(file))
-      throw Error("--save-weights: " + file + " exists and is not a .npy file of an earlier save; refusing to " +
+    const std::string wanted = not_an_earlier_save(file);
+    if (!wanted.empty())
+      throw Error("--save-weights: " + file + " exists and is not " + wanted + " of an earlier save; refusing to " +
                   "overwrite it: choose another directory");
     ++replaced;
   }
@@ -243,8 +267,7 @@ std::vector<std::string> check_run_outputs(const TrainConfig& c, bool append_met
     require_directory_or_absent(c.save_weights_dir, "--save-weights");
     check_weights_files(c, inputs, notes);
     names.weights_dir = resolved(c.save_weights_dir);
-    for (const std::string& file : weights_npy_paths(c.save_weights_dir, model_parameters(c)))
-      names.weights_files.push_back(resolved(file));
+    for (const std::string& file : weights_dir_files(c)) names.weights_files.push_back(resolved(file));
   }
   if (!c.metrics_path.empty()) {
     refuse_if_input(c.metrics_path, "--metrics", inputs);

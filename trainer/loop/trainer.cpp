@@ -27,6 +27,7 @@
 #include "trainer/io/input_file.h"
 #include "trainer/report/memory_report.h"
 #include "trainer/checkpoint/weights_io.h"
+#include "trainer/checkpoint/hf_gpt2.h"
 
 namespace ddp {
 namespace {
@@ -84,12 +85,17 @@ void Trainer::Impl::prepare() {
     step_ = checkpoints_.restore(read_checkpoint(resume_from), resume_from);
   } else {
     const ParameterRegistry& registry = model_->parameters();
-    if (!cfg_.init_weights_dir.empty()) check_weights_tokenizer(cfg_.init_weights_dir, cfg_.tokenizer);
+    if (!cfg_.init_weights_dir.empty()) {
+      check_weights_tokenizer(cfg_.init_weights_dir, cfg_.tokenizer);
+      if (is_hf_gpt2_weights(cfg_.init_weights_dir))
+        check_hf_gpt2_vocab(cfg_.init_weights_dir, model_token_shape(cfg_).real_vocab);
+    }
     std::vector<float> init = cfg_.init_weights_dir.empty() ? registry.initial_values(cfg_.seed)
                                                             : load_weights(cfg_.init_weights_dir, registry);
     if (params_.sharded()) agree_with_root(comm_, backend_, init);  // before it is cut: see below
     params_.set_master_weights(init);
     if (!cfg_.init_weights_dir.empty()) say("initial weights from " + cfg_.init_weights_dir);
+    if (!cfg_.init_weights_note.empty()) say(cfg_.init_weights_note);
   }
   // Every rank must take the same path (the sharded paths' collectives
   // differ): one whose scan of --checkpoint-dir disagrees stops them all.
@@ -279,7 +285,11 @@ TrainSummary Trainer::Impl::finish(int stop_signal, RunTally& tally) {
   if (!cfg_.save_weights_dir.empty()) {
     const std::vector<float> masters = gather_fp32_state(comm_, params_, params_.master_weights_fp32);  // every rank
     if (is_root()) {
-      save_weights(cfg_.save_weights_dir, model_->parameters(), masters, cfg_.tokenizer);
+      if (cfg_.weights_format == "hf")
+        save_hf_gpt2(cfg_.save_weights_dir, model_->parameters(), masters, cfg_.gpt.n_head,
+                     model_token_shape(cfg_).real_vocab, cfg_.tokenizer);
+      else
+        save_weights(cfg_.save_weights_dir, model_->parameters(), masters, cfg_.tokenizer);
       say("weights saved to " + cfg_.save_weights_dir);
     }
   }

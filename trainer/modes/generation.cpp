@@ -19,7 +19,10 @@
 #include "trainer/config/model_table.h"
 #include "trainer/params/parameter_store.h"
 #include "trainer/modes/token_sampler.h"
+#include "trainer/checkpoint/hf_gpt2.h"
 #include "trainer/checkpoint/weights_io.h"
+#include "trainer/config/run_inputs.h"
+#include "trainer/io/npy_io.h"
 #include "trainer/data/text_data.h"
 #include "trainer/tokenizer/tokenizer_kind.h"
 
@@ -82,7 +85,9 @@ GenerationPlan plan_generation(const TrainConfig& config) {
     // --vocab-size pads it otherwise or narrows it.
     recorded = weights_tokenizer(c.init_weights_dir);
     const std::string named = !recorded.empty() ? recorded : config.tokenizer;
-    const int ids = tokenizer_vocab_size(named) > 0 ? tokenizer_vocab_size(named) : kByteVocab;
+    int ids = tokenizer_vocab_size(named) > 0 ? tokenizer_vocab_size(named) : kByteVocab;
+    // Hugging Face weights say their vocabulary (and their shape, bound as the flags were read).
+    if (is_hf_gpt2_weights(c.init_weights_dir)) ids = read_hf_gpt2_config(c.init_weights_dir).vocab_size;
     const int vocab = c.data.vocab_size > 0 ? static_cast<int>(c.data.vocab_size)
                                             : (ids + kVocabPadMultiple - 1) / kVocabPadMultiple * kVocabPadMultiple;
     model_row(c.model).set_token_shape(c, TokenShape{static_cast<int>(c.data.block_size), vocab, std::min(vocab, ids)});
@@ -93,6 +98,8 @@ GenerationPlan plan_generation(const TrainConfig& config) {
   plan.codec = TextCodec(c.tokenizer, c.gpt2_ranks_path);
   plan.prompt_ids = plan.codec.encode(c.prompt, "--prompt");
   check_sampling(shape, plan.prompt_ids, c.top_k, "--generate");
+  if (!c.generate_logits_path.empty())
+    check_npy_output_path(c.generate_logits_path, "--generate-logits", run_input_paths(c));
   plan.weights_fp32 = load_starting_weights(c, model_parameters(c), "--generate");
   return plan;
 }
@@ -111,13 +118,25 @@ void run_generation(const GenerationPlan& plan, Backend& backend, std::FILE* out
   params.set_master_weights(plan.weights_fp32);
   const SamplingSettings settings{c.temperature, c.top_k};
   const WeightTable weights_fp16 = WeightTable::flat(params.weights_fp16.data(), model->parameters());
-  sample_tokens(backend, *model, model_token_shape(c), weights_fp16, plan.prompt_ids, c.generate_tokens, settings,
-                c.seed, [out, &plan](int id) {
-                  const std::string bytes = plan.codec.token_bytes(id);
-                  // A full disk or a closed pipe is one line, not a text lost in silence.
-                  if (std::fwrite(bytes.data(), 1, bytes.size(), out) != bytes.size() || std::fflush(out) != 0)
-                    throw Error(std::string("--generate: cannot write the text to stdout: ") + std::strerror(errno));
-                });
+  const TokenShape shape = model_token_shape(c);
+  std::vector<float> logits_fp32;  // [N, real_vocab], kept only for --generate-logits
+  std::function<void(const std::vector<float>&)> keep_logits = nullptr;
+  if (!c.generate_logits_path.empty())
+    keep_logits = [&logits_fp32](const std::vector<float>& l) {
+      logits_fp32.insert(logits_fp32.end(), l.begin(), l.end());
+    };
+  sample_tokens(
+      backend, *model, shape, weights_fp16, plan.prompt_ids, c.generate_tokens, settings, c.seed,
+      [out, &plan](int id) {
+        const std::string bytes = plan.codec.token_bytes(id);
+        // A full disk or a closed pipe is one line, not a text lost in silence.
+        if (std::fwrite(bytes.data(), 1, bytes.size(), out) != bytes.size() || std::fflush(out) != 0)
+          throw Error(std::string("--generate: cannot write the text to stdout: ") + std::strerror(errno));
+      },
+      keep_logits);
+  if (!c.generate_logits_path.empty())
+    save_npy_fp32(c.generate_logits_path, logits_fp32.data(),
+                  {static_cast<size_t>(c.generate_tokens), static_cast<size_t>(shape.real_vocab)});
 }
 
 std::string sampling_tokenizer(const std::string& recorded, const std::string& flag, int real_vocab,
@@ -158,7 +177,8 @@ void check_sampling(const TokenShape& g, const std::vector<int32_t>& prompt_ids,
 
 void sample_tokens(Backend& backend, Model& model, const TokenShape& g, const WeightTable& weights_fp16,
                    const std::vector<int32_t>& prompt_ids, int64_t count, const SamplingSettings& settings,
-                   uint64_t seed, const std::function<void(int)>& emit) {
+                   uint64_t seed, const std::function<void(int)>& emit,
+                   const std::function<void(const std::vector<float>&)>& observe_logits) {
   DDP_REQUIRE(!prompt_ids.empty(), "sample_tokens: a prompt of at least one token");
   std::mt19937_64 rng(seed);
   const size_t t = static_cast<size_t>(g.context);
@@ -186,6 +206,7 @@ void sample_tokens(Backend& backend, Model& model, const TokenShape& g, const We
     backend.copy_to_host(logits_fp16.data(), logits.values + (n - 1) * static_cast<size_t>(logits.width),
                          logits_fp16.size() * sizeof(half16));
     for (size_t j = 0; j < logits_fp32.size(); ++j) logits_fp32[j] = to_float(logits_fp16[j]);  // the real classes only
+    if (observe_logits) observe_logits(logits_fp32);
     const int next = sample_token(logits_fp32, settings, rng);
     text.push_back(next);
     emit(next);

@@ -75,22 +75,26 @@ std::string check_prediction_files(const TrainConfig& c) {
   if (x.shape.size() != 2 || static_cast<int64_t>(x.shape[1]) != width)
     throw Error("--predict " + c.predict_path + ": shape " + npy_shape_text(x.shape) + ", the model reads rows of " +
                 std::to_string(width) + " features: expected (N, " + std::to_string(width) + ")");
-  const std::string& out = c.predictions_path;
   // Every input: the rows, the config, the checkpoint, the weights and each
   // .npy file of a weights directory, any data file named.
   std::vector<std::string> inputs = run_input_paths(c);
   inputs.push_back(c.predict_path);
+  return check_npy_output_path(c.predictions_path, "--predictions", inputs);
+}
+
+std::string check_npy_output_path(const std::string& out, const std::string& flag,
+                                  const std::vector<std::string>& inputs) {
   for (const std::string& input : inputs)
     if (!input.empty() && same_file(out, input))
-      throw Error("--predictions " + out + " is one of this run's inputs (" + input + "): choose another path");
+      throw Error(flag + " " + out + " is one of this run's inputs (" + input + "): choose another path");
   std::error_code ec;
-  if (fs::is_directory(out, ec)) throw Error("--predictions " + out + ": is a directory");
+  if (fs::is_directory(out, ec)) throw Error(flag + " " + out + ": is a directory");
   if (fs::exists(out, ec) && (!fs::is_regular_file(out, ec) || !starts_with_npy_magic(out)))
-    throw Error("--predictions " + out + ": exists and is not a .npy file; refusing to overwrite it");
+    throw Error(flag + " " + out + ": exists and is not a .npy file; refusing to overwrite it");
   const fs::path parent = fs::absolute(out, ec).parent_path();
   if (!fs::is_directory(parent, ec))
-    throw Error("--predictions " + out + ": its directory " + parent.string() + " does not exist");
-  return fs::exists(out, ec) ? "predictions: replacing " + out + " (an earlier .npy)" : "";
+    throw Error(flag + " " + out + ": its directory " + parent.string() + " does not exist");
+  return fs::exists(out, ec) ? flag.substr(2) + ": replacing " + out + " (an earlier .npy)" : "";
 }
 
 void run_prediction(const TrainConfig& c, Backend& backend, Communicator& comm) {

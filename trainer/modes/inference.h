@@ -22,6 +22,12 @@ namespace ddp {
 // new). Throws one line.
 std::string check_prediction_files(const TrainConfig& config);
 
+// An output .npy named by `flag` (--predictions, --generate-logits): not one
+// of `inputs`, not a directory, an earlier .npy if anything is there, in a
+// directory that exists. Throws one line; returns a note when it replaces one.
+std::string check_npy_output_path(const std::string& out, const std::string& flag,
+                                  const std::vector<std::string>& inputs);
+
 // The starting weights in the flat layout of `registry`: --init-weights, or
 // the checkpoint --resume names (or the newest valid in --checkpoint-dir),
 // checked against the configured model. `mode` ("--predict") begins the

@@ -3,7 +3,9 @@
 files), ck/ (--checkpoint-dir) and metrics.jsonl. Weight files must be equal
 byte for byte; checkpoints equal in their tensors' bytes and in their
 metadata except the run's random lineage id (run_id) and the checksum over
-the metadata (crc32); metrics records equal except their timing fields.
+the metadata (crc32), and a key that only one side's build writes (a record
+added since: the model's tokenizer) is compared only where both have it;
+metrics records equal except their timing fields.
 Prints each difference and exits 1 when there is one. Standard library only.
 """
 import json
@@ -16,6 +18,8 @@ TIMING_FIELDS = {"samples_per_s", "tokens_per_s", "allreduce_ms_per_step", "allr
                  "step_ms", "ms_per_step", "mfu"}
 # Checkpoint metadata that differs between any two runs by design.
 LINEAGE_FIELDS = {"run_id", "crc32"}
+# Checkpoint metadata a later build added (an older one's checkpoints lack it).
+ADDED_FIELDS = {"tokenizer"}
 
 
 def files_under(root):
@@ -55,7 +59,12 @@ def differences(old, new):
     for rel in sorted(set(old_files) & set(new_files)):
         a, b = os.path.join(old, rel), os.path.join(new, rel)
         if rel.endswith(".safetensors") and rel.startswith("ck" + os.sep):
-            if read_safetensors(a) != read_safetensors(b):
+            (header_a, meta_a, data_a), (header_b, meta_b, data_b) = read_safetensors(a), read_safetensors(b)
+            for key in ADDED_FIELDS:
+                if (key in meta_a) != (key in meta_b):
+                    meta_a.pop(key, None)
+                    meta_b.pop(key, None)
+            if (header_a, meta_a, data_a) != (header_b, meta_b, data_b):
                 problems.append(rel + ": checkpoint differs")
         elif rel.endswith(".jsonl"):
             ra, rb = metrics_records(a), metrics_records(b)
