@@ -149,7 +149,7 @@ std::string sampling_tokenizer(const std::string& recorded, const std::string& f
   if (name.empty()) {
     if (real_vocab > kByteVocab)
       throw Error(mode + ": the " + source + " records no tokenizer and its model has " + std::to_string(real_vocab) +
-                  " classes: give --tokenizer " + kGpt2Tokenizer + " (or another the model was trained on)");
+                  " classes: give --tokenizer " + kGpt2Tokenizer + " if it learnt GPT-2's tokens");
     name = kBytesTokenizer;
   }
   check_tokenizer_name(name, source);
