@@ -1,5 +1,6 @@
 // transformer_ops.h: the transformer family of the Backend (backend.h):
-// the GPT's embedding, LayerNorm, causal softmax and head layout.
+// the GPT's embedding, LayerNorm, causal softmax, head layout, and the
+// incremental decoder's attention against cached keys and values.
 #pragma once
 
 #include <cstddef>
@@ -71,6 +72,24 @@ class TransformerOps {
   // split (dq, dk, dv into dqkv).
   virtual void heads_to_rows_fp16(const half16* heads_in, int batch, int seq_len, int heads, int head_size,
                                   half16* rows, int row_stride) = 0;
+  // Attention of new_len new positions against a cache of keys and values
+  // (the GPT's incremental decoder, gpt_decoder.h), with the rounding points
+  // of the full path (rows_to_heads, the q k^T GEMM, the causal softmax, the
+  // P v GEMM) so a decoded position gets the bits, or nearly, of the same
+  // position in a whole-window forward. Rows are position-major with head h
+  // at columns h*hs .. h*hs + hs - 1: q [new_len, q_stride] (q inside qkv:
+  // q_stride 3C), k_cache and v_cache [past_len + new_len, kv_stride] with
+  // the new positions' keys and values already at rows past_len onward, out
+  // [new_len, out_stride] (merged heads, c_proj's input). Query i sits at
+  // position past_len + i and sees the positions j <= past_len + i:
+  //   s_j = fp16(q_i . k_j)                 FP32 products summed in increasing d
+  //   p_j = fp16(softmax_j(scale * s_j))    FP32 max, exp, sum: as causal_softmax_forward_fp16
+  //   out_i[d] = fp16(sum_j p_j v_j[d])     FP32, summed in increasing j
+  // Per (query, head); the sums' order is fixed by the shapes, so each
+  // backend gives the same bits run to run.
+  virtual void attention_decode_fp16(const half16* q, int q_stride, const half16* k_cache, const half16* v_cache,
+                                     int kv_stride, int heads, int head_size, int past_len, int new_len, float scale,
+                                     half16* out, int out_stride) = 0;
 };
 
 }  // namespace ddp

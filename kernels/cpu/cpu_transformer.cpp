@@ -267,6 +267,48 @@ void heads_to_rows(CpuThreadPool& pool, const half16* heads_in, int batch, int s
   });
 }
 
+void attention_decode(CpuThreadPool& pool, const half16* q, int q_stride, const half16* k_cache, const half16* v_cache,
+                      int kv_stride, int heads, int head_size, int past_len, int new_len, float scale, half16* out,
+                      int out_stride) {
+  DDP_REQUIRE(heads >= 0 && head_size >= 0 && past_len >= 0 && new_len >= 0 && q_stride >= heads * head_size &&
+                  kv_stride >= heads * head_size && out_stride >= heads * head_size,
+              "attention_decode_fp16: bad shape");
+  const size_t nh = count_of(heads), hs = count_of(head_size), past = count_of(past_len);
+  const size_t kv_ld = count_of(kv_stride);
+  // One (query, head) pair per index; its sums run on one thread.
+  for_rows(pool, count_of(new_len) * nh, (past + count_of(new_len)) * hs, [&](size_t o0, size_t o1) {
+    std::vector<float> q32(hs), row32(hs), out32(hs);
+    std::vector<float> v(past + count_of(new_len));
+    for (size_t o = o0; o < o1; ++o) {
+      const size_t i = o / nh, h = o % nh, visible = past + i + 1;
+      half_to_float_array(q + i * count_of(q_stride) + h * hs, q32.data(), hs);
+      // Scores rounded to FP16, as the full path's q k^T GEMM writes them.
+      // Each dot is an FMA chain in increasing d: the order and the fused
+      // steps of OpenBLAS's SGEMM kernels on FMA CPUs, so the FP32 sums
+      // usually match the GEMM's bit for bit.
+      for (size_t j = 0; j < visible; ++j) {
+        half_to_float_array(k_cache + j * kv_ld + h * hs, row32.data(), hs);
+        float dot = 0.0f;
+        for (size_t d = 0; d < hs; ++d) dot = std::fma(q32[d], row32[d], dot);
+        v[j] = to_float(to_half(dot));
+      }
+      // The causal softmax's row, as causal_softmax_forward computes it.
+      float max_v = -std::numeric_limits<float>::infinity();
+      for (size_t j = 0; j < visible; ++j) max_v = std::max(max_v, v[j] = scale * v[j]);
+      const float inv_sum = 1.0f / exp_shifted_sum(v.data(), max_v, v.data(), visible);
+      for (size_t j = 0; j < visible; ++j) v[j] = to_float(to_half(v[j] * inv_sum));
+      // P v, an FMA chain over increasing j per output (the masked
+      // positions of the full path add exact zeros to its chain).
+      std::fill(out32.begin(), out32.end(), 0.0f);
+      for (size_t j = 0; j < visible; ++j) {
+        half_to_float_array(v_cache + j * kv_ld + h * hs, row32.data(), hs);
+        for (size_t d = 0; d < hs; ++d) out32[d] = std::fma(v[j], row32[d], out32[d]);
+      }
+      float_to_half_array(out32.data(), out + i * count_of(out_stride) + h * hs, hs);
+    }
+  });
+}
+
 void softmax_xent_forward(CpuThreadPool& pool, TransformerScratch& s, const half16* logits, const int32_t* labels,
                           int rows, int cols, int real_cols, float* loss_mean, int32_t* correct_count) {
   DDP_REQUIRE(rows >= 0 && (rows == 0 || (real_cols > 0 && real_cols <= cols)),

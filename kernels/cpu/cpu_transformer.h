@@ -41,6 +41,9 @@ void rows_to_heads(CpuThreadPool& pool, const half16* rows, int row_stride, int 
                    int head_size, half16* heads_out);
 void heads_to_rows(CpuThreadPool& pool, const half16* heads_in, int batch, int seq_len, int heads, int head_size,
                    half16* rows, int row_stride);
+void attention_decode(CpuThreadPool& pool, const half16* q, int q_stride, const half16* k_cache, const half16* v_cache,
+                      int kv_stride, int heads, int head_size, int past_len, int new_len, float scale, half16* out,
+                      int out_stride);
 void softmax_xent_forward(CpuThreadPool& pool, TransformerScratch& scratch, const half16* logits, const int32_t* labels,
                           int rows, int cols, int real_cols, float* loss_mean, int32_t* correct_count);
 void softmax_xent_backward(CpuThreadPool& pool, const half16* logits, const int32_t* labels, int rows, int cols,

@@ -303,6 +303,13 @@ void CudaBackend::heads_to_rows_fp16(const half16* heads_in, int batch, int seq_
   launch_heads_to_rows_fp16(compute_stream(), heads_in, batch, seq_len, heads, head_size, rows, row_stride);
 }
 
+void CudaBackend::attention_decode_fp16(const half16* q, int q_stride, const half16* k_cache, const half16* v_cache,
+                                        int kv_stride, int heads, int head_size, int past_len, int new_len, float scale,
+                                        half16* out, int out_stride) {
+  launch_attention_decode_fp16(compute_stream(), q, q_stride, k_cache, v_cache, kv_stride, heads, head_size, past_len,
+                               new_len, scale, out, out_stride);
+}
+
 // ---- optimizer ----------------------------------------------------------------------
 
 void CudaBackend::unscale_fp16_to_fp32(const half16* grads_fp16, float* grads_fp32, size_t count, ScalarArg inv_scale,

@@ -92,6 +92,9 @@ class CudaBackend final : public Backend {
                           half16* heads_out) override;
   void heads_to_rows_fp16(const half16* heads_in, int batch, int seq_len, int heads, int head_size, half16* rows,
                           int row_stride) override;
+  void attention_decode_fp16(const half16* q, int q_stride, const half16* k_cache, const half16* v_cache, int kv_stride,
+                             int heads, int head_size, int past_len, int new_len, float scale, half16* out,
+                             int out_stride) override;
 
   void unscale_fp16_to_fp32(const half16* grads_fp16, float* grads_fp32, size_t count, ScalarArg inv_scale,
                             int32_t* nonfinite_flag) override;

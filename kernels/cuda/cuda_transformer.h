@@ -1,7 +1,8 @@
 // cuda_transformer.h: launchers of the GPT's CUDA kernels (backend.h,
 // "transformer operations"): embeddings (cuda_embedding.cu), LayerNorm, the
 // residual add and the head permutes (cuda_transformer.cu), the causal
-// softmax (cuda_attention.cu). Each queues its kernels on `stream` and
+// softmax (cuda_attention.cu), the decoder's attention against cached keys
+// and values (cuda_attention_decode.cu). Each queues its kernels on `stream` and
 // checks the launches; semantics are those of the Backend method of the same
 // name. Reductions need device scratch of the stated size, owned by the
 // caller (CudaBackend's scratch). Plain C++: g++ can include it.
@@ -49,5 +50,12 @@ void launch_causal_softmax_forward_fp16(cudaStream_t stream, const half16* score
                                         float scale, half16* probs);
 void launch_causal_softmax_backward_fp16(cudaStream_t stream, const half16* probs, const half16* dprobs,
                                          int batch_heads, int seq_len, float scale, half16* dscores);
+// cuda_attention_decode.cu: one block per (new position, head); its
+// dynamic shared memory holds the row's past_len + new_len FP32 scores,
+// so the visible length is bounded (attention_decode_max_positions).
+int attention_decode_max_positions();
+void launch_attention_decode_fp16(cudaStream_t stream, const half16* q, int q_stride, const half16* k_cache,
+                                  const half16* v_cache, int kv_stride, int heads, int head_size, int past_len,
+                                  int new_len, float scale, half16* out, int out_stride);
 
 }  // namespace ddp

@@ -8,7 +8,12 @@
 // plus 1e-5 * sum|terms| + one subnormal step); the softmax forward
 // kFp16RelTol plus one subnormal step (p <= 1, expf's last bits and the
 // row sum's order); its backward from the same FP16 probabilities,
-// kFp16RelTol plus 2e-5 times the cancelling terms' magnitude.
+// kFp16RelTol plus 2e-5 times the cancelling terms' magnitude. The
+// decoder's attention against a cache (attention_decode_fp16): each score
+// is an FMA chain over d on both sides (the same FP32 bits), the
+// probabilities then differ as the softmax's do (an FP16 ulp, 2^-11 of p at
+// most), which moves sum_j p_j v_j by at most 2^-11 max_j |v_j|: allowed
+// 2^-10 max_j |v_j| plus kFp16RelTol and a subnormal step.
 #pragma once
 
 #include <cmath>
@@ -117,6 +122,51 @@ inline void compare_causal_softmax(Backend& ref, Backend& dut, std::mt19937_64& 
         masked_nonzero += probs[1][at].bits != 0 || dscores[1][at].bits != 0;
       }
   EXPECT_EQ(masked_nonzero, 0u) << "masked positions must be exactly +0";
+}
+
+// Attention of new_len positions after past_len cached ones, as the
+// decoder calls it: q read inside a qkv-like row (stride 3C + 1), caches with
+// a row gap, the output's gap columns and every cache row past the visible
+// ones NaN (never read, never written).
+inline void compare_attention_decode(Backend& ref, Backend& dut, std::mt19937_64& rng, int heads, int head_size,
+                                     int past_len, int new_len) {
+  SCOPED_TRACE("attention decode nh=" + std::to_string(heads) + " hs=" + std::to_string(head_size) +
+               " past=" + std::to_string(past_len) + " new=" + std::to_string(new_len));
+  const int c = heads * head_size;
+  const int q_stride = 3 * c + 1, kv_stride = c + 3, out_stride = c + 2;
+  const int positions = past_len + new_len, capacity = positions + 4;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_size));
+  const auto q = random_halves(rng, static_cast<size_t>(new_len) * q_stride, -2.0f, 2.0f);
+  auto k = random_halves(rng, static_cast<size_t>(capacity) * kv_stride, -2.0f, 2.0f);
+  auto v = random_halves(rng, k.size());
+  for (size_t i = static_cast<size_t>(positions) * kv_stride; i < k.size(); ++i) k[i] = v[i] = half16{0x7e00};
+  std::vector<half16> out[2];
+  Backend* backends[2] = {&ref, &dut};
+  for (int b = 0; b < 2; ++b) {
+    Backend& be = *backends[b];
+    auto dq = upload_to(be, q), dk = upload_to(be, k), dv = upload_to(be, v);
+    auto dout = upload_to(be, poison_halves(static_cast<size_t>(new_len) * out_stride));
+    be.attention_decode_fp16(dq.data(), q_stride, dk.data(), dv.data(), kv_stride, heads, head_size, past_len, new_len,
+                             scale, dout.data(), out_stride);
+    out[b] = dout.download();
+  }
+  const std::vector<half16> poison = poison_halves(out[0].size());
+  std::vector<double> v_max(out[0].size(), 0.0);
+  size_t gap_written = 0;
+  for (int i = 0; i < new_len; ++i)
+    for (int col = 0; col < out_stride; ++col) {
+      const size_t at = static_cast<size_t>(i) * out_stride + col;
+      if (col >= c) {
+        gap_written += out[1][at].bits != poison[at].bits;
+        continue;
+      }
+      for (int j = 0; j <= past_len + i; ++j)
+        v_max[at] = std::max(v_max[at], std::fabs(double{to_float(v[static_cast<size_t>(j) * kv_stride + col])}));
+    }
+  EXPECT_EQ(gap_written, 0u) << "the output's columns past heads * head_size must stay as they were";
+  expect_close(
+      out[1], out[0], kFp16RelTol, [&](size_t i) { return std::ldexp(v_max[i], -10) + kFp16SubnormalStep; },
+      "attention decode");
 }
 
 }  // namespace ddp::test

@@ -1,7 +1,8 @@
 // cuda_test_transformer_kernels.cpp: CudaBackend's GPT operations against
 // CpuBackend on the same fresh random inputs (transformer_compare_support.h,
 // attention_compare_support.h: the comparisons and their tolerances), at
-// small odd shapes and at GPT-2 widths; the tanh GELU element-wise; and the
+// small odd shapes and at GPT-2 widths (the decoder's attention against a
+// cache among them); the tanh GELU element-wise; and the
 // same harness with a one-thread against a two-thread CpuBackend, which runs
 // without a GPU, so a harness bug shows here first.
 #include <gtest/gtest.h>
@@ -33,6 +34,11 @@ void compare_all_transformer_ops(CpuBackend& ref, Backend& dut, std::mt19937_64&
     }
   compare_causal_softmax(ref, dut, rng, 3, 37, 16);
   compare_causal_softmax(ref, dut, rng, 2, 256, 64);
+  compare_attention_decode(ref, dut, rng, 3, 16, 0, 1);     // the first token
+  compare_attention_decode(ref, dut, rng, 2, 24, 37, 1);    // one step, odd lengths
+  compare_attention_decode(ref, dut, rng, 3, 16, 0, 21);    // a prefill
+  compare_attention_decode(ref, dut, rng, 2, 40, 9, 5);     // head_size past a warp
+  compare_attention_decode(ref, dut, rng, 12, 64, 700, 1);  // GPT-2 heads, a long cache
 }
 
 TEST_F(CudaKernels, TransformerOperationsMatchCpu) {

@@ -122,6 +122,11 @@ class RecordingBackend final : public Backend {
   void heads_to_rows_fp16(const half16* in, int b, int t, int nh, int hs, half16* rows, int stride) override {
     queue("heads_to_rows_fp16", [=] { cpu_.heads_to_rows_fp16(in, b, t, nh, hs, rows, stride); });
   }
+  void attention_decode_fp16(const half16* q, int qs, const half16* k, const half16* v, int kvs, int nh, int hs,
+                             int past, int n, float scale, half16* out, int os) override {
+    queue("attention_decode_fp16",
+          [=] { cpu_.attention_decode_fp16(q, qs, k, v, kvs, nh, hs, past, n, scale, out, os); });
+  }
   void mse_forward(const half16* p, const float* t, int r, int c, float* loss) override {
     queue("mse_forward", [=] { cpu_.mse_forward(p, t, r, c, loss); });
   }
