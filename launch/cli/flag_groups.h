@@ -28,6 +28,7 @@ struct FlagText {
   std::string loss_scale = "dynamic";
   std::string inject_steps;
   std::string trace_steps;
+  std::string kv_cache;  // --kv-cache on|off
   int64_t seed = 0;
 };
 

@@ -3,6 +3,7 @@
 // sampling, --eval-only.
 #include "launch/cli/flag_groups.h"
 
+#include "kernels/error.h"
 #include "trainer/report/trace_window.h"
 
 namespace po = boost::program_options;
@@ -51,6 +52,10 @@ po::options_description output_flags(TrainConfig& c, FlagText& t) {
       ("generate", po::value(&c.generate_tokens),
        "--model gpt: print N tokens sampled after --prompt from the --resume checkpoint (its shape and tokenizer) "
        "or the --init-weights (the shape flags'), decoded to stdout alone; trains nothing")
+      ("kv-cache", po::value(&t.kv_cache)->default_value("on"),
+       "--generate, --sample-every: on keeps each layer's keys and values, one position's forward per token; off "
+       "runs the last --block-size tokens for every token. Past the context both crop to the last --block-size "
+       "tokens (nanoGPT's generate), where the cache is refilled")
       ("generate-logits", po::value(&c.generate_logits_path),
        "--generate: also write each drawn token's FP32 logits (real classes) to this [N, vocab] .npy")
       ("prompt", po::value(&c.prompt),
@@ -76,6 +81,8 @@ void apply_output_flags(const FlagText& t, TrainConfig& c) {
   c.trace_first = w.first;
   c.trace_last = w.last;
   if (!c.resume_path.empty() && !c.resume) c.resume = true;
+  if (t.kv_cache != "on" && t.kv_cache != "off") throw Error("--kv-cache: '" + t.kv_cache + "' is not one of on, off");
+  c.kv_cache = t.kv_cache == "on";
 }
 
 }  // namespace ddp

@@ -98,6 +98,7 @@ constexpr Needs kNeeds[] = {
     {"sample-every", "--model gpt (a language model)", next_token_or_not_sampling, false},
     {"sample-length", "--sample-every", sampling},
     {"generate-logits", "--generate", generating},
+    {"kv-cache", "--generate or --sample-every", generating_or_sampling, false},
     {"tokenizer", "--data text or --generate (a language model's tokens)", token_data},
     // --predict reads feature rows; a GPT continues text instead.
     {"predict", "--model mlp (a GPT's inference is --generate)", feature_model, false},

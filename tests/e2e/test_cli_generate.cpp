@@ -79,6 +79,39 @@ TEST_F(CliGenerate, GreedyContinuesTheLearnedPatternFromACheckpointAndFromWeight
 #endif
 }
 
+// The KV cache changes the cost, not the text: greedy and seeded samples are
+// the whole-window path's token for token, up to the context (16) and past
+// it (where both crop to the last 16 tokens), from a checkpoint and under
+// mpirun.
+TEST_F(CliGenerate, TheKvCacheGivesTheTokensOfTheWholeWindowPath) {
+  for (const std::string& args : {from_checkpoint() + " --generate 40 --prompt abca --temperature 0",
+                                  from_checkpoint() + " --generate 40 --prompt ab --temperature 1.5 --seed 7",
+                                  from_checkpoint() + " --generate 12 --prompt abcabcabcabcabca --top-k 2 --seed 3"}) {
+    std::string err_on;
+    std::string err_off;
+    const test::CommandResult on = generate(args + " --kv-cache on", &err_on);
+    const test::CommandResult off = generate(args + " --kv-cache off", &err_off);
+    ASSERT_EQ(on.exit_code, 0) << err_on;
+    ASSERT_EQ(off.exit_code, 0) << err_off;
+    EXPECT_EQ(on.output, off.output) << args;
+    EXPECT_NE(err_on.find("KV cache on"), std::string::npos) << err_on;
+    EXPECT_NE(err_off.find("KV cache off"), std::string::npos) << err_off;
+  }
+#if defined(DDP_MPIEXEC)
+  const std::string sample = " --data text --train-text " + *dir_ + "/abc.txt" + kShape +
+                             " --batch-size 4 --steps 2 --sample-every 1 --sample-length 30 --temperature 1.2 --seed 4";
+  std::string lines[2];
+  for (int i = 0; i < 2; ++i) {
+    const test::CommandResult r =
+        test::run_command("timeout -k 2 60 " + test::mpiexec_prefix(2) + test::trainer_command() + sample +
+                          " --kv-cache " + (i == 0 ? "on" : "off") + " 2>&1 | grep '^sample'");
+    lines[i] = r.output;
+  }
+  EXPECT_NE(lines[0].find("sample (step 2): "), std::string::npos) << lines[0];
+  EXPECT_EQ(lines[0], lines[1]);
+#endif
+}
+
 TEST_F(CliGenerate, ASeedReproducesASampleAndTemperatureAndSeedChangeIt) {
   const std::string hot = from_checkpoint() + " --generate 40 --prompt abc --temperature 8";
   const test::CommandResult a = generate(hot + " --seed 11"), b = generate(hot + " --seed 11");

@@ -96,6 +96,14 @@ TEST_F(CliGpt2Tokens, SamplesAndGenerationAreDecodedWithGpt2sTokenizerWhichTheFi
           &err);
   ASSERT_EQ(from_weights.exit_code, 0) << err;
   EXPECT_EQ(from_weights.output, greedy.output);
+  // The KV cache gives the whole-window path's tokens, greedy and seeded, past the context (8) too.
+  for (const std::string& args : {resume + " --generate 12 --prompt ' quick brown' --temperature 0",
+                                  resume + " --generate 12 --prompt ' lazy' --seed 9"}) {
+    const test::CommandResult on = run(args + " --kv-cache on", &err);
+    const test::CommandResult off = run(args + " --kv-cache off", &err);
+    ASSERT_EQ(on.exit_code, 0) << err;
+    EXPECT_EQ(on.output, off.output) << args;
+  }
 
   // The record stands: a contradicting --tokenizer, or a byte run resuming, is refused in one line.
   const struct {

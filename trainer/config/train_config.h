@@ -118,6 +118,10 @@ struct TrainConfig {
   // prompt (trainer/modes/generation.h); 0: off. --temperature 0 is greedy;
   // --top-k 0 keeps every class. The sampling RNG is seeded by --seed.
   int64_t generate_tokens = 0;
+  // --kv-cache on|off: --generate and --sample-every keep each layer's keys
+  // and values (models/gpt/gpt_decoder.h), one position's forward per token;
+  // off runs the whole window for every token (the reference path).
+  bool kv_cache = true;
   // --generate-logits PATH.npy: each drawn token's FP32 logits (the real
   // classes), [N, real_vocab], to compare with another implementation.
   std::string generate_logits_path;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -125,15 +126,25 @@ void run_generation(const GenerationPlan& plan, Backend& backend, std::FILE* out
     keep_logits = [&logits_fp32](const std::vector<float>& l) {
       logits_fp32.insert(logits_fp32.end(), l.begin(), l.end());
     };
-  sample_tokens(
-      backend, *model, shape, weights_fp16, plan.prompt_ids, c.generate_tokens, settings, c.seed,
-      [out, &plan](int id) {
-        const std::string bytes = plan.codec.token_bytes(id);
-        // A full disk or a closed pipe is one line, not a text lost in silence.
-        if (std::fwrite(bytes.data(), 1, bytes.size(), out) != bytes.size() || std::fflush(out) != 0)
-          throw Error(std::string("--generate: cannot write the text to stdout: ") + std::strerror(errno));
-      },
-      keep_logits);
+  const auto write = [out, &plan](int id) {
+    const std::string bytes = plan.codec.token_bytes(id);
+    // A full disk or a closed pipe is one line, not a text lost in silence.
+    if (std::fwrite(bytes.data(), 1, bytes.size(), out) != bytes.size() || std::fflush(out) != 0)
+      throw Error(std::string("--generate: cannot write the text to stdout: ") + std::strerror(errno));
+  };
+  const auto start = std::chrono::steady_clock::now();
+  // The GPT is the next-token model with a decoder; another (a test's) runs whole windows.
+  if (c.kv_cache && c.model == "gpt") {
+    GptDecoder decoder(backend, c.gpt, weights_fp16);
+    sample_tokens_cached(decoder, plan.prompt_ids, c.generate_tokens, settings, c.seed, write, keep_logits);
+  } else {
+    sample_tokens(backend, *model, shape, weights_fp16, plan.prompt_ids, c.generate_tokens, settings, c.seed, write,
+                  keep_logits);
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::fprintf(status, "\ngenerate: %lld tokens in %.3f s (%.1f tokens/s, KV cache %s)\n",
+               static_cast<long long>(c.generate_tokens), seconds, static_cast<double>(c.generate_tokens) / seconds,
+               c.kv_cache ? "on" : "off");
   if (!c.generate_logits_path.empty())
     save_npy_fp32(c.generate_logits_path, logits_fp32.data(),
                   {static_cast<size_t>(c.generate_tokens), static_cast<size_t>(shape.real_vocab)});
@@ -210,6 +221,22 @@ void sample_tokens(Backend& backend, Model& model, const TokenShape& g, const We
     const int next = sample_token(logits_fp32, settings, rng);
     text.push_back(next);
     emit(next);
+  }
+}
+
+void sample_tokens_cached(GptDecoder& decoder, const std::vector<int32_t>& prompt_ids, int64_t count,
+                          const SamplingSettings& settings, uint64_t seed, const std::function<void(int)>& emit,
+                          const std::function<void(const std::vector<float>&)>& observe_logits) {
+  DDP_REQUIRE(!prompt_ids.empty(), "sample_tokens_cached: a prompt of at least one token");
+  std::mt19937_64 rng(seed);
+  decoder.reset();
+  const std::vector<float>* logits_fp32 = &decoder.append(prompt_ids);
+  for (int64_t i = 0; i < count; ++i) {
+    if (observe_logits) observe_logits(*logits_fp32);
+    const int next = sample_token(*logits_fp32, settings, rng);
+    emit(next);
+    // The last token's logits are never used: no forward for it.
+    if (i + 1 < count) logits_fp32 = &decoder.append(next);
   }
 }
 

@@ -9,8 +9,8 @@
 // the checkpoint's or the weights' record, which --tokenizer may repeat but
 // not contradict; weights that record none are bytes when their vocabulary
 // is, and need --tokenizer otherwise.
-// FP16 forward with no KV cache: every token runs the model on the last
-// block_size tokens of prompt + output. stdout gets the generated text
+// FP16 forward with a KV cache (--kv-cache off: every token runs the model
+// on the last block_size tokens of prompt + output). stdout gets the generated text
 // alone, raw bytes as the tokenizer decodes them; status lines go to stderr.
 #pragma once
 
@@ -22,6 +22,7 @@
 
 #include "kernels/backend.h"
 #include "trainer/config/train_config.h"
+#include "trainer/models/gpt/gpt_decoder.h"
 #include "trainer/models/model.h"
 #include "trainer/models/model_spec.h"
 #include "trainer/modes/text_codec.h"
@@ -69,6 +70,15 @@ void sample_tokens(Backend& backend, Model& model, const TokenShape& g, const We
                    const std::vector<int32_t>& prompt_ids, int64_t count, const SamplingSettings& settings,
                    uint64_t seed, const std::function<void(int)>& emit,
                    const std::function<void(const std::vector<float>&)>& observe_logits = nullptr);
+
+// The same draws from the GPT's KV-cache decoder (reset here, then fed the
+// prompt once and each drawn token): the logits are the window's (within
+// test_gpt_decoder.cpp's tolerance; bitwise on the CPU in practice), so the
+// tokens are those of sample_tokens; past the context it crops as
+// sample_tokens does (the last block_size tokens).
+void sample_tokens_cached(GptDecoder& decoder, const std::vector<int32_t>& prompt_ids, int64_t count,
+                          const SamplingSettings& settings, uint64_t seed, const std::function<void(int)>& emit,
+                          const std::function<void(const std::vector<float>&)>& observe_logits = nullptr);
 
 // Samples config.generate_tokens tokens and writes their bytes to `out`,
 // flushed after each (a reader sees the text as it grows); one status line

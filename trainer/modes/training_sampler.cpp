@@ -73,7 +73,12 @@ void TrainingSampler::check(const TrainConfig& c) {
 }
 
 TrainingSampler::TrainingSampler(const TrainConfig& c, Backend& backend)
-    : backend_(backend), length_tokens_(c.sample_length), seed_(c.seed), codec_(codec_of(c)) {
+    : backend_(backend),
+      length_tokens_(c.sample_length),
+      seed_(c.seed),
+      kv_cache_(c.kv_cache && c.model == "gpt"),
+      gpt_(c.gpt),
+      codec_(codec_of(c)) {
   check(c);
   shape_ = model_token_shape(c);
   prompt_ids_ = codec_.encode(prompt_of(c), "--prompt");
@@ -87,8 +92,15 @@ TrainingSampler::~TrainingSampler() = default;
 
 std::string TrainingSampler::sample_line(const WeightTable& weights_fp16, int64_t step) {
   std::string text;
-  sample_tokens(backend_, *model_, shape_, weights_fp16, prompt_ids_, length_tokens_, settings_,
-                seed_ + static_cast<uint64_t>(step), [this, &text](int id) { text += codec_.token_bytes(id); });
+  const auto append = [this, &text](int id) { text += codec_.token_bytes(id); };
+  const uint64_t seed = seed_ + static_cast<uint64_t>(step);
+  if (kv_cache_) {
+    // Built for these weights: its cache is of them (they change every step).
+    GptDecoder decoder(backend_, gpt_, weights_fp16);
+    sample_tokens_cached(decoder, prompt_ids_, length_tokens_, settings_, seed, append);
+  } else {
+    sample_tokens(backend_, *model_, shape_, weights_fp16, prompt_ids_, length_tokens_, settings_, seed, append);
+  }
   return "sample (step " + std::to_string(step) + "): " + escaped_bytes(text);
 }
 

@@ -21,6 +21,7 @@
 
 #include "kernels/backend.h"
 #include "trainer/config/train_config.h"
+#include "trainer/models/gpt/gpt_config.h"
 #include "trainer/models/model_spec.h"
 #include "trainer/models/model.h"
 #include "trainer/modes/text_codec.h"
@@ -54,6 +55,8 @@ class TrainingSampler {
   TokenShape shape_;  // the model's windows and vocabulary
   int64_t length_tokens_;
   uint64_t seed_;
+  bool kv_cache_;  // --kv-cache on, for the GPT (generation.h: sample_tokens_cached)
+  GptConfig gpt_;
   TextCodec codec_;
   std::vector<int32_t> prompt_ids_;
   std::unique_ptr<Model> model_;  // one row

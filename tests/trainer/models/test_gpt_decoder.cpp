@@ -1,6 +1,6 @@
 // test_gpt_decoder.cpp: the GPT's KV-cache decoder (gpt_decoder.h) against
 // the whole-window forward (GptModel::forward) and against the no-cache
-// generation it replaces (sample_bytes), on a tiny GPT with a padded
+// generation it replaces (sample_tokens without the cache), on a tiny GPT with a padded
 // vocabulary and fresh random weights: nanoGPT's initialisation, and wider
 // weights (normal(0, 0.15)) so attention is far from uniform and the
 // positions matter.
@@ -63,7 +63,7 @@ std::vector<half16> random_weights(const ParameterRegistry& registry, Weights ki
 
 // The GPT with one set of FP16 weights on the CPU backend, and the
 // no-cache path's logits: the last min(len, T) tokens at positions
-// 0..n-1, padded with token 0, as sample_bytes runs them.
+// 0..n-1, padded with token 0, as sample_tokens runs them.
 class TinyGpt {
  public:
   TinyGpt(const GptConfig& g, Weights kind, std::mt19937_64& rng)
@@ -204,10 +204,9 @@ bool greedy_texts_agree(const GptConfig& g, Weights kind, std::mt19937_64& rng) 
   for (int p = 0; p < 3; ++p) {
     SCOPED_TRACE("prompt " + std::to_string(p));
     const std::vector<int32_t> prompt_tokens = random_tokens(rng, 5, g.real_vocab);
-    const std::string prompt(prompt_tokens.begin(), prompt_tokens.end());  // bytes below real_vocab
     std::vector<int32_t> no_cache;
-    sample_bytes(gpt.backend(), gpt.model(), TokenShape{g.block_size, g.vocab_size, g.real_vocab}, gpt.weights(),
-                 prompt, count, greedy, 1, [&](int token) { no_cache.push_back(token); });
+    sample_tokens(gpt.backend(), gpt.model(), TokenShape{g.block_size, g.vocab_size, g.real_vocab}, gpt.weights(),
+                  prompt_tokens, count, greedy, 1, [&](int token) { no_cache.push_back(token); });
     decoder.reset();
     std::mt19937_64 unused(1);
     std::vector<int32_t> cached;
