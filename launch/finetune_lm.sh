@@ -15,7 +15,7 @@
 #  3. The export is checked: transformers' GPT2LMHeadModel.from_pretrained
 #     evaluates part A's validation windows, and its loss must equal the
 #     run's own within 2e-3 (launch/ddp_tools/torch_ref/hf_eval.py; skipped, saying so,
-#     without torch and transformers: launch/install_test_deps.sh).
+#     without torch and transformers, which launch/install_hf_deps.sh installs).
 #  4. Fine-tuning on part B (its last 5% validates): FINETUNE_STEPS steps
 #     from the export (--init-weights OUT/pretrained), and the same run from
 #     random weights, same seed, data order and schedule; both evaluate every
@@ -35,6 +35,7 @@ threads=${THREADS:-2}
 launch/install_deps.sh
 launch/fetch_shakespeare.sh data
 launch/fetch_gpt2_ranks.sh data
+launch/install_hf_deps.sh
 launch/build.sh
 mkdir -p "$out"
 
@@ -74,7 +75,7 @@ theirs_line=$(PYTHONPATH=launch /usr/bin/python3 -m ddp_tools.torch_ref.hf_eval 
 hf_rc=$?
 set -e
 echo "$theirs_line"
-check_line="transformers not installed: the export was not checked (launch/install_test_deps.sh)"
+check_line="transformers not installed: the export was not checked (launch/install_hf_deps.sh)"
 if [ $hf_rc -eq 0 ]; then
   theirs=$(echo "$theirs_line" | awk '{print $3}')
   check_line=$(/usr/bin/python3 -c "

@@ -57,15 +57,5 @@ fi
 # libpmix-dev ships (slurm-wlm-basic-plugins does not depend on it).
 install_missing_debs install_test_deps slurm-wlm munge libpmix-dev
 
-# tests/python/test_hf_gpt2.py compares our Hugging Face GPT-2 import and export
-# with transformers' GPT2LMHeadModel: Debian's python3-torch (1.13, for
-# /usr/bin/python3) and transformers pinned at 4.46.3 from PyPI, checked with
-# that torch (forward, save_pretrained, from_pretrained; generate() with one
-# shim, in the test). Without recommends, python3-torch is 162 packages,
-# about 25 s. The other torch comparisons (tests/python/) then run too.
-install_missing_debs install_test_deps python3-torch
-if ! /usr/bin/python3 -c "import transformers" 2>/dev/null; then
-  echo "install_test_deps: installing transformers 4.46.3 (PyPI) for /usr/bin/python3"
-  /usr/bin/python3 -m pip install --quiet --disable-pip-version-check --break-system-packages "transformers==4.46.3" ||
-    /usr/bin/python3 -m pip install --quiet --disable-pip-version-check "transformers==4.46.3"
-fi
+# The comparisons with PyTorch and Hugging Face (tests/python/test_hf_gpt2.py and the others).
+"$(dirname "$0")/install_hf_deps.sh"
