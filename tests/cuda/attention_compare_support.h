@@ -158,6 +158,9 @@ inline void compare_attention_decode(Backend& ref, Backend& dut, std::mt19937_64
       const size_t at = static_cast<size_t>(i) * out_stride + col;
       if (col >= c) {
         gap_written += out[1][at].bits != poison[at].bits;
+        // Checked here: the comparison below is of the written columns (the poison is a NaN on both sides).
+        out[0][at] = half16{0};
+        out[1][at] = half16{0};
         continue;
       }
       for (int j = 0; j <= past_len + i; ++j)
