@@ -82,7 +82,8 @@ TrainingSampler::TrainingSampler(const TrainConfig& c, Backend& backend)
   check(c);
   shape_ = model_token_shape(c);
   prompt_ids_ = codec_.encode(prompt_of(c), "--prompt");
-  model_ = make_model(c, backend, 1);
+  // The whole-window path's model, only where it is the path (--kv-cache off).
+  if (!kv_cache_) model_ = make_model(c, backend, 1);
   settings_.temperature = given(c, "temperature") ? c.temperature : kSampleTemperature;
   // A vocabulary below 40 tokens keeps all of them.
   settings_.top_k = given(c, "top-k") ? c.top_k : std::min<int64_t>(kSampleTopK, shape_.real_vocab);

@@ -59,7 +59,7 @@ class TrainingSampler {
   GptConfig gpt_;
   TextCodec codec_;
   std::vector<int32_t> prompt_ids_;
-  std::unique_ptr<Model> model_;  // one row
+  std::unique_ptr<Model> model_;  // one row; null with the KV cache
   SamplingSettings settings_;
 };
 
