@@ -37,10 +37,11 @@ class Backend : public GemmOps, public ElementwiseOps, public LossOps, public Tr
 
   // ---- memory -------------------------------------------------------------
   // The bytes Buffers (buffer.h: the trainer's and its models' device
-  // memory) hold now and at most so far: the trainer's own high-water mark,
-  // which the memory report and --bench quote. Not the device's or the
-  // host's (a CUDA context, cuBLAS, NCCL's staging and MPI's buffers are
-  // allocated outside Buffers).
+  // memory) and a backend's own growing scratch (the CPU's FP32 widening of
+  // GEMM operands) hold now and at most so far: the trainer's own
+  // high-water mark, which the memory report and --bench quote. Not the
+  // device's or the host's (a CUDA context, cuBLAS, NCCL's staging and
+  // MPI's buffers are allocated outside Buffers).
   struct AllocationTally {
     size_t in_use_bytes = 0;
     size_t peak_bytes = 0;

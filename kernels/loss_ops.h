@@ -31,6 +31,19 @@ class LossOps {
   // classes makes its gradient row NaN.
   virtual void softmax_xent_backward(const half16* logits, const int32_t* labels, int rows, int cols, int real_cols,
                                      ScalarArg loss_scale, half16* dlogits) = 0;
+  // The chunked classifier's step (trainer/models/layers/tied_classifier.h):
+  // for the rows [0, rows) of a chunk of a batch of total_rows rows, each
+  // row's loss into row_loss[r] (as softmax_xent_forward computes it) and
+  // the logits overwritten in place by their gradient (as
+  // softmax_xent_backward for total_rows rows: coef = loss_scale /
+  // total_rows). Each row gets the bits the two unfused calls give it, from
+  // one read of its logits.
+  virtual void softmax_xent_fused_rows(half16* logits_to_grad, const int32_t* labels, int rows, int cols,
+                                       int real_cols, int total_rows, ScalarArg loss_scale, float* row_loss) = 0;
+  // *loss_mean = the mean of row_loss [rows], summed in the order and
+  // precision softmax_xent_forward sums its rows (so the chunked loss is its
+  // bits).
+  virtual void loss_rows_mean(const float* row_loss, int rows, float* loss_mean) = 0;
   // *loss_mean = mean over rows*cols of (pred - target)^2 (torch MSELoss 'mean').
   virtual void mse_forward(const half16* pred, const float* target, int rows, int cols, float* loss_mean) = 0;
   // dpred = fp16(loss_scale * 2 * (pred - target) / (rows * cols))

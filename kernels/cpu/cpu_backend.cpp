@@ -84,7 +84,14 @@ std::unique_ptr<UploadSlots> CpuBackend::make_upload_slots(size_t slot_bytes) {
 }
 
 // ---- GEMM -----------------------------------------------------------------------
-void CpuBackend::gemm_fp16(const GemmFp16& g) { cpu_gemm_fp16(g, *pool_, gemm_scratch_); }
+// The widening scratch is memory a GEMM needs like any Buffer (the
+// classifier's [rows, vocab] products widen to FP32 four times its FP16
+// bytes), so its growth is in the allocation tally.
+void CpuBackend::gemm_fp16(const GemmFp16& g) {
+  const size_t before = gemm_scratch_.bytes();
+  cpu_gemm_fp16(g, *pool_, gemm_scratch_);
+  count_allocation(gemm_scratch_.bytes() - before);
+}
 
 // ---- element-wise -----------------------------------------------------------------
 void CpuBackend::cast_fp32_to_fp16(const float* src, half16* dst, size_t count) {
@@ -95,13 +102,23 @@ void CpuBackend::cast_fp32_to_fp16(const float* src, half16* dst, size_t count) 
 // ---- losses -------------------------------------------------------------------------
 void CpuBackend::softmax_xent_forward(const half16* logits, const int32_t* labels, int rows, int cols, int real_cols,
                                       float* loss_mean, int32_t* correct_count) {
-  cpu::softmax_xent_forward(*pool_, transformer_scratch_, logits, labels, rows, cols, real_cols, loss_mean,
+  cpu::softmax_xent_forward(*pool_, xent_scratch_, logits, labels, rows, cols, real_cols, loss_mean,
                             correct_count);
 }
 
 void CpuBackend::softmax_xent_backward(const half16* logits, const int32_t* labels, int rows, int cols, int real_cols,
                                        ScalarArg loss_scale, half16* dlogits) {
   cpu::softmax_xent_backward(*pool_, logits, labels, rows, cols, real_cols, loss_scale.get(), dlogits);
+}
+
+void CpuBackend::softmax_xent_fused_rows(half16* logits_to_grad, const int32_t* labels, int rows, int cols,
+                                         int real_cols, int total_rows, ScalarArg loss_scale, float* row_loss) {
+  cpu::softmax_xent_fused_rows(*pool_, logits_to_grad, labels, rows, cols, real_cols, total_rows, loss_scale.get(),
+                               row_loss);
+}
+
+void CpuBackend::loss_rows_mean(const float* row_loss, int rows, float* loss_mean) {
+  *loss_mean = cpu::loss_rows_mean(row_loss, rows);
 }
 
 void CpuBackend::mse_forward(const half16* pred, const float* target, int rows, int cols, float* loss_mean) {
@@ -143,7 +160,14 @@ void CpuBackend::layernorm_backward_fp16(const half16* dy, const half16* x, cons
 }
 void CpuBackend::gemm_batched_fp16(const GemmFp16& g, int batch_count, int64_t stride_a, int64_t stride_b,
                                    int64_t stride_c) {
+  const auto scratch_bytes = [this] {
+    size_t bytes = gemm_scratch_.bytes();
+    for (const CpuGemmScratch& s : batched_gemm_scratch_) bytes += s.bytes();
+    return bytes;
+  };
+  const size_t before = scratch_bytes();
   cpu_gemm_batched_fp16(g, batch_count, stride_a, stride_b, stride_c, *pool_, batched_gemm_scratch_);
+  count_allocation(scratch_bytes() - before);
 }
 void CpuBackend::causal_softmax_forward_fp16(const half16* scores, int batch_heads, int seq_len, float scale,
                                              half16* probs) {

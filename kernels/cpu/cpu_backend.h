@@ -13,6 +13,7 @@
 #include "kernels/cpu/cpu_gemm.h"
 #include "kernels/cpu/cpu_thread_pool.h"
 #include "kernels/cpu/cpu_transformer.h"
+#include "kernels/cpu/cpu_xent.h"
 
 namespace ddp {
 
@@ -41,6 +42,9 @@ class CpuBackend final : public Backend {
                             float* loss_mean, int32_t* correct_count) override;
   void softmax_xent_backward(const half16* logits, const int32_t* labels, int rows, int cols, int real_cols,
                              ScalarArg loss_scale, half16* dlogits) override;
+  void softmax_xent_fused_rows(half16* logits_to_grad, const int32_t* labels, int rows, int cols, int real_cols,
+                               int total_rows, ScalarArg loss_scale, float* row_loss) override;
+  void loss_rows_mean(const float* row_loss, int rows, float* loss_mean) override;
   void mse_forward(const half16* pred, const float* target, int rows, int cols, float* loss_mean) override;
   void mse_backward(const half16* pred, const float* target, int rows, int cols, ScalarArg loss_scale,
                     half16* dpred) override;
@@ -92,6 +96,7 @@ class CpuBackend final : public Backend {
   CpuGemmScratch gemm_scratch_;
   std::vector<CpuGemmScratch> batched_gemm_scratch_;  // one per piece of a batch (cpu_gemm.h)
   cpu::TransformerScratch transformer_scratch_;
+  cpu::XentScratch xent_scratch_;
 };
 
 // How many pieces CpuBackend cuts a pass over `elements` into on `threads`

@@ -45,8 +45,13 @@ class BlasSingleThreaded {
   int saved_;
 };
 
+// To exactly `count` (reserve, then resize: resize alone may double the
+// capacity), so the scratch the allocation tally counts is what the largest
+// GEMM needs.
 void grow(std::vector<float>& v, size_t count) {
-  if (v.size() < count) v.resize(count);
+  if (v.size() >= count) return;
+  v.reserve(count);
+  v.resize(count);
 }
 
 }  // namespace
@@ -118,7 +123,19 @@ void cpu_gemm_fp16(const GemmFp16& g, CpuThreadPool& pool, CpuGemmScratch& s) {
   const int extent = split_n ? n : m;
   int slices = threads * kSlicesPerThread;
   while (slices > threads && extent / slices < kMinSliceExtent) --slices;
-  const int chunk = ((extent + slices - 1) / slices + kSliceGrain - 1) / kSliceGrain * kSliceGrain;
+  const auto chunk_of = [&](int n) { return ((extent + n - 1) / n + kSliceGrain - 1) / kSliceGrain * kSliceGrain; };
+  // Nor is any slice under kMinParallelMacs: OpenBLAS (0.3.21) computes a
+  // product of at most 10^6 multiply-adds with its small-matrix kernels,
+  // which sum in another order than its blocked ones, and a slice must give
+  // the bits of the whole product (and of any other cut of it: a chunked
+  // classifier's chunk, another thread count).
+  const auto smallest_slice = [&](int n) {
+    const int width = chunk_of(n);
+    const int last = extent - (extent - 1) / width * width;
+    return std::min(width, last);
+  };
+  while (slices > 1 && macs * smallest_slice(slices) / extent < kMinParallelMacs) --slices;
+  const int chunk = chunk_of(slices);
 
   // Phase 1: the threads widen the shared operand (and C when beta != 0) by
   // stored rows.

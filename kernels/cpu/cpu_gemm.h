@@ -32,6 +32,10 @@ namespace ddp {
 // training step allocates nothing.
 struct CpuGemmScratch {
   std::vector<float> a_fp32, b_fp32, c_fp32, bias_fp32;
+  // What the widened operands hold: they only grow, to the largest GEMM's.
+  size_t bytes() const {
+    return (a_fp32.capacity() + b_fp32.capacity() + c_fp32.capacity() + bias_fp32.capacity()) * sizeof(float);
+  }
 };
 
 void cpu_gemm_fp16(const GemmFp16& g, CpuThreadPool& pool, CpuGemmScratch& scratch);

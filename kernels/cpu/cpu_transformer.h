@@ -1,5 +1,5 @@
 // cpu_transformer.h: the CPU loops of the GPT's Backend operations
-// (backend.h, "transformer operations"; the padded cross-entropy), split over
+// (backend.h, "transformer operations"), split over
 // CpuBackend's thread pool by rows or columns. Every FP32 sum runs over its
 // index in increasing order on one thread, so results do not depend on the
 // thread count; the per-element math is transformer_math.h (shared with
@@ -19,8 +19,6 @@ namespace ddp::cpu {
 struct TransformerScratch {
   std::vector<int32_t> row_order;    // rows sorted by token, stable
   std::vector<int32_t> token_start;  // [vocab + 1] offsets into row_order
-  std::vector<float> row_loss;       // cross-entropy per row
-  std::vector<int32_t> row_correct;
 };
 
 void embedding_forward(CpuThreadPool& pool, const int32_t* tokens, const half16* wte, const half16* wpe, int batch,
@@ -44,9 +42,5 @@ void heads_to_rows(CpuThreadPool& pool, const half16* heads_in, int batch, int s
 void attention_decode(CpuThreadPool& pool, const half16* q, int q_stride, const half16* k_cache, const half16* v_cache,
                       int kv_stride, int heads, int head_size, int past_len, int new_len, float scale, half16* out,
                       int out_stride);
-void softmax_xent_forward(CpuThreadPool& pool, TransformerScratch& scratch, const half16* logits, const int32_t* labels,
-                          int rows, int cols, int real_cols, float* loss_mean, int32_t* correct_count);
-void softmax_xent_backward(CpuThreadPool& pool, const half16* logits, const int32_t* labels, int rows, int cols,
-                           int real_cols, float loss_scale, half16* dlogits);
 
 }  // namespace ddp::cpu

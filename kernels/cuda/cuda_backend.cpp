@@ -233,6 +233,16 @@ void CudaBackend::softmax_xent_backward(const half16* logits, const int32_t* lab
   launch_softmax_xent_backward(compute_stream(), logits, labels, rows, cols, real_cols, loss_scale, dlogits);
 }
 
+void CudaBackend::softmax_xent_fused_rows(half16* logits_to_grad, const int32_t* labels, int rows, int cols,
+                                          int real_cols, int total_rows, ScalarArg loss_scale, float* row_loss) {
+  launch_softmax_xent_fused_rows(compute_stream(), logits_to_grad, labels, rows, cols, real_cols, total_rows,
+                                 loss_scale, row_loss);
+}
+
+void CudaBackend::loss_rows_mean(const float* row_loss, int rows, float* loss_mean) {
+  launch_loss_rows_mean(compute_stream(), row_loss, rows, loss_mean);
+}
+
 void CudaBackend::mse_forward(const half16* pred, const float* target, int rows, int cols, float* loss_mean) {
   DDP_REQUIRE(rows >= 0 && cols >= 0, "mse_forward: negative shape");
   launch_mse_forward(compute_stream(), pred, target, static_cast<size_t>(rows) * static_cast<size_t>(cols), loss_mean,

@@ -68,6 +68,9 @@ class CudaBackend final : public Backend {
                             float* loss_mean, int32_t* correct_count) override;
   void softmax_xent_backward(const half16* logits, const int32_t* labels, int rows, int cols, int real_cols,
                              ScalarArg loss_scale, half16* dlogits) override;
+  void softmax_xent_fused_rows(half16* logits_to_grad, const int32_t* labels, int rows, int cols, int real_cols,
+                               int total_rows, ScalarArg loss_scale, float* row_loss) override;
+  void loss_rows_mean(const float* row_loss, int rows, float* loss_mean) override;
   void mse_forward(const half16* pred, const float* target, int rows, int cols, float* loss_mean) override;
   void mse_backward(const half16* pred, const float* target, int rows, int cols, ScalarArg loss_scale,
                     half16* dpred) override;

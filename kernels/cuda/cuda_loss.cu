@@ -83,13 +83,14 @@ __global__ void xent_rows_kernel(const half16* logits, const int32_t* labels, in
   }
 }
 
+// row_correct may be null (the chunked classifier's mean: no count).
 __global__ void xent_finish_kernel(const float* row_loss, const int32_t* row_correct, int rows, float* loss_mean,
                                    int32_t* correct_count) {
   double loss_sum = 0.0;
   int correct = 0;
   for (int r = static_cast<int>(threadIdx.x); r < rows; r += static_cast<int>(blockDim.x)) {
     loss_sum += row_loss[r];
-    correct += row_correct[r];
+    if (row_correct) correct += row_correct[r];
   }
   loss_sum = block_sum(loss_sum);
   correct = block_sum(correct);
@@ -97,6 +98,23 @@ __global__ void xent_finish_kernel(const float* row_loss, const int32_t* row_cor
     *loss_mean = rows > 0 ? static_cast<float>(loss_sum / rows) : 0.0f;  // as CpuBackend
     if (correct_count) *correct_count = correct;
   }
+}
+
+// One row's gradient from its statistics, by the whole warp. Same
+// operation order as CpuBackend (p = exp * (1/sum), coef * (p - y)), so the
+// two differ only by expf's last bits and the sum's order. Each lane reads
+// an element before it writes it, and the statistics are complete before
+// any write, so dlogits may be the logits (the fused step).
+__device__ void write_row_grad(const half16* logits, const RowStats& s, int label, int cols, int real_cols, float coef,
+                               unsigned lane, half16* dlogits) {
+  const bool valid = label >= 0 && label < real_cols;
+  const float inv_sum = 1.0f / s.sum_exp;
+  for (int j = static_cast<int>(lane); j < real_cols; j += 32) {
+    const float p = expf(to_float(logits[j]) - s.max) * inv_sum;
+    const float onehot = j == label ? 1.0f : 0.0f;
+    dlogits[j] = to_half(valid ? coef * (p - onehot) : NAN);
+  }
+  for (int j = real_cols + static_cast<int>(lane); j < cols; j += 32) dlogits[j] = half16{0};
 }
 
 // coef = loss_scale / rows, the same float operations as CpuBackend; the
@@ -109,17 +127,25 @@ __global__ void xent_backward_kernel(const half16* logits, const int32_t* labels
   if (row >= rows) return;
   const size_t offset = static_cast<size_t>(row) * cols;
   const RowStats s = row_stats(logits + offset, real_cols, lane);
+  write_row_grad(logits + offset, s, labels[row], cols, real_cols, coef, lane, dlogits + offset);
+}
+
+// The chunked classifier's step: the forward's row loss and the backward's
+// gradient (for total_rows rows) from one set of row statistics, the
+// gradient over the logits.
+__global__ void xent_fused_rows_kernel(half16* logits_to_grad, const int32_t* labels, int rows, int cols,
+                                       int real_cols, int total_rows, ScalarArg loss_scale, float* row_loss) {
+  const float coef = loss_scale.get() / static_cast<float>(total_rows);
+  const int row = static_cast<int>(blockIdx.x) * kRowsPerBlock + static_cast<int>(threadIdx.x / 32);
+  const unsigned lane = threadIdx.x & 31u;
+  if (row >= rows) return;
+  half16* x = logits_to_grad + static_cast<size_t>(row) * cols;
+  const RowStats s = row_stats(x, real_cols, lane);
   const int label = labels[row];
   const bool valid = label >= 0 && label < real_cols;
-  // Same operation order as CpuBackend (p = exp * (1/sum), coef * (p - y)),
-  // so the two differ only by expf's last bits and the sum's order.
-  const float inv_sum = 1.0f / s.sum_exp;
-  for (int j = static_cast<int>(lane); j < real_cols; j += 32) {
-    const float p = expf(to_float(logits[offset + j]) - s.max) * inv_sum;
-    const float onehot = j == label ? 1.0f : 0.0f;
-    dlogits[offset + j] = to_half(valid ? coef * (p - onehot) : NAN);
-  }
-  for (int j = real_cols + static_cast<int>(lane); j < cols; j += 32) dlogits[offset + j] = half16{0};
+  if (lane == 0) row_loss[row] = valid ? (s.max + logf(s.sum_exp)) - to_float(x[label]) : NAN;
+  __syncwarp();  // lane 0's read of the label's logit comes before the lanes write the gradient over it
+  write_row_grad(x, s, label, cols, real_cols, coef, lane, x);
 }
 
 struct SquaredError {
@@ -175,6 +201,22 @@ void launch_softmax_xent_backward(cudaStream_t stream, const half16* logits, con
   DDP_REQUIRE(real_cols > 0 && real_cols <= cols, "softmax_xent_backward: needs 0 < real_cols <= cols");
   xent_backward_kernel<<<row_blocks(rows), kThreadsPerBlock, 0, stream>>>(logits, labels, rows, cols, real_cols,
                                                                           loss_scale, dlogits);
+  DDP_CUDA_CHECK_LAUNCH();
+}
+
+void launch_softmax_xent_fused_rows(cudaStream_t stream, half16* logits_to_grad, const int32_t* labels, int rows,
+                                    int cols, int real_cols, int total_rows, ScalarArg loss_scale, float* row_loss) {
+  DDP_REQUIRE(rows >= 0 && cols >= 0 && total_rows >= rows, "softmax_xent_fused_rows: bad shape");
+  if (rows == 0) return;
+  DDP_REQUIRE(real_cols > 0 && real_cols <= cols, "softmax_xent_fused_rows: needs 0 < real_cols <= cols");
+  xent_fused_rows_kernel<<<row_blocks(rows), kThreadsPerBlock, 0, stream>>>(logits_to_grad, labels, rows, cols,
+                                                                            real_cols, total_rows, loss_scale, row_loss);
+  DDP_CUDA_CHECK_LAUNCH();
+}
+
+void launch_loss_rows_mean(cudaStream_t stream, const float* row_loss, int rows, float* loss_mean) {
+  DDP_REQUIRE(rows >= 0, "loss_rows_mean: negative rows");
+  xent_finish_kernel<<<1, kFinalReduceThreads, 0, stream>>>(row_loss, nullptr, rows, loss_mean, nullptr);
   DDP_CUDA_CHECK_LAUNCH();
 }
 

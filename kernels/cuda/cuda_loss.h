@@ -26,6 +26,12 @@ void launch_softmax_xent_forward(cudaStream_t stream, const half16* logits, cons
 void launch_softmax_xent_backward(cudaStream_t stream, const half16* logits, const int32_t* labels, int rows, int cols,
                                   int real_cols, ScalarArg loss_scale, half16* dlogits);
 
+// The chunked classifier's fused step (backend.h); logits_to_grad becomes the gradient.
+void launch_softmax_xent_fused_rows(cudaStream_t stream, half16* logits_to_grad, const int32_t* labels, int rows,
+                                    int cols, int real_cols, int total_rows, ScalarArg loss_scale, float* row_loss);
+// The mean of row_loss [rows], as launch_softmax_xent_forward's.
+void launch_loss_rows_mean(cudaStream_t stream, const float* row_loss, int rows, float* loss_mean);
+
 size_t mse_forward_scratch_bytes();
 void launch_mse_forward(cudaStream_t stream, const half16* pred, const float* target, size_t count, float* loss_mean,
                         void* scratch);

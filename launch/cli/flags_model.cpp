@@ -39,7 +39,10 @@ po::options_description gpt_flags(TrainConfig& c) {
        "tokens of context T: samples are windows of T+1 tokens at stride T")
       ("vocab-size", po::value(&c.data.vocab_size)->default_value(c.data.vocab_size),
        "the model's vocabulary, at least the tokens' (0: from the data: 256 for bytes, GPT-2's 50257 padded to "
-       "50304 for llm.c and raw-u16 files)");
+       "50304 for llm.c and raw-u16 files)")
+      ("classifier-chunk", po::value(&c.gpt.classifier_chunk)->default_value(c.gpt.classifier_chunk),
+       "the LM head and its cross-entropy in chunks of ROWS positions, the gradient written over the logits: one FP16 "
+       "[B*T, vocab] buffer instead of two, no FP32 one (0: unchunked; the same bits on the CPU)");
   // clang-format on
   return gpt;
 }

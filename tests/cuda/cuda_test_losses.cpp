@@ -3,6 +3,8 @@
 // inputs. Tolerances: cuda_test_support.h.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 #include <utility>
 #include <vector>
@@ -61,6 +63,35 @@ TEST_F(CudaKernels, SoftmaxCrossEntropyForwardBackward) {
                    "dlogits scale " + std::to_string(scale));
     }
   }
+}
+
+// The chunked classifier's step: each chunk's rows get their loss and the
+// gradient over their logits; the mean of the row losses is the forward's.
+TEST_F(CudaKernels, FusedCrossEntropyRowsMatchTheCpu) {
+  SCOPED_TRACE(seed_text());
+  const int rows = 130, cols = 1024, real_cols = 1000, chunk = 48;
+  const auto logits = test::random_halves(rng, static_cast<size_t>(rows) * cols, -4.0f, 4.0f);
+  auto labels = test::random_labels(rng, rows, real_cols);
+  auto dl = both(logits);
+  auto lab = both(labels);
+  auto row_loss = both(nan_floats(rows));
+  const float scale = 1024.0f;
+  for (int r0 = 0; r0 < rows; r0 += chunk) {
+    const int n = std::min(chunk, rows - r0);
+    const size_t at = static_cast<size_t>(r0);
+    cpu.softmax_xent_fused_rows(dl.cpu.data() + at * cols, lab.cpu.data() + at, n, cols, real_cols, rows, scale,
+                                row_loss.cpu.data() + at);
+    gpu->softmax_xent_fused_rows(dl.gpu.data() + at * cols, lab.gpu.data() + at, n, cols, real_cols, rows, scale,
+                                 row_loss.gpu.data() + at);
+  }
+  expect_close(row_loss.gpu.download(), row_loss.cpu.download(), fp32_sum_rel_tol(cols), 1e-6, "row losses");
+  expect_close(dl.gpu.download(), dl.cpu.download(), kFp16RelTol,
+               4.0 * std::ldexp(1.0, -24) * scale / rows + kFp16SubnormalStep, "dlogits over the logits");
+  auto mean = both(nan_floats(1));
+  cpu.loss_rows_mean(row_loss.cpu.data(), rows, mean.cpu.data());
+  gpu->loss_rows_mean(row_loss.gpu.data(), rows, mean.gpu.data());
+  expect_close(mean.gpu.download(), mean.cpu.download(), fp32_sum_rel_tol(static_cast<size_t>(rows) + cols), 1e-6,
+               "mean");
 }
 
 TEST_F(CudaKernels, MeanSquaredErrorForwardBackward) {

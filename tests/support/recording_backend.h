@@ -127,6 +127,13 @@ class RecordingBackend final : public Backend {
     queue("attention_decode_fp16",
           [=] { cpu_.attention_decode_fp16(q, qs, k, v, kvs, nh, hs, past, n, scale, out, os); });
   }
+  void softmax_xent_fused_rows(half16* l, const int32_t* lab, int r, int c, int real, int total, ScalarArg s,
+                               float* row_loss) override {
+    queue("softmax_xent_fused_rows", [=] { cpu_.softmax_xent_fused_rows(l, lab, r, c, real, total, s, row_loss); });
+  }
+  void loss_rows_mean(const float* row_loss, int r, float* loss) override {
+    queue("loss_rows_mean", [=] { cpu_.loss_rows_mean(row_loss, r, loss); });
+  }
   void mse_forward(const half16* p, const float* t, int r, int c, float* loss) override {
     queue("mse_forward", [=] { cpu_.mse_forward(p, t, r, c, loss); });
   }

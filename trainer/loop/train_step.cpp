@@ -131,14 +131,19 @@ TrainStep::Result TrainStep::run(int64_t step) {
 void TrainStep::micro_batch_pass(const DeviceBatch& batch, int rows, int64_t micro, int64_t micro_batches) {
   const ScalarArg backward_scale = ScalarArg::at(&state_.device()->backward_scale);
   DDP_REQUIRE(batch.rows == rows, "micro_batch_pass: the batch is not the rows asked for");
-  const ModelOutput out = model_.forward(batch, tables_.weights_fp16);
-  if (tracer_) {
-    tracer_->end_layers();
-    tracer_->begin_span("loss");
+  if (model_.fuses_loss()) {  // the loss runs inside the last layer's span
+    model_.forward_with_loss(batch, tables_.weights_fp16, backward_scale, state_.loss_mean_device());
+    if (tracer_) tracer_->end_layers();
+  } else {
+    const ModelOutput out = model_.forward(batch, tables_.weights_fp16);
+    if (tracer_) {
+      tracer_->end_layers();
+      tracer_->begin_span("loss");
+    }
+    loss_forward(backend_, cfg_.loss, out, batch, state_.loss_mean_device(), nullptr);
+    loss_backward(backend_, cfg_.loss, out, batch, backward_scale, model_.output_grad());
+    if (tracer_) tracer_->end_span();
   }
-  loss_forward(backend_, cfg_.loss, out, batch, state_.loss_mean_device(), nullptr);
-  loss_backward(backend_, cfg_.loss, out, batch, backward_scale, model_.output_grad());
-  if (tracer_) tracer_->end_span();
   const bool last = micro + 1 == micro_batches;
   if (last) {
     for (const GradientSegment& gap : padding_gaps_)

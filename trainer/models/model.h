@@ -29,7 +29,9 @@
 #include <functional>
 #include <vector>
 
+#include "kernels/error.h"
 #include "kernels/half.h"
+#include "kernels/step_status.h"
 #include "trainer/data/batch_loader.h"
 #include "trainer/params/parameter_registry.h"
 #include "trainer/params/tensor_table.h"
@@ -72,8 +74,21 @@ class Model {
   // tables are taken by reference and never copied, so what a layer hook
   // set()s in the caller's table is what the layer after it reads.
   virtual ModelOutput forward(const DeviceBatch& batch, const WeightTable& weights_fp16) = 0;
-  // Scratch for the loss gradient of the last forward's outputs [rows, width].
+  // Scratch for the loss gradient of the last forward's outputs [rows, width]
+  // (it may be the outputs' own memory: a loss gradient may overwrite them).
   virtual half16* output_grad() = 0;
+  // A model whose last layer computes its cross-entropy with its outputs
+  // (the GPT's chunked classifier, tied_classifier.h), so the outputs and
+  // their gradient are never all held twice: training calls
+  // forward_with_loss instead of forward() and the loss head.
+  virtual bool fuses_loss() const { return false; }
+  // Forward, the mean cross-entropy against batch.labels into *loss_mean
+  // (backend memory) and its gradient times `scale` into output_grad(), as
+  // forward(), loss_forward and loss_backward (loss_head.h) give them.
+  virtual void forward_with_loss(const DeviceBatch& /*batch*/, const WeightTable& /*weights_fp16*/,
+                                 ScalarArg /*scale*/, float* /*loss_mean*/) {
+    throw Error("this model does not compute its loss itself");
+  }
   // Backward of the last forward from output_grad(). Writes (accumulate =
   // false) or adds to (accumulate = true) the gradients grads_fp16 points
   // to. `ready`, if given, runs once for each group of tensors as their

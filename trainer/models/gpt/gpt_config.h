@@ -22,6 +22,10 @@ struct GptConfig {
   int block_size = 128;  // T: positions (wpe rows) and the windows' length
   int vocab_size = 0;    // logits per position and wte rows: padded for the GEMMs (0: not yet bound to data)
   int real_vocab = 0;    // the tokenizer's: classes [real_vocab, vocab_size) never win
+  // How it runs, not what it is (never recorded; every value trains the
+  // same bits on the CPU): --classifier-chunk, the LM head's rows per chunk
+  // (models/layers/tied_classifier.h), 0 for the unchunked head.
+  int classifier_chunk = 0;
   int head_size() const { return n_embd / n_head; }
 };
 

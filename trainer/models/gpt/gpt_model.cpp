@@ -13,7 +13,9 @@ GptModel::GptModel(Backend& backend, const GptConfig& config, int max_batch)
       max_batch_(max_batch),
       ln_f_(backend, config.n_embd, static_cast<size_t>(max_batch) * config.block_size),
       scratch_(backend, static_cast<size_t>(max_batch) * config.block_size, config.n_embd,
-               static_cast<size_t>(max_batch) * config.n_head * config.block_size * config.block_size) {
+               static_cast<size_t>(max_batch) * config.n_head * config.block_size * config.block_size),
+      head_(backend, config.n_embd, config.vocab_size, config.real_vocab,
+            static_cast<size_t>(max_batch) * config.block_size, config.classifier_chunk) {
   DDP_REQUIRE(max_batch > 0, "GptModel: batch size must be positive");
   const size_t r = static_cast<size_t>(max_batch) * config.block_size;
   wte_ = registry_.find("transformer.wte.weight");
@@ -24,9 +26,8 @@ GptModel::GptModel(Backend& backend, const GptConfig& config, int max_batch)
     blocks_.back().bind(registry_, gpt_block_prefix(l));
   }
   ln_f_.bind(registry_, "transformer.ln_f");
+  head_.bind(wte_);
   final_out_ = Buffer<half16>(backend, r * config.n_embd);
-  logits_ = Buffer<half16>(backend, r * config.vocab_size);
-  output_grad_ = Buffer<half16>(backend, r * config.vocab_size);
   d_residual_ = Buffer<half16>(backend, r * config.n_embd);
 }
 
@@ -40,7 +41,7 @@ std::vector<size_t> GptModel::layer_tensors(int layer) const {
   return tensors;
 }
 
-ModelOutput GptModel::forward(const DeviceBatch& batch, const WeightTable& weights_fp16) {
+void GptModel::forward_body(const DeviceBatch& batch, const WeightTable& weights_fp16) {
   DDP_REQUIRE(batch.rows > 0 && batch.rows <= max_batch_, "GptModel::forward: batch larger than allocated");
   DDP_REQUIRE(weights_fp16.size() == registry_.size(), "GptModel::forward: the weight table is not the registry's");
   DDP_REQUIRE(batch.token_ids != nullptr, "GptModel::forward: the GPT reads token ids");
@@ -59,12 +60,18 @@ ModelOutput GptModel::forward(const DeviceBatch& batch, const WeightTable& weigh
   }
   before_forward(config_.n_layer + 1);
   ln_f_.forward(final_out_.data(), rows_i, weights_fp16);
-  // logits [R, V] = LN_f(x) [R, C] wte [V, C]^T
-  backend_.gemm_fp16(gemm_nt(rows_i, config_.vocab_size, c, ln_f_.out(), c, weights_fp16.at(wte_), c, logits_.data(),
-                             config_.vocab_size));
-  ModelOutput out{logits_.data(), rows_i, config_.vocab_size};
-  out.classes = config_.real_vocab;
-  return out;
+}
+
+ModelOutput GptModel::forward(const DeviceBatch& batch, const WeightTable& weights_fp16) {
+  forward_body(batch, weights_fp16);
+  return head_.forward(ln_f_.out(), static_cast<int>(rows()), weights_fp16);
+}
+
+void GptModel::forward_with_loss(const DeviceBatch& batch, const WeightTable& weights_fp16, ScalarArg scale,
+                                 float* loss_mean) {
+  DDP_REQUIRE(batch.labels != nullptr, "GptModel::forward_with_loss: the batch has no labels");
+  forward_body(batch, weights_fp16);
+  head_.forward_with_loss(ln_f_.out(), static_cast<int>(rows()), weights_fp16, batch.labels, scale, loss_mean);
 }
 
 void GptModel::backward(const WeightTable& weights_fp16, const GradTable& grads_fp16, bool accumulate,
@@ -74,18 +81,12 @@ void GptModel::backward(const WeightTable& weights_fp16, const GradTable& grads_
               "GptModel::backward: a table is not the registry's");
   const int c = config_.n_embd;
   const int rows_i = static_cast<int>(rows());
-  const int vocab = config_.vocab_size;
   auto report = [&](TensorRange range) {
     if (ready) ready(range.first, range.end);
   };
   before_backward(config_.n_layer + 1);
-  // d_wte [V, C] = dlogits [R, V]^T LN_f(x) [R, C]: the head's part (the embedding adds its own last)
-  GemmFp16 d_head = gemm_tn(vocab, c, rows_i, output_grad_.data(), vocab, ln_f_.out(), c, grads_fp16.at(wte_), c);
-  d_head.beta = accumulate ? 1.0f : 0.0f;
-  backend_.gemm_fp16(d_head);
-  // d LN_f(x) [R, C] = dlogits [R, V] wte [V, C]
-  backend_.gemm_fp16(
-      gemm_nn(rows_i, c, vocab, output_grad_.data(), vocab, weights_fp16.at(wte_), c, scratch_.d_ln.data(), c));
+  // d_wte's head part (the embedding adds its own last) and d LN_f(x) [R, C].
+  head_.backward(ln_f_.out(), rows_i, weights_fp16, grads_fp16, accumulate, scratch_.d_ln.data());
   // ln_f's input gradient starts the residual stream's: written, not added (no zeroing pass).
   ln_f_.backward(scratch_.d_ln.data(), final_out_.data(), rows_i, weights_fp16, grads_fp16, accumulate,
                  d_residual_.data(), /*add_to_residual=*/false);

@@ -12,6 +12,9 @@
 //             h = gelu_tanh(LN_2(m_l) W_fc^T + b)     (bias and GELU in the GEMM's epilogue)
 //             x_{l+1} = m_l + (h W_mp^T + b)
 //   logits = LN_f(x_L) wte^T   [R, vocab_size]; classes >= real_vocab never win (loss_head.h)
+// With --classifier-chunk the head (models/layers/tied_classifier.h) runs
+// the last line and the cross-entropy in row chunks, writing each chunk's
+// gradient in place of its logits: the loss and gradients are the same bits.
 // Backward runs the same lines in reverse; each LayerNorm's input gradient
 // is added to the residual stream's in its own pass (accumulate), so the
 // residual adds cost no extra pass in backward. Gradients become final
@@ -33,6 +36,7 @@
 #include "kernels/buffer.h"
 #include "trainer/models/gpt/gpt_config.h"
 #include "trainer/models/layers/layer_norm.h"
+#include "trainer/models/layers/tied_classifier.h"
 #include "trainer/models/layers/transformer_block.h"
 #include "trainer/models/model.h"
 
@@ -53,12 +57,17 @@ class GptModel final : public Model {
 
   // batch.token_ids [rows, T]. Outputs [rows x T, vocab_size] (classes real_vocab).
   ModelOutput forward(const DeviceBatch& batch, const WeightTable& weights_fp16) override;
-  half16* output_grad() override { return output_grad_.data(); }
+  half16* output_grad() override { return head_.output_grad(); }
+  bool fuses_loss() const override { return head_.chunked(); }
+  void forward_with_loss(const DeviceBatch& batch, const WeightTable& weights_fp16, ScalarArg scale,
+                         float* loss_mean) override;
   void backward(const WeightTable& weights_fp16, const GradTable& grads_fp16, bool accumulate,
                 const GradientsReady& ready) override;
 
  private:
   size_t rows() const { return static_cast<size_t>(batch_rows_) * config_.block_size; }
+  // The embeddings, the blocks and ln_f: x_L's LayerNorm in ln_f_.out().
+  void forward_body(const DeviceBatch& batch, const WeightTable& weights_fp16);
 
   Backend& backend_;
   GptConfig config_;
@@ -70,8 +79,7 @@ class GptModel final : public Model {
   LayerNorm ln_f_;
   BlockScratch scratch_;             // the blocks' shared buffers
   Buffer<half16> final_out_;         // x_L [R, C]: the last block's output
-  Buffer<half16> logits_;            // [R, vocab]
-  Buffer<half16> output_grad_;       // [R, vocab]: the loss's gradient
+  TiedClassifier head_;              // the logits [R, vocab] and their gradient
   Buffer<half16> d_residual_;        // [R, C]: the residual stream's gradient, from the head down to the embeddings
   const int32_t* tokens_ = nullptr;  // of the last forward
   int batch_rows_ = 0;

@@ -35,6 +35,8 @@ std::string settings_problem(const GptConfig& g) {
   if (g.n_embd % g.n_head != 0)
     return "--n-embd " + std::to_string(g.n_embd) + " does not divide by --n-head " + std::to_string(g.n_head) +
            " (each head is n_embd / n_head wide)";
+  if (g.classifier_chunk < 0)
+    return "--classifier-chunk " + std::to_string(g.classifier_chunk) + " must be 0 (unchunked) or a row count";
   return "";
 }
 

@@ -1,0 +1,131 @@
+// cpu_xent.cpp: the cross-entropy of cpu_xent.h. A row is widened to FP32
+// once; its exponentials (cpu_softmax_rows.h) serve the loss and the
+// gradient alike, so the fused step and the unfused calls compute each row
+// with the same operations in the same order.
+#include "kernels/cpu/cpu_xent.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/cpu_softmax_rows.h"
+#include "kernels/error.h"
+#include "kernels/half_convert.h"
+
+namespace ddp::cpu {
+namespace {
+
+size_t count_of(int n) { return n > 0 ? static_cast<size_t>(n) : 0; }
+
+void check_shape(int rows, int cols, int real_cols, const char* op) {
+  DDP_REQUIRE(rows >= 0 && (rows == 0 || (real_cols > 0 && real_cols <= cols)),
+              std::string(op) + ": needs 0 < real_cols <= cols");
+}
+
+// A row's statistics over its classes; `v` (real floats) receives the
+// widened logits and leaves holding exp(logit - max).
+struct RowExp {
+  float max = 0.0f;
+  int argmax = 0;     // the first maximum (torch.argmax)
+  float label_logit;  // 0 when the label is not a class
+  float sum_exp = 0.0f;
+  bool valid = false;
+};
+
+RowExp row_exp(const half16* logits, size_t real, int32_t label, float* v) {
+  half_to_float_array(logits, v, real);
+  RowExp s;
+  s.max = v[0];
+  for (size_t c = 1; c < real; ++c)
+    if (v[c] > s.max) {  // strict: the first maximum wins
+      s.max = v[c];
+      s.argmax = static_cast<int>(c);
+    }
+  s.valid = label >= 0 && static_cast<size_t>(label) < real;
+  s.label_logit = s.valid ? v[label] : 0.0f;
+  s.sum_exp = exp_shifted_sum(v, s.max, v, real);  // in place: the logits are spent
+  return s;
+}
+
+float row_loss_of(const RowExp& s) {
+  return s.valid ? s.max + logf(s.sum_exp) - s.label_logit : std::numeric_limits<float>::quiet_NaN();
+}
+
+// drow [width] = fp16(coef * (softmax - onehot)) over the classes, 0 in the
+// padded columns; `v` holds the row's exponentials and is spent.
+void write_row_grad(const RowExp& s, int32_t label, float coef, size_t real, size_t width, float* v, half16* drow) {
+  const float inv_sum = 1.0f / s.sum_exp;
+  for (size_t c = 0; c < real; ++c) {
+    const float p = v[c] * inv_sum;
+    v[c] = s.valid ? coef * (p - (static_cast<int32_t>(c) == label ? 1.0f : 0.0f))
+                   : std::numeric_limits<float>::quiet_NaN();
+  }
+  float_to_half_array(v, drow, real);
+  std::fill(drow + real, drow + width, half16{0});  // padded classes: no probability, no gradient
+}
+
+// fn(r, v) for each row, v a per-piece FP32 row of `real` floats.
+template <class Fn>
+void each_row(CpuThreadPool& pool, int rows, int cols, int real_cols, Fn&& fn) {
+  const size_t real = count_of(real_cols);
+  pool.parallel_for(count_of(rows), 1, cpu_pass_pieces(count_of(rows) * count_of(cols), pool.size()),
+                    [&](size_t r0, size_t r1) {
+                      std::vector<float> v(real);
+                      for (size_t r = r0; r < r1; ++r) fn(r, v.data());
+                    });
+}
+
+}  // namespace
+
+float loss_rows_mean(const float* row_loss, int rows) {
+  float loss_sum = 0.0f;
+  for (size_t r = 0; r < count_of(rows); ++r) loss_sum += row_loss[r];
+  return rows > 0 ? loss_sum / static_cast<float>(rows) : 0.0f;
+}
+
+void softmax_xent_forward(CpuThreadPool& pool, XentScratch& s, const half16* logits, const int32_t* labels, int rows,
+                          int cols, int real_cols, float* loss_mean, int32_t* correct_count) {
+  check_shape(rows, cols, real_cols, "softmax_xent_forward");
+  s.row_loss.resize(count_of(rows));
+  s.row_correct.resize(count_of(rows));
+  const size_t width = count_of(cols);
+  each_row(pool, rows, cols, real_cols, [&](size_t r, float* v) {
+    const RowExp e = row_exp(logits + r * width, count_of(real_cols), labels[r], v);
+    s.row_loss[r] = row_loss_of(e);
+    s.row_correct[r] = e.valid && e.argmax == labels[r];
+  });
+  *loss_mean = loss_rows_mean(s.row_loss.data(), rows);
+  if (correct_count) {
+    int32_t correct = 0;
+    for (const int32_t hit : s.row_correct) correct += hit;
+    *correct_count = correct;
+  }
+}
+
+void softmax_xent_backward(CpuThreadPool& pool, const half16* logits, const int32_t* labels, int rows, int cols,
+                           int real_cols, float loss_scale, half16* dlogits) {
+  check_shape(rows, cols, real_cols, "softmax_xent_backward");
+  const float coef = loss_scale / static_cast<float>(rows);
+  const size_t width = count_of(cols), real = count_of(real_cols);
+  each_row(pool, rows, cols, real_cols, [&](size_t r, float* v) {
+    const RowExp e = row_exp(logits + r * width, real, labels[r], v);
+    write_row_grad(e, labels[r], coef, real, width, v, dlogits + r * width);
+  });
+}
+
+void softmax_xent_fused_rows(CpuThreadPool& pool, half16* logits_to_grad, const int32_t* labels, int rows, int cols,
+                             int real_cols, int total_rows, float loss_scale, float* row_loss) {
+  check_shape(rows, cols, real_cols, "softmax_xent_fused_rows");
+  DDP_REQUIRE(total_rows >= rows, "softmax_xent_fused_rows: a chunk larger than its batch");
+  const float coef = loss_scale / static_cast<float>(total_rows);
+  const size_t width = count_of(cols), real = count_of(real_cols);
+  each_row(pool, rows, cols, real_cols, [&](size_t r, float* v) {
+    half16* row = logits_to_grad + r * width;
+    const RowExp e = row_exp(row, real, labels[r], v);  // the row is in v now: it may be overwritten
+    row_loss[r] = row_loss_of(e);
+    write_row_grad(e, labels[r], coef, real, width, v, row);
+  });
+}
+
+}  // namespace ddp::cpu

@@ -1,0 +1,221 @@
+// test_gpt_chunked_classifier.cpp: the GPT with its chunked classifier
+// (--classifier-chunk, tied_classifier.h) against the unchunked head on the
+// CPU: the same loss bits and gradient bits over two accumulated
+// micro-batches, at chunks that divide the rows, that do not, and that
+// exceed them, on 1 and 2 threads; the evaluation logits the same; and the
+// allocation tally's peak lower by classifier_bytes' predicted amount.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/buffer.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/half.h"
+#include "support/recording_backend.h"
+#include "support/temp_dir.h"
+#include "support/test_support.h"
+#include "support/training_run_support.h"
+#include "trainer/models/gpt/gpt_model.h"
+#include "trainer/models/loss_head.h"
+
+namespace ddp {
+namespace {
+
+constexpr int kBatch = 3;
+
+GptConfig tiny_gpt(int chunk) {
+  GptConfig g;
+  g.n_layer = 2;
+  g.n_head = 2;
+  g.n_embd = 48;
+  g.block_size = 24;
+  g.vocab_size = 1024;  // wide against C, so the head's buffers dominate the GEMM scratch
+  g.real_vocab = 1000;
+  g.classifier_chunk = chunk;
+  return g;
+}
+
+struct Inputs {
+  std::vector<half16> weights;
+  std::vector<int32_t> tokens[2];
+  std::vector<int32_t> labels[2];
+};
+
+Inputs draw_inputs(std::mt19937_64& rng, const ParameterRegistry& reg, int real_vocab) {
+  Inputs in;
+  std::normal_distribution<float> normal(0.0f, 0.15f);
+  in.weights.assign(reg.flat_count(), to_half(0.0f));
+  for (const ParameterTensor& t : reg.tensors()) {
+    const bool gain = t.name.find("ln_") != std::string::npos && t.name.find(".weight") != std::string::npos;
+    for (size_t i = 0; i < t.count; ++i) in.weights[t.offset + i] = to_half((gain ? 1.0f : 0.0f) + normal(rng));
+  }
+  const size_t rows = static_cast<size_t>(kBatch) * tiny_gpt(0).block_size;
+  for (int m = 0; m < 2; ++m) {
+    in.tokens[m] = test::random_labels(rng, rows, real_vocab);
+    in.labels[m] = test::random_labels(rng, rows, real_vocab);
+  }
+  return in;
+}
+
+struct Outcome {
+  std::vector<float> losses;    // per micro-batch
+  std::vector<half16> grads;    // after both, accumulated
+  std::vector<half16> logits;   // an evaluation forward's, after the step
+  size_t peak_bytes = 0;
+};
+
+// Two micro-batches (the second accumulating), fused or through the loss
+// head, then an evaluation forward.
+Outcome train(CpuBackend& cpu, const GptConfig& g, const Inputs& in) {
+  GptModel model(cpu, g, kBatch);
+  const ParameterRegistry& reg = model.parameters();
+  Buffer<half16> w(cpu, reg.flat_count()), grads(cpu, reg.flat_count());
+  w.upload(in.weights);
+  grads.upload(test::poison_halves(reg.flat_count()));
+  const WeightTable weights = WeightTable::flat(w.data(), reg);
+  const size_t rows = static_cast<size_t>(kBatch) * g.block_size;
+  Buffer<int32_t> tokens(cpu, rows), labels(cpu, rows);
+  Buffer<float> loss(cpu, 1);
+  Outcome o;
+  for (int m = 0; m < 2; ++m) {
+    tokens.upload(in.tokens[m]);
+    labels.upload(in.labels[m]);
+    DeviceBatch batch;
+    batch.token_ids = tokens.data();
+    batch.labels = labels.data();
+    batch.rows = kBatch;
+    batch.labels_per_row = g.block_size;
+    const ScalarArg scale(512.0f);
+    if (model.fuses_loss()) {
+      model.forward_with_loss(batch, weights, scale, loss.data());
+    } else {
+      const ModelOutput out = model.forward(batch, weights);
+      loss_forward(cpu, LossKind::SoftmaxCrossEntropy, out, batch, loss.data(), nullptr);
+      loss_backward(cpu, LossKind::SoftmaxCrossEntropy, out, batch, scale, model.output_grad());
+    }
+    o.losses.push_back(loss.download()[0]);
+    model.backward(weights, GradTable::flat(grads.data(), reg), /*accumulate=*/m > 0, GradientsReady());
+  }
+  o.grads = grads.download();
+  DeviceBatch eval;
+  eval.token_ids = tokens.data();
+  eval.rows = kBatch;
+  const ModelOutput out = model.forward(eval, weights);
+  o.logits.resize(static_cast<size_t>(out.rows) * out.width);
+  cpu.copy_to_host(o.logits.data(), out.values, o.logits.size() * sizeof(half16));
+  o.peak_bytes = cpu.allocations().peak_bytes;
+  return o;
+}
+
+bool same_halves(const std::vector<half16>& a, const std::vector<half16>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(half16)) == 0;
+}
+
+TEST(GptChunkedClassifier, TrainsWithTheUnchunkedBits) {
+  const uint64_t seed = test::test_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  CpuBackend reg_cpu(1);
+  const Inputs in = draw_inputs(rng, GptModel(reg_cpu, tiny_gpt(0), kBatch).parameters(), tiny_gpt(0).real_vocab);
+  for (int threads : {1, 2}) {
+    CpuBackend base_cpu(threads);
+    const Outcome want = train(base_cpu, tiny_gpt(0), in);
+    for (const float l : want.losses) ASSERT_TRUE(std::isfinite(l));
+    // rows = 72: chunks that divide them, that do not, one chunk, and more than the rows.
+    for (int chunk : {16, 24, 40, 72, 500}) {
+      SCOPED_TRACE(std::to_string(threads) + " threads, chunk " + std::to_string(chunk));
+      CpuBackend cpu(threads);
+      const Outcome got = train(cpu, tiny_gpt(chunk), in);
+      ASSERT_EQ(got.losses.size(), want.losses.size());
+      for (size_t m = 0; m < got.losses.size(); ++m)
+        EXPECT_EQ(test::bits_of(got.losses[m]), test::bits_of(want.losses[m]))
+            << "micro-batch " << m << ": " << got.losses[m] << " vs " << want.losses[m];
+      EXPECT_TRUE(same_halves(got.grads, want.grads)) << "a gradient differs from the unchunked head's";
+      EXPECT_TRUE(same_halves(got.logits, want.logits)) << "the evaluation logits differ";
+    }
+  }
+}
+
+TEST(GptChunkedClassifier, PeakMemoryFallsByThePredictedAmount) {
+  std::mt19937_64 rng(test::test_seed());
+  CpuBackend reg_cpu(1);
+  const Inputs in = draw_inputs(rng, GptModel(reg_cpu, tiny_gpt(0), kBatch).parameters(), tiny_gpt(0).real_vocab);
+  const size_t rows = static_cast<size_t>(kBatch) * tiny_gpt(0).block_size;
+  CpuBackend unchunked_cpu(2);
+  const size_t unchunked_peak = train(unchunked_cpu, tiny_gpt(0), in).peak_bytes;
+  for (int chunk : {16, 40}) {
+    SCOPED_TRACE("chunk " + std::to_string(chunk));
+    CpuBackend cpu(2);
+    const size_t chunked_peak = train(cpu, tiny_gpt(chunk), in).peak_bytes;
+    const double predicted = classifier_bytes(rows, 1024, 48, 0, true).total() -
+                             classifier_bytes(rows, 1024, 48, chunk, true).total();
+    EXPECT_GT(predicted, 0.0);
+    EXPECT_EQ(static_cast<double>(unchunked_peak) - static_cast<double>(chunked_peak), predicted)
+        << "peaks " << unchunked_peak << " and " << chunked_peak;
+  }
+}
+
+// Through the trainer (the train step's fused path), eager and as an
+// emulated CUDA graph: the run's master weights and test loss are the
+// unchunked run's bits.
+TEST(GptChunkedClassifier, TrainingRunsGiveTheUnchunkedBits) {
+  const test::TempDir temp_dir("gpt_chunked");
+  std::mt19937_64 rng(test::test_seed());
+  std::string text;
+  while (text.size() < 12000) text += static_cast<char>('a' + rng() % 20);
+  const std::string path = temp_dir.path() + "/text.txt";
+  std::ofstream(path, std::ios::binary) << text;
+  TrainConfig c;
+  c.model = "gpt";
+  c.gpt = tiny_gpt(0);
+  c.data.kind = "text";
+  c.data.train_text = path;
+  c.data.block_size = 24;
+  c.data.vocab_size = 1024;
+  c.data.val_fraction = 0.1;
+  c.loss = LossKind::SoftmaxCrossEntropy;
+  c.loss_name = "xent";
+  c.optimizer = OptimizerKind::AdamW;
+  c.lr = 3e-3;
+  c.batch_size = 4;
+  c.grad_accum = 2;
+  c.steps = 6;
+  c.log_every = 1000000;
+  c.lr_schedule = LrScheduleKind::Constant;
+  CpuBackend cpu(2);
+  const test::TrainingRun want = test::train_with(cpu, c);
+  c.gpt.classifier_chunk = 24;
+  for (const bool graphs : {false, true}) {
+    SCOPED_TRACE(graphs ? "emulated CUDA graphs" : "eager");
+    c.cuda_graph = graphs;
+    c.grad_accum = graphs ? 1 : 2;  // a captured step is one micro-batch
+    CpuBackend eager_cpu(2);
+    RecordingBackend recording(DeviceKind::Cuda, /*can_capture=*/true);
+    Backend& backend = graphs ? static_cast<Backend&>(recording) : eager_cpu;
+    const test::TrainingRun got = test::train_with(backend, c);
+    if (graphs) {
+      c.gpt.classifier_chunk = 0;
+      RecordingBackend unchunked(DeviceKind::Cuda, /*can_capture=*/true);
+      const test::TrainingRun base = test::train_with(unchunked, c);
+      c.gpt.classifier_chunk = 24;
+      EXPECT_GT(recording.replays, 0) << "no step was replayed";
+      EXPECT_EQ(got.summary.test_loss, base.summary.test_loss);
+      EXPECT_EQ(got.master, base.master);
+      continue;
+    }
+    EXPECT_EQ(got.summary.test_loss, want.summary.test_loss)
+        << got.summary.test_loss << " vs " << want.summary.test_loss;
+    ASSERT_EQ(got.master.size(), want.master.size());
+    size_t differ = 0;
+    for (size_t i = 0; i < want.master.size(); ++i) differ += test::bits_of(got.master[i]) != test::bits_of(want.master[i]);
+    EXPECT_EQ(differ, 0u) << "of " << want.master.size() << " master weights";
+  }
+}
+
+}  // namespace
+}  // namespace ddp

@@ -1,0 +1,150 @@
+// tied_classifier.cpp
+#include "trainer/models/layers/tied_classifier.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/error.h"
+#include "trainer/models/layers/gemm_calls.h"
+
+namespace ddp {
+namespace {
+
+// No chunk's GEMM is under 2^20 multiply-adds: OpenBLAS (0.3.21 on AVX-512)
+// runs products under 10^6 through its small-matrix kernels, which sum in
+// another order than its blocked ones, so a smaller chunk of a large GEMM
+// would not give the whole GEMM's bits.
+constexpr double kMinChunkMacs = 1 << 20;
+
+// How `total` rows are cut: pieces of `size` (rounded up to 16, the CPU
+// GEMM's slice grain), none under `floor` rows (a short last piece joins the
+// one before it).
+struct Pieces {
+  int total = 0;
+  int size = 0;
+  int floor = 0;
+  int at(int first) const {
+    const int left = total - first;
+    return left - size < floor ? left : size;
+  }
+  int largest() const {
+    int most = 0;
+    for (int first = 0; first < total; first += at(first)) most = std::max(most, at(first));
+    return most;
+  }
+};
+
+Pieces make_pieces(int total, int size, double macs_per_row) {
+  Pieces p;
+  p.total = total;
+  p.floor = std::min(total, static_cast<int>(std::ceil(kMinChunkMacs / macs_per_row)));
+  p.size = std::min(total, std::max((size + 15) / 16 * 16, p.floor));
+  return p;
+}
+
+// The logits and dx GEMMs, by rows: each row costs V x C multiply-adds.
+Pieces row_pieces(int rows, int chunk_rows, int vocab, int channels) {
+  return make_pieces(rows, chunk_rows, static_cast<double>(vocab) * channels);
+}
+
+// d_wte's GEMM sums over all rows, so it is cut by vocabulary rows (each
+// costs R x C): as many pieces as the rows have chunks, so a piece widens
+// about chunk_rows x V values.
+Pieces vocab_pieces(int vocab, int rows, int chunk_rows, int channels) {
+  const int chunks = (rows + chunk_rows - 1) / chunk_rows;
+  return make_pieces(vocab, (vocab + chunks - 1) / chunks, static_cast<double>(rows) * channels);
+}
+
+}  // namespace
+
+ClassifierBytes classifier_bytes(size_t rows, int vocab, int channels, int chunk_rows, bool widens_fp32) {
+  const double rv = static_cast<double>(rows) * vocab;
+  ClassifierBytes b;
+  if (chunk_rows <= 0) {
+    b.fp16_buffers = 2 * 2 * rv;
+    // The logits GEMM's FP32 result, and dlogits widened as the A operand
+    // of both backward GEMMs (one scratch, reused).
+    if (widens_fp32) b.fp32_widening = 2 * 4 * rv;
+    return b;
+  }
+  const int r = static_cast<int>(rows);
+  const double chunk = static_cast<double>(row_pieces(r, chunk_rows, vocab, channels).largest()) * vocab;
+  const double piece = static_cast<double>(rows) * vocab_pieces(vocab, r, chunk_rows, channels).largest();
+  b.fp16_buffers = 2 * rv;
+  // A chunk's FP32 logits; the widened A of a dx chunk or of a d_wte piece.
+  if (widens_fp32) b.fp32_widening = 4 * chunk + 4 * std::max(chunk, piece);
+  b.row_losses = 4.0 * static_cast<double>(rows);
+  return b;
+}
+
+TiedClassifier::TiedClassifier(Backend& backend, int channels, int vocab, int real_vocab, size_t max_rows,
+                               int chunk_rows)
+    : backend_(backend),
+      channels_(channels),
+      vocab_(vocab),
+      real_vocab_(real_vocab),
+      chunk_rows_(chunk_rows),
+      logits_(backend, max_rows * vocab) {
+  DDP_REQUIRE(chunk_rows >= 0, "TiedClassifier: negative chunk");
+  if (chunked())
+    row_loss_ = Buffer<float>(backend, max_rows);
+  else
+    output_grad_ = Buffer<half16>(backend, max_rows * vocab);
+}
+
+ModelOutput TiedClassifier::forward(const half16* x, int rows, const WeightTable& weights_fp16) {
+  const int c = channels_;
+  const Pieces chunks = row_pieces(rows, chunked() ? chunk_rows_ : rows, vocab_, c);
+  for (int r0 = 0, n = 0; r0 < rows; r0 += n) {
+    n = chunks.at(r0);
+    const size_t at = static_cast<size_t>(r0);
+    // logits [n, V] = x [n, C] wte [V, C]^T
+    backend_.gemm_fp16(gemm_nt(n, vocab_, c, x + at * c, c, weights_fp16.at(wte_), c, logits_.data() + at * vocab_,
+                               vocab_));
+  }
+  ModelOutput out{logits_.data(), rows, vocab_};
+  out.classes = real_vocab_;
+  return out;
+}
+
+void TiedClassifier::forward_with_loss(const half16* x, int rows, const WeightTable& weights_fp16,
+                                       const int32_t* labels, ScalarArg scale, float* loss_mean) {
+  DDP_REQUIRE(chunked(), "TiedClassifier::forward_with_loss: the unchunked head leaves the loss to loss_head.h");
+  const int c = channels_;
+  const Pieces chunks = row_pieces(rows, chunked() ? chunk_rows_ : rows, vocab_, c);
+  for (int r0 = 0, n = 0; r0 < rows; r0 += n) {
+    n = chunks.at(r0);
+    const size_t at = static_cast<size_t>(r0);
+    half16* logits = logits_.data() + at * vocab_;
+    backend_.gemm_fp16(gemm_nt(n, vocab_, c, x + at * c, c, weights_fp16.at(wte_), c, logits, vocab_));
+    // While the chunk is fresh: its loss, and its gradient over it.
+    backend_.softmax_xent_fused_rows(logits, labels + at, n, vocab_, real_vocab_, rows, scale, row_loss_.data() + at);
+  }
+  backend_.loss_rows_mean(row_loss_.data(), rows, loss_mean);
+}
+
+void TiedClassifier::backward(const half16* x, int rows, const WeightTable& weights_fp16, const GradTable& grads_fp16,
+                              bool accumulate, half16* dx) const {
+  const int c = channels_;
+  const half16* dlogits = chunked() ? logits_.data() : output_grad_.data();
+  half16* d_wte = grads_fp16.at(wte_);
+  // d_wte [V, C] = dlogits [R, V]^T x [R, C], by vocabulary rows: the head's
+  // part (the embedding adds its own last).
+  const Pieces pieces = vocab_pieces(vocab_, rows, chunked() ? chunk_rows_ : rows, c);
+  for (int v0 = 0, n = 0; v0 < vocab_; v0 += n) {
+    n = pieces.at(v0);
+    const size_t at = static_cast<size_t>(v0);
+    GemmFp16 d_head = gemm_tn(n, c, rows, dlogits + at, vocab_, x, c, d_wte + at * c, c);
+    d_head.beta = accumulate ? 1.0f : 0.0f;
+    backend_.gemm_fp16(d_head);
+  }
+  // dx [R, C] = dlogits [R, V] wte [V, C], by rows.
+  const Pieces chunks = row_pieces(rows, chunked() ? chunk_rows_ : rows, vocab_, c);
+  for (int r0 = 0, n = 0; r0 < rows; r0 += n) {
+    n = chunks.at(r0);
+    const size_t at = static_cast<size_t>(r0);
+    backend_.gemm_fp16(gemm_nn(n, c, vocab_, dlogits + at * vocab_, vocab_, weights_fp16.at(wte_), c, dx + at * c, c));
+  }
+}
+
+}  // namespace ddp
