@@ -17,9 +17,15 @@ namespace {
 // Below this many multiply-adds (~20 us on one core) a GEMM runs on the
 // calling thread alone: waking the team would cost more than it saves.
 constexpr double kMinParallelMacs = 1 << 20;
-// Slice boundaries are multiples of this (the BLAS kernels' register block
-// is 16 rows or fewer), so no slice ends in a partial block but the last.
-constexpr int kSliceGrain = 16;
+// Slice boundaries are multiples of this, so no slice ends in a partial
+// register block but the last, and a row slice gives the whole product's
+// bits: OpenBLAS 0.3.21's Zen kernels sum a row's products in an order that
+// depends on the row's place in its call modulo 12 (16-row slices differ in
+// a few percent of elements, 12- and 48-row slices never: measured), its
+// AVX-512 kernels block by 16.
+constexpr int kSliceGrain = 48;
+// Products with at least this many rows are cut by rows only (below).
+constexpr int kColumnSplitRows = 2 * kSliceGrain;
 // Output slices per thread: more than one lets a thread that kept its core
 // take over the work of one that lost it (on 2 shared cores, 2 per thread
 // was within noise of 1 when idle, 4 per thread slower). Each slice packs
@@ -112,14 +118,16 @@ void cpu_gemm_fp16(const GemmFp16& g, CpuThreadPool& pool, CpuGemmScratch& s) {
     return;
   }
 
-  // The output is cut into slices along n (columns) or m (rows). Every
-  // column slice reads all of A (m x k), every row slice all of B (k x n):
-  // cut so that the smaller operand is the shared one (the BLAS packs it once
-  // per slice), unless that dimension is too small to give each thread a
-  // block of its own.
+  // The output is cut into slices along m (rows), each reading all of B
+  // (k x n), at multiples of kSliceGrain: a row slice gives the whole
+  // product's bits (see kSliceGrain), so the bits do not depend on the
+  // thread count, nor on how a caller cuts the rows (the chunked classifier,
+  // tied_classifier.cpp). Column slices do not keep the bits (OpenBLAS's Zen
+  // kernels: measured), so only a product of fewer than kColumnSplitRows
+  // rows is cut along n (columns, each reading all of A), when n can give
+  // each thread a block: its bits may depend on the thread count.
   const int threads = pool.size();
-  bool split_n = m < n;
-  if ((split_n ? n : m) < threads * kSliceGrain) split_n = !split_n;
+  const bool split_n = m < kColumnSplitRows && n >= threads * kSliceGrain;
   const int extent = split_n ? n : m;
   int slices = threads * kSlicesPerThread;
   while (slices > threads && extent / slices < kMinSliceExtent) --slices;

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "trainer/io/json_writer.h"
+#include "trainer/report/activation_report.h"
 
 namespace ddp {
 
@@ -69,6 +70,14 @@ std::string bench_json_line(const BenchContext& c, const BenchTimings& t) {
       (2.0 * t.allreduce_elements_per_step + t.reduce_scatter_elements_per_step + t.allgather_elements_per_step);
   r.add("zero_stage", t.zero_stage).add("parameters", t.parameters).add("state_bytes_per_rank", t.state_bytes_max);
   r.add("peak_allocated_bytes_per_rank", t.peak_allocated_bytes_max);
+  // Beside the peak, its formula: the state's (ZeRO's, with our extras) and
+  // the activations' by kind. The tally's peak also holds what neither
+  // states (the batch slots, the loss head, the CPU GEMMs' FP32 widening,
+  // communication staging, padding): the rest is that.
+  add_activation_fields(r, t.activations);
+  const double peak_formula = t.state_formula_bytes + activation_formula_total(t.activations);
+  r.add("peak_formula_bytes", peak_formula);
+  r.add("peak_beyond_formula_bytes", static_cast<double>(t.peak_allocated_bytes_max) - peak_formula);
   r.add("comm_bytes_per_step_per_rank", sent);
   r.add("comm_bytes_theory", 2.0 * ring * (t.zero_stage >= 3 ? 3.0 : 2.0) * static_cast<double>(t.parameters));
   // Replayed steps' all-reduces are not timed (no timing events in a

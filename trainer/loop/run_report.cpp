@@ -7,6 +7,7 @@
 
 #include "trainer/config/model_catalog.h"
 #include "trainer/loop/stop_signal.h"
+#include "trainer/report/activation_report.h"
 
 namespace ddp {
 namespace {
@@ -49,9 +50,14 @@ void RunReport::banner(size_t parameters, const Dataset& train, const Dataset& t
   }
 }
 
-void RunReport::memory(const StateBytes& state, size_t other_bytes, const ZeroFormula& formula) {
+void RunReport::memory(const StateBytes& state, size_t other_bytes, const ZeroFormula& formula,
+                       const ActivationKinds& activations) {
   say(memory_line(cfg_.zero_stage, world(), state, other_bytes, formula));
-  if (metrics_) metrics_->write(memory_record(cfg_.zero_stage, world(), state, other_bytes, formula));
+  if (!activations.empty()) say(activation_line(activations));
+  if (!metrics_) return;
+  JsonRecord r = memory_record(cfg_.zero_stage, world(), state, other_bytes, formula);
+  add_activation_fields(r, activations);
+  metrics_->write(r);
 }
 
 void RunReport::log_step(const ProgressSnapshot& snap, double lr, double grad_norm, double allreduce_hidden_fraction) {

@@ -16,6 +16,7 @@
 #include "trainer/loop/epoch_cursor.h"
 #include "trainer/loop/evaluator.h"
 #include "trainer/io/json_writer.h"
+#include "trainer/report/activation_bytes.h"
 #include "trainer/report/memory_report.h"
 #include "trainer/report/progress_reporter.h"
 #include "trainer/config/train_config.h"
@@ -66,8 +67,11 @@ class RunReport {
 
   void banner(size_t parameters, const Dataset& train, const Dataset& test, const RunPlan& plan);
   // After the banner: this rank's memory by state class against the ZeRO
-  // formula (memory_report.h), a line and an "event": "memory" record.
-  void memory(const StateBytes& state, size_t other_bytes, const ZeroFormula& formula);
+  // formula (memory_report.h), a line and an "event": "memory" record; then
+  // the model's activations by kind (activation_report.h), a line and the
+  // same record's activation_* fields.
+  void memory(const StateBytes& state, size_t other_bytes, const ZeroFormula& formula,
+              const ActivationKinds& activations);
   // A --log-every step: `snap` filled in (loss over the ranks, interval
   // figures; NaN all-reduce figures with --cuda-graph).
   void log_step(const ProgressSnapshot& snap, double lr, double grad_norm, double allreduce_hidden_fraction);

@@ -14,6 +14,7 @@
 #include "kernels/backend.h"
 #include "kernels/error.h"
 #include "trainer/data/batch_loader.h"
+#include "trainer/report/activation_bytes.h"
 #include "trainer/data/data_source.h"
 #include "trainer/config/train_config.h"
 #include "trainer/checkpoint/train_state.h"
@@ -58,6 +59,8 @@ struct BenchTimings {
   size_t parameters = 0;                // the model's (Psi, no padding)
   size_t state_bytes_max = 0;           // the largest rank's state (memory_report.h)
   size_t peak_allocated_bytes_max = 0;  // the largest rank's allocation high-water mark (Backend::allocations)
+  double state_formula_bytes = 0;       // the ZeRO formula with our extras (memory_report.h), per rank
+  ActivationKinds activations;          // the model's, by kind (the same on every rank)
 };
 
 class Trainer {

@@ -45,6 +45,10 @@ BenchTimings Trainer::Impl::bench(int64_t warmup_steps, int64_t timed_steps) {
   t.state_bytes_max = static_cast<size_t>(comm_.allreduce_max_host(static_cast<int64_t>(held_state_bytes().total())));
   t.peak_allocated_bytes_max =
       static_cast<size_t>(comm_.allreduce_max_host(static_cast<int64_t>(backend_.allocations().peak_bytes)));
+  t.state_formula_bytes = zero_formula_bytes(cfg_.zero_stage, world(), t.parameters,
+                                             cfg_.optimizer == OptimizerKind::AdamW)
+                              .ours_bytes;
+  t.activations = model_->activation_kinds();
   return t;
 }
 

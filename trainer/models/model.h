@@ -33,6 +33,7 @@
 #include "kernels/half.h"
 #include "kernels/step_status.h"
 #include "trainer/data/batch_loader.h"
+#include "trainer/report/activation_bytes.h"
 #include "trainer/params/parameter_registry.h"
 #include "trainer/params/tensor_table.h"
 
@@ -95,6 +96,9 @@ class Model {
   // gradients become final, in registry order, covering every tensor.
   virtual void backward(const WeightTable& weights_fp16, const GradTable& grads_fp16, bool accumulate,
                         const GradientsReady& ready) = 0;
+  // What the model's own buffers hold, by kind, with a formula per kind
+  // (activation_bytes.h); empty where a model states none.
+  virtual ActivationKinds activation_kinds() const { return {}; }
 
   void set_layer_hooks(LayerHooks hooks) { hooks_ = std::move(hooks); }
   // Observers (--trace) at the same points: `done` before the hooks (the

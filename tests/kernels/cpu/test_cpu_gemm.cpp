@@ -166,6 +166,49 @@ TEST_F(CpuKernelsThreaded, GemmSlicesMatchReferenceAndRepeatBitwise) {
   for (size_t i = 0; i < first.size(); ++i) ASSERT_EQ(first[i].bits, second[i].bits) << i;
 }
 
+// Row slices (m at least n) give one thread's bits: each slice's BLAS call
+// starts at a multiple of the slice grain (48 rows, cpu_gemm.cpp), where
+// OpenBLAS's Zen kernels are in step with the whole call (16-row slices
+// are not). Column slices carry no such promise.
+TEST_F(CpuKernelsThreaded, GemmRowSlicesGiveOneThreadsBits) {
+  const int shapes[][3] = {{200, 64, 384}, {300, 40, 200}, {1000, 17, 90}, {150, 100, 400}, {517, 96, 48}};
+  for (const auto& s : shapes)
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb) {
+        const int m = s[0], n = s[1], k = s[2];
+        SCOPED_TRACE(std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + " ta " +
+                     std::to_string(ta) + " tb " + std::to_string(tb));
+        const auto a = test::random_halves(rng, static_cast<size_t>(m) * k),
+                   b = test::random_halves(rng, static_cast<size_t>(n) * k);
+        std::vector<half16> got[2];
+        CpuBackend* backends[2] = {&one, &two};
+        for (int t = 0; t < 2; ++t) {
+          Backend& be = *backends[t];
+          Buffer<half16> da(be, a.size()), db(be, b.size()), dc(be, static_cast<size_t>(m) * n);
+          da.upload(a);
+          db.upload(b);
+          dc.upload(test::poison_halves(dc.count()));
+          GemmFp16 g;
+          g.trans_a = ta ? Transpose::Yes : Transpose::No;
+          g.trans_b = tb ? Transpose::Yes : Transpose::No;
+          g.m = m;
+          g.n = n;
+          g.k = k;
+          g.a = da.data();
+          g.lda = ta ? m : k;
+          g.b = db.data();
+          g.ldb = tb ? k : n;
+          g.c = dc.data();
+          g.ldc = n;
+          be.gemm_fp16(g);
+          got[t] = dc.download();
+        }
+        size_t differ = 0;
+        for (size_t i = 0; i < got[0].size(); ++i) differ += got[0][i].bits != got[1][i].bits;
+        EXPECT_EQ(differ, 0u);
+      }
+}
+
 TEST_F(CpuKernelsThreaded, GemmSlicesWithStrides) {
   // Views into wider matrices on the split path: padding stays untouched.
   const int m = 130, n = 70, k = 200, lda = 210, ldb = 75, ldc = 81;

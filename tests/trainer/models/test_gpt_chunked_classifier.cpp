@@ -26,14 +26,14 @@
 namespace ddp {
 namespace {
 
-constexpr int kBatch = 3;
+constexpr int kBatch = 4;
 
 GptConfig tiny_gpt(int chunk) {
   GptConfig g;
   g.n_layer = 2;
   g.n_head = 2;
   g.n_embd = 48;
-  g.block_size = 24;
+  g.block_size = 64;
   g.vocab_size = 1024;  // wide against C, so the head's buffers dominate the GEMM scratch
   g.real_vocab = 1000;
   g.classifier_chunk = chunk;
@@ -126,8 +126,9 @@ TEST(GptChunkedClassifier, TrainsWithTheUnchunkedBits) {
     CpuBackend base_cpu(threads);
     const Outcome want = train(base_cpu, tiny_gpt(0), in);
     for (const float l : want.losses) ASSERT_TRUE(std::isfinite(l));
-    // rows = 72: chunks that divide them, that do not, one chunk, and more than the rows.
-    for (int chunk : {16, 24, 40, 72, 500}) {
+    // rows = 256, cut (tied_classifier.cpp) into 96 + 160 (chunk 16), 144 + 112
+    // (100), one piece (150: its last 64 rows join it), and more than the rows.
+    for (int chunk : {16, 100, 150, 500}) {
       SCOPED_TRACE(std::to_string(threads) + " threads, chunk " + std::to_string(chunk));
       CpuBackend cpu(threads);
       const Outcome got = train(cpu, tiny_gpt(chunk), in);
@@ -175,7 +176,7 @@ TEST(GptChunkedClassifier, TrainingRunsGiveTheUnchunkedBits) {
   c.gpt = tiny_gpt(0);
   c.data.kind = "text";
   c.data.train_text = path;
-  c.data.block_size = 24;
+  c.data.block_size = 64;
   c.data.vocab_size = 1024;
   c.data.val_fraction = 0.1;
   c.loss = LossKind::SoftmaxCrossEntropy;
@@ -189,7 +190,7 @@ TEST(GptChunkedClassifier, TrainingRunsGiveTheUnchunkedBits) {
   c.lr_schedule = LrScheduleKind::Constant;
   CpuBackend cpu(2);
   const test::TrainingRun want = test::train_with(cpu, c);
-  c.gpt.classifier_chunk = 24;
+  c.gpt.classifier_chunk = 100;  // 256 rows: pieces of 144 and 112
   for (const bool graphs : {false, true}) {
     SCOPED_TRACE(graphs ? "emulated CUDA graphs" : "eager");
     c.cuda_graph = graphs;

@@ -15,10 +15,16 @@ namespace {
 // another order than its blocked ones, so a smaller chunk of a large GEMM
 // would not give the whole GEMM's bits.
 constexpr double kMinChunkMacs = 1 << 20;
+// The CPU GEMM's row-slice grain and the rows below which it may cut a
+// product by columns instead (cpu_gemm.cpp: kSliceGrain, kColumnSplitRows):
+// pieces start at multiples of the one and hold at least the other, so each
+// is cut as the whole product is, by rows, in step with it.
+constexpr int kPieceGrain = 48;
+constexpr int kMinPieceRows = 96;
 
-// How `total` rows are cut: pieces of `size` (rounded up to 16, the CPU
-// GEMM's slice grain), none under `floor` rows (a short last piece joins the
-// one before it).
+// How `total` rows are cut: pieces of `size` rounded up to kPieceGrain,
+// none under `floor` rows (kMinPieceRows, kMinChunkMacs: a short last piece
+// joins the one before it).
 struct Pieces {
   int total = 0;
   int size = 0;
@@ -37,8 +43,8 @@ struct Pieces {
 Pieces make_pieces(int total, int size, double macs_per_row) {
   Pieces p;
   p.total = total;
-  p.floor = std::min(total, static_cast<int>(std::ceil(kMinChunkMacs / macs_per_row)));
-  p.size = std::min(total, std::max((size + 15) / 16 * 16, p.floor));
+  p.floor = std::min(total, std::max(kMinPieceRows, static_cast<int>(std::ceil(kMinChunkMacs / macs_per_row))));
+  p.size = std::min(total, (std::max(size, p.floor) + kPieceGrain - 1) / kPieceGrain * kPieceGrain);
   return p;
 }
 

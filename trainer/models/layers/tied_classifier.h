@@ -15,8 +15,8 @@
 // operand larger than about chunk_rows x V is widened. A chunk's GEMM sums
 // each output over the same k in the same order as the whole GEMM, so on
 // the CPU the loss and every gradient are the unchunked ones' bits (chunks
-// are rounded up to 16 rows, and to at least 2^20 multiply-adds: see
-// tied_classifier.cpp).
+// are rounded up to 48 rows, and hold at least 96 rows and 2^20
+// multiply-adds: see tied_classifier.cpp).
 #pragma once
 
 #include <cstddef>
@@ -54,6 +54,8 @@ class TiedClassifier {
                          ScalarArg scale, float* loss_mean);
   // The loss gradient's place: the logits themselves when chunked.
   half16* output_grad() { return chunked() ? logits_.data() : output_grad_.data(); }
+  // What its buffers hold (classifier_bytes' fp16_buffers + row_losses).
+  size_t buffer_bytes() const { return logits_.size_bytes() + output_grad_.size_bytes() + row_loss_.size_bytes(); }
   // From output_grad() and the forward's x: dx [rows, C] written, d_wte
   // written or added (accumulate).
   void backward(const half16* x, int rows, const WeightTable& weights_fp16, const GradTable& grads_fp16,

@@ -76,4 +76,18 @@ void MlpModel::backward(const WeightTable& weights_fp16, const GradTable& grads_
   }
 }
 
+ActivationKinds MlpModel::activation_kinds() const {
+  double hidden = 0;
+  for (size_t i = 0; i + 1 < layers_.size(); ++i) hidden += layers_[i].out_features();
+  const double b = max_batch_, out = output_width(), fp16 = sizeof(half16);
+  ActivationKind kept{"layers", 0, fp16 * b * (hidden + out + (keeps_pre_activation() ? hidden : 0.0)),
+                      keeps_pre_activation() ? "2B(2 sum h + o)" : "2B(sum h + o)"};
+  ActivationKind grads{"gradients", output_grad_.size_bytes(), fp16 * b * (hidden + out), "2B(sum h + o)"};
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    kept.bytes += pre_activation_[i].size_bytes() + activation_out_[i].size_bytes();
+    grads.bytes += grad_scratch_[i].size_bytes();
+  }
+  return {kept, grads};
+}
+
 }  // namespace ddp

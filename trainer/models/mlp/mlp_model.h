@@ -39,6 +39,11 @@ class MlpModel final : public Model {
   half16* output_grad() override { return output_grad_.data(); }
   void backward(const WeightTable& weights_fp16, const GradTable& grads_fp16, bool accumulate,
                 const GradientsReady& ready) override;
+  // "layers": what forward keeps for backward, 2B (sum h + o) bytes, and
+  // 2B sum h more with GELU (its Z); "gradients": the hidden dZ scratch and
+  // the loss gradient, 2B (sum h + o). B max_batch, h the hidden widths, o
+  // the output width, 2 bytes per FP16 element.
+  ActivationKinds activation_kinds() const override;
 
  private:
   Backend& backend_;
