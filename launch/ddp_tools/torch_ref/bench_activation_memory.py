@@ -130,6 +130,7 @@ def parse_args(argv=None):
                    help="torch_reference.py --attention (auto: its faster form on this batch)")
     g.add_argument("--run-timeout", type=float, default=900.0, help="seconds per run")
     g.add_argument("--budget-s", type=float, default=0.0, help="stop starting runs after this many seconds (0: no limit)")
+    p.add_argument("--note", action="append", default=[], help="a line for the table's header (repeatable)")
     p.add_argument("--out", default="",
                    help="the table (Markdown), .runs.jsonl and .log beside it (default: launch/results/"
                    "DATE-cpu-activation-memory.md; --quick: under the temporary folder)")
@@ -166,6 +167,8 @@ def parse_args(argv=None):
         day = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
         folder = tempfile.gettempdir() if a.quick else os.path.join(repo_paths.REPO, "launch", "results")
         a.out = os.path.join(folder, f"{day}-cpu-activation-memory{'-quick' if a.quick else ''}.md")
+    if os.path.isdir(a.out) or not a.out.endswith(".md"):
+        p.error(f"--out '{a.out}': a Markdown file name (.md); its .runs.jsonl and .log go beside it")
     return a
 
 
@@ -357,6 +360,7 @@ class Bench:
                 f"batch {a.speed_batch}; thread configurations: "
                 + "; ".join(f"{c}: {torch_thread_configs.describe(c, self.threads)}" for c, _ in self.tconfs)),
             "command": " ".join(shlex.quote(x) for x in [sys.argv[0]] + sys.argv[1:]),
+            **{f"note {i}" if len(a.note) > 1 else "note": text for i, text in enumerate(a.note, 1)},
         }
 
     def env(self, torch_t=None, blas_t=None):
@@ -714,7 +718,12 @@ def main(argv=None):
         print(f"{PROG}: {e}", file=sys.stderr)
         return 2
     try:
-        return Bench(args, help_text).run()
+        bench = Bench(args, help_text)
+    except OSError as e:
+        print(f"{PROG}: cannot write beside {args.out}: {e}", file=sys.stderr)
+        return 2
+    try:
+        return bench.run()
     except KeyboardInterrupt:
         if compare_torch._running is not None:  # its own session: Ctrl-C did not reach it
             try:
