@@ -486,7 +486,11 @@ fi
 # --bench line (tokens/s, our tally peak_allocated_bytes_per_rank) into
 # gpt-memory.jsonl, and the device's memory in use: the line's
 # device_used_bytes_per_rank (cudaMemGetInfo's total - free after the timed
-# steps) where the binary writes it, else (today: --bench has no such field)
+# steps) where the binary writes it, else (today: --bench has no such field;
+# it needs a Backend call for the device's memory in use, cudaMemGetInfo's
+# total - free on CudaBackend and none on the CPU, read in
+# Trainer::Impl::bench after the timed steps into BenchTimings, max over
+# ranks, and written by bench_json_line when known)
 # the peak of nvidia-smi's memory.used, sampled every 100 ms during the run,
 # less its value before the run (the whole device: our CUDA context, cuBLAS's
 # workspace and the allocations beyond our tally included). The dry run: the
