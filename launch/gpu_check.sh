@@ -474,8 +474,9 @@ else
   skip_stage 7e-gpt-trace "no binary"
 fi
 # 7f: issue 30's memory settings on the GPU. NOT RUN ON A GPU YET: written
-# and dry-run on CPUs before any GPU was lent for it; the first GPU run is
-# its first test. 7f-flash-tests: the fused attention's CUDA tests
+# without one (its loop and table were run on the CPU with a tiny GPT, and
+# against a stub ddp_train with all three flags; not in a whole --dry-run);
+# the first GPU run is its first test. 7f-flash-tests: the fused attention's CUDA tests
 # (GPT_FLASH_FILTER, '*FlashAttention*': the kernel against the CPU backend
 # at T = 1024); "no test matched" until the fused attention is in the build.
 # 7f-gpt-memory: GPT-2 124M (12 layers, 12 heads, 768 wide, T 1024,
