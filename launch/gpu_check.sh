@@ -18,7 +18,10 @@
 #        kernel tests, 7b a short training run whose loss must fall, 7c
 #        GPT-2 124M ours vs PyTorch AMP eager and torch.compile, 7d --zero 0-3
 #        on the one GPU, which must give one final loss, 7e --trace on the
-#        device at --zero 0 and 1, merged and checked); the build
+#        device at --zero 0 and 1, merged and checked, 7f issue 30's memory
+#        settings: the fused attention's CUDA tests and GPT-2 124M --bench
+#        at each --attention x --recompute with the chunked classifier, our
+#        tally beside the device's memory; not run on a GPU yet); the build
 #        (1) always runs, and is quick when build-gpu is already there
 #   CMP_MODELS=a,c CMP_REPEATS=1 CMP_MODES=eager ...  a smaller comparison
 #   GPT_CMP_MODES=eager GPT_CMP_REPEATS=2 ...  the same for 7c
@@ -62,7 +65,7 @@ else
   JOBS=16
 fi
 RESERVE_S=15            # kept back for the summary and the tarball
-GPT_RESERVE_S=${GPT_RESERVE_S:-220}   # kept for stage 7 by stage 5 and 5b (7c: ~140 s, compile ~90 of it; 7d ~30 s; 7e ~15 s)
+GPT_RESERVE_S=${GPT_RESERVE_S:-300}   # kept for stage 7 by stage 5 and 5b (7c: ~140 s, compile ~90 of it; 7d ~30 s; 7e ~15 s; 7f: 25 + 60 s)
 [[ ",${GPU_CHECK_SKIP:-}," == *",7,"* ]] && GPT_RESERVE_S=0
 rm -rf "$LOGS" && mkdir -p "$LOGS"
 START_S=$(date +%s)
@@ -470,6 +473,164 @@ else
   skip_stage 7a-gpt-tests-cuda "no test binary"; skip_stage 7b-gpt-train "no binary"; skip_stage 7d-gpt-zero "no binary"
   skip_stage 7e-gpt-trace "no binary"
 fi
+# 7f: issue 30's memory settings on the GPU. NOT RUN ON A GPU YET: written
+# without one (its loop and table were run on the CPU with a tiny GPT, and
+# against a stub ddp_train with all three flags; not in a whole --dry-run);
+# the first GPU run is its first test. 7f-flash-tests: the fused attention's CUDA tests
+# (GPT_FLASH_FILTER, '*FlashAttention*': the kernel against the CPU backend
+# at T = 1024); "no test matched" until the fused attention is in the build.
+# 7f-gpt-memory: GPT-2 124M (12 layers, 12 heads, 768 wide, T 1024,
+# vocabulary 50304, batch GPT_MEM_BATCH 8) `--bench` at the default settings,
+# then with the chunked classifier (--classifier-chunk GPT_MEM_CHUNK 256) at
+# each --attention path x --recompute level (fused + block first); a flag the
+# binary's --help lacks is left out of the grid with a message. Each run: its
+# --bench line (tokens/s, our tally peak_allocated_bytes_per_rank) into
+# gpt-memory.jsonl, and the device's memory in use: the line's
+# device_used_bytes_per_rank (cudaMemGetInfo's total - free after the timed
+# steps) where the binary writes it, else (today: --bench has no such field;
+# it needs a Backend call for the device's memory in use, cudaMemGetInfo's
+# total - free on CudaBackend and none on the CPU, read in
+# Trainer::Impl::bench after the timed steps into BenchTimings, max over
+# ranks, and written by bench_json_line when known)
+# the peak of nvidia-smi's memory.used, sampled every 100 ms during the run,
+# less its value before the run (the whole device: our CUDA context, cuBLAS's
+# workspace and the allocations beyond our tally included). The dry run: the
+# same loop on the CPU with a tiny GPT (no device memory figures).
+stage_gpt_memory() {
+  local bin=$1 dev=$2 out=$3 deadline=$4 help shape=() steps=() base=(--model gpt --optimizer adamw --bench)
+  help=$("$bin" --help 2>&1) || { echo "ddp_train --help failed"; return 1; }
+  if [ "$dev" = cuda ]; then
+    shape=(--n-layer 12 --n-head 12 --n-embd 768 --block-size 1024 --vocab-size 50304 --batch-size "${GPT_MEM_BATCH:-8}")
+    steps=(--bench-warmup 2 --bench-steps 6)
+  else
+    shape=(--n-layer 2 --n-head 2 --n-embd 64 --block-size 64 --vocab-size 256 --batch-size 4)
+    steps=(--bench-warmup 1 --bench-steps 2)
+  fi
+  has() { grep -qE "^  --$1 " <<<"$help"; }
+  local chunk=() attentions=("") recomputes=("")
+  if has classifier-chunk; then chunk=(--classifier-chunk "${GPT_MEM_CHUNK:-256}")
+  else echo "7f: --classifier-chunk not in this binary: the chunked classifier is left out"; fi
+  if has attention; then attentions=(fused explicit)
+  else echo "7f: --attention not in this binary: each path is left out (the binary's one path runs)"; fi
+  if has recompute; then recomputes=(block light none)
+  else echo "7f: --recompute not in this binary: each level is left out (the binary's one level runs)"; fi
+  local settings=("default") a r
+  for a in "${attentions[@]}"; do for r in "${recomputes[@]}"; do
+    local s="${chunk[*]}"
+    [ -n "$a" ] && s="$s --attention $a"
+    [ -n "$r" ] && s="$s --recompute $r"
+    s=${s# }
+    [ -n "$s" ] && settings+=("$s")
+  done; done
+  : >"$out"
+  local setting flags idle smi_pid line rc
+  for setting in "${settings[@]}"; do
+    if [ $(($(date +%s) + 15)) -gt "$deadline" ]; then echo "7f: $setting: skipped (the stage's time is spent)"; continue; fi
+    flags=(); [ "$setting" != default ] && read -ra flags <<<"$setting"
+    idle="" smi_pid=""
+    if [ "$dev" = cuda ] && command -v nvidia-smi >/dev/null; then
+      idle=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -i 0 | head -1)
+      nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -i 0 -lms 100 >"$out.smi" 2>/dev/null &
+      smi_pid=$!
+    fi
+    echo "7f: $setting: ddp_train ${base[*]} --device $dev ${shape[*]} ${steps[*]} ${flags[*]}"
+    rc=0
+    line=$(timeout -k 5 $((deadline - $(date +%s))) "$bin" "${base[@]}" --device "$dev" "${shape[@]}" "${steps[@]}" \
+           "${flags[@]}" 2>"$out.stderr" | grep -m1 '^{"event": *"bench"') || rc=$?
+    [ -n "$smi_pid" ] && { kill "$smi_pid" 2>/dev/null; wait "$smi_pid" 2>/dev/null; }
+    if [ -z "$line" ]; then
+      echo "7f: $setting: no bench line (exit $rc): $(tail -n 3 "$out.stderr" | tr '\n' ' ')"
+      python3 -c 'import json, sys; print(json.dumps({"setting": sys.argv[1], "error": sys.argv[2]}))' \
+        "$setting" "exit $rc: $(tail -n 1 "$out.stderr")" >>"$out"
+      continue
+    fi
+    python3 - "$setting" "$line" "$idle" "$out.smi" >>"$out" <<'PY'
+import json, sys
+setting, line, idle, smi = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], sys.argv[4]
+rec = {"setting": setting, "bench": line}
+if idle:
+    try:
+        used = [int(v) for v in open(smi).read().split() if v.strip().isdigit()]
+    except OSError:
+        used = []
+    if used:
+        rec["smi_idle_mib"], rec["smi_peak_mib"] = int(idle), max(used)
+print(json.dumps(rec))
+PY
+    tail -n 1 "$out"
+  done
+  grep -q '"bench"' "$out"
+}
+export -f stage_gpt_memory
+
+# The table of 7f's runs (summary.md) and its key figure; $1 the JSONL, $2
+# "table" or "figure".
+gpt_memory_report() {
+  python3 - "$1" "$2" "$DRY" <<'PY'
+import json, sys
+path, what, dry = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+MIB = float(1 << 20)
+try:
+    recs = [json.loads(l) for l in open(path) if l.strip()]
+except OSError:
+    recs = []
+def device(r):
+    b = r.get("bench", {})
+    if b.get("device_used_bytes_per_rank") is not None:
+        return b["device_used_bytes_per_rank"] / MIB, "cudaMemGetInfo"
+    if "smi_peak_mib" in r:
+        return r["smi_peak_mib"] - r["smi_idle_mib"], "nvidia-smi peak - idle"
+    return None, "n/a"
+ok = [r for r in recs if "bench" in r]
+if what == "figure":
+    if not ok:
+        print("no run gave a bench line" + (" (dry run: CPU; not run on a GPU yet)" if dry else ""))
+        sys.exit(0)
+    parts = []
+    for r in ok[:3]:
+        d, src = device(r)
+        b = r["bench"]
+        parts.append(f"{r['setting']}: {b.get('tokens_per_s', 0):,.0f} tok/s, tally {b.get('peak_allocated_bytes_per_rank', 0) / MIB:,.0f} MiB"
+                     + (f", device {d:,.0f} MiB ({src})" if d is not None else ""))
+    print(f"{len(ok)}/{len(recs)} runs; " + "; ".join(parts) + (" (dry run: CPU; not run on a GPU yet)" if dry else ""))
+    sys.exit(0)
+print("| setting | tokens/s | MFU | our tally (peak allocated) MiB | state MiB | device in use MiB | device source |")
+print("| --- | ---: | ---: | ---: | ---: | ---: | --- |")
+for r in recs:
+    if "bench" not in r:
+        print(f"| {r['setting']} | failed: {r.get('error', '')[:80]} | | | | | |")
+        continue
+    b = r["bench"]
+    d, src = device(r)
+    mfu = f"{100 * b['mfu']:.1f}%" if b.get("mfu") is not None else "n/a"
+    print(f"| {r['setting']} | {b.get('tokens_per_s', 0):,.0f} | {mfu} | {b.get('peak_allocated_bytes_per_rank', 0) / MIB:,.1f} "
+          f"| {b.get('state_bytes_per_rank', 0) / MIB:,.1f} | {'n/a' if d is None else f'{d:,.0f}'} | {src} |")
+PY
+}
+
+GPT_FLASH_FILTER=${GPT_FLASH_FILTER:-'*FlashAttention*'}
+if [ $HAVE_BIN = 1 ]; then
+  run_stage 7f-flash-tests 25 env LD_LIBRARY_PATH="$OURS_LD" "$BUILD/tests/ddp_cuda_tests" \
+    --gtest_filter="$GPT_FLASH_FILTER" --gtest_output="xml:$LOGS/gtest-flash.xml"
+  if ran 7f-flash-tests; then
+    FIGURE[7f-flash-tests]="$(gtest_counts "$LOGS/7f-flash-tests.log")"
+    if [[ "${FIGURE[7f-flash-tests]}" == "0 passed, 0 failed, 0 skipped" ]]; then
+      STATUS[7f-flash-tests]="n/a (no test matched $GPT_FLASH_FILTER: no fused attention in this build)"
+    elif [ $DRY = 0 ] && [ "${STATUS[7f-flash-tests]}" = ok ] && ! grep -q ', 0 skipped' <<<"${FIGURE[7f-flash-tests]}"; then
+      STATUS[7f-flash-tests]="WARN (skips)"
+    fi
+    [ $DRY = 1 ] && FIGURE[7f-flash-tests]="${FIGURE[7f-flash-tests]} (dry run: not run on a GPU yet)"
+  fi
+  GPT_MEM_LIMIT=${GPT_MEM_LIMIT:-60}
+  [ $DRY = 1 ] && GPT_MEM_LIMIT=120
+  left=$((BUDGET - $(elapsed) - RESERVE_S))
+  [ "$GPT_MEM_LIMIT" -gt "$left" ] && GPT_MEM_LIMIT=$left
+  run_stage 7f-gpt-memory "$GPT_MEM_LIMIT" bash -c 'stage_gpt_memory "$@"' _ "$WORK/ddp_train" "$GPT_DEVICE" \
+    "$LOGS/gpt-memory.jsonl" "$(($(date +%s) + GPT_MEM_LIMIT - 5))"
+  ran 7f-gpt-memory && FIGURE[7f-gpt-memory]=$(gpt_memory_report "$LOGS/gpt-memory.jsonl" figure)
+else
+  skip_stage 7f-flash-tests "no test binary"; skip_stage 7f-gpt-memory "no binary"
+fi
 mkdir -p "$LOGS/compare-gpt"
 if [ $DRY = 1 ]; then
   # The CPU path of the same stage: the README's GPT, a few steps, eager only.
@@ -539,6 +700,10 @@ fi
   fi
   if [ -f "$LOGS/compare-gpt/compare_torch.md" ]; then
     echo; echo "the GPT (tokens/s):"; grep -E '^\|' "$LOGS/compare-gpt/compare_torch.md"
+  fi
+  if [ -s "$LOGS/gpt-memory.jsonl" ]; then
+    echo; echo "GPT memory settings (7f, issue 30$([ $DRY = 1 ] && echo '; dry run on the CPU, a tiny GPT: not run on a GPU yet')):"
+    gpt_memory_report "$LOGS/gpt-memory.jsonl" table
   fi
 } >"$LOGS/summary.md"
 cp "$LOGS/summary.md" "$OUT/summary.md"

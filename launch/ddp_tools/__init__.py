@@ -12,7 +12,7 @@
   tune       the Optuna search: tune, tune_space, tune_trial, tune_report
   torch_ref  PyTorch beside ddp_train: torch_gpt, torch_reference(_gpt),
              compare_torch(_models, _table), torch_thread_configs,
-             torch_load_weights, gpt_equivalence
+             bench_activation_memory, torch_load_weights, gpt_equivalence
   checks     bitwise_outputs: two runs' outputs compared (bitwise_compare.sh)
   tokenizer  ddp_tokenize beside tiktoken: tiktoken_gpt2, tokenizer_texts, bench_tokenizer
 
