@@ -59,11 +59,13 @@ OURS_STUB = textwrap.dedent("""\
     per_window *= factors["chunked" if flag("--classifier-chunk") != "0" else "unchunked"]
     act = int(per_window * b)
     state = 3 << 20
-    parts = {p: {"bytes": act // 5, "formula_bytes": act // 5 + 7} for p in
-             ("attention", "mlp", "layernorm", "classifier", "residual")}
+    parts = {}
+    for p in ("attention", "mlp", "layernorm", "classifier", "residual"):
+        parts[f"activation_{p}_bytes"] = act // 5
+        parts[f"activation_{p}_formula_bytes"] = act // 5 + 7
     line = {"event": "bench", "tokens_per_s": float(os.environ["STUB_OURS_TPS"]), "samples_per_s": 1.0,
             "peak_allocated_bytes_per_rank": state + act + 4096 * b, "state_bytes_per_rank": state,
-            "activation_bytes": act, "activation_formula_bytes": act + 1000 * b, "activations": parts}
+            "activation_bytes": act, "activation_formula_bytes": act + 1000 * b, **parts}
     print(json.dumps(line))
     """)
 

@@ -26,6 +26,7 @@ std::string activation_line(const ActivationKinds& kinds) {
 }
 
 void add_activation_fields(JsonRecord& r, const ActivationKinds& kinds) {
+  if (kinds.empty()) return;
   for (const ActivationKind& k : kinds) {
     r.add("activation_" + k.name + "_bytes", k.bytes);
     r.add("activation_" + k.name + "_formula_bytes", k.formula_bytes);

@@ -16,7 +16,7 @@ std::string activation_line(const ActivationKinds& kinds);
 
 // activation_<kind>_bytes, activation_<kind>_formula_bytes,
 // activation_<kind>_formula (the symbols), and the totals activation_bytes
-// and activation_formula_bytes (0 where the model states none).
+// and activation_formula_bytes; none for a model that states none.
 void add_activation_fields(JsonRecord& record, const ActivationKinds& kinds);
 
 }  // namespace ddp

@@ -14,7 +14,7 @@ GPT_ADAMW) at every setting and every --batches size; its one JSON line
 (launch/bench/bench_report.cpp) gives peak_allocated_bytes_per_rank (the
 trainer's allocation high-water mark), state_bytes_per_rank and tokens_per_s.
 Activations: where the line has "activation_bytes" and
-"activation_formula_bytes" (and the "activations" split by part), those;
+"activation_formula_bytes" (and the split by part, activation_<part>_bytes), those;
 otherwise "activations and scratch (measured)" = peak - state, which also
 holds the batch upload slots and the backend's GEMM scratch, and no formula
 (the table says which it used).
@@ -82,7 +82,7 @@ AXES = [
     ("attention", "attention", ["explicit", "fused"], "explicit", "fused"),
     ("classifier_chunk", "classifier-chunk", ["0", "ON"], "0", "ON"),
 ]
-PARTS = ("attention", "mlp", "layernorm", "classifier", "residual")  # the JSON's "activations" split
+PARTS = ("attention", "mlp", "layernorm", "classifier", "residual")  # the JSON's activation_<part>_bytes
 
 FULL = {"n_layer": 6, "n_head": 6, "n_embd": 384, "block_size": 1024, "vocab_size": 50304, "batches": "2,4",
         "check_batch": 3, "chunk_rows": 256, "bench_warmup": 1, "bench_steps": 2, "repeats": 3, "budget_gib": 8.0}
@@ -264,7 +264,13 @@ def memory_of(obj):
     where the activation figure comes from."""
     peak = obj.get("peak_allocated_bytes_per_rank")
     state = obj.get("state_bytes_per_rank")
-    m = {"peak": peak, "state": state, "parts": obj.get("activations") or {}}
+    parts = {}
+    for key, value in obj.items():  # activation_<part>_bytes and activation_<part>_formula_bytes
+        if key.startswith("activation_") and key.endswith("_bytes") and not key.endswith("_formula_bytes"):
+            part = key[len("activation_"):-len("_bytes")]
+            if part:
+                parts[part] = {"bytes": value, "formula_bytes": obj.get(f"activation_{part}_formula_bytes")}
+    m = {"peak": peak, "state": state, "parts": parts}
     if obj.get("activation_bytes") is not None:
         m.update(act=obj["activation_bytes"], formula=obj.get("activation_formula_bytes"), source="split")
     else:

@@ -69,6 +69,9 @@ TEST(ActivationKinds, LineAndFieldsCarryEachKindsBytesAndFormula) {
   EXPECT_NE(json.find("\"activation_attention_bytes\":" + std::to_string(a)), std::string::npos) << json;
   EXPECT_NE(json.find("\"activation_mlp_formula\":\"8LRC\""), std::string::npos) << json;
   EXPECT_NE(json.find("\"activation_bytes\":" + std::to_string(a + b)), std::string::npos) << json;
+  JsonRecord none;
+  add_activation_fields(none, {});
+  EXPECT_EQ(none.str().find("activation"), std::string::npos) << none.str();
 }
 
 }  // namespace
