@@ -52,6 +52,10 @@ class Backend : public GemmOps, public ElementwiseOps, public LossOps, public Tr
     if (tally_.in_use_bytes > tally_.peak_bytes) tally_.peak_bytes = tally_.in_use_bytes;
   }
   void count_release(size_t size_bytes) noexcept { tally_.in_use_bytes -= size_bytes; }
+  // The device's memory in use by every process, as its driver reports it
+  // (CUDA: cudaMemGetInfo's total less free), beside the tally; 0 where no
+  // device reports one (the CPU).
+  virtual size_t device_used_bytes() const { return 0; }
 
   virtual void* allocate_bytes(size_t size_bytes) = 0;
   virtual void free_bytes(void* ptr) noexcept = 0;

@@ -51,6 +51,12 @@ CudaBackend::CudaBackend(int device) : device_(device) {
   scratch_bytes_ = kInitialScratchBytes;
 }
 
+size_t CudaBackend::device_used_bytes() const {
+  size_t free_bytes = 0, total_bytes = 0;
+  DDP_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return total_bytes - free_bytes;
+}
+
 CudaBackend::~CudaBackend() {
   if (capturing_) {  // a capture abandoned by an exception: end it so the stream is usable
     cudaGraph_t graph = nullptr;

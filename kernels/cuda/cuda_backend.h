@@ -40,6 +40,7 @@ class CudaBackend final : public Backend {
   CudaBackend& operator=(const CudaBackend&) = delete;
 
   DeviceKind kind() const override { return DeviceKind::Cuda; }
+  size_t device_used_bytes() const override;
   std::string description() const override { return description_; }
   int device() const { return device_; }
   // The stream every operation is queued on; other streams (communication)

@@ -78,6 +78,10 @@ std::string bench_json_line(const BenchContext& c, const BenchTimings& t) {
   const double peak_formula = t.state_formula_bytes + activation_formula_total(t.activations);
   r.add("peak_formula_bytes", peak_formula);
   r.add("peak_beyond_formula_bytes", static_cast<double>(t.peak_allocated_bytes_max) - peak_formula);
+  // The device's own count (cudaMemGetInfo, every process and the CUDA
+  // context's share included), beside the tally; null on the CPU.
+  r.add("device_used_bytes_per_rank",
+        t.device_used_bytes_max > 0 ? static_cast<double>(t.device_used_bytes_max) : unknown);
   r.add("comm_bytes_per_step_per_rank", sent);
   r.add("comm_bytes_theory", 2.0 * ring * (t.zero_stage >= 3 ? 3.0 : 2.0) * static_cast<double>(t.parameters));
   // Replayed steps' all-reduces are not timed (no timing events in a

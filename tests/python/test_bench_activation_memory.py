@@ -115,7 +115,7 @@ class Runner(unittest.TestCase):
 class RealBinary(Runner):
     def test_quick_table_matches_the_json(self):
         have_torch = subprocess.run([sys.executable, "-c", "import torch"], capture_output=True).returncode == 0
-        flags = ["--threads", "1", "--budget-gib", "0.01"] + ([] if have_torch else ["--no-torch"])
+        flags = ["--ddp-train", BINARY, "--threads", "1", "--budget-gib", "0.01"] + ([] if have_torch else ["--no-torch"])
         p = self.run_script(*flags)
         self.assertEqual(p.returncode, 0, p.stderr + p.stdout)
         text = self.text()

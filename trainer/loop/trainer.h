@@ -60,6 +60,7 @@ struct BenchTimings {
   size_t state_bytes_max = 0;           // the largest rank's state (memory_report.h)
   size_t peak_allocated_bytes_max = 0;  // the largest rank's allocation high-water mark (Backend::allocations)
   double state_formula_bytes = 0;       // the ZeRO formula with our extras (memory_report.h), per rank
+  size_t device_used_bytes_max = 0;     // the largest rank's device memory in use after the steps (0: unknown)
   ActivationKinds activations;          // the model's, by kind (the same on every rank)
 };
 

@@ -49,6 +49,8 @@ BenchTimings Trainer::Impl::bench(int64_t warmup_steps, int64_t timed_steps) {
                                              cfg_.optimizer == OptimizerKind::AdamW)
                               .ours_bytes;
   t.activations = model_->activation_kinds();
+  t.device_used_bytes_max =
+      static_cast<size_t>(comm_.allreduce_max_host(static_cast<int64_t>(backend_.device_used_bytes())));
   return t;
 }
 
