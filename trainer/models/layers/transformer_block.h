@@ -15,7 +15,9 @@
 //          MLP's backward, and ln_1 again from x before the attention's.
 //   block  x; the rest is in BlockScratch. Backward first runs ln_1, the
 //          attention and the residual add again from x (m into the scratch),
-//          then as light.
+//          then as light (ln_1 so runs twice: its one shared slot holds
+//          ln_2's in between; a LayerNorm is cheap against a second slot
+//          of [R, C] kept for the whole step).
 // Every value run again is the same kernel on the same bits: the same
 // result. Bytes per level: models/gpt/gpt_activation_bytes.h.
 #pragma once
