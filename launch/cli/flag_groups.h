@@ -29,6 +29,7 @@ struct FlagText {
   std::string inject_steps;
   std::string trace_steps;
   std::string kv_cache;  // --kv-cache on|off
+  std::string recompute = "none";
   int64_t seed = 0;
 };
 
@@ -38,7 +39,7 @@ struct FlagText {
 boost::program_options::options_description general_flags(TrainConfig& c, FlagText& t);
 boost::program_options::options_description data_flags(TrainConfig& c);
 boost::program_options::options_description model_flags(FlagText& t);
-boost::program_options::options_description gpt_flags(TrainConfig& c);
+boost::program_options::options_description gpt_flags(TrainConfig& c, FlagText& t);
 boost::program_options::options_description optimisation_flags(TrainConfig& c, FlagText& t);
 boost::program_options::options_description loss_scaling_flags(TrainConfig& c, FlagText& t);
 boost::program_options::options_description output_flags(TrainConfig& c, FlagText& t);

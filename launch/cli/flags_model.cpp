@@ -8,6 +8,7 @@
 #include "kernels/error.h"
 #include "trainer/config/config_check.h"
 #include "trainer/config/model_table.h"
+#include "trainer/models/layers/recompute.h"
 #include "trainer/models/mlp/mlp_config.h"
 
 namespace po = boost::program_options;
@@ -26,7 +27,7 @@ po::options_description model_flags(FlagText& t) {
   return model;
 }
 
-po::options_description gpt_flags(TrainConfig& c) {
+po::options_description gpt_flags(TrainConfig& c, FlagText& t) {
   po::options_description gpt("GPT (--model gpt: nanoGPT's GPT-2 architecture)");
   // One flag per row, as --help lists them.
   // clang-format off
@@ -42,7 +43,11 @@ po::options_description gpt_flags(TrainConfig& c) {
        "50304 for llm.c and raw-u16 files)")
       ("classifier-chunk", po::value(&c.gpt.classifier_chunk)->default_value(c.gpt.classifier_chunk),
        "the LM head and its cross-entropy in chunks of ROWS positions, the gradient written over the logits: one FP16 "
-       "[B*T, vocab] buffer instead of two, no FP32 one (0: unchunked; the same bits on the CPU)");
+       "[B*T, vocab] buffer instead of two, no FP32 one (0: unchunked; the same bits on the CPU)")
+      ("recompute", po::value(&t.recompute)->default_value(t.recompute),
+       "activations backward computes again instead of keeping, the same bits at every level: none (each block "
+       "keeps all it reads), light (each block keeps x, m and the attention's q, k, v, P; the LayerNorms and the "
+       "MLP's hidden run again) or block (each block keeps its input x only and runs its forward again)");
   // clang-format on
   return gpt;
 }
@@ -53,7 +58,8 @@ void apply_model_flags(const po::variables_map& vm, FlagText& t, const BenchOpti
     if (vm["loss"].defaulted()) t.loss = "mse";
   }
   set_mlp_options(c.mlp, t.layers, t.activation);
-  const ModelRow& row = model_row(c.model);  // throws naming the models there are
+  c.gpt.recompute = parse_recompute(t.recompute);  // throws naming --recompute
+  const ModelRow& row = model_row(c.model);        // throws naming the models there are
   const std::string problem = row.settings_problem(c);
   if (!problem.empty()) throw Error(problem);
   if (row.token_shape) {  // a next-token model: token windows in, the next token's cross-entropy

@@ -60,7 +60,7 @@ ParsedOptions parse_options(int argc, const char* const argv[]) {
   all.add(general_flags(c, t))
       .add(data_flags(c))
       .add(model_flags(t))
-      .add(gpt_flags(c))
+      .add(gpt_flags(c, t))
       .add(optimisation_flags(c, t))
       .add(loss_scaling_flags(c, t))
       .add(output_flags(c, t))

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "trainer/models/layers/recompute.h"
 #include "trainer/params/parameter_registry.h"
 
 namespace ddp {
@@ -26,6 +27,9 @@ struct GptConfig {
   // same bits on the CPU): --classifier-chunk, the LM head's rows per chunk
   // (models/layers/tied_classifier.h), 0 for the unchunked head.
   int classifier_chunk = 0;
+  // --recompute: what backward runs again instead of keeping (recompute.h);
+  // never recorded either, every level the same bits.
+  Recompute recompute = Recompute::None;
   int head_size() const { return n_embd / n_head; }
 };
 

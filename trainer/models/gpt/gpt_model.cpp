@@ -13,7 +13,8 @@ GptModel::GptModel(Backend& backend, const GptConfig& config, int max_batch)
       max_batch_(max_batch),
       ln_f_(backend, config.n_embd, static_cast<size_t>(max_batch) * config.block_size),
       scratch_(backend, static_cast<size_t>(max_batch) * config.block_size, config.n_embd,
-               static_cast<size_t>(max_batch) * config.n_head * config.block_size * config.block_size),
+               static_cast<size_t>(max_batch) * config.n_head * config.block_size * config.block_size,
+               config.recompute),
       head_(backend, config.n_embd, config.vocab_size, config.real_vocab,
             static_cast<size_t>(max_batch) * config.block_size, config.classifier_chunk) {
   DDP_REQUIRE(max_batch > 0, "GptModel: batch size must be positive");
@@ -22,7 +23,8 @@ GptModel::GptModel(Backend& backend, const GptConfig& config, int max_batch)
   wpe_ = registry_.find("transformer.wpe.weight");
   blocks_.reserve(static_cast<size_t>(config.n_layer));  // no move: the layers keep pointers into their buffers
   for (int l = 0; l < config.n_layer; ++l) {
-    blocks_.emplace_back(backend, config.n_embd, config.n_head, config.block_size, max_batch);
+    blocks_.emplace_back(backend, config.n_embd, config.n_head, config.block_size, max_batch, config.recompute,
+                         scratch_);
     blocks_.back().bind(registry_, gpt_block_prefix(l));
   }
   ln_f_.bind(registry_, "transformer.ln_f");
@@ -39,6 +41,25 @@ std::vector<size_t> GptModel::layer_tensors(int layer) const {
   std::vector<size_t> tensors;
   for (size_t t = block.first; t < block.end; ++t) tensors.push_back(t);
   return tensors;
+}
+
+GptActivationBytes GptModel::activation_bytes_by_kind() const {
+  GptActivationBytes bytes;
+  for (const TransformerBlock& block : blocks_) {
+    bytes.attention += static_cast<double>(block.attention_bytes());
+    bytes.mlp += static_cast<double>(block.mlp_bytes());
+    bytes.layernorm += static_cast<double>(block.layer_norm_bytes());
+    bytes.residual += static_cast<double>(block.residual_bytes());
+  }
+  const BlockScratch& s = scratch_;
+  bytes.attention += static_cast<double>(s.attention.size_bytes());
+  if (s.attention_kept) bytes.attention += static_cast<double>(s.attention_kept->size_bytes());
+  bytes.mlp += static_cast<double>(s.d_hidden.size_bytes());
+  if (s.mlp) bytes.mlp += static_cast<double>(s.mlp->size_bytes());
+  bytes.layernorm += static_cast<double>(s.d_ln.size_bytes());
+  if (s.layer_norm) bytes.layernorm += static_cast<double>(s.layer_norm->size_bytes());
+  bytes.residual += static_cast<double>(s.branch.size_bytes() + s.mid.size_bytes());
+  return bytes;
 }
 
 void GptModel::forward_body(const DeviceBatch& batch, const WeightTable& weights_fp16) {

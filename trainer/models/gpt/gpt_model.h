@@ -27,6 +27,10 @@
 // the MLP), ln_f and the tied head; each layer owns what it keeps for
 // backward and reports the tensors it finished.
 //
+// --recompute (config.recompute, models/layers/recompute.h) decides what
+// the blocks keep and what their backward runs again (transformer_block.h);
+// every level trains the same bits.
+//
 // Layers (for the hooks): 0 the embeddings, 1..n_layer the blocks,
 // n_layer + 1 ln_f and the head.
 #pragma once
@@ -34,6 +38,7 @@
 #include <vector>
 
 #include "kernels/buffer.h"
+#include "trainer/models/gpt/gpt_activation_bytes.h"
 #include "trainer/models/gpt/gpt_config.h"
 #include "trainer/models/layers/layer_norm.h"
 #include "trainer/models/layers/tied_classifier.h"
@@ -63,6 +68,12 @@ class GptModel final : public Model {
                          float* loss_mean) override;
   void backward(const WeightTable& weights_fp16, const GradTable& grads_fp16, bool accumulate,
                 const GradientsReady& ready) override;
+
+  // What the blocks and their shared scratch allocated for activations,
+  // from the buffers' sizes, by kind (gpt_activation_formula predicts it);
+  // the embeddings', ln_f's and the head's buffers aside.
+  GptActivationBytes activation_bytes_by_kind() const;
+  double activation_bytes() const { return activation_bytes_by_kind().total(); }
 
  private:
   size_t rows() const { return static_cast<size_t>(batch_rows_) * config_.block_size; }

@@ -15,24 +15,39 @@ AttentionScratch::AttentionScratch(Backend& backend, size_t max_rows, int channe
       d_v(backend, max_rows * channels),
       d_scores(backend, max_scores),
       d_rows(backend, max_rows * channels),
-      d_qkv(backend, 3 * max_rows * channels) {}
+      d_qkv(backend, 3 * max_rows * channels),
+      qkv(backend, 3 * max_rows * channels) {}
 
-CausalSelfAttention::CausalSelfAttention(Backend& backend, int channels, int heads, int context, int max_batch)
+AttentionActivations::AttentionActivations(Backend& backend, size_t max_rows, int channels, size_t max_scores)
+    : q(backend, max_rows * channels),
+      k(backend, max_rows * channels),
+      v(backend, max_rows * channels),
+      probs(backend, max_scores),
+      attn_rows(backend, max_rows * channels) {}
+
+CausalSelfAttention::CausalSelfAttention(Backend& backend, int channels, int heads, int context, int max_batch,
+                                         AttentionActivations* shared)
     : backend_(backend),
       channels_(channels),
       heads_(heads),
       head_size_(channels / heads),
       context_(context),
       c_attn_(channels, 3 * channels),
-      c_proj_(channels, channels) {
+      c_proj_(channels, channels),
+      owned_(shared != nullptr
+                 ? nullptr
+                 : std::make_unique<AttentionActivations>(backend, static_cast<size_t>(max_batch) * context, channels,
+                                                          static_cast<size_t>(max_batch) * heads * context * context)),
+      kept_(shared != nullptr ? shared : owned_.get()),
+      q_(kept_->q),
+      k_(kept_->k),
+      v_(kept_->v),
+      probs_(kept_->probs),
+      attn_rows_(kept_->attn_rows) {
   DDP_REQUIRE(heads > 0 && channels % heads == 0, "CausalSelfAttention: the heads must divide the channels");
-  const size_t rc = static_cast<size_t>(max_batch) * context * channels;
-  qkv_ = Buffer<half16>(backend, 3 * rc);
-  q_ = Buffer<half16>(backend, rc);
-  k_ = Buffer<half16>(backend, rc);
-  v_ = Buffer<half16>(backend, rc);
-  probs_ = Buffer<half16>(backend, static_cast<size_t>(max_batch) * heads * context * context);
-  attn_rows_ = Buffer<half16>(backend, rc);
+  DDP_REQUIRE(probs_.count() >= static_cast<size_t>(max_batch) * heads * context * context &&
+                  q_.count() >= static_cast<size_t>(max_batch) * context * channels,
+              "CausalSelfAttention: the shared buffers are too small");
 }
 
 void CausalSelfAttention::bind(const ParameterRegistry& registry, const std::string& prefix) {
@@ -45,16 +60,16 @@ void CausalSelfAttention::forward(const half16* x, int batch, const WeightTable&
                                   AttentionScratch& scratch, half16* out) {
   input_ = x;
   const int rows = batch * context_;
-  c_attn_.forward(backend_, x, rows, weights_fp16, qkv_.data(), Activation::None, nullptr);
+  c_attn_.forward(backend_, x, rows, weights_fp16, scratch.qkv.data(), Activation::None, nullptr);
   heads_forward(batch, scratch);
   c_proj_.forward(backend_, attn_rows_.data(), rows, weights_fp16, out, Activation::None, nullptr);
 }
 
 void CausalSelfAttention::heads_forward(int batch, AttentionScratch& scratch) {
   const int T = context_, nh = heads_, hs = head_size_, c = channels_;
-  backend_.rows_to_heads_fp16(qkv_.data(), 3 * c, batch, T, nh, hs, q_.data());
-  backend_.rows_to_heads_fp16(qkv_.data() + c, 3 * c, batch, T, nh, hs, k_.data());
-  backend_.rows_to_heads_fp16(qkv_.data() + 2 * c, 3 * c, batch, T, nh, hs, v_.data());
+  backend_.rows_to_heads_fp16(scratch.qkv.data(), 3 * c, batch, T, nh, hs, q_.data());
+  backend_.rows_to_heads_fp16(scratch.qkv.data() + c, 3 * c, batch, T, nh, hs, k_.data());
+  backend_.rows_to_heads_fp16(scratch.qkv.data() + 2 * c, 3 * c, batch, T, nh, hs, v_.data());
   const int z = batch * nh;
   const int64_t th = static_cast<int64_t>(T) * hs;
   const int64_t tt = static_cast<int64_t>(T) * T;

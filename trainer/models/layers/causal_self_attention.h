@@ -7,8 +7,12 @@
 //   y = merge(P v)                         [R, C]
 //   out = y W_proj^T + b
 // Backward runs the lines in reverse; the probabilities are the forward's.
+// qkv is scratch at every --recompute level (backward reads q, k, v, not
+// qkv); q, k, v, P and the merged rows are the layer's own (none, light)
+// or shared by every block (block: the block's recompute re-runs forward).
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "kernels/backend.h"
@@ -24,6 +28,10 @@ namespace ddp {
 // owned by the model.
 struct AttentionScratch {
   AttentionScratch(Backend& backend, size_t max_rows, int channels, size_t max_scores);
+  size_t size_bytes() const {
+    return heads.size_bytes() + d_q.size_bytes() + d_k.size_bytes() + d_v.size_bytes() + d_scores.size_bytes() +
+           d_rows.size_bytes() + d_qkv.size_bytes() + qkv.size_bytes();
+  }
   Buffer<half16> heads;     // [B, nh, T, hs]: the heads' output P v in forward, dy split into heads in backward
   Buffer<half16> d_q;       // [B, nh, T, hs]
   Buffer<half16> d_k;       // [B, nh, T, hs]
@@ -31,11 +39,27 @@ struct AttentionScratch {
   Buffer<half16> d_scores;  // [B, nh, T, T]: dP, then the scores' gradient in place
   Buffer<half16> d_rows;    // [R, C]: c_proj's input gradient
   Buffer<half16> d_qkv;     // [R, 3C]: c_attn's output gradient
+  Buffer<half16> qkv;       // [R, 3C]: c_attn's output, split into q, k, v before anything else runs
+};
+
+// What the attention's backward reads of its forward (besides its input x).
+struct AttentionActivations {
+  AttentionActivations(Backend& backend, size_t max_rows, int channels, size_t max_scores);
+  size_t size_bytes() const {
+    return q.size_bytes() + k.size_bytes() + v.size_bytes() + probs.size_bytes() + attn_rows.size_bytes();
+  }
+  Buffer<half16> q;          // [B, nh, T, hs]
+  Buffer<half16> k;          // [B, nh, T, hs]
+  Buffer<half16> v;          // [B, nh, T, hs]
+  Buffer<half16> probs;      // [B, nh, T, T]: the scores, then the softmax in place
+  Buffer<half16> attn_rows;  // [R, C]: y merged, c_proj's input
 };
 
 class CausalSelfAttention {
  public:
-  CausalSelfAttention(Backend& backend, int channels, int heads, int context, int max_batch);
+  // shared: where forward writes what backward reads (null: buffers of its own).
+  CausalSelfAttention(Backend& backend, int channels, int heads, int context, int max_batch,
+                      AttentionActivations* shared = nullptr);
 
   // `<prefix>c_attn` and `<prefix>c_proj` (nn.Linear tensors), adjacent in the registry.
   void bind(const ParameterRegistry& registry, const std::string& prefix);
@@ -47,6 +71,8 @@ class CausalSelfAttention {
   // (accumulate), dx [R, C] written.
   void backward(const half16* d_out, int batch, const WeightTable& weights_fp16, const GradTable& grads_fp16,
                 bool accumulate, AttentionScratch& scratch, half16* dx) const;
+  // The bytes of its own buffers (0 when shared).
+  size_t owned_bytes() const { return owned_ ? owned_->size_bytes() : 0; }
 
  private:
   void heads_forward(int batch, AttentionScratch& scratch);
@@ -60,13 +86,15 @@ class CausalSelfAttention {
   LinearLayer c_attn_;
   LinearLayer c_proj_;
   TensorRange tensors_;
-  const half16* input_ = nullptr;  // x of the last forward
-  Buffer<half16> qkv_;             // [R, 3C]
-  Buffer<half16> q_;               // [B, nh, T, hs]
-  Buffer<half16> k_;               // [B, nh, T, hs]
-  Buffer<half16> v_;               // [B, nh, T, hs]
-  Buffer<half16> probs_;           // [B, nh, T, T]: the scores, then the softmax in place
-  Buffer<half16> attn_rows_;       // [R, C]: y merged, c_proj's input
+  const half16* input_ = nullptr;                // x of the last forward
+  std::unique_ptr<AttentionActivations> owned_;  // null when shared (on the heap: a moved layer's views stay valid)
+  AttentionActivations* kept_;                   // owned_ or the shared buffers
+  // kept_'s buffers under the names forward and backward use.
+  Buffer<half16>& q_;          // [B, nh, T, hs]
+  Buffer<half16>& k_;          // [B, nh, T, hs]
+  Buffer<half16>& v_;          // [B, nh, T, hs]
+  Buffer<half16>& probs_;      // [B, nh, T, T]: the scores, then the softmax in place
+  Buffer<half16>& attn_rows_;  // [R, C]: y merged, c_proj's input
 };
 
 }  // namespace ddp

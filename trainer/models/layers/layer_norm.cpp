@@ -6,12 +6,15 @@
 
 namespace ddp {
 
-LayerNorm::LayerNorm(Backend& backend, int channels, size_t max_rows)
-    : backend_(backend),
-      channels_(channels),
-      out_(backend, max_rows * channels),
-      mean_(backend, max_rows),
-      rstd_(backend, max_rows) {}
+LayerNormActivations::LayerNormActivations(Backend& backend, int channels, size_t max_rows)
+    : out(backend, max_rows * channels), mean(backend, max_rows), rstd(backend, max_rows) {}
+
+LayerNorm::LayerNorm(Backend& backend, int channels, size_t max_rows, LayerNormActivations* shared)
+    : backend_(backend), channels_(channels) {
+  if (shared == nullptr) owned_ = std::make_unique<LayerNormActivations>(backend, channels, max_rows);
+  kept_ = shared != nullptr ? shared : owned_.get();
+  DDP_REQUIRE(kept_->out.count() >= max_rows * channels, "LayerNorm: the shared buffers are too small");
+}
 
 void LayerNorm::bind(const ParameterRegistry& registry, const std::string& prefix) {
   weight_tensor_ = registry.find(prefix + ".weight");
@@ -21,13 +24,13 @@ void LayerNorm::bind(const ParameterRegistry& registry, const std::string& prefi
 
 void LayerNorm::forward(const half16* x, int rows, const WeightTable& weights_fp16) {
   backend_.layernorm_forward_fp16(x, weights_fp16.at(weight_tensor_), weights_fp16.at(weight_tensor_ + 1), rows,
-                                  channels_, kLayerNormEps, out_.data(), mean_.data(), rstd_.data());
+                                  channels_, kLayerNormEps, kept_->out.data(), kept_->mean.data(), kept_->rstd.data());
 }
 
 void LayerNorm::backward(const half16* dy, const half16* x, int rows, const WeightTable& weights_fp16,
                          const GradTable& grads_fp16, bool accumulate, half16* d_residual, bool add_to_residual) const {
-  backend_.layernorm_backward_fp16(dy, x, weights_fp16.at(weight_tensor_), mean_.data(), rstd_.data(), rows, channels_,
-                                   d_residual, add_to_residual, grads_fp16.at(weight_tensor_),
+  backend_.layernorm_backward_fp16(dy, x, weights_fp16.at(weight_tensor_), kept_->mean.data(), kept_->rstd.data(), rows,
+                                   channels_, d_residual, add_to_residual, grads_fp16.at(weight_tensor_),
                                    grads_fp16.at(weight_tensor_ + 1), accumulate);
 }
 

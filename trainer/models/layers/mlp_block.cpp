@@ -5,12 +5,15 @@
 
 namespace ddp {
 
-MlpBlock::MlpBlock(Backend& backend, int channels, size_t max_rows)
-    : backend_(backend),
-      c_fc_(channels, 4 * channels),
-      c_proj_(4 * channels, channels),
-      fc_pre_(backend, 4 * max_rows * channels),
-      fc_out_(backend, 4 * max_rows * channels) {}
+MlpActivations::MlpActivations(Backend& backend, int channels, size_t max_rows)
+    : fc_pre(backend, 4 * max_rows * channels), fc_out(backend, 4 * max_rows * channels) {}
+
+MlpBlock::MlpBlock(Backend& backend, int channels, size_t max_rows, MlpActivations* shared)
+    : backend_(backend), c_fc_(channels, 4 * channels), c_proj_(4 * channels, channels) {
+  if (shared == nullptr) owned_ = std::make_unique<MlpActivations>(backend, channels, max_rows);
+  kept_ = shared != nullptr ? shared : owned_.get();
+  DDP_REQUIRE(kept_->fc_pre.count() >= 4 * max_rows * channels, "MlpBlock: the shared buffers are too small");
+}
 
 void MlpBlock::bind(const ParameterRegistry& registry, const std::string& prefix) {
   c_fc_.bind(registry, prefix + "c_fc");
@@ -19,16 +22,20 @@ void MlpBlock::bind(const ParameterRegistry& registry, const std::string& prefix
 }
 
 void MlpBlock::forward(const half16* x, int rows, const WeightTable& weights_fp16, half16* out) {
+  recompute_hidden(x, rows, weights_fp16);
+  c_proj_.forward(backend_, kept_->fc_out.data(), rows, weights_fp16, out, Activation::None, nullptr);
+}
+
+void MlpBlock::recompute_hidden(const half16* x, int rows, const WeightTable& weights_fp16) {
   input_ = x;
-  c_fc_.forward(backend_, x, rows, weights_fp16, fc_out_.data(), Activation::GeluTanh, fc_pre_.data());
-  c_proj_.forward(backend_, fc_out_.data(), rows, weights_fp16, out, Activation::None, nullptr);
+  c_fc_.forward(backend_, x, rows, weights_fp16, kept_->fc_out.data(), Activation::GeluTanh, kept_->fc_pre.data());
 }
 
 void MlpBlock::backward(const half16* d_out, int rows, const WeightTable& weights_fp16, const GradTable& grads_fp16,
                         bool accumulate, half16* d_hidden, half16* dx) const {
   DDP_REQUIRE(input_ != nullptr, "MlpBlock::backward before forward");
-  c_proj_.backward_weights(backend_, d_out, fc_out_.data(), rows, grads_fp16, accumulate);
-  c_proj_.backward_input(backend_, d_out, rows, weights_fp16, d_hidden, Activation::GeluTanh, fc_pre_.data());
+  c_proj_.backward_weights(backend_, d_out, kept_->fc_out.data(), rows, grads_fp16, accumulate);
+  c_proj_.backward_input(backend_, d_out, rows, weights_fp16, d_hidden, Activation::GeluTanh, kept_->fc_pre.data());
   c_fc_.backward_weights(backend_, d_hidden, input_, rows, grads_fp16, accumulate);
   c_fc_.backward_input(backend_, d_hidden, rows, weights_fp16, dx, Activation::None, nullptr);
 }

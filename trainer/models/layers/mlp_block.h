@@ -3,9 +3,15 @@
 //   h = gelu_tanh(x W_fc^T + b)    (the GELU's input kept for backward)
 //   out = h W_proj^T + b
 // Backward: c_proj's input gradient GEMM applies gelu' in its epilogue, so
-// no element-wise pass runs between the GEMMs.
+// no element-wise pass runs between the GEMMs. It reads fc_pre and h: kept
+// in the MLP's own buffers (--recompute none) or in buffers every block's
+// MLP shares (light, block), which recompute_hidden() refills before the
+// backward. It re-runs the whole c_fc GEMM with its fused epilogue: GELU
+// applied again to the rounded fc_pre differs from the epilogue's in about
+// a third of the elements.
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "kernels/backend.h"
@@ -17,29 +23,42 @@
 
 namespace ddp {
 
+// What the MLP's backward reads of its forward.
+struct MlpActivations {
+  MlpActivations(Backend& backend, int channels, size_t max_rows);
+  size_t size_bytes() const { return fc_pre.size_bytes() + fc_out.size_bytes(); }
+  Buffer<half16> fc_pre;  // [rows, 4C]: the GELU's input
+  Buffer<half16> fc_out;  // [rows, 4C]: h, c_proj's input
+};
+
 class MlpBlock {
  public:
-  MlpBlock(Backend& backend, int channels, size_t max_rows);
+  // shared: where forward writes fc_pre and h (null: buffers of its own).
+  MlpBlock(Backend& backend, int channels, size_t max_rows, MlpActivations* shared = nullptr);
 
   // `<prefix>c_fc` and `<prefix>c_proj` (nn.Linear tensors), adjacent in the registry.
   void bind(const ParameterRegistry& registry, const std::string& prefix);
   TensorRange tensors() const { return tensors_; }
 
-  // out [rows, C] from x [rows, C] (kept: c_fc's weight gradient reads it).
+  // out [rows, C] from x [rows, C] (x kept: c_fc's weight gradient reads it).
   void forward(const half16* x, int rows, const WeightTable& weights_fp16, half16* out);
+  // Forward's c_fc alone, from the same x [rows, C] again: fc_pre and h as forward wrote them.
+  void recompute_hidden(const half16* x, int rows, const WeightTable& weights_fp16);
   // From d_out [rows, C]: the weights' and biases' gradients written or
   // added (accumulate), dx [rows, C] written; d_hidden [rows, 4C] is scratch.
   void backward(const half16* d_out, int rows, const WeightTable& weights_fp16, const GradTable& grads_fp16,
                 bool accumulate, half16* d_hidden, half16* dx) const;
+  // The bytes of its own buffers (0 when shared).
+  size_t owned_bytes() const { return owned_ ? owned_->size_bytes() : 0; }
 
  private:
   Backend& backend_;
   LinearLayer c_fc_;
   LinearLayer c_proj_;
   TensorRange tensors_;
-  const half16* input_ = nullptr;  // x of the last forward
-  Buffer<half16> fc_pre_;          // [rows, 4C]: the GELU's input
-  Buffer<half16> fc_out_;          // [rows, 4C]: h, c_proj's input
+  const half16* input_ = nullptr;          // x of the last forward
+  std::unique_ptr<MlpActivations> owned_;  // null when shared
+  MlpActivations* kept_ = nullptr;         // owned_ or the shared buffers
 };
 
 }  // namespace ddp

@@ -3,22 +3,32 @@
 
 namespace ddp {
 
-BlockScratch::BlockScratch(Backend& backend, size_t max_rows, int channels, size_t max_scores)
+BlockScratch::BlockScratch(Backend& backend, size_t max_rows, int channels, size_t max_scores, Recompute level)
     : branch(backend, max_rows * channels),
       d_ln(backend, max_rows * channels),
       d_hidden(backend, 4 * max_rows * channels),
-      attention(backend, max_rows, channels, max_scores) {}
+      attention(backend, max_rows, channels, max_scores) {
+  if (level == Recompute::None) return;
+  layer_norm = std::make_unique<LayerNormActivations>(backend, channels, max_rows);
+  mlp = std::make_unique<MlpActivations>(backend, channels, max_rows);
+  if (level != Recompute::Block) return;
+  attention_kept = std::make_unique<AttentionActivations>(backend, max_rows, channels, max_scores);
+  mid = Buffer<half16>(backend, max_rows * channels);
+}
 
-TransformerBlock::TransformerBlock(Backend& backend, int channels, int heads, int context, int max_batch)
+TransformerBlock::TransformerBlock(Backend& backend, int channels, int heads, int context, int max_batch,
+                                   Recompute level, BlockScratch& scratch)
     : backend_(backend),
       channels_(channels),
       context_(context),
-      ln_1_(backend, channels, static_cast<size_t>(max_batch) * context),
-      attn_(backend, channels, heads, context, max_batch),
-      ln_2_(backend, channels, static_cast<size_t>(max_batch) * context),
-      mlp_(backend, channels, static_cast<size_t>(max_batch) * context),
-      input_(backend, static_cast<size_t>(max_batch) * context * channels),
-      mid_(backend, static_cast<size_t>(max_batch) * context * channels) {}
+      level_(level),
+      ln_1_(backend, channels, static_cast<size_t>(max_batch) * context, scratch.layer_norm.get()),
+      attn_(backend, channels, heads, context, max_batch, scratch.attention_kept.get()),
+      ln_2_(backend, channels, static_cast<size_t>(max_batch) * context, scratch.layer_norm.get()),
+      mlp_(backend, channels, static_cast<size_t>(max_batch) * context, scratch.mlp.get()),
+      input_(backend, static_cast<size_t>(max_batch) * context * channels) {
+  if (level != Recompute::Block) mid_ = Buffer<half16>(backend, static_cast<size_t>(max_batch) * context * channels);
+}
 
 void TransformerBlock::bind(const ParameterRegistry& registry, const std::string& prefix) {
   ln_1_.bind(registry, prefix + "ln_1");
@@ -29,26 +39,38 @@ void TransformerBlock::bind(const ParameterRegistry& registry, const std::string
   attention_half_ = joined(attn_.tensors(), ln_1_.tensors());
 }
 
-void TransformerBlock::forward(int batch, const WeightTable& weights_fp16, BlockScratch& scratch, half16* out) {
+void TransformerBlock::attention_half_forward(int batch, const WeightTable& weights_fp16, BlockScratch& scratch) {
   const int rows = batch * context_;
-  const size_t count = static_cast<size_t>(rows) * channels_;
   ln_1_.forward(input_.data(), rows, weights_fp16);
   attn_.forward(ln_1_.out(), batch, weights_fp16, scratch.attention, scratch.branch.data());
-  backend_.add_fp16(input_.data(), scratch.branch.data(), mid_.data(), count);
-  ln_2_.forward(mid_.data(), rows, weights_fp16);
+  backend_.add_fp16(input_.data(), scratch.branch.data(), mid(scratch), static_cast<size_t>(rows) * channels_);
+}
+
+void TransformerBlock::forward(int batch, const WeightTable& weights_fp16, BlockScratch& scratch, half16* out) {
+  const int rows = batch * context_;
+  attention_half_forward(batch, weights_fp16, scratch);
+  ln_2_.forward(mid(scratch), rows, weights_fp16);
   mlp_.forward(ln_2_.out(), rows, weights_fp16, scratch.branch.data());
-  backend_.add_fp16(mid_.data(), scratch.branch.data(), out, count);
+  backend_.add_fp16(mid(scratch), scratch.branch.data(), out, static_cast<size_t>(rows) * channels_);
 }
 
 void TransformerBlock::backward(int batch, const WeightTable& weights_fp16, const GradTable& grads_fp16,
                                 bool accumulate, BlockScratch& scratch, half16* d_residual,
-                                const std::function<void(TensorRange)>& ready) const {
+                                const std::function<void(TensorRange)>& ready) {
   const int rows = batch * context_;
+  if (level_ == Recompute::Block) attention_half_forward(batch, weights_fp16, scratch);
+  if (level_ != Recompute::None) {  // ln_2's output and statistics, fc_pre and h, as forward left them
+    ln_2_.forward(mid(scratch), rows, weights_fp16);
+    mlp_.recompute_hidden(ln_2_.out(), rows, weights_fp16);
+  }
   // d_residual holds dout: the MLP's output gradient, and m's through the residual.
   mlp_.backward(d_residual, rows, weights_fp16, grads_fp16, accumulate, scratch.d_hidden.data(), scratch.d_ln.data());
-  ln_2_.backward(scratch.d_ln.data(), mid_.data(), rows, weights_fp16, grads_fp16, accumulate, d_residual,
+  ln_2_.backward(scratch.d_ln.data(), mid(scratch), rows, weights_fp16, grads_fp16, accumulate, d_residual,
                  /*add_to_residual=*/true);
   ready(mlp_half_);
+  // ln_1's output (c_attn's weight gradient reads it) and statistics, in
+  // the slot ln_2 has just used.
+  if (level_ != Recompute::None) ln_1_.forward(input_.data(), rows, weights_fp16);
   // d_residual now holds dm: the attention's output gradient, and x's through the residual.
   attn_.backward(d_residual, batch, weights_fp16, grads_fp16, accumulate, scratch.attention, scratch.d_ln.data());
   ln_1_.backward(scratch.d_ln.data(), input_.data(), rows, weights_fp16, grads_fp16, accumulate, d_residual,
