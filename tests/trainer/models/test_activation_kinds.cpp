@@ -12,6 +12,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/error.h"
 #include "support/test_support.h"
+#include "trainer/models/gpt/gpt_model.h"
 #include "trainer/models/mlp/mlp_model.h"
 #include "trainer/report/activation_report.h"
 
@@ -52,6 +53,38 @@ TEST(ActivationKinds, MlpKindsAreItsAllocationsAndTheirFormulas) {
     EXPECT_EQ(kind_named(kinds, "gradients").formula_bytes, 2.0 * batch * (hidden + out));
     for (const ActivationKind& k : kinds) EXPECT_EQ(static_cast<double>(k.bytes), k.formula_bytes) << k.name;
   }
+}
+
+TEST(ActivationKinds, GptKindsAreItsAllocationsAndTheirFormulasAtEveryLevel) {
+  std::mt19937_64 rng(test::test_seed());
+  for (const Recompute level : {Recompute::None, Recompute::Light, Recompute::Block})
+    for (const int chunk : {0, 100}) {
+      GptConfig g;
+      g.n_layer = 1 + static_cast<int>(rng() % 3);
+      g.n_head = 1 + static_cast<int>(rng() % 3);
+      g.n_embd = g.n_head * (8 + 8 * static_cast<int>(rng() % 3));
+      g.block_size = 8 + static_cast<int>(rng() % 40);
+      g.vocab_size = 64 * (1 + static_cast<int>(rng() % 8));
+      g.real_vocab = g.vocab_size - static_cast<int>(rng() % 10);
+      g.recompute = level;
+      g.classifier_chunk = chunk;
+      const int batch = 1 + static_cast<int>(rng() % 4);
+      SCOPED_TRACE(std::string(recompute_name(level)) + ", chunk " + std::to_string(chunk) + ", L " + std::to_string(g.n_layer) +
+                   " nh " + std::to_string(g.n_head) + " C " + std::to_string(g.n_embd) + " T " +
+                   std::to_string(g.block_size) + " V " + std::to_string(g.vocab_size) + " B " +
+                   std::to_string(batch));
+      CpuBackend backend(1);
+      const size_t before = backend.allocations().in_use_bytes;
+      GptModel model(backend, g, batch);
+      const ActivationKinds kinds = model.activation_kinds();
+      ASSERT_EQ(kinds.size(), 5u);
+      EXPECT_EQ(activation_bytes_total(kinds), backend.allocations().in_use_bytes - before);
+      for (const ActivationKind& k : kinds) EXPECT_EQ(static_cast<double>(k.bytes), k.formula_bytes) << k.name;
+      // The classifier's, written out: two FP16 [R, V] unchunked; one and the rows' FP32 losses chunked.
+      const double r = static_cast<double>(batch) * g.block_size;
+      EXPECT_EQ(kind_named(kinds, "classifier").formula_bytes,
+                chunk > 0 ? 2 * r * g.vocab_size + 4 * r : 4 * r * g.vocab_size);
+    }
 }
 
 TEST(ActivationKinds, LineAndFieldsCarryEachKindsBytesAndFormula) {

@@ -41,4 +41,54 @@ GptActivationBytes gpt_activation_formula(const GptConfig& config, int batch, Re
   return bytes;
 }
 
+GptModelBytes gpt_model_formula(const GptConfig& config, int batch) {
+  const double r = static_cast<double>(batch) * config.block_size;
+  const double rc = r * config.n_embd;
+  GptModelBytes bytes;
+  bytes.blocks = gpt_activation_formula(config, batch, config.recompute);
+  bytes.ln_f = 2 * rc + 8 * r;
+  bytes.residual_outside = 2 * (2 * rc);
+  const double rv = r * config.vocab_size;
+  bytes.classifier = config.classifier_chunk > 0 ? 2 * rv + 4 * r : 2 * (2 * rv);
+  return bytes;
+}
+
+namespace {
+// Each kind's formula in symbols, ln_f, x_L and dx folded in (S = B nh T^2).
+struct KindSymbols {
+  const char* attention;
+  const char* mlp;
+  const char* layernorm;
+  const char* residual;
+};
+KindSymbols symbols(Recompute level) {
+  switch (level) {
+    case Recompute::Light:
+      return {"L(8RC + 2S) + 22RC + 2S", "24RC", "6RC + 16R", "4LRC + 6RC"};
+    case Recompute::Block:
+      return {"30RC + 4S", "24RC", "6RC + 16R", "2LRC + 8RC"};
+    case Recompute::None:
+      break;
+  }
+  return {"L(8RC + 2S) + 22RC + 2S", "L 16RC + 8RC", "L(4RC + 16R) + 4RC + 8R", "4LRC + 6RC"};
+}
+}  // namespace
+
+ActivationKinds gpt_activation_kinds(const GptConfig& config, const GptModelBytes& measured,
+                                     const GptModelBytes& formula) {
+  const KindSymbols text = symbols(config.recompute);
+  const auto bytes = [](double b) { return static_cast<size_t>(b); };
+  const GptActivationBytes& m = measured.blocks;
+  const GptActivationBytes& f = formula.blocks;
+  return {
+      {"attention", bytes(m.attention), f.attention, text.attention},
+      {"mlp", bytes(m.mlp), f.mlp, text.mlp},
+      {"layernorm", bytes(m.layernorm + measured.ln_f), f.layernorm + formula.ln_f, text.layernorm},
+      {"residual", bytes(m.residual + measured.residual_outside), f.residual + formula.residual_outside,
+       text.residual},
+      {"classifier", bytes(measured.classifier), formula.classifier,
+       config.classifier_chunk > 0 ? "2RV + 4R" : "4RV"},
+  };
+}
+
 }  // namespace ddp

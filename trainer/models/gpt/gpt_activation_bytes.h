@@ -28,6 +28,7 @@
 
 #include "trainer/models/gpt/gpt_config.h"
 #include "trainer/models/layers/recompute.h"
+#include "trainer/report/activation_bytes.h"
 
 namespace ddp {
 
@@ -41,5 +42,21 @@ struct GptActivationBytes {
 
 // At `batch` windows of config.block_size tokens (the model's max_batch).
 GptActivationBytes gpt_activation_formula(const GptConfig& config, int batch, Recompute level);
+
+// The whole model's, by the kinds the banner shows (trainer/report/
+// activation_bytes.h): the blocks' above, and outside the blocks ln_f's
+// slot (2RC + 8R, layernorm), x_L and the residual stream's gradient (4RC,
+// residual) and the head's logits (classifier: 4RV unchunked, the logits
+// and their gradient; 2RV + 4R chunked, the logits and the rows' losses;
+// V the padded vocabulary). `measured` is GptModel's from its buffers.
+struct GptModelBytes {
+  GptActivationBytes blocks;
+  double ln_f = 0;
+  double residual_outside = 0;
+  double classifier = 0;
+};
+GptModelBytes gpt_model_formula(const GptConfig& config, int batch);
+ActivationKinds gpt_activation_kinds(const GptConfig& config, const GptModelBytes& measured,
+                                     const GptModelBytes& formula);
 
 }  // namespace ddp

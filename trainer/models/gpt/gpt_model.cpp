@@ -62,6 +62,15 @@ GptActivationBytes GptModel::activation_bytes_by_kind() const {
   return bytes;
 }
 
+ActivationKinds GptModel::activation_kinds() const {
+  GptModelBytes measured;
+  measured.blocks = activation_bytes_by_kind();
+  measured.ln_f = static_cast<double>(ln_f_.owned_bytes());
+  measured.residual_outside = static_cast<double>(final_out_.size_bytes() + d_residual_.size_bytes());
+  measured.classifier = static_cast<double>(head_.buffer_bytes());
+  return gpt_activation_kinds(config_, measured, gpt_model_formula(config_, max_batch_));
+}
+
 void GptModel::forward_body(const DeviceBatch& batch, const WeightTable& weights_fp16) {
   DDP_REQUIRE(batch.rows > 0 && batch.rows <= max_batch_, "GptModel::forward: batch larger than allocated");
   DDP_REQUIRE(weights_fp16.size() == registry_.size(), "GptModel::forward: the weight table is not the registry's");

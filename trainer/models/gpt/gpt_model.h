@@ -74,6 +74,8 @@ class GptModel final : public Model {
   // the embeddings', ln_f's and the head's buffers aside.
   GptActivationBytes activation_bytes_by_kind() const;
   double activation_bytes() const { return activation_bytes_by_kind().total(); }
+  // Every buffer the model allocated, by kind, beside gpt_model_formula.
+  ActivationKinds activation_kinds() const override;
 
  private:
   size_t rows() const { return static_cast<size_t>(batch_rows_) * config_.block_size; }
