@@ -1,6 +1,7 @@
 // transformer_ops.h: the transformer family of the Backend (backend.h):
-// the GPT's embedding, LayerNorm, causal softmax, head layout, and the
-// incremental decoder's attention against cached keys and values.
+// the GPT's embedding, LayerNorm, causal softmax, head layout, the
+// incremental decoder's attention against cached keys and values, and the
+// fused (FlashAttention-style) causal attention forward and backward.
 #pragma once
 
 #include <cstddef>
@@ -90,6 +91,57 @@ class TransformerOps {
   virtual void attention_decode_fp16(const half16* q, int q_stride, const half16* k_cache, const half16* v_cache,
                                      int kv_stride, int heads, int head_size, int past_len, int new_len, float scale,
                                      half16* out, int out_stride) = 0;
+
+  // ---- Fused causal attention (FlashAttention-2) ----
+  // q, k, v, out, dout, dq, dk, dv [batch_heads, T, hs] FP16 (rows_to_heads'
+  // layout, bh = batch * heads); lse [batch_heads, T] FP32. What the explicit
+  // path (the q k^T batched GEMM, causal_softmax_*_fp16, the P v GEMM) writes
+  // as [bh, T, T] FP16 scores and probabilities is never materialised: the
+  // kernels go over (query tile, key tile) pairs, skipping the pairs above
+  // the diagonal, and keep per query row only the output and its FP32
+  // log-sum-exp (memory: attention_fused_saved_bytes below).
+  //
+  // Forward, per query row i, everything FP32 until the one rounding of out:
+  //   s_ij = scale * (q_i . k_j)        for j <= i; keys j > i never read
+  //   per key tile, in increasing tile order (online softmax):
+  //     m' = max(m, max_j s_ij);  c = e^(m - m')  (0 on the first tile)
+  //     p_ij = e^(s_ij - m');  l = c * l + sum_j p_ij;  o = c * o + sum_j p_ij v_j;  m = m'
+  //   out_i = fp16(o / l);  lse_i = m + ln(l)  (the log-sum-exp of the scaled scores)
+  // The FP16 q, k, v widen exactly; no score or probability is rounded to
+  // FP16 (the explicit path rounds q k^T and P to FP16, so the two differ by
+  // those roundings; the tests bound both against a double reference).
+  virtual void attention_forward_fused_fp16(const half16* q, const half16* k, const half16* v, int batch_heads,
+                                            int seq_len, int head_size, float scale, half16* out, float* lse) = 0;
+  // Backward from the forward's out and lse: probabilities are recomputed
+  // tile by tile, p_ij = e^(scale * (q_i . k_j) - lse_i) (FP32), never stored.
+  //   D_i   = sum_d dout_i[d] * out_i[d]          (FP32, from the FP16 out)
+  //   dp_ij = dout_i . v_j;  ds_ij = p_ij * (dp_ij - D_i)
+  //   dv_j = fp16(sum_{i>=j} p_ij dout_i)
+  //   dk_j = fp16(scale * sum_{i>=j} ds_ij q_i)
+  //   dq_i = fp16(scale * sum_{j<=i} ds_ij k_j)
+  // The sums are FP32, over tiles in increasing tile order, the scale
+  // applied once after the sum, then the one rounding. dk and dv are summed
+  // per key tile (over the query tiles), dq per query tile in a separate
+  // pass (over the key tiles): every output has one owner, no atomics, an
+  // order fixed by the shapes, so the bits do not depend on the thread count
+  // or the run.
+  virtual void attention_backward_fused_fp16(const half16* q, const half16* k, const half16* v, const half16* out,
+                                             const float* lse, const half16* dout, int batch_heads, int seq_len,
+                                             int head_size, float scale, half16* dq, half16* dk, half16* dv) = 0;
 };
+
+// What one attention layer keeps from its forward for its backward beyond
+// q, k, v (which both paths keep), in bytes. Fused: out [bh, T, hs] FP16
+// and lse [bh, T] FP32. Explicit: the probabilities [bh, T, T] FP16 (and
+// the backward's d_scores scratch of the same size, which the fused path
+// does not need either; not counted here).
+inline size_t attention_fused_saved_bytes(int batch_heads, int seq_len, int head_size) {
+  const size_t rows = static_cast<size_t>(batch_heads) * static_cast<size_t>(seq_len);
+  return rows * static_cast<size_t>(head_size) * sizeof(half16) + rows * sizeof(float);
+}
+inline size_t attention_explicit_probs_bytes(int batch_heads, int seq_len) {
+  return static_cast<size_t>(batch_heads) * static_cast<size_t>(seq_len) * static_cast<size_t>(seq_len) *
+         sizeof(half16);
+}
 
 }  // namespace ddp

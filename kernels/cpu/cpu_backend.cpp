@@ -14,6 +14,7 @@
 
 #include "kernels/cpu/cpu_adamw.h"
 #include "kernels/cpu/cpu_elementwise.h"
+#include "kernels/cpu/cpu_flash_attention.h"
 #include "kernels/cpu/cpu_upload_slots.h"
 #include "kernels/error.h"
 #include "kernels/half_convert.h"
@@ -193,6 +194,15 @@ void CpuBackend::attention_decode_fp16(const half16* q, int q_stride, const half
                                        half16* out, int out_stride) {
   cpu::attention_decode(*pool_, q, q_stride, k_cache, v_cache, kv_stride, heads, head_size, past_len, new_len, scale,
                         out, out_stride);
+}
+void CpuBackend::attention_forward_fused_fp16(const half16* q, const half16* k, const half16* v, int batch_heads,
+                                              int seq_len, int head_size, float scale, half16* out, float* lse) {
+  cpu::attention_forward_fused(*pool_, q, k, v, batch_heads, seq_len, head_size, scale, out, lse);
+}
+void CpuBackend::attention_backward_fused_fp16(const half16* q, const half16* k, const half16* v, const half16* out,
+                                               const float* lse, const half16* dout, int batch_heads, int seq_len,
+                                               int head_size, float scale, half16* dq, half16* dk, half16* dv) {
+  cpu::attention_backward_fused(*pool_, q, k, v, out, lse, dout, batch_heads, seq_len, head_size, scale, dq, dk, dv);
 }
 
 // ---- optimizer ---------------------------------------------------------------------

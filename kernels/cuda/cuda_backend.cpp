@@ -11,6 +11,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_elementwise.h"
+#include "kernels/cuda/cuda_flash_attention.h"
 #include "kernels/cuda/cuda_gemm.h"
 #include "kernels/cuda/cuda_loss.h"
 #include "kernels/cuda/cuda_optimizer.h"
@@ -324,6 +325,19 @@ void CudaBackend::attention_decode_fp16(const half16* q, int q_stride, const hal
                                         half16* out, int out_stride) {
   launch_attention_decode_fp16(compute_stream(), q, q_stride, k_cache, v_cache, kv_stride, heads, head_size, past_len,
                                new_len, scale, out, out_stride);
+}
+
+void CudaBackend::attention_forward_fused_fp16(const half16* q, const half16* k, const half16* v, int batch_heads,
+                                               int seq_len, int head_size, float scale, half16* out, float* lse) {
+  launch_attention_forward_fused_fp16(compute_stream(), q, k, v, batch_heads, seq_len, head_size, scale, out, lse);
+}
+
+void CudaBackend::attention_backward_fused_fp16(const half16* q, const half16* k, const half16* v, const half16* out,
+                                                const float* lse, const half16* dout, int batch_heads, int seq_len,
+                                                int head_size, float scale, half16* dq, half16* dk, half16* dv) {
+  launch_attention_backward_fused_fp16(compute_stream(), q, k, v, out, lse, dout, batch_heads, seq_len, head_size,
+                                       scale, dq, dk, dv,
+                                       scratch(attention_backward_fused_scratch_bytes(batch_heads, seq_len)));
 }
 
 // ---- optimizer ----------------------------------------------------------------------

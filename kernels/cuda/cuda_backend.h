@@ -99,6 +99,11 @@ class CudaBackend final : public Backend {
   void attention_decode_fp16(const half16* q, int q_stride, const half16* k_cache, const half16* v_cache, int kv_stride,
                              int heads, int head_size, int past_len, int new_len, float scale, half16* out,
                              int out_stride) override;
+  void attention_forward_fused_fp16(const half16* q, const half16* k, const half16* v, int batch_heads, int seq_len,
+                                    int head_size, float scale, half16* out, float* lse) override;
+  void attention_backward_fused_fp16(const half16* q, const half16* k, const half16* v, const half16* out,
+                                     const float* lse, const half16* dout, int batch_heads, int seq_len, int head_size,
+                                     float scale, half16* dq, half16* dk, half16* dv) override;
 
   void unscale_fp16_to_fp32(const half16* grads_fp16, float* grads_fp32, size_t count, ScalarArg inv_scale,
                             int32_t* nonfinite_flag) override;

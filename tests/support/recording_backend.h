@@ -127,6 +127,17 @@ class RecordingBackend final : public Backend {
     queue("attention_decode_fp16",
           [=] { cpu_.attention_decode_fp16(q, qs, k, v, kvs, nh, hs, past, n, scale, out, os); });
   }
+  void attention_forward_fused_fp16(const half16* q, const half16* k, const half16* v, int bh, int t, int hs,
+                                    float scale, half16* out, float* lse) override {
+    queue("attention_forward_fused_fp16",
+          [=] { cpu_.attention_forward_fused_fp16(q, k, v, bh, t, hs, scale, out, lse); });
+  }
+  void attention_backward_fused_fp16(const half16* q, const half16* k, const half16* v, const half16* out,
+                                     const float* lse, const half16* dout, int bh, int t, int hs, float scale,
+                                     half16* dq, half16* dk, half16* dv) override {
+    queue("attention_backward_fused_fp16",
+          [=] { cpu_.attention_backward_fused_fp16(q, k, v, out, lse, dout, bh, t, hs, scale, dq, dk, dv); });
+  }
   void softmax_xent_fused_rows(half16* l, const int32_t* lab, int r, int c, int real, int total, ScalarArg s,
                                float* row_loss) override {
     queue("softmax_xent_fused_rows", [=] { cpu_.softmax_xent_fused_rows(l, lab, r, c, real, total, s, row_loss); });

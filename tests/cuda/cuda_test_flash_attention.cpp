@@ -1,0 +1,110 @@
+// cuda_test_flash_attention.cpp: CudaBackend's fused causal attention
+// against CpuBackend's (itself checked against a double reference in
+// tests/kernels/cpu/test_cpu_flash_attention.cpp) on the same fresh random
+// inputs, outputs poisoned first (flash_attention_support.h), at T = 1, 7,
+// 64, 1024 and odd head sizes; bitwise the same run to run; head sizes
+// past kFlashCudaMaxHeadSize refused. Skips where no GPU is visible; the
+// harness itself runs without one, one CPU thread against two.
+//
+// Tolerance, CUDA against CPU, per tensor X with M = max |X_cpu|:
+//   |cuda - cpu| <= kFp16RelTol * |cpu| + 2^-10 * M
+// Both compute in FP32 and round once; they differ in the order of the
+// sums (FMA chains per lane against OpenBLAS's blocking), in expf against
+// the CPU's 8-lane exp (a few FP32 ulps), and in FMA contraction, which
+// moves an output by at most an FP16 ulp or two plus the cancellation
+// floor the double-reference check allows too. Each side is also held to
+// the double reference with that rule. lse: 1e-5 * (1 + |lse|).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "cuda_test_support.h"
+#include "kernels/cuda/cuda_flash_attention.h"
+#include "kernels/error.h"
+#include "support/flash_attention_support.h"
+
+namespace ddp {
+namespace {
+
+using namespace test;
+
+std::vector<double> as_doubles(const std::vector<half16>& x) { return to_doubles(x); }
+
+void expect_close(const char* what, const std::vector<half16>& dut, const std::vector<half16>& ref_backend,
+                  const std::vector<double>& exact) {
+  const FlashError vs_ref = flash_error(dut, as_doubles(ref_backend));
+  EXPECT_LE(vs_ref.worst_fraction, 1.0) << "against the reference backend: " << flash_error_text(what, vs_ref);
+  const FlashError vs_exact = flash_error(dut, exact);
+  EXPECT_LE(vs_exact.worst_fraction, 1.0) << "against double: " << flash_error_text(what, vs_exact);
+}
+
+// The fused ops on `dut` against the same ops on `ref` (and both against
+// double, the reference's own check repeated so a failure says which
+// side). Both backwards start from the reference's out and lse, so they
+// differ only by the backward kernels (a one-ulp difference in out moves D).
+void compare_fused_attention(Backend& ref, Backend& dut, std::mt19937_64& rng, const FlashShape& s) {
+  SCOPED_TRACE(s.text());
+  const FlashInputs in = random_flash_inputs(rng, s);
+  const FlashOutputs want = run_fused(ref, in, s);
+  FlashOutputs got;
+  run_fused_forward(dut, in, s, got);
+  run_fused_backward(dut, in, s, want.out, want.lse, got);
+  const FlashReference exact = flash_reference(in, s), given = flash_reference(in, s, &want.out);
+  expect_close("out", got.out, want.out, exact.out);
+  expect_close("dq", got.dq, want.dq, given.dq);
+  expect_close("dk", got.dk, want.dk, given.dk);
+  expect_close("dv", got.dv, want.dv, given.dv);
+  for (size_t i = 0; i < want.lse.size(); ++i)
+    ASSERT_NEAR(got.lse[i], want.lse[i], kFlashLseTol * (1.0 + std::fabs(want.lse[i]))) << "lse row " << i;
+}
+
+void compare_all_fused_shapes(Backend& ref, Backend& dut, std::mt19937_64& rng) {
+  // T = 1, 7 (inside a tile), 64 (two CUDA tiles, one CPU tile), 1024 (many
+  // rescalings); 33 and 100: partial last tiles on both sides.
+  for (int T : {1, 7, 33, 64, 100})
+    for (int hs : {1, 3, 17, 64, 80, 128}) compare_fused_attention(ref, dut, rng, {3, T, hs});
+  for (int hs : {17, 64, 128}) compare_fused_attention(ref, dut, rng, {1, 1024, hs});
+}
+
+TEST_F(CudaKernels, FusedAttentionMatchesCpu) {
+  SCOPED_TRACE(seed_text());
+  compare_all_fused_shapes(cpu, *gpu, rng);
+}
+
+TEST_F(CudaKernels, FusedAttentionIsBitwiseTheSameRunToRun) {
+  SCOPED_TRACE(seed_text());
+  const FlashShape s{4, 300, 64};
+  const FlashInputs in = random_flash_inputs(rng, s);
+  const FlashOutputs a = run_fused(*gpu, in, s), b = run_fused(*gpu, in, s);
+  EXPECT_EQ(half_bits(a.out), half_bits(b.out));
+  EXPECT_EQ(float_bits(a.lse), float_bits(b.lse));
+  EXPECT_EQ(half_bits(a.dq), half_bits(b.dq));
+  EXPECT_EQ(half_bits(a.dk), half_bits(b.dk));
+  EXPECT_EQ(half_bits(a.dv), half_bits(b.dv));
+}
+
+TEST_F(CudaKernels, FusedAttentionRefusesHeadSizesPastTheKernelsLimit) {
+  const int hs = kFlashCudaMaxHeadSize + 1, T = 4;
+  Buffer<half16> x(*gpu, static_cast<size_t>(T) * hs);
+  Buffer<float> lse(*gpu, T);
+  try {
+    gpu->attention_forward_fused_fp16(x.data(), x.data(), x.data(), 1, T, hs, 1.0f, x.data(), lse.data());
+    FAIL() << "head_size " << hs << " was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("kFlashCudaMaxHeadSize"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CudaFlashAttentionHarness, PassesCpuAgainstCpuWithOtherThreadCount) {
+  // Runs without a GPU: the comparisons above with a two-thread CpuBackend
+  // in the GPU's place.
+  SCOPED_TRACE(seed_text());
+  CpuBackend one(1), two(2);
+  std::mt19937_64 rng(test_seed());
+  compare_all_fused_shapes(one, two, rng);
+}
+
+}  // namespace
+}  // namespace ddp
