@@ -8,6 +8,7 @@
 #include "kernels/error.h"
 #include "trainer/config/config_check.h"
 #include "trainer/config/model_table.h"
+#include "trainer/models/layers/attention_path.h"
 #include "trainer/models/layers/recompute.h"
 #include "trainer/models/mlp/mlp_config.h"
 
@@ -47,7 +48,12 @@ po::options_description gpt_flags(TrainConfig& c, FlagText& t) {
       ("recompute", po::value(&t.recompute)->default_value(t.recompute),
        "activations backward computes again instead of keeping, the same bits at every level: none (each block "
        "keeps all it reads), light (each block keeps x, m and the attention's q, k, v, P; the LayerNorms and the "
-       "MLP's hidden run again) or block (each block keeps its input x only and runs its forward again)");
+       "MLP's hidden run again) or block (each block keeps its input x only and runs its forward again)")
+      ("attention", po::value(&t.attention)->default_value(t.attention),
+       "explicit (the [B, heads, T, T] scores and their softmax kept for backward: the reference), fused "
+       "(FlashAttention's tiles: each query row's output and log-sum-exp kept, no T x T buffer; within an FP16 "
+       "tolerance of explicit) or auto (the one measured faster on the device: fused on CPUs, explicit on CUDA, "
+       "unmeasured there)");
   // clang-format on
   return gpt;
 }
@@ -59,6 +65,7 @@ void apply_model_flags(const po::variables_map& vm, FlagText& t, const BenchOpti
   }
   set_mlp_options(c.mlp, t.layers, t.activation);
   c.gpt.recompute = parse_recompute(t.recompute);  // throws naming --recompute
+  c.gpt.attention = parse_attention_path(t.attention);  // throws naming --attention
   const ModelRow& row = model_row(c.model);        // throws naming the models there are
   const std::string problem = row.settings_problem(c);
   if (!problem.empty()) throw Error(problem);

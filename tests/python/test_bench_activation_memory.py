@@ -77,10 +77,14 @@ TORCH_STUB = textwrap.dedent("""\
 
 
 def table_rows(text, section):
-    """The rows of the Markdown table under '## section', as lists of cells."""
+    """The rows of the first Markdown table under '## section', as lists of cells."""
     part = text.split(f"## {section}\n", 1)[1].split("\n## ", 1)[0]
-    rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in part.splitlines()
-            if line.startswith("|")]
+    rows = []
+    for line in part.splitlines():
+        if line.startswith("|"):
+            rows.append([c.strip() for c in line.strip().strip("|").split("|")])
+        elif rows:
+            break  # the first table ends: a section may hold another (the activations by part)
     return rows[2:]  # past the header and the --- row
 
 
@@ -134,7 +138,8 @@ class RealBinary(Runner):
             self.assertIn(f"--classifier-chunk {r['setting']['classifier_chunk']}", r["cmd"])
             res = r["result"]
             chunk = "off" if r["setting"]["classifier_chunk"] == "0" else "on (32 rows)"
-            (row,) = [x for x in rows if x[2] == chunk and x[3] == str(r["batch"])]
+            axes = [r["setting"].get(k) or "n/a" for k in ("recompute", "attention")]
+            (row,) = [x for x in rows if x[:2] == axes and x[2] == chunk and x[3] == str(r["batch"])]
             peak, state = res["peak_allocated_bytes_per_rank"], res["state_bytes_per_rank"]
             self.assertEqual(row[4], fmt(peak))
             self.assertEqual(row[5], fmt(state))
@@ -160,15 +165,20 @@ class RealBinary(Runner):
         # The largest batch: the line through batches 2 and 4, against the budget.
         fits = table_rows(text, "Largest batch in the budget")
         budget = 0.01 * (1 << 30)
-        for chunk, label in (("0", "off"), ("32", "on (32 rows)")):
+        settings = {(r["setting"].get("recompute"), r["setting"].get("attention"), r["setting"]["classifier_chunk"])
+                    for r in ours}
+        for recompute, attention, chunk in sorted(settings, key=str):
+            label = "off" if chunk == "0" else "on (32 rows)"
+            axes = [recompute or "n/a", attention or "n/a"]
             peaks = {r["batch"]: r["result"]["peak_allocated_bytes_per_rank"] for r in ours
-                     if r["setting"]["classifier_chunk"] == chunk}
+                     if (r["setting"].get("recompute"), r["setting"].get("attention"),
+                         r["setting"]["classifier_chunk"]) == (recompute, attention, chunk)}
             slope = (peaks[4] - peaks[2]) / 2
             intercept = peaks[2] - 2 * slope
             largest = math.floor((budget - intercept) / slope)
             self.assertLessEqual(intercept + slope * largest, budget)
             self.assertGreater(intercept + slope * (largest + 1), budget)
-            (row,) = [x for x in fits if x[2] == label]
+            (row,) = [x for x in fits if x[:2] == axes and x[2] == label]
             self.assertEqual(row[5], str(largest))
             self.assertIn(f"{fmt(peaks[3])} / {fmt(intercept + 3 * slope)} at B 3", row[4])
         # The speed target: a figure when PyTorch ran, its ratio from the two medians.

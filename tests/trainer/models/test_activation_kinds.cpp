@@ -60,6 +60,7 @@ TEST(ActivationKinds, GptKindsAreItsAllocationsAndTheirFormulasAtEveryLevel) {
   for (const Recompute level : {Recompute::None, Recompute::Light, Recompute::Block})
     for (const int chunk : {0, 100}) {
       GptConfig g;
+      g.attention = rng() % 2 ? AttentionPath::Fused : AttentionPath::Explicit;
       g.n_layer = 1 + static_cast<int>(rng() % 3);
       g.n_head = 1 + static_cast<int>(rng() % 3);
       g.n_embd = g.n_head * (8 + 8 * static_cast<int>(rng() % 3));
@@ -69,7 +70,7 @@ TEST(ActivationKinds, GptKindsAreItsAllocationsAndTheirFormulasAtEveryLevel) {
       g.recompute = level;
       g.classifier_chunk = chunk;
       const int batch = 1 + static_cast<int>(rng() % 4);
-      SCOPED_TRACE(std::string(recompute_name(level)) + ", chunk " + std::to_string(chunk) + ", L " + std::to_string(g.n_layer) +
+      SCOPED_TRACE(std::string(recompute_name(level)) + ", " + attention_path_name(g.attention) + ", chunk " + std::to_string(chunk) + ", L " + std::to_string(g.n_layer) +
                    " nh " + std::to_string(g.n_head) + " C " + std::to_string(g.n_embd) + " T " +
                    std::to_string(g.block_size) + " V " + std::to_string(g.vocab_size) + " B " +
                    std::to_string(batch));

@@ -37,6 +37,7 @@ GptConfig tiny_gpt(int chunk) {
   g.vocab_size = 1024;  // wide against C, so the head's buffers dominate the GEMM scratch
   g.real_vocab = 1000;
   g.classifier_chunk = chunk;
+  g.attention = AttentionPath::Fused;  // named: the emulated CUDA graphs' backend says it is a GPU
   return g;
 }
 

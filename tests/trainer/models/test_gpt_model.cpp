@@ -117,6 +117,9 @@ TrainConfig gpt_config(const std::string& text) {
   TrainConfig c;
   c.model = "gpt";
   c.gpt = tiny(2);
+  // Named, not auto: the emulated CUDA graphs' backend says it is a GPU,
+  // where auto is explicit; the CPU's default is fused.
+  c.gpt.attention = AttentionPath::Fused;
   c.data.kind = "text";
   c.data.train_text = text;
   c.data.block_size = 16;

@@ -30,8 +30,9 @@ namespace {
 constexpr int kBatch = 3;
 constexpr Recompute kLevels[] = {Recompute::None, Recompute::Light, Recompute::Block};
 
-GptConfig tiny_gpt(Recompute level) {
+GptConfig tiny_gpt(Recompute level, AttentionPath attention = AttentionPath::Explicit) {
   GptConfig g;
+  g.attention = attention;
   g.n_layer = 3;
   g.n_head = 2;
   g.n_embd = 48;
@@ -119,16 +120,18 @@ TEST(GptRecompute, GradientsAreTheKeptActivationsBits) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
   CpuBackend reg_cpu(1);
-  const GptConfig none = tiny_gpt(Recompute::None);
-  const Inputs in = draw_inputs(rng, GptModel(reg_cpu, none, kBatch).parameters(), none.real_vocab);
+  const Inputs in = draw_inputs(rng, GptModel(reg_cpu, tiny_gpt(Recompute::None), kBatch).parameters(),
+                                tiny_gpt(Recompute::None).real_vocab);
+  for (const AttentionPath attention : {AttentionPath::Explicit, AttentionPath::Fused})
   for (int threads : {1, 2}) {
     CpuBackend base_cpu(threads);
-    const Outcome want = train(base_cpu, none, in);
+    const Outcome want = train(base_cpu, tiny_gpt(Recompute::None, attention), in);
     for (const float l : want.losses) ASSERT_TRUE(std::isfinite(l));
     for (const Recompute level : {Recompute::Light, Recompute::Block}) {
-      SCOPED_TRACE(std::to_string(threads) + " threads, --recompute " + recompute_name(level));
+      SCOPED_TRACE(std::to_string(threads) + " threads, --recompute " + recompute_name(level) + ", --attention " +
+                   attention_path_name(attention));
       CpuBackend cpu(threads);
-      const Outcome got = train(cpu, tiny_gpt(level), in);
+      const Outcome got = train(cpu, tiny_gpt(level, attention), in);
       ASSERT_EQ(got.losses.size(), want.losses.size());
       for (size_t m = 0; m < got.losses.size(); ++m)
         EXPECT_EQ(test::bits_of(got.losses[m]), test::bits_of(want.losses[m]))

@@ -1,7 +1,19 @@
 // gpt_activation_bytes.cpp: the table in gpt_activation_bytes.h, line by line.
 #include "trainer/models/gpt/gpt_activation_bytes.h"
 
+#include "kernels/error.h"
+
 namespace ddp {
+
+namespace {
+// The formulas take the path the model runs: auto is the model's to
+// resolve (it knows the device), so a config given here names one.
+AttentionPath resolved_attention(const GptConfig& config) {
+  DDP_REQUIRE(config.attention != AttentionPath::Auto,
+              "gpt_activation_formula: resolve --attention auto for the device first");
+  return config.attention;
+}
+}  // namespace
 
 GptActivationBytes gpt_activation_formula(const GptConfig& config, int batch, Recompute level) {
   const double r = static_cast<double>(batch) * config.block_size;                                      // R
@@ -9,14 +21,20 @@ GptActivationBytes gpt_activation_formula(const GptConfig& config, int batch, Re
   const double s = static_cast<double>(batch) * config.n_head * config.block_size * config.block_size;  // S
   const double layers = config.n_layer;
   const double layer_norm_slot = 2 * rc + 8 * r;   // out FP16 [R, C], mean and rstd FP32 [R]
-  const double attention_kept = 2 * (4 * rc + s);  // q, k, v, merged rows [R, C] and P [B, nh, T, T], FP16
+  // q, k, v, merged rows [R, C] FP16, and P [B, nh, T, T] FP16 (explicit) or
+  // the log-sum-exp [B, nh, T] FP32 (fused).
+  const bool fused = resolved_attention(config) == AttentionPath::Fused;
+  const double z = static_cast<double>(batch) * config.n_head * config.block_size;  // Z = B nh T
+  const double attention_kept = fused ? 2 * 4 * rc + 4 * z : 2 * (4 * rc + s);
   const double mlp_kept = 2 * (4 * rc + 4 * rc);   // fc_pre and h, FP16 [R, 4C]
 
   GptActivationBytes bytes;
   // Shared at every level.
   bytes.residual = 2 * rc;              // branch
   bytes.layernorm = 2 * rc;             // d_ln
-  bytes.attention = 2 * (11 * rc + s);  // qkv and d_qkv 3RC each, heads, dq, dk, dv, d_rows RC each; dS
+  // qkv and d_qkv 3RC each, heads, dq, dk, dv, d_rows RC each; dS (explicit)
+  // or the heads' output again (fused).
+  bytes.attention = 2 * (11 * rc + (fused ? rc : s));
   bytes.mlp = 2 * 4 * rc;               // d_hidden
   switch (level) {
     case Recompute::None:
@@ -61,22 +79,24 @@ struct KindSymbols {
   const char* layernorm;
   const char* residual;
 };
-KindSymbols symbols(Recompute level) {
+// Z = B nh T (fused's log-sum-exp rows).
+KindSymbols symbols(Recompute level, bool fused) {
+  const char* per_layer_attention = fused ? "L(8RC + 4Z) + 24RC" : "L(8RC + 2S) + 22RC + 2S";
   switch (level) {
     case Recompute::Light:
-      return {"L(8RC + 2S) + 22RC + 2S", "24RC", "6RC + 16R", "4LRC + 6RC"};
+      return {per_layer_attention, "24RC", "6RC + 16R", "4LRC + 6RC"};
     case Recompute::Block:
-      return {"30RC + 4S", "24RC", "6RC + 16R", "2LRC + 8RC"};
+      return {fused ? "32RC + 4Z" : "30RC + 4S", "24RC", "6RC + 16R", "2LRC + 8RC"};
     case Recompute::None:
       break;
   }
-  return {"L(8RC + 2S) + 22RC + 2S", "L 16RC + 8RC", "L(4RC + 16R) + 4RC + 8R", "4LRC + 6RC"};
+  return {per_layer_attention, "L 16RC + 8RC", "L(4RC + 16R) + 4RC + 8R", "4LRC + 6RC"};
 }
 }  // namespace
 
 ActivationKinds gpt_activation_kinds(const GptConfig& config, const GptModelBytes& measured,
                                      const GptModelBytes& formula) {
-  const KindSymbols text = symbols(config.recompute);
+  const KindSymbols text = symbols(config.recompute, resolved_attention(config) == AttentionPath::Fused);
   const auto bytes = [](double b) { return static_cast<size_t>(b); };
   const GptActivationBytes& m = measured.blocks;
   const GptActivationBytes& f = formula.blocks;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "trainer/models/layers/attention_path.h"
 #include "trainer/models/layers/recompute.h"
 #include "trainer/params/parameter_registry.h"
 
@@ -30,6 +31,9 @@ struct GptConfig {
   // --recompute: what backward runs again instead of keeping (recompute.h);
   // never recorded either, every level the same bits.
   Recompute recompute = Recompute::None;
+  // --attention: explicit scores or FlashAttention's tiles (attention_path.h);
+  // never recorded, auto resolved for the device by the model.
+  AttentionPath attention = AttentionPath::Auto;
   int head_size() const { return n_embd / n_head; }
 };
 

@@ -11,9 +11,10 @@ GptModel::GptModel(Backend& backend, const GptConfig& config, int max_batch)
       config_(config),
       registry_(gpt_parameters(config)),
       max_batch_(max_batch),
+      attention_(resolve_attention_path(config.attention, backend.kind())),
       ln_f_(backend, config.n_embd, static_cast<size_t>(max_batch) * config.block_size),
       scratch_(backend, static_cast<size_t>(max_batch) * config.block_size, config.n_embd,
-               static_cast<size_t>(max_batch) * config.n_head * config.block_size * config.block_size,
+               AttentionSizes(config.n_embd, config.n_head, config.block_size, max_batch, attention_),
                config.recompute),
       head_(backend, config.n_embd, config.vocab_size, config.real_vocab,
             static_cast<size_t>(max_batch) * config.block_size, config.classifier_chunk) {
@@ -24,7 +25,7 @@ GptModel::GptModel(Backend& backend, const GptConfig& config, int max_batch)
   blocks_.reserve(static_cast<size_t>(config.n_layer));  // no move: the layers keep pointers into their buffers
   for (int l = 0; l < config.n_layer; ++l) {
     blocks_.emplace_back(backend, config.n_embd, config.n_head, config.block_size, max_batch, config.recompute,
-                         scratch_);
+                         attention_, scratch_);
     blocks_.back().bind(registry_, gpt_block_prefix(l));
   }
   ln_f_.bind(registry_, "transformer.ln_f");
@@ -68,7 +69,9 @@ ActivationKinds GptModel::activation_kinds() const {
   measured.ln_f = static_cast<double>(ln_f_.owned_bytes());
   measured.residual_outside = static_cast<double>(final_out_.size_bytes() + d_residual_.size_bytes());
   measured.classifier = static_cast<double>(head_.buffer_bytes());
-  return gpt_activation_kinds(config_, measured, gpt_model_formula(config_, max_batch_));
+  GptConfig resolved = config_;
+  resolved.attention = attention_;
+  return gpt_activation_kinds(resolved, measured, gpt_model_formula(resolved, max_batch_));
 }
 
 void GptModel::forward_body(const DeviceBatch& batch, const WeightTable& weights_fp16) {

@@ -88,6 +88,7 @@ class GptModel final : public Model {
   int max_batch_;
   size_t wte_ = 0;  // tensor indices
   size_t wpe_ = 0;
+  AttentionPath attention_;  // config_.attention resolved for the backend's device
   std::vector<TransformerBlock> blocks_;
   LayerNorm ln_f_;
   BlockScratch scratch_;             // the blocks' shared buffers

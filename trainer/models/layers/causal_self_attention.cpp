@@ -8,45 +8,55 @@
 
 namespace ddp {
 
-AttentionScratch::AttentionScratch(Backend& backend, size_t max_rows, int channels, size_t max_scores)
-    : heads(backend, max_rows * channels),
-      d_q(backend, max_rows * channels),
-      d_k(backend, max_rows * channels),
-      d_v(backend, max_rows * channels),
-      d_scores(backend, max_scores),
-      d_rows(backend, max_rows * channels),
-      d_qkv(backend, 3 * max_rows * channels),
-      qkv(backend, 3 * max_rows * channels) {}
+AttentionSizes::AttentionSizes(int channels, int heads, int context, int max_batch, AttentionPath p)
+    : path(p),
+      rows_channels(static_cast<size_t>(max_batch) * context * channels),
+      scores(p == AttentionPath::Explicit ? static_cast<size_t>(max_batch) * heads * context * context : 0),
+      lse(p == AttentionPath::Fused ? static_cast<size_t>(max_batch) * heads * context : 0),
+      out_heads(p == AttentionPath::Fused ? rows_channels : 0) {
+  DDP_REQUIRE(p == AttentionPath::Explicit || p == AttentionPath::Fused,
+              "AttentionSizes: resolve --attention auto for the device first");
+}
 
-AttentionActivations::AttentionActivations(Backend& backend, size_t max_rows, int channels, size_t max_scores)
-    : q(backend, max_rows * channels),
-      k(backend, max_rows * channels),
-      v(backend, max_rows * channels),
-      probs(backend, max_scores),
-      attn_rows(backend, max_rows * channels) {}
+AttentionScratch::AttentionScratch(Backend& backend, const AttentionSizes& sizes)
+    : heads(backend, sizes.rows_channels),
+      d_q(backend, sizes.rows_channels),
+      d_k(backend, sizes.rows_channels),
+      d_v(backend, sizes.rows_channels),
+      d_scores(backend, sizes.scores),
+      d_rows(backend, sizes.rows_channels),
+      d_qkv(backend, 3 * sizes.rows_channels),
+      qkv(backend, 3 * sizes.rows_channels),
+      out_heads(backend, sizes.out_heads) {}
+
+AttentionActivations::AttentionActivations(Backend& backend, const AttentionSizes& sizes)
+    : q(backend, sizes.rows_channels),
+      k(backend, sizes.rows_channels),
+      v(backend, sizes.rows_channels),
+      probs(backend, sizes.scores),
+      attn_rows(backend, sizes.rows_channels),
+      lse(backend, sizes.lse) {}
 
 CausalSelfAttention::CausalSelfAttention(Backend& backend, int channels, int heads, int context, int max_batch,
-                                         AttentionActivations* shared)
+                                         AttentionPath path, AttentionActivations* shared)
     : backend_(backend),
       channels_(channels),
       heads_(heads),
       head_size_(channels / heads),
       context_(context),
+      sizes_(channels, heads, context, max_batch, path),
       c_attn_(channels, 3 * channels),
       c_proj_(channels, channels),
-      owned_(shared != nullptr
-                 ? nullptr
-                 : std::make_unique<AttentionActivations>(backend, static_cast<size_t>(max_batch) * context, channels,
-                                                          static_cast<size_t>(max_batch) * heads * context * context)),
+      owned_(shared != nullptr ? nullptr : std::make_unique<AttentionActivations>(backend, sizes_)),
       kept_(shared != nullptr ? shared : owned_.get()),
       q_(kept_->q),
       k_(kept_->k),
       v_(kept_->v),
       probs_(kept_->probs),
-      attn_rows_(kept_->attn_rows) {
+      attn_rows_(kept_->attn_rows),
+      lse_(kept_->lse) {
   DDP_REQUIRE(heads > 0 && channels % heads == 0, "CausalSelfAttention: the heads must divide the channels");
-  DDP_REQUIRE(probs_.count() >= static_cast<size_t>(max_batch) * heads * context * context &&
-                  q_.count() >= static_cast<size_t>(max_batch) * context * channels,
+  DDP_REQUIRE(probs_.count() >= sizes_.scores && lse_.count() >= sizes_.lse && q_.count() >= sizes_.rows_channels,
               "CausalSelfAttention: the shared buffers are too small");
 }
 
@@ -61,7 +71,10 @@ void CausalSelfAttention::forward(const half16* x, int batch, const WeightTable&
   input_ = x;
   const int rows = batch * context_;
   c_attn_.forward(backend_, x, rows, weights_fp16, scratch.qkv.data(), Activation::None, nullptr);
-  heads_forward(batch, scratch);
+  if (sizes_.path == AttentionPath::Fused)
+    heads_forward_fused(batch, scratch);
+  else
+    heads_forward(batch, scratch);
   c_proj_.forward(backend_, attn_rows_.data(), rows, weights_fp16, out, Activation::None, nullptr);
 }
 
@@ -90,7 +103,10 @@ void CausalSelfAttention::backward(const half16* d_out, int batch, const WeightT
   const int rows = batch * context_;
   c_proj_.backward_weights(backend_, d_out, attn_rows_.data(), rows, grads_fp16, accumulate);
   c_proj_.backward_input(backend_, d_out, rows, weights_fp16, scratch.d_rows.data(), Activation::None, nullptr);
-  heads_backward(scratch.d_rows.data(), batch, scratch);
+  if (sizes_.path == AttentionPath::Fused)
+    heads_backward_fused(scratch.d_rows.data(), batch, scratch);
+  else
+    heads_backward(scratch.d_rows.data(), batch, scratch);
   c_attn_.backward_weights(backend_, scratch.d_qkv.data(), input_, rows, grads_fp16, accumulate);
   c_attn_.backward_input(backend_, scratch.d_qkv.data(), rows, weights_fp16, dx, Activation::None, nullptr);
 }
@@ -113,6 +129,34 @@ void CausalSelfAttention::heads_backward(const half16* d_rows, int batch, Attent
   backend_.gemm_batched_fp16(gemm_nn(T, hs, T, d_scores, T, k_.data(), hs, scratch.d_q.data(), hs), z, tt, th, th);
   // dk[z] [T, hs] = dS[z]^T q[z]
   backend_.gemm_batched_fp16(gemm_tn(T, hs, T, d_scores, T, q_.data(), hs, scratch.d_k.data(), hs), z, tt, th, th);
+  backend_.heads_to_rows_fp16(scratch.d_q.data(), batch, T, nh, hs, scratch.d_qkv.data(), 3 * c);
+  backend_.heads_to_rows_fp16(scratch.d_k.data(), batch, T, nh, hs, scratch.d_qkv.data() + c, 3 * c);
+  backend_.heads_to_rows_fp16(scratch.d_v.data(), batch, T, nh, hs, scratch.d_qkv.data() + 2 * c, 3 * c);
+}
+
+// The same heads, split and merged as above, through the fused op.
+void CausalSelfAttention::heads_forward_fused(int batch, AttentionScratch& scratch) {
+  const int T = context_, nh = heads_, hs = head_size_, c = channels_;
+  backend_.rows_to_heads_fp16(scratch.qkv.data(), 3 * c, batch, T, nh, hs, q_.data());
+  backend_.rows_to_heads_fp16(scratch.qkv.data() + c, 3 * c, batch, T, nh, hs, k_.data());
+  backend_.rows_to_heads_fp16(scratch.qkv.data() + 2 * c, 3 * c, batch, T, nh, hs, v_.data());
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  backend_.attention_forward_fused_fp16(q_.data(), k_.data(), v_.data(), batch * nh, T, hs, scale,
+                                        scratch.heads.data(), lse_.data());
+  backend_.heads_to_rows_fp16(scratch.heads.data(), batch, T, nh, hs, attn_rows_.data(), c);
+}
+
+void CausalSelfAttention::heads_backward_fused(const half16* d_rows, int batch, AttentionScratch& scratch) const {
+  const int T = context_, nh = heads_, hs = head_size_, c = channels_;
+  half16* dy = scratch.heads.data();
+  backend_.rows_to_heads_fp16(d_rows, c, batch, T, nh, hs, dy);
+  // The forward's output in heads layout: the merged rows split again (a
+  // copy, so the bits the forward wrote).
+  backend_.rows_to_heads_fp16(attn_rows_.data(), c, batch, T, nh, hs, scratch.out_heads.data());
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  backend_.attention_backward_fused_fp16(q_.data(), k_.data(), v_.data(), scratch.out_heads.data(), lse_.data(), dy,
+                                         batch * nh, T, hs, scale, scratch.d_q.data(), scratch.d_k.data(),
+                                         scratch.d_v.data());
   backend_.heads_to_rows_fp16(scratch.d_q.data(), batch, T, nh, hs, scratch.d_qkv.data(), 3 * c);
   backend_.heads_to_rows_fp16(scratch.d_k.data(), batch, T, nh, hs, scratch.d_qkv.data() + c, 3 * c);
   backend_.heads_to_rows_fp16(scratch.d_v.data(), batch, T, nh, hs, scratch.d_qkv.data() + 2 * c, 3 * c);

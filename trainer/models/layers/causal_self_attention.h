@@ -10,6 +10,10 @@
 // qkv is scratch at every --recompute level (backward reads q, k, v, not
 // qkv); q, k, v, P and the merged rows are the layer's own (none, light)
 // or shared by every block (block: the block's recompute re-runs forward).
+// --attention fused (attention_path.h) computes P v by FlashAttention's
+// tiles instead: the layer keeps each query row's FP32 log-sum-exp in place
+// of P, and backward re-derives the heads' output from the merged rows (a
+// copy) and recomputes P tile by tile; no [B, nh, T, T] buffer exists.
 #pragma once
 
 #include <memory>
@@ -17,6 +21,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/buffer.h"
+#include "trainer/models/layers/attention_path.h"
 #include "trainer/models/layers/linear_layer.h"
 #include "trainer/models/layers/tensor_range.h"
 #include "trainer/params/parameter_registry.h"
@@ -24,13 +29,25 @@
 
 namespace ddp {
 
+// Elements of the attention's buffers at `max_batch` windows, by path:
+// explicit keeps P and needs dS ([B, nh, T, T] each), fused keeps the
+// log-sum-exp [B, nh, T] and needs the heads' output [B, nh, T, hs].
+struct AttentionSizes {
+  AttentionSizes(int channels, int heads, int context, int max_batch, AttentionPath path);
+  AttentionPath path;
+  size_t rows_channels;  // R x C
+  size_t scores;         // explicit: B nh T^2; fused 0
+  size_t lse;            // fused: B nh T; explicit 0
+  size_t out_heads;      // fused: R x C; explicit 0
+};
+
 // Buffers every block's attention uses in turn (one block runs at a time),
 // owned by the model.
 struct AttentionScratch {
-  AttentionScratch(Backend& backend, size_t max_rows, int channels, size_t max_scores);
+  AttentionScratch(Backend& backend, const AttentionSizes& sizes);
   size_t size_bytes() const {
     return heads.size_bytes() + d_q.size_bytes() + d_k.size_bytes() + d_v.size_bytes() + d_scores.size_bytes() +
-           d_rows.size_bytes() + d_qkv.size_bytes() + qkv.size_bytes();
+           d_rows.size_bytes() + d_qkv.size_bytes() + qkv.size_bytes() + out_heads.size_bytes();
   }
   Buffer<half16> heads;     // [B, nh, T, hs]: the heads' output P v in forward, dy split into heads in backward
   Buffer<half16> d_q;       // [B, nh, T, hs]
@@ -40,25 +57,29 @@ struct AttentionScratch {
   Buffer<half16> d_rows;    // [R, C]: c_proj's input gradient
   Buffer<half16> d_qkv;     // [R, 3C]: c_attn's output gradient
   Buffer<half16> qkv;       // [R, 3C]: c_attn's output, split into q, k, v before anything else runs
+  Buffer<half16> out_heads;  // fused: [B, nh, T, hs], the heads' output again for backward (else empty)
 };
 
 // What the attention's backward reads of its forward (besides its input x).
 struct AttentionActivations {
-  AttentionActivations(Backend& backend, size_t max_rows, int channels, size_t max_scores);
+  AttentionActivations(Backend& backend, const AttentionSizes& sizes);
   size_t size_bytes() const {
-    return q.size_bytes() + k.size_bytes() + v.size_bytes() + probs.size_bytes() + attn_rows.size_bytes();
+    return q.size_bytes() + k.size_bytes() + v.size_bytes() + probs.size_bytes() + attn_rows.size_bytes() +
+           lse.size_bytes();
   }
   Buffer<half16> q;          // [B, nh, T, hs]
   Buffer<half16> k;          // [B, nh, T, hs]
   Buffer<half16> v;          // [B, nh, T, hs]
-  Buffer<half16> probs;      // [B, nh, T, T]: the scores, then the softmax in place
+  Buffer<half16> probs;      // explicit: [B, nh, T, T], the scores, then the softmax in place (else empty)
   Buffer<half16> attn_rows;  // [R, C]: y merged, c_proj's input
+  Buffer<float> lse;         // fused: [B, nh, T], each query row's log-sum-exp (else empty)
 };
 
 class CausalSelfAttention {
  public:
-  // shared: where forward writes what backward reads (null: buffers of its own).
-  CausalSelfAttention(Backend& backend, int channels, int heads, int context, int max_batch,
+  // shared: where forward writes what backward reads (null: buffers of its
+  // own). path: Explicit or Fused (resolved, attention_path.h).
+  CausalSelfAttention(Backend& backend, int channels, int heads, int context, int max_batch, AttentionPath path,
                       AttentionActivations* shared = nullptr);
 
   // `<prefix>c_attn` and `<prefix>c_proj` (nn.Linear tensors), adjacent in the registry.
@@ -77,12 +98,15 @@ class CausalSelfAttention {
  private:
   void heads_forward(int batch, AttentionScratch& scratch);
   void heads_backward(const half16* d_rows, int batch, AttentionScratch& scratch) const;
+  void heads_forward_fused(int batch, AttentionScratch& scratch);
+  void heads_backward_fused(const half16* d_rows, int batch, AttentionScratch& scratch) const;
 
   Backend& backend_;
   int channels_;
   int heads_;
   int head_size_;
   int context_;
+  AttentionSizes sizes_;
   LinearLayer c_attn_;
   LinearLayer c_proj_;
   TensorRange tensors_;
@@ -93,8 +117,9 @@ class CausalSelfAttention {
   Buffer<half16>& q_;          // [B, nh, T, hs]
   Buffer<half16>& k_;          // [B, nh, T, hs]
   Buffer<half16>& v_;          // [B, nh, T, hs]
-  Buffer<half16>& probs_;      // [B, nh, T, T]: the scores, then the softmax in place
+  Buffer<half16>& probs_;      // explicit: [B, nh, T, T], the scores, then the softmax in place
   Buffer<half16>& attn_rows_;  // [R, C]: y merged, c_proj's input
+  Buffer<float>& lse_;         // fused: [B, nh, T]
 };
 
 }  // namespace ddp

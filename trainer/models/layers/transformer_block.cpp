@@ -3,27 +3,28 @@
 
 namespace ddp {
 
-BlockScratch::BlockScratch(Backend& backend, size_t max_rows, int channels, size_t max_scores, Recompute level)
+BlockScratch::BlockScratch(Backend& backend, size_t max_rows, int channels, const AttentionSizes& attention_sizes,
+                           Recompute level)
     : branch(backend, max_rows * channels),
       d_ln(backend, max_rows * channels),
       d_hidden(backend, 4 * max_rows * channels),
-      attention(backend, max_rows, channels, max_scores) {
+      attention(backend, attention_sizes) {
   if (level == Recompute::None) return;
   layer_norm = std::make_unique<LayerNormActivations>(backend, channels, max_rows);
   mlp = std::make_unique<MlpActivations>(backend, channels, max_rows);
   if (level != Recompute::Block) return;
-  attention_kept = std::make_unique<AttentionActivations>(backend, max_rows, channels, max_scores);
+  attention_kept = std::make_unique<AttentionActivations>(backend, attention_sizes);
   mid = Buffer<half16>(backend, max_rows * channels);
 }
 
 TransformerBlock::TransformerBlock(Backend& backend, int channels, int heads, int context, int max_batch,
-                                   Recompute level, BlockScratch& scratch)
+                                   Recompute level, AttentionPath attention, BlockScratch& scratch)
     : backend_(backend),
       channels_(channels),
       context_(context),
       level_(level),
       ln_1_(backend, channels, static_cast<size_t>(max_batch) * context, scratch.layer_norm.get()),
-      attn_(backend, channels, heads, context, max_batch, scratch.attention_kept.get()),
+      attn_(backend, channels, heads, context, max_batch, attention, scratch.attention_kept.get()),
       ln_2_(backend, channels, static_cast<size_t>(max_batch) * context, scratch.layer_norm.get()),
       mlp_(backend, channels, static_cast<size_t>(max_batch) * context, scratch.mlp.get()),
       input_(backend, static_cast<size_t>(max_batch) * context * channels) {

@@ -39,7 +39,8 @@ namespace ddp {
 // Buffers every block uses in turn (one block runs at a time), owned by the
 // model; those a level shares (null or empty where it does not).
 struct BlockScratch {
-  BlockScratch(Backend& backend, size_t max_rows, int channels, size_t max_scores, Recompute level);
+  BlockScratch(Backend& backend, size_t max_rows, int channels, const AttentionSizes& attention_sizes,
+               Recompute level);
   Buffer<half16> branch;    // [R, C]: a branch's output (attention's, the MLP's) before its residual add
   Buffer<half16> d_ln;      // [R, C]: a LayerNorm's output gradient
   Buffer<half16> d_hidden;  // [R, 4C]: the MLP's hidden gradient
@@ -54,7 +55,7 @@ class TransformerBlock {
  public:
   // scratch: the model's, whose shared buffers (of `level`) the layers write.
   TransformerBlock(Backend& backend, int channels, int heads, int context, int max_batch, Recompute level,
-                   BlockScratch& scratch);
+                   AttentionPath attention, BlockScratch& scratch);
 
   // `<prefix>ln_1`, `<prefix>attn.`, `<prefix>ln_2`, `<prefix>mlp.`: the
   // MLP half (mlp, ln_2) and the attention half (attn, ln_1) each adjacent.
