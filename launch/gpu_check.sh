@@ -477,8 +477,10 @@ fi
 # without one (its loop and table were run on the CPU with a tiny GPT, and
 # against a stub ddp_train with all three flags; not in a whole --dry-run);
 # the first GPU run is its first test. 7f-flash-tests: the fused attention's CUDA tests
-# (GPT_FLASH_FILTER, '*FlashAttention*': the kernel against the CPU backend
-# at T = 1024); "no test matched" until the fused attention is in the build.
+# (GPT_FLASH_FILTER: the fused attention kernel against the CPU backend at
+# T = 1 to 1024 and odd head sizes, its run-to-run bits and its head-size
+# refusal; the chunked classifier's fused cross-entropy rows; the recompute
+# levels' bits on the GPU); "no test matched" where none is in the build.
 # 7f-gpt-memory: GPT-2 124M (12 layers, 12 heads, 768 wide, T 1024,
 # vocabulary 50304, batch GPT_MEM_BATCH 8) `--bench` at the default settings,
 # then with the chunked classifier (--classifier-chunk GPT_MEM_CHUNK 256) at
@@ -608,7 +610,7 @@ for r in recs:
 PY
 }
 
-GPT_FLASH_FILTER=${GPT_FLASH_FILTER:-'*FlashAttention*'}
+GPT_FLASH_FILTER=${GPT_FLASH_FILTER:-'*FusedAttention*:*FlashAttention*:*FusedCrossEntropyRows*:*GptRecompute*'}
 if [ $HAVE_BIN = 1 ]; then
   run_stage 7f-flash-tests 25 env LD_LIBRARY_PATH="$OURS_LD" "$BUILD/tests/ddp_cuda_tests" \
     --gtest_filter="$GPT_FLASH_FILTER" --gtest_output="xml:$LOGS/gtest-flash.xml"

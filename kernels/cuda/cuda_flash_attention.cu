@@ -12,6 +12,8 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <map>
+#include <mutex>
 #include <string>
 
 #include "kernels/cuda/cuda_check.h"
@@ -308,9 +310,16 @@ unsigned flash_grid(const char* op, int batch_heads, int seq_len, int head_size)
 // Opts the kernel in to `bytes` of dynamic shared memory when that is more
 // than the default 48 KB (head sizes above ~90 in the backward), after
 // checking the device allows it.
+// Once per kernel and size: the eager first step sets it, so a launch
+// inside a CUDA graph's capture makes no such call (one device per process).
 template <class Kernel>
 void allow_shared_bytes(const char* op, Kernel kernel, size_t bytes) {
   if (bytes <= kDefaultSharedBytes) return;
+  static std::mutex mutex;
+  static std::map<const void*, size_t> allowed;
+  const std::lock_guard<std::mutex> lock(mutex);
+  size_t& allowed_bytes = allowed[reinterpret_cast<const void*>(kernel)];
+  if (bytes <= allowed_bytes) return;
   int device = 0, optin_bytes = 0;
   DDP_CUDA_CHECK(cudaGetDevice(&device));
   DDP_CUDA_CHECK(cudaDeviceGetAttribute(&optin_bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
@@ -318,6 +327,7 @@ void allow_shared_bytes(const char* op, Kernel kernel, size_t bytes) {
               std::string(op) + ": needs " + std::to_string(bytes) + " bytes of shared memory per block, the device " +
                   "allows " + std::to_string(optin_bytes) + "; use a smaller head size or the explicit attention path");
   DDP_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  allowed_bytes = bytes;
 }
 
 size_t tile_bytes(int head_size) { return static_cast<size_t>(kTile) * (head_size + 1) * sizeof(float); }

@@ -99,6 +99,9 @@ TEST_F(CliAttention, ABadValueIsRefusedInOneLine) {
   expect_refused_before_training(gpt_args(2) + " --attention flash",
                                  {"--attention: 'flash' is not one of explicit, fused, auto"});
   expect_refused_before_training("--data synthetic --steps 2 --attention fused", {"--attention needs --model gpt"});
+  // The GPT's other memory setting likewise (it was once ignored by the MLP).
+  expect_refused_before_training("--data synthetic --steps 2 --classifier-chunk 64",
+                                 {"--classifier-chunk needs --model gpt"});
 }
 
 }  // namespace

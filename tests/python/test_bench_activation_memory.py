@@ -44,7 +44,7 @@ OURS_STUB = textwrap.dedent("""\
         print("ddp_train stub\\n\\nGeneral:\\n  -h [ --help ]   show this help")
         print("  --bench                               time the step")
         print("  --recompute arg (=none)               none | light | block")
-        print("  --attention arg (=explicit)           explicit | fused")
+        print("  --attention arg (=fused)              explicit | fused")
         print("  --classifier-chunk arg (=0)           rows")
         print("  --batch-size arg (=128)               samples")
         sys.exit(0)
@@ -236,6 +236,10 @@ class StubBinary(Runner):
         self.assertIn("= 3.00x", speed[1])
         self.assertEqual(speed[2], "PASS")
         self.assertIn("Activations by part", text)
+        # The speed row is at the binary's defaults as its --help prints them (fused, not the first path).
+        (ours_speed,) = [r for r in table_rows(text, "Ours against PyTorch") if r[0] == "ours"]
+        self.assertIn("attention fused", ours_speed[1])
+        self.assertIn("the binary's defaults", ours_speed[1])
 
     def test_targets_fail_when_the_figures_fall_short(self):
         factors = {"none": 1.5, "light": 1.2, "block": 1.0, "explicit": 1.5, "fused": 1.0,

@@ -195,8 +195,8 @@ def help_flags(text):
     """{flag name: its default as --help prints it ('' when none)} for
     boost::program_options' '  --name arg (=default)' rows."""
     flags = {}
-    for m in re.finditer(r"^  (?:-\w \[ )?--([a-z0-9][a-z0-9-]*)\b( \]?)?(?: arg)?(?: \(=([^)]*)\))?", text, re.M):
-        flags.setdefault(m.group(1), (m.group(3) or "").strip())
+    for m in re.finditer(r"^  (?:-\w \[ )?--([a-z0-9][a-z0-9-]*)(?: \])?(?: arg)?(?: \(=([^)]*)\))?", text, re.M):
+        flags.setdefault(m.group(1), (m.group(2) or "").strip())
     return flags
 
 

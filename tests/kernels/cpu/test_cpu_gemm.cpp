@@ -171,7 +171,9 @@ TEST_F(CpuKernelsThreaded, GemmSlicesMatchReferenceAndRepeatBitwise) {
 // OpenBLAS's Zen kernels are in step with the whole call (16-row slices
 // are not). Column slices carry no such promise.
 TEST_F(CpuKernelsThreaded, GemmRowSlicesGiveOneThreadsBits) {
-  const int shapes[][3] = {{200, 64, 384}, {300, 40, 200}, {1000, 17, 90}, {150, 100, 400}, {517, 96, 48}};
+  // Each cut into slices of at least 2^20 multiply-adds on 2 threads (no
+  // shape falls back to one slice).
+  const int shapes[][3] = {{200, 64, 384}, {600, 64, 384}, {1000, 48, 100}, {150, 100, 400}, {517, 96, 48}};
   for (const auto& s : shapes)
     for (int ta = 0; ta < 2; ++ta)
       for (int tb = 0; tb < 2; ++tb) {

@@ -14,7 +14,8 @@
 //   logits = LN_f(x_L) wte^T   [R, vocab_size]; classes >= real_vocab never win (loss_head.h)
 // With --classifier-chunk the head (models/layers/tied_classifier.h) runs
 // the last line and the cross-entropy in row chunks, writing each chunk's
-// gradient in place of its logits: the loss and gradients are the same bits.
+// gradient in place of its logits: on the CPU the loss and gradients are
+// the same bits (on CUDA the GEMMs may pick other algorithms by shape).
 // Backward runs the same lines in reverse; each LayerNorm's input gradient
 // is added to the residual stream's in its own pass (accumulate), so the
 // residual adds cost no extra pass in backward. Gradients become final

@@ -69,7 +69,7 @@ ModelSpec<GptConfig> build_spec() {
   s.kind = ModelKind{"gpt", gpt_dims_problem, {"gelu-tanh"}};
   s.token_shape = gpt_token_shape;
   s.set_token_shape = set_token_shape;
-  s.flags = {{"n-layer", ""}, {"n-head", ""}, {"n-embd", ""}, {"recompute", ""}, {"attention", ""}};
+  s.flags = {{"n-layer", ""}, {"n-head", ""}, {"n-embd", ""}, {"recompute", ""}, {"attention", ""}, {"classifier-chunk", ""}};
   s.settings_problem = settings_problem;
   s.parameters = gpt_parameters;
   s.dims = gpt_dims;
