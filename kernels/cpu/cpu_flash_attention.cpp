@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/cpu_blas_single_threaded.h"
 #include "kernels/cpu/cpu_softmax_rows.h"
 #include "kernels/error.h"
 #include "kernels/half_convert.h"
@@ -26,23 +27,6 @@ constexpr size_t kTile = kFlashTile;
 
 size_t tiles_of(size_t n) { return (n + kTile - 1) / kTile; }
 
-// Our threads each run BLAS calls: the BLAS must not start threads of its
-// own inside them. The same guard as cpu_gemm.cpp's (file-local there, and
-// left there: another change edits that file); restores the setting after.
-class BlasSingleThreaded {
- public:
-  BlasSingleThreaded() : saved_(set_blas_threads(0)) {
-    if (saved_ != 1) set_blas_threads(1);
-  }
-  ~BlasSingleThreaded() {
-    if (saved_ != 1) set_blas_threads(saved_);
-  }
-  BlasSingleThreaded(const BlasSingleThreaded&) = delete;
-  BlasSingleThreaded& operator=(const BlasSingleThreaded&) = delete;
-
- private:
-  int saved_;
-};
 
 void check_shape(const char* op, int batch_heads, int seq_len, int head_size) {
   DDP_REQUIRE(batch_heads >= 0 && seq_len >= 0, std::string(op) + ": negative shape");

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/cpu_blas_single_threaded.h"
 #include "kernels/cpu/cpu_elementwise.h"
 #include "kernels/error.h"
 #include "kernels/gemm_epilogue.h"
@@ -32,24 +33,6 @@ constexpr int kColumnSplitRows = 2 * kSliceGrain;
 // the shared operand again, so none is narrower than kMinSliceExtent.
 constexpr int kSlicesPerThread = 2;
 constexpr int kMinSliceExtent = 128;
-
-// Our threads each run a BLAS call: the BLAS must not start its own threads
-// inside them. Restores the BLAS's setting afterwards, so other BLAS users in
-// the process (bench_kernels' SGEMM reference) keep theirs.
-class BlasSingleThreaded {
- public:
-  BlasSingleThreaded() : saved_(set_blas_threads(0)) {
-    if (saved_ != 1) set_blas_threads(1);
-  }
-  ~BlasSingleThreaded() {
-    if (saved_ != 1) set_blas_threads(saved_);
-  }
-  BlasSingleThreaded(const BlasSingleThreaded&) = delete;
-  BlasSingleThreaded& operator=(const BlasSingleThreaded&) = delete;
-
- private:
-  int saved_;
-};
 
 // To exactly `count` (reserve, then resize: resize alone may double the
 // capacity), so the scratch the allocation tally counts is what the largest
