@@ -52,8 +52,8 @@ po::options_description gpt_flags(TrainConfig& c, FlagText& t) {
       ("attention", po::value(&t.attention)->default_value(t.attention),
        "explicit (the [B, heads, T, T] scores and their softmax kept for backward: the reference), fused "
        "(FlashAttention's tiles: each query row's output and log-sum-exp kept, no T x T buffer; within an FP16 "
-       "tolerance of explicit) or auto (the one measured faster on the device: fused on CPUs, explicit on CUDA, "
-       "unmeasured there)");
+       "tolerance of explicit) or auto (the one measured faster on the device: explicit on CPUs, and on CUDA "
+       "until measured there)");
   // clang-format on
   return gpt;
 }

@@ -20,8 +20,8 @@ inline TrainConfig tiny_gpt_config(const std::string& dir) {
   std::ofstream(dir + "/text.txt", std::ios::binary) << text;
   TrainConfig c;
   c.model = "gpt";
-  // Named, not auto (fused on the CPU): a test's emulated CUDA graphs run
-  // on a backend that says it is a GPU, where auto is explicit.
+  // Named, not auto: the multi-rank and emulated-graph runs cover the
+  // fused path too (auto is explicit).
   c.gpt.attention = AttentionPath::Fused;
   c.gpt.n_layer = 2;
   c.gpt.n_head = 2;

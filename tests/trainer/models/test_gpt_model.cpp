@@ -117,8 +117,7 @@ TrainConfig gpt_config(const std::string& text) {
   TrainConfig c;
   c.model = "gpt";
   c.gpt = tiny(2);
-  // Named, not auto: the emulated CUDA graphs' backend says it is a GPU,
-  // where auto is explicit; the CPU's default is fused.
+  // Named, not auto (explicit): the captured steps cover the fused path too.
   c.gpt.attention = AttentionPath::Fused;
   c.data.kind = "text";
   c.data.train_text = text;

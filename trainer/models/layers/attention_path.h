@@ -7,9 +7,11 @@
 //             and its FP32 log-sum-exp are kept, the backward recomputes
 //             the probabilities tile by tile. Within an FP16 tolerance of
 //             explicit, not its bits;
-//   auto      the one measured faster on the run's device: fused on CPUs
-//             (launch/results/2026-12-04-cpu-activation-memory.md), explicit
-//             on CUDA, where no one has measured them yet.
+//   auto      the one measured faster on the run's device: explicit on CPUs
+//             (launch/results/2026-12-04-cpu-activation-memory.md: at the
+//             GPT-2-shaped CPU model fused was no faster, 424-473 tokens/s
+//             against 439-513), explicit on CUDA, where no one has measured
+//             them yet. fused is the choice for memory.
 // A run setting: never recorded, so a checkpoint resumes with either.
 #pragma once
 
