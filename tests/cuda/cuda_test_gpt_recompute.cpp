@@ -21,6 +21,7 @@
 #include "kernels/buffer.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/half.h"
+#include "support/gpt_micro_batches.h"
 #include "support/gpu_test.h"
 #include "support/temp_dir.h"
 #include "support/test_support.h"
@@ -46,57 +47,16 @@ GptConfig small_gpt(Recompute level) {
   return g;
 }
 
-struct Outcome {
-  std::vector<float> losses;
-  std::vector<half16> grads;
-  std::vector<half16> logits;
-};
+using test::same_halves;
+using Outcome = test::GptStepOutcome;
 
 Outcome run_model(const GptConfig& g, uint64_t seed) {
   CudaBackend gpu(0);
   GptModel model(gpu, g, kBatch);
-  const ParameterRegistry& reg = model.parameters();
   std::mt19937_64 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 0.15f);
-  std::vector<half16> host_weights(reg.flat_count(), to_half(0.0f));
-  for (const ParameterTensor& t : reg.tensors()) {
-    const bool gain = t.name.find("ln_") != std::string::npos && t.name.find(".weight") != std::string::npos;
-    for (size_t i = 0; i < t.count; ++i) host_weights[t.offset + i] = to_half((gain ? 1.0f : 0.0f) + normal(rng));
-  }
-  Buffer<half16> w(gpu, reg.flat_count()), grads(gpu, reg.flat_count());
-  w.upload(host_weights);
-  grads.upload(test::poison_halves(reg.flat_count()));
-  const WeightTable weights = WeightTable::flat(w.data(), reg);
-  const size_t rows = static_cast<size_t>(kBatch) * g.block_size;
-  Buffer<int32_t> tokens(gpu, rows), labels(gpu, rows);
-  Buffer<float> loss(gpu, 1);
-  Outcome o;
-  for (int m = 0; m < 2; ++m) {
-    tokens.upload(test::random_labels(rng, rows, g.real_vocab));
-    labels.upload(test::random_labels(rng, rows, g.real_vocab));
-    DeviceBatch batch;
-    batch.token_ids = tokens.data();
-    batch.labels = labels.data();
-    batch.rows = kBatch;
-    batch.labels_per_row = g.block_size;
-    const ModelOutput out = model.forward(batch, weights);
-    loss_forward(gpu, LossKind::SoftmaxCrossEntropy, out, batch, loss.data(), nullptr);
-    loss_backward(gpu, LossKind::SoftmaxCrossEntropy, out, batch, ScalarArg(512.0f), model.output_grad());
-    o.losses.push_back(loss.download()[0]);
-    model.backward(weights, GradTable::flat(grads.data(), reg), /*accumulate=*/m > 0, GradientsReady());
-  }
-  o.grads = grads.download();
-  DeviceBatch eval;
-  eval.token_ids = tokens.data();
-  eval.rows = kBatch;
-  const ModelOutput out = model.forward(eval, weights);
-  o.logits.resize(static_cast<size_t>(out.rows) * out.width);
-  gpu.copy_to_host(o.logits.data(), out.values, o.logits.size() * sizeof(half16));
-  return o;
-}
-
-bool same_halves(const std::vector<half16>& a, const std::vector<half16>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(half16)) == 0;
+  const test::GptStepInputs in =
+      test::draw_gpt_step_inputs(rng, model.parameters(), static_cast<size_t>(kBatch) * g.block_size, g.real_vocab);
+  return test::run_gpt_micro_batches(gpu, model, kBatch, g.block_size, in);
 }
 
 class CudaGptRecompute : public test::GpuTest {};

@@ -17,6 +17,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/half.h"
 #include "support/recording_backend.h"
+#include "support/gpt_micro_batches.h"
 #include "support/temp_dir.h"
 #include "support/test_support.h"
 #include "support/training_run_support.h"
@@ -37,36 +38,19 @@ GptConfig tiny_gpt(int chunk) {
   g.vocab_size = 1024;  // wide against C, so the head's buffers dominate the GEMM scratch
   g.real_vocab = 1000;
   g.classifier_chunk = chunk;
-  g.attention = AttentionPath::Fused;  // named: the emulated CUDA graphs' backend says it is a GPU
+  g.attention = AttentionPath::Fused;  // named, not auto (explicit): these runs cover the fused path
   return g;
 }
 
-struct Inputs {
-  std::vector<half16> weights;
-  std::vector<int32_t> tokens[2];
-  std::vector<int32_t> labels[2];
-};
+using test::same_halves;
+using Inputs = test::GptStepInputs;
 
 Inputs draw_inputs(std::mt19937_64& rng, const ParameterRegistry& reg, int real_vocab) {
-  Inputs in;
-  std::normal_distribution<float> normal(0.0f, 0.15f);
-  in.weights.assign(reg.flat_count(), to_half(0.0f));
-  for (const ParameterTensor& t : reg.tensors()) {
-    const bool gain = t.name.find("ln_") != std::string::npos && t.name.find(".weight") != std::string::npos;
-    for (size_t i = 0; i < t.count; ++i) in.weights[t.offset + i] = to_half((gain ? 1.0f : 0.0f) + normal(rng));
-  }
   const size_t rows = static_cast<size_t>(kBatch) * tiny_gpt(0).block_size;
-  for (int m = 0; m < 2; ++m) {
-    in.tokens[m] = test::random_labels(rng, rows, real_vocab);
-    in.labels[m] = test::random_labels(rng, rows, real_vocab);
-  }
-  return in;
+  return test::draw_gpt_step_inputs(rng, reg, rows, real_vocab);
 }
 
-struct Outcome {
-  std::vector<float> losses;    // per micro-batch
-  std::vector<half16> grads;    // after both, accumulated
-  std::vector<half16> logits;   // an evaluation forward's, after the step
+struct Outcome : test::GptStepOutcome {
   size_t peak_bytes = 0;
 };
 
@@ -74,47 +58,10 @@ struct Outcome {
 // head, then an evaluation forward.
 Outcome train(CpuBackend& cpu, const GptConfig& g, const Inputs& in) {
   GptModel model(cpu, g, kBatch);
-  const ParameterRegistry& reg = model.parameters();
-  Buffer<half16> w(cpu, reg.flat_count()), grads(cpu, reg.flat_count());
-  w.upload(in.weights);
-  grads.upload(test::poison_halves(reg.flat_count()));
-  const WeightTable weights = WeightTable::flat(w.data(), reg);
-  const size_t rows = static_cast<size_t>(kBatch) * g.block_size;
-  Buffer<int32_t> tokens(cpu, rows), labels(cpu, rows);
-  Buffer<float> loss(cpu, 1);
   Outcome o;
-  for (int m = 0; m < 2; ++m) {
-    tokens.upload(in.tokens[m]);
-    labels.upload(in.labels[m]);
-    DeviceBatch batch;
-    batch.token_ids = tokens.data();
-    batch.labels = labels.data();
-    batch.rows = kBatch;
-    batch.labels_per_row = g.block_size;
-    const ScalarArg scale(512.0f);
-    if (model.fuses_loss()) {
-      model.forward_with_loss(batch, weights, scale, loss.data());
-    } else {
-      const ModelOutput out = model.forward(batch, weights);
-      loss_forward(cpu, LossKind::SoftmaxCrossEntropy, out, batch, loss.data(), nullptr);
-      loss_backward(cpu, LossKind::SoftmaxCrossEntropy, out, batch, scale, model.output_grad());
-    }
-    o.losses.push_back(loss.download()[0]);
-    model.backward(weights, GradTable::flat(grads.data(), reg), /*accumulate=*/m > 0, GradientsReady());
-  }
-  o.grads = grads.download();
-  DeviceBatch eval;
-  eval.token_ids = tokens.data();
-  eval.rows = kBatch;
-  const ModelOutput out = model.forward(eval, weights);
-  o.logits.resize(static_cast<size_t>(out.rows) * out.width);
-  cpu.copy_to_host(o.logits.data(), out.values, o.logits.size() * sizeof(half16));
+  static_cast<test::GptStepOutcome&>(o) = test::run_gpt_micro_batches(cpu, model, kBatch, g.block_size, in);
   o.peak_bytes = cpu.allocations().peak_bytes;
   return o;
-}
-
-bool same_halves(const std::vector<half16>& a, const std::vector<half16>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(half16)) == 0;
 }
 
 TEST(GptChunkedClassifier, TrainsWithTheUnchunkedBits) {
