@@ -173,8 +173,18 @@ inline FlashOutputs run_explicit(Backend& be, const FlashInputs& in, const Flash
 // |out|, moves D and so dq_i by up to scale |dD_i| sum_j p_ij |k_j|: at
 // head size 1 that alone can exceed the allowance against the true
 // gradient, for the explicit path as well).
+//
+// dq_floor and dk_floor bound, per element, what FP32 can make of the
+// cancellation in dS = P (dP - D): dP_j and D are two FP32 sums of hs
+// products each, equal in exact arithmetic where softmax's gradient
+// vanishes (T = 1: one key, dS = 0), each within hs 2^-24 of the sum of
+// its |products|; that gap, times P_j and scale |k_j| (dq) or |q_i| (dk).
+// With a zero reference (M = 0) the relative allowance is 0, so without
+// this floor any rounding at all would fail (seen at T = 1, head size 64,
+// with OpenBLAS 0.3.21 on AMD EPYC).
 struct FlashReference {
   std::vector<double> out, lse, dq, dk, dv;
+  std::vector<double> dq_floor, dk_floor;
 };
 
 inline FlashReference flash_reference(const FlashInputs& in, const FlashShape& s,
@@ -182,9 +192,11 @@ inline FlashReference flash_reference(const FlashInputs& in, const FlashShape& s
   const size_t T = static_cast<size_t>(s.T), hs = static_cast<size_t>(s.hs);
   const double scale = s.scale();
   FlashReference r{std::vector<double>(s.elems()), std::vector<double>(s.rows()), std::vector<double>(s.elems()),
-                   std::vector<double>(s.elems()), std::vector<double>(s.elems())};
+                   std::vector<double>(s.elems()), std::vector<double>(s.elems()), std::vector<double>(s.elems()),
+                   std::vector<double>(s.elems())};
+  const double fp32_dot = static_cast<double>(hs) * std::ldexp(1.0, -24);  // an FP32 dot's bound per |product|
   const auto q = to_doubles(in.q), k = to_doubles(in.k), v = to_doubles(in.v), dout = to_doubles(in.dout);
-  std::vector<double> p(T), dp(T);
+  std::vector<double> p(T), dp(T), dp_abs(T);
   for (size_t z = 0; z < static_cast<size_t>(s.bh); ++z) {
     const size_t h = z * T * hs;
     for (size_t i = 0; i < T; ++i) {
@@ -207,10 +219,19 @@ inline FlashReference flash_reference(const FlashInputs& in, const FlashShape& s
       // Backward of row i: dP_j = dout_i . v_j, dS_j = P_j (dP_j - sum P dP).
       double pdp = 0;
       for (size_t j = 0; j <= i; ++j) {
-        double dot = 0;
-        for (size_t d = 0; d < hs; ++d) dot += dout[h + i * hs + d] * v[h + j * hs + d];
+        double dot = 0, dot_abs = 0;
+        for (size_t d = 0; d < hs; ++d) {
+          dot += dout[h + i * hs + d] * v[h + j * hs + d];
+          dot_abs += std::fabs(dout[h + i * hs + d] * v[h + j * hs + d]);
+        }
         dp[j] = dot;
+        dp_abs[j] = dot_abs;
         pdp += p[j] * dot;
+      }
+      double pdp_abs = 0;  // D as the op sums it: dout_i . out_i
+      for (size_t d = 0; d < hs; ++d) {
+        const double o = out_for_d ? to_float((*out_for_d)[h + i * hs + d]) : r.out[h + i * hs + d];
+        pdp_abs += std::fabs(dout[h + i * hs + d] * o);
       }
       if (out_for_d) {
         pdp = 0;
@@ -218,10 +239,13 @@ inline FlashReference flash_reference(const FlashInputs& in, const FlashShape& s
       }
       for (size_t j = 0; j <= i; ++j) {
         const double ds = p[j] * (dp[j] - pdp);
+        const double ds_floor = p[j] * fp32_dot * (dp_abs[j] + pdp_abs);
         for (size_t d = 0; d < hs; ++d) {
           r.dq[h + i * hs + d] += scale * ds * k[h + j * hs + d];
           r.dk[h + j * hs + d] += scale * ds * q[h + i * hs + d];
           r.dv[h + j * hs + d] += p[j] * dout[h + i * hs + d];
+          r.dq_floor[h + i * hs + d] += scale * ds_floor * std::fabs(k[h + j * hs + d]);
+          r.dk_floor[h + j * hs + d] += scale * ds_floor * std::fabs(q[h + i * hs + d]);
         }
       }
     }
@@ -246,14 +270,18 @@ inline double flash_value<half16>(const half16& x) {
   return static_cast<double>(to_float(x));
 }
 
+// floor (optional, per element): added to the allowance (FlashReference's
+// cancellation floors).
 template <class T>
-FlashError flash_error(const std::vector<T>& got, const std::vector<double>& ref) {
+FlashError flash_error(const std::vector<T>& got, const std::vector<double>& ref,
+                       const std::vector<double>* floor = nullptr) {
   FlashError e;
   for (double x : ref) e.max_ref = std::max(e.max_ref, std::fabs(x));
   for (size_t i = 0; i < ref.size(); ++i) {
     const double g = flash_value(got[i]);
     const double abs_err = std::isnan(g) ? std::numeric_limits<double>::infinity() : std::fabs(g - ref[i]);
-    const double allowance = kFp16RelTol * std::fabs(ref[i]) + kFlashFloorOfMax * e.max_ref;
+    const double allowance =
+        kFp16RelTol * std::fabs(ref[i]) + kFlashFloorOfMax * e.max_ref + (floor ? (*floor)[i] : 0.0);
     const double fraction = allowance > 0 ? abs_err / allowance : (abs_err > 0 ? INFINITY : 0.0);
     e.max_abs = std::max(e.max_abs, abs_err);
     if (fraction > e.worst_fraction || std::isnan(fraction)) {

@@ -49,14 +49,16 @@ double max_abs_difference(const std::vector<double>& a, const std::vector<double
 // 2^-11 M margin for some seeds, at 17 and above it never did in 30 seeds
 // tried).
 void check_tensor(const char* what, const FlashError& fused, const FlashError& fused_true,
-                  const FlashError& explicit_true, double d_rounding, const FlashShape& s) {
+                  const FlashError& explicit_true, double d_rounding, const FlashShape& s,
+                  double cancellation = 0.0) {
   std::printf(
       "[ flash  ] %-16s %-3s fused %.3f of allowance (max abs %.2e, M %.3f); vs true: fused %.2e, "
       "explicit %.2e (D from FP16 out: %.2e)\n",
       s.text().c_str(), what, fused.worst_fraction, fused.max_abs, fused.max_ref, fused_true.max_abs,
       explicit_true.max_abs, d_rounding);
   EXPECT_LE(fused.worst_fraction, 1.0) << flash_error_text(what, fused);
-  EXPECT_LE(fused_true.max_abs, explicit_true.max_abs + kFlashExplicitMargin * fused_true.max_ref + d_rounding)
+  EXPECT_LE(fused_true.max_abs,
+            explicit_true.max_abs + kFlashExplicitMargin * fused_true.max_ref + d_rounding + cancellation)
       << what << ": fused max abs err " << fused_true.max_abs << " against the explicit path's "
       << explicit_true.max_abs << " (D from the FP16 out accounts for " << d_rounding << ")";
 }
@@ -71,10 +73,14 @@ void check_against_references(Backend& be, std::mt19937_64& rng, const FlashShap
   const FlashReference exact = flash_reference(in, s), given = flash_reference(in, s, &fused.out);
   check_tensor("out", flash_error(fused.out, exact.out), flash_error(fused.out, exact.out),
                flash_error(explicit_path.out, exact.out), 0.0, s);
-  check_tensor("dq", flash_error(fused.dq, given.dq), flash_error(fused.dq, exact.dq),
-               flash_error(explicit_path.dq, exact.dq), max_abs_difference(given.dq, exact.dq), s);
-  check_tensor("dk", flash_error(fused.dk, given.dk), flash_error(fused.dk, exact.dk),
-               flash_error(explicit_path.dk, exact.dk), max_abs_difference(given.dk, exact.dk), s);
+  // dq and dk: within the FP32 cancellation floor of dS too (FlashReference).
+  const auto largest = [](const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); };
+  check_tensor("dq", flash_error(fused.dq, given.dq, &given.dq_floor), flash_error(fused.dq, exact.dq),
+               flash_error(explicit_path.dq, exact.dq), max_abs_difference(given.dq, exact.dq), s,
+               largest(given.dq_floor));
+  check_tensor("dk", flash_error(fused.dk, given.dk, &given.dk_floor), flash_error(fused.dk, exact.dk),
+               flash_error(explicit_path.dk, exact.dk), max_abs_difference(given.dk, exact.dk), s,
+               largest(given.dk_floor));
   check_tensor("dv", flash_error(fused.dv, given.dv), flash_error(fused.dv, exact.dv),
                flash_error(explicit_path.dv, exact.dv), max_abs_difference(given.dv, exact.dv), s);
   for (size_t i = 0; i < exact.lse.size(); ++i)
