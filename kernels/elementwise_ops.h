@@ -23,6 +23,10 @@ class ElementwiseOps {
   // y[i] = fp16(a[i] + b[i]) (FP32 add): the residual add; y may equal a or
   // b (y == a is the in-place accumulate x += f(x)).
   virtual void add_fp16(const half16* a, const half16* b, half16* y, size_t count) = 0;
+  // y[i] = fp16(float(y[i]) + src[i]): an FP32 sum added to an FP16 one with
+  // one rounding, as a GEMM with beta 1 adds its sum to C (the streamed
+  // classifier's d_wte under gradient accumulation).
+  virtual void add_fp32_into_fp16(const float* src, half16* y, size_t count) = 0;
 };
 
 }  // namespace ddp

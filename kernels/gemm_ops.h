@@ -86,6 +86,15 @@ class GemmOps {
 
   virtual void gemm_fp16(const GemmFp16& g) = 0;
 
+  // c_fp32 [m, n] (row stride g.ldc) = alpha * op(A) * op(B) + beta * c_fp32:
+  // gemm_fp16's product with its FP32 sums kept in FP32, never rounded to
+  // FP16. No epilogue (bias, act, dact, pre_activation, bias_grad unset) and
+  // g.c unused (null). What the streamed classifier sums d_wte in over its
+  // chunks (tied_classifier.h): one rounding at the end instead of one per
+  // chunk. On the CPU the same BLAS call as gemm_fp16 without the rounding,
+  // so fp16(c_fp32) with beta 0 is gemm_fp16's bits.
+  virtual void gemm_fp16_to_fp32(const GemmFp16& g, float* c_fp32) = 0;
+
   // gemm_fp16 of g (no epilogue: bias, act, dact, pre_activation and
   // bias_grad must be unset) on batch_count matrix triples, the i-th at
   // a + i*stride_a, b + i*stride_b, c + i*stride_c (element strides): the

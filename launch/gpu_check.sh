@@ -484,7 +484,8 @@ fi
 # 7f-gpt-memory: GPT-2 124M (12 layers, 12 heads, 768 wide, T 1024,
 # vocabulary 50304, batch GPT_MEM_BATCH 8) `--bench` at the default settings,
 # then with the chunked classifier (--classifier-chunk GPT_MEM_CHUNK 256) at
-# each --attention path x --recompute level (fused + block first); a flag the
+# each --attention path x --recompute level (fused + block first, and it
+# again with --classifier-logits drop, no [B T, V] logits); a flag the
 # binary's --help lacks is left out of the grid with a message. Each run: its
 # --bench line (tokens/s, our tally peak_allocated_bytes_per_rank) into
 # gpt-memory.jsonl, and the device's memory in use: the line's
@@ -524,6 +525,11 @@ stage_gpt_memory() {
     s=${s# }
     [ -n "$s" ] && settings+=("$s")
   done; done
+  # The head without [B T, V] logits (--classifier-logits drop) at the
+  # least-memory setting, right after the defaults.
+  if has classifier-logits && [ ${#chunk[@]} -gt 0 ] && [ ${#settings[@]} -gt 1 ]; then
+    settings=("${settings[0]}" "${settings[1]} --classifier-logits drop" "${settings[@]:1}")
+  fi
   : >"$out"
   local setting flags idle smi_pid line rc
   for setting in "${settings[@]}"; do

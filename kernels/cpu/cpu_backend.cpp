@@ -93,11 +93,21 @@ void CpuBackend::gemm_fp16(const GemmFp16& g) {
   cpu_gemm_fp16(g, *pool_, gemm_scratch_);
   count_allocation(gemm_scratch_.bytes() - before);
 }
+void CpuBackend::gemm_fp16_to_fp32(const GemmFp16& g, float* c_fp32) {
+  const size_t before = gemm_scratch_.bytes();
+  cpu_gemm_fp16_to_fp32(g, c_fp32, *pool_, gemm_scratch_);
+  count_allocation(gemm_scratch_.bytes() - before);
+}
 
 // ---- element-wise -----------------------------------------------------------------
 void CpuBackend::cast_fp32_to_fp16(const float* src, half16* dst, size_t count) {
   pool_->parallel_for(count, kGrain, pieces(count),
                       [&](size_t i0, size_t i1) { float_to_half_array(src + i0, dst + i0, i1 - i0); });
+}
+void CpuBackend::add_fp32_into_fp16(const float* src, half16* y, size_t count) {
+  pool_->parallel_for(count, kGrain, pieces(count), [&](size_t i0, size_t i1) {
+    for (size_t i = i0; i < i1; ++i) y[i] = to_half(to_float(y[i]) + src[i]);
+  });
 }
 
 // ---- losses -------------------------------------------------------------------------

@@ -43,11 +43,10 @@ void grow(std::vector<float>& v, size_t count) {
   v.resize(count);
 }
 
-}  // namespace
-
-void cpu_gemm_fp16(const GemmFp16& g, CpuThreadPool& pool, CpuGemmScratch& s) {
-  DDP_REQUIRE(g.m >= 0 && g.n >= 0 && g.k >= 0, "gemm_fp16: negative dimension");
-  validate_gemm_epilogue(g, "m=" + std::to_string(g.m) + " n=" + std::to_string(g.n) + " k=" + std::to_string(g.k));
+// gemm_fp16 (out_fp32 null: the FP32 sums in scratch, rounded to g.c) or
+// gemm_fp16_to_fp32 (the sums in out_fp32, row stride g.ldc, never rounded):
+// the same slices and BLAS calls either way, so the two give the same sums.
+void run_gemm(const GemmFp16& g, float* out_fp32, CpuThreadPool& pool, CpuGemmScratch& s) {
   if (g.m == 0) return;
   const bool ta = g.trans_a == Transpose::Yes, tb = g.trans_b == Transpose::Yes;
   const int m = g.m, n = g.n, k = g.k;
@@ -63,11 +62,15 @@ void cpu_gemm_fp16(const GemmFp16& g, CpuThreadPool& pool, CpuGemmScratch& s) {
   const int b_rows = tb ? n : k, b_cols = tb ? k : n;
   grow(s.a_fp32, static_cast<size_t>(a_rows) * a_cols);
   grow(s.b_fp32, static_cast<size_t>(b_rows) * b_cols);
-  grow(s.c_fp32, static_cast<size_t>(m) * n);
+  if (!out_fp32) grow(s.c_fp32, static_cast<size_t>(m) * n);
   if (g.bias) grow(s.bias_fp32, static_cast<size_t>(n));
   float* a32 = s.a_fp32.data();
   float* b32 = s.b_fp32.data();
-  float* c32 = s.c_fp32.data();
+  float* c32 = out_fp32 ? out_fp32 : s.c_fp32.data();
+  const int ldc32 = out_fp32 ? g.ldc : n;
+  // FP16 C is widened into the scratch when beta reads it; an FP32 output
+  // is read where it is.
+  const bool widen_c = !out_fp32 && g.beta != 0.0f;
   const CBLAS_TRANSPOSE op_a = ta ? CblasTrans : CblasNoTrans, op_b = tb ? CblasTrans : CblasNoTrans;
   const int lda = std::max(a_cols, 1), ldb = std::max(b_cols, 1);
   cpu::NarrowEpilogue epilogue;
@@ -89,14 +92,17 @@ void cpu_gemm_fp16(const GemmFp16& g, CpuThreadPool& pool, CpuGemmScratch& s) {
     cpu::widen_rows(g.a, g.lda, a32, a_cols, a_rows, a_cols);
     cpu::widen_rows(g.b, g.ldb, b32, b_cols, b_rows, b_cols);
     if (g.bias) cpu::widen_rows(g.bias, n, s.bias_fp32.data(), n, 1, n);
-    if (g.beta != 0.0f) cpu::widen_rows(g.c, g.ldc, c32, n, m, n);
+    if (widen_c) cpu::widen_rows(g.c, g.ldc, c32, n, m, n);
     if (k > 0) {
-      cblas_sgemm(CblasRowMajor, op_a, op_b, m, n, k, g.alpha, a32, lda, b32, ldb, g.beta, c32, n);
+      cblas_sgemm(CblasRowMajor, op_a, op_b, m, n, k, g.alpha, a32, lda, b32, ldb, g.beta, c32, ldc32);
     } else {  // sgemm needs k >= 1: C = beta * C
-      for (size_t i = 0, count = static_cast<size_t>(m) * n; i < count; ++i)
-        c32[i] = g.beta != 0.0f ? c32[i] * g.beta : 0.0f;
+      for (size_t i = 0; i < static_cast<size_t>(m); ++i)
+        for (size_t j = 0; j < static_cast<size_t>(n); ++j) {
+          float& v = c32[i * ldc32 + j];
+          v = g.beta != 0.0f ? v * g.beta : 0.0f;
+        }
     }
-    cpu::narrow_rows(c32, n, epilogue, g.c, g.ldc, m, n);
+    if (!out_fp32) cpu::narrow_rows(c32, n, epilogue, g.c, g.ldc, m, n);
     bias_grad_rows(0, m);
     return;
   }
@@ -139,7 +145,7 @@ void cpu_gemm_fp16(const GemmFp16& g, CpuThreadPool& pool, CpuGemmScratch& s) {
   pool.parallel_for(shared_rows, 1, row_pieces, [&](size_t r0, size_t r1) {
     cpu::widen_rows(shared + r0 * shared_ld, shared_ld, shared32 + r0 * shared_cols, shared_cols, r1 - r0, shared_cols);
   });
-  if (g.beta != 0.0f)
+  if (widen_c)
     pool.parallel_for(m, 1, row_pieces, [&](size_t r0, size_t r1) {
       cpu::widen_rows(g.c + r0 * g.ldc, g.ldc, c32 + r0 * n, n, r1 - r0, n);
     });
@@ -161,19 +167,38 @@ void cpu_gemm_fp16(const GemmFp16& g, CpuThreadPool& pool, CpuGemmScratch& s) {
         const size_t at = tb ? static_cast<size_t>(lo) * b_cols : static_cast<size_t>(lo);
         cpu::widen_rows(g.b + (tb ? static_cast<size_t>(lo) * g.ldb : at), g.ldb, b32 + at, b_cols, tb ? width : k,
                         tb ? k : width);
-        cblas_sgemm(CblasRowMajor, op_a, op_b, m, width, k, g.alpha, a32, lda, b32 + at, ldb, g.beta, c32 + lo, n);
-        cpu::narrow_rows(c32 + lo, n, epilogue.at(0, lo), g.c + lo, g.ldc, m, width);
+        cblas_sgemm(CblasRowMajor, op_a, op_b, m, width, k, g.alpha, a32, lda, b32 + at, ldb, g.beta, c32 + lo, ldc32);
+        if (!out_fp32) cpu::narrow_rows(c32 + lo, n, epilogue.at(0, lo), g.c + lo, g.ldc, m, width);
       } else {  // A's rows lo..hi: a column block when A is transposed, else stored rows
         const size_t at = ta ? static_cast<size_t>(lo) : static_cast<size_t>(lo) * a_cols;
         cpu::widen_rows(g.a + (ta ? at : static_cast<size_t>(lo) * g.lda), g.lda, a32 + at, a_cols, ta ? k : width,
                         ta ? width : k);
-        float* c_part = c32 + static_cast<size_t>(lo) * n;
-        cblas_sgemm(CblasRowMajor, op_a, op_b, width, n, k, g.alpha, a32 + at, lda, b32, ldb, g.beta, c_part, n);
-        cpu::narrow_rows(c_part, n, epilogue.at(lo, 0), g.c + static_cast<size_t>(lo) * g.ldc, g.ldc, width, n);
+        float* c_part = c32 + static_cast<size_t>(lo) * ldc32;
+        cblas_sgemm(CblasRowMajor, op_a, op_b, width, n, k, g.alpha, a32 + at, lda, b32, ldb, g.beta, c_part, ldc32);
+        if (!out_fp32)
+          cpu::narrow_rows(c_part, n, epilogue.at(lo, 0), g.c + static_cast<size_t>(lo) * g.ldc, g.ldc, width, n);
         bias_grad_rows(lo, hi);  // op(A) rows lo..hi, just widened by this slice
       }
     }
   });
+}
+
+}  // namespace
+
+void cpu_gemm_fp16(const GemmFp16& g, CpuThreadPool& pool, CpuGemmScratch& scratch) {
+  DDP_REQUIRE(g.m >= 0 && g.n >= 0 && g.k >= 0, "gemm_fp16: negative dimension");
+  validate_gemm_epilogue(g, "m=" + std::to_string(g.m) + " n=" + std::to_string(g.n) + " k=" + std::to_string(g.k));
+  run_gemm(g, nullptr, pool, scratch);
+}
+
+void cpu_gemm_fp16_to_fp32(const GemmFp16& g, float* c_fp32, CpuThreadPool& pool, CpuGemmScratch& scratch) {
+  DDP_REQUIRE(g.m >= 0 && g.n >= 0 && g.k >= 0, "gemm_fp16_to_fp32: negative dimension");
+  DDP_REQUIRE(!g.bias && !has_activation_epilogue(g) && !g.bias_grad && g.c == nullptr,
+              "gemm_fp16_to_fp32: no epilogue and no FP16 C (the FP32 result is c_fp32)");
+  DDP_REQUIRE(g.ldc >= std::max(1, g.n), "gemm_fp16_to_fp32: ldc smaller than a row of C");
+  DDP_REQUIRE(g.m == 0 || g.n == 0 || c_fp32 != nullptr, "gemm_fp16_to_fp32: null C");
+  if (g.n == 0) return;
+  run_gemm(g, c_fp32, pool, scratch);
 }
 
 void cpu_gemm_batched_fp16(const GemmFp16& g, int batch_count, int64_t stride_a, int64_t stride_b, int64_t stride_c,

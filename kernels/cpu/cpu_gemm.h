@@ -39,6 +39,11 @@ struct CpuGemmScratch {
 };
 
 void cpu_gemm_fp16(const GemmFp16& g, CpuThreadPool& pool, CpuGemmScratch& scratch);
+// Backend::gemm_fp16_to_fp32: the same slices and BLAS calls as
+// cpu_gemm_fp16, the FP32 result left in c_fp32 (row stride g.ldc) instead
+// of rounded, so fp16(c_fp32) is cpu_gemm_fp16's C (beta 0). C is read in
+// place when beta != 0: no scratch for it.
+void cpu_gemm_fp16_to_fp32(const GemmFp16& g, float* c_fp32, CpuThreadPool& pool, CpuGemmScratch& scratch);
 
 // Backend::gemm_batched_fp16: cpu_gemm_fp16 on each of the batch_count
 // products. Many small products are shared out whole over the pool (one

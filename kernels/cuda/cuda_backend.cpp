@@ -220,10 +220,19 @@ void CudaBackend::gemm_fp16(const GemmFp16& g) {
   gemm_->run(g, compute_stream());
 }
 
+void CudaBackend::gemm_fp16_to_fp32(const GemmFp16& g, float* c_fp32) {
+  gemm_->set_capture_state(capture_state());
+  gemm_->run_to_fp32(g, c_fp32, compute_stream());
+}
+
 // ---- element-wise and reductions ------------------------------------------------
 
 void CudaBackend::cast_fp32_to_fp16(const float* src, half16* dst, size_t count) {
   launch_cast_fp32_to_fp16(compute_stream(), src, dst, count);
+}
+
+void CudaBackend::add_fp32_into_fp16(const float* src, half16* y, size_t count) {
+  launch_add_fp32_into_fp16(compute_stream(), src, y, count);
 }
 
 // ---- losses -------------------------------------------------------------------------

@@ -62,8 +62,10 @@ class CudaBackend final : public Backend {
   std::unique_ptr<StreamMarks> make_stream_marks() override;
 
   void gemm_fp16(const GemmFp16& g) override;
+  void gemm_fp16_to_fp32(const GemmFp16& g, float* c_fp32) override;
 
   void cast_fp32_to_fp16(const float* src, half16* dst, size_t count) override;
+  void add_fp32_into_fp16(const float* src, half16* y, size_t count) override;
 
   void softmax_xent_forward(const half16* logits, const int32_t* labels, int rows, int cols, int real_cols,
                             float* loss_mean, int32_t* correct_count) override;

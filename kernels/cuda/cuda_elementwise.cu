@@ -43,6 +43,10 @@ __global__ void cast_fp32_to_fp16_kernel(const float* src, half16* dst, size_t c
   for (size_t i = global_thread_index(); i < count; i += grid_stride()) dst[i] = to_half(src[i]);
 }
 
+__global__ void add_fp32_into_fp16_kernel(const float* src, half16* y, size_t count) {
+  for (size_t i = global_thread_index(); i < count; i += grid_stride()) y[i] = to_half(to_float(y[i]) + src[i]);
+}
+
 }  // namespace
 
 void launch_column_sums_fp16(cudaStream_t stream, const half16* a, int rows, int cols, size_t row_stride,
@@ -59,6 +63,12 @@ void launch_column_sums_fp16(cudaStream_t stream, const half16* a, int rows, int
 void launch_cast_fp32_to_fp16(cudaStream_t stream, const float* src, half16* dst, size_t count) {
   if (count == 0) return;
   cast_fp32_to_fp16_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(src, dst, count);
+  DDP_CUDA_CHECK_LAUNCH();
+}
+
+void launch_add_fp32_into_fp16(cudaStream_t stream, const float* src, half16* y, size_t count) {
+  if (count == 0) return;
+  add_fp32_into_fp16_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(src, y, count);
   DDP_CUDA_CHECK_LAUNCH();
 }
 

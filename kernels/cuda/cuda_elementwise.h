@@ -21,6 +21,7 @@ namespace ddp {
 void launch_column_sums_fp16(cudaStream_t stream, const half16* a, int rows, int cols, size_t row_stride,
                              size_t col_stride, half16* db, bool accumulate);
 void launch_cast_fp32_to_fp16(cudaStream_t stream, const float* src, half16* dst, size_t count);
+void launch_add_fp32_into_fp16(cudaStream_t stream, const float* src, half16* y, size_t count);
 
 // Throws ddp::Error with the fix ("rebuild with CMAKE_CUDA_ARCHITECTURES=..")
 // when this binary holds no kernel image the current device can run.

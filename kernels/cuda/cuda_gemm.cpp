@@ -337,6 +337,35 @@ void CublasLtGemm::run(const GemmFp16& g, cudaStream_t stream) {
   }
 }
 
+void CublasLtGemm::run_to_fp32(const GemmFp16& g, float* c_fp32, cudaStream_t stream) {
+  DDP_REQUIRE(!g.bias && !has_activation_epilogue(g) && !g.bias_grad && g.c == nullptr,
+              "gemm_fp16_to_fp32: no epilogue and no FP16 C (the FP32 result is c_fp32)");
+  // validate() reads C's pointer as ours; it is the FP32 one here.
+  GemmFp16 checked = g;
+  checked.c = reinterpret_cast<half16*>(c_fp32);
+  validate(checked);
+  if (g.m == 0 || g.n == 0) return;
+  DDP_REQUIRE(g.k > 0 || g.beta == 0.0f || g.beta == 1.0f,
+              "gemm_fp16_to_fp32: k == 0 takes beta 0 or 1 only (" + describe(g) + ")");
+  if (g.k == 0) {  // C = beta * C: kept, or zeroed
+    if (g.beta == 0.0f)
+      DDP_CUDA_CHECK(cudaMemset2DAsync(c_fp32, static_cast<size_t>(g.ldc) * sizeof(float), 0,
+                                       static_cast<size_t>(g.n) * sizeof(float), static_cast<size_t>(g.m), stream));
+    return;
+  }
+  // d_fp32 with our own stride and alignment: D is c_fp32, not the scratch.
+  Key key = make_key(g, CUBLASLT_EPILOGUE_DEFAULT, nullptr, true);
+  key.ldc = g.ldc;
+  key.align_c = pointer_alignment(c_fp32);
+  Plan& plan = plan_for(key, g, nullptr);
+  if (plan.use_simple)
+    throw Error("gemm_fp16_to_fp32: cuBLASLt offers no algorithm for FP16 x FP16 -> FP32 (" + describe(g) + ")");
+  DDP_CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc, &g.alpha, g.b, plan.lt_a, g.a, plan.lt_b, &g.beta, c_fp32,
+                                  plan.lt_c, c_fp32, plan.lt_c, &plan.algo, workspace_.get(), workspace_bytes_,
+                                  stream));
+  route_counts_.add(GemmRoute::kLtToFp32);
+}
+
 void CublasLtGemm::run_batched(const GemmFp16& g, int batch_count, int64_t stride_a, int64_t stride_b, int64_t stride_c,
                                cudaStream_t stream) {
   validate(g);

@@ -110,6 +110,11 @@ class CublasLtGemm {
   // kernel once per product.
   void run_batched(const GemmFp16& g, int batch_count, int64_t stride_a, int64_t stride_b, int64_t stride_c,
                    cudaStream_t stream);
+  // Backend::gemm_fp16_to_fp32: one cuBLASLt call with FP16 A and B and FP32
+  // C = D = c_fp32 (row stride g.ldc), beta read from it. No fallback: a
+  // shape cuBLASLt has no algorithm for throws, naming it (FP16 x FP16 ->
+  // FP32 under CUBLAS_COMPUTE_32F is one of its listed combinations).
+  void run_to_fp32(const GemmFp16& g, float* c_fp32, cudaStream_t stream);
 
   void force_simple(bool on) { force_simple_ = on; }
   // Set by CudaBackend before each call: whether a stream capture is in

@@ -22,6 +22,7 @@ enum class GemmRoute : int {
   kSimpleGemm,                 // launch_simple_gemm_fp16 (forced, k == 0, or no cuBLASLt algorithm)
   kBiasGradKernel,             // launch_bias_grad_op_a_fp16, for a bias gradient BGRADB did not write
   kLtBatched,                  // run_batched: one strided-batched cuBLASLt call
+  kLtToFp32,                   // run_to_fp32: one cuBLASLt call, FP32 C and D
   kCount
 };
 
@@ -49,6 +50,8 @@ inline const char* gemm_route_name(GemmRoute route) {
       return "bias-gradient kernel";
     case GemmRoute::kLtBatched:
       return "cuBLASLt strided batched";
+    case GemmRoute::kLtToFp32:
+      return "cuBLASLt FP32 output";
     case GemmRoute::kCount:
       break;
   }

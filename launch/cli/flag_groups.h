@@ -30,6 +30,7 @@ struct FlagText {
   std::string trace_steps;
   std::string kv_cache;  // --kv-cache on|off
   std::string recompute = "none";
+  std::string classifier_logits = "keep";
   std::string attention = "auto";
   int64_t seed = 0;
 };

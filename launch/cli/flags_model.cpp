@@ -9,6 +9,7 @@
 #include "trainer/config/config_check.h"
 #include "trainer/config/model_table.h"
 #include "trainer/models/layers/attention_path.h"
+#include "trainer/models/layers/classifier_logits.h"
 #include "trainer/models/layers/recompute.h"
 #include "trainer/models/mlp/mlp_config.h"
 
@@ -45,6 +46,10 @@ po::options_description gpt_flags(TrainConfig& c, FlagText& t) {
       ("classifier-chunk", po::value(&c.gpt.classifier_chunk)->default_value(c.gpt.classifier_chunk),
        "the LM head and its cross-entropy in chunks of ROWS positions, the gradient written over the logits: one FP16 "
        "[B*T, vocab] buffer instead of two, no FP32 one (0: unchunked; the same bits on the CPU)")
+      ("classifier-logits", po::value(&t.classifier_logits)->default_value(t.classifier_logits),
+       "with --classifier-chunk: keep (the chunks' gradients stay in the [B*T, vocab] buffer for backward) or drop "
+       "(each chunk's backward runs in forward, dx into [B*T, C] and d_wte summed in FP32 [vocab, C]: one chunk of "
+       "logits exists, not [B*T, vocab]; the loss and dx keep's bits, d_wte within an FP16 bit)")
       ("recompute", po::value(&t.recompute)->default_value(t.recompute),
        "activations backward computes again instead of keeping, the same bits at every level: none (each block "
        "keeps all it reads), light (each block keeps x, m and the attention's q, k, v, P; the LayerNorms and the "
@@ -66,6 +71,7 @@ void apply_model_flags(const po::variables_map& vm, FlagText& t, const BenchOpti
   set_mlp_options(c.mlp, t.layers, t.activation);
   c.gpt.recompute = parse_recompute(t.recompute);  // throws naming --recompute
   c.gpt.attention = parse_attention_path(t.attention);  // throws naming --attention
+  c.gpt.classifier_logits = parse_classifier_logits(t.classifier_logits);  // throws naming --classifier-logits
   const ModelRow& row = model_row(c.model);        // throws naming the models there are
   const std::string problem = row.settings_problem(c);
   if (!problem.empty()) throw Error(problem);

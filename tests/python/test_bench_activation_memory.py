@@ -92,6 +92,13 @@ def fmt(v):
     return f"{v / MIB:.2f}"
 
 
+def chunk_label(value):
+    """The table's classifier cell for a setting's classifier_chunk value."""
+    if value.endswith("+drop"):
+        return "on (32 rows, logits dropped)"
+    return "off" if value == "0" else "on (32 rows)"
+
+
 class Runner(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
@@ -125,7 +132,7 @@ class RealBinary(Runner):
         text = self.text()
         help_text = subprocess.run([BINARY, "--help"], capture_output=True, text=True).stdout
         has = {flag: re.search(rf"^  --{flag}\b", help_text, re.M) is not None
-               for flag in ("recompute", "attention", "classifier-chunk")}
+               for flag in ("recompute", "attention", "classifier-chunk", "classifier-logits")}
         self.assertTrue(has["classifier-chunk"], "the binary has --classifier-chunk (merged)")
 
         # Every ours run: its row holds its JSON's figures.
@@ -133,11 +140,15 @@ class RealBinary(Runner):
         ours = [r for r in self.runs() if r["side"] == "ours"]
         self.assertTrue(ours and all(r["status"] == "ok" for r in ours), [r.get("error") for r in ours])
         chunk_values = {r["setting"].get("classifier_chunk") for r in ours}
-        self.assertEqual(chunk_values, {"0", "32"})  # off, and on at --chunk-rows (quick: 32)
+        # Off, on at --chunk-rows (quick: 32), and on with the logits dropped
+        # where the binary has --classifier-logits.
+        self.assertEqual(chunk_values, {"0", "32", "32+drop"} if has["classifier-logits"] else {"0", "32"})
         for r in ours:
-            self.assertIn(f"--classifier-chunk {r['setting']['classifier_chunk']}", r["cmd"])
+            value = r["setting"]["classifier_chunk"]
+            self.assertIn(f"--classifier-chunk {value.replace('+drop', '')}", r["cmd"])
+            self.assertEqual("--classifier-logits drop" in r["cmd"], value.endswith("+drop"), r["cmd"])
             res = r["result"]
-            chunk = "off" if r["setting"]["classifier_chunk"] == "0" else "on (32 rows)"
+            chunk = chunk_label(value)
             axes = [r["setting"].get(k) or "n/a" for k in ("recompute", "attention")]
             (row,) = [x for x in rows if x[:2] == axes and x[2] == chunk and x[3] == str(r["batch"])]
             peak, state = res["peak_allocated_bytes_per_rank"], res["state_bytes_per_rank"]
@@ -168,7 +179,7 @@ class RealBinary(Runner):
         settings = {(r["setting"].get("recompute"), r["setting"].get("attention"), r["setting"]["classifier_chunk"])
                     for r in ours}
         for recompute, attention, chunk in sorted(settings, key=str):
-            label = "off" if chunk == "0" else "on (32 rows)"
+            label = chunk_label(chunk)
             axes = [recompute or "n/a", attention or "n/a"]
             peaks = {r["batch"]: r["result"]["peak_allocated_bytes_per_rank"] for r in ours
                      if (r["setting"].get("recompute"), r["setting"].get("attention"),

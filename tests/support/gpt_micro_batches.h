@@ -46,6 +46,7 @@ struct GptStepOutcome {
   std::vector<float> losses;   // per micro-batch
   std::vector<half16> grads;   // after both, accumulated
   std::vector<half16> logits;  // an evaluation forward's, after them
+  size_t train_peak_bytes = 0;  // the allocation tally's peak before that forward
 };
 
 // Each micro-batch through forward_with_loss where the model fuses its
@@ -82,6 +83,7 @@ inline GptStepOutcome run_gpt_micro_batches(Backend& backend, GptModel& model, i
     model.backward(weights, GradTable::flat(grads.data(), reg), /*accumulate=*/m > 0, GradientsReady());
   }
   o.grads = grads.download();
+  o.train_peak_bytes = backend.allocations().peak_bytes;
   DeviceBatch eval;
   eval.token_ids = tokens.data();
   eval.rows = batch;

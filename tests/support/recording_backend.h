@@ -75,8 +75,14 @@ class RecordingBackend final : public Backend {
   void gemm_fp16(const GemmFp16& g) override {
     queue("gemm_fp16", [=] { cpu_.gemm_fp16(g); });
   }
+  void gemm_fp16_to_fp32(const GemmFp16& g, float* c) override {
+    queue("gemm_fp16_to_fp32", [=] { cpu_.gemm_fp16_to_fp32(g, c); });
+  }
   void cast_fp32_to_fp16(const float* s, half16* d, size_t n) override {
     queue("cast_fp32_to_fp16", [=] { cpu_.cast_fp32_to_fp16(s, d, n); });
+  }
+  void add_fp32_into_fp16(const float* s, half16* y, size_t n) override {
+    queue("add_fp32_into_fp16", [=] { cpu_.add_fp32_into_fp16(s, y, n); });
   }
   void softmax_xent_forward(const half16* l, const int32_t* lab, int r, int c, int real, float* loss,
                             int32_t* ok) override {

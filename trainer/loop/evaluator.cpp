@@ -36,22 +36,29 @@ EvalResult Evaluator::run(Communicator& comm, Model& model, LossKind loss, const
   for (size_t pos = 0; pos < shard.size(); pos += model.max_batch()) {
     const int rows = static_cast<int>(std::min<size_t>(model.max_batch(), shard.size() - pos));
     const DeviceBatch batch = loader_.load(shard.data() + pos, rows);
-    const ModelOutput out = model.forward(batch, weights_fp16);
-    loss_forward(backend_, loss, out, batch, loss_mean_.data(),
-                 loss == LossKind::SoftmaxCrossEntropy ? correct_.data() : nullptr);
-    // The next batch's gather and copy overlap this one's forward pass,
-    // before the host waits for its results below.
-    const size_t next = pos + model.max_batch();
-    if (next < shard.size())
-      loader_.prefetch(shard.data() + next, static_cast<int>(std::min<size_t>(model.max_batch(), shard.size() - next)));
-    float batch_loss = 0.0f;
-    if (loss == LossKind::SoftmaxCrossEntropy) {
-      int32_t c = 0;
-      backend_.copy_to_host(&c, correct_.data(), sizeof(c));
-      correct_sum += c;
-    }
-    backend_.copy_to_host(&batch_loss, loss_mean_.data(), sizeof(batch_loss));
-    loss_sum += static_cast<double>(batch_loss) * out.rows;  // the mean was over the output rows
+    // The outputs in blocks of rows (one block but for a model that holds
+    // only a block: model.h), each block's mean loss weighed by its rows.
+    model.forward_rows(batch, weights_fp16, [&](const ModelOutput& part, int first_row) {
+      DeviceBatch targets = batch;
+      if (targets.labels) targets.labels += first_row;
+      if (targets.targets_fp32) targets.targets_fp32 += static_cast<size_t>(first_row) * part.width;
+      loss_forward(backend_, loss, part, targets, loss_mean_.data(),
+                   loss == LossKind::SoftmaxCrossEntropy ? correct_.data() : nullptr);
+      // The next batch's gather and copy overlap this one's forward pass,
+      // before the host waits for its results below.
+      const size_t next = pos + model.max_batch();
+      if (first_row == 0 && next < shard.size())
+        loader_.prefetch(shard.data() + next,
+                         static_cast<int>(std::min<size_t>(model.max_batch(), shard.size() - next)));
+      float part_loss = 0.0f;
+      if (loss == LossKind::SoftmaxCrossEntropy) {
+        int32_t c = 0;
+        backend_.copy_to_host(&c, correct_.data(), sizeof(c));
+        correct_sum += c;
+      }
+      backend_.copy_to_host(&part_loss, loss_mean_.data(), sizeof(part_loss));
+      loss_sum += static_cast<double>(part_loss) * part.rows;  // the mean was over the block's output rows
+    });
   }
   EvalResult r;
   r.samples = static_cast<int64_t>(comm.allreduce_sum_host(static_cast<double>(shard.size())));

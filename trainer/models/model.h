@@ -75,6 +75,15 @@ class Model {
   // tables are taken by reference and never copied, so what a layer hook
   // set()s in the caller's table is what the layer after it reads.
   virtual ModelOutput forward(const DeviceBatch& batch, const WeightTable& weights_fp16) = 0;
+  // forward()'s outputs handed to `each` in blocks of rows, in order, each
+  // valid until `each` returns: for a caller that reads them once (the
+  // evaluator's loss), so a model whose outputs are large need hold only a
+  // block (the GPT's head with --classifier-logits drop). By default one
+  // block: forward() itself.
+  using OutputRows = std::function<void(const ModelOutput& part, int first_row)>;
+  virtual void forward_rows(const DeviceBatch& batch, const WeightTable& weights_fp16, const OutputRows& each) {
+    each(forward(batch, weights_fp16), 0);
+  }
   // Scratch for the loss gradient of the last forward's outputs [rows, width]
   // (it may be the outputs' own memory: a loss gradient may overwrite them).
   virtual half16* output_grad() = 0;

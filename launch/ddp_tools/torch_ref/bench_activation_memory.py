@@ -1,6 +1,7 @@
 """bench_activation_memory.py: the GPT's peak activation memory per rank and
 its tokens/s at each memory setting (issue 30: --recompute none|light|block x
---attention explicit|fused x --classifier-chunk off/on), the largest batch
+--attention explicit|fused x --classifier-chunk off/on, and on with
+--classifier-logits drop), the largest batch
 that fits a memory budget at each, and tokens/s against PyTorch fp32 eager
 at the binary's default settings, in one Markdown table.
 
@@ -76,12 +77,15 @@ FIT_TOLERANCE = 0.02  # the check batch's measured peak against the line's
 MEMORY_TARGET, SPEED_TARGET = 4.0, 1.5
 
 # The axes of the grid: (key, flag, values, the baseline's value, the target's
-# value). The chunk's "on" value is --chunk-rows.
+# value). The chunk's "on" value is --chunk-rows; "ON+drop" is that chunk
+# with --classifier-logits drop (the head keeps no [B T, V] logits), where
+# the binary has the flag, else it is left out and the target is "ON".
 AXES = [
     ("recompute", "recompute", ["none", "light", "block"], "none", "block"),
     ("attention", "attention", ["explicit", "fused"], "explicit", "fused"),
-    ("classifier_chunk", "classifier-chunk", ["0", "ON"], "0", "ON"),
+    ("classifier_chunk", "classifier-chunk", ["0", "ON", "ON+drop"], "0", "ON+drop"),
 ]
+DROP = "+drop"  # the classifier value's suffix for --classifier-logits drop
 PARTS = ("attention", "mlp", "layernorm", "classifier", "residual")  # the JSON's activation_<part>_bytes
 
 FULL = {"n_layer": 6, "n_head": 6, "n_embd": 384, "block_size": 1024, "vocab_size": 50304, "batches": "2,4",
@@ -210,8 +214,11 @@ def grid_axes(args, flags):
             values = args.level_list
         elif key == "attention":
             values = args.path_list
-        values = [chunk if v == "ON" else v for v in values]
-        baseline, target = (chunk if v == "ON" else v for v in (baseline, target))
+        if "classifier-logits" not in flags:  # an older binary: no dropped logits
+            values = [v for v in values if not v.endswith(DROP)]
+            target = target.replace(DROP, "")
+        values = [v.replace("ON", chunk) for v in values]
+        baseline, target = (v.replace("ON", chunk) for v in (baseline, target))
         if flag not in flags:
             out.append((key, flag, None, baseline, target, None))
             continue
@@ -243,7 +250,16 @@ def setting_key(s):
 
 
 def setting_flags(axes, s):
-    return [x for key, flag, values, *_ in axes if values is not None for x in (f"--{flag}", s[key])]
+    out = []
+    for key, flag, values, *_ in axes:
+        if values is None:
+            continue
+        value = s[key]
+        if value.endswith(DROP):
+            out += [f"--{flag}", value[:-len(DROP)], "--classifier-logits", "drop"]
+        else:
+            out += [f"--{flag}", value]
+    return out
 
 
 def axis_cell(axes, s, key):
@@ -252,6 +268,8 @@ def axis_cell(axes, s, key):
         return "n/a"
     v = s[key]
     if key == "classifier_chunk":
+        if v.endswith(DROP):
+            return f"on ({v[:-len(DROP)]} rows, logits dropped)"
         return "off" if v == "0" else f"on ({v} rows)"
     return v
 

@@ -1,7 +1,10 @@
 // gpt_activation_bytes.cpp: the table in gpt_activation_bytes.h, line by line.
 #include "trainer/models/gpt/gpt_activation_bytes.h"
 
+#include <string>
+
 #include "kernels/error.h"
+#include "trainer/models/layers/tied_classifier.h"
 
 namespace ddp {
 
@@ -68,6 +71,11 @@ GptModelBytes gpt_model_formula(const GptConfig& config, int batch) {
   bytes.residual_outside = 2 * (2 * rc);
   const double rv = r * config.vocab_size;
   bytes.classifier = config.classifier_chunk > 0 ? 2 * rv + 4 * r : 2 * (2 * rv);
+  if (config.classifier_logits == ClassifierLogits::Drop) {  // P: the largest chunk's rows
+    const double p =
+        classifier_chunk_capacity(static_cast<size_t>(r), config.vocab_size, config.n_embd, config.classifier_chunk);
+    bytes.classifier = 2 * p * config.vocab_size + 4 * r + 2 * rc + 4.0 * config.vocab_size * config.n_embd;
+  }
   return bytes;
 }
 
@@ -92,6 +100,13 @@ KindSymbols symbols(Recompute level, bool fused) {
   }
   return {per_layer_attention, "L 16RC + 8RC", "L(4RC + 16R) + 4RC + 8R", "4LRC + 6RC"};
 }
+
+// The classifier's formula in symbols (P = the dropped head's chunk rows).
+std::string classifier_symbols(const GptConfig& config) {
+  if (config.classifier_logits == ClassifierLogits::Drop) return "2PV + 4R + 2RC + 4VC (P: the largest chunk's rows)";
+  return config.classifier_chunk > 0 ? "2RV + 4R" : "4RV";
+}
+
 }  // namespace
 
 ActivationKinds gpt_activation_kinds(const GptConfig& config, const GptModelBytes& measured,
@@ -104,10 +119,8 @@ ActivationKinds gpt_activation_kinds(const GptConfig& config, const GptModelByte
       {"attention", bytes(m.attention), f.attention, text.attention},
       {"mlp", bytes(m.mlp), f.mlp, text.mlp},
       {"layernorm", bytes(m.layernorm + measured.ln_f), f.layernorm + formula.ln_f, text.layernorm},
-      {"residual", bytes(m.residual + measured.residual_outside), f.residual + formula.residual_outside,
-       text.residual},
-      {"classifier", bytes(measured.classifier), formula.classifier,
-       config.classifier_chunk > 0 ? "2RV + 4R" : "4RV"},
+      {"residual", bytes(m.residual + measured.residual_outside), f.residual + formula.residual_outside, text.residual},
+      {"classifier", bytes(measured.classifier), formula.classifier, classifier_symbols(config)},
   };
 }
 

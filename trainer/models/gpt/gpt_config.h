@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "trainer/models/layers/attention_path.h"
+#include "trainer/models/layers/classifier_logits.h"
 #include "trainer/models/layers/recompute.h"
 #include "trainer/params/parameter_registry.h"
 
@@ -28,6 +29,10 @@ struct GptConfig {
   // same bits on the CPU): --classifier-chunk, the LM head's rows per chunk
   // (models/layers/tied_classifier.h), 0 for the unchunked head.
   int classifier_chunk = 0;
+  // --classifier-logits: whether the chunked head keeps the logits for
+  // backward or runs each chunk's backward in forward (classifier_logits.h);
+  // never recorded, drop within an FP16 bit of keep in d_wte only.
+  ClassifierLogits classifier_logits = ClassifierLogits::Keep;
   // --recompute: what backward runs again instead of keeping (recompute.h);
   // never recorded either, every level the same bits.
   Recompute recompute = Recompute::None;

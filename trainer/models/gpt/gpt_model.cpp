@@ -17,7 +17,7 @@ GptModel::GptModel(Backend& backend, const GptConfig& config, int max_batch)
                AttentionSizes(config.n_embd, config.n_head, config.block_size, max_batch, attention_),
                config.recompute),
       head_(backend, config.n_embd, config.vocab_size, config.real_vocab,
-            static_cast<size_t>(max_batch) * config.block_size, config.classifier_chunk) {
+            static_cast<size_t>(max_batch) * config.block_size, config.classifier_chunk, config.classifier_logits) {
   DDP_REQUIRE(max_batch > 0, "GptModel: batch size must be positive");
   const size_t r = static_cast<size_t>(max_batch) * config.block_size;
   wte_ = registry_.find("transformer.wte.weight");
@@ -98,6 +98,11 @@ void GptModel::forward_body(const DeviceBatch& batch, const WeightTable& weights
 ModelOutput GptModel::forward(const DeviceBatch& batch, const WeightTable& weights_fp16) {
   forward_body(batch, weights_fp16);
   return head_.forward(ln_f_.out(), static_cast<int>(rows()), weights_fp16);
+}
+
+void GptModel::forward_rows(const DeviceBatch& batch, const WeightTable& weights_fp16, const OutputRows& each) {
+  forward_body(batch, weights_fp16);
+  head_.forward_rows(ln_f_.out(), static_cast<int>(rows()), weights_fp16, each);
 }
 
 void GptModel::forward_with_loss(const DeviceBatch& batch, const WeightTable& weights_fp16, ScalarArg scale,

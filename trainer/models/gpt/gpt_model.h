@@ -65,6 +65,7 @@ class GptModel final : public Model {
   ModelOutput forward(const DeviceBatch& batch, const WeightTable& weights_fp16) override;
   half16* output_grad() override { return head_.output_grad(); }
   bool fuses_loss() const override { return head_.chunked(); }
+  void forward_rows(const DeviceBatch& batch, const WeightTable& weights_fp16, const OutputRows& each) override;
   void forward_with_loss(const DeviceBatch& batch, const WeightTable& weights_fp16, ScalarArg scale,
                          float* loss_mean) override;
   void backward(const WeightTable& weights_fp16, const GradTable& grads_fp16, bool accumulate,

@@ -37,6 +37,8 @@ std::string settings_problem(const GptConfig& g) {
            " (each head is n_embd / n_head wide)";
   if (g.classifier_chunk < 0)
     return "--classifier-chunk " + std::to_string(g.classifier_chunk) + " must be 0 (unchunked) or a row count";
+  if (g.classifier_logits == ClassifierLogits::Drop && g.classifier_chunk == 0)
+    return "--classifier-logits drop needs --classifier-chunk ROWS (the logits are dropped a chunk at a time)";
   return "";
 }
 
@@ -69,7 +71,8 @@ ModelSpec<GptConfig> build_spec() {
   s.kind = ModelKind{"gpt", gpt_dims_problem, {"gelu-tanh"}};
   s.token_shape = gpt_token_shape;
   s.set_token_shape = set_token_shape;
-  s.flags = {{"n-layer", ""}, {"n-head", ""}, {"n-embd", ""}, {"recompute", ""}, {"attention", ""}, {"classifier-chunk", ""}};
+  s.flags = {{"n-layer", ""},   {"n-head", ""},           {"n-embd", ""},           {"recompute", ""},
+             {"attention", ""}, {"classifier-chunk", ""}, {"classifier-logits", ""}};
   s.settings_problem = settings_problem;
   s.parameters = gpt_parameters;
   s.dims = gpt_dims;

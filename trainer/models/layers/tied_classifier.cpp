@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "kernels/error.h"
 #include "trainer/models/layers/gemm_calls.h"
@@ -63,9 +64,33 @@ Pieces vocab_pieces(int vocab, int rows, int chunk_rows, int channels) {
 
 }  // namespace
 
-ClassifierBytes classifier_bytes(size_t rows, int vocab, int channels, int chunk_rows, bool widens_fp32) {
+int classifier_chunk_capacity(size_t max_rows, int vocab, int channels, int chunk_rows) {
+  DDP_REQUIRE(chunk_rows > 0, "classifier_chunk_capacity: the head is not chunked");
+  // A batch of t <= max_rows rows is cut into pieces of at most `size`, the
+  // last up to size + floor - 1 (Pieces::at), both largest at t = max_rows
+  // before they are clamped to t.
+  const int r = static_cast<int>(max_rows);
+  const Pieces p = make_pieces(std::numeric_limits<int>::max(), chunk_rows, static_cast<double>(vocab) * channels);
+  return std::min(r, p.size + p.floor - 1);
+}
+
+ClassifierBytes classifier_bytes(size_t rows, int vocab, int channels, int chunk_rows, bool widens_fp32,
+                                 ClassifierLogits logits) {
   const double rv = static_cast<double>(rows) * vocab;
   ClassifierBytes b;
+  if (logits == ClassifierLogits::Drop) {
+    DDP_REQUIRE(chunk_rows > 0, "classifier_bytes: --classifier-logits drop needs --classifier-chunk");
+    const double capacity = classifier_chunk_capacity(rows, vocab, channels, chunk_rows);
+    const double chunk =
+        static_cast<double>(row_pieces(static_cast<int>(rows), chunk_rows, vocab, channels).largest()) * vocab;
+    b.fp16_buffers = 2 * capacity * vocab + 2 * static_cast<double>(rows) * channels;
+    b.row_losses = 4.0 * static_cast<double>(rows);
+    b.fp32_sums = 4.0 * vocab * channels;
+    // A chunk's FP32 logits; its gradient widened as the A of dx's and
+    // d_wte's GEMMs (d_wte's result is the FP32 sum itself: no scratch).
+    if (widens_fp32) b.fp32_widening = 4 * chunk + 4 * chunk;
+    return b;
+  }
   if (chunk_rows <= 0) {
     b.fp16_buffers = 2 * 2 * rv;
     // The logits GEMM's FP32 result, and dlogits widened as the A operand
@@ -84,47 +109,95 @@ ClassifierBytes classifier_bytes(size_t rows, int vocab, int channels, int chunk
 }
 
 TiedClassifier::TiedClassifier(Backend& backend, int channels, int vocab, int real_vocab, size_t max_rows,
-                               int chunk_rows)
+                               int chunk_rows, ClassifierLogits logits)
     : backend_(backend),
       channels_(channels),
       vocab_(vocab),
       real_vocab_(real_vocab),
       chunk_rows_(chunk_rows),
-      logits_(backend, max_rows * vocab) {
+      logits_kept_(logits),
+      max_rows_(max_rows) {
   DDP_REQUIRE(chunk_rows >= 0, "TiedClassifier: negative chunk");
+  DDP_REQUIRE(!drops_logits() || chunked(), "--classifier-logits drop needs --classifier-chunk ROWS");
+  const size_t v = static_cast<size_t>(vocab);
+  if (drops_logits()) {
+    logits_ = Buffer<half16>(backend,
+                             static_cast<size_t>(classifier_chunk_capacity(max_rows, vocab, channels, chunk_rows)) * v);
+    dx_ = Buffer<half16>(backend, max_rows * channels);
+    d_wte_sum_fp32_ = Buffer<float>(backend, v * channels);
+  } else {
+    logits_ = Buffer<half16>(backend, max_rows * v);
+  }
   if (chunked())
     row_loss_ = Buffer<float>(backend, max_rows);
   else
-    output_grad_ = Buffer<half16>(backend, max_rows * vocab);
+    output_grad_ = Buffer<half16>(backend, max_rows * v);
+}
+
+half16* TiedClassifier::output_grad() {
+  if (drops_logits())
+    throw Error("TiedClassifier: --classifier-logits drop keeps no logits gradient (training calls forward_with_loss)");
+  return chunked() ? logits_.data() : output_grad_.data();
 }
 
 ModelOutput TiedClassifier::forward(const half16* x, int rows, const WeightTable& weights_fp16) {
   const int c = channels_;
+  half16* logits = logits_.data();
+  if (drops_logits()) {
+    if (full_logits_.count() == 0) full_logits_ = Buffer<half16>(backend_, max_rows_ * vocab_);
+    logits = full_logits_.data();
+  }
   const Pieces chunks = row_pieces(rows, chunked() ? chunk_rows_ : rows, vocab_, c);
   for (int r0 = 0, n = 0; r0 < rows; r0 += n) {
     n = chunks.at(r0);
     const size_t at = static_cast<size_t>(r0);
     // logits [n, V] = x [n, C] wte [V, C]^T
-    backend_.gemm_fp16(gemm_nt(n, vocab_, c, x + at * c, c, weights_fp16.at(wte_), c, logits_.data() + at * vocab_,
-                               vocab_));
+    backend_.gemm_fp16(gemm_nt(n, vocab_, c, x + at * c, c, weights_fp16.at(wte_), c, logits + at * vocab_, vocab_));
   }
-  ModelOutput out{logits_.data(), rows, vocab_};
+  ModelOutput out{logits, rows, vocab_};
   out.classes = real_vocab_;
   return out;
+}
+
+void TiedClassifier::forward_rows(const half16* x, int rows, const WeightTable& weights_fp16,
+                                  const std::function<void(const ModelOutput& part, int first_row)>& each) {
+  if (!drops_logits()) {
+    each(forward(x, rows, weights_fp16), 0);
+    return;
+  }
+  const int c = channels_;
+  const Pieces chunks = row_pieces(rows, chunk_rows_, vocab_, c);
+  for (int r0 = 0, n = 0; r0 < rows; r0 += n) {
+    n = chunks.at(r0);
+    backend_.gemm_fp16(
+        gemm_nt(n, vocab_, c, x + static_cast<size_t>(r0) * c, c, weights_fp16.at(wte_), c, logits_.data(), vocab_));
+    ModelOutput part{logits_.data(), n, vocab_};
+    part.classes = real_vocab_;
+    each(part, r0);
+  }
 }
 
 void TiedClassifier::forward_with_loss(const half16* x, int rows, const WeightTable& weights_fp16,
                                        const int32_t* labels, ScalarArg scale, float* loss_mean) {
   DDP_REQUIRE(chunked(), "TiedClassifier::forward_with_loss: the unchunked head leaves the loss to loss_head.h");
   const int c = channels_;
-  const Pieces chunks = row_pieces(rows, chunked() ? chunk_rows_ : rows, vocab_, c);
+  const Pieces chunks = row_pieces(rows, chunk_rows_, vocab_, c);
+  const half16* wte = weights_fp16.at(wte_);
   for (int r0 = 0, n = 0; r0 < rows; r0 += n) {
     n = chunks.at(r0);
     const size_t at = static_cast<size_t>(r0);
-    half16* logits = logits_.data() + at * vocab_;
-    backend_.gemm_fp16(gemm_nt(n, vocab_, c, x + at * c, c, weights_fp16.at(wte_), c, logits, vocab_));
+    half16* logits = logits_.data() + (drops_logits() ? 0 : at * vocab_);
+    backend_.gemm_fp16(gemm_nt(n, vocab_, c, x + at * c, c, wte, c, logits, vocab_));
     // While the chunk is fresh: its loss, and its gradient over it.
     backend_.softmax_xent_fused_rows(logits, labels + at, n, vocab_, real_vocab_, rows, scale, row_loss_.data() + at);
+    if (!drops_logits()) continue;
+    // And, dropped, its backward before the next chunk overwrites it: dx
+    // [n, C] = dlogits [n, V] wte [V, C] (backward()'s row pieces, so its
+    // bits), and d_wte [V, C] (+)= dlogits [n, V]^T x [n, C] in FP32.
+    backend_.gemm_fp16(gemm_nn(n, c, vocab_, logits, vocab_, wte, c, dx_.data() + at * c, c));
+    GemmFp16 d_head = gemm_tn(vocab_, c, n, logits, vocab_, x + at * c, c, nullptr, c);
+    d_head.beta = r0 == 0 ? 0.0f : 1.0f;
+    backend_.gemm_fp16_to_fp32(d_head, d_wte_sum_fp32_.data());
   }
   backend_.loss_rows_mean(row_loss_.data(), rows, loss_mean);
 }
@@ -132,6 +205,15 @@ void TiedClassifier::forward_with_loss(const half16* x, int rows, const WeightTa
 void TiedClassifier::backward(const half16* x, int rows, const WeightTable& weights_fp16, const GradTable& grads_fp16,
                               bool accumulate, half16* dx) const {
   const int c = channels_;
+  if (drops_logits()) {  // forward_with_loss did the GEMMs: round d_wte's sum once, hand dx over
+    const size_t count = static_cast<size_t>(vocab_) * c;
+    if (accumulate)
+      backend_.add_fp32_into_fp16(d_wte_sum_fp32_.data(), grads_fp16.at(wte_), count);
+    else
+      backend_.cast_fp32_to_fp16(d_wte_sum_fp32_.data(), grads_fp16.at(wte_), count);
+    backend_.copy_on_device(dx, dx_.data(), static_cast<size_t>(rows) * c * sizeof(half16));
+    return;
+  }
   const half16* dlogits = chunked() ? logits_.data() : output_grad_.data();
   half16* d_wte = grads_fp16.at(wte_);
   // d_wte [V, C] = dlogits [R, V]^T x [R, C], by vocabulary rows: the head's
