@@ -98,6 +98,15 @@ class Communicator {
     allgather_fp16(mine, full, layout);
   }
   virtual void wait_allreduces() {}
+  // Sizes now what the sharded collectives keep between calls (NCCL: the
+  // padded staging of uneven layouts, otherwise grown on demand), so that a
+  // later collective over `layout`, or over any layout needing no more,
+  // does not grow it. Growing is refused once a CUDA graph has captured
+  // the collectives (the graph holds the staging's address), so a run that
+  // captures reserves, before its first capture, the widest layout it
+  // moves outside the captured step (the checkpoints' FP32 gathers).
+  // Local: not a collective. Host transports keep nothing.
+  virtual void reserve_shard_staging(const ShardLayout& /*layout*/) {}
 
   // The FP16 collectives since the previous call, for the metrics: busy_s,
   // the time they took (host transports time the transfer; device ones their

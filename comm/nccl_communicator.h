@@ -79,14 +79,19 @@ class NcclCommunicator final : public Communicator {
   // no host wait. Not timed (a flag, not traffic).
   void allreduce_max_int32(int32_t* data, size_t count) override;
   // Device memory. start_ queues on comm_stream like start_allreduce_sum_fp16;
-  // the plain ones add wait_allreduces(). The staging buffer grows outside
-  // captures only: a call that needs more of it while capturing, or after
-  // a capture (a graph holds its address), throws; run the step uncaptured
-  // first.
+  // the plain ones add wait_allreduces(). The staging buffer grows by the
+  // rule of kernels/graph_safe_growth.h: a call that needs more of it while
+  // capturing, or after a capture once it exists (a graph holds its
+  // address), throws. The captured step's own layouts are sized by its
+  // eager run; wider ones used only outside it (the FP32-state gathers of
+  // checkpoints) must be reserved before the first capture.
   void reduce_scatter_sum_fp16(const half16* send, half16* recv, const ShardLayout& layout) override;
   void allgather_fp16(const half16* mine, half16* full, const ShardLayout& layout) override;
   void start_reduce_scatter_sum_fp16(const half16* send, half16* recv, const ShardLayout& layout) override;
   void start_allgather_fp16(const half16* mine, half16* full, const ShardLayout& layout) override;
+  // Grows the staging to needed_staging_count(layout) (padded_collectives.h)
+  // now; by the same rule, so before any capture.
+  void reserve_shard_staging(const ShardLayout& layout) override;
   // Waits for comm_stream, then MPI_Barrier when world > 1.
   void barrier() override;
   // Queues the sum on comm_stream after the compute stream's work so far;

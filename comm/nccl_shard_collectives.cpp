@@ -5,9 +5,9 @@
 // caller's buffers. An uneven one (any count, any world) goes through the
 // padded plan of comm/padded_collectives.h, with device-to-device copies and
 // the NCCL collective all on comm_stream, in a staging buffer that is grown
-// on demand (zeroed once, so padding is at least initialised) and kept.
+// on demand (zeroed once, so padding is at least initialised) and kept, or
+// reserved ahead for a run that captures (reserve_shard_staging).
 #include <cstddef>
-#include <string>
 #include <utility>
 
 #include "comm/nccl_check.h"
@@ -15,6 +15,7 @@
 #include "comm/padded_collectives.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/error.h"
+#include "kernels/graph_safe_growth.h"
 
 namespace ddp {
 namespace {
@@ -33,10 +34,11 @@ struct CopyOnStream {
 half16* NcclCommunicator::staging_fp16(size_t count) {
   if (count <= staging_count_) return static_cast<half16*>(staging_.get());
   // A captured graph holds the old address, and a capture cannot wait for
-  // the stream: the first uncaptured step must have sized the buffer.
-  DDP_REQUIRE(!capturing_ && !captured_,
-              "the sharded collectives' staging buffer must grow to " + std::to_string(count) +
-                  " FP16 elements after a CUDA graph captured them; run the step once uncaptured first");
+  // the stream: the graph-safe growth rule, as for the backend's scratch.
+  const CaptureState capture =
+      capturing_ ? CaptureState::kCapturing : (captured_ ? CaptureState::kCaptured : CaptureState::kNone);
+  require_buffer_may_grow(capture, "the sharded collectives' staging buffer (reserve_shard_staging)",
+                          staging_count_ * sizeof(half16), count * sizeof(half16));
   // Started collectives may still read the old buffer.
   DDP_CUDA_CHECK(cudaStreamSynchronize(comm_stream()));
   staging_.reset();
@@ -48,13 +50,19 @@ half16* NcclCommunicator::staging_fp16(size_t count) {
   return static_cast<half16*>(staging_.get());
 }
 
+void NcclCommunicator::reserve_shard_staging(const ShardLayout& layout) {
+  check_layout_world(*this, layout, "reserve_shard_staging");
+  const size_t count = needed_staging_count(layout);
+  if (count > 0) staging_fp16(count);
+}
+
 void NcclCommunicator::start_reduce_scatter_sum_fp16(const half16* send, half16* recv, const ShardLayout& layout) {
   check_layout_world(*this, layout, "reduce_scatter_sum_fp16");
   const ShardRange mine = layout.range(rank_);
   shard_call_in_place(send, layout.total_count(), recv, mine.begin, mine.count(), "reduce_scatter_sum_fp16");
   const bool direct = layout.is_uniform();  // NCCL's own layout; in place is NCCL's in place too
   // Before the gate: growing may wait for comm_stream.
-  half16* staging = direct || layout.total_count() == 0 ? nullptr : staging_fp16(padded_staging_count(layout));
+  half16* staging = direct ? nullptr : staging_fp16(needed_staging_count(layout));
   const AbortGate::Pass pass = gate_.enter("reduce_scatter_sum_fp16");
   if (layout.total_count() == 0) return;  // the same layout on every rank, so all skip
   const CollectiveTiming timing = begin_collective("reduce-scatter", layout.total_count());
@@ -74,7 +82,7 @@ void NcclCommunicator::start_allgather_fp16(const half16* mine, half16* full, co
   const ShardRange own = layout.range(rank_);
   shard_call_in_place(full, layout.total_count(), mine, own.begin, own.count(), "allgather_fp16");
   const bool direct = layout.is_uniform();
-  half16* staging = direct || layout.total_count() == 0 ? nullptr : staging_fp16(padded_staging_count(layout));
+  half16* staging = direct ? nullptr : staging_fp16(needed_staging_count(layout));
   const AbortGate::Pass pass = gate_.enter("allgather_fp16");
   if (layout.total_count() == 0) return;
   const CollectiveTiming timing = begin_collective("all-gather", layout.total_count());

@@ -33,6 +33,14 @@ inline size_t padded_slot_count(const ShardLayout& layout) {
 inline size_t padded_staging_count(const ShardLayout& layout) {
   return (static_cast<size_t>(layout.world_size()) + 1) * padded_slot_count(layout);
 }
+// FP16 elements of staging an equal-count transport (NCCL) needs for a
+// collective over `layout`: none for a uniform layout, which runs on the
+// caller's buffers (an empty one is uniform too), else the plan's. The
+// NCCL communicator sizes its staging by this, and so do the CPU tests
+// that emulate it.
+inline size_t needed_staging_count(const ShardLayout& layout) {
+  return layout.is_uniform() ? 0 : padded_staging_count(layout);
+}
 
 // Rank `rank`'s part of the sum: send (total_count) -> recv (its range).
 // In place (recv == send + its begin) works too: every copy out of send is

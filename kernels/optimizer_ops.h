@@ -68,7 +68,10 @@ class OptimizerOps {
   // With FP16 gradients (SgdGrads::scaled) each is unscaled on the fly
   // (unscale_element), bitwise equal to unscale_fp16_to_fp32 and then the
   // step on the FP32 gradients: the fused step's second pass, with no FP32
-  // gradient buffer written or read.
+  // gradient buffer written or read. momentum_fp32 may be null where
+  // params.momentum == 0. With count 0 nothing is read or written and every
+  // pointer may be null (an empty --zero range); otherwise a missing buffer
+  // throws ddp::Error (optimizer_preconditions.h, on both backends).
   virtual void sgd_update(const SgdParams& params, const SgdGrads& grads, float* master_fp32, float* momentum_fp32,
                           half16* weights_fp16, size_t count, const int32_t* skip_flag) = 0;
 
@@ -80,7 +83,8 @@ class OptimizerOps {
   // params.lr_ptr and params.steps_taken, where set, are read when the step
   // runs. With b.grads_fp32 null the FP16 gradients are unscaled by
   // inv_scale on the fly: bitwise equal to unscale_fp16_to_fp32 and then
-  // this with the FP32 gradients.
+  // this with the FP32 gradients. With count 0 every pointer may be null,
+  // as for sgd_update; otherwise no gradients at all throws ddp::Error.
   virtual void adamw_update(const AdamWParams& params, const AdamWBuffers& b, ScalarArg inv_scale, size_t offset,
                             size_t count, const int32_t* skip_flag) = 0;
 

@@ -18,6 +18,7 @@
 #include "kernels/cpu/cpu_upload_slots.h"
 #include "kernels/error.h"
 #include "kernels/half_convert.h"
+#include "kernels/optimizer_preconditions.h"
 
 #if defined(DDP_HAVE_OPENBLAS)
 extern "C" {
@@ -237,7 +238,10 @@ void CpuBackend::l2_norm_fp32(const float* x, size_t count, float* norm) {
 
 void CpuBackend::sgd_update(const SgdParams& step_params, const SgdGrads& grads, float* master_fp32,
                             float* momentum_fp32, half16* weights_fp16, size_t count, const int32_t* skip_flag) {
-  if (skip_flag && *skip_flag) return;
+  // The CUDA launchers' checks, so the backends accept the same calls; an
+  // empty range (null buffers) passes them and does nothing.
+  require_sgd_buffers(step_params, grads, momentum_fp32, count);
+  if (count == 0 || (skip_flag && *skip_flag)) return;
   const SgdParams params = resolved(step_params);
   if (grads.fp32 != nullptr) {
     pool_->parallel_for(count, kGrain, pieces(count), [&](size_t i0, size_t i1) {
@@ -255,7 +259,8 @@ void CpuBackend::sgd_update(const SgdParams& step_params, const SgdGrads& grads,
 
 void CpuBackend::adamw_update(const AdamWParams& step_params, const AdamWBuffers& b, ScalarArg inv_scale_arg,
                               size_t offset, size_t count, const int32_t* skip_flag) {
-  if (skip_flag && *skip_flag) return;
+  require_adamw_buffers(b, count);
+  if (count == 0 || (skip_flag && *skip_flag)) return;
   const AdamWScalars scalars = adamw_scalars(step_params);
   const float inv_scale = inv_scale_arg.get();
   pool_->parallel_for(count, kGrain, pieces(count),

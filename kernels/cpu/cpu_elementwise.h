@@ -30,7 +30,8 @@ void bias_grad_columns(const half16* dy, size_t rows, size_t cols, size_t c_begi
 // be null: the check alone); true when any result is Inf/NaN.
 bool unscale_range(const half16* grads_fp16, float* grads_fp32, size_t count, float inv_scale);
 // sgd_update_element on each element (momentum_fp32 may be null: no buffer
-// kept, as CpuBackend::sgd_update), then weights_fp16[i] = fp16(master_fp32[i]).
+// kept; CpuBackend::sgd_update passes null only with params.momentum == 0),
+// then weights_fp16[i] = fp16(master_fp32[i]).
 void sgd_range(const SgdParams& params, const float* grads_fp32, float* master_fp32, float* momentum_fp32,
                half16* weights_fp16, size_t count);
 // The same with the gradient unscale_element(grads_fp16[i], inv_scale): bitwise

@@ -7,7 +7,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_common.cuh"
-#include "kernels/error.h"
+#include "kernels/optimizer_preconditions.h"
 
 namespace ddp {
 namespace {
@@ -127,7 +127,8 @@ void launch_l2_norm_fp32(cudaStream_t stream, const float* x, size_t count, floa
 
 void launch_sgd_update(cudaStream_t stream, const SgdParams& params, const float* grads_fp32, float* master_fp32,
                        float* momentum_fp32, half16* weights_fp16, size_t count, const int32_t* skip_flag) {
-  DDP_REQUIRE(momentum_fp32 != nullptr || params.momentum == 0.0f, "sgd_update: momentum != 0 needs a momentum buffer");
+  // An empty range (its buffers null) passes the check and launches nothing.
+  require_sgd_buffers(params, SgdGrads::unscaled(grads_fp32), momentum_fp32, count);
   if (count == 0) return;
   sgd_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(params, Fp32Grads{grads_fp32}, master_fp32,
                                                                momentum_fp32, weights_fp16, count, skip_flag);
@@ -137,7 +138,7 @@ void launch_sgd_update(cudaStream_t stream, const SgdParams& params, const float
 void launch_sgd_update_fp16_grads(cudaStream_t stream, const SgdParams& params, const half16* grads_fp16,
                                   ScalarArg inv_scale, float* master_fp32, float* momentum_fp32, half16* weights_fp16,
                                   size_t count, const int32_t* skip_flag) {
-  DDP_REQUIRE(momentum_fp32 != nullptr || params.momentum == 0.0f, "sgd_update: momentum != 0 needs a momentum buffer");
+  require_sgd_buffers(params, SgdGrads::scaled(grads_fp16, inv_scale), momentum_fp32, count);
   if (count == 0) return;
   sgd_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(
       params, Fp16GradsUnscaled{grads_fp16, inv_scale}, master_fp32, momentum_fp32, weights_fp16, count, skip_flag);
@@ -146,7 +147,7 @@ void launch_sgd_update_fp16_grads(cudaStream_t stream, const SgdParams& params, 
 
 void launch_adamw_update(cudaStream_t stream, const AdamWParams& params, const AdamWBuffers& buffers,
                          ScalarArg inv_scale, size_t offset, size_t count, const int32_t* skip_flag) {
-  DDP_REQUIRE(buffers.grads_fp32 || buffers.grads_fp16, "adamw_update: no gradients");
+  require_adamw_buffers(buffers, count);
   if (count == 0) return;
   adamw_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(params, buffers, inv_scale, offset, count, skip_flag);
   DDP_CUDA_CHECK_LAUNCH();

@@ -24,7 +24,9 @@ size_t l2_norm_scratch_bytes();
 void launch_l2_norm_fp32(cudaStream_t stream, const float* x, size_t count, float* norm, void* scratch);
 
 // momentum_fp32 may be null when params.momentum == 0; weights_fp16 may be
-// null (no FP16 re-cast); skip_flag may be null (never skip).
+// null (no FP16 re-cast); skip_flag may be null (never skip). With count 0
+// every pointer may be null (an empty --zero range) and nothing is launched;
+// the buffer checks are optimizer_preconditions.h's, the CPU backend's too.
 void launch_sgd_update_fp16_grads(cudaStream_t stream, const SgdParams& params, const half16* grads_fp16,
                                   ScalarArg inv_scale, float* master_fp32, float* momentum_fp32, half16* weights_fp16,
                                   size_t count, const int32_t* skip_flag);

@@ -1,8 +1,9 @@
 // cuda_test_optimizer.cpp: CudaBackend's optimizer kernels (unscale with the
 // non-finite flag, L2 norm, SGD variants, the fused SGD from FP16 gradients,
 // a skipped step, AdamW on a range with a decay mask and t read from the
-// device) against CpuBackend on the same inputs. Tolerances:
-// cuda_test_support.h.
+// device) against CpuBackend on the same inputs, and the two backends'
+// buffer checks (an empty range with null buffers passes, a missing buffer
+// of a non-empty one throws). Tolerances: cuda_test_support.h.
 #include <gtest/gtest.h>
 
 #include <limits>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "cuda_test_support.h"
+#include "kernels/error.h"
 
 namespace ddp {
 namespace {
@@ -287,6 +289,56 @@ TEST_F(CudaKernels, AdamWOnARangeMatchesCpu) {
       outside += m_gpu[i] != master_host[i] || w_gpu[i].bits != test::kPoisonHalfBits;
   EXPECT_EQ(outside, 0u) << what;
   EXPECT_NE(m_gpu, master_host);
+}
+
+// A rank whose --zero range is empty steps a count of 0 with null state
+// buffers every step, as its peers step theirs. The launchers once checked
+// the momentum buffer and the gradients before they looked at the count,
+// so `mpirun -np 3 ddp_train --device cuda --data synthetic --zero 1`
+// threw on every step of such a rank; now both backends accept the call
+// and launch or touch nothing (the CPU side: test_cpu_optimizer.cpp).
+TEST_F(CudaKernels, EmptyRangeWithNullBuffersIsANoOpOnBothBackends) {
+  const int32_t no_skip_host = 0;
+  Buffer<int32_t> no_skip_gpu(*gpu, 1);
+  no_skip_gpu.upload(std::vector<int32_t>{0});
+  for (Backend* be : {static_cast<Backend*>(&cpu), static_cast<Backend*>(gpu.get())}) {
+    SCOPED_TRACE(be->description());
+    const int32_t* skip = be == &cpu ? &no_skip_host : no_skip_gpu.data();
+    for (float momentum : {0.0f, 0.9f}) {
+      SgdParams s;
+      s.lr = 0.1f;
+      s.momentum = momentum;
+      EXPECT_NO_THROW(be->sgd_update(s, SgdGrads::unscaled(nullptr), nullptr, nullptr, nullptr, 0, skip))
+          << "momentum " << momentum;
+      EXPECT_NO_THROW(be->sgd_update(s, SgdGrads::scaled(nullptr, 0.5f), nullptr, nullptr, nullptr, 0, nullptr))
+          << "momentum " << momentum << ", FP16 gradients";
+    }
+    AdamWParams a;
+    a.lr = 1e-3f;
+    EXPECT_NO_THROW(be->adamw_update(a, AdamWBuffers{}, 0.5f, 4096, 0, skip));
+    EXPECT_NO_THROW(be->synchronize());  // nothing was launched that could fail
+  }
+}
+
+// With a count, a buffer the step needs is refused alike on both backends.
+TEST_F(CudaKernels, MissingBuffersOfANonEmptyRangeAreRefusedOnBothBackends) {
+  const size_t n = 64;
+  const std::vector<float> ones(n, 1.0f);
+  auto master = both(ones);
+  auto grads = both(ones);
+  for (bool on_gpu : {false, true}) {
+    Backend& be = on_gpu ? static_cast<Backend&>(*gpu) : static_cast<Backend&>(cpu);
+    float* m = on_gpu ? master.gpu.data() : master.cpu.data();
+    const float* g = on_gpu ? grads.gpu.data() : grads.cpu.data();
+    SgdParams s;
+    s.lr = 0.1f;
+    s.momentum = 0.9f;
+    EXPECT_THROW(be.sgd_update(s, SgdGrads::unscaled(g), m, nullptr, nullptr, n, nullptr), Error) << on_gpu;
+    AdamWParams a;
+    AdamWBuffers no_grads;
+    no_grads.master_fp32 = m;
+    EXPECT_THROW(be.adamw_update(a, no_grads, 1.0f, 0, n, nullptr), Error) << on_gpu;
+  }
 }
 
 }  // namespace

@@ -13,13 +13,18 @@
 //     the eager run under this backend;
 //   - tells an observer (on_operation) of each queued operation as it is
 //     issued, so a test can tell where in a step something else happened
-//     (mpi_test_overlap.cpp: how much backward was left at a bucket start).
+//     (mpi_test_overlap.cpp: how much backward was left at a bucket start);
+//   - queues a test transport's collectives with its own operations
+//     (queue_operation), as a CUDA stream orders NCCL's with the kernels, so
+//     a capture records them and a replay runs them
+//     (nccl_staging_communicator.h).
 #pragma once
 
 #include <functional>
 #include <memory>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
@@ -39,6 +44,10 @@ class RecordingBackend final : public Backend {
   // Called with the name of each queued operation (gemm_fp16, mse_backward...)
   // as it is issued, before it runs or is recorded.
   std::function<void(const char* operation)> on_operation;
+
+  // Runs `op` now, or, inside a capture, records it for every replay, in
+  // order with this backend's own operations.
+  void queue_operation(const char* name, std::function<void()> op) { queue(name, std::move(op)); }
 
   DeviceKind kind() const override { return kind_; }
   std::string description() const override { return "recording(" + cpu_.description() + ")"; }

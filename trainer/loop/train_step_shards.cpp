@@ -1,12 +1,21 @@
 // train_step_shards.cpp: the step's --zero parts (train_step.h): the
-// reducer, the layer hooks and the padding wired to the stage, and the
-// whole FP16 weights at stage 3 for evaluation and samples.
+// reducer, the layer hooks and the padding wired to the stage, the
+// transport's staging reserved for a captured step, and the whole FP16
+// weights at stage 3 for evaluation and samples.
 #include "trainer/loop/train_step.h"
+
+#include "trainer/zero/sharded_state.h"
 
 namespace ddp {
 
 void TrainStep::wire_shards(const ShardLayout& shards) {
   if (cfg_.zero_stage > 0) reducer_.shard_over(shards);
+  // The captured step's collectives size the transport's staging in the
+  // eager step before the capture; the checkpoints' and --save-weights'
+  // FP32 gathers, twice as wide, come after it, when the staging may no
+  // longer grow (a graph holds its address): reserved now, before any step,
+  // at the size the first checkpoint of an uncaptured run grows it to.
+  if (params_.sharded() && cfg_.cuda_graph) comm_.reserve_shard_staging(fp32_state_gather_layout(shards));
   if (params_.grads_sharded() || params_.weights_sharded())
     layer_shards_ = std::make_unique<LayerShards>(backend_, comm_, model_, params_, shards, tables_, reducer_);
   if (params_.sharded() && !params_.grads_sharded()) {

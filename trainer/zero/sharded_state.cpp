@@ -4,18 +4,16 @@
 #include "kernels/error.h"
 
 namespace ddp {
-namespace {
-// The same ranges counted in FP16 elements: an FP32 value is two of them.
-// The all-gather only copies, so the FP32 bits travel unchanged.
-ShardLayout as_fp16_pairs(const ShardLayout& layout) {
-  std::vector<size_t> bounds{0};
-  for (int r = 0; r < layout.world_size(); ++r) bounds.push_back(2 * layout.range(r).end);
-  return ShardLayout(std::move(bounds));
-}
-}  // namespace
 
 ShardLayout zero_shard_layout(size_t flat_count, int world) {
   return ShardLayout::balanced(flat_count, world, kZeroShardAlignElements);
+}
+
+// The all-gather only copies, so the FP32 bits travel unchanged as FP16 pairs.
+ShardLayout fp32_state_gather_layout(const ShardLayout& layout) {
+  std::vector<size_t> bounds{0};
+  for (int r = 0; r < layout.world_size(); ++r) bounds.push_back(2 * layout.range(r).end);
+  return ShardLayout(std::move(bounds));
 }
 
 std::vector<float> gather_fp32_state(Communicator& comm, const ParameterStore& params, const Buffer<float>& state) {
@@ -25,7 +23,7 @@ std::vector<float> gather_fp32_state(Communicator& comm, const ParameterStore& p
   DDP_REQUIRE(layout.range(comm.rank()) == params.owned(), "gather_fp32_state: the store's range is not this rank's");
   Buffer<float> whole(state.backend(), params.count());
   comm.allgather_fp16(reinterpret_cast<const half16*>(state.data()), reinterpret_cast<half16*>(whole.data()),
-                      as_fp16_pairs(layout));
+                      fp32_state_gather_layout(layout));
   return whole.download();
 }
 

@@ -32,6 +32,15 @@ constexpr size_t kZeroShardAlignElements = 64;
 // The ranges of a flat layout of `flat_count` elements over `world` ranks.
 ShardLayout zero_shard_layout(size_t flat_count, int world);
 
+// The layout gather_fp32_state all-gathers an FP32 buffer of `layout`'s
+// ranges with: the same ranges counted in FP16 elements, two per value.
+// Every range twice as long, it is the widest layout a sharded run moves
+// (its steps' reduce-scatters and gathers are of `layout` or of slices of
+// it), so a run that captures its step reserves this one beforehand
+// (Communicator::reserve_shard_staging): its checkpoints gather after the
+// capture, where the transport's staging may no longer grow.
+ShardLayout fp32_state_gather_layout(const ShardLayout& layout);
+
 // `state` (one of params' FP32 buffers, its owned range) whole, on every
 // rank. Unsharded: a download. Sharded: a collective every rank calls.
 std::vector<float> gather_fp32_state(Communicator& comm, const ParameterStore& params, const Buffer<float>& state);

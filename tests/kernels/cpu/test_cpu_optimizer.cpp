@@ -1,7 +1,10 @@
 // test_cpu_optimizer.cpp: CpuBackend's optimizer kernels (unscale with the
 // non-finite flag, L2 norm, SGD as torch.optim.SGD defines it, a skipped
 // step) against a double reference, and split over threads bitwise equal to
-// one thread and to the scalar element loop. Tolerances: cpu_kernel_support.h.
+// one thread and to the scalar element loop; the buffer checks both
+// backends make (optimizer_preconditions.h): an empty range with null
+// buffers passes, a missing buffer of a non-empty one throws. Tolerances:
+// cpu_kernel_support.h.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,6 +13,7 @@
 
 #include "cpu_kernel_support.h"
 #include "kernels/buffer.h"
+#include "kernels/error.h"
 
 namespace ddp {
 namespace {
@@ -167,7 +171,7 @@ TEST_F(CpuKernelsThreaded, SgdBitwiseEqualsScalarElementLoop) {
   const auto p0 = test::random_floats(rng, n), m0 = test::random_floats(rng, n);
   std::vector<float> grads(n);
   for (size_t i = 0; i < n; ++i) grads[i] = unscale_element(grads16[i], inv_scale);
-  for (int variant = 0; variant < 6; ++variant) {
+  for (int variant = 0; variant < 5; ++variant) {
     SgdParams s;
     s.lr = 0.05f;
     s.momentum = variant == 0 ? 0.0f : 0.9f;
@@ -175,14 +179,10 @@ TEST_F(CpuKernelsThreaded, SgdBitwiseEqualsScalarElementLoop) {
     s.weight_decay = variant >= 3 ? 1e-3f : 0.0f;
     s.grad_multiplier = variant >= 3 ? 0.37f : 1.0f;
     s.dampening = variant == 4 ? 0.1f : 0.0f;
-    const bool no_buffer = variant == 5;  // momentum_fp32 null: a zero buffer each step
     for (bool first : {true, false}) {
       s.first_step = first;
       std::vector<float> p = p0, m = m0;
-      for (size_t i = 0; i < n; ++i) {
-        float dummy = 0.0f;
-        sgd_update_element(s, grads[i], p[i], no_buffer ? dummy : m[i]);
-      }
+      for (size_t i = 0; i < n; ++i) sgd_update_element(s, grads[i], p[i], m[i]);
       for (CpuBackend* be : {&one, &two})
         for (bool f16c : {false, true})
           for (bool fused : {false, true}) {
@@ -196,11 +196,10 @@ TEST_F(CpuKernelsThreaded, SgdBitwiseEqualsScalarElementLoop) {
             dp.upload(p0);
             dm.upload(m0);
             dw.upload(test::poison_halves(n));
-            float* mom = no_buffer ? nullptr : dm.data();
             if (fused)
-              be->sgd_update(s, SgdGrads::scaled(dg16.data(), inv_scale), dp.data(), mom, dw.data(), n, nullptr);
+              be->sgd_update(s, SgdGrads::scaled(dg16.data(), inv_scale), dp.data(), dm.data(), dw.data(), n, nullptr);
             else
-              be->sgd_update(s, SgdGrads::unscaled(dg.data()), dp.data(), mom, dw.data(), n, nullptr);
+              be->sgd_update(s, SgdGrads::unscaled(dg.data()), dp.data(), dm.data(), dw.data(), n, nullptr);
             set_f16c_enabled(true);
             const auto gp = dp.download(), gm = dm.download();
             const auto gw = dw.download();
@@ -212,6 +211,59 @@ TEST_F(CpuKernelsThreaded, SgdBitwiseEqualsScalarElementLoop) {
           }
     }
   }
+}
+
+// A rank whose --zero range is empty steps a count of 0 with null state
+// buffers (its ranges are empty, so Buffer holds no memory) every step, as
+// its peers step theirs: the call is accepted and touches nothing, with and
+// without momentum, on both gradient routes, and for AdamW. The CUDA
+// launchers make the same checks (cuda_test_optimizer.cpp:
+// EmptyRangeWithNullBuffersIsANoOp); before they looked at the count,
+// `mpirun -np 3 ddp_train --device cuda --data synthetic --zero 1` threw
+// on every step.
+TEST_F(CpuKernels, EmptyRangeWithNullBuffersIsANoOp) {
+  int32_t no_skip = 0;
+  for (float momentum : {0.0f, 0.9f}) {
+    SgdParams s;
+    s.lr = 0.1f;
+    s.momentum = momentum;
+    for (const int32_t* skip : {static_cast<const int32_t*>(nullptr), static_cast<const int32_t*>(&no_skip)}) {
+      EXPECT_NO_THROW(cpu.sgd_update(s, SgdGrads::unscaled(nullptr), nullptr, nullptr, nullptr, 0, skip))
+          << "momentum " << momentum;
+      EXPECT_NO_THROW(cpu.sgd_update(s, SgdGrads::scaled(nullptr, 0.5f), nullptr, nullptr, nullptr, 0, skip))
+          << "momentum " << momentum << ", FP16 gradients";
+    }
+  }
+  AdamWParams a;
+  a.lr = 1e-3f;
+  for (size_t offset : {size_t{0}, size_t{4096}})  // a range's offset into whole buffers; none here
+    EXPECT_NO_THROW(cpu.adamw_update(a, AdamWBuffers{}, 0.5f, offset, 0, &no_skip)) << "offset " << offset;
+}
+
+// Where there is something to update, a missing buffer the step needs is
+// an error on both backends, not a silent change of the update (CUDA's
+// check, which the CPU backend once skipped: it ran momentum SGD without a
+// buffer as if the buffer were zero each step).
+TEST_F(CpuKernels, MissingBuffersOfANonEmptyRangeAreRefused) {
+  const size_t n = 8;
+  std::vector<float> master(n, 1.0f), grads(n, 0.5f), momentum_fp32(n, 0.0f);
+  std::vector<half16> weights(n);
+  SgdParams s;
+  s.lr = 0.1f;
+  s.momentum = 0.9f;
+  EXPECT_THROW(cpu.sgd_update(s, SgdGrads::unscaled(grads.data()), master.data(), nullptr, weights.data(), n, nullptr),
+               Error);
+  EXPECT_THROW(
+      cpu.sgd_update(s, SgdGrads::unscaled(nullptr), master.data(), momentum_fp32.data(), weights.data(), n, nullptr),
+      Error);
+  s.momentum = 0.0f;  // no momentum, no buffer needed
+  EXPECT_NO_THROW(
+      cpu.sgd_update(s, SgdGrads::unscaled(grads.data()), master.data(), nullptr, weights.data(), n, nullptr));
+  AdamWParams a;
+  a.lr = 1e-3f;
+  AdamWBuffers no_grads;
+  no_grads.master_fp32 = master.data();
+  EXPECT_THROW(cpu.adamw_update(a, no_grads, 1.0f, 0, n, nullptr), Error);
 }
 
 }  // namespace
