@@ -98,6 +98,16 @@ class Communicator {
     allgather_fp16(mine, full, layout);
   }
   virtual void wait_allreduces() {}
+  // A mark after every collective started so far (start_*, in call order),
+  // and a wait for the collectives up to a mark only, those started after
+  // it left in flight: how a layer waits for its own prefetched gather and
+  // not for the gradients' reduce-scatters queued behind it (host: returns
+  // after them; device: orders the compute stream after them). A mark is
+  // good until the next wait_allreduces(). The defaults: every start_* is
+  // synchronous, so there is nothing to wait for.
+  using CollectiveMark = uint64_t;
+  virtual CollectiveMark mark_started() { return 0; }
+  virtual void wait_until(CollectiveMark /*mark*/) {}
   // Sizes now what the sharded collectives keep between calls (NCCL: the
   // padded staging of uneven layouts, otherwise grown on demand), so that a
   // later collective over `layout`, or over any layout needing no more,

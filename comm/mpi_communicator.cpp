@@ -160,6 +160,7 @@ void MpiCommunicator::thread_main() {
     }
     lock.lock();
     busy_ = false;
+    ++finished_;
     if (failure && !failure_) failure_ = failure;
     work_done_.notify_all();
   }
@@ -171,11 +172,14 @@ void MpiCommunicator::enqueue(std::function<void()> job) {
     job();
     std::lock_guard<std::mutex> lock(mutex_);
     times_.exposed_s += MPI_Wtime() - start;
+    ++started_;
+    ++finished_;
     return;
   }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     queue_.push_back(std::move(job));
+    ++started_;
   }
   work_ready_.notify_one();
 }
@@ -202,6 +206,22 @@ void MpiCommunicator::wait_allreduces() {
   const double start = MPI_Wtime();
   std::unique_lock<std::mutex> lock(mutex_);
   work_done_.wait(lock, [this] { return queue_.empty() && !busy_; });
+  times_.exposed_s += MPI_Wtime() - start;
+  if (failure_) std::rethrow_exception(std::exchange(failure_, nullptr));
+}
+
+Communicator::CollectiveMark MpiCommunicator::mark_started() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return started_;
+}
+
+// As wait_allreduces, for the collectives up to the mark: the thread runs
+// them in order, so `finished_` passing the mark means each is done.
+void MpiCommunicator::wait_until(CollectiveMark mark) {
+  if (!thread_.joinable()) return;
+  const double start = MPI_Wtime();
+  std::unique_lock<std::mutex> lock(mutex_);
+  work_done_.wait(lock, [this, mark] { return finished_ >= mark || failure_; });
   times_.exposed_s += MPI_Wtime() - start;
   if (failure_) std::rethrow_exception(std::exchange(failure_, nullptr));
 }

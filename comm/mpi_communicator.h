@@ -43,6 +43,8 @@ class MpiCommunicator final : public Communicator {
   void allreduce_sum_fp16(half16* data, size_t count) override;
   void start_allreduce_sum_fp16(half16* data, size_t count) override;
   void wait_allreduces() override;
+  CollectiveMark mark_started() override;
+  void wait_until(CollectiveMark mark) override;
   void broadcast_bytes(void* data, size_t size_bytes, int root) override;
   double allreduce_sum_host(double value) override;
   int64_t allreduce_max_host(int64_t value) override;
@@ -81,6 +83,7 @@ class MpiCommunicator final : public Communicator {
   std::condition_variable work_ready_, work_done_;
   std::deque<std::function<void()>> queue_;  // started collectives, in call order
   bool busy_ = false, stopping_ = false;
+  uint64_t started_ = 0, finished_ = 0;  // collectives queued and done (marks count these)
   std::exception_ptr failure_;  // an MPI error on the thread, rethrown by wait_allreduces
   AllreduceTimes times_;        // since the last take_allreduce_times()
   std::thread thread_;          // last: started once the rest exists

@@ -255,6 +255,8 @@ void NcclCommunicator::start_allreduce_sum_fp16(half16* data, size_t count) {
 }
 
 void NcclCommunicator::wait_allreduces() {
+  marks_used_ = 0;  // every mark is passed after this wait
+  ++mark_generation_;
   if (!allreduces_pending_) return;
   if (capturing_) {
     compute_waits_for_comm();  // the join back to the capturing stream
@@ -266,6 +268,29 @@ void NcclCommunicator::wait_allreduces() {
   compute_waits_for_comm();
   DDP_CUDA_CHECK(cudaEventRecord(end, compute_stream_));
   allreduces_pending_ = false;
+}
+
+// A mark is an event recorded on comm_stream after what is queued there:
+// waiting for it orders the compute stream after those collectives only.
+Communicator::CollectiveMark NcclCommunicator::mark_started() {
+  if (!allreduces_pending_) return 0;
+  if (marks_used_ == mark_events_.size()) mark_events_.push_back(make_ordering_event());
+  DDP_CUDA_CHECK(cudaEventRecord(mark_events_[marks_used_].get(), comm_stream()));
+  return (mark_generation_ << 32) | ++marks_used_;
+}
+
+void NcclCommunicator::wait_until(CollectiveMark mark) {
+  const uint64_t index = mark & 0xffffffffu;
+  if (index == 0 || (mark >> 32) != mark_generation_) return;  // nothing pending then, or passed since
+  cudaEvent_t done = mark_events_[index - 1].get();
+  if (capturing_) {
+    DDP_CUDA_CHECK(cudaStreamWaitEvent(compute_stream_, done, 0));
+    return;
+  }
+  const auto [start, end] = next_timing_pair(exposed_events_);
+  DDP_CUDA_CHECK(cudaEventRecord(start, compute_stream_));
+  DDP_CUDA_CHECK(cudaStreamWaitEvent(compute_stream_, done, 0));
+  DDP_CUDA_CHECK(cudaEventRecord(end, compute_stream_));
 }
 
 AllreduceTimes NcclCommunicator::take_allreduce_times() {

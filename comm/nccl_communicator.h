@@ -98,6 +98,8 @@ class NcclCommunicator final : public Communicator {
   // the compute stream does not wait for it until wait_allreduces().
   void start_allreduce_sum_fp16(half16* data, size_t count) override;
   void wait_allreduces() override;
+  CollectiveMark mark_started() override;
+  void wait_until(CollectiveMark mark) override;
   // From timing events: busy around each collective on comm_stream, exposed
   // around the compute stream's wait. Waits for the last of them.
   AllreduceTimes take_allreduce_times() override;
@@ -166,6 +168,13 @@ class NcclCommunicator final : public Communicator {
   TimingPool busy_events_, exposed_events_;
   TimingPool trace_events_;            // --trace's, reused after resolve_trace_times()
   bool allreduces_pending_ = false;    // collectives started since the last wait_allreduces()
+  // mark_started's events on comm_stream, reused after wait_allreduces().
+  // A mark is its generation (wait_allreduces() calls so far) above 32
+  // bits and its event's index + 1 below (0: nothing pending); a mark of
+  // an earlier generation was passed by that wait.
+  std::vector<UniqueCudaEvent> mark_events_;
+  size_t marks_used_ = 0;
+  uint64_t mark_generation_ = 0;
   UniqueDeviceMemory staging_;         // the padded ranges of uneven layouts
   size_t staging_count_ = 0;           // FP16 elements in staging_
   bool capturing_ = false;             // inside a step capture: no timing events

@@ -60,6 +60,8 @@ void apply_optimisation_flags(const FlagText& t, TrainConfig& c);
 void apply_bench_flags(const BenchOptions& bench);
 // --batch-size and --global-batch, given both.
 void check_batch_flags(const boost::program_options::variables_map& vm);
+// --zero-prefetch given with a --zero other than 3.
+void check_zero_flags(const boost::program_options::variables_map& vm);
 void apply_fault_flags(const FlagText& t, TrainConfig& c);
 // The trace window; --resume PATH.
 void apply_output_flags(const FlagText& t, TrainConfig& c);

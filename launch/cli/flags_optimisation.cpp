@@ -36,6 +36,10 @@ po::options_description optimisation_flags(TrainConfig& c, FlagText& t) {
        "ZeRO stage: 0 every rank holds all the state; 1 each rank holds its range of the FP32 masters and "
        "optimizer state (gradients reduce-scattered, FP16 weights all-gathered); 2 also of the FP16 gradients "
        "(with --grad-accum 1); 3 also of the FP16 weights (each layer's gathered before its forward and backward)")
+      ("zero-prefetch", po::value(&c.zero_prefetch)->default_value(c.zero_prefetch),
+       "--zero 3: the layer gathers started ahead of the layer that reads them, in forward then backward order, "
+       "so they run while the layers before them compute (N + 1 gather slots, at least 2; 0: each layer's gather "
+       "waits at its own hook; the same bits at every N)")
       ("epochs", po::value(&c.epochs)->default_value(c.epochs), "passes over the training set")
       ("steps", po::value(&c.steps)->default_value(0), "iterations to run instead of --epochs (0: use --epochs)")
       ("stop-after-steps", po::value(&c.stop_after_steps)->default_value(0),
@@ -92,6 +96,12 @@ void apply_optimisation_flags(const FlagText& t, TrainConfig& c) {
 void check_batch_flags(const po::variables_map& vm) {
   if (!vm["global-batch"].defaulted() && !vm["batch-size"].defaulted())
     throw Error("--batch-size and --global-batch are exclusive: give one");
+}
+
+void check_zero_flags(const po::variables_map& vm) {
+  if (!vm["zero-prefetch"].defaulted() && vm["zero"].as<int>() != 3)
+    throw Error("--zero-prefetch applies to --zero 3 (the stage that gathers each layer's weights); --zero is " +
+                std::to_string(vm["zero"].as<int>()));
 }
 
 }  // namespace ddp

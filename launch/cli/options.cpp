@@ -115,6 +115,7 @@ ParsedOptions parse_options(int argc, const char* const argv[]) {
   apply_optimisation_flags(t, c);
   apply_bench_flags(out.bench);
   check_batch_flags(vm);
+  check_zero_flags(vm);
   apply_fault_flags(t, c);
   apply_output_flags(t, c);
   // Which flags were given where first (the command line drops a config

@@ -2,7 +2,8 @@
 // ranks at --zero 3 resumes on 3 ranks at --zero 1 and on one at --zero 0,
 // and each lands where the straight 4-rank run lands; the banner and the
 // metrics give the memory per rank; --bench reports state, peak and bytes
-// sent; bad values and --cuda-graph beyond stage 1 are refused in one line.
+// sent; bad values, --cuda-graph beyond stage 1 and --zero-prefetch other
+// than at stage 3 are refused in one line.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -129,7 +130,8 @@ TEST(CliZero, BadValuesAndGraphsBeyondStageOneAreRefusedInOneLine) {
     return test::run_command(std::string(DDP_TRAIN_BINARY) + " --device cpu --data synthetic --steps 2 " + args +
                              " 2>&1");
   };
-  for (const char* args : {"--zero 4", "--zero -1", "--zero 2 --cuda-graph", "--zero 3 --cuda-graph"}) {
+  for (const char* args : {"--zero 4", "--zero -1", "--zero 2 --cuda-graph", "--zero 3 --cuda-graph",
+                           "--zero 3 --zero-prefetch -1", "--zero 2 --zero-prefetch 2", "--zero-prefetch 0"}) {
     const auto r = alone(args);
     EXPECT_NE(r.exit_code, 0) << args;
     EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << args << ": " << r.output;
@@ -137,6 +139,10 @@ TEST(CliZero, BadValuesAndGraphsBeyondStageOneAreRefusedInOneLine) {
   }
   EXPECT_NE(alone("--zero 3 --cuda-graph").output.find("--cuda-graph works with --zero 0 and 1 only"),
             std::string::npos);
+  EXPECT_NE(alone("--zero 2 --zero-prefetch 2").output.find("--zero-prefetch applies to --zero 3"), std::string::npos);
+  EXPECT_NE(alone("--zero 3 --zero-prefetch -1").output.find("--zero-prefetch must be >= 0"), std::string::npos);
+  const auto prefetch = alone("--zero 3 --zero-prefetch 2");
+  EXPECT_EQ(prefetch.exit_code, 0) << prefetch.output;
 }
 
 }  // namespace

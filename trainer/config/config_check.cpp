@@ -39,6 +39,7 @@ void check_ranges(const TrainConfig& c) {
   if (!(c.grad_predivide > 0) || !std::isfinite(c.grad_predivide))
     throw Error("--grad-predivide must be a positive number");
   if (c.zero_stage < 0 || c.zero_stage > 3) throw Error("--zero must be 0, 1, 2 or 3");
+  if (c.zero_prefetch < 0) throw Error("--zero-prefetch must be >= 0 (0: each layer's gather at its own hook)");
   if (c.zero_stage >= 2 && c.cuda_graph)
     throw Error("--cuda-graph works with --zero 0 and 1 only (stages 2 and 3 re-point gradients and weights per step)");
   if (c.base_batch < 0) throw Error("--base-batch must be positive");

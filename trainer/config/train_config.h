@@ -43,6 +43,7 @@ struct TrainConfig {
   bool cuda_graph = false;      // replay steady steps from a CUDA graph capture
   double grad_predivide = 1.0;  // gradients divided by this before the all-reduce, by world/this after
   int zero_stage = 0;  // ZeRO: 0 replicated; 1 masters and optimizer state sharded; 2 + FP16 grads; 3 + FP16 weights
+  int zero_prefetch = 1;         // stage 3: layer gathers started ahead of the layer that reads them (layer_shards.h)
   double bucket_mb = 25.0;       // all-reduce bucket size (MiB); 0: one all-reduce after backward
   double first_bucket_mb = 1.0;  // the first (last layers') bucket: small, so communication starts early
   int64_t epochs = 15;

@@ -17,7 +17,8 @@ void TrainStep::wire_shards(const ShardLayout& shards) {
   // at the size the first checkpoint of an uncaptured run grows it to.
   if (params_.sharded() && cfg_.cuda_graph) comm_.reserve_shard_staging(fp32_state_gather_layout(shards));
   if (params_.grads_sharded() || params_.weights_sharded())
-    layer_shards_ = std::make_unique<LayerShards>(backend_, comm_, model_, params_, shards, tables_, reducer_);
+    layer_shards_ =
+        std::make_unique<LayerShards>(backend_, comm_, model_, params_, shards, tables_, reducer_, cfg_.zero_prefetch);
   if (params_.sharded() && !params_.grads_sharded()) {
     const ParameterRegistry& registry = model_.parameters();
     for (size_t t = 0; t + 1 < registry.size(); ++t) {

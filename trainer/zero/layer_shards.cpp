@@ -15,14 +15,17 @@ size_t aligned(size_t count) {
 }  // namespace
 
 LayerShards::LayerShards(Backend& backend, Communicator& comm, Model& model, ParameterStore& params,
-                         const ShardLayout& layout, ParameterTables& tables, GradientReducer& reducer)
+                         const ShardLayout& layout, ParameterTables& tables, GradientReducer& reducer,
+                         int prefetch_depth)
     : backend_(backend),
       comm_(comm),
       model_(model),
       params_(params),
       layout_(layout),
       tables_(tables),
-      reducer_(reducer) {
+      reducer_(reducer),
+      prefetch_depth_(prefetch_depth) {
+  DDP_REQUIRE(prefetch_depth >= 0, "LayerShards: negative prefetch depth");
   const ParameterRegistry& registry = params.registry();
   DDP_REQUIRE(layout.range(comm.rank()) == params.owned(), "LayerShards: the layout is not the store's");
   for (int l = 0; l < model.layer_count(); ++l) layer_tensors_.push_back(model.layer_tensors(l));
@@ -46,7 +49,11 @@ LayerShards::LayerShards(Backend& backend, Communicator& comm, Model& model, Par
       slot_count = std::max(slot_count, need);
       layer_runs_.push_back(std::move(runs));
     }
-    for (Buffer<half16>& slot : slots_) slot = Buffer<half16>(backend, slot_count);
+    const size_t slots = static_cast<size_t>(std::max(2, prefetch_depth + 1));
+    for (size_t i = 0; i < slots; ++i) slots_.emplace_back(backend, slot_count);
+    for (int l = 0; l < model.layer_count(); ++l) schedule_.push_back(Gather{false, l});
+    for (int l = model.layer_count() - 1; l >= 0; --l) schedule_.push_back(Gather{true, l});
+    marks_.assign(schedule_.size(), 0);
     tables_.weights_fp16 = WeightTable(registry.size());  // no entry until a layer's gather
   }
   if (params.grads_sharded()) {
@@ -70,18 +77,53 @@ LayerShards::LayerShards(Backend& backend, Communicator& comm, Model& model, Par
     });
   }
   LayerHooks hooks;
-  if (params.weights_sharded()) hooks.before_forward = [this](int layer) { gather_layer(layer); };
+  if (params.weights_sharded()) hooks.before_forward = [this](int layer) { gather_hook(Gather{false, layer}); };
   hooks.before_backward = [this](int layer) {
-    if (params_.weights_sharded()) gather_layer(layer);
+    if (params_.weights_sharded()) gather_hook(Gather{true, layer});
     if (params_.grads_sharded()) stage_layer(layer);
   };
   model.set_layer_hooks(hooks);
   hooks_ = hooks;
 }
 
-void LayerShards::gather_layer(int layer) {
+void LayerShards::gather_hook(Gather at) {
+  // Where this hook is in the pass: the expected entry, or (a forward
+  // without its backward, a new micro-batch) wherever `at` first comes
+  // after it or from the start. Gathers started for other entries are
+  // let finish first, so no slot they write is handed out meanwhile.
+  size_t entry = next_entry_;
+  if (entry == schedule_.size() && at == schedule_[0]) {  // the last pass ended, every gather waited for
+    entry = 0;
+    started_end_ = 0;
+  }
+  if (entry >= schedule_.size() || !(schedule_[entry] == at)) {
+    entry = 0;
+    while (entry < schedule_.size() && !(schedule_[entry] == at)) ++entry;
+    DDP_REQUIRE(entry < schedule_.size(), "LayerShards: a hook for a layer the model does not have");
+    if (started_end_ > 0) comm_.wait_until(marks_[started_end_ - 1]);
+    started_end_ = entry;
+  }
+  if (started_end_ <= entry) start_gather(entry);
+  const size_t ahead = std::min(schedule_.size(), entry + 1 + static_cast<size_t>(prefetch_depth_));
+  while (started_end_ < ahead) {
+    start_gather(started_end_);
+    ++gathers_prefetched_;
+  }
+  comm_.wait_until(marks_[entry]);
   const ParameterRegistry& registry = params_.registry();
-  half16* slot = slots_[layer % 2].data();
+  half16* slot = slots_[entry % slots_.size()].data();
+  size_t position = 0;
+  for (const Run& run : layer_runs_[static_cast<size_t>(at.layer)]) {
+    for (size_t t = run.first; t < run.end; ++t)
+      tables_.weights_fp16.set(t, slot + position + (registry[t].offset - run.offset));
+    position += aligned(run.count);
+  }
+  next_entry_ = entry + 1;
+}
+
+void LayerShards::start_gather(size_t entry) {
+  const int layer = schedule_[entry].layer;
+  half16* slot = slots_[entry % slots_.size()].data();
   const size_t owned_begin = params_.owned().begin;
   size_t position = 0;
   for (const Run& run : layer_runs_[static_cast<size_t>(layer)]) {
@@ -89,13 +131,13 @@ void LayerShards::gather_layer(int layer) {
     const ShardRange mine = slice.range(comm_.rank());
     const half16* from = params_.owned_weights_fp16() + (mine.count() > 0 ? run.offset + mine.begin - owned_begin : 0);
     if (trace_ != nullptr) trace_->tag_next(-1, layer);
-    comm_.allgather_fp16(from, slot + position, slice);
+    comm_.start_allgather_fp16(from, slot + position, slice);
     if (trace_ != nullptr) trace_->tag_next(-1, -1);
     elements_gathered_ += run.count;
-    for (size_t t = run.first; t < run.end; ++t)
-      tables_.weights_fp16.set(t, slot + position + (registry[t].offset - run.offset));
     position += aligned(run.count);
   }
+  marks_[entry] = comm_.mark_started();
+  started_end_ = entry + 1;
 }
 
 void LayerShards::begin_step() {
@@ -158,7 +200,8 @@ LayerShards::WholeWeights LayerShards::gather_whole_weights() {
 void LayerShards::pause_hooks(bool paused) { model_.set_layer_hooks(paused ? LayerHooks{} : hooks_); }
 
 size_t LayerShards::buffer_bytes() const {
-  size_t bytes = slots_[0].size_bytes() + slots_[1].size_bytes();
+  size_t bytes = 0;
+  for (const Buffer<half16>& slot : slots_) bytes += slot.size_bytes();
   for (const Buffer<half16>& b : staging_pool_) bytes += b.size_bytes();
   return bytes;
 }

@@ -15,11 +15,21 @@
 //
 // Stage 3, weights: before a layer's forward and again before its backward
 // its tensors are all-gathered, run by run of consecutive tensors, from
-// every rank's range into one of two gather slots (alternating by layer, so
-// a layer's gather never overwrites the weights the layer before it still
-// reads on a device queue), and the weight table points at them. Nothing
-// else of the weights is held. The GPT's tied wte is gathered for its first
-// and its last layer. Evaluation and samples, whose forward passes are not
+// every rank's range into a gather slot, and the weight table points at
+// them. Nothing else of the weights is held. The GPT's tied wte is gathered
+// for its first and its last layer.
+//
+// Prefetch (--zero-prefetch N): a pass's gathers are one schedule, the
+// layers in forward order then in backward order; at each hook the layer's
+// own gather is waited for (Communicator::wait_until its mark: not the
+// reduce-scatters queued behind it) and the next N are started, so they
+// run on the communication thread or stream while this layer computes.
+// Gather i lands in slot i mod (N + 1) (at least two slots): the N in
+// flight and the one being read. The slot it overwrites held gather i - N - 1,
+// whose layer is done (on a device, the transport orders each collective
+// after the compute stream's work so far). N = 0 gathers each layer at its
+// hook, as before. Every N gives the same bits: the gathers move the same
+// values. Evaluation and samples, whose forward passes are not
 // collective (ranks may evaluate different numbers of batches), get the
 // whole FP16 weights gathered once into a transient buffer instead.
 #pragma once
@@ -41,8 +51,9 @@ class LayerShards {
  public:
   // Installs the model's hooks and, for a store with sharded gradients, the
   // reducer's staged mode. Everything must outlive this.
+  // prefetch_depth: the gathers started ahead of the layer that reads them.
   LayerShards(Backend& backend, Communicator& comm, Model& model, ParameterStore& params, const ShardLayout& layout,
-              ParameterTables& tables, GradientReducer& reducer);
+              ParameterTables& tables, GradientReducer& reducer, int prefetch_depth = 0);
 
   // A step's gradients begin: every staging buffer is free again (the
   // previous step's collectives completed in its finalize).
@@ -70,6 +81,10 @@ class LayerShards {
 
   // Test hook: how many staging buffers were allocated so far.
   size_t staging_allocations() const { return staging_pool_.size(); }
+  // Stage 3's gather slots: prefetch depth + 1, at least 2.
+  size_t gather_slots() const { return slots_.size(); }
+  // Gathers started ahead of their hook so far (prefetched), for tests.
+  size_t gathers_prefetched() const { return gathers_prefetched_; }
 
  private:
   struct Run {  // consecutive tensors [first, end) and their span of the layout
@@ -77,7 +92,15 @@ class LayerShards {
     size_t offset = 0, count = 0;
     ShardLayout slice{{0, 0}};  // the ranks' ranges of the span (set once: no allocation per step)
   };
-  void gather_layer(int layer);
+  // One entry of a pass's gather schedule: a layer before its forward or
+  // before its backward.
+  struct Gather {
+    bool backward = false;
+    int layer = 0;
+    bool operator==(const Gather& o) const { return backward == o.backward && layer == o.layer; }
+  };
+  void gather_hook(Gather at);
+  void start_gather(size_t entry);
   void stage_layer(int layer);
   void assign_staging(size_t bucket);
 
@@ -90,7 +113,13 @@ class LayerShards {
   GradientReducer& reducer_;
   std::vector<std::vector<size_t>> layer_tensors_;  // per layer, Model::layer_tensors once
   std::vector<std::vector<Run>> layer_runs_;        // per layer
-  Buffer<half16> slots_[2];                         // stage 3 gather slots
+  std::vector<Buffer<half16>> slots_;               // stage 3 gather slots
+  int prefetch_depth_ = 0;
+  std::vector<Gather> schedule_;                     // forward 0..L-1, then backward L-1..0
+  std::vector<Communicator::CollectiveMark> marks_;  // per schedule entry, once started
+  size_t next_entry_ = 0;                            // the entry the next hook is expected at
+  size_t started_end_ = 0;                           // entries [0, started_end_) of this pass started
+  size_t gathers_prefetched_ = 0;
   std::vector<size_t> bucket_of_tensor_;
   std::vector<Buffer<half16>> staging_pool_;  // every staging buffer allocated
   std::vector<int> pool_owner_;               // per pool buffer: the bucket it stages this step, -1: free
