@@ -161,7 +161,7 @@ TEST_F(AsyncCheckpoint, TheEndOfTheRunWaitsForTheLastWrite) {
 // A background write that fails stops the run at the next step boundary:
 // one error line naming the step and the file, exit 1, the previous
 // checkpoint kept and no temporary file left. The synchronous write's
-// failure is its own one line.
+// failure is its own one line; at two ranks the job ends.
 TEST_F(AsyncCheckpoint, AFailedBackgroundWriteIsOneErrorLine) {
   const std::string ck = dir + "/ck";
   const auto failed = test::run_command("env DDP_TEST_CHECKPOINT_WRITE=fail:6 " + test::trainer_command() + kRun +
@@ -176,6 +176,17 @@ TEST_F(AsyncCheckpoint, AFailedBackgroundWriteIsOneErrorLine) {
   EXPECT_EQ(failed.output.find("done:"), std::string::npos) << failed.output;
   EXPECT_EQ(names_in(ck), std::set<std::string>{checkpoint_file_name(3)});
   EXPECT_EQ(read_checkpoint(ckpt(ck, 3)).step, 3);
+
+#if defined(DDP_MPIEXEC)
+  // Rank 0 alone fails while its peer trains on: the job ends (MPI_Abort), not hangs.
+  const auto two =
+      test::run_command("env DDP_TEST_CHECKPOINT_WRITE=fail:6 " + test::mpiexec_prefix(2) + test::trainer_command() +
+                        kRun + " --zero 1 --async-checkpoint --checkpoint-dir " + dir + "/two 2>&1");
+  EXPECT_NE(two.exit_code, 0) << two.output;
+  EXPECT_EQ(lines_with(two.output, "ddp_train: error (rank 0 on ").size(), 1u) << two.output;
+  EXPECT_NE(two.output.find("the checkpoint of step 6, written in the background"), std::string::npos) << two.output;
+  EXPECT_EQ(names_in(dir + "/two"), std::set<std::string>{checkpoint_file_name(3)});
+#endif
 
   const auto sync = test::run_command("env DDP_TEST_CHECKPOINT_WRITE=fail:6 " + test::trainer_command() + kRun +
                                       " --checkpoint-dir " + dir + "/sync 2>&1");
