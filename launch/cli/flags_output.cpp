@@ -33,6 +33,10 @@ po::options_description output_flags(TrainConfig& c, FlagText& t) {
       ("checkpoint-dir", po::value(&c.checkpoint_dir), "directory for checkpoints")
       ("checkpoint-every", po::value(&c.checkpoint_every)->default_value(0), "steps between checkpoints (0: at the end only)")
       ("keep-checkpoints", po::value(&c.keep_checkpoints)->default_value(0), "keep the K newest (0: all)")
+      ("async-checkpoint", po::bool_switch(&c.async_checkpoint),
+       "copy the state to host memory at the step boundary and write the checkpoint on a background thread while "
+       "training goes on (one write in flight: the next checkpoint, the end and a stop wait for it; same files, "
+       "same atomic write and pruning)")
       ("resume", po::value(&c.resume_path)->implicit_value(""), "resume from PATH, or bare: the newest valid in --checkpoint-dir")
       ("save-weights", po::value(&c.save_weights_dir),
        "at the end, write the FP32 weights: PATH.safetensors one file under PyTorch state_dict names, else a "

@@ -72,6 +72,7 @@ constexpr Needs kNeeds[] = {
     {"trace-steps", "--trace (the file the timeline goes to)", tracing},
     {"base-batch", "--lr-scaling linear or sqrt", lr_scaled},
     {"checkpoint-every", "--checkpoint-dir", has_checkpoint_dir},
+    {"async-checkpoint", "--checkpoint-dir", has_checkpoint_dir},
     // Without a checkpoint the steps done are lost: the run cannot be continued.
     {"stop-after-steps", "--checkpoint-dir (a checkpoint to --resume from)", has_checkpoint_dir, false},
     {"lr-step-size", "--lr-schedule step", step_schedule},
@@ -145,8 +146,8 @@ void check_generate_flags(const TrainConfig& c, const BenchOptions& bench) {
   if (!c.predict_path.empty() || c.eval_only || bench.enabled)
     throw Error("--generate, --predict, --eval-only and --bench contradict each other: give one");
   for (const char* flag : {"save-weights", "steps", "epochs", "stop-after-steps", "checkpoint-every",
-                           "keep-checkpoints", "metrics", "train-text", "val-text", "val-fraction", "eval-every",
-                           "sample-every", "sample-length", "trace", "trace-steps"})
+                           "keep-checkpoints", "async-checkpoint", "metrics", "train-text", "val-text", "val-fraction",
+                           "eval-every", "sample-every", "sample-length", "trace", "trace-steps"})
     if (on_command_line(c, flag))
       throw Error(std::string("--") + flag + " has no meaning with --generate (it reads no data and writes " +
                   "nothing but the bytes on stdout)");
@@ -234,8 +235,8 @@ void check_flags_as_a_whole(TrainConfig& c, const BenchOptions& bench) {
       throw Error("--predict needs --resume or --init-weights (the weights to predict with)");
     if (c.eval_only || bench.enabled) throw Error("--predict, --eval-only and --bench contradict each other: give one");
     for (const char* flag :
-         {"save-weights", "steps", "epochs", "stop-after-steps", "checkpoint-every", "keep-checkpoints", "metrics",
-          "eval-every", "sample-every", "sample-length", "trace", "trace-steps"})
+         {"save-weights", "steps", "epochs", "stop-after-steps", "checkpoint-every", "keep-checkpoints",
+          "async-checkpoint", "metrics", "eval-every", "sample-every", "sample-length", "trace", "trace-steps"})
       if (on_command_line(c, flag))
         throw Error(std::string("--") + flag + " has no meaning with --predict (it writes nothing but --predictions)");
     if (on_command_line(c, "checkpoint-dir") && !(c.resume && c.resume_path.empty()))
@@ -267,8 +268,9 @@ void check_flags_as_a_whole(TrainConfig& c, const BenchOptions& bench) {
     if (!c.resume && c.init_weights_dir.empty())
       throw Error("--eval-only needs --resume or --init-weights (the weights to evaluate)");
     if (bench.enabled) throw Error("--eval-only and --bench contradict each other: give one");
-    for (const char* flag : {"save-weights", "steps", "epochs", "stop-after-steps", "checkpoint-every",
-                             "keep-checkpoints", "eval-every", "sample-every", "sample-length", "trace", "trace-steps"})
+    for (const char* flag :
+         {"save-weights", "steps", "epochs", "stop-after-steps", "checkpoint-every", "keep-checkpoints",
+          "async-checkpoint", "eval-every", "sample-every", "sample-length", "trace", "trace-steps"})
       if (on_command_line(c, flag))
         throw Error(std::string("--") + flag + " has no meaning with --eval-only (it trains nothing and writes " +
                     "nothing but --metrics)");
@@ -278,7 +280,7 @@ void check_flags_as_a_whole(TrainConfig& c, const BenchOptions& bench) {
   if (bench.enabled) {
     for (const char* flag :
          {"metrics", "checkpoint-dir", "resume", "save-weights", "init-weights", "steps", "epochs", "stop-after-steps",
-          "checkpoint-every", "keep-checkpoints", "eval-every", "sample-every", "sample-length"})
+          "checkpoint-every", "keep-checkpoints", "async-checkpoint", "eval-every", "sample-every", "sample-length"})
       if (on_command_line(c, flag))
         throw Error(std::string("--") + flag + " has no meaning with --bench (it times steps on random data and " +
                     "writes nothing but its JSON line)");

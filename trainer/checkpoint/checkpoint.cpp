@@ -112,8 +112,8 @@ TrainState parse_checkpoint(std::vector<uint8_t> bytes, const std::string& name)
 
 TrainState read_checkpoint(const std::string& path) { return parse_checkpoint(read_whole_file(path), path); }
 
-void write_checkpoint_atomic(const std::string& path, const TrainState& s) {
-  write_file_atomic(path, serialize_checkpoint(s), "checkpoint");
+void write_checkpoint_atomic(const std::string& path, const TrainState& s, const MidWriteHook& mid_write) {
+  write_file_atomic(path, serialize_checkpoint(s), "checkpoint", mid_write);
 }
 
 CheckpointHeader read_checkpoint_header(const std::string& path) {

@@ -23,6 +23,7 @@
 
 #include "kernels/error.h"
 #include "trainer/checkpoint/train_state.h"
+#include "trainer/io/atomic_file.h"
 
 namespace ddp {
 
@@ -46,7 +47,8 @@ std::vector<uint8_t> serialize_checkpoint(const TrainState& s);
 // renames it over `path` and fsyncs the directory, so `path` is at every
 // moment either the old complete file or the new complete one. On failure
 // the temporary file is removed and ddp::Error names the path and errno text.
-void write_checkpoint_atomic(const std::string& path, const TrainState& s);
+// `mid_write`: a test hook (atomic_file.h's MidWriteHook; empty: none).
+void write_checkpoint_atomic(const std::string& path, const TrainState& s, const MidWriteHook& mid_write = {});
 
 // Reads and fully validates (format, version, lengths, checksum, structure).
 // Throws CheckpointError, also when the file cannot be opened.

@@ -96,6 +96,10 @@ struct TrainConfig {
   std::string checkpoint_dir;
   int64_t checkpoint_every = 0;  // 0 = only at the end
   int keep_checkpoints = 0;      // 0 = keep all
+  // --async-checkpoint: the state is copied to host memory at the step
+  // boundary and rank 0 writes the file on a background thread while
+  // training goes on (trainer/checkpoint/async_checkpoint_writer.h).
+  bool async_checkpoint = false;
   bool resume = false;
   std::string resume_path;  // empty with resume = newest valid in checkpoint_dir
   std::string save_weights_dir;

@@ -37,7 +37,8 @@ void fsync_directory(const std::string& dir, const std::string& path, const std:
 
 }  // namespace
 
-void write_file_atomic(const std::string& path, const std::vector<uint8_t>& bytes, const std::string& what) {
+void write_file_atomic(const std::string& path, const std::vector<uint8_t>& bytes, const std::string& what,
+                       const MidWriteHook& mid_write) {
   const std::string temp_path = path + kTempFileMarker + std::to_string(::getpid());
   const int fd = ::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0) {
@@ -55,16 +56,24 @@ void write_file_atomic(const std::string& path, const std::vector<uint8_t>& byte
 
   // Plain write(2) on a descriptor: there is no user-space buffer to flush,
   // so fsync alone makes the data durable before the rename publishes it.
+  // With a hook, the bytes go in two halves and the hook runs between them.
   size_t written = 0;
-  while (written < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
-    if (n < 0) {
-      const int err = errno;
-      if (err == EINTR) continue;
-      fail("writing " + temp_path, err);
+  auto write_until = [&](size_t end) {
+    while (written < end) {
+      const ssize_t n = ::write(fd, bytes.data() + written, end - written);
+      if (n < 0) {
+        const int err = errno;
+        if (err == EINTR) continue;
+        fail("writing " + temp_path, err);
+      }
+      written += static_cast<size_t>(n);
     }
-    written += static_cast<size_t>(n);
+  };
+  if (mid_write) {
+    write_until(bytes.size() / 2);
+    if (const int err = mid_write(); err != 0) fail("writing " + temp_path, err);
   }
+  write_until(bytes.size());
   if (::fsync(fd) != 0) {
     const int err = errno;
     fail("syncing " + temp_path, err);

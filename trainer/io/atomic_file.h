@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -31,9 +32,17 @@ class FileWriteError : public Error {
   std::string problem_;
 };
 
+// A test hook (trainer/loop/fault_hooks.h) called once, when half of the
+// bytes are in the temporary file and none is synced: a crash there is a
+// crash mid-write. It returns 0 to go on, or an errno value that fails the
+// write there as a write(2) error would (the temporary file removed).
+using MidWriteHook = std::function<int()>;
+
 // Writes `bytes` to `path` as above. On failure the temporary file is
 // removed and FileWriteError names the step and the errno text.
-void write_file_atomic(const std::string& path, const std::vector<uint8_t>& bytes, const std::string& what);
+// `mid_write`: see MidWriteHook (empty: none, the bytes in one pass).
+void write_file_atomic(const std::string& path, const std::vector<uint8_t>& bytes, const std::string& what,
+                       const MidWriteHook& mid_write = {});
 
 // Closes a file descriptor when it goes out of scope.
 class FdCloser {

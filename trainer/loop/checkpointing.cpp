@@ -1,5 +1,5 @@
 // checkpointing.cpp: resume, restore, snapshot and checkpoint writes of the
-// trainer (checkpointing.h).
+// trainer (checkpointing.h), synchronous or on the background writer.
 #include "trainer/loop/checkpointing.h"
 
 #include <algorithm>
@@ -19,6 +19,32 @@
 #include "trainer/zero/sharded_state.h"
 
 namespace ddp {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Where a checkpoint goes and what pruning after it needs: copied into a
+// background write, which must not read the Checkpointing it came from.
+struct CheckpointTarget {
+  std::string dir;
+  std::string path;
+  int keep = 0;
+  uint64_t run_id = 0;
+  std::vector<int64_t> model_dims;
+};
+
+// Rank 0's part of a checkpoint, the same on either thread: the directory,
+// the file (atomic_file.h), then the lineage's older files pruned.
+void write_and_prune(const CheckpointTarget& target, const TrainState& s, const MidWriteHook& mid_write) {
+  std::error_code ec;
+  std::filesystem::create_directories(target.dir, ec);
+  if (ec) throw Error("--checkpoint-dir: cannot create " + target.dir + ": " + ec.message());
+  write_checkpoint_atomic(target.path, s, mid_write);
+  prune_checkpoints(target.dir, target.keep, target.run_id, target.model_dims, target.path);
+}
+
+}  // namespace
 
 Checkpointing::Checkpointing(const TrainConfig& cfg, const Dataset& train, ParameterStore& params, StepStateView& state,
                              EpochCursor& cursor, Communicator& comm, ProgressReporter& progress, const RunPlan& plan)
@@ -30,7 +56,8 @@ Checkpointing::Checkpointing(const TrainConfig& cfg, const Dataset& train, Param
       comm_(comm),
       progress_(progress),
       plan_(plan),
-      data_seed_(cfg.seed) {}
+      data_seed_(cfg.seed),
+      write_fault_(checkpoint_write_fault_from_env()) {}
 
 std::string Checkpointing::resolve_resume_path() {
   if (!cfg_.resume_path.empty()) return cfg_.resume_path;
@@ -222,14 +249,61 @@ std::string Checkpointing::path_at(int64_t step) const {
 
 void Checkpointing::write(int64_t step) {
   if (cfg_.checkpoint_dir.empty() || last_checkpoint_step_ == step) return;
+  const Clock::time_point start = Clock::now();
+  CheckpointTimes times;
+  // One write in flight at most: the files appear in step order, pruning
+  // sees what the synchronous path would, and one state copy is held.
+  if (cfg_.async_checkpoint && writer_.in_flight()) {
+    count_write(writer_.wait());
+    times.wait_s = seconds_since(start);
+  }
   TrainState s = snapshot(step);  // every rank downloads; only rank 0 writes
   last_checkpoint_step_ = step;
-  if (comm_.rank() != 0) return;
-  std::error_code ec;
-  std::filesystem::create_directories(cfg_.checkpoint_dir, ec);
-  if (ec) throw Error("--checkpoint-dir: cannot create " + cfg_.checkpoint_dir + ": " + ec.message());
-  write_checkpoint_atomic(path_at(step), s);
-  prune_checkpoints(cfg_.checkpoint_dir, cfg_.keep_checkpoints, run_id_, model_dims(cfg_), path_at(step));
+  if (comm_.rank() == 0) {
+    CheckpointTarget target{cfg_.checkpoint_dir, path_at(step), cfg_.keep_checkpoints, run_id_, model_dims(cfg_)};
+    MidWriteHook mid_write = checkpoint_write_hook(write_fault_, step);
+    if (cfg_.async_checkpoint) {
+      writer_.start(step, [target = std::move(target), s = std::move(s), mid_write = std::move(mid_write)] {
+        write_and_prune(target, s, mid_write);
+      });
+    } else {
+      write_and_prune(target, s, mid_write);
+    }
+  }
+  times.blocked_s = seconds_since(start);
+  count(times);
+}
+
+void Checkpointing::poll_write() {
+  if (writer_.in_flight()) count_write(writer_.poll());
+}
+
+void Checkpointing::wait_for_write() {
+  if (!writer_.in_flight()) return;
+  const Clock::time_point start = Clock::now();
+  count_write(writer_.wait());
+  CheckpointTimes times;
+  times.wait_s = seconds_since(start);
+  times.blocked_s = times.wait_s;
+  count(times);
+}
+
+void Checkpointing::count(const CheckpointTimes& times) {
+  interval_times_ += times;
+  run_times_ += times;
+}
+
+void Checkpointing::count_write(const std::optional<AsyncCheckpointWriter::Finished>& finished) {
+  if (!finished) return;
+  CheckpointTimes times;
+  times.write_s = finished->write_s;
+  count(times);
+}
+
+CheckpointTimes Checkpointing::take_interval_times() {
+  const CheckpointTimes times = interval_times_;
+  interval_times_ = CheckpointTimes{};
+  return times;
 }
 
 }  // namespace ddp

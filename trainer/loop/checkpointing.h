@@ -1,18 +1,23 @@
 // checkpointing.h: the trainer's side of checkpoints. Which checkpoint a
 // --resume starts from, restoring the trainer's parts from it, the state a
-// checkpoint holds now and writing it (rank 0), the run's lineage (run id),
-// and the outputs checked and opened before the first step.
+// checkpoint holds now and writing it (rank 0; with --async-checkpoint on a
+// background thread), what the checkpoints cost the loop, the run's lineage
+// (run id), and the outputs checked and opened before the first step.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "comm/communicator.h"
+#include "trainer/checkpoint/async_checkpoint_writer.h"
 #include "trainer/data/dataset.h"
+#include "trainer/loop/checkpoint_times.h"
 #include "trainer/loop/epoch_cursor.h"
+#include "trainer/loop/fault_hooks.h"
 #include "trainer/io/json_writer.h"
 #include "trainer/params/parameter_store.h"
 #include "trainer/report/progress_reporter.h"
@@ -59,8 +64,22 @@ class Checkpointing {
   TrainState snapshot(int64_t step);
   std::string path_at(int64_t step) const;
   // The checkpoint of `step`, once (no --checkpoint-dir: nothing). Every
-  // rank downloads the state; rank 0 writes it and prunes older ones.
+  // rank downloads the state; rank 0 writes it and prunes older ones, at
+  // once, or with --async-checkpoint on the writer thread after waiting for
+  // the previous write (whose error is thrown here).
   void write(int64_t step);
+  // --async-checkpoint, rank 0: collects a background write that has
+  // finished (its time; its error is thrown here), without waiting. Called
+  // at every step boundary, so a failed write stops the run at the next one.
+  void poll_write();
+  // --async-checkpoint, rank 0: waits for the write in flight (its error is
+  // thrown here): at the end of a run, and before a stop says its
+  // checkpoint is written. Elsewhere nothing.
+  void wait_for_write();
+  // What checkpoints cost since the last call (a step record's interval),
+  // and over this run.
+  CheckpointTimes take_interval_times();
+  const CheckpointTimes& run_times() const { return run_times_; }
 
   static uint64_t fresh_run_id();
 
@@ -78,6 +97,10 @@ class Checkpointing {
   int world() const { return comm_.world_size(); }
   int64_t global_batch() const { return cursor_.samples_per_rank_step() * world(); }
   void say(const std::string& line) { progress_.permanent(line); }
+  // Adds to this interval's and this run's times.
+  void count(const CheckpointTimes& times);
+  // A finished background write's time.
+  void count_write(const std::optional<AsyncCheckpointWriter::Finished>& finished);
 
   const TrainConfig& cfg_;
   const Dataset& train_;
@@ -93,6 +116,10 @@ class Checkpointing {
   bool resumed_ = false;
   uint64_t run_id_ = 0;
   int64_t last_checkpoint_step_ = -1;
+  const CheckpointWriteFault write_fault_;  // the environment's test hook (fault_hooks.h)
+  CheckpointTimes interval_times_, run_times_;
+  // Last: destroyed first, so a write in flight ends before the parts above go.
+  AsyncCheckpointWriter writer_;
 };
 
 }  // namespace ddp

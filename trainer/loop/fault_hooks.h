@@ -1,10 +1,13 @@
 // fault_hooks.h: the test hooks that make a run fail on purpose
-// (--inject-overflow-*, --stall-rank/--stall-at-step), so the tests can
-// check how the trainer and its peers behave when a step overflows or a
-// rank hangs.
+// (--inject-overflow-*, --stall-rank/--stall-at-step, and the environment's
+// DDP_TEST_CHECKPOINT_WRITE), so the tests can check how the trainer and its
+// peers behave when a step overflows, a rank hangs, or a checkpoint write
+// is cut short or fails.
 #pragma once
 
 #include <cstdint>
+
+#include "trainer/io/atomic_file.h"
 
 #include "kernels/backend.h"
 #include "kernels/half.h"
@@ -23,5 +26,23 @@ void inject_overflow(Backend& backend, half16* grads_fp16);
 // hung process would, when --stall-rank/--stall-at-step ask for it; its
 // peers wait. Never returns then.
 void stall_if_asked(const TrainConfig& cfg, int rank, int64_t step_1based);
+
+// DDP_TEST_CHECKPOINT_WRITE=hold:S or fail:S, read from the environment (a
+// test hook, so neither --help nor a --config shows it): the write of step
+// S's checkpoint, once half its bytes are in the temporary file, holds
+// there until the process is killed (a crash mid-write, on the writer
+// thread with --async-checkpoint while training goes on), or fails there as
+// a write(2) error (EIO) would. Unset or empty: no fault.
+struct CheckpointWriteFault {
+  enum class Kind { None, Hold, Fail };
+  Kind kind = Kind::None;
+  int64_t step = 0;
+};
+// Throws ddp::Error (one line) for a value that is not one of the above.
+CheckpointWriteFault checkpoint_write_fault_from_env();
+
+// The hook for the write of step `step`'s checkpoint (empty: no fault at
+// that step). Holding, it first says so on stderr, for the test to wait on.
+MidWriteHook checkpoint_write_hook(const CheckpointWriteFault& fault, int64_t step);
 
 }  // namespace ddp

@@ -60,7 +60,8 @@ void RunReport::memory(const StateBytes& state, size_t other_bytes, const ZeroFo
   metrics_->write(r);
 }
 
-void RunReport::log_step(const ProgressSnapshot& snap, double lr, double grad_norm, double allreduce_hidden_fraction) {
+void RunReport::log_step(const ProgressSnapshot& snap, double lr, double grad_norm, double allreduce_hidden_fraction,
+                         const CheckpointTimes& checkpoints) {
   progress_.log_line(snap);
   if (!metrics_) return;
   JsonRecord r;
@@ -69,7 +70,15 @@ void RunReport::log_step(const ProgressSnapshot& snap, double lr, double grad_no
   r.add("grad_norm", grad_norm).add("samples_per_s", snap.samples_per_s);
   r.add("allreduce_ms_per_step", snap.allreduce_ms_per_step);
   r.add("allreduce_hidden_fraction", allreduce_hidden_fraction);
+  add_checkpoint_fields(r, checkpoints);
   metrics_->write(r);
+}
+
+void RunReport::add_checkpoint_fields(JsonRecord& r, const CheckpointTimes& times) const {
+  if (cfg_.checkpoint_dir.empty()) return;
+  r.add("checkpoint_blocked_s", times.blocked_s);
+  if (!cfg_.async_checkpoint) return;
+  r.add("checkpoint_wait_s", times.wait_s).add("checkpoint_write_s", times.write_s);
 }
 
 std::string RunReport::eval_figures(const EvalResult& result) const {
@@ -139,6 +148,7 @@ void RunReport::summary(const TrainSummary& sum, double final_loss_scale, bool g
   r.add("allreduce_ms_per_step", sum.allreduce_ms_per_step);
   r.add("allreduce_hidden_fraction", sum.allreduce_hidden_fraction);
   r.add("graph_replays", sum.graph_replays);
+  add_checkpoint_fields(r, sum.checkpoints);  // the run's: its last checkpoint and the wait for it included
   metrics_->write(r);
 }
 
@@ -155,6 +165,7 @@ void RunReport::stopped_record(int signal, int64_t step, const TrainSummary& sum
   r.add("event", "stopped").add("signal", signal_name(signal)).add("step", step).add("steps_this_run", sum.steps);
   r.add("skipped_steps", sum.skipped_steps).add("wall_s", sum.wall_s);
   if (!checkpoint.empty()) r.add("checkpoint", checkpoint);
+  add_checkpoint_fields(r, sum.checkpoints);  // the run's, the stop's checkpoint and the wait for it included
   metrics_->write(r);
 }
 

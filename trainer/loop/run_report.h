@@ -13,6 +13,7 @@
 
 #include "comm/communicator.h"
 #include "trainer/data/dataset.h"
+#include "trainer/loop/checkpoint_times.h"
 #include "trainer/loop/epoch_cursor.h"
 #include "trainer/loop/evaluator.h"
 #include "trainer/io/json_writer.h"
@@ -73,8 +74,10 @@ class RunReport {
   void memory(const StateBytes& state, size_t other_bytes, const ZeroFormula& formula,
               const ActivationKinds& activations);
   // A --log-every step: `snap` filled in (loss over the ranks, interval
-  // figures; NaN all-reduce figures with --cuda-graph).
-  void log_step(const ProgressSnapshot& snap, double lr, double grad_norm, double allreduce_hidden_fraction);
+  // figures; NaN all-reduce figures with --cuda-graph), and with a
+  // --checkpoint-dir what checkpoints cost the loop in the interval.
+  void log_step(const ProgressSnapshot& snap, double lr, double grad_norm, double allreduce_hidden_fraction,
+                const CheckpointTimes& checkpoints);
   void eval(const EvalResult& result, int64_t step, int64_t epoch_1based, int64_t epochs_total);
   // --eval-only: "eval-only (step S): test loss ..." and an "eval" record with "eval_only": true.
   void eval_only(const EvalResult& result, int64_t step);
@@ -89,6 +92,9 @@ class RunReport {
 
  private:
   std::string eval_figures(const EvalResult& result) const;  // "test loss 0.4321, test accuracy 88.1% (...)"
+  // With a --checkpoint-dir: checkpoint_blocked_s, and with
+  // --async-checkpoint checkpoint_wait_s and checkpoint_write_s.
+  void add_checkpoint_fields(JsonRecord& r, const CheckpointTimes& times) const;
   int world() const { return comm_.world_size(); }
   int64_t global_batch() const { return cfg_.batch_size * cfg_.grad_accum * world(); }
 

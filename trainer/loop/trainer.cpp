@@ -178,6 +178,7 @@ TrainSummary Trainer::Impl::run() {
     const bool due = state_.due(step_, plan_.total_steps, st.log_step, evaluate);
     if (due) read_step_state(evaluate);
     tally.count_step(st.rows * world(), seconds_since(step_start));
+    checkpoints_.poll_write();  // a background write that failed stops the run here
     report_progress(st, tally);
     // Every rank evaluates at the same steps (its sums are collectives);
     // rank 0 alone samples, and nothing of sampling is collective.
@@ -241,7 +242,8 @@ void Trainer::Impl::report_progress(const TrainStep::Result& st, RunTally& tally
         train_step_.graphs_enabled() ? untimed : 1e3 * interval_allreduce.busy_s / tally.interval_steps;
     const double hidden = train_step_.graphs_enabled() ? untimed : interval_allreduce.hidden_fraction();
     tally.start_interval();
-    report_.log_step(snap, st.lr, st.outcome.grad_norm, hidden);
+    const CheckpointTimes checkpoint_times = checkpoints_.take_interval_times();
+    report_.log_step(snap, st.lr, st.outcome.grad_norm, hidden, checkpoint_times);
   }
   if (is_root() && report_.progress().live_line_due()) {
     // Rank 0's loss and step state as of the last read (every step on
@@ -281,7 +283,7 @@ TrainSummary Trainer::Impl::finish(int stop_signal, RunTally& tally) {
     say("stopping after " + std::to_string(tally.steps) + " steps (--stop-after-steps) at step " +
         std::to_string(step_) + " of " + std::to_string(plan_.total_steps));
   if (!evaluator_.ran_at(step_)) run_eval();
-  checkpoints_.write(step_);
+  checkpoints_.write(step_);  // --async-checkpoint: written while the weights are saved
   if (!cfg_.save_weights_dir.empty()) {
     const std::vector<float> masters = gather_fp32_state(comm_, params_, params_.master_weights_fp32);  // every rank
     if (is_root()) {
@@ -293,6 +295,10 @@ TrainSummary Trainer::Impl::finish(int stop_signal, RunTally& tally) {
       say("weights saved to " + cfg_.save_weights_dir);
     }
   }
+  // The run is done when its last checkpoint is whole: before the summary
+  // says so, and before the ranks agree on a late signal (which ends a
+  // rank at once from then on).
+  checkpoints_.wait_for_write();
 
   TrainSummary sum = summary_of_run(tally);
   tally.allreduce += comm_.take_allreduce_times();
@@ -316,6 +322,7 @@ TrainSummary Trainer::Impl::summary_of_run(const RunTally& tally) {
   sum.optimizer_steps = status.steps_taken;
   sum.samples_per_s = tally.samples_per_s();
   sum.wall_s = seconds_since(tally.run_start);
+  sum.checkpoints = checkpoints_.run_times();
   return sum;
 }
 
@@ -340,6 +347,7 @@ TrainSummary Trainer::Impl::finished_despite_signal(TrainSummary sum) {
 
 TrainSummary Trainer::Impl::stopped_by(int signal, const RunTally& tally) {
   checkpoints_.write(step_);
+  checkpoints_.wait_for_write();  // the line below says the checkpoint is there
   report_.stopped_line(signal, step_, checkpoint_named(step_));
   TrainSummary sum = summary_of_run(tally);
   sum.stop_signal = signal;

@@ -14,6 +14,7 @@
 #include "kernels/backend.h"
 #include "kernels/error.h"
 #include "trainer/data/batch_loader.h"
+#include "trainer/loop/checkpoint_times.h"
 #include "trainer/report/activation_bytes.h"
 #include "trainer/data/data_source.h"
 #include "trainer/config/train_config.h"
@@ -42,6 +43,7 @@ struct TrainSummary {
   double allreduce_ms_per_step = 0.0;      // mean over this run's steps (NaN with --cuda-graph: not timed)
   double allreduce_hidden_fraction = 0.0;  // of that time, the share behind backward (NaN likewise)
   int64_t graph_replays = 0;               // steps of this run replayed from a CUDA graph (--cuda-graph)
+  CheckpointTimes checkpoints;             // what this run's checkpoints cost the loop, the last one's included
   int stop_signal = 0;  // SIGINT/SIGTERM when a signal stopped the run early (checkpoint written), else 0
 };
 

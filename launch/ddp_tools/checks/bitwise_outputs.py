@@ -15,7 +15,7 @@ import sys
 
 # Fields of a metrics record that are measurements of time, not results.
 TIMING_FIELDS = {"samples_per_s", "tokens_per_s", "allreduce_ms_per_step", "allreduce_hidden_fraction", "wall_s",
-                 "step_ms", "ms_per_step", "mfu"}
+                 "step_ms", "ms_per_step", "mfu", "checkpoint_blocked_s", "checkpoint_wait_s", "checkpoint_write_s"}
 # Checkpoint metadata that differs between any two runs by design.
 LINEAGE_FIELDS = {"run_id", "crc32"}
 # Checkpoint metadata a later build added (an older one's checkpoints lack it).
