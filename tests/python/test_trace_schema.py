@@ -182,13 +182,13 @@ class TraceSchema(unittest.TestCase):
     def test_zero3_gathers_each_layer_before_its_forward_and_backward(self):
         out = os.path.join(self.tmp.name, "zero3")
         os.makedirs(out)
-        doc = run_ranks(2, out, ["--zero", "3"])
+        doc = run_ranks(2, out, ["--zero", "3", "--zero-prefetch", "0"])
         check_schema(self, doc)
         for r in (0, 1):
             for s in range(FIRST, LAST + 1):
                 comm = spans(doc, r, s, "comm", tid=1)
-                # The gathers run on the caller's thread, in the layer point
-                # before the layer's span opens: the same clock, no slack.
+                # Without prefetch each layer's gather is started and waited
+                # for in the layer point before the layer's span opens.
                 layer_spans = spans(doc, r, s, "forward") + spans(doc, r, s, "backward")
                 for layer_span in layer_spans:
                     layer = layer_span["args"]["layer"]
@@ -198,6 +198,30 @@ class TraceSchema(unittest.TestCase):
                     self.assertEqual((last["cat"], last["args"].get("op"), last["args"].get("layer")),
                                      ("comm", "all-gather", layer), (r, s, layer_span["name"], last["name"]))
                 self.assertTrue(all(e["args"]["op"] == "reduce-scatter" for e in comm if "bucket" in e["args"]))
+
+    def test_zero3_prefetched_gathers_end_before_their_layer_and_run_under_the_one_before(self):
+        out = os.path.join(self.tmp.name, "zero3_prefetch")
+        os.makedirs(out)
+        doc = run_ranks(2, out, ["--zero", "3", "--zero-prefetch", "1"])
+        check_schema(self, doc)
+        under = 0
+        for r in (0, 1):
+            for s in range(FIRST, LAST + 1):
+                comm = spans(doc, r, s, "comm", tid=1)
+                # The gathers run on the communication thread in the
+                # schedule's order (forward, then backward), the k-th for
+                # the k-th layer span, and each ends before its layer's
+                # span opens (the hook waits for it).
+                gathers = [e for e in comm if e["args"]["op"] == "all-gather"]
+                layer_spans = sorted(spans(doc, r, s, "forward") + spans(doc, r, s, "backward"), key=lambda e: e["ts"])
+                self.assertEqual(len(gathers), len(layer_spans), (r, s))
+                for gather, layer_span in zip(gathers, layer_spans):
+                    self.assertEqual(gather["args"]["layer"], layer_span["args"]["layer"], (r, s, gather["name"]))
+                    self.assertLessEqual(end(gather), layer_span["ts"] + GATHER_SLACK_US, (r, s, gather["name"]))
+                # Prefetched: the next layer's gather starts before this layer's span ends.
+                for gather, previous in zip(gathers[1:], layer_spans):
+                    under += gather["ts"] < end(previous)
+        self.assertGreater(under, 0, "no gather started while the layer before it ran: nothing prefetched")
 
     def test_zero1_accumulation_and_a_window_to_the_last_step(self):
         out = os.path.join(self.tmp.name, "zero1")
