@@ -47,19 +47,6 @@ std::string file_bytes(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-// Every "loss" and "test_loss" of a metrics file, in order.
-std::vector<double> losses_of(const std::string& metrics_path) {
-  std::ifstream in(metrics_path);
-  std::vector<double> losses;
-  std::string line;
-  while (std::getline(in, line))
-    for (const char* key : {"\"loss\":", "\"test_loss\":"}) {
-      const size_t at = line.find(key);
-      if (at != std::string::npos) losses.push_back(std::stod(line.substr(at + std::string(key).size())));
-    }
-  return losses;
-}
-
 TEST_F(CliAttention, FusedTrainsToExplicitsLossesWithinOnePercent) {
   std::vector<double> losses[2];
   const char* paths[] = {"explicit", "fused"};
@@ -67,7 +54,7 @@ TEST_F(CliAttention, FusedTrainsToExplicitsLossesWithinOnePercent) {
     const std::string metrics = dir + "/m-" + paths[i] + ".jsonl";
     const test::CommandResult r = run(gpt_args(40) + " --attention " + paths[i] + " --metrics " + metrics, 180);
     ASSERT_EQ(r.exit_code, 0) << r.output;
-    losses[i] = losses_of(metrics);
+    losses[i] = test::metrics_losses(metrics);
     ASSERT_GE(losses[i].size(), 41u) << "forty steps and the summary";
   }
   ASSERT_EQ(losses[0].size(), losses[1].size());

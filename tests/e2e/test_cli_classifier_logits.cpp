@@ -42,18 +42,6 @@ class CliClassifierLogits : public test::CliTest {
   std::string text;
 };
 
-std::vector<double> losses_of(const std::string& metrics_path) {
-  std::ifstream in(metrics_path);
-  std::vector<double> losses;
-  std::string line;
-  while (std::getline(in, line))
-    for (const char* key : {"\"loss\":", "\"test_loss\":"}) {
-      const size_t at = line.find(key);
-      if (at != std::string::npos) losses.push_back(std::stod(line.substr(at + std::string(key).size())));
-    }
-  return losses;
-}
-
 TEST_F(CliClassifierLogits, DropTrainsWithinATenthOfAPercentOfKeep) {
   std::vector<double> runs[2];
   std::string outputs[2];
@@ -62,7 +50,7 @@ TEST_F(CliClassifierLogits, DropTrainsWithinATenthOfAPercentOfKeep) {
     const test::CommandResult r =
         run(gpt_args() + " --classifier-logits " + (drop ? "drop" : "keep") + " --metrics " + metrics, 120);
     ASSERT_EQ(r.exit_code, 0) << r.output;
-    runs[drop] = losses_of(metrics);
+    runs[drop] = test::metrics_losses(metrics);
     outputs[drop] = r.output;
   }
   ASSERT_GE(runs[0].size(), 9u) << "eight steps and the summary";

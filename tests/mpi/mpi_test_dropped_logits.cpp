@@ -20,6 +20,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "mpi/mpi_gpt_config.h"
 #include "mpi/mpi_test_support.h"
+#include "mpi/mpi_trained_weights.h"
 #include "support/temp_dir.h"
 #include "trainer/loop/trainer.h"
 
@@ -27,17 +28,10 @@ namespace ddp {
 namespace {
 using test::failures_anywhere;
 
-struct Trained {
-  std::vector<float> master;
-  std::vector<half16> weights;
-};
+using Trained = test::TrainedWeights;
 
 Trained train(const TrainConfig& c, Communicator& comm, const TrainTestData& data) {
-  CpuBackend cpu(1);
-  Trainer t(c, cpu, comm, data);
-  t.prepare();
-  t.run();
-  return Trained{t.snapshot().master_weights_fp32, t.weights_fp16()};
+  return test::train_weights(c, comm, data);
 }
 
 // Whether this rank's FP16 weights are rank 0's, bit for bit.

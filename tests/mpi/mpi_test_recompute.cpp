@@ -15,6 +15,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "mpi/mpi_gpt_config.h"
 #include "mpi/mpi_test_support.h"
+#include "mpi/mpi_trained_weights.h"
 #include "support/temp_dir.h"
 #include "trainer/loop/trainer.h"
 #include "trainer/models/layers/recompute.h"
@@ -23,22 +24,11 @@ namespace ddp {
 namespace {
 using test::failures_anywhere;
 
-struct Trained {
-  std::vector<float> master;
-  std::vector<half16> weights;
-};
+using test::same_bits;
+using Trained = test::TrainedWeights;
 
 Trained train(const TrainConfig& c, Communicator& comm, const TrainTestData& data) {
-  CpuBackend cpu(1);
-  Trainer t(c, cpu, comm, data);
-  t.prepare();
-  t.run();
-  return Trained{t.snapshot().master_weights_fp32, t.weights_fp16()};
-}
-
-template <class T>
-bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+  return test::train_weights(c, comm, data);
 }
 
 TEST(Recompute, EveryLevelTrainsNonesBitsAtEveryZeroStage) {

@@ -19,6 +19,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "mpi/mpi_gpt_config.h"
 #include "mpi/mpi_test_support.h"
+#include "mpi/mpi_trained_weights.h"
 #include "support/temp_dir.h"
 #include "trainer/loop/trainer.h"
 
@@ -70,25 +71,18 @@ class LoggingCommunicator final : public Communicator {
   MpiCommunicator mpi_;
 };
 
-struct Trained {
-  std::vector<float> master;
-  std::vector<half16> weights;
-  size_t zero_buffers = 0;
-  std::string log;
+using test::same_bits;
+
+struct Trained : test::TrainedWeights {
+  std::string log;  // the layer hooks' marks and waits
 };
 
 Trained train(const TrainConfig& c, const TrainTestData& data) {
   LoggingCommunicator comm;
-  CpuBackend cpu(1);
-  Trainer t(c, cpu, comm, data);
-  t.prepare();
-  t.run();
-  return Trained{t.snapshot().master_weights_fp32, t.weights_fp16(), t.state_bytes().zero_buffers, comm.log};
-}
-
-template <class T>
-bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+  Trained r;
+  static_cast<test::TrainedWeights&>(r) = test::train_weights(c, comm, data);
+  r.log = comm.log;
+  return r;
 }
 
 // One pass's marks and waits at depth N over E gathers (layer_shards.h).

@@ -8,8 +8,10 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <initializer_list>
 #include <string>
+#include <vector>
 
 #include "support/temp_dir.h"
 #include "support/test_support.h"
@@ -63,5 +65,18 @@ class CliTest : public ::testing::Test {
  protected:
   const std::string dir;
 };
+
+// Every "loss" and "test_loss" of a metrics file, in order.
+inline std::vector<double> metrics_losses(const std::string& metrics_path) {
+  std::ifstream in(metrics_path);
+  std::vector<double> losses;
+  std::string line;
+  while (std::getline(in, line))
+    for (const char* key : {"\"loss\":", "\"test_loss\":"}) {
+      const size_t at = line.find(key);
+      if (at != std::string::npos) losses.push_back(std::stod(line.substr(at + std::string(key).size())));
+    }
+  return losses;
+}
 
 }  // namespace ddp::test

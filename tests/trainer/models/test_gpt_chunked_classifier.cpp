@@ -8,7 +8,6 @@
 
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -115,27 +114,9 @@ TEST(GptChunkedClassifier, PeakMemoryFallsByThePredictedAmount) {
 TEST(GptChunkedClassifier, TrainingRunsGiveTheUnchunkedBits) {
   const test::TempDir temp_dir("gpt_chunked");
   std::mt19937_64 rng(test::test_seed());
-  std::string text;
-  while (text.size() < 12000) text += static_cast<char>('a' + rng() % 20);
   const std::string path = temp_dir.path() + "/text.txt";
-  std::ofstream(path, std::ios::binary) << text;
-  TrainConfig c;
-  c.model = "gpt";
-  c.gpt = tiny_gpt(0);
-  c.data.kind = "text";
-  c.data.train_text = path;
-  c.data.block_size = 64;
-  c.data.vocab_size = 1024;
-  c.data.val_fraction = 0.1;
-  c.loss = LossKind::SoftmaxCrossEntropy;
-  c.loss_name = "xent";
-  c.optimizer = OptimizerKind::AdamW;
-  c.lr = 3e-3;
-  c.batch_size = 4;
-  c.grad_accum = 2;
-  c.steps = 6;
-  c.log_every = 1000000;
-  c.lr_schedule = LrScheduleKind::Constant;
+  test::write_random_letters(path, rng, 12000, 20);
+  TrainConfig c = test::gpt_text_run(tiny_gpt(0), path, 64, 1024, 6);
   CpuBackend cpu(2);
   const test::TrainingRun want = test::train_with(cpu, c);
   c.gpt.classifier_chunk = 100;  // 256 rows: pieces of 144 and 112

@@ -16,7 +16,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -253,27 +252,9 @@ TEST(GptDroppedLogits, PeakFallsByThePredictedAmountAndKindsMatchTheFormula) {
 TEST(GptDroppedLogits, TrainingRunsEndWhereKeepsDo) {
   const test::TempDir temp_dir("gpt_dropped");
   std::mt19937_64 rng(test::test_seed());
-  std::string text;
-  while (text.size() < 12000) text += static_cast<char>('a' + rng() % 20);
   const std::string path = temp_dir.path() + "/text.txt";
-  std::ofstream(path, std::ios::binary) << text;
-  TrainConfig c;
-  c.model = "gpt";
-  c.gpt = tiny_gpt(100, ClassifierLogits::Keep);
-  c.data.kind = "text";
-  c.data.train_text = path;
-  c.data.block_size = 64;
-  c.data.vocab_size = 1024;
-  c.data.val_fraction = 0.1;
-  c.loss = LossKind::SoftmaxCrossEntropy;
-  c.loss_name = "xent";
-  c.optimizer = OptimizerKind::AdamW;
-  c.lr = 3e-3;
-  c.batch_size = 4;
-  c.grad_accum = 2;
-  c.steps = 6;
-  c.log_every = 1000000;
-  c.lr_schedule = LrScheduleKind::Constant;
+  test::write_random_letters(path, rng, 12000, 20);
+  TrainConfig c = test::gpt_text_run(tiny_gpt(100, ClassifierLogits::Keep), path, 64, 1024, 6);
   CpuBackend keep_cpu(2);
   const test::TrainingRun keep = test::train_with(keep_cpu, c);
   c.gpt.classifier_logits = ClassifierLogits::Drop;

@@ -151,24 +151,7 @@ TEST(GptRecompute, PeakMemoryFallsByThePredictedAmount) {
 }
 
 TrainConfig gpt_run(const std::string& text_path) {
-  TrainConfig c;
-  c.model = "gpt";
-  c.gpt = tiny_gpt(Recompute::None);
-  c.data.kind = "text";
-  c.data.train_text = text_path;
-  c.data.block_size = 24;
-  c.data.vocab_size = 128;
-  c.data.val_fraction = 0.1;
-  c.loss = LossKind::SoftmaxCrossEntropy;
-  c.loss_name = "xent";
-  c.optimizer = OptimizerKind::AdamW;
-  c.lr = 3e-3;
-  c.batch_size = 4;
-  c.grad_accum = 2;
-  c.steps = 5;
-  c.log_every = 1000000;
-  c.lr_schedule = LrScheduleKind::Constant;
-  return c;
+  return test::gpt_text_run(tiny_gpt(Recompute::None), text_path, 24, 128, 5);
 }
 
 size_t differing(const std::vector<float>& a, const std::vector<float>& b) {
