@@ -140,6 +140,34 @@ class ScalingModelTest(unittest.TestCase):
         self.assertAlmostEqual(collective_s("all-reduce", nbytes, n, c, "ring")[0], want, delta=1e-12,
                                msg=self.msg)
 
+    def test_hybrid_sharding_reduces_in_the_group_then_across_the_groups(self):
+        g, nodes = 8, RNG.randint(2, 16)
+        n = g * nodes
+        inter = Link(self.bw / RNG.uniform(2, 20), self.lat * RNG.uniform(1, 5))
+        c = Cluster("h", g, Link(self.bw, self.lat), inter)
+        nbytes = RNG.uniform(1e6, 1e9)
+        p = profile([1e-3], [2e-3], [(nbytes, 0)], [nbytes], opt=8e-3)
+        # A group of the whole world (or more) is plain sharding.
+        flat = simulate_step(p, n, c, "ring", zero=1)
+        for size in (None, n, 2 * n):
+            same = simulate_step(p, n, c, "ring", zero=1, shard_size=size)
+            self.assertAlmostEqual(same.step_s, flat.step_s, delta=1e-15, msg=self.msg)
+        # Groups of a node: the bucket's reduce-scatter over 8 on NVLink, its 1/8 all-reduced over
+        # the nodes' ring on the inter link, the optimizer / 8, the weights all-gathered over 8.
+        r = simulate_step(p, n, c, "ring", zero=1, shard_size=g)
+        half = (g - 1) * self.lat + (g - 1) / g * nbytes / self.bw
+        across = ring_ar(nbytes / g, nodes, inter.bandwidth_Bps, inter.latency_s)
+        want = 1e-3 + 2e-3 + 8e-3 / g + (half + across) + half
+        self.assertAlmostEqual(r.step_s, want, delta=1e-12 + 1e-9 * want, msg=self.msg)
+        self.assertAlmostEqual(r.bytes_sent, 2 * (g - 1) / g * nbytes + 2 * (nodes - 1) / nodes * nbytes / g,
+                               delta=1e-6 * nbytes, msg=self.msg)
+        # Stage 3's gathers run in the group too: at many nodes, far cheaper than over the world.
+        layers = [RNG.uniform(1e6, 1e8) for _ in range(4)]
+        p3 = profile([1e-4] * 4, [2e-4] * 4, [(b, i) for i, b in reversed(list(enumerate(layers)))], layers)
+        self.assertLess(simulate_step(p3, n, c, zero=3, shard_size=g).exposed_s,
+                        simulate_step(p3, n, c, zero=3).exposed_s, msg=self.msg)
+        self.assertEqual(simulate_step(p3, n, c, zero=0, shard_size=g).step_s, simulate_step(p3, n, c).step_s)
+
     def test_gradient_accumulation_repeats_compute_not_communication(self):
         k, n = RNG.randint(2, 8), RNG.randint(2, 32)
         p = profile([1e-3, 2e-3], [3e-3, 4e-3], [(1e6, 1), (5e6, 0)], [1e6, 5e6], opt=1e-3, upload=5e-4, other=1e-4)

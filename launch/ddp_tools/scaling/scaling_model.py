@@ -54,7 +54,11 @@ def parse_args(argv):
                         "for N up to its N (repeatable)")
     p.add_argument("--algorithm", default="auto", choices=["ring", "tree", "auto"])
     p.add_argument("--zero", type=int, choices=[0, 1, 2, 3], help="ZeRO stage (default: the trace's)")
-    p.add_argument("--zero3-prefetch", action="store_true", help="overlap each ZeRO-3 gather with the previous layer")
+    p.add_argument("--zero3-prefetch", action="store_true",
+                   help="overlap each ZeRO-3 gather with the previous layer (the trainer's --zero-prefetch 1)")
+    p.add_argument("--zero-shard-size", type=int, default=None, metavar="G",
+                   help="hybrid sharding at --zero >= 1: state sharded within groups of G ranks, gradients "
+                        "reduce-scattered within a group and all-reduced across groups (default: the world)")
     p.add_argument("--grad-accum", type=int, help="micro-batches per step (default: the trace's)")
     p.add_argument("--ranks", default=",".join(map(str, DEFAULT_RANKS)), help="comma-separated N")
     p.add_argument("--mode", default="both", choices=["weak", "strong", "both"])
@@ -71,6 +75,8 @@ def parse_args(argv):
         p.error("--ranks: every N must be >= 1")
     if args.grad_accum is not None and args.grad_accum < 1:
         p.error(f"--grad-accum {args.grad_accum}: expected >= 1")
+    if args.zero_shard_size is not None and args.zero_shard_size < 1:
+        p.error(f"--zero-shard-size {args.zero_shard_size}: expected >= 1")
     return args
 
 
@@ -84,7 +90,7 @@ def load_cluster(args):
     return cluster, notes
 
 
-def sweep(profile, cluster, ranks_list, modes, algorithm, zero, accum, prefetch):
+def sweep(profile, cluster, ranks_list, modes, algorithm, zero, accum, prefetch, shard_size=None):
     """CSV rows (dicts) per mode and N, and the notes (strong scaling's stop)."""
     rows, notes = [], []
     for mode in modes:
@@ -96,7 +102,7 @@ def sweep(profile, cluster, ranks_list, modes, algorithm, zero, accum, prefetch)
                 notes.append(f"Strong scaling stops before N = {n}: the {profile.rows:g} rows of one rank's "
                              "micro-batch would leave fewer than 1 row per rank.")
                 break
-            r = simulate_step(profile, n, cluster, algorithm, zero, accum, per_rank, prefetch)
+            r = simulate_step(profile, n, cluster, algorithm, zero, accum, per_rank, prefetch, shard_size=shard_size)
             rate = per_rank * accum * n / r.step_s
             rows.append({"ranks": n, "mode": mode, "algorithm": "+".join(r.algorithms) or algorithm,
                          "zero_stage": zero, "step_s": r.step_s, "compute_s": r.compute_s, "comm_s": r.comm_s,
@@ -126,7 +132,12 @@ def assumptions(profile, cluster, args, zero, accum, extra):
         "waits (after backward, ZeRO's gathers). Step = upload + forward + backward + other + optimizer + exposed.",
         "ZeRO 1/2: reduce-scatter per bucket, optimizer / N, all-gather of the FP16 weights after the update "
         "(exposed). ZeRO 3: also each layer gathered before its forward and its backward "
-        + ("(prefetched one layer ahead)." if args.zero3_prefetch else "(exposed: no prefetch, as the trainer)."),
+        + ("(prefetched one layer ahead, as the trainer's default --zero-prefetch 1)." if args.zero3_prefetch
+           else "(exposed: no prefetch, as the trainer's --zero-prefetch 0)."),
+        ("Hybrid sharding (not yet in the trainer): the state sharded within groups of "
+         f"{args.zero_shard_size} ranks (gathers over G), each bucket reduce-scattered within the group then "
+         "its 1/G all-reduced across the groups (inter-node above one node), optimizer / G."
+         if getattr(args, "zero_shard_size", None) else "No hybrid sharding: every stage shards over all N ranks."),
         f"Gradient accumulation: {accum} x forward+backward, gradient collectives in the last backward only.",
         "Compute is linear in rows per rank (strong scaling divides the 1-rank batch by N) and the same on "
         "every rank: no stragglers, no network contention or congestion, no jitter, no compute slowed by "
@@ -217,25 +228,35 @@ def write_png(path, rows, title):
         plt.close(fig)
 
 
+# The projection's rows: (ZeRO stage, prefetch, shard size G or None).
+PROJECTION_SETTINGS = ((0, False, None), (3, False, None), (3, True, None), (3, False, 8), (3, True, 8))
+
+
 def projection(args):
-    """GPT-2 124M and the wide MLP at 8 ... 4096 H200s, weak scaling, ZeRO 0, 3 and 3 with the
-    (not yet implemented in the trainer) prefetch, args.algorithm (auto by default)."""
+    """GPT-2 124M and the wide MLP at 8 ... 4096 H200s, weak scaling: ZeRO 0, 3, 3 with the
+    trainer's prefetch, 3 with hybrid sharding over a node (G 8, not yet in the trainer), and both;
+    args.algorithm (auto by default)."""
     cluster, notes = load_cluster(args)
     lines = ["| model | ZeRO | N | step (ms) | compute (ms) | exposed comm (ms) | hidden | efficiency | algorithm |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     for name in ("gpt2-124m", "mlp-wide"):
         prof = inputs.synthetic_profile(name, args.mfu)
-        for zero, prefetch in ((0, False), (3, False), (3, True)):
-            rows, _ = sweep(prof, cluster, [8, 64, 512, 4096], ["weak"], args.algorithm, zero, 1, prefetch)
-            label = f"{zero}{' + prefetch' if prefetch else ''}"
+        for zero, prefetch, shard_size in PROJECTION_SETTINGS:
+            rows, _ = sweep(prof, cluster, [8, 64, 512, 1024, 4096], ["weak"], args.algorithm, zero, 1, prefetch,
+                            shard_size)
+            label = f"{zero}{' + prefetch' if prefetch else ''}{f' + hybrid G {shard_size}' if shard_size else ''}"
             for r in rows:
                 lines.append(f"| {name} | {label} | {r['ranks']} | {r['step_s'] * 1e3:.2f} | {r['compute_s'] * 1e3:.2f} "
                              f"| {r['exposed_s'] * 1e3:.2f} | {r['hidden_fraction'] * 100:.0f}% "
                              f"| {r['efficiency'] * 100:.1f}% | {r['algorithm']} |")
     prof = inputs.synthetic_profile("gpt2-124m", args.mfu)
     said = assumptions(prof, cluster, args, 0, 1, notes)[1:]
-    said[4] = said[4].replace("(exposed: no prefetch, as the trainer).", "(exposed: no prefetch, as the trainer; "
-                              "'+ prefetch': each gather issued one layer ahead, under the previous layer's compute).")
+    said[4] = said[4].replace("(exposed: no prefetch, as the trainer's --zero-prefetch 0).",
+                              "(exposed, as the trainer's --zero-prefetch 0; '+ prefetch': each gather issued one "
+                              "layer ahead, under the previous layer's compute, as its default --zero-prefetch 1).")
+    said[5] = ("'+ hybrid G 8' (not yet in the trainer): the state sharded within each node's 8 GPUs (FSDP's HSDP): "
+               "gathers over NVLink only; each bucket reduce-scattered in the node, then its 1/8 all-reduced "
+               "across the nodes over InfiniBand; optimizer / 8.")
     return lines, said
 
 
@@ -259,7 +280,8 @@ def main(argv=None):
     accum = profile.micro_batches if args.grad_accum is None else args.grad_accum
     cluster, notes = load_cluster(args)
     modes = ["weak", "strong"] if args.mode == "both" else [args.mode]
-    rows, stops = sweep(profile, cluster, args.ranks, modes, args.algorithm, zero, accum, args.zero3_prefetch)
+    rows, stops = sweep(profile, cluster, args.ranks, modes, args.algorithm, zero, accum, args.zero3_prefetch,
+                        args.zero_shard_size)
     said = assumptions(profile, cluster, args, zero, accum, notes + stops)
     text = ["# Scaling model", "", f"`{command}`", "", "Assumptions:", ""] + [f"- {s}" for s in said] + [""] + table(rows)
     print("\n".join(text))

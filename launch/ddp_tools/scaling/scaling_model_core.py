@@ -155,11 +155,16 @@ class StepResult:
 
 
 def simulate_step(profile, ranks, cluster, algorithm="auto", zero=0, grad_accum=1, rows=None,
-                  zero3_prefetch=False, measured_costs=None):
+                  zero3_prefetch=False, measured_costs=None, shard_size=None):
     """One optimizer step at `ranks` ranks, `rows` samples per micro-batch per rank (compute
     linear in rows), grad_accum micro-batches; returns a StepResult. measured_costs: seconds
     of each collective in issue order, replacing the alpha-beta costs (the validation's check
-    of the schedule arithmetic alone, with the durations a trace measured)."""
+    of the schedule arithmetic alone, with the durations a trace measured). shard_size G
+    (hybrid sharding, FSDP's HSDP, at --zero >= 1; None or >= ranks: the whole world): the
+    state is sharded within groups of G consecutive ranks, so the all-gathers run over G
+    ranks, and a gradient bucket is reduce-scattered within the group, then its 1/G shard
+    all-reduced across the ranks/G groups (inter-node where the groups span nodes); the
+    optimizer's work is divided by G."""
     if zero not in (0, 1, 2, 3):
         raise ModelError(f"--zero {zero}: expected 0, 1, 2 or 3")
     if grad_accum < 1:
@@ -170,11 +175,31 @@ def simulate_step(profile, ranks, cluster, algorithm="auto", zero=0, grad_accum=
     bwd = [s * scale for s in profile.backward_s]
     upload = profile.upload_s * scale
     layers = len(fwd)
-    state = {"t": 0.0, "comm_free": 0.0, "comm": 0.0, "exposed": 0.0}
+    group = ranks if zero == 0 or not shard_size or shard_size >= ranks else int(shard_size)
+    if group < 1:
+        raise ModelError(f"--zero-shard-size {shard_size}: expected >= 1")
+    state = {"t": 0.0, "comm_free": 0.0, "comm": 0.0, "exposed": 0.0, "sent": 0.0}
     ops, used = [], set()
 
+    def cost_of(op, nbytes):
+        """(seconds, algorithm, bytes one rank sends) of one of the step's collectives."""
+        if group == ranks:
+            cost, how = collective_s(op, nbytes, ranks, cluster, algorithm)
+            return cost, how, bytes_sent_per_rank(op, nbytes, ranks)
+        cost, how = collective_s(op, nbytes, group, cluster, algorithm)
+        how = f"{how} in G"
+        sent = bytes_sent_per_rank(op, nbytes, group)
+        if op == "reduce-scatter":  # then the shard across the groups
+            groups = math.ceil(ranks / group)
+            link = cluster.inter if ranks > cluster.gpus_per_node else cluster.intra
+            across, across_how = flat_allreduce(nbytes / group, groups, link, algorithm)
+            cost, how = cost + across, f"{how}, {across_how} across"
+            sent += bytes_sent_per_rank("all-reduce", nbytes / group, groups)
+        return cost, how, sent
+
     def issue(op, nbytes, at):
-        cost, how = collective_s(op, nbytes, ranks, cluster, algorithm)
+        cost, how, sent = cost_of(op, nbytes)
+        state["sent"] += sent
         if measured_costs is not None and len(ops) < len(measured_costs):
             cost, how = measured_costs[len(ops)], "measured"
         start = max(at, state["comm_free"])
@@ -239,7 +264,7 @@ def simulate_step(profile, ranks, cluster, algorithm="auto", zero=0, grad_accum=
             backward_end = state["t"]
             wait(state["comm_free"])
     tail_exposed = state["t"] - backward_end
-    optimizer = profile.optimizer_s / (ranks if zero >= 1 else 1)
+    optimizer = profile.optimizer_s / (group if zero >= 1 else 1)
     state["t"] += profile.other_s + optimizer
     if zero in (1, 2):  # the FP16 weights all-gathered after the update, not overlapped
         wait(issue("all-gather", sum(profile.layer_bytes), state["t"])[1])
@@ -249,7 +274,7 @@ def simulate_step(profile, ranks, cluster, algorithm="auto", zero=0, grad_accum=
                       exposed_s=state["exposed"], tail_exposed_s=tail_exposed,
                       hidden_fraction=min(1.0, max(0.0, 1 - state["exposed"] / state["comm"])) if state["comm"] > 0 else 1.0,
                       ops=ops, algorithms=sorted(used), bucket_exposed_s=bucket_exposed,
-                      bytes_sent=sum(bytes_sent_per_rank(op, b, ranks) for op, b in ops))
+                      bytes_sent=state["sent"], shard_size=group)
 
 
 def fit_alpha_beta(rows, ranks):
