@@ -18,6 +18,7 @@
 #include "comm/mpi_communicator.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "mpi/mpi_gpt_config.h"
+#include "mpi/mpi_logging_communicator.h"
 #include "mpi/mpi_test_support.h"
 #include "mpi/mpi_trained_weights.h"
 #include "support/temp_dir.h"
@@ -27,50 +28,6 @@ namespace ddp {
 namespace {
 using test::failures_anywhere;
 
-// MPI (forwarded: MpiCommunicator is final), with the order of the layer
-// hooks' marks ('M') and waits ('W').
-class LoggingCommunicator final : public Communicator {
- public:
-  int rank() const override { return mpi_.rank(); }
-  int world_size() const override { return mpi_.world_size(); }
-  std::string name() const override { return mpi_.name(); }
-  void allreduce_sum_fp16(half16* data, size_t count) override { mpi_.allreduce_sum_fp16(data, count); }
-  void broadcast_bytes(void* data, size_t size_bytes, int root) override {
-    mpi_.broadcast_bytes(data, size_bytes, root);
-  }
-  double allreduce_sum_host(double value) override { return mpi_.allreduce_sum_host(value); }
-  int64_t allreduce_max_host(int64_t value) override { return mpi_.allreduce_max_host(value); }
-  void allreduce_max_int32(int32_t* data, size_t count) override { mpi_.allreduce_max_int32(data, count); }
-  void barrier() override { mpi_.barrier(); }
-  void reduce_scatter_sum_fp16(const half16* send, half16* recv, const ShardLayout& layout) override {
-    mpi_.reduce_scatter_sum_fp16(send, recv, layout);
-  }
-  void allgather_fp16(const half16* mine, half16* full, const ShardLayout& layout) override {
-    mpi_.allgather_fp16(mine, full, layout);
-  }
-  void start_allreduce_sum_fp16(half16* data, size_t count) override { mpi_.start_allreduce_sum_fp16(data, count); }
-  void start_reduce_scatter_sum_fp16(const half16* send, half16* recv, const ShardLayout& layout) override {
-    mpi_.start_reduce_scatter_sum_fp16(send, recv, layout);
-  }
-  void start_allgather_fp16(const half16* mine, half16* full, const ShardLayout& layout) override {
-    mpi_.start_allgather_fp16(mine, full, layout);
-  }
-  void wait_allreduces() override { mpi_.wait_allreduces(); }
-  AllreduceTimes take_allreduce_times() override { return mpi_.take_allreduce_times(); }
-  CollectiveMark mark_started() override {
-    log += 'M';
-    return mpi_.mark_started();
-  }
-  void wait_until(CollectiveMark mark) override {
-    log += 'W';
-    mpi_.wait_until(mark);
-  }
-  std::string log;
-
- private:
-  MpiCommunicator mpi_;
-};
-
 using test::same_bits;
 
 struct Trained : test::TrainedWeights {
@@ -78,7 +35,7 @@ struct Trained : test::TrainedWeights {
 };
 
 Trained train(const TrainConfig& c, const TrainTestData& data) {
-  LoggingCommunicator comm;
+  test::LoggingCommunicator comm;
   Trained r;
   static_cast<test::TrainedWeights&>(r) = test::train_weights(c, comm, data);
   r.log = comm.log;

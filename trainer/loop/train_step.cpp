@@ -167,6 +167,7 @@ StepOutcome TrainStep::reduce_and_update(bool log_step) {
   reducer_.finalize();
   if (tracer_) tracer_->begin_span("optimizer");
   const StepOutcome outcome = optimizer_.step(state_.device(), log_step);
+  if (overlap_update_gathers_) layer_shards_->start_updated_weight_gathers();
   backend_.step_status_finish(scale_rule_, state_.device());
   if (tracer_) tracer_->end_span();
   return outcome;

@@ -119,7 +119,8 @@ class TrainStep {
   // params' buffers per tensor, as the model reads them (params/tensor_table.h);
   // at --zero 2 and 3 the sharded ones are the layer hooks' (layer_shards.h).
   ParameterTables tables_;
-  std::unique_ptr<LayerShards> layer_shards_;  // --zero 2 and 3: the hooks that stage gradients and gather weights
+  std::unique_ptr<LayerShards> layer_shards_;  // --zero 1-3: the hooks that stage gradients and gather weights
+  bool overlap_update_gathers_ = false;        // stages 1 and 2 (uncaptured): layer_shards_ gathers after the update
   // --zero >= 1 with whole FP16 gradients: the padding between tensors, as
   // (offset, count). An in-place reduce-scatter leaves other ranks' sums in
   // a rank's buffer (MPI_IN_PLACE's scratch), padding included, and

@@ -70,7 +70,7 @@ StepOutcome MixedPrecisionOptimizer::step(StepStatus* status, bool want_norm) {
   // Every rank's updated range to every rank (a skipped step re-sends the
   // unchanged weights: the decision is on the device, the host never waits).
   // Stage 3 holds its range alone: the layers gather what they read.
-  if (shards_ && !params_.weights_sharded()) {
+  if (shards_ && !params_.weights_sharded() && !weight_gather_deferred_) {
     shards_->comm.allgather_fp16(params_.weights_fp16.data() + owned.begin, params_.weights_fp16.data(),
                                  shards_->layout);
     elements_gathered_ += params_.count();

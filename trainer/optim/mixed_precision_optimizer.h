@@ -72,6 +72,10 @@ class MixedPrecisionOptimizer {
 
   // FP16 elements all-gathered so far (sharded: the whole layout per step).
   size_t elements_gathered() const { return elements_gathered_; }
+  // Stages 1 and 2: leave the all-gather of the updated FP16 weights to the
+  // caller (LayerShards::start_updated_weight_gathers, overlapped with the
+  // next forward) instead of running it at the end of step().
+  void defer_weight_gather(bool deferred) { weight_gather_deferred_ = deferred; }
 
   // True when step() waits for the device (clipping or a wanted norm).
   bool needs_host(bool want_norm) const { return config_.clip_grad_norm > 0.0 || want_norm; }
@@ -92,6 +96,7 @@ class MixedPrecisionOptimizer {
   std::optional<Shards> shards_;  // empty: unsharded
   Buffer<float> grad_norm_;       // (1)
   size_t elements_gathered_ = 0;
+  bool weight_gather_deferred_ = false;
 };
 
 }  // namespace ddp

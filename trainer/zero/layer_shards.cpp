@@ -16,7 +16,7 @@ size_t aligned(size_t count) {
 
 LayerShards::LayerShards(Backend& backend, Communicator& comm, Model& model, ParameterStore& params,
                          const ShardLayout& layout, ParameterTables& tables, GradientReducer& reducer,
-                         int prefetch_depth)
+                         int prefetch_depth, bool overlap_update_gathers)
     : backend_(backend),
       comm_(comm),
       model_(model),
@@ -76,8 +76,12 @@ LayerShards::LayerShards(Backend& backend, Communicator& comm, Model& model, Par
       return staging_pool_[static_cast<size_t>(staging_of_bucket_[bucket])].data();
     });
   }
+  DDP_REQUIRE(!overlap_update_gathers || !params.weights_sharded(),
+              "LayerShards: stage 3 gathers each layer's weights; there are no updated weights to gather");
+  if (overlap_update_gathers) plan_update_chunks();
   LayerHooks hooks;
   if (params.weights_sharded()) hooks.before_forward = [this](int layer) { gather_hook(Gather{false, layer}); };
+  if (overlap_update_gathers) hooks.before_forward = [this](int layer) { wait_for_updated_layer(layer); };
   hooks.before_backward = [this](int layer) {
     if (params_.weights_sharded()) gather_hook(Gather{true, layer});
     if (params_.grads_sharded()) stage_layer(layer);
@@ -138,6 +142,66 @@ void LayerShards::start_gather(size_t entry) {
   }
   marks_[entry] = comm_.mark_started();
   started_end_ = entry + 1;
+}
+
+// The layout cut at the gradient buckets' boundaries (every element in one
+// chunk, the gaps between buckets included), in forward order: the
+// registry puts the last layer first, so from the highest offset down.
+void LayerShards::plan_update_chunks() {
+  std::vector<size_t> cuts{0, layout_.total_count()};
+  for (const GradientBucket& b : reducer_.buckets()) {
+    cuts.push_back(b.offset);
+    cuts.push_back(b.offset + b.count);
+  }
+  std::sort(cuts.begin(), cuts.end());
+  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+  for (size_t i = cuts.size() - 1; i > 0; --i) {
+    if (cuts[i] > layout_.total_count()) continue;
+    UpdateChunk chunk;
+    chunk.offset = cuts[i - 1];
+    chunk.count = cuts[i] - cuts[i - 1];
+    chunk.slice = layout_.slice(chunk.offset, chunk.count);
+    update_chunks_.push_back(std::move(chunk));
+  }
+  update_marks_.assign(update_chunks_.size(), 0);
+  const ParameterRegistry& registry = params_.registry();
+  const auto position_of = [&](size_t element) {
+    for (size_t c = 0; c < update_chunks_.size(); ++c)
+      if (element >= update_chunks_[c].offset && element < update_chunks_[c].offset + update_chunks_[c].count) return c;
+    throw Error("LayerShards: an element outside the layout");
+  };
+  for (const std::vector<size_t>& tensors : layer_tensors_) {
+    size_t last = 0;
+    for (size_t t : tensors) {
+      if (registry[t].count == 0) continue;
+      last = std::max({last, position_of(registry[t].offset), position_of(registry[t].offset + registry[t].count - 1)});
+    }
+    layer_update_chunk_.push_back(last);
+  }
+}
+
+void LayerShards::start_updated_weight_gathers() {
+  DDP_REQUIRE(!update_chunks_.empty(), "LayerShards: not made to gather the updated weights");
+  for (size_t c = 0; c < update_chunks_.size(); ++c) {
+    const UpdateChunk& chunk = update_chunks_[c];
+    half16* full = params_.weights_fp16.data() + chunk.offset;
+    // In place: this rank's part of the chunk is where the update wrote it.
+    comm_.start_allgather_fp16(full + chunk.slice.range(comm_.rank()).begin, full, chunk.slice);
+    elements_gathered_ += chunk.count;
+    update_marks_[c] = comm_.mark_started();
+  }
+  updates_pending_ = true;
+}
+
+void LayerShards::wait_for_updated_layer(int layer) {
+  if (!updates_pending_) return;
+  comm_.wait_until(update_marks_[layer_update_chunk_[static_cast<size_t>(layer)]]);
+}
+
+void LayerShards::finish_updated_gathers() {
+  if (!updates_pending_) return;
+  comm_.wait_until(update_marks_.back());
+  updates_pending_ = false;
 }
 
 void LayerShards::begin_step() {

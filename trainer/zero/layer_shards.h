@@ -1,6 +1,7 @@
-// layer_shards.h: ZeRO stages 2 and 3 on the model's layer hooks (model.h)
-// and tables (tensor_table.h), for a store whose FP16 gradients (stage 2)
-// and FP16 weights (stage 3) hold this rank's range only.
+// layer_shards.h: ZeRO on the model's layer hooks (model.h) and tables
+// (tensor_table.h): stage 1 and 2's all-gather of the updated weights, for
+// a store whose FP16 gradients (stage 2) and FP16 weights (stage 3) hold
+// this rank's range only.
 //
 // Stage 2, gradients: before a layer's backward, each bucket holding one of
 // its tensors gets a staging buffer (the padding between its tensors
@@ -17,7 +18,10 @@
 // its tensors are all-gathered, run by run of consecutive tensors, from
 // every rank's range into a gather slot, and the weight table points at
 // them. Nothing else of the weights is held. The GPT's tied wte is gathered
-// for its first and its last layer.
+// for its first and its last layer. Evaluation and samples, whose forward
+// passes are not collective (ranks may evaluate different numbers of
+// batches), get the whole FP16 weights gathered once into a transient
+// buffer instead.
 //
 // Prefetch (--zero-prefetch N): a pass's gathers are one schedule, the
 // layers in forward order then in backward order; at each hook the layer's
@@ -29,9 +33,16 @@
 // whose layer is done (on a device, the transport orders each collective
 // after the compute stream's work so far). N = 0 gathers each layer at its
 // hook, as before. Every N gives the same bits: the gathers move the same
-// values. Evaluation and samples, whose forward passes are not
-// collective (ranks may evaluate different numbers of batches), get the
-// whole FP16 weights gathered once into a transient buffer instead.
+// values.
+//
+// Stages 1 and 2, the updated weights (overlap_update_gathers): after the
+// optimizer step the FP16 weights are all-gathered in place chunk by chunk
+// (the gradient buckets' ranges, in forward order: the first layers'
+// first), each chunk's mark kept, and before each layer's forward the
+// layer waits for the chunks holding its tensors only, so the gathers of
+// the later layers run under the earlier layers' compute (Megatron's
+// --overlap-param-gather). Anything else that reads the weights between
+// steps (evaluation, samples, a download) calls finish_updated_gathers().
 #pragma once
 
 #include <cstddef>
@@ -51,9 +62,19 @@ class LayerShards {
  public:
   // Installs the model's hooks and, for a store with sharded gradients, the
   // reducer's staged mode. Everything must outlive this.
-  // prefetch_depth: the gathers started ahead of the layer that reads them.
+  // prefetch_depth: the gathers started ahead of the layer that reads them
+  // (stage 3); overlap_update_gathers: stages 1 and 2's gathers after the
+  // update are this object's (start_updated_weight_gathers).
   LayerShards(Backend& backend, Communicator& comm, Model& model, ParameterStore& params, const ShardLayout& layout,
-              ParameterTables& tables, GradientReducer& reducer, int prefetch_depth = 0);
+              ParameterTables& tables, GradientReducer& reducer, int prefetch_depth = 0,
+              bool overlap_update_gathers = false);
+
+  // Stages 1 and 2: starts the in-place all-gathers of the updated FP16
+  // weights, chunk by chunk in forward order; each layer's forward waits
+  // for its own chunks.
+  void start_updated_weight_gathers();
+  // Completes them (before the weights are read outside a forward pass).
+  void finish_updated_gathers();
 
   // A step's gradients begin: every staging buffer is free again (the
   // previous step's collectives completed in its finalize).
@@ -101,6 +122,8 @@ class LayerShards {
   };
   void gather_hook(Gather at);
   void start_gather(size_t entry);
+  void plan_update_chunks();
+  void wait_for_updated_layer(int layer);
   void stage_layer(int layer);
   void assign_staging(size_t bucket);
 
@@ -120,6 +143,17 @@ class LayerShards {
   size_t next_entry_ = 0;                            // the entry the next hook is expected at
   size_t started_end_ = 0;                           // entries [0, started_end_) of this pass started
   size_t gathers_prefetched_ = 0;
+  // Stages 1 and 2's gathers after the update: chunks of the layout in
+  // gather order, each with its slice and its mark this step; per layer the
+  // last chunk (in gather order) holding one of its tensors.
+  struct UpdateChunk {
+    size_t offset = 0, count = 0;
+    ShardLayout slice{{0, 0}};
+  };
+  std::vector<UpdateChunk> update_chunks_;
+  std::vector<Communicator::CollectiveMark> update_marks_;
+  std::vector<size_t> layer_update_chunk_;
+  bool updates_pending_ = false;
   std::vector<size_t> bucket_of_tensor_;
   std::vector<Buffer<half16>> staging_pool_;  // every staging buffer allocated
   std::vector<int> pool_owner_;               // per pool buffer: the bucket it stages this step, -1: free
