@@ -8,7 +8,7 @@ GPT2LMHeadModel (PyPI, on Debian's torch), on randomly initialised tiny GPT2Conf
 (a) theirs in ours: a save_pretrained directory read by --init-weights; our --eval-only loss
     on the same windows equals theirs within LOSS_REL, our --generate-logits equal their
     logits at every generated position within LOGIT_TOL, and greedy generation gives the
-    same tokens; the same from the bare model.safetensors (with --n-head), and from a
+    same tokens (or the same up to a near-tie their logits put within twice LOGIT_TOL); the same from the bare model.safetensors (with --n-head), and from a
     GPT2Model save (names without "transformer.", the causal-mask buffers, lm_head tied);
 (b) ours in theirs: a run's --save-weights DIR --weights-format hf loads with
     from_pretrained with no missing or unexpected keys, their loss on the validation
@@ -118,6 +118,19 @@ def hf_greedy(model, prompt_ids, n):
     return [int(v) for v in out[0][len(prompt_ids):]]
 
 
+def greedy_agrees(ours, theirs, their_logits_on_ours):
+    """(agree, the position they split at or None): the same tokens, or the same up to a
+    position where their logits for our sequence put our token within twice LOGIT_TOL (both
+    sides' errors) of their best: a near-tie that FP16 may break the other way, after which
+    the two continuations differ legitimately (seen once in CI: a 3e-3 margin)."""
+    for p, (a, b) in enumerate(zip(ours, theirs)):
+        if a != b:
+            row = their_logits_on_ours[p]
+            best = float(row.max())
+            return best - float(row[a]) <= 2 * (LOGIT_TOL_ABS + LOGIT_TOL_REL * abs(best)), p
+    return len(ours) == len(theirs), None
+
+
 def hf_step_logits(model, prompt_ids, generated):
     """Their logits at each position that drew a token (teacher-forced on the tokens drawn)."""
     ids = torch.tensor([prompt_ids + generated[:-1]])
@@ -173,9 +186,11 @@ def part_a(r, rng):
     check(g.returncode == 0, f"(a) --generate runs: {why(g)}")
     if g.returncode == 0:
         theirs = hf_greedy(model, list(prompt), 20)
-        check(list(g.stdout) == theirs, f"(a) greedy tokens equal: ours {list(g.stdout)} theirs {theirs}")
         ours_logits = np.load(logits_path)
         want = hf_step_logits(model, list(prompt), list(g.stdout))
+        agree, split = greedy_agrees(list(g.stdout), theirs, want)
+        check(agree, f"(a) greedy tokens equal{f' up to a near-tie at {split}' if split is not None else ''}: "
+                     f"ours {list(g.stdout)} theirs {theirs}")
         err = np.abs(ours_logits - want) - LOGIT_TOL_REL * np.abs(want)
         check(ours_logits.shape == want.shape and err.max() <= LOGIT_TOL_ABS,
               f"(a) logits at {want.shape[0]} positions: max |ours - theirs| {np.abs(ours_logits - want).max():.2e}")
