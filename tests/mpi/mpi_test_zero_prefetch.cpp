@@ -85,7 +85,9 @@ TEST(ZeroPrefetch, EveryDepthTrainsTheSameBitsAndStartsGathersAhead) {
         EXPECT_EQ(failures_anywhere(got.log != passes), 0)
             << what << " --zero-prefetch " << depth << ": marks and waits " << got.log << ", passes of " << pass;
         if (depth == 1) slot_bytes = got.zero_buffers - none.zero_buffers;
-        if (depth == 3) EXPECT_EQ(failures_anywhere(got.zero_buffers <= none.zero_buffers), 0) << what;
+        if (depth == 3) {
+          EXPECT_EQ(failures_anywhere(got.zero_buffers <= none.zero_buffers), 0) << what;
+        }
       }
       EXPECT_EQ(slot_bytes, 0u) << "depth 1 holds depth 0's two slots";
       const std::string pass = expected_pass(gathers, 0);
