@@ -28,19 +28,6 @@ namespace ddp {
 namespace {
 using test::failures_anywhere;
 
-using Trained = test::TrainedWeights;
-
-Trained train(const TrainConfig& c, Communicator& comm, const TrainTestData& data) {
-  return test::train_weights(c, comm, data);
-}
-
-// Whether this rank's FP16 weights are rank 0's, bit for bit.
-bool same_as_rank0(const std::vector<half16>& weights) {
-  std::vector<half16> rank0 = weights;
-  MPI_Bcast(rank0.data(), static_cast<int>(rank0.size() * sizeof(half16)), MPI_BYTE, 0, MPI_COMM_WORLD);
-  return std::memcmp(rank0.data(), weights.data(), weights.size() * sizeof(half16)) == 0;
-}
-
 TEST(DroppedLogits, TrainsAsKeepAtEveryZeroStage) {
   MpiCommunicator comm;
   const test::TempDir own("mpi_dropped_logits");  // each rank its own text file
@@ -54,9 +41,9 @@ TEST(DroppedLogits, TrainsAsKeepAtEveryZeroStage) {
       c.grad_accum = accum;
       c.zero_stage = stage;
       c.gpt.classifier_logits = ClassifierLogits::Keep;
-      const Trained keep = train(c, comm, data);
+      const test::TrainedWeights keep = test::train_weights(c, comm, data);
       c.gpt.classifier_logits = ClassifierLogits::Drop;
-      const Trained drop = train(c, comm, data);
+      const test::TrainedWeights drop = test::train_weights(c, comm, data);
       double diff_squares = 0, keep_squares = 0;
       for (size_t i = 0; i < keep.master.size() && i < drop.master.size(); ++i) {
         diff_squares += std::pow(static_cast<double>(drop.master[i]) - keep.master[i], 2);
@@ -67,7 +54,7 @@ TEST(DroppedLogits, TrainsAsKeepAtEveryZeroStage) {
       EXPECT_EQ(failures_anywhere(!close), 0)
           << "--zero " << stage << " --grad-accum " << accum << ": drop's weights are "
           << std::sqrt(diff_squares / keep_squares) << " from keep's on some rank";
-      EXPECT_EQ(failures_anywhere(!same_as_rank0(drop.weights)), 0)
+      EXPECT_EQ(failures_anywhere(!test::same_as_rank0(drop.weights)), 0)
           << "--zero " << stage << " --grad-accum " << accum << ": the FP16 weights differ between ranks";
     }
 }

@@ -25,12 +25,6 @@ namespace {
 using test::failures_anywhere;
 
 using test::same_bits;
-using Trained = test::TrainedWeights;
-
-Trained train(const TrainConfig& c, Communicator& comm, const TrainTestData& data) {
-  return test::train_weights(c, comm, data);
-}
-
 TEST(Recompute, EveryLevelTrainsNonesBitsAtEveryZeroStage) {
   MpiCommunicator comm;
   const test::TempDir own("mpi_recompute");  // each rank its own text file
@@ -43,10 +37,10 @@ TEST(Recompute, EveryLevelTrainsNonesBitsAtEveryZeroStage) {
   for (const int stage : {0, 1, 2, 3}) {
     c.zero_stage = stage;
     c.gpt.recompute = Recompute::None;
-    const Trained want = train(c, comm, data);
+    const test::TrainedWeights want = test::train_weights(c, comm, data);
     for (const Recompute level : {Recompute::Light, Recompute::Block}) {
       c.gpt.recompute = level;
-      const Trained got = train(c, comm, data);
+      const test::TrainedWeights got = test::train_weights(c, comm, data);
       const int bad = !same_bits(got.master, want.master) + !same_bits(got.weights, want.weights);
       EXPECT_EQ(failures_anywhere(bad), 0) << "--zero " << stage << " --recompute " << recompute_name(level)
                                            << ": the weights differ from --recompute none's on some rank";

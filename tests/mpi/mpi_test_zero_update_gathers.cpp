@@ -28,12 +28,6 @@ namespace ddp {
 namespace {
 using test::failures_anywhere;
 
-bool same_as_rank0(const std::vector<half16>& weights) {
-  std::vector<half16> rank0 = weights;
-  MPI_Bcast(rank0.data(), static_cast<int>(rank0.size() * sizeof(half16)), MPI_BYTE, 0, MPI_COMM_WORLD);
-  return std::memcmp(rank0.data(), weights.data(), weights.size() * sizeof(half16)) == 0;
-}
-
 // The log split at its marks: the number of marks in each run of marks,
 // and the number of waits after each such run.
 struct Runs {
@@ -82,7 +76,7 @@ TEST(ZeroUpdateGathers, EachLayerWaitsForItsChunksOfTheUpdatedWeights) {
           shape = shape && runs.waits[k] == want_waits;
         }
         EXPECT_EQ(failures_anywhere(!shape), 0) << what << ": marks and waits " << comm.log;
-        EXPECT_EQ(failures_anywhere(!same_as_rank0(got.weights)), 0) << what << ": ranks' FP16 weights differ";
+        EXPECT_EQ(failures_anywhere(!test::same_as_rank0(got.weights)), 0) << what << ": ranks' FP16 weights differ";
         c.zero_stage = 0;
         test::LoggingCommunicator plain_comm;
         const test::TrainedWeights plain = test::train_weights(c, plain_comm, data);

@@ -4,6 +4,8 @@
 // --classifier-logits, --zero-prefetch), bit for bit or in norm.
 #pragma once
 
+#include <mpi.h>
+
 #include <cstring>
 #include <vector>
 
@@ -30,6 +32,13 @@ inline TrainedWeights train_weights(const TrainConfig& c, Communicator& comm, co
 template <class T>
 bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+
+// Whether this rank's FP16 weights are rank 0's, bit for bit (a collective).
+inline bool same_as_rank0(const std::vector<half16>& weights) {
+  std::vector<half16> rank0 = weights;
+  MPI_Bcast(rank0.data(), static_cast<int>(rank0.size() * sizeof(half16)), MPI_BYTE, 0, MPI_COMM_WORLD);
+  return std::memcmp(rank0.data(), weights.data(), weights.size() * sizeof(half16)) == 0;
 }
 
 }  // namespace ddp::test

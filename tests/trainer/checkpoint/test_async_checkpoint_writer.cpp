@@ -9,7 +9,6 @@
 
 #include <pthread.h>
 #include <signal.h>
-#include <sys/resource.h>
 
 #include <atomic>
 #include <cerrno>
@@ -22,6 +21,7 @@
 #include "trainer/checkpoint/async_checkpoint_writer.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/checkpoint_dir.h"
+#include "support/file_size_limit.h"
 
 namespace ddp {
 namespace {
@@ -92,27 +92,6 @@ TEST_F(AsyncCheckpointWrites, OneWriteInFlightAtATime) {
   EXPECT_EQ(writer.wait()->step, 2);
 }
 
-// Restores a resource limit and the SIGXFSZ disposition when the test ends
-// (as test_checkpoint_atomic_write.cpp's): write() then fails with EFBIG.
-class FileSizeLimit {
- public:
-  explicit FileSizeLimit(rlim_t max_bytes) {
-    getrlimit(RLIMIT_FSIZE, &saved_);
-    old_handler_ = signal(SIGXFSZ, SIG_IGN);
-    rlimit limited = saved_;
-    limited.rlim_cur = max_bytes;
-    setrlimit(RLIMIT_FSIZE, &limited);
-  }
-  ~FileSizeLimit() {
-    setrlimit(RLIMIT_FSIZE, &saved_);
-    signal(SIGXFSZ, old_handler_);
-  }
-
- private:
-  rlimit saved_{};
-  sighandler_t old_handler_;
-};
-
 // A write that fails on the writer thread is the caller's error at the
 // wait, in one line that names the step and the file's own problem; the
 // previous checkpoint stays and no temporary file is left.
@@ -127,7 +106,7 @@ TEST_F(AsyncCheckpointWrites, AFailedWriteIsRethrownAtTheWaitInOneLine) {
   AsyncCheckpointWriter writer;
   std::string message;
   {
-    FileSizeLimit limit(64 * 1024);
+    test::FileSizeLimit limit(64 * 1024);
     writer.start(4, [&] { write_checkpoint_atomic(file, big); });
     try {
       writer.wait();

@@ -5,9 +5,6 @@
 // complete files.
 #include <gtest/gtest.h>
 
-#include <signal.h>
-#include <sys/resource.h>
-
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -19,6 +16,7 @@
 #include "checkpoint_test_support.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/checkpoint_dir.h"
+#include "support/file_size_limit.h"
 
 namespace ddp {
 namespace {
@@ -36,26 +34,6 @@ TEST_F(CheckpointAtomicWrite, LeavesOnlyTheFileOnSuccess) {
   EXPECT_EQ(read_checkpoint(path(name)).step, 11);
 }
 
-// Restores a resource limit and the SIGXFSZ disposition when the test ends.
-class FileSizeLimit {
- public:
-  explicit FileSizeLimit(rlim_t max_bytes) {
-    getrlimit(RLIMIT_FSIZE, &saved_);
-    old_handler_ = signal(SIGXFSZ, SIG_IGN);  // write() then fails with EFBIG instead of killing us
-    rlimit limited = saved_;
-    limited.rlim_cur = max_bytes;
-    setrlimit(RLIMIT_FSIZE, &limited);
-  }
-  ~FileSizeLimit() {
-    setrlimit(RLIMIT_FSIZE, &saved_);
-    signal(SIGXFSZ, old_handler_);
-  }
-
- private:
-  rlimit saved_{};
-  sighandler_t old_handler_;
-};
-
 // A write that fails half-way (here: a file-size limit, as a full disk would)
 // leaves the previous checkpoint untouched and no temporary file behind.
 TEST_F(CheckpointAtomicWrite, FailedWriteKeepsOldFileAndRemovesTemp) {
@@ -71,7 +49,7 @@ TEST_F(CheckpointAtomicWrite, FailedWriteKeepsOldFileAndRemovesTemp) {
   reshape_model(big, {400, 500}, 1.0f);  // 200k parameters, > 1.6 MB: far beyond the limit
   std::string message;
   {
-    FileSizeLimit limit(64 * 1024);
+    test::FileSizeLimit limit(64 * 1024);
     try {
       write_checkpoint_atomic(file, big);
     } catch (const Error& e) {
