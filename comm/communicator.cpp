@@ -12,9 +12,9 @@
 namespace ddp {
 
 void check_layout_world(const Communicator& comm, const ShardLayout& layout, const char* what) {
-  DDP_REQUIRE(layout.world_size() == comm.world_size(),
+  DDP_REQUIRE(layout.world_size() == comm.shard_size(),
               std::string(what) + ": a shard layout of " + std::to_string(layout.world_size()) +
-                  " ranks in a world of " + std::to_string(comm.world_size()));
+                  " ranks for shard groups of " + std::to_string(comm.shard_size()));
 }
 
 bool shard_call_in_place(const half16* whole, size_t whole_count, const half16* part, size_t part_offset,

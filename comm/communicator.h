@@ -56,24 +56,41 @@ class Communicator {
   virtual void allreduce_max_int32(int32_t* data, size_t count) = 0;
   virtual void barrier() = 0;
 
+  // Shard groups (hybrid sharding, --zero-shard-size G, as FSDP's HSDP and
+  // ZeRO++'s hierarchical partitioning): the world is cut into groups of
+  // shard_size() consecutive ranks, shard_rank() being this rank's place in
+  // its group; the state a group shards is replicated across the groups
+  // (the "replicas", world_size() / shard_size() of them). A transport
+  // without groups has one: the world.
+  virtual int shard_rank() const { return rank(); }
+  virtual int shard_size() const { return world_size(); }
+  int shard_replicas() const { return world_size() / shard_size(); }
+  // A host double summed over this rank's shard group only: a sum over the
+  // shards of state every replica holds alike (a gradient norm), which a
+  // sum over the world would count once per replica.
+  virtual double allreduce_sum_host_shard_group(double value) { return allreduce_sum_host(value); }
+
   // Sharded collectives over a ShardLayout (comm/shard_layout.h) of
   // layout.total_count() elements, the same layout on every rank, with
-  // layout.world_size() == world_size(); the calling rank's range is
-  // mine = layout.range(rank()).
+  // layout.world_size() == shard_size(); the calling rank's range is
+  // mine = layout.range(shard_rank()).
   //
   // reduce_scatter_sum_fp16: `send` is the full buffer (total_count) on
-  // every rank; `recv` (mine.count() elements) gets the sum over ranks of
-  // send[mine.begin, mine.end), with all-reduce arithmetic: FP32 adds of FP16
-  // values, one FP16 rounding per pairwise step. The order of the adds is
-  // the transport's (NCCL's, MPI's), not necessarily the all-reduce's, so a
-  // sum of three or more ranks may differ from it by FP16 rounding. In place
-  // when recv == send + mine.begin; the rest of send is then unspecified.
-  // Any other overlap of the two buffers is an error.
+  // every rank; `recv` (mine.count() elements) gets the sum over all the
+  // world's ranks of send[mine.begin, mine.end), with all-reduce
+  // arithmetic: FP32 adds of FP16 values, one FP16 rounding per pairwise
+  // step. With shard groups, a reduce-scatter inside the group, then an
+  // all-reduce of the range across the replicas (every replica ends with
+  // the same bits). The order of the adds is the transport's (NCCL's,
+  // MPI's), not necessarily the all-reduce's, so a sum of three or more
+  // ranks may differ from it by FP16 rounding. In place when recv == send +
+  // mine.begin; the rest of send is then unspecified. Any other overlap of
+  // the two buffers is an error.
   virtual void reduce_scatter_sum_fp16(const half16* send, half16* recv, const ShardLayout& layout) = 0;
-  // allgather_fp16: `mine` (mine.count() elements) from every rank lands at
-  // full[range.begin, range.end) of each rank's range, on every rank: every
-  // rank ends with the same bits. In place when mine == full + mine.begin;
-  // any other overlap is an error.
+  // allgather_fp16: `mine` (mine.count() elements) from every rank of the
+  // shard group lands at full[range.begin, range.end) of each rank's range,
+  // on every rank of the group: every rank ends with the same bits. In place
+  // when mine == full + mine.begin; any other overlap is an error.
   virtual void allgather_fp16(const half16* mine, half16* full, const ShardLayout& layout) = 0;
 
   // Bucketed all-reduce, overlapped with backward: start an in-place FP16
@@ -152,8 +169,8 @@ class Communicator {
   CollectiveTrace* trace_ = nullptr;  // not owned
 };
 
-// Throws ddp::Error unless `layout` is one of this communicator's world
-// (`what`: the collective, for the message).
+// Throws ddp::Error unless `layout` is one of this communicator's shard
+// group (`what`: the collective, for the message).
 void check_layout_world(const Communicator& comm, const ShardLayout& layout, const char* what);
 // Whether a sharded collective runs in place: true when `part` (part_count
 // elements) is whole + part_offset, false when the two buffers do not

@@ -91,11 +91,12 @@ void GradientReducer::start_ready_buckets() {
     if (trace_ != nullptr) trace_->tag_next(static_cast<int>(next_bucket_), -1);
     if (shards_) {
       const ShardLayout& slice = bucket_slices_[next_bucket_];
-      const ShardRange mine = slice.range(comm_.rank());
+      const ShardRange mine = slice.range(comm_.shard_rank());
       half16* recv = bucket + mine.begin;  // in place
       // Staged: into the owned range, at the bucket's share of it (an empty
       // share lands nowhere: any address of the range will do).
-      if (source_) recv = owned_ + (mine.count() > 0 ? b.offset + mine.begin - shards_->range(comm_.rank()).begin : 0);
+      if (source_)
+        recv = owned_ + (mine.count() > 0 ? b.offset + mine.begin - shards_->range(comm_.shard_rank()).begin : 0);
       comm_.start_reduce_scatter_sum_fp16(bucket, recv, slice);
     } else {
       comm_.start_allreduce_sum_fp16(grads_ + b.offset, b.count);

@@ -52,9 +52,19 @@ void half_sum(void* in, void* inout, int* len, MPI_Datatype*) {
 constexpr size_t kMaxChunk = static_cast<size_t>(INT_MAX) / 2;
 }  // namespace
 
-MpiCommunicator::MpiCommunicator(MPI_Comm comm) : comm_(comm) {
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, int shard_size) : comm_(comm) {
   DDP_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
   DDP_MPI_CHECK(MPI_Comm_size(comm_, &world_size_));
+  if (shard_size == 0) shard_size = world_size_;
+  if (shard_size < 1 || shard_size > world_size_ || world_size_ % shard_size != 0)
+    throw Error("shard groups of " + std::to_string(shard_size) + " ranks do not divide a world of " +
+                std::to_string(world_size_));
+  shard_size_ = shard_size;
+  shard_rank_ = rank_ % shard_size_;
+  if (shard_size_ < world_size_) {
+    DDP_MPI_CHECK(MPI_Comm_split(comm_, rank_ / shard_size_, rank_, &shard_comm_));
+    DDP_MPI_CHECK(MPI_Comm_split(comm_, shard_rank_, rank_, &replica_comm_));
+  }
   DDP_MPI_CHECK(MPI_Type_contiguous(2, MPI_BYTE, &half_type_));
   DDP_MPI_CHECK(MPI_Type_commit(&half_type_));
   DDP_MPI_CHECK(MPI_Op_create(&half_sum, /*commute=*/1, &half_sum_));
@@ -75,6 +85,8 @@ MpiCommunicator::~MpiCommunicator() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
+  if (replica_comm_ != MPI_COMM_NULL) MPI_Comm_free(&replica_comm_);
+  if (shard_comm_ != MPI_COMM_NULL) MPI_Comm_free(&shard_comm_);
   if (half_sum_ != MPI_OP_NULL) MPI_Op_free(&half_sum_);
   if (half_type_ != MPI_DATATYPE_NULL) MPI_Type_free(&half_type_);
 }
@@ -96,27 +108,34 @@ void MpiCommunicator::run_allreduce(half16* data, size_t count, CollectiveRecord
 }
 
 // Chunks of at most kMaxChunk elements of the full buffer, each a slice of
-// the layout, so every count and displacement fits an int.
+// the layout, so every count and displacement fits an int. With shard
+// groups, each chunk's range is then summed across the replicas.
 void MpiCommunicator::run_reduce_scatter(const half16* send, half16* recv, const ShardLayout& layout, bool in_place,
                                          CollectiveRecord* rec) {
   const double start = MPI_Wtime();
   if (rec != nullptr) rec->begin_us = trace_clock_us();
-  const ShardRange mine = layout.range(rank_);
-  std::vector<int> counts(static_cast<size_t>(world_size_));
+  const ShardRange mine = layout.range(shard_rank_);
+  std::vector<int> counts(static_cast<size_t>(shard_size_));
   for (size_t off = 0; off < layout.total_count(); off += kMaxChunk) {
     const ShardLayout chunk = layout.slice(off, std::min(kMaxChunk, layout.total_count() - off));
-    for (int q = 0; q < world_size_; ++q) counts[static_cast<size_t>(q)] = static_cast<int>(chunk.range(q).count());
-    const ShardRange my = chunk.range(rank_);  // chunk-relative
+    for (int q = 0; q < shard_size_; ++q) counts[static_cast<size_t>(q)] = static_cast<int>(chunk.range(q).count());
+    const ShardRange my = chunk.range(shard_rank_);  // chunk-relative
+    half16* sum = nullptr;                           // this rank's sums of the chunk
     if (in_place) {
       // MPI_IN_PLACE reads the whole chunk from the receive buffer and
       // leaves this rank's sum at its start: move it to its own place.
       half16* chunk_data = const_cast<half16*>(send) + off;  // in place: the caller's recv, writable
-      DDP_MPI_CHECK(MPI_Reduce_scatter(MPI_IN_PLACE, chunk_data, counts.data(), half_type_, half_sum_, comm_));
+      DDP_MPI_CHECK(MPI_Reduce_scatter(MPI_IN_PLACE, chunk_data, counts.data(), half_type_, half_sum_, shard_comm()));
       if (my.count() > 0) std::memmove(chunk_data + my.begin, chunk_data, my.count() * sizeof(half16));
+      sum = chunk_data + my.begin;
     } else {
-      half16* out = my.count() > 0 ? recv + (off + my.begin - mine.begin) : recv;
-      DDP_MPI_CHECK(MPI_Reduce_scatter(send + off, out, counts.data(), half_type_, half_sum_, comm_));
+      sum = my.count() > 0 ? recv + (off + my.begin - mine.begin) : recv;
+      DDP_MPI_CHECK(MPI_Reduce_scatter(send + off, sum, counts.data(), half_type_, half_sum_, shard_comm()));
     }
+    // Every replica has the same place in its group, so the same count.
+    if (replica_comm_ != MPI_COMM_NULL && my.count() > 0)
+      DDP_MPI_CHECK(
+          MPI_Allreduce(MPI_IN_PLACE, sum, static_cast<int>(my.count()), half_type_, half_sum_, replica_comm_));
   }
   if (rec != nullptr) rec->end_us = trace_clock_us();
   add_busy(MPI_Wtime() - start);
@@ -126,18 +145,18 @@ void MpiCommunicator::run_allgather(const half16* mine, half16* full, const Shar
                                     CollectiveRecord* rec) {
   const double start = MPI_Wtime();
   if (rec != nullptr) rec->begin_us = trace_clock_us();
-  const ShardRange own = layout.range(rank_);
-  std::vector<int> counts(static_cast<size_t>(world_size_)), displacements(counts.size());
+  const ShardRange own = layout.range(shard_rank_);
+  std::vector<int> counts(static_cast<size_t>(shard_size_)), displacements(counts.size());
   for (size_t off = 0; off < layout.total_count(); off += kMaxChunk) {
     const ShardLayout chunk = layout.slice(off, std::min(kMaxChunk, layout.total_count() - off));
-    for (int q = 0; q < world_size_; ++q) {
+    for (int q = 0; q < shard_size_; ++q) {
       counts[static_cast<size_t>(q)] = static_cast<int>(chunk.range(q).count());
       displacements[static_cast<size_t>(q)] = static_cast<int>(chunk.range(q).begin);
     }
-    const ShardRange my = chunk.range(rank_);
+    const ShardRange my = chunk.range(shard_rank_);
     const half16* src = my.count() > 0 ? mine + (off + my.begin - own.begin) : mine;
     DDP_MPI_CHECK(MPI_Allgatherv(in_place ? MPI_IN_PLACE : src, static_cast<int>(my.count()), half_type_, full + off,
-                                 counts.data(), displacements.data(), half_type_, comm_));
+                                 counts.data(), displacements.data(), half_type_, shard_comm()));
   }
   if (rec != nullptr) rec->end_us = trace_clock_us();
   add_busy(MPI_Wtime() - start);
@@ -259,13 +278,13 @@ void MpiCommunicator::start_allgather_fp16(const half16* mine, half16* full, con
 
 bool MpiCommunicator::check_reduce_scatter(const half16* send, half16* recv, const ShardLayout& layout) const {
   check_layout_world(*this, layout, "reduce_scatter_sum_fp16");
-  const ShardRange mine = layout.range(rank_);
+  const ShardRange mine = layout.range(shard_rank_);
   return shard_call_in_place(send, layout.total_count(), recv, mine.begin, mine.count(), "reduce_scatter_sum_fp16");
 }
 
 bool MpiCommunicator::check_allgather(const half16* mine, half16* full, const ShardLayout& layout) const {
   check_layout_world(*this, layout, "allgather_fp16");
-  const ShardRange own = layout.range(rank_);
+  const ShardRange own = layout.range(shard_rank_);
   return shard_call_in_place(full, layout.total_count(), mine, own.begin, own.count(), "allgather_fp16");
 }
 
@@ -290,6 +309,13 @@ double MpiCommunicator::allreduce_sum_host(double value) {
   wait_allreduces();
   double sum = value;
   if (world_size_ > 1) DDP_MPI_CHECK(MPI_Allreduce(&value, &sum, 1, MPI_DOUBLE, MPI_SUM, comm_));
+  return sum;
+}
+
+double MpiCommunicator::allreduce_sum_host_shard_group(double value) {
+  wait_allreduces();
+  double sum = value;
+  if (shard_size_ > 1) DDP_MPI_CHECK(MPI_Allreduce(&value, &sum, 1, MPI_DOUBLE, MPI_SUM, shard_comm()));
   return sum;
 }
 

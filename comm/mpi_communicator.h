@@ -15,6 +15,11 @@
 // reduce-scatter algorithm's, which may differ from its all-reduce's) and
 // MPI_Allgatherv (displacements = range begins): uneven ranges need no
 // padding. They queue on the same thread as the bucketed all-reduces.
+// Shard groups (a shard size below the world's): two communicators split
+// from the world's, one per group of consecutive ranks and one per replica
+// set (the ranks of one place in every group); a reduce-scatter inside the
+// group is followed, in the same job, by an MPI_Allreduce of the range
+// across the replicas, so the thread orders the two.
 #pragma once
 
 #include <mpi.h>
@@ -32,7 +37,10 @@ namespace ddp {
 
 class MpiCommunicator final : public Communicator {
  public:
-  explicit MpiCommunicator(MPI_Comm comm = MPI_COMM_WORLD);
+  // `shard_size`: the ranks of a shard group (Communicator::shard_size),
+  // a divisor of the world's size; 0, the whole world. Throws ddp::Error
+  // for another size. A collective (the splits) when it is below the world.
+  explicit MpiCommunicator(MPI_Comm comm = MPI_COMM_WORLD, int shard_size = 0);
   ~MpiCommunicator() override;
   MpiCommunicator(const MpiCommunicator&) = delete;
   MpiCommunicator& operator=(const MpiCommunicator&) = delete;
@@ -40,6 +48,9 @@ class MpiCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int world_size() const override { return world_size_; }
   std::string name() const override { return "MPI"; }
+  int shard_rank() const override { return shard_rank_; }
+  int shard_size() const override { return shard_size_; }
+  double allreduce_sum_host_shard_group(double value) override;
   void allreduce_sum_fp16(half16* data, size_t count) override;
   void start_allreduce_sum_fp16(half16* data, size_t count) override;
   void wait_allreduces() override;
@@ -74,8 +85,14 @@ class MpiCommunicator final : public Communicator {
   void add_busy(double seconds);
   void thread_main();
 
+  // The communicator of this rank's shard group: the world's without groups.
+  MPI_Comm shard_comm() const { return shard_comm_ != MPI_COMM_NULL ? shard_comm_ : comm_; }
+
   MPI_Comm comm_;
   int rank_ = 0, world_size_ = 1;
+  int shard_rank_ = 0, shard_size_ = 1;
+  MPI_Comm shard_comm_ = MPI_COMM_NULL;    // this rank's group; null without groups
+  MPI_Comm replica_comm_ = MPI_COMM_NULL;  // the ranks of this place in every group; null without groups
   MPI_Datatype half_type_ = MPI_DATATYPE_NULL;
   MPI_Op half_sum_ = MPI_OP_NULL;
 
@@ -84,9 +101,9 @@ class MpiCommunicator final : public Communicator {
   std::deque<std::function<void()>> queue_;  // started collectives, in call order
   bool busy_ = false, stopping_ = false;
   uint64_t started_ = 0, finished_ = 0;  // collectives queued and done (marks count these)
-  std::exception_ptr failure_;  // an MPI error on the thread, rethrown by wait_allreduces
-  AllreduceTimes times_;        // since the last take_allreduce_times()
-  std::thread thread_;          // last: started once the rest exists
+  std::exception_ptr failure_;           // an MPI error on the thread, rethrown by wait_allreduces
+  AllreduceTimes times_;                 // since the last take_allreduce_times()
+  std::thread thread_;                   // last: started once the rest exists
 };
 
 }  // namespace ddp

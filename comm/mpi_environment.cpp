@@ -25,7 +25,14 @@ MpiEnvironment::MpiEnvironment(int* argc, char*** argv) {
   DDP_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local));
   DDP_MPI_CHECK(MPI_Comm_rank(local, &local_rank_));
   DDP_MPI_CHECK(MPI_Comm_size(local, &local_size_));
+  int node_first_rank = rank_;
+  DDP_MPI_CHECK(MPI_Allreduce(&rank_, &node_first_rank, 1, MPI_INT, MPI_MIN, local));
   MPI_Comm_free(&local);
+  const int candidate = node_block_candidate(rank_, local_rank_, local_size_, node_first_rank);
+  int least = candidate, most = candidate;
+  DDP_MPI_CHECK(MPI_Allreduce(&candidate, &least, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+  DDP_MPI_CHECK(MPI_Allreduce(&candidate, &most, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+  node_block_size_ = least == most ? least : 0;
   char name[MPI_MAX_PROCESSOR_NAME] = {0};
   int len = 0;
   if (MPI_Get_processor_name(name, &len) == MPI_SUCCESS) host_.assign(name, len);

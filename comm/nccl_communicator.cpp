@@ -88,23 +88,43 @@ std::string nccl_capture_unsupported_reason(int version_code) {
          nccl_version_text(kFirstCapturableNcclVersion) + "); use a newer NCCL or run without --cuda-graph";
 }
 
-NcclCommunicator::NcclCommunicator(int rank, int world_size, cudaStream_t compute_stream)
+NcclCommunicator::NcclCommunicator(int rank, int world_size, cudaStream_t compute_stream, int shard_size)
     : rank_(rank),
       world_size_(world_size),
+      shard_size_(shard_size == 0 ? world_size : shard_size),
       version_code_(linked_nccl_version()),
       name_("NCCL " + nccl_version_text(version_code_)),
       compute_stream_(compute_stream) {
   DDP_REQUIRE(world_size_ >= 1 && rank_ >= 0 && rank_ < world_size_,
               "rank " + std::to_string(rank_) + " is outside a world of " + std::to_string(world_size_));
   check_bootstrap_possible(rank_, world_size_);
+  DDP_REQUIRE(shard_size_ >= 1 && shard_size_ <= world_size_ && world_size_ % shard_size_ == 0,
+              "shard groups of " + std::to_string(shard_size_) + " ranks do not divide a world of " +
+                  std::to_string(world_size_));
+  shard_rank_ = rank_ % shard_size_;
   // Non-blocking: the legacy default stream must not serialise communication
   // with compute.
   comm_stream_ = make_non_blocking_stream();
   compute_ready_ = make_ordering_event();
   comm_done_ = make_ordering_event();
   // Last, so nothing after it can throw and leak the communicator (the
-  // destructor does not run for a constructor that throws).
+  // destructor does not run for a constructor that throws); the splits
+  // abort what exists when they fail.
   DDP_NCCL_CHECK(ncclCommInitRank(&comm_, world_size_, shared_unique_id(rank_, world_size_), rank_));
+  if (shard_size_ == world_size_) return;
+  try {
+    DDP_NCCL_CHECK(ncclCommSplit(comm_, rank_ / shard_size_, rank_, &shard_comm_, nullptr));
+    DDP_NCCL_CHECK(ncclCommSplit(comm_, shard_rank_, rank_, &replica_comm_, nullptr));
+  } catch (...) {
+    abort_comms();
+    throw;
+  }
+}
+
+void NcclCommunicator::abort_comms() noexcept {
+  for (ncclComm_t* c : {&replica_comm_, &shard_comm_, &comm_}) {
+    if (*c != nullptr) report_nccl_error(ncclCommAbort(*c), "ncclCommAbort");
+  }
 }
 
 // The owner's thread; a watchdog abort still in progress finishes first
@@ -132,9 +152,11 @@ void NcclCommunicator::close_comm() noexcept {
       // With captured graphs NCCL's teardown waits for them, and one may be
       // waiting for a peer that is gone: leave the communicator to the end
       // of the process (main's catch ends the job) rather than hang here.
-      if (!captured_) report_nccl_error(ncclCommAbort(comm_), "ncclCommAbort(comm_)");
+      if (!captured_) abort_comms();
     } else {
-      report_nccl_error(ncclCommDestroy(comm_), "ncclCommDestroy(comm_)");
+      for (ncclComm_t c : {replica_comm_, shard_comm_, comm_}) {
+        if (c != nullptr) report_nccl_error(ncclCommDestroy(c), "ncclCommDestroy");
+      }
     }
   });
 }
@@ -164,7 +186,7 @@ void NcclCommunicator::abort(std::chrono::milliseconds gate_wait) noexcept {
     // never ends: the caller ends the process instead (MPI_Abort), which
     // takes the device work with it.
     if (captured_) return;
-    report_nccl_error(ncclCommAbort(comm_), "ncclCommAbort(comm_)");
+    abort_comms();
   });
 }
 
@@ -316,6 +338,21 @@ double NcclCommunicator::allreduce_sum_host(double value) {
 #if defined(DDP_HAVE_MPI)
   // Metrics only: a host round trip per call is fine here, never per bucket.
   if (world_size_ > 1) DDP_MPI_CHECK(MPI_Allreduce(&value, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+#endif
+  return sum;
+}
+
+// Each member of a group sums the same values in the same order: the same bits.
+double NcclCommunicator::allreduce_sum_host_shard_group(double value) {
+  if (shard_size_ == world_size_) return allreduce_sum_host(value);
+  double sum = 0.0;
+#if defined(DDP_HAVE_MPI)
+  std::vector<double> all(static_cast<size_t>(world_size_));
+  DDP_MPI_CHECK(MPI_Allgather(&value, 1, MPI_DOUBLE, all.data(), 1, MPI_DOUBLE, MPI_COMM_WORLD));
+  const int first = rank_ - shard_rank_;
+  for (int r = first; r < first + shard_size_; ++r) sum += all[static_cast<size_t>(r)];
+#else
+  sum = value;       // check_bootstrap_possible allowed only a world of one
 #endif
   return sum;
 }

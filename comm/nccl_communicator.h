@@ -17,6 +17,11 @@
 // discarded), copied in and out on comm_stream. A uniform layout (world x
 // longest == total) runs on the caller's buffers directly.
 //
+// Shard groups (a shard size below the world's): two more communicators
+// split from the world's (ncclCommSplit), one per group of consecutive
+// ranks and one per replica set; a reduce-scatter in the group is followed
+// on comm_stream by an ncclAllReduce of the range across the replicas.
+//
 // Threads: the owner's thread makes every call; abort() alone may come from
 // another (the collective watchdog). An AbortGate (comm/abort_gate.h) makes
 // the two exclusive around each NCCL call, as NCCL requires of one
@@ -56,7 +61,9 @@ class NcclCommunicator final : public Communicator {
   // the communicator's device: construct it after the CudaBackend whose
   // `compute_stream` is passed, on the same thread. Throws ddp::Error naming
   // the NCCL, MPI or CUDA call that failed.
-  NcclCommunicator(int rank, int world_size, cudaStream_t compute_stream);
+  // `shard_size`: the ranks of a shard group (Communicator::shard_size), a
+  // divisor of world_size; 0, the whole world.
+  NcclCommunicator(int rank, int world_size, cudaStream_t compute_stream, int shard_size = 0);
   // ncclCommDestroy, or ncclCommAbort while an exception unwinds (destroy
   // waits for every peer; a failing rank must not). Never throws.
   ~NcclCommunicator() override;
@@ -66,6 +73,10 @@ class NcclCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int world_size() const override { return world_size_; }
   std::string name() const override { return name_; }  // "NCCL 2.28.9"
+  int shard_rank() const override { return shard_rank_; }
+  int shard_size() const override { return shard_size_; }
+  // MPI_Allgather of the world's values, summed over the group in rank order.
+  double allreduce_sum_host_shard_group(double value) override;
 
   // FP16 sum in place on device memory (ncclFloat16, ncclSum).
   void allreduce_sum_fp16(half16* data, size_t count) override;
@@ -135,6 +146,11 @@ class NcclCommunicator final : public Communicator {
   void comm_waits_for_compute();
   void compute_waits_for_comm();
   void close_comm() noexcept;  // the destructor's ncclCommDestroy / ncclCommAbort
+  // ncclCommAbort of every communicator this object holds (a constructor
+  // that throws after the first, the destructor unwinding, abort()).
+  void abort_comms() noexcept;
+  // The communicator of this rank's shard group: the world's without groups.
+  ncclComm_t shard_comm() const { return shard_comm_ != nullptr ? shard_comm_ : comm_; }
   // Around every timed collective on comm_stream, inside the gate: fences
   // comm_stream after compute_stream, opens a busy record (none while
   // capturing) and, when traced, a trace record with its events;
@@ -151,6 +167,7 @@ class NcclCommunicator final : public Communicator {
   half16* staging_fp16(size_t count);
 
   int rank_ = 0, world_size_ = 1;
+  int shard_rank_ = 0, shard_size_ = 1;
   int version_code_ = 0;  // ncclGetVersion
   std::string name_;
   cudaStream_t compute_stream_ = nullptr;  // the backend's; not owned
@@ -166,8 +183,8 @@ class NcclCommunicator final : public Communicator {
   std::pair<cudaEvent_t, cudaEvent_t> next_timing_pair(TimingPool& pool);
   static double drain_seconds(TimingPool& pool);
   TimingPool busy_events_, exposed_events_;
-  TimingPool trace_events_;            // --trace's, reused after resolve_trace_times()
-  bool allreduces_pending_ = false;    // collectives started since the last wait_allreduces()
+  TimingPool trace_events_;          // --trace's, reused after resolve_trace_times()
+  bool allreduces_pending_ = false;  // collectives started since the last wait_allreduces()
   // mark_started's events on comm_stream, reused after wait_allreduces().
   // A mark is its generation (wait_allreduces() calls so far) above 32
   // bits and its event's index + 1 below (0: nothing pending); a mark of
@@ -183,6 +200,8 @@ class NcclCommunicator final : public Communicator {
   // by abort() and the destructor around releasing it.
   AbortGate gate_{"NCCL communicator"};
   ncclComm_t comm_ = nullptr;
+  ncclComm_t shard_comm_ = nullptr;    // this rank's shard group; null without groups
+  ncclComm_t replica_comm_ = nullptr;  // the ranks of this place in every group; null without groups
 };
 
 }  // namespace ddp

@@ -58,7 +58,7 @@ void NcclCommunicator::reserve_shard_staging(const ShardLayout& layout) {
 
 void NcclCommunicator::start_reduce_scatter_sum_fp16(const half16* send, half16* recv, const ShardLayout& layout) {
   check_layout_world(*this, layout, "reduce_scatter_sum_fp16");
-  const ShardRange mine = layout.range(rank_);
+  const ShardRange mine = layout.range(shard_rank_);
   shard_call_in_place(send, layout.total_count(), recv, mine.begin, mine.count(), "reduce_scatter_sum_fp16");
   const bool direct = layout.is_uniform();  // NCCL's own layout; in place is NCCL's in place too
   // Before the gate: growing may wait for comm_stream.
@@ -67,19 +67,22 @@ void NcclCommunicator::start_reduce_scatter_sum_fp16(const half16* send, half16*
   if (layout.total_count() == 0) return;  // the same layout on every rank, so all skip
   const CollectiveTiming timing = begin_collective("reduce-scatter", layout.total_count());
   const auto nccl_reduce_scatter = [this](const half16* padded_send, half16* out, size_t per_rank) {
-    DDP_NCCL_CHECK(ncclReduceScatter(padded_send, out, per_rank, ncclFloat16, ncclSum, comm_, comm_stream()));
+    DDP_NCCL_CHECK(ncclReduceScatter(padded_send, out, per_rank, ncclFloat16, ncclSum, shard_comm(), comm_stream()));
   };
   if (direct) {
     nccl_reduce_scatter(send, recv, layout.max_range_count());
   } else {
-    padded_reduce_scatter(send, recv, layout, rank_, staging, CopyOnStream{comm_stream()}, nccl_reduce_scatter);
+    padded_reduce_scatter(send, recv, layout, shard_rank_, staging, CopyOnStream{comm_stream()}, nccl_reduce_scatter);
   }
+  // Every replica has the same place in its group, so the same count.
+  if (replica_comm_ != nullptr && mine.count() > 0)
+    DDP_NCCL_CHECK(ncclAllReduce(recv, recv, mine.count(), ncclFloat16, ncclSum, replica_comm_, comm_stream()));
   end_collective(timing);
 }
 
 void NcclCommunicator::start_allgather_fp16(const half16* mine, half16* full, const ShardLayout& layout) {
   check_layout_world(*this, layout, "allgather_fp16");
-  const ShardRange own = layout.range(rank_);
+  const ShardRange own = layout.range(shard_rank_);
   shard_call_in_place(full, layout.total_count(), mine, own.begin, own.count(), "allgather_fp16");
   const bool direct = layout.is_uniform();
   half16* staging = direct ? nullptr : staging_fp16(needed_staging_count(layout));
@@ -87,12 +90,12 @@ void NcclCommunicator::start_allgather_fp16(const half16* mine, half16* full, co
   if (layout.total_count() == 0) return;
   const CollectiveTiming timing = begin_collective("all-gather", layout.total_count());
   const auto nccl_allgather = [this](const half16* padded_mine, half16* out, size_t per_rank) {
-    DDP_NCCL_CHECK(ncclAllGather(padded_mine, out, per_rank, ncclFloat16, comm_, comm_stream()));
+    DDP_NCCL_CHECK(ncclAllGather(padded_mine, out, per_rank, ncclFloat16, shard_comm(), comm_stream()));
   };
   if (direct) {
     nccl_allgather(mine, full, layout.max_range_count());
   } else {
-    padded_allgather(mine, full, layout, rank_, staging, CopyOnStream{comm_stream()}, nccl_allgather);
+    padded_allgather(mine, full, layout, shard_rank_, staging, CopyOnStream{comm_stream()}, nccl_allgather);
   }
   end_collective(timing);
 }

@@ -79,19 +79,21 @@ ddp::TrainTestData bench_data(const ddp::TrainConfig& c, int world_size) {
 
 // GPU ranks talk over NCCL whenever it is built, even alone, so one GPU runs
 // the same path as many. MPI moves host memory only, so GPU ranks without
-// NCCL can train only as a world of one.
-std::unique_ptr<ddp::Communicator> make_communicator(const ddp::MpiEnvironment& env, ddp::Backend& backend) {
+// NCCL can train only as a world of one. `shard_size`: the ranks of a
+// --zero shard group (resolve_zero_shard_size; 0: the world).
+std::unique_ptr<ddp::Communicator> make_communicator(const ddp::MpiEnvironment& env, ddp::Backend& backend,
+                                                     int shard_size = 0) {
 #if defined(DDP_HAVE_NCCL)
   if (backend.kind() == ddp::DeviceKind::Cuda) {
     auto* cuda = dynamic_cast<ddp::CudaBackend*>(&backend);
     DDP_REQUIRE(cuda != nullptr, "a backend of kind Cuda that is not a CudaBackend");
-    return std::make_unique<ddp::NcclCommunicator>(env.rank(), env.world_size(), cuda->compute_stream());
+    return std::make_unique<ddp::NcclCommunicator>(env.rank(), env.world_size(), cuda->compute_stream(), shard_size);
   }
 #endif
   // The backend makes the sharded collectives' copies (--zero at one rank).
   if (env.world_size() == 1) return std::make_unique<ddp::SingleProcessCommunicator>(&backend);
 #if defined(DDP_HAVE_MPI)
-  if (backend.kind() == ddp::DeviceKind::Cpu) return std::make_unique<ddp::MpiCommunicator>();
+  if (backend.kind() == ddp::DeviceKind::Cpu) return std::make_unique<ddp::MpiCommunicator>(MPI_COMM_WORLD, shard_size);
 #endif
   throw ddp::Error(
       "multi-rank training on GPUs needs NCCL, and this build has none (see the 'ddp_train: NCCL' "
@@ -180,7 +182,8 @@ int main(int argc, char** argv) {
     ddp::check_model_matches_data(bound, data);
     ddp::DeviceChoice device =
         ddp::select_device(opts.config.device, env->local_rank(), env->local_size(), opts.config.threads, env->host());
-    std::unique_ptr<ddp::Communicator> comm = make_communicator(*env, *device.backend);
+    const int shard_size = ddp::resolve_zero_shard_size(opts.config, env->world_size(), env->node_block_size());
+    std::unique_ptr<ddp::Communicator> comm = make_communicator(*env, *device.backend, shard_size);
     // --bench keeps stdout for its JSON line alone.
     if (env->rank() == 0) std::fprintf(opts.bench.enabled ? stderr : stdout, "%s\n", device.notice.c_str());
     std::fflush(stdout);  // a signal in start-up ends the process without flushing

@@ -63,12 +63,21 @@ std::string bench_json_line(const BenchContext& c, const BenchTimings& t) {
   // (NCCL's) sends for the step's collectives, from the calls' sizes: an
   // all-reduce of n FP16 elements sends 2 (N-1)/N n x 2 bytes, a reduce-
   // scatter or an all-gather half that. The theory is the ZeRO paper's:
-  // 2 Psi elements of traffic at stages 0-2, 3 Psi at stage 3.
+  // 2 Psi elements of traffic at stages 0-2, 3 Psi at stage 3. In shard
+  // groups of G (R = N / G replicas) the sharded collectives' rings are
+  // the group's, (G-1)/G, and each reduce-scatter's 1/G of the elements is
+  // then all-reduced over the R replicas: the same total as one group's at
+  // stages 1 and 2 (a reduce-scatter and an all-gather are an all-reduce),
+  // but only that all-reduce crosses the groups (the nodes, by default).
   const double n = static_cast<double>(c.world_size), ring = n > 1 ? (n - 1) / n : 0.0;
+  const double g = t.zero_shard_size > 0 ? static_cast<double>(t.zero_shard_size) : n, replicas = n / g;
+  const double group_ring = g > 1 ? (g - 1) / g : 0.0, replica_ring = replicas > 1 ? (replicas - 1) / replicas : 0.0;
+  const double reduce_scatter_share = group_ring + 2.0 * replica_ring / g;
   const double sent =
-      2.0 * ring *
-      (2.0 * t.allreduce_elements_per_step + t.reduce_scatter_elements_per_step + t.allgather_elements_per_step);
-  r.add("zero_stage", t.zero_stage).add("parameters", t.parameters).add("state_bytes_per_rank", t.state_bytes_max);
+      2.0 * (2.0 * ring * t.allreduce_elements_per_step + reduce_scatter_share * t.reduce_scatter_elements_per_step +
+             group_ring * t.allgather_elements_per_step);
+  r.add("zero_stage", t.zero_stage).add("zero_shard_size", static_cast<int64_t>(g));
+  r.add("parameters", t.parameters).add("state_bytes_per_rank", t.state_bytes_max);
   r.add("peak_allocated_bytes_per_rank", t.peak_allocated_bytes_max);
   // Beside the peak, its formula: the state's (ZeRO's, with our extras) and
   // the activations' by kind. The tally's peak also holds what neither
@@ -83,7 +92,13 @@ std::string bench_json_line(const BenchContext& c, const BenchTimings& t) {
   r.add("device_used_bytes_per_rank",
         t.device_used_bytes_max > 0 ? static_cast<double>(t.device_used_bytes_max) : unknown);
   r.add("comm_bytes_per_step_per_rank", sent);
-  r.add("comm_bytes_theory", 2.0 * ring * (t.zero_stage >= 3 ? 3.0 : 2.0) * static_cast<double>(t.parameters));
+  r.add("comm_bytes_across_groups_per_step_per_rank",
+        2.0 * 2.0 * replica_ring / g * t.reduce_scatter_elements_per_step);
+  const double psi = static_cast<double>(t.parameters);
+  const double theory = t.zero_stage == 0
+                            ? 2.0 * ring * psi
+                            : (t.zero_stage >= 3 ? 2.0 : 1.0) * group_ring * psi + reduce_scatter_share * psi;
+  r.add("comm_bytes_theory", 2.0 * theory);
   // Replayed steps' all-reduces are not timed (no timing events in a
   // capture): with any replay the figures would be partial, so none is given.
   const bool timed = t.graph_replays == 0;

@@ -60,7 +60,7 @@ void apply_optimisation_flags(const FlagText& t, TrainConfig& c);
 void apply_bench_flags(const BenchOptions& bench);
 // --batch-size and --global-batch, given both.
 void check_batch_flags(const boost::program_options::variables_map& vm);
-// --zero-prefetch given with a --zero other than 3.
+// --zero-prefetch given with a --zero other than 3; --zero-shard-size with --zero 0.
 void check_zero_flags(const boost::program_options::variables_map& vm);
 void apply_fault_flags(const FlagText& t, TrainConfig& c);
 // The trace window; --resume PATH.

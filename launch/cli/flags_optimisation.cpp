@@ -40,6 +40,11 @@ po::options_description optimisation_flags(TrainConfig& c, FlagText& t) {
        "--zero 3: the layer gathers started ahead of the layer that reads them, in forward then backward order, "
        "so they run while the layers before them compute (N + 1 gather slots, at least 2; 0: each layer's gather "
        "waits at its own hook; the same bits at every N)")
+      ("zero-shard-size", po::value(&c.zero_shard_size)->default_value(c.zero_shard_size),
+       "--zero 1-3, hybrid sharding (FSDP's HSDP): the state is sharded within groups of G consecutive ranks and "
+       "replicated across the groups; gradients are reduce-scattered within a group, then all-reduced across "
+       "groups. G must divide the world (0: the ranks of one node, when every node holds as many consecutive "
+       "ranks; otherwise the whole world)")
       ("epochs", po::value(&c.epochs)->default_value(c.epochs), "passes over the training set")
       ("steps", po::value(&c.steps)->default_value(0), "iterations to run instead of --epochs (0: use --epochs)")
       ("stop-after-steps", po::value(&c.stop_after_steps)->default_value(0),
@@ -102,6 +107,8 @@ void check_zero_flags(const po::variables_map& vm) {
   if (!vm["zero-prefetch"].defaulted() && vm["zero"].as<int>() != 3)
     throw Error("--zero-prefetch applies to --zero 3 (the stage that gathers each layer's weights); --zero is " +
                 std::to_string(vm["zero"].as<int>()));
+  if (!vm["zero-shard-size"].defaulted() && vm["zero"].as<int>() == 0)
+    throw Error("--zero-shard-size applies to --zero 1, 2 and 3 (what is sharded); --zero is 0");
 }
 
 }  // namespace ddp

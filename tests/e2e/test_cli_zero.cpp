@@ -2,8 +2,10 @@
 // ranks at --zero 3 resumes on 3 ranks at --zero 1 and on one at --zero 0,
 // and each lands where the straight 4-rank run lands; the banner and the
 // metrics give the memory per rank; --bench reports state, peak and bytes
-// sent; bad values, --cuda-graph beyond stage 1 and --zero-prefetch other
-// than at stage 3 are refused in one line.
+// sent; --zero-shard-size's groups are said in the memory line and record
+// (the default on one host: the world); bad values, --cuda-graph beyond
+// stage 1, --zero-prefetch other than at stage 3 and --zero-shard-size at
+// --zero 0 or not dividing the world are refused in one line.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -65,22 +67,29 @@ TEST(CliZero, AStageThreeCheckpointResumesOnOtherRanksAndStages) {
   const auto a = load_weights_npy(dir + "/straight", registry);
   const auto start = registry.initial_values(5);
   struct Resume {
-    int ranks, stage;
+    int ranks, stage, shard_size;  // shard_size 0: the default
+    const char* groups;            // what the memory line says of them
   };
-  for (const Resume r : {Resume{3, 1}, Resume{1, 0}}) {
-    const std::string tag = std::to_string(r.ranks) + "x" + std::to_string(r.stage);
+  for (const Resume r :
+       {Resume{3, 1, 0, ""}, Resume{1, 0, 0, ""}, Resume{4, 2, 2, ", sharded over groups of 2, 2 replicas"}}) {
+    const std::string tag =
+        std::to_string(r.ranks) + "x" + std::to_string(r.stage) + "g" + std::to_string(r.shard_size);
     fs::copy(dir + "/ckpt", dir + "/ckpt" + tag);
-    const auto second = trainer_on(
-        r.ranks, common + " --zero " + std::to_string(r.stage) + " --resume --checkpoint-dir " + dir + "/ckpt" + tag +
-                     " --metrics " + dir + "/m" + tag + ".jsonl" + " --save-weights " + dir + "/resumed" + tag);
+    const std::string groups = r.shard_size > 0 ? " --zero-shard-size " + std::to_string(r.shard_size) : "";
+    const auto second =
+        trainer_on(r.ranks, common + " --zero " + std::to_string(r.stage) + groups + " --resume --checkpoint-dir " +
+                                dir + "/ckpt" + tag + " --metrics " + dir + "/m" + tag + ".jsonl" + " --save-weights " +
+                                dir + "/resumed" + tag);
     ASSERT_EQ(second.exit_code, 0) << second.output;
     EXPECT_NE(second.output.find("at step 15"), std::string::npos) << second.output;
     EXPECT_NE(second.output.find("memory per rank (--zero " + std::to_string(r.stage) + ", " + std::to_string(r.ranks) +
-                                 " rank(s))"),
+                                 " rank(s)" + r.groups + ")"),
               std::string::npos)
         << second.output;
     const std::string memory = record_of(dir + "/m" + tag + ".jsonl", "memory");
     EXPECT_EQ(json_value(memory, "zero_stage"), r.stage) << memory;
+    // One host: the default group is its node, the whole world.
+    EXPECT_EQ(json_value(memory, "zero_shard_size"), r.shard_size > 0 ? r.shard_size : r.ranks) << memory;
     EXPECT_GT(json_value(memory, "state_bytes"), 0.0) << memory;
     // The same samples and schedule: the runs differ by the order of the
     // FP16 sums in the last 15 steps; a wrong range restored is far off.
@@ -131,7 +140,8 @@ TEST(CliZero, BadValuesAndGraphsBeyondStageOneAreRefusedInOneLine) {
                              " 2>&1");
   };
   for (const char* args : {"--zero 4", "--zero -1", "--zero 2 --cuda-graph", "--zero 3 --cuda-graph",
-                           "--zero 3 --zero-prefetch -1", "--zero 2 --zero-prefetch 2", "--zero-prefetch 0"}) {
+                           "--zero 3 --zero-prefetch -1", "--zero 2 --zero-prefetch 2", "--zero-prefetch 0",
+                           "--zero-shard-size 1", "--zero 1 --zero-shard-size 2", "--zero 3 --zero-shard-size -1"}) {
     const auto r = alone(args);
     EXPECT_NE(r.exit_code, 0) << args;
     EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << args << ": " << r.output;
@@ -141,6 +151,9 @@ TEST(CliZero, BadValuesAndGraphsBeyondStageOneAreRefusedInOneLine) {
             std::string::npos);
   EXPECT_NE(alone("--zero 2 --zero-prefetch 2").output.find("--zero-prefetch applies to --zero 3"), std::string::npos);
   EXPECT_NE(alone("--zero 3 --zero-prefetch -1").output.find("--zero-prefetch must be >= 0"), std::string::npos);
+  EXPECT_NE(alone("--zero-shard-size 1").output.find("--zero-shard-size applies to --zero 1, 2 and 3"),
+            std::string::npos);
+  EXPECT_NE(alone("--zero 3 --zero-shard-size -1").output.find("--zero-shard-size must be >= 1"), std::string::npos);
   const auto prefetch = alone("--zero 3 --zero-prefetch 2");
   EXPECT_EQ(prefetch.exit_code, 0) << prefetch.output;
 }

@@ -3,12 +3,23 @@
 // comparison script reads.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <random>
+#include <string>
+
 #include "launch/bench/bench_report.h"
+#include "support/test_support.h"
 #include "trainer/models/mlp/mlp_config.h"
 #include "trainer/io/json_writer.h"
 
 namespace ddp {
 namespace {
+
+// A number field of the bench's JSON line (-1 when it is absent).
+double json_field(const std::string& line, const std::string& key) {
+  const size_t at = line.find("\"" + key + "\":");
+  return at == std::string::npos ? -1.0 : std::strtod(line.c_str() + at + key.size() + 3, nullptr);
+}
 
 TEST(BenchReport, ModelFlopsLeaveOutTheFirstLayersInputGradient) {
   // 784-1024-10: forward 2*(784*1024 + 1024*10), backward 4*(...) less 2*784*1024.
@@ -54,6 +65,41 @@ TEST(BenchReport, JsonLineFromKnownTimings) {
   size_t count = 0;
   for (size_t at = line.find("samples"); at != std::string::npos; at = line.find("samples", at + 1)) ++count;
   EXPECT_EQ(count, 1u) << line;
+}
+
+// Hybrid sharding: 4 ranks in groups of 2 send per element a
+// reduce-scatter in the group (1/2), an all-reduce of the half they own
+// across the 2 replicas (2 x 1/2 x 1/2) and an all-gather in the group
+// (1/2, twice at stage 3): at stage 1 the 1.5 of one group of 4 (3/4 +
+// 3/4), at stage 3 2 against 2.25; only the all-reduce's 0.5 crosses the
+// groups.
+TEST(BenchReport, ShardGroupsCountTheirRingsAndSayWhatCrossesThem) {
+  std::mt19937_64 rng(test::test_seed());
+  const double psi = static_cast<double>(std::uniform_int_distribution<size_t>(1000, 100000)(rng));
+  BenchContext c;
+  c.model = "4-4";
+  c.world_size = 4;
+  for (int stage : {1, 3}) {
+    const double gathers = stage == 3 ? 2.0 : 1.0;
+    for (int groups : {2, 4}) {
+      BenchTimings t;
+      t.global_samples_per_step = 8;
+      t.step_s = {1e-3};
+      t.zero_stage = stage;
+      t.zero_shard_size = groups;
+      t.parameters = static_cast<size_t>(psi);
+      t.reduce_scatter_elements_per_step = psi;
+      t.allgather_elements_per_step = gathers * psi;
+      const std::string line = bench_json_line(c, t);
+      const double per_element = groups == 4 ? 0.75 + gathers * 0.75 : 0.5 + 0.5 + gathers * 0.5;
+      const double sent = 2.0 * per_element * psi;
+      EXPECT_NEAR(json_field(line, "comm_bytes_per_step_per_rank"), sent, 1e-9 * sent) << line;
+      EXPECT_NEAR(json_field(line, "comm_bytes_theory"), sent, 1e-9 * sent) << line;
+      EXPECT_NEAR(json_field(line, "comm_bytes_across_groups_per_step_per_rank"), groups == 2 ? psi : 0.0, 1e-9 * sent)
+          << line;
+      EXPECT_EQ(json_field(line, "zero_shard_size"), groups) << line;
+    }
+  }
 }
 
 // --cuda-graph: replayed steps' all-reduces are not timed, so the line

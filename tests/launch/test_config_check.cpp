@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "comm/mpi_environment.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/error.h"
 #include "launch/cli/options.h"
@@ -152,6 +153,40 @@ TEST(ConfigCheck, TheTrainerRefusesATestHookRankTheWorldDoesNotHave) {
   c.inject_overflow_steps = {2};
   c.inject_overflow_rank = rank;
   EXPECT_EQ(trainer_refusal(c), expected);
+}
+
+// --zero-shard-size: a given size that does not divide the world is refused
+// as on the command line; without one, a node's ranks when the nodes are
+// equal blocks that divide the world, else the world; --zero 0 shards over
+// nothing, so its group is the world whatever is given.
+TEST(ConfigCheck, TheShardSizeIsTheGivenOneANodeOrTheWorld) {
+  std::mt19937_64 rng(test::test_seed());
+  const int g = std::uniform_int_distribution<int>(2, 16)(rng);
+  TrainConfig c = tiny_config();
+  c.zero_stage = 1;
+  c.zero_shard_size = g;
+  EXPECT_EQ(resolve_zero_shard_size(c, 4 * g, 0), g);
+  EXPECT_THROW(resolve_zero_shard_size(c, g + 1, 0), Error);
+  EXPECT_THROW(resolve_zero_shard_size(c, g - 1, g), Error);
+  EXPECT_EQ(command_line_refusal("--zero 1 --zero-shard-size " + std::to_string(g)),
+            "--zero-shard-size " + std::to_string(g) + " does not divide the world of 1 ranks into groups");
+  c.zero_shard_size = 0;
+  EXPECT_EQ(resolve_zero_shard_size(c, 4 * g, g), g);      // four nodes of g
+  EXPECT_EQ(resolve_zero_shard_size(c, 4 * g, 0), 4 * g);  // unequal nodes
+  EXPECT_EQ(resolve_zero_shard_size(c, g + 1, g), g + 1);  // a node's size that does not divide
+  c.zero_stage = 0;
+  c.zero_shard_size = g;
+  EXPECT_EQ(resolve_zero_shard_size(c, 4 * g, g), 4 * g);
+}
+
+// A node is a block when its ranks are consecutive from a multiple of its
+// size: mpirun's --map-by slot on equal hosts, not --map-by node.
+TEST(ConfigCheck, ANodeIsABlockOfConsecutiveRanksFromAMultipleOfItsSize) {
+  EXPECT_EQ(node_block_candidate(5, 1, 4, 4), 4);  // ranks 4-7, this one the second
+  EXPECT_EQ(node_block_candidate(0, 0, 1, 0), 1);
+  EXPECT_EQ(node_block_candidate(6, 1, 4, 4), 0);  // rank 6 second: the node's ranks are not consecutive
+  EXPECT_EQ(node_block_candidate(3, 1, 2, 2), 2);  // ranks 2-3
+  EXPECT_EQ(node_block_candidate(2, 0, 4, 2), 0);  // starts at 2 with 4 ranks: not a multiple
 }
 
 // Checked without a Trainer: before the check, a Trainer would try to

@@ -14,8 +14,13 @@ namespace ddp::test {
 
 class LoggingCommunicator final : public Communicator {
  public:
+  // `shard_size`: MpiCommunicator's (0: no shard groups).
+  explicit LoggingCommunicator(int shard_size = 0) : mpi_(MPI_COMM_WORLD, shard_size) {}
   int rank() const override { return mpi_.rank(); }
   int world_size() const override { return mpi_.world_size(); }
+  int shard_rank() const override { return mpi_.shard_rank(); }
+  int shard_size() const override { return mpi_.shard_size(); }
+  double allreduce_sum_host_shard_group(double value) override { return mpi_.allreduce_sum_host_shard_group(value); }
   std::string name() const override { return mpi_.name(); }
   void allreduce_sum_fp16(half16* data, size_t count) override { mpi_.allreduce_sum_fp16(data, count); }
   void broadcast_bytes(void* data, size_t size_bytes, int root) override {

@@ -19,6 +19,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "mpi/mpi_gpt_config.h"
 #include "mpi/mpi_test_support.h"
+#include "mpi/mpi_zero_cases.h"
 #include "support/temp_dir.h"
 #include "support/test_support.h"
 #include "trainer/checkpoint/checkpoint.h"
@@ -29,74 +30,7 @@
 namespace ddp {
 namespace {
 using test::failures_anywhere;
-
-// A seed every rank agrees on (rank 0's), fresh per run.
-uint64_t agreed_seed() {
-  uint64_t seed = test::test_seed() % 100000;
-  MPI_Bcast(&seed, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
-  return seed;
-}
-
-TrainConfig mlp_config(uint64_t seed) {
-  TrainConfig c;
-  c.data.kind = "synthetic";
-  c.mlp.layer_widths = {10, 48, 32, 10};  // 2,410 parameters: every rank owns a non-empty range
-  c.loss = LossKind::MeanSquaredError;
-  c.loss_name = "mse";
-  c.optimizer = OptimizerKind::Sgd;
-  c.lr = 0.05;
-  c.momentum = 0.9;
-  c.log_every = 1000;
-  c.seed = seed;
-  c.lr_schedule = LrScheduleKind::Constant;
-  c.data.synthetic_train_samples = 960;
-  c.data.synthetic_test_samples = 120;
-  c.global_batch = 48;              // divisible by 1, 2, 3 and 4
-  c.loss_scaler.init_scale = 1024;  // no overflow in the N-rank FP16 sum
-  return c;
-}
-
-struct Case {
-  const char* name;
-  bool gpt;
-  bool adamw;  // with clipping by the global norm at a bound every step exceeds
-};
-
-TrainConfig case_config(const Case& k, const std::string& dir, uint64_t seed) {
-  TrainConfig c = k.gpt ? test::tiny_gpt_config(dir) : mlp_config(seed);
-  c.seed = seed;
-  c.shuffle = false;
-  c.steps = 8;
-  if (k.adamw) {
-    c.optimizer = OptimizerKind::AdamW;
-    c.lr = 3e-3;
-    c.weight_decay = 0.1;
-    // Below every step's norm: the coefficient is max_norm / global norm, so
-    // a rank clipping by its own range's norm moves its range too far.
-    c.clip_grad_norm = 0.05;
-  }
-  return c;
-}
-
-// FP16 weights of the layout's padding (between and after tensors) that are
-// not zero: a padding gradient that is not zero (say, left there by an
-// in-place reduce-scatter's scratch) moves them, and enters the norm.
-int nonzero_padding(const std::vector<half16>& weights, const ParameterRegistry& registry) {
-  std::vector<char> tensor(weights.size(), 0);
-  for (const ParameterTensor& t : registry.tensors())
-    std::fill(tensor.begin() + t.offset, tensor.begin() + t.offset + t.count, 1);
-  int bad = 0;
-  for (size_t i = 0; i < weights.size(); ++i) bad += !tensor[i] && weights[i].bits != 0;
-  return bad;
-}
-
-// Bitwise equality of a vector with rank 0's.
-template <class T>
-int differs_from_root(const std::vector<T>& mine) {
-  std::vector<T> root = mine;
-  MPI_Bcast(root.data(), static_cast<int>(root.size() * sizeof(T)), MPI_BYTE, 0, MPI_COMM_WORLD);
-  return std::memcmp(root.data(), mine.data(), mine.size() * sizeof(T)) != 0;
-}
+using namespace test::zero_cases;
 
 // Tolerance: 0.5% of the update's L2 norm after 8 steps, the data-parallel
 // bound (mpi_test_data_parallel.cpp): the two differ at most by the order
@@ -202,11 +136,6 @@ TEST(Zero, OverflowOnOneRankSkipsTheStepOnEveryRank) {
     bad += end.scaler.scale != c.loss_scaler.init_scale / 4;  // two backoffs by 0.5, no growth in 16 steps
     EXPECT_EQ(failures_anywhere(bad), 0) << "--zero " << sa.stage << " --grad-accum " << sa.accum;
   }
-}
-
-int state_differs(const TrainState& a, const TrainState& b) {
-  return (a.master_weights_fp32 != b.master_weights_fp32) + (a.momentum_fp32 != b.momentum_fp32) +
-         (a.second_moment_fp32 != b.second_moment_fp32) + (a.step != b.step) + (a.optimizer_steps != b.optimizer_steps);
 }
 
 // A --zero 3 run's checkpoint holds the whole state: it restores unchanged

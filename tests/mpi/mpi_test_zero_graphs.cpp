@@ -15,6 +15,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/error.h"
 #include "mpi/mpi_test_support.h"
+#include "mpi/mpi_zero_cases.h"
 #include "support/nccl_staging_communicator.h"
 #include "support/recording_backend.h"
 #include "support/test_support.h"
@@ -26,6 +27,7 @@
 namespace ddp {
 namespace {
 using test::failures_anywhere;
+using test::zero_cases::state_differs;
 
 TrainConfig stage_one_config() {
   uint64_t seed = test::test_seed() % 100000;  // rank 0's, fresh per run
@@ -52,11 +54,6 @@ TrainConfig stage_one_config() {
   c.zero_stage = 1;
   c.steps = 8;
   return c;
-}
-
-int state_differs(const TrainState& a, const TrainState& b) {
-  return (a.master_weights_fp32 != b.master_weights_fp32) + (a.momentum_fp32 != b.momentum_fp32) + (a.step != b.step) +
-         (a.optimizer_steps != b.optimizer_steps);
 }
 
 // The checkpoints after the capture gather the FP32 state as FP16 pairs,

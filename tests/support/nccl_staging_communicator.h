@@ -33,6 +33,11 @@ class NcclStagingCommunicator final : public Communicator {
 
   int rank() const override { return transport_.rank(); }
   int world_size() const override { return transport_.world_size(); }
+  int shard_rank() const override { return transport_.shard_rank(); }
+  int shard_size() const override { return transport_.shard_size(); }
+  double allreduce_sum_host_shard_group(double value) override {
+    return transport_.allreduce_sum_host_shard_group(value);
+  }
   std::string name() const override { return transport_.name() + " with NCCL's staging rule"; }
   bool supports_capture() const override { return true; }
   void set_capturing(bool on) override {

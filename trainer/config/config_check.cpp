@@ -40,6 +40,7 @@ void check_ranges(const TrainConfig& c) {
     throw Error("--grad-predivide must be a positive number");
   if (c.zero_stage < 0 || c.zero_stage > 3) throw Error("--zero must be 0, 1, 2 or 3");
   if (c.zero_prefetch < 0) throw Error("--zero-prefetch must be >= 0 (0: each layer's gather at its own hook)");
+  if (c.zero_shard_size < 0) throw Error("--zero-shard-size must be >= 1 (0: the ranks of one node)");
   if (c.zero_stage >= 2 && c.cuda_graph)
     throw Error("--cuda-graph works with --zero 0 and 1 only (stages 2 and 3 re-point gradients and weights per step)");
   if (c.base_batch < 0) throw Error("--base-batch must be positive");
@@ -142,6 +143,7 @@ void check_config_for_world(const TrainConfig& c, int world_size) {
   rank_must_exist(c.inject_overflow_rank, !c.inject_overflow_steps.empty() || c.inject_overflow_every > 0,
                   "--inject-overflow-rank");
   rank_must_exist(c.stall_rank, c.stall_at_step > 0, "--stall-rank");
+  resolve_zero_shard_size(c, world_size, 0);  // a given size must divide the world
 }
 
 const TrainConfig& checked_train_config(const TrainConfig& c, int world_size) {

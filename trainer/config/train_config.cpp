@@ -18,4 +18,17 @@ int64_t resolve_batch_per_rank(const TrainConfig& config, int world_size) {
   return config.global_batch / per_step;
 }
 
+int resolve_zero_shard_size(const TrainConfig& config, int world_size, int node_block_size) {
+  if (config.zero_stage == 0) return world_size;
+  const int given = config.zero_shard_size;
+  if (given > 0) {
+    if (given > world_size || world_size % given != 0)
+      throw Error("--zero-shard-size " + std::to_string(given) + " does not divide the world of " +
+                  std::to_string(world_size) + " ranks into groups");
+    return given;
+  }
+  if (node_block_size > 0 && world_size % node_block_size == 0) return node_block_size;
+  return world_size;
+}
+
 }  // namespace ddp

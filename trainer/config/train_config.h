@@ -42,9 +42,10 @@ struct TrainConfig {
   int64_t grad_accum = 1;       // micro-batches per optimizer step (all-reduce after the last only)
   bool cuda_graph = false;      // replay steady steps from a CUDA graph capture
   double grad_predivide = 1.0;  // gradients divided by this before the all-reduce, by world/this after
-  int zero_stage = 0;  // ZeRO: 0 replicated; 1 masters and optimizer state sharded; 2 + FP16 grads; 3 + FP16 weights
-  int zero_prefetch = 1;         // stage 3: layer gathers started ahead of the layer that reads them (layer_shards.h)
-  double bucket_mb = 25.0;       // all-reduce bucket size (MiB); 0: one all-reduce after backward
+  int zero_stage = 0;     // ZeRO: 0 replicated; 1 masters and optimizer state sharded; 2 + FP16 grads; 3 + FP16 weights
+  int zero_prefetch = 1;  // stage 3: layer gathers started ahead of the layer that reads them (layer_shards.h)
+  int zero_shard_size = 0;  // --zero >= 1: ranks per shard group (hybrid sharding); 0: a node (resolve_zero_shard_size)
+  double bucket_mb = 25.0;  // all-reduce bucket size (MiB); 0: one all-reduce after backward
   double first_bucket_mb = 1.0;  // the first (last layers') bucket: small, so communication starts early
   int64_t epochs = 15;
   int64_t steps = 0;             // > 0 replaces epochs
@@ -156,5 +157,12 @@ struct TrainConfig {
 // Per-rank batch from --global-batch (or --batch-size as given); throws
 // naming the flag when the global batch does not divide by world x accum.
 int64_t resolve_batch_per_rank(const TrainConfig& config, int world_size);
+
+// The ranks of a shard group (Communicator::shard_size): the whole world at
+// --zero 0; --zero-shard-size when given; otherwise one node's ranks
+// (`node_block_size`: MpiEnvironment's, 0 where the nodes are not equal
+// blocks of consecutive ranks) when they divide the world, else the world.
+// Throws naming the flag when a given size does not divide the world.
+int resolve_zero_shard_size(const TrainConfig& config, int world_size, int node_block_size);
 
 }  // namespace ddp

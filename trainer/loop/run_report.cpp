@@ -52,10 +52,10 @@ void RunReport::banner(size_t parameters, const Dataset& train, const Dataset& t
 
 void RunReport::memory(const StateBytes& state, size_t other_bytes, const ZeroFormula& formula,
                        const ActivationKinds& activations) {
-  say(memory_line(cfg_.zero_stage, world(), state, other_bytes, formula));
+  say(memory_line(cfg_.zero_stage, world(), comm_.shard_size(), state, other_bytes, formula));
   if (!activations.empty()) say(activation_line(activations));
   if (!metrics_) return;
-  JsonRecord r = memory_record(cfg_.zero_stage, world(), state, other_bytes, formula);
+  JsonRecord r = memory_record(cfg_.zero_stage, world(), comm_.shard_size(), state, other_bytes, formula);
   add_activation_fields(r, activations);
   metrics_->write(r);
 }

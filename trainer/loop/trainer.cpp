@@ -36,7 +36,7 @@ TrainConfig with_batch_per_rank(TrainConfig c, int world_size) {
   return c;
 }
 
-// --zero 1 and above: the FP32 state of this rank's range only.
+// --zero 1 and above: the FP32 state of this rank's range of its shard group only.
 ShardRange owned_range(const TrainConfig& c, const ShardLayout& shards, int rank) {
   return c.zero_stage > 0 ? shards.range(rank) : ShardRange{0, shards.total_count()};
 }
@@ -60,8 +60,8 @@ Trainer::Impl::Impl(const TrainConfig& c, Backend& b, Communicator& m, TrainTest
       comm_(m),
       data_(std::move(d)),
       model_(make_model(cfg_, b, static_cast<int>(cfg_.batch_size))),
-      shards_(zero_shard_layout(model_->parameters().flat_count(), m.world_size())),
-      params_(b, model_->parameters(), owned_range(cfg_, shards_, m.rank()), sharding_of(cfg_)),
+      shards_(zero_shard_layout(model_->parameters().flat_count(), m.shard_size())),
+      params_(b, model_->parameters(), owned_range(cfg_, shards_, m.shard_rank()), sharding_of(cfg_)),
       state_(b, cfg_),
       cursor_(cfg_, data_.train.count, m.rank(), m.world_size()),
       evaluator_(b, data_.test, static_cast<int>(cfg_.batch_size)),
@@ -377,7 +377,7 @@ Trainer::Trainer(const TrainConfig& config, Backend& backend, Communicator& comm
   // an allocation failure (or a swapping machine) part way through building it.
   const size_t parameters = model_parameters(bind_model_to_data(checked, data)).parameter_count();
   const std::string problem =
-      host_memory_problem(checked.zero_stage, comm.world_size(), parameters, checked.optimizer == OptimizerKind::AdamW,
+      host_memory_problem(checked.zero_stage, comm.shard_size(), parameters, checked.optimizer == OptimizerKind::AdamW,
                           backend.kind() == DeviceKind::Cpu, physical_memory_bytes());
   if (!problem.empty()) throw Error(problem);
   impl_ = std::make_unique<Impl>(checked, backend, comm, std::move(data));

@@ -58,6 +58,7 @@ struct BenchTimings {
   // to reduce-scatters and to all-gathers (the calls' sizes, whole buffers).
   double allreduce_elements_per_step = 0, reduce_scatter_elements_per_step = 0, allgather_elements_per_step = 0;
   int zero_stage = 0;
+  int zero_shard_size = 0;              // the ranks of a shard group (0, or the world: no hybrid sharding)
   size_t parameters = 0;                // the model's (Psi, no padding)
   size_t state_bytes_max = 0;           // the largest rank's state (memory_report.h)
   size_t peak_allocated_bytes_max = 0;  // the largest rank's allocation high-water mark (Backend::allocations)

@@ -41,13 +41,14 @@ BenchTimings Trainer::Impl::bench(int64_t warmup_steps, int64_t timed_steps) {
   (cfg_.zero_stage > 0 ? t.reduce_scatter_elements_per_step : t.allreduce_elements_per_step) = reduced;
   t.allgather_elements_per_step = static_cast<double>(train_step_.elements_gathered() - gathered_before) / steps;
   t.zero_stage = cfg_.zero_stage;
+  t.zero_shard_size = comm_.shard_size();
   t.parameters = model_->parameters().parameter_count();
   t.state_bytes_max = static_cast<size_t>(comm_.allreduce_max_host(static_cast<int64_t>(held_state_bytes().total())));
   t.peak_allocated_bytes_max =
       static_cast<size_t>(comm_.allreduce_max_host(static_cast<int64_t>(backend_.allocations().peak_bytes)));
-  t.state_formula_bytes = zero_formula_bytes(cfg_.zero_stage, world(), t.parameters,
-                                             cfg_.optimizer == OptimizerKind::AdamW)
-                              .ours_bytes;
+  t.state_formula_bytes =
+      zero_formula_bytes(cfg_.zero_stage, comm_.shard_size(), t.parameters, cfg_.optimizer == OptimizerKind::AdamW)
+          .ours_bytes;
   t.activations = model_->activation_kinds();
   t.device_used_bytes_max =
       static_cast<size_t>(comm_.allreduce_max_host(static_cast<int64_t>(backend_.device_used_bytes())));

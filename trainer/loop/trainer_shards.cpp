@@ -17,7 +17,7 @@ void Trainer::Impl::report_memory() {
   const size_t other =
       static_cast<size_t>(comm_.allreduce_max_host(static_cast<int64_t>(in_use > counted ? in_use - counted : 0)));
   report_.memory(largest_over_ranks(comm_, mine), other,
-                 zero_formula_bytes(cfg_.zero_stage, world(), model_->parameters().parameter_count(),
+                 zero_formula_bytes(cfg_.zero_stage, comm_.shard_size(), model_->parameters().parameter_count(),
                                     cfg_.optimizer == OptimizerKind::AdamW),
                  model_->activation_kinds());
 }

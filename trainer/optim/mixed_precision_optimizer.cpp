@@ -20,8 +20,8 @@ MixedPrecisionOptimizer::MixedPrecisionOptimizer(Backend& backend, ParameterStor
                                                  const OptimizerConfig& config, Communicator& comm,
                                                  const ShardLayout& layout)
     : MixedPrecisionOptimizer(backend, params, config) {
-  DDP_REQUIRE(layout.total_count() == params.count() && layout.world_size() == comm.world_size() &&
-                  layout.range(comm.rank()) == params.owned(),
+  DDP_REQUIRE(layout.total_count() == params.count() && layout.world_size() == comm.shard_size() &&
+                  layout.range(comm.shard_rank()) == params.owned(),
               "MixedPrecisionOptimizer: the shard layout is not the store's");
   shards_.emplace(Shards{comm, layout});
 }
@@ -31,10 +31,11 @@ double MixedPrecisionOptimizer::global_grad_norm() {
   float norm = 0.0f;
   backend_.copy_to_host(&norm, grad_norm_.data(), sizeof(norm));
   if (!shards_) return norm;
-  // The ranges' squared norms, summed in double. A float's square is exact
-  // in double, so one rank's norm comes back unchanged.
+  // The ranges' squared norms, summed in double over the shard group (every
+  // replica holds the same gradients). A float's square is exact in double,
+  // so one rank's norm comes back unchanged.
   const double own = static_cast<double>(norm);
-  return std::sqrt(shards_->comm.allreduce_sum_host(own * own));
+  return std::sqrt(shards_->comm.allreduce_sum_host_shard_group(own * own));
 }
 
 StepOutcome MixedPrecisionOptimizer::step(StepStatus* status, bool want_norm) {

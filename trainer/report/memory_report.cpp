@@ -28,8 +28,8 @@ StateBytes largest_over_ranks(Communicator& comm, const StateBytes& m) {
   return b;
 }
 
-ZeroFormula zero_formula_bytes(int stage, int world, size_t parameters, bool adamw) {
-  const double psi = static_cast<double>(parameters), n = static_cast<double>(world);
+ZeroFormula zero_formula_bytes(int stage, int shards, size_t parameters, bool adamw) {
+  const double psi = static_cast<double>(parameters), n = static_cast<double>(shards);
   const double k = 4.0 + (adamw ? 8.0 : 4.0);
   const double weights = stage >= 3 ? 2.0 / n : 2.0, grads = stage >= 2 ? 2.0 / n : 2.0;
   const double state = stage >= 1 ? k / n : k;
@@ -40,14 +40,14 @@ ZeroFormula zero_formula_bytes(int stage, int world, size_t parameters, bool ada
   return f;
 }
 
-double host_bytes_needed(int stage, int world, size_t parameters, bool adamw, bool state_on_host) {
+double host_bytes_needed(int stage, int shards, size_t parameters, bool adamw, bool state_on_host) {
   const double whole_fp32_weights = 4.0 * static_cast<double>(parameters);
-  return whole_fp32_weights + (state_on_host ? zero_formula_bytes(stage, world, parameters, adamw).ours_bytes : 0.0);
+  return whole_fp32_weights + (state_on_host ? zero_formula_bytes(stage, shards, parameters, adamw).ours_bytes : 0.0);
 }
 
-std::string host_memory_problem(int stage, int world, size_t parameters, bool adamw, bool state_on_host,
+std::string host_memory_problem(int stage, int shards, size_t parameters, bool adamw, bool state_on_host,
                                 size_t physical_bytes) {
-  const double needed = host_bytes_needed(stage, world, parameters, adamw, state_on_host);
+  const double needed = host_bytes_needed(stage, shards, parameters, adamw, state_on_host);
   if (needed <= static_cast<double>(physical_bytes)) return "";
   char text[512];
   std::snprintf(text, sizeof text,
@@ -68,9 +68,13 @@ std::string mib(double bytes) {
 }
 }  // namespace
 
-std::string memory_line(int stage, int world, const StateBytes& s, size_t other_bytes, const ZeroFormula& f) {
-  return "memory per rank (--zero " + std::to_string(stage) + ", " + std::to_string(world) +
-         " rank(s)): FP32 masters " + mib(s.fp32_masters) + ", optimizer state " + mib(s.optimizer_state) +
+std::string memory_line(int stage, int world, int shard_size, const StateBytes& s, size_t other_bytes,
+                        const ZeroFormula& f) {
+  const std::string groups = shard_size < world ? ", sharded over groups of " + std::to_string(shard_size) + ", " +
+                                                      std::to_string(world / shard_size) + " replicas"
+                                                : std::string();
+  return "memory per rank (--zero " + std::to_string(stage) + ", " + std::to_string(world) + " rank(s)" + groups +
+         "): FP32 masters " + mib(s.fp32_masters) + ", optimizer state " + mib(s.optimizer_state) +
          ", FP32 gradients " + mib(s.fp32_gradients) + ", FP16 weights " + mib(s.fp16_weights) + ", FP16 gradients " +
          mib(s.fp16_gradients) + "; state " + mib(s.total()) + " against the ZeRO formula's " + mib(f.paper_bytes) +
          " (" + mib(f.ours_bytes) + " with our FP32 gradients and decay mask)" +
@@ -79,9 +83,10 @@ std::string memory_line(int stage, int world, const StateBytes& s, size_t other_
          "; activations, scratch and buffers " + mib(other_bytes);
 }
 
-JsonRecord memory_record(int stage, int world, const StateBytes& s, size_t other_bytes, const ZeroFormula& f) {
+JsonRecord memory_record(int stage, int world, int shard_size, const StateBytes& s, size_t other_bytes,
+                         const ZeroFormula& f) {
   JsonRecord r;
-  r.add("event", "memory").add("zero_stage", stage).add("world_size", world);
+  r.add("event", "memory").add("zero_stage", stage).add("world_size", world).add("zero_shard_size", shard_size);
   r.add("fp32_masters_bytes", s.fp32_masters).add("optimizer_state_bytes", s.optimizer_state);
   r.add("fp32_gradients_bytes", s.fp32_gradients).add("fp16_weights_bytes", s.fp16_weights);
   r.add("fp16_gradients_bytes", s.fp16_gradients).add("state_bytes", s.total());

@@ -43,29 +43,34 @@ StateBytes largest_over_ranks(Communicator& comm, const StateBytes& mine);
 StateBytes measured_state_bytes(const ParameterStore& params);
 
 // The paper's formula for `parameters` (Psi, no padding) and ours on top of
-// it (FP32 gradients, decay mask), per rank; `adamw` picks K.
+// it (FP32 gradients, decay mask), per rank; `adamw` picks K. `shards`:
+// the ranks the state is cut over (the world, or a hybrid run's shard
+// group: each replica holds the whole state again).
 struct ZeroFormula {
   double paper_bytes = 0;
   double ours_bytes = 0;  // paper_bytes + the extras
 };
-ZeroFormula zero_formula_bytes(int stage, int world, size_t parameters, bool adamw);
+ZeroFormula zero_formula_bytes(int stage, int shards, size_t parameters, bool adamw);
 
 // Host memory one rank needs at least, before its first step: the whole
 // FP32 weights (4 bytes per parameter: every rank draws or reads the initial
 // values whole, and a checkpoint gathers each state whole) and, where the
 // state lives in host memory (CPU ranks), the formula's state with ours.
-double host_bytes_needed(int stage, int world, size_t parameters, bool adamw, bool state_on_host);
+double host_bytes_needed(int stage, int shards, size_t parameters, bool adamw, bool state_on_host);
 
 // "" when host_bytes_needed fits `physical_bytes`, else the one-line
 // problem, naming the parameter count, the need, the memory and the fix.
-std::string host_memory_problem(int stage, int world, size_t parameters, bool adamw, bool state_on_host,
+std::string host_memory_problem(int stage, int shards, size_t parameters, bool adamw, bool state_on_host,
                                 size_t physical_bytes);
 
 // The banner's line: the classes (each the largest rank's), the rest of the
 // trainer's allocations (activations, scratch, batch slots, communication
-// staging: `other_bytes`) and the formula.
-std::string memory_line(int stage, int world, const StateBytes& state, size_t other_bytes, const ZeroFormula& f);
+// staging: `other_bytes`) and the formula. `shard_size` below `world`: a
+// hybrid run's shard groups (said in the line).
+std::string memory_line(int stage, int world, int shard_size, const StateBytes& state, size_t other_bytes,
+                        const ZeroFormula& f);
 // The same as a metrics record ("event": "memory").
-JsonRecord memory_record(int stage, int world, const StateBytes& state, size_t other_bytes, const ZeroFormula& f);
+JsonRecord memory_record(int stage, int world, int shard_size, const StateBytes& state, size_t other_bytes,
+                         const ZeroFormula& f);
 
 }  // namespace ddp

@@ -27,7 +27,7 @@ LayerShards::LayerShards(Backend& backend, Communicator& comm, Model& model, Par
       prefetch_depth_(prefetch_depth) {
   DDP_REQUIRE(prefetch_depth >= 0, "LayerShards: negative prefetch depth");
   const ParameterRegistry& registry = params.registry();
-  DDP_REQUIRE(layout.range(comm.rank()) == params.owned(), "LayerShards: the layout is not the store's");
+  DDP_REQUIRE(layout.range(comm.shard_rank()) == params.owned(), "LayerShards: the layout is not the store's");
   for (int l = 0; l < model.layer_count(); ++l) layer_tensors_.push_back(model.layer_tensors(l));
   if (params.weights_sharded()) {
     size_t slot_count = 0;
@@ -132,7 +132,7 @@ void LayerShards::start_gather(size_t entry) {
   size_t position = 0;
   for (const Run& run : layer_runs_[static_cast<size_t>(layer)]) {
     const ShardLayout& slice = run.slice;
-    const ShardRange mine = slice.range(comm_.rank());
+    const ShardRange mine = slice.range(comm_.shard_rank());
     const half16* from = params_.owned_weights_fp16() + (mine.count() > 0 ? run.offset + mine.begin - owned_begin : 0);
     if (trace_ != nullptr) trace_->tag_next(-1, layer);
     comm_.start_allgather_fp16(from, slot + position, slice);
@@ -186,7 +186,7 @@ void LayerShards::start_updated_weight_gathers() {
     const UpdateChunk& chunk = update_chunks_[c];
     half16* full = params_.weights_fp16.data() + chunk.offset;
     // In place: this rank's part of the chunk is where the update wrote it.
-    comm_.start_allgather_fp16(full + chunk.slice.range(comm_.rank()).begin, full, chunk.slice);
+    comm_.start_allgather_fp16(full + chunk.slice.range(comm_.shard_rank()).begin, full, chunk.slice);
     elements_gathered_ += chunk.count;
     update_marks_[c] = comm_.mark_started();
   }

@@ -18,9 +18,10 @@ ShardLayout fp32_state_gather_layout(const ShardLayout& layout) {
 
 std::vector<float> gather_fp32_state(Communicator& comm, const ParameterStore& params, const Buffer<float>& state) {
   DDP_REQUIRE(state.count() == params.owned_count(), "gather_fp32_state: not one of the store's FP32 buffers");
-  if (!params.sharded() || comm.world_size() == 1) return state.download();
-  const ShardLayout layout = zero_shard_layout(params.count(), comm.world_size());
-  DDP_REQUIRE(layout.range(comm.rank()) == params.owned(), "gather_fp32_state: the store's range is not this rank's");
+  if (!params.sharded() || comm.shard_size() == 1) return state.download();
+  const ShardLayout layout = zero_shard_layout(params.count(), comm.shard_size());
+  DDP_REQUIRE(layout.range(comm.shard_rank()) == params.owned(),
+              "gather_fp32_state: the store's range is not this rank's");
   Buffer<float> whole(state.backend(), params.count());
   comm.allgather_fp16(reinterpret_cast<const half16*>(state.data()), reinterpret_cast<half16*>(whole.data()),
                       fp32_state_gather_layout(layout));

@@ -1,0 +1,203 @@
+// mpi_test_zero_hybrid.cpp: hybrid sharding (--zero-shard-size G, FSDP's
+// HSDP) on CPU ranks (CTest runs this binary with 2, 3 and 4 ranks; every G
+// below the world that divides it: 1, and 2 at 4 ranks):
+//   - every stage tracks --zero 0 within mpi_test_zero.cpp's tolerances, the
+//     MLP and the GPT, SGD and AdamW clipped by the global norm, with and
+//     without accumulation, and the FP16 weights are the same bits on every
+//     rank (every replica steps the same sums);
+//   - each rank holds its group's share of the state: summed over the world,
+//     the sharded classes are the replicated ones times the replicas;
+//   - a checkpoint written at one (stage, group size) restores unchanged at
+//     another and continues within the tolerance, bitwise at its own.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "comm/mpi_communicator.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "mpi/mpi_test_support.h"
+#include "mpi/mpi_trained_weights.h"
+#include "mpi/mpi_zero_cases.h"
+#include "support/temp_dir.h"
+#include "trainer/checkpoint/checkpoint.h"
+#include "trainer/loop/trainer.h"
+
+namespace ddp {
+namespace {
+using test::failures_anywhere;
+using namespace test::zero_cases;
+
+int world_size() {
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  return world;
+}
+
+// The shard sizes below the world that divide it.
+std::vector<int> group_sizes(int world) {
+  std::vector<int> sizes;
+  for (int g = 1; g < world; ++g)
+    if (world % g == 0) sizes.push_back(g);
+  return sizes;
+}
+
+TEST(ZeroHybrid, EveryStageAndGroupSizeTracksStageZero) {
+  const Case cases[] = {{"MLP SGD", false, false},
+                        {"MLP AdamW clipped", false, true},
+                        {"GPT SGD", true, false},
+                        {"GPT AdamW clipped", true, true}};
+  const test::TempDir own("mpi_zero_hybrid");  // each rank its own text file
+  MpiCommunicator world;
+  int bad = 0;
+  double worst[2] = {0.0, 0.0};  // SGD's, AdamW's
+  for (const Case& k : cases) {
+    for (int64_t accum : {1, 2}) {
+      TrainConfig c = case_config(k, own.path(), agreed_seed());
+      c.grad_accum = accum;
+      const TrainTestData data = load_train_test(c.data, c.seed);
+      const test::TrainedWeights replicated = test::train_weights(c, world, data);
+      CpuBackend cpu(1);
+      Trainer unstarted(c, cpu, world, data);
+      unstarted.prepare();
+      const std::vector<float> start = unstarted.snapshot().master_weights_fp32;  // for the update's norm
+      for (int g : group_sizes(world.world_size())) {
+        MpiCommunicator groups(MPI_COMM_WORLD, g);
+        for (int stage : {1, 2, 3}) {
+          TrainConfig z = c;
+          z.zero_stage = stage;
+          z.zero_shard_size = g;
+          const test::TrainedWeights hybrid = test::train_weights(z, groups, data);
+          const double rel = test::relative_update_difference(hybrid.master, replicated.master, start);
+          const bool within = rel < (k.adamw ? 2e-2 : 5e-3);
+          worst[k.adamw] = std::max(worst[k.adamw], rel);
+          const bool same = test::same_as_rank0(hybrid.weights);
+          bad += !within + !same;
+          if (world.rank() == 0 && (!within || !same))
+            std::printf("%s --grad-accum %lld --zero %d in groups of %d: relative update difference %.3g%s\n", k.name,
+                        static_cast<long long>(accum), stage, g, rel, same ? "" : ", weights differ between ranks");
+        }
+      }
+    }
+  }
+  EXPECT_EQ(failures_anywhere(bad), 0);
+  if (world.rank() == 0)
+    std::printf("hybrid against --zero 0, %d ranks: worst relative update difference %.3g (SGD), %.3g (AdamW)\n",
+                world.world_size(), worst[0], worst[1]);
+}
+
+TEST(ZeroHybrid, EachRankHoldsItsGroupsShareOfTheState) {
+  const test::TempDir own("mpi_zero_hybrid_memory");
+  TrainConfig c = case_config({"MLP AdamW", false, true}, own.path(), 3);
+  const TrainTestData data = load_train_test(c.data, c.seed);
+  MpiCommunicator world;
+  CpuBackend cpu(1);
+  const StateBytes whole = Trainer(c, cpu, world, data).state_bytes();
+  const auto summed = [&](size_t v) { return static_cast<size_t>(world.allreduce_sum_host(static_cast<double>(v))); };
+  int bad = 0;
+  for (int g : group_sizes(world.world_size())) {
+    MpiCommunicator groups(MPI_COMM_WORLD, g);
+    const size_t replicas = static_cast<size_t>(groups.shard_replicas());
+    for (int stage : {1, 2, 3}) {
+      TrainConfig z = c;
+      z.zero_stage = stage;
+      z.zero_shard_size = g;
+      const StateBytes held = Trainer(z, cpu, groups, data).state_bytes();
+      bad += summed(held.fp32_masters) != replicas * whole.fp32_masters;
+      bad += summed(held.optimizer_state) != replicas * whole.optimizer_state;
+      if (stage >= 2) bad += summed(held.fp16_gradients) != replicas * whole.fp16_gradients;
+      if (stage >= 3) bad += summed(held.fp16_weights) != replicas * whole.fp16_weights;
+    }
+  }
+  EXPECT_EQ(failures_anywhere(bad), 0);
+}
+
+// Written in groups of 1 at --zero 3 (or 2 at 4 ranks), the checkpoint
+// resumes in the same groups bitwise, in groups of the whole world at
+// --zero 1 and in groups of 1 at --zero 2 within the tolerance; and one
+// written by the whole world at --zero 1 restores in groups at --zero 3.
+TEST(ZeroHybrid, ACheckpointResumesAtAnotherStageAndGroupSize) {
+  const int n = world_size();
+  const int g = group_sizes(n).back();
+  const test::SharedTempDir shared("mpi_zero_hybrid_ckpt");
+  const test::TempDir text_dir("mpi_zero_hybrid_text");
+  TrainConfig c = case_config({"GPT AdamW", true, true}, text_dir.path(), agreed_seed());
+  c.zero_stage = 3;
+  c.zero_shard_size = g;
+  c.steps = 12;
+  CpuBackend cpu(1);
+  const TrainTestData data = load_train_test(c.data, c.seed);
+  MpiCommunicator groups(MPI_COMM_WORLD, g), world;
+
+  Trainer whole(c, cpu, groups, data);
+  whole.prepare();
+  whole.run();
+  const TrainState end = whole.snapshot();
+
+  TrainConfig first = c;
+  first.stop_after_steps = 6;
+  first.checkpoint_dir = shared.path() + "/groups";
+  {
+    Trainer t(first, cpu, groups, data);
+    t.prepare();
+    t.run();
+  }
+  MPI_Barrier(MPI_COMM_WORLD);  // rank 0 has written it
+  const std::string path = first.checkpoint_dir + "/ckpt-step000000000006.safetensors";
+  const TrainState saved = read_checkpoint(path);
+  TrainConfig again = c;
+  again.resume = true;
+  again.resume_path = path;
+  int bad = 0;
+  double rel = 0.0;
+  {
+    Trainer t(again, cpu, groups, data);
+    t.prepare();
+    bad += state_differs(t.snapshot(), saved);
+    t.run();
+    bad += state_differs(t.snapshot(), end);
+  }
+  struct Elsewhere {
+    int stage, shard_size;
+    Communicator& comm;
+  };
+  MpiCommunicator singles(MPI_COMM_WORLD, 1);
+  for (const Elsewhere& e : {Elsewhere{1, n, world}, Elsewhere{2, 1, singles}}) {
+    TrainConfig other = again;
+    other.zero_stage = e.stage;
+    other.zero_shard_size = e.shard_size;
+    Trainer t(other, cpu, e.comm, data);
+    t.prepare();
+    bad += state_differs(t.snapshot(), saved);
+    t.run();
+    rel = std::max(rel, test::relative_update_difference(t.snapshot().master_weights_fp32, end.master_weights_fp32,
+                                                         saved.master_weights_fp32));
+  }
+  EXPECT_EQ(failures_anywhere(bad), 0) << "a restore differs, or the same groups did not resume bitwise";
+  EXPECT_EQ(failures_anywhere(!(rel < 2e-2)), 0) << "resumed elsewhere, relative update difference " << rel;
+
+  TrainConfig by_world = c;
+  by_world.zero_stage = 1;
+  by_world.zero_shard_size = 0;
+  by_world.stop_after_steps = 6;
+  by_world.checkpoint_dir = shared.path() + "/world";
+  {
+    Trainer t(by_world, cpu, world, data);
+    t.prepare();
+    t.run();
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  const std::string world_path = by_world.checkpoint_dir + "/ckpt-step000000000006.safetensors";
+  TrainConfig in_groups = again;
+  in_groups.resume_path = world_path;
+  Trainer t(in_groups, cpu, groups, data);
+  t.prepare();
+  EXPECT_EQ(failures_anywhere(state_differs(t.snapshot(), read_checkpoint(world_path))), 0);
+  if (world.rank() == 0) std::printf("resumed in other groups: relative update difference %.3g\n", rel);
+}
+
+}  // namespace
+}  // namespace ddp
