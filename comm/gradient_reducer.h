@@ -64,7 +64,7 @@ class GradientReducer {
   const std::vector<GradientBucket>& buckets() const { return buckets_; }
 
   // From now on each bucket is reduce-scattered over `layout` (of the
-  // whole buffer, this communicator's world) instead of all-reduced.
+  // whole buffer, this communicator's shard group) instead of all-reduced.
   void shard_over(const ShardLayout& layout);
   void shard_over(const ShardLayout& layout, half16* owned, std::function<half16*(size_t bucket)> source);
 

@@ -4,7 +4,8 @@
 // on before it is cut into ranges.
 //
 // A checkpoint is one file in the unsharded format, so any checkpoint
-// resumes at any world size and stage. It is gathered, not written
+// resumes at any world size, stage and shard group size. It is gathered
+// (inside the rank's shard group, which holds the whole state), not written
 // collectively: every rank's range is all-gathered into a transient whole
 // buffer on the backend (one state at a time, freed after), downloaded,
 // and rank 0 writes, as with --zero 0. That costs one whole FP32 state
@@ -29,7 +30,8 @@ namespace ddp {
 // vectorised kernel and NCCL's staging like.
 constexpr size_t kZeroShardAlignElements = 64;
 
-// The ranges of a flat layout of `flat_count` elements over `world` ranks.
+// The ranges of a flat layout of `flat_count` elements over `world` ranks
+// (a shard group's: Communicator::shard_size).
 ShardLayout zero_shard_layout(size_t flat_count, int world);
 
 // The layout gather_fp32_state all-gathers an FP32 buffer of `layout`'s
