@@ -9,44 +9,15 @@
 #include <vector>
 
 #include "comm/mpi_check.h"
-#include "kernels/half_convert.h"
+#include "comm/sum16.h"
 #include "kernels/stream_marks.h"
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 
 namespace ddp {
 namespace {
 // inout[i] = fp16(float(in[i]) + float(inout[i])): one rounding per pairwise
-// step. MPI calls this on every received segment, so it must run near
-// memory speed: the F16C path below when the CPU has it.
-#if defined(__x86_64__)
-// One pass, 16 elements per iteration in registers: widen both inputs with
-// F16C, add in FP32, round back to FP16 (RNE), store. Same bits as the
-// portable loop (a NaN's payload may differ; it stays NaN). Measured about
-// 3x the earlier convert-to-stack-blocks version (comm results, 2026-11-30).
-__attribute__((target("f16c,avx"))) void half_sum_f16c(const half16* a, half16* b, int n) {
-  int i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m256 a0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i)));
-    const __m256 a1 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i + 8)));
-    const __m256 b0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + i)));
-    const __m256 b1 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + i + 8)));
-    constexpr int kRne = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(b + i), _mm256_cvtps_ph(_mm256_add_ps(b0, a0), kRne));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(b + i + 8), _mm256_cvtps_ph(_mm256_add_ps(b1, a1), kRne));
-  }
-  for (; i < n; ++i) b[i] = to_half(to_float(b[i]) + to_float(a[i]));
-}
-#endif
-
+// step, at memory speed (comm/sum16.h).
 void half_sum(void* in, void* inout, int* len, MPI_Datatype*) {
-  const half16* a = static_cast<const half16*>(in);
-  half16* b = static_cast<half16*>(inout);
-#if defined(__x86_64__)
-  if (f16c_available()) return half_sum_f16c(a, b, *len);
-#endif
-  for (int i = 0; i < *len; ++i) b[i] = to_half(to_float(b[i]) + to_float(a[i]));
+  sum_into_fp16(static_cast<const half16*>(in), static_cast<half16*>(inout), static_cast<size_t>(*len));
 }
 // MPI counts are int: large buffers go in chunks.
 constexpr size_t kMaxChunk = static_cast<size_t>(INT_MAX) / 2;

@@ -1,0 +1,27 @@
+// sum16.h: the element-wise sums of 16-bit floats that the transports' FP16
+// and BF16 reductions make on the host (MPI's user-defined operations):
+// b[i] = round(float(a[i]) + float(b[i])), the widening exact, the add in
+// FP32, one rounding to nearest even per pairwise step, as NCCL's FP16 and
+// BF16 sums round. MPI calls them on every received segment, so they run
+// near memory speed: 16 lanes per step in AVX registers where the CPU has
+// them (F16C for FP16; AVX2's integer shifts and the carry of bfloat16.h
+// for BF16), the portable scalar definitions otherwise and for the tails.
+// Both paths give the same bits, except a NaN's payload (it stays a NaN).
+#pragma once
+
+#include <cstddef>
+
+#include "kernels/bfloat16.h"
+#include "kernels/half.h"
+
+namespace ddp {
+
+void sum_into_fp16(const half16* a, half16* b, size_t count);
+void sum_into_bf16(const bfloat16* a, bfloat16* b, size_t count);
+
+// Whether the vector paths run on this CPU (F16C and AVX; AVX2), and, for
+// tests, a switch to the scalar paths (false) or back to detection (true).
+bool sum16_vector_paths_available();
+void set_sum16_vector_paths_enabled(bool enabled);
+
+}  // namespace ddp
