@@ -20,8 +20,8 @@
 #    libcudart is carried: the runtime the binaries were built with.
 # 3. Adds a Fashion-MNIST subset (the first N, default 20000, training images
 #    and the 10000 test images, unpacked IDX) for gpu_check's MLP run, and a
-#    stamp (commit, the sources' hash, nvcc, the highest glibc symbol version
-#    the binaries need).
+#    stamp (commit, the sources' hash, nvcc, the newest glibc and libstdc++
+#    symbol versions the binaries need).
 # 4. Checks the bundle: every library resolves from it and the toolkit here
 #    (`ldd -r`), `ddp_train --help` and `ddp_cuda_tests --gtest_list_tests`
 #    run with it; then packs it as .gpu-carry/gpu-carry.tar.xz and writes
@@ -115,10 +115,13 @@ cut("t10k-images-idx3-ubyte", 0, 16)
 cut("t10k-labels-idx1-ubyte", 0, 8)
 print(f"make_gpu_carry: Fashion-MNIST: {got} training and 10000 test images")
 PY
-glibc_max=$(for b in "$STAGE"/bin/* "$STAGE"/lib/*; do objdump -T "$b"; done 2>/dev/null |
-            grep -oE 'GLIBC_2\.[0-9]+' | sort -t. -k2,2n -u | tail -1)
+# The newest glibc and libstdc++ symbol versions they need: the host's must
+# have them (Ubuntu 24.04: glibc 2.39, GLIBCXX_3.4.33).
+needs() { for b in "$STAGE"/bin/* "$STAGE"/lib/*; do objdump -T "$b"; done 2>/dev/null | grep -oE "$1" | sort -V -u | tail -1; }
+glibc_max=$(needs 'GLIBC_2\.[0-9]+')
+glibcxx_max=$(needs 'GLIBCXX_3\.4\.[0-9]+')
 commit=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
-git diff --quiet HEAD -- kernels comm trainer launch tests cmake CMakeLists.txt 2>/dev/null || commit="$commit+uncommitted"
+git diff --quiet HEAD -- '*.h' '*.cpp' '*.cu' '*.cuh' '*.cmake' '*CMakeLists.txt' 2>/dev/null || commit="$commit+uncommitted"
 {
   echo "commit $commit"
   echo "sources $(gpu_carry_source_hash "$ROOT")"
@@ -126,7 +129,7 @@ git diff --quiet HEAD -- kernels comm trainer launch tests cmake CMakeLists.txt 
   echo "nvcc $(nvcc --version | grep -oE 'release [0-9.]+, V[0-9.]+' || echo '?')"
   echo "cuda_architectures $(grep -oP '^CMAKE_CUDA_ARCHITECTURES:[A-Z]+=\K.*' "$cache")"
   echo "nccl $(grep -oP '^NCCL_LIBRARY:FILEPATH=\K.*' "$cache" || echo none) (the host's libnccl.so.2 is used)"
-  echo "glibc_needed $glibc_max"
+  echo "glibc_needed $glibc_max $glibcxx_max"
   echo "fashion_mnist_train $TRAIN_SAMPLES"
 } >"$STAGE/$GPU_CARRY_STAMP"
 
