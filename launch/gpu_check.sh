@@ -260,18 +260,23 @@ body_env() {
   ls -l /usr/local/cuda/lib64/libcublas.so* /usr/local/cuda/lib64/libnccl.so* 2>&1 | head -4
   true
 }
-stage_0_env() {
+# The GPU (nvidia-smi's list; never in a dry run) and compute-sanitizer,
+# looked for before the stages, whichever of them run.
+find_gpu_and_sanitizer() {
   SAN=$(command -v compute-sanitizer || ls /usr/local/cuda*/compute-sanitizer/compute-sanitizer \
         /opt/nvidia/*/compute-sanitizer/compute-sanitizer 2>/dev/null | head -1)
-  run_cmd 0-env bash -c 'body_env "$@"' _ "$SAN"
   local gpus=0
   command -v nvidia-smi >/dev/null && gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
-  if [ $DRY = 1 ]; then HAVE_GPU=0
-  elif [ "${gpus:-0}" -ge 1 ]; then HAVE_GPU=1; fi
+  if [ $DRY = 0 ] && [ "${gpus:-0}" -ge 1 ]; then HAVE_GPU=1; fi
+}
+stage_0_env() {
+  run_cmd 0-env bash -c 'body_env "$@"' _ "$SAN"
+  # On the GPU host a GPU must be seen: without one every later stage skips.
+  [ $DRY = 0 ] && [ $HAVE_GPU = 0 ] && STATUS[0-env]="FAILED (no GPU seen: nvidia-smi -L lists none)"
   FIGURE[0-env]="$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1 || true)"
   [ -n "${FIGURE[0-env]}" ] || FIGURE[0-env]="no GPU seen (nvidia-smi)"
   FIGURE[0-env]="${FIGURE[0-env]}; $(grep -m1 -oE '^python [0-9.]+ torch [^ ]+' "$LOGS/0-env.log" || echo 'no torch')"
-  FIGURE[0-env]="${FIGURE[0-env]}; compute-sanitizer ${SAN:+yes}${SAN:-no}"
+  FIGURE[0-env]="${FIGURE[0-env]}; compute-sanitizer: ${SAN:-none}"
   [ $DRY = 1 ] && FIGURE[0-env]="${FIGURE[0-env]}; dry run: the GPU stages skip"
 }
 
@@ -304,7 +309,10 @@ body_carry() {
   done
   LD_LIBRARY_PATH=$ld "$dest/bin/ddp_train" --help >/dev/null || { echo "ddp_train --help fails"; exit 13; }
   echo "ddp_train --help: ok"
-  echo "cuda tests listed: $(LD_LIBRARY_PATH=$ld "$dest/bin/ddp_cuda_tests" --gtest_list_tests | grep -c '^  ')" || exit 13
+  local n
+  n=$(LD_LIBRARY_PATH=$ld "$dest/bin/ddp_cuda_tests" --gtest_list_tests | grep -c '^  ') ||
+    { echo "ddp_cuda_tests --gtest_list_tests lists no test"; exit 13; }
+  echo "cuda tests listed: $n"
 }
 stage_0_carry() {
   local rc=0
@@ -425,7 +433,7 @@ stage_cuda_tests() {
   FIGURE[$name]=$(gtest_counts "$LOGS/$name.log")
   if [[ "${FIGURE[$name]}" == "0 passed, 0 failed, 0 skipped" ]]; then STATUS[$name]="FAILED (no test ran)"
   elif [ "${STATUS[$name]}" = ok ] && ! grep -q ', 0 skipped' <<<"${FIGURE[$name]}"; then
-    STATUS[$name]="WARN (skips on a GPU host: $(grep -m1 -oE 'no GPU: .*' "$LOGS/$name.log" | cut -c1-80))"
+    STATUS[$name]="WARN (tests skipped on a GPU host: their reasons are in the log)"
   fi
 }
 
@@ -442,6 +450,11 @@ stage_memcheck_tests() {
   run_cmd "$name" env LD_LIBRARY_PATH="$OURS_LD" "$SAN" --tool memcheck --error-exitcode 3 --print-limit 50 \
     "$TESTS" --gtest_filter="${FILTER[$name]}"
   san_figure "$name"
+  if [ "${STATUS[$name]}" = ok ]; then
+    local counts; counts=$(gtest_counts "$LOGS/$name.log")
+    if [[ $counts == "0 passed, 0 failed, 0 skipped" ]]; then STATUS[$name]="FAILED (no test ran)"
+    elif [[ $counts != *", 0 skipped" ]]; then STATUS[$name]="WARN (tests skipped on a GPU host: their reasons are in the log)"; fi
+  fi
 }
 # A tiny GPT (2 layers, 2 heads, 64 wide, T 64, bytes) on the generated text,
 # AdamW; the shape of every short GPT training below.
@@ -722,17 +735,29 @@ stage_compare() {
   run_cmd "$name" python3 "$ROOT/launch/compare_torch.py" --device cuda --ddp-train "$WORK/ddp_train" \
     --budget-s $((b - 12)) --out "$LOGS/$name/compare_torch.md" "$@"
   [ -f "$LOGS/$name/compare_torch.md" ] && cp "$LOGS/$name/compare_torch.md" "$OUT/$out"
-  FIGURE[$name]=$(python3 - "$LOGS/$name/compare_torch.csv" <<'PY' 2>/dev/null
+  local fig
+  fig=$(python3 - "$LOGS/$name/compare_torch.csv" <<'PY' 2>/dev/null
 import csv, sys
 f = lambda r, k, spec: format(float(r[k]), spec) if r.get(k) else "-"
-rows = []
+rows, ours, torch = [], 0, 0
 for r in csv.DictReader(open(sys.argv[1])):
-    rate = (f"ours {f(r, 'ours_tokens_per_s', ',.0f')} tokens/s (MFU {f(r, 'ours_mfu', '.1%')}), "
-            if r.get("ours_tokens_per_s") else "")
-    rows.append(f"{r['model']}: {rate}ours/eager {f(r, 'ratio_eager', '.2f')}, ours/compile {f(r, 'ratio_compile', '.2f')}")
+    unit = "tokens" if "ours_tokens_per_s" in r else "samples"
+    ours += bool(r.get(f"ours_{unit}_per_s"))
+    torch += bool(r.get(f"torch_eager_{unit}_per_s") or r.get(f"torch_compile_{unit}_per_s"))
+    mfu = f" (MFU {f(r, 'ours_mfu', '.1%')})" if r.get("ours_mfu") else ""
+    rows.append(f"{r['model']}: ours {f(r, f'ours_{unit}_per_s', ',.0f')} {unit}/s{mfu}, "
+                f"ours/eager {f(r, 'ratio_eager', '.2f')}, ours/compile {f(r, 'ratio_compile', '.2f')}")
+print("ok" if ours and torch else "no-ours" if not ours else "no-torch")
 print("; ".join(rows))
 PY
 )
+  FIGURE[$name]=$(tail -n +2 <<<"$fig")
+  [ "${STATUS[$name]}" = ok ] || return
+  case $(head -1 <<<"$fig") in
+    ok) ;;
+    no-torch) STATUS[$name]="WARN (no PyTorch result: see the log)" ;;
+    *) STATUS[$name]="FAILED (no result of ours)" ;;
+  esac
 }
 
 # ---- 9: summary ---------------------------------------------------------------------------------------
@@ -791,6 +816,7 @@ skip_reason() {
   esac
 }
 
+find_gpu_and_sanitizer
 for s in "${ORDER[@]}"; do
   [ "$s" = 9-summary ] && break
   why=$(skip_reason "$s")
