@@ -221,7 +221,7 @@ PY
 }
 
 # ---- the state the stages share ----------------------------------------------------------
-HAVE_GPU=0 SAN="" BIN="" TESTS="" BENCH="" FMNIST="" NEED_BUILD=0 OURS_LD=""
+HAVE_GPU=0 SAN="" BIN="" TESTS="" FMNIST="" NEED_BUILD=0 OURS_LD=""
 TEXT=$WORK/gpt-text.txt TOKENS=$WORK/random-u16.bin
 # The stages' bodies run in child shells (under `timeout`): what they read.
 export BIN OURS_LD TEXT TOKENS
@@ -284,7 +284,7 @@ stage_0_env() {
 # Exit 10: no carried build; 11: built from other sources; 12: a library or
 # symbol does not resolve; 13: a binary does not start.
 body_carry() {
-  local carry=$1 dest=$2 root=$3 use_stale=$4 tarball=$1/$GPU_CARRY_TARBALL
+  local dest=$2 root=$3 use_stale=$4 tarball=$1/$GPU_CARRY_TARBALL
   [ -f "$tarball" ] || { echo "no carried build: $tarball (make it with launch/make_gpu_carry.sh; carry .gpu-carry)"; exit 10; }
   rm -rf "$dest" && mkdir -p "$dest"
   if command -v xz >/dev/null; then tar -xJf "$tarball" -C "$dest" || exit 13
@@ -318,7 +318,7 @@ stage_0_carry() {
   local rc=0
   run_cmd 0-carry bash -c 'body_carry "$@"' _ "$CARRY" "$WORK/carry" "$ROOT" "${GPU_CHECK_USE_STALE:-0}" || rc=$?
   case $rc in
-    0) BIN=$WORK/carry/bin; TESTS=$BIN/ddp_cuda_tests; BENCH=$BIN/bench_kernels; FMNIST=$WORK/carry/data/fashion-mnist
+    0) BIN=$WORK/carry/bin; TESTS=$BIN/ddp_cuda_tests; FMNIST=$WORK/carry/data/fashion-mnist
        OURS_LD=$(ours_ld_path "$WORK/carry/lib")
        FIGURE[0-carry]="$(awk '$1 == "commit" {print "commit " $2}' "$WORK/carry/$GPU_CARRY_STAMP"), $(grep -m1 -oE '^(sources: [0-9a-f]+|STALE.*)' "$LOGS/0-carry.log"); $(grep -m1 -oE 'cuda tests listed: [0-9]+' "$LOGS/0-carry.log")" ;;
     10) STATUS[0-carry]="none (no $GPU_CARRY_DIR/$GPU_CARRY_TARBALL)"; NEED_BUILD=1 ;;
@@ -400,7 +400,7 @@ body_build() {
 }
 stage_0_build() {
   if run_cmd 0-build bash -c body_build; then
-    BIN=$WORK/build-gpu; TESTS=$BIN/tests/ddp_cuda_tests; BENCH=$BIN/bench_kernels
+    BIN=$WORK/build-gpu; TESTS=$BIN/tests/ddp_cuda_tests
     local kitld="$K/lib/x86_64-linux-gnu/openblas-pthread:$K/lib/x86_64-linux-gnu"
     [ -d "$WORK/nccl/lib" ] && kitld="$WORK/nccl/lib:$kitld"
     OURS_LD=$(ours_ld_path "$kitld")

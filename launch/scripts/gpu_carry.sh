@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # gpu_carry.sh: what launch/make_gpu_carry.sh (which makes the carried build
 # here) and launch/gpu_check.sh (which uses it on the GPU host) share. Sourced
 # by both.
@@ -6,7 +7,9 @@
 # device tool's `carry`: GPU_CARRY_TARBALL (the stripped CUDA binaries, the
 # shared libraries of the Debian packages they need that a GPU host lacks, a
 # Fashion-MNIST subset, and GPU_CARRY_STAMP) and MANIFEST.txt (sizes, read
-# here).
+# here). bench_kernels travels in it for use by hand; gpu_check runs the
+# other two binaries.
+# shellcheck disable=SC2034  # read by the scripts that source this
 GPU_CARRY_DIR=.gpu-carry
 GPU_CARRY_TARBALL=gpu-carry.tar.xz
 GPU_CARRY_STAMP=STAMP
