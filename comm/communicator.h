@@ -67,7 +67,8 @@ class Communicator {
   int shard_replicas() const { return world_size() / shard_size(); }
   // A host double summed over this rank's shard group only: a sum over the
   // shards of state every replica holds alike (a gradient norm), which a
-  // sum over the world would count once per replica.
+  // sum over the world would count once per replica. Transports with
+  // groups add in a fixed order, so every replica gets the same bits.
   virtual double allreduce_sum_host_shard_group(double value) { return allreduce_sum_host(value); }
 
   // Sharded collectives over a ShardLayout (comm/shard_layout.h) of

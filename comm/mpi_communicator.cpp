@@ -283,10 +283,18 @@ double MpiCommunicator::allreduce_sum_host(double value) {
   return sum;
 }
 
+// Gathered and summed in group rank order, not MPI_Allreduce'd: every
+// group then adds the same values (each replica holds the same ranges) in
+// the same order, so the replicas get the same bits whatever algorithm
+// MPI picks for each group (a clipping coefficient that differed between
+// replicas would let them drift apart).
 double MpiCommunicator::allreduce_sum_host_shard_group(double value) {
   wait_allreduces();
-  double sum = value;
-  if (shard_size_ > 1) DDP_MPI_CHECK(MPI_Allreduce(&value, &sum, 1, MPI_DOUBLE, MPI_SUM, shard_comm()));
+  if (shard_size_ == 1) return value;
+  std::vector<double> all(static_cast<size_t>(shard_size_));
+  DDP_MPI_CHECK(MPI_Allgather(&value, 1, MPI_DOUBLE, all.data(), 1, MPI_DOUBLE, shard_comm()));
+  double sum = 0.0;
+  for (double v : all) sum += v;
   return sum;
 }
 

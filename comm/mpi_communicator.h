@@ -50,6 +50,7 @@ class MpiCommunicator final : public Communicator {
   std::string name() const override { return "MPI"; }
   int shard_rank() const override { return shard_rank_; }
   int shard_size() const override { return shard_size_; }
+  // The group's values gathered and summed in rank order (the same bits in every replica).
   double allreduce_sum_host_shard_group(double value) override;
   void allreduce_sum_fp16(half16* data, size_t count) override;
   void start_allreduce_sum_fp16(half16* data, size_t count) override;

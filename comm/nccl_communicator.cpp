@@ -113,12 +113,26 @@ NcclCommunicator::NcclCommunicator(int rank, int world_size, cudaStream_t comput
   DDP_NCCL_CHECK(ncclCommInitRank(&comm_, world_size_, shared_unique_id(rank_, world_size_), rank_));
   if (shard_size_ == world_size_) return;
   try {
-    DDP_NCCL_CHECK(ncclCommSplit(comm_, rank_ / shard_size_, rank_, &shard_comm_, nullptr));
-    DDP_NCCL_CHECK(ncclCommSplit(comm_, shard_rank_, rank_, &replica_comm_, nullptr));
+    split_shard_groups();
   } catch (...) {
     abort_comms();
     throw;
   }
+}
+
+// ncclCommSplit came with NCCL 2.18: older headers build without groups and
+// refuse them. splitShare lets the three communicators share resources
+// (their collectives are serialised on comm_stream anyway).
+void NcclCommunicator::split_shard_groups() {
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 18, 0)
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.splitShare = 1;
+  DDP_NCCL_CHECK(ncclCommSplit(comm_, rank_ / shard_size_, rank_, &shard_comm_, &config));
+  DDP_NCCL_CHECK(ncclCommSplit(comm_, shard_rank_, rank_, &replica_comm_, &config));
+#else
+  throw Error("--zero-shard-size " + std::to_string(shard_size_) + ": this build's NCCL (" +
+              std::to_string(NCCL_VERSION_CODE) + ") has no ncclCommSplit; hybrid sharding needs NCCL 2.18 or later");
+#endif
 }
 
 void NcclCommunicator::abort_comms() noexcept {
@@ -352,7 +366,7 @@ double NcclCommunicator::allreduce_sum_host_shard_group(double value) {
   const int first = rank_ - shard_rank_;
   for (int r = first; r < first + shard_size_; ++r) sum += all[static_cast<size_t>(r)];
 #else
-  sum = value;       // check_bootstrap_possible allowed only a world of one
+  sum = value;  // check_bootstrap_possible allowed only a world of one
 #endif
   return sum;
 }

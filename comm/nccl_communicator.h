@@ -146,6 +146,8 @@ class NcclCommunicator final : public Communicator {
   void comm_waits_for_compute();
   void compute_waits_for_comm();
   void close_comm() noexcept;  // the destructor's ncclCommDestroy / ncclCommAbort
+  // The shard group's and the replicas' communicators (ncclCommSplit).
+  void split_shard_groups();
   // ncclCommAbort of every communicator this object holds (a constructor
   // that throws after the first, the destructor unwinding, abort()).
   void abort_comms() noexcept;

@@ -186,6 +186,13 @@ int main(int argc, char** argv) {
     std::unique_ptr<ddp::Communicator> comm = make_communicator(*env, *device.backend, shard_size);
     // --bench keeps stdout for its JSON line alone.
     if (env->rank() == 0) std::fprintf(opts.bench.enabled ? stderr : stdout, "%s\n", device.notice.c_str());
+    // A default that shards over less than the world is said once: it holds
+    // world/G times the sharded state a whole-world shard would.
+    if (env->rank() == 0 && opts.config.zero_shard_size == 0 && shard_size < env->world_size())
+      std::fprintf(opts.bench.enabled ? stderr : stdout,
+                   "--zero %d: sharded within each node's %d ranks and replicated across the %d nodes (hybrid, the "
+                   "default where nodes hold equal blocks of ranks); --zero-shard-size %d shards over all ranks\n",
+                   opts.config.zero_stage, shard_size, env->world_size() / shard_size, env->world_size());
     std::fflush(stdout);  // a signal in start-up ends the process without flushing
     // Declared after comm and before the trainer: it stops before either goes.
     std::unique_ptr<ddp::CollectiveWatchdog> watchdog = make_watchdog(opts.config, *env, *comm);

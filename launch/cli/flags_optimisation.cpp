@@ -107,7 +107,7 @@ void check_zero_flags(const po::variables_map& vm) {
   if (!vm["zero-prefetch"].defaulted() && vm["zero"].as<int>() != 3)
     throw Error("--zero-prefetch applies to --zero 3 (the stage that gathers each layer's weights); --zero is " +
                 std::to_string(vm["zero"].as<int>()));
-  if (!vm["zero-shard-size"].defaulted() && vm["zero"].as<int>() == 0)
+  if (vm["zero-shard-size"].as<int>() != 0 && vm["zero"].as<int>() == 0)
     throw Error("--zero-shard-size applies to --zero 1, 2 and 3 (what is sharded); --zero is 0");
 }
 

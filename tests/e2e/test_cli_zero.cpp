@@ -156,6 +156,8 @@ TEST(CliZero, BadValuesAndGraphsBeyondStageOneAreRefusedInOneLine) {
   EXPECT_NE(alone("--zero 3 --zero-shard-size -1").output.find("--zero-shard-size must be >= 1"), std::string::npos);
   const auto prefetch = alone("--zero 3 --zero-prefetch 2");
   EXPECT_EQ(prefetch.exit_code, 0) << prefetch.output;
+  const auto default_groups = alone("--zero-shard-size 0");  // the default, given: fine at --zero 0
+  EXPECT_EQ(default_groups.exit_code, 0) << default_groups.output;
 }
 
 }  // namespace

@@ -174,6 +174,7 @@ TEST(ConfigCheck, TheShardSizeIsTheGivenOneANodeOrTheWorld) {
   EXPECT_EQ(resolve_zero_shard_size(c, 4 * g, g), g);      // four nodes of g
   EXPECT_EQ(resolve_zero_shard_size(c, 4 * g, 0), 4 * g);  // unequal nodes
   EXPECT_EQ(resolve_zero_shard_size(c, g + 1, g), g + 1);  // a node's size that does not divide
+  EXPECT_EQ(resolve_zero_shard_size(c, 4 * g, 1), 4 * g);  // one rank per host: no groups of one
   c.zero_stage = 0;
   c.zero_shard_size = g;
   EXPECT_EQ(resolve_zero_shard_size(c, 4 * g, g), 4 * g);

@@ -62,13 +62,15 @@ TrainConfig stage_one_config() {
 // `mpirun -np 2 ddp_train --device cuda --zero 1 --cuda-graph
 // --checkpoint-dir ck` threw at its first checkpoint, as this run does
 // then on every rank. The replayed run ends where the eager one does, bit
-// for bit (the same kernels and collectives in the same order).
-TEST(ZeroGraphs, CapturedStageOneStepsCheckpointWithoutGrowingTheStaging) {
-  MpiCommunicator mpi;
-  const int n = mpi.world_size();
-  if (n == 1) GTEST_SKIP() << "one rank's layout is uniform: no staging to reserve";
+// for bit (the same kernels and collectives in the same order). With shard
+// groups (--zero-shard-size; 2 at 4 ranks) the layout and the reservation
+// are the group's.
+void check_captured_stage_one(int shard_size) {
+  MpiCommunicator mpi(MPI_COMM_WORLD, shard_size);
+  const int n = mpi.shard_size();
   const test::SharedTempDir shared("mpi_zero_graphs");
   TrainConfig c = stage_one_config();
+  c.zero_shard_size = n;
   const TrainTestData data = load_train_test(c.data, c.seed);
   const ShardLayout shards = zero_shard_layout(model_parameters(bind_model_to_data(c, data)).flat_count(), n);
   ASSERT_FALSE(shards.is_uniform()) << "a uniform layout needs no staging: the test would check nothing";
@@ -102,7 +104,17 @@ TEST(ZeroGraphs, CapturedStageOneStepsCheckpointWithoutGrowingTheStaging) {
   MPI_Barrier(MPI_COMM_WORLD);  // rank 0 has written them
   for (const char* file : {"ckpt-step000000000003.safetensors", "ckpt-step000000000006.safetensors"})
     EXPECT_TRUE(std::filesystem::exists(shared.path() + "/" + file)) << file;
-  if (mpi.rank() == 0) std::printf("--zero 1 --cuda-graph, %d ranks: %d replays\n", n, graphs.replays);
+  if (mpi.rank() == 0)
+    std::printf("--zero 1 --cuda-graph, %d ranks in groups of %d: %d replays\n", mpi.world_size(), n, graphs.replays);
+}
+
+TEST(ZeroGraphs, CapturedStageOneStepsCheckpointWithoutGrowingTheStaging) {
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  if (world == 1) GTEST_SKIP() << "one rank's layout is uniform: no staging to reserve";
+  for (int g = 2; g <= world; ++g) {
+    if (world % g == 0) check_captured_stage_one(g);
+  }
 }
 
 }  // namespace

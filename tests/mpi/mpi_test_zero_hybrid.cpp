@@ -19,6 +19,7 @@
 
 #include "comm/mpi_communicator.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/error.h"
 #include "mpi/mpi_test_support.h"
 #include "mpi/mpi_trained_weights.h"
 #include "mpi/mpi_zero_cases.h"
@@ -87,6 +88,41 @@ TEST(ZeroHybrid, EveryStageAndGroupSizeTracksStageZero) {
   if (world.rank() == 0)
     std::printf("hybrid against --zero 0, %d ranks: worst relative update difference %.3g (SGD), %.3g (AdamW)\n",
                 world.world_size(), worst[0], worst[1]);
+}
+
+// Stage 3's prefetch depth changes when the gathers run, not what they
+// move: in groups too, depths 0 and 2 train depth 1's bits.
+TEST(ZeroHybrid, EveryPrefetchDepthTrainsTheSameBitsInGroups) {
+  const test::TempDir own("mpi_zero_hybrid_prefetch");
+  TrainConfig c = case_config({"GPT AdamW clipped", true, true}, own.path(), agreed_seed());
+  c.zero_stage = 3;
+  const TrainTestData data = load_train_test(c.data, c.seed);
+  int bad = 0;
+  for (int g : group_sizes(world_size())) {
+    MpiCommunicator groups(MPI_COMM_WORLD, g);
+    c.zero_shard_size = g;
+    c.zero_prefetch = 1;
+    const test::TrainedWeights depth_one = test::train_weights(c, groups, data);
+    for (int depth : {0, 2}) {
+      c.zero_prefetch = depth;
+      const test::TrainedWeights other = test::train_weights(c, groups, data);
+      bad += !test::same_bits(other.master, depth_one.master) + !test::same_bits(other.weights, depth_one.weights);
+    }
+  }
+  EXPECT_EQ(failures_anywhere(bad), 0);
+}
+
+// A config that names a shard size its communicator was not made with is
+// refused, not trained over the communicator's groups.
+TEST(ZeroHybrid, ATrainerRefusesAShardSizeItsCommunicatorDoesNotHave) {
+  const int n = world_size();
+  const test::TempDir own("mpi_zero_hybrid_refusal");
+  TrainConfig c = case_config({"MLP SGD", false, false}, own.path(), 5);
+  c.zero_stage = 1;
+  c.zero_shard_size = 1;
+  MpiCommunicator world;
+  CpuBackend cpu(1);
+  EXPECT_THROW(Trainer(c, cpu, world, load_train_test(c.data, c.seed)), Error) << n << " ranks";
 }
 
 TEST(ZeroHybrid, EachRankHoldsItsGroupsShareOfTheState) {

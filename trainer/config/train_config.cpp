@@ -27,7 +27,8 @@ int resolve_zero_shard_size(const TrainConfig& config, int world_size, int node_
                   std::to_string(world_size) + " ranks into groups");
     return given;
   }
-  if (node_block_size > 0 && world_size % node_block_size == 0) return node_block_size;
+  // A node of one rank (one rank per host) is no group: it would shard nothing.
+  if (node_block_size > 1 && world_size % node_block_size == 0) return node_block_size;
   return world_size;
 }
 

@@ -161,7 +161,8 @@ int64_t resolve_batch_per_rank(const TrainConfig& config, int world_size);
 // The ranks of a shard group (Communicator::shard_size): the whole world at
 // --zero 0; --zero-shard-size when given; otherwise one node's ranks
 // (`node_block_size`: MpiEnvironment's, 0 where the nodes are not equal
-// blocks of consecutive ranks) when they divide the world, else the world.
+// blocks of consecutive ranks) when there are two or more and they divide
+// the world, else the world.
 // Throws naming the flag when a given size does not divide the world.
 int resolve_zero_shard_size(const TrainConfig& config, int world_size, int node_block_size);
 

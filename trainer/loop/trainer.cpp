@@ -373,6 +373,10 @@ std::vector<half16> Trainer::Impl::weights_fp16() {
 Trainer::Trainer(const TrainConfig& config, Backend& backend, Communicator& comm, TrainTestData data) {
   // A config built in code is refused as the command line's is, before any part reads it.
   const TrainConfig checked = checked_train_config(config, comm.world_size());
+  if (checked.zero_stage > 0 && checked.zero_shard_size > 0 && checked.zero_shard_size != comm.shard_size())
+    throw Error("--zero-shard-size " + std::to_string(checked.zero_shard_size) +
+                ": the communicator's shard groups are " + std::to_string(comm.shard_size()) +
+                " ranks (make it with that size)");
   // A model that cannot fit is one line before anything is allocated, not
   // an allocation failure (or a swapping machine) part way through building it.
   const size_t parameters = model_parameters(bind_model_to_data(checked, data)).parameter_count();

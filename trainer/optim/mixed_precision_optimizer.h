@@ -60,7 +60,8 @@ class MixedPrecisionOptimizer {
   // AdamW allocates the store's second moment and decay mask here.
   MixedPrecisionOptimizer(Backend& backend, ParameterStore& params, const OptimizerConfig& config);
   // Sharded: `layout` is the store's (params.owned() is its range of
-  // comm.rank()); the collectives above go through `comm`.
+  // comm.shard_rank(), over the shard group); the collectives above go
+  // through `comm`.
   MixedPrecisionOptimizer(Backend& backend, ParameterStore& params, const OptimizerConfig& config, Communicator& comm,
                           const ShardLayout& layout);
 

@@ -250,6 +250,7 @@ void StepTracer::write() {
                 {"transport", comm_.name()},
                 {"model", info_.model},
                 {"zero_stage", info_.zero_stage},
+                {"zero_shard_size", comm_.shard_size()},
                 {"micro_batches", info_.micro_batches},
                 {"batch_per_rank", info_.batch_per_rank},
                 {"global_batch", info_.global_batch},
