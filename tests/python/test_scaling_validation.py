@@ -23,7 +23,6 @@ import unittest
 
 from ddp_tools.scaling import scaling_model_inputs as inputs  # launch/ is on PYTHONPATH (ctest sets it)
 from ddp_tools.scaling import trace_exposure
-from ddp_tools.scaling import validate_scaling_model as validate
 from ddp_tools.scaling import validation_runs as runs
 from ddp_tools.scaling.scaling_model_core import ModelError
 

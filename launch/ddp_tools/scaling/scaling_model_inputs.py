@@ -36,14 +36,15 @@ PRESETS = {
     # below up to 2.3 GB/s: the fit is for gradient buckets, not small messages). One host:
     # no inter-node level. Beyond 2 ranks it is oversubscribed, which the model ignores.
     # op_factors (2026-12-06, launch/results/2026-12-06-cpu-scaling-validation-zero.md): the
-    # MLP's N = 2 traces time the last bucket's reduce-scatter (after backward, the compute
-    # idle) at 2.5-3.4x the ring formula from the same run's all-reduce (median 2.55: Open
-    # MPI's MPI_Reduce_scatter with our FP16 user op is not a ring: about 1.3 all-reduces),
-    # and ZeRO-3's 2 MiB gathers (--zero-prefetch 0: every rank waiting) at 1.2-3.0x (1.6).
+    # N = 2 traces time the last bucket's reduce-scatter (after backward, the compute idle)
+    # at 1.9-2.6x the ring formula from the same run's all-reduce (Open MPI's
+    # MPI_Reduce_scatter with our FP16 user op is no ring: about one all-reduce), in both
+    # of the speeds this host's all-reduce showed that day (~2 and ~4 GB/s); the 2 MiB
+    # all-gathers at 0.9-1.6x (left at 1: the ring formula).
     "cpu-host": {"name": "cpu-host", "gpus_per_node": 1 << 20,
                  "intra": {"bandwidth_GBps": 0.59, "latency_us": 0.0},
                  "inter": {"bandwidth_GBps": 0.59, "latency_us": 0.0},
-                 "op_factors": {"reduce-scatter": 2.55, "all-gather": 1.6},
+                 "op_factors": {"reduce-scatter": 2.0},
                  # 2 cores: 4 ranks (one compute thread each) compute at half speed (the
                  # traces of 2026-12-06: 1.8-2.1x slower steps at N = 4 than at N = 1).
                  "cores_per_node": 2},
