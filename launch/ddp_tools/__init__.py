@@ -4,7 +4,8 @@
              checked and written whole), repo_paths (the checkout's root)
   traces     merge_traces: the ranks' --trace files as one Chrome trace
   scaling    the scaling model (scaling_model, its _core arithmetic and
-             _inputs) and validate_scaling_model
+             _inputs) and validate_scaling_model (validation_runs,
+             trace_exposure)
   plots      plot_metrics, plot_sweep, metrics_to_tensorboard and what only
              they share (metrics_series, plot_common)
   sweeps     runs of ddp_train over a grid of points: scaling_sweep (its

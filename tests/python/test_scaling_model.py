@@ -168,6 +168,121 @@ class ScalingModelTest(unittest.TestCase):
                         simulate_step(p3, n, c, zero=3).exposed_s, msg=self.msg)
         self.assertEqual(simulate_step(p3, n, c, zero=0, shard_size=g).step_s, simulate_step(p3, n, c).step_s)
 
+    def test_prefetch_depth_starts_gathers_that_many_layers_ahead(self):
+        """2L gathers of g seconds each (forward then backward order) around layers of f seconds
+        and no gradient buckets: depth 0 waits for every gather; any depth >= 1 waits for the
+        first only while g <= f, and once gathering is slower than computing (g > f) a deeper
+        prefetch gains nothing: the gathers run back to back, step = 2L g + f."""
+        n, layers = RNG.randint(2, 64), RNG.randint(2, 6)
+        nbytes = RNG.uniform(1e5, 1e8)
+        c = flat_cluster(self.bw, self.lat)
+        g = (n - 1) * self.lat + (n - 1) / n * nbytes / self.bw
+        for f, depths in ((RNG.uniform(1.01, 5) * g, (1, 2, 3, True)), (g / RNG.uniform(1.1, 5), (1, 3))):
+            p = profile([f] * layers, [f] * layers, [], [nbytes] * layers)
+            none = simulate_step(p, n, c, zero=3, zero3_prefetch=0)
+            self.assertAlmostEqual(none.exposed_s, 2 * layers * g, delta=1e-12 + 1e-9 * g, msg=self.msg)
+            self.assertEqual(simulate_step(p, n, c, zero=3, zero3_prefetch=False).step_s, none.step_s)
+            for depth in depths:
+                r = simulate_step(p, n, c, zero=3, zero3_prefetch=depth)
+                want = g if g <= f else 2 * layers * (g - f) + f
+                self.assertAlmostEqual(r.exposed_s, want, delta=1e-12 + 1e-9 * want, msg=f"{self.msg} depth {depth}")
+                self.assertAlmostEqual(r.comm_s, 2 * layers * g, delta=1e-12 + 1e-9 * g, msg=self.msg)
+                self.assertEqual(len(r.ops), 2 * layers)
+        # Where the communication idles between gathers a deeper prefetch does help: layers of
+        # no bytes, then one of G with f < G < 1.5 f (no latency). Depth 1 starts its forward
+        # gather one layer ahead (G - f exposed), and so its backward gather behind it
+        # (G - f again); depth 2 starts it two layers ahead: nothing exposed.
+        c = Cluster("l0", 1 << 20, Link(self.bw, 0.0), Link(self.bw, 0.0))
+        big = (n - 1) / n * nbytes / self.bw
+        f = big / RNG.uniform(1.05, 1.45)
+        p = profile([f] * 3, [RNG.uniform(0.1, 2) * f] * 3, [], [0.0, 0.0, nbytes])
+        for depth, want in ((0, 2 * big), (1, 2 * (big - f)), (2, 0.0), (5, 0.0)):
+            r = simulate_step(p, n, c, zero=3, zero3_prefetch=depth)
+            self.assertAlmostEqual(r.exposed_s, want, delta=1e-12 + 1e-9 * big, msg=f"{self.msg} depth {depth}")
+
+    def test_zero1_updated_weights_gathered_per_bucket_under_the_next_forward(self):
+        """Two layers, bucket 0 ready after layer 1, bucket 1 after layer 0 (layer 0's chunk is
+        gathered first): layer 0 waits for its chunk, layer 1 for the rest of the other beyond
+        layer 0's forward; the buckets' reduce-scatters as before. Not overlapped: one
+        all-gather of everything after the update, exposed whole."""
+        n = RNG.randint(2, 64)
+        b0, b1 = RNG.uniform(1e5, 1e8), RNG.uniform(1e5, 1e8)
+        c = flat_cluster(self.bw, self.lat)
+
+        def half(nbytes):
+            return (n - 1) * self.lat + (n - 1) / n * nbytes / self.bw
+
+        f0, f1 = RNG.uniform(0.1, 2) * half(b0), RNG.uniform(0.1, 2) * half(b0)
+        bwd0 = 2 * half(b0)  # layer 0's backward hides bucket 0's reduce-scatter
+        opt = RNG.uniform(1e-4, 1e-2)
+        p = profile([f0, f1], [bwd0, RNG.uniform(1e-4, 1e-3)], [(b0, 1), (b1, 0)], [b1, b0], opt=opt)
+        r = simulate_step(p, n, c, zero=1)
+        want = half(b1) + max(0.0, half(b0) - f0) + half(b1)
+        self.assertAlmostEqual(r.exposed_s, want, delta=1e-12 + 1e-9 * want, msg=self.msg)
+        self.assertAlmostEqual(r.step_s, r.compute_s + want, delta=1e-12 + 1e-9 * want, msg=self.msg)
+        self.assertAlmostEqual(r.compute_s, f0 + f1 + bwd0 + p.backward_s[1] + opt / n, delta=1e-12)
+        self.assertEqual([op for op, _ in r.ops], ["all-gather", "all-gather", "reduce-scatter", "reduce-scatter"])
+        old = simulate_step(p, n, c, zero=1, overlap_update_gathers=False)
+        self.assertAlmostEqual(old.exposed_s, half(b1) + half(b0 + b1), delta=1e-12 + 1e-9 * want, msg=self.msg)
+
+    def test_hybrid_on_one_host_costs_both_phases_with_the_tables_at_the_worlds_n(self):
+        """On one node, hybrid groups of 2 at N = 4 all run their collectives at once over the
+        same links: the reduce-scatter in the group and the replicas' all-reduce are read
+        from the table measured at N = 4 (slow), not the one at N = 2 (fast) nor the
+        cluster's nominal link; across nodes the replica all-reduce stays on the inter link."""
+        fast, slow = Link(self.bw, self.lat), Link(self.bw / RNG.uniform(2, 10), self.lat * RNG.uniform(1, 5))
+        c = Cluster("host", 1 << 20, Link(1.0, 1.0), Link(1.0, 1.0),  # nominal links that would dominate
+                    fitted={2: (fast.bandwidth_Bps, fast.latency_s), 4: (slow.bandwidth_Bps, slow.latency_s)})
+        nbytes = RNG.uniform(1e6, 1e8)
+        p = profile([1e-4], [1e-4], [(nbytes, 0)], [nbytes])
+        r = simulate_step(p, 4, c, zero=1, shard_size=2, overlap_update_gathers=False)
+        rs = slow.latency_s + nbytes / 2 / slow.bandwidth_Bps
+        across = ring_ar(nbytes / 2, 2, slow.bandwidth_Bps, slow.latency_s)
+        gather = slow.latency_s + nbytes / 2 / slow.bandwidth_Bps
+        self.assertAlmostEqual(r.comm_s, rs + across + gather, delta=1e-12 + 1e-9 * r.comm_s, msg=self.msg)
+        # Two nodes of 2 with nominal links: the group on the intra link, the replicas on the inter.
+        intra, inter = Link(self.bw, self.lat), Link(self.bw / 7, self.lat * 2)
+        r = simulate_step(p, 4, Cluster("2x2", 2, intra, inter), zero=1, shard_size=2, overlap_update_gathers=False)
+        want = 2 * (self.lat + nbytes / 2 / self.bw) + ring_ar(nbytes / 2, 2, inter.bandwidth_Bps, inter.latency_s)
+        self.assertAlmostEqual(r.comm_s, want, delta=1e-12 + 1e-9 * want, msg=self.msg)
+
+    def test_op_factors_scale_reduce_scatter_and_all_gather_only(self):
+        n, nbytes = RNG.randint(2, 64), RNG.uniform(1e5, 1e9)
+        rs, ag = RNG.uniform(0.5, 4), RNG.uniform(0.5, 4)
+        c = Cluster("f", 1 << 20, Link(self.bw, self.lat), Link(self.bw, self.lat),
+                    op_factors={"reduce-scatter": rs, "all-gather": ag})
+        half = (n - 1) * self.lat + (n - 1) / n * nbytes / self.bw
+        self.assertAlmostEqual(collective_s("reduce-scatter", nbytes, n, c)[0], rs * half, delta=1e-12 + 1e-9 * half)
+        self.assertAlmostEqual(collective_s("all-gather", nbytes, n, c)[0], ag * half, delta=1e-12 + 1e-9 * half)
+        self.assertAlmostEqual(collective_s("all-reduce", nbytes, n, c, "ring")[0], ring_ar(nbytes, n, self.bw, self.lat),
+                               delta=1e-12)
+        d = {"name": "x", "gpus_per_node": 8, "intra": {"bandwidth_GBps": 1, "latency_us": 1},
+             "inter": {"bandwidth_GBps": 1, "latency_us": 1}, "op_factors": {"reduce-scatter": rs}, "cores_per_node": 4}
+        c = inputs.cluster_from_dict(d, "x.json")
+        self.assertEqual((c.op_factors, c.cores_per_node), ({"reduce-scatter": rs}, 4.0))
+        for bad in ({"all-reduce": 2.0}, {"reduce-scatter": 0.0}, {"all-gather": "fast"}):
+            with self.assertRaises(inputs.ModelError):
+                inputs.cluster_from_dict(dict(d, op_factors=bad), "x.json")
+
+    def test_more_ranks_than_cores_slow_the_compute_by_ranks_over_cores(self):
+        cores = RNG.randint(1, 8)
+        c = Cluster("cpu", 1 << 20, Link(self.bw, self.lat), Link(self.bw, self.lat), cores_per_node=cores)
+        p = profile([1e-3, 2e-3], [3e-3, 4e-3], [], [1e3, 1e3], opt=5e-4, upload=1e-4, other=2e-4)
+        alone = 1e-4 + 1e-2 + 5e-4 + 2e-4
+        for n in (1, cores, cores + 1, 4 * cores):
+            r = simulate_step(p, n, c)
+            self.assertAlmostEqual(r.compute_s, alone * max(1.0, n / cores), delta=1e-12, msg=f"N {n} cores {cores}")
+            self.assertAlmostEqual(r.step_s, r.compute_s, delta=1e-12)
+        self.assertEqual(simulate_step(p, 64, flat_cluster(self.bw, self.lat)).compute_s, simulate_step(p, 1, c).compute_s)
+
+    def test_ready_to_update_is_the_last_buckets_collective_after_its_ready_point(self):
+        n, nbytes = RNG.randint(2, 64), RNG.uniform(1e5, 1e8)
+        frac, bwd = RNG.uniform(0.1, 0.9), RNG.uniform(1e-4, 1e-2)
+        p = Profile("t", [1e-3], [bwd], [(nbytes, 0)], [nbytes], 32, ready_fraction=[frac])
+        r = simulate_step(p, n, flat_cluster(self.bw, self.lat), "ring")
+        want = max((1 - frac) * bwd, ring_ar(nbytes, n, self.bw, self.lat))
+        self.assertAlmostEqual(r.ready_to_update_s, want, delta=1e-12, msg=self.msg)
+
     def test_gradient_accumulation_repeats_compute_not_communication(self):
         k, n = RNG.randint(2, 8), RNG.randint(2, 32)
         p = profile([1e-3, 2e-3], [3e-3, 4e-3], [(1e6, 1), (5e6, 0)], [1e6, 5e6], opt=1e-3, upload=5e-4, other=1e-4)

@@ -54,8 +54,10 @@ def parse_args(argv):
                         "for N up to its N (repeatable)")
     p.add_argument("--algorithm", default="auto", choices=["ring", "tree", "auto"])
     p.add_argument("--zero", type=int, choices=[0, 1, 2, 3], help="ZeRO stage (default: the trace's)")
-    p.add_argument("--zero3-prefetch", action="store_true",
-                   help="overlap each ZeRO-3 gather with the previous layer (the trainer's --zero-prefetch 1)")
+    p.add_argument("--zero-prefetch", type=int, default=0, metavar="D",
+                   help="ZeRO 3: each layer's gather started D layers ahead (the trainer's --zero-prefetch; "
+                        "default 0 here: each at its own layer)")
+    p.add_argument("--zero3-prefetch", action="store_true", help="the same as --zero-prefetch 1")
     p.add_argument("--zero-shard-size", type=int, default=None, metavar="G",
                    help="hybrid sharding at --zero >= 1: state sharded within groups of G ranks, gradients "
                         "reduce-scattered within a group and all-reduced across groups (default: the world)")
@@ -77,6 +79,9 @@ def parse_args(argv):
         p.error(f"--grad-accum {args.grad_accum}: expected >= 1")
     if args.zero_shard_size is not None and args.zero_shard_size < 1:
         p.error(f"--zero-shard-size {args.zero_shard_size}: expected >= 1")
+    if args.zero_prefetch < 0:
+        p.error(f"--zero-prefetch {args.zero_prefetch}: expected >= 0")
+    args.zero3_prefetch = max(args.zero_prefetch, 1 if args.zero3_prefetch else 0)
     return args
 
 
@@ -130,19 +135,26 @@ def assumptions(profile, cluster, args, zero, accum, extra):
         "layer's backward where the trace's bucket_ready instant puts it (the layer's end without one), the "
         "previous collective's end): one FIFO communication stream; exposed = the compute side's "
         "waits (after backward, ZeRO's gathers). Step = upload + forward + backward + other + optimizer + exposed.",
-        "ZeRO 1/2: reduce-scatter per bucket, optimizer / N, all-gather of the FP16 weights after the update "
-        "(exposed). ZeRO 3: also each layer gathered before its forward and its backward "
-        + ("(prefetched one layer ahead, as the trainer's default --zero-prefetch 1)." if args.zero3_prefetch
-           else "(exposed: no prefetch, as the trainer's --zero-prefetch 0)."),
-        ("Hybrid sharding (not yet in the trainer): the state sharded within groups of "
+        "ZeRO 1/2: reduce-scatter per bucket, optimizer / N, the updated FP16 weights all-gathered chunk by "
+        "chunk (the buckets' ranges, the first layers' first) under the next forward, each layer waiting for its "
+        "own chunk (the trainer's since 2026-12-06). ZeRO 3: also each layer gathered before its forward and its "
+        "backward " + (f"(started {args.zero3_prefetch} layer(s) ahead, as the trainer's --zero-prefetch "
+                       f"{args.zero3_prefetch}; its default is 1)." if args.zero3_prefetch
+                       else "(exposed: no prefetch, as the trainer's --zero-prefetch 0)."),
+        ("Hybrid sharding (the trainer's --zero-shard-size G): the state sharded within groups of "
          f"{args.zero_shard_size} ranks (gathers over G), each bucket reduce-scattered within the group then "
          "its 1/G all-reduced across the groups (inter-node above one node), optimizer / G."
          if getattr(args, "zero_shard_size", None) else "No hybrid sharding: every stage shards over all N ranks."),
         f"Gradient accumulation: {accum} x forward+backward, gradient collectives in the last backward only.",
         "Compute is linear in rows per rank (strong scaling divides the 1-rank batch by N) and the same on "
         "every rank: no stragglers, no network contention or congestion, no jitter, no compute slowed by "
-        "communication, perfect hierarchical placement (ranks packed by node).",
+        "communication, perfect hierarchical placement (ranks packed by node)"
+        + (f"; a node's ranks beyond its {c.cores_per_node:g} cores slow every rank's compute by ranks/cores."
+           if c.cores_per_node else "."),
     ]
+    if c.op_factors:
+        lines.append("Per-op factors against the ring formula (measured on this transport): " + ", ".join(
+            f"{op} x{f:g}" for op, f in sorted(c.op_factors.items())) + ".")
     if args.synthetic or args.projection:
         lines.append(f"Synthetic compute: GEMM FLOPs (forward 2mnk, backward 2x, the first Linear 1x) at 989 "
                      f"TFLOP/s x mfu {args.mfu:g}; optimizer 28 bytes/parameter (AdamW) at 4.8 TB/s HBM; "
@@ -234,8 +246,8 @@ PROJECTION_SETTINGS = ((0, False, None), (3, False, None), (3, True, None), (3, 
 
 def projection(args):
     """GPT-2 124M and the wide MLP at 8 ... 4096 H200s, weak scaling: ZeRO 0, 3, 3 with the
-    trainer's prefetch, 3 with hybrid sharding over a node (G 8, not yet in the trainer), and both;
-    args.algorithm (auto by default)."""
+    trainer's prefetch, 3 with hybrid sharding over a node (G 8, the trainer's --zero-shard-size),
+    and both; args.algorithm (auto by default)."""
     cluster, notes = load_cluster(args)
     lines = ["| model | ZeRO | N | step (ms) | compute (ms) | exposed comm (ms) | hidden | efficiency | algorithm |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
@@ -254,7 +266,8 @@ def projection(args):
     said[4] = said[4].replace("(exposed: no prefetch, as the trainer's --zero-prefetch 0).",
                               "(exposed, as the trainer's --zero-prefetch 0; '+ prefetch': each gather issued one "
                               "layer ahead, under the previous layer's compute, as its default --zero-prefetch 1).")
-    said[5] = ("'+ hybrid G 8' (not yet in the trainer): the state sharded within each node's 8 GPUs (FSDP's HSDP): "
+    said[5] = ("'+ hybrid G 8' (the trainer's --zero-shard-size 8, its default on nodes of 8): the state sharded "
+               "within each node's 8 GPUs (FSDP's HSDP): "
                "gathers over NVLink only; each bucket reduce-scattered in the node, then its 1/8 all-reduced "
                "across the nodes over InfiniBand; optimizer / 8.")
     return lines, said

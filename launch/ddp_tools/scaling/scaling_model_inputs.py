@@ -7,6 +7,7 @@ import re
 import statistics
 
 from ddp_tools.common import tool_files
+from ddp_tools.scaling import trace_exposure
 from ddp_tools.scaling.scaling_model_core import Cluster, Link, ModelError, Profile, fit_alpha_beta, link_from_fit
 
 # The trainer's defaults (ddp_train --help: --bucket-mb 25, --first-bucket-mb 1); tensors
@@ -34,9 +35,19 @@ PRESETS = {
     # all-reduce), bus bandwidth 0.59 GB/s (1 MiB and up ran at 0.45-1.6 GB/s; 256 KiB and
     # below up to 2.3 GB/s: the fit is for gradient buckets, not small messages). One host:
     # no inter-node level. Beyond 2 ranks it is oversubscribed, which the model ignores.
+    # op_factors (2026-12-06, launch/results/2026-12-06-cpu-scaling-validation-zero.md): the
+    # N = 2 traces time the last bucket's reduce-scatter (after backward, the compute idle)
+    # at 1.9-2.6x the ring formula from the same run's all-reduce (Open MPI's
+    # MPI_Reduce_scatter with our FP16 user op is no ring: about one all-reduce), in both
+    # of the speeds this host's all-reduce showed that day (~2 and ~4 GB/s); the 2 MiB
+    # all-gathers at 0.9-1.6x (left at 1: the ring formula).
     "cpu-host": {"name": "cpu-host", "gpus_per_node": 1 << 20,
                  "intra": {"bandwidth_GBps": 0.59, "latency_us": 0.0},
-                 "inter": {"bandwidth_GBps": 0.59, "latency_us": 0.0}},
+                 "inter": {"bandwidth_GBps": 0.59, "latency_us": 0.0},
+                 "op_factors": {"reduce-scatter": 2.0},
+                 # 2 cores: 4 ranks (one compute thread each) compute at half speed (the
+                 # traces of 2026-12-06: 1.8-2.1x slower steps at N = 4 than at N = 1).
+                 "cores_per_node": 2},
 }
 
 
@@ -51,8 +62,18 @@ def cluster_from_dict(d, where):
         raise ModelError(f"{where}: expected name, gpus_per_node, intra/inter bandwidth_GBps and latency_us ({e})")
     if gpus < 1:
         raise ModelError(f"{where}: gpus_per_node must be >= 1")
+    factors = d.get("op_factors", {})
     try:
-        return Cluster(name, gpus, Link(*links[0]), Link(*links[1]))
+        factors = {str(op): float(f) for op, f in factors.items()}
+    except (AttributeError, TypeError, ValueError):
+        raise ModelError(f"{where}: op_factors must map reduce-scatter/all-gather to numbers")
+    cores = d.get("cores_per_node")
+    try:
+        cores = None if cores is None else float(cores)
+    except (TypeError, ValueError):
+        raise ModelError(f"{where}: cores_per_node must be a number")
+    try:
+        return Cluster(name, gpus, Link(*links[0]), Link(*links[1]), op_factors=factors, cores_per_node=cores)
     except ModelError as e:  # Link's own check, which does not know the file
         raise ModelError(f"{where}: {e}")
 
@@ -208,7 +229,13 @@ def _median(values, default=0.0):
     return statistics.median(values) if values else default
 
 
-def profile_from_trace(trace, path, rank=None):
+def profile_from_trace(trace, path, rank=None, shard_size=None):
+    """One rank's step from its trace: per-layer forward and backward medians, the bucket plan,
+    where each bucket became ready, upload, optimizer and other (the step's time outside those
+    spans and outside its waits for communication: the comm_wait spans and, at --zero >= 1,
+    the layers' waits for their weights, trace_exposure.layer_waits). A trace of --zero >= 1
+    timed the optimizer on a 1/G range: it is scaled back to the whole (shard_size G: the
+    run's --zero-shard-size, default otherData's zero_shard_size, else the world)."""
     other = trace["otherData"]
     try:
         rows, micro = float(other["batch_per_rank"]), int(other["micro_batches"])
@@ -243,12 +270,19 @@ def profile_from_trace(trace, path, rank=None):
             acc["parts"] += e["dur"] * 1e-6
             if cat == "optimizer":
                 acc["optimizer"] += e["dur"] * 1e-6
-    other_s = max(0.0, _median([a["step"] - a["parts"] for a in per_step.values()]))
+    waits = trace_exposure.layer_waits(events, sorted(kept), zero, buckets, micro)
+    other_s = max(0.0, _median([a["step"] - a["parts"] - waits[s] for s, a in per_step.items()]))
     layer_bytes = _layer_bytes(other, mine, buckets, n_layers)
+    shards = 1
+    if zero >= 1:
+        try:
+            shards = int(shard_size or other.get("zero_shard_size") or other.get("world_size") or 1)
+        except (TypeError, ValueError):
+            raise ModelError(f"--trace {path}: otherData.zero_shard_size or world_size is not an integer")
     prof = Profile(f"trace {path}", fwd, bwd, buckets, layer_bytes, rows, micro, zero, params,
                    upload_s=_median(durations("upload")),
-                   optimizer_s=_median([a["optimizer"] for a in per_step.values()]), other_s=other_s,
-                   ready_fraction=_ready_fractions(mine, buckets))
+                   optimizer_s=_median([a["optimizer"] for a in per_step.values()]) * max(1, shards),
+                   other_s=other_s, ready_fraction=_ready_fractions(mine, buckets))
     prof.measured_step_s = _median([a["step"] for a in per_step.values()])
     return prof
 
