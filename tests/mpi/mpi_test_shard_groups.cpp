@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -62,60 +63,71 @@ TEST(MpiShardGroups, ASizeThatDoesNotDivideTheWorldIsRefused) {
   }
 }
 
+// Runs `errors_of` on every layout of test_layouts at every group size,
+// each over a communicator of those groups; the errors summed, and the
+// first failing case named in `first_bad`.
+int errors_over_group_layouts(const std::function<int(MpiCommunicator&, const ShardLayout&)>& errors_of,
+                              std::string& first_bad) {
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  int bad = 0;
+  for (int g : group_sizes(world)) {
+    MpiCommunicator comm(MPI_COMM_WORLD, g);
+    for (const ShardLayout& layout : test_layouts(g, shared_seed())) {
+      const int errors = errors_of(comm, layout);
+      if (errors > 0 && first_bad.empty()) first_bad = "groups of " + std::to_string(g) + ", " + describe(layout);
+      bad += errors;
+    }
+  }
+  return bad;
+}
+
 // Out of place and in place, synchronous and started.
 TEST(MpiShardGroups, ReduceScatterSumsOverTheWholeWorld) {
   int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
-  int bad = 0;
   std::string first_bad;
-  for (int g : group_sizes(world)) {
-    MpiCommunicator comm(MPI_COMM_WORLD, g);
-    const int r = comm.rank(), mine_at = comm.shard_rank();
-    for (const ShardLayout& layout : test_layouts(g, shared_seed())) {
-      const ShardRange mine = layout.range(mine_at);
-      const std::vector<half16> send = full_contribution(r, layout.total_count());
-      std::vector<half16> recv = test::poison_halves(mine.count() + kGuard);
-      comm.reduce_scatter_sum_fp16(send.data(), recv.data(), layout);
-      std::vector<half16> data = full_contribution(r, layout.total_count());
-      data.resize(layout.total_count() + kGuard, half16{test::kPoisonHalfBits});
-      comm.start_reduce_scatter_sum_fp16(data.data(), data.data() + mine.begin, layout);
-      comm.wait_allreduces();
-      int errors = 0;
-      for (size_t k = 0; k < mine.count(); ++k) {
-        errors += to_float(recv[k]) != expected_sum(world, mine.begin + k);
-        errors += to_float(data[mine.begin + k]) != expected_sum(world, mine.begin + k);
-      }
-      for (size_t k = mine.count(); k < recv.size(); ++k) errors += recv[k].bits != test::kPoisonHalfBits;
-      for (size_t i = layout.total_count(); i < data.size(); ++i) errors += data[i].bits != test::kPoisonHalfBits;
-      if (errors > 0 && first_bad.empty()) first_bad = "groups of " + std::to_string(g) + ", " + describe(layout);
-      bad += errors;
-    }
-  }
+  const int bad = errors_over_group_layouts(
+      [world](MpiCommunicator& comm, const ShardLayout& layout) {
+        const int r = comm.rank();
+        const ShardRange mine = layout.range(comm.shard_rank());
+        const std::vector<half16> send = full_contribution(r, layout.total_count());
+        std::vector<half16> recv = test::poison_halves(mine.count() + kGuard);
+        comm.reduce_scatter_sum_fp16(send.data(), recv.data(), layout);
+        std::vector<half16> data = full_contribution(r, layout.total_count());
+        data.resize(layout.total_count() + kGuard, half16{test::kPoisonHalfBits});
+        comm.start_reduce_scatter_sum_fp16(data.data(), data.data() + mine.begin, layout);
+        comm.wait_allreduces();
+        int errors = 0;
+        for (size_t k = 0; k < mine.count(); ++k) {
+          errors += to_float(recv[k]) != expected_sum(world, mine.begin + k);
+          errors += to_float(data[mine.begin + k]) != expected_sum(world, mine.begin + k);
+        }
+        for (size_t k = mine.count(); k < recv.size(); ++k) errors += recv[k].bits != test::kPoisonHalfBits;
+        for (size_t i = layout.total_count(); i < data.size(); ++i) errors += data[i].bits != test::kPoisonHalfBits;
+        return errors;
+      },
+      first_bad);
   EXPECT_EQ(failures_anywhere(bad), 0) << "first wrong: " << first_bad;
 }
 
 TEST(MpiShardGroups, AllgatherFillsFromTheRanksOwnGroupOnly) {
-  int world = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
-  int bad = 0;
   std::string first_bad;
-  for (int g : group_sizes(world)) {
-    MpiCommunicator comm(MPI_COMM_WORLD, g);
-    const int group = comm.rank() / g;
-    for (const ShardLayout& layout : test_layouts(g, shared_seed())) {
-      const ShardRange mine = layout.range(comm.shard_rank());
-      std::vector<half16> part(mine.count());
-      for (size_t k = 0; k < part.size(); ++k) part[k] = group_pattern(group, mine.begin + k);
-      std::vector<half16> full = test::poison_halves(layout.total_count() + kGuard);
-      comm.start_allgather_fp16(part.data(), full.data(), layout);
-      comm.wait_allreduces();
-      int errors = 0;
-      for (size_t i = 0; i < layout.total_count(); ++i) errors += full[i].bits != group_pattern(group, i).bits;
-      for (size_t i = layout.total_count(); i < full.size(); ++i) errors += full[i].bits != test::kPoisonHalfBits;
-      if (errors > 0 && first_bad.empty()) first_bad = "groups of " + std::to_string(g) + ", " + describe(layout);
-      bad += errors;
-    }
-  }
+  const int bad = errors_over_group_layouts(
+      [](MpiCommunicator& comm, const ShardLayout& layout) {
+        const int group = comm.rank() / comm.shard_size();
+        const ShardRange mine = layout.range(comm.shard_rank());
+        std::vector<half16> part(mine.count());
+        for (size_t k = 0; k < part.size(); ++k) part[k] = group_pattern(group, mine.begin + k);
+        std::vector<half16> full = test::poison_halves(layout.total_count() + kGuard);
+        comm.start_allgather_fp16(part.data(), full.data(), layout);
+        comm.wait_allreduces();
+        int errors = 0;
+        for (size_t i = 0; i < layout.total_count(); ++i) errors += full[i].bits != group_pattern(group, i).bits;
+        for (size_t i = layout.total_count(); i < full.size(); ++i) errors += full[i].bits != test::kPoisonHalfBits;
+        return errors;
+      },
+      first_bad);
   EXPECT_EQ(failures_anywhere(bad), 0) << "first wrong: " << first_bad;
 }
 

@@ -29,28 +29,14 @@ namespace {
 using test::failures_anywhere;
 using test::zero_cases::state_differs;
 
+// The ZeRO suites' MLP run (mpi_zero_cases.h) at --zero 1, smaller.
 TrainConfig stage_one_config() {
-  uint64_t seed = test::test_seed() % 100000;  // rank 0's, fresh per run
-  MPI_Bcast(&seed, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
-  TrainConfig c;
-  c.data.kind = "synthetic";
+  TrainConfig c = test::zero_cases::mlp_config(test::zero_cases::agreed_seed());
   // 856 elements in the layout, not a multiple of the 64-element unit: the
   // ZeRO layout is uneven at every world size, so its collectives (and the
   // FP32 gathers, twice as wide) go through NCCL's padded staging.
   c.mlp.layer_widths = {10, 40, 10};
-  c.loss = LossKind::MeanSquaredError;
-  c.loss_name = "mse";
-  c.optimizer = OptimizerKind::Sgd;
-  c.lr = 0.05;
-  c.momentum = 0.9;
-  c.log_every = 1000;
-  c.seed = seed;
   c.shuffle = false;
-  c.lr_schedule = LrScheduleKind::Constant;
-  c.data.synthetic_train_samples = 960;
-  c.data.synthetic_test_samples = 120;
-  c.global_batch = 48;  // divisible by 1, 2, 3 and 4
-  c.loss_scaler.init_scale = 1024;
   c.zero_stage = 1;
   c.steps = 8;
   return c;
