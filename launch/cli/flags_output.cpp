@@ -41,6 +41,10 @@ po::options_description output_flags(TrainConfig& c, FlagText& t) {
       ("save-weights", po::value(&c.save_weights_dir),
        "at the end, write the FP32 weights: PATH.safetensors one file under PyTorch state_dict names, else a "
        "directory of layer<i>.{weight,bias}.npy, or with --weights-format hf a Hugging Face GPT-2 directory")
+      ("save-weights-dtype", po::value(&c.save_weights_dtype)->default_value(c.save_weights_dtype),
+       "fp32 | fp16 | bf16: --save-weights' tensors in FP32, or rounded once (to nearest even) from the FP32 "
+       "masters, as .half() / .to(torch.bfloat16) do (a .safetensors file or --weights-format hf; half the bytes); "
+       "fp16 falls back to fp32, saying so, when a weight is beyond FP16's 65504")
       ("weights-format", po::value(&c.weights_format)->default_value(c.weights_format),
        "auto | hf: --save-weights by its path, or (--model gpt) a directory of config.json and model.safetensors "
        "that transformers' GPT2LMHeadModel.from_pretrained loads (the vocabulary cut to the real one)")

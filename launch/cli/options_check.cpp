@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernels/error.h"
+#include "trainer/checkpoint/weights_dtype.h"
 #include "trainer/checkpoint/weights_io.h"
 #include "trainer/config/model_catalog.h"
 #include "trainer/config/model_table.h"
@@ -248,6 +249,15 @@ void check_flags_as_a_whole(TrainConfig& c, const BenchOptions& bench) {
     check_generate_flags(c, bench);
   else if (sampling(c))
     check_sampling_values(c);
+  const SafetensorsDtype weights_dtype = weights_dtype_named(c.save_weights_dtype);
+  if (weights_dtype != SafetensorsDtype::F32) {
+    if (c.save_weights_dir.empty())
+      throw Error("--save-weights-dtype " + c.save_weights_dtype + " needs --save-weights");
+    if (c.weights_format != "hf" && !is_safetensors_path(c.save_weights_dir))
+      throw Error("--save-weights-dtype " + c.save_weights_dtype + ": --save-weights " + c.save_weights_dir +
+                  " is a directory of .npy files, which are fp32 only here; name a .safetensors file or give "
+                  "--weights-format hf");
+  }
   if (c.weights_format != "auto" && c.weights_format != "hf")
     throw Error("--weights-format: '" + c.weights_format + "' is not one of auto, hf");
   if (c.weights_format == "hf") {

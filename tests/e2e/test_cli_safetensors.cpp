@@ -1,6 +1,7 @@
 // test_cli_safetensors.cpp: build/ddp_train with --save-weights and
 // --init-weights PATH.safetensors: one file written, equal to the .npy
-// export of the same run; a fine-tune start from it; and the output checks
+// export of the same run; in FP16 and BF16 (--save-weights-dtype); a
+// fine-tune start from it; and the output checks
 // (never over an input, a directory or a file that is not a safetensors
 // file; the directory must exist), each refusal one line, nothing trained
 // and nothing touched.
@@ -12,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/bfloat16.h"
+#include "kernels/half.h"
 #include "support/cli_test.h"
 #include "support/test_support.h"
 #include "trainer/io/safetensors.h"
@@ -64,6 +67,44 @@ TEST_F(CliSafetensors, SaveWritesOneFileEqualToTheNpyExportOfTheSameRun) {
   EXPECT_NE(c.output.find("initial weights from " + file), std::string::npos) << c.output;
   const std::vector<float> again = load_weights(dir + "/again.safetensors", registry);
   for (size_t k = 0; k < again.size(); ++k) ASSERT_EQ(test::bits_of(again[k]), test::bits_of(from_file[k])) << k;
+}
+
+// --save-weights-dtype: the same run saved in BF16 and FP16 holds its FP32
+// export's values rounded once (the kernels' tested conversions), which
+// --init-weights reads back; an FP16 export of a weight beyond 65504 is
+// written FP32 instead, saying so; the flag's misuses are one line each.
+TEST_F(CliSafetensors, SaveWeightsDtypeRoundsTheFp32ExportOnceOrFallsBackSayingSo) {
+  ASSERT_EQ(run(data() + "--steps 3 --save-weights " + dir + "/f32.safetensors").exit_code, 0);
+  const ParameterRegistry registry = mlp_parameters(std::vector<int64_t>{4, 8, 3});
+  const std::vector<float> f32 = load_weights(dir + "/f32.safetensors", registry);
+  for (const char* dtype : {"bf16", "fp16"}) {
+    const std::string file = dir + "/" + dtype + ".safetensors";
+    const test::CommandResult r = run(data() + "--steps 3 --save-weights " + file + " --save-weights-dtype " + dtype);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const std::vector<float> got = load_weights(file, registry);
+    const bool bf16 = std::string(dtype) == "bf16";
+    for (size_t k = 0; k < got.size(); ++k) {
+      const float want = bf16 ? to_float(to_bfloat16(f32[k])) : to_float(to_half(f32[k]));
+      ASSERT_EQ(test::bits_of(got[k]), test::bits_of(want)) << dtype << " element " << k;
+    }
+    EXPECT_EQ(read_safetensors(file).tensors[0].dtype, bf16 ? SafetensorsDtype::BF16 : SafetensorsDtype::F16);
+  }
+  // A start whose weights hold 70000, kept by a step that cannot move them.
+  std::vector<float> big = f32;
+  big[registry.tensors()[0].offset] = 70000.0f;
+  save_weights(dir + "/big.safetensors", registry, big);
+  const test::CommandResult r =
+      run(data() + "--steps 1 --lr 1e-30 --momentum 0 --init-weights " + dir + "/big.safetensors --save-weights " +
+          dir + "/out16.safetensors --save-weights-dtype fp16");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("beyond FP16's 65504: the weights are written in fp32 instead"), std::string::npos)
+      << r.output;
+  EXPECT_EQ(read_safetensors(dir + "/out16.safetensors").tensors[0].dtype, SafetensorsDtype::F32);
+  expect_refused(data() + "--steps 1 --save-weights-dtype bf16", {"--save-weights-dtype bf16 needs --save-weights"});
+  expect_refused(data() + "--steps 1 --save-weights " + dir + "/npydir --save-weights-dtype fp16",
+                 {"--save-weights-dtype fp16", "fp32 only"});
+  expect_refused(data() + "--steps 1 --save-weights " + dir + "/x.safetensors --save-weights-dtype half",
+                 {"--save-weights-dtype", "'half' is not one of fp32, fp16, bf16"});
 }
 
 TEST_F(CliSafetensors, AnEarlierSaveIsReplacedWithANote) {

@@ -241,6 +241,22 @@ def part_b(r, val):
     # Our export read back by us: the same tokens again.
     g2 = r.generate(["--init-weights", out], prompt, 20)
     check(g2.returncode == 0 and g2.stdout == g.stdout, "(b) our export read back by --init-weights: the same tokens")
+    # The same run exported in BF16 (--save-weights-dtype): config.json says bfloat16, and
+    # from_pretrained(torch_dtype="auto") holds the FP32 export's weights rounded by torch.
+    out_bf16 = os.path.join(r.tmp, "hf_out_bf16")
+    res = r.train("--model", "gpt", "--data", "text", "--train-text", val, "--val-text", val, "--token-format", "bytes",
+                  "--block-size", "32", "--n-layer", "2", "--n-head", "4", "--n-embd", "32", "--batch-size", "4",
+                  "--optimizer", "adamw", "--lr", "3e-3", "--steps", "30", "--save-weights", out_bf16,
+                  "--weights-format", "hf", "--save-weights-dtype", "bf16")
+    check(res.returncode == 0, f"(b) --save-weights-dtype bf16 --weights-format hf runs: {why(res)}")
+    if res.returncode != 0:
+        return
+    model16 = GPT2LMHeadModel.from_pretrained(out_bf16, torch_dtype="auto")
+    ref = dict(model.state_dict())
+    same = all(t.dtype == torch.bfloat16 and torch.equal(t.view(torch.int16), ref[k].to(torch.bfloat16).view(torch.int16))
+               for k, t in model16.state_dict().items() if t.is_floating_point() and not k.endswith("attn.bias"))
+    check(model16.config.torch_dtype == torch.bfloat16 and same,
+          "(b) the BF16 export: torch_dtype bfloat16, each weight torch's bfloat16 of the FP32 export")
 
 
 def write_llmc(path, tokens):

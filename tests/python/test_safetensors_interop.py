@@ -19,6 +19,9 @@ installed).
     weights under their names equal the same run's --save-weights, one
     exp_avg and exp_avg_sq tensor per weight (exp_avg_sq >= 0), and the
     training state in __metadata__ (format version 2, the step).
+(e) --save-weights-dtype fp16 and bf16 files are read by the reference as
+    F16 / BF16 tensors whose bits are numpy's float16 / torch's bfloat16 of
+    the same run's F32 export.
 
 Exits 77 (ctest's SKIP_RETURN_CODE) when numpy or safetensors is missing.
 """
@@ -175,6 +178,34 @@ def test_wrong_tensors_refused(binary, tmp, rng):
         check(ok, f"(c) {what} tensor refused in one line: {errors}")
 
 
+def test_dtypes_read_in_reference(binary, tmp, seed):
+    """(e) --save-weights-dtype bf16 / fp16: the reference reads BF16 / F16 tensors whose bits are
+    torch's conversion of the same run's F32 export (.to(torch.bfloat16), .half()); F16 with numpy
+    alone where torch is absent (numpy has no bfloat16)."""
+    flags = ["--steps", "3", "--seed", str(seed)]
+    f32 = os.path.join(tmp, "e32.safetensors")
+    run(binary, flags + ["--save-weights", f32])
+    want = safetensors.numpy.load_file(f32)
+    f16 = os.path.join(tmp, "e16.safetensors")
+    run(binary, flags + ["--save-weights", f16, "--save-weights-dtype", "fp16"])
+    got16 = safetensors.numpy.load_file(f16)
+    for name, a in want.items():
+        t = got16.get(name)
+        check(t is not None and t.dtype == np.float16 and np.array_equal(t.view(np.uint16), a.astype(np.float16).view(
+            np.uint16)), f"(e) {name}: F16, numpy's float16 of the F32 export bit for bit")
+    if torch is None:
+        print("note: torch not installed; the BF16 export is not checked here")
+        return
+    bf = os.path.join(tmp, "ebf.safetensors")
+    run(binary, flags + ["--save-weights", bf, "--save-weights-dtype", "bf16"])
+    got = safetensors.torch.load_file(bf)
+    for name, a in want.items():
+        t = got.get(name)
+        ref = torch.from_numpy(a).to(torch.bfloat16)
+        check(t is not None and t.dtype == torch.bfloat16 and torch.equal(t.view(torch.int16), ref.view(torch.int16)),
+              f"(e) {name}: BF16, torch's .to(torch.bfloat16) of the F32 export bit for bit")
+
+
 def test_checkpoint_reads_in_reference(binary, tmp, seed):
     ck = os.path.join(tmp, "ck")
     st = os.path.join(tmp, "adamw.safetensors")
@@ -211,6 +242,7 @@ def main():
         test_reference_file_starts_a_run(binary, tmp, rng)
         test_wrong_tensors_refused(binary, tmp, rng)
         test_checkpoint_reads_in_reference(binary, tmp, seed % 100000)
+        test_dtypes_read_in_reference(binary, tmp, seed % 100000)
     print(f"{len(FAILURES)} failed" if FAILURES else "all passed")
     sys.exit(1 if FAILURES else 0)
 

@@ -10,6 +10,7 @@
 
 #include "kernels/error.h"
 #include "kernels/transformer_math.h"
+#include "trainer/checkpoint/weights_dtype.h"
 #include "trainer/checkpoint/weights_io.h"
 #include "trainer/io/atomic_file.h"
 #include "trainer/io/data_error.h"
@@ -165,7 +166,8 @@ HfGpt2Config config_of_file(const std::string& path) {
   return g;
 }
 
-Json config_json(const ParameterRegistry& registry, int n_head, int real_vocab, const std::string& tokenizer) {
+Json config_json(const ParameterRegistry& registry, int n_head, int real_vocab, const std::string& tokenizer,
+                 SafetensorsDtype dtype) {
   const ParameterTensor& wte = registry[registry.find("transformer.wte.weight")];
   const ParameterTensor& wpe = registry[registry.find("transformer.wpe.weight")];
   int n_layer = 0;
@@ -191,7 +193,7 @@ Json config_json(const ParameterRegistry& registry, int n_head, int real_vocab, 
   j["reorder_and_upcast_attn"] = false;
   j["tie_word_embeddings"] = true;
   j["use_cache"] = true;
-  j["torch_dtype"] = "float32";
+  j["torch_dtype"] = torch_dtype_name(dtype);
   if (tokenizer == kGpt2Tokenizer) {
     j["bos_token_id"] = 50256;
     j["eos_token_id"] = 50256;
@@ -295,14 +297,17 @@ std::vector<float> load_hf_gpt2_weights(const std::string& path, const Parameter
 }
 
 void save_hf_gpt2(const std::string& dir, const ParameterRegistry& registry, const std::vector<float>& flat, int n_head,
-                  int real_vocab, const std::string& tokenizer) {
+                  int real_vocab, const std::string& tokenizer, SafetensorsDtype dtype) {
   DDP_REQUIRE(flat.size() == registry.flat_count(), "save_hf_gpt2: a flat buffer of this model");
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw Error("--save-weights: cannot create directory " + dir + ": " + ec.message());
-  // The transposed Conv1D weights are held here while the file is written.
+  // The transposed Conv1D weights, and each tensor's bytes, are held here
+  // while the file is written.
   std::vector<std::vector<float>> transposed_store;
   transposed_store.reserve(registry.size());
+  std::vector<std::vector<uint8_t>> bytes;
+  bytes.reserve(registry.size());
   std::vector<SafetensorsTensorOut> tensors;
   for (const ParameterTensor& t : registry.tensors()) {
     const float* values = flat.data() + t.offset;
@@ -317,12 +322,12 @@ void save_hf_gpt2(const std::string& dir, const ParameterRegistry& registry, con
       shape[0] = real_vocab;  // the padding rows cut
       count = static_cast<size_t>(real_vocab * t.shape[1]);
     }
-    tensors.push_back(
-        {t.name, SafetensorsDtype::F32, shape, reinterpret_cast<const uint8_t*>(values), count * sizeof(float)});
+    bytes.push_back(weights_bytes(values, count, dtype));
+    tensors.push_back({t.name, dtype, shape, bytes.back().data(), bytes.back().size()});
   }
   const std::vector<std::string> files = hf_gpt2_output_files(dir);
   write_safetensors(files[1], tensors, {{"format", "pt"}}, "--save-weights");
-  const std::string text = config_json(registry, n_head, real_vocab, tokenizer).dump(2) + "\n";
+  const std::string text = config_json(registry, n_head, real_vocab, tokenizer, dtype).dump(2) + "\n";
   write_file_atomic(files[0], std::vector<uint8_t>(text.begin(), text.end()), "--save-weights");
 }
 

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "trainer/io/safetensors.h"
 #include "trainer/params/parameter_registry.h"
 
 namespace ddp {
@@ -64,12 +65,13 @@ void check_hf_gpt2_vocab(const std::string& path, int real_vocab);
 // another shape, non-finite, or an lm_head.weight that is not wte.
 std::vector<float> load_hf_gpt2_weights(const std::string& path, const ParameterRegistry& registry);
 
-// Writes DIR/config.json and DIR/model.safetensors (FP32, GPT2LMHeadModel's
-// names, wte cut to `real_vocab` rows, n_positions the registry's wpe rows)
-// from the flat weights of the GPT `registry` of n_head heads; `tokenizer`
-// recorded in config.json ("ddp_train_tokenizer"). Each file atomically.
+// Writes DIR/config.json and DIR/model.safetensors (in `dtype`, which
+// config.json's torch_dtype names; GPT2LMHeadModel's names, wte cut to
+// `real_vocab` rows, n_positions the registry's wpe rows) from the flat
+// weights of the GPT `registry` of n_head heads; `tokenizer` recorded in
+// config.json ("ddp_train_tokenizer"). Each file atomically.
 void save_hf_gpt2(const std::string& dir, const ParameterRegistry& registry, const std::vector<float>& flat, int n_head,
-                  int real_vocab, const std::string& tokenizer);
+                  int real_vocab, const std::string& tokenizer, SafetensorsDtype dtype = SafetensorsDtype::F32);
 
 // The two files save_hf_gpt2 writes in `dir`.
 std::vector<std::string> hf_gpt2_output_files(const std::string& dir);

@@ -8,6 +8,7 @@
 
 #include "kernels/error.h"
 #include "trainer/checkpoint/hf_gpt2.h"
+#include "trainer/checkpoint/weights_dtype.h"
 #include "trainer/io/safetensors.h"
 #include "trainer/io/data_error.h"
 #include "trainer/io/npy_io.h"
@@ -64,11 +65,10 @@ bool is_safetensors_path(const std::string& path) {
 }
 
 void save_weights(const std::string& path, const ParameterRegistry& registry, const std::vector<float>& flat,
-                  const std::string& tokenizer) {
-  if (is_safetensors_path(path))
-    save_weights_safetensors(path, registry, flat, tokenizer);
-  else
-    save_weights_npy(path, registry, flat);
+                  const std::string& tokenizer, SafetensorsDtype dtype) {
+  if (is_safetensors_path(path)) return save_weights_safetensors(path, registry, flat, tokenizer, dtype);
+  DDP_REQUIRE(dtype == SafetensorsDtype::F32, "save_weights: a .npy directory holds FP32 only");
+  save_weights_npy(path, registry, flat);
 }
 
 std::vector<float> load_weights(const std::string& path, const ParameterRegistry& registry) {
@@ -77,15 +77,16 @@ std::vector<float> load_weights(const std::string& path, const ParameterRegistry
 }
 
 void save_weights_safetensors(const std::string& path, const ParameterRegistry& registry,
-                              const std::vector<float>& flat, const std::string& tokenizer) {
+                              const std::vector<float>& flat, const std::string& tokenizer, SafetensorsDtype dtype) {
   DDP_REQUIRE(flat.size() == registry.flat_count(), "save_weights_safetensors: not a flat buffer of this model");
-  static_assert(sizeof(float) == 4 && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "little-endian FP32 host");
-  // The file holds little-endian FP32; every host this builds on is
-  // little-endian (x86-64, arm64), so the flat buffer's bytes are written as they are.
+  // Each tensor's bytes, held while the file is written.
+  std::vector<std::vector<uint8_t>> bytes;
+  bytes.reserve(registry.size());
   std::vector<SafetensorsTensorOut> tensors;
-  for (const ParameterTensor& t : registry.tensors())
-    tensors.push_back({t.name, SafetensorsDtype::F32, t.shape, reinterpret_cast<const uint8_t*>(flat.data() + t.offset),
-                       t.count * sizeof(float)});
+  for (const ParameterTensor& t : registry.tensors()) {
+    bytes.push_back(weights_bytes(flat.data() + t.offset, t.count, dtype));
+    tensors.push_back({t.name, dtype, t.shape, bytes.back().data(), bytes.back().size()});
+  }
   std::map<std::string, std::string> metadata = {{"format", "pt"}};
   if (!tokenizer.empty()) metadata["tokenizer"] = tokenizer;
   write_safetensors(path, tensors, metadata, "--save-weights");

@@ -4,7 +4,8 @@
 //    under its state_dict name in its PyTorch shape, so
 //    safetensors.torch.load_file(PATH) loads straight into the equivalent
 //    nn.Module (the MLP: nn.Sequential of nn.Linear and activations);
-//    written FP32, read from F32, F16 or BF16 (widened exactly);
+//    written F32, F16 or BF16 (weights_dtype.h), read from any of them
+//    (widened exactly);
 //  - any other PATH: a directory of float32 .npy files, one per tensor,
 //    DIR/<file stem>.npy (params/parameter_registry.h; the MLP's are
 //    layer<i>.weight.npy [out, in] and layer<i>.bias.npy [out], i counting
@@ -14,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "trainer/io/safetensors.h"
 #include "trainer/params/parameter_registry.h"
 
 namespace ddp {
@@ -25,15 +27,17 @@ bool is_safetensors_path(const std::string& path);
 // weights, hf_gpt2.h). flat: the registry's flat layout. `tokenizer`
 // (tokenizer/tokenizer_kind.h; "" none) goes into a safetensors file's
 // metadata, so --generate decodes with it; a .npy directory has no place for it.
+// `dtype`: the safetensors form's (a .npy directory is FP32 only).
 void save_weights(const std::string& path, const ParameterRegistry& registry, const std::vector<float>& flat,
-                  const std::string& tokenizer = "");
+                  const std::string& tokenizer = "", SafetensorsDtype dtype = SafetensorsDtype::F32);
 std::vector<float> load_weights(const std::string& path, const ParameterRegistry& registry);
 
-// The model's FP32 weights in registry order, metadata {"format": "pt"}
-// (what Hugging Face's loaders look for) and "tokenizer" where given,
-// written atomically.
+// The model's weights in registry order, in `dtype` (FP32, or rounded once
+// to FP16 or BF16), metadata {"format": "pt"} (what Hugging Face's loaders
+// look for) and "tokenizer" where given, written atomically.
 void save_weights_safetensors(const std::string& path, const ParameterRegistry& registry,
-                              const std::vector<float>& flat, const std::string& tokenizer = "");
+                              const std::vector<float>& flat, const std::string& tokenizer = "",
+                              SafetensorsDtype dtype = SafetensorsDtype::F32);
 // The tokenizer a weights file records: a safetensors file's "tokenizer"
 // metadata (DataError for an unknown name), "" where it has none or for a
 // .npy directory.

@@ -10,6 +10,7 @@
 
 #include "kernels/error.h"
 #include "trainer/checkpoint/train_state.h"
+#include "trainer/checkpoint/weights_dtype.h"
 #include "trainer/data/token_files.h"
 
 namespace ddp {
@@ -41,6 +42,7 @@ void check_ranges(const TrainConfig& c) {
   if (c.zero_stage < 0 || c.zero_stage > 3) throw Error("--zero must be 0, 1, 2 or 3");
   if (c.zero_prefetch < 0) throw Error("--zero-prefetch must be >= 0 (0: each layer's gather at its own hook)");
   if (c.zero_shard_size < 0) throw Error("--zero-shard-size must be >= 1 (0: the ranks of one node)");
+  weights_dtype_named(c.save_weights_dtype);  // before the run: the weights are written at its end
   if (c.zero_stage >= 2 && c.cuda_graph)
     throw Error("--cuda-graph works with --zero 0 and 1 only (stages 2 and 3 re-point gradients and weights per step)");
   if (c.base_batch < 0) throw Error("--base-batch must be positive");

@@ -111,6 +111,9 @@ struct TrainConfig {
   // --weights-format auto | hf: --save-weights by its path (auto), or a
   // Hugging Face GPT-2 directory (config.json + model.safetensors).
   std::string weights_format = "auto";
+  // --save-weights-dtype fp32 | fp16 | bf16: the safetensors forms' dtype
+  // (trainer/checkpoint/weights_dtype.h); a .npy directory is fp32 only.
+  std::string save_weights_dtype = "fp32";
   // --eval-only: evaluate the starting weights (a --resume checkpoint or
   // --init-weights) on the test set; trains nothing, writes nothing but --metrics.
   bool eval_only = false;

@@ -28,6 +28,7 @@
 #include "trainer/report/memory_report.h"
 #include "trainer/checkpoint/weights_io.h"
 #include "trainer/checkpoint/hf_gpt2.h"
+#include "trainer/checkpoint/weights_dtype.h"
 
 namespace ddp {
 namespace {
@@ -287,12 +288,17 @@ TrainSummary Trainer::Impl::finish(int stop_signal, RunTally& tally) {
   if (!cfg_.save_weights_dir.empty()) {
     const std::vector<float> masters = gather_fp32_state(comm_, params_, params_.master_weights_fp32);  // every rank
     if (is_root()) {
+      std::string note;
+      const SafetensorsDtype dtype =
+          dtype_that_holds(model_->parameters(), masters, weights_dtype_named(cfg_.save_weights_dtype), note);
+      if (!note.empty()) say(note);
       if (cfg_.weights_format == "hf")
         save_hf_gpt2(cfg_.save_weights_dir, model_->parameters(), masters, cfg_.gpt.n_head,
-                     model_token_shape(cfg_).real_vocab, cfg_.tokenizer);
+                     model_token_shape(cfg_).real_vocab, cfg_.tokenizer, dtype);
       else
-        save_weights(cfg_.save_weights_dir, model_->parameters(), masters, cfg_.tokenizer);
-      say("weights saved to " + cfg_.save_weights_dir);
+        save_weights(cfg_.save_weights_dir, model_->parameters(), masters, cfg_.tokenizer, dtype);
+      say("weights saved to " + cfg_.save_weights_dir +
+          (dtype == SafetensorsDtype::F32 ? std::string() : std::string(" (") + safetensors_dtype_name(dtype) + ")"));
     }
   }
   // The run is done when its last checkpoint is whole: before the summary
