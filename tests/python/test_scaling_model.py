@@ -19,6 +19,7 @@ import tempfile
 import unittest
 
 from ddp_tools.scaling import scaling_model_inputs as inputs  # launch/ is on PYTHONPATH (ctest sets it)
+from ddp_tools.scaling.checkpoint_cost import STORAGE, Storage, checkpoint_cost, state_bytes
 from ddp_tools.scaling.scaling_model_core import Cluster, Link, Profile, collective_s, simulate_step
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -336,6 +337,40 @@ class ScalingModelTest(unittest.TestCase):
                                  text=True)
             self.assertEqual((run.returncode, len(run.stderr.strip().splitlines())), (2, 1), msg=run.stderr)
             self.assertIn("--ranks", run.stderr)
+
+    def test_a_checkpoint_blocks_sync_for_all_of_it_and_async_for_the_gather_and_copy(self):
+        nbytes, gather = RNG.uniform(1e6, 1e10), RNG.uniform(0.0, 0.1)
+        copy_bw, write_bw = RNG.uniform(1e8, 5e10), RNG.uniform(1e7, 5e9)
+        storage = Storage("test", copy_bw, write_bw)
+        sync = checkpoint_cost(nbytes, storage, False, gather)
+        self.assertAlmostEqual(sync["blocked_s"], gather + nbytes / copy_bw + nbytes / write_bw, delta=1e-12,
+                               msg=self.msg)
+        # Async: the write beside the steps; the next checkpoint waits for what is left of it.
+        for interval in (math.inf, RNG.uniform(0.0, 0.5) * nbytes / write_bw):
+            asyn = checkpoint_cost(nbytes, storage, True, gather, interval)
+            left = max(0.0, nbytes / write_bw - interval)
+            self.assertAlmostEqual(asyn["blocked_s"], gather + nbytes / copy_bw + left, delta=1e-12, msg=self.msg)
+        params = RNG.randint(1, 10 ** 9)
+        self.assertEqual(state_bytes(params), 12 * params)
+        self.assertEqual(state_bytes(params, adamw=False), 8 * params)
+
+    def test_the_cpu_host_storage_reproduces_its_calibration(self):
+        # launch/results/2026-12-05-cpu-async-checkpoint.md, the 107.6 MB MLP: async 0.124 s, sync 0.555 s.
+        cpu = STORAGE["cpu-host"]
+        self.assertAlmostEqual(checkpoint_cost(107_602_720, cpu, True)["blocked_s"], 0.124, delta=1e-9)
+        self.assertAlmostEqual(checkpoint_cost(107_602_720, cpu, False)["blocked_s"], 0.555, delta=1e-9)
+
+    def test_the_projection_prices_checkpoints_async_below_sync(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            md = os.path.join(tmp, "p.md")
+            run = subprocess.run([sys.executable, CLI, "--projection", md], capture_output=True, text=True)
+            self.assertEqual(run.returncode, 0, run.stderr)
+            with open(md) as f:
+                rows = [line.split("|") for line in f
+                        if line.startswith("| gpt2-124m | 3 + prefetch + hybrid G 8 |") and line.count("|") == 11]
+            self.assertEqual(len(rows), 1, "one checkpoint row for GPT-2 at ZeRO 3 + prefetch + hybrid")
+            sync_ms, async_ms = float(rows[0][7]), float(rows[0][8])
+            self.assertLess(async_ms * 5, sync_ms)
 
     def test_cli_writes_the_csv_and_states_its_assumptions(self):
         with tempfile.TemporaryDirectory() as d:

@@ -17,7 +17,8 @@ import sys
 
 from ddp_tools.common import tool_files
 from ddp_tools.scaling import scaling_model_inputs as inputs
-from ddp_tools.scaling.scaling_model_core import ModelError, simulate_step
+from ddp_tools.scaling.checkpoint_cost import STORAGE, checkpoint_cost, state_bytes
+from ddp_tools.scaling.scaling_model_core import ModelError, collective_s, simulate_step
 
 CSV_COLUMNS = ["ranks", "mode", "algorithm", "zero_stage", "step_s", "compute_s", "comm_s", "exposed_s",
                "hidden_fraction", "samples_per_s", "speedup", "efficiency"]
@@ -261,6 +262,7 @@ def projection(args):
                 lines.append(f"| {name} | {label} | {r['ranks']} | {r['step_s'] * 1e3:.2f} | {r['compute_s'] * 1e3:.2f} "
                              f"| {r['exposed_s'] * 1e3:.2f} | {r['hidden_fraction'] * 100:.0f}% "
                              f"| {r['efficiency'] * 100:.1f}% | {r['algorithm']} |")
+    lines += [""] + checkpoint_lines(args, cluster)
     prof = inputs.synthetic_profile("gpt2-124m", args.mfu)
     said = assumptions(prof, cluster, args, 0, 1, notes)[1:]
     said[4] = said[4].replace("(exposed: no prefetch, as the trainer's --zero-prefetch 0).",
@@ -270,7 +272,48 @@ def projection(args):
                "within each node's 8 GPUs (FSDP's HSDP): "
                "gathers over NVLink only; each bucket reduce-scattered in the node, then its 1/8 all-reduced "
                "across the nodes over InfiniBand; optimizer / 8.")
+    said.append(f"Checkpoints (the table under the scaling rows): the whole FP32 state (masters and AdamW's two "
+                f"moments, 12 bytes a parameter) every {CHECKPOINT_EVERY} steps, all-gathered in the shard group "
+                f"(hybrid: the node's 8 over NVLink), copied to pinned host memory at "
+                f"{STORAGE['h200-node'].host_copy_Bps / 1e9:.0f} GB/s and written by rank 0 to local NVMe at "
+                f"{STORAGE['h200-node'].write_Bps / 1e9:.0f} GB/s (nominal); asynchronous: the steps wait for the "
+                f"gather and the copy, the write runs beside them (launch/ddp_tools/scaling/checkpoint_cost.py).")
     return lines, said
+
+
+# Steps between the projection's checkpoints (a GPT-2 run's usual order of magnitude).
+CHECKPOINT_EVERY = 1000
+
+
+def checkpoint_lines(args, cluster):
+    """The projection's checkpoint table: at 1,024 H200s, ZeRO 0 and ZeRO 3 with prefetch and
+    hybrid G 8, what one checkpoint blocks the steps for, synchronous and asynchronous, and
+    that per step at one every CHECKPOINT_EVERY steps, beside the step time."""
+    storage = STORAGE["h200-node"]
+    lines = [f"Checkpoints at N = 1024, one every {CHECKPOINT_EVERY} steps (model, not measured):", "",
+             "| model | ZeRO | state (GB) | gather (ms) | host copy (ms) | write (ms) | blocked, sync (ms) "
+             "| blocked, async (ms) | per step, sync | per step, async |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for name in ("gpt2-124m", "mlp-wide"):
+        prof = inputs.synthetic_profile(name, args.mfu)
+        nbytes = state_bytes(prof.parameters)
+        for zero, prefetch, shard_size in ((0, False, None), (3, True, 8)):
+            rows, _ = sweep(prof, cluster, [1024], ["weak"], args.algorithm, zero, 1, prefetch, shard_size)
+            step_s = rows[-1]["step_s"]
+            gather_s = collective_s("all-gather", nbytes, shard_size or 1024, cluster, args.algorithm)[0] if zero else 0
+            interval_s = CHECKPOINT_EVERY * step_s
+            sync = checkpoint_cost(nbytes, storage, False, gather_s)
+            asyn = checkpoint_cost(nbytes, storage, True, gather_s, interval_s)
+            label = f"{zero}{' + prefetch' if prefetch else ''}{f' + hybrid G {shard_size}' if shard_size else ''}"
+
+            def share(cost):
+                per_step = cost["blocked_s"] / CHECKPOINT_EVERY
+                return f"{per_step * 1e3:.3f} ms ({per_step / step_s * 100:.2f}%)"
+
+            lines.append(f"| {name} | {label} | {nbytes / 1e9:.2f} | {gather_s * 1e3:.1f} | {sync['copy_s'] * 1e3:.1f} "
+                         f"| {sync['write_s'] * 1e3:.0f} | {sync['blocked_s'] * 1e3:.0f} | {asyn['blocked_s'] * 1e3:.0f} "
+                         f"| {share(sync)} | {share(asyn)} |")
+    return lines
 
 
 def main(argv=None):
