@@ -43,8 +43,9 @@ po::options_description optimisation_flags(TrainConfig& c, FlagText& t) {
       ("zero-shard-size", po::value(&c.zero_shard_size)->default_value(c.zero_shard_size),
        "--zero 1-3, hybrid sharding (FSDP's HSDP): the state is sharded within groups of G consecutive ranks and "
        "replicated across the groups; gradients are reduce-scattered within a group, then all-reduced across "
-       "groups. G must divide the world (0: the ranks of one node, when every node holds as many consecutive "
-       "ranks; otherwise the whole world)")
+       "groups. G must divide the world (0: the ranks of one node, when every node holds as many (two or more) "
+       "consecutive ranks, said at start-up; otherwise the whole world. FSDP's default is the whole world: give "
+       "--zero-shard-size N for it)")
       ("epochs", po::value(&c.epochs)->default_value(c.epochs), "passes over the training set")
       ("steps", po::value(&c.steps)->default_value(0), "iterations to run instead of --epochs (0: use --epochs)")
       ("stop-after-steps", po::value(&c.stop_after_steps)->default_value(0),
