@@ -386,9 +386,9 @@ Trainer::Trainer(const TrainConfig& config, Backend& backend, Communicator& comm
   // A model that cannot fit is one line before anything is allocated, not
   // an allocation failure (or a swapping machine) part way through building it.
   const size_t parameters = model_parameters(bind_model_to_data(checked, data)).parameter_count();
-  const std::string problem =
-      host_memory_problem(checked.zero_stage, comm.shard_size(), parameters, checked.optimizer == OptimizerKind::AdamW,
-                          backend.kind() == DeviceKind::Cpu, physical_memory_bytes());
+  const std::string problem = host_memory_problem(checked.zero_stage, comm.shard_size(), comm.world_size(), parameters,
+                                                  checked.optimizer == OptimizerKind::AdamW,
+                                                  backend.kind() == DeviceKind::Cpu, physical_memory_bytes());
   if (!problem.empty()) throw Error(problem);
   impl_ = std::make_unique<Impl>(checked, backend, comm, std::move(data));
 }

@@ -45,18 +45,21 @@ double host_bytes_needed(int stage, int shards, size_t parameters, bool adamw, b
   return whole_fp32_weights + (state_on_host ? zero_formula_bytes(stage, shards, parameters, adamw).ours_bytes : 0.0);
 }
 
-std::string host_memory_problem(int stage, int shards, size_t parameters, bool adamw, bool state_on_host,
+std::string host_memory_problem(int stage, int shards, int world, size_t parameters, bool adamw, bool state_on_host,
                                 size_t physical_bytes) {
   const double needed = host_bytes_needed(stage, shards, parameters, adamw, state_on_host);
   if (needed <= static_cast<double>(physical_bytes)) return "";
+  std::string advice;
+  if (state_on_host && stage < 3) advice += ", or shard its state over more ranks (--zero 3)";
+  if (state_on_host && stage >= 1 && shards < world)  // hybrid groups: each holds the whole state again
+    advice += ", or over all " + std::to_string(world) + " ranks (--zero-shard-size " + std::to_string(world) + ")";
   char text[512];
   std::snprintf(text, sizeof text,
                 "the model has %zu parameters: each rank needs %.1f GiB of host memory for them (%s), above this "
                 "machine's %.1f GiB: make the model smaller (--n-layer, --n-embd, --layers)%s",
                 parameters, needed / (1 << 30),
                 state_on_host ? "the whole FP32 weights and its --zero state" : "the whole FP32 weights",
-                static_cast<double>(physical_bytes) / (1 << 30),
-                state_on_host && stage < 3 ? ", or shard its state over more ranks (--zero 3)" : "");
+                static_cast<double>(physical_bytes) / (1 << 30), advice.c_str());
   return text;
 }
 

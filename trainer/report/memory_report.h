@@ -59,8 +59,10 @@ ZeroFormula zero_formula_bytes(int stage, int shards, size_t parameters, bool ad
 double host_bytes_needed(int stage, int shards, size_t parameters, bool adamw, bool state_on_host);
 
 // "" when host_bytes_needed fits `physical_bytes`, else the one-line
-// problem, naming the parameter count, the need, the memory and the fix.
-std::string host_memory_problem(int stage, int shards, size_t parameters, bool adamw, bool state_on_host,
+// problem, naming the parameter count, the need, the memory and the fix
+// (sharding that goes further: --zero 3; over the whole `world` where
+// hybrid groups of `shards` ranks each hold the state).
+std::string host_memory_problem(int stage, int shards, int world, size_t parameters, bool adamw, bool state_on_host,
                                 size_t physical_bytes);
 
 // The banner's line: the classes (each the largest rank's), the rest of the

@@ -46,15 +46,21 @@ TEST(MemoryReport, AModelAboveTheMachinesMemoryIsOneLineNamingItsSizeAndTheFix) 
   std::mt19937_64 rng(test::test_seed());
   const size_t parameters = 1000000 + rng() % 1000000;
   const auto needed = static_cast<size_t>(host_bytes_needed(0, 1, parameters, true, true));
-  EXPECT_EQ(host_memory_problem(0, 1, parameters, true, true, needed + 1), "");
-  const std::string problem = host_memory_problem(0, 1, parameters, true, true, needed - 1);
+  EXPECT_EQ(host_memory_problem(0, 1, 1, parameters, true, true, needed + 1), "");
+  const std::string problem = host_memory_problem(0, 1, 1, parameters, true, true, needed - 1);
   for (const std::string& w :
        std::vector<std::string>{std::to_string(parameters) + " parameters", "host memory", "--n-layer", "--zero 3"})
     EXPECT_NE(problem.find(w), std::string::npos) << w << " not in: " << problem;
   EXPECT_EQ(problem.find('\n'), std::string::npos) << problem;
   // Already sharded as far as it goes: no --zero 3 advice.
   const auto needed3 = static_cast<size_t>(host_bytes_needed(3, 4, parameters, true, true));
-  EXPECT_EQ(host_memory_problem(3, 4, parameters, true, true, needed3 - 1).find("--zero 3"), std::string::npos);
+  const std::string sharded = host_memory_problem(3, 4, 4, parameters, true, true, needed3 - 1);
+  EXPECT_EQ(sharded.find("--zero 3"), std::string::npos) << sharded;
+  EXPECT_EQ(sharded.find("--zero-shard-size"), std::string::npos) << sharded;
+  // In hybrid groups of 4 of a world of 16, each group holds the state: shard over the world.
+  const std::string hybrid = host_memory_problem(3, 4, 16, parameters, true, true, needed3 - 1);
+  EXPECT_NE(hybrid.find("over all 16 ranks (--zero-shard-size 16)"), std::string::npos) << hybrid;
+  EXPECT_EQ(hybrid.find("--zero 3"), std::string::npos) << hybrid;
 }
 
 }  // namespace
