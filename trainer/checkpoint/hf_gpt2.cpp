@@ -302,12 +302,11 @@ void save_hf_gpt2(const std::string& dir, const ParameterRegistry& registry, con
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw Error("--save-weights: cannot create directory " + dir + ": " + ec.message());
-  // The transposed Conv1D weights, and each tensor's bytes, are held here
-  // while the file is written.
+  // The transposed Conv1D weights, and the FP16/BF16 tensors' bytes, are
+  // held here while the file is written.
   std::vector<std::vector<float>> transposed_store;
   transposed_store.reserve(registry.size());
-  std::vector<std::vector<uint8_t>> bytes;
-  bytes.reserve(registry.size());
+  std::vector<std::vector<uint8_t>> rounded;
   std::vector<SafetensorsTensorOut> tensors;
   for (const ParameterTensor& t : registry.tensors()) {
     const float* values = flat.data() + t.offset;
@@ -322,8 +321,7 @@ void save_hf_gpt2(const std::string& dir, const ParameterRegistry& registry, con
       shape[0] = real_vocab;  // the padding rows cut
       count = static_cast<size_t>(real_vocab * t.shape[1]);
     }
-    bytes.push_back(weights_bytes(values, count, dtype));
-    tensors.push_back({t.name, dtype, shape, bytes.back().data(), bytes.back().size()});
+    tensors.push_back(weights_tensor_out(t.name, shape, values, count, dtype, rounded));
   }
   const std::vector<std::string> files = hf_gpt2_output_files(dir);
   write_safetensors(files[1], tensors, {{"format", "pt"}}, "--save-weights");

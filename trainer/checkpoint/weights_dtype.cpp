@@ -61,4 +61,12 @@ std::vector<uint8_t> weights_bytes(const float* values, size_t count, Safetensor
   return bytes;
 }
 
+SafetensorsTensorOut weights_tensor_out(const std::string& name, const std::vector<int64_t>& shape, const float* values,
+                                        size_t count, SafetensorsDtype dtype, std::vector<std::vector<uint8_t>>& held) {
+  if (dtype == SafetensorsDtype::F32)  // little-endian host (weights_bytes): the values' bytes are the file's
+    return {name, dtype, shape, reinterpret_cast<const uint8_t*>(values), count * sizeof(float)};
+  held.push_back(weights_bytes(values, count, dtype));
+  return {name, dtype, shape, held.back().data(), held.back().size()};
+}
+
 }  // namespace ddp

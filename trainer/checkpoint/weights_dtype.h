@@ -31,4 +31,11 @@ SafetensorsDtype dtype_that_holds(const ParameterRegistry& registry, const std::
 // `count` FP32 values as little-endian bytes of `dtype`.
 std::vector<uint8_t> weights_bytes(const float* values, size_t count, SafetensorsDtype dtype);
 
+// A tensor for write_safetensors of `count` FP32 `values` in `dtype`: FP32
+// points at the values themselves (no copy of the model at export); FP16
+// and BF16 round them into a buffer appended to `held`, which must outlive
+// the write.
+SafetensorsTensorOut weights_tensor_out(const std::string& name, const std::vector<int64_t>& shape, const float* values,
+                                        size_t count, SafetensorsDtype dtype, std::vector<std::vector<uint8_t>>& held);
+
 }  // namespace ddp

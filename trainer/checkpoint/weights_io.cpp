@@ -79,14 +79,10 @@ std::vector<float> load_weights(const std::string& path, const ParameterRegistry
 void save_weights_safetensors(const std::string& path, const ParameterRegistry& registry,
                               const std::vector<float>& flat, const std::string& tokenizer, SafetensorsDtype dtype) {
   DDP_REQUIRE(flat.size() == registry.flat_count(), "save_weights_safetensors: not a flat buffer of this model");
-  // Each tensor's bytes, held while the file is written.
-  std::vector<std::vector<uint8_t>> bytes;
-  bytes.reserve(registry.size());
+  std::vector<std::vector<uint8_t>> rounded;  // FP16/BF16 tensors' bytes, held while the file is written
   std::vector<SafetensorsTensorOut> tensors;
-  for (const ParameterTensor& t : registry.tensors()) {
-    bytes.push_back(weights_bytes(flat.data() + t.offset, t.count, dtype));
-    tensors.push_back({t.name, dtype, t.shape, bytes.back().data(), bytes.back().size()});
-  }
+  for (const ParameterTensor& t : registry.tensors())
+    tensors.push_back(weights_tensor_out(t.name, t.shape, flat.data() + t.offset, t.count, dtype, rounded));
   std::map<std::string, std::string> metadata = {{"format", "pt"}};
   if (!tokenizer.empty()) metadata["tokenizer"] = tokenizer;
   write_safetensors(path, tensors, metadata, "--save-weights");
