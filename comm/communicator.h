@@ -41,7 +41,7 @@ class Communicator {
   virtual std::string name() const = 0;
 
   // In place: every rank ends with the element-wise sum over ranks.
-  virtual void allreduce_sum_fp16(half16* data, size_t count) = 0;
+  virtual void allreduce_sum_lowp(lowp16* data, size_t count) = 0;
   // In place: rank `root`'s bytes everywhere.
   virtual void broadcast_bytes(void* data, size_t size_bytes, int root) = 0;
   // Host scalars (metrics), summed in double on every rank.
@@ -52,7 +52,7 @@ class Communicator {
   // maximum. For flags that live on the device (the Inf/NaN flag of a
   // sharded step, set on one rank's range only), so a GPU step needs no host
   // round trip; it is ordered after the compute stream's work so far and
-  // before its next, like allreduce_sum_fp16.
+  // before its next, like allreduce_sum_lowp.
   virtual void allreduce_max_int32(int32_t* data, size_t count) = 0;
   virtual void barrier() = 0;
 
@@ -76,7 +76,7 @@ class Communicator {
   // layout.world_size() == shard_size(); the calling rank's range is
   // mine = layout.range(shard_rank()).
   //
-  // reduce_scatter_sum_fp16: `send` is the full buffer (total_count) on
+  // reduce_scatter_sum_lowp: `send` is the full buffer (total_count) on
   // every rank; `recv` (mine.count() elements) gets the sum over all the
   // world's ranks of send[mine.begin, mine.end), with all-reduce
   // arithmetic: FP32 adds of FP16 values, one FP16 rounding per pairwise
@@ -87,12 +87,12 @@ class Communicator {
   // ranks may differ from it by FP16 rounding. In place when recv == send +
   // mine.begin; the rest of send is then unspecified. Any other overlap of
   // the two buffers is an error.
-  virtual void reduce_scatter_sum_fp16(const half16* send, half16* recv, const ShardLayout& layout) = 0;
-  // allgather_fp16: `mine` (mine.count() elements) from every rank of the
+  virtual void reduce_scatter_sum_lowp(const lowp16* send, lowp16* recv, const ShardLayout& layout) = 0;
+  // allgather_lowp: `mine` (mine.count() elements) from every rank of the
   // shard group lands at full[range.begin, range.end) of each rank's range,
   // on every rank of the group: every rank ends with the same bits. In place
   // when mine == full + mine.begin; any other overlap is an error.
-  virtual void allgather_fp16(const half16* mine, half16* full, const ShardLayout& layout) = 0;
+  virtual void allgather_lowp(const lowp16* mine, lowp16* full, const ShardLayout& layout) = 0;
 
   // Bucketed all-reduce, overlapped with backward: start an in-place FP16
   // sum of a bucket whose gradients the caller has finished (on a device:
@@ -101,7 +101,7 @@ class Communicator {
   // after them; device: orders the compute stream after them). Started
   // buckets must be disjoint and every rank starts the same ones in the same
   // order. The defaults are synchronous.
-  virtual void start_allreduce_sum_fp16(half16* data, size_t count) { allreduce_sum_fp16(data, count); }
+  virtual void start_allreduce_sum_lowp(lowp16* data, size_t count) { allreduce_sum_lowp(data, count); }
   // The sharded collectives' asynchronous twins, for the same overlap (a
   // bucket's reduce-scatter during backward, a layer's gather during the
   // previous layer's compute). They queue behind started all-reduces, in
@@ -109,11 +109,11 @@ class Communicator {
   // them); their times count in take_allreduce_times(). The buffers and
   // the layout's ranges must stay untouched until that wait (the layout
   // object itself may go: it is copied).
-  virtual void start_reduce_scatter_sum_fp16(const half16* send, half16* recv, const ShardLayout& layout) {
-    reduce_scatter_sum_fp16(send, recv, layout);
+  virtual void start_reduce_scatter_sum_lowp(const lowp16* send, lowp16* recv, const ShardLayout& layout) {
+    reduce_scatter_sum_lowp(send, recv, layout);
   }
-  virtual void start_allgather_fp16(const half16* mine, half16* full, const ShardLayout& layout) {
-    allgather_fp16(mine, full, layout);
+  virtual void start_allgather_lowp(const lowp16* mine, lowp16* full, const ShardLayout& layout) {
+    allgather_lowp(mine, full, layout);
   }
   virtual void wait_allreduces() {}
   // A mark after every collective started so far (start_*, in call order),
@@ -176,7 +176,7 @@ void check_layout_world(const Communicator& comm, const ShardLayout& layout, con
 // Whether a sharded collective runs in place: true when `part` (part_count
 // elements) is whole + part_offset, false when the two buffers do not
 // overlap; throws ddp::Error for any other overlap.
-bool shard_call_in_place(const half16* whole, size_t whole_count, const half16* part, size_t part_offset,
+bool shard_call_in_place(const lowp16* whole, size_t whole_count, const lowp16* part, size_t part_offset,
                          size_t part_count, const char* what);
 
 // A world of one: every collective is the identity, and the sharded ones
@@ -190,17 +190,17 @@ class SingleProcessCommunicator final : public Communicator {
   int world_size() const override { return 1; }
   std::string name() const override { return "single process"; }
   bool supports_capture() const override { return true; }  // nothing to capture
-  void allreduce_sum_fp16(half16*, size_t) override {}
+  void allreduce_sum_lowp(lowp16*, size_t) override {}
   void broadcast_bytes(void*, size_t, int) override {}
   double allreduce_sum_host(double value) override { return value; }
   int64_t allreduce_max_host(int64_t value) override { return value; }
   void allreduce_max_int32(int32_t*, size_t) override {}
-  void reduce_scatter_sum_fp16(const half16* send, half16* recv, const ShardLayout& layout) override;
-  void allgather_fp16(const half16* mine, half16* full, const ShardLayout& layout) override;
+  void reduce_scatter_sum_lowp(const lowp16* send, lowp16* recv, const ShardLayout& layout) override;
+  void allgather_lowp(const lowp16* mine, lowp16* full, const ShardLayout& layout) override;
   void barrier() override {}
 
  private:
-  void copy_fp16(half16* dst, const half16* src, size_t count);
+  void copy_lowp(lowp16* dst, const lowp16* src, size_t count);
   Backend* copies_;  // not owned; may be null (host memory)
 };
 

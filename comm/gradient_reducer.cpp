@@ -21,7 +21,7 @@ std::vector<GradientBucket> plan_gradient_buckets(const std::vector<GradientSegm
     DDP_REQUIRE(seg.offset >= open.offset + open.count, "plan_gradient_buckets: segments overlap or go backwards");
     open.count = seg.offset + seg.count - open.offset;
     open.end_segment = s + 1;
-    open_bytes += seg.count * sizeof(half16);
+    open_bytes += seg.count * sizeof(lowp16);
     const size_t cap = buckets.empty() ? first_bucket_bytes : bucket_bytes;
     if (bucket_bytes > 0 && open_bytes >= cap) {
       buckets.push_back(open);
@@ -54,15 +54,15 @@ void GradientReducer::shard_over(const ShardLayout& layout) {
   shards_ = layout;
 }
 
-void GradientReducer::shard_over(const ShardLayout& layout, half16* owned,
-                                 std::function<half16*(size_t bucket)> source) {
+void GradientReducer::shard_over(const ShardLayout& layout, lowp16* owned,
+                                 std::function<lowp16*(size_t bucket)> source) {
   shard_over(layout);
   DDP_REQUIRE(source != nullptr, "GradientReducer: staged buckets without a source");
   owned_ = owned;
   source_ = std::move(source);
 }
 
-void GradientReducer::begin(half16* grads) {
+void GradientReducer::begin(lowp16* grads) {
   DDP_REQUIRE(grads != nullptr || source_, "GradientReducer::begin without gradients");
   grads_ = grads;
   in_step_ = true;
@@ -86,20 +86,20 @@ void GradientReducer::start_ready_buckets() {
   while (next_bucket_ < buckets_.size() && pending_[next_bucket_] == 0) {
     const GradientBucket& b = buckets_[next_bucket_];
     if (on_ready) on_ready(next_bucket_);
-    half16* bucket = source_ ? source_(next_bucket_) : grads_ + b.offset;
+    lowp16* bucket = source_ ? source_(next_bucket_) : grads_ + b.offset;
     if (before_start) before_start(next_bucket_, bucket);
     if (trace_ != nullptr) trace_->tag_next(static_cast<int>(next_bucket_), -1);
     if (shards_) {
       const ShardLayout& slice = bucket_slices_[next_bucket_];
       const ShardRange mine = slice.range(comm_.shard_rank());
-      half16* recv = bucket + mine.begin;  // in place
+      lowp16* recv = bucket + mine.begin;  // in place
       // Staged: into the owned range, at the bucket's share of it (an empty
       // share lands nowhere: any address of the range will do).
       if (source_)
         recv = owned_ + (mine.count() > 0 ? b.offset + mine.begin - shards_->range(comm_.shard_rank()).begin : 0);
-      comm_.start_reduce_scatter_sum_fp16(bucket, recv, slice);
+      comm_.start_reduce_scatter_sum_lowp(bucket, recv, slice);
     } else {
-      comm_.start_allreduce_sum_fp16(grads_ + b.offset, b.count);
+      comm_.start_allreduce_sum_lowp(grads_ + b.offset, b.count);
     }
     if (trace_ != nullptr) trace_->tag_next(-1, -1);  // a call that opened no record must not pass it on
     elements_started_ += b.count;

@@ -66,10 +66,10 @@ class GradientReducer {
   // From now on each bucket is reduce-scattered over `layout` (of the
   // whole buffer, this communicator's shard group) instead of all-reduced.
   void shard_over(const ShardLayout& layout);
-  void shard_over(const ShardLayout& layout, half16* owned, std::function<half16*(size_t bucket)> source);
+  void shard_over(const ShardLayout& layout, lowp16* owned, std::function<lowp16*(size_t bucket)> source);
 
   // A step's reduction of `grads` begins: no segment is ready.
-  void begin(half16* grads);
+  void begin(lowp16* grads);
   // Segments [first, end) are final; starts every bucket that now can.
   void mark_ready(size_t first_segment, size_t end_segment);
   // Starts what is left (segments never marked: a model that reported
@@ -85,7 +85,7 @@ class GradientReducer {
 
   // Runs just before bucket b's collective starts, with the bucket's first
   // element (test and fault hooks).
-  std::function<void(size_t bucket, half16* bucket_first)> before_start;
+  std::function<void(size_t bucket, lowp16* bucket_first)> before_start;
   // Runs when bucket b is ready, before anything else of its start
   // (--trace's ready marks: before the transport's thread is woken, which
   // on an oversubscribed host may take the caller's core).
@@ -100,15 +100,15 @@ class GradientReducer {
   Communicator& comm_;
   std::optional<ShardLayout> shards_;       // empty: all-reduce
   std::vector<ShardLayout> bucket_slices_;  // sharded: shards_->slice of each bucket, made once
-  half16* owned_ = nullptr;                 // staged: where this rank's sums land
-  std::function<half16*(size_t)> source_;   // staged: each bucket's buffer
+  lowp16* owned_ = nullptr;                 // staged: where this rank's sums land
+  std::function<lowp16*(size_t)> source_;   // staged: each bucket's buffer
   std::vector<GradientSegment> segments_;
   std::vector<GradientBucket> buckets_;
   std::vector<size_t> bucket_of_segment_;
   std::vector<size_t> pending_;  // per bucket: segments not yet ready
   std::vector<char> ready_;      // per segment
   size_t next_bucket_ = 0;       // the first bucket not started
-  half16* grads_ = nullptr;      // staged: the owned range (null when it is empty)
+  lowp16* grads_ = nullptr;      // staged: the owned range (null when it is empty)
   bool in_step_ = false;
   size_t elements_started_ = 0;
   CollectiveTrace* trace_ = nullptr;  // not owned

@@ -17,7 +17,7 @@ namespace {
 // inout[i] = fp16(float(in[i]) + float(inout[i])): one rounding per pairwise
 // step, at memory speed (comm/sum16.h).
 void half_sum(void* in, void* inout, int* len, MPI_Datatype*) {
-  sum_into_fp16(static_cast<const half16*>(in), static_cast<half16*>(inout), static_cast<size_t>(*len));
+  sum_into_fp16(static_cast<const lowp16*>(in), static_cast<lowp16*>(inout), static_cast<size_t>(*len));
 }
 // MPI counts are int: large buffers go in chunks.
 constexpr size_t kMaxChunk = static_cast<size_t>(INT_MAX) / 2;
@@ -67,7 +67,7 @@ void MpiCommunicator::add_busy(double seconds) {
   times_.busy_s += seconds;
 }
 
-void MpiCommunicator::run_allreduce(half16* data, size_t count, CollectiveRecord* rec) {
+void MpiCommunicator::run_allreduce(lowp16* data, size_t count, CollectiveRecord* rec) {
   const double start = MPI_Wtime();
   if (rec != nullptr) rec->begin_us = trace_clock_us();
   for (size_t off = 0; off < count; off += kMaxChunk) {
@@ -81,7 +81,7 @@ void MpiCommunicator::run_allreduce(half16* data, size_t count, CollectiveRecord
 // Chunks of at most kMaxChunk elements of the full buffer, each a slice of
 // the layout, so every count and displacement fits an int. With shard
 // groups, each chunk's range is then summed across the replicas.
-void MpiCommunicator::run_reduce_scatter(const half16* send, half16* recv, const ShardLayout& layout, bool in_place,
+void MpiCommunicator::run_reduce_scatter(const lowp16* send, lowp16* recv, const ShardLayout& layout, bool in_place,
                                          CollectiveRecord* rec) {
   const double start = MPI_Wtime();
   if (rec != nullptr) rec->begin_us = trace_clock_us();
@@ -91,13 +91,13 @@ void MpiCommunicator::run_reduce_scatter(const half16* send, half16* recv, const
     const ShardLayout chunk = layout.slice(off, std::min(kMaxChunk, layout.total_count() - off));
     for (int q = 0; q < shard_size_; ++q) counts[static_cast<size_t>(q)] = static_cast<int>(chunk.range(q).count());
     const ShardRange my = chunk.range(shard_rank_);  // chunk-relative
-    half16* sum = nullptr;                           // this rank's sums of the chunk
+    lowp16* sum = nullptr;                           // this rank's sums of the chunk
     if (in_place) {
       // MPI_IN_PLACE reads the whole chunk from the receive buffer and
       // leaves this rank's sum at its start: move it to its own place.
-      half16* chunk_data = const_cast<half16*>(send) + off;  // in place: the caller's recv, writable
+      lowp16* chunk_data = const_cast<lowp16*>(send) + off;  // in place: the caller's recv, writable
       DDP_MPI_CHECK(MPI_Reduce_scatter(MPI_IN_PLACE, chunk_data, counts.data(), half_type_, half_sum_, shard_comm()));
-      if (my.count() > 0) std::memmove(chunk_data + my.begin, chunk_data, my.count() * sizeof(half16));
+      if (my.count() > 0) std::memmove(chunk_data + my.begin, chunk_data, my.count() * sizeof(lowp16));
       sum = chunk_data + my.begin;
     } else {
       sum = my.count() > 0 ? recv + (off + my.begin - mine.begin) : recv;
@@ -112,7 +112,7 @@ void MpiCommunicator::run_reduce_scatter(const half16* send, half16* recv, const
   add_busy(MPI_Wtime() - start);
 }
 
-void MpiCommunicator::run_allgather(const half16* mine, half16* full, const ShardLayout& layout, bool in_place,
+void MpiCommunicator::run_allgather(const lowp16* mine, lowp16* full, const ShardLayout& layout, bool in_place,
                                     CollectiveRecord* rec) {
   const double start = MPI_Wtime();
   if (rec != nullptr) rec->begin_us = trace_clock_us();
@@ -125,7 +125,7 @@ void MpiCommunicator::run_allgather(const half16* mine, half16* full, const Shar
       displacements[static_cast<size_t>(q)] = static_cast<int>(chunk.range(q).begin);
     }
     const ShardRange my = chunk.range(shard_rank_);
-    const half16* src = my.count() > 0 ? mine + (off + my.begin - own.begin) : mine;
+    const lowp16* src = my.count() > 0 ? mine + (off + my.begin - own.begin) : mine;
     DDP_MPI_CHECK(MPI_Allgatherv(in_place ? MPI_IN_PLACE : src, static_cast<int>(my.count()), half_type_, full + off,
                                  counts.data(), displacements.data(), half_type_, shard_comm()));
   }
@@ -185,7 +185,7 @@ void MpiCommunicator::run_now(const std::function<void()>& job) {
   times_.exposed_s += MPI_Wtime() - start;
 }
 
-void MpiCommunicator::start_allreduce_sum_fp16(half16* data, size_t count) {
+void MpiCommunicator::start_allreduce_sum_lowp(lowp16* data, size_t count) {
   if (world_size_ == 1 || count == 0) return;
   const std::shared_ptr<CollectiveRecord> rec = open_record("all-reduce", count);
   enqueue([this, data, count, rec] { run_allreduce(data, count, rec.get()); });
@@ -216,47 +216,47 @@ void MpiCommunicator::wait_until(CollectiveMark mark) {
   if (failure_) std::rethrow_exception(std::exchange(failure_, nullptr));
 }
 
-void MpiCommunicator::allreduce_sum_fp16(half16* data, size_t count) {
+void MpiCommunicator::allreduce_sum_lowp(lowp16* data, size_t count) {
   if (world_size_ == 1 || count == 0) return wait_allreduces();
   const std::shared_ptr<CollectiveRecord> rec = open_record("all-reduce", count);
   run_now([&] { run_allreduce(data, count, rec.get()); });
 }
 
 // The checks run on the caller's thread, so a bad call throws at once.
-void MpiCommunicator::reduce_scatter_sum_fp16(const half16* send, half16* recv, const ShardLayout& layout) {
+void MpiCommunicator::reduce_scatter_sum_lowp(const lowp16* send, lowp16* recv, const ShardLayout& layout) {
   const bool in_place = check_reduce_scatter(send, recv, layout);
   const std::shared_ptr<CollectiveRecord> rec = open_record("reduce-scatter", layout.total_count());
   run_now([&] { run_reduce_scatter(send, recv, layout, in_place, rec.get()); });
 }
 
-void MpiCommunicator::start_reduce_scatter_sum_fp16(const half16* send, half16* recv, const ShardLayout& layout) {
+void MpiCommunicator::start_reduce_scatter_sum_lowp(const lowp16* send, lowp16* recv, const ShardLayout& layout) {
   const bool in_place = check_reduce_scatter(send, recv, layout);
   const std::shared_ptr<CollectiveRecord> rec = open_record("reduce-scatter", layout.total_count());
   enqueue([this, send, recv, layout, in_place, rec] { run_reduce_scatter(send, recv, layout, in_place, rec.get()); });
 }
 
-void MpiCommunicator::allgather_fp16(const half16* mine, half16* full, const ShardLayout& layout) {
+void MpiCommunicator::allgather_lowp(const lowp16* mine, lowp16* full, const ShardLayout& layout) {
   const bool in_place = check_allgather(mine, full, layout);
   const std::shared_ptr<CollectiveRecord> rec = open_record("all-gather", layout.total_count());
   run_now([&] { run_allgather(mine, full, layout, in_place, rec.get()); });
 }
 
-void MpiCommunicator::start_allgather_fp16(const half16* mine, half16* full, const ShardLayout& layout) {
+void MpiCommunicator::start_allgather_lowp(const lowp16* mine, lowp16* full, const ShardLayout& layout) {
   const bool in_place = check_allgather(mine, full, layout);
   const std::shared_ptr<CollectiveRecord> rec = open_record("all-gather", layout.total_count());
   enqueue([this, mine, full, layout, in_place, rec] { run_allgather(mine, full, layout, in_place, rec.get()); });
 }
 
-bool MpiCommunicator::check_reduce_scatter(const half16* send, half16* recv, const ShardLayout& layout) const {
-  check_layout_world(*this, layout, "reduce_scatter_sum_fp16");
+bool MpiCommunicator::check_reduce_scatter(const lowp16* send, lowp16* recv, const ShardLayout& layout) const {
+  check_layout_world(*this, layout, "reduce_scatter_sum_lowp");
   const ShardRange mine = layout.range(shard_rank_);
-  return shard_call_in_place(send, layout.total_count(), recv, mine.begin, mine.count(), "reduce_scatter_sum_fp16");
+  return shard_call_in_place(send, layout.total_count(), recv, mine.begin, mine.count(), "reduce_scatter_sum_lowp");
 }
 
-bool MpiCommunicator::check_allgather(const half16* mine, half16* full, const ShardLayout& layout) const {
-  check_layout_world(*this, layout, "allgather_fp16");
+bool MpiCommunicator::check_allgather(const lowp16* mine, lowp16* full, const ShardLayout& layout) const {
+  check_layout_world(*this, layout, "allgather_lowp");
   const ShardRange own = layout.range(shard_rank_);
-  return shard_call_in_place(full, layout.total_count(), mine, own.begin, own.count(), "allgather_fp16");
+  return shard_call_in_place(full, layout.total_count(), mine, own.begin, own.count(), "allgather_lowp");
 }
 
 AllreduceTimes MpiCommunicator::take_allreduce_times() {

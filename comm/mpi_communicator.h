@@ -8,7 +8,7 @@
 // non-blocking collectives would progress only inside MPI calls, which the
 // main thread does not make during backward). MPI must provide
 // MPI_THREAD_SERIALIZED: the main thread calls MPI only after waiting for
-// the thread's work. Without it, start_allreduce_sum_fp16 runs in place.
+// the thread's work. Without it, start_allreduce_sum_lowp runs in place.
 //
 // Sharded collectives: MPI_Reduce_scatter with the same FP16 sum (receive
 // counts = the layout's range lengths; the adds' order is Open MPI's
@@ -52,8 +52,8 @@ class MpiCommunicator final : public Communicator {
   int shard_size() const override { return shard_size_; }
   // The group's values gathered and summed in rank order (the same bits in every replica).
   double allreduce_sum_host_shard_group(double value) override;
-  void allreduce_sum_fp16(half16* data, size_t count) override;
-  void start_allreduce_sum_fp16(half16* data, size_t count) override;
+  void allreduce_sum_lowp(lowp16* data, size_t count) override;
+  void start_allreduce_sum_lowp(lowp16* data, size_t count) override;
   void wait_allreduces() override;
   CollectiveMark mark_started() override;
   void wait_until(CollectiveMark mark) override;
@@ -62,23 +62,23 @@ class MpiCommunicator final : public Communicator {
   int64_t allreduce_max_host(int64_t value) override;
   // Host memory (MPI_INT32_T, MPI_MAX), after any started collectives.
   void allreduce_max_int32(int32_t* data, size_t count) override;
-  void reduce_scatter_sum_fp16(const half16* send, half16* recv, const ShardLayout& layout) override;
-  void allgather_fp16(const half16* mine, half16* full, const ShardLayout& layout) override;
-  void start_reduce_scatter_sum_fp16(const half16* send, half16* recv, const ShardLayout& layout) override;
-  void start_allgather_fp16(const half16* mine, half16* full, const ShardLayout& layout) override;
+  void reduce_scatter_sum_lowp(const lowp16* send, lowp16* recv, const ShardLayout& layout) override;
+  void allgather_lowp(const lowp16* mine, lowp16* full, const ShardLayout& layout) override;
+  void start_reduce_scatter_sum_lowp(const lowp16* send, lowp16* recv, const ShardLayout& layout) override;
+  void start_allgather_lowp(const lowp16* mine, lowp16* full, const ShardLayout& layout) override;
   void barrier() override;
   AllreduceTimes take_allreduce_times() override;
 
  private:
   // The run_* calls make the MPI calls, timed into times_.busy_s and, when
   // traced, into `rec` (null: not traced).
-  void run_allreduce(half16* data, size_t count, CollectiveRecord* rec);
-  void run_reduce_scatter(const half16* send, half16* recv, const ShardLayout& layout, bool in_place,
+  void run_allreduce(lowp16* data, size_t count, CollectiveRecord* rec);
+  void run_reduce_scatter(const lowp16* send, lowp16* recv, const ShardLayout& layout, bool in_place,
                           CollectiveRecord* rec);
-  void run_allgather(const half16* mine, half16* full, const ShardLayout& layout, bool in_place, CollectiveRecord* rec);
+  void run_allgather(const lowp16* mine, lowp16* full, const ShardLayout& layout, bool in_place, CollectiveRecord* rec);
   // Argument checks (throw ddp::Error); whether the call is in place.
-  bool check_reduce_scatter(const half16* send, half16* recv, const ShardLayout& layout) const;
-  bool check_allgather(const half16* mine, half16* full, const ShardLayout& layout) const;
+  bool check_reduce_scatter(const lowp16* send, lowp16* recv, const ShardLayout& layout) const;
+  bool check_allgather(const lowp16* mine, lowp16* full, const ShardLayout& layout) const;
   // Runs `job` on the thread (start_*), or here when there is none (all exposed).
   void enqueue(std::function<void()> job);
   // Runs `job` here after the thread's work, its time all exposed.

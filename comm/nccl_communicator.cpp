@@ -180,7 +180,7 @@ void NcclCommunicator::close_comm() noexcept {
 //    to the host: the usual place of a stall, the NCCL kernels waiting for
 //    the dead peer): the gate is free, ncclCommAbort ends those kernels and
 //    frees the communicator, and the owner's next call throws;
-//  - inside an NCCL call (start_allreduce_sum_fp16, broadcast_bytes): the
+//  - inside an NCCL call (start_allreduce_sum_lowp, broadcast_bytes): the
 //    gate waits for it, as NCCL forbids a second thread on the communicator
 //    (its thread-safety rules make no exception for ncclCommAbort of a
 //    blocking communicator, which ncclCommInitRank makes). Enqueueing
@@ -217,8 +217,8 @@ void NcclCommunicator::compute_waits_for_comm() {
   DDP_CUDA_CHECK(cudaStreamWaitEvent(compute_stream_, comm_done_.get(), 0));
 }
 
-void NcclCommunicator::allreduce_sum_fp16(half16* data, size_t count) {
-  start_allreduce_sum_fp16(data, count);
+void NcclCommunicator::allreduce_sum_lowp(lowp16* data, size_t count) {
+  start_allreduce_sum_lowp(data, count);
   wait_allreduces();
 }
 
@@ -282,8 +282,8 @@ void NcclCommunicator::resolve_trace_times() {
 
 // The gate is held from the liveness check through ncclAllReduce. Nothing
 // here waits for the device except what NCCL itself may do (see abort()).
-void NcclCommunicator::start_allreduce_sum_fp16(half16* data, size_t count) {
-  const AbortGate::Pass pass = gate_.enter("allreduce_sum_fp16");
+void NcclCommunicator::start_allreduce_sum_lowp(lowp16* data, size_t count) {
+  const AbortGate::Pass pass = gate_.enter("allreduce_sum_lowp");
   if (count == 0) return;  // every rank passes the same count, so all skip
   const CollectiveTiming timing = begin_collective("all-reduce", count);
   DDP_NCCL_CHECK(ncclAllReduce(data, data, count, ncclFloat16, ncclSum, comm_, comm_stream()));
@@ -337,7 +337,7 @@ AllreduceTimes NcclCommunicator::take_allreduce_times() {
 }
 
 void NcclCommunicator::broadcast_bytes(void* data, size_t size_bytes, int root) {
-  const AbortGate::Pass pass = gate_.enter("broadcast_bytes");  // as start_allreduce_sum_fp16
+  const AbortGate::Pass pass = gate_.enter("broadcast_bytes");  // as start_allreduce_sum_lowp
   wait_allreduces();
   DDP_REQUIRE(root >= 0 && root < world_size_,
               "broadcast root " + std::to_string(root) + " is outside a world of " + std::to_string(world_size_));

@@ -79,7 +79,7 @@ class NcclCommunicator final : public Communicator {
   double allreduce_sum_host_shard_group(double value) override;
 
   // FP16 sum in place on device memory (ncclFloat16, ncclSum).
-  void allreduce_sum_fp16(half16* data, size_t count) override;
+  void allreduce_sum_lowp(lowp16* data, size_t count) override;
   // Device bytes in place (ncclUint8).
   void broadcast_bytes(void* data, size_t size_bytes, int root) override;
   // MPI_Allreduce of a host double when world > 1; the identity otherwise.
@@ -89,17 +89,17 @@ class NcclCommunicator final : public Communicator {
   // Device int32s in place (ncclInt32, ncclMax), fenced like a collective:
   // no host wait. Not timed (a flag, not traffic).
   void allreduce_max_int32(int32_t* data, size_t count) override;
-  // Device memory. start_ queues on comm_stream like start_allreduce_sum_fp16;
+  // Device memory. start_ queues on comm_stream like start_allreduce_sum_lowp;
   // the plain ones add wait_allreduces(). The staging buffer grows by the
   // rule of kernels/graph_safe_growth.h: a call that needs more of it while
   // capturing, or after a capture once it exists (a graph holds its
   // address), throws. The captured step's own layouts are sized by its
   // eager run; wider ones used only outside it (the FP32-state gathers of
   // checkpoints) must be reserved before the first capture.
-  void reduce_scatter_sum_fp16(const half16* send, half16* recv, const ShardLayout& layout) override;
-  void allgather_fp16(const half16* mine, half16* full, const ShardLayout& layout) override;
-  void start_reduce_scatter_sum_fp16(const half16* send, half16* recv, const ShardLayout& layout) override;
-  void start_allgather_fp16(const half16* mine, half16* full, const ShardLayout& layout) override;
+  void reduce_scatter_sum_lowp(const lowp16* send, lowp16* recv, const ShardLayout& layout) override;
+  void allgather_lowp(const lowp16* mine, lowp16* full, const ShardLayout& layout) override;
+  void start_reduce_scatter_sum_lowp(const lowp16* send, lowp16* recv, const ShardLayout& layout) override;
+  void start_allgather_lowp(const lowp16* mine, lowp16* full, const ShardLayout& layout) override;
   // Grows the staging to needed_staging_count(layout) (padded_collectives.h)
   // now; by the same rule, so before any capture.
   void reserve_shard_staging(const ShardLayout& layout) override;
@@ -107,7 +107,7 @@ class NcclCommunicator final : public Communicator {
   void barrier() override;
   // Queues the sum on comm_stream after the compute stream's work so far;
   // the compute stream does not wait for it until wait_allreduces().
-  void start_allreduce_sum_fp16(half16* data, size_t count) override;
+  void start_allreduce_sum_lowp(lowp16* data, size_t count) override;
   void wait_allreduces() override;
   CollectiveMark mark_started() override;
   void wait_until(CollectiveMark mark) override;
@@ -166,7 +166,7 @@ class NcclCommunicator final : public Communicator {
   void end_collective(const CollectiveTiming& timing);
   // At least `count` FP16 elements of staging, growing it before the gate
   // (growth waits for comm_stream: the old buffer may be in use).
-  half16* staging_fp16(size_t count);
+  lowp16* staging_lowp(size_t count);
 
   int rank_ = 0, world_size_ = 1;
   int shard_rank_ = 0, shard_size_ = 1;

@@ -23,50 +23,50 @@ namespace {
 // Stream-ordered device-to-device copies of FP16 elements.
 struct CopyOnStream {
   cudaStream_t stream;
-  void operator()(half16* dst, const half16* src, size_t count) const {
+  void operator()(lowp16* dst, const lowp16* src, size_t count) const {
     if (count == 0 || dst == src) return;
-    DDP_CUDA_CHECK(cudaMemcpyAsync(dst, src, count * sizeof(half16), cudaMemcpyDeviceToDevice, stream));
+    DDP_CUDA_CHECK(cudaMemcpyAsync(dst, src, count * sizeof(lowp16), cudaMemcpyDeviceToDevice, stream));
   }
 };
 
 }  // namespace
 
-half16* NcclCommunicator::staging_fp16(size_t count) {
-  if (count <= staging_count_) return static_cast<half16*>(staging_.get());
+lowp16* NcclCommunicator::staging_lowp(size_t count) {
+  if (count <= staging_count_) return static_cast<lowp16*>(staging_.get());
   // A captured graph holds the old address, and a capture cannot wait for
   // the stream: the graph-safe growth rule, as for the backend's scratch.
   const CaptureState capture =
       capturing_ ? CaptureState::kCapturing : (captured_ ? CaptureState::kCaptured : CaptureState::kNone);
   require_buffer_may_grow(capture, "the sharded collectives' staging buffer (reserve_shard_staging)",
-                          staging_count_ * sizeof(half16), count * sizeof(half16));
+                          staging_count_ * sizeof(lowp16), count * sizeof(lowp16));
   // Started collectives may still read the old buffer.
   DDP_CUDA_CHECK(cudaStreamSynchronize(comm_stream()));
   staging_.reset();
   staging_count_ = 0;
-  UniqueDeviceMemory grown = cuda_malloc_unique(count * sizeof(half16));
-  DDP_CUDA_CHECK(cudaMemsetAsync(grown.get(), 0, count * sizeof(half16), comm_stream()));
+  UniqueDeviceMemory grown = cuda_malloc_unique(count * sizeof(lowp16));
+  DDP_CUDA_CHECK(cudaMemsetAsync(grown.get(), 0, count * sizeof(lowp16), comm_stream()));
   staging_ = std::move(grown);
   staging_count_ = count;
-  return static_cast<half16*>(staging_.get());
+  return static_cast<lowp16*>(staging_.get());
 }
 
 void NcclCommunicator::reserve_shard_staging(const ShardLayout& layout) {
   check_layout_world(*this, layout, "reserve_shard_staging");
   const size_t count = needed_staging_count(layout);
-  if (count > 0) staging_fp16(count);
+  if (count > 0) staging_lowp(count);
 }
 
-void NcclCommunicator::start_reduce_scatter_sum_fp16(const half16* send, half16* recv, const ShardLayout& layout) {
-  check_layout_world(*this, layout, "reduce_scatter_sum_fp16");
+void NcclCommunicator::start_reduce_scatter_sum_lowp(const lowp16* send, lowp16* recv, const ShardLayout& layout) {
+  check_layout_world(*this, layout, "reduce_scatter_sum_lowp");
   const ShardRange mine = layout.range(shard_rank_);
-  shard_call_in_place(send, layout.total_count(), recv, mine.begin, mine.count(), "reduce_scatter_sum_fp16");
+  shard_call_in_place(send, layout.total_count(), recv, mine.begin, mine.count(), "reduce_scatter_sum_lowp");
   const bool direct = layout.is_uniform();  // NCCL's own layout; in place is NCCL's in place too
   // Before the gate: growing may wait for comm_stream.
-  half16* staging = direct ? nullptr : staging_fp16(needed_staging_count(layout));
-  const AbortGate::Pass pass = gate_.enter("reduce_scatter_sum_fp16");
+  lowp16* staging = direct ? nullptr : staging_lowp(needed_staging_count(layout));
+  const AbortGate::Pass pass = gate_.enter("reduce_scatter_sum_lowp");
   if (layout.total_count() == 0) return;  // the same layout on every rank, so all skip
   const CollectiveTiming timing = begin_collective("reduce-scatter", layout.total_count());
-  const auto nccl_reduce_scatter = [this](const half16* padded_send, half16* out, size_t per_rank) {
+  const auto nccl_reduce_scatter = [this](const lowp16* padded_send, lowp16* out, size_t per_rank) {
     DDP_NCCL_CHECK(ncclReduceScatter(padded_send, out, per_rank, ncclFloat16, ncclSum, shard_comm(), comm_stream()));
   };
   if (direct) {
@@ -80,16 +80,16 @@ void NcclCommunicator::start_reduce_scatter_sum_fp16(const half16* send, half16*
   end_collective(timing);
 }
 
-void NcclCommunicator::start_allgather_fp16(const half16* mine, half16* full, const ShardLayout& layout) {
-  check_layout_world(*this, layout, "allgather_fp16");
+void NcclCommunicator::start_allgather_lowp(const lowp16* mine, lowp16* full, const ShardLayout& layout) {
+  check_layout_world(*this, layout, "allgather_lowp");
   const ShardRange own = layout.range(shard_rank_);
-  shard_call_in_place(full, layout.total_count(), mine, own.begin, own.count(), "allgather_fp16");
+  shard_call_in_place(full, layout.total_count(), mine, own.begin, own.count(), "allgather_lowp");
   const bool direct = layout.is_uniform();
-  half16* staging = direct ? nullptr : staging_fp16(needed_staging_count(layout));
-  const AbortGate::Pass pass = gate_.enter("allgather_fp16");
+  lowp16* staging = direct ? nullptr : staging_lowp(needed_staging_count(layout));
+  const AbortGate::Pass pass = gate_.enter("allgather_lowp");
   if (layout.total_count() == 0) return;
   const CollectiveTiming timing = begin_collective("all-gather", layout.total_count());
-  const auto nccl_allgather = [this](const half16* padded_mine, half16* out, size_t per_rank) {
+  const auto nccl_allgather = [this](const lowp16* padded_mine, lowp16* out, size_t per_rank) {
     DDP_NCCL_CHECK(ncclAllGather(padded_mine, out, per_rank, ncclFloat16, shard_comm(), comm_stream()));
   };
   if (direct) {
@@ -100,13 +100,13 @@ void NcclCommunicator::start_allgather_fp16(const half16* mine, half16* full, co
   end_collective(timing);
 }
 
-void NcclCommunicator::reduce_scatter_sum_fp16(const half16* send, half16* recv, const ShardLayout& layout) {
-  start_reduce_scatter_sum_fp16(send, recv, layout);
+void NcclCommunicator::reduce_scatter_sum_lowp(const lowp16* send, lowp16* recv, const ShardLayout& layout) {
+  start_reduce_scatter_sum_lowp(send, recv, layout);
   wait_allreduces();
 }
 
-void NcclCommunicator::allgather_fp16(const half16* mine, half16* full, const ShardLayout& layout) {
-  start_allgather_fp16(mine, full, layout);
+void NcclCommunicator::allgather_lowp(const lowp16* mine, lowp16* full, const ShardLayout& layout) {
+  start_allgather_lowp(mine, full, layout);
   wait_allreduces();
 }
 

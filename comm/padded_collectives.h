@@ -46,34 +46,34 @@ inline size_t needed_staging_count(const ShardLayout& layout) {
 // In place (recv == send + its begin) works too: every copy out of send is
 // queued before the collective writes anything.
 template <class Copy, class EqualReduceScatter>
-void padded_reduce_scatter(const half16* send, half16* recv, const ShardLayout& layout, int rank, half16* staging,
+void padded_reduce_scatter(const lowp16* send, lowp16* recv, const ShardLayout& layout, int rank, lowp16* staging,
                            Copy&& copy, EqualReduceScatter&& reduce_scatter) {
   const size_t slot = padded_slot_count(layout);
   if (slot == 0) return;
   const size_t world = static_cast<size_t>(layout.world_size());
-  half16* padded_send = staging;                 // (world, slot)
-  half16* padded_recv = staging + world * slot;  // (slot)
+  lowp16* padded_send = staging;                 // (world, slot)
+  lowp16* padded_recv = staging + world * slot;  // (slot)
   for (int q = 0; q < layout.world_size(); ++q) {
     const ShardRange range = layout.range(q);
     if (range.count() > 0) copy(padded_send + static_cast<size_t>(q) * slot, send + range.begin, range.count());
   }
   const size_t mine = layout.range(rank).count();
-  half16* out = mine == slot ? recv : padded_recv;  // a full slot lands in place
-  reduce_scatter(static_cast<const half16*>(padded_send), out, slot);
-  if (out != recv && mine > 0) copy(recv, static_cast<const half16*>(padded_recv), mine);
+  lowp16* out = mine == slot ? recv : padded_recv;  // a full slot lands in place
+  reduce_scatter(static_cast<const lowp16*>(padded_send), out, slot);
+  if (out != recv && mine > 0) copy(recv, static_cast<const lowp16*>(padded_recv), mine);
 }
 
 // Every rank's range of `full`, from each rank's `mine` (its range's count).
 // In place (mine == full + its begin) works too.
 template <class Copy, class EqualAllgather>
-void padded_allgather(const half16* mine, half16* full, const ShardLayout& layout, int rank, half16* staging,
+void padded_allgather(const lowp16* mine, lowp16* full, const ShardLayout& layout, int rank, lowp16* staging,
                       Copy&& copy, EqualAllgather&& allgather) {
   const size_t slot = padded_slot_count(layout);
   if (slot == 0) return;
-  half16* padded_mine = staging;         // (slot)
-  half16* padded_full = staging + slot;  // (world, slot)
+  lowp16* padded_mine = staging;         // (slot)
+  lowp16* padded_full = staging + slot;  // (world, slot)
   const size_t own = layout.range(rank).count();
-  const half16* src = mine;
+  const lowp16* src = mine;
   if (own != slot) {  // a short range: its slot's tail is padding
     if (own > 0) copy(padded_mine, mine, own);
     src = padded_mine;
@@ -82,7 +82,7 @@ void padded_allgather(const half16* mine, half16* full, const ShardLayout& layou
   for (int q = 0; q < layout.world_size(); ++q) {
     const ShardRange range = layout.range(q);
     if (range.count() > 0)
-      copy(full + range.begin, static_cast<const half16*>(padded_full + static_cast<size_t>(q) * slot), range.count());
+      copy(full + range.begin, static_cast<const lowp16*>(padded_full + static_cast<size_t>(q) * slot), range.count());
   }
 }
 

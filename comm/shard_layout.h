@@ -1,6 +1,6 @@
 // shard_layout.h: how a flat buffer of `total_count` elements is cut into one
 // contiguous range per rank, for sharded (ZeRO) state and the collectives
-// that move it (Communicator::reduce_scatter_sum_fp16, allgather_fp16).
+// that move it (Communicator::reduce_scatter_sum_lowp, allgather_lowp).
 //
 // Ranges lie in rank order and cover [0, total_count) exactly: rank r owns
 // [bounds[r], bounds[r + 1]). A layout is either balanced (whole alignment

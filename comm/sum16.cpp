@@ -23,7 +23,7 @@ bool avx2_available() {
 #if defined(__x86_64__)
 // Widen both inputs with F16C, add in FP32, round back (RNE). Measured
 // about 3x a convert-to-stack-blocks loop (comm results, 2026-11-30).
-__attribute__((target("f16c,avx"))) size_t sum_into_fp16_f16c(const half16* a, half16* b, size_t n) {
+__attribute__((target("f16c,avx"))) size_t sum_into_fp16_f16c(const lowp16* a, lowp16* b, size_t n) {
   size_t i = 0;
   for (; i + 16 <= n; i += 16) {
     const __m256 a0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i)));
@@ -75,12 +75,12 @@ __attribute__((target("avx2"))) size_t sum_into_bf16_avx2(const bfloat16* a, bfl
 bool sum16_vector_paths_available() { return g_vector_enabled && f16c_available() && avx2_available(); }
 void set_sum16_vector_paths_enabled(bool enabled) { g_vector_enabled = enabled; }
 
-void sum_into_fp16(const half16* a, half16* b, size_t count) {
+void sum_into_fp16(const lowp16* a, lowp16* b, size_t count) {
   size_t i = 0;
 #if defined(__x86_64__)
   if (g_vector_enabled && f16c_available()) i = sum_into_fp16_f16c(a, b, count);
 #endif
-  for (; i < count; ++i) b[i] = to_half(to_float(b[i]) + to_float(a[i]));
+  for (; i < count; ++i) b[i] = to_half(half_to_float(b[i]) + half_to_float(a[i]));
 }
 
 void sum_into_bf16(const bfloat16* a, bfloat16* b, size_t count) {

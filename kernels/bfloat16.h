@@ -1,5 +1,5 @@
 // bfloat16.h: bfloat16 storage type usable on host and device, beside
-// half16 (half.h): the 16-bit working precision of `--precision bf16`.
+// FP16 (half.h): the 16-bit working precision of `--precision bf16`.
 //
 // bfloat16 is the top half of an FP32: 1 sign bit, FP32's 8 exponent bits,
 // 7 mantissa bits. Widening is exact (the 16 bits shifted up); narrowing
@@ -13,7 +13,7 @@
 
 #include <cstdint>
 
-#include "kernels/half.h"  // bits_to_float, float_to_bits
+#include "kernels/lowp16.h"  // bits_to_float, float_to_bits
 #include "kernels/host_device.h"
 
 #if defined(__CUDACC__)

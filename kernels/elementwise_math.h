@@ -107,7 +107,7 @@ DDP_HD SgdParams resolved(SgdParams s) {
 // One element of the SGD update on FP32 master weight `p` and momentum `buf`.
 // The unscaled FP32 gradient of one FP16 element: one rounding, shared by
 // the unscale pass and the fused update so both give the same bits.
-DDP_HD float unscale_element(half16 g, float inv_scale) { return to_float(g) * inv_scale; }
+DDP_HD float unscale_element(lowp16 g, float inv_scale) { return half_to_float(g) * inv_scale; }
 
 DDP_HD void sgd_update_element(const SgdParams& s, float grad, float& p, float& buf) {
   float g = grad * s.grad_multiplier;

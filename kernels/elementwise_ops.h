@@ -19,14 +19,14 @@ class ElementwiseOps {
   virtual ~ElementwiseOps() = default;
 
   // dst[i] = fp16(src[i]) (round to nearest even): the FP32 masters' FP16 copy.
-  virtual void cast_fp32_to_fp16(const float* src, half16* dst, size_t count) = 0;
+  virtual void cast_fp32_to_lowp(const float* src, lowp16* dst, size_t count) = 0;
   // y[i] = fp16(a[i] + b[i]) (FP32 add): the residual add; y may equal a or
   // b (y == a is the in-place accumulate x += f(x)).
-  virtual void add_fp16(const half16* a, const half16* b, half16* y, size_t count) = 0;
+  virtual void add_lowp(const lowp16* a, const lowp16* b, lowp16* y, size_t count) = 0;
   // y[i] = fp16(float(y[i]) + src[i]): an FP32 sum added to an FP16 one with
   // one rounding, as a GEMM with beta 1 adds its sum to C (the streamed
   // classifier's d_wte under gradient accumulation).
-  virtual void add_fp32_into_fp16(const float* src, half16* y, size_t count) = 0;
+  virtual void add_fp32_into_lowp(const float* src, lowp16* y, size_t count) = 0;
 };
 
 }  // namespace ddp

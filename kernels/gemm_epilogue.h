@@ -1,4 +1,4 @@
-// gemm_epilogue.h: the epilogue of GemmFp16 (backend.h), what happens to an
+// gemm_epilogue.h: the epilogue of GemmLowp (backend.h), what happens to an
 // FP32 GEMM result before its one rounding to FP16, written once for the
 // CPU narrowing pass (cpu_elementwise.cpp), the CUDA fallback GEMM and the
 // CUDA epilogue kernel (cuda_gemm_simple.cu, cuda_gemm_epilogue.cu), so all
@@ -26,16 +26,16 @@ DDP_HD float gemm_epilogue_activation(Activation act, Activation dact, float z, 
 
 // The whole epilogue of element (i, j): v is alpha * acc (+ beta * C) in
 // FP32. Writes pre_activation[i, j] when asked and returns C[i, j].
-DDP_HD half16 gemm_epilogue_element(const GemmFp16& g, int i, int j, float v) {
-  if (g.bias) v += to_float(g.bias[j]);
+DDP_HD lowp16 gemm_epilogue_element(const GemmLowp& g, int i, int j, float v) {
+  if (g.bias) v += half_to_float(g.bias[j]);
   if (g.pre_activation) g.pre_activation[static_cast<size_t>(i) * g.ld_pre_activation + j] = to_half(v);
   const float z =
-      g.dact != Activation::None ? to_float(g.dact_input[static_cast<size_t>(i) * g.ld_dact_input + j]) : 0.0f;
+      g.dact != Activation::None ? half_to_float(g.dact_input[static_cast<size_t>(i) * g.ld_dact_input + j]) : 0.0f;
   return to_half(gemm_epilogue_activation(g.act, g.dact, z, v));
 }
 
 // True when g asks for any epilogue work beyond alpha/beta (bias aside).
-inline bool has_activation_epilogue(const GemmFp16& g) {
+inline bool has_activation_epilogue(const GemmLowp& g) {
   return g.act != Activation::None || g.dact != Activation::None || g.pre_activation != nullptr;
 }
 
@@ -43,6 +43,6 @@ inline bool has_activation_epilogue(const GemmFp16& g) {
 // and dact, a missing dact input, a stride shorter than a row, beta != 0
 // with an element-wise epilogue). A bias with beta != 0 is valid: the
 // residual add fused into a projection (backend.h). `describe` names the GEMM in the message.
-void validate_gemm_epilogue(const GemmFp16& g, const std::string& describe);
+void validate_gemm_epilogue(const GemmLowp& g, const std::string& describe);
 
 }  // namespace ddp

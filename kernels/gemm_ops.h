@@ -40,29 +40,29 @@ enum class Transpose { No, Yes };
 // rounds once instead of twice: at least as accurate, not bitwise equal.
 // The bias gradient sums the same FP16 values (op(A)) as the unfused
 // column-sum pass.
-struct GemmFp16 {
+struct GemmLowp {
   Transpose trans_a = Transpose::No;
   Transpose trans_b = Transpose::No;
   int m = 0, n = 0, k = 0;
   float alpha = 1.0f;
   float beta = 0.0f;
-  const half16* a = nullptr;
+  const lowp16* a = nullptr;
   int lda = 0;
-  const half16* b = nullptr;
+  const lowp16* b = nullptr;
   int ldb = 0;
-  half16* c = nullptr;
+  lowp16* c = nullptr;
   int ldc = 0;
   // Optional [n] bias added in FP32 before the rounding (a cuBLASLt epilogue
   // on CUDA), after beta * C: with beta 1 and C the residual stream, x +=
   // y W^T + b is one GEMM with one rounding (the GPT's output projections)
-  // instead of a GEMM and add_fp16. Any beta.
-  const half16* bias = nullptr;
+  // instead of a GEMM and add_lowp. Any beta.
+  const lowp16* bias = nullptr;
   // Forward activation applied in FP32 before the rounding. Only with
   // beta == 0 and dact == None.
   Activation act = Activation::None;
   // Optional [m, ld_pre_activation] output: the FP16 value before act (the
   // activation's input, which GELU's gradient needs). Only with beta == 0.
-  half16* pre_activation = nullptr;
+  lowp16* pre_activation = nullptr;
   int ld_pre_activation = 0;
   // Backward: multiply by act'(z) before the rounding, z read from
   // dact_input [m, ld_dact_input] (FP16): the activation's input Z, or, for
@@ -70,12 +70,12 @@ struct GemmFp16 {
   // relu' is the same and no Z need be kept). Only with beta == 0. Neither
   // dact_input nor pre_activation may overlap C (CUDA may write C first).
   Activation dact = Activation::None;
-  const half16* dact_input = nullptr;
+  const lowp16* dact_input = nullptr;
   int ld_dact_input = 0;
   // Optional [m] bias gradient of op(A), see above; with
   // bias_grad_accumulate it is added to what bias_grad holds (before the one
   // rounding), as the unfused column-sum pass does. Any beta.
-  half16* bias_grad = nullptr;
+  lowp16* bias_grad = nullptr;
   bool bias_grad_accumulate = false;
 };
 
@@ -84,22 +84,22 @@ class GemmOps {
  public:
   virtual ~GemmOps() = default;
 
-  virtual void gemm_fp16(const GemmFp16& g) = 0;
+  virtual void gemm_lowp(const GemmLowp& g) = 0;
 
   // c_fp32 [m, n] (row stride g.ldc) = alpha * op(A) * op(B) + beta * c_fp32:
-  // gemm_fp16's product with its FP32 sums kept in FP32, never rounded to
+  // gemm_lowp's product with its FP32 sums kept in FP32, never rounded to
   // FP16. No epilogue (bias, act, dact, pre_activation, bias_grad unset) and
   // g.c unused (null). What the streamed classifier sums d_wte in over its
   // chunks (tied_classifier.h): one rounding at the end instead of one per
-  // chunk. On the CPU the same BLAS call as gemm_fp16 without the rounding,
-  // so fp16(c_fp32) with beta 0 is gemm_fp16's bits.
-  virtual void gemm_fp16_to_fp32(const GemmFp16& g, float* c_fp32) = 0;
+  // chunk. On the CPU the same BLAS call as gemm_lowp without the rounding,
+  // so fp16(c_fp32) with beta 0 is gemm_lowp's bits.
+  virtual void gemm_lowp_to_fp32(const GemmLowp& g, float* c_fp32) = 0;
 
-  // gemm_fp16 of g (no epilogue: bias, act, dact, pre_activation and
+  // gemm_lowp of g (no epilogue: bias, act, dact, pre_activation and
   // bias_grad must be unset) on batch_count matrix triples, the i-th at
   // a + i*stride_a, b + i*stride_b, c + i*stride_c (element strides): the
   // per-head products Q K^T and P V and their gradients.
-  virtual void gemm_batched_fp16(const GemmFp16& g, int batch_count, int64_t stride_a, int64_t stride_b,
+  virtual void gemm_batched_lowp(const GemmLowp& g, int batch_count, int64_t stride_a, int64_t stride_b,
                                  int64_t stride_c) = 0;
 };
 

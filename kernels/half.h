@@ -1,48 +1,23 @@
-// half.h: IEEE binary16 storage type usable on host and device.
+// half.h: IEEE binary16 (FP16) in the 16-bit word (lowp16.h), on host and
+// device.
 //
-// `half16` is 16 bits of storage and nothing else; arithmetic is done in FP32
-// after an exact widening (half -> float) and every narrowing rounds to
-// nearest, ties to even (float -> half), as the numerics contract requires.
-// On the device the CUDA intrinsics do the conversion; on the host a portable
+// Arithmetic is done in FP32 after an exact widening (half -> float) and
+// every narrowing rounds to nearest, ties to even (float -> half), as the
+// numerics contract requires. On the device the CUDA intrinsics do the conversion; on the host a portable
 // bit-exact routine does, and the bulk converters in half_convert.h use F16C
 // when the CPU has it.
 #pragma once
 
 #include <cstdint>
-#include <cstring>
 
 #include "kernels/host_device.h"
+#include "kernels/lowp16.h"
 
 #if defined(__CUDACC__)
 #include <cuda_fp16.h>
 #endif
 
 namespace ddp {
-
-struct half16 {
-  uint16_t bits;
-};
-static_assert(sizeof(half16) == 2, "half16 must be 2 bytes");
-
-DDP_HD float bits_to_float(uint32_t u) {
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(u);
-#else
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-#endif
-}
-
-DDP_HD uint32_t float_to_bits(float f) {
-#if defined(__CUDA_ARCH__)
-  return __float_as_uint(f);
-#else
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-#endif
-}
 
 // Portable float -> half, round to nearest even; Inf stays Inf, NaN stays a
 // quiet NaN with the sign kept, values >= 65520 round to Inf.
@@ -91,15 +66,15 @@ DDP_HD float half_bits_to_float_portable(uint16_t h) {
   return bits_to_float(sign | (e << 23) | ((mant & 0x3ffu) << 13));
 }
 
-DDP_HD half16 to_half(float f) {
+DDP_HD lowp16 to_half(float f) {
 #if defined(__CUDA_ARCH__)
-  return half16{__half_as_ushort(__float2half_rn(f))};
+  return lowp16{__half_as_ushort(__float2half_rn(f))};
 #else
-  return half16{float_to_half_bits_portable(f)};
+  return lowp16{float_to_half_bits_portable(f)};
 #endif
 }
 
-DDP_HD float to_float(half16 h) {
+DDP_HD float half_to_float(lowp16 h) {
 #if defined(__CUDA_ARCH__)
   return __half2float(__ushort_as_half(h.bits));
 #else

@@ -20,7 +20,7 @@ bool detect_f16c() {
 bool g_f16c_enabled = detect_f16c();
 
 #if DDP_HAVE_X86
-__attribute__((target("f16c,avx"))) void half_to_float_f16c(const half16* src, float* dst, size_t count) {
+__attribute__((target("f16c,avx"))) void half_to_float_f16c(const lowp16* src, float* dst, size_t count) {
   size_t i = 0;
   for (; i + 8 <= count; i += 8) {
     const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
@@ -29,7 +29,7 @@ __attribute__((target("f16c,avx"))) void half_to_float_f16c(const half16* src, f
   for (; i < count; ++i) dst[i] = half_bits_to_float_portable(src[i].bits);
 }
 
-__attribute__((target("f16c,avx"))) void float_to_half_f16c(const float* src, half16* dst, size_t count) {
+__attribute__((target("f16c,avx"))) void float_to_half_f16c(const float* src, lowp16* dst, size_t count) {
   size_t i = 0;
   for (; i + 8 <= count; i += 8) {
     const __m256 f = _mm256_loadu_ps(src + i);
@@ -46,14 +46,14 @@ bool f16c_available() { return g_f16c_enabled; }
 
 void set_f16c_enabled(bool enabled) { g_f16c_enabled = enabled && detect_f16c(); }
 
-void half_to_float_array(const half16* src, float* dst, size_t count) {
+void half_to_float_array(const lowp16* src, float* dst, size_t count) {
 #if DDP_HAVE_X86
   if (g_f16c_enabled) return half_to_float_f16c(src, dst, count);
 #endif
   for (size_t i = 0; i < count; ++i) dst[i] = half_bits_to_float_portable(src[i].bits);
 }
 
-void float_to_half_array(const float* src, half16* dst, size_t count) {
+void float_to_half_array(const float* src, lowp16* dst, size_t count) {
 #if DDP_HAVE_X86
   if (g_f16c_enabled) return float_to_half_f16c(src, dst, count);
 #endif

@@ -10,8 +10,8 @@
 
 namespace ddp {
 
-void half_to_float_array(const half16* src, float* dst, size_t count);
-void float_to_half_array(const float* src, half16* dst, size_t count);
+void half_to_float_array(const lowp16* src, float* dst, size_t count);
+void float_to_half_array(const float* src, lowp16* dst, size_t count);
 
 // True when the F16C fast path is in use on this CPU.
 bool f16c_available();

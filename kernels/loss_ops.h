@@ -23,14 +23,14 @@ class LossOps {
   // equals the label (first maximum wins, as torch.argmax). Padded columns
   // never win the argmax and get no probability. A label outside
   // [0, real_cols) makes its row's loss (hence the mean) NaN.
-  virtual void softmax_xent_forward(const half16* logits, const int32_t* labels, int rows, int cols, int real_cols,
+  virtual void softmax_xent_forward(const lowp16* logits, const int32_t* labels, int rows, int cols, int real_cols,
                                     float* loss_mean, int32_t* correct_count) = 0;
   // dlogits = fp16(loss_scale * (softmax(logits) - onehot(labels)) / rows)
   // over the classes, exactly 0 in padded columns (loss_scale: a value, or
   // ScalarArg::at a float in this backend's memory); a label outside the
   // classes makes its gradient row NaN.
-  virtual void softmax_xent_backward(const half16* logits, const int32_t* labels, int rows, int cols, int real_cols,
-                                     ScalarArg loss_scale, half16* dlogits) = 0;
+  virtual void softmax_xent_backward(const lowp16* logits, const int32_t* labels, int rows, int cols, int real_cols,
+                                     ScalarArg loss_scale, lowp16* dlogits) = 0;
   // The chunked classifier's step (trainer/models/layers/tied_classifier.h):
   // for the rows [0, rows) of a chunk of a batch of total_rows rows, each
   // row's loss into row_loss[r] (as softmax_xent_forward computes it) and
@@ -38,17 +38,17 @@ class LossOps {
   // softmax_xent_backward for total_rows rows: coef = loss_scale /
   // total_rows). Each row gets the bits the two unfused calls give it, from
   // one read of its logits.
-  virtual void softmax_xent_fused_rows(half16* logits_to_grad, const int32_t* labels, int rows, int cols,
-                                       int real_cols, int total_rows, ScalarArg loss_scale, float* row_loss) = 0;
+  virtual void softmax_xent_fused_rows(lowp16* logits_to_grad, const int32_t* labels, int rows, int cols, int real_cols,
+                                       int total_rows, ScalarArg loss_scale, float* row_loss) = 0;
   // *loss_mean = the mean of row_loss [rows], summed in the order and
   // precision softmax_xent_forward sums its rows (so the chunked loss is its
   // bits).
   virtual void loss_rows_mean(const float* row_loss, int rows, float* loss_mean) = 0;
   // *loss_mean = mean over rows*cols of (pred - target)^2 (torch MSELoss 'mean').
-  virtual void mse_forward(const half16* pred, const float* target, int rows, int cols, float* loss_mean) = 0;
+  virtual void mse_forward(const lowp16* pred, const float* target, int rows, int cols, float* loss_mean) = 0;
   // dpred = fp16(loss_scale * 2 * (pred - target) / (rows * cols))
-  virtual void mse_backward(const half16* pred, const float* target, int rows, int cols, ScalarArg loss_scale,
-                            half16* dpred) = 0;
+  virtual void mse_backward(const lowp16* pred, const float* target, int rows, int cols, ScalarArg loss_scale,
+                            lowp16* dpred) = 0;
 };
 
 }  // namespace ddp

@@ -16,14 +16,14 @@ namespace ddp {
 // The flat buffers one AdamW step reads and writes (all in the registry's
 // layout, indexed alike), for Backend::adamw_update.
 struct AdamWBuffers {
-  // The unscaled FP32 gradients, or null: read grads_fp16 and unscale each
+  // The unscaled FP32 gradients, or null: read grads_lowp and unscale each
   // on the fly (unscale_element), the fused step's second pass.
   const float* grads_fp32 = nullptr;
-  const half16* grads_fp16 = nullptr;
+  const lowp16* grads_lowp = nullptr;
   float* master_fp32 = nullptr;
   float* exp_avg_fp32 = nullptr;     // m
   float* exp_avg_sq_fp32 = nullptr;  // v
-  half16* weights_fp16 = nullptr;    // re-cast from the master after the step
+  lowp16* weights_lowp = nullptr;    // re-cast from the master after the step
   // Per element: non-zero where weight decay applies (the tensor's registry
   // flag). Null: it applies everywhere.
   const uint8_t* decay_mask = nullptr;
@@ -33,16 +33,16 @@ struct AdamWBuffers {
 // ones with the 1/S that unscales them.
 struct SgdGrads {
   const float* fp32 = nullptr;
-  const half16* fp16 = nullptr;
+  const lowp16* fp16 = nullptr;
   ScalarArg inv_scale = 1.0f;
   static SgdGrads unscaled(const float* grads_fp32) {
     SgdGrads g;
     g.fp32 = grads_fp32;
     return g;
   }
-  static SgdGrads scaled(const half16* grads_fp16, ScalarArg inv_scale) {
+  static SgdGrads scaled(const lowp16* grads_lowp, ScalarArg inv_scale) {
     SgdGrads g;
-    g.fp16 = grads_fp16;
+    g.fp16 = grads_lowp;
     g.inv_scale = inv_scale;
     return g;
   }
@@ -53,36 +53,36 @@ class OptimizerOps {
  public:
   virtual ~OptimizerOps() = default;
 
-  // grads_fp32 = float(grads_fp16) * inv_scale (unscale_element); if any
+  // grads_fp32 = float(grads_lowp) * inv_scale (unscale_element); if any
   // result is Inf/NaN, sets *nonfinite_flag = 1 (never clears it: the caller
   // zeroes it per step). grads_fp32 may be null: the check alone, a pass
   // that reads only the FP16 gradients (the fused step's first pass).
-  virtual void unscale_fp16_to_fp32(const half16* grads_fp16, float* grads_fp32, size_t count, ScalarArg inv_scale,
+  virtual void unscale_lowp_to_fp32(const lowp16* grads_lowp, float* grads_fp32, size_t count, ScalarArg inv_scale,
                                     int32_t* nonfinite_flag) = 0;
   // *norm = sqrt(sum x^2), FP32 accumulation at least (Inf/NaN propagate).
   virtual void l2_norm_fp32(const float* x, size_t count, float* norm) = 0;
   // SGD step (elementwise_math.h: sgd_update_element) on master weights and
-  // momentum, then weights_fp16 = fp16(master). Does nothing at all when
+  // momentum, then weights_lowp = fp16(master). Does nothing at all when
   // *skip_flag != 0 (skip_flag may be null: never skip). params.lr_ptr and
   // params.momentum_initialized, where set, are read when the step runs.
   // With FP16 gradients (SgdGrads::scaled) each is unscaled on the fly
-  // (unscale_element), bitwise equal to unscale_fp16_to_fp32 and then the
+  // (unscale_element), bitwise equal to unscale_lowp_to_fp32 and then the
   // step on the FP32 gradients: the fused step's second pass, with no FP32
   // gradient buffer written or read. momentum_fp32 may be null where
   // params.momentum == 0. With count 0 nothing is read or written and every
   // pointer may be null (an empty --zero range); otherwise a missing buffer
   // throws ddp::Error (optimizer_preconditions.h, on both backends).
   virtual void sgd_update(const SgdParams& params, const SgdGrads& grads, float* master_fp32, float* momentum_fp32,
-                          half16* weights_fp16, size_t count, const int32_t* skip_flag) = 0;
+                          lowp16* weights_lowp, size_t count, const int32_t* skip_flag) = 0;
 
   // AdamW step (adamw_math.h: adamw_update_element) on the elements
   // [offset, offset + count) of every buffer of `b` (the pointers are the
-  // buffers' starts; a rank's shard is such a range), then weights_fp16 =
+  // buffers' starts; a rank's shard is such a range), then weights_lowp =
   // fp16(master) there. Nothing outside the range is read or written. Does
   // nothing at all when *skip_flag != 0 (skip_flag may be null: never skip).
   // params.lr_ptr and params.steps_taken, where set, are read when the step
   // runs. With b.grads_fp32 null the FP16 gradients are unscaled by
-  // inv_scale on the fly: bitwise equal to unscale_fp16_to_fp32 and then
+  // inv_scale on the fly: bitwise equal to unscale_lowp_to_fp32 and then
   // this with the FP32 gradients. With count 0 every pointer may be null,
   // as for sgd_update; otherwise no gradients at all throws ddp::Error.
   virtual void adamw_update(const AdamWParams& params, const AdamWBuffers& b, ScalarArg inv_scale, size_t offset,

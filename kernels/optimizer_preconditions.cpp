@@ -13,7 +13,7 @@ void require_sgd_buffers(const SgdParams& params, const SgdGrads& grads, const f
 
 void require_adamw_buffers(const AdamWBuffers& buffers, size_t count) {
   if (count == 0) return;
-  DDP_REQUIRE(buffers.grads_fp32 != nullptr || buffers.grads_fp16 != nullptr, "adamw_update: no gradients");
+  DDP_REQUIRE(buffers.grads_fp32 != nullptr || buffers.grads_lowp != nullptr, "adamw_update: no gradients");
 }
 
 }  // namespace ddp

@@ -102,23 +102,23 @@ class OursTarget {
 
 class HostTarget final : public OursTarget {
  public:
-  HostTarget(ddp::half16* data, int rank, int world_size) : data_(data), rank_(rank), world_size_(world_size) {}
+  HostTarget(ddp::lowp16* data, int rank, int world_size) : data_(data), rank_(rank), world_size_(world_size) {}
   ddp::Communicator& comm() override { return comm_; }
   void fill(size_t count_fp16) override { ddp::fill_allreduce_pattern(data_, count_fp16, rank_, world_size_); }
-  void run(size_t count_fp16) override { comm_.allreduce_sum_fp16(data_, count_fp16); }
+  void run(size_t count_fp16) override { comm_.allreduce_sum_lowp(data_, count_fp16); }
   void wait() override {}  // the call returns with the sum done
   int64_t wrong(size_t count_fp16) override { return ddp::count_allreduce_wrong(data_, count_fp16, world_size_); }
 
  private:
   ddp::MpiCommunicator comm_;
-  ddp::half16* data_;
+  ddp::lowp16* data_;
   int rank_, world_size_;
 };
 
 #if defined(DDP_HAVE_NCCL)
 class CudaTarget final : public OursTarget {
  public:
-  CudaTarget(ddp::CudaBackend& gpu, size_t max_count_fp16, ddp::half16* host_staging, int rank, int world_size)
+  CudaTarget(ddp::CudaBackend& gpu, size_t max_count_fp16, ddp::lowp16* host_staging, int rank, int world_size)
       : gpu_(gpu),
         comm_(rank, world_size, gpu.compute_stream()),
         data_(gpu, max_count_fp16),
@@ -130,7 +130,7 @@ class CudaTarget final : public OursTarget {
     ddp::fill_allreduce_pattern(host_, count_fp16, rank_, world_size_);
     data_.upload(host_, count_fp16);
   }
-  void run(size_t count_fp16) override { comm_.allreduce_sum_fp16(data_.data(), count_fp16); }
+  void run(size_t count_fp16) override { comm_.allreduce_sum_lowp(data_.data(), count_fp16); }
   // The compute stream waits for the collective; the comm stream is synced
   // too, so nothing queued is left whatever the event plumbing.
   void wait() override {
@@ -138,15 +138,15 @@ class CudaTarget final : public OursTarget {
     DDP_CUDA_CHECK(cudaStreamSynchronize(comm_.comm_stream()));
   }
   int64_t wrong(size_t count_fp16) override {
-    gpu_.copy_to_host(host_, data_.data(), count_fp16 * sizeof(ddp::half16));
+    gpu_.copy_to_host(host_, data_.data(), count_fp16 * sizeof(ddp::lowp16));
     return ddp::count_allreduce_wrong(host_, count_fp16, world_size_);
   }
 
  private:
   ddp::CudaBackend& gpu_;
   ddp::NcclCommunicator comm_;
-  ddp::Buffer<ddp::half16> data_;
-  ddp::half16* host_;
+  ddp::Buffer<ddp::lowp16> data_;
+  ddp::lowp16* host_;
   int rank_, world_size_;
 };
 #endif
@@ -179,7 +179,7 @@ int run_bench(const ddp::MpiEnvironment& env, const ddp::AllreduceBenchOptions& 
   const size_t max_bytes = sizes.back();
   // Host memory: the CPU buffer, or the GPU's fill/check staging area.
   auto host = allocate_host(max_bytes);
-  auto* host_fp16 = static_cast<ddp::half16*>(host.get());
+  auto* host_fp16 = static_cast<ddp::lowp16*>(host.get());
 
   std::unique_ptr<ddp::Backend> gpu_backend;
   std::unique_ptr<OursTarget> ours;
@@ -208,7 +208,7 @@ int run_bench(const ddp::MpiEnvironment& env, const ddp::AllreduceBenchOptions& 
         "# bench_allreduce: %d rank(s) on %d host(s), device %s, in place, %d timed iterations after %d "
         "warm-up, time = max over ranks of the mean per iteration\n",
         world, hosts, opts.device.c_str(), opts.iters, opts.warmup);
-    std::printf("# ours: %s allreduce_sum_fp16 (count = bytes/2)%s\n", ours->comm().name().c_str(),
+    std::printf("# ours: %s allreduce_sum_lowp (count = bytes/2)%s\n", ours->comm().name().c_str(),
                 cpu ? "; references: MPI_Allreduce MPI_SUM of MPI_FLOAT (bytes/4) and MPI_SHORT (bytes/2)"
                     : "; no MPI references on device memory");
     std::printf("# MPI: %s; busbw = algbw * %.3f (2(N-1)/N); GB/s = 1e9 B/s\n#\n", mpi_library_version().c_str(),

@@ -47,13 +47,13 @@ double gflops(const Shape& s, double seconds) { return 2.0 * s.m * s.n * s.k / s
 void bench_backend(ddp::Backend& backend, const Shape& s, int reps, int calls, double* seconds) {
   std::mt19937_64 rng(1);
   std::uniform_real_distribution<float> u(-1, 1);
-  std::vector<ddp::half16> a(static_cast<size_t>(s.m) * s.k), b(static_cast<size_t>(s.k) * s.n);
+  std::vector<ddp::lowp16> a(static_cast<size_t>(s.m) * s.k), b(static_cast<size_t>(s.k) * s.n);
   for (auto& x : a) x = ddp::to_half(u(rng));
   for (auto& x : b) x = ddp::to_half(u(rng));
-  ddp::Buffer<ddp::half16> da(backend, a.size()), db(backend, b.size()), dc(backend, static_cast<size_t>(s.m) * s.n);
+  ddp::Buffer<ddp::lowp16> da(backend, a.size()), db(backend, b.size()), dc(backend, static_cast<size_t>(s.m) * s.n);
   da.upload(a);
   db.upload(b);
-  ddp::GemmFp16 g;
+  ddp::GemmLowp g;
   g.m = s.m;
   g.n = s.n;
   g.k = s.k;
@@ -63,11 +63,11 @@ void bench_backend(ddp::Backend& backend, const Shape& s, int reps, int calls, d
   g.ldb = s.n;
   g.c = dc.data();
   g.ldc = s.n;
-  backend.gemm_fp16(g);
+  backend.gemm_lowp(g);
   backend.synchronize();  // plan creation stays out of the timing
   *seconds = median_seconds(
                  [&] {
-                   for (int i = 0; i < calls; ++i) backend.gemm_fp16(g);
+                   for (int i = 0; i < calls; ++i) backend.gemm_lowp(g);
                    backend.synchronize();
                  },
                  reps) /

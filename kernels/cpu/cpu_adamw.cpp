@@ -12,7 +12,7 @@ namespace ddp::cpu {
 namespace {
 
 float gradient_at(const AdamWBuffers& b, float inv_scale, size_t i) {
-  return b.grads_fp32 ? b.grads_fp32[i] : unscale_element(b.grads_fp16[i], inv_scale);
+  return b.grads_fp32 ? b.grads_fp32[i] : unscale_element(b.grads_lowp[i], inv_scale);
 }
 
 void adamw_scalar(const AdamWScalars& s, const AdamWBuffers& b, float inv_scale, size_t begin, size_t end) {
@@ -21,7 +21,7 @@ void adamw_scalar(const AdamWScalars& s, const AdamWBuffers& b, float inv_scale,
     adamw_update_element(s, gradient_at(b, inv_scale, i), decay, b.master_fp32[i], b.exp_avg_fp32[i],
                          b.exp_avg_sq_fp32[i]);
   }
-  float_to_half_array(b.master_fp32 + begin, b.weights_fp16 + begin, end - begin);
+  float_to_half_array(b.master_fp32 + begin, b.weights_lowp + begin, end - begin);
 }
 
 #if DDP_X86
@@ -44,7 +44,7 @@ DDP_AVX_F16C void adamw_f16c(const AdamWScalars& s, const AdamWBuffers& b, float
     const __m256 raw =
         b.grads_fp32 ? _mm256_loadu_ps(b.grads_fp32 + i)
                      : _mm256_mul_ps(
-                           _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.grads_fp16 + i))), scale);
+                           _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.grads_lowp + i))), scale);
     const __m256 g = _mm256_mul_ps(raw, mult);
     __m256 p = _mm256_loadu_ps(b.master_fp32 + i);
     p = _mm256_blendv_ps(p, _mm256_mul_ps(p, decay), b.decay_mask ? decay_lanes(b.decay_mask + i) : all);
@@ -56,7 +56,7 @@ DDP_AVX_F16C void adamw_f16c(const AdamWScalars& s, const AdamWBuffers& b, float
     _mm256_storeu_ps(b.exp_avg_fp32 + i, m);
     _mm256_storeu_ps(b.exp_avg_sq_fp32 + i, v);
     _mm256_storeu_ps(b.master_fp32 + i, p);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(b.weights_fp16 + i),
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(b.weights_lowp + i),
                      _mm256_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   }
   if (i < end) adamw_scalar(s, b, inv_scale, i, end);

@@ -13,8 +13,8 @@
 namespace ddp::cpu {
 
 // adamw_update_element on elements [begin, end) of every buffer of `b`
-// (indexed from the buffers' starts), then weights_fp16 = fp16(master)
-// there; the gradient is b.grads_fp32[i], or unscale_element(b.grads_fp16[i],
+// (indexed from the buffers' starts), then weights_lowp = fp16(master)
+// there; the gradient is b.grads_fp32[i], or unscale_element(b.grads_lowp[i],
 // inv_scale) when grads_fp32 is null.
 void adamw_range(const AdamWScalars& s, const AdamWBuffers& b, float inv_scale, size_t begin, size_t end);
 

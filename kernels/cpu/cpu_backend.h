@@ -34,57 +34,57 @@ class CpuBackend final : public Backend {
   void synchronize() override {}
   std::unique_ptr<UploadSlots> make_upload_slots(size_t slot_bytes) override;
 
-  void gemm_fp16(const GemmFp16& g) override;
+  void gemm_lowp(const GemmLowp& g) override;
 
-  void gemm_fp16_to_fp32(const GemmFp16& g, float* c_fp32) override;
-  void cast_fp32_to_fp16(const float* src, half16* dst, size_t count) override;
-  void add_fp32_into_fp16(const float* src, half16* y, size_t count) override;
+  void gemm_lowp_to_fp32(const GemmLowp& g, float* c_fp32) override;
+  void cast_fp32_to_lowp(const float* src, lowp16* dst, size_t count) override;
+  void add_fp32_into_lowp(const float* src, lowp16* y, size_t count) override;
 
-  void softmax_xent_forward(const half16* logits, const int32_t* labels, int rows, int cols, int real_cols,
+  void softmax_xent_forward(const lowp16* logits, const int32_t* labels, int rows, int cols, int real_cols,
                             float* loss_mean, int32_t* correct_count) override;
-  void softmax_xent_backward(const half16* logits, const int32_t* labels, int rows, int cols, int real_cols,
-                             ScalarArg loss_scale, half16* dlogits) override;
-  void softmax_xent_fused_rows(half16* logits_to_grad, const int32_t* labels, int rows, int cols, int real_cols,
+  void softmax_xent_backward(const lowp16* logits, const int32_t* labels, int rows, int cols, int real_cols,
+                             ScalarArg loss_scale, lowp16* dlogits) override;
+  void softmax_xent_fused_rows(lowp16* logits_to_grad, const int32_t* labels, int rows, int cols, int real_cols,
                                int total_rows, ScalarArg loss_scale, float* row_loss) override;
   void loss_rows_mean(const float* row_loss, int rows, float* loss_mean) override;
-  void mse_forward(const half16* pred, const float* target, int rows, int cols, float* loss_mean) override;
-  void mse_backward(const half16* pred, const float* target, int rows, int cols, ScalarArg loss_scale,
-                    half16* dpred) override;
+  void mse_forward(const lowp16* pred, const float* target, int rows, int cols, float* loss_mean) override;
+  void mse_backward(const lowp16* pred, const float* target, int rows, int cols, ScalarArg loss_scale,
+                    lowp16* dpred) override;
 
-  void embedding_forward_fp16(const int32_t* tokens, const half16* wte, const half16* wpe, int batch, int seq_len,
-                              int channels, int vocab, half16* out) override;
-  void embedding_backward_fp16(const int32_t* tokens, const half16* dout, int batch, int seq_len, int channels,
-                               int vocab, half16* d_wte, half16* d_wpe, bool accumulate) override;
-  void layernorm_forward_fp16(const half16* x, const half16* gamma, const half16* beta, int rows, int cols, float eps,
-                              half16* y, float* mean, float* rstd) override;
-  void layernorm_backward_fp16(const half16* dy, const half16* x, const half16* gamma, const float* mean,
-                               const float* rstd, int rows, int cols, half16* dx, bool accumulate_dx, half16* dgamma,
-                               half16* dbeta, bool accumulate_params) override;
-  void gemm_batched_fp16(const GemmFp16& g, int batch_count, int64_t stride_a, int64_t stride_b,
+  void embedding_forward_lowp(const int32_t* tokens, const lowp16* wte, const lowp16* wpe, int batch, int seq_len,
+                              int channels, int vocab, lowp16* out) override;
+  void embedding_backward_lowp(const int32_t* tokens, const lowp16* dout, int batch, int seq_len, int channels,
+                               int vocab, lowp16* d_wte, lowp16* d_wpe, bool accumulate) override;
+  void layernorm_forward_lowp(const lowp16* x, const lowp16* gamma, const lowp16* beta, int rows, int cols, float eps,
+                              lowp16* y, float* mean, float* rstd) override;
+  void layernorm_backward_lowp(const lowp16* dy, const lowp16* x, const lowp16* gamma, const float* mean,
+                               const float* rstd, int rows, int cols, lowp16* dx, bool accumulate_dx, lowp16* dgamma,
+                               lowp16* dbeta, bool accumulate_params) override;
+  void gemm_batched_lowp(const GemmLowp& g, int batch_count, int64_t stride_a, int64_t stride_b,
                          int64_t stride_c) override;
-  void causal_softmax_forward_fp16(const half16* scores, int batch_heads, int seq_len, float scale,
-                                   half16* probs) override;
-  void causal_softmax_backward_fp16(const half16* probs, const half16* dprobs, int batch_heads, int seq_len,
-                                    float scale, half16* dscores) override;
-  void add_fp16(const half16* a, const half16* b, half16* y, size_t count) override;
-  void rows_to_heads_fp16(const half16* rows, int row_stride, int batch, int seq_len, int heads, int head_size,
-                          half16* heads_out) override;
-  void heads_to_rows_fp16(const half16* heads_in, int batch, int seq_len, int heads, int head_size, half16* rows,
+  void causal_softmax_forward_lowp(const lowp16* scores, int batch_heads, int seq_len, float scale,
+                                   lowp16* probs) override;
+  void causal_softmax_backward_lowp(const lowp16* probs, const lowp16* dprobs, int batch_heads, int seq_len,
+                                    float scale, lowp16* dscores) override;
+  void add_lowp(const lowp16* a, const lowp16* b, lowp16* y, size_t count) override;
+  void rows_to_heads_lowp(const lowp16* rows, int row_stride, int batch, int seq_len, int heads, int head_size,
+                          lowp16* heads_out) override;
+  void heads_to_rows_lowp(const lowp16* heads_in, int batch, int seq_len, int heads, int head_size, lowp16* rows,
                           int row_stride) override;
-  void attention_decode_fp16(const half16* q, int q_stride, const half16* k_cache, const half16* v_cache, int kv_stride,
-                             int heads, int head_size, int past_len, int new_len, float scale, half16* out,
+  void attention_decode_lowp(const lowp16* q, int q_stride, const lowp16* k_cache, const lowp16* v_cache, int kv_stride,
+                             int heads, int head_size, int past_len, int new_len, float scale, lowp16* out,
                              int out_stride) override;
-  void attention_forward_fused_fp16(const half16* q, const half16* k, const half16* v, int batch_heads, int seq_len,
-                                    int head_size, float scale, half16* out, float* lse) override;
-  void attention_backward_fused_fp16(const half16* q, const half16* k, const half16* v, const half16* out,
-                                     const float* lse, const half16* dout, int batch_heads, int seq_len, int head_size,
-                                     float scale, half16* dq, half16* dk, half16* dv) override;
+  void attention_forward_fused_lowp(const lowp16* q, const lowp16* k, const lowp16* v, int batch_heads, int seq_len,
+                                    int head_size, float scale, lowp16* out, float* lse) override;
+  void attention_backward_fused_lowp(const lowp16* q, const lowp16* k, const lowp16* v, const lowp16* out,
+                                     const float* lse, const lowp16* dout, int batch_heads, int seq_len, int head_size,
+                                     float scale, lowp16* dq, lowp16* dk, lowp16* dv) override;
 
-  void unscale_fp16_to_fp32(const half16* grads_fp16, float* grads_fp32, size_t count, ScalarArg inv_scale,
+  void unscale_lowp_to_fp32(const lowp16* grads_lowp, float* grads_fp32, size_t count, ScalarArg inv_scale,
                             int32_t* nonfinite_flag) override;
   void l2_norm_fp32(const float* x, size_t count, float* norm) override;
   void sgd_update(const SgdParams& params, const SgdGrads& grads, float* master_fp32, float* momentum_fp32,
-                  half16* weights_fp16, size_t count, const int32_t* skip_flag) override;
+                  lowp16* weights_lowp, size_t count, const int32_t* skip_flag) override;
   void adamw_update(const AdamWParams& params, const AdamWBuffers& b, ScalarArg inv_scale, size_t offset, size_t count,
                     const int32_t* skip_flag) override;
   void step_status_prepare(StepStatus* status, double backward_divisor, double unscale_divisor, float lr) override;

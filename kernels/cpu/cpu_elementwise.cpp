@@ -17,14 +17,14 @@ namespace ddp::cpu {
 namespace {
 
 #if DDP_X86
-DDP_AVX_F16C inline __m256 load8(const half16* p) {
+DDP_AVX_F16C inline __m256 load8(const lowp16* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
-DDP_AVX_F16C inline void store8(half16* p, __m256 v) {
+DDP_AVX_F16C inline void store8(lowp16* p, __m256 v) {
   _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
 
-DDP_AVX_F16C void activation_forward_f16c(Activation act, const half16* z, half16* y, size_t count) {
+DDP_AVX_F16C void activation_forward_f16c(Activation act, const lowp16* z, lowp16* y, size_t count) {
   size_t i = 0;
   if (act == Activation::Relu) {
     const __m256 zero = _mm256_setzero_ps();
@@ -45,10 +45,10 @@ DDP_AVX_F16C void activation_forward_f16c(Activation act, const half16* z, half1
       store8(y + i, _mm256_load_ps(tmp));
     }
   }
-  for (; i < count; ++i) y[i] = to_half(cpu_activation_forward(act, to_float(z[i])));
+  for (; i < count; ++i) y[i] = to_half(cpu_activation_forward(act, half_to_float(z[i])));
 }
 
-DDP_AVX_F16C void activation_backward_f16c(Activation act, const half16* z, const half16* dy, half16* dz,
+DDP_AVX_F16C void activation_backward_f16c(Activation act, const lowp16* z, const lowp16* dy, lowp16* dz,
                                            size_t count) {
   size_t i = 0;
   if (act == Activation::Relu) {
@@ -71,27 +71,27 @@ DDP_AVX_F16C void activation_backward_f16c(Activation act, const half16* z, cons
       store8(dz + i, _mm256_load_ps(dyt));
     }
   }
-  for (; i < count; ++i) dz[i] = to_half(cpu_activation_backward(act, to_float(z[i]), to_float(dy[i])));
+  for (; i < count; ++i) dz[i] = to_half(cpu_activation_backward(act, half_to_float(z[i]), half_to_float(dy[i])));
 }
 
-DDP_AVX_F16C void add_bias_rows_f16c(half16* y, const half16* bias, size_t rows, size_t cols) {
+DDP_AVX_F16C void add_bias_rows_f16c(lowp16* y, const lowp16* bias, size_t rows, size_t cols) {
   for (size_t r = 0; r < rows; ++r) {
-    half16* row = y + r * cols;
+    lowp16* row = y + r * cols;
     size_t c = 0;
     for (; c + 8 <= cols; c += 8) store8(row + c, _mm256_add_ps(load8(row + c), load8(bias + c)));
-    for (; c < cols; ++c) row[c] = to_half(to_float(row[c]) + to_float(bias[c]));
+    for (; c < cols; ++c) row[c] = to_half(half_to_float(row[c]) + half_to_float(bias[c]));
   }
 }
 
-DDP_AVX_F16C void bias_grad_columns_f16c(const half16* dy, size_t rows, size_t cols, size_t c_begin, size_t c_end,
-                                         half16* db, bool accumulate) {
+DDP_AVX_F16C void bias_grad_columns_f16c(const lowp16* dy, size_t rows, size_t cols, size_t c_begin, size_t c_end,
+                                         lowp16* db, bool accumulate) {
   alignas(32) float sums[32];
   size_t c = c_begin;
   // Strips of 32 columns: four accumulators, each row adds 64 contiguous bytes.
   for (; c + 32 <= c_end; c += 32) {
     __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
     for (size_t r = 0; r < rows; ++r) {
-      const half16* p = dy + r * cols + c;
+      const lowp16* p = dy + r * cols + c;
       s0 = _mm256_add_ps(s0, load8(p));
       s1 = _mm256_add_ps(s1, load8(p + 8));
       s2 = _mm256_add_ps(s2, load8(p + 16));
@@ -101,36 +101,36 @@ DDP_AVX_F16C void bias_grad_columns_f16c(const half16* dy, size_t rows, size_t c
     _mm256_store_ps(sums + 8, s1);
     _mm256_store_ps(sums + 16, s2);
     _mm256_store_ps(sums + 24, s3);
-    for (int j = 0; j < 32; ++j) db[c + j] = to_half(sums[j] + (accumulate ? to_float(db[c + j]) : 0.0f));
+    for (int j = 0; j < 32; ++j) db[c + j] = to_half(sums[j] + (accumulate ? half_to_float(db[c + j]) : 0.0f));
   }
   for (; c + 8 <= c_end; c += 8) {
     __m256 s0 = _mm256_setzero_ps();
     for (size_t r = 0; r < rows; ++r) s0 = _mm256_add_ps(s0, load8(dy + r * cols + c));
     _mm256_store_ps(sums, s0);
-    for (int j = 0; j < 8; ++j) db[c + j] = to_half(sums[j] + (accumulate ? to_float(db[c + j]) : 0.0f));
+    for (int j = 0; j < 8; ++j) db[c + j] = to_half(sums[j] + (accumulate ? half_to_float(db[c + j]) : 0.0f));
   }
   for (; c < c_end; ++c) {
     float s = 0.0f;
-    for (size_t r = 0; r < rows; ++r) s += to_float(dy[r * cols + c]);
-    db[c] = to_half(s + (accumulate ? to_float(db[c]) : 0.0f));
+    for (size_t r = 0; r < rows; ++r) s += half_to_float(dy[r * cols + c]);
+    db[c] = to_half(s + (accumulate ? half_to_float(db[c]) : 0.0f));
   }
 }
 
-DDP_AVX_F16C bool unscale_f16c(const half16* grads_fp16, float* grads_fp32, size_t count, float inv_scale) {
+DDP_AVX_F16C bool unscale_f16c(const lowp16* grads_lowp, float* grads_fp32, size_t count, float inv_scale) {
   const __m256 scale = _mm256_set1_ps(inv_scale);
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   const __m256 inf = _mm256_set1_ps(__builtin_inff());
   __m256 bad = _mm256_setzero_ps();
   size_t i = 0;
   for (; i + 8 <= count; i += 8) {
-    const __m256 v = _mm256_mul_ps(load8(grads_fp16 + i), scale);
+    const __m256 v = _mm256_mul_ps(load8(grads_lowp + i), scale);
     if (grads_fp32) _mm256_storeu_ps(grads_fp32 + i, v);
     // |v| < Inf is false for Inf and NaN alike.
     bad = _mm256_or_ps(bad, _mm256_cmp_ps(_mm256_and_ps(v, abs_mask), inf, _CMP_NLT_UQ));
   }
   bool any_bad = _mm256_movemask_ps(bad) != 0;
   for (; i < count; ++i) {
-    const float v = unscale_element(grads_fp16[i], inv_scale);
+    const float v = unscale_element(grads_lowp[i], inv_scale);
     if (grads_fp32) grads_fp32[i] = v;
     any_bad |= !is_finite_float(v);
   }
@@ -144,8 +144,8 @@ struct Fp32Grads {
   DDP_AVX_F16C __m256 load(size_t i) const { return _mm256_loadu_ps(g + i); }
   float at(size_t i) const { return g[i]; }
 };
-struct Fp16GradsUnscaled {
-  const half16* g;
+struct LowpGradsUnscaled {
+  const lowp16* g;
   float inv_scale;
   DDP_AVX_F16C __m256 load(size_t i) const { return _mm256_mul_ps(load8(g + i), _mm256_set1_ps(inv_scale)); }
   float at(size_t i) const { return unscale_element(g[i], inv_scale); }
@@ -153,7 +153,7 @@ struct Fp16GradsUnscaled {
 
 template <class Grads>
 DDP_AVX_F16C void sgd_f16c(const SgdParams& s, Grads grads, float* master_fp32, float* momentum_fp32,
-                           half16* weights_fp16, size_t count) {
+                           lowp16* weights_lowp, size_t count) {
   // Lane for lane the operations of sgd_update_element, in its order.
   const __m256 mult = _mm256_set1_ps(s.grad_multiplier), wd = _mm256_set1_ps(s.weight_decay),
                mom = _mm256_set1_ps(s.momentum), damp = _mm256_set1_ps(1.0f - s.dampening), lr = _mm256_set1_ps(s.lr);
@@ -172,11 +172,11 @@ DDP_AVX_F16C void sgd_f16c(const SgdParams& s, Grads grads, float* master_fp32, 
     }
     p = _mm256_sub_ps(p, _mm256_mul_ps(lr, g));
     _mm256_storeu_ps(master_fp32 + i, p);
-    store8(weights_fp16 + i, p);
+    store8(weights_lowp + i, p);
   }
   for (; i < count; ++i) {
     sgd_update_element(s, grads.at(i), master_fp32[i], momentum_fp32[i]);
-    weights_fp16[i] = to_half(master_fp32[i]);
+    weights_lowp[i] = to_half(master_fp32[i]);
   }
 }
 
@@ -189,8 +189,8 @@ DDP_AVX_F16C void sgd_f16c(const SgdParams& s, Grads grads, float* master_fp32, 
 // Lane for lane gemm_epilogue_element: relu'/relu as masks are z > 0 ? v : +0
 // (NaN gives +0), exactly relu_backward/relu_forward.
 template <bool kBias, bool kPre, int kMode>
-DDP_AVX_F16C void narrow_row_f16c(const float* src, const float* bias, half16* pre, const half16* z, Activation act,
-                                  Activation dact, half16* dst, size_t cols) {
+DDP_AVX_F16C void narrow_row_f16c(const float* src, const float* bias, lowp16* pre, const lowp16* z, Activation act,
+                                  Activation dact, lowp16* dst, size_t cols) {
   const __m256 zero = _mm256_setzero_ps();
   size_t c = 0;
   for (; c + 8 <= cols; c += 8) {
@@ -214,12 +214,12 @@ DDP_AVX_F16C void narrow_row_f16c(const float* src, const float* bias, half16* p
     float v = src[c];
     if (kBias) v += bias[c];
     if (kPre) pre[c] = to_half(v);
-    dst[c] = to_half(cpu_epilogue_activation(act, dact, z ? to_float(z[c]) : 0.0f, v));
+    dst[c] = to_half(cpu_epilogue_activation(act, dact, z ? half_to_float(z[c]) : 0.0f, v));
   }
 }
 
 template <bool kBias, bool kPre, int kMode>
-DDP_AVX_F16C void narrow_rows_f16c_fixed(const float* c_fp32, size_t ldc, const NarrowEpilogue& e, half16* out,
+DDP_AVX_F16C void narrow_rows_f16c_fixed(const float* c_fp32, size_t ldc, const NarrowEpilogue& e, lowp16* out,
                                          size_t ldo, size_t rows, size_t cols) {
   for (size_t r = 0; r < rows; ++r)
     narrow_row_f16c<kBias, kPre, kMode>(
@@ -228,7 +228,7 @@ DDP_AVX_F16C void narrow_rows_f16c_fixed(const float* c_fp32, size_t ldc, const 
 }
 
 template <bool kBias, bool kPre>
-DDP_AVX_F16C void narrow_rows_f16c_mode(const float* c_fp32, size_t ldc, const NarrowEpilogue& e, half16* out,
+DDP_AVX_F16C void narrow_rows_f16c_mode(const float* c_fp32, size_t ldc, const NarrowEpilogue& e, lowp16* out,
                                         size_t ldo, size_t rows, size_t cols) {
   const bool none = e.act == Activation::None && e.dact == Activation::None;
   if (none) return narrow_rows_f16c_fixed<kBias, kPre, 0>(c_fp32, ldc, e, out, ldo, rows, cols);
@@ -241,7 +241,7 @@ DDP_AVX_F16C void narrow_rows_f16c_mode(const float* c_fp32, size_t ldc, const N
   narrow_rows_f16c_fixed<kBias, kPre, 3>(c_fp32, ldc, e, out, ldo, rows, cols);
 }
 
-DDP_AVX_F16C void narrow_rows_f16c(const float* c_fp32, size_t ldc, const NarrowEpilogue& e, half16* out, size_t ldo,
+DDP_AVX_F16C void narrow_rows_f16c(const float* c_fp32, size_t ldc, const NarrowEpilogue& e, lowp16* out, size_t ldo,
                                    size_t rows, size_t cols) {
   if (e.bias_fp32) {
     if (e.pre_activation) return narrow_rows_f16c_mode<true, true>(c_fp32, ldc, e, out, ldo, rows, cols);
@@ -255,49 +255,50 @@ DDP_AVX_F16C void narrow_rows_f16c(const float* c_fp32, size_t ldc, const Narrow
 
 }  // namespace
 
-void activation_forward_range(Activation act, const half16* z, half16* y, size_t count) {
+void activation_forward_range(Activation act, const lowp16* z, lowp16* y, size_t count) {
 #if DDP_X86
   if (f16c_available()) return activation_forward_f16c(act, z, y, count);
 #endif
-  for (size_t i = 0; i < count; ++i) y[i] = to_half(cpu_activation_forward(act, to_float(z[i])));
+  for (size_t i = 0; i < count; ++i) y[i] = to_half(cpu_activation_forward(act, half_to_float(z[i])));
 }
 
-void activation_backward_range(Activation act, const half16* z, const half16* dy, half16* dz, size_t count) {
+void activation_backward_range(Activation act, const lowp16* z, const lowp16* dy, lowp16* dz, size_t count) {
 #if DDP_X86
   if (f16c_available()) return activation_backward_f16c(act, z, dy, dz, count);
 #endif
-  for (size_t i = 0; i < count; ++i) dz[i] = to_half(cpu_activation_backward(act, to_float(z[i]), to_float(dy[i])));
+  for (size_t i = 0; i < count; ++i)
+    dz[i] = to_half(cpu_activation_backward(act, half_to_float(z[i]), half_to_float(dy[i])));
 }
 
-void add_bias_rows(half16* y, const half16* bias, size_t rows, size_t cols) {
+void add_bias_rows(lowp16* y, const lowp16* bias, size_t rows, size_t cols) {
 #if DDP_X86
   if (f16c_available()) return add_bias_rows_f16c(y, bias, rows, cols);
 #endif
   for (size_t r = 0; r < rows; ++r) {
-    half16* row = y + r * cols;
-    for (size_t c = 0; c < cols; ++c) row[c] = to_half(to_float(row[c]) + to_float(bias[c]));
+    lowp16* row = y + r * cols;
+    for (size_t c = 0; c < cols; ++c) row[c] = to_half(half_to_float(row[c]) + half_to_float(bias[c]));
   }
 }
 
-void bias_grad_columns(const half16* dy, size_t rows, size_t cols, size_t c_begin, size_t c_end, half16* db,
+void bias_grad_columns(const lowp16* dy, size_t rows, size_t cols, size_t c_begin, size_t c_end, lowp16* db,
                        bool accumulate) {
 #if DDP_X86
   if (f16c_available()) return bias_grad_columns_f16c(dy, rows, cols, c_begin, c_end, db, accumulate);
 #endif
   for (size_t c = c_begin; c < c_end; ++c) {
     float s = 0.0f;
-    for (size_t r = 0; r < rows; ++r) s += to_float(dy[r * cols + c]);
-    db[c] = to_half(s + (accumulate ? to_float(db[c]) : 0.0f));
+    for (size_t r = 0; r < rows; ++r) s += half_to_float(dy[r * cols + c]);
+    db[c] = to_half(s + (accumulate ? half_to_float(db[c]) : 0.0f));
   }
 }
 
-bool unscale_range(const half16* grads_fp16, float* grads_fp32, size_t count, float inv_scale) {
+bool unscale_range(const lowp16* grads_lowp, float* grads_fp32, size_t count, float inv_scale) {
 #if DDP_X86
-  if (f16c_available()) return unscale_f16c(grads_fp16, grads_fp32, count, inv_scale);
+  if (f16c_available()) return unscale_f16c(grads_lowp, grads_fp32, count, inv_scale);
 #endif
   bool bad = false;
   for (size_t i = 0; i < count; ++i) {
-    const float v = unscale_element(grads_fp16[i], inv_scale);
+    const float v = unscale_element(grads_lowp[i], inv_scale);
     if (grads_fp32) grads_fp32[i] = v;
     bad |= !is_finite_float(v);
   }
@@ -305,33 +306,33 @@ bool unscale_range(const half16* grads_fp16, float* grads_fp32, size_t count, fl
 }
 
 void sgd_range(const SgdParams& params, const float* grads_fp32, float* master_fp32, float* momentum_fp32,
-               half16* weights_fp16, size_t count) {
+               lowp16* weights_lowp, size_t count) {
 #if DDP_X86
   if (f16c_available() && momentum_fp32)
-    return sgd_f16c(params, Fp32Grads{grads_fp32}, master_fp32, momentum_fp32, weights_fp16, count);
+    return sgd_f16c(params, Fp32Grads{grads_fp32}, master_fp32, momentum_fp32, weights_lowp, count);
 #endif
   for (size_t i = 0; i < count; ++i) {
     float dummy = 0.0f;
     sgd_update_element(params, grads_fp32[i], master_fp32[i], momentum_fp32 ? momentum_fp32[i] : dummy);
   }
-  float_to_half_array(master_fp32, weights_fp16, count);
+  float_to_half_array(master_fp32, weights_lowp, count);
 }
 
-void sgd_fp16_grads_range(const SgdParams& params, const half16* grads_fp16, float inv_scale, float* master_fp32,
-                          float* momentum_fp32, half16* weights_fp16, size_t count) {
+void sgd_lowp_grads_range(const SgdParams& params, const lowp16* grads_lowp, float inv_scale, float* master_fp32,
+                          float* momentum_fp32, lowp16* weights_lowp, size_t count) {
 #if DDP_X86
   if (f16c_available() && momentum_fp32)
-    return sgd_f16c(params, Fp16GradsUnscaled{grads_fp16, inv_scale}, master_fp32, momentum_fp32, weights_fp16, count);
+    return sgd_f16c(params, LowpGradsUnscaled{grads_lowp, inv_scale}, master_fp32, momentum_fp32, weights_lowp, count);
 #endif
   for (size_t i = 0; i < count; ++i) {
     float dummy = 0.0f;
-    sgd_update_element(params, unscale_element(grads_fp16[i], inv_scale), master_fp32[i],
+    sgd_update_element(params, unscale_element(grads_lowp[i], inv_scale), master_fp32[i],
                        momentum_fp32 ? momentum_fp32[i] : dummy);
   }
-  float_to_half_array(master_fp32, weights_fp16, count);
+  float_to_half_array(master_fp32, weights_lowp, count);
 }
 
-void widen_rows(const half16* src, size_t ld_src, float* dst, size_t ld_dst, size_t rows, size_t cols) {
+void widen_rows(const lowp16* src, size_t ld_src, float* dst, size_t ld_dst, size_t rows, size_t cols) {
   if (ld_src == cols && ld_dst == cols) return half_to_float_array(src, dst, rows * cols);
   for (size_t r = 0; r < rows; ++r) half_to_float_array(src + r * ld_src, dst + r * ld_dst, cols);
 }
@@ -344,7 +345,7 @@ NarrowEpilogue NarrowEpilogue::at(size_t row, size_t col) const {
   return e;
 }
 
-void narrow_rows(const float* c_fp32, size_t ldc, const NarrowEpilogue& e, half16* out, size_t ldo, size_t rows,
+void narrow_rows(const float* c_fp32, size_t ldc, const NarrowEpilogue& e, lowp16* out, size_t ldo, size_t rows,
                  size_t cols) {
   const bool plain = !e.bias_fp32 && !e.pre_activation && e.act == Activation::None && e.dact == Activation::None;
 #if DDP_X86
@@ -352,29 +353,29 @@ void narrow_rows(const float* c_fp32, size_t ldc, const NarrowEpilogue& e, half1
 #endif
   for (size_t r = 0; r < rows; ++r) {
     const float* src = c_fp32 + r * ldc;
-    half16* dst = out + r * ldo;
+    lowp16* dst = out + r * ldo;
     if (plain) {
       float_to_half_array(src, dst, cols);
       continue;
     }
-    half16* pre = e.pre_activation ? e.pre_activation + r * e.ld_pre_activation : nullptr;
-    const half16* z = e.dact_input ? e.dact_input + r * e.ld_dact_input : nullptr;
+    lowp16* pre = e.pre_activation ? e.pre_activation + r * e.ld_pre_activation : nullptr;
+    const lowp16* z = e.dact_input ? e.dact_input + r * e.ld_dact_input : nullptr;
     for (size_t c = 0; c < cols; ++c) {
       float v = src[c];
       if (e.bias_fp32) v += e.bias_fp32[c];
       if (pre) pre[c] = to_half(v);
-      dst[c] = to_half(cpu_epilogue_activation(e.act, e.dact, z ? to_float(z[c]) : 0.0f, v));
+      dst[c] = to_half(cpu_epilogue_activation(e.act, e.dact, z ? half_to_float(z[c]) : 0.0f, v));
     }
   }
 }
 
 void bias_grad_op_a(const float* a_fp32, size_t ld, bool a_transposed, size_t k, size_t i_begin, size_t i_end,
-                    half16* db, bool accumulate) {
+                    lowp16* db, bool accumulate) {
   if (!a_transposed) {  // row sums of stored rows
     for (size_t i = i_begin; i < i_end; ++i) {
       float s = 0.0f;
       for (size_t p = 0; p < k; ++p) s += a_fp32[i * ld + p];
-      db[i] = to_half(s + (accumulate ? to_float(db[i]) : 0.0f));
+      db[i] = to_half(s + (accumulate ? half_to_float(db[i]) : 0.0f));
     }
     return;
   }
@@ -390,7 +391,7 @@ void bias_grad_op_a(const float* a_fp32, size_t ld, bool a_transposed, size_t k,
       const float* row = a_fp32 + p * ld + i0;
       for (size_t l = 0; l < width; ++l) sums[l] += row[l];
     }
-    for (size_t l = 0; l < width; ++l) db[i0 + l] = to_half(sums[l] + (accumulate ? to_float(db[i0 + l]) : 0.0f));
+    for (size_t l = 0; l < width; ++l) db[i0 + l] = to_half(sums[l] + (accumulate ? half_to_float(db[i0 + l]) : 0.0f));
   }
 }
 

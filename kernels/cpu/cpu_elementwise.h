@@ -17,40 +17,40 @@
 namespace ddp::cpu {
 
 // y[i] = fp16(act(z[i])); z may equal y.
-void activation_forward_range(Activation act, const half16* z, half16* y, size_t count);
+void activation_forward_range(Activation act, const lowp16* z, lowp16* y, size_t count);
 // dz[i] = fp16(act'(z[i]) * dy[i]); dz may equal dy.
-void activation_backward_range(Activation act, const half16* z, const half16* dy, half16* dz, size_t count);
+void activation_backward_range(Activation act, const lowp16* z, const lowp16* dy, lowp16* dz, size_t count);
 // y[r, c] = fp16(y[r, c] + bias[c]) for rows r of one [rows, cols] block.
-void add_bias_rows(half16* y, const half16* bias, size_t rows, size_t cols);
+void add_bias_rows(lowp16* y, const lowp16* bias, size_t rows, size_t cols);
 // db[c] = fp16(sum_r dy[r, c] (+ db[c] when accumulate)) for c in [c_begin, c_end):
 // an FP32 sum over r in increasing order, whatever the column range.  dy: [rows, cols]
-void bias_grad_columns(const half16* dy, size_t rows, size_t cols, size_t c_begin, size_t c_end, half16* db,
+void bias_grad_columns(const lowp16* dy, size_t rows, size_t cols, size_t c_begin, size_t c_end, lowp16* db,
                        bool accumulate);
-// grads_fp32[i] = unscale_element(grads_fp16[i], inv_scale) (grads_fp32 may
+// grads_fp32[i] = unscale_element(grads_lowp[i], inv_scale) (grads_fp32 may
 // be null: the check alone); true when any result is Inf/NaN.
-bool unscale_range(const half16* grads_fp16, float* grads_fp32, size_t count, float inv_scale);
+bool unscale_range(const lowp16* grads_lowp, float* grads_fp32, size_t count, float inv_scale);
 // sgd_update_element on each element (momentum_fp32 may be null: no buffer
 // kept; CpuBackend::sgd_update passes null only with params.momentum == 0),
-// then weights_fp16[i] = fp16(master_fp32[i]).
+// then weights_lowp[i] = fp16(master_fp32[i]).
 void sgd_range(const SgdParams& params, const float* grads_fp32, float* master_fp32, float* momentum_fp32,
-               half16* weights_fp16, size_t count);
-// The same with the gradient unscale_element(grads_fp16[i], inv_scale): bitwise
+               lowp16* weights_lowp, size_t count);
+// The same with the gradient unscale_element(grads_lowp[i], inv_scale): bitwise
 // equal to unscale_range into a buffer, then sgd_range on it.
-void sgd_fp16_grads_range(const SgdParams& params, const half16* grads_fp16, float inv_scale, float* master_fp32,
-                          float* momentum_fp32, half16* weights_fp16, size_t count);
+void sgd_lowp_grads_range(const SgdParams& params, const lowp16* grads_lowp, float inv_scale, float* master_fp32,
+                          float* momentum_fp32, lowp16* weights_lowp, size_t count);
 
 // GEMM operand and result passes.
 // dst[r * ld_dst + c] = float(src[r * ld_src + c]) for a rows x cols block.
-void widen_rows(const half16* src, size_t ld_src, float* dst, size_t ld_dst, size_t rows, size_t cols);
-// The GemmFp16 epilogue (backend.h, gemm_epilogue.h) of one block of the
+void widen_rows(const lowp16* src, size_t ld_src, float* dst, size_t ld_dst, size_t rows, size_t cols);
+// The GemmLowp epilogue (backend.h, gemm_epilogue.h) of one block of the
 // output, its pointers already offset to the block's first element.
 struct NarrowEpilogue {
   const float* bias_fp32 = nullptr;  // [cols], widened exactly from FP16
   Activation act = Activation::None;
-  half16* pre_activation = nullptr;
+  lowp16* pre_activation = nullptr;
   size_t ld_pre_activation = 0;
   Activation dact = Activation::None;
-  const half16* dact_input = nullptr;
+  const lowp16* dact_input = nullptr;
   size_t ld_dact_input = 0;
   // The same epilogue for the block starting at (row, col).
   NarrowEpilogue at(size_t row, size_t col) const;
@@ -59,13 +59,13 @@ struct NarrowEpilogue {
 // of a GEMM result, with the bias, pre-activation output and activation (or
 // its gradient) of `epilogue` applied in FP32 first, element by element as
 // gemm_epilogue_element.
-void narrow_rows(const float* c_fp32, size_t ldc, const NarrowEpilogue& epilogue, half16* out, size_t ldo, size_t rows,
+void narrow_rows(const float* c_fp32, size_t ldc, const NarrowEpilogue& epilogue, lowp16* out, size_t ldo, size_t rows,
                  size_t cols);
 // db[i] = fp16(sum_p opA[i, p] (+ db[i] when accumulate)) for i in
 // [i_begin, i_end): an FP32 sum over p = 0..k-1 in increasing order, as
 // bias_grad_columns, of the widened A: opA[i, p] = a_fp32[p * ld + i] when
 // a_transposed (stored k x m), a_fp32[i * ld + p] otherwise.
 void bias_grad_op_a(const float* a_fp32, size_t ld, bool a_transposed, size_t k, size_t i_begin, size_t i_end,
-                    half16* db, bool accumulate);
+                    lowp16* db, bool accumulate);
 
 }  // namespace ddp::cpu

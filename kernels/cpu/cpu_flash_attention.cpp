@@ -27,7 +27,6 @@ constexpr size_t kTile = kFlashTile;
 
 size_t tiles_of(size_t n) { return (n + kTile - 1) / kTile; }
 
-
 void check_shape(const char* op, int batch_heads, int seq_len, int head_size) {
   DDP_REQUIRE(batch_heads >= 0 && seq_len >= 0, std::string(op) + ": negative shape");
   DDP_REQUIRE(head_size >= 1, std::string(op) + ": head_size must be >= 1");
@@ -47,7 +46,7 @@ void for_items(CpuThreadPool& pool, size_t count, size_t head_size, Item&& item)
 }
 
 // The tile rows [row0, row0 + rows) of one head, widened: [rows, hs] FP32.
-void widen_tile(const half16* head, size_t row0, size_t rows, size_t hs, float* dst) {
+void widen_tile(const lowp16* head, size_t row0, size_t rows, size_t hs, float* dst) {
   half_to_float_array(head + row0 * hs, dst, rows * hs);
 }
 
@@ -89,8 +88,8 @@ struct ForwardScratch {
 };
 
 // One query tile of one head: its out rows and lse entries.
-void forward_item(const half16* q, const half16* k, const half16* v, size_t T, size_t hs, float scale, size_t qt,
-                  half16* out, float* lse, ForwardScratch& w) {
+void forward_item(const lowp16* q, const lowp16* k, const lowp16* v, size_t T, size_t hs, float scale, size_t qt,
+                  lowp16* out, float* lse, ForwardScratch& w) {
   const size_t i0 = qt * kTile, rows = std::min(kTile, T - i0);
   widen_tile(q, i0, rows, hs, w.q.data());
   std::fill(w.m.begin(), w.m.end(), -std::numeric_limits<float>::infinity());
@@ -165,7 +164,7 @@ void pair_probs_and_grads(size_t qt, size_t kt, size_t rows, size_t cols, size_t
 
 // D_i = sum_d dout_i[d] * out_i[d] for every row of one head, FP32 in
 // increasing d.
-void row_dots(const half16* dout, const half16* out, size_t T, size_t hs, float* row_d) {
+void row_dots(const lowp16* dout, const lowp16* out, size_t T, size_t hs, float* row_d) {
   std::vector<float> a(hs), b(hs);
   for (size_t i = 0; i < T; ++i) {
     half_to_float_array(dout + i * hs, a.data(), hs);
@@ -176,7 +175,7 @@ void row_dots(const half16* dout, const half16* out, size_t T, size_t hs, float*
   }
 }
 
-void scale_and_round(std::vector<float>& acc, size_t count, float factor, half16* dst) {
+void scale_and_round(std::vector<float>& acc, size_t count, float factor, lowp16* dst) {
   if (factor != 1.0f)
     for (size_t i = 0; i < count; ++i) acc[i] *= factor;
   float_to_half_array(acc.data(), dst, count);
@@ -184,9 +183,9 @@ void scale_and_round(std::vector<float>& acc, size_t count, float factor, half16
 
 }  // namespace
 
-void attention_forward_fused(CpuThreadPool& pool, const half16* q, const half16* k, const half16* v, int batch_heads,
-                             int seq_len, int head_size, float scale, half16* out, float* lse) {
-  check_shape("attention_forward_fused_fp16", batch_heads, seq_len, head_size);
+void attention_forward_fused(CpuThreadPool& pool, const lowp16* q, const lowp16* k, const lowp16* v, int batch_heads,
+                             int seq_len, int head_size, float scale, lowp16* out, float* lse) {
+  check_shape("attention_forward_fused_lowp", batch_heads, seq_len, head_size);
   const size_t T = static_cast<size_t>(seq_len), hs = static_cast<size_t>(head_size);
   const size_t tiles = tiles_of(T), items = static_cast<size_t>(batch_heads) * tiles;
   if (items == 0) return;
@@ -200,10 +199,10 @@ void attention_forward_fused(CpuThreadPool& pool, const half16* q, const half16*
   });
 }
 
-void attention_backward_fused(CpuThreadPool& pool, const half16* q, const half16* k, const half16* v, const half16* out,
-                              const float* lse, const half16* dout, int batch_heads, int seq_len, int head_size,
-                              float scale, half16* dq, half16* dk, half16* dv) {
-  check_shape("attention_backward_fused_fp16", batch_heads, seq_len, head_size);
+void attention_backward_fused(CpuThreadPool& pool, const lowp16* q, const lowp16* k, const lowp16* v, const lowp16* out,
+                              const float* lse, const lowp16* dout, int batch_heads, int seq_len, int head_size,
+                              float scale, lowp16* dq, lowp16* dk, lowp16* dv) {
+  check_shape("attention_backward_fused_lowp", batch_heads, seq_len, head_size);
   const size_t T = static_cast<size_t>(seq_len), hs = static_cast<size_t>(head_size);
   const size_t bh = static_cast<size_t>(batch_heads), tiles = tiles_of(T), items = bh * tiles;
   if (items == 0) return;

@@ -1,6 +1,6 @@
 // cpu_flash_attention.h: CpuBackend's fused causal attention
-// (transformer_ops.h: attention_forward_fused_fp16 and
-// attention_backward_fused_fp16; semantics, argument order and the
+// (transformer_ops.h: attention_forward_fused_lowp and
+// attention_backward_fused_lowp; semantics, argument order and the
 // numerics contract are those methods').
 //
 // The work is cut into (batch_head, tile) items of kFlashTile query rows
@@ -23,10 +23,10 @@ namespace ddp::cpu {
 // at the GPT's head sizes. Not tuned beyond that.
 constexpr int kFlashTile = 64;
 
-void attention_forward_fused(CpuThreadPool& pool, const half16* q, const half16* k, const half16* v, int batch_heads,
-                             int seq_len, int head_size, float scale, half16* out, float* lse);
-void attention_backward_fused(CpuThreadPool& pool, const half16* q, const half16* k, const half16* v, const half16* out,
-                              const float* lse, const half16* dout, int batch_heads, int seq_len, int head_size,
-                              float scale, half16* dq, half16* dk, half16* dv);
+void attention_forward_fused(CpuThreadPool& pool, const lowp16* q, const lowp16* k, const lowp16* v, int batch_heads,
+                             int seq_len, int head_size, float scale, lowp16* out, float* lse);
+void attention_backward_fused(CpuThreadPool& pool, const lowp16* q, const lowp16* k, const lowp16* v, const lowp16* out,
+                              const float* lse, const lowp16* dout, int batch_heads, int seq_len, int head_size,
+                              float scale, lowp16* dq, lowp16* dk, lowp16* dv);
 
 }  // namespace ddp::cpu

@@ -43,10 +43,10 @@ void grow(std::vector<float>& v, size_t count) {
   v.resize(count);
 }
 
-// gemm_fp16 (out_fp32 null: the FP32 sums in scratch, rounded to g.c) or
-// gemm_fp16_to_fp32 (the sums in out_fp32, row stride g.ldc, never rounded):
+// gemm_lowp (out_fp32 null: the FP32 sums in scratch, rounded to g.c) or
+// gemm_lowp_to_fp32 (the sums in out_fp32, row stride g.ldc, never rounded):
 // the same slices and BLAS calls either way, so the two give the same sums.
-void run_gemm(const GemmFp16& g, float* out_fp32, CpuThreadPool& pool, CpuGemmScratch& s) {
+void run_gemm(const GemmLowp& g, float* out_fp32, CpuThreadPool& pool, CpuGemmScratch& s) {
   if (g.m == 0) return;
   const bool ta = g.trans_a == Transpose::Yes, tb = g.trans_b == Transpose::Yes;
   const int m = g.m, n = g.n, k = g.k;
@@ -136,7 +136,7 @@ void run_gemm(const GemmFp16& g, float* out_fp32, CpuThreadPool& pool, CpuGemmSc
 
   // Phase 1: the threads widen the shared operand (and C when beta != 0) by
   // stored rows.
-  const half16* shared = split_n ? g.a : g.b;
+  const lowp16* shared = split_n ? g.a : g.b;
   const int shared_ld = split_n ? g.lda : g.ldb;
   float* shared32 = split_n ? a32 : b32;
   const int shared_rows = split_n ? a_rows : b_rows, shared_cols = split_n ? a_cols : b_cols;
@@ -185,29 +185,29 @@ void run_gemm(const GemmFp16& g, float* out_fp32, CpuThreadPool& pool, CpuGemmSc
 
 }  // namespace
 
-void cpu_gemm_fp16(const GemmFp16& g, CpuThreadPool& pool, CpuGemmScratch& scratch) {
-  DDP_REQUIRE(g.m >= 0 && g.n >= 0 && g.k >= 0, "gemm_fp16: negative dimension");
+void cpu_gemm_lowp(const GemmLowp& g, CpuThreadPool& pool, CpuGemmScratch& scratch) {
+  DDP_REQUIRE(g.m >= 0 && g.n >= 0 && g.k >= 0, "gemm_lowp: negative dimension");
   validate_gemm_epilogue(g, "m=" + std::to_string(g.m) + " n=" + std::to_string(g.n) + " k=" + std::to_string(g.k));
   run_gemm(g, nullptr, pool, scratch);
 }
 
-void cpu_gemm_fp16_to_fp32(const GemmFp16& g, float* c_fp32, CpuThreadPool& pool, CpuGemmScratch& scratch) {
-  DDP_REQUIRE(g.m >= 0 && g.n >= 0 && g.k >= 0, "gemm_fp16_to_fp32: negative dimension");
+void cpu_gemm_lowp_to_fp32(const GemmLowp& g, float* c_fp32, CpuThreadPool& pool, CpuGemmScratch& scratch) {
+  DDP_REQUIRE(g.m >= 0 && g.n >= 0 && g.k >= 0, "gemm_lowp_to_fp32: negative dimension");
   DDP_REQUIRE(!g.bias && !has_activation_epilogue(g) && !g.bias_grad && g.c == nullptr,
-              "gemm_fp16_to_fp32: no epilogue and no FP16 C (the FP32 result is c_fp32)");
-  DDP_REQUIRE(g.ldc >= std::max(1, g.n), "gemm_fp16_to_fp32: ldc smaller than a row of C");
-  DDP_REQUIRE(g.m == 0 || g.n == 0 || c_fp32 != nullptr, "gemm_fp16_to_fp32: null C");
+              "gemm_lowp_to_fp32: no epilogue and no FP16 C (the FP32 result is c_fp32)");
+  DDP_REQUIRE(g.ldc >= std::max(1, g.n), "gemm_lowp_to_fp32: ldc smaller than a row of C");
+  DDP_REQUIRE(g.m == 0 || g.n == 0 || c_fp32 != nullptr, "gemm_lowp_to_fp32: null C");
   if (g.n == 0) return;
   run_gemm(g, c_fp32, pool, scratch);
 }
 
-void cpu_gemm_batched_fp16(const GemmFp16& g, int batch_count, int64_t stride_a, int64_t stride_b, int64_t stride_c,
+void cpu_gemm_batched_lowp(const GemmLowp& g, int batch_count, int64_t stride_a, int64_t stride_b, int64_t stride_c,
                            CpuThreadPool& pool, std::vector<CpuGemmScratch>& scratch) {
-  DDP_REQUIRE(batch_count >= 0, "gemm_batched_fp16: negative batch count");
+  DDP_REQUIRE(batch_count >= 0, "gemm_batched_lowp: negative batch count");
   DDP_REQUIRE(!g.bias && !has_activation_epilogue(g) && !g.bias_grad,
-              "gemm_batched_fp16: no epilogue (bias, activation, bias gradient) in a batched GEMM");
+              "gemm_batched_lowp: no epilogue (bias, activation, bias gradient) in a batched GEMM");
   const auto item = [&](int i) {
-    GemmFp16 gi = g;
+    GemmLowp gi = g;
     gi.a = g.a + static_cast<int64_t>(i) * stride_a;
     gi.b = g.b + static_cast<int64_t>(i) * stride_b;
     gi.c = g.c + static_cast<int64_t>(i) * stride_c;
@@ -216,15 +216,15 @@ void cpu_gemm_batched_fp16(const GemmFp16& g, int batch_count, int64_t stride_a,
   const int threads = pool.size();
   if (scratch.size() < static_cast<size_t>(threads * kSlicesPerThread)) scratch.resize(threads * kSlicesPerThread);
   // Fewer products than threads: one after the other, each split over the
-  // team as gemm_fp16 splits it.
+  // team as gemm_lowp splits it.
   if (batch_count < threads) {
-    for (int i = 0; i < batch_count; ++i) cpu_gemm_fp16(item(i), pool, scratch[0]);
+    for (int i = 0; i < batch_count; ++i) cpu_gemm_lowp(item(i), pool, scratch[0]);
     return;
   }
   // Otherwise whole products per thread (the per-head products are small:
-  // T x T x hs), each in a single-threaded BLAS call as a small gemm_fp16
+  // T x T x hs), each in a single-threaded BLAS call as a small gemm_lowp
   // runs, so a product's bits do not depend on the team. The pieces are
-  // contiguous runs of the batch, each with its own scratch; a gemm_fp16
+  // contiguous runs of the batch, each with its own scratch; a gemm_lowp
   // called inside a piece runs on that thread (cpu_thread_pool.h).
   BlasSingleThreaded blas_single;
   const size_t pieces = std::min<size_t>(static_cast<size_t>(batch_count), scratch.size());
@@ -232,7 +232,7 @@ void cpu_gemm_batched_fp16(const GemmFp16& g, int batch_count, int64_t stride_a,
   pool.parallel_for(pieces, 1, pieces, [&](size_t p0, size_t p1) {
     for (size_t p = p0; p < p1; ++p) {
       const size_t first = p * per_piece, last = std::min<size_t>(batch_count, first + per_piece);
-      for (size_t i = first; i < last; ++i) cpu_gemm_fp16(item(static_cast<int>(i)), pool, scratch[p]);
+      for (size_t i = first; i < last; ++i) cpu_gemm_lowp(item(static_cast<int>(i)), pool, scratch[p]);
     }
   });
 }

@@ -30,7 +30,7 @@ void for_rows(CpuThreadPool& pool, size_t rows, size_t width, Fn&& fn) {
 }
 
 #if DDP_X86
-DDP_AVX_F16C void add_f16c(const half16* a, const half16* b, half16* y, size_t count) {
+DDP_AVX_F16C void add_f16c(const lowp16* a, const lowp16* b, lowp16* y, size_t count) {
   size_t i = 0;
   for (; i + 8 <= count; i += 8) {
     const __m256 va = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i)));
@@ -38,34 +38,34 @@ DDP_AVX_F16C void add_f16c(const half16* a, const half16* b, half16* y, size_t c
     _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i),
                      _mm256_cvtps_ph(_mm256_add_ps(va, vb), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   }
-  for (; i < count; ++i) y[i] = to_half(to_float(a[i]) + to_float(b[i]));
+  for (; i < count; ++i) y[i] = to_half(half_to_float(a[i]) + half_to_float(b[i]));
 }
 #endif
 
-void add_range(const half16* a, const half16* b, half16* y, size_t count) {
+void add_range(const lowp16* a, const lowp16* b, lowp16* y, size_t count) {
 #if DDP_X86
   if (f16c_available()) return add_f16c(a, b, y, count);
 #endif
-  for (size_t i = 0; i < count; ++i) y[i] = to_half(to_float(a[i]) + to_float(b[i]));
+  for (size_t i = 0; i < count; ++i) y[i] = to_half(half_to_float(a[i]) + half_to_float(b[i]));
 }
 
 }  // namespace
 
-void add(CpuThreadPool& pool, const half16* a, const half16* b, half16* y, size_t count) {
+void add(CpuThreadPool& pool, const lowp16* a, const lowp16* b, lowp16* y, size_t count) {
   // An FP32 add rounds the same in a vector lane as in scalar code.
   pool.parallel_for(count, 64, cpu_pass_pieces(count, pool.size()),
                     [&](size_t i0, size_t i1) { add_range(a + i0, b + i0, y + i0, i1 - i0); });
 }
 
-void embedding_forward(CpuThreadPool& pool, const int32_t* tokens, const half16* wte, const half16* wpe, int batch,
-                       int seq_len, int channels, int vocab, half16* out) {
-  DDP_REQUIRE(batch >= 0 && seq_len >= 0 && channels >= 0 && vocab >= 0, "embedding_forward_fp16: negative shape");
+void embedding_forward(CpuThreadPool& pool, const int32_t* tokens, const lowp16* wte, const lowp16* wpe, int batch,
+                       int seq_len, int channels, int vocab, lowp16* out) {
+  DDP_REQUIRE(batch >= 0 && seq_len >= 0 && channels >= 0 && vocab >= 0, "embedding_forward_lowp: negative shape");
   const size_t rows = count_of(batch) * count_of(seq_len), width = count_of(channels);
   for_rows(pool, rows, width, [&](size_t r0, size_t r1) {
     for (size_t r = r0; r < r1; ++r) {
       const int32_t token = tokens[r];
-      const half16* pos = wpe + (r % count_of(seq_len)) * width;
-      half16* dst = out + r * width;
+      const lowp16* pos = wpe + (r % count_of(seq_len)) * width;
+      lowp16* dst = out + r * width;
       if (token < 0 || token >= vocab) {
         std::fill(dst, dst + width, to_half(std::numeric_limits<float>::quiet_NaN()));
         continue;
@@ -75,10 +75,10 @@ void embedding_forward(CpuThreadPool& pool, const int32_t* tokens, const half16*
   });
 }
 
-void embedding_backward(CpuThreadPool& pool, TransformerScratch& s, const int32_t* tokens, const half16* dout,
-                        int batch, int seq_len, int channels, int vocab, half16* d_wte, half16* d_wpe,
+void embedding_backward(CpuThreadPool& pool, TransformerScratch& s, const int32_t* tokens, const lowp16* dout,
+                        int batch, int seq_len, int channels, int vocab, lowp16* d_wte, lowp16* d_wpe,
                         bool accumulate) {
-  DDP_REQUIRE(batch >= 0 && seq_len >= 0 && channels >= 0 && vocab >= 0, "embedding_backward_fp16: negative shape");
+  DDP_REQUIRE(batch >= 0 && seq_len >= 0 && channels >= 0 && vocab >= 0, "embedding_backward_lowp: negative shape");
   const size_t rows = count_of(batch) * count_of(seq_len), width = count_of(channels), table = count_of(vocab);
   // A stable counting sort of the rows by token: each token's rows in
   // increasing order, so its sum runs in the order a sequential loop over
@@ -98,7 +98,7 @@ void embedding_backward(CpuThreadPool& pool, TransformerScratch& s, const int32_
   pool.parallel_for(table, 1, cpu_pass_pieces(rows * width + table * width, pool.size()), [&](size_t v0, size_t v1) {
     std::vector<float> sum(width), row(width);
     for (size_t v = v0; v < v1; ++v) {
-      half16* dst = d_wte + v * width;
+      lowp16* dst = d_wte + v * width;
       const int32_t begin = s.token_start[v], end = s.token_start[v + 1];
       if (begin == end && accumulate) continue;  // nothing to add
       if (accumulate)
@@ -117,7 +117,7 @@ void embedding_backward(CpuThreadPool& pool, TransformerScratch& s, const int32_
   for_rows(pool, positions, width * count_of(batch), [&](size_t t0, size_t t1) {
     std::vector<float> sum(width), row(width);
     for (size_t t = t0; t < t1; ++t) {
-      half16* dst = d_wpe + t * width;
+      lowp16* dst = d_wpe + t * width;
       if (accumulate)
         half_to_float_array(dst, sum.data(), width);
       else
@@ -131,9 +131,9 @@ void embedding_backward(CpuThreadPool& pool, TransformerScratch& s, const int32_
   });
 }
 
-void layernorm_forward(CpuThreadPool& pool, const half16* x, const half16* gamma, const half16* beta, int rows,
-                       int cols, float eps, half16* y, float* mean, float* rstd) {
-  DDP_REQUIRE(rows >= 0 && cols > 0, "layernorm_forward_fp16: needs cols > 0");
+void layernorm_forward(CpuThreadPool& pool, const lowp16* x, const lowp16* gamma, const lowp16* beta, int rows,
+                       int cols, float eps, lowp16* y, float* mean, float* rstd) {
+  DDP_REQUIRE(rows >= 0 && cols > 0, "layernorm_forward_lowp: needs cols > 0");
   const size_t width = count_of(cols);
   std::vector<float> gamma32(width), beta32(width);
   half_to_float_array(gamma, gamma32.data(), width);
@@ -157,10 +157,10 @@ void layernorm_forward(CpuThreadPool& pool, const half16* x, const half16* gamma
   });
 }
 
-void layernorm_backward(CpuThreadPool& pool, const half16* dy, const half16* x, const half16* gamma, const float* mean,
-                        const float* rstd, int rows, int cols, half16* dx, bool accumulate_dx, half16* dgamma,
-                        half16* dbeta, bool accumulate_params) {
-  DDP_REQUIRE(rows >= 0 && cols > 0, "layernorm_backward_fp16: needs cols > 0");
+void layernorm_backward(CpuThreadPool& pool, const lowp16* dy, const lowp16* x, const lowp16* gamma, const float* mean,
+                        const float* rstd, int rows, int cols, lowp16* dx, bool accumulate_dx, lowp16* dgamma,
+                        lowp16* dbeta, bool accumulate_params) {
+  DDP_REQUIRE(rows >= 0 && cols > 0, "layernorm_backward_lowp: needs cols > 0");
   const size_t width = count_of(cols), height = count_of(rows);
   std::vector<float> gamma32(width);
   half_to_float_array(gamma, gamma32.data(), width);
@@ -170,12 +170,12 @@ void layernorm_backward(CpuThreadPool& pool, const half16* dy, const half16* x, 
     for (size_t c = c0; c < c1; ++c) {
       float sum_gx = 0.0f, sum_g = 0.0f;
       for (size_t r = 0; r < height; ++r) {
-        const float d = to_float(dy[r * width + c]);
-        sum_gx += d * layernorm_xhat(to_float(x[r * width + c]), mean[r], rstd[r]);
+        const float d = half_to_float(dy[r * width + c]);
+        sum_gx += d * layernorm_xhat(half_to_float(x[r * width + c]), mean[r], rstd[r]);
         sum_g += d;
       }
-      dgamma[c] = to_half(sum_gx + (accumulate_params ? to_float(dgamma[c]) : 0.0f));
-      dbeta[c] = to_half(sum_g + (accumulate_params ? to_float(dbeta[c]) : 0.0f));
+      dgamma[c] = to_half(sum_gx + (accumulate_params ? half_to_float(dgamma[c]) : 0.0f));
+      dbeta[c] = to_half(sum_g + (accumulate_params ? half_to_float(dbeta[c]) : 0.0f));
     }
   });
   for_rows(pool, height, width, [&](size_t r0, size_t r1) {
@@ -201,9 +201,9 @@ void layernorm_backward(CpuThreadPool& pool, const half16* dy, const half16* x, 
   });
 }
 
-void causal_softmax_forward(CpuThreadPool& pool, const half16* scores, int batch_heads, int seq_len, float scale,
-                            half16* probs) {
-  DDP_REQUIRE(batch_heads >= 0 && seq_len >= 0, "causal_softmax_forward_fp16: negative shape");
+void causal_softmax_forward(CpuThreadPool& pool, const lowp16* scores, int batch_heads, int seq_len, float scale,
+                            lowp16* probs) {
+  DDP_REQUIRE(batch_heads >= 0 && seq_len >= 0, "causal_softmax_forward_lowp: negative shape");
   const size_t t_count = count_of(seq_len), rows = count_of(batch_heads) * t_count;
   for_rows(pool, rows, t_count, [&](size_t r0, size_t r1) {
     std::vector<float> v(t_count);
@@ -221,9 +221,9 @@ void causal_softmax_forward(CpuThreadPool& pool, const half16* scores, int batch
   });
 }
 
-void causal_softmax_backward(CpuThreadPool& pool, const half16* probs, const half16* dprobs, int batch_heads,
-                             int seq_len, float scale, half16* dscores) {
-  DDP_REQUIRE(batch_heads >= 0 && seq_len >= 0, "causal_softmax_backward_fp16: negative shape");
+void causal_softmax_backward(CpuThreadPool& pool, const lowp16* probs, const lowp16* dprobs, int batch_heads,
+                             int seq_len, float scale, lowp16* dscores) {
+  DDP_REQUIRE(batch_heads >= 0 && seq_len >= 0, "causal_softmax_backward_lowp: negative shape");
   const size_t t_count = count_of(seq_len), rows = count_of(batch_heads) * t_count;
   for_rows(pool, rows, t_count, [&](size_t r0, size_t r1) {
     std::vector<float> p(t_count), dp(t_count);
@@ -240,39 +240,39 @@ void causal_softmax_backward(CpuThreadPool& pool, const half16* probs, const hal
   });
 }
 
-void rows_to_heads(CpuThreadPool& pool, const half16* rows, int row_stride, int batch, int seq_len, int heads,
-                   int head_size, half16* heads_out) {
+void rows_to_heads(CpuThreadPool& pool, const lowp16* rows, int row_stride, int batch, int seq_len, int heads,
+                   int head_size, lowp16* heads_out) {
   DDP_REQUIRE(batch >= 0 && seq_len >= 0 && heads >= 0 && head_size >= 0 && row_stride >= heads * head_size,
-              "rows_to_heads_fp16: bad shape");
+              "rows_to_heads_lowp: bad shape");
   const size_t t_count = count_of(seq_len), hs = count_of(head_size), nh = count_of(heads);
   // One output row (b, h, t) per index, in output order.
   for_rows(pool, count_of(batch) * nh * t_count, hs, [&](size_t o0, size_t o1) {
     for (size_t o = o0; o < o1; ++o) {
       const size_t t = o % t_count, h = (o / t_count) % nh, b = o / (t_count * nh);
-      std::memcpy(heads_out + o * hs, rows + (b * t_count + t) * count_of(row_stride) + h * hs, hs * sizeof(half16));
+      std::memcpy(heads_out + o * hs, rows + (b * t_count + t) * count_of(row_stride) + h * hs, hs * sizeof(lowp16));
     }
   });
 }
 
-void heads_to_rows(CpuThreadPool& pool, const half16* heads_in, int batch, int seq_len, int heads, int head_size,
-                   half16* rows, int row_stride) {
+void heads_to_rows(CpuThreadPool& pool, const lowp16* heads_in, int batch, int seq_len, int heads, int head_size,
+                   lowp16* rows, int row_stride) {
   DDP_REQUIRE(batch >= 0 && seq_len >= 0 && heads >= 0 && head_size >= 0 && row_stride >= heads * head_size,
-              "heads_to_rows_fp16: bad shape");
+              "heads_to_rows_lowp: bad shape");
   const size_t t_count = count_of(seq_len), hs = count_of(head_size), nh = count_of(heads);
   for_rows(pool, count_of(batch) * nh * t_count, hs, [&](size_t o0, size_t o1) {
     for (size_t o = o0; o < o1; ++o) {
       const size_t t = o % t_count, h = (o / t_count) % nh, b = o / (t_count * nh);
-      std::memcpy(rows + (b * t_count + t) * count_of(row_stride) + h * hs, heads_in + o * hs, hs * sizeof(half16));
+      std::memcpy(rows + (b * t_count + t) * count_of(row_stride) + h * hs, heads_in + o * hs, hs * sizeof(lowp16));
     }
   });
 }
 
-void attention_decode(CpuThreadPool& pool, const half16* q, int q_stride, const half16* k_cache, const half16* v_cache,
-                      int kv_stride, int heads, int head_size, int past_len, int new_len, float scale, half16* out,
+void attention_decode(CpuThreadPool& pool, const lowp16* q, int q_stride, const lowp16* k_cache, const lowp16* v_cache,
+                      int kv_stride, int heads, int head_size, int past_len, int new_len, float scale, lowp16* out,
                       int out_stride) {
   DDP_REQUIRE(heads >= 0 && head_size >= 0 && past_len >= 0 && new_len >= 0 && q_stride >= heads * head_size &&
                   kv_stride >= heads * head_size && out_stride >= heads * head_size,
-              "attention_decode_fp16: bad shape");
+              "attention_decode_lowp: bad shape");
   const size_t nh = count_of(heads), hs = count_of(head_size), past = count_of(past_len);
   const size_t kv_ld = count_of(kv_stride);
   // One (query, head) pair per index; its sums run on one thread.
@@ -290,13 +290,13 @@ void attention_decode(CpuThreadPool& pool, const half16* q, int q_stride, const 
         half_to_float_array(k_cache + j * kv_ld + h * hs, row32.data(), hs);
         float dot = 0.0f;
         for (size_t d = 0; d < hs; ++d) dot = std::fma(q32[d], row32[d], dot);
-        v[j] = to_float(to_half(dot));
+        v[j] = half_to_float(to_half(dot));
       }
       // The causal softmax's row, as causal_softmax_forward computes it.
       float max_v = -std::numeric_limits<float>::infinity();
       for (size_t j = 0; j < visible; ++j) max_v = std::max(max_v, v[j] = scale * v[j]);
       const float inv_sum = 1.0f / exp_shifted_sum(v.data(), max_v, v.data(), visible);
-      for (size_t j = 0; j < visible; ++j) v[j] = to_float(to_half(v[j] * inv_sum));
+      for (size_t j = 0; j < visible; ++j) v[j] = half_to_float(to_half(v[j] * inv_sum));
       // P v, an FMA chain over increasing j per output (the masked
       // positions of the full path add exact zeros to its chain).
       std::fill(out32.begin(), out32.end(), 0.0f);

@@ -21,26 +21,26 @@ struct TransformerScratch {
   std::vector<int32_t> token_start;  // [vocab + 1] offsets into row_order
 };
 
-void embedding_forward(CpuThreadPool& pool, const int32_t* tokens, const half16* wte, const half16* wpe, int batch,
-                       int seq_len, int channels, int vocab, half16* out);
-void embedding_backward(CpuThreadPool& pool, TransformerScratch& scratch, const int32_t* tokens, const half16* dout,
-                        int batch, int seq_len, int channels, int vocab, half16* d_wte, half16* d_wpe, bool accumulate);
-void layernorm_forward(CpuThreadPool& pool, const half16* x, const half16* gamma, const half16* beta, int rows,
-                       int cols, float eps, half16* y, float* mean, float* rstd);
-void layernorm_backward(CpuThreadPool& pool, const half16* dy, const half16* x, const half16* gamma, const float* mean,
-                        const float* rstd, int rows, int cols, half16* dx, bool accumulate_dx, half16* dgamma,
-                        half16* dbeta, bool accumulate_params);
-void causal_softmax_forward(CpuThreadPool& pool, const half16* scores, int batch_heads, int seq_len, float scale,
-                            half16* probs);
-void causal_softmax_backward(CpuThreadPool& pool, const half16* probs, const half16* dprobs, int batch_heads,
-                             int seq_len, float scale, half16* dscores);
-void add(CpuThreadPool& pool, const half16* a, const half16* b, half16* y, size_t count);
-void rows_to_heads(CpuThreadPool& pool, const half16* rows, int row_stride, int batch, int seq_len, int heads,
-                   int head_size, half16* heads_out);
-void heads_to_rows(CpuThreadPool& pool, const half16* heads_in, int batch, int seq_len, int heads, int head_size,
-                   half16* rows, int row_stride);
-void attention_decode(CpuThreadPool& pool, const half16* q, int q_stride, const half16* k_cache, const half16* v_cache,
-                      int kv_stride, int heads, int head_size, int past_len, int new_len, float scale, half16* out,
+void embedding_forward(CpuThreadPool& pool, const int32_t* tokens, const lowp16* wte, const lowp16* wpe, int batch,
+                       int seq_len, int channels, int vocab, lowp16* out);
+void embedding_backward(CpuThreadPool& pool, TransformerScratch& scratch, const int32_t* tokens, const lowp16* dout,
+                        int batch, int seq_len, int channels, int vocab, lowp16* d_wte, lowp16* d_wpe, bool accumulate);
+void layernorm_forward(CpuThreadPool& pool, const lowp16* x, const lowp16* gamma, const lowp16* beta, int rows,
+                       int cols, float eps, lowp16* y, float* mean, float* rstd);
+void layernorm_backward(CpuThreadPool& pool, const lowp16* dy, const lowp16* x, const lowp16* gamma, const float* mean,
+                        const float* rstd, int rows, int cols, lowp16* dx, bool accumulate_dx, lowp16* dgamma,
+                        lowp16* dbeta, bool accumulate_params);
+void causal_softmax_forward(CpuThreadPool& pool, const lowp16* scores, int batch_heads, int seq_len, float scale,
+                            lowp16* probs);
+void causal_softmax_backward(CpuThreadPool& pool, const lowp16* probs, const lowp16* dprobs, int batch_heads,
+                             int seq_len, float scale, lowp16* dscores);
+void add(CpuThreadPool& pool, const lowp16* a, const lowp16* b, lowp16* y, size_t count);
+void rows_to_heads(CpuThreadPool& pool, const lowp16* rows, int row_stride, int batch, int seq_len, int heads,
+                   int head_size, lowp16* heads_out);
+void heads_to_rows(CpuThreadPool& pool, const lowp16* heads_in, int batch, int seq_len, int heads, int head_size,
+                   lowp16* rows, int row_stride);
+void attention_decode(CpuThreadPool& pool, const lowp16* q, int q_stride, const lowp16* k_cache, const lowp16* v_cache,
+                      int kv_stride, int heads, int head_size, int past_len, int new_len, float scale, lowp16* out,
                       int out_stride);
 
 }  // namespace ddp::cpu

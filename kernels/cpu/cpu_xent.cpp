@@ -33,7 +33,7 @@ struct RowExp {
   bool valid = false;
 };
 
-RowExp row_exp(const half16* logits, size_t real, int32_t label, float* v) {
+RowExp row_exp(const lowp16* logits, size_t real, int32_t label, float* v) {
   half_to_float_array(logits, v, real);
   RowExp s;
   s.max = v[0];
@@ -54,7 +54,7 @@ float row_loss_of(const RowExp& s) {
 
 // drow [width] = fp16(coef * (softmax - onehot)) over the classes, 0 in the
 // padded columns; `v` holds the row's exponentials and is spent.
-void write_row_grad(const RowExp& s, int32_t label, float coef, size_t real, size_t width, float* v, half16* drow) {
+void write_row_grad(const RowExp& s, int32_t label, float coef, size_t real, size_t width, float* v, lowp16* drow) {
   const float inv_sum = 1.0f / s.sum_exp;
   for (size_t c = 0; c < real; ++c) {
     const float p = v[c] * inv_sum;
@@ -62,7 +62,7 @@ void write_row_grad(const RowExp& s, int32_t label, float coef, size_t real, siz
                    : std::numeric_limits<float>::quiet_NaN();
   }
   float_to_half_array(v, drow, real);
-  std::fill(drow + real, drow + width, half16{0});  // padded classes: no probability, no gradient
+  std::fill(drow + real, drow + width, lowp16{0});  // padded classes: no probability, no gradient
 }
 
 // fn(r, v) for each row, v a per-piece FP32 row of `real` floats.
@@ -84,7 +84,7 @@ float loss_rows_mean(const float* row_loss, int rows) {
   return rows > 0 ? loss_sum / static_cast<float>(rows) : 0.0f;
 }
 
-void softmax_xent_forward(CpuThreadPool& pool, XentScratch& s, const half16* logits, const int32_t* labels, int rows,
+void softmax_xent_forward(CpuThreadPool& pool, XentScratch& s, const lowp16* logits, const int32_t* labels, int rows,
                           int cols, int real_cols, float* loss_mean, int32_t* correct_count) {
   check_shape(rows, cols, real_cols, "softmax_xent_forward");
   s.row_loss.resize(count_of(rows));
@@ -103,8 +103,8 @@ void softmax_xent_forward(CpuThreadPool& pool, XentScratch& s, const half16* log
   }
 }
 
-void softmax_xent_backward(CpuThreadPool& pool, const half16* logits, const int32_t* labels, int rows, int cols,
-                           int real_cols, float loss_scale, half16* dlogits) {
+void softmax_xent_backward(CpuThreadPool& pool, const lowp16* logits, const int32_t* labels, int rows, int cols,
+                           int real_cols, float loss_scale, lowp16* dlogits) {
   check_shape(rows, cols, real_cols, "softmax_xent_backward");
   const float coef = loss_scale / static_cast<float>(rows);
   const size_t width = count_of(cols), real = count_of(real_cols);
@@ -114,14 +114,14 @@ void softmax_xent_backward(CpuThreadPool& pool, const half16* logits, const int3
   });
 }
 
-void softmax_xent_fused_rows(CpuThreadPool& pool, half16* logits_to_grad, const int32_t* labels, int rows, int cols,
+void softmax_xent_fused_rows(CpuThreadPool& pool, lowp16* logits_to_grad, const int32_t* labels, int rows, int cols,
                              int real_cols, int total_rows, float loss_scale, float* row_loss) {
   check_shape(rows, cols, real_cols, "softmax_xent_fused_rows");
   DDP_REQUIRE(total_rows >= rows, "softmax_xent_fused_rows: a chunk larger than its batch");
   const float coef = loss_scale / static_cast<float>(total_rows);
   const size_t width = count_of(cols), real = count_of(real_cols);
   each_row(pool, rows, cols, real_cols, [&](size_t r, float* v) {
-    half16* row = logits_to_grad + r * width;
+    lowp16* row = logits_to_grad + r * width;
     const RowExp e = row_exp(row, real, labels[r], v);  // the row is in v now: it may be overwritten
     row_loss[r] = row_loss_of(e);
     write_row_grad(e, labels[r], coef, real, width, v, row);

@@ -1,6 +1,6 @@
 // cuda_attention_decode.cu: attention of a few new positions against cached
 // keys and values (the GPT's incremental decoder; transformer_ops.h,
-// attention_decode_fp16). One warp per (new position, head), one warp per
+// attention_decode_lowp). One warp per (new position, head), one warp per
 // block, so the row's scores fit the block's shared memory alone. The
 // rounding points are the full path's: each score is an FP32 dot rounded
 // to FP16 (the q k^T GEMM's output), the softmax is cuda_attention.cu's
@@ -30,34 +30,35 @@ __device__ float warp_all_max(float v) {
 }
 
 // Block z = i * heads + h: query i (at position past_len + i), head h.
-__global__ void attention_decode_kernel(const half16* q, int q_stride, const half16* k_cache, const half16* v_cache,
-                                        int kv_stride, int heads, int head_size, int past_len, float scale, half16* out,
+__global__ void attention_decode_kernel(const lowp16* q, int q_stride, const lowp16* k_cache, const lowp16* v_cache,
+                                        int kv_stride, int heads, int head_size, int past_len, float scale, lowp16* out,
                                         int out_stride) {
   extern __shared__ float row[];  // [visible]: the scaled scores, then the FP16-rounded probabilities
   const int i = static_cast<int>(blockIdx.x) / heads;
   const int h = static_cast<int>(blockIdx.x) % heads;
   const int lane = static_cast<int>(threadIdx.x);
   const int visible = past_len + i + 1;
-  const half16* q_row = q + static_cast<size_t>(i) * q_stride + static_cast<size_t>(h) * head_size;
+  const lowp16* q_row = q + static_cast<size_t>(i) * q_stride + static_cast<size_t>(h) * head_size;
   float max_v = -INFINITY;
   for (int j = lane; j < visible; j += kWarpThreads) {
-    const half16* k_row = k_cache + static_cast<size_t>(j) * kv_stride + static_cast<size_t>(h) * head_size;
+    const lowp16* k_row = k_cache + static_cast<size_t>(j) * kv_stride + static_cast<size_t>(h) * head_size;
     float dot = 0.0f;
-    for (int d = 0; d < head_size; ++d) dot = fmaf(to_float(q_row[d]), to_float(k_row[d]), dot);
-    row[j] = __fmul_rn(scale, to_float(to_half(dot)));
+    for (int d = 0; d < head_size; ++d) dot = fmaf(half_to_float(q_row[d]), half_to_float(k_row[d]), dot);
+    row[j] = __fmul_rn(scale, half_to_float(to_half(dot)));
     max_v = fmaxf(max_v, row[j]);
   }
   max_v = warp_all_max(max_v);
   float sum = 0.0f;
   for (int j = lane; j < visible; j += kWarpThreads) sum += expf(row[j] - max_v);
   const float inv_sum = 1.0f / warp_all_sum(sum);
-  for (int j = lane; j < visible; j += kWarpThreads) row[j] = to_float(to_half(expf(row[j] - max_v) * inv_sum));
+  for (int j = lane; j < visible; j += kWarpThreads) row[j] = half_to_float(to_half(expf(row[j] - max_v) * inv_sum));
   __syncwarp();  // every lane reads every probability below
-  half16* out_row = out + static_cast<size_t>(i) * out_stride + static_cast<size_t>(h) * head_size;
+  lowp16* out_row = out + static_cast<size_t>(i) * out_stride + static_cast<size_t>(h) * head_size;
   for (int d = lane; d < head_size; d += kWarpThreads) {
     float acc = 0.0f;
     for (int j = 0; j < visible; ++j)
-      acc = fmaf(row[j], to_float(v_cache[static_cast<size_t>(j) * kv_stride + static_cast<size_t>(h) * head_size + d]),
+      acc = fmaf(row[j],
+                 half_to_float(v_cache[static_cast<size_t>(j) * kv_stride + static_cast<size_t>(h) * head_size + d]),
                  acc);
     out_row[d] = to_half(acc);
   }
@@ -67,17 +68,17 @@ __global__ void attention_decode_kernel(const half16* q, int q_stride, const hal
 
 int attention_decode_max_positions() { return static_cast<int>(kSharedBytes / sizeof(float)); }
 
-void launch_attention_decode_fp16(cudaStream_t stream, const half16* q, int q_stride, const half16* k_cache,
-                                  const half16* v_cache, int kv_stride, int heads, int head_size, int past_len,
-                                  int new_len, float scale, half16* out, int out_stride) {
+void launch_attention_decode_lowp(cudaStream_t stream, const lowp16* q, int q_stride, const lowp16* k_cache,
+                                  const lowp16* v_cache, int kv_stride, int heads, int head_size, int past_len,
+                                  int new_len, float scale, lowp16* out, int out_stride) {
   DDP_REQUIRE(heads >= 0 && head_size >= 0 && past_len >= 0 && new_len >= 0 && q_stride >= heads * head_size &&
                   kv_stride >= heads * head_size && out_stride >= heads * head_size,
-              "attention_decode_fp16: bad shape");
+              "attention_decode_lowp: bad shape");
   const long long blocks = static_cast<long long>(new_len) * heads;
-  DDP_REQUIRE(blocks <= (1LL << 31) - 1, "attention_decode_fp16: too many (position, head) pairs");
+  DDP_REQUIRE(blocks <= (1LL << 31) - 1, "attention_decode_lowp: too many (position, head) pairs");
   const long long positions = static_cast<long long>(past_len) + new_len;
   DDP_REQUIRE(positions <= attention_decode_max_positions(),
-              "attention_decode_fp16: " + std::to_string(positions) + " positions, more than the " +
+              "attention_decode_lowp: " + std::to_string(positions) + " positions, more than the " +
                   std::to_string(attention_decode_max_positions()) + " a block's shared memory holds");
   if (blocks == 0 || head_size == 0) return;
   const size_t shared_bytes = static_cast<size_t>(positions) * sizeof(float);

@@ -215,41 +215,41 @@ std::unique_ptr<UploadSlots> CudaBackend::make_upload_slots(size_t slot_bytes) {
 
 // ---- GEMM ---------------------------------------------------------------------
 
-void CudaBackend::gemm_fp16(const GemmFp16& g) {
+void CudaBackend::gemm_lowp(const GemmLowp& g) {
   gemm_->set_capture_state(capture_state());
   gemm_->run(g, compute_stream());
 }
 
-void CudaBackend::gemm_fp16_to_fp32(const GemmFp16& g, float* c_fp32) {
+void CudaBackend::gemm_lowp_to_fp32(const GemmLowp& g, float* c_fp32) {
   gemm_->set_capture_state(capture_state());
   gemm_->run_to_fp32(g, c_fp32, compute_stream());
 }
 
 // ---- element-wise and reductions ------------------------------------------------
 
-void CudaBackend::cast_fp32_to_fp16(const float* src, half16* dst, size_t count) {
-  launch_cast_fp32_to_fp16(compute_stream(), src, dst, count);
+void CudaBackend::cast_fp32_to_lowp(const float* src, lowp16* dst, size_t count) {
+  launch_cast_fp32_to_lowp(compute_stream(), src, dst, count);
 }
 
-void CudaBackend::add_fp32_into_fp16(const float* src, half16* y, size_t count) {
-  launch_add_fp32_into_fp16(compute_stream(), src, y, count);
+void CudaBackend::add_fp32_into_lowp(const float* src, lowp16* y, size_t count) {
+  launch_add_fp32_into_lowp(compute_stream(), src, y, count);
 }
 
 // ---- losses -------------------------------------------------------------------------
 
-void CudaBackend::softmax_xent_forward(const half16* logits, const int32_t* labels, int rows, int cols, int real_cols,
+void CudaBackend::softmax_xent_forward(const lowp16* logits, const int32_t* labels, int rows, int cols, int real_cols,
                                        float* loss_mean, int32_t* correct_count) {
   DDP_REQUIRE(rows >= 0, "softmax_xent_forward: negative rows");
   launch_softmax_xent_forward(compute_stream(), logits, labels, rows, cols, real_cols, loss_mean, correct_count,
                               scratch(softmax_xent_forward_scratch_bytes(rows)));
 }
 
-void CudaBackend::softmax_xent_backward(const half16* logits, const int32_t* labels, int rows, int cols, int real_cols,
-                                        ScalarArg loss_scale, half16* dlogits) {
+void CudaBackend::softmax_xent_backward(const lowp16* logits, const int32_t* labels, int rows, int cols, int real_cols,
+                                        ScalarArg loss_scale, lowp16* dlogits) {
   launch_softmax_xent_backward(compute_stream(), logits, labels, rows, cols, real_cols, loss_scale, dlogits);
 }
 
-void CudaBackend::softmax_xent_fused_rows(half16* logits_to_grad, const int32_t* labels, int rows, int cols,
+void CudaBackend::softmax_xent_fused_rows(lowp16* logits_to_grad, const int32_t* labels, int rows, int cols,
                                           int real_cols, int total_rows, ScalarArg loss_scale, float* row_loss) {
   launch_softmax_xent_fused_rows(compute_stream(), logits_to_grad, labels, rows, cols, real_cols, total_rows,
                                  loss_scale, row_loss);
@@ -259,14 +259,14 @@ void CudaBackend::loss_rows_mean(const float* row_loss, int rows, float* loss_me
   launch_loss_rows_mean(compute_stream(), row_loss, rows, loss_mean);
 }
 
-void CudaBackend::mse_forward(const half16* pred, const float* target, int rows, int cols, float* loss_mean) {
+void CudaBackend::mse_forward(const lowp16* pred, const float* target, int rows, int cols, float* loss_mean) {
   DDP_REQUIRE(rows >= 0 && cols >= 0, "mse_forward: negative shape");
   launch_mse_forward(compute_stream(), pred, target, static_cast<size_t>(rows) * static_cast<size_t>(cols), loss_mean,
                      scratch(mse_forward_scratch_bytes()));
 }
 
-void CudaBackend::mse_backward(const half16* pred, const float* target, int rows, int cols, ScalarArg loss_scale,
-                               half16* dpred) {
+void CudaBackend::mse_backward(const lowp16* pred, const float* target, int rows, int cols, ScalarArg loss_scale,
+                               lowp16* dpred) {
   DDP_REQUIRE(rows >= 0 && cols >= 0, "mse_backward: negative shape");
   launch_mse_backward(compute_stream(), pred, target, static_cast<size_t>(rows) * static_cast<size_t>(cols), loss_scale,
                       dpred);
@@ -274,86 +274,86 @@ void CudaBackend::mse_backward(const half16* pred, const float* target, int rows
 
 // ---- transformer operations (cuda_transformer.h) ----------------------------------------
 
-void CudaBackend::embedding_forward_fp16(const int32_t* tokens, const half16* wte, const half16* wpe, int batch,
-                                         int seq_len, int channels, int vocab, half16* out) {
-  launch_embedding_forward_fp16(compute_stream(), tokens, wte, wpe, batch, seq_len, channels, vocab, out);
+void CudaBackend::embedding_forward_lowp(const int32_t* tokens, const lowp16* wte, const lowp16* wpe, int batch,
+                                         int seq_len, int channels, int vocab, lowp16* out) {
+  launch_embedding_forward_lowp(compute_stream(), tokens, wte, wpe, batch, seq_len, channels, vocab, out);
 }
 
-void CudaBackend::embedding_backward_fp16(const int32_t* tokens, const half16* dout, int batch, int seq_len,
-                                          int channels, int vocab, half16* d_wte, half16* d_wpe, bool accumulate) {
-  DDP_REQUIRE(batch >= 0 && seq_len >= 0, "embedding_backward_fp16: negative shape");
-  launch_embedding_backward_fp16(compute_stream(), tokens, dout, batch, seq_len, channels, vocab, d_wte, d_wpe,
+void CudaBackend::embedding_backward_lowp(const int32_t* tokens, const lowp16* dout, int batch, int seq_len,
+                                          int channels, int vocab, lowp16* d_wte, lowp16* d_wpe, bool accumulate) {
+  DDP_REQUIRE(batch >= 0 && seq_len >= 0, "embedding_backward_lowp: negative shape");
+  launch_embedding_backward_lowp(compute_stream(), tokens, dout, batch, seq_len, channels, vocab, d_wte, d_wpe,
                                  accumulate, scratch(embedding_backward_scratch_bytes(batch * seq_len)));
 }
 
-void CudaBackend::layernorm_forward_fp16(const half16* x, const half16* gamma, const half16* beta, int rows, int cols,
-                                         float eps, half16* y, float* mean, float* rstd) {
-  launch_layernorm_forward_fp16(compute_stream(), x, gamma, beta, rows, cols, eps, y, mean, rstd);
+void CudaBackend::layernorm_forward_lowp(const lowp16* x, const lowp16* gamma, const lowp16* beta, int rows, int cols,
+                                         float eps, lowp16* y, float* mean, float* rstd) {
+  launch_layernorm_forward_lowp(compute_stream(), x, gamma, beta, rows, cols, eps, y, mean, rstd);
 }
 
-void CudaBackend::layernorm_backward_fp16(const half16* dy, const half16* x, const half16* gamma, const float* mean,
-                                          const float* rstd, int rows, int cols, half16* dx, bool accumulate_dx,
-                                          half16* dgamma, half16* dbeta, bool accumulate_params) {
-  DDP_REQUIRE(rows >= 0 && cols > 0, "layernorm_backward_fp16: needs cols > 0");
-  launch_layernorm_backward_fp16(compute_stream(), dy, x, gamma, mean, rstd, rows, cols, dx, accumulate_dx, dgamma,
+void CudaBackend::layernorm_backward_lowp(const lowp16* dy, const lowp16* x, const lowp16* gamma, const float* mean,
+                                          const float* rstd, int rows, int cols, lowp16* dx, bool accumulate_dx,
+                                          lowp16* dgamma, lowp16* dbeta, bool accumulate_params) {
+  DDP_REQUIRE(rows >= 0 && cols > 0, "layernorm_backward_lowp: needs cols > 0");
+  launch_layernorm_backward_lowp(compute_stream(), dy, x, gamma, mean, rstd, rows, cols, dx, accumulate_dx, dgamma,
                                  dbeta, accumulate_params, scratch(layernorm_backward_scratch_bytes(rows, cols)));
 }
 
-void CudaBackend::gemm_batched_fp16(const GemmFp16& g, int batch_count, int64_t stride_a, int64_t stride_b,
+void CudaBackend::gemm_batched_lowp(const GemmLowp& g, int batch_count, int64_t stride_a, int64_t stride_b,
                                     int64_t stride_c) {
   gemm_->set_capture_state(capture_state());
   gemm_->run_batched(g, batch_count, stride_a, stride_b, stride_c, compute_stream());
 }
 
-void CudaBackend::causal_softmax_forward_fp16(const half16* scores, int batch_heads, int seq_len, float scale,
-                                              half16* probs) {
-  launch_causal_softmax_forward_fp16(compute_stream(), scores, batch_heads, seq_len, scale, probs);
+void CudaBackend::causal_softmax_forward_lowp(const lowp16* scores, int batch_heads, int seq_len, float scale,
+                                              lowp16* probs) {
+  launch_causal_softmax_forward_lowp(compute_stream(), scores, batch_heads, seq_len, scale, probs);
 }
 
-void CudaBackend::causal_softmax_backward_fp16(const half16* probs, const half16* dprobs, int batch_heads, int seq_len,
-                                               float scale, half16* dscores) {
-  launch_causal_softmax_backward_fp16(compute_stream(), probs, dprobs, batch_heads, seq_len, scale, dscores);
+void CudaBackend::causal_softmax_backward_lowp(const lowp16* probs, const lowp16* dprobs, int batch_heads, int seq_len,
+                                               float scale, lowp16* dscores) {
+  launch_causal_softmax_backward_lowp(compute_stream(), probs, dprobs, batch_heads, seq_len, scale, dscores);
 }
 
-void CudaBackend::add_fp16(const half16* a, const half16* b, half16* y, size_t count) {
-  launch_add_fp16(compute_stream(), a, b, y, count);
+void CudaBackend::add_lowp(const lowp16* a, const lowp16* b, lowp16* y, size_t count) {
+  launch_add_lowp(compute_stream(), a, b, y, count);
 }
 
-void CudaBackend::rows_to_heads_fp16(const half16* rows, int row_stride, int batch, int seq_len, int heads,
-                                     int head_size, half16* heads_out) {
-  launch_rows_to_heads_fp16(compute_stream(), rows, row_stride, batch, seq_len, heads, head_size, heads_out);
+void CudaBackend::rows_to_heads_lowp(const lowp16* rows, int row_stride, int batch, int seq_len, int heads,
+                                     int head_size, lowp16* heads_out) {
+  launch_rows_to_heads_lowp(compute_stream(), rows, row_stride, batch, seq_len, heads, head_size, heads_out);
 }
 
-void CudaBackend::heads_to_rows_fp16(const half16* heads_in, int batch, int seq_len, int heads, int head_size,
-                                     half16* rows, int row_stride) {
-  launch_heads_to_rows_fp16(compute_stream(), heads_in, batch, seq_len, heads, head_size, rows, row_stride);
+void CudaBackend::heads_to_rows_lowp(const lowp16* heads_in, int batch, int seq_len, int heads, int head_size,
+                                     lowp16* rows, int row_stride) {
+  launch_heads_to_rows_lowp(compute_stream(), heads_in, batch, seq_len, heads, head_size, rows, row_stride);
 }
 
-void CudaBackend::attention_decode_fp16(const half16* q, int q_stride, const half16* k_cache, const half16* v_cache,
+void CudaBackend::attention_decode_lowp(const lowp16* q, int q_stride, const lowp16* k_cache, const lowp16* v_cache,
                                         int kv_stride, int heads, int head_size, int past_len, int new_len, float scale,
-                                        half16* out, int out_stride) {
-  launch_attention_decode_fp16(compute_stream(), q, q_stride, k_cache, v_cache, kv_stride, heads, head_size, past_len,
+                                        lowp16* out, int out_stride) {
+  launch_attention_decode_lowp(compute_stream(), q, q_stride, k_cache, v_cache, kv_stride, heads, head_size, past_len,
                                new_len, scale, out, out_stride);
 }
 
-void CudaBackend::attention_forward_fused_fp16(const half16* q, const half16* k, const half16* v, int batch_heads,
-                                               int seq_len, int head_size, float scale, half16* out, float* lse) {
-  launch_attention_forward_fused_fp16(compute_stream(), q, k, v, batch_heads, seq_len, head_size, scale, out, lse);
+void CudaBackend::attention_forward_fused_lowp(const lowp16* q, const lowp16* k, const lowp16* v, int batch_heads,
+                                               int seq_len, int head_size, float scale, lowp16* out, float* lse) {
+  launch_attention_forward_fused_lowp(compute_stream(), q, k, v, batch_heads, seq_len, head_size, scale, out, lse);
 }
 
-void CudaBackend::attention_backward_fused_fp16(const half16* q, const half16* k, const half16* v, const half16* out,
-                                                const float* lse, const half16* dout, int batch_heads, int seq_len,
-                                                int head_size, float scale, half16* dq, half16* dk, half16* dv) {
-  launch_attention_backward_fused_fp16(compute_stream(), q, k, v, out, lse, dout, batch_heads, seq_len, head_size,
+void CudaBackend::attention_backward_fused_lowp(const lowp16* q, const lowp16* k, const lowp16* v, const lowp16* out,
+                                                const float* lse, const lowp16* dout, int batch_heads, int seq_len,
+                                                int head_size, float scale, lowp16* dq, lowp16* dk, lowp16* dv) {
+  launch_attention_backward_fused_lowp(compute_stream(), q, k, v, out, lse, dout, batch_heads, seq_len, head_size,
                                        scale, dq, dk, dv,
                                        scratch(attention_backward_fused_scratch_bytes(batch_heads, seq_len)));
 }
 
 // ---- optimizer ----------------------------------------------------------------------
 
-void CudaBackend::unscale_fp16_to_fp32(const half16* grads_fp16, float* grads_fp32, size_t count, ScalarArg inv_scale,
+void CudaBackend::unscale_lowp_to_fp32(const lowp16* grads_lowp, float* grads_fp32, size_t count, ScalarArg inv_scale,
                                        int32_t* nonfinite_flag) {
-  launch_unscale_fp16_to_fp32(compute_stream(), grads_fp16, grads_fp32, count, inv_scale, nonfinite_flag);
+  launch_unscale_lowp_to_fp32(compute_stream(), grads_lowp, grads_fp32, count, inv_scale, nonfinite_flag);
 }
 
 void CudaBackend::l2_norm_fp32(const float* x, size_t count, float* norm) {
@@ -361,13 +361,13 @@ void CudaBackend::l2_norm_fp32(const float* x, size_t count, float* norm) {
 }
 
 void CudaBackend::sgd_update(const SgdParams& params, const SgdGrads& grads, float* master_fp32, float* momentum_fp32,
-                             half16* weights_fp16, size_t count, const int32_t* skip_flag) {
+                             lowp16* weights_lowp, size_t count, const int32_t* skip_flag) {
   if (grads.fp32 != nullptr) {
-    launch_sgd_update(compute_stream(), params, grads.fp32, master_fp32, momentum_fp32, weights_fp16, count, skip_flag);
+    launch_sgd_update(compute_stream(), params, grads.fp32, master_fp32, momentum_fp32, weights_lowp, count, skip_flag);
     return;
   }
-  launch_sgd_update_fp16_grads(compute_stream(), params, grads.fp16, grads.inv_scale, master_fp32, momentum_fp32,
-                               weights_fp16, count, skip_flag);
+  launch_sgd_update_lowp_grads(compute_stream(), params, grads.fp16, grads.inv_scale, master_fp32, momentum_fp32,
+                               weights_lowp, count, skip_flag);
 }
 
 void CudaBackend::adamw_update(const AdamWParams& params, const AdamWBuffers& b, ScalarArg inv_scale, size_t offset,

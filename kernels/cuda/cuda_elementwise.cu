@@ -21,37 +21,37 @@ namespace {
 // order: results agree to the FP32 summation-order tolerance, not bitwise.
 constexpr int kBiasGradRowLanes = 16;
 
-__global__ void column_sums_kernel(const half16* a, int rows, int cols, size_t row_stride, size_t col_stride,
-                                   half16* db, bool accumulate) {
+__global__ void column_sums_kernel(const lowp16* a, int rows, int cols, size_t row_stride, size_t col_stride,
+                                   lowp16* db, bool accumulate) {
   __shared__ float partial[kBiasGradRowLanes][33];  // +1: no bank conflicts on the column read
   const int col = blockIdx.x * 32 + threadIdx.x;
   float sum = 0.0f;
   if (col < cols)
     for (int r = threadIdx.y; r < rows; r += kBiasGradRowLanes)
-      sum += to_float(a[static_cast<size_t>(r) * row_stride + static_cast<size_t>(col) * col_stride]);
+      sum += half_to_float(a[static_cast<size_t>(r) * row_stride + static_cast<size_t>(col) * col_stride]);
   partial[threadIdx.y][threadIdx.x] = sum;
   __syncthreads();
   if (threadIdx.y == 0 && col < cols) {
     float total = 0.0f;
     for (int lane = 0; lane < kBiasGradRowLanes; ++lane) total += partial[lane][threadIdx.x];
-    if (accumulate) total += to_float(db[col]);
+    if (accumulate) total += half_to_float(db[col]);
     db[col] = to_half(total);
   }
 }
 
-__global__ void cast_fp32_to_fp16_kernel(const float* src, half16* dst, size_t count) {
+__global__ void cast_fp32_to_lowp_kernel(const float* src, lowp16* dst, size_t count) {
   for (size_t i = global_thread_index(); i < count; i += grid_stride()) dst[i] = to_half(src[i]);
 }
 
-__global__ void add_fp32_into_fp16_kernel(const float* src, half16* y, size_t count) {
-  for (size_t i = global_thread_index(); i < count; i += grid_stride()) y[i] = to_half(to_float(y[i]) + src[i]);
+__global__ void add_fp32_into_lowp_kernel(const float* src, lowp16* y, size_t count) {
+  for (size_t i = global_thread_index(); i < count; i += grid_stride()) y[i] = to_half(half_to_float(y[i]) + src[i]);
 }
 
 }  // namespace
 
-void launch_column_sums_fp16(cudaStream_t stream, const half16* a, int rows, int cols, size_t row_stride,
-                             size_t col_stride, half16* db, bool accumulate) {
-  DDP_REQUIRE(rows >= 0 && cols >= 0, "column_sums_fp16: negative shape");
+void launch_column_sums_lowp(cudaStream_t stream, const lowp16* a, int rows, int cols, size_t row_stride,
+                             size_t col_stride, lowp16* db, bool accumulate) {
+  DDP_REQUIRE(rows >= 0 && cols >= 0, "column_sums_lowp: negative shape");
   if (cols == 0) return;
   // rows == 0 still runs: db becomes 0 (or stays db when accumulating).
   const dim3 block(32, kBiasGradRowLanes);
@@ -60,21 +60,21 @@ void launch_column_sums_fp16(cudaStream_t stream, const half16* a, int rows, int
   DDP_CUDA_CHECK_LAUNCH();
 }
 
-void launch_cast_fp32_to_fp16(cudaStream_t stream, const float* src, half16* dst, size_t count) {
+void launch_cast_fp32_to_lowp(cudaStream_t stream, const float* src, lowp16* dst, size_t count) {
   if (count == 0) return;
-  cast_fp32_to_fp16_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(src, dst, count);
+  cast_fp32_to_lowp_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(src, dst, count);
   DDP_CUDA_CHECK_LAUNCH();
 }
 
-void launch_add_fp32_into_fp16(cudaStream_t stream, const float* src, half16* y, size_t count) {
+void launch_add_fp32_into_lowp(cudaStream_t stream, const float* src, lowp16* y, size_t count) {
   if (count == 0) return;
-  add_fp32_into_fp16_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(src, y, count);
+  add_fp32_into_lowp_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(src, y, count);
   DDP_CUDA_CHECK_LAUNCH();
 }
 
 void check_kernel_image_for_current_device() {
   cudaFuncAttributes attributes{};
-  const cudaError_t e = cudaFuncGetAttributes(&attributes, cast_fp32_to_fp16_kernel);
+  const cudaError_t e = cudaFuncGetAttributes(&attributes, cast_fp32_to_lowp_kernel);
   if (e == cudaSuccess) return;
   (void)cudaGetLastError();
   int device = 0, major = 0, minor = 0;

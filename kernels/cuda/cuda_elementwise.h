@@ -16,12 +16,12 @@ namespace ddp {
 // FP32 column sums over a strided view, element (r, c) at
 // a[r * row_stride + c * col_stride] (db[c] = sum_r, + db[c] when
 // accumulating): also the bias gradient of a GEMM's op(A) where cuBLASLt's
-// BGRADB cannot write it (launch_bias_grad_op_a_fp16). Reads coalesce when
+// BGRADB cannot write it (launch_bias_grad_op_a_lowp). Reads coalesce when
 // col_stride is 1.
-void launch_column_sums_fp16(cudaStream_t stream, const half16* a, int rows, int cols, size_t row_stride,
-                             size_t col_stride, half16* db, bool accumulate);
-void launch_cast_fp32_to_fp16(cudaStream_t stream, const float* src, half16* dst, size_t count);
-void launch_add_fp32_into_fp16(cudaStream_t stream, const float* src, half16* y, size_t count);
+void launch_column_sums_lowp(cudaStream_t stream, const lowp16* a, int rows, int cols, size_t row_stride,
+                             size_t col_stride, lowp16* db, bool accumulate);
+void launch_cast_fp32_to_lowp(cudaStream_t stream, const float* src, lowp16* dst, size_t count);
+void launch_add_fp32_into_lowp(cudaStream_t stream, const float* src, lowp16* y, size_t count);
 
 // Throws ddp::Error with the fix ("rebuild with CMAKE_CUDA_ARCHITECTURES=..")
 // when this binary holds no kernel image the current device can run.

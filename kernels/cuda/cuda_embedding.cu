@@ -26,15 +26,15 @@ constexpr size_t kScratchAlignment = 256;
 
 size_t aligned(size_t bytes) { return (bytes + kScratchAlignment - 1) / kScratchAlignment * kScratchAlignment; }
 
-__global__ void embedding_forward_kernel(const int32_t* tokens, const half16* wte, const half16* wpe, int seq_len,
-                                         int channels, int vocab, size_t count, half16* out) {
+__global__ void embedding_forward_kernel(const int32_t* tokens, const lowp16* wte, const lowp16* wpe, int seq_len,
+                                         int channels, int vocab, size_t count, lowp16* out) {
   for (size_t idx = global_thread_index(); idx < count; idx += grid_stride()) {
     const size_t r = idx / channels, c = idx % channels;
     const int32_t token = tokens[r];
     const size_t t = r % seq_len;
-    out[idx] = token >= 0 && token < vocab
-                   ? to_half(to_float(wte[static_cast<size_t>(token) * channels + c]) + to_float(wpe[t * channels + c]))
-                   : to_half(NAN);
+    out[idx] = token >= 0 && token < vocab ? to_half(half_to_float(wte[static_cast<size_t>(token) * channels + c]) +
+                                                     half_to_float(wpe[t * channels + c]))
+                                           : to_half(NAN);
   }
 }
 
@@ -47,28 +47,28 @@ __global__ void row_index_kernel(int32_t* index, int rows) {
 // equal tokens does anything: it sums the run's rows of dout (in increasing
 // row order, the sort being stable) into the token's table row.
 __global__ void embedding_table_grad_kernel(const int32_t* sorted_tokens, const int32_t* sorted_rows, int rows,
-                                            const half16* dout, int channels, int vocab, half16* d_wte,
+                                            const lowp16* dout, int channels, int vocab, lowp16* d_wte,
                                             bool accumulate) {
   const int first = static_cast<int>(blockIdx.x);
   const int32_t token = sorted_tokens[first];
   if ((first > 0 && sorted_tokens[first - 1] == token) || token < 0 || token >= vocab) return;
   int end = first + 1;
   while (end < rows && sorted_tokens[end] == token) ++end;
-  half16* dst = d_wte + static_cast<size_t>(token) * channels;
+  lowp16* dst = d_wte + static_cast<size_t>(token) * channels;
   for (int c = static_cast<int>(threadIdx.x); c < channels; c += static_cast<int>(blockDim.x)) {
-    float sum = accumulate ? to_float(dst[c]) : 0.0f;
-    for (int i = first; i < end; ++i) sum += to_float(dout[static_cast<size_t>(sorted_rows[i]) * channels + c]);
+    float sum = accumulate ? half_to_float(dst[c]) : 0.0f;
+    for (int i = first; i < end; ++i) sum += half_to_float(dout[static_cast<size_t>(sorted_rows[i]) * channels + c]);
     dst[c] = to_half(sum);
   }
 }
 
 // d_wpe[t, c] = sum over b in increasing order (CpuBackend's order).
-__global__ void position_grad_kernel(const half16* dout, int batch, int seq_len, int channels, half16* d_wpe,
+__global__ void position_grad_kernel(const lowp16* dout, int batch, int seq_len, int channels, lowp16* d_wpe,
                                      bool accumulate) {
   const size_t count = static_cast<size_t>(seq_len) * channels;
   for (size_t idx = global_thread_index(); idx < count; idx += grid_stride()) {
-    float sum = accumulate ? to_float(d_wpe[idx]) : 0.0f;
-    for (int b = 0; b < batch; ++b) sum += to_float(dout[static_cast<size_t>(b) * count + idx]);
+    float sum = accumulate ? half_to_float(d_wpe[idx]) : 0.0f;
+    for (int b = 0; b < batch; ++b) sum += half_to_float(dout[static_cast<size_t>(b) * count + idx]);
     d_wpe[idx] = to_half(sum);
   }
 }
@@ -84,9 +84,9 @@ size_t sort_temp_bytes(int rows) {
 
 }  // namespace
 
-void launch_embedding_forward_fp16(cudaStream_t stream, const int32_t* tokens, const half16* wte, const half16* wpe,
-                                   int batch, int seq_len, int channels, int vocab, half16* out) {
-  DDP_REQUIRE(batch >= 0 && seq_len >= 0 && channels >= 0 && vocab >= 0, "embedding_forward_fp16: negative shape");
+void launch_embedding_forward_lowp(cudaStream_t stream, const int32_t* tokens, const lowp16* wte, const lowp16* wpe,
+                                   int batch, int seq_len, int channels, int vocab, lowp16* out) {
+  DDP_REQUIRE(batch >= 0 && seq_len >= 0 && channels >= 0 && vocab >= 0, "embedding_forward_lowp: negative shape");
   const size_t count = static_cast<size_t>(batch) * seq_len * channels;
   if (count == 0) return;
   embedding_forward_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(tokens, wte, wpe, seq_len, channels, vocab,
@@ -99,16 +99,16 @@ size_t embedding_backward_scratch_bytes(int rows) {
   return 3 * index_bytes + aligned(sort_temp_bytes(rows));
 }
 
-void launch_embedding_backward_fp16(cudaStream_t stream, const int32_t* tokens, const half16* dout, int batch,
-                                    int seq_len, int channels, int vocab, half16* d_wte, half16* d_wpe, bool accumulate,
+void launch_embedding_backward_lowp(cudaStream_t stream, const int32_t* tokens, const lowp16* dout, int batch,
+                                    int seq_len, int channels, int vocab, lowp16* d_wte, lowp16* d_wpe, bool accumulate,
                                     void* scratch) {
-  DDP_REQUIRE(batch >= 0 && seq_len >= 0 && channels >= 0 && vocab >= 0, "embedding_backward_fp16: negative shape");
+  DDP_REQUIRE(batch >= 0 && seq_len >= 0 && channels >= 0 && vocab >= 0, "embedding_backward_lowp: negative shape");
   const int rows = batch * seq_len;
   if (channels == 0) return;
   // Without accumulate, table rows of tokens that do not occur become 0;
   // the rest are overwritten below.
   if (!accumulate && vocab > 0)
-    DDP_CUDA_CHECK(cudaMemsetAsync(d_wte, 0, static_cast<size_t>(vocab) * channels * sizeof(half16), stream));
+    DDP_CUDA_CHECK(cudaMemsetAsync(d_wte, 0, static_cast<size_t>(vocab) * channels * sizeof(lowp16), stream));
   if (rows > 0) {
     const size_t index_bytes = aligned(static_cast<size_t>(rows) * sizeof(int32_t));
     auto* base = static_cast<char*>(scratch);

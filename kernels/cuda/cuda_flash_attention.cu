@@ -42,10 +42,10 @@ __device__ float warp_all_max(float v) {
 
 // Rows [row0, row0 + rows) of one head [T, hs] into tile [kTile, ld] FP32;
 // the tile's rows past `rows` become 0 (never used, but defined).
-__device__ void load_tile(const half16* head, int row0, int rows, int hs, int ld, float* tile) {
+__device__ void load_tile(const lowp16* head, int row0, int rows, int hs, int ld, float* tile) {
   for (int idx = static_cast<int>(threadIdx.x); idx < kTile * hs; idx += kThreads) {
     const int r = idx / hs, d = idx % hs;
-    tile[r * ld + d] = r < rows ? to_float(head[static_cast<size_t>(row0 + r) * hs + d]) : 0.0f;
+    tile[r * ld + d] = r < rows ? half_to_float(head[static_cast<size_t>(row0 + r) * hs + d]) : 0.0f;
   }
 }
 
@@ -59,8 +59,8 @@ __device__ float dot_rows(const float* a, const float* b, int hs) {
 // ---- forward: one block per (head, query tile) ------------------------------------------
 
 __global__ void __launch_bounds__(kThreads)
-    flash_forward_kernel(const half16* q, const half16* k, const half16* v, int T, int hs, int tiles, float scale,
-                         half16* out, float* lse) {
+    flash_forward_kernel(const lowp16* q, const lowp16* k, const lowp16* v, int T, int hs, int tiles, float scale,
+                         lowp16* out, float* lse) {
   extern __shared__ float smem[];
   const int ld = hs + 1;
   float* q_tile = smem;  // [kTile, ld]
@@ -129,13 +129,13 @@ __global__ void __launch_bounds__(kThreads)
 
 // D[row] = sum_d dout[row, d] * out[row, d]: one warp per row, lane-strided
 // FP32 partial sums, then the butterfly.
-__global__ void flash_row_dots_kernel(const half16* dout, const half16* out, long long rows, int hs, float* row_d) {
+__global__ void flash_row_dots_kernel(const lowp16* dout, const lowp16* out, long long rows, int hs, float* row_d) {
   const long long row = static_cast<long long>(blockIdx.x) * kWarps + threadIdx.x / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
   if (row >= rows) return;  // uniform per warp
   const size_t base = static_cast<size_t>(row) * hs;
   float sum = 0.0f;
-  for (int d = lane; d < hs; d += 32) sum = fmaf(to_float(dout[base + d]), to_float(out[base + d]), sum);
+  for (int d = lane; d < hs; d += 32) sum = fmaf(half_to_float(dout[base + d]), half_to_float(out[base + d]), sum);
   sum = warp_all_sum(sum);
   if (lane == 0) row_d[row] = sum;
 }
@@ -156,8 +156,8 @@ __device__ ProbAndGrad prob_and_grad(bool visible, const float* q_row, const flo
 // dk, dv: one block per (head, key tile), summing over the query tiles
 // kt..tiles-1 in increasing order, and over a tile's rows in increasing row.
 __global__ void __launch_bounds__(kThreads)
-    flash_backward_dkdv_kernel(const half16* q, const half16* k, const half16* v, const float* lse, const float* row_d,
-                               const half16* dout, int T, int hs, int tiles, float scale, half16* dk, half16* dv) {
+    flash_backward_dkdv_kernel(const lowp16* q, const lowp16* k, const lowp16* v, const float* lse, const float* row_d,
+                               const lowp16* dout, int T, int hs, int tiles, float scale, lowp16* dk, lowp16* dv) {
   extern __shared__ float smem[];
   const int ld = hs + 1;
   float* k_tile = smem;  // [kTile, ld] each
@@ -228,8 +228,8 @@ __global__ void __launch_bounds__(kThreads)
 // dq: one block per (head, query tile), summing over the key tiles 0..qt in
 // increasing order, and over a tile's keys in increasing key.
 __global__ void __launch_bounds__(kThreads)
-    flash_backward_dq_kernel(const half16* q, const half16* k, const half16* v, const float* lse, const float* row_d,
-                             const half16* dout, int T, int hs, int tiles, float scale, half16* dq) {
+    flash_backward_dq_kernel(const lowp16* q, const lowp16* k, const lowp16* v, const float* lse, const float* row_d,
+                             const lowp16* dout, int T, int hs, int tiles, float scale, lowp16* dq) {
   extern __shared__ float smem[];
   const int ld = hs + 1;
   float* q_tile = smem;  // [kTile, ld] each
@@ -334,10 +334,10 @@ size_t tile_bytes(int head_size) { return static_cast<size_t>(kTile) * (head_siz
 
 }  // namespace
 
-void launch_attention_forward_fused_fp16(cudaStream_t stream, const half16* q, const half16* k, const half16* v,
-                                         int batch_heads, int seq_len, int head_size, float scale, half16* out,
+void launch_attention_forward_fused_lowp(cudaStream_t stream, const lowp16* q, const lowp16* k, const lowp16* v,
+                                         int batch_heads, int seq_len, int head_size, float scale, lowp16* out,
                                          float* lse) {
-  const char* op = "attention_forward_fused_fp16";
+  const char* op = "attention_forward_fused_lowp";
   const unsigned blocks = flash_grid(op, batch_heads, seq_len, head_size);
   if (blocks == 0) return;
   const int tiles = (seq_len + kTile - 1) / kTile;
@@ -351,11 +351,11 @@ size_t attention_backward_fused_scratch_bytes(int batch_heads, int seq_len) {
   return static_cast<size_t>(std::max(batch_heads, 0)) * static_cast<size_t>(std::max(seq_len, 0)) * sizeof(float);
 }
 
-void launch_attention_backward_fused_fp16(cudaStream_t stream, const half16* q, const half16* k, const half16* v,
-                                          const half16* out, const float* lse, const half16* dout, int batch_heads,
-                                          int seq_len, int head_size, float scale, half16* dq, half16* dk, half16* dv,
+void launch_attention_backward_fused_lowp(cudaStream_t stream, const lowp16* q, const lowp16* k, const lowp16* v,
+                                          const lowp16* out, const float* lse, const lowp16* dout, int batch_heads,
+                                          int seq_len, int head_size, float scale, lowp16* dq, lowp16* dk, lowp16* dv,
                                           void* scratch) {
-  const char* op = "attention_backward_fused_fp16";
+  const char* op = "attention_backward_fused_lowp";
   const unsigned blocks = flash_grid(op, batch_heads, seq_len, head_size);
   if (blocks == 0) return;
   const int tiles = (seq_len + kTile - 1) / kTile;

@@ -1,6 +1,6 @@
 // cuda_flash_attention.h: launchers of CudaBackend's fused causal attention
-// (transformer_ops.h: attention_forward_fused_fp16,
-// attention_backward_fused_fp16; semantics and the numerics contract are
+// (transformer_ops.h: attention_forward_fused_lowp,
+// attention_backward_fused_lowp; semantics and the numerics contract are
 // those methods'). Kernels: cuda_flash_attention.cu. Plain C++: g++ can
 // include it.
 //
@@ -28,14 +28,14 @@ constexpr int kFlashCudaTile = 32;
 // path has no such limit).
 constexpr int kFlashCudaMaxHeadSize = 128;
 
-void launch_attention_forward_fused_fp16(cudaStream_t stream, const half16* q, const half16* k, const half16* v,
-                                         int batch_heads, int seq_len, int head_size, float scale, half16* out,
+void launch_attention_forward_fused_lowp(cudaStream_t stream, const lowp16* q, const lowp16* k, const lowp16* v,
+                                         int batch_heads, int seq_len, int head_size, float scale, lowp16* out,
                                          float* lse);
 // Device scratch of the backward: D [batch_heads, seq_len] FP32.
 size_t attention_backward_fused_scratch_bytes(int batch_heads, int seq_len);
-void launch_attention_backward_fused_fp16(cudaStream_t stream, const half16* q, const half16* k, const half16* v,
-                                          const half16* out, const float* lse, const half16* dout, int batch_heads,
-                                          int seq_len, int head_size, float scale, half16* dq, half16* dk, half16* dv,
+void launch_attention_backward_fused_lowp(cudaStream_t stream, const lowp16* q, const lowp16* k, const lowp16* v,
+                                          const lowp16* out, const float* lse, const lowp16* dout, int batch_heads,
+                                          int seq_len, int head_size, float scale, lowp16* dq, lowp16* dk, lowp16* dv,
                                           void* scratch);
 
 }  // namespace ddp

@@ -1,4 +1,4 @@
-// cuda_gemm.cpp: cuBLASLt plans and calls for GemmFp16 (see cuda_gemm.h for
+// cuda_gemm.cpp: cuBLASLt plans and calls for GemmLowp (see cuda_gemm.h for
 // the row-major <-> column-major mapping and the numerics).
 #include "kernels/cuda/cuda_gemm.h"
 
@@ -28,29 +28,29 @@ int pointer_alignment(const void* ptr) {
 
 cublasOperation_t to_cublas(Transpose t) { return t == Transpose::Yes ? CUBLAS_OP_T : CUBLAS_OP_N; }
 
-std::string describe(const GemmFp16& g) {
+std::string describe(const GemmLowp& g) {
   return "m=" + std::to_string(g.m) + " n=" + std::to_string(g.n) + " k=" + std::to_string(g.k) +
          " trans_a=" + (g.trans_a == Transpose::Yes ? "T" : "N") +
          " trans_b=" + (g.trans_b == Transpose::Yes ? "T" : "N") + " lda=" + std::to_string(g.lda) +
          " ldb=" + std::to_string(g.ldb) + " ldc=" + std::to_string(g.ldc);
 }
 
-void validate(const GemmFp16& g) {
-  DDP_REQUIRE(g.m >= 0 && g.n >= 0 && g.k >= 0, "gemm_fp16: negative dimension (" + describe(g) + ")");
+void validate(const GemmLowp& g) {
+  DDP_REQUIRE(g.m >= 0 && g.n >= 0 && g.k >= 0, "gemm_lowp: negative dimension (" + describe(g) + ")");
   // Row-major stored shapes: A is m x k (k x m when transposed), B is k x n
   // (n x k when transposed), C is m x n; a row stride must cover a row.
   const int a_cols = g.trans_a == Transpose::No ? g.k : g.m;
   const int b_cols = g.trans_b == Transpose::No ? g.n : g.k;
-  DDP_REQUIRE(g.lda >= std::max(1, a_cols), "gemm_fp16: lda smaller than a row of stored A (" + describe(g) + ")");
-  DDP_REQUIRE(g.ldb >= std::max(1, b_cols), "gemm_fp16: ldb smaller than a row of stored B (" + describe(g) + ")");
-  DDP_REQUIRE(g.ldc >= std::max(1, g.n), "gemm_fp16: ldc smaller than a row of C (" + describe(g) + ")");
+  DDP_REQUIRE(g.lda >= std::max(1, a_cols), "gemm_lowp: lda smaller than a row of stored A (" + describe(g) + ")");
+  DDP_REQUIRE(g.ldb >= std::max(1, b_cols), "gemm_lowp: ldb smaller than a row of stored B (" + describe(g) + ")");
+  DDP_REQUIRE(g.ldc >= std::max(1, g.n), "gemm_lowp: ldc smaller than a row of C (" + describe(g) + ")");
   validate_gemm_epilogue(g, describe(g));
   if (g.m == 0) return;  // nothing is read or written: pointers may be null
   // The bias gradient of A is asked for even when C is empty (n == 0).
-  DDP_REQUIRE(g.k == 0 || (g.n == 0 && !g.bias_grad) || g.a != nullptr, "gemm_fp16: null A");
+  DDP_REQUIRE(g.k == 0 || (g.n == 0 && !g.bias_grad) || g.a != nullptr, "gemm_lowp: null A");
   if (g.n == 0) return;
-  DDP_REQUIRE(g.c != nullptr, "gemm_fp16: null C");
-  DDP_REQUIRE(g.k == 0 || g.b != nullptr, "gemm_fp16: null B");
+  DDP_REQUIRE(g.c != nullptr, "gemm_lowp: null C");
+  DDP_REQUIRE(g.k == 0 || g.b != nullptr, "gemm_lowp: null B");
 }
 
 const char* epilogue_name(uint32_t epilogue) {
@@ -96,7 +96,7 @@ void set_batch(cublasLtMatrixLayout_t layout, int batch_count, int64_t stride) {
 // The alignment every product of a batch keeps: the base's, and the stride's
 // in bytes (the i-th product starts i strides further).
 int batch_alignment(const void* base, int64_t stride_elements) {
-  const auto stride_bytes = static_cast<uintptr_t>(stride_elements) * sizeof(half16);
+  const auto stride_bytes = static_cast<uintptr_t>(stride_elements) * sizeof(lowp16);
   return std::min(pointer_alignment(base), pointer_alignment(reinterpret_cast<const void*>(stride_bytes)));
 }
 
@@ -139,7 +139,7 @@ CublasLtGemm::~CublasLtGemm() {
   if (handle_) DDP_CUBLAS_CHECK_NOTHROW(cublasLtDestroy(handle_));
 }
 
-CublasLtGemm::Key CublasLtGemm::make_key(const GemmFp16& g, uint32_t epilogue, const void* epilogue_vector,
+CublasLtGemm::Key CublasLtGemm::make_key(const GemmLowp& g, uint32_t epilogue, const void* epilogue_vector,
                                          bool d_fp32) const {
   return Key{static_cast<int>(g.trans_a),
              static_cast<int>(g.trans_b),
@@ -158,7 +158,7 @@ CublasLtGemm::Key CublasLtGemm::make_key(const GemmFp16& g, uint32_t epilogue, c
              epilogue_vector ? pointer_alignment(epilogue_vector) : 0};
 }
 
-CublasLtGemm::Plan& CublasLtGemm::plan_for(const Key& key, const GemmFp16& g, const void* epilogue_vector) {
+CublasLtGemm::Plan& CublasLtGemm::plan_for(const Key& key, const GemmLowp& g, const void* epilogue_vector) {
   auto found = plans_.find(key);
   if (found != plans_.end()) return *found->second;
 
@@ -224,7 +224,7 @@ CublasLtGemm::Plan& CublasLtGemm::plan_for(const Key& key, const GemmFp16& g, co
     // Correct but slower: say so once per plan, so a slow run can be explained.
     std::fprintf(
         stderr,
-        "ddp: cuBLASLt offers no algorithm for gemm_fp16 %s epilogue=%s d=%s align(a,b,c,vector)=(%d,%d,%d,%d); "
+        "ddp: cuBLASLt offers no algorithm for gemm_lowp %s epilogue=%s d=%s align(a,b,c,vector)=(%d,%d,%d,%d); "
         "taking the next route down (cuda_gemm.h)\n",
         describe(g).c_str(), epilogue_name(key.epilogue), key.d_fp32 ? "fp32" : "fp16", key.align_a, key.align_b,
         key.align_c, key.align_epilogue);
@@ -232,20 +232,20 @@ CublasLtGemm::Plan& CublasLtGemm::plan_for(const Key& key, const GemmFp16& g, co
   return *plans_.emplace(key, std::move(plan)).first->second;
 }
 
-const half16* CublasLtGemm::aligned_bias(const half16* bias, int n, cudaStream_t stream) {
+const lowp16* CublasLtGemm::aligned_bias(const lowp16* bias, int n, cudaStream_t stream) {
   if (pointer_alignment(bias) >= kBiasAlignment) return bias;
   if (static_cast<size_t>(n) > bias_staging_count_) {
-    require_buffer_may_grow(capture_state_, "GEMM bias staging", bias_staging_count_ * sizeof(half16),
-                            static_cast<size_t>(n) * sizeof(half16));
+    require_buffer_may_grow(capture_state_, "GEMM bias staging", bias_staging_count_ * sizeof(lowp16),
+                            static_cast<size_t>(n) * sizeof(lowp16));
     // The old staging buffer may still be read by queued GEMMs.
     DDP_CUDA_CHECK(cudaStreamSynchronize(stream));
     bias_staging_.reset();
-    bias_staging_ = cuda_malloc_unique(static_cast<size_t>(n) * sizeof(half16));
+    bias_staging_ = cuda_malloc_unique(static_cast<size_t>(n) * sizeof(lowp16));
     bias_staging_count_ = static_cast<size_t>(n);
   }
-  auto* staged = static_cast<half16*>(bias_staging_.get());
+  auto* staged = static_cast<lowp16*>(bias_staging_.get());
   DDP_CUDA_CHECK(
-      cudaMemcpyAsync(staged, bias, static_cast<size_t>(n) * sizeof(half16), cudaMemcpyDeviceToDevice, stream));
+      cudaMemcpyAsync(staged, bias, static_cast<size_t>(n) * sizeof(lowp16), cudaMemcpyDeviceToDevice, stream));
   return staged;
 }
 
@@ -263,7 +263,7 @@ float* CublasLtGemm::accumulator_scratch(size_t count, cudaStream_t stream) {
   return static_cast<float*>(accumulator_fp32_.get());
 }
 
-bool CublasLtGemm::try_lt(const GemmFp16& g, uint32_t epilogue, const void* epilogue_vector, cudaStream_t stream) {
+bool CublasLtGemm::try_lt(const GemmLowp& g, uint32_t epilogue, const void* epilogue_vector, cudaStream_t stream) {
   Plan& plan = plan_for(make_key(g, epilogue, epilogue_vector, false), g, epilogue_vector);
   if (plan.use_simple) return false;
   // The plan is shared by every call of this key; only the vector's address
@@ -274,7 +274,7 @@ bool CublasLtGemm::try_lt(const GemmFp16& g, uint32_t epilogue, const void* epil
   return true;
 }
 
-bool CublasLtGemm::try_fp32_then_epilogue(const GemmFp16& g, cudaStream_t stream) {
+bool CublasLtGemm::try_fp32_then_epilogue(const GemmLowp& g, cudaStream_t stream) {
   // The plan first: without an algorithm the scratch is not needed, and
   // growing it would cost a stream sync for nothing.
   Plan& plan = plan_for(make_key(g, CUBLASLT_EPILOGUE_DEFAULT, nullptr, true), g, nullptr);
@@ -283,14 +283,14 @@ bool CublasLtGemm::try_fp32_then_epilogue(const GemmFp16& g, cudaStream_t stream
   const float zero = 0.0f;  // an activation epilogue has beta == 0 (validate_gemm_epilogue)
   DDP_CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc, &g.alpha, g.b, plan.lt_a, g.a, plan.lt_b, &zero, acc, plan.lt_c,
                                   acc, plan.lt_c, &plan.algo, workspace_.get(), workspace_bytes_, stream));
-  launch_gemm_epilogue_fp16(g, acc, stream);
+  launch_gemm_epilogue_lowp(g, acc, stream);
   return true;
 }
 
-GemmRoute CublasLtGemm::run_product(const GemmFp16& g, cudaStream_t stream) {
+GemmRoute CublasLtGemm::run_product(const GemmLowp& g, cudaStream_t stream) {
   // k == 0 leaves C = beta*C (+ epilogue), which cuBLASLt does not take.
   if (force_simple_ || g.k == 0) {
-    launch_simple_gemm_fp16(g, stream);
+    launch_simple_gemm_lowp(g, stream);
     return GemmRoute::kSimpleGemm;
   }
   if (!has_activation_epilogue(g)) {
@@ -300,29 +300,29 @@ GemmRoute CublasLtGemm::run_product(const GemmFp16& g, cudaStream_t stream) {
     const bool bgradb = g.bias_grad && !g.bias_grad_accumulate && !g.bias && g.alpha == 1.0f && g.beta == 0.0f &&
                         pointer_alignment(g.bias_grad) >= kBiasAlignment;
     if (bgradb && try_lt(g, CUBLASLT_EPILOGUE_BGRADB, g.bias_grad, stream)) return GemmRoute::kLtBgradb;
-    const half16* bias = g.bias ? aligned_bias(g.bias, g.n, stream) : nullptr;
+    const lowp16* bias = g.bias ? aligned_bias(g.bias, g.n, stream) : nullptr;
     if (try_lt(g, bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT, bias, stream))
       return bias ? GemmRoute::kLtBias : GemmRoute::kLt;
   } else {
     if (g.dact == Activation::Relu && !g.pre_activation) {
-      const half16* bias = g.bias ? aligned_bias(g.bias, g.n, stream) : nullptr;
+      const lowp16* bias = g.bias ? aligned_bias(g.bias, g.n, stream) : nullptr;
       if (try_lt(g, bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT, bias, stream)) {
-        launch_relu_gradient_in_place_fp16(g, stream);
+        launch_relu_gradient_in_place_lowp(g, stream);
         return GemmRoute::kLtThenReluGradientInPlace;
       }
     }
     if (g.act == Activation::Relu && !g.pre_activation) {
-      const half16* bias = g.bias ? aligned_bias(g.bias, g.n, stream) : nullptr;
+      const lowp16* bias = g.bias ? aligned_bias(g.bias, g.n, stream) : nullptr;
       if (try_lt(g, bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU, bias, stream))
         return bias ? GemmRoute::kLtReluBias : GemmRoute::kLtRelu;
     }
     if (try_fp32_then_epilogue(g, stream)) return GemmRoute::kLtFp32ThenEpilogue;
   }
-  launch_simple_gemm_fp16(g, stream);
+  launch_simple_gemm_lowp(g, stream);
   return GemmRoute::kSimpleGemm;
 }
 
-void CublasLtGemm::run(const GemmFp16& g, cudaStream_t stream) {
+void CublasLtGemm::run(const GemmLowp& g, cudaStream_t stream) {
   validate(g);
   if (g.m == 0) return;
   bool bias_grad_done = false;
@@ -332,21 +332,21 @@ void CublasLtGemm::run(const GemmFp16& g, cudaStream_t stream) {
     bias_grad_done = route == GemmRoute::kLtBgradb;
   }
   if (g.bias_grad && !bias_grad_done) {
-    launch_bias_grad_op_a_fp16(g, stream);
+    launch_bias_grad_op_a_lowp(g, stream);
     route_counts_.add(GemmRoute::kBiasGradKernel);
   }
 }
 
-void CublasLtGemm::run_to_fp32(const GemmFp16& g, float* c_fp32, cudaStream_t stream) {
+void CublasLtGemm::run_to_fp32(const GemmLowp& g, float* c_fp32, cudaStream_t stream) {
   DDP_REQUIRE(!g.bias && !has_activation_epilogue(g) && !g.bias_grad && g.c == nullptr,
-              "gemm_fp16_to_fp32: no epilogue and no FP16 C (the FP32 result is c_fp32)");
+              "gemm_lowp_to_fp32: no epilogue and no FP16 C (the FP32 result is c_fp32)");
   // validate() reads C's pointer as ours; it is the FP32 one here.
-  GemmFp16 checked = g;
-  checked.c = reinterpret_cast<half16*>(c_fp32);
+  GemmLowp checked = g;
+  checked.c = reinterpret_cast<lowp16*>(c_fp32);
   validate(checked);
   if (g.m == 0 || g.n == 0) return;
   DDP_REQUIRE(g.k > 0 || g.beta == 0.0f || g.beta == 1.0f,
-              "gemm_fp16_to_fp32: k == 0 takes beta 0 or 1 only (" + describe(g) + ")");
+              "gemm_lowp_to_fp32: k == 0 takes beta 0 or 1 only (" + describe(g) + ")");
   if (g.k == 0) {  // C = beta * C: kept, or zeroed
     if (g.beta == 0.0f)
       DDP_CUDA_CHECK(cudaMemset2DAsync(c_fp32, static_cast<size_t>(g.ldc) * sizeof(float), 0,
@@ -359,19 +359,19 @@ void CublasLtGemm::run_to_fp32(const GemmFp16& g, float* c_fp32, cudaStream_t st
   key.align_c = pointer_alignment(c_fp32);
   Plan& plan = plan_for(key, g, nullptr);
   if (plan.use_simple)
-    throw Error("gemm_fp16_to_fp32: cuBLASLt offers no algorithm for FP16 x FP16 -> FP32 (" + describe(g) + ")");
+    throw Error("gemm_lowp_to_fp32: cuBLASLt offers no algorithm for FP16 x FP16 -> FP32 (" + describe(g) + ")");
   DDP_CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc, &g.alpha, g.b, plan.lt_a, g.a, plan.lt_b, &g.beta, c_fp32,
                                   plan.lt_c, c_fp32, plan.lt_c, &plan.algo, workspace_.get(), workspace_bytes_,
                                   stream));
   route_counts_.add(GemmRoute::kLtToFp32);
 }
 
-void CublasLtGemm::run_batched(const GemmFp16& g, int batch_count, int64_t stride_a, int64_t stride_b, int64_t stride_c,
+void CublasLtGemm::run_batched(const GemmLowp& g, int batch_count, int64_t stride_a, int64_t stride_b, int64_t stride_c,
                                cudaStream_t stream) {
   validate(g);
-  DDP_REQUIRE(batch_count >= 0, "gemm_batched_fp16: negative batch count");
+  DDP_REQUIRE(batch_count >= 0, "gemm_batched_lowp: negative batch count");
   DDP_REQUIRE(!g.bias && !has_activation_epilogue(g) && !g.bias_grad,
-              "gemm_batched_fp16: no epilogue (bias, activation, bias gradient) in a batched GEMM");
+              "gemm_batched_lowp: no epilogue (bias, activation, bias gradient) in a batched GEMM");
   if (g.m == 0 || g.n == 0 || batch_count == 0) return;
   if (!force_simple_ && g.k > 0) {
     Key key = make_key(g, CUBLASLT_EPILOGUE_DEFAULT, nullptr, false);
@@ -392,11 +392,11 @@ void CublasLtGemm::run_batched(const GemmFp16& g, int batch_count, int64_t strid
     }
   }
   for (int i = 0; i < batch_count; ++i) {
-    GemmFp16 gi = g;
+    GemmLowp gi = g;
     gi.a = g.a + static_cast<int64_t>(i) * stride_a;
     gi.b = g.b + static_cast<int64_t>(i) * stride_b;
     gi.c = g.c + static_cast<int64_t>(i) * stride_c;
-    launch_simple_gemm_fp16(gi, stream);
+    launch_simple_gemm_lowp(gi, stream);
     route_counts_.add(GemmRoute::kSimpleGemm);
   }
 }

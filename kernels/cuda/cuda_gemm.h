@@ -1,4 +1,4 @@
-// cuda_gemm.h: the row-major FP16 GEMM of backend.h (GemmFp16) on cuBLASLt.
+// cuda_gemm.h: the row-major FP16 GEMM of backend.h (GemmLowp) on cuBLASLt.
 //
 // cuBLASLt is column-major. A row-major [r, c] matrix with row stride ld is
 // the column-major [c, r] matrix with the same ld, i.e. its transpose, so
@@ -8,7 +8,7 @@
 // long as the column-major D has rows, which after the swap is n: exactly a
 // per-column bias of the row-major C. BGRADB sums cuBLASLt's B (our A) over
 // k into a vector as long as D has columns, m: the row sums of our op(A),
-// i.e. GemmFp16::bias_grad (db = sum_rows dY in the dW = dY^T X GEMM, the
+// i.e. GemmLowp::bias_grad (db = sum_rows dY in the dW = dY^T X GEMM, the
 // form apex's fused_dense uses for its weight gradient).
 //
 // Epilogues (backend.h, gemm_epilogue.h), and where each runs:
@@ -23,11 +23,11 @@
 //   output: BGRADB in the same GEMM. It sums the FP16 values of A in FP32
 //   (a different order from the CPU's, covered by the tests' tolerance).
 // - ReLU gradient: the plain GEMM (+ BIAS) rounds C, then
-//   launch_relu_gradient_in_place_fp16 zeroes where relu'(z) = 0: the same
+//   launch_relu_gradient_in_place_lowp zeroes where relu'(z) = 0: the same
 //   bits as fusing it (relu' is 0 or 1), at the traffic of the old pass.
 // - everything else with an activation part (GELU forward and gradient, a
 //   pre-activation output): the GEMM writes FP32 D to a scratch
-//   buffer and launch_gemm_epilogue_fp16 applies gemm_epilogue_element and
+//   buffer and launch_gemm_epilogue_lowp applies gemm_epilogue_element and
 //   rounds once. Not cuBLASLt's own epilogues, on purpose: its GELU and
 //   DGELU use the tanh approximation (PyTorch's _addmm_activation matches
 //   gelu(approximate='tanh') for that reason), ours is the erf form; DRELU
@@ -42,7 +42,7 @@
 //   would keep cuBLASLt's own pre-activation format; moving GeluTanh
 //   forward to CUBLASLT_EPILOGUE_GELU_AUX_BIAS is an optimisation to
 //   measure on a GPU against this route.
-// - a bias gradient BGRADB cannot take: launch_bias_grad_op_a_fp16, the
+// - a bias gradient BGRADB cannot take: launch_bias_grad_op_a_lowp, the
 //   column-sum kernel on A (FP32, 16 row lanes per output, so another
 //   summation order than the CPU's, as BGRADB's is).
 // Where cuBLASLt's heuristic offers no algorithm for a fused epilogue, the
@@ -83,17 +83,17 @@ namespace ddp {
 // beta*C and bias in FP32, one rounding). Used where cuBLASLt has no
 // algorithm for a layout/alignment, for k == 0, and by tests. Slow; it is a
 // fallback, not a path for training.
-void launch_simple_gemm_fp16(const GemmFp16& g, cudaStream_t stream);
+void launch_simple_gemm_lowp(const GemmLowp& g, cudaStream_t stream);
 // C = epilogue(acc_fp32) for acc_fp32 = alpha * op(A) op(B), [m, n] packed
 // FP32 (cuda_gemm_epilogue.cu). g.beta must be 0.
-void launch_gemm_epilogue_fp16(const GemmFp16& g, const float* acc_fp32, cudaStream_t stream);
+void launch_gemm_epilogue_lowp(const GemmLowp& g, const float* acc_fp32, cudaStream_t stream);
 // C = relu'(dact_input) * C in place, on C already rounded by a plain GEMM
 // (+ bias): the bits of the fused ReLU gradient (cuda_gemm_epilogue.cu).
-void launch_relu_gradient_in_place_fp16(const GemmFp16& g, cudaStream_t stream);
+void launch_relu_gradient_in_place_lowp(const GemmLowp& g, cudaStream_t stream);
 // g.bias_grad = row sums of op(A) (+ g.bias_grad when accumulating), FP32,
-// by launch_column_sums_fp16 on A's strided view (cuda_gemm_epilogue.cu):
+// by launch_column_sums_lowp on A's strided view (cuda_gemm_epilogue.cu):
 // deterministic, but not the CPU's summation order.
-void launch_bias_grad_op_a_fp16(const GemmFp16& g, cudaStream_t stream);
+void launch_bias_grad_op_a_lowp(const GemmLowp& g, cudaStream_t stream);
 
 class CublasLtGemm {
  public:
@@ -103,18 +103,18 @@ class CublasLtGemm {
   CublasLtGemm& operator=(const CublasLtGemm&) = delete;
 
   // Queues g on `stream`. Throws ddp::Error on bad arguments or a cuBLAS error.
-  void run(const GemmFp16& g, cudaStream_t stream);
-  // Backend::gemm_batched_fp16: one cuBLASLt call over batch_count products
+  void run(const GemmLowp& g, cudaStream_t stream);
+  // Backend::gemm_batched_lowp: one cuBLASLt call over batch_count products
   // (CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT / STRIDED_BATCH_OFFSET on the three
   // layouts), no epilogue; where cuBLASLt has no algorithm, the simple
   // kernel once per product.
-  void run_batched(const GemmFp16& g, int batch_count, int64_t stride_a, int64_t stride_b, int64_t stride_c,
+  void run_batched(const GemmLowp& g, int batch_count, int64_t stride_a, int64_t stride_b, int64_t stride_c,
                    cudaStream_t stream);
-  // Backend::gemm_fp16_to_fp32: one cuBLASLt call with FP16 A and B and FP32
+  // Backend::gemm_lowp_to_fp32: one cuBLASLt call with FP16 A and B and FP32
   // C = D = c_fp32 (row stride g.ldc), beta read from it. No fallback: a
   // shape cuBLASLt has no algorithm for throws, naming it (FP16 x FP16 ->
   // FP32 under CUBLAS_COMPUTE_32F is one of its listed combinations).
-  void run_to_fp32(const GemmFp16& g, float* c_fp32, cudaStream_t stream);
+  void run_to_fp32(const GemmLowp& g, float* c_fp32, cudaStream_t stream);
 
   void force_simple(bool on) { force_simple_ = on; }
   // Set by CudaBackend before each call: whether a stream capture is in
@@ -147,21 +147,21 @@ class CublasLtGemm {
 
   // D is g.c, or with d_fp32 the accumulator scratch (cudaMalloc'd, so
   // 256-byte aligned: the key, and the plan, need not wait for it to exist).
-  Key make_key(const GemmFp16& g, uint32_t epilogue, const void* epilogue_vector, bool d_fp32) const;
-  Plan& plan_for(const Key& key, const GemmFp16& g, const void* epilogue_vector);
+  Key make_key(const GemmLowp& g, uint32_t epilogue, const void* epilogue_vector, bool d_fp32) const;
+  Plan& plan_for(const Key& key, const GemmLowp& g, const void* epilogue_vector);
   // Queues C = epilogue(...) and returns the route it took; kLtBgradb means
   // it also wrote g.bias_grad.
-  GemmRoute run_product(const GemmFp16& g, cudaStream_t stream);
+  GemmRoute run_product(const GemmLowp& g, cudaStream_t stream);
   // One cuBLASLt call with FP16 D = our C and the given epilogue (its vector
   // in BIAS_POINTER); false, with nothing queued, when there is no algorithm.
-  bool try_lt(const GemmFp16& g, uint32_t epilogue, const void* epilogue_vector, cudaStream_t stream);
-  // cuBLASLt into the FP32 scratch, then launch_gemm_epilogue_fp16; false,
+  bool try_lt(const GemmLowp& g, uint32_t epilogue, const void* epilogue_vector, cudaStream_t stream);
+  // cuBLASLt into the FP32 scratch, then launch_gemm_epilogue_lowp; false,
   // with nothing queued, when there is no algorithm.
-  bool try_fp32_then_epilogue(const GemmFp16& g, cudaStream_t stream);
+  bool try_fp32_then_epilogue(const GemmLowp& g, cudaStream_t stream);
   // cuBLASLt's bias epilogue wants a 16-byte-aligned bias; a bias view at an
   // odd offset of the flat parameter buffer is copied here first. Grown on
   // demand, as the scratch below: both throw where capture_state_ forbids it.
-  const half16* aligned_bias(const half16* bias, int n, cudaStream_t stream);
+  const lowp16* aligned_bias(const lowp16* bias, int n, cudaStream_t stream);
   // FP32 [count] scratch for the accumulator route, grown on demand.
   float* accumulator_scratch(size_t count, cudaStream_t stream);
 

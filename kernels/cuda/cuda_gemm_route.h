@@ -1,4 +1,4 @@
-// cuda_gemm_route.h: the routes a GemmFp16 can take through CublasLtGemm
+// cuda_gemm_route.h: the routes a GemmLowp can take through CublasLtGemm
 // (cuda_gemm.h explains when each is taken) and a count per route. Where
 // cuBLASLt's heuristic offers no algorithm, a GEMM silently takes the next
 // route down and still gives correct results, so only these counts let a
@@ -17,10 +17,10 @@ enum class GemmRoute : int {
   kLtRelu,                     // try_lt with CUBLASLT_EPILOGUE_RELU
   kLtReluBias,                 // try_lt with CUBLASLT_EPILOGUE_RELU_BIAS
   kLtBgradb,                   // try_lt with CUBLASLT_EPILOGUE_BGRADB: the bias gradient in the same call
-  kLtThenReluGradientInPlace,  // try_lt (DEFAULT or BIAS), then launch_relu_gradient_in_place_fp16
-  kLtFp32ThenEpilogue,         // try_fp32_then_epilogue: FP32 scratch, then launch_gemm_epilogue_fp16
-  kSimpleGemm,                 // launch_simple_gemm_fp16 (forced, k == 0, or no cuBLASLt algorithm)
-  kBiasGradKernel,             // launch_bias_grad_op_a_fp16, for a bias gradient BGRADB did not write
+  kLtThenReluGradientInPlace,  // try_lt (DEFAULT or BIAS), then launch_relu_gradient_in_place_lowp
+  kLtFp32ThenEpilogue,         // try_fp32_then_epilogue: FP32 scratch, then launch_gemm_epilogue_lowp
+  kSimpleGemm,                 // launch_simple_gemm_lowp (forced, k == 0, or no cuBLASLt algorithm)
+  kBiasGradKernel,             // launch_bias_grad_op_a_lowp, for a bias gradient BGRADB did not write
   kLtBatched,                  // run_batched: one strided-batched cuBLASLt call
   kLtToFp32,                   // run_to_fp32: one cuBLASLt call, FP32 C and D
   kCount

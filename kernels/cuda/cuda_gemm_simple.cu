@@ -2,7 +2,7 @@
 // output element, FP32 fused multiply-adds of exactly widened FP16 operands,
 // then alpha, beta*C and the whole epilogue (gemm_epilogue_element: bias,
 // activation or its gradient, pre-activation output) in FP32 and one
-// rounding to FP16. The bias gradient of A is launch_bias_grad_op_a_fp16's,
+// rounding to FP16. The bias gradient of A is launch_bias_grad_op_a_lowp's,
 // queued by the caller. It exists for layouts or alignments cuBLASLt has no
 // algorithm for, and for k == 0; speed is not its concern.
 #include "kernels/cuda/cuda_gemm.h"
@@ -16,7 +16,7 @@ namespace {
 constexpr unsigned kTileCols = 32, kTileRows = 8;
 constexpr unsigned kMaxGridY = 65535;  // gridDim.y limit
 
-__global__ void simple_gemm_kernel(GemmFp16 g) {
+__global__ void simple_gemm_kernel(GemmLowp g) {
   const bool a_t = g.trans_a == Transpose::Yes, b_t = g.trans_b == Transpose::Yes;
   for (int i = static_cast<int>(blockIdx.y * blockDim.y + threadIdx.y); i < g.m;
        i += static_cast<int>(gridDim.y * blockDim.y)) {
@@ -25,14 +25,14 @@ __global__ void simple_gemm_kernel(GemmFp16 g) {
       float acc = 0.0f;
       for (int p = 0; p < g.k; ++p) {
         // Stored A is m x k (k x m when transposed), B is k x n (n x k).
-        const half16 a = a_t ? g.a[static_cast<size_t>(p) * g.lda + i] : g.a[static_cast<size_t>(i) * g.lda + p];
-        const half16 b = b_t ? g.b[static_cast<size_t>(j) * g.ldb + p] : g.b[static_cast<size_t>(p) * g.ldb + j];
-        acc = fmaf(to_float(a), to_float(b), acc);
+        const lowp16 a = a_t ? g.a[static_cast<size_t>(p) * g.lda + i] : g.a[static_cast<size_t>(i) * g.lda + p];
+        const lowp16 b = b_t ? g.b[static_cast<size_t>(j) * g.ldb + p] : g.b[static_cast<size_t>(p) * g.ldb + j];
+        acc = fmaf(half_to_float(a), half_to_float(b), acc);
       }
-      half16* c = g.c + static_cast<size_t>(i) * g.ldc + j;
+      lowp16* c = g.c + static_cast<size_t>(i) * g.ldc + j;
       float out = g.alpha * acc;
       // beta == 0 never reads C (it may hold garbage), as in BLAS.
-      if (g.beta != 0.0f) out += g.beta * to_float(*c);
+      if (g.beta != 0.0f) out += g.beta * half_to_float(*c);
       *c = gemm_epilogue_element(g, i, j, out);  // bias, activation or its gradient, pre-activation
     }
   }
@@ -40,7 +40,7 @@ __global__ void simple_gemm_kernel(GemmFp16 g) {
 
 }  // namespace
 
-void launch_simple_gemm_fp16(const GemmFp16& g, cudaStream_t stream) {
+void launch_simple_gemm_lowp(const GemmLowp& g, cudaStream_t stream) {
   if (g.m <= 0 || g.n <= 0) return;
   const dim3 block(kTileCols, kTileRows);
   const unsigned grid_x = static_cast<unsigned>((g.n + kTileCols - 1) / kTileCols);

@@ -12,12 +12,12 @@
 namespace ddp {
 namespace {
 
-__global__ void unscale_kernel(const half16* grads_fp16, float* grads_fp32, size_t count, ScalarArg inv_scale_arg,
+__global__ void unscale_kernel(const lowp16* grads_lowp, float* grads_fp32, size_t count, ScalarArg inv_scale_arg,
                                int32_t* nonfinite_flag) {
   const float inv_scale = inv_scale_arg.get();
   bool nonfinite = false;
   for (size_t i = global_thread_index(); i < count; i += grid_stride()) {
-    const float g = unscale_element(grads_fp16[i], inv_scale);
+    const float g = unscale_element(grads_lowp[i], inv_scale);
     if (grads_fp32) grads_fp32[i] = g;  // null: the check alone
     nonfinite |= !is_finite_float(g);
   }
@@ -44,16 +44,16 @@ struct Fp32Grads {
   __device__ Fp32Grads resolved() const { return *this; }
   __device__ float operator()(size_t i) const { return g[i]; }
 };
-struct Fp16GradsUnscaled {
-  const half16* g;
+struct LowpGradsUnscaled {
+  const lowp16* g;
   ScalarArg inv_scale;
-  __device__ Fp16GradsUnscaled resolved() const { return {g, ScalarArg(inv_scale.get())}; }
+  __device__ LowpGradsUnscaled resolved() const { return {g, ScalarArg(inv_scale.get())}; }
   __device__ float operator()(size_t i) const { return unscale_element(g[i], inv_scale.value); }  // after resolved()
 };
 
 template <class Grads>
 __global__ void sgd_kernel(SgdParams step_params, Grads grads_source, float* master_fp32, float* momentum_fp32,
-                           half16* weights_fp16, size_t count, const int32_t* skip_flag) {
+                           lowp16* weights_lowp, size_t count, const int32_t* skip_flag) {
   // The skip decision (an overflow found by unscale) lives on the device, so
   // the host never waits for it; every thread reads it and leaves.
   if (skip_flag && *skip_flag != 0) return;
@@ -65,7 +65,7 @@ __global__ void sgd_kernel(SgdParams step_params, Grads grads_source, float* mas
     sgd_update_element(params, grads(i), p, buf);
     master_fp32[i] = p;
     if (momentum_fp32) momentum_fp32[i] = buf;
-    if (weights_fp16) weights_fp16[i] = to_half(p);
+    if (weights_lowp) weights_lowp[i] = to_half(p);
   }
 }
 
@@ -79,13 +79,13 @@ __global__ void adamw_kernel(AdamWParams step_params, AdamWBuffers b, ScalarArg 
   const float inv_scale = inv_scale_arg.get();
   for (size_t k = global_thread_index(); k < count; k += grid_stride()) {
     const size_t i = offset + k;
-    const float g = b.grads_fp32 ? b.grads_fp32[i] : unscale_element(b.grads_fp16[i], inv_scale);
+    const float g = b.grads_fp32 ? b.grads_fp32[i] : unscale_element(b.grads_lowp[i], inv_scale);
     float p = b.master_fp32[i], m = b.exp_avg_fp32[i], v = b.exp_avg_sq_fp32[i];
     adamw_update_element(s, g, b.decay_mask ? b.decay_mask[i] != 0 : true, p, m, v);
     b.master_fp32[i] = p;
     b.exp_avg_fp32[i] = m;
     b.exp_avg_sq_fp32[i] = v;
-    b.weights_fp16[i] = to_half(p);
+    b.weights_lowp[i] = to_half(p);
   }
 }
 
@@ -110,10 +110,10 @@ void launch_step_status_finish(cudaStream_t stream, const LossScaleRule& rule, S
   DDP_CUDA_CHECK_LAUNCH();
 }
 
-void launch_unscale_fp16_to_fp32(cudaStream_t stream, const half16* grads_fp16, float* grads_fp32, size_t count,
+void launch_unscale_lowp_to_fp32(cudaStream_t stream, const lowp16* grads_lowp, float* grads_fp32, size_t count,
                                  ScalarArg inv_scale, int32_t* nonfinite_flag) {
   if (count == 0) return;
-  unscale_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(grads_fp16, grads_fp32, count, inv_scale,
+  unscale_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(grads_lowp, grads_fp32, count, inv_scale,
                                                                    nonfinite_flag);
   DDP_CUDA_CHECK_LAUNCH();
 }
@@ -126,22 +126,22 @@ void launch_l2_norm_fp32(cudaStream_t stream, const float* x, size_t count, floa
 }
 
 void launch_sgd_update(cudaStream_t stream, const SgdParams& params, const float* grads_fp32, float* master_fp32,
-                       float* momentum_fp32, half16* weights_fp16, size_t count, const int32_t* skip_flag) {
+                       float* momentum_fp32, lowp16* weights_lowp, size_t count, const int32_t* skip_flag) {
   // An empty range (its buffers null) passes the check and launches nothing.
   require_sgd_buffers(params, SgdGrads::unscaled(grads_fp32), momentum_fp32, count);
   if (count == 0) return;
   sgd_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(params, Fp32Grads{grads_fp32}, master_fp32,
-                                                               momentum_fp32, weights_fp16, count, skip_flag);
+                                                               momentum_fp32, weights_lowp, count, skip_flag);
   DDP_CUDA_CHECK_LAUNCH();
 }
 
-void launch_sgd_update_fp16_grads(cudaStream_t stream, const SgdParams& params, const half16* grads_fp16,
-                                  ScalarArg inv_scale, float* master_fp32, float* momentum_fp32, half16* weights_fp16,
+void launch_sgd_update_lowp_grads(cudaStream_t stream, const SgdParams& params, const lowp16* grads_lowp,
+                                  ScalarArg inv_scale, float* master_fp32, float* momentum_fp32, lowp16* weights_lowp,
                                   size_t count, const int32_t* skip_flag) {
-  require_sgd_buffers(params, SgdGrads::scaled(grads_fp16, inv_scale), momentum_fp32, count);
+  require_sgd_buffers(params, SgdGrads::scaled(grads_lowp, inv_scale), momentum_fp32, count);
   if (count == 0) return;
   sgd_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(
-      params, Fp16GradsUnscaled{grads_fp16, inv_scale}, master_fp32, momentum_fp32, weights_fp16, count, skip_flag);
+      params, LowpGradsUnscaled{grads_lowp, inv_scale}, master_fp32, momentum_fp32, weights_lowp, count, skip_flag);
   DDP_CUDA_CHECK_LAUNCH();
 }
 

@@ -23,32 +23,33 @@ constexpr int kWarpsPerBlock = static_cast<int>(kThreadsPerBlock / 32);
 
 unsigned row_blocks(int rows) { return static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock); }
 
-__global__ void layernorm_forward_kernel(const half16* x, const half16* gamma, const half16* beta, int rows, int cols,
-                                         float eps, half16* y, float* mean, float* rstd) {
+__global__ void layernorm_forward_kernel(const lowp16* x, const lowp16* gamma, const lowp16* beta, int rows, int cols,
+                                         float eps, lowp16* y, float* mean, float* rstd) {
   const int row = static_cast<int>(blockIdx.x) * kWarpsPerBlock + static_cast<int>(threadIdx.x / 32);
   const int lane = static_cast<int>(threadIdx.x & 31u);
   if (row >= rows) return;  // uniform per warp
-  const half16* xr = x + static_cast<size_t>(row) * cols;
+  const lowp16* xr = x + static_cast<size_t>(row) * cols;
   float sum = 0.0f;
-  for (int c = lane; c < cols; c += 32) sum += to_float(xr[c]);
+  for (int c = lane; c < cols; c += 32) sum += half_to_float(xr[c]);
   const float m = warp_all_sum(sum) / static_cast<float>(cols);
   float sq = 0.0f;
   for (int c = lane; c < cols; c += 32) {
-    const float d = to_float(xr[c]) - m;
+    const float d = half_to_float(xr[c]) - m;
     sq += d * d;
   }
   const float rs = layernorm_rstd(warp_all_sum(sq) / static_cast<float>(cols), eps);
-  half16* yr = y + static_cast<size_t>(row) * cols;
+  lowp16* yr = y + static_cast<size_t>(row) * cols;
   for (int c = lane; c < cols; c += 32)
-    yr[c] = to_half(layernorm_output(layernorm_xhat(to_float(xr[c]), m, rs), to_float(gamma[c]), to_float(beta[c])));
+    yr[c] = to_half(
+        layernorm_output(layernorm_xhat(half_to_float(xr[c]), m, rs), half_to_float(gamma[c]), half_to_float(beta[c])));
   if (lane == 0) {
     mean[row] = m;
     rstd[row] = rs;
   }
 }
 
-__global__ void layernorm_dx_kernel(const half16* dy, const half16* x, const half16* gamma, const float* mean,
-                                    const float* rstd, int rows, int cols, half16* dx, bool accumulate_dx) {
+__global__ void layernorm_dx_kernel(const lowp16* dy, const lowp16* x, const lowp16* gamma, const float* mean,
+                                    const float* rstd, int rows, int cols, lowp16* dx, bool accumulate_dx) {
   const int row = static_cast<int>(blockIdx.x) * kWarpsPerBlock + static_cast<int>(threadIdx.x / 32);
   const int lane = static_cast<int>(threadIdx.x & 31u);
   if (row >= rows) return;
@@ -56,24 +57,24 @@ __global__ void layernorm_dx_kernel(const half16* dy, const half16* x, const hal
   const float m = mean[row], rs = rstd[row];
   float sum_g = 0.0f, sum_gx = 0.0f;
   for (int c = lane; c < cols; c += 32) {
-    const float g = to_float(dy[offset + c]) * to_float(gamma[c]);
+    const float g = half_to_float(dy[offset + c]) * half_to_float(gamma[c]);
     sum_g += g;
-    sum_gx += g * layernorm_xhat(to_float(x[offset + c]), m, rs);
+    sum_gx += g * layernorm_xhat(half_to_float(x[offset + c]), m, rs);
   }
   const float mean_g = warp_all_sum(sum_g) / static_cast<float>(cols);
   const float mean_gx = warp_all_sum(sum_gx) / static_cast<float>(cols);
   // dy is read in full above before any lane writes dx: dx may equal dy.
   __syncwarp();
   for (int c = lane; c < cols; c += 32) {
-    const float g = to_float(dy[offset + c]) * to_float(gamma[c]);
-    const float d = layernorm_dx(g, layernorm_xhat(to_float(x[offset + c]), m, rs), mean_g, mean_gx, rs);
-    dx[offset + c] = to_half(accumulate_dx ? to_float(dx[offset + c]) + d : d);
+    const float g = half_to_float(dy[offset + c]) * half_to_float(gamma[c]);
+    const float d = layernorm_dx(g, layernorm_xhat(half_to_float(x[offset + c]), m, rs), mean_g, mean_gx, rs);
+    dx[offset + c] = to_half(accumulate_dx ? half_to_float(dx[offset + c]) + d : d);
   }
 }
 
 // partial[chunk, c] (dgamma) and partial[chunks + chunk, c] (dbeta): the sums
 // over the chunk's rows, in increasing row order.
-__global__ void layernorm_param_partials_kernel(const half16* dy, const half16* x, const float* mean, const float* rstd,
+__global__ void layernorm_param_partials_kernel(const lowp16* dy, const lowp16* x, const float* mean, const float* rstd,
                                                 int rows, int cols, float* partials) {
   const int chunks = static_cast<int>(gridDim.y);
   const int chunk = static_cast<int>(blockIdx.y);
@@ -83,16 +84,16 @@ __global__ void layernorm_param_partials_kernel(const half16* dy, const half16* 
   float sum_gx = 0.0f, sum_g = 0.0f;
   for (int r = r0; r < r1; ++r) {
     const size_t at = static_cast<size_t>(r) * cols + c;
-    const float d = to_float(dy[at]);
-    sum_gx += d * layernorm_xhat(to_float(x[at]), mean[r], rstd[r]);
+    const float d = half_to_float(dy[at]);
+    sum_gx += d * layernorm_xhat(half_to_float(x[at]), mean[r], rstd[r]);
     sum_g += d;
   }
   partials[static_cast<size_t>(chunk) * cols + c] = sum_gx;
   partials[static_cast<size_t>(chunks + chunk) * cols + c] = sum_g;
 }
 
-__global__ void layernorm_param_finish_kernel(const float* partials, int chunks, int cols, half16* dgamma,
-                                              half16* dbeta, bool accumulate) {
+__global__ void layernorm_param_finish_kernel(const float* partials, int chunks, int cols, lowp16* dgamma,
+                                              lowp16* dbeta, bool accumulate) {
   const int c = static_cast<int>(global_thread_index());
   if (c >= cols) return;
   float sum_gx = 0.0f, sum_g = 0.0f;
@@ -100,13 +101,14 @@ __global__ void layernorm_param_finish_kernel(const float* partials, int chunks,
     sum_gx += partials[static_cast<size_t>(k) * cols + c];
     sum_g += partials[static_cast<size_t>(chunks + k) * cols + c];
   }
-  dgamma[c] = to_half(sum_gx + (accumulate ? to_float(dgamma[c]) : 0.0f));
-  dbeta[c] = to_half(sum_g + (accumulate ? to_float(dbeta[c]) : 0.0f));
+  dgamma[c] = to_half(sum_gx + (accumulate ? half_to_float(dgamma[c]) : 0.0f));
+  dbeta[c] = to_half(sum_g + (accumulate ? half_to_float(dbeta[c]) : 0.0f));
 }
 
 // No __restrict__: y may be a or b.
-__global__ void add_kernel(const half16* a, const half16* b, half16* y, size_t count) {
-  for (size_t i = global_thread_index(); i < count; i += grid_stride()) y[i] = to_half(to_float(a[i]) + to_float(b[i]));
+__global__ void add_kernel(const lowp16* a, const lowp16* b, lowp16* y, size_t count) {
+  for (size_t i = global_thread_index(); i < count; i += grid_stride())
+    y[i] = to_half(half_to_float(a[i]) + half_to_float(b[i]));
 }
 
 // Element (b, h, t, d) of the heads layout <-> (b*T + t, h*hs + d) of rows.
@@ -120,11 +122,11 @@ struct HeadIndex {
   }
 };
 
-__global__ void rows_to_heads_kernel(const half16* rows, HeadIndex ix, size_t count, half16* heads_out) {
+__global__ void rows_to_heads_kernel(const lowp16* rows, HeadIndex ix, size_t count, lowp16* heads_out) {
   for (size_t i = global_thread_index(); i < count; i += grid_stride()) heads_out[i] = rows[ix.row_offset(i)];
 }
 
-__global__ void heads_to_rows_kernel(const half16* heads_in, HeadIndex ix, size_t count, half16* rows) {
+__global__ void heads_to_rows_kernel(const lowp16* heads_in, HeadIndex ix, size_t count, lowp16* rows) {
   for (size_t i = global_thread_index(); i < count; i += grid_stride()) rows[ix.row_offset(i)] = heads_in[i];
 }
 
@@ -132,9 +134,9 @@ int chunks_for(int rows) { return (rows + kLayerNormRowsPerChunk - 1) / kLayerNo
 
 }  // namespace
 
-void launch_layernorm_forward_fp16(cudaStream_t stream, const half16* x, const half16* gamma, const half16* beta,
-                                   int rows, int cols, float eps, half16* y, float* mean, float* rstd) {
-  DDP_REQUIRE(rows >= 0 && cols > 0, "layernorm_forward_fp16: needs cols > 0");
+void launch_layernorm_forward_lowp(cudaStream_t stream, const lowp16* x, const lowp16* gamma, const lowp16* beta,
+                                   int rows, int cols, float eps, lowp16* y, float* mean, float* rstd) {
+  DDP_REQUIRE(rows >= 0 && cols > 0, "layernorm_forward_lowp: needs cols > 0");
   if (rows == 0) return;
   layernorm_forward_kernel<<<row_blocks(rows), kThreadsPerBlock, 0, stream>>>(x, gamma, beta, rows, cols, eps, y, mean,
                                                                               rstd);
@@ -145,13 +147,13 @@ size_t layernorm_backward_scratch_bytes(int rows, int cols) {
   return 2 * static_cast<size_t>(chunks_for(rows)) * static_cast<size_t>(cols) * sizeof(float);
 }
 
-void launch_layernorm_backward_fp16(cudaStream_t stream, const half16* dy, const half16* x, const half16* gamma,
-                                    const float* mean, const float* rstd, int rows, int cols, half16* dx,
-                                    bool accumulate_dx, half16* dgamma, half16* dbeta, bool accumulate_params,
+void launch_layernorm_backward_lowp(cudaStream_t stream, const lowp16* dy, const lowp16* x, const lowp16* gamma,
+                                    const float* mean, const float* rstd, int rows, int cols, lowp16* dx,
+                                    bool accumulate_dx, lowp16* dgamma, lowp16* dbeta, bool accumulate_params,
                                     void* scratch) {
-  DDP_REQUIRE(rows >= 0 && cols > 0, "layernorm_backward_fp16: needs cols > 0");
+  DDP_REQUIRE(rows >= 0 && cols > 0, "layernorm_backward_lowp: needs cols > 0");
   const int chunks = chunks_for(rows);
-  DDP_REQUIRE(chunks <= 65535, "layernorm_backward_fp16: more than 4M rows");  // gridDim.y
+  DDP_REQUIRE(chunks <= 65535, "layernorm_backward_lowp: more than 4M rows");  // gridDim.y
   auto* partials = static_cast<float*>(scratch);
   // The parameter sums read dy before the dx kernel may overwrite it (dx == dy).
   if (chunks > 0) {
@@ -169,16 +171,16 @@ void launch_layernorm_backward_fp16(cudaStream_t stream, const half16* dy, const
   DDP_CUDA_CHECK_LAUNCH();
 }
 
-void launch_add_fp16(cudaStream_t stream, const half16* a, const half16* b, half16* y, size_t count) {
+void launch_add_lowp(cudaStream_t stream, const lowp16* a, const lowp16* b, lowp16* y, size_t count) {
   if (count == 0) return;
   add_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(a, b, y, count);
   DDP_CUDA_CHECK_LAUNCH();
 }
 
-void launch_rows_to_heads_fp16(cudaStream_t stream, const half16* rows, int row_stride, int batch, int seq_len,
-                               int heads, int head_size, half16* heads_out) {
+void launch_rows_to_heads_lowp(cudaStream_t stream, const lowp16* rows, int row_stride, int batch, int seq_len,
+                               int heads, int head_size, lowp16* heads_out) {
   DDP_REQUIRE(batch >= 0 && seq_len >= 0 && heads >= 0 && head_size >= 0 && row_stride >= heads * head_size,
-              "rows_to_heads_fp16: bad shape");
+              "rows_to_heads_lowp: bad shape");
   const size_t count = static_cast<size_t>(batch) * heads * seq_len * head_size;
   if (count == 0) return;
   rows_to_heads_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(
@@ -186,10 +188,10 @@ void launch_rows_to_heads_fp16(cudaStream_t stream, const half16* rows, int row_
   DDP_CUDA_CHECK_LAUNCH();
 }
 
-void launch_heads_to_rows_fp16(cudaStream_t stream, const half16* heads_in, int batch, int seq_len, int heads,
-                               int head_size, half16* rows, int row_stride) {
+void launch_heads_to_rows_lowp(cudaStream_t stream, const lowp16* heads_in, int batch, int seq_len, int heads,
+                               int head_size, lowp16* rows, int row_stride) {
   DDP_REQUIRE(batch >= 0 && seq_len >= 0 && heads >= 0 && head_size >= 0 && row_stride >= heads * head_size,
-              "heads_to_rows_fp16: bad shape");
+              "heads_to_rows_lowp: bad shape");
   const size_t count = static_cast<size_t>(batch) * heads * seq_len * head_size;
   if (count == 0) return;
   heads_to_rows_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(

@@ -47,7 +47,7 @@ ParsedAllreduceBenchOptions parse_allreduce_bench_options(int argc, const char* 
       "Usage: mpirun -np N bench_allreduce [options]\n\n"
       "Per size: the time is the max over ranks of each rank's mean over --iters in-place\n"
       "all-reduces (after --warmup untimed ones and a barrier). 'ours' is the communicator's\n"
-      "allreduce_sum_fp16 of bytes/2 FP16 elements (--device cpu: MpiCommunicator, an MPI\n"
+      "allreduce_sum_lowp of bytes/2 FP16 elements (--device cpu: MpiCommunicator, an MPI\n"
       "user-defined op that adds in FP32; --device cuda: NcclCommunicator, rank r on GPU\n"
       "local_rank). On CPU two references of the same byte count: MPI_Allreduce MPI_FLOAT\n"
       "sum of bytes/4 elements ('MPI float') and MPI_SHORT sum of bytes/2 ('MPI short', a\n"
@@ -111,26 +111,26 @@ int allreduce_check_period(int world_size) {
   return 1;
 }
 
-half16 allreduce_fill_value(size_t index, int rank, int world_size) {
+lowp16 allreduce_fill_value(size_t index, int rank, int world_size) {
   const int p = allreduce_check_period(world_size);
   return to_half(static_cast<float>(static_cast<int>(index % p) + rank % p));
 }
 
-half16 allreduce_expected_sum(size_t index, int world_size) {
+lowp16 allreduce_expected_sum(size_t index, int world_size) {
   const int p = allreduce_check_period(world_size);
   int64_t ranks_part = 0;
   for (int r = 0; r < world_size; ++r) ranks_part += r % p;
   return to_half(static_cast<float>(static_cast<int64_t>(world_size) * static_cast<int>(index % p) + ranks_part));
 }
 
-void fill_allreduce_pattern(half16* data, size_t count_fp16, int rank, int world_size) {
+void fill_allreduce_pattern(lowp16* data, size_t count_fp16, int rank, int world_size) {
   const int p = allreduce_check_period(world_size);
-  half16 table[16];
+  lowp16 table[16];
   for (int j = 0; j < p; ++j) table[j] = allreduce_fill_value(j, rank, world_size);
   for (size_t i = 0; i < count_fp16; ++i) data[i] = table[i % p];
 }
 
-int64_t count_allreduce_wrong(const half16* data, size_t count_fp16, int world_size) {
+int64_t count_allreduce_wrong(const lowp16* data, size_t count_fp16, int world_size) {
   const int p = allreduce_check_period(world_size);
   uint16_t table[16];
   for (int j = 0; j < p; ++j) table[j] = allreduce_expected_sum(j, world_size).bits;

@@ -52,14 +52,14 @@ double allreduce_bus_factor(int world_size);
 // integer no larger than the final one and is exact in FP16 (and in FP32 and
 // int16): the expected result is the closed form, bit for bit.
 int allreduce_check_period(int world_size);  // 16, or less for large worlds
-half16 allreduce_fill_value(size_t index, int rank, int world_size);
-half16 allreduce_expected_sum(size_t index, int world_size);
+lowp16 allreduce_fill_value(size_t index, int rank, int world_size);
+lowp16 allreduce_expected_sum(size_t index, int world_size);
 
 // rank's pattern into data[0, count_fp16); a table lookup per element, so
 // 256 MB take a fraction of a second.
-void fill_allreduce_pattern(half16* data, size_t count_fp16, int rank, int world_size);
+void fill_allreduce_pattern(lowp16* data, size_t count_fp16, int rank, int world_size);
 // Elements of data[0, count_fp16) that differ (bitwise) from the expected sum.
-int64_t count_allreduce_wrong(const half16* data, size_t count_fp16, int world_size);
+int64_t count_allreduce_wrong(const lowp16* data, size_t count_fp16, int world_size);
 
 // One table row. Times are seconds per all-reduce, the max over ranks of each
 // rank's mean; a reference time < 0 means "not measured" (printed as -).

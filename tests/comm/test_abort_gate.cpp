@@ -86,10 +86,10 @@ TEST(AbortGate, CallsAfterAnAbortThrowNamingTheCallAndReleaseRunsOnce) {
   EXPECT_FALSE(gate.close([&] { ++releases; }));
   EXPECT_EQ(releases, 1);
   try {
-    gate.enter("allreduce_sum_fp16");
+    gate.enter("allreduce_sum_lowp");
     FAIL() << "a call after the abort was let through";
   } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()), "allreduce_sum_fp16 on an aborted NCCL communicator");
+    EXPECT_EQ(std::string(e.what()), "allreduce_sum_lowp on an aborted NCCL communicator");
   }
 }
 

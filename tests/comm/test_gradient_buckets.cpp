@@ -66,19 +66,19 @@ class RecordingCommunicator final : public Communicator {
   int rank() const override { return 0; }
   int world_size() const override { return 1; }
   std::string name() const override { return "recording"; }
-  void allreduce_sum_fp16(half16*, size_t) override { log += "A"; }
+  void allreduce_sum_lowp(lowp16*, size_t) override { log += "A"; }
   void broadcast_bytes(void*, size_t, int) override {}
   double allreduce_sum_host(double v) override { return v; }
   int64_t allreduce_max_host(int64_t v) override { return v; }
   void allreduce_max_int32(int32_t*, size_t) override {}
-  void reduce_scatter_sum_fp16(const half16*, half16*, const ShardLayout&) override { log += "R"; }
-  void allgather_fp16(const half16*, half16*, const ShardLayout&) override { log += "G"; }
+  void reduce_scatter_sum_lowp(const lowp16*, lowp16*, const ShardLayout&) override { log += "R"; }
+  void allgather_lowp(const lowp16*, lowp16*, const ShardLayout&) override { log += "G"; }
   void barrier() override {}
-  void start_allreduce_sum_fp16(half16* data, size_t count) override {
+  void start_allreduce_sum_lowp(lowp16* data, size_t count) override {
     log += "S" + std::to_string(data - base) + "+" + std::to_string(count) + " ";
   }
   void wait_allreduces() override { log += "W"; }
-  half16* base = nullptr;
+  lowp16* base = nullptr;
   std::string log;
 };
 
@@ -93,13 +93,13 @@ TEST(GradientReducer, EachBucketStartsWhenItsLastSegmentIsReadyInOrder) {
     for (size_t& c : counts) c = 1 + rng() % 300;
     const auto segments = aligned_segments(counts);
     RecordingCommunicator comm;
-    std::vector<half16> grads(segments.back().offset + segments.back().count);
+    std::vector<lowp16> grads(segments.back().offset + segments.back().count);
     comm.base = grads.data();
     GradientReducer reducer(comm, segments, 2 * (100 + rng() % 400), 2 * (1 + rng() % 200));
     const auto& buckets = reducer.buckets();
     ASSERT_GE(buckets.size(), 1u);
     std::vector<size_t> started_by_hook;
-    reducer.before_start = [&](size_t b, half16* g) {
+    reducer.before_start = [&](size_t b, lowp16* g) {
       EXPECT_EQ(g, grads.data() + buckets[b].offset);
       started_by_hook.push_back(b);
     };
@@ -125,7 +125,7 @@ TEST(GradientReducer, EachBucketStartsWhenItsLastSegmentIsReadyInOrder) {
 TEST(GradientReducer, ALaterBucketWaitsForTheEarlierOnesAndFinalizeStartsTheRest) {
   const auto segments = aligned_segments({100, 100, 100});
   RecordingCommunicator comm;
-  std::vector<half16> grads(400);
+  std::vector<lowp16> grads(400);
   comm.base = grads.data();
   GradientReducer reducer(comm, segments, 1, 1);  // one bucket per segment
   ASSERT_EQ(reducer.buckets().size(), 3u);

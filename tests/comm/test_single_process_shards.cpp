@@ -17,23 +17,23 @@
 namespace ddp {
 namespace {
 
-bool same_bits(const std::vector<half16>& a, const std::vector<half16>& b) {
-  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(half16)) == 0);
+bool same_bits(const std::vector<lowp16>& a, const std::vector<lowp16>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(lowp16)) == 0);
 }
 
 void expect_copies_every_bit(SingleProcessCommunicator& comm, std::mt19937_64& rng) {
   for (size_t count : {size_t{0}, size_t{1}, size_t{63}, size_t{100003}}) {
     const ShardLayout layout = ShardLayout::balanced(count, 1, 64);
-    const std::vector<half16> want = test::random_halves(rng, count, -1000.0f, 1000.0f);
-    std::vector<half16> got = test::poison_halves(count);
-    comm.reduce_scatter_sum_fp16(want.data(), got.data(), layout);
+    const std::vector<lowp16> want = test::random_halves(rng, count, -1000.0f, 1000.0f);
+    std::vector<lowp16> got = test::poison_halves(count);
+    comm.reduce_scatter_sum_lowp(want.data(), got.data(), layout);
     EXPECT_TRUE(same_bits(got, want)) << "reduce-scatter of " << count;
     got = test::poison_halves(count);
-    comm.allgather_fp16(want.data(), got.data(), layout);
+    comm.allgather_lowp(want.data(), got.data(), layout);
     EXPECT_TRUE(same_bits(got, want)) << "all-gather of " << count;
-    std::vector<half16> in_place = want;
-    comm.reduce_scatter_sum_fp16(in_place.data(), in_place.data(), layout);
-    comm.allgather_fp16(in_place.data(), in_place.data(), layout);
+    std::vector<lowp16> in_place = want;
+    comm.reduce_scatter_sum_lowp(in_place.data(), in_place.data(), layout);
+    comm.allgather_lowp(in_place.data(), in_place.data(), layout);
     EXPECT_TRUE(same_bits(in_place, want)) << "in place, " << count;
   }
 }
@@ -56,10 +56,10 @@ TEST(SingleProcessShards, MaxOfOneRankKeepsTheFlagsAndAnotherWorldIsRefused) {
   std::vector<int32_t> flags = {0, 1, -5};
   comm.allreduce_max_int32(flags.data(), flags.size());
   EXPECT_EQ(flags, (std::vector<int32_t>{0, 1, -5}));
-  std::vector<half16> data(10);
-  EXPECT_THROW(comm.reduce_scatter_sum_fp16(data.data(), data.data(), ShardLayout::balanced(10, 2, 1)), Error);
-  EXPECT_THROW(comm.allgather_fp16(data.data(), data.data(), ShardLayout::balanced(10, 2, 1)), Error);
-  EXPECT_THROW(comm.allgather_fp16(data.data() + 1, data.data(), ShardLayout::balanced(9, 1, 1)), Error);  // overlap
+  std::vector<lowp16> data(10);
+  EXPECT_THROW(comm.reduce_scatter_sum_lowp(data.data(), data.data(), ShardLayout::balanced(10, 2, 1)), Error);
+  EXPECT_THROW(comm.allgather_lowp(data.data(), data.data(), ShardLayout::balanced(10, 2, 1)), Error);
+  EXPECT_THROW(comm.allgather_lowp(data.data() + 1, data.data(), ShardLayout::balanced(9, 1, 1)), Error);  // overlap
 }
 
 }  // namespace

@@ -4,12 +4,12 @@
 // rest (same harness, same callers: CPU against CUDA, and one CPU thread
 // against two).
 //
-// Tolerances: batched GEMM as gemm_fp16 (cuda_test_support.h: kFp16RelTol
+// Tolerances: batched GEMM as gemm_lowp (cuda_test_support.h: kFp16RelTol
 // plus 1e-5 * sum|terms| + one subnormal step); the softmax forward
 // kFp16RelTol plus one subnormal step (p <= 1, expf's last bits and the
 // row sum's order); its backward from the same FP16 probabilities,
 // kFp16RelTol plus 2e-5 times the cancelling terms' magnitude. The
-// decoder's attention against a cache (attention_decode_fp16): each score
+// decoder's attention against a cache (attention_decode_lowp): each score
 // is an FMA chain over d on both sides (the same FP32 bits), the
 // probabilities then differ as the softmax's do (an FP16 ulp, 2^-11 of p at
 // most), which moves sum_j p_j v_j by at most 2^-11 max_j |v_j|: allowed
@@ -39,11 +39,11 @@ inline void compare_batched_gemm(Backend& ref, Backend& dut, std::mt19937_64& rn
   const auto a = random_halves(rng, static_cast<size_t>(bh * sa)), b = random_halves(rng, static_cast<size_t>(bh * sb));
   const auto c0 =
       beta != 0.0f ? random_halves(rng, static_cast<size_t>(bh * sc)) : poison_halves(static_cast<size_t>(bh * sc));
-  std::vector<half16> out[2];
+  std::vector<lowp16> out[2];
   Backend* backends[2] = {&ref, &dut};
   for (int i = 0; i < 2; ++i) {
     auto da = upload_to(*backends[i], a), db = upload_to(*backends[i], b), dc = upload_to(*backends[i], c0);
-    GemmFp16 g;
+    GemmLowp g;
     g.trans_a = ta;
     g.trans_b = tb;
     g.m = m;
@@ -57,7 +57,7 @@ inline void compare_batched_gemm(Backend& ref, Backend& dut, std::mt19937_64& rn
     g.ldb = tb == Transpose::Yes ? k : n;
     g.c = dc.data();
     g.ldc = n;
-    backends[i]->gemm_batched_fp16(g, bh, sa, sb, sc);
+    backends[i]->gemm_batched_lowp(g, bh, sa, sb, sc);
     out[i] = dc.download();
   }
   // Per element sum|a b| (+ |beta c|): the scale of the FP32 summation error.
@@ -65,10 +65,10 @@ inline void compare_batched_gemm(Backend& ref, Backend& dut, std::mt19937_64& rn
   for (int z = 0; z < bh; ++z)
     for (int i = 0; i < m; ++i)
       for (int j = 0; j < n; ++j) {
-        double s = beta != 0.0f ? std::fabs(beta * to_float(c0[z * sc + i * n + j])) : 0.0;
+        double s = beta != 0.0f ? std::fabs(beta * half_to_float(c0[z * sc + i * n + j])) : 0.0;
         for (int p = 0; p < k; ++p)
-          s += std::fabs(to_float(a[z * sa + (ta == Transpose::Yes ? p * m + i : i * k + p)]) *
-                         to_float(b[z * sb + (tb == Transpose::Yes ? j * k + p : p * n + j)]));
+          s += std::fabs(half_to_float(a[z * sa + (ta == Transpose::Yes ? p * m + i : i * k + p)]) *
+                         half_to_float(b[z * sb + (tb == Transpose::Yes ? j * k + p : p * n + j)]));
         magnitude[z * sc + i * n + j] = std::fabs(alpha) * s;
       }
   expect_close(
@@ -82,24 +82,24 @@ inline void compare_causal_softmax(Backend& ref, Backend& dut, std::mt19937_64& 
   auto scores = random_halves(rng, static_cast<size_t>(bh) * t * t, -10.0f, 10.0f);
   for (int z = 0; z < bh; ++z)  // masked entries that must not be read
     for (int i = 0; i < t; ++i)
-      for (int j = i + 1; j < t; j += 2) scores[(static_cast<size_t>(z) * t + i) * t + j] = half16{0x7e00};
+      for (int j = i + 1; j < t; j += 2) scores[(static_cast<size_t>(z) * t + i) * t + j] = lowp16{0x7e00};
   const auto dprobs = random_halves(rng, scores.size());
-  std::vector<half16> probs[2], dscores[2];
+  std::vector<lowp16> probs[2], dscores[2];
   Backend* backends[2] = {&ref, &dut};
   for (int k = 0; k < 2; ++k) {
     Backend& be = *backends[k];
     auto s = upload_to(be, scores), p = upload_to(be, poison_halves(scores.size()));
-    be.causal_softmax_forward_fp16(s.data(), bh, t, scale, p.data());
+    be.causal_softmax_forward_lowp(s.data(), bh, t, scale, p.data());
     probs[k] = p.download();
     // In place, as a caller short of memory would run it.
-    be.causal_softmax_forward_fp16(s.data(), bh, t, scale, s.data());
+    be.causal_softmax_forward_lowp(s.data(), bh, t, scale, s.data());
     EXPECT_TRUE(same_bits(s.download(), probs[k])) << "in-place softmax differs";
     // Both backwards read the reference's probabilities.
     p.upload(probs[0]);
     auto dp = upload_to(be, dprobs), ds = upload_to(be, poison_halves(scores.size()));
-    be.causal_softmax_backward_fp16(p.data(), dp.data(), bh, t, scale, ds.data());
+    be.causal_softmax_backward_lowp(p.data(), dp.data(), bh, t, scale, ds.data());
     dscores[k] = ds.download();
-    be.causal_softmax_backward_fp16(p.data(), dp.data(), bh, t, scale, dp.data());  // in place
+    be.causal_softmax_backward_lowp(p.data(), dp.data(), bh, t, scale, dp.data());  // in place
     EXPECT_TRUE(same_bits(dp.download(), dscores[k])) << "in-place softmax backward differs";
   }
   expect_close(probs[1], probs[0], kFp16RelTol, kFp16SubnormalStep, "probs");
@@ -107,7 +107,7 @@ inline void compare_causal_softmax(Backend& ref, Backend& dut, std::mt19937_64& 
   for (int z = 0; z < bh; ++z) {
     const size_t base = static_cast<size_t>(z) * t * t;
     std::vector<double> p(t * t), dp(t * t), ds, mag;
-    for (int i = 0; i < t * t; ++i) p[i] = to_float(probs[0][base + i]), dp[i] = to_float(dprobs[base + i]);
+    for (int i = 0; i < t * t; ++i) p[i] = half_to_float(probs[0][base + i]), dp[i] = half_to_float(dprobs[base + i]);
     causal_softmax_grad_reference(p, dp, t, scale, ds, mag);
     for (int i = 0; i < t * t; ++i) magnitude[base + i] = mag[i];
   }
@@ -139,18 +139,18 @@ inline void compare_attention_decode(Backend& ref, Backend& dut, std::mt19937_64
   const auto q = random_halves(rng, static_cast<size_t>(new_len) * q_stride, -2.0f, 2.0f);
   auto k = random_halves(rng, static_cast<size_t>(capacity) * kv_stride, -2.0f, 2.0f);
   auto v = random_halves(rng, k.size());
-  for (size_t i = static_cast<size_t>(positions) * kv_stride; i < k.size(); ++i) k[i] = v[i] = half16{0x7e00};
-  std::vector<half16> out[2];
+  for (size_t i = static_cast<size_t>(positions) * kv_stride; i < k.size(); ++i) k[i] = v[i] = lowp16{0x7e00};
+  std::vector<lowp16> out[2];
   Backend* backends[2] = {&ref, &dut};
   for (int b = 0; b < 2; ++b) {
     Backend& be = *backends[b];
     auto dq = upload_to(be, q), dk = upload_to(be, k), dv = upload_to(be, v);
     auto dout = upload_to(be, poison_halves(static_cast<size_t>(new_len) * out_stride));
-    be.attention_decode_fp16(dq.data(), q_stride, dk.data(), dv.data(), kv_stride, heads, head_size, past_len, new_len,
+    be.attention_decode_lowp(dq.data(), q_stride, dk.data(), dv.data(), kv_stride, heads, head_size, past_len, new_len,
                              scale, dout.data(), out_stride);
     out[b] = dout.download();
   }
-  const std::vector<half16> poison = poison_halves(out[0].size());
+  const std::vector<lowp16> poison = poison_halves(out[0].size());
   std::vector<double> v_max(out[0].size(), 0.0);
   size_t gap_written = 0;
   for (int i = 0; i < new_len; ++i)
@@ -159,12 +159,12 @@ inline void compare_attention_decode(Backend& ref, Backend& dut, std::mt19937_64
       if (col >= c) {
         gap_written += out[1][at].bits != poison[at].bits;
         // Checked here: the comparison below is of the written columns (the poison is a NaN on both sides).
-        out[0][at] = half16{0};
-        out[1][at] = half16{0};
+        out[0][at] = lowp16{0};
+        out[1][at] = lowp16{0};
         continue;
       }
       for (int j = 0; j <= past_len + i; ++j)
-        v_max[at] = std::max(v_max[at], std::fabs(double{to_float(v[static_cast<size_t>(j) * kv_stride + col])}));
+        v_max[at] = std::max(v_max[at], std::fabs(double{half_to_float(v[static_cast<size_t>(j) * kv_stride + col])}));
     }
   EXPECT_EQ(gap_written, 0u) << "the output's columns past heads * head_size must stay as they were";
   expect_close(

@@ -29,8 +29,8 @@ TEST_F(CudaKernels, BiasGradColumnSums) {
     const auto prev = test::random_halves(rng, cols);
     for (bool accumulate : {false, true}) {
       auto db = both(accumulate ? prev : test::poison_halves(cols));
-      test::bias_grad_fp16(dy.cpu.data(), rows, cols, db.cpu.data(), accumulate);
-      launch_column_sums_fp16(gpu->compute_stream(), dy.gpu.data(), rows, cols, static_cast<size_t>(cols), 1,
+      test::bias_grad_lowp(dy.cpu.data(), rows, cols, db.cpu.data(), accumulate);
+      launch_column_sums_lowp(gpu->compute_stream(), dy.gpu.data(), rows, cols, static_cast<size_t>(cols), 1,
                               db.gpu.data(), accumulate);
       // FP32 column sums of rows terms in [-1, 1] in two orders: the floor
       // of test_cpu_elementwise.cpp, 1e-5 * sum|terms| (<= rows).
@@ -51,8 +51,8 @@ TEST_F(CudaKernels, CastsIncludingSpecialValues) {
     f.push_back(special);
   auto src = both(f);
   auto h = both(test::poison_halves(f.size()));
-  cpu.cast_fp32_to_fp16(src.cpu.data(), h.cpu.data(), f.size());
-  gpu->cast_fp32_to_fp16(src.gpu.data(), h.gpu.data(), f.size());
+  cpu.cast_fp32_to_lowp(src.cpu.data(), h.cpu.data(), f.size());
+  gpu->cast_fp32_to_lowp(src.gpu.data(), h.gpu.data(), f.size());
   expect_halves_equal(h.gpu.download(), h.cpu.download(), "fp32 -> fp16");
 }
 

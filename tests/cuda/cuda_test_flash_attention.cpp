@@ -30,11 +30,11 @@ namespace {
 
 using namespace test;
 
-std::vector<double> as_doubles(const std::vector<half16>& x) { return to_doubles(x); }
+std::vector<double> as_doubles(const std::vector<lowp16>& x) { return to_doubles(x); }
 
 // floor: dq's and dk's FP32 cancellation floor (FlashReference), for both
 // sides' roundings of dS.
-void expect_close(const char* what, const std::vector<half16>& dut, const std::vector<half16>& ref_backend,
+void expect_close(const char* what, const std::vector<lowp16>& dut, const std::vector<lowp16>& ref_backend,
                   const std::vector<double>& exact, const std::vector<double>* floor = nullptr) {
   std::vector<double> both_sides;
   if (floor) {
@@ -94,10 +94,10 @@ TEST_F(CudaKernels, FusedAttentionIsBitwiseTheSameRunToRun) {
 
 TEST_F(CudaKernels, FusedAttentionRefusesHeadSizesPastTheKernelsLimit) {
   const int hs = kFlashCudaMaxHeadSize + 1, T = 4;
-  Buffer<half16> x(*gpu, static_cast<size_t>(T) * hs);
+  Buffer<lowp16> x(*gpu, static_cast<size_t>(T) * hs);
   Buffer<float> lse(*gpu, T);
   try {
-    gpu->attention_forward_fused_fp16(x.data(), x.data(), x.data(), 1, T, hs, 1.0f, x.data(), lse.data());
+    gpu->attention_forward_fused_lowp(x.data(), x.data(), x.data(), 1, T, hs, 1.0f, x.data(), lse.data());
     FAIL() << "head_size " << hs << " was accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("kFlashCudaMaxHeadSize"), std::string::npos) << e.what();

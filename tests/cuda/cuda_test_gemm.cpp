@@ -48,23 +48,23 @@ void run_gemm_case(CpuBackend& cpu, CudaBackend& gpu, std::mt19937_64& rng, cons
   const auto bias = test::random_halves(rng, c.offset + static_cast<size_t>(c.n));
   std::vector<double> magnitude_sum;
 
-  std::vector<half16> outputs[2];
+  std::vector<lowp16> outputs[2];
   for (int side = 0; side < 3; ++side) {
     // Side 2 runs the CPU GEMM on |A|, |B|, |C| with |alpha|, |beta|: the
     // per-element magnitude sum|alpha a b| + |beta c| for the tolerance
     // floor (exact operands; its own FP16 rounding is irrelevant there).
     Backend& be = side == 1 ? static_cast<Backend&>(gpu) : static_cast<Backend&>(cpu);
     const bool magnitude = side == 2;
-    auto abs_of = [](std::vector<half16> v) {
-      for (half16& h : v) h.bits &= 0x7fff;
+    auto abs_of = [](std::vector<lowp16> v) {
+      for (lowp16& h : v) h.bits &= 0x7fff;
       return v;
     };
-    Buffer<half16> da(be, a.size()), db(be, b.size()), dc(be, c0.size()), dbias(be, bias.size());
+    Buffer<lowp16> da(be, a.size()), db(be, b.size()), dc(be, c0.size()), dbias(be, bias.size());
     da.upload(magnitude ? abs_of(a) : a);
     db.upload(magnitude ? abs_of(b) : b);
     dc.upload(magnitude && c.beta != 0.0f ? abs_of(c0) : c0);
     dbias.upload(bias);
-    GemmFp16 g;
+    GemmLowp g;
     g.trans_a = c.trans_a;
     g.trans_b = c.trans_b;
     g.m = c.m;
@@ -79,14 +79,14 @@ void run_gemm_case(CpuBackend& cpu, CudaBackend& gpu, std::mt19937_64& rng, cons
     g.c = dc.data() + c.offset;
     g.ldc = ldc;
     g.bias = c.bias && !magnitude ? dbias.data() + c.offset : nullptr;
-    be.gemm_fp16(g);
+    be.gemm_lowp(g);
     if (magnitude) {
       const auto mag = dc.download();
       magnitude_sum.assign(c_count, 0.0);
       for (size_t idx = c.offset; idx < c_count; ++idx) {
         const size_t j = (idx - c.offset) % ldc;
         if (static_cast<int>(j) < c.n)
-          magnitude_sum[idx] = to_float(mag[idx]) + (c.bias ? std::fabs(to_float(bias[c.offset + j])) : 0.0);
+          magnitude_sum[idx] = half_to_float(mag[idx]) + (c.bias ? std::fabs(half_to_float(bias[c.offset + j])) : 0.0);
       }
     } else {
       outputs[side] = dc.download();
@@ -96,7 +96,7 @@ void run_gemm_case(CpuBackend& cpu, CudaBackend& gpu, std::mt19937_64& rng, cons
   const auto& got = outputs[1];
 
   // Compare the m x n window; padding and the offset prefix must be untouched.
-  std::vector<half16> got_window, want_window, got_rest, want_rest;
+  std::vector<lowp16> got_window, want_window, got_rest, want_rest;
   std::vector<double> window_magnitude;
   for (size_t idx = 0; idx < c_count; ++idx) {
     const bool inside = idx >= c.offset && static_cast<int>((idx - c.offset) % ldc) < c.n;

@@ -54,7 +54,7 @@ void run_epilogue_case(CpuBackend& cpu, Backend& gpu, std::mt19937_64& rng, cons
   const auto ref = test::epilogue_reference(c, in);
   // Window elements against the CPU; everything outside the window must
   // still hold what it held (C: c0; pre-activation: poison).
-  std::vector<half16> got_c, want_c, got_pre, want_pre, got_rest, want_rest;
+  std::vector<lowp16> got_c, want_c, got_pre, want_pre, got_rest, want_rest;
   std::vector<double> floor;
   for (size_t idx = 0; idx < c.c_count(); ++idx) {
     const bool inside = idx >= c.offset && static_cast<int>((idx - c.offset) % c.ldc()) < c.n;
@@ -83,7 +83,7 @@ void run_epilogue_case(CpuBackend& cpu, Backend& gpu, std::mt19937_64& rng, cons
         got_pre, want_pre, kFp16RelTol, [&](size_t i) { return floor[i]; }, "pre-activation");
   expect_halves_equal(got_rest, want_rest, "outside the m x n window");
   if (c.bias_grad) {
-    std::vector<half16> got_db(got.bias_grad.begin() + c.offset, got.bias_grad.end()),
+    std::vector<lowp16> got_db(got.bias_grad.begin() + c.offset, got.bias_grad.end()),
         want_db(want.bias_grad.begin() + c.offset, want.bias_grad.end());
     expect_close(
         got_db, want_db, kFp16RelTol, [&](size_t i) { return 1e-5 * ref.bias_grad_magnitude[i] + kFp16SubnormalStep; },
@@ -246,8 +246,8 @@ void expect_routes(const GemmRouteCounts& got, std::initializer_list<std::pair<G
 // FP16 values i/8 with |i| <= 8: products are multiples of 1/64 of
 // magnitude <= 1, so a sum of k of them (plus such a bias) is a multiple of
 // 1/64 below k + 1: exact in FP32, in any order, while 64 (k + 1) < 2^24.
-std::vector<half16> random_eighths(std::mt19937_64& rng, size_t count) {
-  std::vector<half16> out(count);
+std::vector<lowp16> random_eighths(std::mt19937_64& rng, size_t count) {
+  std::vector<lowp16> out(count);
   for (auto& h : out) h = to_half(static_cast<float>(static_cast<int>(rng() % 17) - 8) / 8.0f);
   return out;
 }
@@ -294,34 +294,34 @@ TEST_F(CudaKernels, ModelGemmsTakeTheFusedCublasLtRoutes) {
   ParameterStore params(*gpu, model.parameters());
   params.set_master_weights(model.parameters().initial_values(test::test_seed()));
   const ParameterTables tables =
-      ParameterTables::flat(params.weights_fp16.data(), params.grads_fp16.data(), model.parameters());
-  Buffer<half16> x(*gpu, static_cast<size_t>(rows) * model.input_width());
+      ParameterTables::flat(params.weights_lowp.data(), params.grads_lowp.data(), model.parameters());
+  Buffer<lowp16> x(*gpu, static_cast<size_t>(rows) * model.input_width());
   x.upload(test::random_halves(rng, x.count()));
   DeviceBatch batch;
-  batch.features_fp16 = x.data();
+  batch.features_lowp = x.data();
   batch.rows = rows;
 
   auto routes = gpu->gemm_route_counts_for_testing();
-  model.forward(batch, tables.weights_fp16);
+  model.forward(batch, tables.weights_lowp);
   // Hidden layers: Z = X W^T + b with ReLU in one RELU_BIAS call; the
   // logits: BIAS.
   auto now = gpu->gemm_route_counts_for_testing();
   expect_routes(now.since(routes), {{GemmRoute::kLtReluBias, 2}, {GemmRoute::kLtBias, 1}}, "forward");
 
   const auto dlogits = test::random_halves(rng, static_cast<size_t>(rows) * model.output_width());
-  gpu->copy_to_device(model.output_grad(), dlogits.data(), dlogits.size() * sizeof(half16));
+  gpu->copy_to_device(model.output_grad(), dlogits.data(), dlogits.size() * sizeof(lowp16));
   // BGRADB needs a 16-byte-aligned bias-gradient vector. The flat gradient
   // buffer is cudaMalloc'd (256-byte aligned) and the parameter registry
   // starts every tensor at a multiple of 8 elements, so every layer's bias
   // gradient qualifies (before the registry padded, only the last layer's did).
   int64_t bgradb_layers = 0;
   for (const ParameterTensor& t : model.parameters().tensors())
-    bgradb_layers += t.shape.size() == 1 && (t.offset * sizeof(half16)) % 16 == 0;
+    bgradb_layers += t.shape.size() == 1 && (t.offset * sizeof(lowp16)) % 16 == 0;
   const int64_t layers = model.layer_count();
   EXPECT_EQ(bgradb_layers, layers) << "a bias the registry left unaligned";
 
   routes = gpu->gemm_route_counts_for_testing();
-  model.backward(tables.weights_fp16, tables.grads_fp16, /*accumulate=*/false, nullptr);
+  model.backward(tables.weights_lowp, tables.grads_lowp, /*accumulate=*/false, nullptr);
   // dW with db by BGRADB in the same call on every layer; dX (layers 2 and
   // 3) as the plain GEMM, then relu' in place.
   now = gpu->gemm_route_counts_for_testing();
@@ -329,7 +329,7 @@ TEST_F(CudaKernels, ModelGemmsTakeTheFusedCublasLtRoutes) {
                 "backward");
 
   routes = now;
-  model.backward(tables.weights_fp16, tables.grads_fp16, /*accumulate=*/true, nullptr);
+  model.backward(tables.weights_lowp, tables.grads_lowp, /*accumulate=*/true, nullptr);
   // --grad-accum > 1: dW adds to the gradients (beta 1), which BGRADB cannot
   // (it writes the vector), so db comes from the bias-gradient kernel.
   now = gpu->gemm_route_counts_for_testing();

@@ -1,5 +1,5 @@
-// cuda_test_gemm_to_fp32.cpp: CudaBackend's gemm_fp16_to_fp32 (cuBLASLt,
-// FP16 A and B, FP32 C and D) and add_fp32_into_fp16 against CpuBackend's
+// cuda_test_gemm_to_fp32.cpp: CudaBackend's gemm_lowp_to_fp32 (cuBLASLt,
+// FP16 A and B, FP32 C and D) and add_fp32_into_lowp against CpuBackend's
 // on the same inputs: every transpose, d_wte's shape (a transposed A of
 // [rows, V]) summed into C three times with beta 1, a padded ldc whose
 // columns past n stay poisoned, and k = 0. The GEMM's FP32 sums differ in
@@ -19,8 +19,8 @@ namespace {
 
 using namespace test;  // cuda_test_support.h: CudaKernels, comparisons
 
-GemmFp16 gemm_of(bool ta, bool tb, int m, int n, int k, int ldc) {
-  GemmFp16 g;
+GemmLowp gemm_of(bool ta, bool tb, int m, int n, int k, int ldc) {
+  GemmLowp g;
   g.trans_a = ta ? Transpose::Yes : Transpose::No;
   g.trans_b = tb ? Transpose::Yes : Transpose::No;
   g.m = m;
@@ -32,8 +32,8 @@ GemmFp16 gemm_of(bool ta, bool tb, int m, int n, int k, int ldc) {
   return g;
 }
 
-std::vector<half16> absolute(std::vector<half16> v) {
-  for (half16& h : v) h.bits &= 0x7fff;
+std::vector<lowp16> absolute(std::vector<lowp16> v) {
+  for (lowp16& h : v) h.bits &= 0x7fff;
   return v;
 }
 
@@ -62,21 +62,21 @@ TEST_F(CudaKernels, GemmToFp32MatchesTheCpu) {
       const auto b = random_halves(rng, static_cast<size_t>(c.k) * c.n);
       auto da = both(a);
       auto db = both(b);
-      Buffer<half16> abs_a(cpu, a.size()), abs_b(cpu, b.size());
+      Buffer<lowp16> abs_a(cpu, a.size()), abs_b(cpu, b.size());
       abs_a.upload(absolute(a));
       abs_b.upload(absolute(b));
-      GemmFp16 g = gemm_of(c.ta, c.tb, c.m, c.n, c.k, ldc);
+      GemmLowp g = gemm_of(c.ta, c.tb, c.m, c.n, c.k, ldc);
       g.beta = part == 0 ? 0.0f : 1.0f;  // beta 0 never reads the NaN start
       g.a = da.cpu.data();
       g.b = db.cpu.data();
-      cpu.gemm_fp16_to_fp32(g, acc.cpu.data());
-      GemmFp16 m = g;
+      cpu.gemm_lowp_to_fp32(g, acc.cpu.data());
+      GemmLowp m = g;
       m.a = abs_a.data();
       m.b = abs_b.data();
-      cpu.gemm_fp16_to_fp32(m, magnitude.data());
+      cpu.gemm_lowp_to_fp32(m, magnitude.data());
       g.a = da.gpu.data();
       g.b = db.gpu.data();
-      gpu->gemm_fp16_to_fp32(g, acc.gpu.data());
+      gpu->gemm_lowp_to_fp32(g, acc.gpu.data());
     }
     const auto got = acc.gpu.download(), want = acc.cpu.download(), mag = magnitude.download();
     const double bound = (static_cast<double>(c.k) * c.parts + c.parts + 1) * std::ldexp(1.0, -24);
@@ -99,9 +99,9 @@ TEST_F(CudaKernels, GemmToFp32WithNoSumsZeroesOrKeepsC) {
   const auto start = random_floats(rng, 12, -1.0f, 1.0f);
   for (const float beta : {0.0f, 1.0f}) {
     auto c = both(start);
-    GemmFp16 g = gemm_of(false, false, 3, 4, 0, 4);
+    GemmLowp g = gemm_of(false, false, 3, 4, 0, 4);
     g.beta = beta;
-    gpu->gemm_fp16_to_fp32(g, c.gpu.data());
+    gpu->gemm_lowp_to_fp32(g, c.gpu.data());
     const auto got = c.gpu.download();
     for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], beta == 0.0f ? 0.0f : start[i]) << i;
   }
@@ -112,8 +112,8 @@ TEST_F(CudaKernels, AddFp32IntoFp16RoundsAsTheCpu) {
   const size_t count = 100003;
   auto y = both(random_halves(rng, count));
   auto x = both(random_floats(rng, count, -4.0f, 4.0f));
-  cpu.add_fp32_into_fp16(x.cpu.data(), y.cpu.data(), count);
-  gpu->add_fp32_into_fp16(x.gpu.data(), y.gpu.data(), count);
+  cpu.add_fp32_into_lowp(x.cpu.data(), y.cpu.data(), count);
+  gpu->add_fp32_into_lowp(x.gpu.data(), y.gpu.data(), count);
   expect_halves_equal(y.gpu.download(), y.cpu.download(), "fp16(y + x)");
 }
 

@@ -29,7 +29,7 @@ TEST_F(CudaKernels, SoftmaxCrossEntropyForwardBackward) {
     // Make about half the rows correct, and put exact ties in some rows:
     // the first maximum must win (torch.argmax), on both backends.
     for (int r = 0; r < rows; ++r) {
-      half16* row = logits.data() + static_cast<size_t>(r) * cols;
+      lowp16* row = logits.data() + static_cast<size_t>(r) * cols;
       if (r % 2 == 0) row[labels[r]] = to_half(4.5f);
       if (r % 3 == 0 && cols > 1) {
         const int other = (labels[r] + 1) % cols;

@@ -66,15 +66,15 @@ TEST_F(NcclCapture, AllreduceBetweenTwoKernelsReplaysWithFreshInputs) {
   const size_t n = 300007;  // odd: a tail a kernel or NCCL forgot would show
   CpuBackend cpu(1);
   Buffer<float> input_fp32(*gpu, n), out_fp32(*gpu, n), inv_scale(*gpu, 1);
-  Buffer<half16> grads_fp16(*gpu, n);
+  Buffer<lowp16> grads_lowp(*gpu, n);
   Buffer<int32_t> nonfinite(*gpu, 1);
   // Everything the capture touches exists before it (no allocation inside).
   gpu->begin_capture();
   comm->set_capturing(true);
-  gpu->cast_fp32_to_fp16(input_fp32.data(), grads_fp16.data(), n);  // writes the buffer
-  comm->start_allreduce_sum_fp16(grads_fp16.data(), n);
+  gpu->cast_fp32_to_lowp(input_fp32.data(), grads_lowp.data(), n);  // writes the buffer
+  comm->start_allreduce_sum_lowp(grads_lowp.data(), n);
   comm->wait_allreduces();
-  gpu->unscale_fp16_to_fp32(grads_fp16.data(), out_fp32.data(), n, ScalarArg::at(inv_scale.data()),
+  gpu->unscale_lowp_to_fp32(grads_lowp.data(), out_fp32.data(), n, ScalarArg::at(inv_scale.data()),
                             nonfinite.data());  // reads and scales it
   comm->set_capturing(false);
   const int graph = gpu->end_capture();
@@ -94,11 +94,11 @@ TEST_F(NcclCapture, AllreduceBetweenTwoKernelsReplaysWithFreshInputs) {
 
     // The reference: the same two kernels on the CPU; a one-rank sum is the identity.
     Buffer<float> cpu_in(cpu, n), cpu_out(cpu, n);
-    Buffer<half16> cpu_grads(cpu, n);
+    Buffer<lowp16> cpu_grads(cpu, n);
     int32_t cpu_flag = 0;
     cpu_in.upload(input);
-    cpu.cast_fp32_to_fp16(cpu_in.data(), cpu_grads.data(), n);
-    cpu.unscale_fp16_to_fp32(cpu_grads.data(), cpu_out.data(), n, scale, &cpu_flag);
+    cpu.cast_fp32_to_lowp(cpu_in.data(), cpu_grads.data(), n);
+    cpu.unscale_lowp_to_fp32(cpu_grads.data(), cpu_out.data(), n, scale, &cpu_flag);
 
     EXPECT_EQ(first_mismatch(out_fp32.download(), cpu_out.download()), -1);
     EXPECT_EQ(nonfinite.download()[0] != 0, overflow);
@@ -108,10 +108,10 @@ TEST_F(NcclCapture, AllreduceBetweenTwoKernelsReplaysWithFreshInputs) {
   EXPECT_EQ(comm->take_allreduce_times().busy_s, 0.0);
 
   // The communicator still works eagerly after the capture and its replays.
-  const std::vector<half16> want = test::random_halves(rng, n, -1000.0f, 1000.0f);
-  grads_fp16.upload(want);
-  comm->allreduce_sum_fp16(grads_fp16.data(), n);
-  const std::vector<half16> got = grads_fp16.download();
+  const std::vector<lowp16> want = test::random_halves(rng, n, -1000.0f, 1000.0f);
+  grads_lowp.upload(want);
+  comm->allreduce_sum_lowp(grads_lowp.data(), n);
+  const std::vector<lowp16> got = grads_lowp.download();
   size_t differ = 0;
   for (size_t i = 0; i < n; ++i) differ += got[i].bits != want[i].bits;
   EXPECT_EQ(differ, 0u) << "an eager one-rank all-reduce after the replays changed the data";

@@ -45,8 +45,8 @@ long first_mismatch(const std::vector<T>& got, const std::vector<T>& want, Bits 
     if (bits(got[i]) != bits(want[i])) return static_cast<long>(i);
   return -1;
 }
-long first_mismatch(const std::vector<half16>& got, const std::vector<half16>& want) {
-  return first_mismatch(got, want, [](half16 h) { return h.bits; });
+long first_mismatch(const std::vector<lowp16>& got, const std::vector<lowp16>& want) {
+  return first_mismatch(got, want, [](lowp16 h) { return h.bits; });
 }
 
 // Holds the stream it is queued on far longer than a 2 MB copy takes.
@@ -56,12 +56,12 @@ void CUDART_CB hold_stream_100ms(void*) { std::this_thread::sleep_for(std::chron
 // test covers both.
 struct Collective {
   const char* name;
-  std::function<void(NcclCommunicator&, half16*, size_t count)> run;
+  std::function<void(NcclCommunicator&, lowp16*, size_t count)> run;
 };
 const Collective kCollectives[] = {
-    {"allreduce_sum_fp16", [](NcclCommunicator& c, half16* p, size_t count) { c.allreduce_sum_fp16(p, count); }},
+    {"allreduce_sum_lowp", [](NcclCommunicator& c, lowp16* p, size_t count) { c.allreduce_sum_lowp(p, count); }},
     {"broadcast_bytes",
-     [](NcclCommunicator& c, half16* p, size_t count) { c.broadcast_bytes(p, count * sizeof(half16), 0); }},
+     [](NcclCommunicator& c, lowp16* p, size_t count) { c.broadcast_bytes(p, count * sizeof(lowp16), 0); }},
 };
 
 class NcclCommunicator1Rank : public test::GpuTest {
@@ -90,22 +90,22 @@ TEST_F(NcclCommunicator1Rank, NameAndPlace) {
 
 TEST_F(NcclCommunicator1Rank, AllreduceFp16OfOneRankKeepsEveryBit) {
   SCOPED_TRACE(seed_text());
-  const std::vector<half16> want = test::random_halves(rng, kOddCount, -1000.0f, 1000.0f);
-  Buffer<half16> grads_fp16(*gpu, kOddCount);
-  grads_fp16.upload(want);
-  comm->allreduce_sum_fp16(grads_fp16.data(), kOddCount);
-  std::vector<half16> got = test::poison_halves(kOddCount);
-  gpu->copy_to_host(got.data(), grads_fp16.data(), grads_fp16.size_bytes());
+  const std::vector<lowp16> want = test::random_halves(rng, kOddCount, -1000.0f, 1000.0f);
+  Buffer<lowp16> grads_lowp(*gpu, kOddCount);
+  grads_lowp.upload(want);
+  comm->allreduce_sum_lowp(grads_lowp.data(), kOddCount);
+  std::vector<lowp16> got = test::poison_halves(kOddCount);
+  gpu->copy_to_host(got.data(), grads_lowp.data(), grads_lowp.size_bytes());
   EXPECT_EQ(first_mismatch(got, want), -1);
 }
 
 // The metrics' all-reduce times: device time of each all-reduce (and of the
 // compute stream's wait) since the last read, then nothing until the next.
 TEST_F(NcclCommunicator1Rank, AllreduceTimeIsTakenOnce) {
-  Buffer<half16> grads_fp16(*gpu, kOddCount);
-  grads_fp16.upload(test::random_halves(rng, kOddCount));
+  Buffer<lowp16> grads_lowp(*gpu, kOddCount);
+  grads_lowp.upload(test::random_halves(rng, kOddCount));
   EXPECT_EQ(comm->take_allreduce_times().busy_s, 0.0);
-  for (int i = 0; i < 3; ++i) comm->allreduce_sum_fp16(grads_fp16.data(), kOddCount);
+  for (int i = 0; i < 3; ++i) comm->allreduce_sum_lowp(grads_lowp.data(), kOddCount);
   const AllreduceTimes t = comm->take_allreduce_times();
   // One rank in place may launch nothing: the events can be 0 ms apart.
   EXPECT_GE(t.busy_s, 0.0);
@@ -134,17 +134,17 @@ TEST_F(NcclCommunicator1Rank, BroadcastBytesFromRoot0KeepsEveryByte) {
 // after the collective must still see them, not the poison.
 TEST_F(NcclCommunicator1Rank, CollectiveWaitsForComputeStream) {
   SCOPED_TRACE(seed_text());
-  const std::vector<half16> want = test::random_halves(rng, kOddCount);
-  Buffer<half16> source_fp16(*gpu, kOddCount), data_fp16(*gpu, kOddCount);
-  source_fp16.upload(want);
+  const std::vector<lowp16> want = test::random_halves(rng, kOddCount);
+  Buffer<lowp16> source_lowp(*gpu, kOddCount), data_lowp(*gpu, kOddCount);
+  source_lowp.upload(want);
   for (const Collective& collective : kCollectives) {
     SCOPED_TRACE(collective.name);
-    data_fp16.upload(test::poison_halves(kOddCount));
+    data_lowp.upload(test::poison_halves(kOddCount));
     DDP_CUDA_CHECK(cudaLaunchHostFunc(gpu->compute_stream(), hold_stream_100ms, nullptr));
-    gpu->copy_on_device(data_fp16.data(), source_fp16.data(), data_fp16.size_bytes());
-    collective.run(*comm, data_fp16.data(), kOddCount);
-    std::vector<half16> got = test::poison_halves(kOddCount);
-    DDP_CUDA_CHECK(cudaMemcpyAsync(got.data(), data_fp16.data(), data_fp16.size_bytes(), cudaMemcpyDeviceToHost,
+    gpu->copy_on_device(data_lowp.data(), source_lowp.data(), data_lowp.size_bytes());
+    collective.run(*comm, data_lowp.data(), kOddCount);
+    std::vector<lowp16> got = test::poison_halves(kOddCount);
+    DDP_CUDA_CHECK(cudaMemcpyAsync(got.data(), data_lowp.data(), data_lowp.size_bytes(), cudaMemcpyDeviceToHost,
                                    comm->comm_stream()));
     DDP_CUDA_CHECK(cudaStreamSynchronize(comm->comm_stream()));
     EXPECT_EQ(first_mismatch(got, want), -1);
@@ -157,18 +157,18 @@ TEST_F(NcclCommunicator1Rank, CollectiveWaitsForComputeStream) {
 // see them.
 TEST_F(NcclCommunicator1Rank, ComputeStreamWaitsForCollective) {
   SCOPED_TRACE(seed_text());
-  const std::vector<half16> want = test::random_halves(rng, kOddCount);
-  Buffer<half16> source_fp16(*gpu, kOddCount), data_fp16(*gpu, kOddCount);
-  source_fp16.upload(want);
+  const std::vector<lowp16> want = test::random_halves(rng, kOddCount);
+  Buffer<lowp16> source_lowp(*gpu, kOddCount), data_lowp(*gpu, kOddCount);
+  source_lowp.upload(want);
   for (const Collective& collective : kCollectives) {
     SCOPED_TRACE(collective.name);
-    data_fp16.upload(test::poison_halves(kOddCount));
+    data_lowp.upload(test::poison_halves(kOddCount));
     DDP_CUDA_CHECK(cudaLaunchHostFunc(comm->comm_stream(), hold_stream_100ms, nullptr));
-    DDP_CUDA_CHECK(cudaMemcpyAsync(data_fp16.data(), source_fp16.data(), data_fp16.size_bytes(),
+    DDP_CUDA_CHECK(cudaMemcpyAsync(data_lowp.data(), source_lowp.data(), data_lowp.size_bytes(),
                                    cudaMemcpyDeviceToDevice, comm->comm_stream()));
-    collective.run(*comm, data_fp16.data(), kOddCount);
-    std::vector<half16> got = test::poison_halves(kOddCount);
-    gpu->copy_to_host(got.data(), data_fp16.data(), data_fp16.size_bytes());
+    collective.run(*comm, data_lowp.data(), kOddCount);
+    std::vector<lowp16> got = test::poison_halves(kOddCount);
+    gpu->copy_to_host(got.data(), data_lowp.data(), data_lowp.size_bytes());
     EXPECT_EQ(first_mismatch(got, want), -1);
     comm->barrier();
   }
@@ -181,7 +181,7 @@ TEST_F(NcclCommunicator1Rank, HostSumOfOneRankIsIdentityAndBarrierReturns) {
 }
 
 TEST_F(NcclCommunicator1Rank, ZeroSizedCollectivesAreNoOps) {
-  EXPECT_NO_THROW(comm->allreduce_sum_fp16(nullptr, 0));
+  EXPECT_NO_THROW(comm->allreduce_sum_lowp(nullptr, 0));
   EXPECT_NO_THROW(comm->broadcast_bytes(nullptr, 0, 0));
   EXPECT_NO_THROW(comm->barrier());
 }
@@ -196,11 +196,11 @@ TEST_F(NcclCommunicator1Rank, BroadcastFromARootOutsideTheWorldThrows) {
 // collectives say so instead of touching a freed handle, and the destructor
 // does not free it again.
 TEST_F(NcclCommunicator1Rank, AbortIsIdempotentAndLaterCollectivesThrow) {
-  Buffer<half16> grads_fp16(*gpu, 8);
+  Buffer<lowp16> grads_lowp(*gpu, 8);
   comm->abort();
   comm->abort();
-  EXPECT_THROW(comm->allreduce_sum_fp16(grads_fp16.data(), 8), Error);
-  EXPECT_THROW(comm->broadcast_bytes(grads_fp16.data(), 16, 0), Error);
+  EXPECT_THROW(comm->allreduce_sum_lowp(grads_lowp.data(), 8), Error);
+  EXPECT_THROW(comm->broadcast_bytes(grads_lowp.data(), 16, 0), Error);
   EXPECT_NO_THROW(comm.reset());
 }
 
@@ -210,8 +210,8 @@ TEST_F(NcclCommunicator1Rank, AbortIsIdempotentAndLaterCollectivesThrow) {
 // error, and nothing crashes in NCCL.
 TEST_F(NcclCommunicator1Rank, AbortFromAnotherThreadAmidCollectivesEndsInTheError) {
   const size_t n = 4096;
-  Buffer<half16> grads_fp16(*gpu, n);
-  grads_fp16.upload(test::random_halves(rng, n));
+  Buffer<lowp16> grads_lowp(*gpu, n);
+  grads_lowp.upload(test::random_halves(rng, n));
   std::atomic<bool> started{false};
   std::thread watchdog([&] {
     while (!started.load()) std::this_thread::yield();
@@ -222,7 +222,7 @@ TEST_F(NcclCommunicator1Rank, AbortFromAnotherThreadAmidCollectivesEndsInTheErro
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   try {
     while (std::chrono::steady_clock::now() < give_up) {
-      comm->allreduce_sum_fp16(grads_fp16.data(), n);
+      comm->allreduce_sum_lowp(grads_lowp.data(), n);
       started = true;
     }
   } catch (const Error& e) {
@@ -230,7 +230,7 @@ TEST_F(NcclCommunicator1Rank, AbortFromAnotherThreadAmidCollectivesEndsInTheErro
   }
   started = true;  // in case the first collective threw
   watchdog.join();
-  EXPECT_EQ(error, "allreduce_sum_fp16 on an aborted NCCL communicator");
+  EXPECT_EQ(error, "allreduce_sum_lowp on an aborted NCCL communicator");
 }
 
 // Argument checks come before any CUDA or NCCL call, so these need no GPU.

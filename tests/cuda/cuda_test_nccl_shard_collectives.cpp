@@ -32,8 +32,8 @@ namespace {
 
 constexpr size_t kOddCount = 1'000'003;
 
-bool same_bits(const std::vector<half16>& a, const std::vector<half16>& b) {
-  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(half16)) == 0);
+bool same_bits(const std::vector<lowp16>& a, const std::vector<lowp16>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(lowp16)) == 0);
 }
 
 void CUDART_CB hold_stream_100ms(void*) { std::this_thread::sleep_for(std::chrono::milliseconds(100)); }
@@ -47,8 +47,8 @@ class NcclShards1Rank : public test::GpuTest {
     gpu = std::make_unique<CudaBackend>(0);
     comm = std::make_unique<NcclCommunicator>(0, 1, gpu->compute_stream());
   }
-  std::vector<half16> download(Buffer<half16>& b) {
-    std::vector<half16> host = test::poison_halves(b.count());
+  std::vector<lowp16> download(Buffer<lowp16>& b) {
+    std::vector<lowp16> host = test::poison_halves(b.count());
     gpu->copy_to_host(host.data(), b.data(), b.size_bytes());
     return host;
   }
@@ -60,20 +60,20 @@ class NcclShards1Rank : public test::GpuTest {
 
 TEST_F(NcclShards1Rank, ReduceScatterAndAllgatherOfOneRankKeepEveryBit) {
   const ShardLayout layout = ShardLayout::balanced(kOddCount, 1, 64);
-  const std::vector<half16> want = test::random_halves(rng, kOddCount, -1000.0f, 1000.0f);
-  Buffer<half16> send_fp16(*gpu, kOddCount), recv_fp16(*gpu, kOddCount);
-  send_fp16.upload(want);
-  recv_fp16.upload(test::poison_halves(kOddCount));
-  comm->reduce_scatter_sum_fp16(send_fp16.data(), recv_fp16.data(), layout);
-  EXPECT_TRUE(same_bits(download(recv_fp16), want)) << "reduce-scatter";
-  recv_fp16.upload(test::poison_halves(kOddCount));
-  comm->allgather_fp16(send_fp16.data(), recv_fp16.data(), layout);
-  EXPECT_TRUE(same_bits(download(recv_fp16), want)) << "all-gather";
-  comm->reduce_scatter_sum_fp16(send_fp16.data(), send_fp16.data(), layout);
-  comm->allgather_fp16(send_fp16.data(), send_fp16.data(), layout);
-  EXPECT_TRUE(same_bits(download(send_fp16), want)) << "in place";
-  EXPECT_NO_THROW(comm->reduce_scatter_sum_fp16(nullptr, nullptr, ShardLayout::balanced(0, 1, 64)));
-  EXPECT_NO_THROW(comm->allgather_fp16(nullptr, nullptr, ShardLayout::balanced(0, 1, 64)));
+  const std::vector<lowp16> want = test::random_halves(rng, kOddCount, -1000.0f, 1000.0f);
+  Buffer<lowp16> send_lowp(*gpu, kOddCount), recv_lowp(*gpu, kOddCount);
+  send_lowp.upload(want);
+  recv_lowp.upload(test::poison_halves(kOddCount));
+  comm->reduce_scatter_sum_lowp(send_lowp.data(), recv_lowp.data(), layout);
+  EXPECT_TRUE(same_bits(download(recv_lowp), want)) << "reduce-scatter";
+  recv_lowp.upload(test::poison_halves(kOddCount));
+  comm->allgather_lowp(send_lowp.data(), recv_lowp.data(), layout);
+  EXPECT_TRUE(same_bits(download(recv_lowp), want)) << "all-gather";
+  comm->reduce_scatter_sum_lowp(send_lowp.data(), send_lowp.data(), layout);
+  comm->allgather_lowp(send_lowp.data(), send_lowp.data(), layout);
+  EXPECT_TRUE(same_bits(download(send_lowp), want)) << "in place";
+  EXPECT_NO_THROW(comm->reduce_scatter_sum_lowp(nullptr, nullptr, ShardLayout::balanced(0, 1, 64)));
+  EXPECT_NO_THROW(comm->allgather_lowp(nullptr, nullptr, ShardLayout::balanced(0, 1, 64)));
 }
 
 // The started forms are fenced like the all-reduce: comm_stream waits for
@@ -81,18 +81,18 @@ TEST_F(NcclShards1Rank, ReduceScatterAndAllgatherOfOneRankKeepEveryBit) {
 // for the collectives.
 TEST_F(NcclShards1Rank, StartedCollectivesAreFencedWithTheComputeStream) {
   const ShardLayout layout = ShardLayout::balanced(kOddCount, 1, 1);
-  const std::vector<half16> want = test::random_halves(rng, kOddCount);
-  Buffer<half16> source_fp16(*gpu, kOddCount), send_fp16(*gpu, kOddCount), mid_fp16(*gpu, kOddCount),
-      full_fp16(*gpu, kOddCount);
-  source_fp16.upload(want);
-  send_fp16.upload(test::poison_halves(kOddCount));
-  full_fp16.upload(test::poison_halves(kOddCount));
+  const std::vector<lowp16> want = test::random_halves(rng, kOddCount);
+  Buffer<lowp16> source_lowp(*gpu, kOddCount), send_lowp(*gpu, kOddCount), mid_lowp(*gpu, kOddCount),
+      full_lowp(*gpu, kOddCount);
+  source_lowp.upload(want);
+  send_lowp.upload(test::poison_halves(kOddCount));
+  full_lowp.upload(test::poison_halves(kOddCount));
   DDP_CUDA_CHECK(cudaLaunchHostFunc(gpu->compute_stream(), hold_stream_100ms, nullptr));
-  gpu->copy_on_device(send_fp16.data(), source_fp16.data(), send_fp16.size_bytes());
-  comm->start_reduce_scatter_sum_fp16(send_fp16.data(), mid_fp16.data(), layout);
-  comm->start_allgather_fp16(mid_fp16.data(), full_fp16.data(), layout);
+  gpu->copy_on_device(send_lowp.data(), source_lowp.data(), send_lowp.size_bytes());
+  comm->start_reduce_scatter_sum_lowp(send_lowp.data(), mid_lowp.data(), layout);
+  comm->start_allgather_lowp(mid_lowp.data(), full_lowp.data(), layout);
   comm->wait_allreduces();
-  EXPECT_TRUE(same_bits(download(full_fp16), want));
+  EXPECT_TRUE(same_bits(download(full_lowp), want));
   const AllreduceTimes t = comm->take_allreduce_times();
   EXPECT_GE(t.busy_s, 0.0);
 }
@@ -108,10 +108,10 @@ TEST_F(NcclShards1Rank, Int32MaxOfOneRankKeepsTheFlags) {
 }
 
 TEST_F(NcclShards1Rank, AnotherWorldsLayoutIsRefused) {
-  Buffer<half16> data_fp16(*gpu, 16);
-  EXPECT_THROW(comm->reduce_scatter_sum_fp16(data_fp16.data(), data_fp16.data(), ShardLayout::balanced(16, 2, 1)),
+  Buffer<lowp16> data_lowp(*gpu, 16);
+  EXPECT_THROW(comm->reduce_scatter_sum_lowp(data_lowp.data(), data_lowp.data(), ShardLayout::balanced(16, 2, 1)),
                Error);
-  EXPECT_THROW(comm->allgather_fp16(data_fp16.data(), data_fp16.data(), ShardLayout::balanced(16, 2, 1)), Error);
+  EXPECT_THROW(comm->allgather_lowp(data_lowp.data(), data_lowp.data(), ShardLayout::balanced(16, 2, 1)), Error);
 }
 
 }  // namespace

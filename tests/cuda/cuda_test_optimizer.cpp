@@ -25,12 +25,12 @@ TEST_F(CudaKernels, UnscaleFlagsInfAndNanAnywhere) {
   const size_t n = (size_t{1} << 20) + 7;
   const float inv_scale = 1.0f / 1024.0f;
   const auto clean = test::random_halves(rng, n, -1000.0f, 1000.0f);
-  auto run = [&](const std::vector<half16>& grads, int32_t flag_before, const std::string& what) {
+  auto run = [&](const std::vector<lowp16>& grads, int32_t flag_before, const std::string& what) {
     auto g16 = both(grads);
     auto g32 = both(nan_floats(n));
     auto flag = both(std::vector<int32_t>{flag_before});
-    cpu.unscale_fp16_to_fp32(g16.cpu.data(), g32.cpu.data(), n, inv_scale, flag.cpu.data());
-    gpu->unscale_fp16_to_fp32(g16.gpu.data(), g32.gpu.data(), n, inv_scale, flag.gpu.data());
+    cpu.unscale_lowp_to_fp32(g16.cpu.data(), g32.cpu.data(), n, inv_scale, flag.cpu.data());
+    gpu->unscale_lowp_to_fp32(g16.gpu.data(), g32.gpu.data(), n, inv_scale, flag.gpu.data());
     // One exact widening and one FP32 multiply: the same bits.
     expect_floats_equal(g32.gpu.download(), g32.cpu.download(), what + ": grads_fp32");
     const int32_t flag_cpu = flag.cpu.download()[0];
@@ -124,7 +124,7 @@ TEST_F(CudaKernels, SgdVariants) {
     }
     expect_close(master.gpu.download(), master.cpu.download(), kFp32RelTol, 1e-6, "master_fp32");
     expect_close(momentum.gpu.download(), momentum.cpu.download(), kFp32RelTol, 1e-6, "momentum_fp32");
-    expect_close(weights.gpu.download(), weights.cpu.download(), kFp16RelTol, kFp16SubnormalStep, "weights_fp16");
+    expect_close(weights.gpu.download(), weights.cpu.download(), kFp16RelTol, kFp16SubnormalStep, "weights_lowp");
   }
 }
 
@@ -135,7 +135,7 @@ TEST_F(CudaKernels, FusedSgdFromFp16GradsMatchesUnscaleThenSgdBitwise) {
   SCOPED_TRACE(seed_text());
   const size_t n = 100003;
   const float inv_scale = 1.0f / 4096.0f;
-  std::vector<half16> grads_host = test::random_halves(rng, n, -60000.0f, 60000.0f);
+  std::vector<lowp16> grads_host = test::random_halves(rng, n, -60000.0f, 60000.0f);
   const auto master_host = test::random_floats(rng, n), momentum_host = test::random_floats(rng, n);
   SgdParams p;
   p.lr = 0.05f;
@@ -143,7 +143,7 @@ TEST_F(CudaKernels, FusedSgdFromFp16GradsMatchesUnscaleThenSgdBitwise) {
   p.first_step = false;
   p.weight_decay = 1e-4f;
   p.grad_multiplier = 0.75f;
-  Buffer<half16> grads(*gpu, n), w_two(*gpu, n), w_fused(*gpu, n);
+  Buffer<lowp16> grads(*gpu, n), w_two(*gpu, n), w_fused(*gpu, n);
   Buffer<float> grads_fp32(*gpu, n), m_two(*gpu, n), m_fused(*gpu, n), mom_two(*gpu, n), mom_fused(*gpu, n);
   Buffer<int32_t> flag(*gpu, 1);
   grads.upload(grads_host);
@@ -154,9 +154,9 @@ TEST_F(CudaKernels, FusedSgdFromFp16GradsMatchesUnscaleThenSgdBitwise) {
   w_two.upload(test::poison_halves(n));
   w_fused.upload(test::poison_halves(n));
   flag.zero();
-  gpu->unscale_fp16_to_fp32(grads.data(), grads_fp32.data(), n, inv_scale, flag.data());
+  gpu->unscale_lowp_to_fp32(grads.data(), grads_fp32.data(), n, inv_scale, flag.data());
   gpu->sgd_update(p, SgdGrads::unscaled(grads_fp32.data()), m_two.data(), mom_two.data(), w_two.data(), n, flag.data());
-  gpu->unscale_fp16_to_fp32(grads.data(), nullptr, n, inv_scale, flag.data());
+  gpu->unscale_lowp_to_fp32(grads.data(), nullptr, n, inv_scale, flag.data());
   gpu->sgd_update(p, SgdGrads::scaled(grads.data(), inv_scale), m_fused.data(), mom_fused.data(), w_fused.data(), n,
                   flag.data());
   EXPECT_EQ(flag.download()[0], 0);
@@ -169,7 +169,7 @@ TEST_F(CudaKernels, FusedSgdFromFp16GradsMatchesUnscaleThenSgdBitwise) {
   // One Inf at a random position: the check-only pass flags it.
   grads_host[rng() % n].bits = 0x7c00;
   grads.upload(grads_host);
-  gpu->unscale_fp16_to_fp32(grads.data(), nullptr, n, inv_scale, flag.data());
+  gpu->unscale_lowp_to_fp32(grads.data(), nullptr, n, inv_scale, flag.data());
   EXPECT_EQ(flag.download()[0], 1);
 }
 
@@ -180,7 +180,7 @@ TEST_F(CudaKernels, SgdSkippedWhenFlagSetChangesNothing) {
   const auto momentum_host = test::random_floats(rng, n);
   const auto weights_host = test::random_halves(rng, n);
   Buffer<float> grads(*gpu, n), master(*gpu, n), momentum(*gpu, n);
-  Buffer<half16> weights(*gpu, n);
+  Buffer<lowp16> weights(*gpu, n);
   Buffer<int32_t> skip(*gpu, 1);
   grads.upload(test::random_floats(rng, n));
   master.upload(master_host);
@@ -235,7 +235,7 @@ TEST_F(CudaKernels, AdamWOnARangeMatchesCpu) {
   for (int k = 0; k < 4; ++k) {
     const bool skipped = k == 2, fp32_route = k % 2 == 1;
     const std::vector<float> lr_now = {std::uniform_real_distribution<float>(1e-3f, 1e-2f)(rng)};
-    const std::vector<half16> g = test::random_halves(rng, n, -30000.0f, 30000.0f);
+    const std::vector<lowp16> g = test::random_halves(rng, n, -30000.0f, 30000.0f);
     const std::vector<int32_t> flag = {skipped ? 1 : 0};
     const std::vector<int64_t> t = {taken};
     for (auto* b : {&grads16.cpu, &grads16.gpu}) b->upload(g);
@@ -243,18 +243,18 @@ TEST_F(CudaKernels, AdamWOnARangeMatchesCpu) {
     for (auto* b : {&lr.cpu, &lr.gpu}) b->upload(lr_now);
     for (auto* b : {&steps_taken.cpu, &steps_taken.gpu}) b->upload(t);
     struct Side {
-      Buffer<half16>* grads16;
+      Buffer<lowp16>* grads16;
       Buffer<float>*master, *exp_avg, *exp_avg_sq;
-      Buffer<half16>* weights;
+      Buffer<lowp16>* weights;
       Buffer<uint8_t>* mask;
     };
     auto buffers = [](const Side& side) {
       AdamWBuffers b;
-      b.grads_fp16 = side.grads16->data();
+      b.grads_lowp = side.grads16->data();
       b.master_fp32 = side.master->data();
       b.exp_avg_fp32 = side.exp_avg->data();
       b.exp_avg_sq_fp32 = side.exp_avg_sq->data();
-      b.weights_fp16 = side.weights->data();
+      b.weights_lowp = side.weights->data();
       b.decay_mask = side.mask->data();
       return b;
     };
@@ -262,8 +262,8 @@ TEST_F(CudaKernels, AdamWOnARangeMatchesCpu) {
     const Side on_gpu{&grads16.gpu, &master.gpu, &exp_avg.gpu, &exp_avg_sq.gpu, &weights.gpu, &mask.gpu};
     AdamWBuffers bc = buffers(on_cpu), bg = buffers(on_gpu);
     if (fp32_route) {
-      cpu.unscale_fp16_to_fp32(grads16.cpu.data(), grads32.cpu.data(), n, inv_scale, nullptr);
-      gpu->unscale_fp16_to_fp32(grads16.gpu.data(), grads32.gpu.data(), n, inv_scale, nullptr);
+      cpu.unscale_lowp_to_fp32(grads16.cpu.data(), grads32.cpu.data(), n, inv_scale, nullptr);
+      gpu->unscale_lowp_to_fp32(grads16.gpu.data(), grads32.gpu.data(), n, inv_scale, nullptr);
       bc.grads_fp32 = grads32.cpu.data();
       bg.grads_fp32 = grads32.gpu.data();
     }

@@ -62,20 +62,20 @@ TEST_F(CudaKernels, CapturedStepReadsTheStepStateOnEveryReplay) {
   const size_t n = 50021;
   const auto grads_host = test::random_halves(rng, n, -2000.0f, 2000.0f);
   const auto master_host = test::random_floats(rng, n), momentum_host = test::random_floats(rng, n);
-  Pair<half16> grads = both(grads_host), weights = both(test::poison_halves(n));
+  Pair<lowp16> grads = both(grads_host), weights = both(test::poison_halves(n));
   Pair<float> master = both(master_host), momentum = both(momentum_host);
   Buffer<StepStatus> dev(*gpu, 1);
   StepStatus host{};
   host.scale = 1024.0;
   gpu->copy_to_device(dev.data(), &host, sizeof host);
-  auto queue_step = [&](Backend& be, StepStatus* st, Buffer<half16>& g, Buffer<float>& m, Buffer<float>& mom,
-                        Buffer<half16>& w) {
+  auto queue_step = [&](Backend& be, StepStatus* st, Buffer<lowp16>& g, Buffer<float>& m, Buffer<float>& mom,
+                        Buffer<lowp16>& w) {
     SgdParams p;
     p.momentum = 0.9f;
     p.weight_decay = 1e-4f;
     p.lr_ptr = &st->lr;
     p.momentum_initialized = &st->momentum_initialized;
-    be.unscale_fp16_to_fp32(g.data(), nullptr, n, ScalarArg::at(&st->inv_scale), &st->nonfinite);
+    be.unscale_lowp_to_fp32(g.data(), nullptr, n, ScalarArg::at(&st->inv_scale), &st->nonfinite);
     be.sgd_update(p, SgdGrads::scaled(g.data(), ScalarArg::at(&st->inv_scale)), m.data(), mom.data(), w.data(), n,
                   &st->nonfinite);
     be.step_status_finish(LossScaleRule{}, st);
@@ -156,15 +156,15 @@ TEST_F(CudaKernels, BufferGrowthAroundACaptureIsRefused) {
 
   // Every buffer a GEMM below touches exists before the capture.
   struct Operands {
-    Buffer<half16> a, b, bias, z, out, pre, db;
-    GemmFp16 g;
+    Buffer<lowp16> a, b, bias, z, out, pre, db;
+    GemmLowp g;
   };
   auto operands = [&](const test::EpilogueCase& c) {
     const auto in = test::make_epilogue_inputs(rng, c);
-    Operands o{Buffer<half16>(*gpu, in.a.size()),          Buffer<half16>(*gpu, in.b.size()),
-               Buffer<half16>(*gpu, in.bias.size()),       Buffer<half16>(*gpu, in.dact_input.size()),
-               Buffer<half16>(*gpu, in.c0.size()),         Buffer<half16>(*gpu, c.c_count()),
-               Buffer<half16>(*gpu, in.bias_grad0.size()), GemmFp16{}};
+    Operands o{Buffer<lowp16>(*gpu, in.a.size()),          Buffer<lowp16>(*gpu, in.b.size()),
+               Buffer<lowp16>(*gpu, in.bias.size()),       Buffer<lowp16>(*gpu, in.dact_input.size()),
+               Buffer<lowp16>(*gpu, in.c0.size()),         Buffer<lowp16>(*gpu, c.c_count()),
+               Buffer<lowp16>(*gpu, in.bias_grad0.size()), GemmLowp{}};
     o.a.upload(in.a);
     o.b.upload(in.b);
     o.bias.upload(in.bias);
@@ -174,10 +174,10 @@ TEST_F(CudaKernels, BufferGrowthAroundACaptureIsRefused) {
   };
   Operands small_ops = operands(small), large_ops = operands(large), large_bias_ops = operands(large_bias);
   const int rows = 100000;  // cross-entropy scratch beyond the initial 64 KiB
-  Buffer<half16> logits(*gpu, static_cast<size_t>(rows) * 2);
+  Buffer<lowp16> logits(*gpu, static_cast<size_t>(rows) * 2);
   Buffer<int32_t> labels(*gpu, rows);
   Buffer<float> loss(*gpu, 1);
-  gpu->fill_zero(logits.data(), logits.count() * sizeof(half16));
+  gpu->fill_zero(logits.data(), logits.count() * sizeof(lowp16));
   gpu->fill_zero(labels.data(), labels.count() * sizeof(int32_t));
 
   // Inside the capture (the reduction scratch: its check comes before any
@@ -190,16 +190,16 @@ TEST_F(CudaKernels, BufferGrowthAroundACaptureIsRefused) {
       what.find("CudaBackend reduction scratch would grow from 65536 to 800000 bytes inside a CUDA graph capture"),
       std::string::npos)
       << what;
-  gpu->gemm_fp16(small_ops.g);  // fits: captured as usual
+  gpu->gemm_lowp(small_ops.g);  // fits: captured as usual
   const int graph = gpu->end_capture();
   gpu->replay(graph);
   gpu->synchronize();
 
-  what = error_of([&] { gpu->gemm_fp16(large_ops.g); });
+  what = error_of([&] { gpu->gemm_lowp(large_ops.g); });
   EXPECT_NE(what.find("GEMM FP32 accumulator scratch would grow from 512 to 65536 bytes after a CUDA graph capture"),
             std::string::npos)
       << what;
-  what = error_of([&] { gpu->gemm_fp16(large_bias_ops.g); });
+  what = error_of([&] { gpu->gemm_lowp(large_bias_ops.g); });
   EXPECT_NE(what.find("GEMM bias staging would grow from 32 to 512 bytes after a CUDA graph capture"),
             std::string::npos)
       << what;
@@ -209,7 +209,7 @@ TEST_F(CudaKernels, BufferGrowthAroundACaptureIsRefused) {
       << what;
   // Nothing was freed: the graph still replays, and small GEMMs still run.
   gpu->replay(graph);
-  gpu->gemm_fp16(small_ops.g);
+  gpu->gemm_lowp(small_ops.g);
   gpu->synchronize();
 }
 

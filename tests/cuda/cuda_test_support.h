@@ -87,8 +87,8 @@ class CudaKernels : public GpuTest {
   std::mt19937_64 rng;
 };
 
-inline bool same_half(half16 a, half16 b) {
-  const bool a_nan = std::isnan(to_float(a)), b_nan = std::isnan(to_float(b));
+inline bool same_half(lowp16 a, lowp16 b) {
+  const bool a_nan = std::isnan(half_to_float(a)), b_nan = std::isnan(half_to_float(b));
   // NaN payloads differ (the CUDA intrinsic returns a canonical NaN).
   return (a_nan || b_nan) ? (a_nan && b_nan) : a.bits == b.bits;
 }
@@ -102,7 +102,7 @@ inline bool same_float(float a, float b) {
 }
 
 // Reports the first few mismatches and the total.
-inline void expect_halves_equal(const std::vector<half16>& got, const std::vector<half16>& want,
+inline void expect_halves_equal(const std::vector<lowp16>& got, const std::vector<lowp16>& want,
                                 const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   size_t bad = 0;
@@ -131,9 +131,9 @@ void expect_close(const std::vector<T>& got, const std::vector<T>& want, double 
   size_t bad = 0;
   for (size_t i = 0; i < got.size(); ++i) {
     double g, w;
-    if constexpr (std::is_same_v<T, half16>) {
-      g = to_float(got[i]);
-      w = to_float(want[i]);
+    if constexpr (std::is_same_v<T, lowp16>) {
+      g = half_to_float(got[i]);
+      w = half_to_float(want[i]);
     } else {
       g = got[i];
       w = want[i];

@@ -187,7 +187,7 @@ TEST_F(CudaUpload, BatchLoaderPrefetchesIntactBatches) {
     for (auto& i : idx) i = static_cast<uint32_t>(rng() % d.count);
     return idx;
   };
-  Buffer<half16> features(*gpu, size_t{kMaxBatch} * d.features);
+  Buffer<lowp16> features(*gpu, size_t{kMaxBatch} * d.features);
   Buffer<int32_t> labels(*gpu, kMaxBatch);
   std::vector<uint32_t> next = random_batch();
   for (int i = 0; i < 60; ++i) {
@@ -196,7 +196,7 @@ TEST_F(CudaUpload, BatchLoaderPrefetchesIntactBatches) {
     const int rows = static_cast<int>(batch.size());
     const DeviceBatch b = loader.load(batch.data(), rows);
     delay_stream(gpu->compute_stream(), random_delay_us());
-    gpu->copy_on_device(features.data(), b.features_fp16, sizeof(half16) * rows * d.features);
+    gpu->copy_on_device(features.data(), b.features_lowp, sizeof(lowp16) * rows * d.features);
     gpu->copy_on_device(labels.data(), b.labels, sizeof(int32_t) * rows);
     if (rng() % 8 == 0) {
       const std::vector<uint32_t> wrong = random_batch();
@@ -204,7 +204,7 @@ TEST_F(CudaUpload, BatchLoaderPrefetchesIntactBatches) {
     } else {
       loader.prefetch(next.data(), static_cast<int>(next.size()));
     }
-    const std::vector<half16> f = features.download();
+    const std::vector<lowp16> f = features.download();
     const std::vector<int32_t> l = labels.download();
     for (int r = 0; r < rows; ++r) {
       ASSERT_EQ(l[r], d.labels[batch[r]]) << "batch " << i << " row " << r;

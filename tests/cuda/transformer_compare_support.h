@@ -36,7 +36,7 @@ Buffer<T> upload_to(Backend& be, const std::vector<T>& host) {
   return b;
 }
 
-inline bool same_bits(const std::vector<half16>& a, const std::vector<half16>& b) {
+inline bool same_bits(const std::vector<lowp16>& a, const std::vector<lowp16>& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i)
     if (!same_half(a[i], b[i])) return false;
@@ -53,24 +53,24 @@ inline void compare_embeddings(Backend& ref, Backend& dut, std::mt19937_64& rng,
   const auto wte = random_halves(rng, static_cast<size_t>(V) * C), wpe = random_halves(rng, static_cast<size_t>(T) * C);
   const auto dout = random_halves(rng, tokens.size() * C), prev = random_halves(rng, wte.size()),
              prev_pos = random_halves(rng, wpe.size());
-  std::vector<half16> out[2], grads[2][2][2];  // [backend][accumulate][wte, wpe]
+  std::vector<lowp16> out[2], grads[2][2][2];  // [backend][accumulate][wte, wpe]
   Backend* backends[2] = {&ref, &dut};
   for (int k = 0; k < 2; ++k) {
     Backend& be = *backends[k];
     auto d_tok = upload_to(be, tokens);
     auto d_wte = upload_to(be, wte), d_wpe = upload_to(be, wpe), d_dout = upload_to(be, dout);
     auto d_out = upload_to(be, poison_halves(dout.size()));
-    be.embedding_forward_fp16(d_tok.data(), d_wte.data(), d_wpe.data(), B, T, C, V, d_out.data());
+    be.embedding_forward_lowp(d_tok.data(), d_wte.data(), d_wpe.data(), B, T, C, V, d_out.data());
     out[k] = d_out.download();
     for (int acc = 0; acc < 2; ++acc) {
       auto g_wte = upload_to(be, acc ? prev : poison_halves(wte.size()));
       auto g_wpe = upload_to(be, acc ? prev_pos : poison_halves(wpe.size()));
-      be.embedding_backward_fp16(d_tok.data(), d_dout.data(), B, T, C, V, g_wte.data(), g_wpe.data(), acc != 0);
+      be.embedding_backward_lowp(d_tok.data(), d_dout.data(), B, T, C, V, g_wte.data(), g_wpe.data(), acc != 0);
       grads[k][acc][0] = g_wte.download();
       grads[k][acc][1] = g_wpe.download();
       if (k == 1) {  // run to run
         auto again = upload_to(be, acc ? prev : poison_halves(wte.size()));
-        be.embedding_backward_fp16(d_tok.data(), d_dout.data(), B, T, C, V, again.data(), g_wpe.data(), acc != 0);
+        be.embedding_backward_lowp(d_tok.data(), d_dout.data(), B, T, C, V, again.data(), g_wpe.data(), acc != 0);
         EXPECT_TRUE(same_bits(again.download(), grads[k][acc][0])) << "d_wte differs run to run";
       }
     }
@@ -84,11 +84,11 @@ inline void compare_embeddings(Backend& ref, Backend& dut, std::mt19937_64& rng,
 
 inline void compare_layernorm(Backend& ref, Backend& dut, std::mt19937_64& rng, int rows, int cols) {
   SCOPED_TRACE("layernorm rows=" + std::to_string(rows) + " cols=" + std::to_string(cols));
-  std::vector<half16> x;
+  std::vector<lowp16> x;
   std::uniform_real_distribution<float> offset(-3.0f, 3.0f), spread(0.1f, 4.0f);
   for (int r = 0; r < rows; ++r) {
     const float o = offset(rng), s = spread(rng);
-    for (const half16 h : random_halves(rng, cols)) x.push_back(to_half(o + s * to_float(h)));
+    for (const lowp16 h : random_halves(rng, cols)) x.push_back(to_half(o + s * half_to_float(h)));
   }
   const auto gamma = random_halves(rng, cols, 0.5f, 1.5f), beta = random_halves(rng, cols, -0.5f, 0.5f);
   const auto dy = random_halves(rng, x.size()), prev_dx = random_halves(rng, x.size()),
@@ -96,7 +96,7 @@ inline void compare_layernorm(Backend& ref, Backend& dut, std::mt19937_64& rng, 
   const auto grad_ref = layernorm_grad_reference(to_doubles(dy), to_doubles(x), to_doubles(gamma), rows, cols, 1e-5);
   const auto fwd_ref = layernorm_reference(to_doubles(x), to_doubles(gamma), to_doubles(beta), rows, cols, 1e-5);
   struct Out {
-    std::vector<half16> y, dx[2], dgamma[2], dbeta[2];
+    std::vector<lowp16> y, dx[2], dgamma[2], dbeta[2];
     std::vector<float> mean, rstd;
   } o[2];
   Backend* backends[2] = {&ref, &dut};
@@ -105,7 +105,7 @@ inline void compare_layernorm(Backend& ref, Backend& dut, std::mt19937_64& rng, 
     auto d_x = upload_to(be, x), d_g = upload_to(be, gamma), d_b = upload_to(be, beta), d_dy = upload_to(be, dy);
     auto y = upload_to(be, poison_halves(x.size()));
     auto mean = upload_to(be, nan_floats(rows)), rstd = upload_to(be, nan_floats(rows));
-    be.layernorm_forward_fp16(d_x.data(), d_g.data(), d_b.data(), rows, cols, kLayerNormEps, y.data(), mean.data(),
+    be.layernorm_forward_lowp(d_x.data(), d_g.data(), d_b.data(), rows, cols, kLayerNormEps, y.data(), mean.data(),
                               rstd.data());
     o[k].y = y.download();
     o[k].mean = mean.download();
@@ -117,14 +117,14 @@ inline void compare_layernorm(Backend& ref, Backend& dut, std::mt19937_64& rng, 
       auto dx = upload_to(be, acc ? prev_dx : poison_halves(x.size()));
       auto dg = upload_to(be, acc ? prev_p : poison_halves(cols)),
            db = upload_to(be, acc ? prev_p : poison_halves(cols));
-      be.layernorm_backward_fp16(d_dy.data(), d_x.data(), d_g.data(), mean.data(), rstd.data(), rows, cols, dx.data(),
+      be.layernorm_backward_lowp(d_dy.data(), d_x.data(), d_g.data(), mean.data(), rstd.data(), rows, cols, dx.data(),
                                  acc != 0, dg.data(), db.data(), acc != 0);
       o[k].dx[acc] = dx.download();
       o[k].dgamma[acc] = dg.download();
       o[k].dbeta[acc] = db.download();
       if (k == 1 && acc == 0) {  // run to run
         auto dg2 = upload_to(be, poison_halves(cols)), db2 = upload_to(be, poison_halves(cols));
-        be.layernorm_backward_fp16(d_dy.data(), d_x.data(), d_g.data(), mean.data(), rstd.data(), rows, cols, dx.data(),
+        be.layernorm_backward_lowp(d_dy.data(), d_x.data(), d_g.data(), mean.data(), rstd.data(), rows, cols, dx.data(),
                                    false, dg2.data(), db2.data(), false);
         EXPECT_TRUE(same_bits(dg2.download(), o[k].dgamma[0]) && same_bits(db2.download(), o[k].dbeta[0]) &&
                     same_bits(dx.download(), o[k].dx[0]))
@@ -139,7 +139,8 @@ inline void compare_layernorm(Backend& ref, Backend& dut, std::mt19937_64& rng, 
       o[1].y, o[0].y, kFp16RelTol,
       [&](size_t i) {
         const int c = static_cast<int>(i % cols);
-        return 2e-5 * (std::fabs(fwd_ref.y[i] - to_float(beta[c])) + std::fabs(to_float(beta[c]))) + kFp16SubnormalStep;
+        return 2e-5 * (std::fabs(fwd_ref.y[i] - half_to_float(beta[c])) + std::fabs(half_to_float(beta[c]))) +
+               kFp16SubnormalStep;
       },
       "y");
   for (int acc = 0; acc < 2; ++acc) {
@@ -161,21 +162,21 @@ inline void compare_residual_and_permutes(Backend& ref, Backend& dut, std::mt199
   const int B = 3, T = 37, nh = 4, hs = 24, C = nh * hs;
   const auto qkv = random_halves(rng, static_cast<size_t>(B) * T * 3 * C, -4.0f, 4.0f);
   const auto other = random_halves(rng, qkv.size(), -4.0f, 4.0f);
-  std::vector<half16> sums[2], heads[2][3], merged[2];
+  std::vector<lowp16> sums[2], heads[2][3], merged[2];
   Backend* backends[2] = {&ref, &dut};
   for (int k = 0; k < 2; ++k) {
     Backend& be = *backends[k];
     auto a = upload_to(be, qkv), b = upload_to(be, other), y = upload_to(be, poison_halves(qkv.size()));
-    be.add_fp16(a.data(), b.data(), y.data(), qkv.size());
-    be.add_fp16(a.data(), b.data(), a.data(), qkv.size());  // in place
+    be.add_lowp(a.data(), b.data(), y.data(), qkv.size());
+    be.add_lowp(a.data(), b.data(), a.data(), qkv.size());  // in place
     sums[k] = y.download();
     EXPECT_TRUE(same_bits(a.download(), sums[k])) << "in-place add";
     auto back = upload_to(be, poison_halves(qkv.size()));
     for (int p = 0; p < 3; ++p) {
       auto h = upload_to(be, poison_halves(static_cast<size_t>(B) * nh * T * hs));
-      be.rows_to_heads_fp16(y.data() + p * C, 3 * C, B, T, nh, hs, h.data());
+      be.rows_to_heads_lowp(y.data() + p * C, 3 * C, B, T, nh, hs, h.data());
       heads[k][p] = h.download();
-      be.heads_to_rows_fp16(h.data(), B, T, nh, hs, back.data() + p * C, 3 * C);
+      be.heads_to_rows_lowp(h.data(), B, T, nh, hs, back.data() + p * C, 3 * C);
     }
     merged[k] = back.download();
     EXPECT_TRUE(same_bits(merged[k], sums[k])) << "merge of the split is not the identity";
@@ -195,7 +196,7 @@ inline void compare_padded_cross_entropy(Backend& ref, Backend& dut, std::mt1993
   for (int r = 0; r < rows; r += 2) logits[static_cast<size_t>(r) * cols + labels[r]] = to_half(5.0f);  // correct rows
   std::vector<float> loss[2];
   std::vector<int32_t> correct[2];
-  std::vector<half16> grad[2];
+  std::vector<lowp16> grad[2];
   Backend* backends[2] = {&ref, &dut};
   for (int k = 0; k < 2; ++k) {
     Backend& be = *backends[k];

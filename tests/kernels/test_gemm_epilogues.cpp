@@ -1,4 +1,4 @@
-// test_gemm_epilogues.cpp: the GemmFp16 epilogues of CpuBackend (bias,
+// test_gemm_epilogues.cpp: the GemmLowp epilogues of CpuBackend (bias,
 // ReLU/GELU, pre-activation output, activation gradient, bias gradient of A)
 // against a double-precision reference, and fused ReLU against the unfused
 // sequence of GEMM and element-wise passes, bitwise. Fresh random inputs,
@@ -74,12 +74,13 @@ class GemmEpilogues : public ::testing::Test {
       for (int j = 0; j < c.n; ++j) {
         const size_t at = static_cast<size_t>(i) * c.n + j, idx = c.c_index(i, j);
         const double floor = 1e-5 * ref.c_magnitude[at] + ref.c_slope_error[at] + 6e-8;
-        if (!test::close_enough(to_float(out.c[idx]), ref.c[at], test::kFp16RelTol, floor) && bad++ < 5)
-          ADD_FAILURE() << "C[" << i << "," << j << "] got " << to_float(out.c[idx]) << " want " << ref.c[at];
+        if (!test::close_enough(half_to_float(out.c[idx]), ref.c[at], test::kFp16RelTol, floor) && bad++ < 5)
+          ADD_FAILURE() << "C[" << i << "," << j << "] got " << half_to_float(out.c[idx]) << " want " << ref.c[at];
         if (c.pre_activation &&
-            !test::close_enough(to_float(out.pre_activation[idx]), ref.pre_activation[at], test::kFp16RelTol, floor) &&
+            !test::close_enough(half_to_float(out.pre_activation[idx]), ref.pre_activation[at], test::kFp16RelTol,
+                                floor) &&
             bad++ < 5)
-          ADD_FAILURE() << "pre[" << i << "," << j << "] got " << to_float(out.pre_activation[idx]) << " want "
+          ADD_FAILURE() << "pre[" << i << "," << j << "] got " << half_to_float(out.pre_activation[idx]) << " want "
                         << ref.pre_activation[at];
       }
       for (int j = c.n; j < c.ldc(); ++j) {  // padding untouched
@@ -91,7 +92,7 @@ class GemmEpilogues : public ::testing::Test {
     }
     if (c.bias_grad)
       for (int i = 0; i < c.m; ++i) {
-        const double got = to_float(out.bias_grad[c.offset + i]);
+        const double got = half_to_float(out.bias_grad[c.offset + i]);
         if (!test::close_enough(got, ref.bias_grad[i], test::kFp16RelTol, 1e-5 * ref.bias_grad_magnitude[i] + 6e-8) &&
             bad++ < 5)
           ADD_FAILURE() << "bias_grad[" << i << "] got " << got << " want " << ref.bias_grad[i];
@@ -133,7 +134,7 @@ TEST_F(GemmEpilogues, ForwardActivationAndPreActivationMatchDouble) {
 TEST_F(GemmEpilogues, BiasWithBetaAddsIntoCMatchesDouble) {
   // C = alpha * op(A) op(B) + beta * C + bias, rounded once: with beta 1
   // and C the residual stream, the GPT's output projection and its residual
-  // add in one pass (x += y W^T + b), instead of a GEMM and add_fp16.
+  // add in one pass (x += y W^T + b), instead of a GEMM and add_lowp.
   for (const auto& s : kShapes)
     for (Transpose ta : kBoth)
       for (float beta : {1.0f, -0.5f}) {
@@ -220,11 +221,11 @@ TEST_F(GemmEpilogues, FusedReluForwardEqualsGemmThenActivationBitwise) {
         const auto fused = test::run_epilogue_case(*be, c, in).c;
         EpilogueCase plain = c;
         plain.act = Activation::None;
-        Buffer<half16> z(*be, in.c0.size());
+        Buffer<lowp16> z(*be, in.c0.size());
         z.upload(test::run_epilogue_case(*be, plain, in).c);
-        Buffer<half16> y(*be, in.c0.size());
+        Buffer<lowp16> y(*be, in.c0.size());
         y.upload(test::poison_halves(y.count()));
-        test::activation_forward_fp16(Activation::Relu, z.data(), y.data(), y.count());
+        test::activation_forward_lowp(Activation::Relu, z.data(), y.data(), y.count());
         const auto unfused = y.download();
         for (int i = 0; i < c.m; ++i)
           for (int j = 0; j < c.n; ++j)
@@ -245,14 +246,14 @@ TEST_F(GemmEpilogues, FusedReluGradientEqualsGemmThenActivationBackwardBitwise) 
         auto in = test::make_epilogue_inputs(rng, c);
         const auto fused_from_z = test::run_epilogue_case(*be, c, in).c;
         auto in_y = in;
-        for (auto& z : in_y.dact_input) z = to_half(relu_forward(to_float(z)));
+        for (auto& z : in_y.dact_input) z = to_half(relu_forward(half_to_float(z)));
         const auto fused_from_y = test::run_epilogue_case(*be, c, in_y).c;
         EpilogueCase plain = c;
         plain.dact = Activation::None;
-        Buffer<half16> dx(*be, in.c0.size()), z(*be, in.dact_input.size());
+        Buffer<lowp16> dx(*be, in.c0.size()), z(*be, in.dact_input.size());
         dx.upload(test::run_epilogue_case(*be, plain, in).c);
         z.upload(in.dact_input);
-        test::activation_backward_fp16(Activation::Relu, z.data(), dx.data(), dx.data(), dx.count());
+        test::activation_backward_lowp(Activation::Relu, z.data(), dx.data(), dx.data(), dx.count());
         const auto unfused = dx.download();
         for (int i = 0; i < c.m; ++i)
           for (int j = 0; j < c.n; ++j) {
@@ -265,7 +266,7 @@ TEST_F(GemmEpilogues, FusedReluGradientEqualsGemmThenActivationBackwardBitwise) 
 
 TEST_F(GemmEpilogues, FusedBiasGradientEqualsColumnSumPassBitwise) {
   // The dW GEMM's bias gradient sums the FP16 dZ it reads, in the same FP32
-  // order as the unfused column-sum pass (test::bias_grad_fp16): same bits, accumulating or not.
+  // order as the unfused column-sum pass (test::bias_grad_lowp): same bits, accumulating or not.
   for (const auto& s : kShapes)
     for (CpuBackend* be : {&one, &two})
       for (bool accumulate : {false, true}) {
@@ -276,10 +277,10 @@ TEST_F(GemmEpilogues, FusedBiasGradientEqualsColumnSumPassBitwise) {
         SCOPED_TRACE(describe(c));
         const auto in = test::make_epilogue_inputs(rng, c);
         const auto fused = test::run_epilogue_case(*be, c, in).bias_grad;
-        Buffer<half16> dz(*be, in.a.size()), db(*be, in.bias_grad0.size());
+        Buffer<lowp16> dz(*be, in.a.size()), db(*be, in.bias_grad0.size());
         dz.upload(in.a);
         db.upload(in.bias_grad0);
-        test::bias_grad_fp16(dz.data(), c.k, c.m, db.data(), accumulate);
+        test::bias_grad_lowp(dz.data(), c.k, c.m, db.data(), accumulate);
         const auto unfused = db.download();
         for (int i = 0; i < c.m; ++i) ASSERT_EQ(fused[i].bits, unfused[i].bits) << i;
       }
@@ -304,22 +305,22 @@ TEST_F(GemmEpilogues, FusedGeluRoundsOnceWithinOneUlpOfTwoPassPath) {
     for (int j = 0; j < c.n; ++j) {
       const size_t idx = c.c_index(i, j);
       ASSERT_EQ(fused.pre_activation[idx].bits, z[idx].bits);
-      const double two_pass = to_float(to_half(gelu_forward(to_float(z[idx]))));
+      const double two_pass = half_to_float(to_half(gelu_forward(half_to_float(z[idx]))));
       // The two-pass input is off by up to half an FP16 ulp of Z (2^-11 |Z|
       // relative), which GELU passes on times |gelu'| <= 1.13; plus one ulp
       // of the result for each path's rounding.
-      const double zf = to_float(z[idx]);
+      const double zf = half_to_float(z[idx]);
       ASSERT_TRUE(
-          test::close_enough(to_float(fused.c[idx]), two_pass, 1.0 / 1024.0, 1.13 * std::fabs(zf) / 2048.0 + 6e-8))
-          << i << "," << j << ": fused " << to_float(fused.c[idx]) << " two-pass " << two_pass << " z " << zf;
+          test::close_enough(half_to_float(fused.c[idx]), two_pass, 1.0 / 1024.0, 1.13 * std::fabs(zf) / 2048.0 + 6e-8))
+          << i << "," << j << ": fused " << half_to_float(fused.c[idx]) << " two-pass " << two_pass << " z " << zf;
       differ += fused.c[idx].bits != to_half(static_cast<float>(two_pass)).bits;
     }
   RecordProperty("differ_from_two_pass", static_cast<int>(differ));
 }
 
 TEST_F(GemmEpilogues, InvalidCombinationsAreRefused) {
-  Buffer<half16> a(one, 4), b(one, 4), c(one, 4), z(one, 4);
-  GemmFp16 g;
+  Buffer<lowp16> a(one, 4), b(one, 4), c(one, 4), z(one, 4);
+  GemmLowp g;
   g.m = g.n = g.k = 2;
   g.a = a.data();
   g.lda = 2;
@@ -331,18 +332,18 @@ TEST_F(GemmEpilogues, InvalidCombinationsAreRefused) {
   g.dact = Activation::Relu;
   g.dact_input = z.data();
   g.ld_dact_input = 2;
-  EXPECT_THROW(one.gemm_fp16(g), Error);  // act and dact together
+  EXPECT_THROW(one.gemm_lowp(g), Error);  // act and dact together
   g.dact = Activation::None;
   g.beta = 1.0f;
-  EXPECT_THROW(one.gemm_fp16(g), Error);  // an activation epilogue with beta
+  EXPECT_THROW(one.gemm_lowp(g), Error);  // an activation epilogue with beta
   g.act = Activation::None;
   g.beta = 0.0f;
   g.dact = Activation::Gelu;
   g.dact_input = nullptr;
-  EXPECT_THROW(one.gemm_fp16(g), Error);  // no dact input
+  EXPECT_THROW(one.gemm_lowp(g), Error);  // no dact input
   g.dact_input = z.data();
   g.ld_dact_input = 1;
-  EXPECT_THROW(one.gemm_fp16(g), Error);  // stride shorter than a row
+  EXPECT_THROW(one.gemm_lowp(g), Error);  // stride shorter than a row
 }
 
 }  // namespace

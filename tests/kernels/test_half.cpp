@@ -116,7 +116,7 @@ TEST(HalfConversion, F16cPathMatchesPortablePath) {
     uint32_t bits = static_cast<uint32_t>(rng());
     std::memcpy(&x, &bits, 4);  // every float class, NaN and Inf included
   }
-  std::vector<half16> fast(f.size()), slow(f.size());
+  std::vector<lowp16> fast(f.size()), slow(f.size());
   float_to_half_array(f.data(), fast.data(), f.size());
   set_f16c_enabled(false);
   float_to_half_array(f.data(), slow.data(), f.size());
@@ -128,7 +128,7 @@ TEST(HalfConversion, F16cPathMatchesPortablePath) {
       ASSERT_EQ(fast[i].bits, slow[i].bits) << f[i];
     }
   }
-  std::vector<half16> all(65536);
+  std::vector<lowp16> all(65536);
   for (uint32_t b = 0; b < 65536; ++b) all[b].bits = static_cast<uint16_t>(b);
   std::vector<float> wide_fast(65536), wide_slow(65536);
   half_to_float_array(all.data(), wide_fast.data(), all.size());

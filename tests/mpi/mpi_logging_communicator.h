@@ -22,7 +22,7 @@ class LoggingCommunicator final : public Communicator {
   int shard_size() const override { return mpi_.shard_size(); }
   double allreduce_sum_host_shard_group(double value) override { return mpi_.allreduce_sum_host_shard_group(value); }
   std::string name() const override { return mpi_.name(); }
-  void allreduce_sum_fp16(half16* data, size_t count) override { mpi_.allreduce_sum_fp16(data, count); }
+  void allreduce_sum_lowp(lowp16* data, size_t count) override { mpi_.allreduce_sum_lowp(data, count); }
   void broadcast_bytes(void* data, size_t size_bytes, int root) override {
     mpi_.broadcast_bytes(data, size_bytes, root);
   }
@@ -30,18 +30,18 @@ class LoggingCommunicator final : public Communicator {
   int64_t allreduce_max_host(int64_t value) override { return mpi_.allreduce_max_host(value); }
   void allreduce_max_int32(int32_t* data, size_t count) override { mpi_.allreduce_max_int32(data, count); }
   void barrier() override { mpi_.barrier(); }
-  void reduce_scatter_sum_fp16(const half16* send, half16* recv, const ShardLayout& layout) override {
-    mpi_.reduce_scatter_sum_fp16(send, recv, layout);
+  void reduce_scatter_sum_lowp(const lowp16* send, lowp16* recv, const ShardLayout& layout) override {
+    mpi_.reduce_scatter_sum_lowp(send, recv, layout);
   }
-  void allgather_fp16(const half16* mine, half16* full, const ShardLayout& layout) override {
-    mpi_.allgather_fp16(mine, full, layout);
+  void allgather_lowp(const lowp16* mine, lowp16* full, const ShardLayout& layout) override {
+    mpi_.allgather_lowp(mine, full, layout);
   }
-  void start_allreduce_sum_fp16(half16* data, size_t count) override { mpi_.start_allreduce_sum_fp16(data, count); }
-  void start_reduce_scatter_sum_fp16(const half16* send, half16* recv, const ShardLayout& layout) override {
-    mpi_.start_reduce_scatter_sum_fp16(send, recv, layout);
+  void start_allreduce_sum_lowp(lowp16* data, size_t count) override { mpi_.start_allreduce_sum_lowp(data, count); }
+  void start_reduce_scatter_sum_lowp(const lowp16* send, lowp16* recv, const ShardLayout& layout) override {
+    mpi_.start_reduce_scatter_sum_lowp(send, recv, layout);
   }
-  void start_allgather_fp16(const half16* mine, half16* full, const ShardLayout& layout) override {
-    mpi_.start_allgather_fp16(mine, full, layout);
+  void start_allgather_lowp(const lowp16* mine, lowp16* full, const ShardLayout& layout) override {
+    mpi_.start_allgather_lowp(mine, full, layout);
   }
   void wait_allreduces() override { mpi_.wait_allreduces(); }
   AllreduceTimes take_allreduce_times() override { return mpi_.take_allreduce_times(); }

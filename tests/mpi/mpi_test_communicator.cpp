@@ -19,29 +19,29 @@ TEST(MpiCommunicator, Fp16SumIsExactOnSmallIntegers) {
   MpiCommunicator comm;
   const int r = comm.rank(), n = comm.world_size();
   const size_t count = 100003;  // odd size, more than one MPI message segment
-  std::vector<half16> data(count);
+  std::vector<lowp16> data(count);
   // Element i on rank r: (i % 61) + r, all sums < 2048 so FP16 holds them exactly.
   for (size_t i = 0; i < count; ++i) data[i] = to_half(static_cast<float>(i % 61 + r));
-  comm.allreduce_sum_fp16(data.data(), count);
+  comm.allreduce_sum_lowp(data.data(), count);
   int bad = 0;
   for (size_t i = 0; i < count; ++i) {
     const float want = static_cast<float>(n * (i % 61) + n * (n - 1) / 2);
-    bad += to_float(data[i]) != want;
+    bad += half_to_float(data[i]) != want;
   }
   EXPECT_EQ(failures_anywhere(bad), 0);
 }
 
 TEST(MpiCommunicator, Fp16SumRoundsLikeNcclAndPropagatesInf) {
   MpiCommunicator comm;
-  std::vector<half16> data = {to_half(1.0f), to_half(60000.0f), to_half(0.0f), to_half(2.0f)};
+  std::vector<lowp16> data = {to_half(1.0f), to_half(60000.0f), to_half(0.0f), to_half(2.0f)};
   if (comm.rank() == comm.world_size() - 1) data[2].bits = 0x7c00;  // +Inf on one rank
   if (comm.rank() == 0) data[3].bits = 0x7e00;                      // NaN on another
-  comm.allreduce_sum_fp16(data.data(), data.size());
+  comm.allreduce_sum_lowp(data.data(), data.size());
   int bad = 0;
-  bad += to_float(data[0]) != static_cast<float>(comm.world_size());
+  bad += half_to_float(data[0]) != static_cast<float>(comm.world_size());
   bad += comm.world_size() > 1 && data[1].bits != 0x7c00;  // 2 x 60000 overflows FP16 to Inf
   bad += data[2].bits != 0x7c00;
-  bad += !std::isnan(to_float(data[3]));
+  bad += !std::isnan(half_to_float(data[3]));
   EXPECT_EQ(failures_anywhere(bad), 0);
 }
 

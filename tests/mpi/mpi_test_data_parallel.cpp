@@ -214,10 +214,10 @@ TEST(DataParallel, EvaluationCountsEveryTestSampleOnce) {
   MlpModel model(cpu, mlp, 64);
   ParameterStore params(cpu, model.parameters());
   params.set_master_weights(model.parameters().initial_values(seed));
-  cpu.cast_fp32_to_fp16(params.master_weights_fp32.data(), params.weights_fp16.data(), params.count());
+  cpu.cast_fp32_to_lowp(params.master_weights_fp32.data(), params.weights_lowp.data(), params.count());
 
-  const EvalResult all = evaluate(cpu, comm, model, test, LossKind::SoftmaxCrossEntropy, params.weights_fp16.data());
-  const EvalResult one = evaluate(cpu, alone, model, test, LossKind::SoftmaxCrossEntropy, params.weights_fp16.data());
+  const EvalResult all = evaluate(cpu, comm, model, test, LossKind::SoftmaxCrossEntropy, params.weights_lowp.data());
+  const EvalResult one = evaluate(cpu, alone, model, test, LossKind::SoftmaxCrossEntropy, params.weights_lowp.data());
   int bad = 0;
   bad += all.samples != 1003 || one.samples != 1003;
   bad += all.correct != one.correct;

@@ -27,17 +27,17 @@ double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock:
 // of it. Without a communication thread the wait would take the whole time.
 TEST(MpiOverlap, StartedAllreduceProgressesWhileTheCallerComputes) {
   MpiCommunicator comm;
-  std::vector<half16> data(8u << 20, to_half(1.0f));
+  std::vector<lowp16> data(8u << 20, to_half(1.0f));
   comm.barrier();
   double t = now_s();
-  comm.allreduce_sum_fp16(data.data(), data.size());
+  comm.allreduce_sum_lowp(data.data(), data.size());
   double sync_s = now_s() - t;
   MPI_Allreduce(MPI_IN_PLACE, &sync_s, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
 
   std::fill(data.begin(), data.end(), to_half(1.0f));
   comm.barrier();
   t = now_s();
-  comm.start_allreduce_sum_fp16(data.data(), data.size());
+  comm.start_allreduce_sum_lowp(data.data(), data.size());
   const double start_s = now_s() - t;  // returns at once: the thread does the work
   std::this_thread::sleep_for(std::chrono::duration<double>(3 * sync_s + 0.05));
   t = now_s();
@@ -47,7 +47,7 @@ TEST(MpiOverlap, StartedAllreduceProgressesWhileTheCallerComputes) {
   // make even a queue push look slow; a start that did the work itself
   // fails the hidden-fraction check below.)
   int bad = !(wait_s < 0.5 * sync_s);
-  bad += to_float(data[12345]) != static_cast<float>(comm.world_size());
+  bad += half_to_float(data[12345]) != static_cast<float>(comm.world_size());
   const AllreduceTimes times = comm.take_allreduce_times();
   bad += !(times.hidden_fraction() > 0.0);  // the second sum was (mostly) hidden
   EXPECT_EQ(failures_anywhere(bad), 0) << "sync " << sync_s << " s, start " << start_s << " s, wait after overlap "
@@ -58,10 +58,10 @@ TEST(MpiOverlap, StartedAllreduceProgressesWhileTheCallerComputes) {
 // loss gradient (mse_backward) opens a micro-batch's backward, and every
 // GEMM after it, until the next forward, is backward work.
 struct BackwardProgress {
-  int gemms = 0;                   // gemm_fp16 calls issued so far
+  int gemms = 0;                   // gemm_lowp calls issued so far
   int gemms_at_loss_gradient = 0;  // ... when the latest loss gradient was issued
   void note(const char* operation) {
-    if (std::strcmp(operation, "gemm_fp16") == 0) ++gemms;
+    if (std::strcmp(operation, "gemm_lowp") == 0) ++gemms;
     if (std::strcmp(operation, "mse_backward") == 0) gemms_at_loss_gradient = gemms;
   }
   int backward_gemms_issued() const { return gemms - gemms_at_loss_gradient; }
@@ -76,10 +76,10 @@ class RecordingCommunicator final : public Communicator {
   int rank() const override { return inner_.rank(); }
   int world_size() const override { return inner_.world_size(); }
   std::string name() const override { return "recording " + inner_.name(); }
-  void allreduce_sum_fp16(half16* d, size_t n) override { inner_.allreduce_sum_fp16(d, n); }
-  void start_allreduce_sum_fp16(half16* d, size_t n) override {
+  void allreduce_sum_lowp(lowp16* d, size_t n) override { inner_.allreduce_sum_lowp(d, n); }
+  void start_allreduce_sum_lowp(lowp16* d, size_t n) override {
     note('S');
-    inner_.start_allreduce_sum_fp16(d, n);
+    inner_.start_allreduce_sum_lowp(d, n);
   }
   void wait_allreduces() override {
     note('W');
@@ -89,10 +89,10 @@ class RecordingCommunicator final : public Communicator {
   double allreduce_sum_host(double v) override { return inner_.allreduce_sum_host(v); }
   int64_t allreduce_max_host(int64_t v) override { return inner_.allreduce_max_host(v); }
   void allreduce_max_int32(int32_t* d, size_t n) override { inner_.allreduce_max_int32(d, n); }
-  void reduce_scatter_sum_fp16(const half16* s, half16* r, const ShardLayout& l) override {
-    inner_.reduce_scatter_sum_fp16(s, r, l);
+  void reduce_scatter_sum_lowp(const lowp16* s, lowp16* r, const ShardLayout& l) override {
+    inner_.reduce_scatter_sum_lowp(s, r, l);
   }
-  void allgather_fp16(const half16* m, half16* f, const ShardLayout& l) override { inner_.allgather_fp16(m, f, l); }
+  void allgather_lowp(const lowp16* m, lowp16* f, const ShardLayout& l) override { inner_.allgather_lowp(m, f, l); }
   void barrier() override { inner_.barrier(); }
   AllreduceTimes take_allreduce_times() override { return inner_.take_allreduce_times(); }
   void clear() {

@@ -27,9 +27,9 @@ using namespace test::shard_values;
 
 // FP16 sum as the communicator's: FP32 add, one rounding per step.
 void fp16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
-  const half16* a = static_cast<const half16*>(in);
-  half16* b = static_cast<half16*>(inout);
-  for (int i = 0; i < *len; ++i) b[i] = to_half(to_float(b[i]) + to_float(a[i]));
+  const lowp16* a = static_cast<const lowp16*>(in);
+  lowp16* b = static_cast<lowp16*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = to_half(half_to_float(b[i]) + half_to_float(a[i]));
 }
 
 // MPI's equal-count collectives with NCCL's signatures.
@@ -46,10 +46,10 @@ class EqualCountMpi {
     MPI_Type_free(&half_type_);
   }
   int rank() const { return rank_; }
-  void reduce_scatter(const half16* send, half16* recv, size_t per_rank) const {
+  void reduce_scatter(const lowp16* send, lowp16* recv, size_t per_rank) const {
     MPI_Reduce_scatter_block(send, recv, static_cast<int>(per_rank), half_type_, sum_, MPI_COMM_WORLD);
   }
-  void allgather(const half16* mine, half16* full, size_t per_rank) const {
+  void allgather(const lowp16* mine, lowp16* full, size_t per_rank) const {
     MPI_Allgather(mine, static_cast<int>(per_rank), half_type_, full, static_cast<int>(per_rank), half_type_,
                   MPI_COMM_WORLD);
   }
@@ -60,7 +60,7 @@ class EqualCountMpi {
   int rank_ = 0;
 };
 
-void host_copy(half16* dst, const half16* src, size_t count) { std::memcpy(dst, src, count * sizeof(half16)); }
+void host_copy(lowp16* dst, const lowp16* src, size_t count) { std::memcpy(dst, src, count * sizeof(lowp16)); }
 
 int world_size() {
   int n = 1;
@@ -82,20 +82,21 @@ TEST(MpiPaddedCollectives, SlotsAreAlignedAndHoldTheLongestRange) {
 TEST(MpiPaddedCollectives, ReduceScatterThroughEqualCountsSumsEachRange) {
   const EqualCountMpi mpi;
   const int r = mpi.rank();
-  const auto reduce_scatter = [&](const half16* s, half16* d, size_t n) { mpi.reduce_scatter(s, d, n); };
+  const auto reduce_scatter = [&](const lowp16* s, lowp16* d, size_t n) { mpi.reduce_scatter(s, d, n); };
   int bad = 0;
   std::string first_bad;
   for (const ShardLayout& layout : test_layouts(world_size(), shared_seed())) {
-    std::vector<half16> staging = test::poison_halves(padded_staging_count(layout));
-    const std::vector<half16> send = full_contribution(r, layout.total_count());
-    std::vector<half16> recv = test::poison_halves(layout.range(r).count() + kGuard);
+    std::vector<lowp16> staging = test::poison_halves(padded_staging_count(layout));
+    const std::vector<lowp16> send = full_contribution(r, layout.total_count());
+    std::vector<lowp16> recv = test::poison_halves(layout.range(r).count() + kGuard);
     padded_reduce_scatter(send.data(), recv.data(), layout, r, staging.data(), host_copy, reduce_scatter);
     int errors = reduce_scatter_errors(recv, layout, r);
     // In place: the sum lands in the rank's range of the send buffer.
-    std::vector<half16> data = full_contribution(r, layout.total_count());
+    std::vector<lowp16> data = full_contribution(r, layout.total_count());
     const ShardRange mine = layout.range(r);
     padded_reduce_scatter(data.data(), data.data() + mine.begin, layout, r, staging.data(), host_copy, reduce_scatter);
-    for (size_t i = mine.begin; i < mine.end; ++i) errors += to_float(data[i]) != expected_sum(layout.world_size(), i);
+    for (size_t i = mine.begin; i < mine.end; ++i)
+      errors += half_to_float(data[i]) != expected_sum(layout.world_size(), i);
     if (errors && first_bad.empty()) first_bad = describe(layout);
     bad += errors;
   }
@@ -105,18 +106,18 @@ TEST(MpiPaddedCollectives, ReduceScatterThroughEqualCountsSumsEachRange) {
 TEST(MpiPaddedCollectives, AllgatherThroughEqualCountsRebuildsTheFullBuffer) {
   const EqualCountMpi mpi;
   const int r = mpi.rank();
-  const auto allgather = [&](const half16* s, half16* d, size_t n) { mpi.allgather(s, d, n); };
+  const auto allgather = [&](const lowp16* s, lowp16* d, size_t n) { mpi.allgather(s, d, n); };
   int bad = 0;
   std::string first_bad;
   for (const ShardLayout& layout : test_layouts(world_size(), shared_seed())) {
-    std::vector<half16> staging = test::poison_halves(padded_staging_count(layout));
+    std::vector<lowp16> staging = test::poison_halves(padded_staging_count(layout));
     const ShardRange mine = layout.range(r);
-    const std::vector<half16> part = my_part_of_pattern(mine);
-    std::vector<half16> full = test::poison_halves(layout.total_count() + kGuard);
+    const std::vector<lowp16> part = my_part_of_pattern(mine);
+    std::vector<lowp16> full = test::poison_halves(layout.total_count() + kGuard);
     padded_allgather(part.data(), full.data(), layout, r, staging.data(), host_copy, allgather);
     int errors = allgather_errors(full, layout.total_count());
     // In place: only the rank's own range is set beforehand.
-    std::vector<half16> same = test::poison_halves(layout.total_count() + kGuard);
+    std::vector<lowp16> same = test::poison_halves(layout.total_count() + kGuard);
     for (size_t i = mine.begin; i < mine.end; ++i) same[i] = pattern(i);
     padded_allgather(same.data() + mine.begin, same.data(), layout, r, staging.data(), host_copy, allgather);
     errors += allgather_errors(same, layout.total_count());

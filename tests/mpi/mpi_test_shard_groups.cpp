@@ -36,7 +36,7 @@ std::vector<int> group_sizes(int world) {
 
 // Group `group`'s all-gather result: another pattern per group, so a range
 // from another group shows.
-half16 group_pattern(int group, size_t i) { return pattern(i + 7919 * static_cast<size_t>(group)); }
+lowp16 group_pattern(int group, size_t i) { return pattern(i + 7919 * static_cast<size_t>(group)); }
 
 TEST(MpiShardGroups, RanksFormGroupsOfConsecutiveRanks) {
   int rank = 0, world = 1;
@@ -91,17 +91,17 @@ TEST(MpiShardGroups, ReduceScatterSumsOverTheWholeWorld) {
       [world](MpiCommunicator& comm, const ShardLayout& layout) {
         const int r = comm.rank();
         const ShardRange mine = layout.range(comm.shard_rank());
-        const std::vector<half16> send = full_contribution(r, layout.total_count());
-        std::vector<half16> recv = test::poison_halves(mine.count() + kGuard);
-        comm.reduce_scatter_sum_fp16(send.data(), recv.data(), layout);
-        std::vector<half16> data = full_contribution(r, layout.total_count());
-        data.resize(layout.total_count() + kGuard, half16{test::kPoisonHalfBits});
-        comm.start_reduce_scatter_sum_fp16(data.data(), data.data() + mine.begin, layout);
+        const std::vector<lowp16> send = full_contribution(r, layout.total_count());
+        std::vector<lowp16> recv = test::poison_halves(mine.count() + kGuard);
+        comm.reduce_scatter_sum_lowp(send.data(), recv.data(), layout);
+        std::vector<lowp16> data = full_contribution(r, layout.total_count());
+        data.resize(layout.total_count() + kGuard, lowp16{test::kPoisonHalfBits});
+        comm.start_reduce_scatter_sum_lowp(data.data(), data.data() + mine.begin, layout);
         comm.wait_allreduces();
         int errors = 0;
         for (size_t k = 0; k < mine.count(); ++k) {
-          errors += to_float(recv[k]) != expected_sum(world, mine.begin + k);
-          errors += to_float(data[mine.begin + k]) != expected_sum(world, mine.begin + k);
+          errors += half_to_float(recv[k]) != expected_sum(world, mine.begin + k);
+          errors += half_to_float(data[mine.begin + k]) != expected_sum(world, mine.begin + k);
         }
         for (size_t k = mine.count(); k < recv.size(); ++k) errors += recv[k].bits != test::kPoisonHalfBits;
         for (size_t i = layout.total_count(); i < data.size(); ++i) errors += data[i].bits != test::kPoisonHalfBits;
@@ -117,10 +117,10 @@ TEST(MpiShardGroups, AllgatherFillsFromTheRanksOwnGroupOnly) {
       [](MpiCommunicator& comm, const ShardLayout& layout) {
         const int group = comm.rank() / comm.shard_size();
         const ShardRange mine = layout.range(comm.shard_rank());
-        std::vector<half16> part(mine.count());
+        std::vector<lowp16> part(mine.count());
         for (size_t k = 0; k < part.size(); ++k) part[k] = group_pattern(group, mine.begin + k);
-        std::vector<half16> full = test::poison_halves(layout.total_count() + kGuard);
-        comm.start_allgather_fp16(part.data(), full.data(), layout);
+        std::vector<lowp16> full = test::poison_halves(layout.total_count() + kGuard);
+        comm.start_allgather_lowp(part.data(), full.data(), layout);
         comm.wait_allreduces();
         int errors = 0;
         for (size_t i = 0; i < layout.total_count(); ++i) errors += full[i].bits != group_pattern(group, i).bits;

@@ -66,13 +66,13 @@ TEST(Zero, EveryStageTracksStageZeroWithTheSameWeightsOnEveryRank) {
       stepwise.stop_after_steps = 1;
       Trainer sharded(stepwise, cpu, comm, data);
       sharded.prepare();
-      int bad = differs_from_root(sharded.weights_fp16());
+      int bad = differs_from_root(sharded.weights_lowp());
       int64_t skipped = r.skipped_steps;
       for (int64_t step = 1; step <= c.steps; ++step) {
         const TrainSummary s = sharded.run();
         skipped += s.skipped_steps;
         bad += s.final_step != step;
-        const std::vector<half16> weights = sharded.weights_fp16();
+        const std::vector<lowp16> weights = sharded.weights_lowp();
         bad += differs_from_root(weights);
         bad += nonzero_padding(weights, registry) > 0;
       }
@@ -119,16 +119,16 @@ TEST(Zero, OverflowOnOneRankSkipsTheStepOnEveryRank) {
     CpuBackend cpu(1);
     Trainer t(c, cpu, comm, load_train_test(c.data, 7));
     t.prepare();
-    const size_t flat = t.weights_fp16().size();
+    const size_t flat = t.weights_lowp().size();
     ASSERT_GT(zero_shard_layout(flat, n).range(0).count(), 0u) << "rank 0 must own element 0";
     int bad = 0;
-    std::vector<half16> before = t.weights_fp16();
+    std::vector<lowp16> before = t.weights_lowp();
     for (int64_t step = 1; step <= c.steps; ++step) {
       t.run();
-      const std::vector<half16> now = t.weights_fp16();
+      const std::vector<lowp16> now = t.weights_lowp();
       bad += differs_from_root(now);
       const bool injected = step == 5 || step == 11;
-      bad += (std::memcmp(now.data(), before.data(), now.size() * sizeof(half16)) == 0) != injected;
+      bad += (std::memcmp(now.data(), before.data(), now.size() * sizeof(lowp16)) == 0) != injected;
       before = now;
     }
     const TrainState end = t.snapshot();
@@ -243,7 +243,7 @@ TEST(Zero, RanksWithEmptyRangesTrainAlongAtEveryStage) {
       Trainer t(z, cpu, comm, data);
       t.prepare();
       t.run();
-      bad += differs_from_root(t.weights_fp16());
+      bad += differs_from_root(t.weights_lowp());
       const double rel = test::relative_update_difference(t.snapshot().master_weights_fp32,
                                                           replicated.snapshot().master_weights_fp32, start);
       bad += !(rel < (adamw ? 2e-2 : 5e-3));  // the tolerances of the test above
@@ -273,7 +273,7 @@ TEST(Zero, StateBytesPerRankFollowTheFormula) {
       Trainer t(c, cpu, comm, data);
       held[stage] = t.state_bytes();
       parameters = t.snapshot().master_weights_fp32.size();
-      padding = t.weights_fp16().size() - parameters;
+      padding = t.weights_lowp().size() - parameters;
       const ZeroFormula f = zero_formula_bytes(stage, n, parameters, k.adamw);
       // Bytes per parameter sharded from stage 1: K (master and optimizer
       // state) and the extras (FP32 gradient, AdamW's mask): 12 + 5 or 8 + 4;

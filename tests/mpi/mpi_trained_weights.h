@@ -17,7 +17,7 @@ namespace ddp::test {
 
 struct TrainedWeights {
   std::vector<float> master;    // the snapshot's FP32 masters (whole: gathered at --zero)
-  std::vector<half16> weights;  // this rank's FP16 weights
+  std::vector<lowp16> weights;  // this rank's FP16 weights
   size_t zero_buffers = 0;      // the gather and staging buffers held at the end
 };
 
@@ -26,7 +26,7 @@ inline TrainedWeights train_weights(const TrainConfig& c, Communicator& comm, co
   Trainer t(c, cpu, comm, data);
   t.prepare();
   t.run();
-  return TrainedWeights{t.snapshot().master_weights_fp32, t.weights_fp16(), t.state_bytes().zero_buffers};
+  return TrainedWeights{t.snapshot().master_weights_fp32, t.weights_lowp(), t.state_bytes().zero_buffers};
 }
 
 template <class T>
@@ -35,10 +35,10 @@ bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
 }
 
 // Whether this rank's FP16 weights are rank 0's, bit for bit (a collective).
-inline bool same_as_rank0(const std::vector<half16>& weights) {
-  std::vector<half16> rank0 = weights;
-  MPI_Bcast(rank0.data(), static_cast<int>(rank0.size() * sizeof(half16)), MPI_BYTE, 0, MPI_COMM_WORLD);
-  return std::memcmp(rank0.data(), weights.data(), weights.size() * sizeof(half16)) == 0;
+inline bool same_as_rank0(const std::vector<lowp16>& weights) {
+  std::vector<lowp16> rank0 = weights;
+  MPI_Bcast(rank0.data(), static_cast<int>(rank0.size() * sizeof(lowp16)), MPI_BYTE, 0, MPI_COMM_WORLD);
+  return std::memcmp(rank0.data(), weights.data(), weights.size() * sizeof(lowp16)) == 0;
 }
 
 }  // namespace ddp::test

@@ -70,7 +70,7 @@ inline TrainConfig case_config(const Case& k, const std::string& dir, uint64_t s
 // FP16 weights of the layout's padding (between and after tensors) that are
 // not zero: a padding gradient that is not zero (say, left there by an
 // in-place reduce-scatter's scratch) moves them, and enters the norm.
-inline int nonzero_padding(const std::vector<half16>& weights, const ParameterRegistry& registry) {
+inline int nonzero_padding(const std::vector<lowp16>& weights, const ParameterRegistry& registry) {
   std::vector<char> tensor(weights.size(), 0);
   for (const ParameterTensor& t : registry.tensors())
     std::fill(tensor.begin() + t.offset, tensor.begin() + t.offset + t.count, 1);

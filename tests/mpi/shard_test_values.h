@@ -34,9 +34,9 @@ inline float expected_sum(int world, size_t i) {
 // The full buffer an all-gather must produce: finite FP16 bits (either
 // sign, any exponent but Inf/NaN's) that differ between neighbours, so a
 // range landing anywhere but its own place shows.
-inline half16 pattern(size_t i) {
+inline lowp16 pattern(size_t i) {
   const uint32_t mixed = static_cast<uint32_t>(i * 2654435761u) >> 7;
-  return half16{static_cast<uint16_t>((mixed % 0x7c00u) | ((i & 1u) << 15))};
+  return lowp16{static_cast<uint16_t>((mixed % 0x7c00u) | ((i & 1u) << 15))};
 }
 
 // The same seed on every rank (test_seed() differs per process).
@@ -72,35 +72,35 @@ inline std::string describe(const ShardLayout& layout) {
 
 // Wrong elements of rank `rank`'s reduce-scatter result (`got`: its range,
 // then kGuard guards that must still hold the poison).
-inline int reduce_scatter_errors(const std::vector<half16>& got, const ShardLayout& layout, int rank) {
+inline int reduce_scatter_errors(const std::vector<lowp16>& got, const ShardLayout& layout, int rank) {
   const ShardRange mine = layout.range(rank);
   int bad = 0;
   for (size_t k = 0; k < mine.count(); ++k)
-    bad += to_float(got[k]) != expected_sum(layout.world_size(), mine.begin + k);
+    bad += half_to_float(got[k]) != expected_sum(layout.world_size(), mine.begin + k);
   for (size_t k = mine.count(); k < got.size(); ++k) bad += got[k].bits != test::kPoisonHalfBits;
   return bad;
 }
 
-inline std::vector<half16> full_contribution(int rank, size_t count) {
-  std::vector<half16> send(count);
+inline std::vector<lowp16> full_contribution(int rank, size_t count) {
+  std::vector<lowp16> send(count);
   for (size_t i = 0; i < count; ++i) send[i] = to_half(contribution(rank, i));
   return send;
 }
 
 // Rank r's range of pattern(), gathered: every rank must hold pattern()
 // exactly, and the same bits as rank 0.
-inline int allgather_errors(const std::vector<half16>& full, size_t count) {
+inline int allgather_errors(const std::vector<lowp16>& full, size_t count) {
   int bad = 0;
   for (size_t i = 0; i < count; ++i) bad += full[i].bits != pattern(i).bits;
   for (size_t i = count; i < full.size(); ++i) bad += full[i].bits != test::kPoisonHalfBits;
-  std::vector<half16> root = full;
-  MPI_Bcast(root.data(), static_cast<int>(root.size() * sizeof(half16)), MPI_BYTE, 0, MPI_COMM_WORLD);
-  bad += std::memcmp(root.data(), full.data(), full.size() * sizeof(half16)) != 0;
+  std::vector<lowp16> root = full;
+  MPI_Bcast(root.data(), static_cast<int>(root.size() * sizeof(lowp16)), MPI_BYTE, 0, MPI_COMM_WORLD);
+  bad += std::memcmp(root.data(), full.data(), full.size() * sizeof(lowp16)) != 0;
   return bad;
 }
 
-inline std::vector<half16> my_part_of_pattern(const ShardRange& mine) {
-  std::vector<half16> part(mine.count());
+inline std::vector<lowp16> my_part_of_pattern(const ShardRange& mine) {
+  std::vector<lowp16> part(mine.count());
   for (size_t k = 0; k < part.size(); ++k) part[k] = pattern(mine.begin + k);
   return part;
 }

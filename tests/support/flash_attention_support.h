@@ -3,7 +3,7 @@
 // tests/cuda/cuda_test_flash_attention.cpp): random inputs in the heads
 // layout [bh, T, hs], a run of the fused ops on any Backend with every
 // output poisoned first, a run of the explicit FP16 path (the q k^T
-// batched GEMM, causal_softmax_*_fp16, the P v GEMM, as
+// batched GEMM, causal_softmax_*_lowp, the P v GEMM, as
 // causal_self_attention.cpp calls them), an independent double-precision
 // reference of causal attention and its gradients, and the error measure.
 //
@@ -49,7 +49,7 @@ struct FlashShape {
 };
 
 struct FlashInputs {
-  std::vector<half16> q, k, v, dout;
+  std::vector<lowp16> q, k, v, dout;
 };
 
 // q and k in [-2, 2] so that the scaled scores spread (at hs = 64 the
@@ -62,12 +62,12 @@ inline FlashInputs random_flash_inputs(std::mt19937_64& rng, const FlashShape& s
 // The forward's and the backward's outputs, downloaded (as double for the
 // comparisons; the raw halves for bitwise ones).
 struct FlashOutputs {
-  std::vector<half16> out, dq, dk, dv;
+  std::vector<lowp16> out, dq, dk, dv;
   std::vector<float> lse;
 };
 
 struct FlashDevice {
-  Buffer<half16> q, k, v, dout;
+  Buffer<lowp16> q, k, v, dout;
   FlashDevice(Backend& be, const FlashInputs& in, const FlashShape& s)
       : q(be, s.elems()), k(be, s.elems()), v(be, s.elems()), dout(be, s.elems()) {
     q.upload(in.q);
@@ -80,11 +80,11 @@ struct FlashDevice {
 // The fused forward alone: out and lse, poisoned (NaN) first.
 inline void run_fused_forward(Backend& be, const FlashInputs& in, const FlashShape& s, FlashOutputs& got) {
   FlashDevice x(be, in, s);
-  Buffer<half16> out(be, s.elems());
+  Buffer<lowp16> out(be, s.elems());
   Buffer<float> lse(be, s.rows());
   out.upload(poison_halves(s.elems()));
   lse.upload(std::vector<float>(s.rows(), std::numeric_limits<float>::quiet_NaN()));
-  be.attention_forward_fused_fp16(x.q.data(), x.k.data(), x.v.data(), s.bh, s.T, s.hs, s.scale(), out.data(),
+  be.attention_forward_fused_lowp(x.q.data(), x.k.data(), x.v.data(), s.bh, s.T, s.hs, s.scale(), out.data(),
                                   lse.data());
   be.synchronize();
   got.out = out.download();
@@ -93,16 +93,16 @@ inline void run_fused_forward(Backend& be, const FlashInputs& in, const FlashSha
 
 // The fused backward alone, from the given out and lse (so two backends'
 // backwards can be compared on the same inputs): dq, dk, dv, poisoned first.
-inline void run_fused_backward(Backend& be, const FlashInputs& in, const FlashShape& s, const std::vector<half16>& out,
+inline void run_fused_backward(Backend& be, const FlashInputs& in, const FlashShape& s, const std::vector<lowp16>& out,
                                const std::vector<float>& lse, FlashOutputs& got) {
   FlashDevice x(be, in, s);
-  Buffer<half16> d_out(be, s.elems());
+  Buffer<lowp16> d_out(be, s.elems());
   Buffer<float> lse_in(be, s.rows());
   d_out.upload(out);
   lse_in.upload(lse);
-  Buffer<half16> dq(be, s.elems()), dk(be, s.elems()), dv(be, s.elems());
-  for (Buffer<half16>* b : {&dq, &dk, &dv}) b->upload(poison_halves(s.elems()));
-  be.attention_backward_fused_fp16(x.q.data(), x.k.data(), x.v.data(), d_out.data(), lse_in.data(), x.dout.data(), s.bh,
+  Buffer<lowp16> dq(be, s.elems()), dk(be, s.elems()), dv(be, s.elems());
+  for (Buffer<lowp16>* b : {&dq, &dk, &dv}) b->upload(poison_halves(s.elems()));
+  be.attention_backward_fused_lowp(x.q.data(), x.k.data(), x.v.data(), d_out.data(), lse_in.data(), x.dout.data(), s.bh,
                                    s.T, s.hs, s.scale(), dq.data(), dk.data(), dv.data());
   be.synchronize();
   got.dq = dq.download();
@@ -118,9 +118,9 @@ inline FlashOutputs run_fused(Backend& be, const FlashInputs& in, const FlashSha
   return got;
 }
 
-inline GemmFp16 flash_gemm(Transpose ta, Transpose tb, int m, int n, int k, const half16* a, int lda, const half16* b,
-                           int ldb, half16* c, int ldc) {
-  GemmFp16 g;
+inline GemmLowp flash_gemm(Transpose ta, Transpose tb, int m, int n, int k, const lowp16* a, int lda, const lowp16* b,
+                           int ldb, lowp16* c, int ldc) {
+  GemmLowp g;
   g.trans_a = ta;
   g.trans_b = tb;
   g.m = m;
@@ -143,23 +143,23 @@ inline FlashOutputs run_explicit(Backend& be, const FlashInputs& in, const Flash
   const int T = s.T, hs = s.hs, z = s.bh;
   const int64_t th = static_cast<int64_t>(T) * hs, tt = static_cast<int64_t>(T) * T;
   const size_t tt_all = static_cast<size_t>(z) * T * T;
-  Buffer<half16> q(be, s.elems()), k(be, s.elems()), v(be, s.elems()), dout(be, s.elems());
+  Buffer<lowp16> q(be, s.elems()), k(be, s.elems()), v(be, s.elems()), dout(be, s.elems());
   q.upload(in.q);
   k.upload(in.k);
   v.upload(in.v);
   dout.upload(in.dout);
-  Buffer<half16> probs(be, tt_all), d_scores(be, tt_all);
-  Buffer<half16> out(be, s.elems()), dq(be, s.elems()), dk(be, s.elems()), dv(be, s.elems());
-  for (Buffer<half16>* b : {&out, &dq, &dk, &dv}) b->upload(poison_halves(s.elems()));
+  Buffer<lowp16> probs(be, tt_all), d_scores(be, tt_all);
+  Buffer<lowp16> out(be, s.elems()), dq(be, s.elems()), dk(be, s.elems()), dv(be, s.elems());
+  for (Buffer<lowp16>* b : {&out, &dq, &dk, &dv}) b->upload(poison_halves(s.elems()));
   const Transpose N = Transpose::No, Y = Transpose::Yes;
-  be.gemm_batched_fp16(flash_gemm(N, Y, T, T, hs, q.data(), hs, k.data(), hs, probs.data(), T), z, th, th, tt);
-  be.causal_softmax_forward_fp16(probs.data(), z, T, s.scale(), probs.data());
-  be.gemm_batched_fp16(flash_gemm(N, N, T, hs, T, probs.data(), T, v.data(), hs, out.data(), hs), z, tt, th, th);
-  be.gemm_batched_fp16(flash_gemm(N, Y, T, T, hs, dout.data(), hs, v.data(), hs, d_scores.data(), T), z, th, th, tt);
-  be.gemm_batched_fp16(flash_gemm(Y, N, T, hs, T, probs.data(), T, dout.data(), hs, dv.data(), hs), z, tt, th, th);
-  be.causal_softmax_backward_fp16(probs.data(), d_scores.data(), z, T, s.scale(), d_scores.data());
-  be.gemm_batched_fp16(flash_gemm(N, N, T, hs, T, d_scores.data(), T, k.data(), hs, dq.data(), hs), z, tt, th, th);
-  be.gemm_batched_fp16(flash_gemm(Y, N, T, hs, T, d_scores.data(), T, q.data(), hs, dk.data(), hs), z, tt, th, th);
+  be.gemm_batched_lowp(flash_gemm(N, Y, T, T, hs, q.data(), hs, k.data(), hs, probs.data(), T), z, th, th, tt);
+  be.causal_softmax_forward_lowp(probs.data(), z, T, s.scale(), probs.data());
+  be.gemm_batched_lowp(flash_gemm(N, N, T, hs, T, probs.data(), T, v.data(), hs, out.data(), hs), z, tt, th, th);
+  be.gemm_batched_lowp(flash_gemm(N, Y, T, T, hs, dout.data(), hs, v.data(), hs, d_scores.data(), T), z, th, th, tt);
+  be.gemm_batched_lowp(flash_gemm(Y, N, T, hs, T, probs.data(), T, dout.data(), hs, dv.data(), hs), z, tt, th, th);
+  be.causal_softmax_backward_lowp(probs.data(), d_scores.data(), z, T, s.scale(), d_scores.data());
+  be.gemm_batched_lowp(flash_gemm(N, N, T, hs, T, d_scores.data(), T, k.data(), hs, dq.data(), hs), z, tt, th, th);
+  be.gemm_batched_lowp(flash_gemm(Y, N, T, hs, T, d_scores.data(), T, q.data(), hs, dk.data(), hs), z, tt, th, th);
   be.synchronize();
   return {out.download(), dq.download(), dk.download(), dv.download(), {}};
 }
@@ -188,10 +188,10 @@ struct FlashReference {
 };
 
 inline FlashReference flash_reference(const FlashInputs& in, const FlashShape& s,
-                                      const std::vector<half16>* out_for_d = nullptr) {
+                                      const std::vector<lowp16>* out_for_d = nullptr) {
   const size_t T = static_cast<size_t>(s.T), hs = static_cast<size_t>(s.hs);
   const double scale = s.scale();
-  FlashReference r{std::vector<double>(s.elems()), std::vector<double>(s.rows()), std::vector<double>(s.elems()),
+  FlashReference r{std::vector<double>(s.elems()), std::vector<double>(s.rows()),  std::vector<double>(s.elems()),
                    std::vector<double>(s.elems()), std::vector<double>(s.elems()), std::vector<double>(s.elems()),
                    std::vector<double>(s.elems())};
   const double fp32_dot = static_cast<double>(hs) * std::ldexp(1.0, -24);  // an FP32 dot's bound per |product|
@@ -230,12 +230,12 @@ inline FlashReference flash_reference(const FlashInputs& in, const FlashShape& s
       }
       double pdp_abs = 0;  // D as the op sums it: dout_i . out_i
       for (size_t d = 0; d < hs; ++d) {
-        const double o = out_for_d ? to_float((*out_for_d)[h + i * hs + d]) : r.out[h + i * hs + d];
+        const double o = out_for_d ? half_to_float((*out_for_d)[h + i * hs + d]) : r.out[h + i * hs + d];
         pdp_abs += std::fabs(dout[h + i * hs + d] * o);
       }
       if (out_for_d) {
         pdp = 0;
-        for (size_t d = 0; d < hs; ++d) pdp += dout[h + i * hs + d] * to_float((*out_for_d)[h + i * hs + d]);
+        for (size_t d = 0; d < hs; ++d) pdp += dout[h + i * hs + d] * half_to_float((*out_for_d)[h + i * hs + d]);
       }
       for (size_t j = 0; j <= i; ++j) {
         const double ds = p[j] * (dp[j] - pdp);
@@ -266,8 +266,8 @@ double flash_value(const T& x) {
   return static_cast<double>(x);
 }
 template <>
-inline double flash_value<half16>(const half16& x) {
-  return static_cast<double>(to_float(x));
+inline double flash_value<lowp16>(const lowp16& x) {
+  return static_cast<double>(half_to_float(x));
 }
 
 // floor (optional, per element): added to the allowance (FlashReference's
@@ -302,7 +302,7 @@ inline std::vector<uint32_t> float_bits(const std::vector<float>& x) {
   for (size_t i = 0; i < x.size(); ++i) bits[i] = bits_of(x[i]);
   return bits;
 }
-inline std::vector<uint16_t> half_bits(const std::vector<half16>& x) {
+inline std::vector<uint16_t> half_bits(const std::vector<lowp16>& x) {
   std::vector<uint16_t> bits(x.size());
   for (size_t i = 0; i < x.size(); ++i) bits[i] = x[i].bits;
   return bits;

@@ -1,4 +1,4 @@
-// gemm_epilogue_support.h: one GemmFp16 epilogue case (shape, transposes,
+// gemm_epilogue_support.h: one GemmLowp epilogue case (shape, transposes,
 // strides, bias / activation / pre-activation / activation gradient / bias
 // gradient), its random inputs, a run on any Backend with every output
 // poisoned first, and the double-precision reference. Shared by
@@ -52,11 +52,11 @@ struct EpilogueCase {
 };
 
 struct EpilogueInputs {
-  std::vector<half16> a, b, bias, dact_input, c0, bias_grad0;
+  std::vector<lowp16> a, b, bias, dact_input, c0, bias_grad0;
 };
 
 struct EpilogueOutputs {
-  std::vector<half16> c, pre_activation, bias_grad;
+  std::vector<lowp16> c, pre_activation, bias_grad;
 };
 
 inline EpilogueInputs make_epilogue_inputs(std::mt19937_64& rng, const EpilogueCase& c) {
@@ -79,9 +79,9 @@ inline EpilogueInputs make_epilogue_inputs(std::mt19937_64& rng, const EpilogueC
   return in;
 }
 
-inline GemmFp16 epilogue_gemm(const EpilogueCase& c, const half16* a, const half16* b, const half16* bias,
-                              const half16* z, half16* out, half16* pre, half16* db) {
-  GemmFp16 g;
+inline GemmLowp epilogue_gemm(const EpilogueCase& c, const lowp16* a, const lowp16* b, const lowp16* bias,
+                              const lowp16* z, lowp16* out, lowp16* pre, lowp16* db) {
+  GemmLowp g;
   g.trans_a = c.trans_a;
   g.trans_b = c.trans_b;
   g.m = c.m;
@@ -116,7 +116,7 @@ inline GemmFp16 epilogue_gemm(const EpilogueCase& c, const half16* a, const half
 // Runs the case on `backend`: inputs uploaded, outputs poisoned (C holds c0,
 // poison unless beta != 0), the GEMM, outputs downloaded whole (padding too).
 inline EpilogueOutputs run_epilogue_case(Backend& backend, const EpilogueCase& c, const EpilogueInputs& in) {
-  Buffer<half16> a(backend, in.a.size()), b(backend, in.b.size()), bias(backend, in.bias.size()),
+  Buffer<lowp16> a(backend, in.a.size()), b(backend, in.b.size()), bias(backend, in.bias.size()),
       z(backend, in.dact_input.size()), out(backend, in.c0.size()), pre(backend, c.c_count()),
       db(backend, in.bias_grad0.size());
   a.upload(in.a);
@@ -126,7 +126,7 @@ inline EpilogueOutputs run_epilogue_case(Backend& backend, const EpilogueCase& c
   out.upload(in.c0);
   pre.upload(poison_halves(pre.count()));
   db.upload(in.bias_grad0);
-  backend.gemm_fp16(epilogue_gemm(c, a.data(), b.data(), bias.data(), z.data(), out.data(), pre.data(), db.data()));
+  backend.gemm_lowp(epilogue_gemm(c, a.data(), b.data(), bias.data(), z.data(), out.data(), pre.data(), db.data()));
   EpilogueOutputs o;
   o.c = out.download();
   if (c.pre_activation) o.pre_activation = pre.download();
@@ -185,25 +185,26 @@ inline EpilogueReference epilogue_reference(const EpilogueCase& c, const Epilogu
     for (int j = 0; j < c.n; ++j) {
       double s = 0, s_abs = 0;
       for (int p = 0; p < c.k; ++p) {
-        const double t = static_cast<double>(to_float(in.a[c.a_index(i, p)])) * to_float(in.b[c.b_index(p, j)]);
+        const double t =
+            static_cast<double>(half_to_float(in.a[c.a_index(i, p)])) * half_to_float(in.b[c.b_index(p, j)]);
         s += t;
         s_abs += std::fabs(t);
       }
       double v = c.alpha * s;
-      if (c.beta != 0.0f) v += c.beta * static_cast<double>(to_float(in.c0[c.c_index(i, j)]));
-      if (c.bias) v += to_float(in.bias[c.offset + j]);
+      if (c.beta != 0.0f) v += c.beta * static_cast<double>(half_to_float(in.c0[c.c_index(i, j)]));
+      if (c.bias) v += half_to_float(in.bias[c.offset + j]);
       const size_t at = static_cast<size_t>(i) * c.n + j;
       r.pre_activation[at] = v;
       double out = v, slope = 1.0;
-      if (c.dact == Activation::Relu) slope = to_float(in.dact_input[c.c_index(i, j)]) > 0.0f ? 1.0 : 0.0;
+      if (c.dact == Activation::Relu) slope = half_to_float(in.dact_input[c.c_index(i, j)]) > 0.0f ? 1.0 : 0.0;
       if (c.dact == Activation::Gelu) {
-        const double z = to_float(in.dact_input[c.c_index(i, j)]);
+        const double z = half_to_float(in.dact_input[c.c_index(i, j)]);
         slope = gelu_derivative_exact(z);
         r.c_slope_error[at] = 4.0 * std::ldexp(1.0, -24) *
                               (std::fabs(gelu_cdf_exact(z)) + std::fabs(z * gelu_pdf_exact(z))) * std::fabs(v);
       }
       if (c.dact == Activation::GeluTanh) {
-        const double z = to_float(in.dact_input[c.c_index(i, j)]);
+        const double z = half_to_float(in.dact_input[c.c_index(i, j)]);
         slope = gelu_tanh_derivative_exact(z);
         r.c_slope_error[at] = gelu_tanh_derivative_fp32_error(z) * std::fabs(v);
       }
@@ -223,9 +224,9 @@ inline EpilogueReference epilogue_reference(const EpilogueCase& c, const Epilogu
   r.bias_grad.assign(c.m, 0.0);
   r.bias_grad_magnitude.assign(c.m, 0.0);
   for (int i = 0; i < c.m; ++i) {
-    double s = c.bias_grad_accumulate ? to_float(in.bias_grad0[c.offset + i]) : 0.0, s_abs = std::fabs(s);
+    double s = c.bias_grad_accumulate ? half_to_float(in.bias_grad0[c.offset + i]) : 0.0, s_abs = std::fabs(s);
     for (int p = 0; p < c.k; ++p) {
-      const double t = to_float(in.a[c.a_index(i, p)]);
+      const double t = half_to_float(in.a[c.a_index(i, p)]);
       s += t;
       s_abs += std::fabs(t);
     }

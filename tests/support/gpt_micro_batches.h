@@ -19,7 +19,7 @@
 namespace ddp::test {
 
 struct GptStepInputs {
-  std::vector<half16> weights;     // the registry's flat FP16 weights
+  std::vector<lowp16> weights;     // the registry's flat FP16 weights
   std::vector<int32_t> tokens[2];  // per micro-batch [batch x T]
   std::vector<int32_t> labels[2];
 };
@@ -43,9 +43,9 @@ inline GptStepInputs draw_gpt_step_inputs(std::mt19937_64& rng, const ParameterR
 }
 
 struct GptStepOutcome {
-  std::vector<float> losses;   // per micro-batch
-  std::vector<half16> grads;   // after both, accumulated
-  std::vector<half16> logits;  // an evaluation forward's, after them
+  std::vector<float> losses;    // per micro-batch
+  std::vector<lowp16> grads;    // after both, accumulated
+  std::vector<lowp16> logits;   // an evaluation forward's, after them
   size_t train_peak_bytes = 0;  // the allocation tally's peak before that forward
 };
 
@@ -55,7 +55,7 @@ struct GptStepOutcome {
 inline GptStepOutcome run_gpt_micro_batches(Backend& backend, GptModel& model, int batch, int context,
                                             const GptStepInputs& in) {
   const ParameterRegistry& reg = model.parameters();
-  Buffer<half16> w(backend, reg.flat_count()), grads(backend, reg.flat_count());
+  Buffer<lowp16> w(backend, reg.flat_count()), grads(backend, reg.flat_count());
   w.upload(in.weights);
   grads.upload(poison_halves(reg.flat_count()));
   const WeightTable weights = WeightTable::flat(w.data(), reg);
@@ -89,12 +89,12 @@ inline GptStepOutcome run_gpt_micro_batches(Backend& backend, GptModel& model, i
   eval.rows = batch;
   const ModelOutput out = model.forward(eval, weights);
   o.logits.resize(static_cast<size_t>(out.rows) * out.width);
-  backend.copy_to_host(o.logits.data(), out.values, o.logits.size() * sizeof(half16));
+  backend.copy_to_host(o.logits.data(), out.values, o.logits.size() * sizeof(lowp16));
   return o;
 }
 
-inline bool same_halves(const std::vector<half16>& a, const std::vector<half16>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(half16)) == 0;
+inline bool same_halves(const std::vector<lowp16>& a, const std::vector<lowp16>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(lowp16)) == 0;
 }
 
 }  // namespace ddp::test

@@ -9,7 +9,7 @@
 //   - it keeps NCCL's padded staging as a count alone, sized by
 //     needed_staging_count (comm/padded_collectives.h) and grown by the rule
 //     of kernels/graph_safe_growth.h, the two decisions NcclCommunicator's
-//     staging_fp16 makes: a sharded collective that needs more staging
+//     staging_lowp makes: a sharded collective that needs more staging
 //     after a capture throws here as it does on GPUs.
 // Host scalars, the barrier and the timings are the transport's, at once.
 #pragma once
@@ -47,12 +47,12 @@ class NcclStagingCommunicator final : public Communicator {
   // FP16 elements of the emulated staging (what NCCL would have allocated).
   size_t staging_count() const { return staging_count_; }
 
-  void allreduce_sum_fp16(half16* data, size_t count) override {
-    stream_.queue_operation("allreduce_sum_fp16", [this, data, count] { transport_.allreduce_sum_fp16(data, count); });
+  void allreduce_sum_lowp(lowp16* data, size_t count) override {
+    stream_.queue_operation("allreduce_sum_lowp", [this, data, count] { transport_.allreduce_sum_lowp(data, count); });
   }
-  void start_allreduce_sum_fp16(half16* data, size_t count) override {
-    stream_.queue_operation("start_allreduce_sum_fp16",
-                            [this, data, count] { transport_.start_allreduce_sum_fp16(data, count); });
+  void start_allreduce_sum_lowp(lowp16* data, size_t count) override {
+    stream_.queue_operation("start_allreduce_sum_lowp",
+                            [this, data, count] { transport_.start_allreduce_sum_lowp(data, count); });
   }
   void wait_allreduces() override {
     stream_.queue_operation("wait_allreduces", [this] { transport_.wait_allreduces(); });
@@ -67,26 +67,26 @@ class NcclStagingCommunicator final : public Communicator {
   }
   // The staging is sized when the call is made (captured or not), as
   // NcclCommunicator sizes it on the host before it queues the collective.
-  void reduce_scatter_sum_fp16(const half16* send, half16* recv, const ShardLayout& layout) override {
+  void reduce_scatter_sum_lowp(const lowp16* send, lowp16* recv, const ShardLayout& layout) override {
     stage(layout);
-    stream_.queue_operation("reduce_scatter_sum_fp16",
-                            [this, send, recv, layout] { transport_.reduce_scatter_sum_fp16(send, recv, layout); });
+    stream_.queue_operation("reduce_scatter_sum_lowp",
+                            [this, send, recv, layout] { transport_.reduce_scatter_sum_lowp(send, recv, layout); });
   }
-  void start_reduce_scatter_sum_fp16(const half16* send, half16* recv, const ShardLayout& layout) override {
+  void start_reduce_scatter_sum_lowp(const lowp16* send, lowp16* recv, const ShardLayout& layout) override {
     stage(layout);
-    stream_.queue_operation("start_reduce_scatter_sum_fp16", [this, send, recv, layout] {
-      transport_.start_reduce_scatter_sum_fp16(send, recv, layout);
+    stream_.queue_operation("start_reduce_scatter_sum_lowp", [this, send, recv, layout] {
+      transport_.start_reduce_scatter_sum_lowp(send, recv, layout);
     });
   }
-  void allgather_fp16(const half16* mine, half16* full, const ShardLayout& layout) override {
+  void allgather_lowp(const lowp16* mine, lowp16* full, const ShardLayout& layout) override {
     stage(layout);
-    stream_.queue_operation("allgather_fp16",
-                            [this, mine, full, layout] { transport_.allgather_fp16(mine, full, layout); });
+    stream_.queue_operation("allgather_lowp",
+                            [this, mine, full, layout] { transport_.allgather_lowp(mine, full, layout); });
   }
-  void start_allgather_fp16(const half16* mine, half16* full, const ShardLayout& layout) override {
+  void start_allgather_lowp(const lowp16* mine, lowp16* full, const ShardLayout& layout) override {
     stage(layout);
-    stream_.queue_operation("start_allgather_fp16",
-                            [this, mine, full, layout] { transport_.start_allgather_fp16(mine, full, layout); });
+    stream_.queue_operation("start_allgather_lowp",
+                            [this, mine, full, layout] { transport_.start_allgather_lowp(mine, full, layout); });
   }
   void reserve_shard_staging(const ShardLayout& layout) override { stage(layout); }
 
@@ -102,7 +102,7 @@ class NcclStagingCommunicator final : public Communicator {
     const CaptureState capture =
         capturing_ ? CaptureState::kCapturing : (captured_ ? CaptureState::kCaptured : CaptureState::kNone);
     require_buffer_may_grow(capture, "the sharded collectives' staging buffer (reserve_shard_staging)",
-                            staging_count_ * sizeof(half16), count * sizeof(half16));
+                            staging_count_ * sizeof(lowp16), count * sizeof(lowp16));
     staging_count_ = count;
   }
 

@@ -44,9 +44,9 @@ uint64_t test_seed() {
   return seed;
 }
 
-std::vector<half16> random_halves(std::mt19937_64& rng, size_t count, float lo, float hi) {
+std::vector<lowp16> random_halves(std::mt19937_64& rng, size_t count, float lo, float hi) {
   std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<half16> out(count);
+  std::vector<lowp16> out(count);
   for (auto& h : out) h = to_half(dist(rng));
   return out;
 }
@@ -65,17 +65,17 @@ std::vector<int32_t> random_labels(std::mt19937_64& rng, size_t count, int class
   return out;
 }
 
-std::vector<half16> poison_halves(size_t count) { return std::vector<half16>(count, half16{kPoisonHalfBits}); }
+std::vector<lowp16> poison_halves(size_t count) { return std::vector<lowp16>(count, lowp16{kPoisonHalfBits}); }
 
-std::vector<float> to_floats(const std::vector<half16>& h) {
+std::vector<float> to_floats(const std::vector<lowp16>& h) {
   std::vector<float> out(h.size());
-  for (size_t i = 0; i < h.size(); ++i) out[i] = to_float(h[i]);
+  for (size_t i = 0; i < h.size(); ++i) out[i] = half_to_float(h[i]);
   return out;
 }
 
-std::vector<double> to_doubles(const std::vector<half16>& h) {
+std::vector<double> to_doubles(const std::vector<lowp16>& h) {
   std::vector<double> out(h.size());
-  for (size_t i = 0; i < h.size(); ++i) out[i] = to_float(h[i]);
+  for (size_t i = 0; i < h.size(); ++i) out[i] = half_to_float(h[i]);
   return out;
 }
 

@@ -15,17 +15,17 @@ namespace ddp::test {
 uint64_t test_seed();
 
 // Uniform random halves in [lo, hi], already rounded to FP16.
-std::vector<half16> random_halves(std::mt19937_64& rng, size_t count, float lo = -1.0f, float hi = 1.0f);
+std::vector<lowp16> random_halves(std::mt19937_64& rng, size_t count, float lo = -1.0f, float hi = 1.0f);
 std::vector<float> random_floats(std::mt19937_64& rng, size_t count, float lo = -1.0f, float hi = 1.0f);
 std::vector<int32_t> random_labels(std::mt19937_64& rng, size_t count, int classes);
 
 // Poison: a recognisable non-finite bit pattern written before a kernel runs
 // so an output element the kernel forgot to write fails the comparison.
 constexpr uint16_t kPoisonHalfBits = 0x7e00;  // FP16 quiet NaN
-std::vector<half16> poison_halves(size_t count);
+std::vector<lowp16> poison_halves(size_t count);
 
-std::vector<float> to_floats(const std::vector<half16>& h);
-std::vector<double> to_doubles(const std::vector<half16>& h);
+std::vector<float> to_floats(const std::vector<lowp16>& h);
+std::vector<double> to_doubles(const std::vector<lowp16>& h);
 
 // Tolerances, stated once. An FP16 result of an FP32 computation is within
 // half an ulp of FP16 (2^-11 relative) of the exact value plus the FP32

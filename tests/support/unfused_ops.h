@@ -16,23 +16,23 @@
 namespace ddp::test {
 
 // y[r, c] = fp16(y[r, c] + bias[c])                      y: [rows, cols]
-inline void add_bias_fp16(half16* y, const half16* bias, int rows, int cols) {
+inline void add_bias_lowp(lowp16* y, const lowp16* bias, int rows, int cols) {
   cpu::add_bias_rows(y, bias, static_cast<size_t>(rows), static_cast<size_t>(cols));
 }
 // y = fp16(act(z)); z may equal y.
-inline void activation_forward_fp16(Activation act, const half16* z, half16* y, size_t count) {
+inline void activation_forward_lowp(Activation act, const lowp16* z, lowp16* y, size_t count) {
   cpu::activation_forward_range(act, z, y, count);
 }
 // dz = fp16(act'(z) * dy); dz may equal dy.
-inline void activation_backward_fp16(Activation act, const half16* z, const half16* dy, half16* dz, size_t count) {
+inline void activation_backward_lowp(Activation act, const lowp16* z, const lowp16* dy, lowp16* dz, size_t count) {
   cpu::activation_backward_range(act, z, dy, dz, count);
 }
 // db[c] = fp16(sum_r dy[r, c] (+ db[c] when accumulate)), FP32 sums in row order.   dy: [rows, cols]
-inline void bias_grad_fp16(const half16* dy, int rows, int cols, half16* db, bool accumulate) {
+inline void bias_grad_lowp(const lowp16* dy, int rows, int cols, lowp16* db, bool accumulate) {
   const size_t width = static_cast<size_t>(cols);
   cpu::bias_grad_columns(dy, static_cast<size_t>(rows), width, 0, width, db, accumulate);
 }
 // dst[i] = float(src[i]) (exact).
-inline void cast_fp16_to_fp32(const half16* src, float* dst, size_t count) { half_to_float_array(src, dst, count); }
+inline void cast_lowp_to_fp32(const lowp16* src, float* dst, size_t count) { half_to_float_array(src, dst, count); }
 
 }  // namespace ddp::test

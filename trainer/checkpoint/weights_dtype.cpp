@@ -36,7 +36,7 @@ SafetensorsDtype dtype_that_holds(const ParameterRegistry& registry, const std::
   for (const ParameterTensor& t : registry.tensors()) {
     for (size_t i = 0; i < t.count; ++i) {
       const float v = flat[t.offset + i];
-      if (!std::isfinite(v) || std::isfinite(to_float(to_half(v)))) continue;
+      if (!std::isfinite(v) || std::isfinite(half_to_float(to_half(v)))) continue;
       note = "--save-weights-dtype fp16: tensor " + t.name + " holds " + std::to_string(v) + " (element " +
              std::to_string(i) +
              "), beyond FP16's 65504: the weights are written in fp32 instead (bf16 has "

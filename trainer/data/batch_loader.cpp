@@ -17,11 +17,11 @@ size_t align_up(size_t size_bytes) { return (size_bytes + 255) / 256 * 256; }
 BatchLoader::BatchLoader(Backend& backend, const Dataset& data, int max_batch)
     : max_batch_(max_batch),
       labels_per_row_(static_cast<int>(data.labels_per_sample())),
-      host_features_fp16_(data.x.size()) {
+      host_features_lowp_(data.x.size()) {
   DDP_REQUIRE(max_batch > 0, "BatchLoader: max_batch must be positive");
-  float_to_half_array(data.x.data(), host_features_fp16_.data(), data.x.size());
+  float_to_half_array(data.x.data(), host_features_lowp_.data(), data.x.size());
   // Absent parts have no rows: empty vectors, 0 bytes a row.
-  parts_[kFeatures] = {reinterpret_cast<const char*>(host_features_fp16_.data()), data.features * sizeof(half16)};
+  parts_[kFeatures] = {reinterpret_cast<const char*>(host_features_lowp_.data()), data.features * sizeof(lowp16)};
   parts_[kTokenIds] = {reinterpret_cast<const char*>(data.token_ids.data()), data.tokens_per_sample * sizeof(int32_t)};
   parts_[kLabels] = {reinterpret_cast<const char*>(data.labels.data()),
                      data.is_classification() ? data.labels_per_sample() * sizeof(int32_t) : 0};
@@ -66,7 +66,7 @@ void BatchLoader::fill(int slot, const uint32_t* indices, int rows) {
 DeviceBatch BatchLoader::batch_in(int slot, int rows) {
   void* base = slots_->device_slot(slot);
   DeviceBatch b;
-  b.features_fp16 = static_cast<const half16*>(parts_[kFeatures].in(base));
+  b.features_lowp = static_cast<const lowp16*>(parts_[kFeatures].in(base));
   b.token_ids = static_cast<const int32_t*>(parts_[kTokenIds].in(base));
   b.labels = static_cast<const int32_t*>(parts_[kLabels].in(base));
   b.targets_fp32 = static_cast<const float*>(parts_[kTargets].in(base));

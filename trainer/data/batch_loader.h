@@ -33,7 +33,7 @@ namespace ddp {
 // Device pointers of the current batch; valid for work queued until the
 // next load() (after it the slot may be refilled, two batches later).
 struct DeviceBatch {
-  const half16* features_fp16 = nullptr;  // [rows, D]; null for token data
+  const lowp16* features_lowp = nullptr;  // [rows, D]; null for token data
   const int32_t* token_ids = nullptr;     // [rows, T]; null for feature data
   const int32_t* labels = nullptr;        // [rows, labels_per_row]; null for regression
   const float* targets_fp32 = nullptr;    // [rows, K]; null for classification
@@ -69,7 +69,7 @@ class BatchLoader {
   DeviceBatch load(const uint32_t* indices, int rows);
 
   // The current batch's device pointers (as load() returned them).
-  const half16* features() const { return current_batch_.features_fp16; }
+  const lowp16* features() const { return current_batch_.features_lowp; }
   const int32_t* token_ids() const { return current_batch_.token_ids; }
   const int32_t* labels() const { return current_batch_.labels; }
   const float* targets() const { return current_batch_.targets_fp32; }
@@ -101,7 +101,7 @@ class BatchLoader {
 
   int max_batch_;
   int labels_per_row_;
-  std::vector<half16> host_features_fp16_;  // whole data set, [count, D]; empty for token data
+  std::vector<lowp16> host_features_lowp_;  // whole data set, [count, D]; empty for token data
   // Slot layout, in this order, each part 256-byte aligned: features
   // [max_batch, D] FP16, token ids [max_batch, T] int32, labels
   // [max_batch, labels_per_row] int32, targets [max_batch, K] FP32.

@@ -23,7 +23,7 @@ void CapturedStep::enable() {
     graph_input_.labels = Buffer<int32_t>(backend_, rows * train_.labels_per_sample());
     return;
   }
-  graph_input_.features = Buffer<half16>(backend_, rows * train_.features);
+  graph_input_.features = Buffer<lowp16>(backend_, rows * train_.features);
   if (train_.is_classification())
     graph_input_.labels = Buffer<int32_t>(backend_, rows);
   else
@@ -44,8 +44,8 @@ void CapturedStep::replay(const DeviceBatch& batch, int64_t step_1based,
                           const std::function<void(const DeviceBatch& fixed)>& record_step) {
   const size_t rows = static_cast<size_t>(batch.rows);
   const size_t labels = rows * static_cast<size_t>(batch.labels_per_row);
-  if (batch.features_fp16)
-    backend_.copy_on_device(graph_input_.features.data(), batch.features_fp16, rows * train_.features * sizeof(half16));
+  if (batch.features_lowp)
+    backend_.copy_on_device(graph_input_.features.data(), batch.features_lowp, rows * train_.features * sizeof(lowp16));
   if (batch.token_ids)
     backend_.copy_on_device(graph_input_.token_ids.data(), batch.token_ids,
                             rows * train_.tokens_per_sample * sizeof(int32_t));
@@ -54,7 +54,7 @@ void CapturedStep::replay(const DeviceBatch& batch, int64_t step_1based,
     backend_.copy_on_device(graph_input_.targets.data(), batch.targets_fp32, rows * train_.target_dim * sizeof(float));
   if (capture_ < 0) {
     DeviceBatch fixed;
-    fixed.features_fp16 = batch.features_fp16 ? graph_input_.features.data() : nullptr;
+    fixed.features_lowp = batch.features_lowp ? graph_input_.features.data() : nullptr;
     fixed.token_ids = batch.token_ids ? graph_input_.token_ids.data() : nullptr;
     fixed.labels = batch.labels ? graph_input_.labels.data() : nullptr;
     fixed.labels_per_row = batch.labels_per_row;

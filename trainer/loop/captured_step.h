@@ -64,7 +64,7 @@ class CapturedStep {
   bool graph_mode_ = false;     // --cuda-graph on a backend and transport that can capture
   int capture_ = -1;            // the backend's recording of the step, once made
   struct GraphInput {           // the captured step's batch, copied in before each replay
-    Buffer<half16> features;    // feature data (the MLP)
+    Buffer<lowp16> features;    // feature data (the MLP)
     Buffer<int32_t> token_ids;  // token data (the GPT): [rows, T]
     Buffer<int32_t> labels;     // [rows, labels per row]: 1, or T for token data
     Buffer<float> targets;

@@ -148,7 +148,7 @@ int64_t Checkpointing::restore_weights(const TrainState& s, const std::string& p
 void Checkpointing::load_state(std::vector<float> flat, Buffer<float>& state) {
   // Sharded, each rank keeps its range of the file's state: rank 0's file,
   // should the ranks' scans of --checkpoint-dir ever disagree.
-  if (params_.sharded()) agree_with_root(comm_, params_.weights_fp16.backend(), flat);
+  if (params_.sharded()) agree_with_root(comm_, params_.weights_lowp.backend(), flat);
   if (&state == &params_.master_weights_fp32)
     params_.set_master_weights(flat);
   else

@@ -15,19 +15,19 @@ Evaluator::Evaluator(Backend& backend, const Dataset& test, int max_batch)
     : backend_(backend), test_(test), loader_(backend, test, max_batch), loss_mean_(backend, 1), correct_(backend, 1) {}
 
 EvalResult evaluate(Backend& backend, Communicator& comm, Model& model, const Dataset& test, LossKind loss,
-                    const half16* weights_fp16) {
+                    const lowp16* weights_lowp) {
   return Evaluator(backend, test, model.max_batch())
-      .run(comm, model, loss, WeightTable::flat(weights_fp16, model.parameters()));
+      .run(comm, model, loss, WeightTable::flat(weights_lowp, model.parameters()));
 }
 
 const EvalResult& Evaluator::run_at(int64_t step, Communicator& comm, Model& model, LossKind loss,
-                                    const WeightTable& weights_fp16) {
-  last_ = run(comm, model, loss, weights_fp16);
+                                    const WeightTable& weights_lowp) {
+  last_ = run(comm, model, loss, weights_lowp);
   last_step_ = step;
   return last_;
 }
 
-EvalResult Evaluator::run(Communicator& comm, Model& model, LossKind loss, const WeightTable& weights_fp16) {
+EvalResult Evaluator::run(Communicator& comm, Model& model, LossKind loss, const WeightTable& weights_lowp) {
   DDP_REQUIRE(loader_.max_batch() >= model.max_batch(), "Evaluator: the model's batch is larger than the loader's");
   const int rank = comm.rank(), world = comm.world_size();
   std::vector<uint32_t> shard;
@@ -38,7 +38,7 @@ EvalResult Evaluator::run(Communicator& comm, Model& model, LossKind loss, const
     const DeviceBatch batch = loader_.load(shard.data() + pos, rows);
     // The outputs in blocks of rows (one block but for a model that holds
     // only a block: model.h), each block's mean loss weighed by its rows.
-    model.forward_rows(batch, weights_fp16, [&](const ModelOutput& part, int first_row) {
+    model.forward_rows(batch, weights_lowp, [&](const ModelOutput& part, int first_row) {
       DeviceBatch targets = batch;
       if (targets.labels) targets.labels += first_row;
       if (targets.targets_fp32) targets.targets_fp32 += static_cast<size_t>(first_row) * part.width;

@@ -27,12 +27,12 @@ struct EvalResult {
 class Evaluator {
  public:
   Evaluator(Backend& backend, const Dataset& test, int max_batch);
-  // weights_fp16: the model's weights per tensor (tensor_table.h).
-  EvalResult run(Communicator& comm, Model& model, LossKind loss, const WeightTable& weights_fp16);
+  // weights_lowp: the model's weights per tensor (tensor_table.h).
+  EvalResult run(Communicator& comm, Model& model, LossKind loss, const WeightTable& weights_lowp);
   // The loop's evaluation of the weights after `step`, kept as the last one
   // (the summary's figures; a run's end evaluates unless one ran at its step).
   const EvalResult& run_at(int64_t step, Communicator& comm, Model& model, LossKind loss,
-                           const WeightTable& weights_fp16);
+                           const WeightTable& weights_lowp);
   const EvalResult& last() const { return last_; }
   bool ran_at(int64_t step) const { return last_step_ == step; }
 
@@ -49,6 +49,6 @@ class Evaluator {
 // One evaluation with a fresh Evaluator, of the weights in one flat buffer
 // (the registry's layout).
 EvalResult evaluate(Backend& backend, Communicator& comm, Model& model, const Dataset& test, LossKind loss,
-                    const half16* weights_fp16);
+                    const lowp16* weights_lowp);
 
 }  // namespace ddp

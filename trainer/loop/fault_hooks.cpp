@@ -22,9 +22,9 @@ bool overflow_injected_at(const TrainConfig& cfg, int rank, int64_t step_1based)
          cfg.inject_overflow_steps.end();
 }
 
-void inject_overflow(Backend& backend, half16* grads_fp16) {
-  const half16 inf{0x7C00};
-  backend.copy_to_device(grads_fp16, &inf, sizeof inf);
+void inject_overflow(Backend& backend, lowp16* grads_lowp) {
+  const lowp16 inf{0x7C00};
+  backend.copy_to_device(grads_lowp, &inf, sizeof inf);
 }
 
 void stall_if_asked(const TrainConfig& cfg, int rank, int64_t step_1based) {

@@ -20,7 +20,7 @@ bool overflow_injected_at(const TrainConfig& cfg, int rank, int64_t step_1based)
 
 // One +Inf in the first gradient element, as an FP16 overflow in backward
 // would leave it; the all-reduce carries it to every rank.
-void inject_overflow(Backend& backend, half16* grads_fp16);
+void inject_overflow(Backend& backend, lowp16* grads_lowp);
 
 // This rank stops taking part before step `step_1based`'s collectives, as a
 // hung process would, when --stall-rank/--stall-at-step ask for it; its

@@ -76,7 +76,7 @@ TrainStep::TrainStep(const TrainConfig& cfg, Backend& backend, Communicator& com
   wire_shards(shards);
   if (cfg.cuda_graph) captured_.enable();
   // The overflow test hook lands in the first element, in bucket 0.
-  reducer_.before_start = [this](size_t bucket, half16* first) {
+  reducer_.before_start = [this](size_t bucket, lowp16* first) {
     if (bucket == 0 && overflow_injected_at(cfg_, comm_.rank(), step_ + 1)) inject_overflow(backend_, first);
   };
 }
@@ -132,10 +132,10 @@ void TrainStep::micro_batch_pass(const DeviceBatch& batch, int rows, int64_t mic
   const ScalarArg backward_scale = ScalarArg::at(&state_.device()->backward_scale);
   DDP_REQUIRE(batch.rows == rows, "micro_batch_pass: the batch is not the rows asked for");
   if (model_.fuses_loss()) {  // the loss runs inside the last layer's span
-    model_.forward_with_loss(batch, tables_.weights_fp16, backward_scale, state_.loss_mean_device());
+    model_.forward_with_loss(batch, tables_.weights_lowp, backward_scale, state_.loss_mean_device());
     if (tracer_) tracer_->end_layers();
   } else {
-    const ModelOutput out = model_.forward(batch, tables_.weights_fp16);
+    const ModelOutput out = model_.forward(batch, tables_.weights_lowp);
     if (tracer_) {
       tracer_->end_layers();
       tracer_->begin_span("loss");
@@ -147,12 +147,12 @@ void TrainStep::micro_batch_pass(const DeviceBatch& batch, int rows, int64_t mic
   const bool last = micro + 1 == micro_batches;
   if (last) {
     for (const GradientSegment& gap : padding_gaps_)
-      backend_.fill_zero(params_.grads_fp16.data() + gap.offset, gap.count * sizeof(half16));
-    reducer_.begin(params_.grads_fp16.data());
+      backend_.fill_zero(params_.grads_lowp.data() + gap.offset, gap.count * sizeof(lowp16));
+    reducer_.begin(params_.grads_lowp.data());
     if (layer_shards_) layer_shards_->begin_step();
   }
   model_.backward(
-      tables_.weights_fp16, tables_.grads_fp16, /*accumulate=*/micro > 0,
+      tables_.weights_lowp, tables_.grads_lowp, /*accumulate=*/micro > 0,
       last ? GradientsReady([this](size_t first, size_t end) { reducer_.mark_ready(first, end); }) : GradientsReady());
   if (tracer_) tracer_->end_layers();
 }

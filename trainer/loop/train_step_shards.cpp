@@ -36,7 +36,7 @@ void TrainStep::wire_shards(const ShardLayout& shards) {
 
 void TrainStep::with_whole_weights(int64_t step, const std::function<void(const WeightTable&)>& use) {
   if (overlap_update_gathers_) layer_shards_->finish_updated_gathers();
-  if (!params_.weights_sharded()) return use(tables_.weights_fp16);
+  if (!params_.weights_sharded()) return use(tables_.weights_lowp);
   LayerShards::WholeWeights whole;
   {
     CollectiveWatch watch(watchdog_, "all-gather", step);

@@ -120,10 +120,10 @@ void Trainer::Impl::prepare() {
       comm_.broadcast_bytes(params_.second_moment_fp32.data(), params_.second_moment_fp32.size_bytes(), 0);
   }
   if (is_root()) report_.set_metrics(checkpoints_.prepare_outputs(step_));
-  backend_.cast_fp32_to_fp16(params_.master_weights_fp32.data(), params_.owned_weights_fp16(), params_.owned_count());
+  backend_.cast_fp32_to_lowp(params_.master_weights_fp32.data(), params_.owned_weights_lowp(), params_.owned_count());
   if (params_.sharded() && !params_.weights_sharded()) {  // stage 3's layers gather what they read
     CollectiveWatch watch(observers_.watchdog, "all-gather", step_ + 1);
-    comm_.allgather_fp16(params_.owned_weights_fp16(), params_.weights_fp16.data(), shards_);
+    comm_.allgather_lowp(params_.owned_weights_lowp(), params_.weights_lowp.data(), shards_);
   }
   state_.upload(step_);
   prepared_ = true;
@@ -366,12 +366,12 @@ void Trainer::Impl::watch_collectives(CollectiveWatchdog* watchdog) {
   train_step_.watch_collectives(watchdog);
 }
 
-std::vector<half16> Trainer::Impl::weights_fp16() {
-  std::vector<half16> whole;
+std::vector<lowp16> Trainer::Impl::weights_lowp() {
+  std::vector<lowp16> whole;
   with_whole_weights([&](const WeightTable& w) {
     // The table's first tensor sits at offset 0 of a flat buffer of the layout.
     whole.resize(params_.count());
-    backend_.copy_to_host(whole.data(), w.at(0), whole.size() * sizeof(half16));
+    backend_.copy_to_host(whole.data(), w.at(0), whole.size() * sizeof(lowp16));
   });
   return whole;
 }
@@ -402,7 +402,7 @@ BenchTimings Trainer::bench(int64_t warmup_steps, int64_t timed_steps) {
 }
 TrainState Trainer::snapshot() const { return impl_->snapshot(); }
 StateBytes Trainer::state_bytes() const { return impl_->held_state_bytes(); }
-std::vector<half16> Trainer::weights_fp16() const { return impl_->weights_fp16(); }
+std::vector<lowp16> Trainer::weights_lowp() const { return impl_->weights_lowp(); }
 void Trainer::observe_batches(std::function<void(const uint32_t* indices, int rows)> observer) {
   impl_->observe_batches(std::move(observer));
 }

@@ -99,7 +99,7 @@ class Trainer {
   StateBytes state_bytes() const;
   // The FP16 weights forward reads (the flat layout, padding included): the
   // same bits on every rank after every step, at every --zero stage.
-  std::vector<half16> weights_fp16() const;
+  std::vector<lowp16> weights_lowp() const;
 
   // Test hook: called with this rank's sample indices of each micro-batch
   // as the step loads it (empty function: none).

@@ -53,7 +53,7 @@ class Trainer::Impl {
   BenchTimings bench(int64_t warmup_steps, int64_t timed_steps);
   TrainState snapshot() { return checkpoints_.snapshot(step_); }  // a collective at --zero
   StateBytes held_state_bytes() const;                            // this rank's, by class (report/memory_report.h)
-  std::vector<half16> weights_fp16();
+  std::vector<lowp16> weights_lowp();
   void observe_batches(std::function<void(const uint32_t* indices, int rows)> observer) {
     train_step_.observe_batches(std::move(observer));
   }

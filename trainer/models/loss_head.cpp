@@ -18,7 +18,7 @@ void loss_forward(Backend& backend, LossKind loss, const ModelOutput& out, const
 }
 
 void loss_backward(Backend& backend, LossKind loss, const ModelOutput& out, const DeviceBatch& batch, ScalarArg scale,
-                   half16* grad) {
+                   lowp16* grad) {
   if (loss == LossKind::SoftmaxCrossEntropy)
     backend.softmax_xent_backward(out.values, batch.labels, out.rows, out.width, classes_of(out), scale, grad);
   else

@@ -22,6 +22,6 @@ void loss_forward(Backend& backend, LossKind loss, const ModelOutput& out, const
 // The loss gradient times `scale` (the loss scale, and what the step folds
 // into it) into grad [out.rows, out.width], FP16.
 void loss_backward(Backend& backend, LossKind loss, const ModelOutput& out, const DeviceBatch& batch, ScalarArg scale,
-                   half16* grad);
+                   lowp16* grad);
 
 }  // namespace ddp

@@ -40,7 +40,7 @@
 namespace ddp {
 
 struct ModelOutput {
-  const half16* values = nullptr;  // [rows, width] FP16, valid until the next forward
+  const lowp16* values = nullptr;  // [rows, width] FP16, valid until the next forward
   int rows = 0;                    // predictions (each has one target)
   int width = 0;                   // classes, or regression targets per prediction
   // Classes among the width (a language model's vocabulary padded for the
@@ -71,22 +71,22 @@ class Model {
   // Output rows per batch row: 1 for the MLP, T for a language model.
   virtual int outputs_per_sample() const { return 1; }
 
-  // weights_fp16: one entry per registry tensor (tensor_table.h). The
+  // weights_lowp: one entry per registry tensor (tensor_table.h). The
   // tables are taken by reference and never copied, so what a layer hook
   // set()s in the caller's table is what the layer after it reads.
-  virtual ModelOutput forward(const DeviceBatch& batch, const WeightTable& weights_fp16) = 0;
+  virtual ModelOutput forward(const DeviceBatch& batch, const WeightTable& weights_lowp) = 0;
   // forward()'s outputs handed to `each` in blocks of rows, in order, each
   // valid until `each` returns: for a caller that reads them once (the
   // evaluator's loss), so a model whose outputs are large need hold only a
   // block (the GPT's head with --classifier-logits drop). By default one
   // block: forward() itself.
   using OutputRows = std::function<void(const ModelOutput& part, int first_row)>;
-  virtual void forward_rows(const DeviceBatch& batch, const WeightTable& weights_fp16, const OutputRows& each) {
-    each(forward(batch, weights_fp16), 0);
+  virtual void forward_rows(const DeviceBatch& batch, const WeightTable& weights_lowp, const OutputRows& each) {
+    each(forward(batch, weights_lowp), 0);
   }
   // Scratch for the loss gradient of the last forward's outputs [rows, width]
   // (it may be the outputs' own memory: a loss gradient may overwrite them).
-  virtual half16* output_grad() = 0;
+  virtual lowp16* output_grad() = 0;
   // A model whose last layer computes its cross-entropy with its outputs
   // (the GPT's chunked classifier, tied_classifier.h), so the outputs and
   // their gradient are never all held twice: training calls
@@ -95,15 +95,15 @@ class Model {
   // Forward, the mean cross-entropy against batch.labels into *loss_mean
   // (backend memory) and its gradient times `scale` into output_grad(), as
   // forward(), loss_forward and loss_backward (loss_head.h) give them.
-  virtual void forward_with_loss(const DeviceBatch& /*batch*/, const WeightTable& /*weights_fp16*/,
-                                 ScalarArg /*scale*/, float* /*loss_mean*/) {
+  virtual void forward_with_loss(const DeviceBatch& /*batch*/, const WeightTable& /*weights_lowp*/, ScalarArg /*scale*/,
+                                 float* /*loss_mean*/) {
     throw Error("this model does not compute its loss itself");
   }
   // Backward of the last forward from output_grad(). Writes (accumulate =
-  // false) or adds to (accumulate = true) the gradients grads_fp16 points
+  // false) or adds to (accumulate = true) the gradients grads_lowp points
   // to. `ready`, if given, runs once for each group of tensors as their
   // gradients become final, in registry order, covering every tensor.
-  virtual void backward(const WeightTable& weights_fp16, const GradTable& grads_fp16, bool accumulate,
+  virtual void backward(const WeightTable& weights_lowp, const GradTable& grads_lowp, bool accumulate,
                         const GradientsReady& ready) = 0;
   // What the model's own buffers hold, by kind, with a formula per kind
   // (activation_bytes.h); empty where a model states none.

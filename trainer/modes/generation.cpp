@@ -118,7 +118,7 @@ void run_generation(const GenerationPlan& plan, Backend& backend, std::FILE* out
   ParameterStore params(backend, model->parameters());
   params.set_master_weights(plan.weights_fp32);
   const SamplingSettings settings{c.temperature, c.top_k};
-  const WeightTable weights_fp16 = WeightTable::flat(params.weights_fp16.data(), model->parameters());
+  const WeightTable weights_lowp = WeightTable::flat(params.weights_lowp.data(), model->parameters());
   const TokenShape shape = model_token_shape(c);
   std::vector<float> logits_fp32;  // [N, real_vocab], kept only for --generate-logits
   std::function<void(const std::vector<float>&)> keep_logits = nullptr;
@@ -135,10 +135,10 @@ void run_generation(const GenerationPlan& plan, Backend& backend, std::FILE* out
   const auto start = std::chrono::steady_clock::now();
   // The GPT is the next-token model with a decoder; another (a test's) runs whole windows.
   if (c.kv_cache && c.model == "gpt") {
-    GptDecoder decoder(backend, c.gpt, weights_fp16);
+    GptDecoder decoder(backend, c.gpt, weights_lowp);
     sample_tokens_cached(decoder, plan.prompt_ids, c.generate_tokens, settings, c.seed, write, keep_logits);
   } else {
-    sample_tokens(backend, *model, shape, weights_fp16, plan.prompt_ids, c.generate_tokens, settings, c.seed, write,
+    sample_tokens(backend, *model, shape, weights_lowp, plan.prompt_ids, c.generate_tokens, settings, c.seed, write,
                   keep_logits);
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -186,7 +186,7 @@ void check_sampling(const TokenShape& g, const std::vector<int32_t>& prompt_ids,
                 std::to_string(g.real_vocab));
 }
 
-void sample_tokens(Backend& backend, Model& model, const TokenShape& g, const WeightTable& weights_fp16,
+void sample_tokens(Backend& backend, Model& model, const TokenShape& g, const WeightTable& weights_lowp,
                    const std::vector<int32_t>& prompt_ids, int64_t count, const SamplingSettings& settings,
                    uint64_t seed, const std::function<void(int)>& emit,
                    const std::function<void(const std::vector<float>&)>& observe_logits) {
@@ -202,7 +202,7 @@ void sample_tokens(Backend& backend, Model& model, const TokenShape& g, const We
   // on the left instead would shift the position embeddings.)
   std::vector<int32_t> window(t, 0);
   Buffer<int32_t> window_ids(backend, t);
-  std::vector<half16> logits_fp16(static_cast<size_t>(g.vocab_size));
+  std::vector<lowp16> logits_lowp(static_cast<size_t>(g.vocab_size));
   std::vector<float> logits_fp32(static_cast<size_t>(g.real_vocab));
   for (int64_t i = 0; i < count; ++i) {
     const size_t n = std::min(text.size(), t);
@@ -213,10 +213,11 @@ void sample_tokens(Backend& backend, Model& model, const TokenShape& g, const We
     batch.token_ids = window_ids.data();
     batch.rows = 1;
     batch.labels_per_row = g.context;
-    const ModelOutput logits = model.forward(batch, weights_fp16);
-    backend.copy_to_host(logits_fp16.data(), logits.values + (n - 1) * static_cast<size_t>(logits.width),
-                         logits_fp16.size() * sizeof(half16));
-    for (size_t j = 0; j < logits_fp32.size(); ++j) logits_fp32[j] = to_float(logits_fp16[j]);  // the real classes only
+    const ModelOutput logits = model.forward(batch, weights_lowp);
+    backend.copy_to_host(logits_lowp.data(), logits.values + (n - 1) * static_cast<size_t>(logits.width),
+                         logits_lowp.size() * sizeof(lowp16));
+    for (size_t j = 0; j < logits_fp32.size(); ++j)
+      logits_fp32[j] = half_to_float(logits_lowp[j]);  // the real classes only
     if (observe_logits) observe_logits(logits_fp32);
     const int next = sample_token(logits_fp32, settings, rng);
     text.push_back(next);

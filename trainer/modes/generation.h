@@ -62,11 +62,11 @@ void check_sampling(const TokenShape& g, const std::vector<int32_t>& prompt_ids,
 
 // `count` tokens drawn after `prompt_ids` (at least one) from the next-token
 // model `model` (its windows and vocabulary `g`, on `backend`, built for at
-// least one row) at `weights_fp16` (one entry per tensor of its registry),
+// least one row) at `weights_lowp` (one entry per tensor of its registry),
 // from a std::mt19937_64 seeded with `seed`; `emit` gets each id as it is
 // drawn, and `observe_logits` (if given) the FP32 logits of the real classes
 // it was drawn from. One FP16 forward per token, nothing collective.
-void sample_tokens(Backend& backend, Model& model, const TokenShape& g, const WeightTable& weights_fp16,
+void sample_tokens(Backend& backend, Model& model, const TokenShape& g, const WeightTable& weights_lowp,
                    const std::vector<int32_t>& prompt_ids, int64_t count, const SamplingSettings& settings,
                    uint64_t seed, const std::function<void(int)>& emit,
                    const std::function<void(const std::vector<float>&)>& observe_logits = nullptr);

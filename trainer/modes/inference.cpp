@@ -115,21 +115,21 @@ void run_prediction(const TrainConfig& c, Backend& backend, Communicator& comm) 
   auto first = [&](int r) { return n * static_cast<size_t>(r) / static_cast<size_t>(world); };
   std::vector<float> values;
   std::vector<int64_t> classes;
-  Buffer<half16> rows_fp16(backend, static_cast<size_t>(batch) * d);
-  std::vector<half16> staging(static_cast<size_t>(batch) * d);
-  std::vector<half16> out_fp16(static_cast<size_t>(batch) * width);
-  std::vector<float> out_fp32(out_fp16.size());
-  const WeightTable weights_fp16 = WeightTable::flat(params.weights_fp16.data(), model->parameters());
+  Buffer<lowp16> rows_lowp(backend, static_cast<size_t>(batch) * d);
+  std::vector<lowp16> staging(static_cast<size_t>(batch) * d);
+  std::vector<lowp16> out_lowp(static_cast<size_t>(batch) * width);
+  std::vector<float> out_fp32(out_lowp.size());
+  const WeightTable weights_lowp = WeightTable::flat(params.weights_lowp.data(), model->parameters());
   for (size_t at = first(rank); at < first(rank + 1); at += batch) {
     const int rows = static_cast<int>(std::min<size_t>(batch, first(rank + 1) - at));
     float_to_half_array(x.data() + at * d, staging.data(), static_cast<size_t>(rows) * d);
-    backend.copy_to_device(rows_fp16.data(), staging.data(), static_cast<size_t>(rows) * d * sizeof(half16));
+    backend.copy_to_device(rows_lowp.data(), staging.data(), static_cast<size_t>(rows) * d * sizeof(lowp16));
     DeviceBatch b;
-    b.features_fp16 = rows_fp16.data();
+    b.features_lowp = rows_lowp.data();
     b.rows = rows;
-    const ModelOutput out = model->forward(b, weights_fp16);
-    backend.copy_to_host(out_fp16.data(), out.values, static_cast<size_t>(rows) * width * sizeof(half16));
-    for (size_t i = 0; i < static_cast<size_t>(rows) * width; ++i) out_fp32[i] = to_float(out_fp16[i]);
+    const ModelOutput out = model->forward(b, weights_lowp);
+    backend.copy_to_host(out_lowp.data(), out.values, static_cast<size_t>(rows) * width * sizeof(lowp16));
+    for (size_t i = 0; i < static_cast<size_t>(rows) * width; ++i) out_fp32[i] = half_to_float(out_lowp[i]);
     for (int r = 0; r < rows; ++r)
       append_row(c, out_fp32.data() + static_cast<size_t>(r) * width, width, values, classes);
   }

@@ -91,16 +91,16 @@ TrainingSampler::TrainingSampler(const TrainConfig& c, Backend& backend)
 
 TrainingSampler::~TrainingSampler() = default;
 
-std::string TrainingSampler::sample_line(const WeightTable& weights_fp16, int64_t step) {
+std::string TrainingSampler::sample_line(const WeightTable& weights_lowp, int64_t step) {
   std::string text;
   const auto append = [this, &text](int id) { text += codec_.token_bytes(id); };
   const uint64_t seed = seed_ + static_cast<uint64_t>(step);
   if (kv_cache_) {
     // Built for these weights: its cache is of them (they change every step).
-    GptDecoder decoder(backend_, gpt_, weights_fp16);
+    GptDecoder decoder(backend_, gpt_, weights_lowp);
     sample_tokens_cached(decoder, prompt_ids_, length_tokens_, settings_, seed, append);
   } else {
-    sample_tokens(backend_, *model_, shape_, weights_fp16, prompt_ids_, length_tokens_, settings_, seed, append);
+    sample_tokens(backend_, *model_, shape_, weights_lowp, prompt_ids_, length_tokens_, settings_, seed, append);
   }
   return "sample (step " + std::to_string(step) + "): " + escaped_bytes(text);
 }

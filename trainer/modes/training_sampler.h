@@ -46,9 +46,9 @@ class TrainingSampler {
   TrainingSampler(const TrainConfig& config, Backend& backend);
   ~TrainingSampler();
 
-  // "sample (step S): TEXT" from `weights_fp16` (one entry per tensor of
+  // "sample (step S): TEXT" from `weights_lowp` (one entry per tensor of
   // the model's registry), TEXT escaped_bytes of the sample's decoded bytes.
-  std::string sample_line(const WeightTable& weights_fp16, int64_t step);
+  std::string sample_line(const WeightTable& weights_lowp, int64_t step);
 
  private:
   Backend& backend_;

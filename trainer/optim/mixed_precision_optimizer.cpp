@@ -48,7 +48,7 @@ StepOutcome MixedPrecisionOptimizer::step(StepStatus* status, bool want_norm) {
   // that reads only the FP16 gradients, then the update unscaling on the
   // fly. Both paths give the same bits (unscale_element).
   const bool need_fp32 = needs_host(want_norm);
-  backend_.unscale_fp16_to_fp32(params_.owned_grads_fp16(), need_fp32 ? params_.grads_fp32.data() : nullptr,
+  backend_.unscale_lowp_to_fp32(params_.owned_grads_lowp(), need_fp32 ? params_.grads_fp32.data() : nullptr,
                                 owned.count(), inv_scale, &status->nonfinite);
   // An Inf in one rank's range skips the step on every rank.
   if (shards_) shards_->comm.allreduce_max_int32(&status->nonfinite, 1);
@@ -72,7 +72,7 @@ StepOutcome MixedPrecisionOptimizer::step(StepStatus* status, bool want_norm) {
   // unchanged weights: the decision is on the device, the host never waits).
   // Stage 3 holds its range alone: the layers gather what they read.
   if (shards_ && !params_.weights_sharded() && !weight_gather_deferred_) {
-    shards_->comm.allgather_fp16(params_.weights_fp16.data() + owned.begin, params_.weights_fp16.data(),
+    shards_->comm.allgather_lowp(params_.weights_lowp.data() + owned.begin, params_.weights_lowp.data(),
                                  shards_->layout);
     elements_gathered_ += params_.count();
   }
@@ -83,8 +83,8 @@ void MixedPrecisionOptimizer::update(StepStatus* status, bool fp32_grads, float 
   // The FP32 buffers hold the owned range from their element 0; the FP16
   // ones the whole layout, read from the range's start.
   const size_t count = params_.owned_count();
-  half16* const grads_fp16 = params_.owned_grads_fp16();
-  half16* const weights_fp16 = params_.owned_weights_fp16();
+  lowp16* const grads_lowp = params_.owned_grads_lowp();
+  lowp16* const weights_lowp = params_.owned_weights_lowp();
   const ScalarArg inv_scale = ScalarArg::at(&status->inv_scale);
   if (config_.kind == OptimizerKind::AdamW) {
     AdamWParams a;
@@ -97,11 +97,11 @@ void MixedPrecisionOptimizer::update(StepStatus* status, bool fp32_grads, float 
     a.grad_multiplier = clip_coef;
     AdamWBuffers b;
     b.grads_fp32 = fp32_grads ? params_.grads_fp32.data() : nullptr;
-    b.grads_fp16 = grads_fp16;
+    b.grads_lowp = grads_lowp;
     b.master_fp32 = params_.master_weights_fp32.data();
     b.exp_avg_fp32 = params_.momentum_fp32.data();
     b.exp_avg_sq_fp32 = params_.second_moment_fp32.data();
-    b.weights_fp16 = weights_fp16;
+    b.weights_lowp = weights_lowp;
     b.decay_mask = params_.weight_decay_mask.data();
     backend_.adamw_update(a, b, inv_scale, 0, count, &status->nonfinite);
     return;
@@ -115,8 +115,8 @@ void MixedPrecisionOptimizer::update(StepStatus* status, bool fp32_grads, float 
   sgd.momentum_initialized = &status->momentum_initialized;
   sgd.grad_multiplier = clip_coef;
   const SgdGrads grads =
-      fp32_grads ? SgdGrads::unscaled(params_.grads_fp32.data()) : SgdGrads::scaled(grads_fp16, inv_scale);
-  backend_.sgd_update(sgd, grads, params_.master_weights_fp32.data(), params_.momentum_fp32.data(), weights_fp16, count,
+      fp32_grads ? SgdGrads::unscaled(params_.grads_fp32.data()) : SgdGrads::scaled(grads_lowp, inv_scale);
+  backend_.sgd_update(sgd, grads, params_.master_weights_fp32.data(), params_.momentum_fp32.data(), weights_lowp, count,
                       &status->nonfinite);
 }
 

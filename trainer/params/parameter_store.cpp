@@ -13,9 +13,9 @@ ParameterStore::ParameterStore(Backend& backend, const ParameterRegistry& regist
 
 ParameterStore::ParameterStore(Backend& backend, const ParameterRegistry& registry, ShardRange owned, Sharding sharding)
     : master_weights_fp32(backend, owned.count()),
-      weights_fp16(backend, sharding.weights ? owned.count() : registry.flat_count()),
+      weights_lowp(backend, sharding.weights ? owned.count() : registry.flat_count()),
       momentum_fp32(backend, owned.count()),
-      grads_fp16(backend, sharding.grads ? owned.count() : registry.flat_count()),
+      grads_lowp(backend, sharding.grads ? owned.count() : registry.flat_count()),
       grads_fp32(backend, owned.count()),
       registry_(registry),
       owned_(owned),
@@ -27,15 +27,15 @@ ParameterStore::ParameterStore(Backend& backend, const ParameterRegistry& regist
   // The padding between tensors must hold zeros in every buffer
   // (parameter_registry.h); the masters get theirs from set_master_weights.
   master_weights_fp32.zero();
-  weights_fp16.zero();
+  weights_lowp.zero();
   momentum_fp32.zero();
-  grads_fp16.zero();
+  grads_lowp.zero();
   grads_fp32.zero();
 }
 
 void ParameterStore::allocate_adamw_state() {
   if (weight_decay_mask.count() == owned_count() && owned_count() > 0) return;
-  Backend& backend = weights_fp16.backend();
+  Backend& backend = weights_lowp.backend();
   second_moment_fp32 = Buffer<float>(backend, owned_count());
   second_moment_fp32.zero();
   std::vector<uint8_t> mask(count(), 0);  // padding: 0 (nothing lives there)
@@ -54,16 +54,16 @@ void ParameterStore::upload_owned(Buffer<float>& state, const std::vector<float>
 
 void ParameterStore::set_master_weights(const std::vector<float>& flat) {
   upload_owned(master_weights_fp32, flat);
-  weights_fp16.backend().cast_fp32_to_fp16(master_weights_fp32.data(), owned_weights_fp16(), owned_count());
+  weights_lowp.backend().cast_fp32_to_lowp(master_weights_fp32.data(), owned_weights_lowp(), owned_count());
 }
 
 ParameterTables training_tables(ParameterStore& params) {
   const ParameterRegistry& registry = params.registry();
   ParameterTables t;
-  t.weights_fp16 =
-      params.weights_sharded() ? WeightTable(registry.size()) : WeightTable::flat(params.weights_fp16.data(), registry);
-  t.grads_fp16 =
-      params.grads_sharded() ? GradTable(registry.size()) : GradTable::flat(params.grads_fp16.data(), registry);
+  t.weights_lowp =
+      params.weights_sharded() ? WeightTable(registry.size()) : WeightTable::flat(params.weights_lowp.data(), registry);
+  t.grads_lowp =
+      params.grads_sharded() ? GradTable(registry.size()) : GradTable::flat(params.grads_lowp.data(), registry);
   return t;
 }
 

@@ -49,13 +49,13 @@ class ParameterStore {
   bool grads_sharded() const { return sharding_.grads; }
   bool weights_sharded() const { return sharding_.weights; }
   // Element owned().begin of the FP16 buffers, whole or sharded.
-  half16* owned_weights_fp16() { return weights_fp16.data() + (weights_sharded() ? 0 : owned_.begin); }
-  half16* owned_grads_fp16() { return grads_fp16.data() + (grads_sharded() ? 0 : owned_.begin); }
+  lowp16* owned_weights_lowp() { return weights_lowp.data() + (weights_sharded() ? 0 : owned_.begin); }
+  lowp16* owned_grads_lowp() { return grads_lowp.data() + (grads_sharded() ? 0 : owned_.begin); }
 
   Buffer<float> master_weights_fp32;  // (R) the weights the optimizer updates
-  Buffer<half16> weights_fp16;        // (P, R at stage 3) fp16(master), what forward/backward read
+  Buffer<lowp16> weights_lowp;        // (P, R at stage 3) fp16(master), what forward/backward read
   Buffer<float> momentum_fp32;        // (R) SGD momentum, or AdamW's first moment (exp_avg): the same role
-  Buffer<half16> grads_fp16;  // (P, R from stage 2) loss-scaled gradients, summed in FP16 (sharded: the owned range)
+  Buffer<lowp16> grads_lowp;  // (P, R from stage 2) loss-scaled gradients, summed in FP16 (sharded: the owned range)
   Buffer<float> grads_fp32;   // (R) unscaled gradients the optimizer reads
   // AdamW only (empty until allocate_adamw_state): an SGD run pays nothing.
   Buffer<float> second_moment_fp32;   // (R) AdamW's exp_avg_sq

@@ -23,7 +23,7 @@
 
 namespace ddp {
 
-// T: half16 (gradients, written) or const half16 (weights, only read).
+// T: lowp16 (gradients, written) or const lowp16 (weights, only read).
 template <class T>
 class TensorTable {
  public:
@@ -55,16 +55,16 @@ class TensorTable {
   std::vector<T*> entries_;  // registry order
 };
 
-using WeightTable = TensorTable<const half16>;  // FP16 weights forward and backward read
-using GradTable = TensorTable<half16>;          // FP16 gradients backward writes or adds to
+using WeightTable = TensorTable<const lowp16>;  // FP16 weights forward and backward read
+using GradTable = TensorTable<lowp16>;          // FP16 gradients backward writes or adds to
 
 // The two tables of a training step, over the flat buffers of a
 // ParameterStore (or any pair of flat buffers in the registry's layout).
 struct ParameterTables {
-  WeightTable weights_fp16;
-  GradTable grads_fp16;
-  static ParameterTables flat(const half16* weights_fp16, half16* grads_fp16, const ParameterRegistry& registry) {
-    return {WeightTable::flat(weights_fp16, registry), GradTable::flat(grads_fp16, registry)};
+  WeightTable weights_lowp;
+  GradTable grads_lowp;
+  static ParameterTables flat(const lowp16* weights_lowp, lowp16* grads_lowp, const ParameterRegistry& registry) {
+    return {WeightTable::flat(weights_lowp, registry), GradTable::flat(grads_lowp, registry)};
   }
 };
 

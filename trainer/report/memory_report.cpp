@@ -11,8 +11,8 @@ StateBytes measured_state_bytes(const ParameterStore& p) {
   b.optimizer_state =
       p.momentum_fp32.size_bytes() + p.second_moment_fp32.size_bytes() + p.weight_decay_mask.size_bytes();
   b.fp32_gradients = p.grads_fp32.size_bytes();
-  b.fp16_weights = p.weights_fp16.size_bytes();
-  b.fp16_gradients = p.grads_fp16.size_bytes();
+  b.fp16_weights = p.weights_lowp.size_bytes();
+  b.fp16_gradients = p.grads_lowp.size_bytes();
   return b;
 }
 

@@ -54,7 +54,7 @@ LayerShards::LayerShards(Backend& backend, Communicator& comm, Model& model, Par
     for (int l = 0; l < model.layer_count(); ++l) schedule_.push_back(Gather{false, l});
     for (int l = model.layer_count() - 1; l >= 0; --l) schedule_.push_back(Gather{true, l});
     marks_.assign(schedule_.size(), 0);
-    tables_.weights_fp16 = WeightTable(registry.size());  // no entry until a layer's gather
+    tables_.weights_lowp = WeightTable(registry.size());  // no entry until a layer's gather
   }
   if (params.grads_sharded()) {
     const std::vector<GradientBucket>& buckets = reducer.buckets();
@@ -70,8 +70,8 @@ LayerShards::LayerShards(Backend& backend, Communicator& comm, Model& model, Par
       }
       bucket_gaps_.push_back(std::move(gaps));
     }
-    tables_.grads_fp16 = GradTable(registry.size());  // no entry until a layer's staging
-    reducer.shard_over(layout, params.owned_grads_fp16(), [this](size_t bucket) {
+    tables_.grads_lowp = GradTable(registry.size());  // no entry until a layer's staging
+    reducer.shard_over(layout, params.owned_grads_lowp(), [this](size_t bucket) {
       DDP_REQUIRE(staging_of_bucket_[bucket] >= 0, "LayerShards: a bucket finished without staging");
       return staging_pool_[static_cast<size_t>(staging_of_bucket_[bucket])].data();
     });
@@ -115,11 +115,11 @@ void LayerShards::gather_hook(Gather at) {
   }
   comm_.wait_until(marks_[entry]);
   const ParameterRegistry& registry = params_.registry();
-  half16* slot = slots_[entry % slots_.size()].data();
+  lowp16* slot = slots_[entry % slots_.size()].data();
   size_t position = 0;
   for (const Run& run : layer_runs_[static_cast<size_t>(at.layer)]) {
     for (size_t t = run.first; t < run.end; ++t)
-      tables_.weights_fp16.set(t, slot + position + (registry[t].offset - run.offset));
+      tables_.weights_lowp.set(t, slot + position + (registry[t].offset - run.offset));
     position += aligned(run.count);
   }
   next_entry_ = entry + 1;
@@ -127,15 +127,15 @@ void LayerShards::gather_hook(Gather at) {
 
 void LayerShards::start_gather(size_t entry) {
   const int layer = schedule_[entry].layer;
-  half16* slot = slots_[entry % slots_.size()].data();
+  lowp16* slot = slots_[entry % slots_.size()].data();
   const size_t owned_begin = params_.owned().begin;
   size_t position = 0;
   for (const Run& run : layer_runs_[static_cast<size_t>(layer)]) {
     const ShardLayout& slice = run.slice;
     const ShardRange mine = slice.range(comm_.shard_rank());
-    const half16* from = params_.owned_weights_fp16() + (mine.count() > 0 ? run.offset + mine.begin - owned_begin : 0);
+    const lowp16* from = params_.owned_weights_lowp() + (mine.count() > 0 ? run.offset + mine.begin - owned_begin : 0);
     if (trace_ != nullptr) trace_->tag_next(-1, layer);
-    comm_.start_allgather_fp16(from, slot + position, slice);
+    comm_.start_allgather_lowp(from, slot + position, slice);
     if (trace_ != nullptr) trace_->tag_next(-1, -1);
     elements_gathered_ += run.count;
     position += aligned(run.count);
@@ -184,9 +184,9 @@ void LayerShards::start_updated_weight_gathers() {
   DDP_REQUIRE(!update_chunks_.empty(), "LayerShards: not made to gather the updated weights");
   for (size_t c = 0; c < update_chunks_.size(); ++c) {
     const UpdateChunk& chunk = update_chunks_[c];
-    half16* full = params_.weights_fp16.data() + chunk.offset;
+    lowp16* full = params_.weights_lowp.data() + chunk.offset;
     // In place: this rank's part of the chunk is where the update wrote it.
-    comm_.start_allgather_fp16(full + chunk.slice.range(comm_.shard_rank()).begin, full, chunk.slice);
+    comm_.start_allgather_lowp(full + chunk.slice.range(comm_.shard_rank()).begin, full, chunk.slice);
     elements_gathered_ += chunk.count;
     update_marks_[c] = comm_.mark_started();
   }
@@ -242,21 +242,21 @@ void LayerShards::assign_staging(size_t bucket) {
     pool_owner_.push_back(-1);
     index = static_cast<int>(staging_pool_.size() - 1);
   }
-  Buffer<half16>& staging = staging_pool_[static_cast<size_t>(index)];
+  Buffer<lowp16>& staging = staging_pool_[static_cast<size_t>(index)];
   for (const GradientSegment& gap : bucket_gaps_[bucket])
-    backend_.fill_zero(staging.data() + gap.offset, gap.count * sizeof(half16));
+    backend_.fill_zero(staging.data() + gap.offset, gap.count * sizeof(lowp16));
   pool_owner_[static_cast<size_t>(index)] = static_cast<int>(bucket);
   staging_of_bucket_[bucket] = index;
   const ParameterRegistry& registry = params_.registry();
   for (size_t t = b.first_segment; t < b.end_segment; ++t)
-    tables_.grads_fp16.set(t, staging.data() + (registry[t].offset - b.offset));
+    tables_.grads_lowp.set(t, staging.data() + (registry[t].offset - b.offset));
 }
 
 LayerShards::WholeWeights LayerShards::gather_whole_weights() {
   DDP_REQUIRE(params_.weights_sharded(), "LayerShards: the weights are whole already");
   WholeWeights w;
-  w.buffer = Buffer<half16>(backend_, params_.count());
-  comm_.allgather_fp16(params_.owned_weights_fp16(), w.buffer.data(), layout_);
+  w.buffer = Buffer<lowp16>(backend_, params_.count());
+  comm_.allgather_lowp(params_.owned_weights_lowp(), w.buffer.data(), layout_);
   w.table = WeightTable::flat(w.buffer.data(), params_.registry());
   return w;
 }
@@ -265,8 +265,8 @@ void LayerShards::pause_hooks(bool paused) { model_.set_layer_hooks(paused ? Lay
 
 size_t LayerShards::buffer_bytes() const {
   size_t bytes = 0;
-  for (const Buffer<half16>& slot : slots_) bytes += slot.size_bytes();
-  for (const Buffer<half16>& b : staging_pool_) bytes += b.size_bytes();
+  for (const Buffer<lowp16>& slot : slots_) bytes += slot.size_bytes();
+  for (const Buffer<lowp16>& b : staging_pool_) bytes += b.size_bytes();
   return bytes;
 }
 

@@ -83,7 +83,7 @@ class LayerShards {
   // The whole FP16 weights, gathered from every rank (a collective), and a
   // flat table over them; for evaluation and samples. Stage 3 only.
   struct WholeWeights {
-    Buffer<half16> buffer;
+    Buffer<lowp16> buffer;
     WeightTable table;
   };
   WholeWeights gather_whole_weights();
@@ -136,7 +136,7 @@ class LayerShards {
   GradientReducer& reducer_;
   std::vector<std::vector<size_t>> layer_tensors_;  // per layer, Model::layer_tensors once
   std::vector<std::vector<Run>> layer_runs_;        // per layer
-  std::vector<Buffer<half16>> slots_;               // stage 3 gather slots
+  std::vector<Buffer<lowp16>> slots_;               // stage 3 gather slots
   int prefetch_depth_ = 0;
   std::vector<Gather> schedule_;                     // forward 0..L-1, then backward L-1..0
   std::vector<Communicator::CollectiveMark> marks_;  // per schedule entry, once started
@@ -155,7 +155,7 @@ class LayerShards {
   std::vector<size_t> layer_update_chunk_;
   bool updates_pending_ = false;
   std::vector<size_t> bucket_of_tensor_;
-  std::vector<Buffer<half16>> staging_pool_;  // every staging buffer allocated
+  std::vector<Buffer<lowp16>> staging_pool_;  // every staging buffer allocated
   std::vector<int> pool_owner_;               // per pool buffer: the bucket it stages this step, -1: free
   std::vector<int> staging_of_bucket_;        // per bucket: its pool buffer this step, -1: none yet
   // Per bucket: the padding between its tensors, bucket-relative. Backward

@@ -23,7 +23,7 @@ std::vector<float> gather_fp32_state(Communicator& comm, const ParameterStore& p
   DDP_REQUIRE(layout.range(comm.shard_rank()) == params.owned(),
               "gather_fp32_state: the store's range is not this rank's");
   Buffer<float> whole(state.backend(), params.count());
-  comm.allgather_fp16(reinterpret_cast<const half16*>(state.data()), reinterpret_cast<half16*>(whole.data()),
+  comm.allgather_lowp(reinterpret_cast<const lowp16*>(state.data()), reinterpret_cast<lowp16*>(whole.data()),
                       fp32_state_gather_layout(layout));
   return whole.download();
 }

@@ -101,19 +101,19 @@ TEST_F(CpuKernels, AdamWMatchesTorchOverStepsWithSkipsAndDecayOnWeightsOnly) {
     const float lr = std::uniform_real_distribution<float>(1e-3f, 1e-2f)(rng);
     cpu.step_status_prepare(&status, 1.0, 1.0, lr);
     // Loss-scaled FP16 gradients, zero in the padding (nothing writes there).
-    std::vector<half16> g16(n, half16{0});
+    std::vector<lowp16> g16(n, lowp16{0});
     for (const ParameterTensor& t : registry.tensors()) {
       const auto values = random_halves(rng, t.count, -1024.0f, 1024.0f);
       std::copy(values.begin(), values.end(), g16.begin() + static_cast<std::ptrdiff_t>(t.offset));
     }
     if (skipped[k]) g16[registry[rng() % registry.size()].offset].bits = k == 4 ? 0x7e00 : 0x7c00;  // NaN / Inf
-    store.grads_fp16.upload(g16);
-    store.weights_fp16.upload(poison_halves(n));
+    store.grads_lowp.upload(g16);
+    store.weights_lowp.upload(poison_halves(n));
     // Alternate the two routes of the optimizer: fused from FP16, and
     // unscaled to FP32 with a clip coefficient.
     const bool fp32_route = k % 2 == 1;
     const float clip = fp32_route ? 0.625f : 1.0f;
-    cpu.unscale_fp16_to_fp32(store.grads_fp16.data(), fp32_route ? store.grads_fp32.data() : nullptr, n,
+    cpu.unscale_lowp_to_fp32(store.grads_lowp.data(), fp32_route ? store.grads_fp32.data() : nullptr, n,
                              ScalarArg::at(&status.inv_scale), &status.nonfinite);
     EXPECT_EQ(status.nonfinite != 0, skipped[k]);
     AdamWParams p;
@@ -127,11 +127,11 @@ TEST_F(CpuKernels, AdamWMatchesTorchOverStepsWithSkipsAndDecayOnWeightsOnly) {
     p.step = 1000;  // ignored: steps_taken is set
     AdamWBuffers b;
     b.grads_fp32 = fp32_route ? store.grads_fp32.data() : nullptr;
-    b.grads_fp16 = store.grads_fp16.data();
+    b.grads_lowp = store.grads_lowp.data();
     b.master_fp32 = store.master_weights_fp32.data();
     b.exp_avg_fp32 = store.momentum_fp32.data();
     b.exp_avg_sq_fp32 = store.second_moment_fp32.data();
-    b.weights_fp16 = store.weights_fp16.data();
+    b.weights_lowp = store.weights_lowp.data();
     b.decay_mask = store.weight_decay_mask.data();
     cpu.adamw_update(p, b, ScalarArg::at(&status.inv_scale), 0, n, &status.nonfinite);
     cpu.step_status_finish(rule, &status);
@@ -139,7 +139,7 @@ TEST_F(CpuKernels, AdamWMatchesTorchOverStepsWithSkipsAndDecayOnWeightsOnly) {
     if (!skipped[k]) {  // GradScaler skips optimizer.step(): torch's state stays
       ref.lr = lr;
       std::vector<double> grad(n);
-      for (size_t i = 0; i < n; ++i) grad[i] = static_cast<double>(to_float(g16[i])) / 1024.0 * clip;
+      for (size_t i = 0; i < n; ++i) grad[i] = static_cast<double>(half_to_float(g16[i])) / 1024.0 * clip;
       ref.step(grad, decays);
     }
     EXPECT_EQ(status.steps_taken, ref.step_t);
@@ -147,7 +147,7 @@ TEST_F(CpuKernels, AdamWMatchesTorchOverStepsWithSkipsAndDecayOnWeightsOnly) {
     expect_close_all(master, ref.param, "master");
     expect_close_all(store.momentum_fp32.download(), ref.exp_avg, "exp_avg");
     expect_close_all(store.second_moment_fp32.download(), ref.exp_avg_sq, "exp_avg_sq");
-    const std::vector<half16> w = store.weights_fp16.download();
+    const std::vector<lowp16> w = store.weights_lowp.download();
     for (size_t i = 0; i < n; ++i)
       ASSERT_EQ(w[i].bits, skipped[k] ? kPoisonHalfBits : float_to_half_bits_portable(master[i])) << "weight " << i;
   }
@@ -167,11 +167,11 @@ TEST_F(CpuKernels, AdamWMatchesTorchOverStepsWithSkipsAndDecayOnWeightsOnly) {
 
 // Random AdamW inputs over n elements (moments as after a few steps).
 struct AdamWInputs {
-  std::vector<half16> grads_fp16;
+  std::vector<lowp16> grads_lowp;
   std::vector<float> master, exp_avg, exp_avg_sq;
   std::vector<uint8_t> mask;
   AdamWInputs(std::mt19937_64& rng, size_t n)
-      : grads_fp16(random_halves(rng, n, -30000.0f, 30000.0f)),
+      : grads_lowp(random_halves(rng, n, -30000.0f, 30000.0f)),
         master(random_floats(rng, n)),
         exp_avg(random_floats(rng, n, -0.5f, 0.5f)),
         exp_avg_sq(random_floats(rng, n, 0.0f, 0.5f)),
@@ -182,7 +182,7 @@ struct AdamWInputs {
 
 struct AdamWRun {
   std::vector<float> master, exp_avg, exp_avg_sq;
-  std::vector<half16> weights;
+  std::vector<lowp16> weights;
 };
 
 // One adamw_update on copies of `in`, weights poisoned first.
@@ -192,14 +192,14 @@ AdamWRun run_adamw(Backend& be, const AdamWInputs& in, const AdamWParams& p, flo
   AdamWRun r{in.master, in.exp_avg, in.exp_avg_sq, poison_halves(n)};
   std::vector<float> g32(n);
   int32_t flag = 0;
-  if (fp32_route) be.unscale_fp16_to_fp32(in.grads_fp16.data(), g32.data(), n, inv_scale, &flag);
+  if (fp32_route) be.unscale_lowp_to_fp32(in.grads_lowp.data(), g32.data(), n, inv_scale, &flag);
   AdamWBuffers b;
   b.grads_fp32 = fp32_route ? g32.data() : nullptr;
-  b.grads_fp16 = in.grads_fp16.data();
+  b.grads_lowp = in.grads_lowp.data();
   b.master_fp32 = r.master.data();
   b.exp_avg_fp32 = r.exp_avg.data();
   b.exp_avg_sq_fp32 = r.exp_avg_sq.data();
-  b.weights_fp16 = r.weights.data();
+  b.weights_lowp = r.weights.data();
   b.decay_mask = with_mask ? in.mask.data() : nullptr;
   be.adamw_update(p, b, inv_scale, offset, count, &skip);
   return r;
@@ -282,7 +282,7 @@ TEST_F(CpuKernelsThreaded, AdamWSkippedWhenFlagSetChangesNothing) {
     EXPECT_EQ(r.exp_avg, in.exp_avg);
     EXPECT_EQ(r.exp_avg_sq, in.exp_avg_sq);
     size_t written = 0;
-    for (const half16& w : r.weights) written += w.bits != kPoisonHalfBits;
+    for (const lowp16& w : r.weights) written += w.bits != kPoisonHalfBits;
     EXPECT_EQ(written, 0u);
   }
 }

@@ -1,5 +1,5 @@
 // test_cpu_attention_decode.cpp: CpuBackend's attention of new positions
-// against cached keys and values (attention_decode_fp16, the decoder's),
+// against cached keys and values (attention_decode_lowp, the decoder's),
 // on fresh random inputs with its outputs poisoned first:
 // - against the full path's operations on the same rows (rows_to_heads, the
 //   batched q k^T GEMM, the causal softmax, the P v GEMM, heads_to_rows):
@@ -33,7 +33,7 @@ using namespace test;
 // the caches [T, C] holding its k and v columns.
 struct Window {
   int heads, head_size, t;
-  std::vector<half16> qkv, k_cache, v_cache;
+  std::vector<lowp16> qkv, k_cache, v_cache;
   int c() const { return heads * head_size; }
   Window(std::mt19937_64& rng, int nh, int hs, int positions, float range) : heads(nh), head_size(hs), t(positions) {
     qkv = random_halves(rng, static_cast<size_t>(t) * 3 * c(), -range, range);
@@ -48,37 +48,37 @@ struct Window {
   double v_max(int visible, int col) const {
     double m = 0.0;
     for (int j = 0; j < visible; ++j)
-      m = std::max(m, std::fabs(double{to_float(v_cache[static_cast<size_t>(j) * c() + col])}));
+      m = std::max(m, std::fabs(double{half_to_float(v_cache[static_cast<size_t>(j) * c() + col])}));
     return m;
   }
 };
 
 // The decoder's call: positions past.. of the window, out [T - past, C].
-std::vector<half16> decode(Backend& be, const Window& w, int past) {
+std::vector<lowp16> decode(Backend& be, const Window& w, int past) {
   const int c = w.c(), new_len = w.t - past;
-  Buffer<half16> q(be, static_cast<size_t>(new_len) * 3 * c);
+  Buffer<lowp16> q(be, static_cast<size_t>(new_len) * 3 * c);
   q.upload(w.qkv.data() + static_cast<size_t>(past) * 3 * c, q.count());
-  Buffer<half16> k(be, w.k_cache.size()), v(be, w.v_cache.size()), out(be, static_cast<size_t>(new_len) * c);
+  Buffer<lowp16> k(be, w.k_cache.size()), v(be, w.v_cache.size()), out(be, static_cast<size_t>(new_len) * c);
   k.upload(w.k_cache);
   v.upload(w.v_cache);
   out.upload(poison_halves(out.count()));
-  be.attention_decode_fp16(q.data(), 3 * c, k.data(), v.data(), c, w.heads, w.head_size, past, new_len, w.scale(),
+  be.attention_decode_lowp(q.data(), 3 * c, k.data(), v.data(), c, w.heads, w.head_size, past, new_len, w.scale(),
                            out.data(), c);
   return out.download();
 }
 
 // CausalSelfAttention::heads_forward's operations on the whole window: y [T, C].
-std::vector<half16> full_path(Backend& be, const Window& w) {
+std::vector<lowp16> full_path(Backend& be, const Window& w) {
   const int c = w.c(), t = w.t, nh = w.heads, hs = w.head_size;
-  Buffer<half16> qkv(be, w.qkv.size()), q(be, static_cast<size_t>(t) * c), k(be, q.count()), v(be, q.count());
-  Buffer<half16> probs(be, static_cast<size_t>(nh) * t * t), heads(be, q.count()), y(be, q.count());
+  Buffer<lowp16> qkv(be, w.qkv.size()), q(be, static_cast<size_t>(t) * c), k(be, q.count()), v(be, q.count());
+  Buffer<lowp16> probs(be, static_cast<size_t>(nh) * t * t), heads(be, q.count()), y(be, q.count());
   qkv.upload(w.qkv);
   y.upload(poison_halves(y.count()));
-  be.rows_to_heads_fp16(qkv.data(), 3 * c, 1, t, nh, hs, q.data());
-  be.rows_to_heads_fp16(qkv.data() + c, 3 * c, 1, t, nh, hs, k.data());
-  be.rows_to_heads_fp16(qkv.data() + 2 * c, 3 * c, 1, t, nh, hs, v.data());
+  be.rows_to_heads_lowp(qkv.data(), 3 * c, 1, t, nh, hs, q.data());
+  be.rows_to_heads_lowp(qkv.data() + c, 3 * c, 1, t, nh, hs, k.data());
+  be.rows_to_heads_lowp(qkv.data() + 2 * c, 3 * c, 1, t, nh, hs, v.data());
   const int64_t th = static_cast<int64_t>(t) * hs, tt = static_cast<int64_t>(t) * t;
-  GemmFp16 scores;
+  GemmLowp scores;
   scores.trans_b = Transpose::Yes;
   scores.m = t;
   scores.n = t;
@@ -89,9 +89,9 @@ std::vector<half16> full_path(Backend& be, const Window& w) {
   scores.ldb = hs;
   scores.c = probs.data();
   scores.ldc = t;
-  be.gemm_batched_fp16(scores, nh, th, th, tt);
-  be.causal_softmax_forward_fp16(probs.data(), nh, t, w.scale(), probs.data());
-  GemmFp16 pv;
+  be.gemm_batched_lowp(scores, nh, th, th, tt);
+  be.causal_softmax_forward_lowp(probs.data(), nh, t, w.scale(), probs.data());
+  GemmLowp pv;
   pv.m = t;
   pv.n = hs;
   pv.k = t;
@@ -101,8 +101,8 @@ std::vector<half16> full_path(Backend& be, const Window& w) {
   pv.ldb = hs;
   pv.c = heads.data();
   pv.ldc = hs;
-  be.gemm_batched_fp16(pv, nh, tt, th, th);
-  be.heads_to_rows_fp16(heads.data(), 1, t, nh, hs, y.data(), c);
+  be.gemm_batched_lowp(pv, nh, tt, th, th);
+  be.heads_to_rows_lowp(heads.data(), 1, t, nh, hs, y.data(), c);
   return y.download();
 }
 
@@ -118,17 +118,17 @@ std::vector<double> reference(const Window& w, int past) {
       for (int j = 0; j <= i; ++j) {
         double dot = 0.0;
         for (int d = 0; d < hs; ++d)
-          dot += double{to_float(w.qkv[static_cast<size_t>(i) * 3 * c + h * hs + d])} *
-                 to_float(w.k_cache[static_cast<size_t>(j) * c + h * hs + d]);
-        p[j] = w.scale() * double{to_float(to_half(static_cast<float>(dot)))};
+          dot += double{half_to_float(w.qkv[static_cast<size_t>(i) * 3 * c + h * hs + d])} *
+                 half_to_float(w.k_cache[static_cast<size_t>(j) * c + h * hs + d]);
+        p[j] = w.scale() * double{half_to_float(to_half(static_cast<float>(dot)))};
         max_s = std::max(max_s, p[j]);
       }
       double sum = 0.0;
       for (double& e : p) sum += (e = std::exp(e - max_s));
-      for (double& e : p) e = to_float(to_half(static_cast<float>(e / sum)));
+      for (double& e : p) e = half_to_float(to_half(static_cast<float>(e / sum)));
       for (int d = 0; d < hs; ++d) {
         double acc = 0.0;
-        for (int j = 0; j <= i; ++j) acc += p[j] * to_float(w.v_cache[static_cast<size_t>(j) * c + h * hs + d]);
+        for (int j = 0; j <= i; ++j) acc += p[j] * half_to_float(w.v_cache[static_cast<size_t>(j) * c + h * hs + d]);
         out.push_back(acc);
       }
     }
@@ -142,18 +142,18 @@ TEST_F(CpuKernels, AttentionDecodeIsTheFullPathsAttentionAtEachNewPosition) {
       SCOPED_TRACE("past " + std::to_string(past) + ", heads " + std::to_string(shape.first) + " x " +
                    std::to_string(shape.second));
       const Window w(rng, shape.first, shape.second, 32, 2.0f);
-      const std::vector<half16> full = full_path(cpu, w), got = decode(cpu, w, past);
+      const std::vector<lowp16> full = full_path(cpu, w), got = decode(cpu, w, past);
       const int c = w.c();
       size_t bad = 0;
       for (size_t at = 0; at < got.size(); ++at) {
         const int i = past + static_cast<int>(at) / c, col = static_cast<int>(at) % c;
-        const half16 want = full[static_cast<size_t>(i) * c + col];
+        const lowp16 want = full[static_cast<size_t>(i) * c + col];
         ++compared;
         bitwise += got[at].bits == want.bits;
         const double tol = std::ldexp(w.v_max(i + 1, col), -10) + 6e-8;
-        if (!close_enough(to_float(got[at]), to_float(want), kFp16RelTol, tol) && bad++ < 3)
-          ADD_FAILURE() << "position " << i << " column " << col << ": decode " << to_float(got[at]) << ", full "
-                        << to_float(want);
+        if (!close_enough(half_to_float(got[at]), half_to_float(want), kFp16RelTol, tol) && bad++ < 3)
+          ADD_FAILURE() << "position " << i << " column " << col << ": decode " << half_to_float(got[at]) << ", full "
+                        << half_to_float(want);
       }
     }
   }
@@ -164,15 +164,16 @@ TEST_F(CpuKernels, AttentionDecodeMatchesDoubleWithTheSameRoundingPoints) {
   for (const int past : {0, 5, 12}) {
     SCOPED_TRACE("past " + std::to_string(past));
     const Window w(rng, 3, 16, 13, 1.0f);
-    const std::vector<half16> got = decode(cpu, w, past);
+    const std::vector<lowp16> got = decode(cpu, w, past);
     const std::vector<double> want = reference(w, past);
     ASSERT_EQ(got.size(), want.size());
     size_t bad = 0;
     for (size_t at = 0; at < got.size(); ++at) {
       const int i = past + static_cast<int>(at) / w.c(), col = static_cast<int>(at) % w.c();
       const double tol = std::ldexp(w.v_max(i + 1, col), -7) + 6e-8;
-      if (!close_enough(to_float(got[at]), want[at], kFp16RelTol, tol) && bad++ < 3)
-        ADD_FAILURE() << "position " << i << " column " << col << ": " << to_float(got[at]) << " want " << want[at];
+      if (!close_enough(half_to_float(got[at]), want[at], kFp16RelTol, tol) && bad++ < 3)
+        ADD_FAILURE() << "position " << i << " column " << col << ": " << half_to_float(got[at]) << " want "
+                      << want[at];
     }
   }
 }
@@ -181,7 +182,7 @@ TEST_F(CpuKernelsThreaded, AttentionDecodeIsBitwiseTheSameOnTwoThreads) {
   // 12 heads of 64 against 300 positions: above the split threshold.
   const Window w(rng, 12, 64, 300, 2.0f);
   for (const int past : {0, 299}) {
-    const std::vector<half16> a = decode(one, w, past), b = decode(two, w, past);
+    const std::vector<lowp16> a = decode(one, w, past), b = decode(two, w, past);
     size_t differ = 0;
     for (size_t i = 0; i < a.size(); ++i) differ += a[i].bits != b[i].bits;
     EXPECT_EQ(differ, 0u) << "past " << past;

@@ -40,11 +40,11 @@ void check_batched(Backend& be, std::mt19937_64& rng, const BatchedCase& c) {
                " tb=" + std::to_string(c.tb == Transpose::Yes) + " beta=" + std::to_string(c.beta));
   const auto a = random_halves(rng, c.batch * c.stride_a()), b = random_halves(rng, c.batch * c.stride_b());
   const auto c0 = c.beta != 0.0f ? random_halves(rng, c.batch * c.stride_c()) : poison_halves(c.batch * c.stride_c());
-  Buffer<half16> da(be, a.size()), db(be, b.size()), dc(be, c0.size());
+  Buffer<lowp16> da(be, a.size()), db(be, b.size()), dc(be, c0.size());
   da.upload(a);
   db.upload(b);
   dc.upload(c0);
-  GemmFp16 g;
+  GemmLowp g;
   g.trans_a = c.ta;
   g.trans_b = c.tb;
   g.m = c.m;
@@ -58,7 +58,7 @@ void check_batched(Backend& be, std::mt19937_64& rng, const BatchedCase& c) {
   g.ldb = c.tb == Transpose::Yes ? c.k : c.n;
   g.c = dc.data();
   g.ldc = c.n;
-  be.gemm_batched_fp16(g, c.batch, c.stride_a(), c.stride_b(), c.stride_c());
+  be.gemm_batched_lowp(g, c.batch, c.stride_a(), c.stride_b(), c.stride_c());
   const auto got = dc.download();
   for (int z = 0; z < c.batch; ++z) {
     const size_t oa = z * c.stride_a(), ob = z * c.stride_b(), oc = z * c.stride_c();
@@ -66,14 +66,14 @@ void check_batched(Backend& be, std::mt19937_64& rng, const BatchedCase& c) {
       for (int j = 0; j < c.n; ++j) {
         double s = 0, mag = 0;
         for (int p = 0; p < c.k; ++p) {
-          const double x = to_float(a[oa + (c.ta == Transpose::Yes ? p * c.m + i : i * c.k + p)]);
-          const double y = to_float(b[ob + (c.tb == Transpose::Yes ? j * c.k + p : p * c.n + j)]);
+          const double x = half_to_float(a[oa + (c.ta == Transpose::Yes ? p * c.m + i : i * c.k + p)]);
+          const double y = half_to_float(b[ob + (c.tb == Transpose::Yes ? j * c.k + p : p * c.n + j)]);
           s += x * y;
           mag += std::fabs(x * y);
         }
         double want = c.alpha * s;
-        if (c.beta != 0.0f) want += c.beta * static_cast<double>(to_float(c0[oc + i * c.n + j]));
-        ASSERT_TRUE(close_enough(to_float(got[oc + i * c.n + j]), want, kFp16RelTol, 1e-5 * mag + kSub))
+        if (c.beta != 0.0f) want += c.beta * static_cast<double>(half_to_float(c0[oc + i * c.n + j]));
+        ASSERT_TRUE(close_enough(half_to_float(got[oc + i * c.n + j]), want, kFp16RelTol, 1e-5 * mag + kSub))
             << z << ": " << i << "," << j;
       }
     for (int64_t gap = static_cast<int64_t>(c.m) * c.n; gap < c.stride_c() && z + 1 < c.batch; ++gap)
@@ -93,20 +93,20 @@ TEST_F(CpuKernelsThreaded, BatchedGemmMatchesDoubleEveryTranspose) {
 }
 
 TEST_F(CpuKernels, BatchedGemmRefusesEpilogues) {
-  Buffer<half16> x(cpu, 16);
-  GemmFp16 g;
+  Buffer<lowp16> x(cpu, 16);
+  GemmLowp g;
   g.m = g.n = g.k = 2;
   g.lda = g.ldb = g.ldc = 2;
   g.a = g.b = x.data();
   g.c = x.data() + 8;
   g.bias = x.data();
-  EXPECT_THROW(cpu.gemm_batched_fp16(g, 2, 4, 4, 4), Error);
+  EXPECT_THROW(cpu.gemm_batched_lowp(g, 2, 4, 4, 4), Error);
 }
 
 struct SoftmaxCase {
   int bh, t;
   float scale;
-  std::vector<half16> s, dp;
+  std::vector<lowp16> s, dp;
 };
 
 SoftmaxCase make_softmax_case(std::mt19937_64& rng, int bh, int t, int head_size) {
@@ -116,17 +116,17 @@ SoftmaxCase make_softmax_case(std::mt19937_64& rng, int bh, int t, int head_size
 
 TEST_F(CpuKernels, CausalSoftmaxForwardMatchesDouble) {
   const auto c = make_softmax_case(rng, 3, 19, 16);
-  Buffer<half16> s(cpu, c.s.size()), p(cpu, c.s.size());
+  Buffer<lowp16> s(cpu, c.s.size()), p(cpu, c.s.size());
   s.upload(c.s);
   p.upload(poison_halves(p.count()));
-  cpu.causal_softmax_forward_fp16(s.data(), c.bh, c.t, c.scale, p.data());
+  cpu.causal_softmax_forward_lowp(s.data(), c.bh, c.t, c.scale, p.data());
   const auto got = p.download();
   for (int z = 0; z < c.bh; ++z) {
     std::vector<double> sd(c.t * c.t);
-    for (size_t i = 0; i < sd.size(); ++i) sd[i] = to_float(c.s[z * c.t * c.t + i]);
+    for (size_t i = 0; i < sd.size(); ++i) sd[i] = half_to_float(c.s[z * c.t * c.t + i]);
     const auto ref = causal_softmax_reference(sd, c.t, c.scale);
     for (int i = 0; i < c.t * c.t; ++i)
-      ASSERT_TRUE(close_enough(to_float(got[z * c.t * c.t + i]), ref[i], kFp16RelTol, kSub)) << z << ": " << i;
+      ASSERT_TRUE(close_enough(half_to_float(got[z * c.t * c.t + i]), ref[i], kFp16RelTol, kSub)) << z << ": " << i;
   }
 }
 
@@ -137,15 +137,15 @@ TEST_F(CpuKernels, CausalSoftmaxMaskedPositionsAreExactlyZero) {
   for (int z = 0; z < bh; ++z)
     for (int i = 0; i < t; ++i)
       for (int j = i + 1; j < t; ++j)
-        scores[(z * t + i) * t + j] = (j % 3 == 0) ? half16{0x7e00} : (j % 3 == 1) ? half16{0x7c00} : to_half(60000.0f);
+        scores[(z * t + i) * t + j] = (j % 3 == 0) ? lowp16{0x7e00} : (j % 3 == 1) ? lowp16{0x7c00} : to_half(60000.0f);
   const auto dp = random_halves(rng, bh * t * t);
-  Buffer<half16> s(cpu, scores.size()), p(cpu, scores.size()), d_dp(cpu, dp.size()), ds(cpu, dp.size());
+  Buffer<lowp16> s(cpu, scores.size()), p(cpu, scores.size()), d_dp(cpu, dp.size()), ds(cpu, dp.size());
   s.upload(scores);
   p.upload(poison_halves(p.count()));
   d_dp.upload(dp);
   ds.upload(poison_halves(ds.count()));
-  cpu.causal_softmax_forward_fp16(s.data(), bh, t, 0.25f, p.data());
-  cpu.causal_softmax_backward_fp16(p.data(), d_dp.data(), bh, t, 0.25f, ds.data());
+  cpu.causal_softmax_forward_lowp(s.data(), bh, t, 0.25f, p.data());
+  cpu.causal_softmax_backward_lowp(p.data(), d_dp.data(), bh, t, 0.25f, ds.data());
   const auto gp = p.download(), gds = ds.download();
   for (int z = 0; z < bh; ++z)
     for (int i = 0; i < t; ++i) {
@@ -156,8 +156,8 @@ TEST_F(CpuKernels, CausalSoftmaxMaskedPositionsAreExactlyZero) {
           ASSERT_EQ(gp[at].bits, 0u) << "p[" << i << "," << j << "] masked but not +0";
           ASSERT_EQ(gds[at].bits, 0u) << "ds[" << i << "," << j << "] masked but not +0";
         } else {
-          ASSERT_TRUE(std::isfinite(to_float(gp[at])) && std::isfinite(to_float(gds[at])));
-          row_sum += to_float(gp[at]);
+          ASSERT_TRUE(std::isfinite(half_to_float(gp[at])) && std::isfinite(half_to_float(gds[at])));
+          row_sum += half_to_float(gp[at]);
         }
       }
       ASSERT_NEAR(row_sum, 1.0, (i + 1) * 0.5 / 2048) << "row " << i;  // each p rounded once
@@ -194,22 +194,22 @@ TEST_F(CpuKernels, CausalSoftmaxGradientReferenceMatchesFiniteDifferences) {
 
 TEST_F(CpuKernels, CausalSoftmaxBackwardMatchesDouble) {
   const auto c = make_softmax_case(rng, 3, 21, 32);
-  Buffer<half16> s(cpu, c.s.size()), p(cpu, c.s.size()), dp(cpu, c.dp.size()), ds(cpu, c.dp.size());
+  Buffer<lowp16> s(cpu, c.s.size()), p(cpu, c.s.size()), dp(cpu, c.dp.size()), ds(cpu, c.dp.size());
   s.upload(c.s);
   dp.upload(c.dp);
   ds.upload(poison_halves(ds.count()));
-  cpu.causal_softmax_forward_fp16(s.data(), c.bh, c.t, c.scale, p.data());
-  cpu.causal_softmax_backward_fp16(p.data(), dp.data(), c.bh, c.t, c.scale, ds.data());
+  cpu.causal_softmax_forward_lowp(s.data(), c.bh, c.t, c.scale, p.data());
+  cpu.causal_softmax_backward_lowp(p.data(), dp.data(), c.bh, c.t, c.scale, ds.data());
   const auto got_p = p.download(), got = ds.download();
   for (int z = 0; z < c.bh; ++z) {
     // The reference from the FP16 probabilities the kernel reads.
     std::vector<double> pz(c.t * c.t), dpz(c.t * c.t), ref, mag;
     for (int i = 0; i < c.t * c.t; ++i)
-      pz[i] = to_float(got_p[z * c.t * c.t + i]), dpz[i] = to_float(c.dp[z * c.t * c.t + i]);
+      pz[i] = half_to_float(got_p[z * c.t * c.t + i]), dpz[i] = half_to_float(c.dp[z * c.t * c.t + i]);
     causal_softmax_grad_reference(pz, dpz, c.t, c.scale, ref, mag);
     for (int i = 0; i < c.t * c.t; ++i)
-      ASSERT_TRUE(close_enough(to_float(got[z * c.t * c.t + i]), ref[i], kFp16RelTol, 1e-5 * mag[i] + kSub))
-          << z << ": " << i << " got " << to_float(got[z * c.t * c.t + i]) << " want " << ref[i];
+      ASSERT_TRUE(close_enough(half_to_float(got[z * c.t * c.t + i]), ref[i], kFp16RelTol, 1e-5 * mag[i] + kSub))
+          << z << ": " << i << " got " << half_to_float(got[z * c.t * c.t + i]) << " want " << ref[i];
   }
 }
 
@@ -233,42 +233,42 @@ TEST(GeluTanhReference, IsTheTanhFormAndItsDerivative) {
 // 1..19 over the same values (8-lane tails through the scalar twin).
 TEST_F(CpuKernelsThreaded, GeluTanhOnEveryHalfAndTailsAgree) {
   CpuBackend& cpu = one;
-  std::vector<half16> z;
-  for (uint32_t bits = 0; bits < 65536; ++bits) z.push_back(half16{static_cast<uint16_t>(bits)});
+  std::vector<lowp16> z;
+  for (uint32_t bits = 0; bits < 65536; ++bits) z.push_back(lowp16{static_cast<uint16_t>(bits)});
   const size_t n = z.size();
   const auto dy = random_halves(rng, n);
-  Buffer<half16> dz_in(cpu, n), ddy(cpu, n), out(cpu, n);
+  Buffer<lowp16> dz_in(cpu, n), ddy(cpu, n), out(cpu, n);
   dz_in.upload(z);
   ddy.upload(dy);
-  std::vector<half16> f16c_y, f16c_dz;
+  std::vector<lowp16> f16c_y, f16c_dz;
   for (bool f16c : {true, false}) {
     SCOPED_TRACE(f16c ? "f16c" : "scalar");
     set_f16c_enabled(f16c);
     out.upload(poison_halves(n));
-    test::activation_forward_fp16(Activation::GeluTanh, dz_in.data(), out.data(), n);
+    test::activation_forward_lowp(Activation::GeluTanh, dz_in.data(), out.data(), n);
     const auto y = out.download();
     out.upload(poison_halves(n));
-    test::activation_backward_fp16(Activation::GeluTanh, dz_in.data(), ddy.data(), out.data(), n);
+    test::activation_backward_lowp(Activation::GeluTanh, dz_in.data(), ddy.data(), out.data(), n);
     const auto dz = out.download();
     size_t bad = 0;
     for (size_t i = 0; i < n; ++i) {
-      const double zi = to_float(z[i]), g = to_float(dy[i]);
+      const double zi = half_to_float(z[i]), g = half_to_float(dy[i]);
       if (std::isnan(zi)) {
-        EXPECT_TRUE(std::isnan(to_float(y[i])) && std::isnan(to_float(dz[i]))) << "bits " << i;
+        EXPECT_TRUE(std::isnan(half_to_float(y[i])) && std::isnan(half_to_float(dz[i]))) << "bits " << i;
         continue;
       }
       if (std::isinf(zi)) {
         if (zi > 0) {
-          EXPECT_EQ(to_float(y[i]), INFINITY);
+          EXPECT_EQ(half_to_float(y[i]), INFINITY);
         }
         continue;
       }
       const double floor = 1e-7 * std::fabs(g) + kSub;
-      if ((!close_enough(to_float(y[i]), gelu_tanh_exact(zi), kFp16RelTol, kSub) ||
-           !close_enough(to_float(dz[i]), g * gelu_tanh_derivative_exact(zi), kFp16RelTol, floor)) &&
+      if ((!close_enough(half_to_float(y[i]), gelu_tanh_exact(zi), kFp16RelTol, kSub) ||
+           !close_enough(half_to_float(dz[i]), g * gelu_tanh_derivative_exact(zi), kFp16RelTol, floor)) &&
           bad++ < 5)
-        ADD_FAILURE() << "z=" << zi << " y=" << to_float(y[i]) << " want " << gelu_tanh_exact(zi)
-                      << " dz=" << to_float(dz[i]) << " want " << g * gelu_tanh_derivative_exact(zi);
+        ADD_FAILURE() << "z=" << zi << " y=" << half_to_float(y[i]) << " want " << gelu_tanh_exact(zi)
+                      << " dz=" << half_to_float(dz[i]) << " want " << g * gelu_tanh_derivative_exact(zi);
     }
     EXPECT_EQ(bad, 0u);
     if (f16c) {
@@ -276,20 +276,20 @@ TEST_F(CpuKernelsThreaded, GeluTanhOnEveryHalfAndTailsAgree) {
       f16c_dz = dz;
     } else {
       for (size_t i = 0; i < n; ++i) {
-        ASSERT_EQ(y[i].bits, f16c_y[i].bits) << "portable loop differs from F16C at z=" << to_float(z[i]);
-        ASSERT_EQ(dz[i].bits, f16c_dz[i].bits) << "portable loop differs from F16C at z=" << to_float(z[i]);
+        ASSERT_EQ(y[i].bits, f16c_y[i].bits) << "portable loop differs from F16C at z=" << half_to_float(z[i]);
+        ASSERT_EQ(dz[i].bits, f16c_dz[i].bits) << "portable loop differs from F16C at z=" << half_to_float(z[i]);
       }
     }
     for (size_t len = 1; len < 20; ++len) {
       // z in [-4, -5], where 1 + tanh(u) cancels: a tail through a tanhf
       // form gives other bits there.
       const size_t at = 0xC400 + 13 * len;
-      Buffer<half16> part(cpu, len);
+      Buffer<lowp16> part(cpu, len);
       part.upload(poison_halves(len));
-      test::activation_forward_fp16(Activation::GeluTanh, dz_in.data() + at, part.data(), len);
+      test::activation_forward_lowp(Activation::GeluTanh, dz_in.data() + at, part.data(), len);
       const auto py = part.download();
       part.upload(poison_halves(len));
-      test::activation_backward_fp16(Activation::GeluTanh, dz_in.data() + at, ddy.data() + at, part.data(), len);
+      test::activation_backward_lowp(Activation::GeluTanh, dz_in.data() + at, ddy.data() + at, part.data(), len);
       const auto pdz = part.download();
       for (size_t l = 0; l < len; ++l) {
         ASSERT_EQ(py[l].bits, y[at + l].bits) << "len " << len << " lane " << l;

@@ -20,15 +20,15 @@ using namespace test;  // cpu_kernel_support.h: CpuKernels, inputs, tolerances
 TEST_F(CpuKernels, BiasAdd) {
   const int rows = 33, cols = 71;
   const auto y = test::random_halves(rng, rows * cols), bias = test::random_halves(rng, cols);
-  Buffer<half16> dy(cpu, y.size()), db(cpu, cols);
+  Buffer<lowp16> dy(cpu, y.size()), db(cpu, cols);
   dy.upload(y);
   db.upload(bias);
-  test::add_bias_fp16(dy.data(), db.data(), rows, cols);
+  test::add_bias_lowp(dy.data(), db.data(), rows, cols);
   const auto got = dy.download();
   for (int r = 0; r < rows; ++r)
     for (int c = 0; c < cols; ++c) {
-      const double want = static_cast<double>(to_float(y[r * cols + c])) + to_float(bias[c]);
-      ASSERT_TRUE(close_enough(to_float(got[r * cols + c]), want, test::kFp16RelTol, 6e-8));
+      const double want = static_cast<double>(half_to_float(y[r * cols + c])) + half_to_float(bias[c]);
+      ASSERT_TRUE(close_enough(half_to_float(got[r * cols + c]), want, test::kFp16RelTol, 6e-8));
     }
 }
 
@@ -40,25 +40,25 @@ double gelu_grad_ref(double z) {
 TEST_F(CpuKernels, ActivationsForwardBackward) {
   const size_t n = 10007;
   const auto z = test::random_halves(rng, n, -6.0f, 6.0f), dy = test::random_halves(rng, n);
-  Buffer<half16> dz_in(cpu, n), ddy(cpu, n), out(cpu, n);
+  Buffer<lowp16> dz_in(cpu, n), ddy(cpu, n), out(cpu, n);
   dz_in.upload(z);
   ddy.upload(dy);
   for (Activation act : {Activation::Relu, Activation::Gelu}) {
     out.upload(test::poison_halves(n));
-    test::activation_forward_fp16(act, dz_in.data(), out.data(), n);
+    test::activation_forward_lowp(act, dz_in.data(), out.data(), n);
     auto y = out.download();
     for (size_t i = 0; i < n; ++i) {
-      const double zi = to_float(z[i]);
+      const double zi = half_to_float(z[i]);
       const double want = act == Activation::Relu ? std::max(zi, 0.0) : gelu_ref(zi);
-      ASSERT_TRUE(close_enough(to_float(y[i]), want, test::kFp16RelTol, 1e-6)) << "z=" << zi;
+      ASSERT_TRUE(close_enough(half_to_float(y[i]), want, test::kFp16RelTol, 1e-6)) << "z=" << zi;
     }
     out.upload(test::poison_halves(n));
-    test::activation_backward_fp16(act, dz_in.data(), ddy.data(), out.data(), n);
+    test::activation_backward_lowp(act, dz_in.data(), ddy.data(), out.data(), n);
     auto dz = out.download();
     for (size_t i = 0; i < n; ++i) {
-      const double zi = to_float(z[i]), g = to_float(dy[i]);
+      const double zi = half_to_float(z[i]), g = half_to_float(dy[i]);
       const double want = act == Activation::Relu ? (zi > 0 ? g : 0.0) : g * gelu_grad_ref(zi);
-      ASSERT_TRUE(close_enough(to_float(dz[i]), want, test::kFp16RelTol, 1e-6)) << "z=" << zi;
+      ASSERT_TRUE(close_enough(half_to_float(dz[i]), want, test::kFp16RelTol, 1e-6)) << "z=" << zi;
     }
   }
 }
@@ -67,16 +67,17 @@ TEST_F(CpuKernels, BiasGradColumnSums) {
   const int rows = 1031, cols = 19;
   const auto dy = test::random_halves(rng, static_cast<size_t>(rows) * cols);
   const auto prev = test::random_halves(rng, cols);
-  Buffer<half16> ddy(cpu, dy.size()), db(cpu, cols);
+  Buffer<lowp16> ddy(cpu, dy.size()), db(cpu, cols);
   ddy.upload(dy);
   for (bool accumulate : {false, true}) {
     db.upload(accumulate ? prev : test::poison_halves(cols));
-    test::bias_grad_fp16(ddy.data(), rows, cols, db.data(), accumulate);
+    test::bias_grad_lowp(ddy.data(), rows, cols, db.data(), accumulate);
     const auto got = db.download();
     for (int c = 0; c < cols; ++c) {
-      double s = accumulate ? to_float(prev[c]) : 0.0, mag = 0;
-      for (int r = 0; r < rows; ++r) s += to_float(dy[r * cols + c]), mag += std::fabs(to_float(dy[r * cols + c]));
-      ASSERT_TRUE(close_enough(to_float(got[c]), s, test::kFp16RelTol, 1e-5 * mag + 6e-8)) << c;
+      double s = accumulate ? half_to_float(prev[c]) : 0.0, mag = 0;
+      for (int r = 0; r < rows; ++r)
+        s += half_to_float(dy[r * cols + c]), mag += std::fabs(half_to_float(dy[r * cols + c]));
+      ASSERT_TRUE(close_enough(half_to_float(got[c]), s, test::kFp16RelTol, 1e-5 * mag + 6e-8)) << c;
     }
   }
 }
@@ -85,11 +86,11 @@ TEST_F(CpuKernels, Casts) {
   const size_t n = 4099;
   auto f = test::random_floats(rng, n, -70000.0f, 70000.0f);
   Buffer<float> df(cpu, n), back(cpu, n);
-  Buffer<half16> dh(cpu, n);
+  Buffer<lowp16> dh(cpu, n);
   df.upload(f);
   dh.upload(test::poison_halves(n));
-  cpu.cast_fp32_to_fp16(df.data(), dh.data(), n);
-  test::cast_fp16_to_fp32(dh.data(), back.data(), n);
+  cpu.cast_fp32_to_lowp(df.data(), dh.data(), n);
+  test::cast_lowp_to_fp32(dh.data(), back.data(), n);
   const auto h = dh.download();
   const auto b = back.download();
   for (size_t i = 0; i < n; ++i) {
@@ -102,16 +103,16 @@ TEST_F(CpuKernels, Casts) {
 
 // Runs `kernel` on `backend` with the F16C loops on or off; returns its output.
 template <class Kernel>
-std::vector<half16> run_halves(CpuBackend& backend, bool f16c, size_t count, Kernel kernel) {
+std::vector<lowp16> run_halves(CpuBackend& backend, bool f16c, size_t count, Kernel kernel) {
   set_f16c_enabled(f16c);
-  Buffer<half16> out(backend, count);
+  Buffer<lowp16> out(backend, count);
   out.upload(test::poison_halves(count));
   kernel(backend, out.data());
   set_f16c_enabled(true);
   return out.download();
 }
 
-void expect_same_bits(const std::vector<half16>& got, const std::vector<half16>& want, const char* what) {
+void expect_same_bits(const std::vector<lowp16>& got, const std::vector<lowp16>& want, const char* what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i].bits, want[i].bits) << what << " element " << i;
 }
@@ -124,17 +125,17 @@ TEST_F(CpuKernelsThreaded, ElementwiseBitwiseEqualAcrossThreadsAndPaths) {
   const uint16_t specials[] = {0x0000, 0x8000, 0x7c00, 0xfc00, 0x7e00, 0x0001, 0x8001, 0x7bff};
   for (size_t i = 0; i < 8; ++i) z[i].bits = z[n / 2 + i].bits = z[n - 1 - i].bits = specials[i];
   for (Activation act : {Activation::None, Activation::Relu, Activation::Gelu}) {
-    auto fwd = [&](CpuBackend& be, half16* out) {
-      Buffer<half16> dz(be, n);
+    auto fwd = [&](CpuBackend& be, lowp16* out) {
+      Buffer<lowp16> dz(be, n);
       dz.upload(z);
-      test::activation_forward_fp16(act, dz.data(), out, n);
+      test::activation_forward_lowp(act, dz.data(), out, n);
     };
-    auto bwd = [&](CpuBackend& be, half16* out) {
-      Buffer<half16> dz(be, n);
+    auto bwd = [&](CpuBackend& be, lowp16* out) {
+      Buffer<lowp16> dz(be, n);
       dz.upload(z);
-      Buffer<half16> ddy(be, n);
+      Buffer<lowp16> ddy(be, n);
       ddy.upload(dy);
-      test::activation_backward_fp16(act, dz.data(), ddy.data(), out, n);
+      test::activation_backward_lowp(act, dz.data(), ddy.data(), out, n);
     };
     const auto want_f = run_halves(one, false, n, fwd), want_b = run_halves(one, false, n, bwd);
     for (bool f16c : {false, true}) {
@@ -147,36 +148,36 @@ TEST_F(CpuKernelsThreaded, ElementwiseBitwiseEqualAcrossThreadsAndPaths) {
   const int rows = 300, cols = 333;  // 3 strips of 32, one of 8, a scalar tail, split across threads
   const auto g = test::random_halves(rng, static_cast<size_t>(rows) * cols), prev = test::random_halves(rng, cols);
   for (bool accumulate : {false, true}) {
-    auto bias_grad = [&](CpuBackend& be, half16* out) {
-      Buffer<half16> dg(be, g.size());
+    auto bias_grad = [&](CpuBackend& be, lowp16* out) {
+      Buffer<lowp16> dg(be, g.size());
       dg.upload(g);
-      if (accumulate) be.copy_to_device(out, prev.data(), cols * sizeof(half16));
-      test::bias_grad_fp16(dg.data(), rows, cols, out, accumulate);
+      if (accumulate) be.copy_to_device(out, prev.data(), cols * sizeof(lowp16));
+      test::bias_grad_lowp(dg.data(), rows, cols, out, accumulate);
     };
     const auto want = run_halves(one, false, cols, bias_grad);
     for (bool f16c : {false, true}) expect_same_bits(run_halves(two, f16c, cols, bias_grad), want, "bias grad");
   }
-  auto bias_add = [&](CpuBackend& be, half16* out) {
-    be.copy_to_device(out, g.data(), g.size() * sizeof(half16));
-    Buffer<half16> db(be, cols);
+  auto bias_add = [&](CpuBackend& be, lowp16* out) {
+    be.copy_to_device(out, g.data(), g.size() * sizeof(lowp16));
+    Buffer<lowp16> db(be, cols);
     db.upload(prev);
-    test::add_bias_fp16(out, db.data(), rows, cols);
+    test::add_bias_lowp(out, db.data(), rows, cols);
   };
   const auto want_bias = run_halves(one, false, g.size(), bias_add);
   for (bool f16c : {false, true}) expect_same_bits(run_halves(two, f16c, g.size(), bias_add), want_bias, "bias add");
 
   const auto f = test::random_floats(rng, n, -70000.0f, 70000.0f);
-  auto cast = [&](CpuBackend& be, half16* out) {
+  auto cast = [&](CpuBackend& be, lowp16* out) {
     Buffer<float> df(be, n);
     df.upload(f);
-    be.cast_fp32_to_fp16(df.data(), out, n);
+    be.cast_fp32_to_lowp(df.data(), out, n);
   };
   const auto want_cast = run_halves(one, false, n, cast);
   expect_same_bits(run_halves(two, true, n, cast), want_cast, "cast");
-  Buffer<half16> dz(two, n);
+  Buffer<lowp16> dz(two, n);
   Buffer<float> back(two, n);
   dz.upload(z);
-  test::cast_fp16_to_fp32(dz.data(), back.data(), n);
+  test::cast_lowp_to_fp32(dz.data(), back.data(), n);
   const auto b = back.download();
   for (size_t i = 0; i < n; ++i) ASSERT_EQ(float_to_bits(b[i]), float_to_bits(half_bits_to_float_portable(z[i].bits)));
 }

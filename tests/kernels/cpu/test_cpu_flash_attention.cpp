@@ -1,5 +1,5 @@
 // test_cpu_flash_attention.cpp: CpuBackend's fused causal attention
-// (attention_forward_fused_fp16, attention_backward_fused_fp16) against a
+// (attention_forward_fused_lowp, attention_backward_fused_lowp) against a
 // double-precision reference and against the explicit FP16 path on the
 // same fresh random inputs, outputs poisoned first
 // (flash_attention_support.h: the runs, the reference and the tolerance);
@@ -49,8 +49,7 @@ double max_abs_difference(const std::vector<double>& a, const std::vector<double
 // 2^-11 M margin for some seeds, at 17 and above it never did in 30 seeds
 // tried).
 void check_tensor(const char* what, const FlashError& fused, const FlashError& fused_true,
-                  const FlashError& explicit_true, double d_rounding, const FlashShape& s,
-                  double cancellation = 0.0) {
+                  const FlashError& explicit_true, double d_rounding, const FlashShape& s, double cancellation = 0.0) {
   std::printf(
       "[ flash  ] %-16s %-3s fused %.3f of allowance (max abs %.2e, M %.3f); vs true: fused %.2e, "
       "explicit %.2e (D from FP16 out: %.2e)\n",
@@ -121,9 +120,9 @@ TEST_F(CpuFlashAttention, BitwiseTheSameOnOneAndTwoThreads) {
 
 TEST_F(CpuFlashAttention, RefusesAHeadSizeOfZero) {
   CpuBackend be(1);
-  Buffer<half16> x(be, 4);
+  Buffer<lowp16> x(be, 4);
   Buffer<float> lse(be, 4);
-  EXPECT_THROW(be.attention_forward_fused_fp16(x.data(), x.data(), x.data(), 1, 4, 0, 1.0f, x.data(), lse.data()),
+  EXPECT_THROW(be.attention_forward_fused_lowp(x.data(), x.data(), x.data(), 1, 4, 0, 1.0f, x.data(), lse.data()),
                Error);
 }
 
@@ -154,36 +153,36 @@ TEST_F(CpuFlashAttention, DISABLED_TimingFusedAgainstExplicit) {
   const FlashInputs in = random_flash_inputs(rng, s);
   const int T = s.T, hs = s.hs, z = s.bh;
   const int64_t th = static_cast<int64_t>(T) * hs, tt = static_cast<int64_t>(T) * T;
-  Buffer<half16> q(be, s.elems()), k(be, s.elems()), v(be, s.elems()), dout(be, s.elems());
+  Buffer<lowp16> q(be, s.elems()), k(be, s.elems()), v(be, s.elems()), dout(be, s.elems());
   q.upload(in.q);
   k.upload(in.k);
   v.upload(in.v);
   dout.upload(in.dout);
-  Buffer<half16> out(be, s.elems()), dq(be, s.elems()), dk(be, s.elems()), dv(be, s.elems());
+  Buffer<lowp16> out(be, s.elems()), dq(be, s.elems()), dk(be, s.elems()), dv(be, s.elems());
   Buffer<float> lse(be, s.rows());
-  Buffer<half16> probs(be, static_cast<size_t>(z) * T * T), d_scores(be, static_cast<size_t>(z) * T * T);
+  Buffer<lowp16> probs(be, static_cast<size_t>(z) * T * T), d_scores(be, static_cast<size_t>(z) * T * T);
   const Transpose N = Transpose::No, Y = Transpose::Yes;
   const float scale = s.scale();
   const int reps = 5;
   const double fused_fwd = best_ms(reps, [&] {
-    be.attention_forward_fused_fp16(q.data(), k.data(), v.data(), z, T, hs, scale, out.data(), lse.data());
+    be.attention_forward_fused_lowp(q.data(), k.data(), v.data(), z, T, hs, scale, out.data(), lse.data());
   });
   const double fused_bwd = best_ms(reps, [&] {
-    be.attention_backward_fused_fp16(q.data(), k.data(), v.data(), out.data(), lse.data(), dout.data(), z, T, hs, scale,
+    be.attention_backward_fused_lowp(q.data(), k.data(), v.data(), out.data(), lse.data(), dout.data(), z, T, hs, scale,
                                      dq.data(), dk.data(), dv.data());
   });
   const double explicit_fwd = best_ms(reps, [&] {
-    be.gemm_batched_fp16(flash_gemm(N, Y, T, T, hs, q.data(), hs, k.data(), hs, probs.data(), T), z, th, th, tt);
-    be.causal_softmax_forward_fp16(probs.data(), z, T, scale, probs.data());
-    be.gemm_batched_fp16(flash_gemm(N, N, T, hs, T, probs.data(), T, v.data(), hs, out.data(), hs), z, tt, th, th);
+    be.gemm_batched_lowp(flash_gemm(N, Y, T, T, hs, q.data(), hs, k.data(), hs, probs.data(), T), z, th, th, tt);
+    be.causal_softmax_forward_lowp(probs.data(), z, T, scale, probs.data());
+    be.gemm_batched_lowp(flash_gemm(N, N, T, hs, T, probs.data(), T, v.data(), hs, out.data(), hs), z, tt, th, th);
   });
   // The explicit backward reads the probabilities the forward left.
   const double explicit_bwd = best_ms(reps, [&] {
-    be.gemm_batched_fp16(flash_gemm(N, Y, T, T, hs, dout.data(), hs, v.data(), hs, d_scores.data(), T), z, th, th, tt);
-    be.gemm_batched_fp16(flash_gemm(Y, N, T, hs, T, probs.data(), T, dout.data(), hs, dv.data(), hs), z, tt, th, th);
-    be.causal_softmax_backward_fp16(probs.data(), d_scores.data(), z, T, scale, d_scores.data());
-    be.gemm_batched_fp16(flash_gemm(N, N, T, hs, T, d_scores.data(), T, k.data(), hs, dq.data(), hs), z, tt, th, th);
-    be.gemm_batched_fp16(flash_gemm(Y, N, T, hs, T, d_scores.data(), T, q.data(), hs, dk.data(), hs), z, tt, th, th);
+    be.gemm_batched_lowp(flash_gemm(N, Y, T, T, hs, dout.data(), hs, v.data(), hs, d_scores.data(), T), z, th, th, tt);
+    be.gemm_batched_lowp(flash_gemm(Y, N, T, hs, T, probs.data(), T, dout.data(), hs, dv.data(), hs), z, tt, th, th);
+    be.causal_softmax_backward_lowp(probs.data(), d_scores.data(), z, T, scale, d_scores.data());
+    be.gemm_batched_lowp(flash_gemm(N, N, T, hs, T, d_scores.data(), T, k.data(), hs, dq.data(), hs), z, tt, th, th);
+    be.gemm_batched_lowp(flash_gemm(Y, N, T, hs, T, d_scores.data(), T, q.data(), hs, dk.data(), hs), z, tt, th, th);
   });
   std::printf(
       "[ timing ] %s, %d threads, best of %d: fused fwd %.1f ms, explicit fwd %.1f ms; "

@@ -17,23 +17,23 @@ namespace {
 using namespace test;  // cpu_kernel_support.h: CpuKernels, inputs, tolerances
 
 // Reference row-major GEMM in double on the FP16 inputs; also returns sum|a*b|.
-void gemm_reference(bool ta, bool tb, int m, int n, int k, double alpha, const std::vector<half16>& a,
-                    const std::vector<half16>& b, double beta, const std::vector<half16>& c_in,
-                    const std::vector<half16>* bias, std::vector<double>& c, std::vector<double>& mag) {
+void gemm_reference(bool ta, bool tb, int m, int n, int k, double alpha, const std::vector<lowp16>& a,
+                    const std::vector<lowp16>& b, double beta, const std::vector<lowp16>& c_in,
+                    const std::vector<lowp16>* bias, std::vector<double>& c, std::vector<double>& mag) {
   c.assign(static_cast<size_t>(m) * n, 0.0);
   mag.assign(c.size(), 0.0);
   for (int i = 0; i < m; ++i)
     for (int j = 0; j < n; ++j) {
       double s = 0, s_abs = 0;
       for (int p = 0; p < k; ++p) {
-        const double av = to_float(ta ? a[static_cast<size_t>(p) * m + i] : a[static_cast<size_t>(i) * k + p]);
-        const double bv = to_float(tb ? b[static_cast<size_t>(j) * k + p] : b[static_cast<size_t>(p) * n + j]);
+        const double av = half_to_float(ta ? a[static_cast<size_t>(p) * m + i] : a[static_cast<size_t>(i) * k + p]);
+        const double bv = half_to_float(tb ? b[static_cast<size_t>(j) * k + p] : b[static_cast<size_t>(p) * n + j]);
         s += av * bv;
         s_abs += std::fabs(av * bv);
       }
       // beta == 0 means C is not read (BLAS semantics): it may hold poison.
-      double v = alpha * s + (beta != 0 ? beta * to_float(c_in[static_cast<size_t>(i) * n + j]) : 0.0);
-      if (bias) v += to_float((*bias)[j]);
+      double v = alpha * s + (beta != 0 ? beta * half_to_float(c_in[static_cast<size_t>(i) * n + j]) : 0.0);
+      if (bias) v += half_to_float((*bias)[j]);
       c[static_cast<size_t>(i) * n + j] = v;
       mag[static_cast<size_t>(i) * n + j] = std::fabs(alpha) * s_abs + std::fabs(v);
     }
@@ -48,12 +48,12 @@ void check_gemm(CpuBackend& cpu, std::mt19937_64& rng, bool ta, bool tb, int m, 
   const auto c0 = beta != 0 ? test::random_halves(rng, static_cast<size_t>(m) * n)
                             : test::poison_halves(static_cast<size_t>(m) * n);
   const auto bias = test::random_halves(rng, n);
-  Buffer<half16> da(cpu, a.size()), db(cpu, b.size()), dc(cpu, c0.size()), dbias(cpu, n);
+  Buffer<lowp16> da(cpu, a.size()), db(cpu, b.size()), dc(cpu, c0.size()), dbias(cpu, n);
   da.upload(a);
   db.upload(b);
   dc.upload(c0);
   dbias.upload(bias);
-  GemmFp16 g;
+  GemmLowp g;
   g.trans_a = ta ? Transpose::Yes : Transpose::No;
   g.trans_b = tb ? Transpose::Yes : Transpose::No;
   g.m = m;
@@ -68,7 +68,7 @@ void check_gemm(CpuBackend& cpu, std::mt19937_64& rng, bool ta, bool tb, int m, 
   g.c = dc.data();
   g.ldc = n;
   g.bias = with_bias ? dbias.data() : nullptr;
-  cpu.gemm_fp16(g);
+  cpu.gemm_lowp(g);
   std::vector<double> want, mag;
   gemm_reference(ta, tb, m, n, k, alpha, a, b, beta, c0, with_bias ? &bias : nullptr, want, mag);
   const auto got = test::to_doubles(dc.download());
@@ -96,11 +96,11 @@ TEST_F(CpuKernels, GemmStridedOperands) {
   const int m = 7, n = 5, k = 9, lda = 12, ldb = 8, ldc = 6;
   auto a = test::random_halves(rng, static_cast<size_t>(m) * lda);
   auto b = test::random_halves(rng, static_cast<size_t>(k) * ldb);
-  Buffer<half16> da(cpu, a.size()), db(cpu, b.size()), dc(cpu, static_cast<size_t>(m) * ldc);
+  Buffer<lowp16> da(cpu, a.size()), db(cpu, b.size()), dc(cpu, static_cast<size_t>(m) * ldc);
   da.upload(a);
   db.upload(b);
   dc.upload(test::poison_halves(dc.count()));
-  GemmFp16 g;
+  GemmLowp g;
   g.m = m;
   g.n = n;
   g.k = k;
@@ -110,17 +110,17 @@ TEST_F(CpuKernels, GemmStridedOperands) {
   g.ldb = ldb;
   g.c = dc.data();
   g.ldc = ldc;
-  cpu.gemm_fp16(g);
+  cpu.gemm_lowp(g);
   const auto c = dc.download();
   for (int i = 0; i < m; ++i)
     for (int j = 0; j < n; ++j) {
       double s = 0, mag = 0;
       for (int p = 0; p < k; ++p) {
-        const double t = to_float(a[i * lda + p]) * static_cast<double>(to_float(b[p * ldb + j]));
+        const double t = half_to_float(a[i * lda + p]) * static_cast<double>(half_to_float(b[p * ldb + j]));
         s += t;
         mag += std::fabs(t);
       }
-      ASSERT_TRUE(close_enough(to_float(c[i * ldc + j]), s, test::kFp16RelTol, 1e-5 * mag + 6e-8));
+      ASSERT_TRUE(close_enough(half_to_float(c[i * ldc + j]), s, test::kFp16RelTol, 1e-5 * mag + 6e-8));
     }
   for (int i = 0; i < m; ++i)  // padding columns untouched
     for (int j = n; j < ldc; ++j) ASSERT_EQ(c[i * ldc + j].bits, test::kPoisonHalfBits);
@@ -142,11 +142,11 @@ TEST_F(CpuKernelsThreaded, GemmSlicesMatchReferenceAndRepeatBitwise) {
   const auto a = test::random_halves(rng, static_cast<size_t>(m) * k),
              b = test::random_halves(rng, static_cast<size_t>(n) * k);
   const auto bias = test::random_halves(rng, n);
-  Buffer<half16> da(two, a.size()), db(two, b.size()), dbias(two, n), dc(two, static_cast<size_t>(m) * n);
+  Buffer<lowp16> da(two, a.size()), db(two, b.size()), dbias(two, n), dc(two, static_cast<size_t>(m) * n);
   da.upload(a);
   db.upload(b);
   dbias.upload(bias);
-  GemmFp16 g;
+  GemmLowp g;
   g.trans_b = Transpose::Yes;
   g.m = m;
   g.n = n;
@@ -158,10 +158,10 @@ TEST_F(CpuKernelsThreaded, GemmSlicesMatchReferenceAndRepeatBitwise) {
   g.c = dc.data();
   g.ldc = n;
   g.bias = dbias.data();
-  two.gemm_fp16(g);
+  two.gemm_lowp(g);
   const auto first = dc.download();
   dc.upload(test::poison_halves(dc.count()));
-  two.gemm_fp16(g);
+  two.gemm_lowp(g);
   const auto second = dc.download();
   for (size_t i = 0; i < first.size(); ++i) ASSERT_EQ(first[i].bits, second[i].bits) << i;
 }
@@ -182,15 +182,15 @@ TEST_F(CpuKernelsThreaded, GemmRowSlicesGiveOneThreadsBits) {
                      std::to_string(ta) + " tb " + std::to_string(tb));
         const auto a = test::random_halves(rng, static_cast<size_t>(m) * k),
                    b = test::random_halves(rng, static_cast<size_t>(n) * k);
-        std::vector<half16> got[2];
+        std::vector<lowp16> got[2];
         CpuBackend* backends[2] = {&one, &two};
         for (int t = 0; t < 2; ++t) {
           Backend& be = *backends[t];
-          Buffer<half16> da(be, a.size()), db(be, b.size()), dc(be, static_cast<size_t>(m) * n);
+          Buffer<lowp16> da(be, a.size()), db(be, b.size()), dc(be, static_cast<size_t>(m) * n);
           da.upload(a);
           db.upload(b);
           dc.upload(test::poison_halves(dc.count()));
-          GemmFp16 g;
+          GemmLowp g;
           g.trans_a = ta ? Transpose::Yes : Transpose::No;
           g.trans_b = tb ? Transpose::Yes : Transpose::No;
           g.m = m;
@@ -202,7 +202,7 @@ TEST_F(CpuKernelsThreaded, GemmRowSlicesGiveOneThreadsBits) {
           g.ldb = tb ? k : n;
           g.c = dc.data();
           g.ldc = n;
-          be.gemm_fp16(g);
+          be.gemm_lowp(g);
           got[t] = dc.download();
         }
         size_t differ = 0;
@@ -216,11 +216,11 @@ TEST_F(CpuKernelsThreaded, GemmSlicesWithStrides) {
   const int m = 130, n = 70, k = 200, lda = 210, ldb = 75, ldc = 81;
   const auto a = test::random_halves(rng, static_cast<size_t>(m) * lda),
              b = test::random_halves(rng, static_cast<size_t>(k) * ldb);
-  Buffer<half16> da(two, a.size()), db(two, b.size()), dc(two, static_cast<size_t>(m) * ldc);
+  Buffer<lowp16> da(two, a.size()), db(two, b.size()), dc(two, static_cast<size_t>(m) * ldc);
   da.upload(a);
   db.upload(b);
   dc.upload(test::poison_halves(dc.count()));
-  GemmFp16 g;
+  GemmLowp g;
   g.m = m;
   g.n = n;
   g.k = k;
@@ -230,17 +230,17 @@ TEST_F(CpuKernelsThreaded, GemmSlicesWithStrides) {
   g.ldb = ldb;
   g.c = dc.data();
   g.ldc = ldc;
-  two.gemm_fp16(g);
+  two.gemm_lowp(g);
   const auto c = dc.download();
   for (int i = 0; i < m; ++i) {
     for (int j = 0; j < n; ++j) {
       double s = 0, mag = 0;
       for (int p = 0; p < k; ++p) {
-        const double t = to_float(a[i * lda + p]) * static_cast<double>(to_float(b[p * ldb + j]));
+        const double t = half_to_float(a[i * lda + p]) * static_cast<double>(half_to_float(b[p * ldb + j]));
         s += t;
         mag += std::fabs(t);
       }
-      ASSERT_TRUE(close_enough(to_float(c[i * ldc + j]), s, test::kFp16RelTol, 1e-5 * mag + 6e-8));
+      ASSERT_TRUE(close_enough(half_to_float(c[i * ldc + j]), s, test::kFp16RelTol, 1e-5 * mag + 6e-8));
     }
     for (int j = n; j < ldc; ++j) ASSERT_EQ(c[i * ldc + j].bits, test::kPoisonHalfBits);
   }

@@ -1,13 +1,13 @@
-// test_cpu_gemm_to_fp32.cpp: CpuBackend's gemm_fp16_to_fp32 (the FP16 GEMM
-// with its FP32 sums left unrounded, row stride ldc) and add_fp32_into_fp16:
-//   - rounded to FP16, a beta-0 result is gemm_fp16's bits (the same BLAS
+// test_cpu_gemm_to_fp32.cpp: CpuBackend's gemm_lowp_to_fp32 (the FP16 GEMM
+// with its FP32 sums left unrounded, row stride ldc) and add_fp32_into_lowp:
+//   - rounded to FP16, a beta-0 result is gemm_lowp's bits (the same BLAS
 //     calls), on 1 and 2 threads, every transpose, shapes that slice by rows
 //     and by columns;
 //   - with beta it sums into what C holds: against a double reference within
 //     FP32's summation bound (k + 1 roundings of 2^-24 times sum|terms|);
 //   - the columns between n and ldc are never written, a beta-0 C never read
 //     (poisoned with NaN);
-//   - add_fp32_into_fp16 is fp16(float(y) + x) per element, bitwise.
+//   - add_fp32_into_lowp is fp16(float(y) + x) per element, bitwise.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -28,8 +28,8 @@ struct Shape {
   int m, n, k;
 };
 
-GemmFp16 gemm_of(const Shape& s, const half16* a, const half16* b, int ldc) {
-  GemmFp16 g;
+GemmLowp gemm_of(const Shape& s, const lowp16* a, const lowp16* b, int ldc) {
+  GemmLowp g;
   g.trans_a = s.ta ? Transpose::Yes : Transpose::No;
   g.trans_b = s.tb ? Transpose::Yes : Transpose::No;
   g.m = s.m;
@@ -43,24 +43,24 @@ GemmFp16 gemm_of(const Shape& s, const half16* a, const half16* b, int ldc) {
   return g;
 }
 
-// Beta 0 rounded to FP16 is gemm_fp16's C, bit for bit, and the padding
+// Beta 0 rounded to FP16 is gemm_lowp's C, bit for bit, and the padding
 // columns of the FP32 output keep their poison.
-void expect_rounds_to_gemm_fp16(CpuBackend& cpu, std::mt19937_64& rng, const Shape& s) {
+void expect_rounds_to_gemm_lowp(CpuBackend& cpu, std::mt19937_64& rng, const Shape& s) {
   SCOPED_TRACE(testing::Message() << "threads " << cpu.threads() << " ta=" << s.ta << " tb=" << s.tb << " m=" << s.m
                                   << " n=" << s.n << " k=" << s.k);
   const int ldc = s.n + 3;
   const auto a = random_halves(rng, static_cast<size_t>(s.m) * s.k);
   const auto b = random_halves(rng, static_cast<size_t>(s.k) * s.n);
-  Buffer<half16> da(cpu, a.size()), db(cpu, b.size()), dc16(cpu, static_cast<size_t>(s.m) * s.n);
+  Buffer<lowp16> da(cpu, a.size()), db(cpu, b.size()), dc16(cpu, static_cast<size_t>(s.m) * s.n);
   Buffer<float> dc32(cpu, static_cast<size_t>(s.m) * ldc);
   da.upload(a);
   db.upload(b);
   dc16.upload(poison_halves(dc16.count()));
   dc32.upload(std::vector<float>(dc32.count(), std::numeric_limits<float>::quiet_NaN()));
-  GemmFp16 g16 = gemm_of(s, da.data(), db.data(), s.n);
+  GemmLowp g16 = gemm_of(s, da.data(), db.data(), s.n);
   g16.c = dc16.data();
-  cpu.gemm_fp16(g16);
-  cpu.gemm_fp16_to_fp32(gemm_of(s, da.data(), db.data(), ldc), dc32.data());
+  cpu.gemm_lowp(g16);
+  cpu.gemm_lowp_to_fp32(gemm_of(s, da.data(), db.data(), ldc), dc32.data());
   const auto want = dc16.download();
   const auto got = dc32.download();
   size_t differ = 0, padding_written = 0;
@@ -73,7 +73,7 @@ void expect_rounds_to_gemm_fp16(CpuBackend& cpu, std::mt19937_64& rng, const Sha
       }
       differ += to_half(v).bits != want[static_cast<size_t>(i) * s.n + j].bits;
     }
-  EXPECT_EQ(differ, 0u) << "of " << s.m * s.n << " rounded results differ from gemm_fp16's";
+  EXPECT_EQ(differ, 0u) << "of " << s.m * s.n << " rounded results differ from gemm_lowp's";
   EXPECT_EQ(padding_written, 0u) << "columns n..ldc were written";
 }
 
@@ -85,7 +85,7 @@ TEST_F(CpuKernelsThreaded, GemmToFp32RoundsToGemmFp16sBits) {
     for (int ta = 0; ta < 2; ++ta)
       for (int tb = 0; tb < 2; ++tb)
         for (CpuBackend* cpu : {&one, &two})
-          expect_rounds_to_gemm_fp16(*cpu, rng, Shape{ta == 1, tb == 1, d[0], d[1], d[2]});
+          expect_rounds_to_gemm_lowp(*cpu, rng, Shape{ta == 1, tb == 1, d[0], d[1], d[2]});
 }
 
 // Beta 1 three times over: c = c0 + A1 B1 + A2 B2 + A3 B3 against double,
@@ -103,17 +103,17 @@ TEST_F(CpuKernelsThreaded, GemmToFp32SumsIntoC) {
     for (int part = 0; part < 3; ++part) {
       const auto a = random_halves(rng, static_cast<size_t>(s.k) * s.m);  // stored [k, m]
       const auto b = random_halves(rng, static_cast<size_t>(s.k) * s.n);
-      Buffer<half16> da(*cpu, a.size()), db(*cpu, b.size());
+      Buffer<lowp16> da(*cpu, a.size()), db(*cpu, b.size());
       da.upload(a);
       db.upload(b);
-      GemmFp16 g = gemm_of(s, da.data(), db.data(), s.n);
+      GemmLowp g = gemm_of(s, da.data(), db.data(), s.n);
       g.beta = 1.0f;
-      cpu->gemm_fp16_to_fp32(g, dc.data());
+      cpu->gemm_lowp_to_fp32(g, dc.data());
       for (int i = 0; i < s.m; ++i)
         for (int j = 0; j < s.n; ++j)
           for (int p = 0; p < s.k; ++p) {
-            const double t = static_cast<double>(to_float(a[static_cast<size_t>(p) * s.m + i])) *
-                             to_float(b[static_cast<size_t>(p) * s.n + j]);
+            const double t = static_cast<double>(half_to_float(a[static_cast<size_t>(p) * s.m + i])) *
+                             half_to_float(b[static_cast<size_t>(p) * s.n + j]);
             want[static_cast<size_t>(i) * s.n + j] += t;
             magnitude[static_cast<size_t>(i) * s.n + j] += std::fabs(t);
           }
@@ -127,17 +127,17 @@ TEST_F(CpuKernelsThreaded, GemmToFp32SumsIntoC) {
 }
 
 TEST_F(CpuKernels, GemmToFp32RefusesAnEpilogueOrAnFp16C) {
-  Buffer<half16> a(cpu, 4), b(cpu, 4), c(cpu, 4);
+  Buffer<lowp16> a(cpu, 4), b(cpu, 4), c(cpu, 4);
   Buffer<float> c32(cpu, 4);
-  GemmFp16 g = gemm_of(Shape{false, false, 2, 2, 2}, a.data(), b.data(), 2);
+  GemmLowp g = gemm_of(Shape{false, false, 2, 2, 2}, a.data(), b.data(), 2);
   g.c = c.data();
-  EXPECT_THROW(cpu.gemm_fp16_to_fp32(g, c32.data()), Error);
+  EXPECT_THROW(cpu.gemm_lowp_to_fp32(g, c32.data()), Error);
   g.c = nullptr;
   g.bias = a.data();
-  EXPECT_THROW(cpu.gemm_fp16_to_fp32(g, c32.data()), Error);
+  EXPECT_THROW(cpu.gemm_lowp_to_fp32(g, c32.data()), Error);
   g.bias = nullptr;
   g.ldc = 1;
-  EXPECT_THROW(cpu.gemm_fp16_to_fp32(g, c32.data()), Error);
+  EXPECT_THROW(cpu.gemm_lowp_to_fp32(g, c32.data()), Error);
 }
 
 TEST_F(CpuKernelsThreaded, AddFp32IntoFp16RoundsOnce) {
@@ -145,14 +145,14 @@ TEST_F(CpuKernelsThreaded, AddFp32IntoFp16RoundsOnce) {
   const auto y0 = random_halves(rng, count);
   const auto x = random_floats(rng, count);
   for (CpuBackend* cpu : {&one, &two}) {
-    Buffer<half16> y(*cpu, count);
+    Buffer<lowp16> y(*cpu, count);
     Buffer<float> dx(*cpu, count);
     y.upload(y0);
     dx.upload(x);
-    cpu->add_fp32_into_fp16(dx.data(), y.data(), count);
+    cpu->add_fp32_into_lowp(dx.data(), y.data(), count);
     const auto got = y.download();
     size_t differ = 0;
-    for (size_t i = 0; i < count; ++i) differ += got[i].bits != to_half(to_float(y0[i]) + x[i]).bits;
+    for (size_t i = 0; i < count; ++i) differ += got[i].bits != to_half(half_to_float(y0[i]) + x[i]).bits;
     EXPECT_EQ(differ, 0u) << "on " << cpu->threads() << " threads";
   }
 }

@@ -24,22 +24,22 @@ TEST_F(CpuKernels, UnscaleFindsOneNonFiniteAnywhere) {
   const size_t n = 1 << 20;
   const float inv_scale = 1.0f / 4096.0f;
   auto g = test::random_halves(rng, n, -100.0f, 100.0f);
-  Buffer<half16> dg(cpu, n);
+  Buffer<lowp16> dg(cpu, n);
   Buffer<float> out(cpu, n);
   Buffer<int32_t> flag(cpu, 1);
   dg.upload(g);
   flag.zero();
-  cpu.unscale_fp16_to_fp32(dg.data(), out.data(), n, inv_scale, flag.data());
+  cpu.unscale_lowp_to_fp32(dg.data(), out.data(), n, inv_scale, flag.data());
   EXPECT_EQ(flag.download()[0], 0);
   const auto o = out.download();
-  for (size_t i = 0; i < n; ++i) ASSERT_EQ(o[i], to_float(g[i]) * inv_scale);
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(o[i], half_to_float(g[i]) * inv_scale);
   for (uint16_t bad : {uint16_t(0x7c00), uint16_t(0xfc00), uint16_t(0x7e00)}) {  // +Inf, -Inf, NaN
     const size_t pos = std::uniform_int_distribution<size_t>(0, n - 1)(rng);
     auto poisoned = g;
     poisoned[pos].bits = bad;
     dg.upload(poisoned);
     flag.zero();
-    cpu.unscale_fp16_to_fp32(dg.data(), out.data(), n, inv_scale, flag.data());
+    cpu.unscale_lowp_to_fp32(dg.data(), out.data(), n, inv_scale, flag.data());
     EXPECT_EQ(flag.download()[0], 1) << "bits " << bad << " at " << pos;
   }
 }
@@ -76,7 +76,7 @@ TEST_F(CpuKernels, SgdMatchesTorchSemantics) {
     s.grad_multiplier = variant == 3 ? 0.5f : 1.0f;
     const auto grads = test::random_floats(rng, n), p0 = test::random_floats(rng, n), m0 = test::random_floats(rng, n);
     Buffer<float> dg(cpu, n), dp(cpu, n), dm(cpu, n);
-    Buffer<half16> dw(cpu, n);
+    Buffer<lowp16> dw(cpu, n);
     Buffer<int32_t> flag(cpu, 1);
     dg.upload(grads);
     dp.upload(p0);
@@ -108,7 +108,7 @@ TEST_F(CpuKernels, SgdSkippedWhenFlagSetChangesNothing) {
   const auto grads = test::random_floats(rng, n), p0 = test::random_floats(rng, n), m0 = test::random_floats(rng, n);
   const auto w0 = test::random_halves(rng, n);
   Buffer<float> dg(cpu, n), dp(cpu, n), dm(cpu, n);
-  Buffer<half16> dw(cpu, n);
+  Buffer<lowp16> dw(cpu, n);
   Buffer<int32_t> flag(cpu, 1);
   dg.upload(grads);
   dp.upload(p0);
@@ -133,17 +133,17 @@ TEST_F(CpuKernelsThreaded, UnscaleSplitFindsNonFiniteAndChecksWithoutOutput) {
   const size_t n = kLarge;
   const float inv_scale = 1.0f / 4096.0f;
   auto g = test::random_halves(rng, n, -100.0f, 100.0f);
-  Buffer<half16> dg(two, n);
+  Buffer<lowp16> dg(two, n);
   Buffer<float> out(two, n);
   Buffer<int32_t> flag(two, 1);
   dg.upload(g);
   for (float* dst : {out.data(), static_cast<float*>(nullptr)}) {
     flag.zero();
-    two.unscale_fp16_to_fp32(dg.data(), dst, n, inv_scale, flag.data());
+    two.unscale_lowp_to_fp32(dg.data(), dst, n, inv_scale, flag.data());
     EXPECT_EQ(flag.download()[0], 0);
   }
   const auto o = out.download();
-  for (size_t i = 0; i < n; ++i) ASSERT_EQ(o[i], to_float(g[i]) * inv_scale);
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(o[i], half_to_float(g[i]) * inv_scale);
   // Each thread's range, its vector body and its tail; Inf, NaN, and a finite
   // FP16 that overflows once multiplied.
   for (size_t pos : {size_t{0}, n / 2 - 1, n / 2 + 70, n - 1}) {
@@ -154,7 +154,7 @@ TEST_F(CpuKernelsThreaded, UnscaleSplitFindsNonFiniteAndChecksWithoutOutput) {
       const float scale = bad == 0x7bff ? 1e35f : inv_scale;
       for (float* dst : {out.data(), static_cast<float*>(nullptr)}) {
         flag.zero();
-        two.unscale_fp16_to_fp32(dg.data(), dst, n, scale, flag.data());
+        two.unscale_lowp_to_fp32(dg.data(), dst, n, scale, flag.data());
         EXPECT_EQ(flag.download()[0], 1) << "bits " << bad << " at " << pos << (dst ? "" : " (check only)");
       }
     }
@@ -190,7 +190,7 @@ TEST_F(CpuKernelsThreaded, SgdBitwiseEqualsScalarElementLoop) {
                                             << be->threads() << " f16c " << f16c << " fused " << fused);
             set_f16c_enabled(f16c);
             Buffer<float> dg(*be, n), dp(*be, n), dm(*be, n);
-            Buffer<half16> dg16(*be, n), dw(*be, n);
+            Buffer<lowp16> dg16(*be, n), dw(*be, n);
             dg.upload(grads);
             dg16.upload(grads16);
             dp.upload(p0);
@@ -247,7 +247,7 @@ TEST_F(CpuKernels, EmptyRangeWithNullBuffersIsANoOp) {
 TEST_F(CpuKernels, MissingBuffersOfANonEmptyRangeAreRefused) {
   const size_t n = 8;
   std::vector<float> master(n, 1.0f), grads(n, 0.5f), momentum_fp32(n, 0.0f);
-  std::vector<half16> weights(n);
+  std::vector<lowp16> weights(n);
   SgdParams s;
   s.lr = 0.1f;
   s.momentum = 0.9f;

@@ -47,30 +47,30 @@ TEST_F(CpuKernelsThreaded, TransformerOperationsSameBitsAnyThreadCount) {
 
   const auto embedding = [&](CpuBackend& be) {
     Buffer<int32_t> tok(be, tokens.size());
-    Buffer<half16> d_wte(be, wte.size()), d_wpe(be, wpe.size()), out(be, x.size()), d_dy(be, dy.size());
+    Buffer<lowp16> d_wte(be, wte.size()), d_wpe(be, wpe.size()), out(be, x.size()), d_dy(be, dy.size());
     tok.upload(tokens);
     d_wte.upload(wte);
     d_wpe.upload(wpe);
     d_dy.upload(dy);
-    be.embedding_forward_fp16(tok.data(), d_wte.data(), d_wpe.data(), B, T, C, V, out.data());
+    be.embedding_forward_lowp(tok.data(), d_wte.data(), d_wpe.data(), B, T, C, V, out.data());
     std::vector<uint16_t> bits;
     append_bits(bits, out.download());
     for (bool accumulate : {false, true}) {
-      be.embedding_backward_fp16(tok.data(), d_dy.data(), B, T, C, V, d_wte.data(), d_wpe.data(), accumulate);
+      be.embedding_backward_lowp(tok.data(), d_dy.data(), B, T, C, V, d_wte.data(), d_wpe.data(), accumulate);
       append_bits(bits, d_wte.download());
       append_bits(bits, d_wpe.download());
     }
     return bits;
   };
   const auto layernorm = [&](CpuBackend& be) {
-    Buffer<half16> d_x(be, x.size()), g(be, C), b(be, C), y(be, x.size()), d_dy(be, dy.size()), dx(be, x.size()),
+    Buffer<lowp16> d_x(be, x.size()), g(be, C), b(be, C), y(be, x.size()), d_dy(be, dy.size()), dx(be, x.size()),
         dg(be, C), db(be, C);
     Buffer<float> mean(be, B * T), rstd(be, B * T);
     d_x.upload(x);
     g.upload(gamma);
     b.upload(beta);
     d_dy.upload(dy);
-    be.layernorm_forward_fp16(d_x.data(), g.data(), b.data(), B * T, C, kLayerNormEps, y.data(), mean.data(),
+    be.layernorm_forward_lowp(d_x.data(), g.data(), b.data(), B * T, C, kLayerNormEps, y.data(), mean.data(),
                               rstd.data());
     std::vector<uint16_t> bits;
     append_bits(bits, y.download());
@@ -78,7 +78,7 @@ TEST_F(CpuKernelsThreaded, TransformerOperationsSameBitsAnyThreadCount) {
     append_bits(bits, rstd.download());
     dx.upload(x);
     for (bool accumulate : {false, true}) {
-      be.layernorm_backward_fp16(d_dy.data(), d_x.data(), g.data(), mean.data(), rstd.data(), B * T, C, dx.data(),
+      be.layernorm_backward_lowp(d_dy.data(), d_x.data(), g.data(), mean.data(), rstd.data(), B * T, C, dx.data(),
                                  accumulate, dg.data(), db.data(), accumulate);
       append_bits(bits, dx.download());
       append_bits(bits, dg.download());
@@ -88,15 +88,15 @@ TEST_F(CpuKernelsThreaded, TransformerOperationsSameBitsAnyThreadCount) {
   };
   const auto attention = [&](CpuBackend& be) {
     const int bh = B * nh;
-    Buffer<half16> s(be, scores.size()), p(be, scores.size()), dp(be, scores.size()), ds(be, scores.size()),
+    Buffer<lowp16> s(be, scores.size()), p(be, scores.size()), dp(be, scores.size()), ds(be, scores.size()),
         heads(be, B * nh * T * hs), out(be, B * nh * T * hs), rows(be, x.size());
     s.upload(scores);
     dp.upload(dprobs);
     rows.upload(x);
-    be.causal_softmax_forward_fp16(s.data(), bh, T, 0.2f, p.data());
-    be.causal_softmax_backward_fp16(p.data(), dp.data(), bh, T, 0.2f, ds.data());
-    be.rows_to_heads_fp16(rows.data(), C, B, T, nh, hs, heads.data());
-    GemmFp16 g;  // (P V) per head: [T, T] x [T, hs]
+    be.causal_softmax_forward_lowp(s.data(), bh, T, 0.2f, p.data());
+    be.causal_softmax_backward_lowp(p.data(), dp.data(), bh, T, 0.2f, ds.data());
+    be.rows_to_heads_lowp(rows.data(), C, B, T, nh, hs, heads.data());
+    GemmLowp g;  // (P V) per head: [T, T] x [T, hs]
     g.m = T;
     g.n = hs;
     g.k = T;
@@ -106,10 +106,10 @@ TEST_F(CpuKernelsThreaded, TransformerOperationsSameBitsAnyThreadCount) {
     g.ldb = hs;
     g.c = out.data();
     g.ldc = hs;
-    be.gemm_batched_fp16(g, bh, static_cast<int64_t>(T) * T, static_cast<int64_t>(T) * hs,
+    be.gemm_batched_lowp(g, bh, static_cast<int64_t>(T) * T, static_cast<int64_t>(T) * hs,
                          static_cast<int64_t>(T) * hs);
-    be.heads_to_rows_fp16(out.data(), B, T, nh, hs, rows.data(), C);
-    be.add_fp16(rows.data(), rows.data(), rows.data(), rows.count());
+    be.heads_to_rows_lowp(out.data(), B, T, nh, hs, rows.data(), C);
+    be.add_lowp(rows.data(), rows.data(), rows.data(), rows.count());
     std::vector<uint16_t> bits;
     append_bits(bits, p.download());
     append_bits(bits, ds.download());
@@ -117,7 +117,7 @@ TEST_F(CpuKernelsThreaded, TransformerOperationsSameBitsAnyThreadCount) {
     return bits;
   };
   const auto cross_entropy = [&](CpuBackend& be) {
-    Buffer<half16> l(be, logits.size()), dl(be, logits.size());
+    Buffer<lowp16> l(be, logits.size()), dl(be, logits.size());
     Buffer<int32_t> lab(be, labels.size()), correct(be, 1);
     Buffer<float> loss(be, 1);
     l.upload(logits);

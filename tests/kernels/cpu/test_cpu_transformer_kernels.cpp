@@ -31,22 +31,23 @@ TEST_F(CpuKernels, EmbeddingForwardAddsTokenAndPositionRows) {
   const auto wte = random_halves(rng, V * C), wpe = random_halves(rng, (T + 2) * C);  // wpe longer than T
   auto tokens = random_tokens(rng, B * T, V);
   tokens[5] = V;  // out of range: a NaN row, nothing read outside wte
-  Buffer<half16> d_wte(cpu, wte.size()), d_wpe(cpu, wpe.size()), out(cpu, B * T * C);
+  Buffer<lowp16> d_wte(cpu, wte.size()), d_wpe(cpu, wpe.size()), out(cpu, B * T * C);
   Buffer<int32_t> d_tok(cpu, tokens.size());
   d_wte.upload(wte);
   d_wpe.upload(wpe);
   d_tok.upload(tokens);
   out.upload(poison_halves(out.count()));
-  cpu.embedding_forward_fp16(d_tok.data(), d_wte.data(), d_wpe.data(), B, T, C, V, out.data());
+  cpu.embedding_forward_lowp(d_tok.data(), d_wte.data(), d_wpe.data(), B, T, C, V, out.data());
   const auto got = out.download();
   for (int r = 0; r < B * T; ++r)
     for (int c = 0; c < C; ++c) {
-      const double g = to_float(got[r * C + c]);
+      const double g = half_to_float(got[r * C + c]);
       if (r == 5) {
         ASSERT_TRUE(std::isnan(g)) << "row of an out-of-range token";
         continue;
       }
-      const double want = static_cast<double>(to_float(wte[tokens[r] * C + c])) + to_float(wpe[(r % T) * C + c]);
+      const double want =
+          static_cast<double>(half_to_float(wte[tokens[r] * C + c])) + half_to_float(wpe[(r % T) * C + c]);
       ASSERT_TRUE(close_enough(g, want, kFp16RelTol, kSub)) << r << "," << c << ": " << g << " vs " << want;
     }
 }
@@ -57,7 +58,7 @@ TEST_F(CpuKernels, EmbeddingBackwardSumsRowsPerTokenAndPosition) {
   const auto tokens = random_tokens(rng, B * T, V - 2);
   const auto dout = random_halves(rng, B * T * C), prev_wte = random_halves(rng, V * C),
              prev_wpe = random_halves(rng, T * C);
-  Buffer<half16> d_out(cpu, dout.size()), d_wte(cpu, V * C), d_wpe(cpu, T * C);
+  Buffer<lowp16> d_out(cpu, dout.size()), d_wte(cpu, V * C), d_wpe(cpu, T * C);
   Buffer<int32_t> d_tok(cpu, tokens.size());
   d_out.upload(dout);
   d_tok.upload(tokens);
@@ -65,25 +66,25 @@ TEST_F(CpuKernels, EmbeddingBackwardSumsRowsPerTokenAndPosition) {
     SCOPED_TRACE(accumulate ? "accumulate" : "overwrite");
     d_wte.upload(accumulate ? prev_wte : poison_halves(V * C));
     d_wpe.upload(accumulate ? prev_wpe : poison_halves(T * C));
-    cpu.embedding_backward_fp16(d_tok.data(), d_out.data(), B, T, C, V, d_wte.data(), d_wpe.data(), accumulate);
+    cpu.embedding_backward_lowp(d_tok.data(), d_out.data(), B, T, C, V, d_wte.data(), d_wpe.data(), accumulate);
     const auto g_wte = d_wte.download(), g_wpe = d_wpe.download();
     for (int v = 0; v < V; ++v)
       for (int c = 0; c < C; ++c) {
-        double s = accumulate ? to_float(prev_wte[v * C + c]) : 0.0, mag = std::fabs(s);
+        double s = accumulate ? half_to_float(prev_wte[v * C + c]) : 0.0, mag = std::fabs(s);
         for (int r = 0; r < B * T; ++r)
           if (tokens[r] == v) {
-            s += to_float(dout[r * C + c]);
-            mag += std::fabs(to_float(dout[r * C + c]));
+            s += half_to_float(dout[r * C + c]);
+            mag += std::fabs(half_to_float(dout[r * C + c]));
           }
-        ASSERT_TRUE(close_enough(to_float(g_wte[v * C + c]), s, kFp16RelTol, 1e-5 * mag + kSub))
+        ASSERT_TRUE(close_enough(half_to_float(g_wte[v * C + c]), s, kFp16RelTol, 1e-5 * mag + kSub))
             << "wte " << v << "," << c;
       }
     for (int t = 0; t < T; ++t)
       for (int c = 0; c < C; ++c) {
-        double s = accumulate ? to_float(prev_wpe[t * C + c]) : 0.0, mag = std::fabs(s);
+        double s = accumulate ? half_to_float(prev_wpe[t * C + c]) : 0.0, mag = std::fabs(s);
         for (int b = 0; b < B; ++b)
-          s += to_float(dout[(b * T + t) * C + c]), mag += std::fabs(to_float(dout[(b * T + t) * C + c]));
-        ASSERT_TRUE(close_enough(to_float(g_wpe[t * C + c]), s, kFp16RelTol, 1e-5 * mag + kSub))
+          s += half_to_float(dout[(b * T + t) * C + c]), mag += std::fabs(half_to_float(dout[(b * T + t) * C + c]));
+        ASSERT_TRUE(close_enough(half_to_float(g_wpe[t * C + c]), s, kFp16RelTol, 1e-5 * mag + kSub))
             << "wpe " << t << "," << c;
       }
   }
@@ -91,7 +92,7 @@ TEST_F(CpuKernels, EmbeddingBackwardSumsRowsPerTokenAndPosition) {
 
 struct LayerNormCase {
   int rows, cols;
-  std::vector<half16> x, gamma, beta, dy;
+  std::vector<lowp16> x, gamma, beta, dy;
 };
 
 LayerNormCase make_layernorm_case(std::mt19937_64& rng, int rows, int cols) {
@@ -106,14 +107,14 @@ LayerNormCase make_layernorm_case(std::mt19937_64& rng, int rows, int cols) {
   std::uniform_real_distribution<float> offset(-3.0f, 3.0f), spread(0.1f, 4.0f);
   for (int r = 0; r < rows; ++r) {
     const float o = offset(rng), s = spread(rng);
-    for (const half16 h : random_halves(rng, cols)) c.x.push_back(to_half(o + s * to_float(h)));
+    for (const lowp16 h : random_halves(rng, cols)) c.x.push_back(to_half(o + s * half_to_float(h)));
   }
   return c;
 }
 
 TEST_F(CpuKernels, LayerNormForwardMatchesDouble) {
   const auto c = make_layernorm_case(rng, 29, 96);
-  Buffer<half16> x(cpu, c.x.size()), gamma(cpu, c.cols), beta(cpu, c.cols), y(cpu, c.x.size());
+  Buffer<lowp16> x(cpu, c.x.size()), gamma(cpu, c.cols), beta(cpu, c.cols), y(cpu, c.x.size());
   Buffer<float> mean(cpu, c.rows), rstd(cpu, c.rows);
   x.upload(c.x);
   gamma.upload(c.gamma);
@@ -121,7 +122,7 @@ TEST_F(CpuKernels, LayerNormForwardMatchesDouble) {
   y.upload(poison_halves(y.count()));
   mean.upload(std::vector<float>(c.rows, NAN));
   rstd.upload(std::vector<float>(c.rows, NAN));
-  cpu.layernorm_forward_fp16(x.data(), gamma.data(), beta.data(), c.rows, c.cols, kLayerNormEps, y.data(), mean.data(),
+  cpu.layernorm_forward_lowp(x.data(), gamma.data(), beta.data(), c.rows, c.cols, kLayerNormEps, y.data(), mean.data(),
                              rstd.data());
   const auto ref = layernorm_reference(to_doubles(c.x), to_doubles(c.gamma), to_doubles(c.beta), c.rows, c.cols, 1e-5);
   const auto got_y = y.download();
@@ -132,9 +133,10 @@ TEST_F(CpuKernels, LayerNormForwardMatchesDouble) {
     ASSERT_TRUE(close_enough(got_rstd[r], ref.rstd[r], 1e-5, 0)) << r;
     for (int j = 0; j < c.cols; ++j) {
       const size_t at = static_cast<size_t>(r) * c.cols + j;
-      const double xhat = (to_float(c.x[at]) - ref.mean[r]) * ref.rstd[r];
-      const double floor = 1e-5 * (std::fabs(xhat * to_float(c.gamma[j])) + std::fabs(to_float(c.beta[j]))) + kSub;
-      ASSERT_TRUE(close_enough(to_float(got_y[at]), ref.y[at], kFp16RelTol, floor)) << r << "," << j;
+      const double xhat = (half_to_float(c.x[at]) - ref.mean[r]) * ref.rstd[r];
+      const double floor =
+          1e-5 * (std::fabs(xhat * half_to_float(c.gamma[j])) + std::fabs(half_to_float(c.beta[j]))) + kSub;
+      ASSERT_TRUE(close_enough(half_to_float(got_y[at]), ref.y[at], kFp16RelTol, floor)) << r << "," << j;
     }
   }
 }
@@ -177,14 +179,14 @@ TEST_F(CpuKernels, LayerNormBackwardMatchesDouble) {
   const auto c = make_layernorm_case(rng, 37, 80);
   const auto prev_dx = random_halves(rng, c.x.size()), prev_dgamma = random_halves(rng, c.cols),
              prev_dbeta = random_halves(rng, c.cols);
-  Buffer<half16> x(cpu, c.x.size()), gamma(cpu, c.cols), beta(cpu, c.cols), y(cpu, c.x.size()), dy(cpu, c.x.size()),
+  Buffer<lowp16> x(cpu, c.x.size()), gamma(cpu, c.cols), beta(cpu, c.cols), y(cpu, c.x.size()), dy(cpu, c.x.size()),
       dx(cpu, c.x.size()), dgamma(cpu, c.cols), dbeta(cpu, c.cols);
   Buffer<float> mean(cpu, c.rows), rstd(cpu, c.rows);
   x.upload(c.x);
   gamma.upload(c.gamma);
   beta.upload(c.beta);
   dy.upload(c.dy);
-  cpu.layernorm_forward_fp16(x.data(), gamma.data(), beta.data(), c.rows, c.cols, kLayerNormEps, y.data(), mean.data(),
+  cpu.layernorm_forward_lowp(x.data(), gamma.data(), beta.data(), c.rows, c.cols, kLayerNormEps, y.data(), mean.data(),
                              rstd.data());
   const auto ref =
       layernorm_grad_reference(to_doubles(c.dy), to_doubles(c.x), to_doubles(c.gamma), c.rows, c.cols, 1e-5);
@@ -193,22 +195,23 @@ TEST_F(CpuKernels, LayerNormBackwardMatchesDouble) {
     dx.upload(accumulate ? prev_dx : poison_halves(dx.count()));
     dgamma.upload(accumulate ? prev_dgamma : poison_halves(c.cols));
     dbeta.upload(accumulate ? prev_dbeta : poison_halves(c.cols));
-    cpu.layernorm_backward_fp16(dy.data(), x.data(), gamma.data(), mean.data(), rstd.data(), c.rows, c.cols, dx.data(),
+    cpu.layernorm_backward_lowp(dy.data(), x.data(), gamma.data(), mean.data(), rstd.data(), c.rows, c.cols, dx.data(),
                                 accumulate, dgamma.data(), dbeta.data(), accumulate);
     const auto got_dx = dx.download(), got_dg = dgamma.download(), got_db = dbeta.download();
     for (size_t i = 0; i < got_dx.size(); ++i) {
-      const double base = accumulate ? to_float(prev_dx[i]) : 0.0;
+      const double base = accumulate ? half_to_float(prev_dx[i]) : 0.0;
       // FP32 statistics and sums over 80 columns: 1e-5 of the cancelling terms.
       const double floor = 1e-5 * ref.dx_magnitude[i] + kSub;
-      ASSERT_TRUE(close_enough(to_float(got_dx[i]), base + ref.dx[i], kFp16RelTol, floor))
-          << i << ": " << to_float(got_dx[i]) << " vs " << base + ref.dx[i];
+      ASSERT_TRUE(close_enough(half_to_float(got_dx[i]), base + ref.dx[i], kFp16RelTol, floor))
+          << i << ": " << half_to_float(got_dx[i]) << " vs " << base + ref.dx[i];
     }
     for (int j = 0; j < c.cols; ++j) {
-      const double bg = accumulate ? to_float(prev_dgamma[j]) : 0.0, bb = accumulate ? to_float(prev_dbeta[j]) : 0.0;
-      ASSERT_TRUE(close_enough(to_float(got_dg[j]), bg + ref.dgamma[j], kFp16RelTol,
+      const double bg = accumulate ? half_to_float(prev_dgamma[j]) : 0.0,
+                   bb = accumulate ? half_to_float(prev_dbeta[j]) : 0.0;
+      ASSERT_TRUE(close_enough(half_to_float(got_dg[j]), bg + ref.dgamma[j], kFp16RelTol,
                                1e-5 * (ref.dgamma_magnitude[j] + std::fabs(bg)) + kSub))
           << "dgamma " << j;
-      ASSERT_TRUE(close_enough(to_float(got_db[j]), bb + ref.dbeta[j], kFp16RelTol,
+      ASSERT_TRUE(close_enough(half_to_float(got_db[j]), bb + ref.dbeta[j], kFp16RelTol,
                                1e-5 * (ref.dbeta_magnitude[j] + std::fabs(bb)) + kSub))
           << "dbeta " << j;
     }
@@ -218,16 +221,16 @@ TEST_F(CpuKernels, LayerNormBackwardMatchesDouble) {
 TEST_F(CpuKernels, ResidualAddAndInPlaceAccumulate) {
   const size_t n = 1031;
   const auto a = random_halves(rng, n, -4.0f, 4.0f), b = random_halves(rng, n, -4.0f, 4.0f);
-  Buffer<half16> da(cpu, n), db(cpu, n), y(cpu, n);
+  Buffer<lowp16> da(cpu, n), db(cpu, n), y(cpu, n);
   da.upload(a);
   db.upload(b);
   y.upload(poison_halves(n));
-  cpu.add_fp16(da.data(), db.data(), y.data(), n);
-  cpu.add_fp16(da.data(), db.data(), da.data(), n);  // a += b
+  cpu.add_lowp(da.data(), db.data(), y.data(), n);
+  cpu.add_lowp(da.data(), db.data(), da.data(), n);  // a += b
   const auto got = y.download(), in_place = da.download();
   for (size_t i = 0; i < n; ++i) {
-    const double want = static_cast<double>(to_float(a[i])) + to_float(b[i]);
-    ASSERT_TRUE(close_enough(to_float(got[i]), want, kFp16RelTol / 2, kSub)) << i;  // exact sum, one rounding
+    const double want = static_cast<double>(half_to_float(a[i])) + half_to_float(b[i]);
+    ASSERT_TRUE(close_enough(half_to_float(got[i]), want, kFp16RelTol / 2, kSub)) << i;  // exact sum, one rounding
     ASSERT_EQ(in_place[i].bits, got[i].bits) << i;
   }
 }
@@ -235,14 +238,14 @@ TEST_F(CpuKernels, ResidualAddAndInPlaceAccumulate) {
 TEST_F(CpuKernels, HeadSplitAndMergeArePermutations) {
   const int B = 2, T = 5, nh = 3, hs = 4, C = nh * hs;
   const auto qkv = random_halves(rng, B * T * 3 * C);
-  Buffer<half16> d_qkv(cpu, qkv.size()), q(cpu, B * nh * T * hs), k(cpu, q.count()), v(cpu, q.count()),
+  Buffer<lowp16> d_qkv(cpu, qkv.size()), q(cpu, B * nh * T * hs), k(cpu, q.count()), v(cpu, q.count()),
       back(cpu, qkv.size());
   d_qkv.upload(qkv);
   back.upload(poison_halves(back.count()));
-  Buffer<half16>* parts[3] = {&q, &k, &v};
+  Buffer<lowp16>* parts[3] = {&q, &k, &v};
   for (int p = 0; p < 3; ++p) {
     parts[p]->upload(poison_halves(q.count()));
-    cpu.rows_to_heads_fp16(d_qkv.data() + p * C, 3 * C, B, T, nh, hs, parts[p]->data());
+    cpu.rows_to_heads_lowp(d_qkv.data() + p * C, 3 * C, B, T, nh, hs, parts[p]->data());
     const auto got = parts[p]->download();
     for (int b = 0; b < B; ++b)
       for (int h = 0; h < nh; ++h)
@@ -250,7 +253,7 @@ TEST_F(CpuKernels, HeadSplitAndMergeArePermutations) {
           for (int d = 0; d < hs; ++d)
             ASSERT_EQ(got[((b * nh + h) * T + t) * hs + d].bits, qkv[(b * T + t) * 3 * C + p * C + h * hs + d].bits);
     // The inverse writes only its third of each row.
-    cpu.heads_to_rows_fp16(parts[p]->data(), B, T, nh, hs, back.data() + p * C, 3 * C);
+    cpu.heads_to_rows_lowp(parts[p]->data(), B, T, nh, hs, back.data() + p * C, 3 * C);
     const auto partial = back.download();
     for (size_t i = 0; i < qkv.size(); ++i) {
       const bool written = static_cast<int>(i % (3 * C)) / C <= p;
@@ -270,7 +273,7 @@ TEST_F(CpuKernels, PaddedCrossEntropyIgnoresPaddedColumns) {
   // Every other row correct (its label the largest real logit): a padded
   // column taking part in the argmax would make them wrong.
   for (int r = 0; r < rows; r += 2) logits[r * cols + labels[r]] = to_half(4.0f);
-  Buffer<half16> d_logits(cpu, logits.size()), grad(cpu, logits.size());
+  Buffer<lowp16> d_logits(cpu, logits.size()), grad(cpu, logits.size());
   Buffer<int32_t> d_labels(cpu, rows), correct(cpu, 1);
   Buffer<float> loss(cpu, 1);
   d_logits.upload(logits);
@@ -286,22 +289,22 @@ TEST_F(CpuKernels, PaddedCrossEntropyIgnoresPaddedColumns) {
     double max_v = -INFINITY, sum = 0;
     int argmax = 0;
     for (int c = 0; c < real; ++c)
-      if (to_float(logits[r * cols + c]) > max_v) {
-        max_v = to_float(logits[r * cols + c]);
+      if (half_to_float(logits[r * cols + c]) > max_v) {
+        max_v = half_to_float(logits[r * cols + c]);
         argmax = c;
       }
-    for (int c = 0; c < real; ++c) sum += std::exp(to_float(logits[r * cols + c]) - max_v);
-    want_loss += max_v + std::log(sum) - to_float(logits[r * cols + labels[r]]);
+    for (int c = 0; c < real; ++c) sum += std::exp(half_to_float(logits[r * cols + c]) - max_v);
+    want_loss += max_v + std::log(sum) - half_to_float(logits[r * cols + labels[r]]);
     want_correct += argmax == labels[r];
     for (int c = 0; c < cols; ++c) {
-      const half16 g = got[r * cols + c];
+      const lowp16 g = got[r * cols + c];
       if (c >= real) {
         ASSERT_EQ(g.bits, 0u) << "padded column " << c << " of row " << r << " has a gradient";
         continue;
       }
-      const double p = std::exp(to_float(logits[r * cols + c]) - max_v) / sum;
+      const double p = std::exp(half_to_float(logits[r * cols + c]) - max_v) / sum;
       const double want = scale * (p - (c == labels[r])) / rows;
-      ASSERT_TRUE(close_enough(to_float(g), want, kFp16RelTol, 1e-6 * scale / rows + kSub)) << r << "," << c;
+      ASSERT_TRUE(close_enough(half_to_float(g), want, kFp16RelTol, 1e-6 * scale / rows + kSub)) << r << "," << c;
     }
   }
   EXPECT_TRUE(close_enough(loss.download()[0], want_loss / rows, 1e-5, 0));
@@ -310,7 +313,7 @@ TEST_F(CpuKernels, PaddedCrossEntropyIgnoresPaddedColumns) {
 
   // real_cols == cols is the unpadded call, bit for bit.
   Buffer<float> loss_full(cpu, 1), loss_same(cpu, 1);
-  Buffer<half16> g_full(cpu, logits.size()), g_same(cpu, logits.size());
+  Buffer<lowp16> g_full(cpu, logits.size()), g_same(cpu, logits.size());
   cpu.softmax_xent_forward(d_logits.data(), d_labels.data(), rows, cols, cols, loss_full.data(), nullptr);
   cpu.softmax_xent_forward(d_logits.data(), d_labels.data(), rows, cols, cols, loss_same.data(), nullptr);
   cpu.softmax_xent_backward(d_logits.data(), d_labels.data(), rows, cols, cols, scale, g_full.data());
@@ -324,7 +327,7 @@ TEST_F(CpuKernels, PaddedCrossEntropyLabelInPaddingIsNaN) {
   const int rows = 3, real = 5, cols = 8;
   const auto logits = random_halves(rng, rows * cols);
   const std::vector<int32_t> labels = {1, real, 2};  // row 1's label is a padded column
-  Buffer<half16> d_logits(cpu, logits.size()), grad(cpu, logits.size());
+  Buffer<lowp16> d_logits(cpu, logits.size()), grad(cpu, logits.size());
   Buffer<int32_t> d_labels(cpu, rows);
   Buffer<float> loss(cpu, 1);
   d_logits.upload(logits);
@@ -333,8 +336,8 @@ TEST_F(CpuKernels, PaddedCrossEntropyLabelInPaddingIsNaN) {
   cpu.softmax_xent_backward(d_logits.data(), d_labels.data(), rows, cols, real, 1.0f, grad.data());
   EXPECT_TRUE(std::isnan(loss.download()[0]));
   const auto g = grad.download();
-  EXPECT_TRUE(std::isnan(to_float(g[cols + 0])));
-  EXPECT_FALSE(std::isnan(to_float(g[0])));
+  EXPECT_TRUE(std::isnan(half_to_float(g[cols + 0])));
+  EXPECT_FALSE(std::isnan(half_to_float(g[0])));
 }
 
 // An overflowed logit (Inf) or a NaN must reach the loss and the gradient
@@ -351,7 +354,7 @@ TEST_F(CpuKernels, NonFiniteLogitsReachTheLossAndTheGradient) {
     const std::vector<int32_t> labels = {0, 1, 2, 3};
     logits[1 * cols + 20] = to_half(NAN);
     logits[2 * cols + 30] = to_half(INFINITY);
-    Buffer<half16> d_logits(cpu, logits.size()), grad(cpu, logits.size());
+    Buffer<lowp16> d_logits(cpu, logits.size()), grad(cpu, logits.size());
     Buffer<int32_t> d_labels(cpu, rows);
     Buffer<float> loss(cpu, 1);
     d_logits.upload(logits);
@@ -363,19 +366,19 @@ TEST_F(CpuKernels, NonFiniteLogitsReachTheLossAndTheGradient) {
     const auto g = grad.download();
     for (int r = 0; r < rows; ++r) {
       bool finite = true;
-      for (int c = 0; c < cols; ++c) finite = finite && std::isfinite(to_float(g[r * cols + c]));
+      for (int c = 0; c < cols; ++c) finite = finite && std::isfinite(half_to_float(g[r * cols + c]));
       EXPECT_EQ(finite, r == 0 || r == 3) << "row " << r;
     }
     // The causal softmax: a NaN score in a visible column makes its row NaN.
     const int t = 9;
     auto scores = random_halves(rng, t * t);
     scores[5 * t + 2] = to_half(NAN);
-    Buffer<half16> d_scores(cpu, scores.size()), probs(cpu, scores.size());
+    Buffer<lowp16> d_scores(cpu, scores.size()), probs(cpu, scores.size());
     d_scores.upload(scores);
     probs.upload(poison_halves(probs.count()));
-    cpu.causal_softmax_forward_fp16(d_scores.data(), 1, t, 0.5f, probs.data());
+    cpu.causal_softmax_forward_lowp(d_scores.data(), 1, t, 0.5f, probs.data());
     const auto p = probs.download();
-    for (int i = 0; i < t; ++i) EXPECT_EQ(std::isnan(to_float(p[i * t + 0])), i == 5) << "row " << i;
+    for (int i = 0; i < t; ++i) EXPECT_EQ(std::isnan(half_to_float(p[i * t + 0])), i == 5) << "row " << i;
   }
   set_f16c_enabled(true);
 }

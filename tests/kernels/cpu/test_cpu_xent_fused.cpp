@@ -25,9 +25,9 @@ struct XentCase {
 };
 
 // The loss and gradient of `rows` rows by the unfused pair.
-void unfused(CpuBackend& cpu, const std::vector<half16>& logits, const std::vector<int32_t>& labels, const XentCase& c,
-             float scale, float* loss, std::vector<half16>& grad) {
-  Buffer<half16> dl(cpu, logits.size()), dg(cpu, logits.size());
+void unfused(CpuBackend& cpu, const std::vector<lowp16>& logits, const std::vector<int32_t>& labels, const XentCase& c,
+             float scale, float* loss, std::vector<lowp16>& grad) {
+  Buffer<lowp16> dl(cpu, logits.size()), dg(cpu, logits.size());
   Buffer<int32_t> dlab(cpu, labels.size());
   Buffer<float> dloss(cpu, 1);
   dl.upload(logits);
@@ -40,9 +40,9 @@ void unfused(CpuBackend& cpu, const std::vector<half16>& logits, const std::vect
 }
 
 // The same by the fused step, chunk rows at a time, the gradient over the logits.
-void fused(CpuBackend& cpu, const std::vector<half16>& logits, const std::vector<int32_t>& labels, const XentCase& c,
-           float scale, float* loss, std::vector<half16>& grad) {
-  Buffer<half16> dl(cpu, logits.size());
+void fused(CpuBackend& cpu, const std::vector<lowp16>& logits, const std::vector<int32_t>& labels, const XentCase& c,
+           float scale, float* loss, std::vector<lowp16>& grad) {
+  Buffer<lowp16> dl(cpu, logits.size());
   Buffer<int32_t> dlab(cpu, labels.size());
   Buffer<float> row_loss(cpu, static_cast<size_t>(c.rows)), dloss(cpu, 1);
   dl.upload(logits);
@@ -70,16 +70,16 @@ TEST_F(CpuKernelsThreaded, FusedCrossEntropyRowsGiveTheUnfusedBits) {
     if (c.rows == 5) labels[3] = c.real_cols;
     const float scale = 1024.0f;
     float want_loss = 0;
-    std::vector<half16> want_grad;
+    std::vector<lowp16> want_grad;
     unfused(one, logits, labels, c, scale, &want_loss, want_grad);
     for (CpuBackend* cpu : {&one, &two}) {
       SCOPED_TRACE(std::to_string(cpu->threads()) + " threads");
       float got_loss = 0;
-      std::vector<half16> got_grad;
+      std::vector<lowp16> got_grad;
       fused(*cpu, logits, labels, c, scale, &got_loss, got_grad);
       EXPECT_EQ(bits_of(got_loss), bits_of(want_loss)) << got_loss << " vs " << want_loss;
       ASSERT_EQ(got_grad.size(), want_grad.size());
-      EXPECT_EQ(0, std::memcmp(got_grad.data(), want_grad.data(), got_grad.size() * sizeof(half16)))
+      EXPECT_EQ(0, std::memcmp(got_grad.data(), want_grad.data(), got_grad.size() * sizeof(lowp16)))
           << "the fused gradient differs from the unfused one";
     }
   }

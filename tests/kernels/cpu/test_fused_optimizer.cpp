@@ -31,12 +31,12 @@ TEST(FusedOptimizer, Fp16GradSgdMatchesUnscaleThenSgdBitwise) {
     }
     std::vector<float> grads_fp32(n), m_two = master_host, m_fused = master_host, mom_two = momentum_host,
                                       mom_fused = momentum_host;
-    std::vector<half16> w_two = test::poison_halves(n), w_fused = test::poison_halves(n);
+    std::vector<lowp16> w_two = test::poison_halves(n), w_fused = test::poison_halves(n);
     int32_t flag = 0;
-    cpu.unscale_fp16_to_fp32(grads_host.data(), grads_fp32.data(), n, inv_scale, &flag);
+    cpu.unscale_lowp_to_fp32(grads_host.data(), grads_fp32.data(), n, inv_scale, &flag);
     cpu.sgd_update(p, SgdGrads::unscaled(grads_fp32.data()), m_two.data(), momentum ? mom_two.data() : nullptr,
                    w_two.data(), n, &flag);
-    cpu.unscale_fp16_to_fp32(grads_host.data(), nullptr, n, inv_scale, &flag);
+    cpu.unscale_lowp_to_fp32(grads_host.data(), nullptr, n, inv_scale, &flag);
     cpu.sgd_update(p, SgdGrads::scaled(grads_host.data(), inv_scale), m_fused.data(),
                    momentum ? mom_fused.data() : nullptr, w_fused.data(), n, &flag);
     EXPECT_EQ(flag, 0);
@@ -57,11 +57,11 @@ TEST(FusedOptimizer, CheckOnlyPassFlagsInfAndNanAndSkipChangesNothing) {
     auto grads = test::random_halves(rng, n);
     grads[rng() % n].bits = bad_bits;
     int32_t flag = 0;
-    cpu.unscale_fp16_to_fp32(grads.data(), nullptr, n, 0.5f, &flag);
+    cpu.unscale_lowp_to_fp32(grads.data(), nullptr, n, 0.5f, &flag);
     EXPECT_EQ(flag, 1) << std::hex << bad_bits;
     const auto master_host = test::random_floats(rng, n);
     auto master = master_host;
-    std::vector<half16> weights = test::poison_halves(n);
+    std::vector<lowp16> weights = test::poison_halves(n);
     SgdParams p;
     p.lr = 0.1f;
     cpu.sgd_update(p, SgdGrads::scaled(grads.data(), 0.5f), master.data(), nullptr, weights.data(), n, &flag);

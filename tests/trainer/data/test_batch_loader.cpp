@@ -55,8 +55,8 @@ void expect_batch_holds(Backend& backend, const Dataset& d, const DeviceBatch& b
   EXPECT_EQ(b.token_ids, nullptr);  // feature data: one label a row, no token ids
   EXPECT_EQ(b.labels_per_row, 1);
   const size_t n = idx.size(), f = d.features;
-  std::vector<half16> features(n * f);
-  backend.copy_to_host(features.data(), b.features_fp16, features.size() * sizeof(half16));
+  std::vector<lowp16> features(n * f);
+  backend.copy_to_host(features.data(), b.features_lowp, features.size() * sizeof(lowp16));
   for (size_t r = 0; r < n; ++r)
     for (size_t c = 0; c < f; ++c)
       ASSERT_EQ(features[r * f + c].bits, to_half(d.x[idx[r] * f + c]).bits) << "row " << r << " col " << c;
@@ -165,16 +165,16 @@ TEST(BatchLoader, TwoSlotsAtFixedAddresses) {
   CpuBackend cpu(1);
   const Dataset d = random_dataset(rng, 64, 5, true);
   BatchLoader loader(cpu, d, 8);
-  std::set<const half16*> feature_addresses;
+  std::set<const lowp16*> feature_addresses;
   std::set<const int32_t*> label_addresses;
-  const half16* previous = nullptr;
+  const lowp16* previous = nullptr;
   for (int i = 0; i < 20; ++i) {
     const Indices batch = random_indices(rng, d.count, 8), next = random_indices(rng, d.count, 8);
     const DeviceBatch b = loader.load(batch.data(), 8);
     if (i % 2) loader.prefetch(next.data(), 8);
-    EXPECT_NE(b.features_fp16, previous) << "batch " << i << " reused the slot of the batch before it";
-    previous = b.features_fp16;
-    feature_addresses.insert(b.features_fp16);
+    EXPECT_NE(b.features_lowp, previous) << "batch " << i << " reused the slot of the batch before it";
+    previous = b.features_lowp;
+    feature_addresses.insert(b.features_lowp);
     label_addresses.insert(b.labels);
   }
   EXPECT_EQ(feature_addresses.size(), 2u);

@@ -53,7 +53,7 @@ void expect_token_batch_holds(Backend& backend, const Dataset& d, const DeviceBa
   ASSERT_EQ(b.labels_per_row, static_cast<int>(t));
   ASSERT_NE(b.token_ids, nullptr);
   ASSERT_NE(b.labels, nullptr);
-  EXPECT_EQ(b.features_fp16, nullptr);
+  EXPECT_EQ(b.features_lowp, nullptr);
   EXPECT_EQ(b.targets_fp32, nullptr);
   std::vector<int32_t> ids(n * t, kPoisonInt32), labels(n * t, kPoisonInt32);
   backend.copy_to_host(ids.data(), b.token_ids, ids.size() * sizeof(int32_t));

@@ -105,7 +105,7 @@ TEST(Safetensors, Fp16AndBf16AreWidenedExactly) {
 
   // References: the bulk F16 converter (F16C where the CPU has it), and
   // BF16 as the top 16 bits of an FP32.
-  std::vector<half16> halves(count);
+  std::vector<lowp16> halves(count);
   std::memcpy(halves.data(), f16.data(), f16.size());
   std::vector<float> want_h(count);
   half_to_float_array(halves.data(), want_h.data(), count);

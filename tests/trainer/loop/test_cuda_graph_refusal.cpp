@@ -23,16 +23,16 @@ class UncapturableCommunicator final : public Communicator {
   int rank() const override { return 0; }
   int world_size() const override { return 1; }
   std::string name() const override { return name_; }
-  void allreduce_sum_fp16(half16*, size_t) override {}
+  void allreduce_sum_lowp(lowp16*, size_t) override {}
   void broadcast_bytes(void*, size_t, int) override {}
   double allreduce_sum_host(double value) override { return value; }
   int64_t allreduce_max_host(int64_t value) override { return value; }
   void allreduce_max_int32(int32_t*, size_t) override {}
-  void reduce_scatter_sum_fp16(const half16* send, half16* recv, const ShardLayout& layout) override {
-    alone_.reduce_scatter_sum_fp16(send, recv, layout);
+  void reduce_scatter_sum_lowp(const lowp16* send, lowp16* recv, const ShardLayout& layout) override {
+    alone_.reduce_scatter_sum_lowp(send, recv, layout);
   }
-  void allgather_fp16(const half16* mine, half16* full, const ShardLayout& layout) override {
-    alone_.allgather_fp16(mine, full, layout);
+  void allgather_lowp(const lowp16* mine, lowp16* full, const ShardLayout& layout) override {
+    alone_.allgather_lowp(mine, full, layout);
   }
   void barrier() override {}
   std::string capture_unsupported_reason() const override {

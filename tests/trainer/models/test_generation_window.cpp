@@ -31,9 +31,9 @@ TEST(GenerationWindow, LogitsUpToTheLastRealPositionIgnoreTheRightPadding) {
   CpuBackend cpu(1);
   GptModel model(cpu, g, 1);
   std::normal_distribution<float> normal(0.0f, 0.15f);
-  std::vector<half16> weights(model.parameters().flat_count());
-  for (half16& w : weights) w = to_half(normal(rng));
-  Buffer<half16> w_dev(cpu, weights.size());
+  std::vector<lowp16> weights(model.parameters().flat_count());
+  for (lowp16& w : weights) w = to_half(normal(rng));
+  Buffer<lowp16> w_dev(cpu, weights.size());
   w_dev.upload(weights);
   const int t = g.block_size, vocab = g.vocab_size;
   for (int n = 1; n < t; n += 1 + static_cast<int>(rng() % 4)) {
@@ -41,7 +41,7 @@ TEST(GenerationWindow, LogitsUpToTheLastRealPositionIgnoreTheRightPadding) {
     for (int i = 0; i < t; ++i) a[i] = b[i] = static_cast<int32_t>(rng() % vocab);
     for (int i = n; i < t; ++i)  // another padding after position n-1, each token changed
       b[i] = static_cast<int32_t>((a[i] + 1 + rng() % (vocab - 1)) % vocab);
-    std::vector<half16> la(static_cast<size_t>(t) * vocab), lb(la.size());
+    std::vector<lowp16> la(static_cast<size_t>(t) * vocab), lb(la.size());
     for (auto [tokens, logits] : {std::make_pair(&a, &la), std::make_pair(&b, &lb)}) {
       Buffer<int32_t> ids(cpu, t);
       ids.upload(*tokens);
@@ -50,7 +50,7 @@ TEST(GenerationWindow, LogitsUpToTheLastRealPositionIgnoreTheRightPadding) {
       batch.rows = 1;
       batch.labels_per_row = t;
       const ModelOutput out = model.forward(batch, WeightTable::flat(w_dev.data(), model.parameters()));
-      cpu.copy_to_host(logits->data(), out.values, logits->size() * sizeof(half16));
+      cpu.copy_to_host(logits->data(), out.values, logits->size() * sizeof(lowp16));
     }
     for (int i = 0; i < n * vocab; ++i)
       ASSERT_EQ(la[i].bits, lb[i].bits) << "context " << n << ", position " << i / vocab << ", class " << i % vocab;

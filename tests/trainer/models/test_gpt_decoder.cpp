@@ -49,14 +49,14 @@ enum class Weights { NanoGptInit, WideNormal };
 
 std::string weights_name(Weights w) { return w == Weights::NanoGptInit ? "nanoGPT init" : "normal(0, 0.15)"; }
 
-std::vector<half16> random_weights(const ParameterRegistry& registry, Weights kind, std::mt19937_64& rng) {
-  std::vector<half16> weights(registry.flat_count());
+std::vector<lowp16> random_weights(const ParameterRegistry& registry, Weights kind, std::mt19937_64& rng) {
+  std::vector<lowp16> weights(registry.flat_count());
   if (kind == Weights::NanoGptInit) {
     const std::vector<float> init = registry.initial_values(rng());
     for (size_t i = 0; i < weights.size(); ++i) weights[i] = to_half(init[i]);
   } else {
     std::normal_distribution<float> normal(0.0f, 0.15f);
-    for (half16& w : weights) w = to_half(normal(rng));
+    for (lowp16& w : weights) w = to_half(normal(rng));
   }
   return weights;
 }
@@ -69,14 +69,14 @@ class TinyGpt {
   TinyGpt(const GptConfig& g, Weights kind, std::mt19937_64& rng)
       : config_(g),
         model_(cpu_, g, 1),
-        weights_fp16_(cpu_, model_.parameters().flat_count()),
+        weights_lowp_(cpu_, model_.parameters().flat_count()),
         ids_(cpu_, static_cast<size_t>(g.block_size)) {
-    weights_fp16_.upload(random_weights(model_.parameters(), kind, rng));
+    weights_lowp_.upload(random_weights(model_.parameters(), kind, rng));
   }
 
   CpuBackend& backend() { return cpu_; }
   GptModel& model() { return model_; }
-  WeightTable weights() const { return WeightTable::flat(weights_fp16_.data(), model_.parameters()); }
+  WeightTable weights() const { return WeightTable::flat(weights_lowp_.data(), model_.parameters()); }
 
   std::vector<float> full_logits(const std::vector<int32_t>& text) {
     const size_t t = static_cast<size_t>(config_.block_size);
@@ -89,10 +89,10 @@ class TinyGpt {
     batch.rows = 1;
     batch.labels_per_row = config_.block_size;
     const ModelOutput out = model_.forward(batch, weights());
-    std::vector<half16> row(static_cast<size_t>(out.width), half16{test::kPoisonHalfBits});
-    cpu_.copy_to_host(row.data(), out.values + (n - 1) * static_cast<size_t>(out.width), row.size() * sizeof(half16));
+    std::vector<lowp16> row(static_cast<size_t>(out.width), lowp16{test::kPoisonHalfBits});
+    cpu_.copy_to_host(row.data(), out.values + (n - 1) * static_cast<size_t>(out.width), row.size() * sizeof(lowp16));
     std::vector<float> logits(static_cast<size_t>(config_.real_vocab));
-    for (size_t j = 0; j < logits.size(); ++j) logits[j] = to_float(row[j]);
+    for (size_t j = 0; j < logits.size(); ++j) logits[j] = half_to_float(row[j]);
     return logits;
   }
 
@@ -100,7 +100,7 @@ class TinyGpt {
   CpuBackend cpu_{1};
   GptConfig config_;
   GptModel model_;
-  Buffer<half16> weights_fp16_;
+  Buffer<lowp16> weights_lowp_;
   Buffer<int32_t> ids_;
 };
 

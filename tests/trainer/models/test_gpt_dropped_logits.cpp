@@ -54,22 +54,22 @@ GptConfig tiny_gpt(int chunk, ClassifierLogits logits, int context = 64) {
 
 struct HeadRun {
   float loss = 0;
-  std::vector<half16> dx, d_wte, dlogits;  // dlogits: keep's only
+  std::vector<lowp16> dx, d_wte, dlogits;  // dlogits: keep's only
 };
 
 // One forward_with_loss and backward of a TiedClassifier over x [rows, C],
 // wte [V, C] the only tensor of its registry.
-HeadRun run_head(CpuBackend& cpu, ClassifierLogits logits, int chunk, const std::vector<half16>& x,
-                 const std::vector<half16>& wte, const std::vector<int32_t>& labels, int rows, int vocab, int c) {
+HeadRun run_head(CpuBackend& cpu, ClassifierLogits logits, int chunk, const std::vector<lowp16>& x,
+                 const std::vector<lowp16>& wte, const std::vector<int32_t>& labels, int rows, int vocab, int c) {
   ParameterRegistry reg;
   ParameterTensor t;
   t.name = "wte";
   t.shape = {vocab, c};
   reg.add(t);
-  Buffer<half16> w(cpu, reg.flat_count()), grads(cpu, reg.flat_count()), dx(cpu, x.size()), dx_in(cpu, x.size());
+  Buffer<lowp16> w(cpu, reg.flat_count()), grads(cpu, reg.flat_count()), dx(cpu, x.size()), dx_in(cpu, x.size());
   Buffer<int32_t> dlabels(cpu, labels.size());
   Buffer<float> loss(cpu, 1);
-  std::vector<half16> flat(reg.flat_count(), to_half(0.0f));
+  std::vector<lowp16> flat(reg.flat_count(), to_half(0.0f));
   std::copy(wte.begin(), wte.end(), flat.begin());
   w.upload(flat);
   grads.upload(test::poison_halves(reg.flat_count()));
@@ -84,7 +84,7 @@ HeadRun run_head(CpuBackend& cpu, ClassifierLogits logits, int chunk, const std:
   r.loss = loss.download()[0];
   if (logits == ClassifierLogits::Keep) {
     r.dlogits.resize(static_cast<size_t>(rows) * vocab);
-    cpu.copy_to_host(r.dlogits.data(), head.output_grad(), r.dlogits.size() * sizeof(half16));
+    cpu.copy_to_host(r.dlogits.data(), head.output_grad(), r.dlogits.size() * sizeof(lowp16));
   }
   head.backward(dx_in.data(), rows, weights, GradTable::flat(grads.data(), reg), /*accumulate=*/false, dx.data());
   r.dx = dx.download();
@@ -118,16 +118,16 @@ TEST(GptDroppedLogits, HeadGivesKeepsLossAndDxAndAnFp32SumOfDwte) {
         for (int j = 0; j < c; ++j) {
           double exact = 0, magnitude = 0;
           for (int r = 0; r < rows; ++r) {
-            const double t = static_cast<double>(to_float(keep.dlogits[static_cast<size_t>(r) * vocab + v])) *
-                             to_float(x[static_cast<size_t>(r) * c + j]);
+            const double t = static_cast<double>(half_to_float(keep.dlogits[static_cast<size_t>(r) * vocab + v])) *
+                             half_to_float(x[static_cast<size_t>(r) * c + j]);
             exact += t;
             magnitude += std::fabs(t);
           }
           const size_t i = static_cast<size_t>(v) * c + j;
           const double sum_bound = (rows + 1) * std::ldexp(1.0, -24) * magnitude;
           const double rounding = std::max(std::ldexp(std::fabs(exact) + sum_bound, -11), std::ldexp(1.0, -25));
-          ASSERT_LE(std::fabs(to_float(keep.d_wte[i]) - exact), sum_bound + rounding) << "keep, element " << i;
-          ASSERT_LE(std::fabs(to_float(drop.d_wte[i]) - exact), sum_bound + rounding) << "drop, element " << i;
+          ASSERT_LE(std::fabs(half_to_float(keep.d_wte[i]) - exact), sum_bound + rounding) << "keep, element " << i;
+          ASSERT_LE(std::fabs(half_to_float(drop.d_wte[i]) - exact), sum_bound + rounding) << "drop, element " << i;
           drop_differs += drop.d_wte[i].bits != keep.d_wte[i].bits;
         }
       // Not asserted equal: the two sum in different orders. Said, so a
@@ -146,9 +146,9 @@ Inputs draw_inputs(std::mt19937_64& rng, const ParameterRegistry& reg) {
 }
 
 // The logits forward_rows hands out, put together in row order.
-std::vector<half16> logits_by_rows(CpuBackend& cpu, GptModel& model, const Inputs& in) {
+std::vector<lowp16> logits_by_rows(CpuBackend& cpu, GptModel& model, const Inputs& in) {
   const ParameterRegistry& reg = model.parameters();
-  Buffer<half16> w(cpu, reg.flat_count());
+  Buffer<lowp16> w(cpu, reg.flat_count());
   w.upload(in.weights);
   // The tokens run_gpt_micro_batches' evaluation reads: the last micro-batch's.
   Buffer<int32_t> tokens(cpu, in.tokens[1].size());
@@ -156,14 +156,14 @@ std::vector<half16> logits_by_rows(CpuBackend& cpu, GptModel& model, const Input
   DeviceBatch batch;
   batch.token_ids = tokens.data();
   batch.rows = kBatch;
-  std::vector<half16> all;
+  std::vector<lowp16> all;
   int expected_first = 0;
   model.forward_rows(batch, WeightTable::flat(w.data(), reg), [&](const ModelOutput& part, int first_row) {
     EXPECT_EQ(first_row, expected_first) << "blocks out of order";
     expected_first = first_row + part.rows;
     const size_t at = all.size();
     all.resize(at + static_cast<size_t>(part.rows) * part.width);
-    cpu.copy_to_host(all.data() + at, part.values, static_cast<size_t>(part.rows) * part.width * sizeof(half16));
+    cpu.copy_to_host(all.data() + at, part.values, static_cast<size_t>(part.rows) * part.width * sizeof(lowp16));
   });
   return all;
 }
@@ -194,7 +194,7 @@ TEST(GptDroppedLogits, TrainsWithKeepsBitsButWte) {
         size_t differ = 0;
         double diff_squares = 0, keep_squares = 0;
         for (size_t i = p.offset; i < p.offset + p.count; ++i) {
-          const double a = to_float(drop.grads[i]), b = to_float(keep.grads[i]);
+          const double a = half_to_float(drop.grads[i]), b = half_to_float(keep.grads[i]);
           differ += drop.grads[i].bits != keep.grads[i].bits;
           diff_squares += (a - b) * (a - b);
           keep_squares += b * b;

@@ -49,15 +49,15 @@ TEST(GptGradients, Fp16BackwardMatchesTheDoubleReference) {
   // Weights: FP16 values (both sides use exactly these), wider than
   // nanoGPT's 0.02 so attention is far from uniform and every path matters.
   std::normal_distribution<float> normal(0.0f, 0.15f);
-  std::vector<half16> weights(reg.flat_count(), to_half(0.0f));
+  std::vector<lowp16> weights(reg.flat_count(), to_half(0.0f));
   test::GptTensors ref_weights;
   for (const ParameterTensor& t : reg.tensors()) {
     std::vector<double>& w = ref_weights[t.name];
     for (size_t i = 0; i < t.count; ++i) {
       const bool gain = t.name.find("ln_") != std::string::npos && t.name.find(".weight") != std::string::npos;
-      const half16 h = to_half((gain ? 1.0f : 0.0f) + normal(rng));
+      const lowp16 h = to_half((gain ? 1.0f : 0.0f) + normal(rng));
       weights[t.offset + i] = h;
-      w.push_back(to_float(h));
+      w.push_back(half_to_float(h));
     }
   }
   const int T = g.block_size, rows = kBatch * T;
@@ -65,7 +65,7 @@ TEST(GptGradients, Fp16BackwardMatchesTheDoubleReference) {
   for (int i = 0; i < rows; ++i)
     tokens[i] = static_cast<int32_t>(rng() % 60), targets[i] = static_cast<int32_t>(rng() % 60);
 
-  Buffer<half16> w_dev(cpu, weights.size());
+  Buffer<lowp16> w_dev(cpu, weights.size());
   w_dev.upload(weights);
   Buffer<int32_t> tok_dev(cpu, rows), tgt_dev(cpu, rows);
   tok_dev.upload(tokens);
@@ -83,17 +83,17 @@ TEST(GptGradients, Fp16BackwardMatchesTheDoubleReference) {
   loss_forward(cpu, LossKind::SoftmaxCrossEntropy, out, batch, loss.data(), nullptr);
   const float scale = 1024.0f;
   loss_backward(cpu, LossKind::SoftmaxCrossEntropy, out, batch, ScalarArg(scale), model.output_grad());
-  Buffer<half16> grads(cpu, reg.flat_count());
-  std::vector<half16> poison(reg.flat_count(), to_half(NAN));
+  Buffer<lowp16> grads(cpu, reg.flat_count());
+  std::vector<lowp16> poison(reg.flat_count(), to_half(NAN));
   grads.upload(poison);
   size_t reported_end = 0;
-  const WeightTable weights_fp16 = WeightTable::flat(w_dev.data(), reg);
-  model.backward(weights_fp16, GradTable::flat(grads.data(), reg), false, [&](size_t first, size_t end) {
+  const WeightTable weights_lowp = WeightTable::flat(w_dev.data(), reg);
+  model.backward(weights_lowp, GradTable::flat(grads.data(), reg), false, [&](size_t first, size_t end) {
     EXPECT_EQ(first, reported_end) << "tensors reported out of registry order";
     reported_end = end;
   });
   EXPECT_EQ(reported_end, reg.size()) << "not every tensor was reported ready";
-  const std::vector<half16> got = grads.download();
+  const std::vector<lowp16> got = grads.download();
 
   test::GptReferenceConfig rc;
   rc.n_layer = g.n_layer;
@@ -111,7 +111,7 @@ TEST(GptGradients, Fp16BackwardMatchesTheDoubleReference) {
     const std::vector<double>& want = ref.grads.at(t.name);
     double err = 0, norm = 0, dot = 0, got_norm = 0;
     for (size_t i = 0; i < t.count; ++i) {
-      const double v = to_float(got[t.offset + i]) / scale;
+      const double v = half_to_float(got[t.offset + i]) / scale;
       ASSERT_TRUE(std::isfinite(v)) << t.name << " element " << i << " not written";
       err += (v - want[i]) * (v - want[i]);
       norm += want[i] * want[i];
@@ -131,7 +131,7 @@ TEST(GptGradients, Fp16BackwardMatchesTheDoubleReference) {
               worst, worst_name.c_str());
   // The head gives the padded rows of wte no gradient, and no token reads them.
   const ParameterTensor& wte = reg[reg.find("transformer.wte.weight")];
-  for (size_t i = 60 * 32; i < wte.count; ++i) ASSERT_EQ(to_float(got[wte.offset + i]), 0.0f) << i;
+  for (size_t i = 60 * 32; i < wte.count; ++i) ASSERT_EQ(half_to_float(got[wte.offset + i]), 0.0f) << i;
 }
 
 }  // namespace

@@ -52,21 +52,21 @@ double act_f(Activation a, double z) {
 
 // Softmax cross-entropy, mean over rows, in double from the FP16 weights/inputs
 // (hidden activations rounded to FP16, as the model stores them).
-Reference reference(const std::vector<Slices>& layers, size_t flat_count, const std::vector<half16>& w16,
-                    const std::vector<half16>& x16, const std::vector<int32_t>& labels, int rows, Activation act) {
+Reference reference(const std::vector<Slices>& layers, size_t flat_count, const std::vector<lowp16>& w16,
+                    const std::vector<lowp16>& x16, const std::vector<int32_t>& labels, int rows, Activation act) {
   const size_t n = layers.size();
   std::vector<std::vector<double>> xs(n + 1), zs(n);
   xs[0].assign(x16.size(), 0);
-  for (size_t i = 0; i < x16.size(); ++i) xs[0][i] = to_float(x16[i]);
+  for (size_t i = 0; i < x16.size(); ++i) xs[0][i] = half_to_float(x16[i]);
   for (size_t l = 0; l < n; ++l) {
     const auto& s = layers[l];
     zs[l].assign(static_cast<size_t>(rows) * s.out_features, 0);
     xs[l + 1].assign(zs[l].size(), 0);
     for (int r = 0; r < rows; ++r)
       for (int o = 0; o < s.out_features; ++o) {
-        double v = to_float(w16[s.bias_offset + o]);
+        double v = half_to_float(w16[s.bias_offset + o]);
         for (int k = 0; k < s.in_features; ++k)
-          v += xs[l][r * s.in_features + k] * to_float(w16[s.weight_offset + o * s.in_features + k]);
+          v += xs[l][r * s.in_features + k] * half_to_float(w16[s.weight_offset + o * s.in_features + k]);
         zs[l][r * s.out_features + o] = v;
         // The hidden activations are rounded to FP16 as the model stores
         // them, so both sides feed the next layer the same inputs (up to a
@@ -74,7 +74,7 @@ Reference reference(const std::vector<Slices>& layers, size_t flat_count, const 
         // of the ReLU kink for both: in pure double, an FP16-sized
         // difference flipped a gate in about 1 run in 40 and failed the
         // test with a correct model.
-        xs[l + 1][r * s.out_features + o] = l + 1 < n ? to_float(to_half(static_cast<float>(act_f(act, v)))) : v;
+        xs[l + 1][r * s.out_features + o] = l + 1 < n ? half_to_float(to_half(static_cast<float>(act_f(act, v)))) : v;
       }
   }
   Reference ref;
@@ -104,7 +104,7 @@ Reference reference(const std::vector<Slices>& layers, size_t flat_count, const 
       for (int k = 0; k < s.in_features; ++k) {
         double v = 0;
         for (int o = 0; o < s.out_features; ++o)
-          v += dz[r * s.out_features + o] * to_float(w16[s.weight_offset + o * s.in_features + k]);
+          v += dz[r * s.out_features + o] * half_to_float(w16[s.weight_offset + o * s.in_features + k]);
         dx[r * s.in_features + k] = v * act_d(act, zs[l - 1][r * s.in_features + k]);
       }
     dz.swap(dx);
@@ -128,29 +128,29 @@ void check_gradients(Activation act) {
   params.set_master_weights(registry.initial_values(rng()));
   const auto x = test::random_halves(rng, static_cast<size_t>(rows) * widths[0], -2.0f, 2.0f);
   const auto labels = test::random_labels(rng, rows, static_cast<int>(widths.back()));
-  Buffer<half16> dx(cpu, x.size());
+  Buffer<lowp16> dx(cpu, x.size());
   Buffer<int32_t> dlabels(cpu, rows);
   Buffer<float> loss(cpu, 1);
   dx.upload(x);
   dlabels.upload(labels);
-  params.grads_fp16.upload(test::poison_halves(registry.flat_count()));
-  const ParameterTables tables = ParameterTables::flat(params.weights_fp16.data(), params.grads_fp16.data(), registry);
+  params.grads_lowp.upload(test::poison_halves(registry.flat_count()));
+  const ParameterTables tables = ParameterTables::flat(params.weights_lowp.data(), params.grads_lowp.data(), registry);
 
   DeviceBatch batch;
-  batch.features_fp16 = dx.data();
+  batch.features_lowp = dx.data();
   batch.labels = dlabels.data();
   batch.rows = rows;
-  const ModelOutput out = model.forward(batch, tables.weights_fp16);
+  const ModelOutput out = model.forward(batch, tables.weights_lowp);
   ASSERT_EQ(out.rows, rows);
   ASSERT_EQ(out.width, widths.back());
   cpu.softmax_xent_forward(out.values, dlabels.data(), rows, out.width, out.width, loss.data(), nullptr);
   cpu.softmax_xent_backward(out.values, dlabels.data(), rows, out.width, out.width, loss_scale, model.output_grad());
-  model.backward(tables.weights_fp16, tables.grads_fp16, false, nullptr);
+  model.backward(tables.weights_lowp, tables.grads_lowp, false, nullptr);
 
   const std::vector<Slices> layers = linear_slices(registry, widths);
-  const Reference ref = reference(layers, registry.flat_count(), params.weights_fp16.download(), x, labels, rows, act);
+  const Reference ref = reference(layers, registry.flat_count(), params.weights_lowp.download(), x, labels, rows, act);
   EXPECT_NEAR(loss.download()[0], ref.loss, 2e-2 * std::fabs(ref.loss));
-  const auto got = params.grads_fp16.download();
+  const auto got = params.grads_lowp.download();
   for (size_t l = 0; l < layers.size(); ++l) {
     const auto& s = layers[l];
     for (auto [offset, count, what] :
@@ -158,7 +158,7 @@ void check_gradients(Activation act) {
           std::tuple<size_t, size_t, const char*>{s.bias_offset, size_t(s.out_features), "bias"}}) {
       double err2 = 0, ref2 = 0, max_abs = 0;
       for (size_t i = offset; i < offset + count; ++i) {
-        const double want = ref.grads[i] * loss_scale, have = to_float(got[i]);
+        const double want = ref.grads[i] * loss_scale, have = half_to_float(got[i]);
         ASSERT_TRUE(std::isfinite(have)) << "layer " << l << " " << what << " element " << i - offset;
         err2 += (have - want) * (have - want);
         ref2 += want * want;
@@ -166,7 +166,8 @@ void check_gradients(Activation act) {
       }
       EXPECT_LT(std::sqrt(err2 / ref2), 1e-2) << "layer " << l << " " << what;
       for (size_t i = offset; i < offset + count; ++i)
-        ASSERT_NEAR(to_float(got[i]), ref.grads[i] * loss_scale, 2e-2 * max_abs + 1e-3) << "layer " << l << " " << what;
+        ASSERT_NEAR(half_to_float(got[i]), ref.grads[i] * loss_scale, 2e-2 * max_abs + 1e-3)
+            << "layer " << l << " " << what;
     }
   }
 }
@@ -184,21 +185,21 @@ TEST(MlpGradients, AccumulateAddsToExistingGradients) {
   ParameterStore params(cpu, model.parameters());
   params.set_master_weights(model.parameters().initial_values(3));
   const ParameterTables tables =
-      ParameterTables::flat(params.weights_fp16.data(), params.grads_fp16.data(), model.parameters());
+      ParameterTables::flat(params.weights_lowp.data(), params.grads_lowp.data(), model.parameters());
   const auto x = test::random_halves(rng, rows * 8);
-  Buffer<half16> dx(cpu, x.size());
+  Buffer<lowp16> dx(cpu, x.size());
   dx.upload(x);
   DeviceBatch batch;
-  batch.features_fp16 = dx.data();
+  batch.features_lowp = dx.data();
   batch.rows = rows;
-  model.forward(batch, tables.weights_fp16);
+  model.forward(batch, tables.weights_lowp);
   const auto dout = test::random_halves(rng, rows * 4);
-  cpu.copy_to_device(model.output_grad(), dout.data(), dout.size() * sizeof(half16));
-  model.backward(tables.weights_fp16, tables.grads_fp16, false, nullptr);
-  const auto once = test::to_doubles(params.grads_fp16.download());
-  cpu.copy_to_device(model.output_grad(), dout.data(), dout.size() * sizeof(half16));
-  model.backward(tables.weights_fp16, tables.grads_fp16, true, nullptr);
-  const auto twice = test::to_doubles(params.grads_fp16.download());
+  cpu.copy_to_device(model.output_grad(), dout.data(), dout.size() * sizeof(lowp16));
+  model.backward(tables.weights_lowp, tables.grads_lowp, false, nullptr);
+  const auto once = test::to_doubles(params.grads_lowp.download());
+  cpu.copy_to_device(model.output_grad(), dout.data(), dout.size() * sizeof(lowp16));
+  model.backward(tables.weights_lowp, tables.grads_lowp, true, nullptr);
+  const auto twice = test::to_doubles(params.grads_lowp.download());
   for (size_t i = 0; i < once.size(); ++i)
     ASSERT_TRUE(test::close_enough(twice[i], 2 * once[i], test::kFp16RelTol, 1e-3)) << i;
 }

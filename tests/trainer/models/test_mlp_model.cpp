@@ -76,32 +76,32 @@ TEST(MlpModel, BackwardReportsEachTensorOnceInOrderRightAfterItsGemmAndHooksRunP
   const ParameterRegistry& r = model.parameters();
   ParameterStore params(cpu, r);
   params.set_master_weights(r.initial_values(rng()));
-  Buffer<half16> x(cpu, rows * 9);
+  Buffer<lowp16> x(cpu, rows * 9);
   x.upload(test::random_halves(rng, rows * 9));
   std::string log;
   model.set_layer_hooks({[&](int layer) { log += "F" + std::to_string(layer) + " "; },
                          [&](int layer) { log += "B" + std::to_string(layer) + " "; }});
   DeviceBatch batch;
-  batch.features_fp16 = x.data();
+  batch.features_lowp = x.data();
   batch.rows = rows;
-  model.forward(batch, WeightTable::flat(params.weights_fp16.data(), r));
+  model.forward(batch, WeightTable::flat(params.weights_lowp.data(), r));
   EXPECT_EQ(log, "F0 F1 F2 ");
   log.clear();
-  cpu.copy_to_device(model.output_grad(), test::random_halves(rng, rows * 4).data(), rows * 4 * sizeof(half16));
-  params.grads_fp16.upload(test::poison_halves(r.flat_count()));
+  cpu.copy_to_device(model.output_grad(), test::random_halves(rng, rows * 4).data(), rows * 4 * sizeof(lowp16));
+  params.grads_lowp.upload(test::poison_halves(r.flat_count()));
   size_t next = 0;
-  const GradTable grads_fp16 = GradTable::flat(params.grads_fp16.data(), r);
-  model.backward(WeightTable::flat(params.weights_fp16.data(), r), grads_fp16, false, [&](size_t first, size_t end) {
+  const GradTable grads_lowp = GradTable::flat(params.grads_lowp.data(), r);
+  model.backward(WeightTable::flat(params.weights_lowp.data(), r), grads_lowp, false, [&](size_t first, size_t end) {
     EXPECT_EQ(first, next);  // in registry order, nothing skipped or repeated
     EXPECT_GT(end, first);
     // Ready means written: no poison left in these tensors.
-    const std::vector<half16> g = params.grads_fp16.download();
+    const std::vector<lowp16> g = params.grads_lowp.download();
     for (size_t t = first; t < end; ++t)
       for (size_t j = 0; j < r[t].count; ++j)
-        ASSERT_TRUE(std::isfinite(to_float(g[r[t].offset + j]))) << r[t].name << " " << j;
+        ASSERT_TRUE(std::isfinite(half_to_float(g[r[t].offset + j]))) << r[t].name << " " << j;
     // ...and the tensors after them are not yet (the next layer's GEMMs come later).
     if (end < r.size()) {
-      EXPECT_FALSE(std::isfinite(to_float(g[r[end].offset]))) << r[end].name;
+      EXPECT_FALSE(std::isfinite(half_to_float(g[r[end].offset]))) << r[end].name;
     }
     log += "R" + std::to_string(first) + "-" + std::to_string(end) + " ";
     next = end;

@@ -37,23 +37,23 @@
 namespace ddp {
 namespace {
 
-using Tensors = std::vector<std::vector<half16>>;  // per registry tensor, host copies
+using Tensors = std::vector<std::vector<lowp16>>;  // per registry tensor, host copies
 
 // A model, its batch and its random inputs (features or tokens, the weights
 // in the registry's flat layout, two loss gradients for the two backwards).
 struct Case {
   std::unique_ptr<Model> model;
-  Buffer<half16> features_fp16;
+  Buffer<lowp16> features_lowp;
   Buffer<int32_t> token_ids;
   DeviceBatch batch;
-  std::vector<half16> weights_flat;  // registry layout, padding zero
-  std::vector<half16> dout_first, dout_second;
+  std::vector<lowp16> weights_flat;  // registry layout, padding zero
+  std::vector<lowp16> dout_first, dout_second;
 };
 
-std::vector<half16> random_flat_weights(const ParameterRegistry& r, std::mt19937_64& rng) {
-  std::vector<half16> flat(r.flat_count(), to_half(0.0f));
+std::vector<lowp16> random_flat_weights(const ParameterRegistry& r, std::mt19937_64& rng) {
+  std::vector<lowp16> flat(r.flat_count(), to_half(0.0f));
   for (const ParameterTensor& t : r.tensors()) {
-    const std::vector<half16> values = test::random_halves(rng, t.count, -0.5f, 0.5f);
+    const std::vector<lowp16> values = test::random_halves(rng, t.count, -0.5f, 0.5f);
     std::copy(values.begin(), values.end(), flat.begin() + static_cast<std::ptrdiff_t>(t.offset));
   }
   return flat;
@@ -67,9 +67,9 @@ Case mlp_case(Backend& cpu, std::mt19937_64& rng) {
   mlp.activation_name = "gelu";
   Case c;
   c.model = std::make_unique<MlpModel>(cpu, mlp, rows);
-  c.features_fp16 = Buffer<half16>(cpu, rows * 9);
-  c.features_fp16.upload(test::random_halves(rng, rows * 9, -2.0f, 2.0f));
-  c.batch.features_fp16 = c.features_fp16.data();
+  c.features_lowp = Buffer<lowp16>(cpu, rows * 9);
+  c.features_lowp.upload(test::random_halves(rng, rows * 9, -2.0f, 2.0f));
+  c.batch.features_lowp = c.features_lowp.data();
   c.batch.rows = rows;
   c.weights_flat = random_flat_weights(c.model->parameters(), rng);
   c.dout_first = test::random_halves(rng, rows * 4);
@@ -106,7 +106,7 @@ Case gpt_case(Backend& cpu, std::mt19937_64& rng) {
 // read through the tables as they stand after each pass (a hook may have
 // moved a tensor).
 struct Result {
-  std::vector<half16> output;
+  std::vector<lowp16> output;
   Tensors grads_written, grads_accumulated;
 };
 
@@ -114,7 +114,7 @@ Tensors download_tensors(Backend& cpu, const GradTable& grads, const ParameterRe
   Tensors out(r.size());
   for (size_t t = 0; t < r.size(); ++t) {
     out[t].resize(r[t].count);
-    cpu.copy_to_host(out[t].data(), grads.at(t), r[t].count * sizeof(half16));
+    cpu.copy_to_host(out[t].data(), grads.at(t), r[t].count * sizeof(lowp16));
   }
   return out;
 }
@@ -122,33 +122,33 @@ Tensors download_tensors(Backend& cpu, const GradTable& grads, const ParameterRe
 Result run(Backend& cpu, const Case& c, const ParameterTables& tables) {
   Model& m = *c.model;
   Result res;
-  const ModelOutput out = m.forward(c.batch, tables.weights_fp16);
+  const ModelOutput out = m.forward(c.batch, tables.weights_lowp);
   res.output.resize(static_cast<size_t>(out.rows) * out.width);
   EXPECT_EQ(res.output.size(), c.dout_first.size());
-  cpu.copy_to_host(res.output.data(), out.values, res.output.size() * sizeof(half16));
-  cpu.copy_to_device(m.output_grad(), c.dout_first.data(), c.dout_first.size() * sizeof(half16));
-  m.backward(tables.weights_fp16, tables.grads_fp16, /*accumulate=*/false, nullptr);
-  res.grads_written = download_tensors(cpu, tables.grads_fp16, m.parameters());
-  cpu.copy_to_device(m.output_grad(), c.dout_second.data(), c.dout_second.size() * sizeof(half16));
-  m.backward(tables.weights_fp16, tables.grads_fp16, /*accumulate=*/true, nullptr);
-  res.grads_accumulated = download_tensors(cpu, tables.grads_fp16, m.parameters());
+  cpu.copy_to_host(res.output.data(), out.values, res.output.size() * sizeof(lowp16));
+  cpu.copy_to_device(m.output_grad(), c.dout_first.data(), c.dout_first.size() * sizeof(lowp16));
+  m.backward(tables.weights_lowp, tables.grads_lowp, /*accumulate=*/false, nullptr);
+  res.grads_written = download_tensors(cpu, tables.grads_lowp, m.parameters());
+  cpu.copy_to_device(m.output_grad(), c.dout_second.data(), c.dout_second.size() * sizeof(lowp16));
+  m.backward(tables.weights_lowp, tables.grads_lowp, /*accumulate=*/true, nullptr);
+  res.grads_accumulated = download_tensors(cpu, tables.grads_lowp, m.parameters());
   return res;
 }
 
 // The reference: flat tables over one flat weight and one flat gradient buffer.
 Result run_flat(Backend& cpu, const Case& c) {
   const ParameterRegistry& r = c.model->parameters();
-  Buffer<half16> weights_fp16(cpu, r.flat_count()), grads_fp16(cpu, r.flat_count());
-  weights_fp16.upload(c.weights_flat);
-  grads_fp16.upload(test::poison_halves(r.flat_count()));
-  return run(cpu, c, ParameterTables::flat(weights_fp16.data(), grads_fp16.data(), r));
+  Buffer<lowp16> weights_lowp(cpu, r.flat_count()), grads_lowp(cpu, r.flat_count());
+  weights_lowp.upload(c.weights_flat);
+  grads_lowp.upload(test::poison_halves(r.flat_count()));
+  return run(cpu, c, ParameterTables::flat(weights_lowp.data(), grads_lowp.data(), r));
 }
 
-void expect_bitwise(const std::vector<half16>& got, const std::vector<half16>& want, const std::string& what) {
+void expect_bitwise(const std::vector<lowp16>& got, const std::vector<lowp16>& want, const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   for (size_t i = 0; i < got.size(); ++i)
-    ASSERT_EQ(got[i].bits, want[i].bits) << what << ", element " << i << ": " << to_float(got[i]) << " vs "
-                                         << to_float(want[i]);
+    ASSERT_EQ(got[i].bits, want[i].bits) << what << ", element " << i << ": " << half_to_float(got[i]) << " vs "
+                                         << half_to_float(want[i]);
 }
 
 void expect_same_results(const Result& got, const Result& want, const ParameterRegistry& r) {
@@ -171,22 +171,22 @@ void check_separate_buffers(Backend& cpu, Case c) {
   const ParameterRegistry& r = c.model->parameters();
   const Result want = run_flat(cpu, c);
 
-  Buffer<half16> weights_flat(cpu, r.flat_count()), grads_flat(cpu, r.flat_count());
+  Buffer<lowp16> weights_flat(cpu, r.flat_count()), grads_flat(cpu, r.flat_count());
   weights_flat.upload(test::poison_halves(r.flat_count()));
   grads_flat.upload(test::poison_halves(r.flat_count()));
-  std::vector<Buffer<half16>> weight_buffers, grad_buffers;
+  std::vector<Buffer<lowp16>> weight_buffers, grad_buffers;
   ParameterTables tables{WeightTable(r.size()), GradTable(r.size())};
   for (size_t t = 0; t < r.size(); ++t) {
     weight_buffers.emplace_back(cpu, r[t].count);
     weight_buffers.back().upload(c.weights_flat.data() + r[t].offset, r[t].count);
     grad_buffers.emplace_back(cpu, r[t].count);
     grad_buffers.back().upload(test::poison_halves(r[t].count));
-    tables.weights_fp16.set(t, weight_buffers.back().data());
-    tables.grads_fp16.set(t, grad_buffers.back().data());
+    tables.weights_lowp.set(t, weight_buffers.back().data());
+    tables.grads_lowp.set(t, grad_buffers.back().data());
   }
   const Result got = run(cpu, c, tables);
   expect_same_results(got, want, r);
-  const std::vector<half16> flat_after = grads_flat.download();
+  const std::vector<lowp16> flat_after = grads_flat.download();
   for (size_t i = 0; i < flat_after.size(); ++i)
     ASSERT_EQ(flat_after[i].bits, test::kPoisonHalfBits) << "the flat gradient buffer was written at " << i;
 }
@@ -198,7 +198,7 @@ void check_separate_buffers(Backend& cpu, Case c) {
 // buffers that carry what was there, the old ones poisoned.
 class RepointingHooks {
  public:
-  RepointingHooks(Backend& cpu, const Model& model, const std::vector<half16>& weights_flat, ParameterTables& tables)
+  RepointingHooks(Backend& cpu, const Model& model, const std::vector<lowp16>& weights_flat, ParameterTables& tables)
       : cpu_(cpu), model_(model), tables_(tables) {
     const ParameterRegistry& r = model.parameters();
     for (size_t t = 0; t < r.size(); ++t) {
@@ -216,24 +216,24 @@ class RepointingHooks {
   void gather(int layer, bool backward) {
     ++calls_;
     const ParameterRegistry& r = model_.parameters();
-    for (Buffer<half16>* b : gathered_) b->upload(test::poison_halves(b->count()));  // "freed"
+    for (Buffer<lowp16>* b : gathered_) b->upload(test::poison_halves(b->count()));  // "freed"
     gathered_.clear();
     for (size_t t : model_.layer_tensors(layer)) {
-      const size_t bytes = r[t].count * sizeof(half16);
-      Buffer<half16>& w = keep(r[t].count);
+      const size_t bytes = r[t].count * sizeof(lowp16);
+      Buffer<lowp16>& w = keep(r[t].count);
       cpu_.copy_on_device(w.data(), home_[t].data(), bytes);
-      tables_.weights_fp16.set(t, w.data());
+      tables_.weights_lowp.set(t, w.data());
       gathered_.push_back(&w);
       if (!backward) continue;
-      Buffer<half16>& g = keep(r[t].count);
-      half16* previous = tables_.grads_fp16.at(t);
+      Buffer<lowp16>& g = keep(r[t].count);
+      lowp16* previous = tables_.grads_lowp.at(t);
       cpu_.copy_on_device(g.data(), previous, bytes);
       cpu_.copy_to_device(previous, test::poison_halves(r[t].count).data(), bytes);
-      tables_.grads_fp16.set(t, g.data());
+      tables_.grads_lowp.set(t, g.data());
     }
   }
   // Poisoned buffers stay allocated: a stale pointer reads NaN, never freed memory.
-  Buffer<half16>& keep(size_t count) {
+  Buffer<lowp16>& keep(size_t count) {
     all_.emplace_back(cpu_, count);
     return all_.back();
   }
@@ -241,9 +241,9 @@ class RepointingHooks {
   Backend& cpu_;
   const Model& model_;
   ParameterTables& tables_;
-  std::vector<Buffer<half16>> home_;
-  std::deque<Buffer<half16>> all_;  // a deque: references to its elements stay valid
-  std::vector<Buffer<half16>*> gathered_;
+  std::vector<Buffer<lowp16>> home_;
+  std::deque<Buffer<lowp16>> all_;  // a deque: references to its elements stay valid
+  std::vector<Buffer<lowp16>*> gathered_;
   int calls_ = 0;
 };
 
@@ -252,7 +252,7 @@ void check_repointing_hooks(Backend& cpu, Case c) {
   const Result want = run_flat(cpu, c);
 
   // The tables start on poison: everything a layer reads comes from its hook.
-  Buffer<half16> weights_flat(cpu, r.flat_count()), grads_flat(cpu, r.flat_count());
+  Buffer<lowp16> weights_flat(cpu, r.flat_count()), grads_flat(cpu, r.flat_count());
   weights_flat.upload(test::poison_halves(r.flat_count()));
   grads_flat.upload(test::poison_halves(r.flat_count()));
   ParameterTables tables = ParameterTables::flat(weights_flat.data(), grads_flat.data(), r);
@@ -268,14 +268,14 @@ TEST(TensorTable, FlatPointsAtEachTensorsOffsetAndChecksItsEntries) {
   ParameterRegistry r;
   register_linear_parameters(r, "a", 3, 5, 0);
   register_linear_parameters(r, "b", 5, 2, 2);
-  std::vector<half16> storage(r.flat_count());
+  std::vector<lowp16> storage(r.flat_count());
   const GradTable flat = GradTable::flat(storage.data(), r);
   ASSERT_EQ(flat.size(), r.size());
   for (size_t t = 0; t < r.size(); ++t) EXPECT_EQ(flat.at(t), storage.data() + r[t].offset) << r[t].name;
   EXPECT_THROW(flat.at(r.size()), Error);
   WeightTable table(r.size());
   EXPECT_THROW(table.at(1), Error);  // never set
-  const half16 one = to_half(1.0f);
+  const lowp16 one = to_half(1.0f);
   table.set(1, &one);
   EXPECT_EQ(table.at(1), &one);
   EXPECT_THROW(table.set(r.size(), &one), Error);

@@ -10,18 +10,18 @@
 
 namespace ddp {
 
-GptDecoder::GptDecoder(Backend& backend, const GptConfig& config, const WeightTable& weights_fp16)
+GptDecoder::GptDecoder(Backend& backend, const GptConfig& config, const WeightTable& weights_lowp)
     : backend_(backend),
       config_(config),
       registry_(gpt_parameters(config)),
-      weights_fp16_(weights_fp16),
+      weights_lowp_(weights_lowp),
       norm_(backend, config.n_embd, static_cast<size_t>(config.block_size)),
       mlp_(backend, config.n_embd, static_cast<size_t>(config.block_size)) {
   DDP_REQUIRE(
       config.block_size > 0 && config.vocab_size > 0 && config.real_vocab > 0 && config.real_vocab <= config.vocab_size,
       "GptDecoder: the GPT has no context or vocabulary");
   DDP_REQUIRE(config.n_head > 0 && config.n_embd % config.n_head == 0, "GptDecoder: the heads must divide n_embd");
-  DDP_REQUIRE(weights_fp16.size() == registry_.size(), "GptDecoder: the weight table is not the GPT's registry");
+  DDP_REQUIRE(weights_lowp.size() == registry_.size(), "GptDecoder: the weight table is not the GPT's registry");
   const size_t t = static_cast<size_t>(config.block_size);
   const size_t c = static_cast<size_t>(config.n_embd);
   wte_ = registry_.find("transformer.wte.weight");
@@ -29,20 +29,20 @@ GptDecoder::GptDecoder(Backend& backend, const GptConfig& config, const WeightTa
   layers_.reserve(static_cast<size_t>(config.n_layer));
   for (int l = 0; l < config.n_layer; ++l) {
     Layer layer{gpt_block_prefix(l), LinearLayer(config.n_embd, 3 * config.n_embd),
-                LinearLayer(config.n_embd, config.n_embd), Buffer<half16>(backend, t * c),
-                Buffer<half16>(backend, t * c)};
+                LinearLayer(config.n_embd, config.n_embd), Buffer<lowp16>(backend, t * c),
+                Buffer<lowp16>(backend, t * c)};
     layer.c_attn.bind(registry_, layer.prefix + "attn.c_attn");
     layer.c_proj.bind(registry_, layer.prefix + "attn.c_proj");
     layers_.push_back(std::move(layer));
   }
   token_ids_ = Buffer<int32_t>(backend, t);
-  x_ = Buffer<half16>(backend, t * c);
-  mid_ = Buffer<half16>(backend, t * c);
-  branch_ = Buffer<half16>(backend, t * c);
-  qkv_ = Buffer<half16>(backend, 3 * t * c);
-  attn_rows_ = Buffer<half16>(backend, t * c);
-  logits_fp16_ = Buffer<half16>(backend, static_cast<size_t>(config.vocab_size));
-  logits_host_fp16_.resize(static_cast<size_t>(config.vocab_size));
+  x_ = Buffer<lowp16>(backend, t * c);
+  mid_ = Buffer<lowp16>(backend, t * c);
+  branch_ = Buffer<lowp16>(backend, t * c);
+  qkv_ = Buffer<lowp16>(backend, 3 * t * c);
+  attn_rows_ = Buffer<lowp16>(backend, t * c);
+  logits_lowp_ = Buffer<lowp16>(backend, static_cast<size_t>(config.vocab_size));
+  logits_host_lowp_.resize(static_cast<size_t>(config.vocab_size));
   logits_fp32_.resize(static_cast<size_t>(config.real_vocab));
   tokens_.reserve(t);
 }
@@ -78,17 +78,17 @@ void GptDecoder::forward_new(int first) {
   backend_.copy_to_device(token_ids_.data(), tokens_.data() + first, static_cast<size_t>(rows) * sizeof(int32_t));
   // x = wte[tok] + wpe[pos]: the position table from row `first` on, so the
   // embedding's row r reads position first + r.
-  backend_.embedding_forward_fp16(token_ids_.data(), weights_fp16_.at(wte_),
-                                  weights_fp16_.at(wpe_) + static_cast<size_t>(first) * c_count, 1, rows, c,
+  backend_.embedding_forward_lowp(token_ids_.data(), weights_lowp_.at(wte_),
+                                  weights_lowp_.at(wpe_) + static_cast<size_t>(first) * c_count, 1, rows, c,
                                   config_.vocab_size, x_.data());
   for (Layer& layer : layers_) block_forward(layer, first, rows);
   // logits [1, V] = LN_f(x_last) [1, C] wte [V, C]^T: the last row alone.
   norm_.bind(registry_, "transformer.ln_f");
-  norm_.forward(x_.data() + static_cast<size_t>(rows - 1) * c_count, 1, weights_fp16_);
-  backend_.gemm_fp16(gemm_nt(1, config_.vocab_size, c, norm_.out(), c, weights_fp16_.at(wte_), c, logits_fp16_.data(),
+  norm_.forward(x_.data() + static_cast<size_t>(rows - 1) * c_count, 1, weights_lowp_);
+  backend_.gemm_lowp(gemm_nt(1, config_.vocab_size, c, norm_.out(), c, weights_lowp_.at(wte_), c, logits_lowp_.data(),
                              config_.vocab_size));
-  backend_.copy_to_host(logits_host_fp16_.data(), logits_fp16_.data(), logits_host_fp16_.size() * sizeof(half16));
-  for (size_t j = 0; j < logits_fp32_.size(); ++j) logits_fp32_[j] = to_float(logits_host_fp16_[j]);
+  backend_.copy_to_host(logits_host_lowp_.data(), logits_lowp_.data(), logits_host_lowp_.size() * sizeof(lowp16));
+  for (size_t j = 0; j < logits_fp32_.size(); ++j) logits_fp32_[j] = half_to_float(logits_host_lowp_[j]);
 }
 
 // TransformerBlock::forward's lines (transformer_block.h) for `rows` new
@@ -100,22 +100,22 @@ void GptDecoder::block_forward(Layer& layer, int past, int rows) {
   const size_t count = static_cast<size_t>(rows) * c;
   const size_t cache_offset = static_cast<size_t>(past) * c;
   norm_.bind(registry_, layer.prefix + "ln_1");
-  norm_.forward(x_.data(), rows, weights_fp16_);
-  layer.c_attn.forward(backend_, norm_.out(), rows, weights_fp16_, qkv_.data(), Activation::None, nullptr);
+  norm_.forward(x_.data(), rows, weights_lowp_);
+  layer.c_attn.forward(backend_, norm_.out(), rows, weights_lowp_, qkv_.data(), Activation::None, nullptr);
   // The new keys and values into the cache at rows past..: a strided copy
   // of qkv's k and v columns (one "head" as wide as the rows).
-  backend_.rows_to_heads_fp16(qkv_.data() + c, 3 * c, 1, rows, 1, c, layer.k_cache.data() + cache_offset);
-  backend_.rows_to_heads_fp16(qkv_.data() + 2 * c, 3 * c, 1, rows, 1, c, layer.v_cache.data() + cache_offset);
+  backend_.rows_to_heads_lowp(qkv_.data() + c, 3 * c, 1, rows, 1, c, layer.k_cache.data() + cache_offset);
+  backend_.rows_to_heads_lowp(qkv_.data() + 2 * c, 3 * c, 1, rows, 1, c, layer.v_cache.data() + cache_offset);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-  backend_.attention_decode_fp16(qkv_.data(), 3 * c, layer.k_cache.data(), layer.v_cache.data(), c, nh, hs, past, rows,
+  backend_.attention_decode_lowp(qkv_.data(), 3 * c, layer.k_cache.data(), layer.v_cache.data(), c, nh, hs, past, rows,
                                  scale, attn_rows_.data(), c);
-  layer.c_proj.forward(backend_, attn_rows_.data(), rows, weights_fp16_, branch_.data(), Activation::None, nullptr);
-  backend_.add_fp16(x_.data(), branch_.data(), mid_.data(), count);
+  layer.c_proj.forward(backend_, attn_rows_.data(), rows, weights_lowp_, branch_.data(), Activation::None, nullptr);
+  backend_.add_lowp(x_.data(), branch_.data(), mid_.data(), count);
   norm_.bind(registry_, layer.prefix + "ln_2");
-  norm_.forward(mid_.data(), rows, weights_fp16_);
+  norm_.forward(mid_.data(), rows, weights_lowp_);
   mlp_.bind(registry_, layer.prefix + "mlp.");
-  mlp_.forward(norm_.out(), rows, weights_fp16_, branch_.data());
-  backend_.add_fp16(mid_.data(), branch_.data(), x_.data(), count);
+  mlp_.forward(norm_.out(), rows, weights_lowp_, branch_.data());
+  backend_.add_lowp(mid_.data(), branch_.data(), x_.data(), count);
 }
 
 }  // namespace ddp

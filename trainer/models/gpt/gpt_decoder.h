@@ -3,7 +3,7 @@
 // the positions it has seen (FP16, on the backend's device, block_size
 // positions per layer), so a new token costs one position's forward and
 // its attention against the cache (transformer_ops.h,
-// attention_decode_fp16), instead of a whole window's forward.
+// attention_decode_lowp), instead of a whole window's forward.
 //
 // The numbers are the full forward's: the same layers (LayerNorm,
 // nn.Linear, the MLP) on the new rows, the same FP16 rounding points in
@@ -44,11 +44,11 @@ namespace ddp {
 
 class GptDecoder {
  public:
-  // weights_fp16: the GPT's FP16 weights in gpt_parameters(config)'s
+  // weights_lowp: the GPT's FP16 weights in gpt_parameters(config)'s
   // registry (the table GptModel::forward takes). The memory it points to
   // must outlive the decoder; the cache holds what those weights gave, so
   // after they change call reset().
-  GptDecoder(Backend& backend, const GptConfig& config, const WeightTable& weights_fp16);
+  GptDecoder(Backend& backend, const GptConfig& config, const WeightTable& weights_lowp);
 
   const ParameterRegistry& parameters() const { return registry_; }
 
@@ -73,8 +73,8 @@ class GptDecoder {
     std::string prefix;  // "transformer.h.<l>."
     LinearLayer c_attn;
     LinearLayer c_proj;
-    Buffer<half16> k_cache;  // [T, C]: position-major, head h at columns h*hs (as q k v sit in qkv)
-    Buffer<half16> v_cache;  // [T, C]
+    Buffer<lowp16> k_cache;  // [T, C]: position-major, head h at columns h*hs (as q k v sit in qkv)
+    Buffer<lowp16> v_cache;  // [T, C]
   };
 
   // Runs tokens_[first..] at positions first.. (first = the positions
@@ -85,7 +85,7 @@ class GptDecoder {
   Backend& backend_;
   GptConfig config_;
   ParameterRegistry registry_;
-  WeightTable weights_fp16_;
+  WeightTable weights_lowp_;
   size_t wte_ = 0;  // tensor indices
   size_t wpe_ = 0;
   std::vector<Layer> layers_;
@@ -96,13 +96,13 @@ class GptDecoder {
   MlpBlock mlp_;
   std::vector<int32_t> tokens_;  // the cached positions' tokens
   Buffer<int32_t> token_ids_;    // [T]: the new positions' tokens on the device
-  Buffer<half16> x_;             // [T, C]: the residual stream of the new rows
-  Buffer<half16> mid_;           // [T, C]: m = x + attn(ln_1(x))
-  Buffer<half16> branch_;        // [T, C]: a branch's output before its residual add
-  Buffer<half16> qkv_;           // [T, 3C]
-  Buffer<half16> attn_rows_;     // [T, C]: the heads merged, c_proj's input
-  Buffer<half16> logits_fp16_;   // [vocab_size]: the last row's
-  std::vector<half16> logits_host_fp16_;
+  Buffer<lowp16> x_;             // [T, C]: the residual stream of the new rows
+  Buffer<lowp16> mid_;           // [T, C]: m = x + attn(ln_1(x))
+  Buffer<lowp16> branch_;        // [T, C]: a branch's output before its residual add
+  Buffer<lowp16> qkv_;           // [T, 3C]
+  Buffer<lowp16> attn_rows_;     // [T, C]: the heads merged, c_proj's input
+  Buffer<lowp16> logits_lowp_;   // [vocab_size]: the last row's
+  std::vector<lowp16> logits_host_lowp_;
   std::vector<float> logits_fp32_;  // [real_vocab]
 };
 

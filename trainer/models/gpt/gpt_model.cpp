@@ -30,8 +30,8 @@ GptModel::GptModel(Backend& backend, const GptConfig& config, int max_batch)
   }
   ln_f_.bind(registry_, "transformer.ln_f");
   head_.bind(wte_);
-  final_out_ = Buffer<half16>(backend, r * config.n_embd);
-  d_residual_ = Buffer<half16>(backend, r * config.n_embd);
+  final_out_ = Buffer<lowp16>(backend, r * config.n_embd);
+  d_residual_ = Buffer<lowp16>(backend, r * config.n_embd);
 }
 
 std::vector<size_t> GptModel::layer_tensors(int layer) const {
@@ -74,48 +74,48 @@ ActivationKinds GptModel::activation_kinds() const {
   return gpt_activation_kinds(resolved, measured, gpt_model_formula(resolved, max_batch_));
 }
 
-void GptModel::forward_body(const DeviceBatch& batch, const WeightTable& weights_fp16) {
+void GptModel::forward_body(const DeviceBatch& batch, const WeightTable& weights_lowp) {
   DDP_REQUIRE(batch.rows > 0 && batch.rows <= max_batch_, "GptModel::forward: batch larger than allocated");
-  DDP_REQUIRE(weights_fp16.size() == registry_.size(), "GptModel::forward: the weight table is not the registry's");
+  DDP_REQUIRE(weights_lowp.size() == registry_.size(), "GptModel::forward: the weight table is not the registry's");
   DDP_REQUIRE(batch.token_ids != nullptr, "GptModel::forward: the GPT reads token ids");
   tokens_ = batch.token_ids;
   batch_rows_ = batch.rows;
   const int c = config_.n_embd;
   const int rows_i = static_cast<int>(rows());
   before_forward(0);
-  half16* x = config_.n_layer > 0 ? blocks_[0].input() : final_out_.data();
-  backend_.embedding_forward_fp16(tokens_, weights_fp16.at(wte_), weights_fp16.at(wpe_), batch_rows_,
+  lowp16* x = config_.n_layer > 0 ? blocks_[0].input() : final_out_.data();
+  backend_.embedding_forward_lowp(tokens_, weights_lowp.at(wte_), weights_lowp.at(wpe_), batch_rows_,
                                   config_.block_size, c, config_.vocab_size, x);
   for (int l = 0; l < config_.n_layer; ++l) {
     before_forward(l + 1);
-    half16* next = l + 1 < config_.n_layer ? blocks_[l + 1].input() : final_out_.data();
-    blocks_[l].forward(batch_rows_, weights_fp16, scratch_, next);
+    lowp16* next = l + 1 < config_.n_layer ? blocks_[l + 1].input() : final_out_.data();
+    blocks_[l].forward(batch_rows_, weights_lowp, scratch_, next);
   }
   before_forward(config_.n_layer + 1);
-  ln_f_.forward(final_out_.data(), rows_i, weights_fp16);
+  ln_f_.forward(final_out_.data(), rows_i, weights_lowp);
 }
 
-ModelOutput GptModel::forward(const DeviceBatch& batch, const WeightTable& weights_fp16) {
-  forward_body(batch, weights_fp16);
-  return head_.forward(ln_f_.out(), static_cast<int>(rows()), weights_fp16);
+ModelOutput GptModel::forward(const DeviceBatch& batch, const WeightTable& weights_lowp) {
+  forward_body(batch, weights_lowp);
+  return head_.forward(ln_f_.out(), static_cast<int>(rows()), weights_lowp);
 }
 
-void GptModel::forward_rows(const DeviceBatch& batch, const WeightTable& weights_fp16, const OutputRows& each) {
-  forward_body(batch, weights_fp16);
-  head_.forward_rows(ln_f_.out(), static_cast<int>(rows()), weights_fp16, each);
+void GptModel::forward_rows(const DeviceBatch& batch, const WeightTable& weights_lowp, const OutputRows& each) {
+  forward_body(batch, weights_lowp);
+  head_.forward_rows(ln_f_.out(), static_cast<int>(rows()), weights_lowp, each);
 }
 
-void GptModel::forward_with_loss(const DeviceBatch& batch, const WeightTable& weights_fp16, ScalarArg scale,
+void GptModel::forward_with_loss(const DeviceBatch& batch, const WeightTable& weights_lowp, ScalarArg scale,
                                  float* loss_mean) {
   DDP_REQUIRE(batch.labels != nullptr, "GptModel::forward_with_loss: the batch has no labels");
-  forward_body(batch, weights_fp16);
-  head_.forward_with_loss(ln_f_.out(), static_cast<int>(rows()), weights_fp16, batch.labels, scale, loss_mean);
+  forward_body(batch, weights_lowp);
+  head_.forward_with_loss(ln_f_.out(), static_cast<int>(rows()), weights_lowp, batch.labels, scale, loss_mean);
 }
 
-void GptModel::backward(const WeightTable& weights_fp16, const GradTable& grads_fp16, bool accumulate,
+void GptModel::backward(const WeightTable& weights_lowp, const GradTable& grads_lowp, bool accumulate,
                         const GradientsReady& ready) {
   DDP_REQUIRE(tokens_ != nullptr, "GptModel::backward before forward");
-  DDP_REQUIRE(weights_fp16.size() == registry_.size() && grads_fp16.size() == registry_.size(),
+  DDP_REQUIRE(weights_lowp.size() == registry_.size() && grads_lowp.size() == registry_.size(),
               "GptModel::backward: a table is not the registry's");
   const int c = config_.n_embd;
   const int rows_i = static_cast<int>(rows());
@@ -124,22 +124,22 @@ void GptModel::backward(const WeightTable& weights_fp16, const GradTable& grads_
   };
   before_backward(config_.n_layer + 1);
   // d_wte's head part (the embedding adds its own last) and d LN_f(x) [R, C].
-  head_.backward(ln_f_.out(), rows_i, weights_fp16, grads_fp16, accumulate, scratch_.d_ln.data());
+  head_.backward(ln_f_.out(), rows_i, weights_lowp, grads_lowp, accumulate, scratch_.d_ln.data());
   // ln_f's input gradient starts the residual stream's: written, not added (no zeroing pass).
-  ln_f_.backward(scratch_.d_ln.data(), final_out_.data(), rows_i, weights_fp16, grads_fp16, accumulate,
+  ln_f_.backward(scratch_.d_ln.data(), final_out_.data(), rows_i, weights_lowp, grads_lowp, accumulate,
                  d_residual_.data(), /*add_to_residual=*/false);
   report(ln_f_.tensors());
 
   for (int l = config_.n_layer - 1; l >= 0; --l) {
     before_backward(l + 1);
-    blocks_[l].backward(batch_rows_, weights_fp16, grads_fp16, accumulate, scratch_, d_residual_.data(), report);
+    blocks_[l].backward(batch_rows_, weights_lowp, grads_lowp, accumulate, scratch_, d_residual_.data(), report);
   }
 
   before_backward(0);
   // wpe is written or added to as asked; wte always adds (the head's part is there).
-  if (!accumulate) backend_.fill_zero(grads_fp16.at(wpe_), registry_[wpe_].count * sizeof(half16));
-  backend_.embedding_backward_fp16(tokens_, d_residual_.data(), batch_rows_, config_.block_size, c, config_.vocab_size,
-                                   grads_fp16.at(wte_), grads_fp16.at(wpe_), /*accumulate=*/true);
+  if (!accumulate) backend_.fill_zero(grads_lowp.at(wpe_), registry_[wpe_].count * sizeof(lowp16));
+  backend_.embedding_backward_lowp(tokens_, d_residual_.data(), batch_rows_, config_.block_size, c, config_.vocab_size,
+                                   grads_lowp.at(wte_), grads_lowp.at(wpe_), /*accumulate=*/true);
   report(TensorRange{wpe_, wte_ + 1});
 }
 

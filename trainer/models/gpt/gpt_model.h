@@ -62,13 +62,13 @@ class GptModel final : public Model {
   int outputs_per_sample() const override { return config_.block_size; }
 
   // batch.token_ids [rows, T]. Outputs [rows x T, vocab_size] (classes real_vocab).
-  ModelOutput forward(const DeviceBatch& batch, const WeightTable& weights_fp16) override;
-  half16* output_grad() override { return head_.output_grad(); }
+  ModelOutput forward(const DeviceBatch& batch, const WeightTable& weights_lowp) override;
+  lowp16* output_grad() override { return head_.output_grad(); }
   bool fuses_loss() const override { return head_.chunked(); }
-  void forward_rows(const DeviceBatch& batch, const WeightTable& weights_fp16, const OutputRows& each) override;
-  void forward_with_loss(const DeviceBatch& batch, const WeightTable& weights_fp16, ScalarArg scale,
+  void forward_rows(const DeviceBatch& batch, const WeightTable& weights_lowp, const OutputRows& each) override;
+  void forward_with_loss(const DeviceBatch& batch, const WeightTable& weights_lowp, ScalarArg scale,
                          float* loss_mean) override;
-  void backward(const WeightTable& weights_fp16, const GradTable& grads_fp16, bool accumulate,
+  void backward(const WeightTable& weights_lowp, const GradTable& grads_lowp, bool accumulate,
                 const GradientsReady& ready) override;
 
   // What the blocks and their shared scratch allocated for activations,
@@ -82,7 +82,7 @@ class GptModel final : public Model {
  private:
   size_t rows() const { return static_cast<size_t>(batch_rows_) * config_.block_size; }
   // The embeddings, the blocks and ln_f: x_L's LayerNorm in ln_f_.out().
-  void forward_body(const DeviceBatch& batch, const WeightTable& weights_fp16);
+  void forward_body(const DeviceBatch& batch, const WeightTable& weights_lowp);
 
   Backend& backend_;
   GptConfig config_;
@@ -94,9 +94,9 @@ class GptModel final : public Model {
   std::vector<TransformerBlock> blocks_;
   LayerNorm ln_f_;
   BlockScratch scratch_;             // the blocks' shared buffers
-  Buffer<half16> final_out_;         // x_L [R, C]: the last block's output
+  Buffer<lowp16> final_out_;         // x_L [R, C]: the last block's output
   TiedClassifier head_;              // the logits [R, vocab] and their gradient
-  Buffer<half16> d_residual_;        // [R, C]: the residual stream's gradient, from the head down to the embeddings
+  Buffer<lowp16> d_residual_;        // [R, C]: the residual stream's gradient, from the head down to the embeddings
   const int32_t* tokens_ = nullptr;  // of the last forward
   int batch_rows_ = 0;
 };

@@ -66,100 +66,100 @@ void CausalSelfAttention::bind(const ParameterRegistry& registry, const std::str
   tensors_ = joined(c_proj_.tensors(), c_attn_.tensors());
 }
 
-void CausalSelfAttention::forward(const half16* x, int batch, const WeightTable& weights_fp16,
-                                  AttentionScratch& scratch, half16* out) {
+void CausalSelfAttention::forward(const lowp16* x, int batch, const WeightTable& weights_lowp,
+                                  AttentionScratch& scratch, lowp16* out) {
   input_ = x;
   const int rows = batch * context_;
-  c_attn_.forward(backend_, x, rows, weights_fp16, scratch.qkv.data(), Activation::None, nullptr);
+  c_attn_.forward(backend_, x, rows, weights_lowp, scratch.qkv.data(), Activation::None, nullptr);
   if (sizes_.path == AttentionPath::Fused)
     heads_forward_fused(batch, scratch);
   else
     heads_forward(batch, scratch);
-  c_proj_.forward(backend_, attn_rows_.data(), rows, weights_fp16, out, Activation::None, nullptr);
+  c_proj_.forward(backend_, attn_rows_.data(), rows, weights_lowp, out, Activation::None, nullptr);
 }
 
 void CausalSelfAttention::heads_forward(int batch, AttentionScratch& scratch) {
   const int T = context_, nh = heads_, hs = head_size_, c = channels_;
-  backend_.rows_to_heads_fp16(scratch.qkv.data(), 3 * c, batch, T, nh, hs, q_.data());
-  backend_.rows_to_heads_fp16(scratch.qkv.data() + c, 3 * c, batch, T, nh, hs, k_.data());
-  backend_.rows_to_heads_fp16(scratch.qkv.data() + 2 * c, 3 * c, batch, T, nh, hs, v_.data());
+  backend_.rows_to_heads_lowp(scratch.qkv.data(), 3 * c, batch, T, nh, hs, q_.data());
+  backend_.rows_to_heads_lowp(scratch.qkv.data() + c, 3 * c, batch, T, nh, hs, k_.data());
+  backend_.rows_to_heads_lowp(scratch.qkv.data() + 2 * c, 3 * c, batch, T, nh, hs, v_.data());
   const int z = batch * nh;
   const int64_t th = static_cast<int64_t>(T) * hs;
   const int64_t tt = static_cast<int64_t>(T) * T;
   // scores[z] [T, T] = q[z] k[z]^T (the 1/sqrt(hs) is the softmax's)
-  backend_.gemm_batched_fp16(gemm_nt(T, T, hs, q_.data(), hs, k_.data(), hs, probs_.data(), T), z, th, th, tt);
+  backend_.gemm_batched_lowp(gemm_nt(T, T, hs, q_.data(), hs, k_.data(), hs, probs_.data(), T), z, th, th, tt);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-  backend_.causal_softmax_forward_fp16(probs_.data(), z, T, scale, probs_.data());
+  backend_.causal_softmax_forward_lowp(probs_.data(), z, T, scale, probs_.data());
   // y[z] [T, hs] = P[z] v[z]
-  backend_.gemm_batched_fp16(gemm_nn(T, hs, T, probs_.data(), T, v_.data(), hs, scratch.heads.data(), hs), z, tt, th,
+  backend_.gemm_batched_lowp(gemm_nn(T, hs, T, probs_.data(), T, v_.data(), hs, scratch.heads.data(), hs), z, tt, th,
                              th);
-  backend_.heads_to_rows_fp16(scratch.heads.data(), batch, T, nh, hs, attn_rows_.data(), c);
+  backend_.heads_to_rows_lowp(scratch.heads.data(), batch, T, nh, hs, attn_rows_.data(), c);
 }
 
-void CausalSelfAttention::backward(const half16* d_out, int batch, const WeightTable& weights_fp16,
-                                   const GradTable& grads_fp16, bool accumulate, AttentionScratch& scratch,
-                                   half16* dx) const {
+void CausalSelfAttention::backward(const lowp16* d_out, int batch, const WeightTable& weights_lowp,
+                                   const GradTable& grads_lowp, bool accumulate, AttentionScratch& scratch,
+                                   lowp16* dx) const {
   DDP_REQUIRE(input_ != nullptr, "CausalSelfAttention::backward before forward");
   const int rows = batch * context_;
-  c_proj_.backward_weights(backend_, d_out, attn_rows_.data(), rows, grads_fp16, accumulate);
-  c_proj_.backward_input(backend_, d_out, rows, weights_fp16, scratch.d_rows.data(), Activation::None, nullptr);
+  c_proj_.backward_weights(backend_, d_out, attn_rows_.data(), rows, grads_lowp, accumulate);
+  c_proj_.backward_input(backend_, d_out, rows, weights_lowp, scratch.d_rows.data(), Activation::None, nullptr);
   if (sizes_.path == AttentionPath::Fused)
     heads_backward_fused(scratch.d_rows.data(), batch, scratch);
   else
     heads_backward(scratch.d_rows.data(), batch, scratch);
-  c_attn_.backward_weights(backend_, scratch.d_qkv.data(), input_, rows, grads_fp16, accumulate);
-  c_attn_.backward_input(backend_, scratch.d_qkv.data(), rows, weights_fp16, dx, Activation::None, nullptr);
+  c_attn_.backward_weights(backend_, scratch.d_qkv.data(), input_, rows, grads_lowp, accumulate);
+  c_attn_.backward_input(backend_, scratch.d_qkv.data(), rows, weights_lowp, dx, Activation::None, nullptr);
 }
 
-void CausalSelfAttention::heads_backward(const half16* d_rows, int batch, AttentionScratch& scratch) const {
+void CausalSelfAttention::heads_backward(const lowp16* d_rows, int batch, AttentionScratch& scratch) const {
   const int T = context_, nh = heads_, hs = head_size_, c = channels_;
   const int z = batch * nh;
   const int64_t th = static_cast<int64_t>(T) * hs;
   const int64_t tt = static_cast<int64_t>(T) * T;
-  half16* dy = scratch.heads.data();
-  half16* d_scores = scratch.d_scores.data();
-  backend_.rows_to_heads_fp16(d_rows, c, batch, T, nh, hs, dy);  // dy [z, T, hs]
+  lowp16* dy = scratch.heads.data();
+  lowp16* d_scores = scratch.d_scores.data();
+  backend_.rows_to_heads_lowp(d_rows, c, batch, T, nh, hs, dy);  // dy [z, T, hs]
   // dP[z] [T, T] = dy[z] v[z]^T
-  backend_.gemm_batched_fp16(gemm_nt(T, T, hs, dy, hs, v_.data(), hs, d_scores, T), z, th, th, tt);
+  backend_.gemm_batched_lowp(gemm_nt(T, T, hs, dy, hs, v_.data(), hs, d_scores, T), z, th, th, tt);
   // dv[z] [T, hs] = P[z]^T dy[z]
-  backend_.gemm_batched_fp16(gemm_tn(T, hs, T, probs_.data(), T, dy, hs, scratch.d_v.data(), hs), z, tt, th, th);
+  backend_.gemm_batched_lowp(gemm_tn(T, hs, T, probs_.data(), T, dy, hs, scratch.d_v.data(), hs), z, tt, th, th);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-  backend_.causal_softmax_backward_fp16(probs_.data(), d_scores, z, T, scale, d_scores);  // dS, in place
+  backend_.causal_softmax_backward_lowp(probs_.data(), d_scores, z, T, scale, d_scores);  // dS, in place
   // dq[z] [T, hs] = dS[z] k[z]
-  backend_.gemm_batched_fp16(gemm_nn(T, hs, T, d_scores, T, k_.data(), hs, scratch.d_q.data(), hs), z, tt, th, th);
+  backend_.gemm_batched_lowp(gemm_nn(T, hs, T, d_scores, T, k_.data(), hs, scratch.d_q.data(), hs), z, tt, th, th);
   // dk[z] [T, hs] = dS[z]^T q[z]
-  backend_.gemm_batched_fp16(gemm_tn(T, hs, T, d_scores, T, q_.data(), hs, scratch.d_k.data(), hs), z, tt, th, th);
-  backend_.heads_to_rows_fp16(scratch.d_q.data(), batch, T, nh, hs, scratch.d_qkv.data(), 3 * c);
-  backend_.heads_to_rows_fp16(scratch.d_k.data(), batch, T, nh, hs, scratch.d_qkv.data() + c, 3 * c);
-  backend_.heads_to_rows_fp16(scratch.d_v.data(), batch, T, nh, hs, scratch.d_qkv.data() + 2 * c, 3 * c);
+  backend_.gemm_batched_lowp(gemm_tn(T, hs, T, d_scores, T, q_.data(), hs, scratch.d_k.data(), hs), z, tt, th, th);
+  backend_.heads_to_rows_lowp(scratch.d_q.data(), batch, T, nh, hs, scratch.d_qkv.data(), 3 * c);
+  backend_.heads_to_rows_lowp(scratch.d_k.data(), batch, T, nh, hs, scratch.d_qkv.data() + c, 3 * c);
+  backend_.heads_to_rows_lowp(scratch.d_v.data(), batch, T, nh, hs, scratch.d_qkv.data() + 2 * c, 3 * c);
 }
 
 // The same heads, split and merged as above, through the fused op.
 void CausalSelfAttention::heads_forward_fused(int batch, AttentionScratch& scratch) {
   const int T = context_, nh = heads_, hs = head_size_, c = channels_;
-  backend_.rows_to_heads_fp16(scratch.qkv.data(), 3 * c, batch, T, nh, hs, q_.data());
-  backend_.rows_to_heads_fp16(scratch.qkv.data() + c, 3 * c, batch, T, nh, hs, k_.data());
-  backend_.rows_to_heads_fp16(scratch.qkv.data() + 2 * c, 3 * c, batch, T, nh, hs, v_.data());
+  backend_.rows_to_heads_lowp(scratch.qkv.data(), 3 * c, batch, T, nh, hs, q_.data());
+  backend_.rows_to_heads_lowp(scratch.qkv.data() + c, 3 * c, batch, T, nh, hs, k_.data());
+  backend_.rows_to_heads_lowp(scratch.qkv.data() + 2 * c, 3 * c, batch, T, nh, hs, v_.data());
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-  backend_.attention_forward_fused_fp16(q_.data(), k_.data(), v_.data(), batch * nh, T, hs, scale,
-                                        scratch.heads.data(), lse_.data());
-  backend_.heads_to_rows_fp16(scratch.heads.data(), batch, T, nh, hs, attn_rows_.data(), c);
+  backend_.attention_forward_fused_lowp(q_.data(), k_.data(), v_.data(), batch * nh, T, hs, scale, scratch.heads.data(),
+                                        lse_.data());
+  backend_.heads_to_rows_lowp(scratch.heads.data(), batch, T, nh, hs, attn_rows_.data(), c);
 }
 
-void CausalSelfAttention::heads_backward_fused(const half16* d_rows, int batch, AttentionScratch& scratch) const {
+void CausalSelfAttention::heads_backward_fused(const lowp16* d_rows, int batch, AttentionScratch& scratch) const {
   const int T = context_, nh = heads_, hs = head_size_, c = channels_;
-  half16* dy = scratch.heads.data();
-  backend_.rows_to_heads_fp16(d_rows, c, batch, T, nh, hs, dy);
+  lowp16* dy = scratch.heads.data();
+  backend_.rows_to_heads_lowp(d_rows, c, batch, T, nh, hs, dy);
   // The forward's output in heads layout: the merged rows split again (a
   // copy, so the bits the forward wrote).
-  backend_.rows_to_heads_fp16(attn_rows_.data(), c, batch, T, nh, hs, scratch.out_heads.data());
+  backend_.rows_to_heads_lowp(attn_rows_.data(), c, batch, T, nh, hs, scratch.out_heads.data());
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-  backend_.attention_backward_fused_fp16(q_.data(), k_.data(), v_.data(), scratch.out_heads.data(), lse_.data(), dy,
+  backend_.attention_backward_fused_lowp(q_.data(), k_.data(), v_.data(), scratch.out_heads.data(), lse_.data(), dy,
                                          batch * nh, T, hs, scale, scratch.d_q.data(), scratch.d_k.data(),
                                          scratch.d_v.data());
-  backend_.heads_to_rows_fp16(scratch.d_q.data(), batch, T, nh, hs, scratch.d_qkv.data(), 3 * c);
-  backend_.heads_to_rows_fp16(scratch.d_k.data(), batch, T, nh, hs, scratch.d_qkv.data() + c, 3 * c);
-  backend_.heads_to_rows_fp16(scratch.d_v.data(), batch, T, nh, hs, scratch.d_qkv.data() + 2 * c, 3 * c);
+  backend_.heads_to_rows_lowp(scratch.d_q.data(), batch, T, nh, hs, scratch.d_qkv.data(), 3 * c);
+  backend_.heads_to_rows_lowp(scratch.d_k.data(), batch, T, nh, hs, scratch.d_qkv.data() + c, 3 * c);
+  backend_.heads_to_rows_lowp(scratch.d_v.data(), batch, T, nh, hs, scratch.d_qkv.data() + 2 * c, 3 * c);
 }
 
 }  // namespace ddp

@@ -49,15 +49,15 @@ struct AttentionScratch {
     return heads.size_bytes() + d_q.size_bytes() + d_k.size_bytes() + d_v.size_bytes() + d_scores.size_bytes() +
            d_rows.size_bytes() + d_qkv.size_bytes() + qkv.size_bytes() + out_heads.size_bytes();
   }
-  Buffer<half16> heads;     // [B, nh, T, hs]: the heads' output P v in forward, dy split into heads in backward
-  Buffer<half16> d_q;       // [B, nh, T, hs]
-  Buffer<half16> d_k;       // [B, nh, T, hs]
-  Buffer<half16> d_v;       // [B, nh, T, hs]
-  Buffer<half16> d_scores;  // [B, nh, T, T]: dP, then the scores' gradient in place
-  Buffer<half16> d_rows;    // [R, C]: c_proj's input gradient
-  Buffer<half16> d_qkv;     // [R, 3C]: c_attn's output gradient
-  Buffer<half16> qkv;       // [R, 3C]: c_attn's output, split into q, k, v before anything else runs
-  Buffer<half16> out_heads;  // fused: [B, nh, T, hs], the heads' output again for backward (else empty)
+  Buffer<lowp16> heads;      // [B, nh, T, hs]: the heads' output P v in forward, dy split into heads in backward
+  Buffer<lowp16> d_q;        // [B, nh, T, hs]
+  Buffer<lowp16> d_k;        // [B, nh, T, hs]
+  Buffer<lowp16> d_v;        // [B, nh, T, hs]
+  Buffer<lowp16> d_scores;   // [B, nh, T, T]: dP, then the scores' gradient in place
+  Buffer<lowp16> d_rows;     // [R, C]: c_proj's input gradient
+  Buffer<lowp16> d_qkv;      // [R, 3C]: c_attn's output gradient
+  Buffer<lowp16> qkv;        // [R, 3C]: c_attn's output, split into q, k, v before anything else runs
+  Buffer<lowp16> out_heads;  // fused: [B, nh, T, hs], the heads' output again for backward (else empty)
 };
 
 // What the attention's backward reads of its forward (besides its input x).
@@ -67,11 +67,11 @@ struct AttentionActivations {
     return q.size_bytes() + k.size_bytes() + v.size_bytes() + probs.size_bytes() + attn_rows.size_bytes() +
            lse.size_bytes();
   }
-  Buffer<half16> q;          // [B, nh, T, hs]
-  Buffer<half16> k;          // [B, nh, T, hs]
-  Buffer<half16> v;          // [B, nh, T, hs]
-  Buffer<half16> probs;      // explicit: [B, nh, T, T], the scores, then the softmax in place (else empty)
-  Buffer<half16> attn_rows;  // [R, C]: y merged, c_proj's input
+  Buffer<lowp16> q;          // [B, nh, T, hs]
+  Buffer<lowp16> k;          // [B, nh, T, hs]
+  Buffer<lowp16> v;          // [B, nh, T, hs]
+  Buffer<lowp16> probs;      // explicit: [B, nh, T, T], the scores, then the softmax in place (else empty)
+  Buffer<lowp16> attn_rows;  // [R, C]: y merged, c_proj's input
   Buffer<float> lse;         // fused: [B, nh, T], each query row's log-sum-exp (else empty)
 };
 
@@ -87,19 +87,19 @@ class CausalSelfAttention {
   TensorRange tensors() const { return tensors_; }
 
   // out [R, C] from x [R, C] (kept: c_attn's weight gradient reads it).
-  void forward(const half16* x, int batch, const WeightTable& weights_fp16, AttentionScratch& scratch, half16* out);
+  void forward(const lowp16* x, int batch, const WeightTable& weights_lowp, AttentionScratch& scratch, lowp16* out);
   // From d_out [R, C]: the weights' and biases' gradients written or added
   // (accumulate), dx [R, C] written.
-  void backward(const half16* d_out, int batch, const WeightTable& weights_fp16, const GradTable& grads_fp16,
-                bool accumulate, AttentionScratch& scratch, half16* dx) const;
+  void backward(const lowp16* d_out, int batch, const WeightTable& weights_lowp, const GradTable& grads_lowp,
+                bool accumulate, AttentionScratch& scratch, lowp16* dx) const;
   // The bytes of its own buffers (0 when shared).
   size_t owned_bytes() const { return owned_ ? owned_->size_bytes() : 0; }
 
  private:
   void heads_forward(int batch, AttentionScratch& scratch);
-  void heads_backward(const half16* d_rows, int batch, AttentionScratch& scratch) const;
+  void heads_backward(const lowp16* d_rows, int batch, AttentionScratch& scratch) const;
   void heads_forward_fused(int batch, AttentionScratch& scratch);
-  void heads_backward_fused(const half16* d_rows, int batch, AttentionScratch& scratch) const;
+  void heads_backward_fused(const lowp16* d_rows, int batch, AttentionScratch& scratch) const;
 
   Backend& backend_;
   int channels_;
@@ -110,15 +110,15 @@ class CausalSelfAttention {
   LinearLayer c_attn_;
   LinearLayer c_proj_;
   TensorRange tensors_;
-  const half16* input_ = nullptr;                // x of the last forward
+  const lowp16* input_ = nullptr;                // x of the last forward
   std::unique_ptr<AttentionActivations> owned_;  // null when shared (on the heap: a moved layer's views stay valid)
   AttentionActivations* kept_;                   // owned_ or the shared buffers
   // kept_'s buffers under the names forward and backward use.
-  Buffer<half16>& q_;          // [B, nh, T, hs]
-  Buffer<half16>& k_;          // [B, nh, T, hs]
-  Buffer<half16>& v_;          // [B, nh, T, hs]
-  Buffer<half16>& probs_;      // explicit: [B, nh, T, T], the scores, then the softmax in place
-  Buffer<half16>& attn_rows_;  // [R, C]: y merged, c_proj's input
+  Buffer<lowp16>& q_;          // [B, nh, T, hs]
+  Buffer<lowp16>& k_;          // [B, nh, T, hs]
+  Buffer<lowp16>& v_;          // [B, nh, T, hs]
+  Buffer<lowp16>& probs_;      // explicit: [B, nh, T, T], the scores, then the softmax in place
+  Buffer<lowp16>& attn_rows_;  // [R, C]: y merged, c_proj's input
   Buffer<float>& lse_;         // fused: [B, nh, T]
 };
 

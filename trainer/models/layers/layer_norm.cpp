@@ -22,16 +22,16 @@ void LayerNorm::bind(const ParameterRegistry& registry, const std::string& prefi
               "LayerNorm: its weight and bias are consecutive");
 }
 
-void LayerNorm::forward(const half16* x, int rows, const WeightTable& weights_fp16) {
-  backend_.layernorm_forward_fp16(x, weights_fp16.at(weight_tensor_), weights_fp16.at(weight_tensor_ + 1), rows,
+void LayerNorm::forward(const lowp16* x, int rows, const WeightTable& weights_lowp) {
+  backend_.layernorm_forward_lowp(x, weights_lowp.at(weight_tensor_), weights_lowp.at(weight_tensor_ + 1), rows,
                                   channels_, kLayerNormEps, kept_->out.data(), kept_->mean.data(), kept_->rstd.data());
 }
 
-void LayerNorm::backward(const half16* dy, const half16* x, int rows, const WeightTable& weights_fp16,
-                         const GradTable& grads_fp16, bool accumulate, half16* d_residual, bool add_to_residual) const {
-  backend_.layernorm_backward_fp16(dy, x, weights_fp16.at(weight_tensor_), kept_->mean.data(), kept_->rstd.data(), rows,
-                                   channels_, d_residual, add_to_residual, grads_fp16.at(weight_tensor_),
-                                   grads_fp16.at(weight_tensor_ + 1), accumulate);
+void LayerNorm::backward(const lowp16* dy, const lowp16* x, int rows, const WeightTable& weights_lowp,
+                         const GradTable& grads_lowp, bool accumulate, lowp16* d_residual, bool add_to_residual) const {
+  backend_.layernorm_backward_lowp(dy, x, weights_lowp.at(weight_tensor_), kept_->mean.data(), kept_->rstd.data(), rows,
+                                   channels_, d_residual, add_to_residual, grads_lowp.at(weight_tensor_),
+                                   grads_lowp.at(weight_tensor_ + 1), accumulate);
 }
 
 }  // namespace ddp

@@ -22,7 +22,7 @@ namespace ddp {
 struct LayerNormActivations {
   LayerNormActivations(Backend& backend, int channels, size_t max_rows);
   size_t size_bytes() const { return out.size_bytes() + mean.size_bytes() + rstd.size_bytes(); }
-  Buffer<half16> out;  // [max_rows, C]
+  Buffer<lowp16> out;  // [max_rows, C]
   Buffer<float> mean;  // [max_rows]
   Buffer<float> rstd;  // [max_rows]
 };
@@ -37,13 +37,13 @@ class LayerNorm {
   TensorRange tensors() const { return {weight_tensor_, weight_tensor_ + 2}; }
 
   // out() [rows, C] = LN(x [rows, C]).
-  void forward(const half16* x, int rows, const WeightTable& weights_fp16);
-  const half16* out() const { return kept_->out.data(); }
+  void forward(const lowp16* x, int rows, const WeightTable& weights_lowp);
+  const lowp16* out() const { return kept_->out.data(); }
   // d_residual [rows, C] += (add_to_residual false: =) the input gradient
   // from dy and the forward's input x; the weight's and bias's gradients
   // written or added (accumulate). Reads the last forward's statistics.
-  void backward(const half16* dy, const half16* x, int rows, const WeightTable& weights_fp16,
-                const GradTable& grads_fp16, bool accumulate, half16* d_residual, bool add_to_residual) const;
+  void backward(const lowp16* dy, const lowp16* x, int rows, const WeightTable& weights_lowp,
+                const GradTable& grads_lowp, bool accumulate, lowp16* d_residual, bool add_to_residual) const;
   // The bytes of its own buffers (0 when shared).
   size_t owned_bytes() const { return owned_ ? owned_->size_bytes() : 0; }
 

@@ -17,37 +17,37 @@ void LinearLayer::bind(const ParameterRegistry& registry, const std::string& pre
   DDP_REQUIRE(bias_tensor_ == weight_tensor_ + 1, "LinearLayer: the weight and the bias are not consecutive");
 }
 
-void LinearLayer::forward(Backend& backend, const half16* x, int rows, const WeightTable& weights_fp16, half16* y,
-                          Activation act, half16* pre_activation) const {
+void LinearLayer::forward(Backend& backend, const lowp16* x, int rows, const WeightTable& weights_lowp, lowp16* y,
+                          Activation act, lowp16* pre_activation) const {
   // Y[rows, out] = act(X[rows, in] W[out, in]^T + b), one GEMM with its epilogue
-  GemmFp16 g = gemm_nt(rows, out_, in_, x, in_, weights_fp16.at(weight_tensor_), in_, y, out_);
-  g.bias = weights_fp16.at(bias_tensor_);
+  GemmLowp g = gemm_nt(rows, out_, in_, x, in_, weights_lowp.at(weight_tensor_), in_, y, out_);
+  g.bias = weights_lowp.at(bias_tensor_);
   g.act = act;
   if (pre_activation) {
     g.pre_activation = pre_activation;
     g.ld_pre_activation = out_;
   }
-  backend.gemm_fp16(g);
+  backend.gemm_lowp(g);
 }
 
-void LinearLayer::backward_weights(Backend& backend, const half16* dz, const half16* x, int rows,
-                                   const GradTable& grads_fp16, bool accumulate) const {
+void LinearLayer::backward_weights(Backend& backend, const lowp16* dz, const lowp16* x, int rows,
+                                   const GradTable& grads_lowp, bool accumulate) const {
   // dW[out, in] = dZ[rows, out]^T X[rows, in]; db = sum_rows dZ from the same read of dZ
-  GemmFp16 dw = gemm_tn(out_, in_, rows, dz, out_, x, in_, grads_fp16.at(weight_tensor_), in_);
+  GemmLowp dw = gemm_tn(out_, in_, rows, dz, out_, x, in_, grads_lowp.at(weight_tensor_), in_);
   dw.beta = accumulate ? 1.0f : 0.0f;
-  dw.bias_grad = grads_fp16.at(bias_tensor_);
+  dw.bias_grad = grads_lowp.at(bias_tensor_);
   dw.bias_grad_accumulate = accumulate;
-  backend.gemm_fp16(dw);
+  backend.gemm_lowp(dw);
 }
 
-void LinearLayer::backward_input(Backend& backend, const half16* dz, int rows, const WeightTable& weights_fp16,
-                                 half16* dx, Activation dact, const half16* dact_input) const {
+void LinearLayer::backward_input(Backend& backend, const lowp16* dz, int rows, const WeightTable& weights_lowp,
+                                 lowp16* dx, Activation dact, const lowp16* dact_input) const {
   // dX[rows, in] = dact'(.) * (dZ[rows, out] W[out, in])
-  GemmFp16 g = gemm_nn(rows, in_, out_, dz, out_, weights_fp16.at(weight_tensor_), in_, dx, in_);
+  GemmLowp g = gemm_nn(rows, in_, out_, dz, out_, weights_lowp.at(weight_tensor_), in_, dx, in_);
   g.dact = dact;
   g.dact_input = dact_input;
   g.ld_dact_input = in_;
-  backend.gemm_fp16(g);
+  backend.gemm_lowp(g);
 }
 
 }  // namespace ddp

@@ -39,16 +39,16 @@ class LinearLayer {
 
   // y [rows, out] = act(x [rows, in] W^T + b); pre_activation [rows, out]
   // receives Z when not null.
-  void forward(Backend& backend, const half16* x, int rows, const WeightTable& weights_fp16, half16* y, Activation act,
-               half16* pre_activation) const;
+  void forward(Backend& backend, const lowp16* x, int rows, const WeightTable& weights_lowp, lowp16* y, Activation act,
+               lowp16* pre_activation) const;
   // dW (written, or added to when accumulate) and db from dz [rows, out]
   // and this layer's input x [rows, in].
-  void backward_weights(Backend& backend, const half16* dz, const half16* x, int rows, const GradTable& grads_fp16,
+  void backward_weights(Backend& backend, const lowp16* dz, const lowp16* x, int rows, const GradTable& grads_lowp,
                         bool accumulate) const;
   // dx [rows, in] = dact'(dact_input) * (dz W); dact_input [rows, in] as
-  // GemmFp16::dact_input (Z, or for ReLU its output).
-  void backward_input(Backend& backend, const half16* dz, int rows, const WeightTable& weights_fp16, half16* dx,
-                      Activation dact, const half16* dact_input) const;
+  // GemmLowp::dact_input (Z, or for ReLU its output).
+  void backward_input(Backend& backend, const lowp16* dz, int rows, const WeightTable& weights_lowp, lowp16* dx,
+                      Activation dact, const lowp16* dact_input) const;
 
  private:
   int in_;

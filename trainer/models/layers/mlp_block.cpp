@@ -21,23 +21,23 @@ void MlpBlock::bind(const ParameterRegistry& registry, const std::string& prefix
   tensors_ = joined(c_proj_.tensors(), c_fc_.tensors());
 }
 
-void MlpBlock::forward(const half16* x, int rows, const WeightTable& weights_fp16, half16* out) {
-  recompute_hidden(x, rows, weights_fp16);
-  c_proj_.forward(backend_, kept_->fc_out.data(), rows, weights_fp16, out, Activation::None, nullptr);
+void MlpBlock::forward(const lowp16* x, int rows, const WeightTable& weights_lowp, lowp16* out) {
+  recompute_hidden(x, rows, weights_lowp);
+  c_proj_.forward(backend_, kept_->fc_out.data(), rows, weights_lowp, out, Activation::None, nullptr);
 }
 
-void MlpBlock::recompute_hidden(const half16* x, int rows, const WeightTable& weights_fp16) {
+void MlpBlock::recompute_hidden(const lowp16* x, int rows, const WeightTable& weights_lowp) {
   input_ = x;
-  c_fc_.forward(backend_, x, rows, weights_fp16, kept_->fc_out.data(), Activation::GeluTanh, kept_->fc_pre.data());
+  c_fc_.forward(backend_, x, rows, weights_lowp, kept_->fc_out.data(), Activation::GeluTanh, kept_->fc_pre.data());
 }
 
-void MlpBlock::backward(const half16* d_out, int rows, const WeightTable& weights_fp16, const GradTable& grads_fp16,
-                        bool accumulate, half16* d_hidden, half16* dx) const {
+void MlpBlock::backward(const lowp16* d_out, int rows, const WeightTable& weights_lowp, const GradTable& grads_lowp,
+                        bool accumulate, lowp16* d_hidden, lowp16* dx) const {
   DDP_REQUIRE(input_ != nullptr, "MlpBlock::backward before forward");
-  c_proj_.backward_weights(backend_, d_out, kept_->fc_out.data(), rows, grads_fp16, accumulate);
-  c_proj_.backward_input(backend_, d_out, rows, weights_fp16, d_hidden, Activation::GeluTanh, kept_->fc_pre.data());
-  c_fc_.backward_weights(backend_, d_hidden, input_, rows, grads_fp16, accumulate);
-  c_fc_.backward_input(backend_, d_hidden, rows, weights_fp16, dx, Activation::None, nullptr);
+  c_proj_.backward_weights(backend_, d_out, kept_->fc_out.data(), rows, grads_lowp, accumulate);
+  c_proj_.backward_input(backend_, d_out, rows, weights_lowp, d_hidden, Activation::GeluTanh, kept_->fc_pre.data());
+  c_fc_.backward_weights(backend_, d_hidden, input_, rows, grads_lowp, accumulate);
+  c_fc_.backward_input(backend_, d_hidden, rows, weights_lowp, dx, Activation::None, nullptr);
 }
 
 }  // namespace ddp

@@ -27,8 +27,8 @@ namespace ddp {
 struct MlpActivations {
   MlpActivations(Backend& backend, int channels, size_t max_rows);
   size_t size_bytes() const { return fc_pre.size_bytes() + fc_out.size_bytes(); }
-  Buffer<half16> fc_pre;  // [rows, 4C]: the GELU's input
-  Buffer<half16> fc_out;  // [rows, 4C]: h, c_proj's input
+  Buffer<lowp16> fc_pre;  // [rows, 4C]: the GELU's input
+  Buffer<lowp16> fc_out;  // [rows, 4C]: h, c_proj's input
 };
 
 class MlpBlock {
@@ -41,13 +41,13 @@ class MlpBlock {
   TensorRange tensors() const { return tensors_; }
 
   // out [rows, C] from x [rows, C] (x kept: c_fc's weight gradient reads it).
-  void forward(const half16* x, int rows, const WeightTable& weights_fp16, half16* out);
+  void forward(const lowp16* x, int rows, const WeightTable& weights_lowp, lowp16* out);
   // Forward's c_fc alone, from the same x [rows, C] again: fc_pre and h as forward wrote them.
-  void recompute_hidden(const half16* x, int rows, const WeightTable& weights_fp16);
+  void recompute_hidden(const lowp16* x, int rows, const WeightTable& weights_lowp);
   // From d_out [rows, C]: the weights' and biases' gradients written or
   // added (accumulate), dx [rows, C] written; d_hidden [rows, 4C] is scratch.
-  void backward(const half16* d_out, int rows, const WeightTable& weights_fp16, const GradTable& grads_fp16,
-                bool accumulate, half16* d_hidden, half16* dx) const;
+  void backward(const lowp16* d_out, int rows, const WeightTable& weights_lowp, const GradTable& grads_lowp,
+                bool accumulate, lowp16* d_hidden, lowp16* dx) const;
   // The bytes of its own buffers (0 when shared).
   size_t owned_bytes() const { return owned_ ? owned_->size_bytes() : 0; }
 
@@ -56,7 +56,7 @@ class MlpBlock {
   LinearLayer c_fc_;
   LinearLayer c_proj_;
   TensorRange tensors_;
-  const half16* input_ = nullptr;          // x of the last forward
+  const lowp16* input_ = nullptr;          // x of the last forward
   std::unique_ptr<MlpActivations> owned_;  // null when shared
   MlpActivations* kept_ = nullptr;         // owned_ or the shared buffers
 };

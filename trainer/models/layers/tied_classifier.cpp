@@ -83,7 +83,7 @@ ClassifierBytes classifier_bytes(size_t rows, int vocab, int channels, int chunk
     const double capacity = classifier_chunk_capacity(rows, vocab, channels, chunk_rows);
     const double chunk =
         static_cast<double>(row_pieces(static_cast<int>(rows), chunk_rows, vocab, channels).largest()) * vocab;
-    b.fp16_buffers = 2 * capacity * vocab + 2 * static_cast<double>(rows) * channels;
+    b.lowp_buffers = 2 * capacity * vocab + 2 * static_cast<double>(rows) * channels;
     b.row_losses = 4.0 * static_cast<double>(rows);
     b.fp32_sums = 4.0 * vocab * channels;
     // A chunk's FP32 logits; its gradient widened as the A of dx's and
@@ -92,7 +92,7 @@ ClassifierBytes classifier_bytes(size_t rows, int vocab, int channels, int chunk
     return b;
   }
   if (chunk_rows <= 0) {
-    b.fp16_buffers = 2 * 2 * rv;
+    b.lowp_buffers = 2 * 2 * rv;
     // The logits GEMM's FP32 result, and dlogits widened as the A operand
     // of both backward GEMMs (one scratch, reused).
     if (widens_fp32) b.fp32_widening = 2 * 4 * rv;
@@ -101,7 +101,7 @@ ClassifierBytes classifier_bytes(size_t rows, int vocab, int channels, int chunk
   const int r = static_cast<int>(rows);
   const double chunk = static_cast<double>(row_pieces(r, chunk_rows, vocab, channels).largest()) * vocab;
   const double piece = static_cast<double>(rows) * vocab_pieces(vocab, r, chunk_rows, channels).largest();
-  b.fp16_buffers = 2 * rv;
+  b.lowp_buffers = 2 * rv;
   // A chunk's FP32 logits; the widened A of a dx chunk or of a d_wte piece.
   if (widens_fp32) b.fp32_widening = 4 * chunk + 4 * std::max(chunk, piece);
   b.row_losses = 4.0 * static_cast<double>(rows);
@@ -121,30 +121,30 @@ TiedClassifier::TiedClassifier(Backend& backend, int channels, int vocab, int re
   DDP_REQUIRE(!drops_logits() || chunked(), "--classifier-logits drop needs --classifier-chunk ROWS");
   const size_t v = static_cast<size_t>(vocab);
   if (drops_logits()) {
-    logits_ = Buffer<half16>(backend,
+    logits_ = Buffer<lowp16>(backend,
                              static_cast<size_t>(classifier_chunk_capacity(max_rows, vocab, channels, chunk_rows)) * v);
-    dx_ = Buffer<half16>(backend, max_rows * channels);
+    dx_ = Buffer<lowp16>(backend, max_rows * channels);
     d_wte_sum_fp32_ = Buffer<float>(backend, v * channels);
   } else {
-    logits_ = Buffer<half16>(backend, max_rows * v);
+    logits_ = Buffer<lowp16>(backend, max_rows * v);
   }
   if (chunked())
     row_loss_ = Buffer<float>(backend, max_rows);
   else
-    output_grad_ = Buffer<half16>(backend, max_rows * v);
+    output_grad_ = Buffer<lowp16>(backend, max_rows * v);
 }
 
-half16* TiedClassifier::output_grad() {
+lowp16* TiedClassifier::output_grad() {
   if (drops_logits())
     throw Error("TiedClassifier: --classifier-logits drop keeps no logits gradient (training calls forward_with_loss)");
   return chunked() ? logits_.data() : output_grad_.data();
 }
 
-ModelOutput TiedClassifier::forward(const half16* x, int rows, const WeightTable& weights_fp16) {
+ModelOutput TiedClassifier::forward(const lowp16* x, int rows, const WeightTable& weights_lowp) {
   const int c = channels_;
-  half16* logits = logits_.data();
+  lowp16* logits = logits_.data();
   if (drops_logits()) {
-    if (full_logits_.count() == 0) full_logits_ = Buffer<half16>(backend_, max_rows_ * vocab_);
+    if (full_logits_.count() == 0) full_logits_ = Buffer<lowp16>(backend_, max_rows_ * vocab_);
     logits = full_logits_.data();
   }
   const Pieces chunks = row_pieces(rows, chunked() ? chunk_rows_ : rows, vocab_, c);
@@ -152,86 +152,86 @@ ModelOutput TiedClassifier::forward(const half16* x, int rows, const WeightTable
     n = chunks.at(r0);
     const size_t at = static_cast<size_t>(r0);
     // logits [n, V] = x [n, C] wte [V, C]^T
-    backend_.gemm_fp16(gemm_nt(n, vocab_, c, x + at * c, c, weights_fp16.at(wte_), c, logits + at * vocab_, vocab_));
+    backend_.gemm_lowp(gemm_nt(n, vocab_, c, x + at * c, c, weights_lowp.at(wte_), c, logits + at * vocab_, vocab_));
   }
   ModelOutput out{logits, rows, vocab_};
   out.classes = real_vocab_;
   return out;
 }
 
-void TiedClassifier::forward_rows(const half16* x, int rows, const WeightTable& weights_fp16,
+void TiedClassifier::forward_rows(const lowp16* x, int rows, const WeightTable& weights_lowp,
                                   const std::function<void(const ModelOutput& part, int first_row)>& each) {
   if (!drops_logits()) {
-    each(forward(x, rows, weights_fp16), 0);
+    each(forward(x, rows, weights_lowp), 0);
     return;
   }
   const int c = channels_;
   const Pieces chunks = row_pieces(rows, chunk_rows_, vocab_, c);
   for (int r0 = 0, n = 0; r0 < rows; r0 += n) {
     n = chunks.at(r0);
-    backend_.gemm_fp16(
-        gemm_nt(n, vocab_, c, x + static_cast<size_t>(r0) * c, c, weights_fp16.at(wte_), c, logits_.data(), vocab_));
+    backend_.gemm_lowp(
+        gemm_nt(n, vocab_, c, x + static_cast<size_t>(r0) * c, c, weights_lowp.at(wte_), c, logits_.data(), vocab_));
     ModelOutput part{logits_.data(), n, vocab_};
     part.classes = real_vocab_;
     each(part, r0);
   }
 }
 
-void TiedClassifier::forward_with_loss(const half16* x, int rows, const WeightTable& weights_fp16,
+void TiedClassifier::forward_with_loss(const lowp16* x, int rows, const WeightTable& weights_lowp,
                                        const int32_t* labels, ScalarArg scale, float* loss_mean) {
   DDP_REQUIRE(chunked(), "TiedClassifier::forward_with_loss: the unchunked head leaves the loss to loss_head.h");
   const int c = channels_;
   const Pieces chunks = row_pieces(rows, chunk_rows_, vocab_, c);
-  const half16* wte = weights_fp16.at(wte_);
+  const lowp16* wte = weights_lowp.at(wte_);
   for (int r0 = 0, n = 0; r0 < rows; r0 += n) {
     n = chunks.at(r0);
     const size_t at = static_cast<size_t>(r0);
-    half16* logits = logits_.data() + (drops_logits() ? 0 : at * vocab_);
-    backend_.gemm_fp16(gemm_nt(n, vocab_, c, x + at * c, c, wte, c, logits, vocab_));
+    lowp16* logits = logits_.data() + (drops_logits() ? 0 : at * vocab_);
+    backend_.gemm_lowp(gemm_nt(n, vocab_, c, x + at * c, c, wte, c, logits, vocab_));
     // While the chunk is fresh: its loss, and its gradient over it.
     backend_.softmax_xent_fused_rows(logits, labels + at, n, vocab_, real_vocab_, rows, scale, row_loss_.data() + at);
     if (!drops_logits()) continue;
     // And, dropped, its backward before the next chunk overwrites it: dx
     // [n, C] = dlogits [n, V] wte [V, C] (backward()'s row pieces, so its
     // bits), and d_wte [V, C] (+)= dlogits [n, V]^T x [n, C] in FP32.
-    backend_.gemm_fp16(gemm_nn(n, c, vocab_, logits, vocab_, wte, c, dx_.data() + at * c, c));
-    GemmFp16 d_head = gemm_tn(vocab_, c, n, logits, vocab_, x + at * c, c, nullptr, c);
+    backend_.gemm_lowp(gemm_nn(n, c, vocab_, logits, vocab_, wte, c, dx_.data() + at * c, c));
+    GemmLowp d_head = gemm_tn(vocab_, c, n, logits, vocab_, x + at * c, c, nullptr, c);
     d_head.beta = r0 == 0 ? 0.0f : 1.0f;
-    backend_.gemm_fp16_to_fp32(d_head, d_wte_sum_fp32_.data());
+    backend_.gemm_lowp_to_fp32(d_head, d_wte_sum_fp32_.data());
   }
   backend_.loss_rows_mean(row_loss_.data(), rows, loss_mean);
 }
 
-void TiedClassifier::backward(const half16* x, int rows, const WeightTable& weights_fp16, const GradTable& grads_fp16,
-                              bool accumulate, half16* dx) const {
+void TiedClassifier::backward(const lowp16* x, int rows, const WeightTable& weights_lowp, const GradTable& grads_lowp,
+                              bool accumulate, lowp16* dx) const {
   const int c = channels_;
   if (drops_logits()) {  // forward_with_loss did the GEMMs: round d_wte's sum once, hand dx over
     const size_t count = static_cast<size_t>(vocab_) * c;
     if (accumulate)
-      backend_.add_fp32_into_fp16(d_wte_sum_fp32_.data(), grads_fp16.at(wte_), count);
+      backend_.add_fp32_into_lowp(d_wte_sum_fp32_.data(), grads_lowp.at(wte_), count);
     else
-      backend_.cast_fp32_to_fp16(d_wte_sum_fp32_.data(), grads_fp16.at(wte_), count);
-    backend_.copy_on_device(dx, dx_.data(), static_cast<size_t>(rows) * c * sizeof(half16));
+      backend_.cast_fp32_to_lowp(d_wte_sum_fp32_.data(), grads_lowp.at(wte_), count);
+    backend_.copy_on_device(dx, dx_.data(), static_cast<size_t>(rows) * c * sizeof(lowp16));
     return;
   }
-  const half16* dlogits = chunked() ? logits_.data() : output_grad_.data();
-  half16* d_wte = grads_fp16.at(wte_);
+  const lowp16* dlogits = chunked() ? logits_.data() : output_grad_.data();
+  lowp16* d_wte = grads_lowp.at(wte_);
   // d_wte [V, C] = dlogits [R, V]^T x [R, C], by vocabulary rows: the head's
   // part (the embedding adds its own last).
   const Pieces pieces = vocab_pieces(vocab_, rows, chunked() ? chunk_rows_ : rows, c);
   for (int v0 = 0, n = 0; v0 < vocab_; v0 += n) {
     n = pieces.at(v0);
     const size_t at = static_cast<size_t>(v0);
-    GemmFp16 d_head = gemm_tn(n, c, rows, dlogits + at, vocab_, x, c, d_wte + at * c, c);
+    GemmLowp d_head = gemm_tn(n, c, rows, dlogits + at, vocab_, x, c, d_wte + at * c, c);
     d_head.beta = accumulate ? 1.0f : 0.0f;
-    backend_.gemm_fp16(d_head);
+    backend_.gemm_lowp(d_head);
   }
   // dx [R, C] = dlogits [R, V] wte [V, C], by rows.
   const Pieces chunks = row_pieces(rows, chunked() ? chunk_rows_ : rows, vocab_, c);
   for (int r0 = 0, n = 0; r0 < rows; r0 += n) {
     n = chunks.at(r0);
     const size_t at = static_cast<size_t>(r0);
-    backend_.gemm_fp16(gemm_nn(n, c, vocab_, dlogits + at * vocab_, vocab_, weights_fp16.at(wte_), c, dx + at * c, c));
+    backend_.gemm_lowp(gemm_nn(n, c, vocab_, dlogits + at * vocab_, vocab_, weights_lowp.at(wte_), c, dx + at * c, c));
   }
 }
 

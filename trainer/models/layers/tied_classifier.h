@@ -20,7 +20,7 @@
 // Chunked, logits dropped (--classifier-logits drop, Liger's fused linear
 // cross-entropy; classifier_logits.h): training also runs each chunk's
 // backward in forward, dx's rows into an FP16 [R, C] buffer and d_wte's
-// share into an FP32 [V, C] sum (gemm_fp16_to_fp32), so one chunk of
+// share into an FP32 [V, C] sum (gemm_lowp_to_fp32), so one chunk of
 // logits is all there is of [R, V]; backward rounds the sum into d_wte
 // (once, or added to what it holds) and hands dx over. No GEMM more than
 // Keep's. The loss and dx are Keep's bits; d_wte sums the same FP32
@@ -41,11 +41,11 @@ namespace ddp {
 // The head's bytes at R rows (chunk_rows 0: unchunked), with the FP32
 // widening where the backend does it: what the allocation tally shows.
 struct ClassifierBytes {
-  double fp16_buffers = 0;   // the logits (dropped: one chunk's), unchunked their gradient, dropped dx [R, C]
+  double lowp_buffers = 0;   // the logits (dropped: one chunk's), unchunked their gradient, dropped dx [R, C]
   double fp32_widening = 0;  // the CPU's widened GEMM operands of [rows, V] shape (0 on CUDA)
-  double row_losses = 0;    // chunked: the per-row losses (FP32 [R])
-  double fp32_sums = 0;     // dropped: d_wte's FP32 sum [V, C]
-  double total() const { return fp16_buffers + fp32_widening + row_losses + fp32_sums; }
+  double row_losses = 0;     // chunked: the per-row losses (FP32 [R])
+  double fp32_sums = 0;      // dropped: d_wte's FP32 sum [V, C]
+  double total() const { return lowp_buffers + fp32_widening + row_losses + fp32_sums; }
 };
 ClassifierBytes classifier_bytes(size_t rows, int vocab, int channels, int chunk_rows, bool widens_fp32,
                                  ClassifierLogits logits = ClassifierLogits::Keep);
@@ -66,20 +66,20 @@ class TiedClassifier {
   // The logits of x [rows, C]. Dropped: into an [R, V] buffer made on the
   // first call (for generation without the KV cache), which training never
   // makes and buffer_bytes() leaves out.
-  ModelOutput forward(const half16* x, int rows, const WeightTable& weights_fp16);
+  ModelOutput forward(const lowp16* x, int rows, const WeightTable& weights_lowp);
   // The same logits a chunk of rows at a time (unchunked: all at once),
   // handed to `each` in row order: what the evaluator reads, so the dropped
   // head makes no [R, V] buffer there either.
-  void forward_rows(const half16* x, int rows, const WeightTable& weights_fp16,
+  void forward_rows(const lowp16* x, int rows, const WeightTable& weights_lowp,
                     const std::function<void(const ModelOutput& part, int first_row)>& each);
   // Chunked only: the logits, the mean loss against labels [rows] into
   // *loss_mean and its gradient times `scale` over the logits; dropped, also
   // dx and d_wte's FP32 sum from each chunk's gradient.
-  void forward_with_loss(const half16* x, int rows, const WeightTable& weights_fp16, const int32_t* labels,
+  void forward_with_loss(const lowp16* x, int rows, const WeightTable& weights_lowp, const int32_t* labels,
                          ScalarArg scale, float* loss_mean);
   // The loss gradient's place: the logits themselves when chunked. The
   // dropped head keeps none (training calls forward_with_loss): throws.
-  half16* output_grad();
+  lowp16* output_grad();
   // What its buffers hold (classifier_bytes less fp32_widening).
   size_t buffer_bytes() const {
     return logits_.size_bytes() + output_grad_.size_bytes() + row_loss_.size_bytes() + dx_.size_bytes() +
@@ -88,8 +88,8 @@ class TiedClassifier {
   // From output_grad() and the forward's x: dx [rows, C] written, d_wte
   // written or added (accumulate). Dropped: from what forward_with_loss
   // left (x and the weights are not read).
-  void backward(const half16* x, int rows, const WeightTable& weights_fp16, const GradTable& grads_fp16,
-                bool accumulate, half16* dx) const;
+  void backward(const lowp16* x, int rows, const WeightTable& weights_lowp, const GradTable& grads_lowp,
+                bool accumulate, lowp16* dx) const;
 
  private:
   Backend& backend_;
@@ -99,12 +99,12 @@ class TiedClassifier {
   int chunk_rows_;
   ClassifierLogits logits_kept_;
   size_t wte_ = 0;
-  Buffer<half16> logits_;         // [R, V]; dropped: [classifier_chunk_capacity, V]
-  Buffer<half16> output_grad_;    // [R, V], unchunked only
+  Buffer<lowp16> logits_;         // [R, V]; dropped: [classifier_chunk_capacity, V]
+  Buffer<lowp16> output_grad_;    // [R, V], unchunked only
   Buffer<float> row_loss_;        // [R], chunked only
-  Buffer<half16> dx_;             // [R, C], dropped only
+  Buffer<lowp16> dx_;             // [R, C], dropped only
   Buffer<float> d_wte_sum_fp32_;  // [V, C], dropped only
-  Buffer<half16> full_logits_;    // [R, V], dropped: made by the first forward()
+  Buffer<lowp16> full_logits_;    // [R, V], dropped: made by the first forward()
   size_t max_rows_;
 };
 

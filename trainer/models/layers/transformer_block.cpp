@@ -14,7 +14,7 @@ BlockScratch::BlockScratch(Backend& backend, size_t max_rows, int channels, cons
   mlp = std::make_unique<MlpActivations>(backend, channels, max_rows);
   if (level != Recompute::Block) return;
   attention_kept = std::make_unique<AttentionActivations>(backend, attention_sizes);
-  mid = Buffer<half16>(backend, max_rows * channels);
+  mid = Buffer<lowp16>(backend, max_rows * channels);
 }
 
 TransformerBlock::TransformerBlock(Backend& backend, int channels, int heads, int context, int max_batch,
@@ -28,7 +28,7 @@ TransformerBlock::TransformerBlock(Backend& backend, int channels, int heads, in
       ln_2_(backend, channels, static_cast<size_t>(max_batch) * context, scratch.layer_norm.get()),
       mlp_(backend, channels, static_cast<size_t>(max_batch) * context, scratch.mlp.get()),
       input_(backend, static_cast<size_t>(max_batch) * context * channels) {
-  if (level != Recompute::Block) mid_ = Buffer<half16>(backend, static_cast<size_t>(max_batch) * context * channels);
+  if (level != Recompute::Block) mid_ = Buffer<lowp16>(backend, static_cast<size_t>(max_batch) * context * channels);
 }
 
 void TransformerBlock::bind(const ParameterRegistry& registry, const std::string& prefix) {
@@ -40,41 +40,41 @@ void TransformerBlock::bind(const ParameterRegistry& registry, const std::string
   attention_half_ = joined(attn_.tensors(), ln_1_.tensors());
 }
 
-void TransformerBlock::attention_half_forward(int batch, const WeightTable& weights_fp16, BlockScratch& scratch) {
+void TransformerBlock::attention_half_forward(int batch, const WeightTable& weights_lowp, BlockScratch& scratch) {
   const int rows = batch * context_;
-  ln_1_.forward(input_.data(), rows, weights_fp16);
-  attn_.forward(ln_1_.out(), batch, weights_fp16, scratch.attention, scratch.branch.data());
-  backend_.add_fp16(input_.data(), scratch.branch.data(), mid(scratch), static_cast<size_t>(rows) * channels_);
+  ln_1_.forward(input_.data(), rows, weights_lowp);
+  attn_.forward(ln_1_.out(), batch, weights_lowp, scratch.attention, scratch.branch.data());
+  backend_.add_lowp(input_.data(), scratch.branch.data(), mid(scratch), static_cast<size_t>(rows) * channels_);
 }
 
-void TransformerBlock::forward(int batch, const WeightTable& weights_fp16, BlockScratch& scratch, half16* out) {
+void TransformerBlock::forward(int batch, const WeightTable& weights_lowp, BlockScratch& scratch, lowp16* out) {
   const int rows = batch * context_;
-  attention_half_forward(batch, weights_fp16, scratch);
-  ln_2_.forward(mid(scratch), rows, weights_fp16);
-  mlp_.forward(ln_2_.out(), rows, weights_fp16, scratch.branch.data());
-  backend_.add_fp16(mid(scratch), scratch.branch.data(), out, static_cast<size_t>(rows) * channels_);
+  attention_half_forward(batch, weights_lowp, scratch);
+  ln_2_.forward(mid(scratch), rows, weights_lowp);
+  mlp_.forward(ln_2_.out(), rows, weights_lowp, scratch.branch.data());
+  backend_.add_lowp(mid(scratch), scratch.branch.data(), out, static_cast<size_t>(rows) * channels_);
 }
 
-void TransformerBlock::backward(int batch, const WeightTable& weights_fp16, const GradTable& grads_fp16,
-                                bool accumulate, BlockScratch& scratch, half16* d_residual,
+void TransformerBlock::backward(int batch, const WeightTable& weights_lowp, const GradTable& grads_lowp,
+                                bool accumulate, BlockScratch& scratch, lowp16* d_residual,
                                 const std::function<void(TensorRange)>& ready) {
   const int rows = batch * context_;
-  if (level_ == Recompute::Block) attention_half_forward(batch, weights_fp16, scratch);
+  if (level_ == Recompute::Block) attention_half_forward(batch, weights_lowp, scratch);
   if (level_ != Recompute::None) {  // ln_2's output and statistics, fc_pre and h, as forward left them
-    ln_2_.forward(mid(scratch), rows, weights_fp16);
-    mlp_.recompute_hidden(ln_2_.out(), rows, weights_fp16);
+    ln_2_.forward(mid(scratch), rows, weights_lowp);
+    mlp_.recompute_hidden(ln_2_.out(), rows, weights_lowp);
   }
   // d_residual holds dout: the MLP's output gradient, and m's through the residual.
-  mlp_.backward(d_residual, rows, weights_fp16, grads_fp16, accumulate, scratch.d_hidden.data(), scratch.d_ln.data());
-  ln_2_.backward(scratch.d_ln.data(), mid(scratch), rows, weights_fp16, grads_fp16, accumulate, d_residual,
+  mlp_.backward(d_residual, rows, weights_lowp, grads_lowp, accumulate, scratch.d_hidden.data(), scratch.d_ln.data());
+  ln_2_.backward(scratch.d_ln.data(), mid(scratch), rows, weights_lowp, grads_lowp, accumulate, d_residual,
                  /*add_to_residual=*/true);
   ready(mlp_half_);
   // ln_1's output (c_attn's weight gradient reads it) and statistics, in
   // the slot ln_2 has just used.
-  if (level_ != Recompute::None) ln_1_.forward(input_.data(), rows, weights_fp16);
+  if (level_ != Recompute::None) ln_1_.forward(input_.data(), rows, weights_lowp);
   // d_residual now holds dm: the attention's output gradient, and x's through the residual.
-  attn_.backward(d_residual, batch, weights_fp16, grads_fp16, accumulate, scratch.attention, scratch.d_ln.data());
-  ln_1_.backward(scratch.d_ln.data(), input_.data(), rows, weights_fp16, grads_fp16, accumulate, d_residual,
+  attn_.backward(d_residual, batch, weights_lowp, grads_lowp, accumulate, scratch.attention, scratch.d_ln.data());
+  ln_1_.backward(scratch.d_ln.data(), input_.data(), rows, weights_lowp, grads_lowp, accumulate, d_residual,
                  /*add_to_residual=*/true);
   ready(attention_half_);
 }

@@ -39,16 +39,15 @@ namespace ddp {
 // Buffers every block uses in turn (one block runs at a time), owned by the
 // model; those a level shares (null or empty where it does not).
 struct BlockScratch {
-  BlockScratch(Backend& backend, size_t max_rows, int channels, const AttentionSizes& attention_sizes,
-               Recompute level);
-  Buffer<half16> branch;    // [R, C]: a branch's output (attention's, the MLP's) before its residual add
-  Buffer<half16> d_ln;      // [R, C]: a LayerNorm's output gradient
-  Buffer<half16> d_hidden;  // [R, 4C]: the MLP's hidden gradient
+  BlockScratch(Backend& backend, size_t max_rows, int channels, const AttentionSizes& attention_sizes, Recompute level);
+  Buffer<lowp16> branch;    // [R, C]: a branch's output (attention's, the MLP's) before its residual add
+  Buffer<lowp16> d_ln;      // [R, C]: a LayerNorm's output gradient
+  Buffer<lowp16> d_hidden;  // [R, 4C]: the MLP's hidden gradient
   AttentionScratch attention;
   std::unique_ptr<LayerNormActivations> layer_norm;      // light, block: ln_1's and ln_2's in turn
   std::unique_ptr<MlpActivations> mlp;                   // light, block
   std::unique_ptr<AttentionActivations> attention_kept;  // block
-  Buffer<half16> mid;                                    // block: m [R, C]
+  Buffer<lowp16> mid;                                    // block: m [R, C]
 };
 
 class TransformerBlock {
@@ -63,15 +62,15 @@ class TransformerBlock {
   TensorRange tensors() const { return joined(mlp_half_, attention_half_); }
 
   // x [R, C]: where the layer before writes this block's input.
-  half16* input() { return input_.data(); }
+  lowp16* input() { return input_.data(); }
   // out [R, C] from input(), for `batch` windows.
-  void forward(int batch, const WeightTable& weights_fp16, BlockScratch& scratch, half16* out);
+  void forward(int batch, const WeightTable& weights_lowp, BlockScratch& scratch, lowp16* out);
   // d_residual [R, C]: the output's gradient in, the input's out. The
   // tensors' gradients written or added (accumulate); `ready` gets each
   // half's range as its gradients become final. Runs what its level
   // recomputes first (the same weights as the forward's).
-  void backward(int batch, const WeightTable& weights_fp16, const GradTable& grads_fp16, bool accumulate,
-                BlockScratch& scratch, half16* d_residual, const std::function<void(TensorRange)>& ready);
+  void backward(int batch, const WeightTable& weights_lowp, const GradTable& grads_lowp, bool accumulate,
+                BlockScratch& scratch, lowp16* d_residual, const std::function<void(TensorRange)>& ready);
 
   // The bytes of the buffers the block owns, by kind (0 where shared).
   size_t residual_bytes() const { return input_.size_bytes() + mid_.size_bytes(); }
@@ -81,8 +80,8 @@ class TransformerBlock {
 
  private:
   // m = x + attn(ln_1(x)) into mid().
-  void attention_half_forward(int batch, const WeightTable& weights_fp16, BlockScratch& scratch);
-  half16* mid(BlockScratch& scratch) { return level_ == Recompute::Block ? scratch.mid.data() : mid_.data(); }
+  void attention_half_forward(int batch, const WeightTable& weights_lowp, BlockScratch& scratch);
+  lowp16* mid(BlockScratch& scratch) { return level_ == Recompute::Block ? scratch.mid.data() : mid_.data(); }
 
   Backend& backend_;
   int channels_;
@@ -94,8 +93,8 @@ class TransformerBlock {
   MlpBlock mlp_;
   TensorRange mlp_half_;
   TensorRange attention_half_;
-  Buffer<half16> input_;  // x [R, C]
-  Buffer<half16> mid_;    // m [R, C] (none, light; block: scratch.mid)
+  Buffer<lowp16> input_;  // x [R, C]
+  Buffer<lowp16> mid_;    // m [R, C] (none, light; block: scratch.mid)
 };
 
 }  // namespace ddp

@@ -24,7 +24,7 @@ MlpModel::MlpModel(Backend& backend, const MlpConfig& config, int max_batch)
     activation_out_.emplace_back(backend, hidden ? count : 0);
     grad_scratch_.emplace_back(backend, hidden ? count : 0);
   }
-  output_grad_ = Buffer<half16>(backend, static_cast<size_t>(max_batch) * output_width());
+  output_grad_ = Buffer<lowp16>(backend, static_cast<size_t>(max_batch) * output_width());
 }
 
 std::vector<size_t> MlpModel::layer_tensors(int layer) const {
@@ -33,45 +33,45 @@ std::vector<size_t> MlpModel::layer_tensors(int layer) const {
   return {l.weight_tensor(), l.bias_tensor()};
 }
 
-ModelOutput MlpModel::forward(const DeviceBatch& batch, const WeightTable& weights_fp16) {
+ModelOutput MlpModel::forward(const DeviceBatch& batch, const WeightTable& weights_lowp) {
   DDP_REQUIRE(batch.rows > 0 && batch.rows <= max_batch_, "MlpModel::forward: batch larger than allocated");
-  DDP_REQUIRE(weights_fp16.size() == registry_.size(), "MlpModel::forward: the weight table is not the registry's");
-  DDP_REQUIRE(batch.features_fp16 != nullptr, "MlpModel::forward: the MLP reads FP16 features");
-  input_ = batch.features_fp16;
+  DDP_REQUIRE(weights_lowp.size() == registry_.size(), "MlpModel::forward: the weight table is not the registry's");
+  DDP_REQUIRE(batch.features_lowp != nullptr, "MlpModel::forward: the MLP reads FP16 features");
+  input_ = batch.features_lowp;
   rows_ = batch.rows;
-  const half16* in = input_;
+  const lowp16* in = input_;
   const size_t n = layers_.size();
   for (size_t i = 0; i < n; ++i) {
     before_forward(static_cast<int>(i));
     if (i + 1 < n) {  // hidden: act(X W^T + b), Z kept for GELU
-      layers_[i].forward(backend_, in, rows_, weights_fp16, activation_out_[i].data(), activation_,
+      layers_[i].forward(backend_, in, rows_, weights_lowp, activation_out_[i].data(), activation_,
                          keeps_pre_activation() ? pre_activation_[i].data() : nullptr);
       in = activation_out_[i].data();
     } else {  // the logits: no activation
-      layers_[i].forward(backend_, in, rows_, weights_fp16, pre_activation_[i].data(), Activation::None, nullptr);
+      layers_[i].forward(backend_, in, rows_, weights_lowp, pre_activation_[i].data(), Activation::None, nullptr);
     }
   }
   return ModelOutput{pre_activation_.back().data(), rows_, output_width()};
 }
 
-void MlpModel::backward(const WeightTable& weights_fp16, const GradTable& grads_fp16, bool accumulate,
+void MlpModel::backward(const WeightTable& weights_lowp, const GradTable& grads_lowp, bool accumulate,
                         const GradientsReady& ready) {
   DDP_REQUIRE(input_ != nullptr, "MlpModel::backward before forward");
-  DDP_REQUIRE(weights_fp16.size() == registry_.size() && grads_fp16.size() == registry_.size(),
+  DDP_REQUIRE(weights_lowp.size() == registry_.size() && grads_lowp.size() == registry_.size(),
               "MlpModel::backward: a table is not the registry's");
   for (size_t i = layers_.size(); i-- > 0;) {
     before_backward(static_cast<int>(i));
     const LinearLayer& layer = layers_[i];
     // dZ_i: the loss gradient for the last layer; for a hidden layer, the dX
     // GEMM of layer i + 1 wrote it with act'(Z_i) already applied.
-    const half16* dz = (i + 1 == layers_.size()) ? output_grad_.data() : grad_scratch_[i].data();
-    const half16* x_i = i == 0 ? input_ : activation_out_[i - 1].data();
-    layer.backward_weights(backend_, dz, x_i, rows_, grads_fp16, accumulate);
+    const lowp16* dz = (i + 1 == layers_.size()) ? output_grad_.data() : grad_scratch_[i].data();
+    const lowp16* x_i = i == 0 ? input_ : activation_out_[i - 1].data();
+    layer.backward_weights(backend_, dz, x_i, rows_, grads_lowp, accumulate);
     // The weight then the bias: consecutive in the registry (mlp_config.h).
     if (ready) ready(layer.weight_tensor(), layer.bias_tensor() + 1);
     if (i > 0) {  // dZ_{i-1} = act'(Z_{i-1}) * (dZ W): relu' from Y_{i-1}, GELU's from Z_{i-1}
-      const half16* dact_input = keeps_pre_activation() ? pre_activation_[i - 1].data() : activation_out_[i - 1].data();
-      layer.backward_input(backend_, dz, rows_, weights_fp16, grad_scratch_[i - 1].data(), activation_, dact_input);
+      const lowp16* dact_input = keeps_pre_activation() ? pre_activation_[i - 1].data() : activation_out_[i - 1].data();
+      layer.backward_input(backend_, dz, rows_, weights_lowp, grad_scratch_[i - 1].data(), activation_, dact_input);
     }
   }
 }
@@ -79,7 +79,7 @@ void MlpModel::backward(const WeightTable& weights_fp16, const GradTable& grads_
 ActivationKinds MlpModel::activation_kinds() const {
   double hidden = 0;
   for (size_t i = 0; i + 1 < layers_.size(); ++i) hidden += layers_[i].out_features();
-  const double b = max_batch_, out = output_width(), fp16 = sizeof(half16);
+  const double b = max_batch_, out = output_width(), fp16 = sizeof(lowp16);
   ActivationKind kept{"layers", 0, fp16 * b * (hidden + out + (keeps_pre_activation() ? hidden : 0.0)),
                       keeps_pre_activation() ? "2B(2 sum h + o)" : "2B(sum h + o)"};
   ActivationKind grads{"gradients", output_grad_.size_bytes(), fp16 * b * (hidden + out), "2B(sum h + o)"};

@@ -34,10 +34,10 @@ class MlpModel final : public Model {
   int input_width() const { return layers_.front().in_features(); }
   int output_width() const { return layers_.back().out_features(); }
 
-  // batch.features_fp16: [rows, input_width]. Outputs [rows, output_width].
-  ModelOutput forward(const DeviceBatch& batch, const WeightTable& weights_fp16) override;
-  half16* output_grad() override { return output_grad_.data(); }
-  void backward(const WeightTable& weights_fp16, const GradTable& grads_fp16, bool accumulate,
+  // batch.features_lowp: [rows, input_width]. Outputs [rows, output_width].
+  ModelOutput forward(const DeviceBatch& batch, const WeightTable& weights_lowp) override;
+  lowp16* output_grad() override { return output_grad_.data(); }
+  void backward(const WeightTable& weights_lowp, const GradTable& grads_lowp, bool accumulate,
                 const GradientsReady& ready) override;
   // "layers": what forward keeps for backward, 2B (sum h + o) bytes, and
   // 2B sum h more with GELU (its Z); "gradients": the hidden dZ scratch and
@@ -51,15 +51,15 @@ class MlpModel final : public Model {
   std::vector<LinearLayer> layers_;  // forward order
   Activation activation_;
   int max_batch_;
-  const half16* input_ = nullptr;  // X_0 of the last forward
+  const lowp16* input_ = nullptr;  // X_0 of the last forward
   int rows_ = 0;                   // of the last forward
-  // GELU's gradient needs Z; ReLU's is read from Y (backend.h, GemmFp16::dact_input).
+  // GELU's gradient needs Z; ReLU's is read from Y (backend.h, GemmLowp::dact_input).
   bool keeps_pre_activation() const { return activation_ == Activation::Gelu; }
 
-  std::vector<Buffer<half16>> pre_activation_;  // Z_i [max_batch, out_i]: the logits, and hidden Z for GELU
-  std::vector<Buffer<half16>> activation_out_;  // X_{i+1} = act(Z_i) [max_batch, out_i] (hidden layers)
-  std::vector<Buffer<half16>> grad_scratch_;    // dZ_i of a hidden layer [max_batch, out_i]
-  Buffer<half16> output_grad_;
+  std::vector<Buffer<lowp16>> pre_activation_;  // Z_i [max_batch, out_i]: the logits, and hidden Z for GELU
+  std::vector<Buffer<lowp16>> activation_out_;  // X_{i+1} = act(Z_i) [max_batch, out_i] (hidden layers)
+  std::vector<Buffer<lowp16>> grad_scratch_;    // dZ_i of a hidden layer [max_batch, out_i]
+  Buffer<lowp16> output_grad_;
 };
 
 }  // namespace ddp

@@ -27,22 +27,22 @@ std::vector<size_t> SoftmaxRegressionModel::layer_tensors(int layer) const {
   return {linear_.weight_tensor(), linear_.bias_tensor()};
 }
 
-ModelOutput SoftmaxRegressionModel::forward(const DeviceBatch& batch, const WeightTable& weights_fp16) {
+ModelOutput SoftmaxRegressionModel::forward(const DeviceBatch& batch, const WeightTable& weights_lowp) {
   DDP_REQUIRE(batch.rows > 0 && batch.rows <= max_batch_, "SoftmaxRegressionModel::forward: batch too large");
-  DDP_REQUIRE(batch.features_fp16 != nullptr, "SoftmaxRegressionModel::forward: it reads FP16 features");
-  input_ = batch.features_fp16;
+  DDP_REQUIRE(batch.features_lowp != nullptr, "SoftmaxRegressionModel::forward: it reads FP16 features");
+  input_ = batch.features_lowp;
   rows_ = batch.rows;
   before_forward(0);
-  linear_.forward(backend_, input_, rows_, weights_fp16, logits_.data(), Activation::None, nullptr);
+  linear_.forward(backend_, input_, rows_, weights_lowp, logits_.data(), Activation::None, nullptr);
   return ModelOutput{logits_.data(), rows_, linear_.out_features()};
 }
 
-void SoftmaxRegressionModel::backward(const WeightTable& weights_fp16, const GradTable& grads_fp16, bool accumulate,
+void SoftmaxRegressionModel::backward(const WeightTable& weights_lowp, const GradTable& grads_lowp, bool accumulate,
                                       const GradientsReady& ready) {
   DDP_REQUIRE(input_ != nullptr, "SoftmaxRegressionModel::backward before forward");
-  (void)weights_fp16;  // no input gradient: nothing is below the one layer
+  (void)weights_lowp;  // no input gradient: nothing is below the one layer
   before_backward(0);
-  linear_.backward_weights(backend_, logits_grad_.data(), input_, rows_, grads_fp16, accumulate);
+  linear_.backward_weights(backend_, logits_grad_.data(), input_, rows_, grads_lowp, accumulate);
   if (ready) ready(linear_.weight_tensor(), linear_.bias_tensor() + 1);
 }
 

@@ -27,10 +27,10 @@ class SoftmaxRegressionModel final : public Model {
   int layer_count() const override { return 1; }
   std::vector<size_t> layer_tensors(int layer) const override;
 
-  // batch.features_fp16 [rows, in] -> logits [rows, classes].
-  ModelOutput forward(const DeviceBatch& batch, const WeightTable& weights_fp16) override;
-  half16* output_grad() override { return logits_grad_.data(); }
-  void backward(const WeightTable& weights_fp16, const GradTable& grads_fp16, bool accumulate,
+  // batch.features_lowp [rows, in] -> logits [rows, classes].
+  ModelOutput forward(const DeviceBatch& batch, const WeightTable& weights_lowp) override;
+  lowp16* output_grad() override { return logits_grad_.data(); }
+  void backward(const WeightTable& weights_lowp, const GradTable& grads_lowp, bool accumulate,
                 const GradientsReady& ready) override;
 
  private:
@@ -38,10 +38,10 @@ class SoftmaxRegressionModel final : public Model {
   ParameterRegistry registry_;
   LinearLayer linear_;
   int max_batch_;
-  const half16* input_ = nullptr;  // X of the last forward [rows, in]
+  const lowp16* input_ = nullptr;  // X of the last forward [rows, in]
   int rows_ = 0;
-  Buffer<half16> logits_;       // [max_batch, classes]
-  Buffer<half16> logits_grad_;  // [max_batch, classes], the loss head's dL/dlogits
+  Buffer<lowp16> logits_;       // [max_batch, classes]
+  Buffer<lowp16> logits_grad_;  // [max_batch, classes], the loss head's dL/dlogits
 };
 
 }  // namespace ddp::test
