@@ -38,14 +38,14 @@ __attribute__((target("f16c,avx"))) size_t sum_into_fp16_f16c(const lowp16* a, l
 }
 
 // 8 bfloat16s to FP32: each 16 bits shifted to the top of a lane.
-__attribute__((target("avx2"))) inline __m256 load8_bf16(const bfloat16* p) {
+__attribute__((target("avx2"))) inline __m256 load8_bf16(const lowp16* p) {
   const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
 }
 
 // 8 FP32s to bfloat16 by float_to_bfloat16_bits_portable's rule: NaNs
 // quieted, the rest rounded by adding 0x7fff plus the kept half's lowest bit.
-__attribute__((target("avx2"))) inline void store8_bf16(bfloat16* p, __m256 v) {
+__attribute__((target("avx2"))) inline void store8_bf16(lowp16* p, __m256 v) {
   const __m256i x = _mm256_castps_si256(v);
   const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
   const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(x, _mm256_set1_epi32(0x7fff)), lsb), 16);
@@ -58,7 +58,7 @@ __attribute__((target("avx2"))) inline void store8_bf16(bfloat16* p, __m256 v) {
   _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(packed));
 }
 
-__attribute__((target("avx2"))) size_t sum_into_bf16_avx2(const bfloat16* a, bfloat16* b, size_t n) {
+__attribute__((target("avx2"))) size_t sum_into_bf16_avx2(const lowp16* a, lowp16* b, size_t n) {
   size_t i = 0;
   for (; i + 16 <= n; i += 16) {
     const __m256 s0 = _mm256_add_ps(load8_bf16(b + i), load8_bf16(a + i));
@@ -83,12 +83,12 @@ void sum_into_fp16(const lowp16* a, lowp16* b, size_t count) {
   for (; i < count; ++i) b[i] = to_half(half_to_float(b[i]) + half_to_float(a[i]));
 }
 
-void sum_into_bf16(const bfloat16* a, bfloat16* b, size_t count) {
+void sum_into_bf16(const lowp16* a, lowp16* b, size_t count) {
   size_t i = 0;
 #if defined(__x86_64__)
   if (g_vector_enabled && avx2_available()) i = sum_into_bf16_avx2(a, b, count);
 #endif
-  for (; i < count; ++i) b[i] = to_bfloat16(to_float(b[i]) + to_float(a[i]));
+  for (; i < count; ++i) b[i] = to_bfloat16(bfloat16_to_float(b[i]) + bfloat16_to_float(a[i]));
 }
 
 }  // namespace ddp

@@ -17,7 +17,7 @@
 namespace ddp {
 
 void sum_into_fp16(const lowp16* a, lowp16* b, size_t count);
-void sum_into_bf16(const bfloat16* a, bfloat16* b, size_t count);
+void sum_into_bf16(const lowp16* a, lowp16* b, size_t count);
 
 // Whether the vector paths run on this CPU (F16C and AVX; AVX2), and, for
 // tests, a switch to the scalar paths (false) or back to detection (true).

@@ -16,6 +16,7 @@
 #include "kernels/error.h"
 #include "kernels/gemm_ops.h"
 #include "kernels/half.h"
+#include "kernels/lowp_codec.h"
 #include "kernels/loss_ops.h"
 #include "kernels/optimizer_ops.h"
 #include "kernels/stream_marks.h"
@@ -34,6 +35,9 @@ class Backend : public GemmOps, public ElementwiseOps, public LossOps, public Tr
   virtual ~Backend() = default;
   virtual DeviceKind kind() const = 0;
   virtual std::string description() const = 0;
+  // The format of every 16-bit buffer (lowp16) the ops read and write,
+  // fixed when the backend is made (lowp_codec.h): FP16 unless asked.
+  virtual Precision precision() const { return Precision::Fp16; }
 
   // ---- memory -------------------------------------------------------------
   // The bytes Buffers (buffer.h: the trainer's and its models' device

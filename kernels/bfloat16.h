@@ -1,5 +1,5 @@
-// bfloat16.h: bfloat16 storage type usable on host and device, beside
-// FP16 (half.h): the 16-bit working precision of `--precision bf16`.
+// bfloat16.h: bfloat16 in the 16-bit word (lowp16.h), on host and device,
+// beside FP16 (half.h): the working precision of `--precision bf16`.
 //
 // bfloat16 is the top half of an FP32: 1 sign bit, FP32's 8 exponent bits,
 // 7 mantissa bits. Widening is exact (the 16 bits shifted up); narrowing
@@ -22,11 +22,6 @@
 
 namespace ddp {
 
-struct bfloat16 {
-  uint16_t bits;
-};
-static_assert(sizeof(bfloat16) == 2, "bfloat16 must be 2 bytes");
-
 // Portable float -> bfloat16, round to nearest even.
 DDP_HD uint16_t float_to_bfloat16_bits_portable(float f) {
   const uint32_t x = float_to_bits(f);
@@ -42,15 +37,15 @@ DDP_HD uint16_t float_to_bfloat16_bits_portable(float f) {
 // Exact bfloat16 -> float.
 DDP_HD float bfloat16_bits_to_float(uint16_t b) { return bits_to_float(static_cast<uint32_t>(b) << 16); }
 
-DDP_HD bfloat16 to_bfloat16(float f) {
+DDP_HD lowp16 to_bfloat16(float f) {
 #if defined(__CUDA_ARCH__)
-  return bfloat16{__bfloat16_as_ushort(__float2bfloat16_rn(f))};
+  return lowp16{__bfloat16_as_ushort(__float2bfloat16_rn(f))};
 #else
-  return bfloat16{float_to_bfloat16_bits_portable(f)};
+  return lowp16{float_to_bfloat16_bits_portable(f)};
 #endif
 }
 
-DDP_HD float to_float(bfloat16 b) { return bfloat16_bits_to_float(b.bits); }
+DDP_HD float bfloat16_to_float(lowp16 b) { return bfloat16_bits_to_float(b.bits); }
 
 // The largest finite bfloat16: (2 - 2^-7) x 2^127.
 constexpr float kBfloat16Max = 3.38953139e38f;

@@ -9,7 +9,7 @@
 
 namespace ddp {
 
-void bfloat16_to_float_array(const bfloat16* src, float* dst, size_t count);
-void float_to_bfloat16_array(const float* src, bfloat16* dst, size_t count);
+void bfloat16_to_float_array(const lowp16* src, float* dst, size_t count);
+void float_to_bfloat16_array(const float* src, lowp16* dst, size_t count);
 
 }  // namespace ddp

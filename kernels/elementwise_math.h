@@ -9,7 +9,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "kernels/half.h"
+#include "kernels/lowp_codec.h"
 #include "kernels/host_device.h"
 
 namespace ddp {
@@ -105,9 +105,13 @@ DDP_HD SgdParams resolved(SgdParams s) {
 }
 
 // One element of the SGD update on FP32 master weight `p` and momentum `buf`.
-// The unscaled FP32 gradient of one FP16 element: one rounding, shared by
-// the unscale pass and the fused update so both give the same bits.
-DDP_HD float unscale_element(lowp16 g, float inv_scale) { return half_to_float(g) * inv_scale; }
+// The unscaled FP32 gradient of one 16-bit element in codec C's precision
+// (lowp_codec.h): one rounding, shared by the unscale pass and the fused
+// update so both give the same bits.
+template <class C>
+DDP_HD float unscale_element(lowp16 g, float inv_scale) {
+  return C::widen(g) * inv_scale;
+}
 
 DDP_HD void sgd_update_element(const SgdParams& s, float grad, float& p, float& buf) {
   float g = grad * s.grad_multiplier;

@@ -1,5 +1,6 @@
 // elementwise_ops.h: the element-wise family of the Backend (backend.h):
-// FP32 math on each element, one round-to-nearest-even to FP16. The unfused
+// FP32 math on each element, one round-to-nearest-even to the backend's
+// 16-bit precision (fp16() below: FP16 or BF16 alike). The unfused
 // passes the fused GEMM epilogues replaced (bias add, activation and its
 // gradient, bias-gradient column sums, FP16 -> FP32 casts) are not ops: the
 // tests' references have them (tests/support/unfused_ops.h).

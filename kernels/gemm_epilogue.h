@@ -1,5 +1,6 @@
 // gemm_epilogue.h: the epilogue of GemmLowp (backend.h), what happens to an
-// FP32 GEMM result before its one rounding to FP16, written once for the
+// FP32 GEMM result before its one rounding to the working precision (codec
+// C, lowp_codec.h), written once for the
 // CPU narrowing pass (cpu_elementwise.cpp), the CUDA fallback GEMM and the
 // CUDA epilogue kernel (cuda_gemm_simple.cu, cuda_gemm_epilogue.cu), so all
 // compute the same function. Also the rules on which epilogue combinations
@@ -11,7 +12,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/elementwise_math.h"
-#include "kernels/half.h"
+#include "kernels/lowp_codec.h"
 #include "kernels/host_device.h"
 
 namespace ddp {
@@ -26,12 +27,13 @@ DDP_HD float gemm_epilogue_activation(Activation act, Activation dact, float z, 
 
 // The whole epilogue of element (i, j): v is alpha * acc (+ beta * C) in
 // FP32. Writes pre_activation[i, j] when asked and returns C[i, j].
+template <class C>
 DDP_HD lowp16 gemm_epilogue_element(const GemmLowp& g, int i, int j, float v) {
-  if (g.bias) v += half_to_float(g.bias[j]);
-  if (g.pre_activation) g.pre_activation[static_cast<size_t>(i) * g.ld_pre_activation + j] = to_half(v);
+  if (g.bias) v += C::widen(g.bias[j]);
+  if (g.pre_activation) g.pre_activation[static_cast<size_t>(i) * g.ld_pre_activation + j] = C::narrow(v);
   const float z =
-      g.dact != Activation::None ? half_to_float(g.dact_input[static_cast<size_t>(i) * g.ld_dact_input + j]) : 0.0f;
-  return to_half(gemm_epilogue_activation(g.act, g.dact, z, v));
+      g.dact != Activation::None ? C::widen(g.dact_input[static_cast<size_t>(i) * g.ld_dact_input + j]) : 0.0f;
+  return C::narrow(gemm_epilogue_activation(g.act, g.dact, z, v));
 }
 
 // True when g asks for any epilogue work beyond alpha/beta (bias aside).

@@ -1,5 +1,6 @@
-// gemm_ops.h: the GEMM family of the Backend (backend.h): FP16 operands
-// and result, FP32 accumulation, one rounding, with the epilogues the
+// gemm_ops.h: the GEMM family of the Backend (backend.h): 16-bit operands
+// and result in the backend's precision (FP16 in the comments below; BF16
+// alike), FP32 accumulation, one rounding, with the epilogues the
 // models fuse into it (gemm_epilogue.h), and the batched form the
 // per-head products use.
 #pragma once

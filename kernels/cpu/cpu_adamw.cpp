@@ -4,24 +4,27 @@
 // lane the bits of the scalar adamw_update_element.
 #include "kernels/cpu/cpu_adamw.h"
 
+#include "kernels/cpu/cpu_elementwise.h"  // widen_lowp, narrow_fp32
 #include "kernels/half_convert.h"
 
-#include "kernels/cpu/cpu_simd.h"
+#include "kernels/cpu/cpu_lowp_simd.h"
 
 namespace ddp::cpu {
 namespace {
 
+template <class C>
 float gradient_at(const AdamWBuffers& b, float inv_scale, size_t i) {
-  return b.grads_fp32 ? b.grads_fp32[i] : unscale_element(b.grads_lowp[i], inv_scale);
+  return b.grads_fp32 ? b.grads_fp32[i] : unscale_element<C>(b.grads_lowp[i], inv_scale);
 }
 
+template <class C>
 void adamw_scalar(const AdamWScalars& s, const AdamWBuffers& b, float inv_scale, size_t begin, size_t end) {
   for (size_t i = begin; i < end; ++i) {
     const bool decay = b.decay_mask ? b.decay_mask[i] != 0 : true;
-    adamw_update_element(s, gradient_at(b, inv_scale, i), decay, b.master_fp32[i], b.exp_avg_fp32[i],
+    adamw_update_element(s, gradient_at<C>(b, inv_scale, i), decay, b.master_fp32[i], b.exp_avg_fp32[i],
                          b.exp_avg_sq_fp32[i]);
   }
-  float_to_half_array(b.master_fp32 + begin, b.weights_lowp + begin, end - begin);
+  narrow_fp32(C::kPrecision, b.master_fp32 + begin, b.weights_lowp + begin, end - begin);
 }
 
 #if DDP_X86
@@ -33,7 +36,8 @@ DDP_AVX_F16C inline __m256 decay_lanes(const uint8_t* mask) {
   return _mm256_cmp_ps(as_float, _mm256_setzero_ps(), _CMP_NEQ_OQ);
 }
 
-DDP_AVX_F16C void adamw_f16c(const AdamWScalars& s, const AdamWBuffers& b, float inv_scale, size_t begin, size_t end) {
+template <class C>
+DDP_AVX_F16C void adamw_avx(const AdamWScalars& s, const AdamWBuffers& b, float inv_scale, size_t begin, size_t end) {
   const __m256 mult = _mm256_set1_ps(s.grad_multiplier), decay = _mm256_set1_ps(s.decay_factor),
                b1 = _mm256_set1_ps(s.beta1), omb1 = _mm256_set1_ps(s.one_minus_beta1), b2 = _mm256_set1_ps(s.beta2),
                omb2 = _mm256_set1_ps(s.one_minus_beta2), bc2 = _mm256_set1_ps(s.bias_correction2_sqrt),
@@ -42,9 +46,7 @@ DDP_AVX_F16C void adamw_f16c(const AdamWScalars& s, const AdamWBuffers& b, float
   size_t i = begin;
   for (; i + 8 <= end; i += 8) {
     const __m256 raw =
-        b.grads_fp32 ? _mm256_loadu_ps(b.grads_fp32 + i)
-                     : _mm256_mul_ps(
-                           _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.grads_lowp + i))), scale);
+        b.grads_fp32 ? _mm256_loadu_ps(b.grads_fp32 + i) : _mm256_mul_ps(load8(C{}, b.grads_lowp + i), scale);
     const __m256 g = _mm256_mul_ps(raw, mult);
     __m256 p = _mm256_loadu_ps(b.master_fp32 + i);
     p = _mm256_blendv_ps(p, _mm256_mul_ps(p, decay), b.decay_mask ? decay_lanes(b.decay_mask + i) : all);
@@ -56,20 +58,22 @@ DDP_AVX_F16C void adamw_f16c(const AdamWScalars& s, const AdamWBuffers& b, float
     _mm256_storeu_ps(b.exp_avg_fp32 + i, m);
     _mm256_storeu_ps(b.exp_avg_sq_fp32 + i, v);
     _mm256_storeu_ps(b.master_fp32 + i, p);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(b.weights_lowp + i),
-                     _mm256_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    store8(C{}, b.weights_lowp + i, p);
   }
-  if (i < end) adamw_scalar(s, b, inv_scale, i, end);
+  if (i < end) adamw_scalar<C>(s, b, inv_scale, i, end);
 }
 #endif  // DDP_X86
 
 }  // namespace
 
-void adamw_range(const AdamWScalars& s, const AdamWBuffers& b, float inv_scale, size_t begin, size_t end) {
+void adamw_range(Precision p, const AdamWScalars& s, const AdamWBuffers& b, float inv_scale, size_t begin, size_t end) {
+  with_codec(p, [&](auto codec) {
+    using C = decltype(codec);
 #if DDP_X86
-  if (f16c_available()) return adamw_f16c(s, b, inv_scale, begin, end);
+    if (f16c_available()) return adamw_avx<C>(s, b, inv_scale, begin, end);
 #endif
-  adamw_scalar(s, b, inv_scale, begin, end);
+    adamw_scalar<C>(s, b, inv_scale, begin, end);
+  });
 }
 
 }  // namespace ddp::cpu

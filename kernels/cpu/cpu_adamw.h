@@ -9,6 +9,7 @@
 #include <cstddef>
 
 #include "kernels/backend.h"
+#include "kernels/lowp_codec.h"
 
 namespace ddp::cpu {
 
@@ -16,6 +17,6 @@ namespace ddp::cpu {
 // (indexed from the buffers' starts), then weights_lowp = fp16(master)
 // there; the gradient is b.grads_fp32[i], or unscale_element(b.grads_lowp[i],
 // inv_scale) when grads_fp32 is null.
-void adamw_range(const AdamWScalars& s, const AdamWBuffers& b, float inv_scale, size_t begin, size_t end);
+void adamw_range(Precision p, const AdamWScalars& s, const AdamWBuffers& b, float inv_scale, size_t begin, size_t end);
 
 }  // namespace ddp::cpu

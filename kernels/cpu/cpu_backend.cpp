@@ -55,8 +55,9 @@ size_t cpu_pass_pieces(size_t elements, int threads) {
 
 size_t CpuBackend::pieces(size_t elements) const { return cpu_pass_pieces(elements, threads_); }
 
-CpuBackend::CpuBackend(int threads)
+CpuBackend::CpuBackend(int threads, Precision precision)
     : threads_(threads > 0 ? threads : std::max(set_blas_threads(0), 1)),
+      precision_(precision),
       pool_(std::make_unique<CpuThreadPool>(threads_)) {}
 
 std::string CpuBackend::description() const {
@@ -66,7 +67,7 @@ std::string CpuBackend::description() const {
   const char* blas = "CBLAS";
 #endif
   return std::string("CPU (") + blas + ", " + std::to_string(threads_) + " thread" + (threads_ == 1 ? "" : "s") +
-         (f16c_available() ? ", F16C" : "") + ")";
+         (f16c_available() ? ", F16C" : "") + ", " + precision_name(precision_) + ")";
 }
 
 // ---- memory ---------------------------------------------------------------------
@@ -91,41 +92,44 @@ std::unique_ptr<UploadSlots> CpuBackend::make_upload_slots(size_t slot_bytes) {
 // bytes), so its growth is in the allocation tally.
 void CpuBackend::gemm_lowp(const GemmLowp& g) {
   const size_t before = gemm_scratch_.bytes();
-  cpu_gemm_lowp(g, *pool_, gemm_scratch_);
+  cpu_gemm_lowp(precision_, g, *pool_, gemm_scratch_);
   count_allocation(gemm_scratch_.bytes() - before);
 }
 void CpuBackend::gemm_lowp_to_fp32(const GemmLowp& g, float* c_fp32) {
   const size_t before = gemm_scratch_.bytes();
-  cpu_gemm_lowp_to_fp32(g, c_fp32, *pool_, gemm_scratch_);
+  cpu_gemm_lowp_to_fp32(precision_, g, c_fp32, *pool_, gemm_scratch_);
   count_allocation(gemm_scratch_.bytes() - before);
 }
 
 // ---- element-wise -----------------------------------------------------------------
 void CpuBackend::cast_fp32_to_lowp(const float* src, lowp16* dst, size_t count) {
   pool_->parallel_for(count, kGrain, pieces(count),
-                      [&](size_t i0, size_t i1) { float_to_half_array(src + i0, dst + i0, i1 - i0); });
+                      [&](size_t i0, size_t i1) { cpu::narrow_fp32(precision_, src + i0, dst + i0, i1 - i0); });
 }
 void CpuBackend::add_fp32_into_lowp(const float* src, lowp16* y, size_t count) {
   pool_->parallel_for(count, kGrain, pieces(count), [&](size_t i0, size_t i1) {
-    for (size_t i = i0; i < i1; ++i) y[i] = to_half(half_to_float(y[i]) + src[i]);
+    with_codec(precision_, [&](auto codec) {
+      for (size_t i = i0; i < i1; ++i) y[i] = codec.narrow(codec.widen(y[i]) + src[i]);
+    });
   });
 }
 
 // ---- losses -------------------------------------------------------------------------
 void CpuBackend::softmax_xent_forward(const lowp16* logits, const int32_t* labels, int rows, int cols, int real_cols,
                                       float* loss_mean, int32_t* correct_count) {
-  cpu::softmax_xent_forward(*pool_, xent_scratch_, logits, labels, rows, cols, real_cols, loss_mean, correct_count);
+  cpu::softmax_xent_forward(precision_, *pool_, xent_scratch_, logits, labels, rows, cols, real_cols, loss_mean,
+                            correct_count);
 }
 
 void CpuBackend::softmax_xent_backward(const lowp16* logits, const int32_t* labels, int rows, int cols, int real_cols,
                                        ScalarArg loss_scale, lowp16* dlogits) {
-  cpu::softmax_xent_backward(*pool_, logits, labels, rows, cols, real_cols, loss_scale.get(), dlogits);
+  cpu::softmax_xent_backward(precision_, *pool_, logits, labels, rows, cols, real_cols, loss_scale.get(), dlogits);
 }
 
 void CpuBackend::softmax_xent_fused_rows(lowp16* logits_to_grad, const int32_t* labels, int rows, int cols,
                                          int real_cols, int total_rows, ScalarArg loss_scale, float* row_loss) {
-  cpu::softmax_xent_fused_rows(*pool_, logits_to_grad, labels, rows, cols, real_cols, total_rows, loss_scale.get(),
-                               row_loss);
+  cpu::softmax_xent_fused_rows(precision_, *pool_, logits_to_grad, labels, rows, cols, real_cols, total_rows,
+                               loss_scale.get(), row_loss);
 }
 
 void CpuBackend::loss_rows_mean(const float* row_loss, int rows, float* loss_mean) {
@@ -135,10 +139,12 @@ void CpuBackend::loss_rows_mean(const float* row_loss, int rows, float* loss_mea
 void CpuBackend::mse_forward(const lowp16* pred, const float* target, int rows, int cols, float* loss_mean) {
   const size_t n = static_cast<size_t>(rows) * cols;
   float sum = 0.0f;
-  for (size_t i = 0; i < n; ++i) {
-    const float d = half_to_float(pred[i]) - target[i];
-    sum += d * d;
-  }
+  with_codec(precision_, [&](auto codec) {
+    for (size_t i = 0; i < n; ++i) {
+      const float d = codec.widen(pred[i]) - target[i];
+      sum += d * d;
+    }
+  });
   *loss_mean = n ? sum / static_cast<float>(n) : 0.0f;
 }
 
@@ -146,27 +152,29 @@ void CpuBackend::mse_backward(const lowp16* pred, const float* target, int rows,
                               lowp16* dpred) {
   const size_t n = static_cast<size_t>(rows) * cols;
   const float coef = 2.0f * loss_scale.get() / static_cast<float>(n);
-  for (size_t i = 0; i < n; ++i) dpred[i] = to_half(coef * (half_to_float(pred[i]) - target[i]));
+  with_codec(precision_, [&](auto codec) {
+    for (size_t i = 0; i < n; ++i) dpred[i] = codec.narrow(coef * (codec.widen(pred[i]) - target[i]));
+  });
 }
 
 // ---- transformer operations (cpu_transformer.h) -------------------------------------
 void CpuBackend::embedding_forward_lowp(const int32_t* tokens, const lowp16* wte, const lowp16* wpe, int batch,
                                         int seq_len, int channels, int vocab, lowp16* out) {
-  cpu::embedding_forward(*pool_, tokens, wte, wpe, batch, seq_len, channels, vocab, out);
+  cpu::embedding_forward(precision_, *pool_, tokens, wte, wpe, batch, seq_len, channels, vocab, out);
 }
 void CpuBackend::embedding_backward_lowp(const int32_t* tokens, const lowp16* dout, int batch, int seq_len,
                                          int channels, int vocab, lowp16* d_wte, lowp16* d_wpe, bool accumulate) {
-  cpu::embedding_backward(*pool_, transformer_scratch_, tokens, dout, batch, seq_len, channels, vocab, d_wte, d_wpe,
-                          accumulate);
+  cpu::embedding_backward(precision_, *pool_, transformer_scratch_, tokens, dout, batch, seq_len, channels, vocab,
+                          d_wte, d_wpe, accumulate);
 }
 void CpuBackend::layernorm_forward_lowp(const lowp16* x, const lowp16* gamma, const lowp16* beta, int rows, int cols,
                                         float eps, lowp16* y, float* mean, float* rstd) {
-  cpu::layernorm_forward(*pool_, x, gamma, beta, rows, cols, eps, y, mean, rstd);
+  cpu::layernorm_forward(precision_, *pool_, x, gamma, beta, rows, cols, eps, y, mean, rstd);
 }
 void CpuBackend::layernorm_backward_lowp(const lowp16* dy, const lowp16* x, const lowp16* gamma, const float* mean,
                                          const float* rstd, int rows, int cols, lowp16* dx, bool accumulate_dx,
                                          lowp16* dgamma, lowp16* dbeta, bool accumulate_params) {
-  cpu::layernorm_backward(*pool_, dy, x, gamma, mean, rstd, rows, cols, dx, accumulate_dx, dgamma, dbeta,
+  cpu::layernorm_backward(precision_, *pool_, dy, x, gamma, mean, rstd, rows, cols, dx, accumulate_dx, dgamma, dbeta,
                           accumulate_params);
 }
 void CpuBackend::gemm_batched_lowp(const GemmLowp& g, int batch_count, int64_t stride_a, int64_t stride_b,
@@ -177,19 +185,19 @@ void CpuBackend::gemm_batched_lowp(const GemmLowp& g, int batch_count, int64_t s
     return bytes;
   };
   const size_t before = scratch_bytes();
-  cpu_gemm_batched_lowp(g, batch_count, stride_a, stride_b, stride_c, *pool_, batched_gemm_scratch_);
+  cpu_gemm_batched_lowp(precision_, g, batch_count, stride_a, stride_b, stride_c, *pool_, batched_gemm_scratch_);
   count_allocation(scratch_bytes() - before);
 }
 void CpuBackend::causal_softmax_forward_lowp(const lowp16* scores, int batch_heads, int seq_len, float scale,
                                              lowp16* probs) {
-  cpu::causal_softmax_forward(*pool_, scores, batch_heads, seq_len, scale, probs);
+  cpu::causal_softmax_forward(precision_, *pool_, scores, batch_heads, seq_len, scale, probs);
 }
 void CpuBackend::causal_softmax_backward_lowp(const lowp16* probs, const lowp16* dprobs, int batch_heads, int seq_len,
                                               float scale, lowp16* dscores) {
-  cpu::causal_softmax_backward(*pool_, probs, dprobs, batch_heads, seq_len, scale, dscores);
+  cpu::causal_softmax_backward(precision_, *pool_, probs, dprobs, batch_heads, seq_len, scale, dscores);
 }
 void CpuBackend::add_lowp(const lowp16* a, const lowp16* b, lowp16* y, size_t count) {
-  cpu::add(*pool_, a, b, y, count);
+  cpu::add(precision_, *pool_, a, b, y, count);
 }
 void CpuBackend::rows_to_heads_lowp(const lowp16* rows, int row_stride, int batch, int seq_len, int heads,
                                     int head_size, lowp16* heads_out) {
@@ -202,17 +210,18 @@ void CpuBackend::heads_to_rows_lowp(const lowp16* heads_in, int batch, int seq_l
 void CpuBackend::attention_decode_lowp(const lowp16* q, int q_stride, const lowp16* k_cache, const lowp16* v_cache,
                                        int kv_stride, int heads, int head_size, int past_len, int new_len, float scale,
                                        lowp16* out, int out_stride) {
-  cpu::attention_decode(*pool_, q, q_stride, k_cache, v_cache, kv_stride, heads, head_size, past_len, new_len, scale,
-                        out, out_stride);
+  cpu::attention_decode(precision_, *pool_, q, q_stride, k_cache, v_cache, kv_stride, heads, head_size, past_len,
+                        new_len, scale, out, out_stride);
 }
 void CpuBackend::attention_forward_fused_lowp(const lowp16* q, const lowp16* k, const lowp16* v, int batch_heads,
                                               int seq_len, int head_size, float scale, lowp16* out, float* lse) {
-  cpu::attention_forward_fused(*pool_, q, k, v, batch_heads, seq_len, head_size, scale, out, lse);
+  cpu::attention_forward_fused(precision_, *pool_, q, k, v, batch_heads, seq_len, head_size, scale, out, lse);
 }
 void CpuBackend::attention_backward_fused_lowp(const lowp16* q, const lowp16* k, const lowp16* v, const lowp16* out,
                                                const float* lse, const lowp16* dout, int batch_heads, int seq_len,
                                                int head_size, float scale, lowp16* dq, lowp16* dk, lowp16* dv) {
-  cpu::attention_backward_fused(*pool_, q, k, v, out, lse, dout, batch_heads, seq_len, head_size, scale, dq, dk, dv);
+  cpu::attention_backward_fused(precision_, *pool_, q, k, v, out, lse, dout, batch_heads, seq_len, head_size, scale, dq,
+                                dk, dv);
 }
 
 // ---- optimizer ---------------------------------------------------------------------
@@ -221,7 +230,7 @@ void CpuBackend::unscale_lowp_to_fp32(const lowp16* grads_lowp, float* grads_fp3
   const float inv_scale = inv_scale_arg.get();
   std::atomic<bool> bad{false};
   pool_->parallel_for(count, kGrain, pieces(count), [&](size_t i0, size_t i1) {
-    if (cpu::unscale_range(grads_lowp + i0, grads_fp32 ? grads_fp32 + i0 : nullptr, i1 - i0, inv_scale))
+    if (cpu::unscale_range(precision_, grads_lowp + i0, grads_fp32 ? grads_fp32 + i0 : nullptr, i1 - i0, inv_scale))
       bad.store(true);
   });
   if (bad.load()) *nonfinite_flag = 1;
@@ -244,14 +253,14 @@ void CpuBackend::sgd_update(const SgdParams& step_params, const SgdGrads& grads,
   const SgdParams params = resolved(step_params);
   if (grads.fp32 != nullptr) {
     pool_->parallel_for(count, kGrain, pieces(count), [&](size_t i0, size_t i1) {
-      cpu::sgd_range(params, grads.fp32 + i0, master_fp32 + i0, momentum_fp32 ? momentum_fp32 + i0 : nullptr,
-                     weights_lowp + i0, i1 - i0);
+      cpu::sgd_range(precision_, params, grads.fp32 + i0, master_fp32 + i0,
+                     momentum_fp32 ? momentum_fp32 + i0 : nullptr, weights_lowp + i0, i1 - i0);
     });
     return;
   }
   const float inv_scale = grads.inv_scale.get();
   pool_->parallel_for(count, kGrain, pieces(count), [&](size_t i0, size_t i1) {
-    cpu::sgd_lowp_grads_range(params, grads.fp16 + i0, inv_scale, master_fp32 + i0,
+    cpu::sgd_lowp_grads_range(precision_, params, grads.fp16 + i0, inv_scale, master_fp32 + i0,
                               momentum_fp32 ? momentum_fp32 + i0 : nullptr, weights_lowp + i0, i1 - i0);
   });
 }
@@ -262,8 +271,9 @@ void CpuBackend::adamw_update(const AdamWParams& step_params, const AdamWBuffers
   if (count == 0 || (skip_flag && *skip_flag)) return;
   const AdamWScalars scalars = adamw_scalars(step_params);
   const float inv_scale = inv_scale_arg.get();
-  pool_->parallel_for(count, kGrain, pieces(count),
-                      [&](size_t i0, size_t i1) { cpu::adamw_range(scalars, b, inv_scale, offset + i0, offset + i1); });
+  pool_->parallel_for(count, kGrain, pieces(count), [&](size_t i0, size_t i1) {
+    cpu::adamw_range(precision_, scalars, b, inv_scale, offset + i0, offset + i1);
+  });
 }
 
 // ---- device-resident step state -----------------------------------------------------

@@ -1,5 +1,6 @@
-// cpu_backend.h: the reference Backend. FP16 operands widen exactly to FP32,
-// a real BLAS (cblas_sgemm) multiplies, results round once to FP16: the same
+// cpu_backend.h: the reference Backend. 16-bit operands (FP16 or BF16, the
+// backend's precision) widen exactly to FP32, a real BLAS (cblas_sgemm)
+// multiplies, results round once to the precision: the same
 // arithmetic contract as a Tensor Core GEMM with FP32 accumulation
 // (cpu_gemm.h). Large GEMMs and element-wise passes are split over the
 // backend's own threads (cpu_thread_pool.h), each BLAS call single-threaded
@@ -21,9 +22,11 @@ class CpuBackend final : public Backend {
  public:
   // Runs on `threads` threads (the caller and threads - 1 workers); threads
   // <= 0: as many as the BLAS thread count in force, which is left as it is.
-  explicit CpuBackend(int threads = 0);
+  // Its 16-bit buffers hold `precision`'s format.
+  explicit CpuBackend(int threads = 0, Precision precision = Precision::Fp16);
   DeviceKind kind() const override { return DeviceKind::Cpu; }
   std::string description() const override;
+  Precision precision() const override { return precision_; }
 
   void* allocate_bytes(size_t size_bytes) override;
   void free_bytes(void* ptr) noexcept override;
@@ -97,6 +100,7 @@ class CpuBackend final : public Backend {
   size_t pieces(size_t elements) const;
 
   int threads_ = 1;
+  Precision precision_ = Precision::Fp16;
   std::unique_ptr<CpuThreadPool> pool_;
   // GEMM scratch, reused across calls. Not thread-safe: one CpuBackend per
   // compute thread.

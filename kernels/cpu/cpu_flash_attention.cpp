@@ -18,6 +18,7 @@
 #include "kernels/cpu/cpu_blas_single_threaded.h"
 #include "kernels/cpu/cpu_softmax_rows.h"
 #include "kernels/error.h"
+#include "kernels/cpu/cpu_elementwise.h"  // widen_lowp, narrow_fp32
 #include "kernels/half_convert.h"
 
 namespace ddp::cpu {
@@ -46,8 +47,8 @@ void for_items(CpuThreadPool& pool, size_t count, size_t head_size, Item&& item)
 }
 
 // The tile rows [row0, row0 + rows) of one head, widened: [rows, hs] FP32.
-void widen_tile(const lowp16* head, size_t row0, size_t rows, size_t hs, float* dst) {
-  half_to_float_array(head + row0 * hs, dst, rows * hs);
+void widen_tile(Precision p, const lowp16* head, size_t row0, size_t rows, size_t hs, float* dst) {
+  widen_lowp(p, head + row0 * hs, dst, rows * hs);
 }
 
 // Keys visible to tile row r of the pair (query tile qt, key tile kt):
@@ -88,17 +89,17 @@ struct ForwardScratch {
 };
 
 // One query tile of one head: its out rows and lse entries.
-void forward_item(const lowp16* q, const lowp16* k, const lowp16* v, size_t T, size_t hs, float scale, size_t qt,
-                  lowp16* out, float* lse, ForwardScratch& w) {
+void forward_item(Precision p, const lowp16* q, const lowp16* k, const lowp16* v, size_t T, size_t hs, float scale,
+                  size_t qt, lowp16* out, float* lse, ForwardScratch& w) {
   const size_t i0 = qt * kTile, rows = std::min(kTile, T - i0);
-  widen_tile(q, i0, rows, hs, w.q.data());
+  widen_tile(p, q, i0, rows, hs, w.q.data());
   std::fill(w.m.begin(), w.m.end(), -std::numeric_limits<float>::infinity());
   std::fill(w.l.begin(), w.l.end(), 0.0f);
   std::fill(w.o.begin(), w.o.end(), 0.0f);
   for (size_t kt = 0; kt <= qt; ++kt) {  // key tiles above the diagonal are all masked: never visited
     const size_t j0 = kt * kTile, cols = std::min(kTile, T - j0);
-    widen_tile(k, j0, cols, hs, w.k.data());
-    widen_tile(v, j0, cols, hs, w.v.data());
+    widen_tile(p, k, j0, cols, hs, w.k.data());
+    widen_tile(p, v, j0, cols, hs, w.v.data());
     gemm_abt(rows, cols, hs, w.q.data(), w.k.data(), w.s.data());
     for (size_t r = 0; r < rows; ++r) {
       float* s = w.s.data() + r * kTile;
@@ -121,7 +122,7 @@ void forward_item(const lowp16* q, const lowp16* k, const lowp16* v, size_t T, s
     for (size_t d = 0; d < hs; ++d) w.o[r * hs + d] /= w.l[r];
     lse[i0 + r] = w.m[r] + std::log(w.l[r]);
   }
-  float_to_half_array(w.o.data(), out + i0 * hs, rows * hs);
+  narrow_fp32(p, w.o.data(), out + i0 * hs, rows * hs);
 }
 
 // ---- backward ----------------------------------------------------------------
@@ -164,27 +165,27 @@ void pair_probs_and_grads(size_t qt, size_t kt, size_t rows, size_t cols, size_t
 
 // D_i = sum_d dout_i[d] * out_i[d] for every row of one head, FP32 in
 // increasing d.
-void row_dots(const lowp16* dout, const lowp16* out, size_t T, size_t hs, float* row_d) {
+void row_dots(Precision p, const lowp16* dout, const lowp16* out, size_t T, size_t hs, float* row_d) {
   std::vector<float> a(hs), b(hs);
   for (size_t i = 0; i < T; ++i) {
-    half_to_float_array(dout + i * hs, a.data(), hs);
-    half_to_float_array(out + i * hs, b.data(), hs);
+    widen_lowp(p, dout + i * hs, a.data(), hs);
+    widen_lowp(p, out + i * hs, b.data(), hs);
     float sum = 0.0f;
     for (size_t d = 0; d < hs; ++d) sum += a[d] * b[d];
     row_d[i] = sum;
   }
 }
 
-void scale_and_round(std::vector<float>& acc, size_t count, float factor, lowp16* dst) {
+void scale_and_round(Precision p, std::vector<float>& acc, size_t count, float factor, lowp16* dst) {
   if (factor != 1.0f)
     for (size_t i = 0; i < count; ++i) acc[i] *= factor;
-  float_to_half_array(acc.data(), dst, count);
+  narrow_fp32(p, acc.data(), dst, count);
 }
 
 }  // namespace
 
-void attention_forward_fused(CpuThreadPool& pool, const lowp16* q, const lowp16* k, const lowp16* v, int batch_heads,
-                             int seq_len, int head_size, float scale, lowp16* out, float* lse) {
+void attention_forward_fused(Precision p, CpuThreadPool& pool, const lowp16* q, const lowp16* k, const lowp16* v,
+                             int batch_heads, int seq_len, int head_size, float scale, lowp16* out, float* lse) {
   check_shape("attention_forward_fused_lowp", batch_heads, seq_len, head_size);
   const size_t T = static_cast<size_t>(seq_len), hs = static_cast<size_t>(head_size);
   const size_t tiles = tiles_of(T), items = static_cast<size_t>(batch_heads) * tiles;
@@ -195,13 +196,13 @@ void attention_forward_fused(CpuThreadPool& pool, const lowp16* q, const lowp16*
     // left for the end.
     const size_t z = index / tiles, qt = tiles - 1 - index % tiles;
     const size_t head = z * T * hs;
-    forward_item(q + head, k + head, v + head, T, hs, scale, qt, out + head, lse + z * T, w);
+    forward_item(p, q + head, k + head, v + head, T, hs, scale, qt, out + head, lse + z * T, w);
   });
 }
 
-void attention_backward_fused(CpuThreadPool& pool, const lowp16* q, const lowp16* k, const lowp16* v, const lowp16* out,
-                              const float* lse, const lowp16* dout, int batch_heads, int seq_len, int head_size,
-                              float scale, lowp16* dq, lowp16* dk, lowp16* dv) {
+void attention_backward_fused(Precision p, CpuThreadPool& pool, const lowp16* q, const lowp16* k, const lowp16* v,
+                              const lowp16* out, const float* lse, const lowp16* dout, int batch_heads, int seq_len,
+                              int head_size, float scale, lowp16* dq, lowp16* dk, lowp16* dv) {
   check_shape("attention_backward_fused_lowp", batch_heads, seq_len, head_size);
   const size_t T = static_cast<size_t>(seq_len), hs = static_cast<size_t>(head_size);
   const size_t bh = static_cast<size_t>(batch_heads), tiles = tiles_of(T), items = bh * tiles;
@@ -210,7 +211,7 @@ void attention_backward_fused(CpuThreadPool& pool, const lowp16* q, const lowp16
   // D [bh, T] FP32, one head per item.
   std::vector<float> d_rows(bh * T);
   pool.parallel_for(bh, 1, cpu_pass_pieces(bh * T * hs, pool.size()), [&](size_t z0, size_t z1) {
-    for (size_t z = z0; z < z1; ++z) row_dots(dout + z * T * hs, out + z * T * hs, T, hs, d_rows.data() + z * T);
+    for (size_t z = z0; z < z1; ++z) row_dots(p, dout + z * T * hs, out + z * T * hs, T, hs, d_rows.data() + z * T);
   });
 
   // Pass 1: dk, dv per key tile, summed over the query tiles at or below
@@ -218,20 +219,20 @@ void attention_backward_fused(CpuThreadPool& pool, const lowp16* q, const lowp16
   for_items<BackwardScratch>(pool, items, hs, [&](size_t index, BackwardScratch& w) {
     const size_t z = index / tiles, kt = index % tiles;  // the first key tiles see the most query tiles
     const size_t head = z * T * hs, j0 = kt * kTile, cols = std::min(kTile, T - j0);
-    widen_tile(k + head, j0, cols, hs, w.k.data());
-    widen_tile(v + head, j0, cols, hs, w.v.data());
+    widen_tile(p, k + head, j0, cols, hs, w.k.data());
+    widen_tile(p, v + head, j0, cols, hs, w.v.data());
     std::fill(w.acc_a.begin(), w.acc_a.end(), 0.0f);
     std::fill(w.acc_b.begin(), w.acc_b.end(), 0.0f);
     for (size_t qt = kt; qt < tiles; ++qt) {
       const size_t i0 = qt * kTile, rows = std::min(kTile, T - i0);
-      widen_tile(q + head, i0, rows, hs, w.q.data());
-      widen_tile(dout + head, i0, rows, hs, w.dout.data());
+      widen_tile(p, q + head, i0, rows, hs, w.q.data());
+      widen_tile(p, dout + head, i0, rows, hs, w.dout.data());
       pair_probs_and_grads(qt, kt, rows, cols, hs, scale, lse + z * T + i0, d_rows.data() + z * T + i0, w);
       gemm_acc_atb(cols, rows, hs, w.p.data(), w.dout.data(), w.acc_a.data());
       gemm_acc_atb(cols, rows, hs, w.ds.data(), w.q.data(), w.acc_b.data());
     }
-    scale_and_round(w.acc_a, cols * hs, 1.0f, dv + head + j0 * hs);
-    scale_and_round(w.acc_b, cols * hs, scale, dk + head + j0 * hs);
+    scale_and_round(p, w.acc_a, cols * hs, 1.0f, dv + head + j0 * hs);
+    scale_and_round(p, w.acc_b, cols * hs, scale, dk + head + j0 * hs);
   });
 
   // Pass 2: dq per query tile, summed over the key tiles at or left of the
@@ -240,17 +241,17 @@ void attention_backward_fused(CpuThreadPool& pool, const lowp16* q, const lowp16
   for_items<BackwardScratch>(pool, items, hs, [&](size_t index, BackwardScratch& w) {
     const size_t z = index / tiles, qt = tiles - 1 - index % tiles;
     const size_t head = z * T * hs, i0 = qt * kTile, rows = std::min(kTile, T - i0);
-    widen_tile(q + head, i0, rows, hs, w.q.data());
-    widen_tile(dout + head, i0, rows, hs, w.dout.data());
+    widen_tile(p, q + head, i0, rows, hs, w.q.data());
+    widen_tile(p, dout + head, i0, rows, hs, w.dout.data());
     std::fill(w.acc_a.begin(), w.acc_a.end(), 0.0f);
     for (size_t kt = 0; kt <= qt; ++kt) {
       const size_t j0 = kt * kTile, cols = std::min(kTile, T - j0);
-      widen_tile(k + head, j0, cols, hs, w.k.data());
-      widen_tile(v + head, j0, cols, hs, w.v.data());
+      widen_tile(p, k + head, j0, cols, hs, w.k.data());
+      widen_tile(p, v + head, j0, cols, hs, w.v.data());
       pair_probs_and_grads(qt, kt, rows, cols, hs, scale, lse + z * T + i0, d_rows.data() + z * T + i0, w);
       gemm_acc_ab(rows, cols, hs, w.ds.data(), w.k.data(), w.acc_a.data());
     }
-    scale_and_round(w.acc_a, rows * hs, scale, dq + head + i0 * hs);
+    scale_and_round(p, w.acc_a, rows * hs, scale, dq + head + i0 * hs);
   });
 }
 

@@ -14,7 +14,7 @@
 #pragma once
 
 #include "kernels/cpu/cpu_thread_pool.h"
-#include "kernels/half.h"
+#include "kernels/lowp_codec.h"
 
 namespace ddp::cpu {
 
@@ -23,10 +23,10 @@ namespace ddp::cpu {
 // at the GPT's head sizes. Not tuned beyond that.
 constexpr int kFlashTile = 64;
 
-void attention_forward_fused(CpuThreadPool& pool, const lowp16* q, const lowp16* k, const lowp16* v, int batch_heads,
-                             int seq_len, int head_size, float scale, lowp16* out, float* lse);
-void attention_backward_fused(CpuThreadPool& pool, const lowp16* q, const lowp16* k, const lowp16* v, const lowp16* out,
-                              const float* lse, const lowp16* dout, int batch_heads, int seq_len, int head_size,
-                              float scale, lowp16* dq, lowp16* dk, lowp16* dv);
+void attention_forward_fused(Precision p, CpuThreadPool& pool, const lowp16* q, const lowp16* k, const lowp16* v,
+                             int batch_heads, int seq_len, int head_size, float scale, lowp16* out, float* lse);
+void attention_backward_fused(Precision p, CpuThreadPool& pool, const lowp16* q, const lowp16* k, const lowp16* v,
+                              const lowp16* out, const float* lse, const lowp16* dout, int batch_heads, int seq_len,
+                              int head_size, float scale, lowp16* dq, lowp16* dk, lowp16* dv);
 
 }  // namespace ddp::cpu

@@ -12,10 +12,16 @@
 // with u = sqrt(2/pi) (z + 0.044715 z^3) and cpu_exp8.h's exp. It is a
 // few FP32 ulps from the tanhf form, and closer to the exact function than
 // it where 1 + tanh(u) cancels (z < -2); both are rounded to FP16 after.
-// -2u is clamped to [-87, 80] so E stays finite and nonzero: at either end
-// the terms that E decides are far below FP16's smallest value (E <= 2e-38
-// against |z du| <= 3e13; s <= 2e-35), so no FP16 result changes.
-// NaN z gives NaN (it passes through z); z = +Inf gives +Inf, as tanhf's.
+// E is 0 where -2u < -87 (e^-2u < 2e-38) and +Inf where -2u > 80, and
+// exp8 sees -2u clamped to [-87, 80]; where E is 0 or s is 0 the term
+// 2 z s^2 E du is 0 (not 0 x Inf: BF16's |z| past 1.8e19 overflows z^2).
+// At both ends the exact terms are far below either format's resolution
+// of the result: every finite FP16 z gets the bits a clamped finite E gave
+// (compared at all of them when BF16 came), and BF16's large |z| get
+// gelu(z) = z or -0 and gelu' = 1 or 0, as the function has (the tests hold
+// every FP16 and every BF16 value to the double function). NaN z gives NaN
+// (it passes through z); z = +Inf gives +Inf, as tanhf's, and gelu'(+Inf)
+// = 1; z = -Inf gives NaN, as PyTorch's tanh form.
 #pragma once
 
 #include "kernels/cpu/cpu_exp8.h"
@@ -26,11 +32,14 @@ namespace ddp::cpu {
 constexpr float kGeluSqrt2OverPi = 0.79788456080286536f;
 constexpr float kGeluCubic = 0.044715f;
 
-// E = e^-2u, clamped as the header says. A NaN z gives a finite E here
+// E = e^-2u, 0 or +Inf past the ends, as the header says. A NaN z gives a finite E here
 // (the clamp's max takes -87), and NaN through z below.
 inline float gelu_tanh_exp_term(float z) {
   const float u = kGeluSqrt2OverPi * (z + kGeluCubic * ((z * z) * z));
-  return exp_reduced(min_ps_lane(max_ps_lane(-2.0f * u, -87.0f), 80.0f));
+  const float x = -2.0f * u;
+  if (x < -87.0f) return 0.0f;
+  if (x > 80.0f) return __builtin_inff();
+  return exp_reduced(min_ps_lane(max_ps_lane(x, -87.0f), 80.0f));
 }
 inline float gelu_tanh_forward_cpu(float z) { return z / (1.0f + gelu_tanh_exp_term(z)); }
 // dy * gelu'(z).
@@ -38,7 +47,8 @@ inline float gelu_tanh_backward_cpu(float z, float dy) {
   const float e = gelu_tanh_exp_term(z);
   const float s = 1.0f / (1.0f + e);
   const float du = kGeluSqrt2OverPi * (1.0f + (3.0f * kGeluCubic) * (z * z));
-  return dy * (s + (2.0f * z) * (((s * s) * e) * du));
+  const bool term_vanishes = s == 0.0f || e == 0.0f;
+  return dy * (s + (term_vanishes ? 0.0f : (2.0f * z) * (((s * s) * e) * du)));
 }
 
 #if DDP_X86
@@ -46,9 +56,12 @@ DDP_AVX_F16C inline __m256 gelu_tanh_exp_term8(__m256 z) {
   const __m256 z3 = _mm256_mul_ps(_mm256_mul_ps(z, z), z);
   const __m256 u =
       _mm256_mul_ps(_mm256_set1_ps(kGeluSqrt2OverPi), _mm256_add_ps(z, _mm256_mul_ps(_mm256_set1_ps(kGeluCubic), z3)));
-  __m256 x = _mm256_mul_ps(_mm256_set1_ps(-2.0f), u);
-  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(80.0f));
-  return exp8_reduced(x);
+  const __m256 x = _mm256_mul_ps(_mm256_set1_ps(-2.0f), u);
+  // Both compares are false for NaN, as the scalar's.
+  const __m256 below = _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_LT_OQ);
+  const __m256 above = _mm256_cmp_ps(x, _mm256_set1_ps(80.0f), _CMP_GT_OQ);
+  const __m256 e = exp8_reduced(_mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(80.0f)));
+  return _mm256_blendv_ps(_mm256_andnot_ps(below, e), _mm256_set1_ps(__builtin_inff()), above);
 }
 
 DDP_AVX_F16C inline __m256 gelu_tanh_forward8(__m256 z) {
@@ -63,7 +76,10 @@ DDP_AVX_F16C inline __m256 gelu_tanh_backward8(__m256 z, __m256 dy) {
       _mm256_set1_ps(kGeluSqrt2OverPi),
       _mm256_add_ps(_mm256_set1_ps(1.0f), _mm256_mul_ps(_mm256_set1_ps(3.0f * kGeluCubic), _mm256_mul_ps(z, z))));
   const __m256 ss_e = _mm256_mul_ps(_mm256_mul_ps(s, s), e);
-  const __m256 d = _mm256_add_ps(s, _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(2.0f), z), _mm256_mul_ps(ss_e, du)));
+  const __m256 term = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(2.0f), z), _mm256_mul_ps(ss_e, du));
+  const __m256 zero = _mm256_setzero_ps();
+  const __m256 kept = _mm256_and_ps(_mm256_cmp_ps(s, zero, _CMP_NEQ_UQ), _mm256_cmp_ps(e, zero, _CMP_NEQ_UQ));
+  const __m256 d = _mm256_add_ps(s, _mm256_and_ps(term, kept));
   return _mm256_mul_ps(dy, d);
 }
 #endif  // DDP_X86

@@ -46,15 +46,15 @@ void grow(std::vector<float>& v, size_t count) {
 // gemm_lowp (out_fp32 null: the FP32 sums in scratch, rounded to g.c) or
 // gemm_lowp_to_fp32 (the sums in out_fp32, row stride g.ldc, never rounded):
 // the same slices and BLAS calls either way, so the two give the same sums.
-void run_gemm(const GemmLowp& g, float* out_fp32, CpuThreadPool& pool, CpuGemmScratch& s) {
+void run_gemm(Precision p, const GemmLowp& g, float* out_fp32, CpuThreadPool& pool, CpuGemmScratch& s) {
   if (g.m == 0) return;
   const bool ta = g.trans_a == Transpose::Yes, tb = g.trans_b == Transpose::Yes;
   const int m = g.m, n = g.n, k = g.k;
   if (n == 0) {  // no output, but the bias gradient of A is still asked for
     if (g.bias_grad) {
       grow(s.a_fp32, static_cast<size_t>(m) * k);
-      cpu::widen_rows(g.a, g.lda, s.a_fp32.data(), ta ? m : k, ta ? k : m, ta ? m : k);
-      cpu::bias_grad_op_a(s.a_fp32.data(), ta ? m : k, ta, k, 0, m, g.bias_grad, g.bias_grad_accumulate);
+      cpu::widen_rows(p, g.a, g.lda, s.a_fp32.data(), ta ? m : k, ta ? k : m, ta ? m : k);
+      cpu::bias_grad_op_a(p, s.a_fp32.data(), ta ? m : k, ta, k, 0, m, g.bias_grad, g.bias_grad_accumulate);
     }
     return;
   }
@@ -83,16 +83,16 @@ void run_gemm(const GemmLowp& g, float* out_fp32, CpuThreadPool& pool, CpuGemmSc
   epilogue.ld_dact_input = static_cast<size_t>(g.ld_dact_input);
   // The bias gradient of op(A) rows lo..hi, from the widened A (row stride lda).
   const auto bias_grad_rows = [&](int lo, int hi) {
-    if (g.bias_grad) cpu::bias_grad_op_a(a32, lda, ta, k, lo, hi, g.bias_grad, g.bias_grad_accumulate);
+    if (g.bias_grad) cpu::bias_grad_op_a(p, a32, lda, ta, k, lo, hi, g.bias_grad, g.bias_grad_accumulate);
   };
   BlasSingleThreaded blas_single;
 
   const double macs = static_cast<double>(m) * n * k;
   if (pool.size() == 1 || macs < kMinParallelMacs) {
-    cpu::widen_rows(g.a, g.lda, a32, a_cols, a_rows, a_cols);
-    cpu::widen_rows(g.b, g.ldb, b32, b_cols, b_rows, b_cols);
-    if (g.bias) cpu::widen_rows(g.bias, n, s.bias_fp32.data(), n, 1, n);
-    if (widen_c) cpu::widen_rows(g.c, g.ldc, c32, n, m, n);
+    cpu::widen_rows(p, g.a, g.lda, a32, a_cols, a_rows, a_cols);
+    cpu::widen_rows(p, g.b, g.ldb, b32, b_cols, b_rows, b_cols);
+    if (g.bias) cpu::widen_rows(p, g.bias, n, s.bias_fp32.data(), n, 1, n);
+    if (widen_c) cpu::widen_rows(p, g.c, g.ldc, c32, n, m, n);
     if (k > 0) {
       cblas_sgemm(CblasRowMajor, op_a, op_b, m, n, k, g.alpha, a32, lda, b32, ldb, g.beta, c32, ldc32);
     } else {  // sgemm needs k >= 1: C = beta * C
@@ -102,7 +102,7 @@ void run_gemm(const GemmLowp& g, float* out_fp32, CpuThreadPool& pool, CpuGemmSc
           v = g.beta != 0.0f ? v * g.beta : 0.0f;
         }
     }
-    if (!out_fp32) cpu::narrow_rows(c32, n, epilogue, g.c, g.ldc, m, n);
+    if (!out_fp32) cpu::narrow_rows(p, c32, n, epilogue, g.c, g.ldc, m, n);
     bias_grad_rows(0, m);
     return;
   }
@@ -140,14 +140,15 @@ void run_gemm(const GemmLowp& g, float* out_fp32, CpuThreadPool& pool, CpuGemmSc
   const int shared_ld = split_n ? g.lda : g.ldb;
   float* shared32 = split_n ? a32 : b32;
   const int shared_rows = split_n ? a_rows : b_rows, shared_cols = split_n ? a_cols : b_cols;
-  if (g.bias) cpu::widen_rows(g.bias, n, s.bias_fp32.data(), n, 1, n);
+  if (g.bias) cpu::widen_rows(p, g.bias, n, s.bias_fp32.data(), n, 1, n);
   const size_t row_pieces = static_cast<size_t>(threads) * kSlicesPerThread;
   pool.parallel_for(shared_rows, 1, row_pieces, [&](size_t r0, size_t r1) {
-    cpu::widen_rows(shared + r0 * shared_ld, shared_ld, shared32 + r0 * shared_cols, shared_cols, r1 - r0, shared_cols);
+    cpu::widen_rows(p, shared + r0 * shared_ld, shared_ld, shared32 + r0 * shared_cols, shared_cols, r1 - r0,
+                    shared_cols);
   });
   if (widen_c)
     pool.parallel_for(m, 1, row_pieces, [&](size_t r0, size_t r1) {
-      cpu::widen_rows(g.c + r0 * g.ldc, g.ldc, c32 + r0 * n, n, r1 - r0, n);
+      cpu::widen_rows(p, g.c + r0 * g.ldc, g.ldc, c32 + r0 * n, n, r1 - r0, n);
     });
   // A is whole now when it is the shared operand: its bias gradient, by
   // rows of op(A) (each sum runs in order on one thread).
@@ -165,18 +166,18 @@ void run_gemm(const GemmLowp& g, float* out_fp32, CpuThreadPool& pool, CpuGemmSc
       if (width <= 0) continue;
       if (split_n) {  // B's columns lo..hi: stored rows when B is transposed, else a column block
         const size_t at = tb ? static_cast<size_t>(lo) * b_cols : static_cast<size_t>(lo);
-        cpu::widen_rows(g.b + (tb ? static_cast<size_t>(lo) * g.ldb : at), g.ldb, b32 + at, b_cols, tb ? width : k,
+        cpu::widen_rows(p, g.b + (tb ? static_cast<size_t>(lo) * g.ldb : at), g.ldb, b32 + at, b_cols, tb ? width : k,
                         tb ? k : width);
         cblas_sgemm(CblasRowMajor, op_a, op_b, m, width, k, g.alpha, a32, lda, b32 + at, ldb, g.beta, c32 + lo, ldc32);
-        if (!out_fp32) cpu::narrow_rows(c32 + lo, n, epilogue.at(0, lo), g.c + lo, g.ldc, m, width);
+        if (!out_fp32) cpu::narrow_rows(p, c32 + lo, n, epilogue.at(0, lo), g.c + lo, g.ldc, m, width);
       } else {  // A's rows lo..hi: a column block when A is transposed, else stored rows
         const size_t at = ta ? static_cast<size_t>(lo) : static_cast<size_t>(lo) * a_cols;
-        cpu::widen_rows(g.a + (ta ? at : static_cast<size_t>(lo) * g.lda), g.lda, a32 + at, a_cols, ta ? k : width,
+        cpu::widen_rows(p, g.a + (ta ? at : static_cast<size_t>(lo) * g.lda), g.lda, a32 + at, a_cols, ta ? k : width,
                         ta ? width : k);
         float* c_part = c32 + static_cast<size_t>(lo) * ldc32;
         cblas_sgemm(CblasRowMajor, op_a, op_b, width, n, k, g.alpha, a32 + at, lda, b32, ldb, g.beta, c_part, ldc32);
         if (!out_fp32)
-          cpu::narrow_rows(c_part, n, epilogue.at(lo, 0), g.c + static_cast<size_t>(lo) * g.ldc, g.ldc, width, n);
+          cpu::narrow_rows(p, c_part, n, epilogue.at(lo, 0), g.c + static_cast<size_t>(lo) * g.ldc, g.ldc, width, n);
         bias_grad_rows(lo, hi);  // op(A) rows lo..hi, just widened by this slice
       }
     }
@@ -185,24 +186,25 @@ void run_gemm(const GemmLowp& g, float* out_fp32, CpuThreadPool& pool, CpuGemmSc
 
 }  // namespace
 
-void cpu_gemm_lowp(const GemmLowp& g, CpuThreadPool& pool, CpuGemmScratch& scratch) {
+void cpu_gemm_lowp(Precision p, const GemmLowp& g, CpuThreadPool& pool, CpuGemmScratch& scratch) {
   DDP_REQUIRE(g.m >= 0 && g.n >= 0 && g.k >= 0, "gemm_lowp: negative dimension");
   validate_gemm_epilogue(g, "m=" + std::to_string(g.m) + " n=" + std::to_string(g.n) + " k=" + std::to_string(g.k));
-  run_gemm(g, nullptr, pool, scratch);
+  run_gemm(p, g, nullptr, pool, scratch);
 }
 
-void cpu_gemm_lowp_to_fp32(const GemmLowp& g, float* c_fp32, CpuThreadPool& pool, CpuGemmScratch& scratch) {
+void cpu_gemm_lowp_to_fp32(Precision p, const GemmLowp& g, float* c_fp32, CpuThreadPool& pool,
+                           CpuGemmScratch& scratch) {
   DDP_REQUIRE(g.m >= 0 && g.n >= 0 && g.k >= 0, "gemm_lowp_to_fp32: negative dimension");
   DDP_REQUIRE(!g.bias && !has_activation_epilogue(g) && !g.bias_grad && g.c == nullptr,
               "gemm_lowp_to_fp32: no epilogue and no FP16 C (the FP32 result is c_fp32)");
   DDP_REQUIRE(g.ldc >= std::max(1, g.n), "gemm_lowp_to_fp32: ldc smaller than a row of C");
   DDP_REQUIRE(g.m == 0 || g.n == 0 || c_fp32 != nullptr, "gemm_lowp_to_fp32: null C");
   if (g.n == 0) return;
-  run_gemm(g, c_fp32, pool, scratch);
+  run_gemm(p, g, c_fp32, pool, scratch);
 }
 
-void cpu_gemm_batched_lowp(const GemmLowp& g, int batch_count, int64_t stride_a, int64_t stride_b, int64_t stride_c,
-                           CpuThreadPool& pool, std::vector<CpuGemmScratch>& scratch) {
+void cpu_gemm_batched_lowp(Precision p, const GemmLowp& g, int batch_count, int64_t stride_a, int64_t stride_b,
+                           int64_t stride_c, CpuThreadPool& pool, std::vector<CpuGemmScratch>& scratch) {
   DDP_REQUIRE(batch_count >= 0, "gemm_batched_lowp: negative batch count");
   DDP_REQUIRE(!g.bias && !has_activation_epilogue(g) && !g.bias_grad,
               "gemm_batched_lowp: no epilogue (bias, activation, bias gradient) in a batched GEMM");
@@ -218,7 +220,7 @@ void cpu_gemm_batched_lowp(const GemmLowp& g, int batch_count, int64_t stride_a,
   // Fewer products than threads: one after the other, each split over the
   // team as gemm_lowp splits it.
   if (batch_count < threads) {
-    for (int i = 0; i < batch_count; ++i) cpu_gemm_lowp(item(i), pool, scratch[0]);
+    for (int i = 0; i < batch_count; ++i) cpu_gemm_lowp(p, item(i), pool, scratch[0]);
     return;
   }
   // Otherwise whole products per thread (the per-head products are small:
@@ -230,9 +232,9 @@ void cpu_gemm_batched_lowp(const GemmLowp& g, int batch_count, int64_t stride_a,
   const size_t pieces = std::min<size_t>(static_cast<size_t>(batch_count), scratch.size());
   const size_t per_piece = (static_cast<size_t>(batch_count) + pieces - 1) / pieces;
   pool.parallel_for(pieces, 1, pieces, [&](size_t p0, size_t p1) {
-    for (size_t p = p0; p < p1; ++p) {
-      const size_t first = p * per_piece, last = std::min<size_t>(batch_count, first + per_piece);
-      for (size_t i = first; i < last; ++i) cpu_gemm_lowp(item(static_cast<int>(i)), pool, scratch[p]);
+    for (size_t piece = p0; piece < p1; ++piece) {
+      const size_t first = piece * per_piece, last = std::min<size_t>(batch_count, first + per_piece);
+      for (size_t i = first; i < last; ++i) cpu_gemm_lowp(p, item(static_cast<int>(i)), pool, scratch[piece]);
     }
   });
 }

@@ -1,7 +1,8 @@
-// cpu_gemm.h: the CPU FP16 GEMM (GemmLowp of backend.h). FP16 operands widen
-// exactly to FP32, cblas_sgemm multiplies with FP32 sums, the epilogue (bias,
-// activation or its gradient, pre-activation output: gemm_epilogue.h) runs in
-// FP32 in the same pass that rounds the result once to FP16 (RNE): the
+// cpu_gemm.h: the CPU 16-bit GEMM (GemmLowp of backend.h), in the
+// precision the caller passes (the backend's). The operands widen exactly
+// to FP32, cblas_sgemm multiplies with FP32 sums, the epilogue (bias,
+// activation or its gradient, pre-activation output: gemm_epilogue.h) runs
+// in FP32 in the same pass that rounds the result once (RNE): the
 // arithmetic contract of a Tensor Core GEMM, and no extra pass over memory
 // for the epilogue. The bias gradient of A is summed from the widened A
 // (already in cache), in the order of the unfused column-sum pass
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "kernels/lowp_codec.h"
 #include "kernels/cpu/cpu_thread_pool.h"
 
 namespace ddp {
@@ -38,12 +40,12 @@ struct CpuGemmScratch {
   }
 };
 
-void cpu_gemm_lowp(const GemmLowp& g, CpuThreadPool& pool, CpuGemmScratch& scratch);
+void cpu_gemm_lowp(Precision p, const GemmLowp& g, CpuThreadPool& pool, CpuGemmScratch& scratch);
 // Backend::gemm_lowp_to_fp32: the same slices and BLAS calls as
 // cpu_gemm_lowp, the FP32 result left in c_fp32 (row stride g.ldc) instead
 // of rounded, so fp16(c_fp32) is cpu_gemm_lowp's C (beta 0). C is read in
 // place when beta != 0: no scratch for it.
-void cpu_gemm_lowp_to_fp32(const GemmLowp& g, float* c_fp32, CpuThreadPool& pool, CpuGemmScratch& scratch);
+void cpu_gemm_lowp_to_fp32(Precision p, const GemmLowp& g, float* c_fp32, CpuThreadPool& pool, CpuGemmScratch& scratch);
 
 // Backend::gemm_batched_lowp: cpu_gemm_lowp on each of the batch_count
 // products. Many small products are shared out whole over the pool (one
@@ -53,7 +55,7 @@ void cpu_gemm_lowp_to_fp32(const GemmLowp& g, float* c_fp32, CpuThreadPool& pool
 // batch count and the team size, so results are the same run to run; a
 // large product shared out whole may differ in the last bit from the same
 // product split over the team (see above), as one thread's BLAS call does.
-void cpu_gemm_batched_lowp(const GemmLowp& g, int batch_count, int64_t stride_a, int64_t stride_b, int64_t stride_c,
-                           CpuThreadPool& pool, std::vector<CpuGemmScratch>& scratch);
+void cpu_gemm_batched_lowp(Precision p, const GemmLowp& g, int batch_count, int64_t stride_a, int64_t stride_b,
+                           int64_t stride_c, CpuThreadPool& pool, std::vector<CpuGemmScratch>& scratch);
 
 }  // namespace ddp

@@ -11,6 +11,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_softmax_rows.h"
 #include "kernels/error.h"
+#include "kernels/cpu/cpu_elementwise.h"  // widen_lowp, narrow_fp32
 #include "kernels/half_convert.h"
 
 namespace ddp::cpu {
@@ -33,8 +34,8 @@ struct RowExp {
   bool valid = false;
 };
 
-RowExp row_exp(const lowp16* logits, size_t real, int32_t label, float* v) {
-  half_to_float_array(logits, v, real);
+RowExp row_exp(Precision p, const lowp16* logits, size_t real, int32_t label, float* v) {
+  widen_lowp(p, logits, v, real);
   RowExp s;
   s.max = v[0];
   for (size_t c = 1; c < real; ++c)
@@ -52,16 +53,17 @@ float row_loss_of(const RowExp& s) {
   return s.valid ? s.max + logf(s.sum_exp) - s.label_logit : std::numeric_limits<float>::quiet_NaN();
 }
 
-// drow [width] = fp16(coef * (softmax - onehot)) over the classes, 0 in the
+// drow [width] = lowp(coef * (softmax - onehot)) over the classes, 0 in the
 // padded columns; `v` holds the row's exponentials and is spent.
-void write_row_grad(const RowExp& s, int32_t label, float coef, size_t real, size_t width, float* v, lowp16* drow) {
+void write_row_grad(Precision p, const RowExp& s, int32_t label, float coef, size_t real, size_t width, float* v,
+                    lowp16* drow) {
   const float inv_sum = 1.0f / s.sum_exp;
   for (size_t c = 0; c < real; ++c) {
-    const float p = v[c] * inv_sum;
-    v[c] = s.valid ? coef * (p - (static_cast<int32_t>(c) == label ? 1.0f : 0.0f))
+    const float prob = v[c] * inv_sum;
+    v[c] = s.valid ? coef * (prob - (static_cast<int32_t>(c) == label ? 1.0f : 0.0f))
                    : std::numeric_limits<float>::quiet_NaN();
   }
-  float_to_half_array(v, drow, real);
+  narrow_fp32(p, v, drow, real);
   std::fill(drow + real, drow + width, lowp16{0});  // padded classes: no probability, no gradient
 }
 
@@ -84,14 +86,14 @@ float loss_rows_mean(const float* row_loss, int rows) {
   return rows > 0 ? loss_sum / static_cast<float>(rows) : 0.0f;
 }
 
-void softmax_xent_forward(CpuThreadPool& pool, XentScratch& s, const lowp16* logits, const int32_t* labels, int rows,
-                          int cols, int real_cols, float* loss_mean, int32_t* correct_count) {
+void softmax_xent_forward(Precision p, CpuThreadPool& pool, XentScratch& s, const lowp16* logits, const int32_t* labels,
+                          int rows, int cols, int real_cols, float* loss_mean, int32_t* correct_count) {
   check_shape(rows, cols, real_cols, "softmax_xent_forward");
   s.row_loss.resize(count_of(rows));
   s.row_correct.resize(count_of(rows));
   const size_t width = count_of(cols);
   each_row(pool, rows, cols, real_cols, [&](size_t r, float* v) {
-    const RowExp e = row_exp(logits + r * width, count_of(real_cols), labels[r], v);
+    const RowExp e = row_exp(p, logits + r * width, count_of(real_cols), labels[r], v);
     s.row_loss[r] = row_loss_of(e);
     s.row_correct[r] = e.valid && e.argmax == labels[r];
   });
@@ -103,28 +105,28 @@ void softmax_xent_forward(CpuThreadPool& pool, XentScratch& s, const lowp16* log
   }
 }
 
-void softmax_xent_backward(CpuThreadPool& pool, const lowp16* logits, const int32_t* labels, int rows, int cols,
-                           int real_cols, float loss_scale, lowp16* dlogits) {
+void softmax_xent_backward(Precision p, CpuThreadPool& pool, const lowp16* logits, const int32_t* labels, int rows,
+                           int cols, int real_cols, float loss_scale, lowp16* dlogits) {
   check_shape(rows, cols, real_cols, "softmax_xent_backward");
   const float coef = loss_scale / static_cast<float>(rows);
   const size_t width = count_of(cols), real = count_of(real_cols);
   each_row(pool, rows, cols, real_cols, [&](size_t r, float* v) {
-    const RowExp e = row_exp(logits + r * width, real, labels[r], v);
-    write_row_grad(e, labels[r], coef, real, width, v, dlogits + r * width);
+    const RowExp e = row_exp(p, logits + r * width, real, labels[r], v);
+    write_row_grad(p, e, labels[r], coef, real, width, v, dlogits + r * width);
   });
 }
 
-void softmax_xent_fused_rows(CpuThreadPool& pool, lowp16* logits_to_grad, const int32_t* labels, int rows, int cols,
-                             int real_cols, int total_rows, float loss_scale, float* row_loss) {
+void softmax_xent_fused_rows(Precision p, CpuThreadPool& pool, lowp16* logits_to_grad, const int32_t* labels, int rows,
+                             int cols, int real_cols, int total_rows, float loss_scale, float* row_loss) {
   check_shape(rows, cols, real_cols, "softmax_xent_fused_rows");
   DDP_REQUIRE(total_rows >= rows, "softmax_xent_fused_rows: a chunk larger than its batch");
   const float coef = loss_scale / static_cast<float>(total_rows);
   const size_t width = count_of(cols), real = count_of(real_cols);
   each_row(pool, rows, cols, real_cols, [&](size_t r, float* v) {
     lowp16* row = logits_to_grad + r * width;
-    const RowExp e = row_exp(row, real, labels[r], v);  // the row is in v now: it may be overwritten
+    const RowExp e = row_exp(p, row, real, labels[r], v);  // the row is in v now: it may be overwritten
     row_loss[r] = row_loss_of(e);
-    write_row_grad(e, labels[r], coef, real, width, v, row);
+    write_row_grad(p, e, labels[r], coef, real, width, v, row);
   });
 }
 

@@ -30,7 +30,7 @@ __global__ void gemm_epilogue_kernel(GemmLowp g, const float* acc) {
   const size_t count = static_cast<size_t>(g.m) * g.n;
   for (size_t idx = global_thread_index(); idx < count; idx += grid_stride()) {
     const int i = static_cast<int>(idx / g.n), j = static_cast<int>(idx % g.n);
-    g.c[static_cast<size_t>(i) * g.ldc + j] = gemm_epilogue_element(g, i, j, acc[idx]);
+    g.c[static_cast<size_t>(i) * g.ldc + j] = gemm_epilogue_element<Fp16Codec>(g, i, j, acc[idx]);
   }
 }
 

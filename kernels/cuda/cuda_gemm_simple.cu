@@ -33,7 +33,7 @@ __global__ void simple_gemm_kernel(GemmLowp g) {
       float out = g.alpha * acc;
       // beta == 0 never reads C (it may hold garbage), as in BLAS.
       if (g.beta != 0.0f) out += g.beta * half_to_float(*c);
-      *c = gemm_epilogue_element(g, i, j, out);  // bias, activation or its gradient, pre-activation
+      *c = gemm_epilogue_element<Fp16Codec>(g, i, j, out);  // bias, activation or its gradient, pre-activation
     }
   }
 }

@@ -17,7 +17,7 @@ __global__ void unscale_kernel(const lowp16* grads_lowp, float* grads_fp32, size
   const float inv_scale = inv_scale_arg.get();
   bool nonfinite = false;
   for (size_t i = global_thread_index(); i < count; i += grid_stride()) {
-    const float g = unscale_element(grads_lowp[i], inv_scale);
+    const float g = unscale_element<Fp16Codec>(grads_lowp[i], inv_scale);
     if (grads_fp32) grads_fp32[i] = g;  // null: the check alone
     nonfinite |= !is_finite_float(g);
   }
@@ -48,7 +48,9 @@ struct LowpGradsUnscaled {
   const lowp16* g;
   ScalarArg inv_scale;
   __device__ LowpGradsUnscaled resolved() const { return {g, ScalarArg(inv_scale.get())}; }
-  __device__ float operator()(size_t i) const { return unscale_element(g[i], inv_scale.value); }  // after resolved()
+  __device__ float operator()(size_t i) const {
+    return unscale_element<Fp16Codec>(g[i], inv_scale.value);
+  }  // after resolved()
 };
 
 template <class Grads>
@@ -79,7 +81,7 @@ __global__ void adamw_kernel(AdamWParams step_params, AdamWBuffers b, ScalarArg 
   const float inv_scale = inv_scale_arg.get();
   for (size_t k = global_thread_index(); k < count; k += grid_stride()) {
     const size_t i = offset + k;
-    const float g = b.grads_fp32 ? b.grads_fp32[i] : unscale_element(b.grads_lowp[i], inv_scale);
+    const float g = b.grads_fp32 ? b.grads_fp32[i] : unscale_element<Fp16Codec>(b.grads_lowp[i], inv_scale);
     float p = b.master_fp32[i], m = b.exp_avg_fp32[i], v = b.exp_avg_sq_fp32[i];
     adamw_update_element(s, g, b.decay_mask ? b.decay_mask[i] != 0 : true, p, m, v);
     b.master_fp32[i] = p;

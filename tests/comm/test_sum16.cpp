@@ -10,40 +10,31 @@
 #include <vector>
 
 #include "comm/sum16.h"
+#include "kernels/lowp_codec.h"
 #include "support/test_support.h"
 
 namespace ddp {
 namespace {
 
-template <class T>
-std::vector<T> random_bits(std::mt19937_64& rng, size_t n) {
-  std::vector<T> v(n);
-  for (T& x : v) x.bits = static_cast<uint16_t>(rng());
+std::vector<lowp16> random_bits(std::mt19937_64& rng, size_t n) {
+  std::vector<lowp16> v(n);
+  for (lowp16& x : v) x.bits = static_cast<uint16_t>(rng());
   return v;
 }
 
 // The definition, spelled out: FP32 add of the exact widenings, one rounding.
-float widened(lowp16 h) { return half_to_float(h); }
-float widened(bfloat16 b) { return to_float(b); }
-template <class T>
-float fp32_sum(T a, T b) {
-  return widened(b) + widened(a);
-}
-uint16_t rounded(float f, lowp16) { return to_half(f).bits; }
-uint16_t rounded(float f, bfloat16) { return to_bfloat16(f).bits; }
-
-template <class T, class Sum>
+template <class Codec, class Sum>
 int wrong_elements(Sum sum, uint64_t seed) {
   std::mt19937_64 rng(seed);
   int wrong = 0;
   for (size_t n : {size_t{0}, size_t{1}, size_t{15}, size_t{16}, size_t{17}, size_t{31}, size_t{33}, size_t{4099}}) {
-    const std::vector<T> a = random_bits<T>(rng, n), b0 = random_bits<T>(rng, n);
-    std::vector<T> b = b0;
+    const std::vector<lowp16> a = random_bits(rng, n), b0 = random_bits(rng, n);
+    std::vector<lowp16> b = b0;
     sum(a.data(), b.data(), n);
     for (size_t i = 0; i < n; ++i) {
-      const float want = fp32_sum(a[i], b0[i]);
-      const bool nan_ok = std::isnan(want) && std::isnan(widened(b[i]));
-      wrong += !nan_ok && b[i].bits != rounded(want, T{});
+      const float want = Codec::widen(b0[i]) + Codec::widen(a[i]);
+      const bool nan_ok = std::isnan(want) && std::isnan(Codec::widen(b[i]));
+      wrong += !nan_ok && b[i].bits != Codec::narrow(want).bits;
     }
   }
   return wrong;
@@ -52,7 +43,7 @@ int wrong_elements(Sum sum, uint64_t seed) {
 TEST(Sum16, Fp16SumIsTheFp32AddRoundedOnceOnEveryPath) {
   for (bool vector : {true, false}) {
     set_sum16_vector_paths_enabled(vector);
-    EXPECT_EQ(wrong_elements<lowp16>(sum_into_fp16, test::test_seed()), 0) << (vector ? "vector" : "scalar");
+    EXPECT_EQ(wrong_elements<Fp16Codec>(sum_into_fp16, test::test_seed()), 0) << (vector ? "vector" : "scalar");
   }
   set_sum16_vector_paths_enabled(true);
 }
@@ -60,7 +51,7 @@ TEST(Sum16, Fp16SumIsTheFp32AddRoundedOnceOnEveryPath) {
 TEST(Sum16, Bf16SumIsTheFp32AddRoundedOnceOnEveryPath) {
   for (bool vector : {true, false}) {
     set_sum16_vector_paths_enabled(vector);
-    EXPECT_EQ(wrong_elements<bfloat16>(sum_into_bf16, test::test_seed()), 0) << (vector ? "vector" : "scalar");
+    EXPECT_EQ(wrong_elements<Bf16Codec>(sum_into_bf16, test::test_seed()), 0) << (vector ? "vector" : "scalar");
   }
   set_sum16_vector_paths_enabled(true);
 }
@@ -69,17 +60,17 @@ TEST(Sum16, Bf16SumIsTheFp32AddRoundedOnceOnEveryPath) {
 // Inf + (-Inf) is NaN, subnormals add exactly.
 TEST(Sum16, Bf16TiesOverflowAndSpecials) {
   // 1 + 2^-8 is the tie between 1 and 1 + 2^-7: even, 1.
-  std::vector<bfloat16> a(16, to_bfloat16(1.0f)), b(16, to_bfloat16(std::ldexp(1.0f, -8)));
-  a[1] = bfloat16{0x7f7f};  // the largest finite, twice: Inf
-  b[1] = bfloat16{0x7f7f};
-  a[2] = bfloat16{0x7f80};  // Inf + -Inf: NaN
-  b[2] = bfloat16{0xff80};
-  a[3] = bfloat16{0x0001};  // the smallest subnormal, twice: exact
-  b[3] = bfloat16{0x0001};
+  std::vector<lowp16> a(16, to_bfloat16(1.0f)), b(16, to_bfloat16(std::ldexp(1.0f, -8)));
+  a[1] = lowp16{0x7f7f};  // the largest finite, twice: Inf
+  b[1] = lowp16{0x7f7f};
+  a[2] = lowp16{0x7f80};  // Inf + -Inf: NaN
+  b[2] = lowp16{0xff80};
+  a[3] = lowp16{0x0001};  // the smallest subnormal, twice: exact
+  b[3] = lowp16{0x0001};
   sum_into_bf16(a.data(), b.data(), b.size());
   EXPECT_EQ(b[0].bits, 0x3f80);
   EXPECT_EQ(b[1].bits, 0x7f80);
-  EXPECT_TRUE(std::isnan(to_float(b[2])));
+  EXPECT_TRUE(std::isnan(bfloat16_to_float(b[2])));
   EXPECT_EQ(b[3].bits, 0x0002);
   EXPECT_EQ(b[15].bits, 0x3f80);
 }

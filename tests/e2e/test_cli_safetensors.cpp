@@ -84,7 +84,7 @@ TEST_F(CliSafetensors, SaveWeightsDtypeRoundsTheFp32ExportOnceOrFallsBackSayingS
     const std::vector<float> got = load_weights(file, registry);
     const bool bf16 = std::string(dtype) == "bf16";
     for (size_t k = 0; k < got.size(); ++k) {
-      const float want = bf16 ? to_float(to_bfloat16(f32[k])) : half_to_float(to_half(f32[k]));
+      const float want = bf16 ? bfloat16_to_float(to_bfloat16(f32[k])) : half_to_float(to_half(f32[k]));
       ASSERT_EQ(test::bits_of(got[k]), test::bits_of(want)) << dtype << " element " << k;
     }
     EXPECT_EQ(read_safetensors(file).tensors[0].dtype, bf16 ? SafetensorsDtype::BF16 : SafetensorsDtype::F16);

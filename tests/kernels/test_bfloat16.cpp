@@ -129,7 +129,7 @@ TEST(Bfloat16Conversion, BulkConvertersMatchTheScalarOnes) {
   std::mt19937_64 rng(test::test_seed());
   std::vector<float> f(100003), widened(f.size());
   for (float& x : f) x = float_of_bits(static_cast<uint32_t>(rng()));
-  std::vector<bfloat16> narrowed(f.size(), bfloat16{0xdead});
+  std::vector<lowp16> narrowed(f.size(), lowp16{0xdead});
   float_to_bfloat16_array(f.data(), narrowed.data(), f.size());
   bfloat16_to_float_array(narrowed.data(), widened.data(), f.size());
   for (size_t i = 0; i < f.size(); ++i) {

@@ -21,7 +21,7 @@ std::vector<int32_t> random_labels(std::mt19937_64& rng, size_t count, int class
 
 // Poison: a recognisable non-finite bit pattern written before a kernel runs
 // so an output element the kernel forgot to write fails the comparison.
-constexpr uint16_t kPoisonHalfBits = 0x7e00;  // FP16 quiet NaN
+constexpr uint16_t kPoisonHalfBits = 0xffff;  // a NaN in FP16 and in BF16
 std::vector<lowp16> poison_halves(size_t count);
 
 std::vector<float> to_floats(const std::vector<lowp16>& h);

@@ -1,10 +1,11 @@
 // unfused_ops.h: the element-wise passes the fused GEMM epilogues replaced
 // (bias add, activation, activation gradient, bias-gradient column sums)
-// and the FP16 -> FP32 cast, as the tests' references: no model calls
+// and the 16-bit -> FP32 cast, as the tests' references: no model calls
 // them, so they are not Backend ops. Each runs on host memory (a
 // CpuBackend's buffers) through the CPU's own element loops
 // (kernels/cpu/cpu_elementwise.h, F16C or scalar, bit-identical), on one
-// thread: the fused epilogues are checked against them bit for bit.
+// thread: the fused epilogues are checked against them bit for bit. The
+// precision (lowp_codec.h) is FP16 unless given, lowp(x) below.
 #pragma once
 
 #include <cstddef>
@@ -15,24 +16,29 @@
 
 namespace ddp::test {
 
-// y[r, c] = fp16(y[r, c] + bias[c])                      y: [rows, cols]
-inline void add_bias_lowp(lowp16* y, const lowp16* bias, int rows, int cols) {
-  cpu::add_bias_rows(y, bias, static_cast<size_t>(rows), static_cast<size_t>(cols));
+// y[r, c] = lowp(y[r, c] + bias[c])                      y: [rows, cols]
+inline void add_bias_lowp(lowp16* y, const lowp16* bias, int rows, int cols, Precision p = Precision::Fp16) {
+  cpu::add_bias_rows(p, y, bias, static_cast<size_t>(rows), static_cast<size_t>(cols));
 }
-// y = fp16(act(z)); z may equal y.
-inline void activation_forward_lowp(Activation act, const lowp16* z, lowp16* y, size_t count) {
-  cpu::activation_forward_range(act, z, y, count);
+// y = lowp(act(z)); z may equal y.
+inline void activation_forward_lowp(Activation act, const lowp16* z, lowp16* y, size_t count,
+                                    Precision p = Precision::Fp16) {
+  cpu::activation_forward_range(p, act, z, y, count);
 }
-// dz = fp16(act'(z) * dy); dz may equal dy.
-inline void activation_backward_lowp(Activation act, const lowp16* z, const lowp16* dy, lowp16* dz, size_t count) {
-  cpu::activation_backward_range(act, z, dy, dz, count);
+// dz = lowp(act'(z) * dy); dz may equal dy.
+inline void activation_backward_lowp(Activation act, const lowp16* z, const lowp16* dy, lowp16* dz, size_t count,
+                                     Precision p = Precision::Fp16) {
+  cpu::activation_backward_range(p, act, z, dy, dz, count);
 }
-// db[c] = fp16(sum_r dy[r, c] (+ db[c] when accumulate)), FP32 sums in row order.   dy: [rows, cols]
-inline void bias_grad_lowp(const lowp16* dy, int rows, int cols, lowp16* db, bool accumulate) {
+// db[c] = lowp(sum_r dy[r, c] (+ db[c] when accumulate)), FP32 sums in row order.   dy: [rows, cols]
+inline void bias_grad_lowp(const lowp16* dy, int rows, int cols, lowp16* db, bool accumulate,
+                           Precision p = Precision::Fp16) {
   const size_t width = static_cast<size_t>(cols);
-  cpu::bias_grad_columns(dy, static_cast<size_t>(rows), width, 0, width, db, accumulate);
+  cpu::bias_grad_columns(p, dy, static_cast<size_t>(rows), width, 0, width, db, accumulate);
 }
 // dst[i] = float(src[i]) (exact).
-inline void cast_lowp_to_fp32(const lowp16* src, float* dst, size_t count) { half_to_float_array(src, dst, count); }
+inline void cast_lowp_to_fp32(const lowp16* src, float* dst, size_t count, Precision p = Precision::Fp16) {
+  cpu::widen_lowp(p, src, dst, count);
+}
 
 }  // namespace ddp::test

@@ -26,6 +26,7 @@
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/half_convert.h"
+#include "support/lowp_format.h"
 #include "support/test_support.h"
 
 namespace ddp::test {
@@ -46,6 +47,30 @@ class CpuKernelsThreaded : public ::testing::Test {
   CpuBackend one{1}, two{2};
   std::mt19937_64 rng;
   // Above the backend's threshold for splitting an element-wise pass.
+  static constexpr size_t kLarge = 100003;
+};
+
+// The same fixtures for the precision-generic kernels, once per working
+// precision (lowp_format.h): the backends are built for GetParam() and
+// `fmt` reads, writes and holds their 16-bit buffers to it. Instantiated
+// in each suite's file over kBothPrecisions.
+class CpuLowpKernels : public ::testing::TestWithParam<Precision> {
+ protected:
+  CpuLowpKernels() : rng(test_seed()) {}
+  void SetUp() override { SCOPED_TRACE("seed " + std::to_string(test_seed())); }
+  LowpFormat fmt{GetParam()};
+  CpuBackend cpu{1, GetParam()};
+  std::mt19937_64 rng;
+};
+
+class CpuLowpKernelsThreaded : public ::testing::TestWithParam<Precision> {
+ protected:
+  CpuLowpKernelsThreaded() : rng(test_seed()) {}
+  void SetUp() override { SCOPED_TRACE("seed " + std::to_string(test_seed())); }
+  void TearDown() override { set_f16c_enabled(true); }
+  LowpFormat fmt{GetParam()};
+  CpuBackend one{1, GetParam()}, two{2, GetParam()};
+  std::mt19937_64 rng;
   static constexpr size_t kLarge = 100003;
 };
 

@@ -65,7 +65,7 @@ void expect_close_all(const std::vector<float>& got, const std::vector<double>& 
   EXPECT_EQ(bad, 0u) << what << ": first at " << first << ": " << got[first] << " vs " << want[first];
 }
 
-TEST_F(CpuKernels, AdamWMatchesTorchOverStepsWithSkipsAndDecayOnWeightsOnly) {
+TEST_P(CpuLowpKernels, AdamWMatchesTorchOverStepsWithSkipsAndDecayOnWeightsOnly) {
   const ParameterRegistry registry = two_linear_layers();
   ParameterStore store(cpu, registry);
   store.allocate_adamw_state();
@@ -103,12 +103,13 @@ TEST_F(CpuKernels, AdamWMatchesTorchOverStepsWithSkipsAndDecayOnWeightsOnly) {
     // Loss-scaled FP16 gradients, zero in the padding (nothing writes there).
     std::vector<lowp16> g16(n, lowp16{0});
     for (const ParameterTensor& t : registry.tensors()) {
-      const auto values = random_halves(rng, t.count, -1024.0f, 1024.0f);
+      const auto values = fmt.random(rng, t.count, -1024.0f, 1024.0f);
       std::copy(values.begin(), values.end(), g16.begin() + static_cast<std::ptrdiff_t>(t.offset));
     }
-    if (skipped[k]) g16[registry[rng() % registry.size()].offset].bits = k == 4 ? 0x7e00 : 0x7c00;  // NaN / Inf
+    if (skipped[k])
+      g16[registry[rng() % registry.size()].offset].bits = k == 4 ? fmt.nan_bits() : fmt.inf_bits();  // NaN / Inf
     store.grads_lowp.upload(g16);
-    store.weights_lowp.upload(poison_halves(n));
+    store.weights_lowp.upload(fmt.poison(n));
     // Alternate the two routes of the optimizer: fused from FP16, and
     // unscaled to FP32 with a clip coefficient.
     const bool fp32_route = k % 2 == 1;
@@ -139,7 +140,7 @@ TEST_F(CpuKernels, AdamWMatchesTorchOverStepsWithSkipsAndDecayOnWeightsOnly) {
     if (!skipped[k]) {  // GradScaler skips optimizer.step(): torch's state stays
       ref.lr = lr;
       std::vector<double> grad(n);
-      for (size_t i = 0; i < n; ++i) grad[i] = static_cast<double>(half_to_float(g16[i])) / 1024.0 * clip;
+      for (size_t i = 0; i < n; ++i) grad[i] = static_cast<double>(fmt.widen(g16[i])) / 1024.0 * clip;
       ref.step(grad, decays);
     }
     EXPECT_EQ(status.steps_taken, ref.step_t);
@@ -149,7 +150,7 @@ TEST_F(CpuKernels, AdamWMatchesTorchOverStepsWithSkipsAndDecayOnWeightsOnly) {
     expect_close_all(store.second_moment_fp32.download(), ref.exp_avg_sq, "exp_avg_sq");
     const std::vector<lowp16> w = store.weights_lowp.download();
     for (size_t i = 0; i < n; ++i)
-      ASSERT_EQ(w[i].bits, skipped[k] ? kPoisonHalfBits : float_to_half_bits_portable(master[i])) << "weight " << i;
+      ASSERT_EQ(w[i].bits, skipped[k] ? kPoisonHalfBits : fmt.narrow(master[i]).bits) << "weight " << i;
   }
   // Padding: zero gradients leave zero weights and moments.
   std::vector<bool> in_tensor(n, false);
@@ -170,8 +171,8 @@ struct AdamWInputs {
   std::vector<lowp16> grads_lowp;
   std::vector<float> master, exp_avg, exp_avg_sq;
   std::vector<uint8_t> mask;
-  AdamWInputs(std::mt19937_64& rng, size_t n)
-      : grads_lowp(random_halves(rng, n, -30000.0f, 30000.0f)),
+  AdamWInputs(const LowpFormat& fmt, std::mt19937_64& rng, size_t n)
+      : grads_lowp(fmt.random(rng, n, -30000.0f, 30000.0f)),
         master(random_floats(rng, n)),
         exp_avg(random_floats(rng, n, -0.5f, 0.5f)),
         exp_avg_sq(random_floats(rng, n, 0.0f, 0.5f)),
@@ -189,7 +190,7 @@ struct AdamWRun {
 AdamWRun run_adamw(Backend& be, const AdamWInputs& in, const AdamWParams& p, float inv_scale, bool fp32_route,
                    bool with_mask, size_t offset, size_t count, int32_t skip = 0) {
   const size_t n = in.master.size();
-  AdamWRun r{in.master, in.exp_avg, in.exp_avg_sq, poison_halves(n)};
+  AdamWRun r{in.master, in.exp_avg, in.exp_avg_sq, LowpFormat::poison(n)};
   std::vector<float> g32(n);
   int32_t flag = 0;
   if (fp32_route) be.unscale_lowp_to_fp32(in.grads_lowp.data(), g32.data(), n, inv_scale, &flag);
@@ -224,9 +225,9 @@ AdamWParams random_params(std::mt19937_64& rng) {
 
 // Threads, F16C lanes and the fused FP16 route change no bit: two threads
 // with F16C, fused, equal one thread without F16C, unscaled to FP32 first.
-TEST_F(CpuKernelsThreaded, AdamWBitwiseEqualsScalarLoopOnEveryRoute) {
+TEST_P(CpuLowpKernelsThreaded, AdamWBitwiseEqualsScalarLoopOnEveryRoute) {
   const size_t n = kLarge;
-  const AdamWInputs in(rng, n);
+  const AdamWInputs in(fmt, rng, n);
   const AdamWParams p = random_params(rng);
   const float inv_scale = 1.0f / 32768.0f;
   for (bool with_mask : {true, false}) {
@@ -246,9 +247,9 @@ TEST_F(CpuKernelsThreaded, AdamWBitwiseEqualsScalarLoopOnEveryRoute) {
 
 // A range [offset, offset + count) gets exactly the full pass's values;
 // nothing outside it is written.
-TEST_F(CpuKernelsThreaded, AdamWOnARangeTouchesOnlyThatRange) {
+TEST_P(CpuLowpKernelsThreaded, AdamWOnARangeTouchesOnlyThatRange) {
   const size_t n = kLarge;
-  const AdamWInputs in(rng, n);
+  const AdamWInputs in(fmt, rng, n);
   const AdamWParams p = random_params(rng);
   const float inv_scale = 1.0f / 1024.0f;
   const AdamWRun full = run_adamw(two, in, p, inv_scale, false, true, 0, n);
@@ -273,9 +274,9 @@ TEST_F(CpuKernelsThreaded, AdamWOnARangeTouchesOnlyThatRange) {
   }
 }
 
-TEST_F(CpuKernelsThreaded, AdamWSkippedWhenFlagSetChangesNothing) {
+TEST_P(CpuLowpKernelsThreaded, AdamWSkippedWhenFlagSetChangesNothing) {
   const size_t n = kLarge;
-  const AdamWInputs in(rng, n);
+  const AdamWInputs in(fmt, rng, n);
   for (bool fp32_route : {false, true}) {
     const AdamWRun r = run_adamw(two, in, random_params(rng), 1.0f / 1024.0f, fp32_route, true, 0, n, /*skip=*/1);
     EXPECT_EQ(r.master, in.master);

@@ -7,12 +7,12 @@
 //   two differ only in the FP32 sums' order inside the GEMMs (an FMA chain
 //   here, OpenBLAS's kernel there); one FP16 ulp of a probability moves an
 //   output by at most 2^-11 max_j |v_j|, so we allow 2^-10 max_j |v_j| plus
-//   kFp16RelTol and a subnormal step, and report the bitwise count;
+//   fmt.rel_tol() and a subnormal step, and report the bitwise count;
 // - against a double reference with the same rounding points (scores and
 //   probabilities rounded to FP16): a score whose FP32 and double sums round
 //   to neighbouring FP16 values moves its probability by up to 2^-11
 //   |scale * s| relative, so we allow 2^-7 max_j |v_j| (|scale * s| <= 4
-//   here) plus kFp16RelTol: loose, but a wrong mask, offset or stride is
+//   here) plus fmt.rel_tol(): loose, but a wrong mask, offset or stride is
 //   off by O(max |v|);
 // - one thread against two: bitwise (each (query, head) on one thread).
 #include <gtest/gtest.h>
@@ -32,11 +32,13 @@ using namespace test;
 // A window of T positions in the decoder's layout: qkv [T, 3C] rows, and
 // the caches [T, C] holding its k and v columns.
 struct Window {
+  LowpFormat fmt;
   int heads, head_size, t;
   std::vector<lowp16> qkv, k_cache, v_cache;
   int c() const { return heads * head_size; }
-  Window(std::mt19937_64& rng, int nh, int hs, int positions, float range) : heads(nh), head_size(hs), t(positions) {
-    qkv = random_halves(rng, static_cast<size_t>(t) * 3 * c(), -range, range);
+  Window(const LowpFormat& format, std::mt19937_64& rng, int nh, int hs, int positions, float range)
+      : fmt(format), heads(nh), head_size(hs), t(positions) {
+    qkv = fmt.random(rng, static_cast<size_t>(t) * 3 * c(), -range, range);
     for (int r = 0; r < t; ++r)
       for (int col = 0; col < c(); ++col) {
         k_cache.push_back(qkv[static_cast<size_t>(r) * 3 * c() + c() + col]);
@@ -48,7 +50,7 @@ struct Window {
   double v_max(int visible, int col) const {
     double m = 0.0;
     for (int j = 0; j < visible; ++j)
-      m = std::max(m, std::fabs(double{half_to_float(v_cache[static_cast<size_t>(j) * c() + col])}));
+      m = std::max(m, std::fabs(double{fmt.widen(v_cache[static_cast<size_t>(j) * c() + col])}));
     return m;
   }
 };
@@ -61,7 +63,7 @@ std::vector<lowp16> decode(Backend& be, const Window& w, int past) {
   Buffer<lowp16> k(be, w.k_cache.size()), v(be, w.v_cache.size()), out(be, static_cast<size_t>(new_len) * c);
   k.upload(w.k_cache);
   v.upload(w.v_cache);
-  out.upload(poison_halves(out.count()));
+  out.upload(LowpFormat::poison(out.count()));
   be.attention_decode_lowp(q.data(), 3 * c, k.data(), v.data(), c, w.heads, w.head_size, past, new_len, w.scale(),
                            out.data(), c);
   return out.download();
@@ -73,7 +75,7 @@ std::vector<lowp16> full_path(Backend& be, const Window& w) {
   Buffer<lowp16> qkv(be, w.qkv.size()), q(be, static_cast<size_t>(t) * c), k(be, q.count()), v(be, q.count());
   Buffer<lowp16> probs(be, static_cast<size_t>(nh) * t * t), heads(be, q.count()), y(be, q.count());
   qkv.upload(w.qkv);
-  y.upload(poison_halves(y.count()));
+  y.upload(LowpFormat::poison(y.count()));
   be.rows_to_heads_lowp(qkv.data(), 3 * c, 1, t, nh, hs, q.data());
   be.rows_to_heads_lowp(qkv.data() + c, 3 * c, 1, t, nh, hs, k.data());
   be.rows_to_heads_lowp(qkv.data() + 2 * c, 3 * c, 1, t, nh, hs, v.data());
@@ -109,6 +111,7 @@ std::vector<lowp16> full_path(Backend& be, const Window& w) {
 // In double from the same FP16 inputs, rounding the scores and the
 // probabilities to FP16 where the kernel does.
 std::vector<double> reference(const Window& w, int past) {
+  const LowpFormat& fmt = w.fmt;
   const int c = w.c(), hs = w.head_size;
   std::vector<double> out;
   for (int i = past; i < w.t; ++i)
@@ -118,30 +121,30 @@ std::vector<double> reference(const Window& w, int past) {
       for (int j = 0; j <= i; ++j) {
         double dot = 0.0;
         for (int d = 0; d < hs; ++d)
-          dot += double{half_to_float(w.qkv[static_cast<size_t>(i) * 3 * c + h * hs + d])} *
-                 half_to_float(w.k_cache[static_cast<size_t>(j) * c + h * hs + d]);
-        p[j] = w.scale() * double{half_to_float(to_half(static_cast<float>(dot)))};
+          dot += double{fmt.widen(w.qkv[static_cast<size_t>(i) * 3 * c + h * hs + d])} *
+                 fmt.widen(w.k_cache[static_cast<size_t>(j) * c + h * hs + d]);
+        p[j] = w.scale() * double{fmt.widen(fmt.narrow(static_cast<float>(dot)))};
         max_s = std::max(max_s, p[j]);
       }
       double sum = 0.0;
       for (double& e : p) sum += (e = std::exp(e - max_s));
-      for (double& e : p) e = half_to_float(to_half(static_cast<float>(e / sum)));
+      for (double& e : p) e = fmt.widen(fmt.narrow(static_cast<float>(e / sum)));
       for (int d = 0; d < hs; ++d) {
         double acc = 0.0;
-        for (int j = 0; j <= i; ++j) acc += p[j] * half_to_float(w.v_cache[static_cast<size_t>(j) * c + h * hs + d]);
+        for (int j = 0; j <= i; ++j) acc += p[j] * fmt.widen(w.v_cache[static_cast<size_t>(j) * c + h * hs + d]);
         out.push_back(acc);
       }
     }
   return out;  // [(i - past) * C + h * hs + d]: heads are contiguous column blocks, as the rows
 }
 
-TEST_F(CpuKernels, AttentionDecodeIsTheFullPathsAttentionAtEachNewPosition) {
+TEST_P(CpuLowpKernels, AttentionDecodeIsTheFullPathsAttentionAtEachNewPosition) {
   size_t compared = 0, bitwise = 0;
   for (const int past : {0, 1, 17, 30, 31}) {
     for (const auto& shape : {std::pair<int, int>{2, 16}, std::pair<int, int>{3, 24}}) {
       SCOPED_TRACE("past " + std::to_string(past) + ", heads " + std::to_string(shape.first) + " x " +
                    std::to_string(shape.second));
-      const Window w(rng, shape.first, shape.second, 32, 2.0f);
+      const Window w(fmt, rng, shape.first, shape.second, 32, 2.0f);
       const std::vector<lowp16> full = full_path(cpu, w), got = decode(cpu, w, past);
       const int c = w.c();
       size_t bad = 0;
@@ -151,19 +154,19 @@ TEST_F(CpuKernels, AttentionDecodeIsTheFullPathsAttentionAtEachNewPosition) {
         ++compared;
         bitwise += got[at].bits == want.bits;
         const double tol = std::ldexp(w.v_max(i + 1, col), -10) + 6e-8;
-        if (!close_enough(half_to_float(got[at]), half_to_float(want), kFp16RelTol, tol) && bad++ < 3)
-          ADD_FAILURE() << "position " << i << " column " << col << ": decode " << half_to_float(got[at]) << ", full "
-                        << half_to_float(want);
+        if (!close_enough(fmt.widen(got[at]), fmt.widen(want), fmt.rel_tol(), tol) && bad++ < 3)
+          ADD_FAILURE() << "position " << i << " column " << col << ": decode " << fmt.widen(got[at]) << ", full "
+                        << fmt.widen(want);
       }
     }
   }
   std::printf("[ decode   ] %zu of %zu outputs bitwise equal to the full path's\n", bitwise, compared);
 }
 
-TEST_F(CpuKernels, AttentionDecodeMatchesDoubleWithTheSameRoundingPoints) {
+TEST_P(CpuLowpKernels, AttentionDecodeMatchesDoubleWithTheSameRoundingPoints) {
   for (const int past : {0, 5, 12}) {
     SCOPED_TRACE("past " + std::to_string(past));
-    const Window w(rng, 3, 16, 13, 1.0f);
+    const Window w(fmt, rng, 3, 16, 13, 1.0f);
     const std::vector<lowp16> got = decode(cpu, w, past);
     const std::vector<double> want = reference(w, past);
     ASSERT_EQ(got.size(), want.size());
@@ -171,16 +174,15 @@ TEST_F(CpuKernels, AttentionDecodeMatchesDoubleWithTheSameRoundingPoints) {
     for (size_t at = 0; at < got.size(); ++at) {
       const int i = past + static_cast<int>(at) / w.c(), col = static_cast<int>(at) % w.c();
       const double tol = std::ldexp(w.v_max(i + 1, col), -7) + 6e-8;
-      if (!close_enough(half_to_float(got[at]), want[at], kFp16RelTol, tol) && bad++ < 3)
-        ADD_FAILURE() << "position " << i << " column " << col << ": " << half_to_float(got[at]) << " want "
-                      << want[at];
+      if (!close_enough(fmt.widen(got[at]), want[at], fmt.rel_tol(), tol) && bad++ < 3)
+        ADD_FAILURE() << "position " << i << " column " << col << ": " << fmt.widen(got[at]) << " want " << want[at];
     }
   }
 }
 
-TEST_F(CpuKernelsThreaded, AttentionDecodeIsBitwiseTheSameOnTwoThreads) {
+TEST_P(CpuLowpKernelsThreaded, AttentionDecodeIsBitwiseTheSameOnTwoThreads) {
   // 12 heads of 64 against 300 positions: above the split threshold.
-  const Window w(rng, 12, 64, 300, 2.0f);
+  const Window w(fmt, rng, 12, 64, 300, 2.0f);
   for (const int past : {0, 299}) {
     const std::vector<lowp16> a = decode(one, w, past), b = decode(two, w, past);
     size_t differ = 0;

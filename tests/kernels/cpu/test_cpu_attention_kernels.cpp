@@ -34,12 +34,12 @@ struct BatchedCase {
   int64_t stride_c() const { return static_cast<int64_t>(m) * n + 7; }
 };
 
-void check_batched(Backend& be, std::mt19937_64& rng, const BatchedCase& c) {
+void check_batched(const LowpFormat& fmt, Backend& be, std::mt19937_64& rng, const BatchedCase& c) {
   SCOPED_TRACE("batch=" + std::to_string(c.batch) + " m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) +
                " k=" + std::to_string(c.k) + " ta=" + std::to_string(c.ta == Transpose::Yes) +
                " tb=" + std::to_string(c.tb == Transpose::Yes) + " beta=" + std::to_string(c.beta));
-  const auto a = random_halves(rng, c.batch * c.stride_a()), b = random_halves(rng, c.batch * c.stride_b());
-  const auto c0 = c.beta != 0.0f ? random_halves(rng, c.batch * c.stride_c()) : poison_halves(c.batch * c.stride_c());
+  const auto a = fmt.random(rng, c.batch * c.stride_a()), b = fmt.random(rng, c.batch * c.stride_b());
+  const auto c0 = c.beta != 0.0f ? fmt.random(rng, c.batch * c.stride_c()) : fmt.poison(c.batch * c.stride_c());
   Buffer<lowp16> da(be, a.size()), db(be, b.size()), dc(be, c0.size());
   da.upload(a);
   db.upload(b);
@@ -66,14 +66,14 @@ void check_batched(Backend& be, std::mt19937_64& rng, const BatchedCase& c) {
       for (int j = 0; j < c.n; ++j) {
         double s = 0, mag = 0;
         for (int p = 0; p < c.k; ++p) {
-          const double x = half_to_float(a[oa + (c.ta == Transpose::Yes ? p * c.m + i : i * c.k + p)]);
-          const double y = half_to_float(b[ob + (c.tb == Transpose::Yes ? j * c.k + p : p * c.n + j)]);
+          const double x = fmt.widen(a[oa + (c.ta == Transpose::Yes ? p * c.m + i : i * c.k + p)]);
+          const double y = fmt.widen(b[ob + (c.tb == Transpose::Yes ? j * c.k + p : p * c.n + j)]);
           s += x * y;
           mag += std::fabs(x * y);
         }
         double want = c.alpha * s;
-        if (c.beta != 0.0f) want += c.beta * static_cast<double>(half_to_float(c0[oc + i * c.n + j]));
-        ASSERT_TRUE(close_enough(half_to_float(got[oc + i * c.n + j]), want, kFp16RelTol, 1e-5 * mag + kSub))
+        if (c.beta != 0.0f) want += c.beta * static_cast<double>(fmt.widen(c0[oc + i * c.n + j]));
+        ASSERT_TRUE(close_enough(fmt.widen(got[oc + i * c.n + j]), want, fmt.rel_tol(), 1e-5 * mag + kSub))
             << z << ": " << i << "," << j;
       }
     for (int64_t gap = static_cast<int64_t>(c.m) * c.n; gap < c.stride_c() && z + 1 < c.batch; ++gap)
@@ -81,18 +81,18 @@ void check_batched(Backend& be, std::mt19937_64& rng, const BatchedCase& c) {
   }
 }
 
-TEST_F(CpuKernelsThreaded, BatchedGemmMatchesDoubleEveryTranspose) {
+TEST_P(CpuLowpKernelsThreaded, BatchedGemmMatchesDoubleEveryTranspose) {
   for (Transpose ta : kBoth)
     for (Transpose tb : kBoth)
       for (CpuBackend* be : {&one, &two}) {
         // Many small products (shared out whole) and few large ones (each split).
-        check_batched(*be, rng, BatchedCase{12, 16, 16, 8, ta, tb, 0.35355339f, 0.0f});
-        check_batched(*be, rng, BatchedCase{1, 160, 144, 64, ta, tb, 1.0f, 0.0f});
-        check_batched(*be, rng, BatchedCase{5, 9, 7, 5, ta, tb, 1.0f, 1.0f});
+        check_batched(fmt, *be, rng, BatchedCase{12, 16, 16, 8, ta, tb, 0.35355339f, 0.0f});
+        check_batched(fmt, *be, rng, BatchedCase{1, 160, 144, 64, ta, tb, 1.0f, 0.0f});
+        check_batched(fmt, *be, rng, BatchedCase{5, 9, 7, 5, ta, tb, 1.0f, 1.0f});
       }
 }
 
-TEST_F(CpuKernels, BatchedGemmRefusesEpilogues) {
+TEST_P(CpuLowpKernels, BatchedGemmRefusesEpilogues) {
   Buffer<lowp16> x(cpu, 16);
   GemmLowp g;
   g.m = g.n = g.k = 2;
@@ -109,41 +109,43 @@ struct SoftmaxCase {
   std::vector<lowp16> s, dp;
 };
 
-SoftmaxCase make_softmax_case(std::mt19937_64& rng, int bh, int t, int head_size) {
-  return {bh, t, 1.0f / std::sqrt(static_cast<float>(head_size)), random_halves(rng, bh * t * t, -8.0f, 8.0f),
-          random_halves(rng, bh * t * t)};
+SoftmaxCase make_softmax_case(const LowpFormat& fmt, std::mt19937_64& rng, int bh, int t, int head_size) {
+  return {bh, t, 1.0f / std::sqrt(static_cast<float>(head_size)), fmt.random(rng, bh * t * t, -8.0f, 8.0f),
+          fmt.random(rng, bh * t * t)};
 }
 
-TEST_F(CpuKernels, CausalSoftmaxForwardMatchesDouble) {
-  const auto c = make_softmax_case(rng, 3, 19, 16);
+TEST_P(CpuLowpKernels, CausalSoftmaxForwardMatchesDouble) {
+  const auto c = make_softmax_case(fmt, rng, 3, 19, 16);
   Buffer<lowp16> s(cpu, c.s.size()), p(cpu, c.s.size());
   s.upload(c.s);
-  p.upload(poison_halves(p.count()));
+  p.upload(fmt.poison(p.count()));
   cpu.causal_softmax_forward_lowp(s.data(), c.bh, c.t, c.scale, p.data());
   const auto got = p.download();
   for (int z = 0; z < c.bh; ++z) {
     std::vector<double> sd(c.t * c.t);
-    for (size_t i = 0; i < sd.size(); ++i) sd[i] = half_to_float(c.s[z * c.t * c.t + i]);
+    for (size_t i = 0; i < sd.size(); ++i) sd[i] = fmt.widen(c.s[z * c.t * c.t + i]);
     const auto ref = causal_softmax_reference(sd, c.t, c.scale);
     for (int i = 0; i < c.t * c.t; ++i)
-      ASSERT_TRUE(close_enough(half_to_float(got[z * c.t * c.t + i]), ref[i], kFp16RelTol, kSub)) << z << ": " << i;
+      ASSERT_TRUE(close_enough(fmt.widen(got[z * c.t * c.t + i]), ref[i], fmt.rel_tol(), kSub)) << z << ": " << i;
   }
 }
 
-TEST_F(CpuKernels, CausalSoftmaxMaskedPositionsAreExactlyZero) {
+TEST_P(CpuLowpKernels, CausalSoftmaxMaskedPositionsAreExactlyZero) {
   // Masked scores that would dominate (or poison) the row if they were read.
   const int bh = 2, t = 17;
-  auto scores = random_halves(rng, bh * t * t);
+  auto scores = fmt.random(rng, bh * t * t);
   for (int z = 0; z < bh; ++z)
     for (int i = 0; i < t; ++i)
       for (int j = i + 1; j < t; ++j)
-        scores[(z * t + i) * t + j] = (j % 3 == 0) ? lowp16{0x7e00} : (j % 3 == 1) ? lowp16{0x7c00} : to_half(60000.0f);
-  const auto dp = random_halves(rng, bh * t * t);
+        scores[(z * t + i) * t + j] = (j % 3 == 0)   ? lowp16{fmt.nan_bits()}
+                                      : (j % 3 == 1) ? lowp16{fmt.inf_bits()}
+                                                     : fmt.narrow(60000.0f);
+  const auto dp = fmt.random(rng, bh * t * t);
   Buffer<lowp16> s(cpu, scores.size()), p(cpu, scores.size()), d_dp(cpu, dp.size()), ds(cpu, dp.size());
   s.upload(scores);
-  p.upload(poison_halves(p.count()));
+  p.upload(fmt.poison(p.count()));
   d_dp.upload(dp);
-  ds.upload(poison_halves(ds.count()));
+  ds.upload(fmt.poison(ds.count()));
   cpu.causal_softmax_forward_lowp(s.data(), bh, t, 0.25f, p.data());
   cpu.causal_softmax_backward_lowp(p.data(), d_dp.data(), bh, t, 0.25f, ds.data());
   const auto gp = p.download(), gds = ds.download();
@@ -156,15 +158,15 @@ TEST_F(CpuKernels, CausalSoftmaxMaskedPositionsAreExactlyZero) {
           ASSERT_EQ(gp[at].bits, 0u) << "p[" << i << "," << j << "] masked but not +0";
           ASSERT_EQ(gds[at].bits, 0u) << "ds[" << i << "," << j << "] masked but not +0";
         } else {
-          ASSERT_TRUE(std::isfinite(half_to_float(gp[at])) && std::isfinite(half_to_float(gds[at])));
-          row_sum += half_to_float(gp[at]);
+          ASSERT_TRUE(std::isfinite(fmt.widen(gp[at])) && std::isfinite(fmt.widen(gds[at])));
+          row_sum += fmt.widen(gp[at]);
         }
       }
-      ASSERT_NEAR(row_sum, 1.0, (i + 1) * 0.5 / 2048) << "row " << i;  // each p rounded once
+      ASSERT_NEAR(row_sum, 1.0, (i + 1) * fmt.rel_tol() / 4) << "row " << i;  // each p rounded once: half an ulp
     }
 }
 
-TEST_F(CpuKernels, CausalSoftmaxGradientReferenceMatchesFiniteDifferences) {
+TEST_P(CpuLowpKernels, CausalSoftmaxGradientReferenceMatchesFiniteDifferences) {
   // L = sum(dp * softmax(scale * s)) over one matrix, central differences.
   const int t = 6;
   const double scale = 0.3;
@@ -192,12 +194,12 @@ TEST_F(CpuKernels, CausalSoftmaxGradientReferenceMatchesFiniteDifferences) {
   }
 }
 
-TEST_F(CpuKernels, CausalSoftmaxBackwardMatchesDouble) {
-  const auto c = make_softmax_case(rng, 3, 21, 32);
+TEST_P(CpuLowpKernels, CausalSoftmaxBackwardMatchesDouble) {
+  const auto c = make_softmax_case(fmt, rng, 3, 21, 32);
   Buffer<lowp16> s(cpu, c.s.size()), p(cpu, c.s.size()), dp(cpu, c.dp.size()), ds(cpu, c.dp.size());
   s.upload(c.s);
   dp.upload(c.dp);
-  ds.upload(poison_halves(ds.count()));
+  ds.upload(fmt.poison(ds.count()));
   cpu.causal_softmax_forward_lowp(s.data(), c.bh, c.t, c.scale, p.data());
   cpu.causal_softmax_backward_lowp(p.data(), dp.data(), c.bh, c.t, c.scale, ds.data());
   const auto got_p = p.download(), got = ds.download();
@@ -205,11 +207,11 @@ TEST_F(CpuKernels, CausalSoftmaxBackwardMatchesDouble) {
     // The reference from the FP16 probabilities the kernel reads.
     std::vector<double> pz(c.t * c.t), dpz(c.t * c.t), ref, mag;
     for (int i = 0; i < c.t * c.t; ++i)
-      pz[i] = half_to_float(got_p[z * c.t * c.t + i]), dpz[i] = half_to_float(c.dp[z * c.t * c.t + i]);
+      pz[i] = fmt.widen(got_p[z * c.t * c.t + i]), dpz[i] = fmt.widen(c.dp[z * c.t * c.t + i]);
     causal_softmax_grad_reference(pz, dpz, c.t, c.scale, ref, mag);
     for (int i = 0; i < c.t * c.t; ++i)
-      ASSERT_TRUE(close_enough(half_to_float(got[z * c.t * c.t + i]), ref[i], kFp16RelTol, 1e-5 * mag[i] + kSub))
-          << z << ": " << i << " got " << half_to_float(got[z * c.t * c.t + i]) << " want " << ref[i];
+      ASSERT_TRUE(close_enough(fmt.widen(got[z * c.t * c.t + i]), ref[i], fmt.rel_tol(), 1e-5 * mag[i] + kSub))
+          << z << ": " << i << " got " << fmt.widen(got[z * c.t * c.t + i]) << " want " << ref[i];
   }
 }
 
@@ -231,12 +233,12 @@ TEST(GeluTanhReference, IsTheTanhFormAndItsDerivative) {
 // tanhf form fails here (3e-7 off at z = -4.4). +Inf gives +Inf and NaN
 // NaN. The two loops give the same bits, and so does every range of length
 // 1..19 over the same values (8-lane tails through the scalar twin).
-TEST_F(CpuKernelsThreaded, GeluTanhOnEveryHalfAndTailsAgree) {
+TEST_P(CpuLowpKernelsThreaded, GeluTanhOnEveryHalfAndTailsAgree) {
   CpuBackend& cpu = one;
   std::vector<lowp16> z;
   for (uint32_t bits = 0; bits < 65536; ++bits) z.push_back(lowp16{static_cast<uint16_t>(bits)});
   const size_t n = z.size();
-  const auto dy = random_halves(rng, n);
+  const auto dy = fmt.random(rng, n);
   Buffer<lowp16> dz_in(cpu, n), ddy(cpu, n), out(cpu, n);
   dz_in.upload(z);
   ddy.upload(dy);
@@ -244,31 +246,31 @@ TEST_F(CpuKernelsThreaded, GeluTanhOnEveryHalfAndTailsAgree) {
   for (bool f16c : {true, false}) {
     SCOPED_TRACE(f16c ? "f16c" : "scalar");
     set_f16c_enabled(f16c);
-    out.upload(poison_halves(n));
-    test::activation_forward_lowp(Activation::GeluTanh, dz_in.data(), out.data(), n);
+    out.upload(fmt.poison(n));
+    test::activation_forward_lowp(Activation::GeluTanh, dz_in.data(), out.data(), n, fmt.precision);
     const auto y = out.download();
-    out.upload(poison_halves(n));
-    test::activation_backward_lowp(Activation::GeluTanh, dz_in.data(), ddy.data(), out.data(), n);
+    out.upload(fmt.poison(n));
+    test::activation_backward_lowp(Activation::GeluTanh, dz_in.data(), ddy.data(), out.data(), n, fmt.precision);
     const auto dz = out.download();
     size_t bad = 0;
     for (size_t i = 0; i < n; ++i) {
-      const double zi = half_to_float(z[i]), g = half_to_float(dy[i]);
+      const double zi = fmt.widen(z[i]), g = fmt.widen(dy[i]);
       if (std::isnan(zi)) {
-        EXPECT_TRUE(std::isnan(half_to_float(y[i])) && std::isnan(half_to_float(dz[i]))) << "bits " << i;
+        EXPECT_TRUE(std::isnan(fmt.widen(y[i])) && std::isnan(fmt.widen(dz[i]))) << "bits " << i;
         continue;
       }
       if (std::isinf(zi)) {
         if (zi > 0) {
-          EXPECT_EQ(half_to_float(y[i]), INFINITY);
+          EXPECT_EQ(fmt.widen(y[i]), INFINITY);
         }
         continue;
       }
       const double floor = 1e-7 * std::fabs(g) + kSub;
-      if ((!close_enough(half_to_float(y[i]), gelu_tanh_exact(zi), kFp16RelTol, kSub) ||
-           !close_enough(half_to_float(dz[i]), g * gelu_tanh_derivative_exact(zi), kFp16RelTol, floor)) &&
+      if ((!close_enough(fmt.widen(y[i]), gelu_tanh_exact(zi), fmt.rel_tol(), kSub) ||
+           !close_enough(fmt.widen(dz[i]), g * gelu_tanh_derivative_exact(zi), fmt.rel_tol(), floor)) &&
           bad++ < 5)
-        ADD_FAILURE() << "z=" << zi << " y=" << half_to_float(y[i]) << " want " << gelu_tanh_exact(zi)
-                      << " dz=" << half_to_float(dz[i]) << " want " << g * gelu_tanh_derivative_exact(zi);
+        ADD_FAILURE() << "z=" << zi << " y=" << fmt.widen(y[i]) << " want " << gelu_tanh_exact(zi)
+                      << " dz=" << fmt.widen(dz[i]) << " want " << g * gelu_tanh_derivative_exact(zi);
     }
     EXPECT_EQ(bad, 0u);
     if (f16c) {
@@ -276,8 +278,8 @@ TEST_F(CpuKernelsThreaded, GeluTanhOnEveryHalfAndTailsAgree) {
       f16c_dz = dz;
     } else {
       for (size_t i = 0; i < n; ++i) {
-        ASSERT_EQ(y[i].bits, f16c_y[i].bits) << "portable loop differs from F16C at z=" << half_to_float(z[i]);
-        ASSERT_EQ(dz[i].bits, f16c_dz[i].bits) << "portable loop differs from F16C at z=" << half_to_float(z[i]);
+        ASSERT_EQ(y[i].bits, f16c_y[i].bits) << "portable loop differs from F16C at z=" << fmt.widen(z[i]);
+        ASSERT_EQ(dz[i].bits, f16c_dz[i].bits) << "portable loop differs from F16C at z=" << fmt.widen(z[i]);
       }
     }
     for (size_t len = 1; len < 20; ++len) {
@@ -285,11 +287,12 @@ TEST_F(CpuKernelsThreaded, GeluTanhOnEveryHalfAndTailsAgree) {
       // form gives other bits there.
       const size_t at = 0xC400 + 13 * len;
       Buffer<lowp16> part(cpu, len);
-      part.upload(poison_halves(len));
-      test::activation_forward_lowp(Activation::GeluTanh, dz_in.data() + at, part.data(), len);
+      part.upload(fmt.poison(len));
+      test::activation_forward_lowp(Activation::GeluTanh, dz_in.data() + at, part.data(), len, fmt.precision);
       const auto py = part.download();
-      part.upload(poison_halves(len));
-      test::activation_backward_lowp(Activation::GeluTanh, dz_in.data() + at, ddy.data() + at, part.data(), len);
+      part.upload(fmt.poison(len));
+      test::activation_backward_lowp(Activation::GeluTanh, dz_in.data() + at, ddy.data() + at, part.data(), len,
+                                     fmt.precision);
       const auto pdz = part.download();
       for (size_t l = 0; l < len; ++l) {
         ASSERT_EQ(py[l].bits, y[at + l].bits) << "len " << len << " lane " << l;

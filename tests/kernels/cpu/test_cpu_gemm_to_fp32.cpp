@@ -45,17 +45,17 @@ GemmLowp gemm_of(const Shape& s, const lowp16* a, const lowp16* b, int ldc) {
 
 // Beta 0 rounded to FP16 is gemm_lowp's C, bit for bit, and the padding
 // columns of the FP32 output keep their poison.
-void expect_rounds_to_gemm_lowp(CpuBackend& cpu, std::mt19937_64& rng, const Shape& s) {
+void expect_rounds_to_gemm_lowp(const LowpFormat& fmt, CpuBackend& cpu, std::mt19937_64& rng, const Shape& s) {
   SCOPED_TRACE(testing::Message() << "threads " << cpu.threads() << " ta=" << s.ta << " tb=" << s.tb << " m=" << s.m
                                   << " n=" << s.n << " k=" << s.k);
   const int ldc = s.n + 3;
-  const auto a = random_halves(rng, static_cast<size_t>(s.m) * s.k);
-  const auto b = random_halves(rng, static_cast<size_t>(s.k) * s.n);
+  const auto a = fmt.random(rng, static_cast<size_t>(s.m) * s.k);
+  const auto b = fmt.random(rng, static_cast<size_t>(s.k) * s.n);
   Buffer<lowp16> da(cpu, a.size()), db(cpu, b.size()), dc16(cpu, static_cast<size_t>(s.m) * s.n);
   Buffer<float> dc32(cpu, static_cast<size_t>(s.m) * ldc);
   da.upload(a);
   db.upload(b);
-  dc16.upload(poison_halves(dc16.count()));
+  dc16.upload(fmt.poison(dc16.count()));
   dc32.upload(std::vector<float>(dc32.count(), std::numeric_limits<float>::quiet_NaN()));
   GemmLowp g16 = gemm_of(s, da.data(), db.data(), s.n);
   g16.c = dc16.data();
@@ -71,13 +71,13 @@ void expect_rounds_to_gemm_lowp(CpuBackend& cpu, std::mt19937_64& rng, const Sha
         padding_written += !std::isnan(v);
         continue;
       }
-      differ += to_half(v).bits != want[static_cast<size_t>(i) * s.n + j].bits;
+      differ += fmt.narrow(v).bits != want[static_cast<size_t>(i) * s.n + j].bits;
     }
   EXPECT_EQ(differ, 0u) << "of " << s.m * s.n << " rounded results differ from gemm_lowp's";
   EXPECT_EQ(padding_written, 0u) << "columns n..ldc were written";
 }
 
-TEST_F(CpuKernelsThreaded, GemmToFp32RoundsToGemmFp16sBits) {
+TEST_P(CpuLowpKernelsThreaded, GemmToFp32RoundsToGemmFp16sBits) {
   // Small (one BLAS call), row-sliced (m >= 96) and column-sliced (m < 96,
   // wide n) on two threads; every transpose.
   const int shapes[][3] = {{7, 5, 3}, {300, 64, 200}, {1000, 48, 96}, {40, 700, 150}};
@@ -85,12 +85,12 @@ TEST_F(CpuKernelsThreaded, GemmToFp32RoundsToGemmFp16sBits) {
     for (int ta = 0; ta < 2; ++ta)
       for (int tb = 0; tb < 2; ++tb)
         for (CpuBackend* cpu : {&one, &two})
-          expect_rounds_to_gemm_lowp(*cpu, rng, Shape{ta == 1, tb == 1, d[0], d[1], d[2]});
+          expect_rounds_to_gemm_lowp(fmt, *cpu, rng, Shape{ta == 1, tb == 1, d[0], d[1], d[2]});
 }
 
 // Beta 1 three times over: c = c0 + A1 B1 + A2 B2 + A3 B3 against double,
 // within (k_total + 3) 2^-24 sum|terms| (each FP32 add rounds once).
-TEST_F(CpuKernelsThreaded, GemmToFp32SumsIntoC) {
+TEST_P(CpuLowpKernelsThreaded, GemmToFp32SumsIntoC) {
   const Shape s{true, false, 1000, 48, 100};  // d_wte's shape: [V, C] += dlogits^T x
   for (CpuBackend* cpu : {&one, &two}) {
     SCOPED_TRACE(testing::Message() << "threads " << cpu->threads());
@@ -101,8 +101,8 @@ TEST_F(CpuKernelsThreaded, GemmToFp32SumsIntoC) {
     std::vector<double> want(c0.begin(), c0.end()), magnitude(out);
     for (size_t i = 0; i < out; ++i) magnitude[i] = std::fabs(c0[i]);
     for (int part = 0; part < 3; ++part) {
-      const auto a = random_halves(rng, static_cast<size_t>(s.k) * s.m);  // stored [k, m]
-      const auto b = random_halves(rng, static_cast<size_t>(s.k) * s.n);
+      const auto a = fmt.random(rng, static_cast<size_t>(s.k) * s.m);  // stored [k, m]
+      const auto b = fmt.random(rng, static_cast<size_t>(s.k) * s.n);
       Buffer<lowp16> da(*cpu, a.size()), db(*cpu, b.size());
       da.upload(a);
       db.upload(b);
@@ -112,8 +112,8 @@ TEST_F(CpuKernelsThreaded, GemmToFp32SumsIntoC) {
       for (int i = 0; i < s.m; ++i)
         for (int j = 0; j < s.n; ++j)
           for (int p = 0; p < s.k; ++p) {
-            const double t = static_cast<double>(half_to_float(a[static_cast<size_t>(p) * s.m + i])) *
-                             half_to_float(b[static_cast<size_t>(p) * s.n + j]);
+            const double t = static_cast<double>(fmt.widen(a[static_cast<size_t>(p) * s.m + i])) *
+                             fmt.widen(b[static_cast<size_t>(p) * s.n + j]);
             want[static_cast<size_t>(i) * s.n + j] += t;
             magnitude[static_cast<size_t>(i) * s.n + j] += std::fabs(t);
           }
@@ -126,7 +126,7 @@ TEST_F(CpuKernelsThreaded, GemmToFp32SumsIntoC) {
   }
 }
 
-TEST_F(CpuKernels, GemmToFp32RefusesAnEpilogueOrAnFp16C) {
+TEST_P(CpuLowpKernels, GemmToFp32RefusesAnEpilogueOrAnFp16C) {
   Buffer<lowp16> a(cpu, 4), b(cpu, 4), c(cpu, 4);
   Buffer<float> c32(cpu, 4);
   GemmLowp g = gemm_of(Shape{false, false, 2, 2, 2}, a.data(), b.data(), 2);
@@ -140,9 +140,9 @@ TEST_F(CpuKernels, GemmToFp32RefusesAnEpilogueOrAnFp16C) {
   EXPECT_THROW(cpu.gemm_lowp_to_fp32(g, c32.data()), Error);
 }
 
-TEST_F(CpuKernelsThreaded, AddFp32IntoFp16RoundsOnce) {
+TEST_P(CpuLowpKernelsThreaded, AddFp32IntoFp16RoundsOnce) {
   const size_t count = 100003;
-  const auto y0 = random_halves(rng, count);
+  const auto y0 = fmt.random(rng, count);
   const auto x = random_floats(rng, count);
   for (CpuBackend* cpu : {&one, &two}) {
     Buffer<lowp16> y(*cpu, count);
@@ -152,7 +152,7 @@ TEST_F(CpuKernelsThreaded, AddFp32IntoFp16RoundsOnce) {
     cpu->add_fp32_into_lowp(dx.data(), y.data(), count);
     const auto got = y.download();
     size_t differ = 0;
-    for (size_t i = 0; i < count; ++i) differ += got[i].bits != to_half(half_to_float(y0[i]) + x[i]).bits;
+    for (size_t i = 0; i < count; ++i) differ += got[i].bits != fmt.narrow(fmt.widen(y0[i]) + x[i]).bits;
     EXPECT_EQ(differ, 0u) << "on " << cpu->threads() << " threads";
   }
 }

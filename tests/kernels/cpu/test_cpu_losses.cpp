@@ -13,17 +13,17 @@ namespace {
 
 using namespace test;  // cpu_kernel_support.h: CpuKernels, inputs, tolerances
 
-TEST_F(CpuKernels, SoftmaxCrossEntropy) {
+TEST_P(CpuLowpKernels, SoftmaxCrossEntropy) {
   const int rows = 67, cols = 10;
   const float scale = 1024.0f;
-  const auto logits = test::random_halves(rng, rows * cols, -8.0f, 8.0f);
+  const auto logits = fmt.random(rng, rows * cols, -8.0f, 8.0f);
   const auto labels = test::random_labels(rng, rows, cols);
   Buffer<lowp16> dl(cpu, logits.size()), grad(cpu, logits.size());
   Buffer<int32_t> dlab(cpu, rows), correct(cpu, 1);
   Buffer<float> loss(cpu, 1);
   dl.upload(logits);
   dlab.upload(labels);
-  grad.upload(test::poison_halves(grad.count()));
+  grad.upload(fmt.poison(grad.count()));
   cpu.softmax_xent_forward(dl.data(), dlab.data(), rows, cols, cols, loss.data(), correct.data());
   cpu.softmax_xent_backward(dl.data(), dlab.data(), rows, cols, cols, scale, grad.data());
   double want_loss = 0;
@@ -33,42 +33,42 @@ TEST_F(CpuKernels, SoftmaxCrossEntropy) {
     double mx = -1e30, se = 0;
     int arg = 0;
     for (int c = 0; c < cols; ++c)
-      if (half_to_float(logits[r * cols + c]) > mx) {
-        mx = half_to_float(logits[r * cols + c]);
+      if (fmt.widen(logits[r * cols + c]) > mx) {
+        mx = fmt.widen(logits[r * cols + c]);
         arg = c;
       }
-    for (int c = 0; c < cols; ++c) se += std::exp(half_to_float(logits[r * cols + c]) - mx);
-    want_loss += mx + std::log(se) - half_to_float(logits[r * cols + labels[r]]);
+    for (int c = 0; c < cols; ++c) se += std::exp(fmt.widen(logits[r * cols + c]) - mx);
+    want_loss += mx + std::log(se) - fmt.widen(logits[r * cols + labels[r]]);
     want_correct += arg == labels[r];
     for (int c = 0; c < cols; ++c) {
-      const double p = std::exp(half_to_float(logits[r * cols + c]) - mx) / se;
+      const double p = std::exp(fmt.widen(logits[r * cols + c]) - mx) / se;
       const double want = scale * (p - (c == labels[r])) / rows;
-      ASSERT_TRUE(close_enough(half_to_float(g[r * cols + c]), want, test::kFp16RelTol, 1e-4)) << r << "," << c;
+      ASSERT_TRUE(close_enough(fmt.widen(g[r * cols + c]), want, fmt.rel_tol(), 1e-4)) << r << "," << c;
     }
   }
   EXPECT_TRUE(close_enough(loss.download()[0], want_loss / rows, 1e-5, 1e-6));
   EXPECT_EQ(correct.download()[0], want_correct);
 }
 
-TEST_F(CpuKernels, MeanSquaredError) {
+TEST_P(CpuLowpKernels, MeanSquaredError) {
   const int rows = 41, cols = 7;
   const float scale = 512.0f;
-  const auto pred = test::random_halves(rng, rows * cols);
+  const auto pred = fmt.random(rng, rows * cols);
   const auto target = test::random_floats(rng, rows * cols);
   Buffer<lowp16> dp(cpu, pred.size()), grad(cpu, pred.size());
   Buffer<float> dt(cpu, target.size()), loss(cpu, 1);
   dp.upload(pred);
   dt.upload(target);
-  grad.upload(test::poison_halves(grad.count()));
+  grad.upload(fmt.poison(grad.count()));
   cpu.mse_forward(dp.data(), dt.data(), rows, cols, loss.data());
   cpu.mse_backward(dp.data(), dt.data(), rows, cols, scale, grad.data());
   double want = 0;
   const auto g = grad.download();
   const double n = rows * cols;
   for (int i = 0; i < rows * cols; ++i) {
-    const double d = static_cast<double>(half_to_float(pred[i])) - target[i];
+    const double d = static_cast<double>(fmt.widen(pred[i])) - target[i];
     want += d * d;
-    ASSERT_TRUE(close_enough(half_to_float(g[i]), scale * 2 * d / n, test::kFp16RelTol, 6e-8));
+    ASSERT_TRUE(close_enough(fmt.widen(g[i]), scale * 2 * d / n, fmt.rel_tol(), 6e-8));
   }
   EXPECT_TRUE(close_enough(loss.download()[0], want / n, 1e-5, 1e-7));
 }

@@ -20,10 +20,10 @@ namespace {
 
 using namespace test;  // cpu_kernel_support.h: CpuKernels, inputs, tolerances
 
-TEST_F(CpuKernels, UnscaleFindsOneNonFiniteAnywhere) {
+TEST_P(CpuLowpKernels, UnscaleFindsOneNonFiniteAnywhere) {
   const size_t n = 1 << 20;
   const float inv_scale = 1.0f / 4096.0f;
-  auto g = test::random_halves(rng, n, -100.0f, 100.0f);
+  auto g = fmt.random(rng, n, -100.0f, 100.0f);
   Buffer<lowp16> dg(cpu, n);
   Buffer<float> out(cpu, n);
   Buffer<int32_t> flag(cpu, 1);
@@ -32,8 +32,8 @@ TEST_F(CpuKernels, UnscaleFindsOneNonFiniteAnywhere) {
   cpu.unscale_lowp_to_fp32(dg.data(), out.data(), n, inv_scale, flag.data());
   EXPECT_EQ(flag.download()[0], 0);
   const auto o = out.download();
-  for (size_t i = 0; i < n; ++i) ASSERT_EQ(o[i], half_to_float(g[i]) * inv_scale);
-  for (uint16_t bad : {uint16_t(0x7c00), uint16_t(0xfc00), uint16_t(0x7e00)}) {  // +Inf, -Inf, NaN
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(o[i], fmt.widen(g[i]) * inv_scale);
+  for (uint16_t bad : {fmt.inf_bits(), fmt.neg_inf_bits(), fmt.nan_bits()}) {  // +Inf, -Inf, NaN
     const size_t pos = std::uniform_int_distribution<size_t>(0, n - 1)(rng);
     auto poisoned = g;
     poisoned[pos].bits = bad;
@@ -44,7 +44,7 @@ TEST_F(CpuKernels, UnscaleFindsOneNonFiniteAnywhere) {
   }
 }
 
-TEST_F(CpuKernels, L2Norm) {
+TEST_P(CpuLowpKernels, L2Norm) {
   const size_t n = 300007;
   const auto x = test::random_floats(rng, n, -3.0f, 3.0f);
   Buffer<float> dx(cpu, n), norm(cpu, 1);
@@ -65,7 +65,7 @@ void sgd_reference(const SgdParams& s, double grad, double& p, double& buf) {
   p -= s.lr * g;
 }
 
-TEST_F(CpuKernels, SgdMatchesTorchSemantics) {
+TEST_P(CpuLowpKernels, SgdMatchesTorchSemantics) {
   const size_t n = 5003;
   for (int variant = 0; variant < 4; ++variant) {
     SgdParams s;
@@ -82,7 +82,7 @@ TEST_F(CpuKernels, SgdMatchesTorchSemantics) {
     dp.upload(p0);
     dm.upload(m0);
     flag.zero();
-    dw.upload(test::poison_halves(n));
+    dw.upload(fmt.poison(n));
     for (bool first : {true, false}) {
       s.first_step = first;
       std::vector<double> p(p0.begin(), p0.end()), m(m0.begin(), m0.end());
@@ -97,16 +97,16 @@ TEST_F(CpuKernels, SgdMatchesTorchSemantics) {
         if (s.momentum != 0) {
           ASSERT_TRUE(close_enough(gm[i], m[i], test::kFp32RelTol, 1e-6));
         }
-        ASSERT_EQ(gw[i].bits, float_to_half_bits_portable(gp[i]));  // re-cast from the master
+        ASSERT_EQ(gw[i].bits, fmt.narrow(gp[i]).bits);  // re-cast from the master
       }
     }
   }
 }
 
-TEST_F(CpuKernels, SgdSkippedWhenFlagSetChangesNothing) {
+TEST_P(CpuLowpKernels, SgdSkippedWhenFlagSetChangesNothing) {
   const size_t n = 777;
   const auto grads = test::random_floats(rng, n), p0 = test::random_floats(rng, n), m0 = test::random_floats(rng, n);
-  const auto w0 = test::random_halves(rng, n);
+  const auto w0 = fmt.random(rng, n);
   Buffer<float> dg(cpu, n), dp(cpu, n), dm(cpu, n);
   Buffer<lowp16> dw(cpu, n);
   Buffer<int32_t> flag(cpu, 1);
@@ -129,10 +129,10 @@ TEST_F(CpuKernels, SgdSkippedWhenFlagSetChangesNothing) {
 
 // ---- split over threads ------------------------------------------------------------
 
-TEST_F(CpuKernelsThreaded, UnscaleSplitFindsNonFiniteAndChecksWithoutOutput) {
+TEST_P(CpuLowpKernelsThreaded, UnscaleSplitFindsNonFiniteAndChecksWithoutOutput) {
   const size_t n = kLarge;
   const float inv_scale = 1.0f / 4096.0f;
-  auto g = test::random_halves(rng, n, -100.0f, 100.0f);
+  auto g = fmt.random(rng, n, -100.0f, 100.0f);
   Buffer<lowp16> dg(two, n);
   Buffer<float> out(two, n);
   Buffer<int32_t> flag(two, 1);
@@ -143,15 +143,15 @@ TEST_F(CpuKernelsThreaded, UnscaleSplitFindsNonFiniteAndChecksWithoutOutput) {
     EXPECT_EQ(flag.download()[0], 0);
   }
   const auto o = out.download();
-  for (size_t i = 0; i < n; ++i) ASSERT_EQ(o[i], half_to_float(g[i]) * inv_scale);
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(o[i], fmt.widen(g[i]) * inv_scale);
   // Each thread's range, its vector body and its tail; Inf, NaN, and a finite
   // FP16 that overflows once multiplied.
   for (size_t pos : {size_t{0}, n / 2 - 1, n / 2 + 70, n - 1}) {
-    for (uint16_t bad : {uint16_t(0x7c00), uint16_t(0x7e00), uint16_t(0x7bff)}) {
+    for (uint16_t bad : {fmt.inf_bits(), fmt.nan_bits(), fmt.max_bits()}) {
       auto poisoned = g;
       poisoned[pos].bits = bad;
       dg.upload(poisoned);
-      const float scale = bad == 0x7bff ? 1e35f : inv_scale;
+      const float scale = bad == fmt.max_bits() ? 1e35f : inv_scale;
       for (float* dst : {out.data(), static_cast<float*>(nullptr)}) {
         flag.zero();
         two.unscale_lowp_to_fp32(dg.data(), dst, n, scale, flag.data());
@@ -164,13 +164,13 @@ TEST_F(CpuKernelsThreaded, UnscaleSplitFindsNonFiniteAndChecksWithoutOutput) {
 // sgd_update must stay bitwise equal to sgd_update_element applied element by
 // element, whatever the thread count, F16C or not, and the fused FP16-gradient
 // step bitwise equal to unscale followed by sgd_update.
-TEST_F(CpuKernelsThreaded, SgdBitwiseEqualsScalarElementLoop) {
+TEST_P(CpuLowpKernelsThreaded, SgdBitwiseEqualsScalarElementLoop) {
   const size_t n = kLarge;
   const float inv_scale = 1.0f / 1024.0f;
-  const auto grads16 = test::random_halves(rng, n, -50.0f, 50.0f);
+  const auto grads16 = fmt.random(rng, n, -50.0f, 50.0f);
   const auto p0 = test::random_floats(rng, n), m0 = test::random_floats(rng, n);
   std::vector<float> grads(n);
-  for (size_t i = 0; i < n; ++i) grads[i] = unscale_element(grads16[i], inv_scale);
+  for (size_t i = 0; i < n; ++i) grads[i] = fmt.widen(grads16[i]) * inv_scale;  // unscale_element in the format
   for (int variant = 0; variant < 5; ++variant) {
     SgdParams s;
     s.lr = 0.05f;
@@ -195,7 +195,7 @@ TEST_F(CpuKernelsThreaded, SgdBitwiseEqualsScalarElementLoop) {
             dg16.upload(grads16);
             dp.upload(p0);
             dm.upload(m0);
-            dw.upload(test::poison_halves(n));
+            dw.upload(fmt.poison(n));
             if (fused)
               be->sgd_update(s, SgdGrads::scaled(dg16.data(), inv_scale), dp.data(), dm.data(), dw.data(), n, nullptr);
             else
@@ -206,7 +206,7 @@ TEST_F(CpuKernelsThreaded, SgdBitwiseEqualsScalarElementLoop) {
             for (size_t i = 0; i < n; ++i) {
               ASSERT_EQ(float_to_bits(gp[i]), float_to_bits(p[i])) << i;
               ASSERT_EQ(float_to_bits(gm[i]), float_to_bits(m[i])) << i;
-              ASSERT_EQ(gw[i].bits, float_to_half_bits_portable(p[i])) << i;
+              ASSERT_EQ(gw[i].bits, fmt.narrow(p[i]).bits) << i;
             }
           }
     }
@@ -221,7 +221,7 @@ TEST_F(CpuKernelsThreaded, SgdBitwiseEqualsScalarElementLoop) {
 // EmptyRangeWithNullBuffersIsANoOp); before they looked at the count,
 // `mpirun -np 3 ddp_train --device cuda --data synthetic --zero 1` threw
 // on every step.
-TEST_F(CpuKernels, EmptyRangeWithNullBuffersIsANoOp) {
+TEST_P(CpuLowpKernels, EmptyRangeWithNullBuffersIsANoOp) {
   int32_t no_skip = 0;
   for (float momentum : {0.0f, 0.9f}) {
     SgdParams s;
@@ -244,7 +244,7 @@ TEST_F(CpuKernels, EmptyRangeWithNullBuffersIsANoOp) {
 // an error on both backends, not a silent change of the update (CUDA's
 // check, which the CPU backend once skipped: it ran momentum SGD without a
 // buffer as if the buffer were zero each step).
-TEST_F(CpuKernels, MissingBuffersOfANonEmptyRangeAreRefused) {
+TEST_P(CpuLowpKernels, MissingBuffersOfANonEmptyRangeAreRefused) {
   const size_t n = 8;
   std::vector<float> master(n, 1.0f), grads(n, 0.5f), momentum_fp32(n, 0.0f);
   std::vector<lowp16> weights(n);

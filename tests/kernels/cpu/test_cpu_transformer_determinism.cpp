@@ -34,15 +34,15 @@ long first_difference(const std::vector<uint16_t>& a, const std::vector<uint16_t
   return -1;
 }
 
-TEST_F(CpuKernelsThreaded, TransformerOperationsSameBitsAnyThreadCount) {
+TEST_P(CpuLowpKernelsThreaded, TransformerOperationsSameBitsAnyThreadCount) {
   const int B = 8, T = 64, C = 96, V = 50, nh = 4, hs = C / nh;
   const auto tokens = random_labels(rng, B * T, V);
-  const auto x = random_halves(rng, B * T * C, -2.0f, 3.0f), dy = random_halves(rng, B * T * C);
-  const auto wte = random_halves(rng, V * C), wpe = random_halves(rng, T * C);
-  const auto gamma = random_halves(rng, C, 0.5f, 1.5f), beta = random_halves(rng, C);
-  const auto scores = random_halves(rng, B * nh * T * T, -6.0f, 6.0f), dprobs = random_halves(rng, scores.size());
+  const auto x = fmt.random(rng, B * T * C, -2.0f, 3.0f), dy = fmt.random(rng, B * T * C);
+  const auto wte = fmt.random(rng, V * C), wpe = fmt.random(rng, T * C);
+  const auto gamma = fmt.random(rng, C, 0.5f, 1.5f), beta = fmt.random(rng, C);
+  const auto scores = fmt.random(rng, B * nh * T * T, -6.0f, 6.0f), dprobs = fmt.random(rng, scores.size());
   const int xent_rows = 256, xent_cols = 192, xent_real = 150;
-  const auto logits = random_halves(rng, xent_rows * xent_cols, -4.0f, 4.0f);
+  const auto logits = fmt.random(rng, xent_rows * xent_cols, -4.0f, 4.0f);
   const auto labels = random_labels(rng, xent_rows, xent_real);
 
   const auto embedding = [&](CpuBackend& be) {

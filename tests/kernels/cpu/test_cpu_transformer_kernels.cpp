@@ -4,7 +4,7 @@
 // fresh random inputs with every output poisoned first; the backward
 // references against finite differences; and the same bits whatever the
 // thread count and run to run. Tolerances: cpu_kernel_support.h (FP16 output:
-// kFp16RelTol, 2 FP16 ulps, plus 1e-5 * the sum of |terms| that an FP32 sum
+// fmt.rel_tol(), 2 FP16 ulps, plus 1e-5 * the sum of |terms| that an FP32 sum
 // or cancellation loses, plus one FP16 subnormal step).
 #include <gtest/gtest.h>
 
@@ -26,9 +26,9 @@ std::vector<int32_t> random_tokens(std::mt19937_64& rng, size_t count, int vocab
   return random_labels(rng, count, vocab);
 }
 
-TEST_F(CpuKernels, EmbeddingForwardAddsTokenAndPositionRows) {
+TEST_P(CpuLowpKernels, EmbeddingForwardAddsTokenAndPositionRows) {
   const int B = 3, T = 7, C = 37, V = 11;
-  const auto wte = random_halves(rng, V * C), wpe = random_halves(rng, (T + 2) * C);  // wpe longer than T
+  const auto wte = fmt.random(rng, V * C), wpe = fmt.random(rng, (T + 2) * C);  // wpe longer than T
   auto tokens = random_tokens(rng, B * T, V);
   tokens[5] = V;  // out of range: a NaN row, nothing read outside wte
   Buffer<lowp16> d_wte(cpu, wte.size()), d_wpe(cpu, wpe.size()), out(cpu, B * T * C);
@@ -36,55 +36,53 @@ TEST_F(CpuKernels, EmbeddingForwardAddsTokenAndPositionRows) {
   d_wte.upload(wte);
   d_wpe.upload(wpe);
   d_tok.upload(tokens);
-  out.upload(poison_halves(out.count()));
+  out.upload(fmt.poison(out.count()));
   cpu.embedding_forward_lowp(d_tok.data(), d_wte.data(), d_wpe.data(), B, T, C, V, out.data());
   const auto got = out.download();
   for (int r = 0; r < B * T; ++r)
     for (int c = 0; c < C; ++c) {
-      const double g = half_to_float(got[r * C + c]);
+      const double g = fmt.widen(got[r * C + c]);
       if (r == 5) {
         ASSERT_TRUE(std::isnan(g)) << "row of an out-of-range token";
         continue;
       }
-      const double want =
-          static_cast<double>(half_to_float(wte[tokens[r] * C + c])) + half_to_float(wpe[(r % T) * C + c]);
-      ASSERT_TRUE(close_enough(g, want, kFp16RelTol, kSub)) << r << "," << c << ": " << g << " vs " << want;
+      const double want = static_cast<double>(fmt.widen(wte[tokens[r] * C + c])) + fmt.widen(wpe[(r % T) * C + c]);
+      ASSERT_TRUE(close_enough(g, want, fmt.rel_tol(), kSub)) << r << "," << c << ": " << g << " vs " << want;
     }
 }
 
-TEST_F(CpuKernels, EmbeddingBackwardSumsRowsPerTokenAndPosition) {
+TEST_P(CpuLowpKernels, EmbeddingBackwardSumsRowsPerTokenAndPosition) {
   const int B = 5, T = 9, C = 41, V = 13;
   // Tokens from [0, V - 2): the last two rows of the table get nothing.
   const auto tokens = random_tokens(rng, B * T, V - 2);
-  const auto dout = random_halves(rng, B * T * C), prev_wte = random_halves(rng, V * C),
-             prev_wpe = random_halves(rng, T * C);
+  const auto dout = fmt.random(rng, B * T * C), prev_wte = fmt.random(rng, V * C), prev_wpe = fmt.random(rng, T * C);
   Buffer<lowp16> d_out(cpu, dout.size()), d_wte(cpu, V * C), d_wpe(cpu, T * C);
   Buffer<int32_t> d_tok(cpu, tokens.size());
   d_out.upload(dout);
   d_tok.upload(tokens);
   for (bool accumulate : {false, true}) {
     SCOPED_TRACE(accumulate ? "accumulate" : "overwrite");
-    d_wte.upload(accumulate ? prev_wte : poison_halves(V * C));
-    d_wpe.upload(accumulate ? prev_wpe : poison_halves(T * C));
+    d_wte.upload(accumulate ? prev_wte : fmt.poison(V * C));
+    d_wpe.upload(accumulate ? prev_wpe : fmt.poison(T * C));
     cpu.embedding_backward_lowp(d_tok.data(), d_out.data(), B, T, C, V, d_wte.data(), d_wpe.data(), accumulate);
     const auto g_wte = d_wte.download(), g_wpe = d_wpe.download();
     for (int v = 0; v < V; ++v)
       for (int c = 0; c < C; ++c) {
-        double s = accumulate ? half_to_float(prev_wte[v * C + c]) : 0.0, mag = std::fabs(s);
+        double s = accumulate ? fmt.widen(prev_wte[v * C + c]) : 0.0, mag = std::fabs(s);
         for (int r = 0; r < B * T; ++r)
           if (tokens[r] == v) {
-            s += half_to_float(dout[r * C + c]);
-            mag += std::fabs(half_to_float(dout[r * C + c]));
+            s += fmt.widen(dout[r * C + c]);
+            mag += std::fabs(fmt.widen(dout[r * C + c]));
           }
-        ASSERT_TRUE(close_enough(half_to_float(g_wte[v * C + c]), s, kFp16RelTol, 1e-5 * mag + kSub))
+        ASSERT_TRUE(close_enough(fmt.widen(g_wte[v * C + c]), s, fmt.rel_tol(), 1e-5 * mag + kSub))
             << "wte " << v << "," << c;
       }
     for (int t = 0; t < T; ++t)
       for (int c = 0; c < C; ++c) {
-        double s = accumulate ? half_to_float(prev_wpe[t * C + c]) : 0.0, mag = std::fabs(s);
+        double s = accumulate ? fmt.widen(prev_wpe[t * C + c]) : 0.0, mag = std::fabs(s);
         for (int b = 0; b < B; ++b)
-          s += half_to_float(dout[(b * T + t) * C + c]), mag += std::fabs(half_to_float(dout[(b * T + t) * C + c]));
-        ASSERT_TRUE(close_enough(half_to_float(g_wpe[t * C + c]), s, kFp16RelTol, 1e-5 * mag + kSub))
+          s += fmt.widen(dout[(b * T + t) * C + c]), mag += std::fabs(fmt.widen(dout[(b * T + t) * C + c]));
+        ASSERT_TRUE(close_enough(fmt.widen(g_wpe[t * C + c]), s, fmt.rel_tol(), 1e-5 * mag + kSub))
             << "wpe " << t << "," << c;
       }
   }
@@ -95,36 +93,37 @@ struct LayerNormCase {
   std::vector<lowp16> x, gamma, beta, dy;
 };
 
-LayerNormCase make_layernorm_case(std::mt19937_64& rng, int rows, int cols) {
+LayerNormCase make_layernorm_case(const LowpFormat& fmt, std::mt19937_64& rng, int rows, int cols) {
   // An offset and a spread per row, as a residual stream has: the mean is
   // not 0 and the variance not 1, so both statistics matter.
   LayerNormCase c{rows,
                   cols,
                   {},
-                  random_halves(rng, cols, 0.5f, 1.5f),
-                  random_halves(rng, cols, -0.5f, 0.5f),
-                  random_halves(rng, static_cast<size_t>(rows) * cols)};
+                  fmt.random(rng, cols, 0.5f, 1.5f),
+                  fmt.random(rng, cols, -0.5f, 0.5f),
+                  fmt.random(rng, static_cast<size_t>(rows) * cols)};
   std::uniform_real_distribution<float> offset(-3.0f, 3.0f), spread(0.1f, 4.0f);
   for (int r = 0; r < rows; ++r) {
     const float o = offset(rng), s = spread(rng);
-    for (const lowp16 h : random_halves(rng, cols)) c.x.push_back(to_half(o + s * half_to_float(h)));
+    for (const lowp16 h : fmt.random(rng, cols)) c.x.push_back(fmt.narrow(o + s * fmt.widen(h)));
   }
   return c;
 }
 
-TEST_F(CpuKernels, LayerNormForwardMatchesDouble) {
-  const auto c = make_layernorm_case(rng, 29, 96);
+TEST_P(CpuLowpKernels, LayerNormForwardMatchesDouble) {
+  const auto c = make_layernorm_case(fmt, rng, 29, 96);
   Buffer<lowp16> x(cpu, c.x.size()), gamma(cpu, c.cols), beta(cpu, c.cols), y(cpu, c.x.size());
   Buffer<float> mean(cpu, c.rows), rstd(cpu, c.rows);
   x.upload(c.x);
   gamma.upload(c.gamma);
   beta.upload(c.beta);
-  y.upload(poison_halves(y.count()));
+  y.upload(fmt.poison(y.count()));
   mean.upload(std::vector<float>(c.rows, NAN));
   rstd.upload(std::vector<float>(c.rows, NAN));
   cpu.layernorm_forward_lowp(x.data(), gamma.data(), beta.data(), c.rows, c.cols, kLayerNormEps, y.data(), mean.data(),
                              rstd.data());
-  const auto ref = layernorm_reference(to_doubles(c.x), to_doubles(c.gamma), to_doubles(c.beta), c.rows, c.cols, 1e-5);
+  const auto ref = layernorm_reference(fmt.widened_doubles(c.x), fmt.widened_doubles(c.gamma),
+                                       fmt.widened_doubles(c.beta), c.rows, c.cols, 1e-5);
   const auto got_y = y.download();
   const auto got_mean = mean.download(), got_rstd = rstd.download();
   for (int r = 0; r < c.rows; ++r) {
@@ -133,20 +132,19 @@ TEST_F(CpuKernels, LayerNormForwardMatchesDouble) {
     ASSERT_TRUE(close_enough(got_rstd[r], ref.rstd[r], 1e-5, 0)) << r;
     for (int j = 0; j < c.cols; ++j) {
       const size_t at = static_cast<size_t>(r) * c.cols + j;
-      const double xhat = (half_to_float(c.x[at]) - ref.mean[r]) * ref.rstd[r];
-      const double floor =
-          1e-5 * (std::fabs(xhat * half_to_float(c.gamma[j])) + std::fabs(half_to_float(c.beta[j]))) + kSub;
-      ASSERT_TRUE(close_enough(half_to_float(got_y[at]), ref.y[at], kFp16RelTol, floor)) << r << "," << j;
+      const double xhat = (fmt.widen(c.x[at]) - ref.mean[r]) * ref.rstd[r];
+      const double floor = 1e-5 * (std::fabs(xhat * fmt.widen(c.gamma[j])) + std::fabs(fmt.widen(c.beta[j]))) + kSub;
+      ASSERT_TRUE(close_enough(fmt.widen(got_y[at]), ref.y[at], fmt.rel_tol(), floor)) << r << "," << j;
     }
   }
 }
 
-TEST_F(CpuKernels, LayerNormGradientReferenceMatchesFiniteDifferences) {
+TEST_P(CpuLowpKernels, LayerNormGradientReferenceMatchesFiniteDifferences) {
   // The double reference the kernel is held to, checked on its own:
   // L = sum(dy * y(x, gamma)), central differences with step 1e-6 (double).
-  const auto c = make_layernorm_case(rng, 3, 12);
-  auto x = to_doubles(c.x), gamma = to_doubles(c.gamma);
-  const auto dy = to_doubles(c.dy), beta = to_doubles(c.beta);
+  const auto c = make_layernorm_case(fmt, rng, 3, 12);
+  auto x = fmt.widened_doubles(c.x), gamma = fmt.widened_doubles(c.gamma);
+  const auto dy = fmt.widened_doubles(c.dy), beta = fmt.widened_doubles(c.beta);
   const auto loss = [&] {
     const auto f = layernorm_reference(x, gamma, beta, c.rows, c.cols, 1e-5);
     double l = 0;
@@ -175,10 +173,10 @@ TEST_F(CpuKernels, LayerNormGradientReferenceMatchesFiniteDifferences) {
   }
 }
 
-TEST_F(CpuKernels, LayerNormBackwardMatchesDouble) {
-  const auto c = make_layernorm_case(rng, 37, 80);
-  const auto prev_dx = random_halves(rng, c.x.size()), prev_dgamma = random_halves(rng, c.cols),
-             prev_dbeta = random_halves(rng, c.cols);
+TEST_P(CpuLowpKernels, LayerNormBackwardMatchesDouble) {
+  const auto c = make_layernorm_case(fmt, rng, 37, 80);
+  const auto prev_dx = fmt.random(rng, c.x.size()), prev_dgamma = fmt.random(rng, c.cols),
+             prev_dbeta = fmt.random(rng, c.cols);
   Buffer<lowp16> x(cpu, c.x.size()), gamma(cpu, c.cols), beta(cpu, c.cols), y(cpu, c.x.size()), dy(cpu, c.x.size()),
       dx(cpu, c.x.size()), dgamma(cpu, c.cols), dbeta(cpu, c.cols);
   Buffer<float> mean(cpu, c.rows), rstd(cpu, c.rows);
@@ -188,63 +186,62 @@ TEST_F(CpuKernels, LayerNormBackwardMatchesDouble) {
   dy.upload(c.dy);
   cpu.layernorm_forward_lowp(x.data(), gamma.data(), beta.data(), c.rows, c.cols, kLayerNormEps, y.data(), mean.data(),
                              rstd.data());
-  const auto ref =
-      layernorm_grad_reference(to_doubles(c.dy), to_doubles(c.x), to_doubles(c.gamma), c.rows, c.cols, 1e-5);
+  const auto ref = layernorm_grad_reference(fmt.widened_doubles(c.dy), fmt.widened_doubles(c.x),
+                                            fmt.widened_doubles(c.gamma), c.rows, c.cols, 1e-5);
   for (bool accumulate : {false, true}) {
     SCOPED_TRACE(accumulate ? "accumulate" : "overwrite");
-    dx.upload(accumulate ? prev_dx : poison_halves(dx.count()));
-    dgamma.upload(accumulate ? prev_dgamma : poison_halves(c.cols));
-    dbeta.upload(accumulate ? prev_dbeta : poison_halves(c.cols));
+    dx.upload(accumulate ? prev_dx : fmt.poison(dx.count()));
+    dgamma.upload(accumulate ? prev_dgamma : fmt.poison(c.cols));
+    dbeta.upload(accumulate ? prev_dbeta : fmt.poison(c.cols));
     cpu.layernorm_backward_lowp(dy.data(), x.data(), gamma.data(), mean.data(), rstd.data(), c.rows, c.cols, dx.data(),
                                 accumulate, dgamma.data(), dbeta.data(), accumulate);
     const auto got_dx = dx.download(), got_dg = dgamma.download(), got_db = dbeta.download();
     for (size_t i = 0; i < got_dx.size(); ++i) {
-      const double base = accumulate ? half_to_float(prev_dx[i]) : 0.0;
+      const double base = accumulate ? fmt.widen(prev_dx[i]) : 0.0;
       // FP32 statistics and sums over 80 columns: 1e-5 of the cancelling terms.
       const double floor = 1e-5 * ref.dx_magnitude[i] + kSub;
-      ASSERT_TRUE(close_enough(half_to_float(got_dx[i]), base + ref.dx[i], kFp16RelTol, floor))
-          << i << ": " << half_to_float(got_dx[i]) << " vs " << base + ref.dx[i];
+      ASSERT_TRUE(close_enough(fmt.widen(got_dx[i]), base + ref.dx[i], fmt.rel_tol(), floor))
+          << i << ": " << fmt.widen(got_dx[i]) << " vs " << base + ref.dx[i];
     }
     for (int j = 0; j < c.cols; ++j) {
-      const double bg = accumulate ? half_to_float(prev_dgamma[j]) : 0.0,
-                   bb = accumulate ? half_to_float(prev_dbeta[j]) : 0.0;
-      ASSERT_TRUE(close_enough(half_to_float(got_dg[j]), bg + ref.dgamma[j], kFp16RelTol,
+      const double bg = accumulate ? fmt.widen(prev_dgamma[j]) : 0.0, bb = accumulate ? fmt.widen(prev_dbeta[j]) : 0.0;
+      ASSERT_TRUE(close_enough(fmt.widen(got_dg[j]), bg + ref.dgamma[j], fmt.rel_tol(),
                                1e-5 * (ref.dgamma_magnitude[j] + std::fabs(bg)) + kSub))
           << "dgamma " << j;
-      ASSERT_TRUE(close_enough(half_to_float(got_db[j]), bb + ref.dbeta[j], kFp16RelTol,
+      ASSERT_TRUE(close_enough(fmt.widen(got_db[j]), bb + ref.dbeta[j], fmt.rel_tol(),
                                1e-5 * (ref.dbeta_magnitude[j] + std::fabs(bb)) + kSub))
           << "dbeta " << j;
     }
   }
 }
 
-TEST_F(CpuKernels, ResidualAddAndInPlaceAccumulate) {
+TEST_P(CpuLowpKernels, ResidualAddAndInPlaceAccumulate) {
   const size_t n = 1031;
-  const auto a = random_halves(rng, n, -4.0f, 4.0f), b = random_halves(rng, n, -4.0f, 4.0f);
+  const auto a = fmt.random(rng, n, -4.0f, 4.0f), b = fmt.random(rng, n, -4.0f, 4.0f);
   Buffer<lowp16> da(cpu, n), db(cpu, n), y(cpu, n);
   da.upload(a);
   db.upload(b);
-  y.upload(poison_halves(n));
+  y.upload(fmt.poison(n));
   cpu.add_lowp(da.data(), db.data(), y.data(), n);
   cpu.add_lowp(da.data(), db.data(), da.data(), n);  // a += b
   const auto got = y.download(), in_place = da.download();
   for (size_t i = 0; i < n; ++i) {
-    const double want = static_cast<double>(half_to_float(a[i])) + half_to_float(b[i]);
-    ASSERT_TRUE(close_enough(half_to_float(got[i]), want, kFp16RelTol / 2, kSub)) << i;  // exact sum, one rounding
+    const double want = static_cast<double>(fmt.widen(a[i])) + fmt.widen(b[i]);
+    ASSERT_TRUE(close_enough(fmt.widen(got[i]), want, fmt.rel_tol() / 2, kSub)) << i;  // exact sum, one rounding
     ASSERT_EQ(in_place[i].bits, got[i].bits) << i;
   }
 }
 
-TEST_F(CpuKernels, HeadSplitAndMergeArePermutations) {
+TEST_P(CpuLowpKernels, HeadSplitAndMergeArePermutations) {
   const int B = 2, T = 5, nh = 3, hs = 4, C = nh * hs;
-  const auto qkv = random_halves(rng, B * T * 3 * C);
+  const auto qkv = fmt.random(rng, B * T * 3 * C);
   Buffer<lowp16> d_qkv(cpu, qkv.size()), q(cpu, B * nh * T * hs), k(cpu, q.count()), v(cpu, q.count()),
       back(cpu, qkv.size());
   d_qkv.upload(qkv);
-  back.upload(poison_halves(back.count()));
+  back.upload(fmt.poison(back.count()));
   Buffer<lowp16>* parts[3] = {&q, &k, &v};
   for (int p = 0; p < 3; ++p) {
-    parts[p]->upload(poison_halves(q.count()));
+    parts[p]->upload(fmt.poison(q.count()));
     cpu.rows_to_heads_lowp(d_qkv.data() + p * C, 3 * C, B, T, nh, hs, parts[p]->data());
     const auto got = parts[p]->download();
     for (int b = 0; b < B; ++b)
@@ -262,23 +259,23 @@ TEST_F(CpuKernels, HeadSplitAndMergeArePermutations) {
   }
 }
 
-TEST_F(CpuKernels, PaddedCrossEntropyIgnoresPaddedColumns) {
+TEST_P(CpuLowpKernels, PaddedCrossEntropyIgnoresPaddedColumns) {
   const int rows = 23, real = 50, cols = 64;
-  auto logits = random_halves(rng, rows * cols, -3.0f, 3.0f);
+  auto logits = fmt.random(rng, rows * cols, -3.0f, 3.0f);
   // Padded logits larger than any real one: they would win, and take
   // almost all the probability, if they were classes.
   for (int r = 0; r < rows; ++r)
-    for (int c = real; c < cols; ++c) logits[r * cols + c] = to_half(8.0f);
+    for (int c = real; c < cols; ++c) logits[r * cols + c] = fmt.narrow(8.0f);
   const auto labels = random_labels(rng, rows, real);
   // Every other row correct (its label the largest real logit): a padded
   // column taking part in the argmax would make them wrong.
-  for (int r = 0; r < rows; r += 2) logits[r * cols + labels[r]] = to_half(4.0f);
+  for (int r = 0; r < rows; r += 2) logits[r * cols + labels[r]] = fmt.narrow(4.0f);
   Buffer<lowp16> d_logits(cpu, logits.size()), grad(cpu, logits.size());
   Buffer<int32_t> d_labels(cpu, rows), correct(cpu, 1);
   Buffer<float> loss(cpu, 1);
   d_logits.upload(logits);
   d_labels.upload(labels);
-  grad.upload(poison_halves(grad.count()));
+  grad.upload(fmt.poison(grad.count()));
   cpu.softmax_xent_forward(d_logits.data(), d_labels.data(), rows, cols, real, loss.data(), correct.data());
   const float scale = 1024.0f;
   cpu.softmax_xent_backward(d_logits.data(), d_labels.data(), rows, cols, real, scale, grad.data());
@@ -289,12 +286,12 @@ TEST_F(CpuKernels, PaddedCrossEntropyIgnoresPaddedColumns) {
     double max_v = -INFINITY, sum = 0;
     int argmax = 0;
     for (int c = 0; c < real; ++c)
-      if (half_to_float(logits[r * cols + c]) > max_v) {
-        max_v = half_to_float(logits[r * cols + c]);
+      if (fmt.widen(logits[r * cols + c]) > max_v) {
+        max_v = fmt.widen(logits[r * cols + c]);
         argmax = c;
       }
-    for (int c = 0; c < real; ++c) sum += std::exp(half_to_float(logits[r * cols + c]) - max_v);
-    want_loss += max_v + std::log(sum) - half_to_float(logits[r * cols + labels[r]]);
+    for (int c = 0; c < real; ++c) sum += std::exp(fmt.widen(logits[r * cols + c]) - max_v);
+    want_loss += max_v + std::log(sum) - fmt.widen(logits[r * cols + labels[r]]);
     want_correct += argmax == labels[r];
     for (int c = 0; c < cols; ++c) {
       const lowp16 g = got[r * cols + c];
@@ -302,9 +299,9 @@ TEST_F(CpuKernels, PaddedCrossEntropyIgnoresPaddedColumns) {
         ASSERT_EQ(g.bits, 0u) << "padded column " << c << " of row " << r << " has a gradient";
         continue;
       }
-      const double p = std::exp(half_to_float(logits[r * cols + c]) - max_v) / sum;
+      const double p = std::exp(fmt.widen(logits[r * cols + c]) - max_v) / sum;
       const double want = scale * (p - (c == labels[r])) / rows;
-      ASSERT_TRUE(close_enough(half_to_float(g), want, kFp16RelTol, 1e-6 * scale / rows + kSub)) << r << "," << c;
+      ASSERT_TRUE(close_enough(fmt.widen(g), want, fmt.rel_tol(), 1e-6 * scale / rows + kSub)) << r << "," << c;
     }
   }
   EXPECT_TRUE(close_enough(loss.download()[0], want_loss / rows, 1e-5, 0));
@@ -323,9 +320,9 @@ TEST_F(CpuKernels, PaddedCrossEntropyIgnoresPaddedColumns) {
   for (size_t i = 0; i < full.size(); ++i) ASSERT_EQ(full[i].bits, same[i].bits) << i;
 }
 
-TEST_F(CpuKernels, PaddedCrossEntropyLabelInPaddingIsNaN) {
+TEST_P(CpuLowpKernels, PaddedCrossEntropyLabelInPaddingIsNaN) {
   const int rows = 3, real = 5, cols = 8;
-  const auto logits = random_halves(rng, rows * cols);
+  const auto logits = fmt.random(rng, rows * cols);
   const std::vector<int32_t> labels = {1, real, 2};  // row 1's label is a padded column
   Buffer<lowp16> d_logits(cpu, logits.size()), grad(cpu, logits.size());
   Buffer<int32_t> d_labels(cpu, rows);
@@ -336,8 +333,8 @@ TEST_F(CpuKernels, PaddedCrossEntropyLabelInPaddingIsNaN) {
   cpu.softmax_xent_backward(d_logits.data(), d_labels.data(), rows, cols, real, 1.0f, grad.data());
   EXPECT_TRUE(std::isnan(loss.download()[0]));
   const auto g = grad.download();
-  EXPECT_TRUE(std::isnan(half_to_float(g[cols + 0])));
-  EXPECT_FALSE(std::isnan(half_to_float(g[0])));
+  EXPECT_TRUE(std::isnan(fmt.widen(g[cols + 0])));
+  EXPECT_FALSE(std::isnan(fmt.widen(g[0])));
 }
 
 // An overflowed logit (Inf) or a NaN must reach the loss and the gradient
@@ -345,40 +342,40 @@ TEST_F(CpuKernels, PaddedCrossEntropyLabelInPaddingIsNaN) {
 // (cpu_softmax_rows.h) and the portable loops alike; the other rows stay
 // finite. Row 1 holds a NaN in a column that is neither the label nor the
 // maximum, so only the exponentials' sum can carry it.
-TEST_F(CpuKernels, NonFiniteLogitsReachTheLossAndTheGradient) {
+TEST_P(CpuLowpKernels, NonFiniteLogitsReachTheLossAndTheGradient) {
   const int rows = 4, cols = 37;
   for (bool f16c : {true, false}) {
     SCOPED_TRACE(f16c ? "f16c" : "portable");
     set_f16c_enabled(f16c);
-    auto logits = random_halves(rng, rows * cols, -3.0f, 3.0f);
+    auto logits = fmt.random(rng, rows * cols, -3.0f, 3.0f);
     const std::vector<int32_t> labels = {0, 1, 2, 3};
-    logits[1 * cols + 20] = to_half(NAN);
-    logits[2 * cols + 30] = to_half(INFINITY);
+    logits[1 * cols + 20] = fmt.narrow(NAN);
+    logits[2 * cols + 30] = fmt.narrow(INFINITY);
     Buffer<lowp16> d_logits(cpu, logits.size()), grad(cpu, logits.size());
     Buffer<int32_t> d_labels(cpu, rows);
     Buffer<float> loss(cpu, 1);
     d_logits.upload(logits);
     d_labels.upload(labels);
-    grad.upload(poison_halves(grad.count()));
+    grad.upload(fmt.poison(grad.count()));
     cpu.softmax_xent_forward(d_logits.data(), d_labels.data(), rows, cols, cols, loss.data(), nullptr);
     cpu.softmax_xent_backward(d_logits.data(), d_labels.data(), rows, cols, cols, 1.0f, grad.data());
     EXPECT_FALSE(std::isfinite(loss.download()[0]));
     const auto g = grad.download();
     for (int r = 0; r < rows; ++r) {
       bool finite = true;
-      for (int c = 0; c < cols; ++c) finite = finite && std::isfinite(half_to_float(g[r * cols + c]));
+      for (int c = 0; c < cols; ++c) finite = finite && std::isfinite(fmt.widen(g[r * cols + c]));
       EXPECT_EQ(finite, r == 0 || r == 3) << "row " << r;
     }
     // The causal softmax: a NaN score in a visible column makes its row NaN.
     const int t = 9;
-    auto scores = random_halves(rng, t * t);
-    scores[5 * t + 2] = to_half(NAN);
+    auto scores = fmt.random(rng, t * t);
+    scores[5 * t + 2] = fmt.narrow(NAN);
     Buffer<lowp16> d_scores(cpu, scores.size()), probs(cpu, scores.size());
     d_scores.upload(scores);
-    probs.upload(poison_halves(probs.count()));
+    probs.upload(fmt.poison(probs.count()));
     cpu.causal_softmax_forward_lowp(d_scores.data(), 1, t, 0.5f, probs.data());
     const auto p = probs.download();
-    for (int i = 0; i < t; ++i) EXPECT_EQ(std::isnan(half_to_float(p[i * t + 0])), i == 5) << "row " << i;
+    for (int i = 0; i < t; ++i) EXPECT_EQ(std::isnan(fmt.widen(p[i * t + 0])), i == 5) << "row " << i;
   }
   set_f16c_enabled(true);
 }

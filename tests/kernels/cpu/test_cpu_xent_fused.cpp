@@ -32,7 +32,7 @@ void unfused(CpuBackend& cpu, const std::vector<lowp16>& logits, const std::vect
   Buffer<float> dloss(cpu, 1);
   dl.upload(logits);
   dlab.upload(labels);
-  dg.upload(poison_halves(logits.size()));
+  dg.upload(LowpFormat::poison(logits.size()));
   cpu.softmax_xent_forward(dl.data(), dlab.data(), c.rows, c.cols, c.real_cols, dloss.data(), nullptr);
   cpu.softmax_xent_backward(dl.data(), dlab.data(), c.rows, c.cols, c.real_cols, scale, dg.data());
   *loss = dloss.download()[0];
@@ -59,12 +59,12 @@ void fused(CpuBackend& cpu, const std::vector<lowp16>& logits, const std::vector
   grad = dl.download();
 }
 
-TEST_F(CpuKernelsThreaded, FusedCrossEntropyRowsGiveTheUnfusedBits) {
+TEST_P(CpuLowpKernelsThreaded, FusedCrossEntropyRowsGiveTheUnfusedBits) {
   const XentCase cases[] = {{67, 10, 10, 67}, {67, 10, 10, 16}, {130, 1024, 1000, 48}, {5, 64, 60, 2}, {1, 3, 3, 1}};
   for (const XentCase& c : cases) {
     SCOPED_TRACE("rows " + std::to_string(c.rows) + " cols " + std::to_string(c.cols) + " real " +
                  std::to_string(c.real_cols) + " chunk " + std::to_string(c.chunk));
-    const auto logits = random_halves(rng, static_cast<size_t>(c.rows) * c.cols, -8.0f, 8.0f);
+    const auto logits = fmt.random(rng, static_cast<size_t>(c.rows) * c.cols, -8.0f, 8.0f);
     auto labels = random_labels(rng, static_cast<size_t>(c.rows), c.real_cols);
     // A label that is not a class gives a NaN row (and mean) on both paths.
     if (c.rows == 5) labels[3] = c.real_cols;

@@ -42,7 +42,7 @@ std::vector<float> random_flat(const ParameterRegistry& registry, std::mt19937_6
 
 float rounded(float v, SafetensorsDtype dtype) {
   if (dtype == SafetensorsDtype::F16) return half_to_float(to_half(v));
-  if (dtype == SafetensorsDtype::BF16) return to_float(to_bfloat16(v));
+  if (dtype == SafetensorsDtype::BF16) return bfloat16_to_float(to_bfloat16(v));
   return v;
 }
 
