@@ -1,7 +1,8 @@
 // communicator.h: the collectives the trainer needs, over whatever transport
 // the build has (NCCL on GPUs, MPI on CPUs, nothing for a world of one).
-// Buffers are the backend's memory; FP16 sums add in FP32 and round to FP16
-// per step, as NCCL does.
+// Buffers are the backend's memory, 16-bit words in the communicator's
+// precision (lowp_codec.h: FP16 or BF16, the backend's); sums add in FP32
+// and round to that precision per step, as NCCL does.
 #pragma once
 
 #include <cstddef>
@@ -10,7 +11,7 @@
 
 #include "comm/collective_trace.h"
 #include "comm/shard_layout.h"
-#include "kernels/half.h"
+#include "kernels/lowp_codec.h"
 
 namespace ddp {
 
@@ -39,6 +40,8 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int world_size() const = 0;
   virtual std::string name() const = 0;
+  // The format its 16-bit sums read and write, fixed when it is made.
+  virtual Precision precision() const { return Precision::Fp16; }
 
   // In place: every rank ends with the element-wise sum over ranks.
   virtual void allreduce_sum_lowp(lowp16* data, size_t count) = 0;

@@ -15,15 +15,19 @@
 namespace ddp {
 namespace {
 // inout[i] = fp16(float(in[i]) + float(inout[i])): one rounding per pairwise
-// step, at memory speed (comm/sum16.h).
+// step, at memory speed (comm/sum16.h); bf16 likewise.
 void half_sum(void* in, void* inout, int* len, MPI_Datatype*) {
   sum_into_fp16(static_cast<const lowp16*>(in), static_cast<lowp16*>(inout), static_cast<size_t>(*len));
+}
+void bfloat16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  sum_into_bf16(static_cast<const lowp16*>(in), static_cast<lowp16*>(inout), static_cast<size_t>(*len));
 }
 // MPI counts are int: large buffers go in chunks.
 constexpr size_t kMaxChunk = static_cast<size_t>(INT_MAX) / 2;
 }  // namespace
 
-MpiCommunicator::MpiCommunicator(MPI_Comm comm, int shard_size) : comm_(comm) {
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, int shard_size, Precision precision)
+    : comm_(comm), precision_(precision) {
   DDP_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
   DDP_MPI_CHECK(MPI_Comm_size(comm_, &world_size_));
   if (shard_size == 0) shard_size = world_size_;
@@ -38,7 +42,7 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, int shard_size) : comm_(comm) {
   }
   DDP_MPI_CHECK(MPI_Type_contiguous(2, MPI_BYTE, &half_type_));
   DDP_MPI_CHECK(MPI_Type_commit(&half_type_));
-  DDP_MPI_CHECK(MPI_Op_create(&half_sum, /*commute=*/1, &half_sum_));
+  DDP_MPI_CHECK(MPI_Op_create(precision == Precision::Bf16 ? &bfloat16_sum : &half_sum, /*commute=*/1, &half_sum_));
   int provided = MPI_THREAD_SINGLE;
   DDP_MPI_CHECK(MPI_Query_thread(&provided));
   if (world_size_ > 1 && provided >= MPI_THREAD_SERIALIZED) thread_ = std::thread([this] { thread_main(); });

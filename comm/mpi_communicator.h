@@ -40,7 +40,8 @@ class MpiCommunicator final : public Communicator {
   // `shard_size`: the ranks of a shard group (Communicator::shard_size),
   // a divisor of the world's size; 0, the whole world. Throws ddp::Error
   // for another size. A collective (the splits) when it is below the world.
-  explicit MpiCommunicator(MPI_Comm comm = MPI_COMM_WORLD, int shard_size = 0);
+  // Its sums add `precision`'s 16-bit words (comm/sum16.h).
+  explicit MpiCommunicator(MPI_Comm comm = MPI_COMM_WORLD, int shard_size = 0, Precision precision = Precision::Fp16);
   ~MpiCommunicator() override;
   MpiCommunicator(const MpiCommunicator&) = delete;
   MpiCommunicator& operator=(const MpiCommunicator&) = delete;
@@ -48,6 +49,7 @@ class MpiCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int world_size() const override { return world_size_; }
   std::string name() const override { return "MPI"; }
+  Precision precision() const override { return precision_; }
   int shard_rank() const override { return shard_rank_; }
   int shard_size() const override { return shard_size_; }
   // The group's values gathered and summed in rank order (the same bits in every replica).
@@ -94,8 +96,9 @@ class MpiCommunicator final : public Communicator {
   int shard_rank_ = 0, shard_size_ = 1;
   MPI_Comm shard_comm_ = MPI_COMM_NULL;    // this rank's group; null without groups
   MPI_Comm replica_comm_ = MPI_COMM_NULL;  // the ranks of this place in every group; null without groups
+  Precision precision_ = Precision::Fp16;
   MPI_Datatype half_type_ = MPI_DATATYPE_NULL;
-  MPI_Op half_sum_ = MPI_OP_NULL;
+  MPI_Op half_sum_ = MPI_OP_NULL;  // the sum of precision_'s words
 
   std::mutex mutex_;  // guards everything below
   std::condition_variable work_ready_, work_done_;

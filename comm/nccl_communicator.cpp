@@ -88,12 +88,15 @@ std::string nccl_capture_unsupported_reason(int version_code) {
          nccl_version_text(kFirstCapturableNcclVersion) + "); use a newer NCCL or run without --cuda-graph";
 }
 
-NcclCommunicator::NcclCommunicator(int rank, int world_size, cudaStream_t compute_stream, int shard_size)
+NcclCommunicator::NcclCommunicator(int rank, int world_size, cudaStream_t compute_stream, int shard_size,
+                                   Precision precision)
     : rank_(rank),
       world_size_(world_size),
       shard_size_(shard_size == 0 ? world_size : shard_size),
       version_code_(linked_nccl_version()),
       name_("NCCL " + nccl_version_text(version_code_)),
+      precision_(precision),
+      lowp_type_(precision == Precision::Bf16 ? ncclBfloat16 : ncclFloat16),
       compute_stream_(compute_stream) {
   DDP_REQUIRE(world_size_ >= 1 && rank_ >= 0 && rank_ < world_size_,
               "rank " + std::to_string(rank_) + " is outside a world of " + std::to_string(world_size_));
@@ -286,7 +289,7 @@ void NcclCommunicator::start_allreduce_sum_lowp(lowp16* data, size_t count) {
   const AbortGate::Pass pass = gate_.enter("allreduce_sum_lowp");
   if (count == 0) return;  // every rank passes the same count, so all skip
   const CollectiveTiming timing = begin_collective("all-reduce", count);
-  DDP_NCCL_CHECK(ncclAllReduce(data, data, count, ncclFloat16, ncclSum, comm_, comm_stream()));
+  DDP_NCCL_CHECK(ncclAllReduce(data, data, count, lowp_type_, ncclSum, comm_, comm_stream()));
   end_collective(timing);
 }
 

@@ -62,8 +62,10 @@ class NcclCommunicator final : public Communicator {
   // `compute_stream` is passed, on the same thread. Throws ddp::Error naming
   // the NCCL, MPI or CUDA call that failed.
   // `shard_size`: the ranks of a shard group (Communicator::shard_size), a
-  // divisor of world_size; 0, the whole world.
-  NcclCommunicator(int rank, int world_size, cudaStream_t compute_stream, int shard_size = 0);
+  // divisor of world_size; 0, the whole world. Its sums are ncclFloat16 or
+  // ncclBfloat16 by `precision`.
+  NcclCommunicator(int rank, int world_size, cudaStream_t compute_stream, int shard_size = 0,
+                   Precision precision = Precision::Fp16);
   // ncclCommDestroy, or ncclCommAbort while an exception unwinds (destroy
   // waits for every peer; a failing rank must not). Never throws.
   ~NcclCommunicator() override;
@@ -73,6 +75,7 @@ class NcclCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int world_size() const override { return world_size_; }
   std::string name() const override { return name_; }  // "NCCL 2.28.9"
+  Precision precision() const override { return precision_; }
   int shard_rank() const override { return shard_rank_; }
   int shard_size() const override { return shard_size_; }
   // MPI_Allgather of the world's values, summed over the group in rank order.
@@ -172,7 +175,9 @@ class NcclCommunicator final : public Communicator {
   int shard_rank_ = 0, shard_size_ = 1;
   int version_code_ = 0;  // ncclGetVersion
   std::string name_;
-  cudaStream_t compute_stream_ = nullptr;  // the backend's; not owned
+  Precision precision_ = Precision::Fp16;
+  ncclDataType_t lowp_type_ = ncclFloat16;  // precision_'s NCCL type
+  cudaStream_t compute_stream_ = nullptr;   // the backend's; not owned
   // The stream and events outlive comm_: the destructor body releases comm_
   // before any member is destroyed.
   UniqueCudaStream comm_stream_;

@@ -67,7 +67,7 @@ void NcclCommunicator::start_reduce_scatter_sum_lowp(const lowp16* send, lowp16*
   if (layout.total_count() == 0) return;  // the same layout on every rank, so all skip
   const CollectiveTiming timing = begin_collective("reduce-scatter", layout.total_count());
   const auto nccl_reduce_scatter = [this](const lowp16* padded_send, lowp16* out, size_t per_rank) {
-    DDP_NCCL_CHECK(ncclReduceScatter(padded_send, out, per_rank, ncclFloat16, ncclSum, shard_comm(), comm_stream()));
+    DDP_NCCL_CHECK(ncclReduceScatter(padded_send, out, per_rank, lowp_type_, ncclSum, shard_comm(), comm_stream()));
   };
   if (direct) {
     nccl_reduce_scatter(send, recv, layout.max_range_count());
@@ -76,7 +76,7 @@ void NcclCommunicator::start_reduce_scatter_sum_lowp(const lowp16* send, lowp16*
   }
   // Every replica has the same place in its group, so the same count.
   if (replica_comm_ != nullptr && mine.count() > 0)
-    DDP_NCCL_CHECK(ncclAllReduce(recv, recv, mine.count(), ncclFloat16, ncclSum, replica_comm_, comm_stream()));
+    DDP_NCCL_CHECK(ncclAllReduce(recv, recv, mine.count(), lowp_type_, ncclSum, replica_comm_, comm_stream()));
   end_collective(timing);
 }
 
@@ -90,7 +90,7 @@ void NcclCommunicator::start_allgather_lowp(const lowp16* mine, lowp16* full, co
   if (layout.total_count() == 0) return;
   const CollectiveTiming timing = begin_collective("all-gather", layout.total_count());
   const auto nccl_allgather = [this](const lowp16* padded_mine, lowp16* out, size_t per_rank) {
-    DDP_NCCL_CHECK(ncclAllGather(padded_mine, out, per_rank, ncclFloat16, shard_comm(), comm_stream()));
+    DDP_NCCL_CHECK(ncclAllGather(padded_mine, out, per_rank, lowp_type_, shard_comm(), comm_stream()));
   };
   if (direct) {
     nccl_allgather(mine, full, layout.max_range_count());

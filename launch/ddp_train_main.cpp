@@ -87,13 +87,15 @@ std::unique_ptr<ddp::Communicator> make_communicator(const ddp::MpiEnvironment& 
   if (backend.kind() == ddp::DeviceKind::Cuda) {
     auto* cuda = dynamic_cast<ddp::CudaBackend*>(&backend);
     DDP_REQUIRE(cuda != nullptr, "a backend of kind Cuda that is not a CudaBackend");
-    return std::make_unique<ddp::NcclCommunicator>(env.rank(), env.world_size(), cuda->compute_stream(), shard_size);
+    return std::make_unique<ddp::NcclCommunicator>(env.rank(), env.world_size(), cuda->compute_stream(), shard_size,
+                                                   backend.precision());
   }
 #endif
   // The backend makes the sharded collectives' copies (--zero at one rank).
   if (env.world_size() == 1) return std::make_unique<ddp::SingleProcessCommunicator>(&backend);
 #if defined(DDP_HAVE_MPI)
-  if (backend.kind() == ddp::DeviceKind::Cpu) return std::make_unique<ddp::MpiCommunicator>(MPI_COMM_WORLD, shard_size);
+  if (backend.kind() == ddp::DeviceKind::Cpu)
+    return std::make_unique<ddp::MpiCommunicator>(MPI_COMM_WORLD, shard_size, backend.precision());
 #endif
   throw ddp::Error(
       "multi-rank training on GPUs needs NCCL, and this build has none (see the 'ddp_train: NCCL' "
@@ -123,8 +125,8 @@ std::unique_ptr<ddp::CollectiveWatchdog> make_watchdog(const ddp::TrainConfig& c
 // --predict: no data set, no Trainer; the model, its weights, X's rows.
 int predict(const ddp::TrainConfig& config, const ddp::MpiEnvironment& env) {
   const std::string note = ddp::check_prediction_files(config);
-  ddp::DeviceChoice device =
-      ddp::select_device(config.device, env.local_rank(), env.local_size(), config.threads, env.host());
+  ddp::DeviceChoice device = ddp::select_device(config.device, env.local_rank(), env.local_size(), config.threads,
+                                                env.host(), config.precision);
   std::unique_ptr<ddp::Communicator> comm = make_communicator(env, *device.backend);
   if (env.rank() == 0) {
     std::printf("%s\n", device.notice.c_str());
@@ -140,8 +142,8 @@ int predict(const ddp::TrainConfig& config, const ddp::MpiEnvironment& env) {
 int generate(const ddp::TrainConfig& config, const ddp::MpiEnvironment& env) {
   if (env.rank() != 0) return 0;
   const ddp::GenerationPlan plan = ddp::plan_generation(config);
-  ddp::DeviceChoice device =
-      ddp::select_device(config.device, env.local_rank(), env.local_size(), config.threads, env.host());
+  ddp::DeviceChoice device = ddp::select_device(config.device, env.local_rank(), env.local_size(), config.threads,
+                                                env.host(), config.precision);
   std::fprintf(stderr, "%s\n", device.notice.c_str());
   if (env.world_size() > 1)
     std::fprintf(stderr, "generate: rank 0 samples; ranks 1 to %d have ended\n", env.world_size() - 1);
@@ -180,8 +182,8 @@ int main(int argc, char** argv) {
     // The GPT's vocabulary and context come from the data: the bench's line reads them.
     const ddp::TrainConfig bound = ddp::bind_model_to_data(opts.config, data);
     ddp::check_model_matches_data(bound, data);
-    ddp::DeviceChoice device =
-        ddp::select_device(opts.config.device, env->local_rank(), env->local_size(), opts.config.threads, env->host());
+    ddp::DeviceChoice device = ddp::select_device(opts.config.device, env->local_rank(), env->local_size(),
+                                                  opts.config.threads, env->host(), opts.config.precision);
     const int shard_size = ddp::resolve_zero_shard_size(opts.config, env->world_size(), env->node_block_size());
     std::unique_ptr<ddp::Communicator> comm = make_communicator(*env, *device.backend, shard_size);
     // --bench keeps stdout for its JSON line alone.
@@ -193,6 +195,11 @@ int main(int argc, char** argv) {
                    "--zero %d: sharded within each node's %d ranks and replicated across the %d nodes (hybrid, the "
                    "default where nodes hold equal blocks of ranks); --zero-shard-size %d shards over all ranks\n",
                    opts.config.zero_stage, shard_size, env->world_size() / shard_size, env->world_size());
+    if (env->rank() == 0 && opts.config.precision == ddp::Precision::Bf16 &&
+        opts.config.loss_scaler.mode == ddp::LossScaleMode::Dynamic)
+      std::fprintf(opts.bench.enabled ? stderr : stdout,
+                   "--precision bf16 with --loss-scale dynamic: scaling the loss as asked (bf16 has FP32's range "
+                   "and trains without it by default)\n");
     std::fflush(stdout);  // a signal in start-up ends the process without flushing
     // Declared after comm and before the trainer: it stops before either goes.
     std::unique_ptr<ddp::CollectiveWatchdog> watchdog = make_watchdog(opts.config, *env, *comm);

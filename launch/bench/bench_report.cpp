@@ -76,6 +76,7 @@ std::string bench_json_line(const BenchContext& c, const BenchTimings& t) {
   const double sent =
       2.0 * (2.0 * ring * t.allreduce_elements_per_step + reduce_scatter_share * t.reduce_scatter_elements_per_step +
              group_ring * t.allgather_elements_per_step);
+  r.add("precision", precision_name(t.precision));
   r.add("zero_stage", t.zero_stage).add("zero_shard_size", static_cast<int64_t>(g));
   r.add("parameters", t.parameters).add("state_bytes_per_rank", t.state_bytes_max);
   r.add("peak_allocated_bytes_per_rank", t.peak_allocated_bytes_max);

@@ -28,7 +28,7 @@ int default_threads(int local_ranks) {
 }  // namespace
 
 DeviceChoice select_device(const std::string& device, int local_rank, int local_ranks, int cpu_threads,
-                           const std::string& host) {
+                           [[maybe_unused]] const std::string& host, Precision precision) {  // host: CUDA only
   DeviceChoice out;
   std::string why_none;
   const int gpus = device == "cpu" ? 0 : visible_cuda_devices(&why_none);
@@ -41,6 +41,10 @@ DeviceChoice select_device(const std::string& device, int local_rank, int local_
       throw Error("host " + host + " runs " + std::to_string(local_ranks) + " ranks but has " + std::to_string(gpus) +
                   " visible GPU(s): start at most one rank per GPU (e.g. mpirun --map-by ppr:" + std::to_string(gpus) +
                   ":node), or use --device cpu");
+    if (precision != Precision::Fp16)
+      throw Error(std::string("--precision ") + precision_name(precision) +
+                  ": the CUDA backend computes in fp16 only so far (its bf16 kernels are not built yet); use "
+                  "--device cpu or --precision fp16");
     out.backend = std::make_unique<CudaBackend>(local_rank);
     out.notice = "device: " + out.backend->description();
     return out;
@@ -48,7 +52,7 @@ DeviceChoice select_device(const std::string& device, int local_rank, int local_
   }
   const int threads = cpu_threads > 0 ? cpu_threads : default_threads(local_ranks);
   (void)local_rank;  // picks the GPU only
-  out.backend = std::make_unique<CpuBackend>(threads);
+  out.backend = std::make_unique<CpuBackend>(threads, precision);
   out.notice = "device: " + out.backend->description() +
                (device == "auto" ? " (no GPU: " + why_none + ")" : std::string(" (--device cpu)"));
   return out;

@@ -25,7 +25,8 @@ struct FlagText {
   std::string schedule = "cosine";
   std::string lr_scaling = "none";
   std::string optimizer = "sgd";
-  std::string loss_scale = "dynamic";
+  std::string precision = "fp16";
+  std::string loss_scale;  // empty: the precision's default (dynamic for fp16, none for bf16)
   std::string inject_steps;
   std::string trace_steps;
   std::string kv_cache;  // --kv-cache on|off

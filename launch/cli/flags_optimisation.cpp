@@ -75,11 +75,16 @@ po::options_description optimisation_flags(TrainConfig& c, FlagText& t) {
 }
 
 po::options_description loss_scaling_flags(TrainConfig& c, FlagText& t) {
-  po::options_description scaling("Loss scaling");
+  po::options_description scaling("Precision and loss scaling");
   // One flag per row, as --help lists them.
   // clang-format off
   scaling.add_options()
-      ("loss-scale", po::value(&t.loss_scale)->default_value(t.loss_scale), "dynamic | static:<S> | none")
+      ("precision", po::value(&t.precision)->default_value(t.precision),
+       "fp16 | bf16: the working weights, activations and gradients (and the gradients' all-reduce); FP32 "
+       "accumulation, master weights and optimizer state either way. bf16 has FP32's range: no loss scaling "
+       "unless --loss-scale is given (torch.autocast(dtype=torch.bfloat16)); the CPU backend only, so far")
+      ("loss-scale", po::value(&t.loss_scale)->default_value(t.loss_scale, "dynamic (fp16), none (bf16)"),
+       "dynamic | static:<S> | none")
       ("init-scale", po::value(&c.loss_scaler.init_scale)->default_value(65536.0), "initial dynamic scale")
       ("growth-factor", po::value(&c.loss_scaler.growth_factor)->default_value(2.0), "scale growth factor")
       ("backoff-factor", po::value(&c.loss_scaler.backoff_factor)->default_value(0.5), "scale backoff factor")
@@ -96,7 +101,9 @@ void apply_optimisation_flags(const FlagText& t, TrainConfig& c) {
   c.lr_schedule = parse_lr_schedule(t.schedule);
   c.lr_scaling = parse_lr_scaling(t.lr_scaling);
   c.optimizer = parse_optimizer_kind(t.optimizer);
-  parse_loss_scale_mode(t.loss_scale, c.loss_scaler);
+  c.precision = parse_precision(t.precision);
+  const bool bf16 = c.precision == Precision::Bf16;
+  parse_loss_scale_mode(t.loss_scale.empty() ? (bf16 ? "none" : "dynamic") : t.loss_scale, c.loss_scaler);
 }
 
 void check_batch_flags(const po::variables_map& vm) {

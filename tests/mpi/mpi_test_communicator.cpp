@@ -45,6 +45,43 @@ TEST(MpiCommunicator, Fp16SumRoundsLikeNcclAndPropagatesInf) {
   EXPECT_EQ(failures_anywhere(bad), 0);
 }
 
+// The BF16 twins (--precision bf16's all-reduce, comm/sum16.h's BF16 sum):
+// BF16 holds integers exactly up to 256.
+TEST(MpiCommunicator, Bf16SumIsExactOnSmallIntegers) {
+  MpiCommunicator comm(MPI_COMM_WORLD, 0, Precision::Bf16);
+  ASSERT_EQ(comm.precision(), Precision::Bf16);
+  const int r = comm.rank(), n = comm.world_size();
+  const size_t count = 100003;
+  std::vector<lowp16> data(count);
+  // Element i on rank r: (i % 29) + r, all sums <= 4 x 28 + 6 < 256.
+  for (size_t i = 0; i < count; ++i) data[i] = to_bfloat16(static_cast<float>(i % 29 + r));
+  comm.allreduce_sum_lowp(data.data(), count);
+  int bad = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const float want = static_cast<float>(n * (i % 29) + n * (n - 1) / 2);
+    bad += bfloat16_to_float(data[i]) != want;
+  }
+  EXPECT_EQ(failures_anywhere(bad), 0);
+}
+
+TEST(MpiCommunicator, Bf16SumRoundsOnceAPairAndPropagatesInf) {
+  MpiCommunicator comm(MPI_COMM_WORLD, 0, Precision::Bf16);
+  const int n = comm.world_size();
+  // 256 + 1 is a tie between 256 and 258: even, 256, at every pairwise step
+  // (FP16 would hold 257, and FP16's bits read as BF16 are other numbers).
+  std::vector<lowp16> data = {to_bfloat16(comm.rank() == 0 ? 256.0f : 1.0f), to_bfloat16(3e38f), to_bfloat16(0.0f),
+                              to_bfloat16(2.0f)};
+  if (comm.rank() == n - 1) data[2].bits = 0x7f80;  // +Inf on one rank
+  if (comm.rank() == 0) data[3].bits = 0x7fc0;      // NaN on another
+  comm.allreduce_sum_lowp(data.data(), data.size());
+  int bad = 0;
+  bad += n == 2 && bfloat16_to_float(data[0]) != 256.0f;
+  bad += n > 1 && data[1].bits != 0x7f80;  // 2 x 3e38 overflows BF16 (and FP32) to Inf
+  bad += data[2].bits != 0x7f80;
+  bad += !std::isnan(bfloat16_to_float(data[3]));
+  EXPECT_EQ(failures_anywhere(bad), 0);
+}
+
 TEST(MpiCommunicator, BroadcastAndScalarSum) {
   MpiCommunicator comm;
   std::vector<float> v(1000, static_cast<float>(comm.rank() + 7));

@@ -6,6 +6,8 @@
 // through a storm of them), and an evaluation that counts every test sample
 // exactly once.
 #include <gtest/gtest.h>
+
+#include <cstdio>
 #include <mpi.h>
 
 #include <cmath>
@@ -19,10 +21,14 @@
 #include "trainer/data/synthetic_data.h"
 #include "trainer/loop/trainer.h"
 #include "mpi/mpi_test_support.h"
+#include "support/lowp_format.h"
+#include "support/precision_config.h"
 #include "support/test_support.h"
 
 namespace ddp {
 namespace {
+
+class DataParallel : public ::testing::TestWithParam<Precision> {};
 using test::failures_anywhere;
 
 // A seed every rank agrees on (rank 0's clock), so each run draws new data.
@@ -53,10 +59,10 @@ TrainConfig small_regression(uint64_t seed) {
 // gradients summed in FP16 against one FP16 GEMM over all B rows. Tolerance:
 // 0.5% of the update's L2 norm after 20 steps (measured 1.3e-4 to 5e-4 with
 // 2, 3 and 4 ranks; a wrong average, e.g. a sum not divided by N, is >= 50%).
-TEST(DataParallel, NRanksMatchOneRankAtTheSameGlobalBatch) {
-  MpiCommunicator comm;
+TEST_P(DataParallel, NRanksMatchOneRankAtTheSameGlobalBatch) {
+  MpiCommunicator comm(MPI_COMM_WORLD, 0, GetParam());
   const int n = comm.world_size();
-  TrainConfig c = small_regression(shared_seed() % 100000);
+  TrainConfig c = test::in_precision(small_regression(shared_seed() % 100000), GetParam());
   c.shuffle = false;
   c.steps = 20;
   // A scale at which no step overflows: the FP16 sum over N ranks is N times
@@ -65,7 +71,7 @@ TEST(DataParallel, NRanksMatchOneRankAtTheSameGlobalBatch) {
   c.loss_scaler.init_scale = 1024;
   c.global_batch = 96;  // divisible by 2, 3 and 4
 
-  CpuBackend cpu(1);
+  CpuBackend cpu(1, GetParam());
   const TrainTestData data = load_train_test(c.data, c.seed);
   const ParameterRegistry registry = mlp_parameters(c.mlp.layer_widths);
   const std::vector<float> start = registry.pack(registry.initial_values(c.seed));  // as snapshots hold them
@@ -81,7 +87,11 @@ TEST(DataParallel, NRanksMatchOneRankAtTheSameGlobalBatch) {
 
   const double rel = test::relative_update_difference(parallel.snapshot().master_weights_fp32,
                                                       reference.snapshot().master_weights_fp32, start);
-  EXPECT_EQ(failures_anywhere(!(rel < 5e-3)), 0) << "relative update difference " << rel << " with " << n << " ranks";
+  // BF16's sums round 8x coarser than FP16's (2^-8 against 2^-11): 8x the bound.
+  const double bound = GetParam() == Precision::Bf16 ? 4e-2 : 5e-3;
+  EXPECT_EQ(failures_anywhere(!(rel < bound)), 0) << "relative update difference " << rel << " with " << n << " ranks";
+  if (comm.rank() == 0)
+    std::printf("%s, %d ranks against one: relative update difference %.3g\n", precision_name(GetParam()), n, rel);
 }
 
 // Drives a Trainer one step at a time (run() with --stop-after-steps 1
@@ -89,10 +99,11 @@ TEST(DataParallel, NRanksMatchOneRankAtTheSameGlobalBatch) {
 // 0's after each step. Gradient accumulation and predivision are on, and an
 // overflow is injected on the last rank only at two steps: every rank must
 // skip exactly those steps (weights unchanged) and keep the same scale.
-TEST(DataParallel, RanksIdenticalAfterEveryStepAndOneRankOverflowSkipsEverywhere) {
-  MpiCommunicator comm;
+TEST_P(DataParallel, RanksIdenticalAfterEveryStepAndOneRankOverflowSkipsEverywhere) {
+  MpiCommunicator comm(MPI_COMM_WORLD, 0, GetParam());
   const int n = comm.world_size();
-  TrainConfig c = small_regression(shared_seed() % 100000 + comm.rank());  // rank 0's init must win
+  TrainConfig c =
+      test::in_precision(small_regression(shared_seed() % 100000 + comm.rank()), GetParam());  // rank 0's init must win
   c.steps = 24;
   c.stop_after_steps = 1;
   c.grad_accum = 2;
@@ -100,10 +111,11 @@ TEST(DataParallel, RanksIdenticalAfterEveryStepAndOneRankOverflowSkipsEverywhere
   c.grad_predivide = 2.0;
   c.inject_overflow_steps = {5, 11};
   c.inject_overflow_rank = n - 1;
+  c.loss_scaler.mode = LossScaleMode::Dynamic;  // bf16 too: its backoffs must agree as well
   c.loss_scaler.hysteresis = 1;
   c.loss_scaler.init_scale = 1024;  // no natural overflow: only the injected steps may skip
 
-  CpuBackend cpu(1);
+  CpuBackend cpu(1, GetParam());
   Trainer t(c, cpu, comm, load_train_test(c.data, 7));
   t.prepare();
   int bad = 0;
@@ -132,12 +144,12 @@ TEST(DataParallel, RanksIdenticalAfterEveryStepAndOneRankOverflowSkipsEverywhere
 // micro-batch, with every batch but the first copied one ahead: 37 samples
 // (padded for 2, 3 and 4 ranks, or cut with --drop-last), 2 micro-batches of
 // 4 per step, short last steps, three epochs.
-TEST(DataParallel, EveryRankTrainsOnItsShardOneBatchAhead) {
-  MpiCommunicator comm;
+TEST_P(DataParallel, EveryRankTrainsOnItsShardOneBatchAhead) {
+  MpiCommunicator comm(MPI_COMM_WORLD, 0, GetParam());
   const int n = comm.world_size();
   int bad = 0;
   for (bool drop_last : {false, true}) {
-    TrainConfig c = small_regression(shared_seed() % 100000);
+    TrainConfig c = test::in_precision(small_regression(shared_seed() % 100000), GetParam());
     c.data.synthetic_train_samples = 37;
     c.drop_last = drop_last;
     c.batch_size = 4;
@@ -146,7 +158,7 @@ TEST(DataParallel, EveryRankTrainsOnItsShardOneBatchAhead) {
     c.steps = 3 * (drop_last ? per_rank / 8 : (per_rank + 7) / 8);
     const auto want = test::sampler_batches(37, comm.rank(), n, c.seed, c.shuffle, c.drop_last, 4, 2, c.steps);
 
-    CpuBackend cpu(1);
+    CpuBackend cpu(1, GetParam());
     Trainer t(c, cpu, comm, load_train_test(c.data, c.seed));
     std::vector<std::vector<uint32_t>> got;
     t.observe_batches([&got](const uint32_t* indices, int rows) { got.emplace_back(indices, indices + rows); });
@@ -163,19 +175,20 @@ TEST(DataParallel, EveryRankTrainsOnItsShardOneBatchAhead) {
 // with hysteresis and a floor): every rank skips exactly the same 100 steps
 // (same count, same masters, same scale as rank 0 at the end) and the model
 // still learns.
-TEST(DataParallel, OverflowStormSkipsTheSameStepsOnEveryRank) {
-  MpiCommunicator comm;
+TEST_P(DataParallel, OverflowStormSkipsTheSameStepsOnEveryRank) {
+  MpiCommunicator comm(MPI_COMM_WORLD, 0, GetParam());
   const int n = comm.world_size();
-  TrainConfig c = small_regression(shared_seed() % 100000);
+  TrainConfig c = test::in_precision(small_regression(shared_seed() % 100000), GetParam());
   c.steps = 500;
   c.global_batch = 16 * n;
   c.inject_overflow_every = 5;
   c.inject_overflow_rank = n - 1;
+  c.loss_scaler.mode = LossScaleMode::Dynamic;  // bf16 too: its backoffs must agree as well
   c.loss_scaler.hysteresis = 2;
   c.loss_scaler.min_scale = 1;
   c.loss_scaler.init_scale = 1024;
 
-  CpuBackend cpu(1);
+  CpuBackend cpu(1, GetParam());
   Trainer t(c, cpu, comm, load_train_test(c.data, c.seed));
   t.prepare();
   const TrainSummary s = t.run();
@@ -193,10 +206,36 @@ TEST(DataParallel, OverflowStormSkipsTheSameStepsOnEveryRank) {
                                        << ", test loss " << s.test_loss;
 }
 
+// The 16-bit buffers are the backend's format and the sums the
+// communicator's: a Trainer whose config names another precision than
+// either is refused in one line naming --precision, before it trains.
+TEST_P(DataParallel, ATrainerRefusesABackendOrCommunicatorOfAnotherPrecision) {
+  const Precision other = GetParam() == Precision::Bf16 ? Precision::Fp16 : Precision::Bf16;
+  MpiCommunicator comm(MPI_COMM_WORLD, 0, GetParam()), comm_other(MPI_COMM_WORLD, 0, other);
+  TrainConfig c = test::in_precision(small_regression(shared_seed() % 100000), GetParam());
+  c.global_batch = 16 * comm.world_size();
+  const TrainTestData data = load_train_test(c.data, c.seed);
+  CpuBackend cpu(1, GetParam()), cpu_other(1, other);
+  int bad = 0;
+  const auto refused = [&](Backend& be, Communicator& co, const char* what) {
+    try {
+      Trainer t(c, be, co, data);
+    } catch (const Error& e) {
+      const std::string text = e.what();
+      return text.find("--precision") != std::string::npos && text.find(what) != std::string::npos;
+    }
+    return false;
+  };
+  bad += !refused(cpu_other, comm, "backend");
+  if (comm.world_size() > 1) bad += !refused(cpu, comm_other, "communicator");
+  Trainer fine(c, cpu, comm, data);  // the same precision everywhere is accepted
+  EXPECT_EQ(failures_anywhere(bad), 0);
+}
+
 // A classification test set whose size does not divide by N: every sample
 // counted once, and the all-reduced loss/accuracy equal one rank's.
-TEST(DataParallel, EvaluationCountsEveryTestSampleOnce) {
-  MpiCommunicator comm;
+TEST_P(DataParallel, EvaluationCountsEveryTestSampleOnce) {
+  MpiCommunicator comm(MPI_COMM_WORLD, 0, GetParam());
   SingleProcessCommunicator alone;
   const uint64_t seed = shared_seed();
   std::mt19937_64 rng(seed);
@@ -208,7 +247,7 @@ TEST(DataParallel, EvaluationCountsEveryTestSampleOnce) {
   for (float& v : test.x) v = std::uniform_real_distribution<float>(-1, 1)(rng);
   for (size_t i = 0; i < test.count; ++i) test.labels.push_back(static_cast<int32_t>(rng() % 5));
 
-  CpuBackend cpu(1);
+  CpuBackend cpu(1, GetParam());
   MlpConfig mlp;
   mlp.layer_widths = {12, 20, 5};
   MlpModel model(cpu, mlp, 64);
@@ -225,6 +264,9 @@ TEST(DataParallel, EvaluationCountsEveryTestSampleOnce) {
   EXPECT_EQ(failures_anywhere(bad), 0) << all.samples << " " << all.correct << "/" << one.correct << " " << all.loss
                                        << " vs " << one.loss;
 }
+
+INSTANTIATE_TEST_SUITE_P(Precisions, DataParallel, ::testing::ValuesIn(test::kBothPrecisions),
+                         test::precision_test_name);
 
 }  // namespace
 }  // namespace ddp

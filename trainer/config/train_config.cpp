@@ -1,12 +1,20 @@
 // train_config.cpp: the per-rank batch a world size makes of the config's
-// batch flags. The checks of the config's values are config_check.cpp.
+// batch flags, the shard groups, and --precision's names. The checks of
+// the config's values are config_check.cpp.
 #include "trainer/config/train_config.h"
 
+#include <initializer_list>
 #include <string>
 
 #include "kernels/error.h"
 
 namespace ddp {
+
+Precision parse_precision(const std::string& text) {
+  for (const Precision p : {Precision::Fp16, Precision::Bf16})
+    if (text == precision_name(p)) return p;
+  throw Error("--precision " + text + ": expected fp16 or bf16");
+}
 
 int64_t resolve_batch_per_rank(const TrainConfig& config, int world_size) {
   if (config.global_batch <= 0) return config.batch_size;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/elementwise_math.h"
+#include "kernels/lowp_codec.h"
 #include "trainer/data/data_config.h"
 #include "trainer/models/gpt/gpt_config.h"
 #include "trainer/models/loss_kind.h"
@@ -29,6 +30,7 @@ struct TrainConfig {
   std::set<std::string> given_flags;         // flags set on the command line or in the config, not defaulted
   std::set<std::string> command_line_flags;  // those of them set on the command line (it wins over the config)
   std::string device = "auto";               // auto | cuda | cpu
+  Precision precision = Precision::Fp16;     // --precision: the working 16-bit weights, activations, gradients
   DataConfig data;
 
   std::string model = "mlp";  // --model mlp | gpt (config/model_factory.h maps it)
@@ -168,5 +170,8 @@ int64_t resolve_batch_per_rank(const TrainConfig& config, int world_size);
 // the world, else the world.
 // Throws naming the flag when a given size does not divide the world.
 int resolve_zero_shard_size(const TrainConfig& config, int world_size, int node_block_size);
+
+// --precision's text ("fp16", "bf16"); throws naming the flag otherwise.
+Precision parse_precision(const std::string& text);
 
 }  // namespace ddp

@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "kernels/error.h"
-#include "kernels/half_convert.h"
+#include "kernels/lowp_convert.h"
 
 namespace ddp {
 namespace {
@@ -19,7 +19,7 @@ BatchLoader::BatchLoader(Backend& backend, const Dataset& data, int max_batch)
       labels_per_row_(static_cast<int>(data.labels_per_sample())),
       host_features_lowp_(data.x.size()) {
   DDP_REQUIRE(max_batch > 0, "BatchLoader: max_batch must be positive");
-  float_to_half_array(data.x.data(), host_features_lowp_.data(), data.x.size());
+  float_to_lowp_array(backend.precision(), data.x.data(), host_features_lowp_.data(), data.x.size());
   // Absent parts have no rows: empty vectors, 0 bytes a row.
   parts_[kFeatures] = {reinterpret_cast<const char*>(host_features_lowp_.data()), data.features * sizeof(lowp16)};
   parts_[kTokenIds] = {reinterpret_cast<const char*>(data.token_ids.data()), data.tokens_per_sample * sizeof(int32_t)};

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <string>
 #include <thread>
 
@@ -23,7 +24,9 @@ bool overflow_injected_at(const TrainConfig& cfg, int rank, int64_t step_1based)
 }
 
 void inject_overflow(Backend& backend, lowp16* grads_lowp) {
-  const lowp16 inf{0x7C00};
+  // +Inf in the backend's format (FP16's bits are a finite number in BF16).
+  const lowp16 inf =
+      with_codec(backend.precision(), [](auto codec) { return codec.narrow(std::numeric_limits<float>::infinity()); });
   backend.copy_to_device(grads_lowp, &inf, sizeof inf);
 }
 

@@ -383,6 +383,15 @@ Trainer::Trainer(const TrainConfig& config, Backend& backend, Communicator& comm
     throw Error("--zero-shard-size " + std::to_string(checked.zero_shard_size) +
                 ": the communicator's shard groups are " + std::to_string(comm.shard_size()) +
                 " ranks (make it with that size)");
+  // The 16-bit buffers are the backend's and the communicator's format: a
+  // sum in another format than the kernels' would corrupt every gradient.
+  const auto precision_problem = [&](const char* what, Precision made) {
+    return std::string("--precision ") + precision_name(checked.precision) + ": the " + what + " was made for " +
+           precision_name(made) + " (make it with the config's precision)";
+  };
+  if (backend.precision() != checked.precision) throw Error(precision_problem("backend", backend.precision()));
+  if (comm.world_size() > 1 && comm.precision() != checked.precision)
+    throw Error(precision_problem("communicator", comm.precision()));
   // A model that cannot fit is one line before anything is allocated, not
   // an allocation failure (or a swapping machine) part way through building it.
   const size_t parameters = model_parameters(bind_model_to_data(checked, data)).parameter_count();

@@ -57,6 +57,7 @@ struct BenchTimings {
   // Per rank, per timed step: the FP16 elements handed to all-reduces,
   // to reduce-scatters and to all-gathers (the calls' sizes, whole buffers).
   double allreduce_elements_per_step = 0, reduce_scatter_elements_per_step = 0, allgather_elements_per_step = 0;
+  Precision precision = Precision::Fp16;  // --precision: the 16-bit elements above are FP16 or BF16
   int zero_stage = 0;
   int zero_shard_size = 0;              // the ranks of a shard group (0, or the world: no hybrid sharding)
   size_t parameters = 0;                // the model's (Psi, no padding)

@@ -10,7 +10,7 @@
 
 #include "kernels/buffer.h"
 #include "kernels/error.h"
-#include "kernels/half_convert.h"
+#include "kernels/lowp_convert.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/checkpoint_dir.h"
 #include "trainer/checkpoint/checkpoint_validation.h"
@@ -216,8 +216,8 @@ void sample_tokens(Backend& backend, Model& model, const TokenShape& g, const We
     const ModelOutput logits = model.forward(batch, weights_lowp);
     backend.copy_to_host(logits_lowp.data(), logits.values + (n - 1) * static_cast<size_t>(logits.width),
                          logits_lowp.size() * sizeof(lowp16));
-    for (size_t j = 0; j < logits_fp32.size(); ++j)
-      logits_fp32[j] = half_to_float(logits_lowp[j]);  // the real classes only
+    lowp_to_float_array(backend.precision(), logits_lowp.data(), logits_fp32.data(),
+                        logits_fp32.size());  // the real classes only
     if (observe_logits) observe_logits(logits_fp32);
     const int next = sample_token(logits_fp32, settings, rng);
     text.push_back(next);

@@ -11,7 +11,7 @@
 
 #include "kernels/buffer.h"
 #include "kernels/error.h"
-#include "kernels/half_convert.h"
+#include "kernels/lowp_convert.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/checkpoint_dir.h"
 #include "trainer/checkpoint/checkpoint_validation.h"
@@ -122,14 +122,14 @@ void run_prediction(const TrainConfig& c, Backend& backend, Communicator& comm) 
   const WeightTable weights_lowp = WeightTable::flat(params.weights_lowp.data(), model->parameters());
   for (size_t at = first(rank); at < first(rank + 1); at += batch) {
     const int rows = static_cast<int>(std::min<size_t>(batch, first(rank + 1) - at));
-    float_to_half_array(x.data() + at * d, staging.data(), static_cast<size_t>(rows) * d);
+    float_to_lowp_array(backend.precision(), x.data() + at * d, staging.data(), static_cast<size_t>(rows) * d);
     backend.copy_to_device(rows_lowp.data(), staging.data(), static_cast<size_t>(rows) * d * sizeof(lowp16));
     DeviceBatch b;
     b.features_lowp = rows_lowp.data();
     b.rows = rows;
     const ModelOutput out = model->forward(b, weights_lowp);
     backend.copy_to_host(out_lowp.data(), out.values, static_cast<size_t>(rows) * width * sizeof(lowp16));
-    for (size_t i = 0; i < static_cast<size_t>(rows) * width; ++i) out_fp32[i] = half_to_float(out_lowp[i]);
+    lowp_to_float_array(backend.precision(), out_lowp.data(), out_fp32.data(), static_cast<size_t>(rows) * width);
     for (int r = 0; r < rows; ++r)
       append_row(c, out_fp32.data() + static_cast<size_t>(r) * width, width, values, classes);
   }

@@ -7,6 +7,7 @@ namespace ddp {
 
 StateBytes measured_state_bytes(const ParameterStore& p) {
   StateBytes b;
+  b.precision = p.weights_lowp.backend().precision();
   b.fp32_masters = p.master_weights_fp32.size_bytes();
   b.optimizer_state =
       p.momentum_fp32.size_bytes() + p.second_moment_fp32.size_bytes() + p.weight_decay_mask.size_bytes();
@@ -73,15 +74,16 @@ std::string mib(double bytes) {
 
 std::string memory_line(int stage, int world, int shard_size, const StateBytes& s, size_t other_bytes,
                         const ZeroFormula& f) {
+  const std::string lowp = s.precision == Precision::Bf16 ? "BF16" : "FP16";
   const std::string groups = shard_size < world ? ", sharded over groups of " + std::to_string(shard_size) + ", " +
                                                       std::to_string(world / shard_size) + " replicas"
                                                 : std::string();
   return "memory per rank (--zero " + std::to_string(stage) + ", " + std::to_string(world) + " rank(s)" + groups +
          "): FP32 masters " + mib(s.fp32_masters) + ", optimizer state " + mib(s.optimizer_state) +
-         ", FP32 gradients " + mib(s.fp32_gradients) + ", FP16 weights " + mib(s.fp16_weights) + ", FP16 gradients " +
-         mib(s.fp16_gradients) + "; state " + mib(s.total()) + " against the ZeRO formula's " + mib(f.paper_bytes) +
-         " (" + mib(f.ours_bytes) + " with our FP32 gradients and decay mask)" +
-         (s.grads_whole_for_accumulation ? ", the FP16 gradients whole for --grad-accum" : "") +
+         ", FP32 gradients " + mib(s.fp32_gradients) + ", " + lowp + " weights " + mib(s.fp16_weights) + ", " + lowp +
+         " gradients " + mib(s.fp16_gradients) + "; state " + mib(s.total()) + " against the ZeRO formula's " +
+         mib(f.paper_bytes) + " (" + mib(f.ours_bytes) + " with our FP32 gradients and decay mask)" +
+         (s.grads_whole_for_accumulation ? ", the " + lowp + " gradients whole for --grad-accum" : "") +
          (s.zero_buffers > 0 ? "; gather and staging buffers " + mib(s.zero_buffers) : "") +
          "; activations, scratch and buffers " + mib(other_bytes);
 }
@@ -89,7 +91,13 @@ std::string memory_line(int stage, int world, int shard_size, const StateBytes& 
 JsonRecord memory_record(int stage, int world, int shard_size, const StateBytes& s, size_t other_bytes,
                          const ZeroFormula& f) {
   JsonRecord r;
-  r.add("event", "memory").add("zero_stage", stage).add("world_size", world).add("zero_shard_size", shard_size);
+  // The fp16_* keys hold the 16-bit buffers in either precision (the names
+  // tools already read); "precision" says which.
+  r.add("event", "memory")
+      .add("precision", precision_name(s.precision))
+      .add("zero_stage", stage)
+      .add("world_size", world)
+      .add("zero_shard_size", shard_size);
   r.add("fp32_masters_bytes", s.fp32_masters).add("optimizer_state_bytes", s.optimizer_state);
   r.add("fp32_gradients_bytes", s.fp32_gradients).add("fp16_weights_bytes", s.fp16_weights);
   r.add("fp16_gradients_bytes", s.fp16_gradients).add("state_bytes", s.total());

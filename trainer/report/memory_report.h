@@ -23,6 +23,7 @@
 namespace ddp {
 
 struct StateBytes {
+  Precision precision = Precision::Fp16;  // the 16-bit weights' and gradients' format (fp16_* below: either)
   size_t fp32_masters = 0;
   size_t optimizer_state = 0;  // SGD momentum / AdamW moments, and AdamW's decay mask
   size_t fp32_gradients = 0;

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "kernels/error.h"
+#include "kernels/lowp_convert.h"
 #include "trainer/models/layers/gemm_calls.h"
 
 namespace ddp {
@@ -88,7 +89,7 @@ void GptDecoder::forward_new(int first) {
   backend_.gemm_lowp(gemm_nt(1, config_.vocab_size, c, norm_.out(), c, weights_lowp_.at(wte_), c, logits_lowp_.data(),
                              config_.vocab_size));
   backend_.copy_to_host(logits_host_lowp_.data(), logits_lowp_.data(), logits_host_lowp_.size() * sizeof(lowp16));
-  for (size_t j = 0; j < logits_fp32_.size(); ++j) logits_fp32_[j] = half_to_float(logits_host_lowp_[j]);
+  lowp_to_float_array(backend_.precision(), logits_host_lowp_.data(), logits_fp32_.data(), logits_fp32_.size());
 }
 
 // TransformerBlock::forward's lines (transformer_block.h) for `rows` new
