@@ -93,7 +93,9 @@ TEST_F(CliPrecision, DynamicScalingWithBf16ScalesAndIsSaid) {
 // The masters are FP32 in both precisions: resuming restores them as they
 // were, and only the working copy's rounding differs. Resumed at its last
 // step (nothing left to train), a run's exported masters are the bytes of
-// the run that wrote the checkpoint, in either direction.
+// the run that wrote the checkpoint, in either direction. The checkpoint
+// records its precision, so a dynamic loss scale does not continue from a
+// bf16 run's 1.
 TEST_F(CliPrecision, ACheckpointResumesInTheOtherPrecisionWithTheSameMasters) {
   for (const std::string from : {"fp16", "bf16"}) {
     const std::string to = from == "fp16" ? "bf16" : "fp16", ck = dir + "/ck_" + from;
@@ -109,10 +111,21 @@ TEST_F(CliPrecision, ACheckpointResumesInTheOtherPrecisionWithTheSameMasters) {
     const std::string want = file_bytes(written);
     ASSERT_FALSE(want.empty());
     EXPECT_TRUE(file_bytes(resumed) == want) << from << " -> " << to << ": the masters changed";
-    // And it trains on from there in the other precision.
+    // And it trains on from there in the other precision: fp16 with a fresh
+    // dynamic scale (a bf16 run's scale is 1, no FP16 scale), said; bf16
+    // without scaling.
     const test::CommandResult c = run(mlp_args() + " --steps 6 --resume --precision " + to + " --checkpoint-dir " + ck);
     ASSERT_EQ(c.exit_code, 0) << c.output;
     EXPECT_NE(c.output.find("done: 3 steps"), std::string::npos) << c.output;
+    if (to == "fp16") {
+      EXPECT_NE(c.output.find("the checkpoint trained in bf16, this run in fp16: the dynamic loss scale starts at "
+                              "--init-scale 65536"),
+                std::string::npos)
+          << c.output;
+      EXPECT_NE(c.output.find("final loss scale 65536"), std::string::npos) << c.output;
+    } else {
+      EXPECT_NE(c.output.find("final loss scale 1\n"), std::string::npos) << c.output;
+    }
   }
 }
 

@@ -87,8 +87,9 @@ TEST_P(DataParallel, NRanksMatchOneRankAtTheSameGlobalBatch) {
 
   const double rel = test::relative_update_difference(parallel.snapshot().master_weights_fp32,
                                                       reference.snapshot().master_weights_fp32, start);
-  // BF16's sums round 8x coarser than FP16's (2^-8 against 2^-11): 8x the bound.
-  const double bound = GetParam() == Precision::Bf16 ? 4e-2 : 5e-3;
+  // BF16's sums round 8x coarser than FP16's (2^-8 against 2^-11): 4x the
+  // bound; measured 0.12% to 0.20% at 2 to 4 ranks.
+  const double bound = GetParam() == Precision::Bf16 ? 2e-2 : 5e-3;
   EXPECT_EQ(failures_anywhere(!(rel < bound)), 0) << "relative update difference " << rel << " with " << n << " ranks";
   if (comm.rank() == 0)
     std::printf("%s, %d ranks against one: relative update difference %.3g\n", precision_name(GetParam()), n, rel);

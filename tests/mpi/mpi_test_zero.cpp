@@ -85,11 +85,12 @@ TEST_P(Zero, EveryStageTracksStageZeroWithTheSameWeightsOnEveryRank) {
       EXPECT_EQ(failures_anywhere(static_cast<int>(skipped)), 0) << k.name << ": a step overflowed";
       const double rel = test::relative_update_difference(sharded.snapshot().master_weights_fp32,
                                                           replicated.snapshot().master_weights_fp32, start);
-      // BF16 sums round 8x coarser (2^-8 against 2^-11): 8x the bound
-      // (4x for AdamW, whose spread is its sign flips, not the rounding);
-      // measured at 4 ranks: 0.29% (GPT SGD) and 0.22% (GPT AdamW).
+      // BF16 sums round 8x coarser (2^-8 against 2^-11): 4x the bound
+      // for SGD, 2x for AdamW (whose spread is its sign flips, not the
+      // rounding); measured at 4 ranks: 0.29% (GPT SGD) and 0.22% (GPT
+      // AdamW), against the failures above (21%, 100%).
       const bool bf16 = GetParam() == Precision::Bf16;
-      const double bound = k.adamw ? (bf16 ? 8e-2 : 2e-2) : (bf16 ? 4e-2 : 5e-3);
+      const double bound = k.adamw ? (bf16 ? 4e-2 : 2e-2) : (bf16 ? 2e-2 : 5e-3);
       EXPECT_EQ(failures_anywhere(!(rel < bound)), 0)
           << k.name << " --zero " << stage << ": relative update difference " << rel;
       if (comm.rank() == 0)

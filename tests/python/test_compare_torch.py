@@ -210,6 +210,24 @@ class CompareTorchGptRows(StubbedCompare):
         self.assertEqual(ours[ours.index("--optimizer") + 1], "adamw")
         self.assertNotIn("--optimizer", torch)  # torch_reference.py's GPT is AdamW by itself
 
+    def test_precision_bf16_reaches_both_sides_and_the_header(self):
+        for precision in ("bf16", "fp16"):
+            for suffix in (".ours", ".argv"):
+                if os.path.exists(self.stub_log + suffix):
+                    os.remove(self.stub_log + suffix)
+            flags = ["--precision", precision] if precision == "bf16" else []
+            p = self.run_script({"intra": 10.0, "blas": 10.0}, 10.0, "--threads", "1", "--repeats", "1", *flags,
+                                models="g", mfu={"intra": 0.1, "blas": 0.1})
+            self.assertEqual(p.returncode, 0, p.stderr)
+            (ours,), (torch,) = self.read_lines(".ours"), self.read_lines(".argv")
+            for argv in (ours, torch):
+                if precision == "bf16":
+                    self.assertEqual(argv[argv.index("--precision") + 1], "bf16", argv)
+                else:  # the default is left out: the commands are what they were
+                    self.assertNotIn("--precision", argv)
+            with open(self.out) as f:
+                self.assertIn(f"precision: {precision}", f.read())
+
     def test_gpt2_on_cpu_is_a_one_line_error(self):
         p = self.run_script({"intra": 1.0, "blas": 1.0}, 1.0, models="g,gpt2")
         self.assertNotEqual(p.returncode, 0)

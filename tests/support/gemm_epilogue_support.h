@@ -155,13 +155,18 @@ inline double gelu_derivative_exact(double z) { return gelu_cdf_exact(z) + z * g
 
 // GPT-2's tanh form, nn.GELU(approximate='tanh'), and its two derivative
 // terms 0.5 (1 + t) and 0.5 z (1 - t^2) u'(z), t = tanh(u(z)): they cancel
-// near z = -0.75 as cdf and z pdf do for the erf form.
+// near z = -0.75 as cdf and z pdf do for the erf form. Evaluated through
+// 0.5 (1 + t) = s = 1 / (1 + E), E = e^-2u, and 1 - t^2 = 4 s^2 E, which
+// do not cancel where t nears -1: 1 + tanh(u) in double loses all its
+// digits below z = -6 (BF16's outputs there, 1e-14 and less, need them).
 inline double gelu_tanh_u(double z) { return std::sqrt(2.0 / M_PI) * (z + 0.044715 * z * z * z); }
-inline double gelu_tanh_exact(double z) { return 0.5 * z * (1.0 + std::tanh(gelu_tanh_u(z))); }
-inline double gelu_tanh_term1(double z) { return 0.5 * (1.0 + std::tanh(gelu_tanh_u(z))); }
+inline double gelu_tanh_e(double z) { return std::exp(-2.0 * gelu_tanh_u(z)); }
+inline double gelu_tanh_exact(double z) { return z / (1.0 + gelu_tanh_e(z)); }
+inline double gelu_tanh_term1(double z) { return 1.0 / (1.0 + gelu_tanh_e(z)); }
 inline double gelu_tanh_term2(double z) {
-  const double t = std::tanh(gelu_tanh_u(z));
-  return 0.5 * z * (1.0 - t * t) * std::sqrt(2.0 / M_PI) * (1.0 + 3.0 * 0.044715 * z * z);
+  const double e = gelu_tanh_e(z), s = 1.0 / (1.0 + e);
+  const double s_one_minus_s = std::isinf(e) ? 0.0 : s * s * e;  // s (1 - s); 0 where e overflows
+  return 2.0 * z * s_one_minus_s * std::sqrt(2.0 / M_PI) * (1.0 + 3.0 * 0.044715 * z * z);
 }
 inline double gelu_tanh_derivative_exact(double z) { return gelu_tanh_term1(z) + gelu_tanh_term2(z); }
 // An absolute bound on the error of the FP32 evaluation of that derivative

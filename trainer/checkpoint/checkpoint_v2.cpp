@@ -31,6 +31,7 @@ const char* const kKeys[] = {"format",
                              "loss",
                              "optimizer",
                              "optimizer_steps",
+                             "precision",
                              "momentum_initialized",
                              "loss_scale",
                              "growth_tracker",
@@ -193,6 +194,12 @@ TrainState decode_metadata(const std::map<std::string, std::string>& metadata, c
   }
   s.loss = r.text("loss");
   s.optimizer = r.text("optimizer");
+  // Optional: files before --precision trained in fp16.
+  if (metadata.count("precision") > 0) {
+    s.precision = r.text("precision");
+    if (s.precision != "fp16" && s.precision != "bf16")
+      r.fail("precision is " + quote_excerpt(s.precision) + " (must be fp16 or bf16)");
+  }
   if (s.optimizer != "sgd" && s.optimizer != "adamw")
     r.fail("optimizer is " + quote_excerpt(s.optimizer) + " (must be sgd or adamw)");
   for (const auto& [key, value] : metadata)
@@ -288,7 +295,7 @@ std::vector<uint8_t> serialize_checkpoint_v2(const TrainState& s) {
   auto printable = [](const std::string& t) {
     return std::all_of(t.begin(), t.end(), [](char c) { return c >= 0x20 && c < 0x7f; });
   };
-  for (const std::string* text : {&s.model_kind, &s.activation, &s.loss, &s.optimizer, &s.tokenizer})
+  for (const std::string* text : {&s.model_kind, &s.activation, &s.loss, &s.optimizer, &s.tokenizer, &s.precision})
     if (!printable(*text)) throw Error("checkpoint: a name field holds bytes other than printable ASCII");
   std::vector<SafetensorsTensorOut> out;
   for (const Role& role : roles_of(s.optimizer)) {
@@ -314,6 +321,7 @@ std::vector<uint8_t> serialize_checkpoint_v2(const TrainState& s) {
   m["optimizer"] = s.optimizer;
   for (const auto& [key, value] : s.optimizer_settings) m[kSettingPrefix + key] = value;
   m["optimizer_steps"] = std::to_string(s.optimizer_steps);
+  if (!s.precision.empty()) m["precision"] = s.precision;
   m["momentum_initialized"] = s.momentum_initialized ? "1" : "0";
   m["loss_scale"] = double_text(s.scaler.scale);
   m["growth_tracker"] = std::to_string(s.scaler.growth_tracker);

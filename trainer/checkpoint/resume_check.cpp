@@ -66,6 +66,17 @@ LossScalerState resumed_scaler_state(const TrainState& s, const ResumeTarget& ru
                       "), not the checkpoint's " + number(s.scaler.scale));
     return fixed;
   }
+  const std::string trained_in = s.precision.empty() ? "fp16" : s.precision;
+  if (trained_in != precision_name(run.precision)) {
+    LossScalerState fresh;
+    fresh.scale = c.init_scale;
+    fresh.growth_tracker = 0;
+    fresh.hysteresis_left = c.hysteresis;
+    notes.push_back("resume: the checkpoint trained in " + trained_in + ", this run in " +
+                    precision_name(run.precision) + ": the dynamic loss scale starts at --init-scale " +
+                    number(c.init_scale) + ", not at the checkpoint's " + number(s.scaler.scale));
+    return fresh;
+  }
   LossScalerState state = s.scaler;
   if (run.given_flags.count("init-scale") && c.init_scale != s.scaler.scale)
     notes.push_back("resume: --init-scale " + number(c.init_scale) + " is not used: the dynamic loss scale " +

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/lowp_codec.h"
 #include "trainer/optim/loss_scaler.h"
 #include "trainer/checkpoint/train_state.h"
 
@@ -23,6 +24,7 @@ struct ResumeTarget {
   int64_t global_batch = 0;
   int64_t total_steps = 0;
   LossScalerConfig loss_scaler;
+  Precision precision = Precision::Fp16;
   std::set<std::string> given_flags;  // flags the user set (not defaulted)
 };
 
@@ -33,8 +35,10 @@ struct ResumeTarget {
 std::vector<std::string> check_resume_fits(const TrainState& s, const ResumeTarget& run, const std::string& path);
 
 // The loss scaler state a resumed run starts from: the checkpoint's with
-// dynamic scaling (hysteresis capped at this run's --hysteresis), this run's
-// fixed scale with static:<S> or none. Appends a line for each flag the
+// dynamic scaling (hysteresis capped at this run's --hysteresis) unless the
+// checkpoint trained in another precision (its scale, 1 for a bf16 run
+// without scaling, is no FP16 scale: the dynamic scale starts afresh at
+// --init-scale), this run's fixed scale with static:<S> or none. Appends a line for each flag the
 // checkpoint overrides (--init-scale) or that replaces the checkpoint's value.
 LossScalerState resumed_scaler_state(const TrainState& s, const ResumeTarget& run, std::vector<std::string>& notes);
 

@@ -60,6 +60,10 @@ struct TrainState {
   int64_t optimizer_steps = 0;
 
   LossScalerState scaler;
+  // The working precision it trained in ("fp16" or "bf16", --precision);
+  // "" in files that predate the record (fp16). The masters are FP32
+  // either way: a resume in the other precision restores them unchanged.
+  std::string precision;
 
   // Position: global iteration index of the next step (skipped steps count),
   // the epoch it belongs to, and how many samples of that epoch (global, over

@@ -85,6 +85,7 @@ ResumeTarget Checkpointing::resume_target() const {
   t.global_batch = global_batch();
   t.total_steps = plan_.total_steps;
   t.loss_scaler = cfg_.loss_scaler;
+  t.precision = cfg_.precision;
   t.given_flags = cfg_.given_flags;
   return t;
 }
@@ -229,6 +230,7 @@ TrainState Checkpointing::snapshot(int64_t step) {
     s.second_moment_fp32 = params_.registry().pack(gather_fp32_state(comm_, params_, params_.second_moment_fp32));
   s.momentum_initialized = status.momentum_initialized != 0;
   s.optimizer = optimizer_kind_name(cfg_.optimizer);
+  s.precision = precision_name(cfg_.precision);
   s.optimizer_settings = optimizer_settings(cfg_);
   s.optimizer_steps = status.steps_taken;
   s.scaler = scaler_state_of(status);

@@ -78,6 +78,9 @@ def parse_args():
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     p.add_argument("--models", default="a,b,c", help="comma-separated subset of a,b,c,g,gpt2")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument("--precision", choices=["fp16", "bf16"], default="fp16",
+                   help="bf16: ours --precision bf16 against torch.autocast(bfloat16) (fp16: ours FP16 against "
+                        "autocast float16 + GradScaler on CUDA, FP32 on CPU)")
     p.add_argument("--ranks", default="1", help="comma-separated rank counts (CPU; CUDA runs 1)")
     p.add_argument("--repeats", type=int, default=3, help="runs per cell; the median is reported")
     p.add_argument("--modes", default="", help="PyTorch modes (default: eager,compile)")
@@ -256,6 +259,7 @@ def main():
         "gpu": gpu or "none",
         "cores": cores,
         "device": args.device,
+        "precision": args.precision,
         "ours": " ".join(ours_base + ours_flags),
         "ours_git": sh(["git", "-C", ROOT, "describe", "--always", "--dirty"]),
         "python": python,
@@ -301,6 +305,8 @@ def main():
             common = ["--layers", spec["layers"], "--loss", spec["loss"]]
         common += ["--batch-size", str(batch), "--device", args.device, "--bench-warmup", str(warmup),
                    "--bench-steps", str(steps)]
+        if args.precision != "fp16":  # the same flag on both sides
+            common += ["--precision", args.precision]
         if peak > 0:
             common += ["--peak-tflops", str(peak)]
         env = dict(os.environ)

@@ -15,11 +15,13 @@ JSON line with the keys ours prints ("peer": "pytorch" marks it).
                          see launch/ddp_tools/torch_ref/torch_reference_gpt.py. The line adds
                          tokens_per_s (samples are windows of T tokens).
 
-Precision, as a practitioner would run it:
-  cuda: torch.autocast(float16) + GradScaler (init scale 65536, growth
+Precision (--precision; torch_precision.py), as a practitioner would run it:
+  fp16, cuda: torch.autocast(float16) + GradScaler (init scale 65536, growth
         interval 2000: ours' defaults in launch/options.cpp), FP32 weights.
-  cpu:  plain FP32. autocast on CPU means bfloat16 (or slow float16 paths),
-        which is not a fair peer to our FP16 storage with FP32 GEMMs.
+  fp16, cpu:  plain FP32. autocast on CPU means bfloat16 (or slow float16
+        paths), which is not a fair peer to our FP16 storage with FP32 GEMMs.
+  bf16 (the peer of ours --precision bf16), on either device:
+        torch.autocast(dtype=torch.bfloat16), FP32 weights, no GradScaler.
 
   --mode eager|compile   compile: torch.compile of the forward + loss (the
                          backward comes compiled with it; SGD and GradScaler
@@ -58,7 +60,7 @@ import sys
 import time
 import types
 
-from ddp_tools.torch_ref import torch_reference_gpt
+from ddp_tools.torch_ref import torch_precision, torch_reference_gpt
 
 # H100 and H200 (SXM) dense FP16/BF16 Tensor Core peak, TFLOP/s, without
 # sparsity (vendor datasheet). MFU is reported against it; null elsewhere.
@@ -94,6 +96,8 @@ def parse_args(argv=None):
     p.add_argument("--peak-tflops", type=float, default=0.0,
                    help="peak per device for MFU (0: 989 for H100/H200 names, else unknown)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--precision", choices=["fp16", "bf16"], default="fp16",
+                   help="fp16: autocast float16 + GradScaler on CUDA, FP32 on CPU; bf16: autocast bfloat16, no scaler")
     torch_reference_gpt.add_arguments(p)
     a = p.parse_args(argv)
     if a.model == "gpt":
@@ -207,11 +211,11 @@ def mlp_workload(torch, args, device, rank, world):
         ys = [torch.randn(b, n_out, generator=gen).to(device) for _ in range(DATA_BATCHES)]
         loss_fn = torch.nn.functional.mse_loss
 
-    on_cuda = device.type == "cuda"
+    autocast = torch_precision.autocast_dtype(torch, args.precision, device)
 
     def forward_loss(x, y):
-        if on_cuda:
-            with torch.autocast(device_type="cuda", dtype=torch.float16):
+        if autocast is not None:
+            with torch.autocast(device_type=device.type, dtype=autocast):
                 out = model(x)
             return loss_fn(out.float(), y)  # FP32 loss (autocast would pick FP32 for it too)
         return loss_fn(model(x), y)
@@ -243,7 +247,7 @@ def run_rank(rank, args, port):
             raise RuntimeError(f"torch.compile is not available in torch {torch.__version__}")
         forward_loss = torch.compile(forward_loss)
 
-    scaler = make_grad_scaler(torch) if on_cuda else None
+    scaler = make_grad_scaler(torch) if torch_precision.uses_grad_scaler(args.precision, on_cuda) else None
 
     def step(i):
         x, y = batches[i % len(batches)]
@@ -333,7 +337,7 @@ def run_rank(rank, args, port):
         "peak_tflops": peak if peak > 0 else None,
         "allreduce_ms_per_step": None,  # not measured on the PyTorch side
         "allreduce_hidden_fraction": None,
-        "precision": "fp16 autocast + GradScaler" if on_cuda else "fp32",
+        "precision": torch_precision.label(args.precision, on_cuda),
         "warmup_steps": args.bench_warmup,
         "timed_steps": args.bench_steps,
         "first_step_s": compile_s,

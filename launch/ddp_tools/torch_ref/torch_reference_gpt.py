@@ -145,11 +145,12 @@ def build(torch, args, device, rank, world):
     w.opt = torch.optim.AdamW(decay_groups(model, args.weight_decay), **kwargs)
     w.extra["optimizer"] = "AdamW" + (" fused" if kwargs.get("fused") else "")
 
-    on_cuda = device.type == "cuda"
+    from ddp_tools.torch_ref import torch_precision
+    autocast = torch_precision.autocast_dtype(torch, args.precision, device)
 
     def forward_loss(inputs, targets):
-        if on_cuda:
-            with torch.autocast(device_type="cuda", dtype=torch.float16):
+        if autocast is not None:
+            with torch.autocast(device_type=device.type, dtype=autocast):
                 return model(inputs, targets)[1]
         return model(inputs, targets)[1]
 

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <iterator>
+#include <limits>
 #include <vector>
 
 #include "cpu_kernel_support.h"
@@ -97,6 +99,48 @@ TEST_P(CpuLowpKernels, Casts) {
     ASSERT_EQ(h[i].bits, fmt.narrow(f[i]).bits);
     ASSERT_EQ(b[i], fmt.widen(h[i]));
   }
+  // The edges, on the 8-lane and the scalar paths: ties either way, the
+  // largest finite and past it, Inf, NaN, subnormals, signed zeros.
+  const float inf = std::numeric_limits<float>::infinity();
+  const float edges[] = {0.0f,
+                         -0.0f,
+                         inf,
+                         -inf,
+                         std::numeric_limits<float>::quiet_NaN(),
+                         65504.0f,
+                         65520.0f,
+                         -65520.0f,
+                         1.0f + std::ldexp(1.0f, -11),
+                         1.0f + 3 * std::ldexp(1.0f, -11),
+                         1.0f + std::ldexp(1.0f, -8),
+                         1.0f + 3 * std::ldexp(1.0f, -8),
+                         3.389e38f,
+                         -3.4e38f,
+                         std::ldexp(1.0f, -24),
+                         std::ldexp(1.0f, -25),
+                         std::ldexp(1.0f, -133),
+                         std::ldexp(1.0f, -134),
+                         std::numeric_limits<float>::denorm_min(),
+                         -std::ldexp(3.0f, -135)};
+  std::vector<float> e(std::begin(edges), std::end(edges));
+  while (e.size() < 24) e.push_back(e[e.size() % 20]);  // whole 8-lane blocks and a tail
+  Buffer<float> de(cpu, e.size());
+  Buffer<lowp16> dhe(cpu, e.size());
+  de.upload(e);
+  for (bool f16c : {true, false}) {
+    set_f16c_enabled(f16c);
+    dhe.upload(fmt.poison(e.size()));
+    cpu.cast_fp32_to_lowp(de.data(), dhe.data(), e.size());
+    const auto he = dhe.download();
+    for (size_t i = 0; i < e.size(); ++i) {
+      const uint16_t want = fmt.narrow(e[i]).bits;
+      if (std::isnan(e[i]))
+        EXPECT_TRUE(std::isnan(fmt.widen(he[i]))) << "NaN, f16c " << f16c;
+      else
+        EXPECT_EQ(he[i].bits, want) << e[i] << ", f16c " << f16c;
+    }
+  }
+  set_f16c_enabled(true);
 }
 
 // ---- split over threads ------------------------------------------------------------
