@@ -3,10 +3,11 @@
 // against a double-precision reference, and fused ReLU against the unfused
 // sequence of GEMM and element-wise passes, bitwise. Fresh random inputs,
 // outputs poisoned first, odd shapes and padded strides, one and two threads
-// (the split GEMM path), F16C loops on and off.
+// (the split GEMM path), F16C loops on and off; in FP16 and in BF16.
 //
-// Tolerances (stated once), against double: an FP16 output is the RNE
-// rounding of an FP32 value, within kFp16RelTol (2 FP16 ulps) relative; the
+// Tolerances (stated once), against double: a 16-bit output is the RNE
+// rounding of an FP32 value, within 2 ulps of its format relative
+// (lowp_format.h: kFp16RelTol, kBf16RelTol); the
 // FP32 value carries the summation error, ~k * 2^-24 * sum|terms|, for which
 // we allow 1e-5 * sum|terms| (times the largest |act'|, 1.13 for GELU, where
 // the error passes through the activation) + 6e-8 (one FP16 subnormal step).
@@ -56,7 +57,7 @@ std::string describe(const EpilogueCase& c) {
          " pad=" + std::to_string(c.pad);
 }
 
-class GemmEpilogues : public ::testing::Test {
+class GemmEpilogues : public ::testing::TestWithParam<Precision> {
  protected:
   GemmEpilogues() : rng(test::test_seed()) {}
   void SetUp() override { SCOPED_TRACE("seed " + std::to_string(test::test_seed())); }
@@ -66,21 +67,20 @@ class GemmEpilogues : public ::testing::Test {
   // padding and untouched outputs still hold what they held.
   void check_against_double(CpuBackend& backend, const EpilogueCase& c) {
     SCOPED_TRACE(describe(c) + " threads=" + std::to_string(backend.threads()));
-    const auto in = test::make_epilogue_inputs(rng, c);
+    const auto in = test::make_epilogue_inputs(rng, c, fmt);
     const auto out = test::run_epilogue_case(backend, c, in);
-    const auto ref = test::epilogue_reference(c, in);
+    const auto ref = test::epilogue_reference(c, in, fmt);
     size_t bad = 0;
     for (int i = 0; i < c.m; ++i) {
       for (int j = 0; j < c.n; ++j) {
         const size_t at = static_cast<size_t>(i) * c.n + j, idx = c.c_index(i, j);
         const double floor = 1e-5 * ref.c_magnitude[at] + ref.c_slope_error[at] + 6e-8;
-        if (!test::close_enough(half_to_float(out.c[idx]), ref.c[at], test::kFp16RelTol, floor) && bad++ < 5)
-          ADD_FAILURE() << "C[" << i << "," << j << "] got " << half_to_float(out.c[idx]) << " want " << ref.c[at];
+        if (!test::close_enough(fmt.widen(out.c[idx]), ref.c[at], fmt.rel_tol(), floor) && bad++ < 5)
+          ADD_FAILURE() << "C[" << i << "," << j << "] got " << fmt.widen(out.c[idx]) << " want " << ref.c[at];
         if (c.pre_activation &&
-            !test::close_enough(half_to_float(out.pre_activation[idx]), ref.pre_activation[at], test::kFp16RelTol,
-                                floor) &&
+            !test::close_enough(fmt.widen(out.pre_activation[idx]), ref.pre_activation[at], fmt.rel_tol(), floor) &&
             bad++ < 5)
-          ADD_FAILURE() << "pre[" << i << "," << j << "] got " << half_to_float(out.pre_activation[idx]) << " want "
+          ADD_FAILURE() << "pre[" << i << "," << j << "] got " << fmt.widen(out.pre_activation[idx]) << " want "
                         << ref.pre_activation[at];
       }
       for (int j = c.n; j < c.ldc(); ++j) {  // padding untouched
@@ -92,15 +92,16 @@ class GemmEpilogues : public ::testing::Test {
     }
     if (c.bias_grad)
       for (int i = 0; i < c.m; ++i) {
-        const double got = half_to_float(out.bias_grad[c.offset + i]);
-        if (!test::close_enough(got, ref.bias_grad[i], test::kFp16RelTol, 1e-5 * ref.bias_grad_magnitude[i] + 6e-8) &&
+        const double got = fmt.widen(out.bias_grad[c.offset + i]);
+        if (!test::close_enough(got, ref.bias_grad[i], fmt.rel_tol(), 1e-5 * ref.bias_grad_magnitude[i] + 6e-8) &&
             bad++ < 5)
           ADD_FAILURE() << "bias_grad[" << i << "] got " << got << " want " << ref.bias_grad[i];
       }
     EXPECT_EQ(bad, 0u);
   }
 
-  CpuBackend one{1}, two{2};
+  test::LowpFormat fmt{GetParam()};
+  CpuBackend one{1, GetParam()}, two{2, GetParam()};
   std::mt19937_64 rng;
 };
 
@@ -110,7 +111,7 @@ const Activation kActs[] = {Activation::Relu, Activation::Gelu, Activation::Gelu
 // backend (both split directions).
 const int kShapes[][3] = {{1, 1, 1}, {3, 17, 5}, {17, 3, 33}, {37, 29, 65}, {256, 192, 96}, {96, 300, 130}};
 
-TEST_F(GemmEpilogues, ForwardActivationAndPreActivationMatchDouble) {
+TEST_P(GemmEpilogues, ForwardActivationAndPreActivationMatchDouble) {
   for (const auto& s : kShapes)
     for (Transpose ta : kBoth)
       for (Activation act : kActs)
@@ -131,7 +132,7 @@ TEST_F(GemmEpilogues, ForwardActivationAndPreActivationMatchDouble) {
         }
 }
 
-TEST_F(GemmEpilogues, BiasWithBetaAddsIntoCMatchesDouble) {
+TEST_P(GemmEpilogues, BiasWithBetaAddsIntoCMatchesDouble) {
   // C = alpha * op(A) op(B) + beta * C + bias, rounded once: with beta 1
   // and C the residual stream, the GPT's output projection and its residual
   // add in one pass (x += y W^T + b), instead of a GEMM and add_lowp.
@@ -152,7 +153,7 @@ TEST_F(GemmEpilogues, BiasWithBetaAddsIntoCMatchesDouble) {
       }
 }
 
-TEST_F(GemmEpilogues, ActivationGradientMatchesDouble) {
+TEST_P(GemmEpilogues, ActivationGradientMatchesDouble) {
   for (const auto& s : kShapes)
     for (Transpose tb : kBoth)
       for (Activation dact : kActs)
@@ -179,7 +180,7 @@ TEST_F(GemmEpilogues, ActivationGradientMatchesDouble) {
   }
 }
 
-TEST_F(GemmEpilogues, BiasGradientOfAMatchesDouble) {
+TEST_P(GemmEpilogues, BiasGradientOfAMatchesDouble) {
   // The dW GEMM's form (trans_a = Yes) and the others; with and without
   // accumulation, with beta (gradient accumulation), and k = 0 / n = 0.
   for (const auto& s : kShapes)
@@ -205,7 +206,7 @@ TEST_F(GemmEpilogues, BiasGradientOfAMatchesDouble) {
   }
 }
 
-TEST_F(GemmEpilogues, FusedReluForwardEqualsGemmThenActivationBitwise) {
+TEST_P(GemmEpilogues, FusedReluForwardEqualsGemmThenActivationBitwise) {
   // relu(fp16(v)) == fp16(relu(v)): the fused forward gives the same bits as
   // GEMM + bias, then the activation pass.
   for (const auto& s : kShapes)
@@ -217,15 +218,15 @@ TEST_F(GemmEpilogues, FusedReluForwardEqualsGemmThenActivationBitwise) {
         c.bias = true;
         c.act = Activation::Relu;
         SCOPED_TRACE(describe(c) + " f16c=" + std::to_string(f16c));
-        const auto in = test::make_epilogue_inputs(rng, c);
+        const auto in = test::make_epilogue_inputs(rng, c, fmt);
         const auto fused = test::run_epilogue_case(*be, c, in).c;
         EpilogueCase plain = c;
         plain.act = Activation::None;
         Buffer<lowp16> z(*be, in.c0.size());
         z.upload(test::run_epilogue_case(*be, plain, in).c);
         Buffer<lowp16> y(*be, in.c0.size());
-        y.upload(test::poison_halves(y.count()));
-        test::activation_forward_lowp(Activation::Relu, z.data(), y.data(), y.count());
+        y.upload(test::LowpFormat::poison(y.count()));
+        test::activation_forward_lowp(Activation::Relu, z.data(), y.data(), y.count(), fmt.precision);
         const auto unfused = y.download();
         for (int i = 0; i < c.m; ++i)
           for (int j = 0; j < c.n; ++j)
@@ -233,7 +234,7 @@ TEST_F(GemmEpilogues, FusedReluForwardEqualsGemmThenActivationBitwise) {
       }
 }
 
-TEST_F(GemmEpilogues, FusedReluGradientEqualsGemmThenActivationBackwardBitwise) {
+TEST_P(GemmEpilogues, FusedReluGradientEqualsGemmThenActivationBackwardBitwise) {
   // fp16(relu'(z) * v) == relu'(z) * fp16(v); and relu' read from Y =
   // relu(Z) equals relu' read from Z.
   for (const auto& s : kShapes)
@@ -243,17 +244,17 @@ TEST_F(GemmEpilogues, FusedReluGradientEqualsGemmThenActivationBackwardBitwise) 
         EpilogueCase c{s[0], s[1], s[2]};
         c.dact = Activation::Relu;
         SCOPED_TRACE(describe(c) + " f16c=" + std::to_string(f16c));
-        auto in = test::make_epilogue_inputs(rng, c);
+        auto in = test::make_epilogue_inputs(rng, c, fmt);
         const auto fused_from_z = test::run_epilogue_case(*be, c, in).c;
         auto in_y = in;
-        for (auto& z : in_y.dact_input) z = to_half(relu_forward(half_to_float(z)));
+        for (auto& z : in_y.dact_input) z = fmt.narrow(relu_forward(fmt.widen(z)));
         const auto fused_from_y = test::run_epilogue_case(*be, c, in_y).c;
         EpilogueCase plain = c;
         plain.dact = Activation::None;
         Buffer<lowp16> dx(*be, in.c0.size()), z(*be, in.dact_input.size());
         dx.upload(test::run_epilogue_case(*be, plain, in).c);
         z.upload(in.dact_input);
-        test::activation_backward_lowp(Activation::Relu, z.data(), dx.data(), dx.data(), dx.count());
+        test::activation_backward_lowp(Activation::Relu, z.data(), dx.data(), dx.data(), dx.count(), fmt.precision);
         const auto unfused = dx.download();
         for (int i = 0; i < c.m; ++i)
           for (int j = 0; j < c.n; ++j) {
@@ -264,7 +265,7 @@ TEST_F(GemmEpilogues, FusedReluGradientEqualsGemmThenActivationBackwardBitwise) 
       }
 }
 
-TEST_F(GemmEpilogues, FusedBiasGradientEqualsColumnSumPassBitwise) {
+TEST_P(GemmEpilogues, FusedBiasGradientEqualsColumnSumPassBitwise) {
   // The dW GEMM's bias gradient sums the FP16 dZ it reads, in the same FP32
   // order as the unfused column-sum pass (test::bias_grad_lowp): same bits, accumulating or not.
   for (const auto& s : kShapes)
@@ -275,26 +276,26 @@ TEST_F(GemmEpilogues, FusedBiasGradientEqualsColumnSumPassBitwise) {
         c.bias_grad = true;
         c.bias_grad_accumulate = accumulate;
         SCOPED_TRACE(describe(c));
-        const auto in = test::make_epilogue_inputs(rng, c);
+        const auto in = test::make_epilogue_inputs(rng, c, fmt);
         const auto fused = test::run_epilogue_case(*be, c, in).bias_grad;
         Buffer<lowp16> dz(*be, in.a.size()), db(*be, in.bias_grad0.size());
         dz.upload(in.a);
         db.upload(in.bias_grad0);
-        test::bias_grad_lowp(dz.data(), c.k, c.m, db.data(), accumulate);
+        test::bias_grad_lowp(dz.data(), c.k, c.m, db.data(), accumulate, fmt.precision);
         const auto unfused = db.download();
         for (int i = 0; i < c.m; ++i) ASSERT_EQ(fused[i].bits, unfused[i].bits) << i;
       }
 }
 
-TEST_F(GemmEpilogues, FusedGeluRoundsOnceWithinOneUlpOfTwoPassPath) {
-  // Not bitwise: the two-pass path rounds Z to FP16 before GELU. The fused
+TEST_P(GemmEpilogues, FusedGeluRoundsOnceWithinOneUlpOfTwoPassPath) {
+  // Not bitwise: the two-pass path rounds Z to 16 bits before GELU. The fused
   // pre-activation output is that same Z, bit for bit.
   EpilogueCase c{64, 70, 50};
   c.trans_b = Transpose::Yes;
   c.bias = true;
   c.act = Activation::Gelu;
   c.pre_activation = true;
-  const auto in = test::make_epilogue_inputs(rng, c);
+  const auto in = test::make_epilogue_inputs(rng, c, fmt);
   const auto fused = test::run_epilogue_case(one, c, in);
   EpilogueCase plain = c;
   plain.act = Activation::None;
@@ -305,20 +306,21 @@ TEST_F(GemmEpilogues, FusedGeluRoundsOnceWithinOneUlpOfTwoPassPath) {
     for (int j = 0; j < c.n; ++j) {
       const size_t idx = c.c_index(i, j);
       ASSERT_EQ(fused.pre_activation[idx].bits, z[idx].bits);
-      const double two_pass = half_to_float(to_half(gelu_forward(half_to_float(z[idx]))));
-      // The two-pass input is off by up to half an FP16 ulp of Z (2^-11 |Z|
-      // relative), which GELU passes on times |gelu'| <= 1.13; plus one ulp
-      // of the result for each path's rounding.
-      const double zf = half_to_float(z[idx]);
-      ASSERT_TRUE(
-          test::close_enough(half_to_float(fused.c[idx]), two_pass, 1.0 / 1024.0, 1.13 * std::fabs(zf) / 2048.0 + 6e-8))
-          << i << "," << j << ": fused " << half_to_float(fused.c[idx]) << " two-pass " << two_pass << " z " << zf;
-      differ += fused.c[idx].bits != to_half(static_cast<float>(two_pass)).bits;
+      const double two_pass = fmt.widen(fmt.narrow(gelu_forward(fmt.widen(z[idx]))));
+      // The two-pass input is off by up to half an ulp of Z (2^-11 |Z|
+      // relative in FP16, 2^-8 in BF16: rel_tol / 4), which GELU passes on
+      // times |gelu'| <= 1.13; plus one ulp of the result for each path's
+      // rounding (rel_tol).
+      const double zf = fmt.widen(z[idx]);
+      ASSERT_TRUE(test::close_enough(fmt.widen(fused.c[idx]), two_pass, fmt.rel_tol(),
+                                     1.13 * std::fabs(zf) * fmt.rel_tol() / 4 + 6e-8))
+          << i << "," << j << ": fused " << fmt.widen(fused.c[idx]) << " two-pass " << two_pass << " z " << zf;
+      differ += fused.c[idx].bits != fmt.narrow(static_cast<float>(two_pass)).bits;
     }
   RecordProperty("differ_from_two_pass", static_cast<int>(differ));
 }
 
-TEST_F(GemmEpilogues, InvalidCombinationsAreRefused) {
+TEST_P(GemmEpilogues, InvalidCombinationsAreRefused) {
   Buffer<lowp16> a(one, 4), b(one, 4), c(one, 4), z(one, 4);
   GemmLowp g;
   g.m = g.n = g.k = 2;
@@ -345,6 +347,9 @@ TEST_F(GemmEpilogues, InvalidCombinationsAreRefused) {
   g.ld_dact_input = 1;
   EXPECT_THROW(one.gemm_lowp(g), Error);  // stride shorter than a row
 }
+
+INSTANTIATE_TEST_SUITE_P(Precisions, GemmEpilogues, ::testing::ValuesIn(test::kBothPrecisions),
+                         test::precision_test_name);
 
 }  // namespace
 }  // namespace ddp

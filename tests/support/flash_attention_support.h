@@ -9,6 +9,7 @@
 //
 // Tolerance against the double reference, per tensor X with M = max |X_ref|:
 //   |got - ref| <= kFp16RelTol * |ref| + 2^-10 * M   (2 FP16 ulps + a floor)
+// in FP16; in BF16 both terms 8x (its ulp: lowp_format.h).
 // The fused path rounds once per output, after FP32 sums over at most T
 // terms; the floor covers outputs that are sums with cancellation (the
 // gradients), whose FP32 error scales with the terms' size, not the sum's.
@@ -30,6 +31,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/buffer.h"
+#include "support/lowp_format.h"
 #include "support/test_support.h"
 
 namespace ddp::test {
@@ -50,13 +52,15 @@ struct FlashShape {
 
 struct FlashInputs {
   std::vector<lowp16> q, k, v, dout;
+  LowpFormat fmt;  // the 16-bit format of the words above (and of the runs' outputs)
 };
 
 // q and k in [-2, 2] so that the scaled scores spread (at hs = 64 the
 // softmax is then far from uniform); v and dout in [-1, 1].
-inline FlashInputs random_flash_inputs(std::mt19937_64& rng, const FlashShape& s) {
-  return {random_halves(rng, s.elems(), -2.0f, 2.0f), random_halves(rng, s.elems(), -2.0f, 2.0f),
-          random_halves(rng, s.elems()), random_halves(rng, s.elems())};
+inline FlashInputs random_flash_inputs(std::mt19937_64& rng, const FlashShape& s,
+                                       const LowpFormat& fmt = LowpFormat{}) {
+  return {fmt.random(rng, s.elems(), -2.0f, 2.0f), fmt.random(rng, s.elems(), -2.0f, 2.0f), fmt.random(rng, s.elems()),
+          fmt.random(rng, s.elems()), fmt};
 }
 
 // The forward's and the backward's outputs, downloaded (as double for the
@@ -82,7 +86,7 @@ inline void run_fused_forward(Backend& be, const FlashInputs& in, const FlashSha
   FlashDevice x(be, in, s);
   Buffer<lowp16> out(be, s.elems());
   Buffer<float> lse(be, s.rows());
-  out.upload(poison_halves(s.elems()));
+  out.upload(LowpFormat::poison(s.elems()));
   lse.upload(std::vector<float>(s.rows(), std::numeric_limits<float>::quiet_NaN()));
   be.attention_forward_fused_lowp(x.q.data(), x.k.data(), x.v.data(), s.bh, s.T, s.hs, s.scale(), out.data(),
                                   lse.data());
@@ -101,7 +105,7 @@ inline void run_fused_backward(Backend& be, const FlashInputs& in, const FlashSh
   d_out.upload(out);
   lse_in.upload(lse);
   Buffer<lowp16> dq(be, s.elems()), dk(be, s.elems()), dv(be, s.elems());
-  for (Buffer<lowp16>* b : {&dq, &dk, &dv}) b->upload(poison_halves(s.elems()));
+  for (Buffer<lowp16>* b : {&dq, &dk, &dv}) b->upload(LowpFormat::poison(s.elems()));
   be.attention_backward_fused_lowp(x.q.data(), x.k.data(), x.v.data(), d_out.data(), lse_in.data(), x.dout.data(), s.bh,
                                    s.T, s.hs, s.scale(), dq.data(), dk.data(), dv.data());
   be.synchronize();
@@ -150,7 +154,7 @@ inline FlashOutputs run_explicit(Backend& be, const FlashInputs& in, const Flash
   dout.upload(in.dout);
   Buffer<lowp16> probs(be, tt_all), d_scores(be, tt_all);
   Buffer<lowp16> out(be, s.elems()), dq(be, s.elems()), dk(be, s.elems()), dv(be, s.elems());
-  for (Buffer<lowp16>* b : {&out, &dq, &dk, &dv}) b->upload(poison_halves(s.elems()));
+  for (Buffer<lowp16>* b : {&out, &dq, &dk, &dv}) b->upload(LowpFormat::poison(s.elems()));
   const Transpose N = Transpose::No, Y = Transpose::Yes;
   be.gemm_batched_lowp(flash_gemm(N, Y, T, T, hs, q.data(), hs, k.data(), hs, probs.data(), T), z, th, th, tt);
   be.causal_softmax_forward_lowp(probs.data(), z, T, s.scale(), probs.data());
@@ -195,7 +199,9 @@ inline FlashReference flash_reference(const FlashInputs& in, const FlashShape& s
                    std::vector<double>(s.elems()), std::vector<double>(s.elems()), std::vector<double>(s.elems()),
                    std::vector<double>(s.elems())};
   const double fp32_dot = static_cast<double>(hs) * std::ldexp(1.0, -24);  // an FP32 dot's bound per |product|
-  const auto q = to_doubles(in.q), k = to_doubles(in.k), v = to_doubles(in.v), dout = to_doubles(in.dout);
+  const LowpFormat& fmt = in.fmt;
+  const auto q = fmt.widened_doubles(in.q), k = fmt.widened_doubles(in.k), v = fmt.widened_doubles(in.v),
+             dout = fmt.widened_doubles(in.dout);
   std::vector<double> p(T), dp(T), dp_abs(T);
   for (size_t z = 0; z < static_cast<size_t>(s.bh); ++z) {
     const size_t h = z * T * hs;
@@ -230,12 +236,12 @@ inline FlashReference flash_reference(const FlashInputs& in, const FlashShape& s
       }
       double pdp_abs = 0;  // D as the op sums it: dout_i . out_i
       for (size_t d = 0; d < hs; ++d) {
-        const double o = out_for_d ? half_to_float((*out_for_d)[h + i * hs + d]) : r.out[h + i * hs + d];
+        const double o = out_for_d ? fmt.widen((*out_for_d)[h + i * hs + d]) : r.out[h + i * hs + d];
         pdp_abs += std::fabs(dout[h + i * hs + d] * o);
       }
       if (out_for_d) {
         pdp = 0;
-        for (size_t d = 0; d < hs; ++d) pdp += dout[h + i * hs + d] * half_to_float((*out_for_d)[h + i * hs + d]);
+        for (size_t d = 0; d < hs; ++d) pdp += dout[h + i * hs + d] * fmt.widen((*out_for_d)[h + i * hs + d]);
       }
       for (size_t j = 0; j <= i; ++j) {
         const double ds = p[j] * (dp[j] - pdp);
@@ -261,27 +267,24 @@ struct FlashError {
   size_t worst_index = 0;
 };
 
-template <class T>
-double flash_value(const T& x) {
-  return static_cast<double>(x);
-}
-template <>
-inline double flash_value<lowp16>(const lowp16& x) {
-  return static_cast<double>(half_to_float(x));
-}
+inline double flash_value(float x, const LowpFormat&) { return x; }
+inline double flash_value(double x, const LowpFormat&) { return x; }
+inline double flash_value(lowp16 x, const LowpFormat& fmt) { return fmt.widen(x); }
 
 // floor (optional, per element): added to the allowance (FlashReference's
-// cancellation floors).
+// cancellation floors). `fmt`: the format of lowp16 values and the
+// tolerance's (kFp16RelTol and 2^-10 M for FP16; 8x both for BF16).
 template <class T>
 FlashError flash_error(const std::vector<T>& got, const std::vector<double>& ref,
-                       const std::vector<double>* floor = nullptr) {
+                       const std::vector<double>* floor = nullptr, const LowpFormat& fmt = LowpFormat{}) {
+  const double scale = fmt.rel_tol() / kFp16RelTol;
   FlashError e;
   for (double x : ref) e.max_ref = std::max(e.max_ref, std::fabs(x));
   for (size_t i = 0; i < ref.size(); ++i) {
-    const double g = flash_value(got[i]);
+    const double g = flash_value(got[i], fmt);
     const double abs_err = std::isnan(g) ? std::numeric_limits<double>::infinity() : std::fabs(g - ref[i]);
     const double allowance =
-        kFp16RelTol * std::fabs(ref[i]) + kFlashFloorOfMax * e.max_ref + (floor ? (*floor)[i] : 0.0);
+        fmt.rel_tol() * std::fabs(ref[i]) + scale * kFlashFloorOfMax * e.max_ref + (floor ? (*floor)[i] : 0.0);
     const double fraction = allowance > 0 ? abs_err / allowance : (abs_err > 0 ? INFINITY : 0.0);
     e.max_abs = std::max(e.max_abs, abs_err);
     if (fraction > e.worst_fraction || std::isnan(fraction)) {

@@ -12,6 +12,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/buffer.h"
+#include "support/lowp_format.h"
 #include "support/test_support.h"
 
 namespace ddp::test {
@@ -59,23 +60,24 @@ struct EpilogueOutputs {
   std::vector<lowp16> c, pre_activation, bias_grad;
 };
 
-inline EpilogueInputs make_epilogue_inputs(std::mt19937_64& rng, const EpilogueCase& c) {
+inline EpilogueInputs make_epilogue_inputs(std::mt19937_64& rng, const EpilogueCase& c,
+                                           const LowpFormat& fmt = LowpFormat{}) {
   EpilogueInputs in;
-  in.a = random_halves(rng, c.a_count());
-  in.b = random_halves(rng, c.b_count());
-  in.bias = random_halves(rng, c.offset + static_cast<size_t>(c.n));
+  in.a = fmt.random(rng, c.a_count());
+  in.b = fmt.random(rng, c.b_count());
+  in.bias = fmt.random(rng, c.offset + static_cast<size_t>(c.n));
   // Z over the range where GELU's derivative varies, with exact zeros and
   // negative zeros mixed in (relu'(0) = 0, also for -0).
-  in.dact_input = random_halves(rng, c.c_count(), -3.0f, 3.0f);
-  for (size_t i = 0; i < in.dact_input.size(); i += 7) in.dact_input[i] = to_half(i % 2 ? 0.0f : -0.0f);
+  in.dact_input = fmt.random(rng, c.c_count(), -3.0f, 3.0f);
+  for (size_t i = 0; i < in.dact_input.size(); i += 7) in.dact_input[i] = fmt.narrow(i % 2 ? 0.0f : -0.0f);
   if (c.z_near_gelu_prime_zero)
     for (auto& z : in.dact_input) {
-      z = to_half(-0.7518f);
+      z = fmt.narrow(-0.7518f);
       z.bits = static_cast<uint16_t>(z.bits + static_cast<int>(rng() % 17) - 8);  // +-8 ulps, same sign and exponent
     }
-  in.c0 = c.beta != 0.0f ? random_halves(rng, c.c_count()) : poison_halves(c.c_count());
-  in.bias_grad0 = c.bias_grad_accumulate ? random_halves(rng, c.offset + static_cast<size_t>(c.m))
-                                         : poison_halves(c.offset + static_cast<size_t>(c.m));
+  in.c0 = c.beta != 0.0f ? fmt.random(rng, c.c_count()) : LowpFormat::poison(c.c_count());
+  in.bias_grad0 = c.bias_grad_accumulate ? fmt.random(rng, c.offset + static_cast<size_t>(c.m))
+                                         : LowpFormat::poison(c.offset + static_cast<size_t>(c.m));
   return in;
 }
 
@@ -179,7 +181,8 @@ inline double gelu_tanh_derivative_fp32_error(double z) {
   return 2.0 * (1.2e-7 + 2.4e-7 * std::fabs(z) * du);
 }
 
-inline EpilogueReference epilogue_reference(const EpilogueCase& c, const EpilogueInputs& in) {
+inline EpilogueReference epilogue_reference(const EpilogueCase& c, const EpilogueInputs& in,
+                                            const LowpFormat& fmt = LowpFormat{}) {
   EpilogueReference r;
   const size_t mn = static_cast<size_t>(c.m) * c.n;
   r.pre_activation.assign(mn, 0.0);
@@ -190,26 +193,25 @@ inline EpilogueReference epilogue_reference(const EpilogueCase& c, const Epilogu
     for (int j = 0; j < c.n; ++j) {
       double s = 0, s_abs = 0;
       for (int p = 0; p < c.k; ++p) {
-        const double t =
-            static_cast<double>(half_to_float(in.a[c.a_index(i, p)])) * half_to_float(in.b[c.b_index(p, j)]);
+        const double t = static_cast<double>(fmt.widen(in.a[c.a_index(i, p)])) * fmt.widen(in.b[c.b_index(p, j)]);
         s += t;
         s_abs += std::fabs(t);
       }
       double v = c.alpha * s;
-      if (c.beta != 0.0f) v += c.beta * static_cast<double>(half_to_float(in.c0[c.c_index(i, j)]));
-      if (c.bias) v += half_to_float(in.bias[c.offset + j]);
+      if (c.beta != 0.0f) v += c.beta * static_cast<double>(fmt.widen(in.c0[c.c_index(i, j)]));
+      if (c.bias) v += fmt.widen(in.bias[c.offset + j]);
       const size_t at = static_cast<size_t>(i) * c.n + j;
       r.pre_activation[at] = v;
       double out = v, slope = 1.0;
-      if (c.dact == Activation::Relu) slope = half_to_float(in.dact_input[c.c_index(i, j)]) > 0.0f ? 1.0 : 0.0;
+      if (c.dact == Activation::Relu) slope = fmt.widen(in.dact_input[c.c_index(i, j)]) > 0.0f ? 1.0 : 0.0;
       if (c.dact == Activation::Gelu) {
-        const double z = half_to_float(in.dact_input[c.c_index(i, j)]);
+        const double z = fmt.widen(in.dact_input[c.c_index(i, j)]);
         slope = gelu_derivative_exact(z);
         r.c_slope_error[at] = 4.0 * std::ldexp(1.0, -24) *
                               (std::fabs(gelu_cdf_exact(z)) + std::fabs(z * gelu_pdf_exact(z))) * std::fabs(v);
       }
       if (c.dact == Activation::GeluTanh) {
-        const double z = half_to_float(in.dact_input[c.c_index(i, j)]);
+        const double z = fmt.widen(in.dact_input[c.c_index(i, j)]);
         slope = gelu_tanh_derivative_exact(z);
         r.c_slope_error[at] = gelu_tanh_derivative_fp32_error(z) * std::fabs(v);
       }
@@ -229,9 +231,9 @@ inline EpilogueReference epilogue_reference(const EpilogueCase& c, const Epilogu
   r.bias_grad.assign(c.m, 0.0);
   r.bias_grad_magnitude.assign(c.m, 0.0);
   for (int i = 0; i < c.m; ++i) {
-    double s = c.bias_grad_accumulate ? half_to_float(in.bias_grad0[c.offset + i]) : 0.0, s_abs = std::fabs(s);
+    double s = c.bias_grad_accumulate ? fmt.widen(in.bias_grad0[c.offset + i]) : 0.0, s_abs = std::fabs(s);
     for (int p = 0; p < c.k; ++p) {
-      const double t = half_to_float(in.a[c.a_index(i, p)]);
+      const double t = fmt.widen(in.a[c.a_index(i, p)]);
       s += t;
       s_abs += std::fabs(t);
     }

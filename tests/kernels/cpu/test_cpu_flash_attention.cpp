@@ -26,10 +26,11 @@ namespace {
 
 using namespace test;
 
-class CpuFlashAttention : public ::testing::Test {
+class CpuFlashAttention : public ::testing::TestWithParam<Precision> {
  protected:
   CpuFlashAttention() : rng(test_seed()) {}
   std::string seed_text() const { return "seed " + std::to_string(test_seed()) + " (DDP_TEST_SEED reproduces)"; }
+  LowpFormat fmt{GetParam()};
   std::mt19937_64 rng;
 };
 
@@ -48,67 +49,68 @@ double max_abs_difference(const std::vector<double>& a, const std::vector<double
 // its own FP16 P and dP; at head sizes 1 and 3 that term alone exceeded the
 // 2^-11 M margin for some seeds, at 17 and above it never did in 30 seeds
 // tried).
-void check_tensor(const char* what, const FlashError& fused, const FlashError& fused_true,
+void check_tensor(const LowpFormat& fmt, const char* what, const FlashError& fused, const FlashError& fused_true,
                   const FlashError& explicit_true, double d_rounding, const FlashShape& s, double cancellation = 0.0) {
+  const double margin = kFlashExplicitMargin * fmt.rel_tol() / kFp16RelTol;  // 8x in BF16
   std::printf(
       "[ flash  ] %-16s %-3s fused %.3f of allowance (max abs %.2e, M %.3f); vs true: fused %.2e, "
       "explicit %.2e (D from FP16 out: %.2e)\n",
       s.text().c_str(), what, fused.worst_fraction, fused.max_abs, fused.max_ref, fused_true.max_abs,
       explicit_true.max_abs, d_rounding);
   EXPECT_LE(fused.worst_fraction, 1.0) << flash_error_text(what, fused);
-  EXPECT_LE(fused_true.max_abs,
-            explicit_true.max_abs + kFlashExplicitMargin * fused_true.max_ref + d_rounding + cancellation)
+  EXPECT_LE(fused_true.max_abs, explicit_true.max_abs + margin * fused_true.max_ref + d_rounding + cancellation)
       << what << ": fused max abs err " << fused_true.max_abs << " against the explicit path's "
       << explicit_true.max_abs << " (D from the FP16 out accounts for " << d_rounding << ")";
 }
 
-void check_against_references(Backend& be, std::mt19937_64& rng, const FlashShape& s) {
+void check_against_references(const LowpFormat& fmt, Backend& be, std::mt19937_64& rng, const FlashShape& s) {
   SCOPED_TRACE(s.text());
-  const FlashInputs in = random_flash_inputs(rng, s);
+  const FlashInputs in = random_flash_inputs(rng, s, fmt);
   const FlashOutputs fused = run_fused(be, in, s);
   const FlashOutputs explicit_path = run_explicit(be, in, s);
   // The true values; and the backward op's own reference, D from the out
   // it was given (flash_attention_support.h).
   const FlashReference exact = flash_reference(in, s), given = flash_reference(in, s, &fused.out);
-  check_tensor("out", flash_error(fused.out, exact.out), flash_error(fused.out, exact.out),
-               flash_error(explicit_path.out, exact.out), 0.0, s);
+  check_tensor(fmt, "out", flash_error(fused.out, exact.out, nullptr, fmt),
+               flash_error(fused.out, exact.out, nullptr, fmt), flash_error(explicit_path.out, exact.out, nullptr, fmt),
+               0.0, s);
   // dq and dk: within the FP32 cancellation floor of dS too (FlashReference).
   const auto largest = [](const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); };
-  check_tensor("dq", flash_error(fused.dq, given.dq, &given.dq_floor), flash_error(fused.dq, exact.dq),
-               flash_error(explicit_path.dq, exact.dq), max_abs_difference(given.dq, exact.dq), s,
-               largest(given.dq_floor));
-  check_tensor("dk", flash_error(fused.dk, given.dk, &given.dk_floor), flash_error(fused.dk, exact.dk),
-               flash_error(explicit_path.dk, exact.dk), max_abs_difference(given.dk, exact.dk), s,
-               largest(given.dk_floor));
-  check_tensor("dv", flash_error(fused.dv, given.dv), flash_error(fused.dv, exact.dv),
-               flash_error(explicit_path.dv, exact.dv), max_abs_difference(given.dv, exact.dv), s);
+  check_tensor(fmt, "dq", flash_error(fused.dq, given.dq, &given.dq_floor, fmt),
+               flash_error(fused.dq, exact.dq, nullptr, fmt), flash_error(explicit_path.dq, exact.dq, nullptr, fmt),
+               max_abs_difference(given.dq, exact.dq), s, largest(given.dq_floor));
+  check_tensor(fmt, "dk", flash_error(fused.dk, given.dk, &given.dk_floor, fmt),
+               flash_error(fused.dk, exact.dk, nullptr, fmt), flash_error(explicit_path.dk, exact.dk, nullptr, fmt),
+               max_abs_difference(given.dk, exact.dk), s, largest(given.dk_floor));
+  check_tensor(fmt, "dv", flash_error(fused.dv, given.dv, nullptr, fmt), flash_error(fused.dv, exact.dv, nullptr, fmt),
+               flash_error(explicit_path.dv, exact.dv, nullptr, fmt), max_abs_difference(given.dv, exact.dv), s);
   for (size_t i = 0; i < exact.lse.size(); ++i)
     ASSERT_NEAR(fused.lse[i], exact.lse[i], kFlashLseTol * (1.0 + std::fabs(exact.lse[i]))) << "lse row " << i;
 }
 
-TEST_F(CpuFlashAttention, MatchesDoubleReferenceAndExplicitPathAtShortRows) {
+TEST_P(CpuFlashAttention, MatchesDoubleReferenceAndExplicitPathAtShortRows) {
   SCOPED_TRACE(seed_text());
-  CpuBackend be(2);
+  CpuBackend be(2, GetParam());
   // T = 1 (one visible key), 7 (inside one tile), 64 (one whole tile), 65
   // and 130 (a partial last tile: one row, two rows); odd head sizes.
   for (int T : {1, 7, 64, 65, 130})
-    for (int hs : {1, 3, 17, 64, 80}) check_against_references(be, rng, {3, T, hs});
+    for (int hs : {1, 3, 17, 64, 80}) check_against_references(fmt, be, rng, {3, T, hs});
 }
 
-TEST_F(CpuFlashAttention, MatchesDoubleReferenceAndExplicitPathAtLongRows) {
+TEST_P(CpuFlashAttention, MatchesDoubleReferenceAndExplicitPathAtLongRows) {
   SCOPED_TRACE(seed_text());
-  CpuBackend be(2);
+  CpuBackend be(2, GetParam());
   // 16 tiles per row: the online softmax rescales many times. One head
   // keeps the double reference quick.
-  for (int hs : {1, 17, 64, 80}) check_against_references(be, rng, {1, 1024, hs});
+  for (int hs : {1, 17, 64, 80}) check_against_references(fmt, be, rng, {1, 1024, hs});
 }
 
-TEST_F(CpuFlashAttention, BitwiseTheSameOnOneAndTwoThreads) {
+TEST_P(CpuFlashAttention, BitwiseTheSameOnOneAndTwoThreads) {
   SCOPED_TRACE(seed_text());
-  CpuBackend one(1), two(2);
+  CpuBackend one(1, GetParam()), two(2, GetParam());
   for (const FlashShape& s : {FlashShape{5, 130, 17}, FlashShape{3, 300, 64}}) {
     SCOPED_TRACE(s.text());
-    const FlashInputs in = random_flash_inputs(rng, s);
+    const FlashInputs in = random_flash_inputs(rng, s, fmt);
     const FlashOutputs a = run_fused(one, in, s), b = run_fused(two, in, s);
     EXPECT_EQ(half_bits(a.out), half_bits(b.out));
     EXPECT_EQ(float_bits(a.lse), float_bits(b.lse));
@@ -118,8 +120,8 @@ TEST_F(CpuFlashAttention, BitwiseTheSameOnOneAndTwoThreads) {
   }
 }
 
-TEST_F(CpuFlashAttention, RefusesAHeadSizeOfZero) {
-  CpuBackend be(1);
+TEST_P(CpuFlashAttention, RefusesAHeadSizeOfZero) {
+  CpuBackend be(1, GetParam());
   Buffer<lowp16> x(be, 4);
   Buffer<float> lse(be, 4);
   EXPECT_THROW(be.attention_forward_fused_lowp(x.data(), x.data(), x.data(), 1, 4, 0, 1.0f, x.data(), lse.data()),
@@ -147,10 +149,10 @@ double best_ms(int reps, const std::function<void()>& fn) {
 // Not a check: prints the fused path's time beside the explicit one's at
 // bh = 24 (batch 2 x 12 heads), T = 1024, hs = 64 on 2 threads.
 // ddp_unit_tests --gtest_also_run_disabled_tests --gtest_filter='*FlashAttention*Timing*'
-TEST_F(CpuFlashAttention, DISABLED_TimingFusedAgainstExplicit) {
+TEST_P(CpuFlashAttention, DISABLED_TimingFusedAgainstExplicit) {
   const FlashShape s{24, 1024, 64};
-  CpuBackend be(2);
-  const FlashInputs in = random_flash_inputs(rng, s);
+  CpuBackend be(2, GetParam());
+  const FlashInputs in = random_flash_inputs(rng, s, fmt);
   const int T = s.T, hs = s.hs, z = s.bh;
   const int64_t th = static_cast<int64_t>(T) * hs, tt = static_cast<int64_t>(T) * T;
   Buffer<lowp16> q(be, s.elems()), k(be, s.elems()), v(be, s.elems()), dout(be, s.elems());
@@ -189,6 +191,8 @@ TEST_F(CpuFlashAttention, DISABLED_TimingFusedAgainstExplicit) {
       "fused bwd %.1f ms, explicit bwd %.1f ms\n",
       s.text().c_str(), be.threads(), reps, fused_fwd, explicit_fwd, fused_bwd, explicit_bwd);
 }
+
+INSTANTIATE_TEST_SUITE_P(Precisions, CpuFlashAttention, ::testing::ValuesIn(kBothPrecisions), precision_test_name);
 
 }  // namespace
 }  // namespace ddp
