@@ -33,7 +33,8 @@ namespace ddp {
 
 class RecordingBackend final : public Backend {
  public:
-  RecordingBackend(DeviceKind claimed_kind, bool can_capture) : kind_(claimed_kind), can_capture_(can_capture) {}
+  RecordingBackend(DeviceKind claimed_kind, bool can_capture, Precision precision = Precision::Fp16)
+      : cpu_(1, precision), kind_(claimed_kind), can_capture_(can_capture) {}
 
   int host_waits = 0;  // copy_to_host + synchronize calls
   int replays = 0;
@@ -50,6 +51,7 @@ class RecordingBackend final : public Backend {
   void queue_operation(const char* name, std::function<void()> op) { queue(name, std::move(op)); }
 
   DeviceKind kind() const override { return kind_; }
+  Precision precision() const override { return cpu_.precision(); }
   std::string description() const override { return "recording(" + cpu_.description() + ")"; }
 
   void* allocate_bytes(size_t n) override {
@@ -219,7 +221,7 @@ class RecordingBackend final : public Backend {
     if (capturing_) throw Error(std::string(what) + " inside a step capture");
   }
 
-  CpuBackend cpu_{1};
+  CpuBackend cpu_;
   DeviceKind kind_;
   bool can_capture_;
   bool capturing_ = false;

@@ -12,6 +12,7 @@
 
 #include "comm/communicator.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "support/lowp_format.h"
 #include "support/recording_backend.h"
 #include "support/temp_dir.h"
 #include "support/test_support.h"
@@ -139,29 +140,35 @@ TEST(StepState, TrainingStepsDoNotReadTheDevice) {
 // overflows inside replays (an initial scale that overflows FP16, backed off
 // on the device), a cosine lr and momentum (read from the step state),
 // short last batches and log steps (eager), over several epochs.
+// In FP16 and in BF16 (its range is FP32's: a scale of 2^136 overflows it).
 TEST(StepState, ReplayedCapturesTrainExactlyAsEagerSteps) {
-  TrainConfig c = small_config();
-  c.epochs = 3;
-  c.log_every = 7;
-  c.loss_scaler.init_scale = std::ldexp(1.0, 40);
-  c.loss_scaler.growth_interval = 5;
-  c.inject_overflow_steps = {20, 33};  // test-hook steps run eagerly amid replays
-  CpuBackend cpu(1);
-  const RunResult eager = train_with(cpu, c);
-  ASSERT_GT(eager.summary.skipped_steps, 3) << "the test needs overflowing steps";
+  for (const Precision p : test::kBothPrecisions) {
+    SCOPED_TRACE(precision_name(p));
+    TrainConfig c = small_config();
+    c.precision = p;
+    c.epochs = 3;
+    c.log_every = 7;
+    c.loss_scaler.mode = LossScaleMode::Dynamic;
+    c.loss_scaler.init_scale = std::ldexp(1.0, p == Precision::Bf16 ? 136 : 40);
+    c.loss_scaler.growth_interval = 5;
+    c.inject_overflow_steps = {20, 33};  // test-hook steps run eagerly amid replays
+    CpuBackend cpu(1, p);
+    const RunResult eager = train_with(cpu, c);
+    ASSERT_GT(eager.summary.skipped_steps, 3) << "the test needs overflowing steps";
 
-  c.cuda_graph = true;
-  RecordingBackend graphs(DeviceKind::Cuda, /*can_capture=*/true);
-  const RunResult replayed = train_with(graphs, c);
-  EXPECT_GT(graphs.replays, eager.summary.steps / 2) << "most steps should be replays";
-  EXPECT_EQ(replayed.summary.graph_replays, graphs.replays);
-  EXPECT_EQ(replayed.summary.skipped_steps, eager.summary.skipped_steps);
-  EXPECT_EQ(replayed.state.scaler.scale, eager.state.scaler.scale);
-  EXPECT_EQ(replayed.state.scaler.growth_tracker, eager.state.scaler.growth_tracker);
-  ASSERT_EQ(replayed.master.size(), eager.master.size());
-  size_t differ = 0;
-  for (size_t i = 0; i < eager.master.size(); ++i) differ += bits_of(replayed.master[i]) != bits_of(eager.master[i]);
-  EXPECT_EQ(differ, 0u) << "of " << eager.master.size() << " master weights";
+    c.cuda_graph = true;
+    RecordingBackend graphs(DeviceKind::Cuda, /*can_capture=*/true, p);
+    const RunResult replayed = train_with(graphs, c);
+    EXPECT_GT(graphs.replays, eager.summary.steps / 2) << "most steps should be replays";
+    EXPECT_EQ(replayed.summary.graph_replays, graphs.replays);
+    EXPECT_EQ(replayed.summary.skipped_steps, eager.summary.skipped_steps);
+    EXPECT_EQ(replayed.state.scaler.scale, eager.state.scaler.scale);
+    EXPECT_EQ(replayed.state.scaler.growth_tracker, eager.state.scaler.growth_tracker);
+    ASSERT_EQ(replayed.master.size(), eager.master.size());
+    size_t differ = 0;
+    for (size_t i = 0; i < eager.master.size(); ++i) differ += bits_of(replayed.master[i]) != bits_of(eager.master[i]);
+    EXPECT_EQ(differ, 0u) << "of " << eager.master.size() << " master weights";
+  }
 }
 
 // A capture must follow an eager step of its own kind: after a resume the

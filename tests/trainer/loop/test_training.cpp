@@ -16,6 +16,8 @@
 #include "trainer/checkpoint/weights_io.h"
 #include "support/data_file_support.h"
 #include "support/temp_dir.h"
+#include "support/lowp_format.h"
+#include "support/precision_config.h"
 #include "support/test_support.h"
 
 namespace ddp {
@@ -52,7 +54,7 @@ TrainConfig synthetic_config() {
 }
 
 std::vector<float> train(const TrainConfig& c, TrainSummary* summary = nullptr) {
-  CpuBackend cpu(1);
+  CpuBackend cpu(1, c.precision);
   SingleProcessCommunicator comm;
   Trainer t(c, cpu, comm, load_train_test(c.data, c.seed));
   t.prepare();
@@ -66,6 +68,8 @@ std::vector<float> packed_initial_weights(const TrainConfig& c) {
   const ParameterRegistry registry = mlp_parameters(c.mlp.layer_widths);
   return registry.pack(registry.initial_values(c.seed));
 }
+
+class TrainingResume : public ::testing::TestWithParam<Precision> {};
 
 TEST(TrainingConvergence, FashionMnistSubsetReachesAccuracy) {
   if (!fs::is_directory(kFashionDir)) GTEST_SKIP() << kFashionDir << " missing (Debian dataset-fashion-mnist)";
@@ -87,10 +91,10 @@ TEST(TrainingConvergence, FashionMnistSubsetReachesAccuracy) {
   EXPECT_LE(s.skipped_steps, 5);  // the initial 65536 scale may overflow a first step or two, as in GradScaler
 }
 
-TEST(TrainingResume, StopAndResumeIsBitwiseIdentical) {
+TEST_P(TrainingResume, StopAndResumeIsBitwiseIdentical) {
   const test::TempDir temp_dir("resume");
   const std::string& dir = temp_dir.path();
-  TrainConfig c = synthetic_config();
+  TrainConfig c = test::in_precision(synthetic_config(), GetParam());
   c.steps = 40;  // 2.5 epochs: the resume lands mid-epoch
   const std::vector<float> straight = train(c);
 
@@ -112,10 +116,10 @@ TEST(TrainingResume, StopAndResumeIsBitwiseIdentical) {
 // A checkpoint of an earlier build (format 1, named .ddpckpt) resumes bit
 // for bit: the run's format 2 checkpoint is rewritten as format 1 in its
 // place, and a bare --resume takes it.
-TEST(TrainingResume, AFormat1CheckpointResumesBitwise) {
+TEST_P(TrainingResume, AFormat1CheckpointResumesBitwise) {
   const test::TempDir temp_dir("resume_v1");
   const std::string& dir = temp_dir.path();
-  TrainConfig c = synthetic_config();
+  TrainConfig c = test::in_precision(synthetic_config(), GetParam());
   c.steps = 40;
   const std::vector<float> straight = train(c);
   TrainConfig first = c;
@@ -137,11 +141,11 @@ TEST(TrainingResume, AFormat1CheckpointResumesBitwise) {
   EXPECT_TRUE(fs::exists(dir + "/" + checkpoint_file_name(40)));  // and writes format 2 from there on
 }
 
-TEST(TrainingResume, ExtendingAConstantScheduleRunIsBitwiseIdentical) {
+TEST_P(TrainingResume, ExtendingAConstantScheduleRunIsBitwiseIdentical) {
   // N steps, checkpoint, resume for M more == N + M steps in one run.
   const test::TempDir temp_dir("extend");
   const std::string& dir = temp_dir.path();
-  TrainConfig c = synthetic_config();
+  TrainConfig c = test::in_precision(synthetic_config(), GetParam());
   c.lr_schedule = LrScheduleKind::Constant;
   c.steps = 30;
   const std::vector<float> straight = train(c);
@@ -221,6 +225,9 @@ TEST(TrainingSemantics, PredivideLeavesTheUpdateUnchanged) {
   const auto start = packed_initial_weights(plain);
   EXPECT_LT(test::relative_update_difference(wq, wp, start), 1e-3) << "seed " << plain.seed;
 }
+
+INSTANTIATE_TEST_SUITE_P(Precisions, TrainingResume, ::testing::ValuesIn(test::kBothPrecisions),
+                         test::precision_test_name);
 
 }  // namespace
 }  // namespace ddp

@@ -12,6 +12,7 @@
 
 #include "comm/communicator.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "support/lowp_format.h"
 #include "support/recording_backend.h"
 #include "support/temp_dir.h"
 #include "support/test_support.h"
@@ -139,23 +140,29 @@ TEST(TrainingAdamW, ResumingAnSgdCheckpointIsRefused) {
 }
 
 TEST(TrainingAdamW, ReplayedCapturesTrainExactlyAsEagerSteps) {
-  TrainConfig c = adamw_config();
-  c.epochs = 2;
-  c.log_every = 7;
-  c.loss_scaler.init_scale = std::ldexp(1.0, 40);  // overflows inside replays, backed off on the device
-  c.loss_scaler.growth_interval = 5;
-  c.inject_overflow_steps = {20, 33};
-  CpuBackend cpu(1);
-  const RunResult eager = train_with(cpu, c);
-  ASSERT_GT(eager.summary.skipped_steps, 3) << "the test needs overflowing steps";
+  for (const Precision p : test::kBothPrecisions) {  // BF16's range is FP32's: 2^136 overflows it
+    SCOPED_TRACE(precision_name(p));
+    TrainConfig c = adamw_config();
+    c.precision = p;
+    c.epochs = 2;
+    c.log_every = 7;
+    c.loss_scaler.mode = LossScaleMode::Dynamic;
+    // Overflows inside replays, backed off on the device.
+    c.loss_scaler.init_scale = std::ldexp(1.0, p == Precision::Bf16 ? 136 : 40);
+    c.loss_scaler.growth_interval = 5;
+    c.inject_overflow_steps = {20, 33};
+    CpuBackend cpu(1, p);
+    const RunResult eager = train_with(cpu, c);
+    ASSERT_GT(eager.summary.skipped_steps, 3) << "the test needs overflowing steps";
 
-  c.cuda_graph = true;
-  RecordingBackend graphs(DeviceKind::Cuda, /*can_capture=*/true);
-  const RunResult replayed = train_with(graphs, c);
-  EXPECT_GT(graphs.replays, eager.summary.steps / 2) << "most steps should be replays";
-  EXPECT_EQ(replayed.summary.skipped_steps, eager.summary.skipped_steps);
-  EXPECT_EQ(replayed.summary.optimizer_steps, eager.summary.optimizer_steps);
-  EXPECT_EQ(bit_differences(replayed.master, eager.master), 0u) << "of " << eager.master.size() << " master weights";
+    c.cuda_graph = true;
+    RecordingBackend graphs(DeviceKind::Cuda, /*can_capture=*/true, p);
+    const RunResult replayed = train_with(graphs, c);
+    EXPECT_GT(graphs.replays, eager.summary.steps / 2) << "most steps should be replays";
+    EXPECT_EQ(replayed.summary.skipped_steps, eager.summary.skipped_steps);
+    EXPECT_EQ(replayed.summary.optimizer_steps, eager.summary.optimizer_steps);
+    EXPECT_EQ(bit_differences(replayed.master, eager.master), 0u) << "of " << eager.master.size() << " master weights";
+  }
 }
 
 }  // namespace
