@@ -203,10 +203,17 @@ class Results:
         if any(is_gpt(self.models[m]) for m in args.model_list):
             notes.append("- GPT rows: tokens/s = windows/s x T; both sides AdamW (lr 2e-3, weight decay 0.1 on "
                          "tensors of rank >= 2), one resident batch of random token ids; PyTorch is "
-                         "launch/torch_gpt.py's module (CPU: fp32, the faster of explicit and SDPA attention; "
-                         "CUDA: AMP float16 + GradScaler, scaled_dot_product_attention (flash), fused AdamW); "
+                         "launch/torch_gpt.py's module (CPU: the faster of explicit and SDPA attention; "
+                         "CUDA: scaled_dot_product_attention (flash), fused AdamW); "
                          "MFU from ours' FLOPs per token (6 x parameters less wpe + attention) on both sides")
-        if args.device == "cuda":
+        if getattr(args, "precision", "fp16") == "bf16":
+            notes.append("- precision bf16: ours --precision bf16 (BF16 storage, FP32 GEMMs and sums, no loss "
+                         "scaling) against torch.autocast(dtype=torch.bfloat16) with FP32 weights and no "
+                         "GradScaler (launch/ddp_tools/torch_ref/torch_precision.py)")
+            if args.device != "cuda":
+                notes.append("- PyTorch cells: the thread configuration with the higher median (named in "
+                             "'threads', the others' medians in brackets); ours/PyTorch is against it")
+        elif args.device == "cuda":
             notes.append("- PyTorch on CUDA: FP16 autocast + GradScaler (init 65536, growth interval 2000), "
                          "SGD lr 0.05 momentum 0.9; MFU against 989 TFLOP/s (H100/H200 dense FP16)")
         else:
