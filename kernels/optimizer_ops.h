@@ -29,11 +29,11 @@ struct AdamWBuffers {
   const uint8_t* decay_mask = nullptr;
 };
 
-// The gradients an SGD step reads: the unscaled FP32 ones, or the FP16
-// ones with the 1/S that unscales them.
+// The gradients an SGD step reads: the unscaled FP32 ones, or the 16-bit
+// ones (the backend's precision) with the 1/S that unscales them.
 struct SgdGrads {
   const float* fp32 = nullptr;
-  const lowp16* fp16 = nullptr;
+  const lowp16* lowp = nullptr;
   ScalarArg inv_scale = 1.0f;
   static SgdGrads unscaled(const float* grads_fp32) {
     SgdGrads g;
@@ -42,7 +42,7 @@ struct SgdGrads {
   }
   static SgdGrads scaled(const lowp16* grads_lowp, ScalarArg inv_scale) {
     SgdGrads g;
-    g.fp16 = grads_lowp;
+    g.lowp = grads_lowp;
     g.inv_scale = inv_scale;
     return g;
   }

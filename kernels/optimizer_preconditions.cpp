@@ -7,7 +7,7 @@ namespace ddp {
 
 void require_sgd_buffers(const SgdParams& params, const SgdGrads& grads, const float* momentum_fp32, size_t count) {
   if (count == 0) return;  // an empty range: null buffers are expected (see the header)
-  DDP_REQUIRE(grads.fp32 != nullptr || grads.fp16 != nullptr, "sgd_update: no gradients");
+  DDP_REQUIRE(grads.fp32 != nullptr || grads.lowp != nullptr, "sgd_update: no gradients");
   DDP_REQUIRE(momentum_fp32 != nullptr || params.momentum == 0.0f, "sgd_update: momentum != 0 needs a momentum buffer");
 }
 

@@ -260,7 +260,7 @@ void CpuBackend::sgd_update(const SgdParams& step_params, const SgdGrads& grads,
   }
   const float inv_scale = grads.inv_scale.get();
   pool_->parallel_for(count, kGrain, pieces(count), [&](size_t i0, size_t i1) {
-    cpu::sgd_lowp_grads_range(precision_, params, grads.fp16 + i0, inv_scale, master_fp32 + i0,
+    cpu::sgd_lowp_grads_range(precision_, params, grads.lowp + i0, inv_scale, master_fp32 + i0,
                               momentum_fp32 ? momentum_fp32 + i0 : nullptr, weights_lowp + i0, i1 - i0);
   });
 }

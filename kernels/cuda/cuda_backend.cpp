@@ -366,7 +366,7 @@ void CudaBackend::sgd_update(const SgdParams& params, const SgdGrads& grads, flo
     launch_sgd_update(compute_stream(), params, grads.fp32, master_fp32, momentum_fp32, weights_lowp, count, skip_flag);
     return;
   }
-  launch_sgd_update_lowp_grads(compute_stream(), params, grads.fp16, grads.inv_scale, master_fp32, momentum_fp32,
+  launch_sgd_update_lowp_grads(compute_stream(), params, grads.lowp, grads.inv_scale, master_fp32, momentum_fp32,
                                weights_lowp, count, skip_flag);
 }
 

@@ -103,7 +103,9 @@ void apply_optimisation_flags(const FlagText& t, TrainConfig& c) {
   c.optimizer = parse_optimizer_kind(t.optimizer);
   c.precision = parse_precision(t.precision);
   const bool bf16 = c.precision == Precision::Bf16;
-  parse_loss_scale_mode(t.loss_scale.empty() ? (bf16 ? "none" : "dynamic") : t.loss_scale, c.loss_scaler);
+  // Not given: the precision's default (parse_loss_scale_mode refuses an empty given value).
+  const bool given = c.given_flags.count("loss-scale") > 0;
+  parse_loss_scale_mode(given ? t.loss_scale : (bf16 ? "none" : "dynamic"), c.loss_scaler);
 }
 
 void check_batch_flags(const po::variables_map& vm) {

@@ -131,6 +131,8 @@ TEST_F(CliPrecision, ACheckpointResumesInTheOtherPrecisionWithTheSameMasters) {
 
 TEST_F(CliPrecision, ABadPrecisionIsRefusedInOneLine) {
   expect_refused_before_training(mlp_args() + " --steps 3 --precision fp8", {"--precision fp8", "fp16", "bf16"});
+  // An empty --loss-scale is not the precision's default, whichever it is.
+  expect_refused_before_training(mlp_args() + " --steps 3 --precision bf16 --loss-scale ''", {"--loss-scale"});
 }
 
 TEST_F(CliPrecision, HelpSaysWhatBf16Implies) {

@@ -234,6 +234,7 @@ class TraceSchema(unittest.TestCase):
         for r, other in enumerate(doc["otherData"]["ranks"]):
             self.assertEqual(other["steps_traced"], [FIRST, 12])
             self.assertEqual(other["micro_batches"], 2)
+            self.assertEqual(other["precision"], "fp16")  # --precision's default, recorded
             layers, buckets = len(other["layers"]), len(other["buckets"])
             for s in range(FIRST, 13):
                 fwd = spans(doc, r, s, "forward")

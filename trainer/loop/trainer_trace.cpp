@@ -31,6 +31,7 @@ std::vector<TraceRunInfo::Bucket> trace_buckets(const GradientReducer& reducer, 
 void Trainer::Impl::wire_tracer() {
   TraceRunInfo info;
   info.device = backend_.kind() == DeviceKind::Cuda ? "cuda" : "cpu";
+  info.precision = precision_name(backend_.precision());
   info.model = cfg_.model;
   info.zero_stage = cfg_.zero_stage;
   info.micro_batches = cfg_.grad_accum;

@@ -247,6 +247,7 @@ void StepTracer::write() {
                 {"rank", rank},
                 {"world_size", comm_.world_size()},
                 {"device", info_.device},
+                {"precision", info_.precision},
                 {"transport", comm_.name()},
                 {"model", info_.model},
                 {"zero_stage", info_.zero_stage},

@@ -33,6 +33,7 @@ namespace ddp {
 // What the trace says of the run, for its readers (otherData).
 struct TraceRunInfo {
   std::string device, model;
+  std::string precision = "fp16";  // --precision: the 16-bit buffers' format
   int zero_stage = 0;
   int64_t micro_batches = 1, batch_per_rank = 0, global_batch = 0;
   size_t parameters = 0;
