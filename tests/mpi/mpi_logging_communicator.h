@@ -14,8 +14,10 @@ namespace ddp::test {
 
 class LoggingCommunicator final : public Communicator {
  public:
-  // `shard_size`: MpiCommunicator's (0: no shard groups).
-  explicit LoggingCommunicator(int shard_size = 0) : mpi_(MPI_COMM_WORLD, shard_size) {}
+  // `shard_size`: MpiCommunicator's (0: no shard groups); `precision`, its sums'.
+  explicit LoggingCommunicator(int shard_size = 0, Precision precision = Precision::Fp16)
+      : mpi_(MPI_COMM_WORLD, shard_size, precision) {}
+  Precision precision() const override { return mpi_.precision(); }
   int rank() const override { return mpi_.rank(); }
   int world_size() const override { return mpi_.world_size(); }
   int shard_rank() const override { return mpi_.shard_rank(); }

@@ -21,6 +21,8 @@
 #include "mpi/mpi_logging_communicator.h"
 #include "mpi/mpi_test_support.h"
 #include "mpi/mpi_trained_weights.h"
+#include "support/lowp_format.h"
+#include "support/precision_config.h"
 #include "support/temp_dir.h"
 #include "trainer/loop/trainer.h"
 
@@ -35,7 +37,7 @@ struct Trained : test::TrainedWeights {
 };
 
 Trained train(const TrainConfig& c, const TrainTestData& data) {
-  test::LoggingCommunicator comm;
+  test::LoggingCommunicator comm(0, c.precision);
   Trained r;
   static_cast<test::TrainedWeights&>(r) = test::train_weights(c, comm, data);
   r.log = comm.log;
@@ -63,37 +65,40 @@ TEST(ZeroPrefetch, EveryDepthTrainsTheSameBitsAndStartsGathersAhead) {
   c.steps = 3;
   const TrainTestData data = load_train_test(c.data, c.seed);
   const size_t gathers = 2 * (c.gpt.n_layer + 2);  // the embedding, the blocks, ln_f and the head; both ways
-  for (const bool adamw : {false, true})
-    for (const int accum : {1, 2}) {
-      c.optimizer = adamw ? OptimizerKind::AdamW : OptimizerKind::Sgd;
-      c.lr = adamw ? 3e-3 : 0.1;
-      c.grad_accum = accum;
-      const std::string what = std::string(adamw ? "AdamW" : "SGD") + " --grad-accum " + std::to_string(accum);
-      c.zero_prefetch = 0;
-      const Trained none = train(c, data);
-      size_t slot_bytes = 0;
-      for (const int depth : {1, 3}) {
-        c.zero_prefetch = depth;
-        const Trained got = train(c, data);
-        const int bad = !same_bits(got.master, none.master) + !same_bits(got.weights, none.weights);
-        EXPECT_EQ(failures_anywhere(bad), 0) << what << " --zero-prefetch " << depth << ": differs from depth 0";
-        // Every pass (a micro-batch's forward and backward) alike, and no
-        // other mark or wait between them.
-        const std::string pass = expected_pass(gathers, static_cast<size_t>(depth));
-        std::string passes;
-        while (passes.size() < got.log.size()) passes += pass;
-        EXPECT_EQ(failures_anywhere(got.log != passes), 0)
-            << what << " --zero-prefetch " << depth << ": marks and waits " << got.log << ", passes of " << pass;
-        if (depth == 1) slot_bytes = got.zero_buffers - none.zero_buffers;
-        if (depth == 3) {
-          EXPECT_EQ(failures_anywhere(got.zero_buffers <= none.zero_buffers), 0) << what;
+  for (const Precision p : test::kBothPrecisions)
+    for (const bool adamw : {false, true})
+      for (const int accum : {1, 2}) {
+        c = test::in_precision(c, p);
+        c.optimizer = adamw ? OptimizerKind::AdamW : OptimizerKind::Sgd;
+        c.lr = adamw ? 3e-3 : 0.1;
+        c.grad_accum = accum;
+        const std::string what =
+            std::string(precision_name(p)) + (adamw ? " AdamW" : " SGD") + " --grad-accum " + std::to_string(accum);
+        c.zero_prefetch = 0;
+        const Trained none = train(c, data);
+        size_t slot_bytes = 0;
+        for (const int depth : {1, 3}) {
+          c.zero_prefetch = depth;
+          const Trained got = train(c, data);
+          const int bad = !same_bits(got.master, none.master) + !same_bits(got.weights, none.weights);
+          EXPECT_EQ(failures_anywhere(bad), 0) << what << " --zero-prefetch " << depth << ": differs from depth 0";
+          // Every pass (a micro-batch's forward and backward) alike, and no
+          // other mark or wait between them.
+          const std::string pass = expected_pass(gathers, static_cast<size_t>(depth));
+          std::string passes;
+          while (passes.size() < got.log.size()) passes += pass;
+          EXPECT_EQ(failures_anywhere(got.log != passes), 0)
+              << what << " --zero-prefetch " << depth << ": marks and waits " << got.log << ", passes of " << pass;
+          if (depth == 1) slot_bytes = got.zero_buffers - none.zero_buffers;
+          if (depth == 3) {
+            EXPECT_EQ(failures_anywhere(got.zero_buffers <= none.zero_buffers), 0) << what;
+          }
         }
+        EXPECT_EQ(slot_bytes, 0u) << "depth 1 holds depth 0's two slots";
+        const std::string pass = expected_pass(gathers, 0);
+        EXPECT_EQ(failures_anywhere(none.log.size() % pass.size() != 0 || none.log.substr(0, pass.size()) != pass), 0)
+            << what << ": depth 0's marks and waits " << none.log;
       }
-      EXPECT_EQ(slot_bytes, 0u) << "depth 1 holds depth 0's two slots";
-      const std::string pass = expected_pass(gathers, 0);
-      EXPECT_EQ(failures_anywhere(none.log.size() % pass.size() != 0 || none.log.substr(0, pass.size()) != pass), 0)
-          << what << ": depth 0's marks and waits " << none.log;
-    }
 }
 
 }  // namespace

@@ -22,7 +22,7 @@ struct TrainedWeights {
 };
 
 inline TrainedWeights train_weights(const TrainConfig& c, Communicator& comm, const TrainTestData& data) {
-  CpuBackend cpu(1);
+  CpuBackend cpu(1, c.precision);
   Trainer t(c, cpu, comm, data);
   t.prepare();
   t.run();
