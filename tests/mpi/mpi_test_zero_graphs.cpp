@@ -16,6 +16,8 @@
 #include "kernels/error.h"
 #include "mpi/mpi_test_support.h"
 #include "mpi/mpi_zero_cases.h"
+#include "support/lowp_format.h"
+#include "support/precision_config.h"
 #include "support/nccl_staging_communicator.h"
 #include "support/recording_backend.h"
 #include "support/test_support.h"
@@ -51,17 +53,18 @@ TrainConfig stage_one_config() {
 // for bit (the same kernels and collectives in the same order). With shard
 // groups (--zero-shard-size; 2 at 4 ranks) the layout and the reservation
 // are the group's.
-void check_captured_stage_one(int shard_size) {
-  MpiCommunicator mpi(MPI_COMM_WORLD, shard_size);
+void check_captured_stage_one(int shard_size, Precision p) {
+  SCOPED_TRACE(precision_name(p));
+  MpiCommunicator mpi(MPI_COMM_WORLD, shard_size, p);
   const int n = mpi.shard_size();
   const test::SharedTempDir shared("mpi_zero_graphs");
-  TrainConfig c = stage_one_config();
+  TrainConfig c = test::in_precision(stage_one_config(), p);
   c.zero_shard_size = n;
   const TrainTestData data = load_train_test(c.data, c.seed);
   const ShardLayout shards = zero_shard_layout(model_parameters(bind_model_to_data(c, data)).flat_count(), n);
   ASSERT_FALSE(shards.is_uniform()) << "a uniform layout needs no staging: the test would check nothing";
 
-  CpuBackend cpu(1);
+  CpuBackend cpu(1, p);
   Trainer eager(c, cpu, mpi, data);
   eager.prepare();
   eager.run();
@@ -70,7 +73,7 @@ void check_captured_stage_one(int shard_size) {
   graphed.cuda_graph = true;
   graphed.checkpoint_dir = shared.path();
   graphed.checkpoint_every = 3;  // steps 3 and 6 and the end, all after the capture at step 2
-  RecordingBackend graphs(DeviceKind::Cuda, /*can_capture=*/true);
+  RecordingBackend graphs(DeviceKind::Cuda, /*can_capture=*/true, p);
   NcclStagingCommunicator comm(mpi, graphs);
   int bad = 0;
   try {
@@ -91,7 +94,8 @@ void check_captured_stage_one(int shard_size) {
   for (const char* file : {"ckpt-step000000000003.safetensors", "ckpt-step000000000006.safetensors"})
     EXPECT_TRUE(std::filesystem::exists(shared.path() + "/" + file)) << file;
   if (mpi.rank() == 0)
-    std::printf("--zero 1 --cuda-graph, %d ranks in groups of %d: %d replays\n", mpi.world_size(), n, graphs.replays);
+    std::printf("--zero 1 --cuda-graph, %s, %d ranks in groups of %d: %d replays\n", precision_name(p),
+                mpi.world_size(), n, graphs.replays);
 }
 
 TEST(ZeroGraphs, CapturedStageOneStepsCheckpointWithoutGrowingTheStaging) {
@@ -99,7 +103,8 @@ TEST(ZeroGraphs, CapturedStageOneStepsCheckpointWithoutGrowingTheStaging) {
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   if (world == 1) GTEST_SKIP() << "one rank's layout is uniform: no staging to reserve";
   for (int g = 2; g <= world; ++g) {
-    if (world % g == 0) check_captured_stage_one(g);
+    if (world % g == 0)
+      for (const Precision p : test::kBothPrecisions) check_captured_stage_one(g, p);
   }
 }
 

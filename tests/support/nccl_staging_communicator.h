@@ -39,6 +39,7 @@ class NcclStagingCommunicator final : public Communicator {
     return transport_.allreduce_sum_host_shard_group(value);
   }
   std::string name() const override { return transport_.name() + " with NCCL's staging rule"; }
+  Precision precision() const override { return transport_.precision(); }
   bool supports_capture() const override { return true; }
   void set_capturing(bool on) override {
     capturing_ = on;
