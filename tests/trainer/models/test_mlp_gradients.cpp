@@ -1,12 +1,17 @@
 // test_mlp_gradients.cpp: the mixed-precision forward/backward of a small MLP
-// against an independent double-precision forward/backward written here.
+// against an independent double-precision forward/backward written here, in
+// FP16 and in BF16 (the reference rounds the hidden activations to the
+// model's format, where the model stores them).
 //
 // Tolerance: every stage rounds to FP16 (2^-11 relative) and the errors
 // compound through the layers, so gradients are compared with a relative
 // measure over the whole tensor, ||got - want|| / ||want|| < 1e-2 (about
 // twenty FP16 ulps), plus a per-element check scaled by the tensor's largest
-// magnitude. A wrong transpose, a missing activation derivative or a bias
-// gradient summed over the wrong axis gives errors of order 1.
+// magnitude. BF16 (2^-8) passes the same bounds: with the reference rounding
+// where the model rounds, what is left is the FP32 sums' order and the
+// roundings that land on the other side of a boundary. A wrong transpose, a
+// missing activation derivative or a bias gradient summed over the wrong axis
+// gives errors of order 1.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,6 +20,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "trainer/models/mlp/mlp_model.h"
 #include "trainer/params/parameter_store.h"
+#include "support/lowp_format.h"
 #include "support/test_support.h"
 
 namespace ddp {
@@ -50,23 +56,24 @@ double act_f(Activation a, double z) {
   return 0.5 * z * (1 + std::erf(z / std::sqrt(2.0)));
 }
 
-// Softmax cross-entropy, mean over rows, in double from the FP16 weights/inputs
-// (hidden activations rounded to FP16, as the model stores them).
-Reference reference(const std::vector<Slices>& layers, size_t flat_count, const std::vector<lowp16>& w16,
-                    const std::vector<lowp16>& x16, const std::vector<int32_t>& labels, int rows, Activation act) {
+// Softmax cross-entropy, mean over rows, in double from the 16-bit weights and
+// inputs (hidden activations rounded to the format, as the model stores them).
+Reference reference(const test::LowpFormat& fmt, const std::vector<Slices>& layers, size_t flat_count,
+                    const std::vector<lowp16>& w16, const std::vector<lowp16>& x16, const std::vector<int32_t>& labels,
+                    int rows, Activation act) {
   const size_t n = layers.size();
   std::vector<std::vector<double>> xs(n + 1), zs(n);
   xs[0].assign(x16.size(), 0);
-  for (size_t i = 0; i < x16.size(); ++i) xs[0][i] = half_to_float(x16[i]);
+  for (size_t i = 0; i < x16.size(); ++i) xs[0][i] = fmt.widen(x16[i]);
   for (size_t l = 0; l < n; ++l) {
     const auto& s = layers[l];
     zs[l].assign(static_cast<size_t>(rows) * s.out_features, 0);
     xs[l + 1].assign(zs[l].size(), 0);
     for (int r = 0; r < rows; ++r)
       for (int o = 0; o < s.out_features; ++o) {
-        double v = half_to_float(w16[s.bias_offset + o]);
+        double v = fmt.widen(w16[s.bias_offset + o]);
         for (int k = 0; k < s.in_features; ++k)
-          v += xs[l][r * s.in_features + k] * half_to_float(w16[s.weight_offset + o * s.in_features + k]);
+          v += xs[l][r * s.in_features + k] * fmt.widen(w16[s.weight_offset + o * s.in_features + k]);
         zs[l][r * s.out_features + o] = v;
         // The hidden activations are rounded to FP16 as the model stores
         // them, so both sides feed the next layer the same inputs (up to a
@@ -74,7 +81,7 @@ Reference reference(const std::vector<Slices>& layers, size_t flat_count, const 
         // of the ReLU kink for both: in pure double, an FP16-sized
         // difference flipped a gate in about 1 run in 40 and failed the
         // test with a correct model.
-        xs[l + 1][r * s.out_features + o] = l + 1 < n ? half_to_float(to_half(static_cast<float>(act_f(act, v)))) : v;
+        xs[l + 1][r * s.out_features + o] = l + 1 < n ? fmt.widen(fmt.narrow(static_cast<float>(act_f(act, v)))) : v;
       }
   }
   Reference ref;
@@ -104,7 +111,7 @@ Reference reference(const std::vector<Slices>& layers, size_t flat_count, const 
       for (int k = 0; k < s.in_features; ++k) {
         double v = 0;
         for (int o = 0; o < s.out_features; ++o)
-          v += dz[r * s.out_features + o] * half_to_float(w16[s.weight_offset + o * s.in_features + k]);
+          v += dz[r * s.out_features + o] * fmt.widen(w16[s.weight_offset + o * s.in_features + k]);
         dx[r * s.in_features + k] = v * act_d(act, zs[l - 1][r * s.in_features + k]);
       }
     dz.swap(dx);
@@ -112,7 +119,9 @@ Reference reference(const std::vector<Slices>& layers, size_t flat_count, const 
   return ref;
 }
 
-void check_gradients(Activation act) {
+void check_gradients(Activation act, Precision precision) {
+  SCOPED_TRACE(precision_name(precision));
+  const test::LowpFormat fmt{precision};
   std::mt19937_64 rng(test::test_seed());
   SCOPED_TRACE("seed " + std::to_string(test::test_seed()));
   const std::vector<int64_t> widths = {13, 24, 17, 5};
@@ -121,19 +130,19 @@ void check_gradients(Activation act) {
   MlpConfig mlp;
   mlp.layer_widths = widths;
   mlp.activation = act;
-  CpuBackend cpu(1);
+  CpuBackend cpu(1, precision);
   MlpModel model(cpu, mlp, rows);
   const ParameterRegistry& registry = model.parameters();
   ParameterStore params(cpu, registry);
   params.set_master_weights(registry.initial_values(rng()));
-  const auto x = test::random_halves(rng, static_cast<size_t>(rows) * widths[0], -2.0f, 2.0f);
+  const auto x = fmt.random(rng, static_cast<size_t>(rows) * widths[0], -2.0f, 2.0f);
   const auto labels = test::random_labels(rng, rows, static_cast<int>(widths.back()));
   Buffer<lowp16> dx(cpu, x.size());
   Buffer<int32_t> dlabels(cpu, rows);
   Buffer<float> loss(cpu, 1);
   dx.upload(x);
   dlabels.upload(labels);
-  params.grads_lowp.upload(test::poison_halves(registry.flat_count()));
+  params.grads_lowp.upload(test::LowpFormat::poison(registry.flat_count()));
   const ParameterTables tables = ParameterTables::flat(params.weights_lowp.data(), params.grads_lowp.data(), registry);
 
   DeviceBatch batch;
@@ -148,7 +157,8 @@ void check_gradients(Activation act) {
   model.backward(tables.weights_lowp, tables.grads_lowp, false, nullptr);
 
   const std::vector<Slices> layers = linear_slices(registry, widths);
-  const Reference ref = reference(layers, registry.flat_count(), params.weights_lowp.download(), x, labels, rows, act);
+  const Reference ref =
+      reference(fmt, layers, registry.flat_count(), params.weights_lowp.download(), x, labels, rows, act);
   EXPECT_NEAR(loss.download()[0], ref.loss, 2e-2 * std::fabs(ref.loss));
   const auto got = params.grads_lowp.download();
   for (size_t l = 0; l < layers.size(); ++l) {
@@ -158,7 +168,7 @@ void check_gradients(Activation act) {
           std::tuple<size_t, size_t, const char*>{s.bias_offset, size_t(s.out_features), "bias"}}) {
       double err2 = 0, ref2 = 0, max_abs = 0;
       for (size_t i = offset; i < offset + count; ++i) {
-        const double want = ref.grads[i] * loss_scale, have = half_to_float(got[i]);
+        const double want = ref.grads[i] * loss_scale, have = fmt.widen(got[i]);
         ASSERT_TRUE(std::isfinite(have)) << "layer " << l << " " << what << " element " << i - offset;
         err2 += (have - want) * (have - want);
         ref2 += want * want;
@@ -166,14 +176,18 @@ void check_gradients(Activation act) {
       }
       EXPECT_LT(std::sqrt(err2 / ref2), 1e-2) << "layer " << l << " " << what;
       for (size_t i = offset; i < offset + count; ++i)
-        ASSERT_NEAR(half_to_float(got[i]), ref.grads[i] * loss_scale, 2e-2 * max_abs + 1e-3)
+        ASSERT_NEAR(fmt.widen(got[i]), ref.grads[i] * loss_scale, 2e-2 * max_abs + 1e-3)
             << "layer " << l << " " << what;
     }
   }
 }
 
-TEST(MlpGradients, ReluMatchesDoubleReference) { check_gradients(Activation::Relu); }
-TEST(MlpGradients, GeluMatchesDoubleReference) { check_gradients(Activation::Gelu); }
+TEST(MlpGradients, ReluMatchesDoubleReference) {
+  for (const Precision p : test::kBothPrecisions) check_gradients(Activation::Relu, p);
+}
+TEST(MlpGradients, GeluMatchesDoubleReference) {
+  for (const Precision p : test::kBothPrecisions) check_gradients(Activation::Gelu, p);
+}
 
 TEST(MlpGradients, AccumulateAddsToExistingGradients) {
   std::mt19937_64 rng(test::test_seed());
