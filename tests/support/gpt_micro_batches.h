@@ -12,6 +12,7 @@
 #include "kernels/backend.h"
 #include "kernels/buffer.h"
 #include "kernels/half.h"
+#include "kernels/lowp_codec.h"
 #include "support/test_support.h"
 #include "trainer/models/gpt/gpt_model.h"
 #include "trainer/models/loss_head.h"
@@ -19,22 +20,25 @@
 namespace ddp::test {
 
 struct GptStepInputs {
-  std::vector<lowp16> weights;     // the registry's flat FP16 weights
+  std::vector<lowp16> weights;     // the registry's flat 16-bit weights
   std::vector<int32_t> tokens[2];  // per micro-batch [batch x T]
   std::vector<int32_t> labels[2];
 };
 
-// Weights normal(0, 0.15) (LayerNorm gains about 1), then per micro-batch
-// its tokens and labels: `rows` = batch x T each, below real_vocab.
+// Weights normal(0, 0.15) (LayerNorm gains about 1) in `precision`'s
+// format (the backend's that will read them), then per micro-batch its
+// tokens and labels: `rows` = batch x T each, below real_vocab.
 inline GptStepInputs draw_gpt_step_inputs(std::mt19937_64& rng, const ParameterRegistry& reg, size_t rows,
-                                          int real_vocab) {
+                                          int real_vocab, Precision precision = Precision::Fp16) {
   GptStepInputs in;
   std::normal_distribution<float> normal(0.0f, 0.15f);
-  in.weights.assign(reg.flat_count(), to_half(0.0f));
-  for (const ParameterTensor& t : reg.tensors()) {
-    const bool gain = t.name.find("ln_") != std::string::npos && t.name.find(".weight") != std::string::npos;
-    for (size_t i = 0; i < t.count; ++i) in.weights[t.offset + i] = to_half((gain ? 1.0f : 0.0f) + normal(rng));
-  }
+  with_codec(precision, [&](auto codec) {
+    in.weights.assign(reg.flat_count(), codec.narrow(0.0f));
+    for (const ParameterTensor& t : reg.tensors()) {
+      const bool gain = t.name.find("ln_") != std::string::npos && t.name.find(".weight") != std::string::npos;
+      for (size_t i = 0; i < t.count; ++i) in.weights[t.offset + i] = codec.narrow((gain ? 1.0f : 0.0f) + normal(rng));
+    }
+  });
   for (int m = 0; m < 2; ++m) {
     in.tokens[m] = random_labels(rng, rows, real_vocab);
     in.labels[m] = random_labels(rng, rows, real_vocab);

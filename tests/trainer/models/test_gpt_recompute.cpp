@@ -1,10 +1,12 @@
 // test_gpt_recompute.cpp: the GPT at --recompute light and block against
-// none on the CPU: the same loss, gradient and logit bits over two
-// accumulated micro-batches on 1 and 2 threads, and whole training runs
-// (AdamW, grad-accum 2) with the same master weights and test loss; the
-// MLP untouched by the setting; the activation bytes measured from the
-// buffers equal to gpt_activation_formula's by kind at every level, and the
-// allocation tally's peak lower by the formula's difference.
+// none on the CPU, in FP16 and in BF16: the same loss, gradient and logit
+// bits over two accumulated micro-batches on 1 and 2 threads, and whole
+// training runs (AdamW, grad-accum 2) with the same master weights and test
+// loss; the MLP untouched by the setting. In FP16 only, as both formats
+// hold 2-byte words and no buffer's size depends on which: the activation
+// bytes measured from the buffers equal to gpt_activation_formula's by kind
+// at every level, and the allocation tally's peak lower by the formula's
+// difference.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -18,6 +20,8 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/half.h"
 #include "support/gpt_micro_batches.h"
+#include "support/lowp_format.h"
+#include "support/precision_config.h"
 #include "support/temp_dir.h"
 #include "support/test_support.h"
 #include "support/training_run_support.h"
@@ -47,9 +51,10 @@ GptConfig tiny_gpt(Recompute level, AttentionPath attention = AttentionPath::Exp
 using test::same_halves;
 using Inputs = test::GptStepInputs;
 
-Inputs draw_inputs(std::mt19937_64& rng, const ParameterRegistry& reg, int real_vocab) {
+Inputs draw_inputs(std::mt19937_64& rng, const ParameterRegistry& reg, int real_vocab,
+                   Precision precision = Precision::Fp16) {
   const size_t rows = static_cast<size_t>(kBatch) * tiny_gpt(Recompute::None).block_size;
-  return test::draw_gpt_step_inputs(rng, reg, rows, real_vocab);
+  return test::draw_gpt_step_inputs(rng, reg, rows, real_vocab, precision);
 }
 
 struct Outcome : test::GptStepOutcome {
@@ -67,31 +72,35 @@ Outcome train(CpuBackend& cpu, const GptConfig& g, const Inputs& in) {
   return o;
 }
 
-TEST(GptRecompute, GradientsAreTheKeptActivationsBits) {
+// The numerics suites run for FP16 and for BF16 (Precisions/.../fp16, bf16).
+class GptRecompute : public ::testing::TestWithParam<Precision> {};
+
+TEST_P(GptRecompute, GradientsAreTheKeptActivationsBits) {
+  const Precision p = GetParam();
   const uint64_t seed = test::test_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
-  CpuBackend reg_cpu(1);
+  CpuBackend reg_cpu(1, p);
   const Inputs in = draw_inputs(rng, GptModel(reg_cpu, tiny_gpt(Recompute::None), kBatch).parameters(),
-                                tiny_gpt(Recompute::None).real_vocab);
+                                tiny_gpt(Recompute::None).real_vocab, p);
   for (const AttentionPath attention : {AttentionPath::Explicit, AttentionPath::Fused})
-  for (int threads : {1, 2}) {
-    CpuBackend base_cpu(threads);
-    const Outcome want = train(base_cpu, tiny_gpt(Recompute::None, attention), in);
-    for (const float l : want.losses) ASSERT_TRUE(std::isfinite(l));
-    for (const Recompute level : {Recompute::Light, Recompute::Block}) {
-      SCOPED_TRACE(std::to_string(threads) + " threads, --recompute " + recompute_name(level) + ", --attention " +
-                   attention_path_name(attention));
-      CpuBackend cpu(threads);
-      const Outcome got = train(cpu, tiny_gpt(level, attention), in);
-      ASSERT_EQ(got.losses.size(), want.losses.size());
-      for (size_t m = 0; m < got.losses.size(); ++m)
-        EXPECT_EQ(test::bits_of(got.losses[m]), test::bits_of(want.losses[m]))
-            << "micro-batch " << m << ": " << got.losses[m] << " vs " << want.losses[m];
-      EXPECT_TRUE(same_halves(got.grads, want.grads)) << "a gradient differs from --recompute none's";
-      EXPECT_TRUE(same_halves(got.logits, want.logits)) << "the evaluation logits differ";
+    for (int threads : {1, 2}) {
+      CpuBackend base_cpu(threads, p);
+      const Outcome want = train(base_cpu, tiny_gpt(Recompute::None, attention), in);
+      for (const float l : want.losses) ASSERT_TRUE(std::isfinite(l));
+      for (const Recompute level : {Recompute::Light, Recompute::Block}) {
+        SCOPED_TRACE(std::to_string(threads) + " threads, --recompute " + recompute_name(level) + ", --attention " +
+                     attention_path_name(attention));
+        CpuBackend cpu(threads, p);
+        const Outcome got = train(cpu, tiny_gpt(level, attention), in);
+        ASSERT_EQ(got.losses.size(), want.losses.size());
+        for (size_t m = 0; m < got.losses.size(); ++m)
+          EXPECT_EQ(test::bits_of(got.losses[m]), test::bits_of(want.losses[m]))
+              << "micro-batch " << m << ": " << got.losses[m] << " vs " << want.losses[m];
+        EXPECT_TRUE(same_halves(got.grads, want.grads)) << "a gradient differs from --recompute none's";
+        EXPECT_TRUE(same_halves(got.logits, want.logits)) << "the evaluation logits differ";
+      }
     }
-  }
 }
 
 void expect_kinds_equal(const GptActivationBytes& got, const GptActivationBytes& want) {
@@ -162,23 +171,24 @@ size_t differing(const std::vector<float>& a, const std::vector<float>& b) {
 
 // Through the trainer: several AdamW steps of two accumulated
 // micro-batches; the master weights and test loss are none's bits.
-TEST(GptRecompute, TrainingRunsGiveTheSameBits) {
+TEST_P(GptRecompute, TrainingRunsGiveTheSameBits) {
+  const Precision p = GetParam();
   const test::TempDir temp_dir("gpt_recompute");
   std::mt19937_64 rng(test::test_seed());
   std::string text;
   while (text.size() < 12000) text += static_cast<char>('a' + rng() % 20);
   const std::string path = temp_dir.path() + "/text.txt";
   std::ofstream(path, std::ios::binary) << text;
-  TrainConfig c = gpt_run(path);
+  TrainConfig c = test::in_precision(gpt_run(path), p);
   for (const int threads : {1, 2}) {
     c.gpt.recompute = Recompute::None;
-    CpuBackend base_cpu(threads);
+    CpuBackend base_cpu(threads, p);
     const test::TrainingRun want = test::train_with(base_cpu, c);
     ASSERT_TRUE(std::isfinite(want.summary.test_loss));
     for (const Recompute level : {Recompute::Light, Recompute::Block}) {
       SCOPED_TRACE(std::to_string(threads) + " threads, --recompute " + recompute_name(level));
       c.gpt.recompute = level;
-      CpuBackend cpu(threads);
+      CpuBackend cpu(threads, p);
       const test::TrainingRun got = test::train_with(cpu, c);
       EXPECT_EQ(got.summary.test_loss, want.summary.test_loss)
           << got.summary.test_loss << " vs " << want.summary.test_loss;
@@ -188,7 +198,8 @@ TEST(GptRecompute, TrainingRunsGiveTheSameBits) {
 }
 
 // The MLP reads no GPT setting: a config that says block trains its bits.
-TEST(GptRecompute, TheMlpIsUnaffected) {
+TEST_P(GptRecompute, TheMlpIsUnaffected) {
+  const Precision p = GetParam();
   TrainConfig c;
   c.data.kind = "synthetic";
   c.mlp.layer_widths = {10, 16, 10};
@@ -201,14 +212,18 @@ TEST(GptRecompute, TheMlpIsUnaffected) {
   c.steps = 4;
   c.log_every = 1000000;
   c.seed = test::test_seed() % 100000;
-  CpuBackend base_cpu(1);
+  c = test::in_precision(c, p);
+  CpuBackend base_cpu(1, p);
   const test::TrainingRun want = test::train_with(base_cpu, c);
   c.gpt.recompute = Recompute::Block;
-  CpuBackend cpu(1);
+  CpuBackend cpu(1, p);
   const test::TrainingRun got = test::train_with(cpu, c);
   EXPECT_EQ(differing(got.master, want.master), 0u);
   EXPECT_EQ(got.summary.test_loss, want.summary.test_loss);
 }
+
+INSTANTIATE_TEST_SUITE_P(Precisions, GptRecompute, ::testing::ValuesIn(test::kBothPrecisions),
+                         test::precision_test_name);
 
 }  // namespace
 }  // namespace ddp
