@@ -15,9 +15,12 @@
 #      GPT (its loss falls; --cuda-graph); --zero 0..3 and --zero 0/1 under
 #      --cuda-graph (one final loss); a checkpoint and resume at --zero 1
 #      (and into --zero 3); --trace at --zero 0 and 1; the GPT against the CPU
-#      at T = 1024 and 2048; an LM head over 2^31 logits.
+#      at T = 1024 and 2048; an LM head over 2^31 logits; the GPT in BF16
+#      (--precision bf16: its loss falls, --cuda-graph ends where eager does,
+#      its final loss beside FP16's).
 #   4  ours against PyTorch (AMP eager, torch.compile): the MLP models, the
-#      MLP with --cuda-graph, GPT-2 124M with MFU.
+#      MLP with --cuda-graph, GPT-2 124M with MFU; GPT-2 124M in BF16 against
+#      torch.autocast(bfloat16) eager, and ours BF16 against ours FP16.
 #   9  summary.md and gpu-logs.tar.gz.
 # Each stage has a fixed budget (the table below; their sum is at most
 # LIMIT_S = 540 s, nine minutes, or the script refuses to run) and runs under
@@ -50,7 +53,8 @@
 #                  lines, and its last 200 when cut)
 #   summary.md     the verdicts as a table, with the comparisons' tables
 #   gpu-logs.tar.gz  full logs, metrics, gtest XML, traces, comparison CSVs
-#   compare_torch_mlp.md, compare_torch_mlp_graph.md, compare_torch_gpt2.md
+#   compare_torch_mlp.md, compare_torch_mlp_graph.md, compare_torch_gpt2.md,
+#   compare_torch_gpt2_bf16.md
 # Exit status: 0 when no stage FAILED or ran out of time, 1 otherwise, 2 when
 # the script refuses (budgets, arguments).
 set -uo pipefail
@@ -85,24 +89,26 @@ STAGE_TABLE='
 0-carry                12  -        the carried build: unpacked, its sources against the tree, its binaries start
 0-build               150  build    only when the carried build cannot be used: build here from .gpu-kit (on the time of 4a-4c)
 1a-cuda-new            50  tests    CUDA tests of the newest kernels against the CPU (GPT, AdamW, fused attention, BF16, capture, ZeRO shards)
-1b-cuda-rest           35  tests    the other CUDA tests (Cuda* and Nccl* suites)
-2a-memcheck-kernels    35  san      compute-sanitizer memcheck: the GPT, AdamW, FP32-output GEMM, cross-entropy rows and step-state tests
+1b-cuda-rest           30  tests    the other CUDA tests (Cuda* and Nccl* suites)
+2a-memcheck-kernels    30  san      compute-sanitizer memcheck: the GPT, AdamW, FP32-output GEMM, cross-entropy rows and step-state tests
 2b-memcheck-attention  30  san      compute-sanitizer memcheck: fused attention, recompute through the whole GPT
-2c-memcheck-train      35  san-bin  compute-sanitizer memcheck: a GPT training at --zero 1 under --cuda-graph, and at --zero 3
+2c-memcheck-train      30  san-bin  compute-sanitizer memcheck: a GPT training at --zero 1 under --cuda-graph, and at --zero 3
 3a-train-mlp           27  bin      Fashion-MNIST (20000 images, 10 epochs) eager and --cuda-graph: accuracy bar, graph = eager
 3b-train-gpt           25  bin      a tiny GPT, 60 AdamW steps: the loss falls; --cuda-graph ends where eager does
-3c-gpt-zero-graph      30  bin      --zero 0, 1, 2, 3 eager and --zero 0, 1 under --cuda-graph: one final loss
+3c-gpt-zero-graph      25  bin      --zero 0, 1, 2, 3 eager and --zero 0, 1 under --cuda-graph: one final loss
 3d-gpt-resume          20  bin      --zero 1: stop at step 10 (async checkpoint), resume at --zero 1 and 3: the straight run final loss
-3e-gpt-trace           15  bin      --trace at --zero 0 and 1: merged, every layer and bucket within its step
-3f-gpt-long-t          25  bin      the GPT at T = 1024 and 2048, explicit and fused attention, against the CPU, step by step
-3g-lmhead-2g           30  bin      GPT-2 124M at batch 44, T 1024 (2.27e9 logits > 2^31) against --classifier-chunk 4096
-4a-compare-mlp         40  bin      ours against PyTorch AMP eager and torch.compile: MLP models b, a, c
+3e-gpt-trace           10  bin      --trace at --zero 0 and 1: merged, every layer and bucket within its step
+3f-gpt-long-t          20  bin      the GPT at T = 1024 and 2048, explicit and fused attention, against the CPU, step by step
+3g-lmhead-2g           25  bin      GPT-2 124M at batch 44, T 1024 (2.27e9 logits > 2^31) against --classifier-chunk 4096
+3h-gpt-bf16            20  bin      the tiny GPT in --precision bf16, 60 steps: the loss falls; --cuda-graph ends where eager does; beside the FP16 of 3b
+4a-compare-mlp         30  bin      ours against PyTorch AMP eager and torch.compile: MLP models b, a, c
 4b-compare-mlp-graph   15  bin      ours with --cuda-graph against PyTorch eager: MLP models b, a
-4c-compare-gpt2       100  bin      GPT-2 124M ours against PyTorch AMP eager and torch.compile, tokens/s and MFU
+4c-compare-gpt2        80  bin      GPT-2 124M ours against PyTorch AMP eager and torch.compile, tokens/s and MFU
+4d-compare-gpt2-bf16   45  bin      GPT-2 124M ours --precision bf16 against torch.autocast(bfloat16) eager; ours BF16 / ours FP16 (4c)
 9-summary               8  -        summary.md and gpu-logs.tar.gz under $OUT
 '
 # 0-build runs on the time of these, which then do not run.
-LENDERS=(4c-compare-gpt2 4a-compare-mlp 4b-compare-mlp-graph)
+LENDERS=(4c-compare-gpt2 4d-compare-gpt2-bf16 4a-compare-mlp 4b-compare-mlp-graph)
 
 ORDER=()
 declare -A BUDGET NEEDS WHAT STATUS FIGURE USED
@@ -412,14 +418,20 @@ stage_0_build() {
 }
 
 # ---- 1: the CUDA tests ---------------------------------------------------------------------------------
-# The newest kernels' tests (1a, and the sanitizer's 2a/2b below) by name; *Bf16*
-# and friends take BF16's tests when they land. 1b is every other test of
-# the GPU suites: 1a and 1b together are the whole of ddp_cuda_tests (the dry
-# run checks this against the carried binary's list).
-NEW_FILTER='CudaKernels.TransformerOperationsMatchCpu:CudaKernels.BatchedGemm*:CudaKernels.FusedAttention*:CudaKernels.FusedCrossEntropyRows*:CudaKernels.AdamW*:CudaKernels.GemmToFp32*:CudaKernels.AddFp32IntoFp16*:CudaKernels.StepState*:CudaKernels.CapturedStep*:CudaKernels.BufferGrowthAroundACaptureIsRefused:CudaKernels.EmptyRange*:CudaKernels.MissingBuffers*:CudaGptRecompute.*:CudaFlashAttentionHarness.*:CudaTransformerHarness.*:CudaGraphTraining.*:NcclShards1Rank.*:NcclCapture.*:CudaUpload.BatchLoaderPrefetchesIntactTokenBatches:*Bf16*:*BF16*:*Bfloat16*'
-REST_FILTER="Cuda*:Nccl*:-$NEW_FILTER"
-MEMCHECK_KERNELS='CudaKernels.TransformerOperationsMatchCpu:CudaKernels.BatchedGemmOnSimpleFallbackKernel:CudaKernels.AdamWOnARangeMatchesCpu:CudaKernels.FusedCrossEntropyRowsMatchTheCpu:CudaKernels.GemmToFp32*:CudaKernels.AddFp32IntoFp16RoundsAsTheCpu:CudaKernels.StepStatePrepareAndFinishMatchTheCpu:CudaKernels.CapturedStepReadsTheStepStateOnEveryReplay:CudaKernels.EmptyRangeWithNullBuffersIsANoOpOnBothBackends:*Bf16*:*BF16*:*Bfloat16*'
-MEMCHECK_ATTENTION='CudaKernels.FusedAttentionMatchesCpu:CudaKernels.FusedAttentionRefusesHeadSizesPastTheKernelsLimit:CudaGptRecompute.GradientsAreTheKeptActivationsBits'
+# The newest kernels' tests (1a, and the sanitizer's 2a/2b below) by name:
+# the precision-generic suites run as Precisions/CudaLowpKernels.<test>/fp16
+# and /bf16, and every BF16 instance (*/bf16, never run on a GPU before) is
+# new. 1b is every other test of the GPU suites: 1a and 1b together are the
+# whole of ddp_cuda_tests (the dry run checks this against the carried
+# binary's list).
+LOWP='Precisions/CudaLowpKernels'
+NEW_FILTER="$LOWP.TransformerOperationsMatchCpu/fp16:$LOWP.BatchedGemm*/fp16:$LOWP.FusedAttention*/fp16:CudaKernels.FusedAttention*:$LOWP.FusedCrossEntropyRows*/fp16:$LOWP.AdamW*/fp16:$LOWP.GemmToFp32*/fp16:$LOWP.AddFp32IntoFp16*/fp16:CudaKernels.StepState*:CudaKernels.CapturedStep*:CudaKernels.BufferGrowthAroundACaptureIsRefused:CudaKernels.EmptyRange*:CudaKernels.MissingBuffers*:*CudaGptRecompute.*:*CudaFlashAttentionHarness.*:*CudaTransformerHarness.*:*CudaGraphTraining.*:NcclShards1Rank.*:NcclCapture.*:CudaUpload.BatchLoaderPrefetchesIntactTokenBatches:*/bf16:*Bf16*:*BF16*"
+REST_FILTER="Cuda*:Nccl*:Precisions/*:-$NEW_FILTER"
+# Under memcheck (10-100x) the newest kernels in FP16 (the indexing is the
+# same code in both), and a few small BF16 ones: the fallback GEMM and its
+# epilogues, the unscale.
+MEMCHECK_KERNELS="$LOWP.TransformerOperationsMatchCpu/fp16:$LOWP.BatchedGemmOnSimpleFallbackKernel/*:$LOWP.AdamWOnARangeMatchesCpu/fp16:$LOWP.FusedCrossEntropyRowsMatchTheCpu/fp16:$LOWP.GemmToFp32*/fp16:$LOWP.AddFp32IntoFp16RoundsAsTheCpu/fp16:CudaKernels.StepStatePrepareAndFinishMatchTheCpu:CudaKernels.CapturedStepReadsTheStepStateOnEveryReplay:CudaKernels.EmptyRangeWithNullBuffersIsANoOpOnBothBackends:$LOWP.GemmEpiloguesOnSimpleFallbackKernel/bf16:$LOWP.UnscaleFlagsInfAndNanAnywhere/bf16"
+MEMCHECK_ATTENTION="$LOWP.FusedAttentionMatchesCpu/fp16:CudaKernels.FusedAttentionRefusesHeadSizesPastTheKernelsLimit:*CudaGptRecompute.GradientsAreTheKeptActivationsBits/fp16"
 declare -A FILTER=([1a-cuda-new]=$NEW_FILTER [1b-cuda-rest]=$REST_FILTER
                    [2a-memcheck-kernels]=$MEMCHECK_KERNELS [2b-memcheck-attention]=$MEMCHECK_ATTENTION)
 
@@ -724,6 +736,32 @@ PY
   [ "${STATUS[3g-lmhead-2g]}" = ok ] && [[ "$fig" != ok:* ]] && STATUS[3g-lmhead-2g]="FAILED (the 2^31-element head is off)"
 }
 
+# 3h: 3b's run in BF16 (no loss scaling): the loss falls by the same bar,
+# --cuda-graph ends with eager's test loss, and the final losses of BF16 and
+# FP16 are set side by side (a figure, not a bar: 60 steps of a tiny model).
+body_train_gpt_bf16() {  # LOGS TINY...
+  local logs=$1; shift
+  set -x
+  ours "$@" --precision bf16 --steps 60 --warmup-steps 5 --log-every 1 --metrics "$logs/gpt-bf16-eager.jsonl" || exit
+  ours "$@" --precision bf16 --steps 60 --warmup-steps 5 --log-every 20 --cuda-graph \
+    --metrics "$logs/gpt-bf16-graph.jsonl"
+}
+stage_train_gpt_bf16() {
+  # shellcheck disable=SC2046
+  run_cmd 3h-gpt-bf16 bash -c 'body_train_gpt_bf16 "$@"' _ "$LOGS" $(gpt_tiny)
+  local losses first last tl gtl fp16_tl
+  losses=$(metric losses "$LOGS/gpt-bf16-eager.jsonl"); first=${losses%% *}; last=${losses##* }
+  tl=$(metric summary "$LOGS/gpt-bf16-eager.jsonl" test_loss); gtl=$(metric summary "$LOGS/gpt-bf16-graph.jsonl" test_loss)
+  fp16_tl=$(metric summary "$LOGS/gpt-eager.jsonl" test_loss)
+  FIGURE[3h-gpt-bf16]="loss ${first:-?} -> ${last:-?}; test loss bf16 ${tl:-?} (fp16, 3b: ${fp16_tl:-?}), --cuda-graph ${gtl:-?} ($(replays 3h-gpt-bf16))"
+  [ "${STATUS[3h-gpt-bf16]}" = ok ] || return
+  if [ -z "$first" ] || ! python3 -c "import sys; sys.exit(not $last <= $GPT_TRAIN_MAX_RATIO * $first)"; then
+    STATUS[3h-gpt-bf16]="FAILED (the loss did not fall)"
+  elif ! same "$tl" "$gtl"; then
+    STATUS[3h-gpt-bf16]="WARN (--cuda-graph's test loss is not eager's)"
+  fi
+}
+
 # ---- 4: ours against PyTorch ------------------------------------------------------------------------
 # compare_torch.py rewrites its table after every run and stops starting runs
 # at --budget-s (the stage's budget less what its last run and the table
@@ -760,6 +798,22 @@ PY
   esac
 }
 
+# 4d's figure gains ours BF16 over ours FP16 (4c's run of the same model and
+# batch on the same GPU, minutes apart).
+bf16_over_fp16() {
+  local ratio
+  ratio=$(python3 - "$LOGS/4c-compare-gpt2/compare_torch.csv" "$LOGS/4d-compare-gpt2-bf16/compare_torch.csv" <<'PY' 2>/dev/null
+import csv, sys
+def ours(path):
+    rows = [r for r in csv.DictReader(open(path)) if r.get("ours_tokens_per_s")]
+    return float(rows[0]["ours_tokens_per_s"]) if rows else None
+fp16, bf16 = ours(sys.argv[1]), ours(sys.argv[2])
+print(f"{bf16 / fp16:.2f} ({bf16:,.0f} / {fp16:,.0f} tokens/s)")
+PY
+)
+  FIGURE[4d-compare-gpt2-bf16]="${FIGURE[4d-compare-gpt2-bf16]:-}; ours bf16/fp16 ${ratio:-? (no FP16 or BF16 result)}"
+}
+
 # ---- 9: summary ---------------------------------------------------------------------------------------
 body_summary() {  # WORK OUT
   tar -C "$1" -czf "$2/gpu-logs.tar.gz" logs && ls -l "$2"
@@ -779,7 +833,7 @@ write_summary() {
       [ "$s" = 9-summary ] && continue
       echo "| $s | ${STATUS[$s]:-} | ${USED[$s]:-0} of ${BUDGET[$s]} | $(tr '|' '/' <<<"${FIGURE[$s]:-}") |"
     done
-    for f in compare_torch_mlp.md compare_torch_mlp_graph.md compare_torch_gpt2.md; do
+    for f in compare_torch_mlp.md compare_torch_mlp_graph.md compare_torch_gpt2.md compare_torch_gpt2_bf16.md; do
       [ -f "$OUT/$f" ] && { echo; echo "$f:"; grep -E '^\|' "$OUT/$f"; }
     done
   } >"$OUT/summary.md"
@@ -856,6 +910,7 @@ for s in "${ORDER[@]}"; do
       3e-gpt-trace) make_inputs; stage_gpt_trace ;;
       3f-gpt-long-t) make_inputs; stage_gpt_long_t ;;
       3g-lmhead-2g) make_inputs; stage_lmhead ;;
+      3h-gpt-bf16) make_inputs; stage_train_gpt_bf16 ;;
       4a-compare-mlp) write_wrapper
         stage_compare 4a-compare-mlp compare_torch_mlp.md --models b,a,c --repeats 1 --modes eager,compile --run-timeout 40 ;;
       4b-compare-mlp-graph) write_wrapper
@@ -864,6 +919,10 @@ for s in "${ORDER[@]}"; do
       4c-compare-gpt2) write_wrapper
         stage_compare 4c-compare-gpt2 compare_torch_gpt2.md --models gpt2 --repeats 1 --modes eager,compile \
           --run-timeout $((BUDGET[4c-compare-gpt2] - 15)) ;;
+      4d-compare-gpt2-bf16) write_wrapper
+        stage_compare 4d-compare-gpt2-bf16 compare_torch_gpt2_bf16.md --models gpt2 --precision bf16 --repeats 1 \
+          --modes eager --run-timeout $((BUDGET[4d-compare-gpt2-bf16] - 15))
+        bf16_over_fp16 ;;
     esac
   fi
   USED[$s]=$(($(date +%s) - t0))

@@ -24,6 +24,7 @@ __device__ float warp_all_max(float v) {
   return v;
 }
 
+template <class C>
 __global__ void causal_softmax_forward_kernel(const lowp16* scores, int rows, int seq_len, float scale, lowp16* probs) {
   const int row = static_cast<int>(blockIdx.x) * kWarpsPerBlock + static_cast<int>(threadIdx.x / 32);
   const int lane = static_cast<int>(threadIdx.x & 31u);
@@ -31,19 +32,20 @@ __global__ void causal_softmax_forward_kernel(const lowp16* scores, int rows, in
   const int i = row % seq_len;
   const size_t offset = static_cast<size_t>(row) * seq_len;
   float max_v = -INFINITY;
-  for (int j = lane; j <= i; j += 32) max_v = fmaxf(max_v, __fmul_rn(scale, half_to_float(scores[offset + j])));
+  for (int j = lane; j <= i; j += 32) max_v = fmaxf(max_v, __fmul_rn(scale, C::widen(scores[offset + j])));
   max_v = warp_all_max(max_v);
   float sum = 0.0f;
-  for (int j = lane; j <= i; j += 32) sum += expf(__fmul_rn(scale, half_to_float(scores[offset + j])) - max_v);
+  for (int j = lane; j <= i; j += 32) sum += expf(__fmul_rn(scale, C::widen(scores[offset + j])) - max_v);
   const float inv_sum = 1.0f / warp_all_sum(sum);
   // Every lane has read all it needs of its entries: probs may equal scores
   // (each lane rewrites only the entries it read).
   for (int j = lane; j < seq_len; j += 32)
     probs[offset + j] = causal_visible(i, j)
-                            ? to_half(expf(__fmul_rn(scale, half_to_float(scores[offset + j])) - max_v) * inv_sum)
+                            ? C::narrow(expf(__fmul_rn(scale, C::widen(scores[offset + j])) - max_v) * inv_sum)
                             : lowp16{0};
 }
 
+template <class C>
 __global__ void causal_softmax_backward_kernel(const lowp16* probs, const lowp16* dprobs, int rows, int seq_len,
                                                float scale, lowp16* dscores) {
   const int row = static_cast<int>(blockIdx.x) * kWarpsPerBlock + static_cast<int>(threadIdx.x / 32);
@@ -52,38 +54,44 @@ __global__ void causal_softmax_backward_kernel(const lowp16* probs, const lowp16
   const int i = row % seq_len;
   const size_t offset = static_cast<size_t>(row) * seq_len;
   float dot = 0.0f;
-  for (int j = lane; j <= i; j += 32) dot += half_to_float(probs[offset + j]) * half_to_float(dprobs[offset + j]);
+  for (int j = lane; j <= i; j += 32) dot += C::widen(probs[offset + j]) * C::widen(dprobs[offset + j]);
   dot = warp_all_sum(dot);
   for (int j = lane; j < seq_len; j += 32)
-    dscores[offset + j] = causal_visible(i, j)
-                              ? to_half(causal_softmax_grad(half_to_float(probs[offset + j]),
-                                                            half_to_float(dprobs[offset + j]), dot, scale))
-                              : lowp16{0};
+    dscores[offset + j] =
+        causal_visible(i, j)
+            ? C::narrow(causal_softmax_grad(C::widen(probs[offset + j]), C::widen(dprobs[offset + j]), dot, scale))
+            : lowp16{0};
 }
 
 unsigned row_blocks(int rows) { return static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock); }
 
 }  // namespace
 
-void launch_causal_softmax_forward_lowp(cudaStream_t stream, const lowp16* scores, int batch_heads, int seq_len,
-                                        float scale, lowp16* probs) {
+void launch_causal_softmax_forward_lowp(cudaStream_t stream, Precision p, const lowp16* scores, int batch_heads,
+                                        int seq_len, float scale, lowp16* probs) {
   DDP_REQUIRE(batch_heads >= 0 && seq_len >= 0, "causal_softmax_forward_lowp: negative shape");
   const long long rows = static_cast<long long>(batch_heads) * seq_len;
   DDP_REQUIRE(rows <= (1LL << 31) - 1, "causal_softmax_forward_lowp: too many rows");
   if (rows == 0) return;
-  causal_softmax_forward_kernel<<<row_blocks(static_cast<int>(rows)), kThreadsPerBlock, 0, stream>>>(
-      scores, static_cast<int>(rows), seq_len, scale, probs);
+  with_codec(p, [&](auto codec) {
+    using C = decltype(codec);
+    causal_softmax_forward_kernel<C><<<row_blocks(static_cast<int>(rows)), kThreadsPerBlock, 0, stream>>>(
+        scores, static_cast<int>(rows), seq_len, scale, probs);
+  });
   DDP_CUDA_CHECK_LAUNCH();
 }
 
-void launch_causal_softmax_backward_lowp(cudaStream_t stream, const lowp16* probs, const lowp16* dprobs,
+void launch_causal_softmax_backward_lowp(cudaStream_t stream, Precision p, const lowp16* probs, const lowp16* dprobs,
                                          int batch_heads, int seq_len, float scale, lowp16* dscores) {
   DDP_REQUIRE(batch_heads >= 0 && seq_len >= 0, "causal_softmax_backward_lowp: negative shape");
   const long long rows = static_cast<long long>(batch_heads) * seq_len;
   DDP_REQUIRE(rows <= (1LL << 31) - 1, "causal_softmax_backward_lowp: too many rows");
   if (rows == 0) return;
-  causal_softmax_backward_kernel<<<row_blocks(static_cast<int>(rows)), kThreadsPerBlock, 0, stream>>>(
-      probs, dprobs, static_cast<int>(rows), seq_len, scale, dscores);
+  with_codec(p, [&](auto codec) {
+    using C = decltype(codec);
+    causal_softmax_backward_kernel<C><<<row_blocks(static_cast<int>(rows)), kThreadsPerBlock, 0, stream>>>(
+        probs, dprobs, static_cast<int>(rows), seq_len, scale, dscores);
+  });
   DDP_CUDA_CHECK_LAUNCH();
 }
 

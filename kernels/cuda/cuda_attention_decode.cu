@@ -3,9 +3,9 @@
 // attention_decode_lowp). One warp per (new position, head), one warp per
 // block, so the row's scores fit the block's shared memory alone. The
 // rounding points are the full path's: each score is an FP32 dot rounded
-// to FP16 (the q k^T GEMM's output), the softmax is cuda_attention.cu's
+// to the 16-bit format (the q k^T GEMM's output), the softmax is cuda_attention.cu's
 // (scale applied with __fmul_rn, a lane-strided FP32 sum, a butterfly, the
-// same expf), each probability is rounded to FP16, and P v sums in FP32 in
+// same expf), each probability is rounded to it, and P v sums in FP32 in
 // increasing j with one rounding. Only the GEMMs' own summation order
 // (cuBLASLt's, not ours) separates the two paths.
 #include <cmath>
@@ -30,10 +30,11 @@ __device__ float warp_all_max(float v) {
 }
 
 // Block z = i * heads + h: query i (at position past_len + i), head h.
+template <class C>
 __global__ void attention_decode_kernel(const lowp16* q, int q_stride, const lowp16* k_cache, const lowp16* v_cache,
                                         int kv_stride, int heads, int head_size, int past_len, float scale, lowp16* out,
                                         int out_stride) {
-  extern __shared__ float row[];  // [visible]: the scaled scores, then the FP16-rounded probabilities
+  extern __shared__ float row[];  // [visible]: the scaled scores, then the rounded probabilities
   const int i = static_cast<int>(blockIdx.x) / heads;
   const int h = static_cast<int>(blockIdx.x) % heads;
   const int lane = static_cast<int>(threadIdx.x);
@@ -43,24 +44,23 @@ __global__ void attention_decode_kernel(const lowp16* q, int q_stride, const low
   for (int j = lane; j < visible; j += kWarpThreads) {
     const lowp16* k_row = k_cache + static_cast<size_t>(j) * kv_stride + static_cast<size_t>(h) * head_size;
     float dot = 0.0f;
-    for (int d = 0; d < head_size; ++d) dot = fmaf(half_to_float(q_row[d]), half_to_float(k_row[d]), dot);
-    row[j] = __fmul_rn(scale, half_to_float(to_half(dot)));
+    for (int d = 0; d < head_size; ++d) dot = fmaf(C::widen(q_row[d]), C::widen(k_row[d]), dot);
+    row[j] = __fmul_rn(scale, C::widen(C::narrow(dot)));
     max_v = fmaxf(max_v, row[j]);
   }
   max_v = warp_all_max(max_v);
   float sum = 0.0f;
   for (int j = lane; j < visible; j += kWarpThreads) sum += expf(row[j] - max_v);
   const float inv_sum = 1.0f / warp_all_sum(sum);
-  for (int j = lane; j < visible; j += kWarpThreads) row[j] = half_to_float(to_half(expf(row[j] - max_v) * inv_sum));
+  for (int j = lane; j < visible; j += kWarpThreads) row[j] = C::widen(C::narrow(expf(row[j] - max_v) * inv_sum));
   __syncwarp();  // every lane reads every probability below
   lowp16* out_row = out + static_cast<size_t>(i) * out_stride + static_cast<size_t>(h) * head_size;
   for (int d = lane; d < head_size; d += kWarpThreads) {
     float acc = 0.0f;
     for (int j = 0; j < visible; ++j)
-      acc = fmaf(row[j],
-                 half_to_float(v_cache[static_cast<size_t>(j) * kv_stride + static_cast<size_t>(h) * head_size + d]),
+      acc = fmaf(row[j], C::widen(v_cache[static_cast<size_t>(j) * kv_stride + static_cast<size_t>(h) * head_size + d]),
                  acc);
-    out_row[d] = to_half(acc);
+    out_row[d] = C::narrow(acc);
   }
 }
 
@@ -68,9 +68,9 @@ __global__ void attention_decode_kernel(const lowp16* q, int q_stride, const low
 
 int attention_decode_max_positions() { return static_cast<int>(kSharedBytes / sizeof(float)); }
 
-void launch_attention_decode_lowp(cudaStream_t stream, const lowp16* q, int q_stride, const lowp16* k_cache,
-                                  const lowp16* v_cache, int kv_stride, int heads, int head_size, int past_len,
-                                  int new_len, float scale, lowp16* out, int out_stride) {
+void launch_attention_decode_lowp(cudaStream_t stream, Precision p, const lowp16* q, int q_stride,
+                                  const lowp16* k_cache, const lowp16* v_cache, int kv_stride, int heads, int head_size,
+                                  int past_len, int new_len, float scale, lowp16* out, int out_stride) {
   DDP_REQUIRE(heads >= 0 && head_size >= 0 && past_len >= 0 && new_len >= 0 && q_stride >= heads * head_size &&
                   kv_stride >= heads * head_size && out_stride >= heads * head_size,
               "attention_decode_lowp: bad shape");
@@ -82,8 +82,11 @@ void launch_attention_decode_lowp(cudaStream_t stream, const lowp16* q, int q_st
                   std::to_string(attention_decode_max_positions()) + " a block's shared memory holds");
   if (blocks == 0 || head_size == 0) return;
   const size_t shared_bytes = static_cast<size_t>(positions) * sizeof(float);
-  attention_decode_kernel<<<static_cast<unsigned>(blocks), kWarpThreads, shared_bytes, stream>>>(
-      q, q_stride, k_cache, v_cache, kv_stride, heads, head_size, past_len, scale, out, out_stride);
+  with_codec(p, [&](auto codec) {
+    using C = decltype(codec);
+    attention_decode_kernel<C><<<static_cast<unsigned>(blocks), kWarpThreads, shared_bytes, stream>>>(
+        q, q_stride, k_cache, v_cache, kv_stride, heads, head_size, past_len, scale, out, out_stride);
+  });
   DDP_CUDA_CHECK_LAUNCH();
 }
 

@@ -36,9 +36,21 @@ std::string describe_device(int device) {
          std::to_string(prop.major) + "." + std::to_string(prop.minor) + ", " + memory_gib + " GiB)";
 }
 
+// BF16 Tensor Core GEMMs (and cuBLASLt's BF16 algorithms) begin with
+// Ampere; before it every BF16 GEMM would take the slow CUDA-core fallback,
+// so the run is refused instead of silently crawling.
+void require_precision_supported(Precision precision, int device) {
+  if (precision != Precision::Bf16) return;
+  int major = 0;
+  DDP_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  if (major < 8)
+    throw Error("--precision bf16 needs a GPU of compute capability 8.0 (Ampere) or newer; CUDA device " +
+                std::to_string(device) + " is " + std::to_string(major) + ".x: use --precision fp16");
+}
+
 }  // namespace
 
-CudaBackend::CudaBackend(int device) : device_(device) {
+CudaBackend::CudaBackend(int device, Precision precision) : device_(device), precision_(precision) {
   int count = 0;
   DDP_CUDA_CHECK(cudaGetDeviceCount(&count));
   DDP_REQUIRE(device >= 0 && device < count,
@@ -46,8 +58,9 @@ CudaBackend::CudaBackend(int device) : device_(device) {
   DDP_CUDA_CHECK(cudaSetDevice(device_));
   description_ = describe_device(device_);
   check_kernel_image_for_current_device();
+  require_precision_supported(precision_, device_);
   compute_stream_ = make_non_blocking_stream();
-  gemm_ = std::make_unique<CublasLtGemm>(kGemmWorkspaceBytes);
+  gemm_ = std::make_unique<CublasLtGemm>(kGemmWorkspaceBytes, precision_);
   scratch_ = cuda_malloc_unique(kInitialScratchBytes);
   scratch_bytes_ = kInitialScratchBytes;
 }
@@ -228,11 +241,11 @@ void CudaBackend::gemm_lowp_to_fp32(const GemmLowp& g, float* c_fp32) {
 // ---- element-wise and reductions ------------------------------------------------
 
 void CudaBackend::cast_fp32_to_lowp(const float* src, lowp16* dst, size_t count) {
-  launch_cast_fp32_to_lowp(compute_stream(), src, dst, count);
+  launch_cast_fp32_to_lowp(compute_stream(), precision_, src, dst, count);
 }
 
 void CudaBackend::add_fp32_into_lowp(const float* src, lowp16* y, size_t count) {
-  launch_add_fp32_into_lowp(compute_stream(), src, y, count);
+  launch_add_fp32_into_lowp(compute_stream(), precision_, src, y, count);
 }
 
 // ---- losses -------------------------------------------------------------------------
@@ -240,19 +253,20 @@ void CudaBackend::add_fp32_into_lowp(const float* src, lowp16* y, size_t count) 
 void CudaBackend::softmax_xent_forward(const lowp16* logits, const int32_t* labels, int rows, int cols, int real_cols,
                                        float* loss_mean, int32_t* correct_count) {
   DDP_REQUIRE(rows >= 0, "softmax_xent_forward: negative rows");
-  launch_softmax_xent_forward(compute_stream(), logits, labels, rows, cols, real_cols, loss_mean, correct_count,
-                              scratch(softmax_xent_forward_scratch_bytes(rows)));
+  launch_softmax_xent_forward(compute_stream(), precision_, logits, labels, rows, cols, real_cols, loss_mean,
+                              correct_count, scratch(softmax_xent_forward_scratch_bytes(rows)));
 }
 
 void CudaBackend::softmax_xent_backward(const lowp16* logits, const int32_t* labels, int rows, int cols, int real_cols,
                                         ScalarArg loss_scale, lowp16* dlogits) {
-  launch_softmax_xent_backward(compute_stream(), logits, labels, rows, cols, real_cols, loss_scale, dlogits);
+  launch_softmax_xent_backward(compute_stream(), precision_, logits, labels, rows, cols, real_cols, loss_scale,
+                               dlogits);
 }
 
 void CudaBackend::softmax_xent_fused_rows(lowp16* logits_to_grad, const int32_t* labels, int rows, int cols,
                                           int real_cols, int total_rows, ScalarArg loss_scale, float* row_loss) {
-  launch_softmax_xent_fused_rows(compute_stream(), logits_to_grad, labels, rows, cols, real_cols, total_rows,
-                                 loss_scale, row_loss);
+  launch_softmax_xent_fused_rows(compute_stream(), precision_, logits_to_grad, labels, rows, cols, real_cols,
+                                 total_rows, loss_scale, row_loss);
 }
 
 void CudaBackend::loss_rows_mean(const float* row_loss, int rows, float* loss_mean) {
@@ -261,42 +275,43 @@ void CudaBackend::loss_rows_mean(const float* row_loss, int rows, float* loss_me
 
 void CudaBackend::mse_forward(const lowp16* pred, const float* target, int rows, int cols, float* loss_mean) {
   DDP_REQUIRE(rows >= 0 && cols >= 0, "mse_forward: negative shape");
-  launch_mse_forward(compute_stream(), pred, target, static_cast<size_t>(rows) * static_cast<size_t>(cols), loss_mean,
-                     scratch(mse_forward_scratch_bytes()));
+  launch_mse_forward(compute_stream(), precision_, pred, target, static_cast<size_t>(rows) * static_cast<size_t>(cols),
+                     loss_mean, scratch(mse_forward_scratch_bytes()));
 }
 
 void CudaBackend::mse_backward(const lowp16* pred, const float* target, int rows, int cols, ScalarArg loss_scale,
                                lowp16* dpred) {
   DDP_REQUIRE(rows >= 0 && cols >= 0, "mse_backward: negative shape");
-  launch_mse_backward(compute_stream(), pred, target, static_cast<size_t>(rows) * static_cast<size_t>(cols), loss_scale,
-                      dpred);
+  launch_mse_backward(compute_stream(), precision_, pred, target, static_cast<size_t>(rows) * static_cast<size_t>(cols),
+                      loss_scale, dpred);
 }
 
 // ---- transformer operations (cuda_transformer.h) ----------------------------------------
 
 void CudaBackend::embedding_forward_lowp(const int32_t* tokens, const lowp16* wte, const lowp16* wpe, int batch,
                                          int seq_len, int channels, int vocab, lowp16* out) {
-  launch_embedding_forward_lowp(compute_stream(), tokens, wte, wpe, batch, seq_len, channels, vocab, out);
+  launch_embedding_forward_lowp(compute_stream(), precision_, tokens, wte, wpe, batch, seq_len, channels, vocab, out);
 }
 
 void CudaBackend::embedding_backward_lowp(const int32_t* tokens, const lowp16* dout, int batch, int seq_len,
                                           int channels, int vocab, lowp16* d_wte, lowp16* d_wpe, bool accumulate) {
   DDP_REQUIRE(batch >= 0 && seq_len >= 0, "embedding_backward_lowp: negative shape");
-  launch_embedding_backward_lowp(compute_stream(), tokens, dout, batch, seq_len, channels, vocab, d_wte, d_wpe,
-                                 accumulate, scratch(embedding_backward_scratch_bytes(batch * seq_len)));
+  launch_embedding_backward_lowp(compute_stream(), precision_, tokens, dout, batch, seq_len, channels, vocab, d_wte,
+                                 d_wpe, accumulate, scratch(embedding_backward_scratch_bytes(batch * seq_len)));
 }
 
 void CudaBackend::layernorm_forward_lowp(const lowp16* x, const lowp16* gamma, const lowp16* beta, int rows, int cols,
                                          float eps, lowp16* y, float* mean, float* rstd) {
-  launch_layernorm_forward_lowp(compute_stream(), x, gamma, beta, rows, cols, eps, y, mean, rstd);
+  launch_layernorm_forward_lowp(compute_stream(), precision_, x, gamma, beta, rows, cols, eps, y, mean, rstd);
 }
 
 void CudaBackend::layernorm_backward_lowp(const lowp16* dy, const lowp16* x, const lowp16* gamma, const float* mean,
                                           const float* rstd, int rows, int cols, lowp16* dx, bool accumulate_dx,
                                           lowp16* dgamma, lowp16* dbeta, bool accumulate_params) {
   DDP_REQUIRE(rows >= 0 && cols > 0, "layernorm_backward_lowp: needs cols > 0");
-  launch_layernorm_backward_lowp(compute_stream(), dy, x, gamma, mean, rstd, rows, cols, dx, accumulate_dx, dgamma,
-                                 dbeta, accumulate_params, scratch(layernorm_backward_scratch_bytes(rows, cols)));
+  launch_layernorm_backward_lowp(compute_stream(), precision_, dy, x, gamma, mean, rstd, rows, cols, dx, accumulate_dx,
+                                 dgamma, dbeta, accumulate_params,
+                                 scratch(layernorm_backward_scratch_bytes(rows, cols)));
 }
 
 void CudaBackend::gemm_batched_lowp(const GemmLowp& g, int batch_count, int64_t stride_a, int64_t stride_b,
@@ -307,16 +322,17 @@ void CudaBackend::gemm_batched_lowp(const GemmLowp& g, int batch_count, int64_t 
 
 void CudaBackend::causal_softmax_forward_lowp(const lowp16* scores, int batch_heads, int seq_len, float scale,
                                               lowp16* probs) {
-  launch_causal_softmax_forward_lowp(compute_stream(), scores, batch_heads, seq_len, scale, probs);
+  launch_causal_softmax_forward_lowp(compute_stream(), precision_, scores, batch_heads, seq_len, scale, probs);
 }
 
 void CudaBackend::causal_softmax_backward_lowp(const lowp16* probs, const lowp16* dprobs, int batch_heads, int seq_len,
                                                float scale, lowp16* dscores) {
-  launch_causal_softmax_backward_lowp(compute_stream(), probs, dprobs, batch_heads, seq_len, scale, dscores);
+  launch_causal_softmax_backward_lowp(compute_stream(), precision_, probs, dprobs, batch_heads, seq_len, scale,
+                                      dscores);
 }
 
 void CudaBackend::add_lowp(const lowp16* a, const lowp16* b, lowp16* y, size_t count) {
-  launch_add_lowp(compute_stream(), a, b, y, count);
+  launch_add_lowp(compute_stream(), precision_, a, b, y, count);
 }
 
 void CudaBackend::rows_to_heads_lowp(const lowp16* rows, int row_stride, int batch, int seq_len, int heads,
@@ -332,20 +348,21 @@ void CudaBackend::heads_to_rows_lowp(const lowp16* heads_in, int batch, int seq_
 void CudaBackend::attention_decode_lowp(const lowp16* q, int q_stride, const lowp16* k_cache, const lowp16* v_cache,
                                         int kv_stride, int heads, int head_size, int past_len, int new_len, float scale,
                                         lowp16* out, int out_stride) {
-  launch_attention_decode_lowp(compute_stream(), q, q_stride, k_cache, v_cache, kv_stride, heads, head_size, past_len,
-                               new_len, scale, out, out_stride);
+  launch_attention_decode_lowp(compute_stream(), precision_, q, q_stride, k_cache, v_cache, kv_stride, heads, head_size,
+                               past_len, new_len, scale, out, out_stride);
 }
 
 void CudaBackend::attention_forward_fused_lowp(const lowp16* q, const lowp16* k, const lowp16* v, int batch_heads,
                                                int seq_len, int head_size, float scale, lowp16* out, float* lse) {
-  launch_attention_forward_fused_lowp(compute_stream(), q, k, v, batch_heads, seq_len, head_size, scale, out, lse);
+  launch_attention_forward_fused_lowp(compute_stream(), precision_, q, k, v, batch_heads, seq_len, head_size, scale,
+                                      out, lse);
 }
 
 void CudaBackend::attention_backward_fused_lowp(const lowp16* q, const lowp16* k, const lowp16* v, const lowp16* out,
                                                 const float* lse, const lowp16* dout, int batch_heads, int seq_len,
                                                 int head_size, float scale, lowp16* dq, lowp16* dk, lowp16* dv) {
-  launch_attention_backward_fused_lowp(compute_stream(), q, k, v, out, lse, dout, batch_heads, seq_len, head_size,
-                                       scale, dq, dk, dv,
+  launch_attention_backward_fused_lowp(compute_stream(), precision_, q, k, v, out, lse, dout, batch_heads, seq_len,
+                                       head_size, scale, dq, dk, dv,
                                        scratch(attention_backward_fused_scratch_bytes(batch_heads, seq_len)));
 }
 
@@ -353,7 +370,7 @@ void CudaBackend::attention_backward_fused_lowp(const lowp16* q, const lowp16* k
 
 void CudaBackend::unscale_lowp_to_fp32(const lowp16* grads_lowp, float* grads_fp32, size_t count, ScalarArg inv_scale,
                                        int32_t* nonfinite_flag) {
-  launch_unscale_lowp_to_fp32(compute_stream(), grads_lowp, grads_fp32, count, inv_scale, nonfinite_flag);
+  launch_unscale_lowp_to_fp32(compute_stream(), precision_, grads_lowp, grads_fp32, count, inv_scale, nonfinite_flag);
 }
 
 void CudaBackend::l2_norm_fp32(const float* x, size_t count, float* norm) {
@@ -363,16 +380,17 @@ void CudaBackend::l2_norm_fp32(const float* x, size_t count, float* norm) {
 void CudaBackend::sgd_update(const SgdParams& params, const SgdGrads& grads, float* master_fp32, float* momentum_fp32,
                              lowp16* weights_lowp, size_t count, const int32_t* skip_flag) {
   if (grads.fp32 != nullptr) {
-    launch_sgd_update(compute_stream(), params, grads.fp32, master_fp32, momentum_fp32, weights_lowp, count, skip_flag);
+    launch_sgd_update(compute_stream(), precision_, params, grads.fp32, master_fp32, momentum_fp32, weights_lowp, count,
+                      skip_flag);
     return;
   }
-  launch_sgd_update_lowp_grads(compute_stream(), params, grads.lowp, grads.inv_scale, master_fp32, momentum_fp32,
-                               weights_lowp, count, skip_flag);
+  launch_sgd_update_lowp_grads(compute_stream(), precision_, params, grads.lowp, grads.inv_scale, master_fp32,
+                               momentum_fp32, weights_lowp, count, skip_flag);
 }
 
 void CudaBackend::adamw_update(const AdamWParams& params, const AdamWBuffers& b, ScalarArg inv_scale, size_t offset,
                                size_t count, const int32_t* skip_flag) {
-  launch_adamw_update(compute_stream(), params, b, inv_scale, offset, count, skip_flag);
+  launch_adamw_update(compute_stream(), precision_, params, b, inv_scale, offset, count, skip_flag);
 }
 
 // ---- device-resident step state -------------------------------------------------------

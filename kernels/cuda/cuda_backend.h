@@ -32,14 +32,16 @@ class CudaBackend final : public Backend {
   // ample for Ampere); allocated once, reused by every GEMM.
   static constexpr size_t kGemmWorkspaceBytes = size_t{32} << 20;
 
-  // Throws ddp::Error when the device does not exist, the build has no
-  // kernels for it, or memory for the workspace is missing.
-  explicit CudaBackend(int device = 0);
+  // Its 16-bit buffers hold `precision`'s format. Throws ddp::Error when
+  // the device does not exist, the build has no kernels for it, BF16 is
+  // asked of a device before Ampere, or memory for the workspace is missing.
+  explicit CudaBackend(int device = 0, Precision precision = Precision::Fp16);
   ~CudaBackend() override;
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;
 
   DeviceKind kind() const override { return DeviceKind::Cuda; }
+  Precision precision() const override { return precision_; }
   size_t device_used_bytes() const override;
   std::string description() const override { return description_; }
   int device() const { return device_; }
@@ -159,6 +161,7 @@ class CudaBackend final : public Backend {
   CaptureState capture_state() const;
 
   int device_ = 0;
+  Precision precision_ = Precision::Fp16;
   std::string description_;
   // Declaration order is destruction order reversed: the stream outlives
   // everything that queues work on it.

@@ -1,6 +1,7 @@
-// cuda_elementwise.cu: the FP32 -> FP16 cast and the column sums (a GEMM's
+// cuda_elementwise.cu: the FP32 -> 16-bit cast and the column sums (a GEMM's
 // bias gradient where cuBLASLt cannot write it).
-// The per-element math is the shared code of elementwise_math.h and half.h,
+// The per-element math is the shared code of elementwise_math.h and the
+// codecs (lowp_codec.h),
 // the same functions the CPU loops call.
 #include "kernels/cuda/cuda_elementwise.h"
 
@@ -21,6 +22,7 @@ namespace {
 // order: results agree to the FP32 summation-order tolerance, not bitwise.
 constexpr int kBiasGradRowLanes = 16;
 
+template <class C>
 __global__ void column_sums_kernel(const lowp16* a, int rows, int cols, size_t row_stride, size_t col_stride,
                                    lowp16* db, bool accumulate) {
   __shared__ float partial[kBiasGradRowLanes][33];  // +1: no bank conflicts on the column read
@@ -28,53 +30,64 @@ __global__ void column_sums_kernel(const lowp16* a, int rows, int cols, size_t r
   float sum = 0.0f;
   if (col < cols)
     for (int r = threadIdx.y; r < rows; r += kBiasGradRowLanes)
-      sum += half_to_float(a[static_cast<size_t>(r) * row_stride + static_cast<size_t>(col) * col_stride]);
+      sum += C::widen(a[static_cast<size_t>(r) * row_stride + static_cast<size_t>(col) * col_stride]);
   partial[threadIdx.y][threadIdx.x] = sum;
   __syncthreads();
   if (threadIdx.y == 0 && col < cols) {
     float total = 0.0f;
     for (int lane = 0; lane < kBiasGradRowLanes; ++lane) total += partial[lane][threadIdx.x];
-    if (accumulate) total += half_to_float(db[col]);
-    db[col] = to_half(total);
+    if (accumulate) total += C::widen(db[col]);
+    db[col] = C::narrow(total);
   }
 }
 
+template <class C>
 __global__ void cast_fp32_to_lowp_kernel(const float* src, lowp16* dst, size_t count) {
-  for (size_t i = global_thread_index(); i < count; i += grid_stride()) dst[i] = to_half(src[i]);
+  for (size_t i = global_thread_index(); i < count; i += grid_stride()) dst[i] = C::narrow(src[i]);
 }
 
+template <class C>
 __global__ void add_fp32_into_lowp_kernel(const float* src, lowp16* y, size_t count) {
-  for (size_t i = global_thread_index(); i < count; i += grid_stride()) y[i] = to_half(half_to_float(y[i]) + src[i]);
+  for (size_t i = global_thread_index(); i < count; i += grid_stride()) y[i] = C::narrow(C::widen(y[i]) + src[i]);
 }
 
 }  // namespace
 
-void launch_column_sums_lowp(cudaStream_t stream, const lowp16* a, int rows, int cols, size_t row_stride,
+void launch_column_sums_lowp(cudaStream_t stream, Precision p, const lowp16* a, int rows, int cols, size_t row_stride,
                              size_t col_stride, lowp16* db, bool accumulate) {
   DDP_REQUIRE(rows >= 0 && cols >= 0, "column_sums_lowp: negative shape");
   if (cols == 0) return;
   // rows == 0 still runs: db becomes 0 (or stays db when accumulating).
   const dim3 block(32, kBiasGradRowLanes);
   const dim3 grid(static_cast<unsigned>((cols + 31) / 32));
-  column_sums_kernel<<<grid, block, 0, stream>>>(a, rows, cols, row_stride, col_stride, db, accumulate);
+  with_codec(p, [&](auto codec) {
+    using C = decltype(codec);
+    column_sums_kernel<C><<<grid, block, 0, stream>>>(a, rows, cols, row_stride, col_stride, db, accumulate);
+  });
   DDP_CUDA_CHECK_LAUNCH();
 }
 
-void launch_cast_fp32_to_lowp(cudaStream_t stream, const float* src, lowp16* dst, size_t count) {
+void launch_cast_fp32_to_lowp(cudaStream_t stream, Precision p, const float* src, lowp16* dst, size_t count) {
   if (count == 0) return;
-  cast_fp32_to_lowp_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(src, dst, count);
+  with_codec(p, [&](auto codec) {
+    using C = decltype(codec);
+    cast_fp32_to_lowp_kernel<C><<<grid_for(count), kThreadsPerBlock, 0, stream>>>(src, dst, count);
+  });
   DDP_CUDA_CHECK_LAUNCH();
 }
 
-void launch_add_fp32_into_lowp(cudaStream_t stream, const float* src, lowp16* y, size_t count) {
+void launch_add_fp32_into_lowp(cudaStream_t stream, Precision p, const float* src, lowp16* y, size_t count) {
   if (count == 0) return;
-  add_fp32_into_lowp_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(src, y, count);
+  with_codec(p, [&](auto codec) {
+    using C = decltype(codec);
+    add_fp32_into_lowp_kernel<C><<<grid_for(count), kThreadsPerBlock, 0, stream>>>(src, y, count);
+  });
   DDP_CUDA_CHECK_LAUNCH();
 }
 
 void check_kernel_image_for_current_device() {
   cudaFuncAttributes attributes{};
-  const cudaError_t e = cudaFuncGetAttributes(&attributes, cast_fp32_to_lowp_kernel);
+  const cudaError_t e = cudaFuncGetAttributes(&attributes, cast_fp32_to_lowp_kernel<Fp16Codec>);
   if (e == cudaSuccess) return;
   (void)cudaGetLastError();
   int device = 0, major = 0, minor = 0;

@@ -1,5 +1,5 @@
 // cuda_elementwise.h: launchers for the element-wise CUDA kernels (the FP32
-// -> FP16 cast) and the column sums of a GEMM's bias gradient. Each queues one
+// -> 16-bit cast, in precision p) and the column sums of a GEMM's bias gradient. Each queues one
 // kernel on `stream` and checks the launch; semantics are those of the
 // Backend method of the same name (backend.h). Plain C++: g++ can include it.
 #pragma once
@@ -9,7 +9,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/elementwise_math.h"
-#include "kernels/half.h"
+#include "kernels/lowp_codec.h"
 
 namespace ddp {
 
@@ -18,10 +18,10 @@ namespace ddp {
 // accumulating): also the bias gradient of a GEMM's op(A) where cuBLASLt's
 // BGRADB cannot write it (launch_bias_grad_op_a_lowp). Reads coalesce when
 // col_stride is 1.
-void launch_column_sums_lowp(cudaStream_t stream, const lowp16* a, int rows, int cols, size_t row_stride,
+void launch_column_sums_lowp(cudaStream_t stream, Precision p, const lowp16* a, int rows, int cols, size_t row_stride,
                              size_t col_stride, lowp16* db, bool accumulate);
-void launch_cast_fp32_to_lowp(cudaStream_t stream, const float* src, lowp16* dst, size_t count);
-void launch_add_fp32_into_lowp(cudaStream_t stream, const float* src, lowp16* y, size_t count);
+void launch_cast_fp32_to_lowp(cudaStream_t stream, Precision p, const float* src, lowp16* dst, size_t count);
+void launch_add_fp32_into_lowp(cudaStream_t stream, Precision p, const float* src, lowp16* y, size_t count);
 
 // Throws ddp::Error with the fix ("rebuild with CMAKE_CUDA_ARCHITECTURES=..")
 // when this binary holds no kernel image the current device can run.

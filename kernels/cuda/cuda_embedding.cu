@@ -26,15 +26,17 @@ constexpr size_t kScratchAlignment = 256;
 
 size_t aligned(size_t bytes) { return (bytes + kScratchAlignment - 1) / kScratchAlignment * kScratchAlignment; }
 
+template <class C>
 __global__ void embedding_forward_kernel(const int32_t* tokens, const lowp16* wte, const lowp16* wpe, int seq_len,
                                          int channels, int vocab, size_t count, lowp16* out) {
   for (size_t idx = global_thread_index(); idx < count; idx += grid_stride()) {
     const size_t r = idx / channels, c = idx % channels;
     const int32_t token = tokens[r];
     const size_t t = r % seq_len;
-    out[idx] = token >= 0 && token < vocab ? to_half(half_to_float(wte[static_cast<size_t>(token) * channels + c]) +
-                                                     half_to_float(wpe[t * channels + c]))
-                                           : to_half(NAN);
+    out[idx] =
+        token >= 0 && token < vocab
+            ? C::narrow(C::widen(wte[static_cast<size_t>(token) * channels + c]) + C::widen(wpe[t * channels + c]))
+            : C::narrow(NAN);
   }
 }
 
@@ -46,6 +48,7 @@ __global__ void row_index_kernel(int32_t* index, int rows) {
 // One block per sorted position; only the first position of each run of
 // equal tokens does anything: it sums the run's rows of dout (in increasing
 // row order, the sort being stable) into the token's table row.
+template <class C>
 __global__ void embedding_table_grad_kernel(const int32_t* sorted_tokens, const int32_t* sorted_rows, int rows,
                                             const lowp16* dout, int channels, int vocab, lowp16* d_wte,
                                             bool accumulate) {
@@ -56,20 +59,21 @@ __global__ void embedding_table_grad_kernel(const int32_t* sorted_tokens, const 
   while (end < rows && sorted_tokens[end] == token) ++end;
   lowp16* dst = d_wte + static_cast<size_t>(token) * channels;
   for (int c = static_cast<int>(threadIdx.x); c < channels; c += static_cast<int>(blockDim.x)) {
-    float sum = accumulate ? half_to_float(dst[c]) : 0.0f;
-    for (int i = first; i < end; ++i) sum += half_to_float(dout[static_cast<size_t>(sorted_rows[i]) * channels + c]);
-    dst[c] = to_half(sum);
+    float sum = accumulate ? C::widen(dst[c]) : 0.0f;
+    for (int i = first; i < end; ++i) sum += C::widen(dout[static_cast<size_t>(sorted_rows[i]) * channels + c]);
+    dst[c] = C::narrow(sum);
   }
 }
 
 // d_wpe[t, c] = sum over b in increasing order (CpuBackend's order).
+template <class C>
 __global__ void position_grad_kernel(const lowp16* dout, int batch, int seq_len, int channels, lowp16* d_wpe,
                                      bool accumulate) {
   const size_t count = static_cast<size_t>(seq_len) * channels;
   for (size_t idx = global_thread_index(); idx < count; idx += grid_stride()) {
-    float sum = accumulate ? half_to_float(d_wpe[idx]) : 0.0f;
-    for (int b = 0; b < batch; ++b) sum += half_to_float(dout[static_cast<size_t>(b) * count + idx]);
-    d_wpe[idx] = to_half(sum);
+    float sum = accumulate ? C::widen(d_wpe[idx]) : 0.0f;
+    for (int b = 0; b < batch; ++b) sum += C::widen(dout[static_cast<size_t>(b) * count + idx]);
+    d_wpe[idx] = C::narrow(sum);
   }
 }
 
@@ -84,13 +88,16 @@ size_t sort_temp_bytes(int rows) {
 
 }  // namespace
 
-void launch_embedding_forward_lowp(cudaStream_t stream, const int32_t* tokens, const lowp16* wte, const lowp16* wpe,
-                                   int batch, int seq_len, int channels, int vocab, lowp16* out) {
+void launch_embedding_forward_lowp(cudaStream_t stream, Precision p, const int32_t* tokens, const lowp16* wte,
+                                   const lowp16* wpe, int batch, int seq_len, int channels, int vocab, lowp16* out) {
   DDP_REQUIRE(batch >= 0 && seq_len >= 0 && channels >= 0 && vocab >= 0, "embedding_forward_lowp: negative shape");
   const size_t count = static_cast<size_t>(batch) * seq_len * channels;
   if (count == 0) return;
-  embedding_forward_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(tokens, wte, wpe, seq_len, channels, vocab,
-                                                                             count, out);
+  with_codec(p, [&](auto codec) {
+    using C = decltype(codec);
+    embedding_forward_kernel<C>
+        <<<grid_for(count), kThreadsPerBlock, 0, stream>>>(tokens, wte, wpe, seq_len, channels, vocab, count, out);
+  });
   DDP_CUDA_CHECK_LAUNCH();
 }
 
@@ -99,9 +106,9 @@ size_t embedding_backward_scratch_bytes(int rows) {
   return 3 * index_bytes + aligned(sort_temp_bytes(rows));
 }
 
-void launch_embedding_backward_lowp(cudaStream_t stream, const int32_t* tokens, const lowp16* dout, int batch,
-                                    int seq_len, int channels, int vocab, lowp16* d_wte, lowp16* d_wpe, bool accumulate,
-                                    void* scratch) {
+void launch_embedding_backward_lowp(cudaStream_t stream, Precision p, const int32_t* tokens, const lowp16* dout,
+                                    int batch, int seq_len, int channels, int vocab, lowp16* d_wte, lowp16* d_wpe,
+                                    bool accumulate, void* scratch) {
   DDP_REQUIRE(batch >= 0 && seq_len >= 0 && channels >= 0 && vocab >= 0, "embedding_backward_lowp: negative shape");
   const int rows = batch * seq_len;
   if (channels == 0) return;
@@ -125,14 +132,20 @@ void launch_embedding_backward_lowp(cudaStream_t stream, const int32_t* tokens, 
                                                    rows, 0, 32, stream));
     const unsigned threads =
         channels >= static_cast<int>(kThreadsPerBlock) ? kThreadsPerBlock : 32u * ((channels + 31) / 32);
-    embedding_table_grad_kernel<<<static_cast<unsigned>(rows), threads, 0, stream>>>(
-        sorted_tokens, sorted_rows, rows, dout, channels, vocab, d_wte, accumulate);
+    with_codec(p, [&](auto codec) {
+      using C = decltype(codec);
+      embedding_table_grad_kernel<C><<<static_cast<unsigned>(rows), threads, 0, stream>>>(
+          sorted_tokens, sorted_rows, rows, dout, channels, vocab, d_wte, accumulate);
+    });
     DDP_CUDA_CHECK_LAUNCH();
   }
   const size_t positions = static_cast<size_t>(seq_len) * channels;
   if (positions == 0) return;
-  position_grad_kernel<<<grid_for(positions), kThreadsPerBlock, 0, stream>>>(dout, batch, seq_len, channels, d_wpe,
-                                                                             accumulate);
+  with_codec(p, [&](auto codec) {
+    using C = decltype(codec);
+    position_grad_kernel<C>
+        <<<grid_for(positions), kThreadsPerBlock, 0, stream>>>(dout, batch, seq_len, channels, d_wpe, accumulate);
+  });
   DDP_CUDA_CHECK_LAUNCH();
 }
 

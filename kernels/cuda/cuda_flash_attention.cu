@@ -42,10 +42,11 @@ __device__ float warp_all_max(float v) {
 
 // Rows [row0, row0 + rows) of one head [T, hs] into tile [kTile, ld] FP32;
 // the tile's rows past `rows` become 0 (never used, but defined).
+template <class C>
 __device__ void load_tile(const lowp16* head, int row0, int rows, int hs, int ld, float* tile) {
   for (int idx = static_cast<int>(threadIdx.x); idx < kTile * hs; idx += kThreads) {
     const int r = idx / hs, d = idx % hs;
-    tile[r * ld + d] = r < rows ? half_to_float(head[static_cast<size_t>(row0 + r) * hs + d]) : 0.0f;
+    tile[r * ld + d] = r < rows ? C::widen(head[static_cast<size_t>(row0 + r) * hs + d]) : 0.0f;
   }
 }
 
@@ -58,6 +59,7 @@ __device__ float dot_rows(const float* a, const float* b, int hs) {
 
 // ---- forward: one block per (head, query tile) ------------------------------------------
 
+template <class C>
 __global__ void __launch_bounds__(kThreads)
     flash_forward_kernel(const lowp16* q, const lowp16* k, const lowp16* v, int T, int hs, int tiles, float scale,
                          lowp16* out, float* lse) {
@@ -71,7 +73,7 @@ __global__ void __launch_bounds__(kThreads)
   const size_t head = static_cast<size_t>(z) * T * hs;
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int i0 = qt * kTile, rows = min(kTile, T - i0);
-  load_tile(q + head, i0, rows, hs, ld, q_tile);
+  load_tile<C>(q + head, i0, rows, hs, ld, q_tile);
 
   float m[kRowsPerWarp], l[kRowsPerWarp], o[kRowsPerWarp][kDimsPerLane];
 #pragma unroll
@@ -84,8 +86,8 @@ __global__ void __launch_bounds__(kThreads)
   for (int kt = 0; kt <= qt; ++kt) {  // key tiles above the diagonal: never visited
     const int j0 = kt * kTile, cols = min(kTile, T - j0);
     __syncthreads();  // the previous key tile is no longer read
-    load_tile(k + head, j0, cols, hs, ld, k_tile);
-    load_tile(v + head, j0, cols, hs, ld, v_tile);
+    load_tile<C>(k + head, j0, cols, hs, ld, k_tile);
+    load_tile<C>(v + head, j0, cols, hs, ld, v_tile);
     __syncthreads();
 #pragma unroll
     for (int rr = 0; rr < kRowsPerWarp; ++rr) {
@@ -119,7 +121,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int t = 0; t < kDimsPerLane; ++t) {
       const int d = lane + 32 * t;
-      if (d < hs) out[row * hs + d] = to_half(o[rr][t] / l[rr]);
+      if (d < hs) out[row * hs + d] = C::narrow(o[rr][t] / l[rr]);
     }
     if (lane == 0) lse[row] = m[rr] + logf(l[rr]);
   }
@@ -129,13 +131,14 @@ __global__ void __launch_bounds__(kThreads)
 
 // D[row] = sum_d dout[row, d] * out[row, d]: one warp per row, lane-strided
 // FP32 partial sums, then the butterfly.
+template <class C>
 __global__ void flash_row_dots_kernel(const lowp16* dout, const lowp16* out, long long rows, int hs, float* row_d) {
   const long long row = static_cast<long long>(blockIdx.x) * kWarps + threadIdx.x / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
   if (row >= rows) return;  // uniform per warp
   const size_t base = static_cast<size_t>(row) * hs;
   float sum = 0.0f;
-  for (int d = lane; d < hs; d += 32) sum = fmaf(half_to_float(dout[base + d]), half_to_float(out[base + d]), sum);
+  for (int d = lane; d < hs; d += 32) sum = fmaf(C::widen(dout[base + d]), C::widen(out[base + d]), sum);
   sum = warp_all_sum(sum);
   if (lane == 0) row_d[row] = sum;
 }
@@ -155,6 +158,7 @@ __device__ ProbAndGrad prob_and_grad(bool visible, const float* q_row, const flo
 
 // dk, dv: one block per (head, key tile), summing over the query tiles
 // kt..tiles-1 in increasing order, and over a tile's rows in increasing row.
+template <class C>
 __global__ void __launch_bounds__(kThreads)
     flash_backward_dkdv_kernel(const lowp16* q, const lowp16* k, const lowp16* v, const float* lse, const float* row_d,
                                const lowp16* dout, int T, int hs, int tiles, float scale, lowp16* dk, lowp16* dv) {
@@ -170,8 +174,8 @@ __global__ void __launch_bounds__(kThreads)
   const size_t head = static_cast<size_t>(z) * T * hs;
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int j0 = kt * kTile, cols = min(kTile, T - j0);
-  load_tile(k + head, j0, cols, hs, ld, k_tile);
-  load_tile(v + head, j0, cols, hs, ld, v_tile);
+  load_tile<C>(k + head, j0, cols, hs, ld, k_tile);
+  load_tile<C>(v + head, j0, cols, hs, ld, v_tile);
 
   float dk_acc[kRowsPerWarp][kDimsPerLane], dv_acc[kRowsPerWarp][kDimsPerLane];
 #pragma unroll
@@ -181,8 +185,8 @@ __global__ void __launch_bounds__(kThreads)
   for (int qt = kt; qt < tiles; ++qt) {
     const int i0 = qt * kTile, rows = min(kTile, T - i0);
     __syncthreads();  // the previous query tile is no longer read
-    load_tile(q + head, i0, rows, hs, ld, q_tile);
-    load_tile(dout + head, i0, rows, hs, ld, do_tile);
+    load_tile<C>(q + head, i0, rows, hs, ld, q_tile);
+    load_tile<C>(dout + head, i0, rows, hs, ld, do_tile);
     if (threadIdx.x < kTile) {
       const int r = static_cast<int>(threadIdx.x);
       lse_tile[r] = r < rows ? lse[static_cast<size_t>(z) * T + i0 + r] : 0.0f;
@@ -218,8 +222,8 @@ __global__ void __launch_bounds__(kThreads)
     for (int t = 0; t < kDimsPerLane; ++t) {
       const int d = lane + 32 * t;
       if (d < hs) {
-        dv[row * hs + d] = to_half(dv_acc[cc][t]);
-        dk[row * hs + d] = to_half(__fmul_rn(scale, dk_acc[cc][t]));
+        dv[row * hs + d] = C::narrow(dv_acc[cc][t]);
+        dk[row * hs + d] = C::narrow(__fmul_rn(scale, dk_acc[cc][t]));
       }
     }
   }
@@ -227,6 +231,7 @@ __global__ void __launch_bounds__(kThreads)
 
 // dq: one block per (head, query tile), summing over the key tiles 0..qt in
 // increasing order, and over a tile's keys in increasing key.
+template <class C>
 __global__ void __launch_bounds__(kThreads)
     flash_backward_dq_kernel(const lowp16* q, const lowp16* k, const lowp16* v, const float* lse, const float* row_d,
                              const lowp16* dout, int T, int hs, int tiles, float scale, lowp16* dq) {
@@ -241,8 +246,8 @@ __global__ void __launch_bounds__(kThreads)
   const size_t head = static_cast<size_t>(z) * T * hs;
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int i0 = qt * kTile, rows = min(kTile, T - i0);
-  load_tile(q + head, i0, rows, hs, ld, q_tile);
-  load_tile(dout + head, i0, rows, hs, ld, do_tile);
+  load_tile<C>(q + head, i0, rows, hs, ld, q_tile);
+  load_tile<C>(dout + head, i0, rows, hs, ld, do_tile);
 
   float dq_acc[kRowsPerWarp][kDimsPerLane], row_lse[kRowsPerWarp], row_dd[kRowsPerWarp];
 #pragma unroll
@@ -257,8 +262,8 @@ __global__ void __launch_bounds__(kThreads)
   for (int kt = 0; kt <= qt; ++kt) {
     const int j0 = kt * kTile, cols = min(kTile, T - j0);
     __syncthreads();  // the previous key tile is no longer read
-    load_tile(k + head, j0, cols, hs, ld, k_tile);
-    load_tile(v + head, j0, cols, hs, ld, v_tile);
+    load_tile<C>(k + head, j0, cols, hs, ld, k_tile);
+    load_tile<C>(v + head, j0, cols, hs, ld, v_tile);
     __syncthreads();
 #pragma unroll
     for (int rr = 0; rr < kRowsPerWarp; ++rr) {
@@ -285,7 +290,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int t = 0; t < kDimsPerLane; ++t) {
       const int d = lane + 32 * t;
-      if (d < hs) dq[row * hs + d] = to_half(__fmul_rn(scale, dq_acc[rr][t]));
+      if (d < hs) dq[row * hs + d] = C::narrow(__fmul_rn(scale, dq_acc[rr][t]));
     }
   }
 }
@@ -334,16 +339,20 @@ size_t tile_bytes(int head_size) { return static_cast<size_t>(kTile) * (head_siz
 
 }  // namespace
 
-void launch_attention_forward_fused_lowp(cudaStream_t stream, const lowp16* q, const lowp16* k, const lowp16* v,
-                                         int batch_heads, int seq_len, int head_size, float scale, lowp16* out,
-                                         float* lse) {
+void launch_attention_forward_fused_lowp(cudaStream_t stream, Precision p, const lowp16* q, const lowp16* k,
+                                         const lowp16* v, int batch_heads, int seq_len, int head_size, float scale,
+                                         lowp16* out, float* lse) {
   const char* op = "attention_forward_fused_lowp";
   const unsigned blocks = flash_grid(op, batch_heads, seq_len, head_size);
   if (blocks == 0) return;
   const int tiles = (seq_len + kTile - 1) / kTile;
   const size_t shared_bytes = 3 * tile_bytes(head_size);  // q, k, v tiles
-  allow_shared_bytes(op, flash_forward_kernel, shared_bytes);
-  flash_forward_kernel<<<blocks, kThreads, shared_bytes, stream>>>(q, k, v, seq_len, head_size, tiles, scale, out, lse);
+  with_codec(p, [&](auto codec) {
+    using C = decltype(codec);
+    allow_shared_bytes(op, flash_forward_kernel<C>, shared_bytes);
+    flash_forward_kernel<C>
+        <<<blocks, kThreads, shared_bytes, stream>>>(q, k, v, seq_len, head_size, tiles, scale, out, lse);
+  });
   DDP_CUDA_CHECK_LAUNCH();
 }
 
@@ -351,10 +360,10 @@ size_t attention_backward_fused_scratch_bytes(int batch_heads, int seq_len) {
   return static_cast<size_t>(std::max(batch_heads, 0)) * static_cast<size_t>(std::max(seq_len, 0)) * sizeof(float);
 }
 
-void launch_attention_backward_fused_lowp(cudaStream_t stream, const lowp16* q, const lowp16* k, const lowp16* v,
-                                          const lowp16* out, const float* lse, const lowp16* dout, int batch_heads,
-                                          int seq_len, int head_size, float scale, lowp16* dq, lowp16* dk, lowp16* dv,
-                                          void* scratch) {
+void launch_attention_backward_fused_lowp(cudaStream_t stream, Precision p, const lowp16* q, const lowp16* k,
+                                          const lowp16* v, const lowp16* out, const float* lse, const lowp16* dout,
+                                          int batch_heads, int seq_len, int head_size, float scale, lowp16* dq,
+                                          lowp16* dk, lowp16* dv, void* scratch) {
   const char* op = "attention_backward_fused_lowp";
   const unsigned blocks = flash_grid(op, batch_heads, seq_len, head_size);
   if (blocks == 0) return;
@@ -363,19 +372,21 @@ void launch_attention_backward_fused_lowp(cudaStream_t stream, const lowp16* q, 
   const long long rows = static_cast<long long>(batch_heads) * seq_len;
   const long long dot_blocks = (rows + kWarps - 1) / kWarps;
   DDP_REQUIRE(dot_blocks <= INT_MAX, std::string(op) + ": too many rows for one grid");
-  flash_row_dots_kernel<<<static_cast<unsigned>(dot_blocks), kThreads, 0, stream>>>(dout, out, rows, head_size, row_d);
-  DDP_CUDA_CHECK_LAUNCH();
-
   const size_t dkdv_bytes = 4 * tile_bytes(head_size) + 2 * kTile * sizeof(float);  // k, v, q, dout; lse, D
-  allow_shared_bytes(op, flash_backward_dkdv_kernel, dkdv_bytes);
-  flash_backward_dkdv_kernel<<<blocks, kThreads, dkdv_bytes, stream>>>(q, k, v, lse, row_d, dout, seq_len, head_size,
-                                                                       tiles, scale, dk, dv);
-  DDP_CUDA_CHECK_LAUNCH();
-
-  const size_t dq_bytes = 4 * tile_bytes(head_size);  // q, dout, k, v
-  allow_shared_bytes(op, flash_backward_dq_kernel, dq_bytes);
-  flash_backward_dq_kernel<<<blocks, kThreads, dq_bytes, stream>>>(q, k, v, lse, row_d, dout, seq_len, head_size, tiles,
-                                                                   scale, dq);
+  const size_t dq_bytes = 4 * tile_bytes(head_size);                                // q, dout, k, v
+  with_codec(p, [&](auto codec) {
+    using C = decltype(codec);
+    flash_row_dots_kernel<C>
+        <<<static_cast<unsigned>(dot_blocks), kThreads, 0, stream>>>(dout, out, rows, head_size, row_d);
+    DDP_CUDA_CHECK_LAUNCH();
+    allow_shared_bytes(op, flash_backward_dkdv_kernel<C>, dkdv_bytes);
+    flash_backward_dkdv_kernel<C>
+        <<<blocks, kThreads, dkdv_bytes, stream>>>(q, k, v, lse, row_d, dout, seq_len, head_size, tiles, scale, dk, dv);
+    DDP_CUDA_CHECK_LAUNCH();
+    allow_shared_bytes(op, flash_backward_dq_kernel<C>, dq_bytes);
+    flash_backward_dq_kernel<C>
+        <<<blocks, kThreads, dq_bytes, stream>>>(q, k, v, lse, row_d, dout, seq_len, head_size, tiles, scale, dq);
+  });
   DDP_CUDA_CHECK_LAUNCH();
 }
 

@@ -129,7 +129,8 @@ struct CublasLtGemm::Plan {
   }
 };
 
-CublasLtGemm::CublasLtGemm(size_t workspace_bytes) : workspace_bytes_(workspace_bytes) {
+CublasLtGemm::CublasLtGemm(size_t workspace_bytes, Precision precision)
+    : precision_(precision), workspace_bytes_(workspace_bytes) {
   workspace_ = cuda_malloc_unique(workspace_bytes_);
   DDP_CUBLAS_CHECK(cublasLtCreate(&handle_));
 }
@@ -168,18 +169,19 @@ CublasLtGemm::Plan& CublasLtGemm::plan_for(const Key& key, const GemmLowp& g, co
   set_desc(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, static_cast<int32_t>(to_cublas(g.trans_a)));
   if (key.epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
     set_desc(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, key.epilogue);
-    // The vector's type defaults to D's (FP16): the bias we pass, or the bias
+    // The vector's type defaults to D's (FP16 or BF16): the bias we pass, or the bias
     // gradient we want. The heuristic reads the pointer's value (not its
     // data) for alignment.
     set_desc(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, epilogue_vector);
   }
   // Column-major views of the row-major storage (rows/cols swapped).
   const bool a_t = g.trans_a == Transpose::Yes, b_t = g.trans_b == Transpose::Yes;
-  plan->lt_a = make_layout(CUDA_R_16F, b_t ? g.k : g.n, b_t ? g.n : g.k, g.ldb);
-  plan->lt_b = make_layout(CUDA_R_16F, a_t ? g.m : g.k, a_t ? g.k : g.m, g.lda);
-  // FP16 inputs with FP32 C/D under CUBLAS_COMPUTE_32F is one of cuBLASLt's
-  // listed type combinations (the mixed-precision GEMM).
-  plan->lt_c = make_layout(key.d_fp32 ? CUDA_R_32F : CUDA_R_16F, g.n, g.m, key.ldc);
+  const cudaDataType_t lowp_type = precision_ == Precision::Bf16 ? CUDA_R_16BF : CUDA_R_16F;
+  plan->lt_a = make_layout(lowp_type, b_t ? g.k : g.n, b_t ? g.n : g.k, g.ldb);
+  plan->lt_b = make_layout(lowp_type, a_t ? g.m : g.k, a_t ? g.k : g.m, g.lda);
+  // FP16 or BF16 inputs with FP32 C/D under CUBLAS_COMPUTE_32F are among
+  // cuBLASLt's listed type combinations (the mixed-precision GEMM).
+  plan->lt_c = make_layout(key.d_fp32 ? CUDA_R_32F : lowp_type, g.n, g.m, key.ldc);
   if (key.batch_count > 1) {  // cuBLASLt's A is our B, its B our A
     set_batch(plan->lt_a, key.batch_count, key.stride_b);
     set_batch(plan->lt_b, key.batch_count, key.stride_a);
@@ -194,7 +196,7 @@ CublasLtGemm::Plan& CublasLtGemm::plan_for(const Key& key, const GemmLowp& g, co
   try {
     set_pref(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, static_cast<uint64_t>(workspace_bytes_));
     // NONE (no split-K) always passes the mask; allow only split-K whose
-    // partial sums stay FP32 (COMPUTE_TYPE), never FP16 (INPLACE/OUTPUT_TYPE).
+    // partial sums stay FP32 (COMPUTE_TYPE), never 16 bits (INPLACE/OUTPUT_TYPE).
     set_pref(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
              static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE));
     set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, static_cast<uint32_t>(key.align_b));
@@ -226,8 +228,8 @@ CublasLtGemm::Plan& CublasLtGemm::plan_for(const Key& key, const GemmLowp& g, co
         stderr,
         "ddp: cuBLASLt offers no algorithm for gemm_lowp %s epilogue=%s d=%s align(a,b,c,vector)=(%d,%d,%d,%d); "
         "taking the next route down (cuda_gemm.h)\n",
-        describe(g).c_str(), epilogue_name(key.epilogue), key.d_fp32 ? "fp32" : "fp16", key.align_a, key.align_b,
-        key.align_c, key.align_epilogue);
+        describe(g).c_str(), epilogue_name(key.epilogue), key.d_fp32 ? "fp32" : precision_name(precision_), key.align_a,
+        key.align_b, key.align_c, key.align_epilogue);
   }
   return *plans_.emplace(key, std::move(plan)).first->second;
 }
@@ -283,14 +285,14 @@ bool CublasLtGemm::try_fp32_then_epilogue(const GemmLowp& g, cudaStream_t stream
   const float zero = 0.0f;  // an activation epilogue has beta == 0 (validate_gemm_epilogue)
   DDP_CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc, &g.alpha, g.b, plan.lt_a, g.a, plan.lt_b, &zero, acc, plan.lt_c,
                                   acc, plan.lt_c, &plan.algo, workspace_.get(), workspace_bytes_, stream));
-  launch_gemm_epilogue_lowp(g, acc, stream);
+  launch_gemm_epilogue_lowp(precision_, g, acc, stream);
   return true;
 }
 
 GemmRoute CublasLtGemm::run_product(const GemmLowp& g, cudaStream_t stream) {
   // k == 0 leaves C = beta*C (+ epilogue), which cuBLASLt does not take.
   if (force_simple_ || g.k == 0) {
-    launch_simple_gemm_lowp(g, stream);
+    launch_simple_gemm_lowp(precision_, g, stream);
     return GemmRoute::kSimpleGemm;
   }
   if (!has_activation_epilogue(g)) {
@@ -307,7 +309,7 @@ GemmRoute CublasLtGemm::run_product(const GemmLowp& g, cudaStream_t stream) {
     if (g.dact == Activation::Relu && !g.pre_activation) {
       const lowp16* bias = g.bias ? aligned_bias(g.bias, g.n, stream) : nullptr;
       if (try_lt(g, bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT, bias, stream)) {
-        launch_relu_gradient_in_place_lowp(g, stream);
+        launch_relu_gradient_in_place_lowp(precision_, g, stream);
         return GemmRoute::kLtThenReluGradientInPlace;
       }
     }
@@ -318,7 +320,7 @@ GemmRoute CublasLtGemm::run_product(const GemmLowp& g, cudaStream_t stream) {
     }
     if (try_fp32_then_epilogue(g, stream)) return GemmRoute::kLtFp32ThenEpilogue;
   }
-  launch_simple_gemm_lowp(g, stream);
+  launch_simple_gemm_lowp(precision_, g, stream);
   return GemmRoute::kSimpleGemm;
 }
 
@@ -332,14 +334,14 @@ void CublasLtGemm::run(const GemmLowp& g, cudaStream_t stream) {
     bias_grad_done = route == GemmRoute::kLtBgradb;
   }
   if (g.bias_grad && !bias_grad_done) {
-    launch_bias_grad_op_a_lowp(g, stream);
+    launch_bias_grad_op_a_lowp(precision_, g, stream);
     route_counts_.add(GemmRoute::kBiasGradKernel);
   }
 }
 
 void CublasLtGemm::run_to_fp32(const GemmLowp& g, float* c_fp32, cudaStream_t stream) {
   DDP_REQUIRE(!g.bias && !has_activation_epilogue(g) && !g.bias_grad && g.c == nullptr,
-              "gemm_lowp_to_fp32: no epilogue and no FP16 C (the FP32 result is c_fp32)");
+              "gemm_lowp_to_fp32: no epilogue and no 16-bit C (the FP32 result is c_fp32)");
   // validate() reads C's pointer as ours; it is the FP32 one here.
   GemmLowp checked = g;
   checked.c = reinterpret_cast<lowp16*>(c_fp32);
@@ -359,7 +361,8 @@ void CublasLtGemm::run_to_fp32(const GemmLowp& g, float* c_fp32, cudaStream_t st
   key.align_c = pointer_alignment(c_fp32);
   Plan& plan = plan_for(key, g, nullptr);
   if (plan.use_simple)
-    throw Error("gemm_lowp_to_fp32: cuBLASLt offers no algorithm for FP16 x FP16 -> FP32 (" + describe(g) + ")");
+    throw Error("gemm_lowp_to_fp32: cuBLASLt offers no algorithm for " + std::string(precision_name(precision_)) +
+                " x " + precision_name(precision_) + " -> FP32 (" + describe(g) + ")");
   DDP_CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc, &g.alpha, g.b, plan.lt_a, g.a, plan.lt_b, &g.beta, c_fp32,
                                   plan.lt_c, c_fp32, plan.lt_c, &plan.algo, workspace_.get(), workspace_bytes_,
                                   stream));
@@ -396,7 +399,7 @@ void CublasLtGemm::run_batched(const GemmLowp& g, int batch_count, int64_t strid
     gi.a = g.a + static_cast<int64_t>(i) * stride_a;
     gi.b = g.b + static_cast<int64_t>(i) * stride_b;
     gi.c = g.c + static_cast<int64_t>(i) * stride_c;
-    launch_simple_gemm_lowp(gi, stream);
+    launch_simple_gemm_lowp(precision_, gi, stream);
     route_counts_.add(GemmRoute::kSimpleGemm);
   }
 }

@@ -1,4 +1,4 @@
-// cuda_gemm.h: the row-major FP16 GEMM of backend.h (GemmLowp) on cuBLASLt.
+// cuda_gemm.h: the row-major 16-bit GEMM of backend.h (GemmLowp) on cuBLASLt.
 //
 // cuBLASLt is column-major. A row-major [r, c] matrix with row stride ld is
 // the column-major [c, r] matrix with the same ld, i.e. its transpose, so
@@ -12,7 +12,7 @@
 // form apex's fused_dense uses for its weight gradient).
 //
 // Epilogues (backend.h, gemm_epilogue.h), and where each runs:
-// - bias: CUBLASLT_EPILOGUE_BIAS (an FP16 bias at an unaligned view is
+// - bias: CUBLASLT_EPILOGUE_BIAS (a 16-bit bias at an unaligned view is
 //   staged to an aligned copy first), with any beta: cuBLASLt adds the bias
 //   to alpha * A B + beta * C before the rounding, the order of backend.h
 //   (beta 1: the residual add fused into a projection).
@@ -20,7 +20,7 @@
 //   commutes with the rounding, so this is the CPU result bit for bit (up to
 //   the GEMM's summation order).
 // - bias gradient alone, not accumulating, alpha 1, beta 0, 16-byte-aligned
-//   output: BGRADB in the same GEMM. It sums the FP16 values of A in FP32
+//   output: BGRADB in the same GEMM. It sums the 16-bit values of A in FP32
 //   (a different order from the CPU's, covered by the tests' tolerance).
 // - ReLU gradient: the plain GEMM (+ BIAS) rounds C, then
 //   launch_relu_gradient_in_place_lowp zeroes where relu'(z) = 0: the same
@@ -53,10 +53,11 @@
 // route is counted (route_counts(), cuda_gemm_route.h) for tests to assert
 // that the fused routes run.
 //
-// Numerics: FP16 A/B/C/D, CUBLAS_COMPUTE_32F with FP32 alpha/beta (Tensor
+// Numerics: FP16 or BF16 (CUDA_R_16F, CUDA_R_16BF: the backend's
+// precision) A/B/C/D, CUBLAS_COMPUTE_32F with FP32 alpha/beta (Tensor
 // Cores, FP32 accumulation). Split-K schemes that would sum partial results
-// in FP16 (INPLACE, OUTPUT_TYPE) are excluded, so there is one rounding to
-// FP16 at the end, as the numerics contract and CpuBackend have it.
+// in 16 bits (INPLACE, OUTPUT_TYPE) are excluded, so there is one rounding
+// to 16 bits at the end, as the numerics contract and CpuBackend have it.
 //
 // Plans (descriptors, layouts, chosen algorithm) are cached per shape,
 // strides, transposes, epilogue, output type, beta use and pointer
@@ -73,6 +74,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/backend.h"
+#include "kernels/lowp_codec.h"
 #include "kernels/cuda/cuda_gemm_route.h"
 #include "kernels/cuda/cuda_raii.h"
 #include "kernels/graph_safe_growth.h"
@@ -83,21 +85,22 @@ namespace ddp {
 // beta*C and bias in FP32, one rounding). Used where cuBLASLt has no
 // algorithm for a layout/alignment, for k == 0, and by tests. Slow; it is a
 // fallback, not a path for training.
-void launch_simple_gemm_lowp(const GemmLowp& g, cudaStream_t stream);
+void launch_simple_gemm_lowp(Precision p, const GemmLowp& g, cudaStream_t stream);
 // C = epilogue(acc_fp32) for acc_fp32 = alpha * op(A) op(B), [m, n] packed
 // FP32 (cuda_gemm_epilogue.cu). g.beta must be 0.
-void launch_gemm_epilogue_lowp(const GemmLowp& g, const float* acc_fp32, cudaStream_t stream);
+void launch_gemm_epilogue_lowp(Precision p, const GemmLowp& g, const float* acc_fp32, cudaStream_t stream);
 // C = relu'(dact_input) * C in place, on C already rounded by a plain GEMM
 // (+ bias): the bits of the fused ReLU gradient (cuda_gemm_epilogue.cu).
-void launch_relu_gradient_in_place_lowp(const GemmLowp& g, cudaStream_t stream);
+void launch_relu_gradient_in_place_lowp(Precision p, const GemmLowp& g, cudaStream_t stream);
 // g.bias_grad = row sums of op(A) (+ g.bias_grad when accumulating), FP32,
 // by launch_column_sums_lowp on A's strided view (cuda_gemm_epilogue.cu):
 // deterministic, but not the CPU's summation order.
-void launch_bias_grad_op_a_lowp(const GemmLowp& g, cudaStream_t stream);
+void launch_bias_grad_op_a_lowp(Precision p, const GemmLowp& g, cudaStream_t stream);
 
 class CublasLtGemm {
  public:
-  explicit CublasLtGemm(size_t workspace_bytes);
+  // A, B and C (and the epilogue vectors) hold `precision`'s format.
+  CublasLtGemm(size_t workspace_bytes, Precision precision);
   ~CublasLtGemm();
   CublasLtGemm(const CublasLtGemm&) = delete;
   CublasLtGemm& operator=(const CublasLtGemm&) = delete;
@@ -110,9 +113,9 @@ class CublasLtGemm {
   // kernel once per product.
   void run_batched(const GemmLowp& g, int batch_count, int64_t stride_a, int64_t stride_b, int64_t stride_c,
                    cudaStream_t stream);
-  // Backend::gemm_lowp_to_fp32: one cuBLASLt call with FP16 A and B and FP32
+  // Backend::gemm_lowp_to_fp32: one cuBLASLt call with 16-bit A and B and FP32
   // C = D = c_fp32 (row stride g.ldc), beta read from it. No fallback: a
-  // shape cuBLASLt has no algorithm for throws, naming it (FP16 x FP16 ->
+  // shape cuBLASLt has no algorithm for throws, naming it (16 x 16 bits ->
   // FP32 under CUBLAS_COMPUTE_32F is one of its listed combinations).
   void run_to_fp32(const GemmLowp& g, float* c_fp32, cudaStream_t stream);
 
@@ -152,7 +155,7 @@ class CublasLtGemm {
   // Queues C = epilogue(...) and returns the route it took; kLtBgradb means
   // it also wrote g.bias_grad.
   GemmRoute run_product(const GemmLowp& g, cudaStream_t stream);
-  // One cuBLASLt call with FP16 D = our C and the given epilogue (its vector
+  // One cuBLASLt call with 16-bit D = our C and the given epilogue (its vector
   // in BIAS_POINTER); false, with nothing queued, when there is no algorithm.
   bool try_lt(const GemmLowp& g, uint32_t epilogue, const void* epilogue_vector, cudaStream_t stream);
   // cuBLASLt into the FP32 scratch, then launch_gemm_epilogue_lowp; false,
@@ -165,6 +168,7 @@ class CublasLtGemm {
   // FP32 [count] scratch for the accumulator route, grown on demand.
   float* accumulator_scratch(size_t count, cudaStream_t stream);
 
+  Precision precision_;
   cublasLtHandle_t handle_ = nullptr;
   size_t workspace_bytes_ = 0;
   UniqueDeviceMemory workspace_;

@@ -10,7 +10,7 @@
 // gradient of the others is written as exactly 0. With real_cols == cols
 // this is the unpadded loss, operation for operation.
 //
-// Cost at GPT-2 scale ([8k rows, 50304] FP16, 0.8 GB of logits): the
+// Cost at GPT-2 scale ([8k rows, 50304] 16-bit, 0.8 GB of logits): the
 // forward reads each row twice (max, then the sum of exp), the backward three
 // times (max, sum, gradient) and writes it once. At 100 KB a row the repeat
 // reads come from L2 only while few rows are in flight, so count about six
@@ -40,12 +40,13 @@ struct RowStats {
 };
 
 // Called by a whole warp for one row; every lane gets the same result.
+template <class C>
 __device__ RowStats row_stats(const lowp16* x, int cols, unsigned lane) {
   float best = -INFINITY;
   int best_j = -1;
   // Within a lane j increases, so a strict '>' keeps the first maximum.
   for (int j = static_cast<int>(lane); j < cols; j += 32) {
-    const float v = half_to_float(x[j]);
+    const float v = C::widen(x[j]);
     if (best_j < 0 || v > best) {
       best = v;
       best_j = j;
@@ -62,23 +63,24 @@ __device__ RowStats row_stats(const lowp16* x, int cols, unsigned lane) {
     }
   }
   float sum = 0.0f;
-  for (int j = static_cast<int>(lane); j < cols; j += 32) sum += expf(half_to_float(x[j]) - best);
+  for (int j = static_cast<int>(lane); j < cols; j += 32) sum += expf(C::widen(x[j]) - best);
   sum = warp_all_sum(sum);
   return {best, best_j, sum};
 }
 
+template <class C>
 __global__ void xent_rows_kernel(const lowp16* logits, const int32_t* labels, int rows, int cols, int real_cols,
                                  float* row_loss, int32_t* row_correct) {
   const int row = static_cast<int>(blockIdx.x) * kRowsPerBlock + static_cast<int>(threadIdx.x / 32);
   const unsigned lane = threadIdx.x & 31u;
   if (row >= rows) return;  // uniform per warp: the shuffles below stay full-warp
   const lowp16* x = logits + static_cast<size_t>(row) * cols;
-  const RowStats s = row_stats(x, real_cols, lane);
+  const RowStats s = row_stats<C>(x, real_cols, lane);
   if (lane == 0) {
     const int label = labels[row];
     const bool valid = label >= 0 && label < real_cols;
     // logsumexp(x) - x[label], logsumexp = max + log(sum exp(x - max)).
-    row_loss[row] = valid ? (s.max + logf(s.sum_exp)) - half_to_float(x[label]) : NAN;
+    row_loss[row] = valid ? (s.max + logf(s.sum_exp)) - C::widen(x[label]) : NAN;
     row_correct[row] = (valid && s.argmax == label) ? 1 : 0;
   }
 }
@@ -105,20 +107,22 @@ __global__ void xent_finish_kernel(const float* row_loss, const int32_t* row_cor
 // two differ only by expf's last bits and the sum's order. Each lane reads
 // an element before it writes it, and the statistics are complete before
 // any write, so dlogits may be the logits (the fused step).
+template <class C>
 __device__ void write_row_grad(const lowp16* logits, const RowStats& s, int label, int cols, int real_cols, float coef,
                                unsigned lane, lowp16* dlogits) {
   const bool valid = label >= 0 && label < real_cols;
   const float inv_sum = 1.0f / s.sum_exp;
   for (int j = static_cast<int>(lane); j < real_cols; j += 32) {
-    const float p = expf(half_to_float(logits[j]) - s.max) * inv_sum;
+    const float p = expf(C::widen(logits[j]) - s.max) * inv_sum;
     const float onehot = j == label ? 1.0f : 0.0f;
-    dlogits[j] = to_half(valid ? coef * (p - onehot) : NAN);
+    dlogits[j] = C::narrow(valid ? coef * (p - onehot) : NAN);
   }
   for (int j = real_cols + static_cast<int>(lane); j < cols; j += 32) dlogits[j] = lowp16{0};
 }
 
 // coef = loss_scale / rows, the same float operations as CpuBackend; the
 // scale is read here, when the kernel runs (it may live on the device).
+template <class C>
 __global__ void xent_backward_kernel(const lowp16* logits, const int32_t* labels, int rows, int cols, int real_cols,
                                      ScalarArg loss_scale, lowp16* dlogits) {
   const float coef = loss_scale.get() / static_cast<float>(rows);
@@ -126,13 +130,14 @@ __global__ void xent_backward_kernel(const lowp16* logits, const int32_t* labels
   const unsigned lane = threadIdx.x & 31u;
   if (row >= rows) return;
   const size_t offset = static_cast<size_t>(row) * cols;
-  const RowStats s = row_stats(logits + offset, real_cols, lane);
-  write_row_grad(logits + offset, s, labels[row], cols, real_cols, coef, lane, dlogits + offset);
+  const RowStats s = row_stats<C>(logits + offset, real_cols, lane);
+  write_row_grad<C>(logits + offset, s, labels[row], cols, real_cols, coef, lane, dlogits + offset);
 }
 
 // The chunked classifier's step: the forward's row loss and the backward's
 // gradient (for total_rows rows) from one set of row statistics, the
 // gradient over the logits.
+template <class C>
 __global__ void xent_fused_rows_kernel(lowp16* logits_to_grad, const int32_t* labels, int rows, int cols, int real_cols,
                                        int total_rows, ScalarArg loss_scale, float* row_loss) {
   const float coef = loss_scale.get() / static_cast<float>(total_rows);
@@ -140,19 +145,20 @@ __global__ void xent_fused_rows_kernel(lowp16* logits_to_grad, const int32_t* la
   const unsigned lane = threadIdx.x & 31u;
   if (row >= rows) return;
   lowp16* x = logits_to_grad + static_cast<size_t>(row) * cols;
-  const RowStats s = row_stats(x, real_cols, lane);
+  const RowStats s = row_stats<C>(x, real_cols, lane);
   const int label = labels[row];
   const bool valid = label >= 0 && label < real_cols;
-  if (lane == 0) row_loss[row] = valid ? (s.max + logf(s.sum_exp)) - half_to_float(x[label]) : NAN;
+  if (lane == 0) row_loss[row] = valid ? (s.max + logf(s.sum_exp)) - C::widen(x[label]) : NAN;
   __syncwarp();  // lane 0's read of the label's logit comes before the lanes write the gradient over it
-  write_row_grad(x, s, label, cols, real_cols, coef, lane, x);
+  write_row_grad<C>(x, s, label, cols, real_cols, coef, lane, x);
 }
 
+template <class C>
 struct SquaredError {
   const lowp16* pred;
   const float* target;
   __device__ double operator()(size_t i) const {
-    const float d = half_to_float(pred[i]) - target[i];
+    const float d = C::widen(pred[i]) - target[i];
     return static_cast<double>(d) * d;
   }
 };
@@ -163,11 +169,12 @@ struct MeanOver {
 };
 
 // coef = 2 * loss_scale / count, the same float operations as CpuBackend.
+template <class C>
 __global__ void mse_backward_kernel(const lowp16* pred, const float* target, size_t count, ScalarArg loss_scale,
                                     lowp16* dpred) {
   const float coef = 2.0f * loss_scale.get() / static_cast<float>(count);
   for (size_t i = global_thread_index(); i < count; i += grid_stride())
-    dpred[i] = to_half(coef * (half_to_float(pred[i]) - target[i]));
+    dpred[i] = C::narrow(coef * (C::widen(pred[i]) - target[i]));
 }
 
 unsigned row_blocks(int rows) { return static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock); }
@@ -178,15 +185,19 @@ size_t softmax_xent_forward_scratch_bytes(int rows) {
   return static_cast<size_t>(rows) * (sizeof(float) + sizeof(int32_t));
 }
 
-void launch_softmax_xent_forward(cudaStream_t stream, const lowp16* logits, const int32_t* labels, int rows, int cols,
-                                 int real_cols, float* loss_mean, int32_t* correct_count, void* scratch) {
+void launch_softmax_xent_forward(cudaStream_t stream, Precision p, const lowp16* logits, const int32_t* labels,
+                                 int rows, int cols, int real_cols, float* loss_mean, int32_t* correct_count,
+                                 void* scratch) {
   DDP_REQUIRE(rows >= 0 && (rows == 0 || cols > 0), "softmax_xent_forward: needs cols > 0 when rows > 0");
   DDP_REQUIRE(rows == 0 || (real_cols > 0 && real_cols <= cols), "softmax_xent_forward: needs 0 < real_cols <= cols");
   auto* row_loss = static_cast<float*>(scratch);
   auto* row_correct = reinterpret_cast<int32_t*>(row_loss + rows);
   if (rows > 0) {
-    xent_rows_kernel<<<row_blocks(rows), kThreadsPerBlock, 0, stream>>>(logits, labels, rows, cols, real_cols, row_loss,
-                                                                        row_correct);
+    with_codec(p, [&](auto codec) {
+      using C = decltype(codec);
+      xent_rows_kernel<C><<<row_blocks(rows), kThreadsPerBlock, 0, stream>>>(logits, labels, rows, cols, real_cols,
+                                                                             row_loss, row_correct);
+    });
     DDP_CUDA_CHECK_LAUNCH();
   }
   // Runs for rows == 0 too: writes loss 0 and count 0.
@@ -194,23 +205,30 @@ void launch_softmax_xent_forward(cudaStream_t stream, const lowp16* logits, cons
   DDP_CUDA_CHECK_LAUNCH();
 }
 
-void launch_softmax_xent_backward(cudaStream_t stream, const lowp16* logits, const int32_t* labels, int rows, int cols,
-                                  int real_cols, ScalarArg loss_scale, lowp16* dlogits) {
+void launch_softmax_xent_backward(cudaStream_t stream, Precision p, const lowp16* logits, const int32_t* labels,
+                                  int rows, int cols, int real_cols, ScalarArg loss_scale, lowp16* dlogits) {
   DDP_REQUIRE(rows >= 0 && cols >= 0, "softmax_xent_backward: negative shape");
   if (rows == 0 || cols == 0) return;
   DDP_REQUIRE(real_cols > 0 && real_cols <= cols, "softmax_xent_backward: needs 0 < real_cols <= cols");
-  xent_backward_kernel<<<row_blocks(rows), kThreadsPerBlock, 0, stream>>>(logits, labels, rows, cols, real_cols,
-                                                                          loss_scale, dlogits);
+  with_codec(p, [&](auto codec) {
+    using C = decltype(codec);
+    xent_backward_kernel<C>
+        <<<row_blocks(rows), kThreadsPerBlock, 0, stream>>>(logits, labels, rows, cols, real_cols, loss_scale, dlogits);
+  });
   DDP_CUDA_CHECK_LAUNCH();
 }
 
-void launch_softmax_xent_fused_rows(cudaStream_t stream, lowp16* logits_to_grad, const int32_t* labels, int rows,
-                                    int cols, int real_cols, int total_rows, ScalarArg loss_scale, float* row_loss) {
+void launch_softmax_xent_fused_rows(cudaStream_t stream, Precision p, lowp16* logits_to_grad, const int32_t* labels,
+                                    int rows, int cols, int real_cols, int total_rows, ScalarArg loss_scale,
+                                    float* row_loss) {
   DDP_REQUIRE(rows >= 0 && cols >= 0 && total_rows >= rows, "softmax_xent_fused_rows: bad shape");
   if (rows == 0) return;
   DDP_REQUIRE(real_cols > 0 && real_cols <= cols, "softmax_xent_fused_rows: needs 0 < real_cols <= cols");
-  xent_fused_rows_kernel<<<row_blocks(rows), kThreadsPerBlock, 0, stream>>>(
-      logits_to_grad, labels, rows, cols, real_cols, total_rows, loss_scale, row_loss);
+  with_codec(p, [&](auto codec) {
+    using C = decltype(codec);
+    xent_fused_rows_kernel<C><<<row_blocks(rows), kThreadsPerBlock, 0, stream>>>(
+        logits_to_grad, labels, rows, cols, real_cols, total_rows, loss_scale, row_loss);
+  });
   DDP_CUDA_CHECK_LAUNCH();
 }
 
@@ -222,16 +240,22 @@ void launch_loss_rows_mean(cudaStream_t stream, const float* row_loss, int rows,
 
 size_t mse_forward_scratch_bytes() { return sum_scratch_bytes(); }
 
-void launch_mse_forward(cudaStream_t stream, const lowp16* pred, const float* target, size_t count, float* loss_mean,
-                        void* scratch) {
+void launch_mse_forward(cudaStream_t stream, Precision p, const lowp16* pred, const float* target, size_t count,
+                        float* loss_mean, void* scratch) {
   // count == 0 still runs and writes 0.
-  launch_sum(stream, SquaredError{pred, target}, count, MeanOver{static_cast<double>(count)}, loss_mean, scratch);
+  with_codec(p, [&](auto codec) {
+    using C = decltype(codec);
+    launch_sum(stream, SquaredError<C>{pred, target}, count, MeanOver{static_cast<double>(count)}, loss_mean, scratch);
+  });
 }
 
-void launch_mse_backward(cudaStream_t stream, const lowp16* pred, const float* target, size_t count,
+void launch_mse_backward(cudaStream_t stream, Precision p, const lowp16* pred, const float* target, size_t count,
                          ScalarArg loss_scale, lowp16* dpred) {
   if (count == 0) return;
-  mse_backward_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(pred, target, count, loss_scale, dpred);
+  with_codec(p, [&](auto codec) {
+    using C = decltype(codec);
+    mse_backward_kernel<C><<<grid_for(count), kThreadsPerBlock, 0, stream>>>(pred, target, count, loss_scale, dpred);
+  });
   DDP_CUDA_CHECK_LAUNCH();
 }
 

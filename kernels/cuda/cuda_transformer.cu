@@ -23,6 +23,7 @@ constexpr int kWarpsPerBlock = static_cast<int>(kThreadsPerBlock / 32);
 
 unsigned row_blocks(int rows) { return static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock); }
 
+template <class C>
 __global__ void layernorm_forward_kernel(const lowp16* x, const lowp16* gamma, const lowp16* beta, int rows, int cols,
                                          float eps, lowp16* y, float* mean, float* rstd) {
   const int row = static_cast<int>(blockIdx.x) * kWarpsPerBlock + static_cast<int>(threadIdx.x / 32);
@@ -30,24 +31,24 @@ __global__ void layernorm_forward_kernel(const lowp16* x, const lowp16* gamma, c
   if (row >= rows) return;  // uniform per warp
   const lowp16* xr = x + static_cast<size_t>(row) * cols;
   float sum = 0.0f;
-  for (int c = lane; c < cols; c += 32) sum += half_to_float(xr[c]);
+  for (int c = lane; c < cols; c += 32) sum += C::widen(xr[c]);
   const float m = warp_all_sum(sum) / static_cast<float>(cols);
   float sq = 0.0f;
   for (int c = lane; c < cols; c += 32) {
-    const float d = half_to_float(xr[c]) - m;
+    const float d = C::widen(xr[c]) - m;
     sq += d * d;
   }
   const float rs = layernorm_rstd(warp_all_sum(sq) / static_cast<float>(cols), eps);
   lowp16* yr = y + static_cast<size_t>(row) * cols;
   for (int c = lane; c < cols; c += 32)
-    yr[c] = to_half(
-        layernorm_output(layernorm_xhat(half_to_float(xr[c]), m, rs), half_to_float(gamma[c]), half_to_float(beta[c])));
+    yr[c] = C::narrow(layernorm_output(layernorm_xhat(C::widen(xr[c]), m, rs), C::widen(gamma[c]), C::widen(beta[c])));
   if (lane == 0) {
     mean[row] = m;
     rstd[row] = rs;
   }
 }
 
+template <class C>
 __global__ void layernorm_dx_kernel(const lowp16* dy, const lowp16* x, const lowp16* gamma, const float* mean,
                                     const float* rstd, int rows, int cols, lowp16* dx, bool accumulate_dx) {
   const int row = static_cast<int>(blockIdx.x) * kWarpsPerBlock + static_cast<int>(threadIdx.x / 32);
@@ -57,23 +58,24 @@ __global__ void layernorm_dx_kernel(const lowp16* dy, const lowp16* x, const low
   const float m = mean[row], rs = rstd[row];
   float sum_g = 0.0f, sum_gx = 0.0f;
   for (int c = lane; c < cols; c += 32) {
-    const float g = half_to_float(dy[offset + c]) * half_to_float(gamma[c]);
+    const float g = C::widen(dy[offset + c]) * C::widen(gamma[c]);
     sum_g += g;
-    sum_gx += g * layernorm_xhat(half_to_float(x[offset + c]), m, rs);
+    sum_gx += g * layernorm_xhat(C::widen(x[offset + c]), m, rs);
   }
   const float mean_g = warp_all_sum(sum_g) / static_cast<float>(cols);
   const float mean_gx = warp_all_sum(sum_gx) / static_cast<float>(cols);
   // dy is read in full above before any lane writes dx: dx may equal dy.
   __syncwarp();
   for (int c = lane; c < cols; c += 32) {
-    const float g = half_to_float(dy[offset + c]) * half_to_float(gamma[c]);
-    const float d = layernorm_dx(g, layernorm_xhat(half_to_float(x[offset + c]), m, rs), mean_g, mean_gx, rs);
-    dx[offset + c] = to_half(accumulate_dx ? half_to_float(dx[offset + c]) + d : d);
+    const float g = C::widen(dy[offset + c]) * C::widen(gamma[c]);
+    const float d = layernorm_dx(g, layernorm_xhat(C::widen(x[offset + c]), m, rs), mean_g, mean_gx, rs);
+    dx[offset + c] = C::narrow(accumulate_dx ? C::widen(dx[offset + c]) + d : d);
   }
 }
 
 // partial[chunk, c] (dgamma) and partial[chunks + chunk, c] (dbeta): the sums
 // over the chunk's rows, in increasing row order.
+template <class C>
 __global__ void layernorm_param_partials_kernel(const lowp16* dy, const lowp16* x, const float* mean, const float* rstd,
                                                 int rows, int cols, float* partials) {
   const int chunks = static_cast<int>(gridDim.y);
@@ -84,14 +86,15 @@ __global__ void layernorm_param_partials_kernel(const lowp16* dy, const lowp16* 
   float sum_gx = 0.0f, sum_g = 0.0f;
   for (int r = r0; r < r1; ++r) {
     const size_t at = static_cast<size_t>(r) * cols + c;
-    const float d = half_to_float(dy[at]);
-    sum_gx += d * layernorm_xhat(half_to_float(x[at]), mean[r], rstd[r]);
+    const float d = C::widen(dy[at]);
+    sum_gx += d * layernorm_xhat(C::widen(x[at]), mean[r], rstd[r]);
     sum_g += d;
   }
   partials[static_cast<size_t>(chunk) * cols + c] = sum_gx;
   partials[static_cast<size_t>(chunks + chunk) * cols + c] = sum_g;
 }
 
+template <class C>
 __global__ void layernorm_param_finish_kernel(const float* partials, int chunks, int cols, lowp16* dgamma,
                                               lowp16* dbeta, bool accumulate) {
   const int c = static_cast<int>(global_thread_index());
@@ -101,14 +104,15 @@ __global__ void layernorm_param_finish_kernel(const float* partials, int chunks,
     sum_gx += partials[static_cast<size_t>(k) * cols + c];
     sum_g += partials[static_cast<size_t>(chunks + k) * cols + c];
   }
-  dgamma[c] = to_half(sum_gx + (accumulate ? half_to_float(dgamma[c]) : 0.0f));
-  dbeta[c] = to_half(sum_g + (accumulate ? half_to_float(dbeta[c]) : 0.0f));
+  dgamma[c] = C::narrow(sum_gx + (accumulate ? C::widen(dgamma[c]) : 0.0f));
+  dbeta[c] = C::narrow(sum_g + (accumulate ? C::widen(dbeta[c]) : 0.0f));
 }
 
 // No __restrict__: y may be a or b.
+template <class C>
 __global__ void add_kernel(const lowp16* a, const lowp16* b, lowp16* y, size_t count) {
   for (size_t i = global_thread_index(); i < count; i += grid_stride())
-    y[i] = to_half(half_to_float(a[i]) + half_to_float(b[i]));
+    y[i] = C::narrow(C::widen(a[i]) + C::widen(b[i]));
 }
 
 // Element (b, h, t, d) of the heads layout <-> (b*T + t, h*hs + d) of rows.
@@ -134,12 +138,16 @@ int chunks_for(int rows) { return (rows + kLayerNormRowsPerChunk - 1) / kLayerNo
 
 }  // namespace
 
-void launch_layernorm_forward_lowp(cudaStream_t stream, const lowp16* x, const lowp16* gamma, const lowp16* beta,
-                                   int rows, int cols, float eps, lowp16* y, float* mean, float* rstd) {
+void launch_layernorm_forward_lowp(cudaStream_t stream, Precision p, const lowp16* x, const lowp16* gamma,
+                                   const lowp16* beta, int rows, int cols, float eps, lowp16* y, float* mean,
+                                   float* rstd) {
   DDP_REQUIRE(rows >= 0 && cols > 0, "layernorm_forward_lowp: needs cols > 0");
   if (rows == 0) return;
-  layernorm_forward_kernel<<<row_blocks(rows), kThreadsPerBlock, 0, stream>>>(x, gamma, beta, rows, cols, eps, y, mean,
-                                                                              rstd);
+  with_codec(p, [&](auto codec) {
+    using C = decltype(codec);
+    layernorm_forward_kernel<C>
+        <<<row_blocks(rows), kThreadsPerBlock, 0, stream>>>(x, gamma, beta, rows, cols, eps, y, mean, rstd);
+  });
   DDP_CUDA_CHECK_LAUNCH();
 }
 
@@ -147,10 +155,10 @@ size_t layernorm_backward_scratch_bytes(int rows, int cols) {
   return 2 * static_cast<size_t>(chunks_for(rows)) * static_cast<size_t>(cols) * sizeof(float);
 }
 
-void launch_layernorm_backward_lowp(cudaStream_t stream, const lowp16* dy, const lowp16* x, const lowp16* gamma,
-                                    const float* mean, const float* rstd, int rows, int cols, lowp16* dx,
-                                    bool accumulate_dx, lowp16* dgamma, lowp16* dbeta, bool accumulate_params,
-                                    void* scratch) {
+void launch_layernorm_backward_lowp(cudaStream_t stream, Precision p, const lowp16* dy, const lowp16* x,
+                                    const lowp16* gamma, const float* mean, const float* rstd, int rows, int cols,
+                                    lowp16* dx, bool accumulate_dx, lowp16* dgamma, lowp16* dbeta,
+                                    bool accumulate_params, void* scratch) {
   DDP_REQUIRE(rows >= 0 && cols > 0, "layernorm_backward_lowp: needs cols > 0");
   const int chunks = chunks_for(rows);
   DDP_REQUIRE(chunks <= 65535, "layernorm_backward_lowp: more than 4M rows");  // gridDim.y
@@ -158,22 +166,34 @@ void launch_layernorm_backward_lowp(cudaStream_t stream, const lowp16* dy, const
   // The parameter sums read dy before the dx kernel may overwrite it (dx == dy).
   if (chunks > 0) {
     const dim3 grid(static_cast<unsigned>((cols + 127) / 128), static_cast<unsigned>(chunks));
-    layernorm_param_partials_kernel<<<grid, 128, 0, stream>>>(dy, x, mean, rstd, rows, cols, partials);
+    with_codec(p, [&](auto codec) {
+      using C = decltype(codec);
+      layernorm_param_partials_kernel<C><<<grid, 128, 0, stream>>>(dy, x, mean, rstd, rows, cols, partials);
+    });
     DDP_CUDA_CHECK_LAUNCH();
   }
   // chunks == 0 (no rows) still writes dgamma/dbeta: 0, or their old values.
-  layernorm_param_finish_kernel<<<grid_for(static_cast<size_t>(cols)), kThreadsPerBlock, 0, stream>>>(
-      partials, chunks, cols, dgamma, dbeta, accumulate_params);
+  with_codec(p, [&](auto codec) {
+    using C = decltype(codec);
+    layernorm_param_finish_kernel<C><<<grid_for(static_cast<size_t>(cols)), kThreadsPerBlock, 0, stream>>>(
+        partials, chunks, cols, dgamma, dbeta, accumulate_params);
+  });
   DDP_CUDA_CHECK_LAUNCH();
   if (rows == 0) return;
-  layernorm_dx_kernel<<<row_blocks(rows), kThreadsPerBlock, 0, stream>>>(dy, x, gamma, mean, rstd, rows, cols, dx,
-                                                                         accumulate_dx);
+  with_codec(p, [&](auto codec) {
+    using C = decltype(codec);
+    layernorm_dx_kernel<C>
+        <<<row_blocks(rows), kThreadsPerBlock, 0, stream>>>(dy, x, gamma, mean, rstd, rows, cols, dx, accumulate_dx);
+  });
   DDP_CUDA_CHECK_LAUNCH();
 }
 
-void launch_add_lowp(cudaStream_t stream, const lowp16* a, const lowp16* b, lowp16* y, size_t count) {
+void launch_add_lowp(cudaStream_t stream, Precision p, const lowp16* a, const lowp16* b, lowp16* y, size_t count) {
   if (count == 0) return;
-  add_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(a, b, y, count);
+  with_codec(p, [&](auto codec) {
+    using C = decltype(codec);
+    add_kernel<C><<<grid_for(count), kThreadsPerBlock, 0, stream>>>(a, b, y, count);
+  });
   DDP_CUDA_CHECK_LAUNCH();
 }
 

@@ -41,11 +41,7 @@ DeviceChoice select_device(const std::string& device, int local_rank, int local_
       throw Error("host " + host + " runs " + std::to_string(local_ranks) + " ranks but has " + std::to_string(gpus) +
                   " visible GPU(s): start at most one rank per GPU (e.g. mpirun --map-by ppr:" + std::to_string(gpus) +
                   ":node), or use --device cpu");
-    if (precision != Precision::Fp16)
-      throw Error(std::string("--precision ") + precision_name(precision) +
-                  ": the CUDA backend computes in fp16 only so far (its bf16 kernels are not built yet); use "
-                  "--device cpu or --precision fp16");
-    out.backend = std::make_unique<CudaBackend>(local_rank);
+    out.backend = std::make_unique<CudaBackend>(local_rank, precision);
     out.notice = "device: " + out.backend->description();
     return out;
 #endif

@@ -4,16 +4,16 @@
 // rest (same harness, same callers: CPU against CUDA, and one CPU thread
 // against two).
 //
-// Tolerances: batched GEMM as gemm_lowp (cuda_test_support.h: kFp16RelTol
+// Tolerances: batched GEMM as gemm_lowp (cuda_test_support.h: fmt.rel_tol()
 // plus 1e-5 * sum|terms| + one subnormal step); the softmax forward
-// kFp16RelTol plus one subnormal step (p <= 1, expf's last bits and the
+// fmt.rel_tol() plus one subnormal step (p <= 1, expf's last bits and the
 // row sum's order); its backward from the same FP16 probabilities,
-// kFp16RelTol plus 2e-5 times the cancelling terms' magnitude. The
+// fmt.rel_tol() plus 2e-5 times the cancelling terms' magnitude. The
 // decoder's attention against a cache (attention_decode_lowp): each score
 // is an FMA chain over d on both sides (the same FP32 bits), the
 // probabilities then differ as the softmax's do (an FP16 ulp, 2^-11 of p at
 // most), which moves sum_j p_j v_j by at most 2^-11 max_j |v_j|: allowed
-// 2^-10 max_j |v_j| plus kFp16RelTol and a subnormal step.
+// 2^-10 max_j |v_j| plus fmt.rel_tol() and a subnormal step.
 #pragma once
 
 #include <cmath>
@@ -31,14 +31,15 @@ namespace ddp::test {
 // odd (2-byte aligned products).
 inline void compare_batched_gemm(Backend& ref, Backend& dut, std::mt19937_64& rng, int bh, int m, int n, int k,
                                  Transpose ta, Transpose tb, float alpha, float beta, int64_t gap) {
+  const LowpFormat fmt{dut.precision()};
   SCOPED_TRACE("batched bh=" + std::to_string(bh) + " m=" + std::to_string(m) + " n=" + std::to_string(n) +
                " k=" + std::to_string(k) + " ta=" + std::to_string(ta == Transpose::Yes) + " tb=" +
                std::to_string(tb == Transpose::Yes) + " beta=" + std::to_string(beta) + " gap=" + std::to_string(gap));
   const int64_t sa = static_cast<int64_t>(m) * k + gap, sb = static_cast<int64_t>(k) * n + gap,
                 sc = static_cast<int64_t>(m) * n + gap;
-  const auto a = random_halves(rng, static_cast<size_t>(bh * sa)), b = random_halves(rng, static_cast<size_t>(bh * sb));
+  const auto a = fmt.random(rng, static_cast<size_t>(bh * sa)), b = fmt.random(rng, static_cast<size_t>(bh * sb));
   const auto c0 =
-      beta != 0.0f ? random_halves(rng, static_cast<size_t>(bh * sc)) : poison_halves(static_cast<size_t>(bh * sc));
+      beta != 0.0f ? fmt.random(rng, static_cast<size_t>(bh * sc)) : poison_halves(static_cast<size_t>(bh * sc));
   std::vector<lowp16> out[2];
   Backend* backends[2] = {&ref, &dut};
   for (int i = 0; i < 2; ++i) {
@@ -65,25 +66,26 @@ inline void compare_batched_gemm(Backend& ref, Backend& dut, std::mt19937_64& rn
   for (int z = 0; z < bh; ++z)
     for (int i = 0; i < m; ++i)
       for (int j = 0; j < n; ++j) {
-        double s = beta != 0.0f ? std::fabs(beta * half_to_float(c0[z * sc + i * n + j])) : 0.0;
+        double s = beta != 0.0f ? std::fabs(beta * fmt.widen(c0[z * sc + i * n + j])) : 0.0;
         for (int p = 0; p < k; ++p)
-          s += std::fabs(half_to_float(a[z * sa + (ta == Transpose::Yes ? p * m + i : i * k + p)]) *
-                         half_to_float(b[z * sb + (tb == Transpose::Yes ? j * k + p : p * n + j)]));
+          s += std::fabs(fmt.widen(a[z * sa + (ta == Transpose::Yes ? p * m + i : i * k + p)]) *
+                         fmt.widen(b[z * sb + (tb == Transpose::Yes ? j * k + p : p * n + j)]));
         magnitude[z * sc + i * n + j] = std::fabs(alpha) * s;
       }
   expect_close(
-      out[1], out[0], kFp16RelTol, [&](size_t i) { return 1e-5 * magnitude[i] + kFp16SubnormalStep; },
+      fmt, out[1], out[0], fmt.rel_tol(), [&](size_t i) { return 1e-5 * magnitude[i] + kFp16SubnormalStep; },
       "batched product");
 }
 
 inline void compare_causal_softmax(Backend& ref, Backend& dut, std::mt19937_64& rng, int bh, int t, int head_size) {
+  const LowpFormat fmt{dut.precision()};
   SCOPED_TRACE("causal softmax bh=" + std::to_string(bh) + " T=" + std::to_string(t));
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_size));
-  auto scores = random_halves(rng, static_cast<size_t>(bh) * t * t, -10.0f, 10.0f);
+  auto scores = fmt.random(rng, static_cast<size_t>(bh) * t * t, -10.0f, 10.0f);
   for (int z = 0; z < bh; ++z)  // masked entries that must not be read
     for (int i = 0; i < t; ++i)
-      for (int j = i + 1; j < t; j += 2) scores[(static_cast<size_t>(z) * t + i) * t + j] = lowp16{0x7e00};
-  const auto dprobs = random_halves(rng, scores.size());
+      for (int j = i + 1; j < t; j += 2) scores[(static_cast<size_t>(z) * t + i) * t + j] = lowp16{fmt.nan_bits()};
+  const auto dprobs = fmt.random(rng, scores.size());
   std::vector<lowp16> probs[2], dscores[2];
   Backend* backends[2] = {&ref, &dut};
   for (int k = 0; k < 2; ++k) {
@@ -93,26 +95,26 @@ inline void compare_causal_softmax(Backend& ref, Backend& dut, std::mt19937_64& 
     probs[k] = p.download();
     // In place, as a caller short of memory would run it.
     be.causal_softmax_forward_lowp(s.data(), bh, t, scale, s.data());
-    EXPECT_TRUE(same_bits(s.download(), probs[k])) << "in-place softmax differs";
+    EXPECT_TRUE(same_bits(fmt, s.download(), probs[k])) << "in-place softmax differs";
     // Both backwards read the reference's probabilities.
     p.upload(probs[0]);
     auto dp = upload_to(be, dprobs), ds = upload_to(be, poison_halves(scores.size()));
     be.causal_softmax_backward_lowp(p.data(), dp.data(), bh, t, scale, ds.data());
     dscores[k] = ds.download();
     be.causal_softmax_backward_lowp(p.data(), dp.data(), bh, t, scale, dp.data());  // in place
-    EXPECT_TRUE(same_bits(dp.download(), dscores[k])) << "in-place softmax backward differs";
+    EXPECT_TRUE(same_bits(fmt, dp.download(), dscores[k])) << "in-place softmax backward differs";
   }
-  expect_close(probs[1], probs[0], kFp16RelTol, kFp16SubnormalStep, "probs");
+  expect_close(fmt, probs[1], probs[0], fmt.rel_tol(), kFp16SubnormalStep, "probs");
   std::vector<double> magnitude(scores.size());
   for (int z = 0; z < bh; ++z) {
     const size_t base = static_cast<size_t>(z) * t * t;
     std::vector<double> p(t * t), dp(t * t), ds, mag;
-    for (int i = 0; i < t * t; ++i) p[i] = half_to_float(probs[0][base + i]), dp[i] = half_to_float(dprobs[base + i]);
+    for (int i = 0; i < t * t; ++i) p[i] = fmt.widen(probs[0][base + i]), dp[i] = fmt.widen(dprobs[base + i]);
     causal_softmax_grad_reference(p, dp, t, scale, ds, mag);
     for (int i = 0; i < t * t; ++i) magnitude[base + i] = mag[i];
   }
   expect_close(
-      dscores[1], dscores[0], kFp16RelTol, [&](size_t i) { return 2e-5 * magnitude[i] + kFp16SubnormalStep; },
+      fmt, dscores[1], dscores[0], fmt.rel_tol(), [&](size_t i) { return 2e-5 * magnitude[i] + kFp16SubnormalStep; },
       "dscores");
   size_t masked_nonzero = 0;
   for (int z = 0; z < bh; ++z)
@@ -130,16 +132,17 @@ inline void compare_causal_softmax(Backend& ref, Backend& dut, std::mt19937_64& 
 // ones NaN (never read, never written).
 inline void compare_attention_decode(Backend& ref, Backend& dut, std::mt19937_64& rng, int heads, int head_size,
                                      int past_len, int new_len) {
+  const LowpFormat fmt{dut.precision()};
   SCOPED_TRACE("attention decode nh=" + std::to_string(heads) + " hs=" + std::to_string(head_size) +
                " past=" + std::to_string(past_len) + " new=" + std::to_string(new_len));
   const int c = heads * head_size;
   const int q_stride = 3 * c + 1, kv_stride = c + 3, out_stride = c + 2;
   const int positions = past_len + new_len, capacity = positions + 4;
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_size));
-  const auto q = random_halves(rng, static_cast<size_t>(new_len) * q_stride, -2.0f, 2.0f);
-  auto k = random_halves(rng, static_cast<size_t>(capacity) * kv_stride, -2.0f, 2.0f);
-  auto v = random_halves(rng, k.size());
-  for (size_t i = static_cast<size_t>(positions) * kv_stride; i < k.size(); ++i) k[i] = v[i] = lowp16{0x7e00};
+  const auto q = fmt.random(rng, static_cast<size_t>(new_len) * q_stride, -2.0f, 2.0f);
+  auto k = fmt.random(rng, static_cast<size_t>(capacity) * kv_stride, -2.0f, 2.0f);
+  auto v = fmt.random(rng, k.size());
+  for (size_t i = static_cast<size_t>(positions) * kv_stride; i < k.size(); ++i) k[i] = v[i] = lowp16{fmt.nan_bits()};
   std::vector<lowp16> out[2];
   Backend* backends[2] = {&ref, &dut};
   for (int b = 0; b < 2; ++b) {
@@ -164,11 +167,11 @@ inline void compare_attention_decode(Backend& ref, Backend& dut, std::mt19937_64
         continue;
       }
       for (int j = 0; j <= past_len + i; ++j)
-        v_max[at] = std::max(v_max[at], std::fabs(double{half_to_float(v[static_cast<size_t>(j) * kv_stride + col])}));
+        v_max[at] = std::max(v_max[at], std::fabs(double{fmt.widen(v[static_cast<size_t>(j) * kv_stride + col])}));
     }
   EXPECT_EQ(gap_written, 0u) << "the output's columns past heads * head_size must stay as they were";
   expect_close(
-      out[1], out[0], kFp16RelTol, [&](size_t i) { return std::ldexp(v_max[i], -10) + kFp16SubnormalStep; },
+      fmt, out[1], out[0], fmt.rel_tol(), [&](size_t i) { return std::ldexp(v_max[i], -10) + kFp16SubnormalStep; },
       "attention decode");
 }
 

@@ -7,7 +7,7 @@
 // harness itself runs without one, one CPU thread against two.
 //
 // Tolerance, CUDA against CPU, per tensor X with M = max |X_cpu|:
-//   |cuda - cpu| <= kFp16RelTol * |cpu| + 2^-10 * M
+//   |cuda - cpu| <= fmt.rel_tol() * |cpu| + 2^-10 * M
 // Both compute in FP32 and round once; they differ in the order of the
 // sums (FMA chains per lane against OpenBLAS's blocking), in expf against
 // the CPU's 8-lane exp (a few FP32 ulps), and in FMA contraction, which
@@ -30,20 +30,19 @@ namespace {
 
 using namespace test;
 
-std::vector<double> as_doubles(const std::vector<lowp16>& x) { return to_doubles(x); }
-
 // floor: dq's and dk's FP32 cancellation floor (FlashReference), for both
 // sides' roundings of dS.
-void expect_close(const char* what, const std::vector<lowp16>& dut, const std::vector<lowp16>& ref_backend,
-                  const std::vector<double>& exact, const std::vector<double>* floor = nullptr) {
+void expect_close(const LowpFormat& fmt, const char* what, const std::vector<lowp16>& dut,
+                  const std::vector<lowp16>& ref_backend, const std::vector<double>& exact,
+                  const std::vector<double>* floor = nullptr) {
   std::vector<double> both_sides;
   if (floor) {
     both_sides = *floor;
     for (double& f : both_sides) f *= 2;
   }
-  const FlashError vs_ref = flash_error(dut, as_doubles(ref_backend), floor ? &both_sides : nullptr);
+  const FlashError vs_ref = flash_error(dut, fmt.widened_doubles(ref_backend), floor ? &both_sides : nullptr, fmt);
   EXPECT_LE(vs_ref.worst_fraction, 1.0) << "against the reference backend: " << flash_error_text(what, vs_ref);
-  const FlashError vs_exact = flash_error(dut, exact, floor);
+  const FlashError vs_exact = flash_error(dut, exact, floor, fmt);
   EXPECT_LE(vs_exact.worst_fraction, 1.0) << "against double: " << flash_error_text(what, vs_exact);
 }
 
@@ -53,16 +52,17 @@ void expect_close(const char* what, const std::vector<lowp16>& dut, const std::v
 // differ only by the backward kernels (a one-ulp difference in out moves D).
 void compare_fused_attention(Backend& ref, Backend& dut, std::mt19937_64& rng, const FlashShape& s) {
   SCOPED_TRACE(s.text());
-  const FlashInputs in = random_flash_inputs(rng, s);
+  const LowpFormat fmt{dut.precision()};
+  const FlashInputs in = random_flash_inputs(rng, s, fmt);
   const FlashOutputs want = run_fused(ref, in, s);
   FlashOutputs got;
   run_fused_forward(dut, in, s, got);
   run_fused_backward(dut, in, s, want.out, want.lse, got);
   const FlashReference exact = flash_reference(in, s), given = flash_reference(in, s, &want.out);
-  expect_close("out", got.out, want.out, exact.out);
-  expect_close("dq", got.dq, want.dq, given.dq, &given.dq_floor);
-  expect_close("dk", got.dk, want.dk, given.dk, &given.dk_floor);
-  expect_close("dv", got.dv, want.dv, given.dv);
+  expect_close(fmt, "out", got.out, want.out, exact.out);
+  expect_close(fmt, "dq", got.dq, want.dq, given.dq, &given.dq_floor);
+  expect_close(fmt, "dk", got.dk, want.dk, given.dk, &given.dk_floor);
+  expect_close(fmt, "dv", got.dv, want.dv, given.dv);
   for (size_t i = 0; i < want.lse.size(); ++i)
     ASSERT_NEAR(got.lse[i], want.lse[i], kFlashLseTol * (1.0 + std::fabs(want.lse[i]))) << "lse row " << i;
 }
@@ -75,12 +75,12 @@ void compare_all_fused_shapes(Backend& ref, Backend& dut, std::mt19937_64& rng) 
   for (int hs : {17, 64, 128}) compare_fused_attention(ref, dut, rng, {1, 1024, hs});
 }
 
-TEST_F(CudaKernels, FusedAttentionMatchesCpu) {
+TEST_P(CudaLowpKernels, FusedAttentionMatchesCpu) {
   SCOPED_TRACE(seed_text());
   compare_all_fused_shapes(cpu, *gpu, rng);
 }
 
-TEST_F(CudaKernels, FusedAttentionIsBitwiseTheSameRunToRun) {
+TEST_P(CudaLowpKernels, FusedAttentionIsBitwiseTheSameRunToRun) {
   SCOPED_TRACE(seed_text());
   const FlashShape s{4, 300, 64};
   const FlashInputs in = random_flash_inputs(rng, s);
@@ -104,14 +104,19 @@ TEST_F(CudaKernels, FusedAttentionRefusesHeadSizesPastTheKernelsLimit) {
   }
 }
 
-TEST(CudaFlashAttentionHarness, PassesCpuAgainstCpuWithOtherThreadCount) {
+class CudaFlashAttentionHarness : public ::testing::TestWithParam<Precision> {};
+
+TEST_P(CudaFlashAttentionHarness, PassesCpuAgainstCpuWithOtherThreadCount) {
   // Runs without a GPU: the comparisons above with a two-thread CpuBackend
   // in the GPU's place.
   SCOPED_TRACE(seed_text());
-  CpuBackend one(1), two(2);
+  CpuBackend one(1, GetParam()), two(2, GetParam());
   std::mt19937_64 rng(test_seed());
   compare_all_fused_shapes(one, two, rng);
 }
+
+INSTANTIATE_TEST_SUITE_P(Precisions, CudaFlashAttentionHarness, ::testing::ValuesIn(kBothPrecisions),
+                         precision_test_name);
 
 }  // namespace
 }  // namespace ddp

@@ -1,4 +1,4 @@
-// cuda_test_gemm.cpp: CudaBackend's FP16 GEMM against CpuBackend's on the
+// cuda_test_gemm.cpp: CudaBackend's 16-bit GEMM (FP16, BF16) against CpuBackend's on the
 // same inputs: every transpose, odd shapes, alpha and beta, bias, padded
 // strides and 2-byte-aligned views, long sums, plan reuse, k = 0 and empty
 // outputs, and the CUDA-core fallback kernel. Tolerances: cuda_test_support.h.
@@ -36,16 +36,17 @@ std::string describe(const GemmCase& c) {
 
 void run_gemm_case(CpuBackend& cpu, CudaBackend& gpu, std::mt19937_64& rng, const GemmCase& c) {
   SCOPED_TRACE(describe(c));
+  const LowpFormat fmt{gpu.precision()};
   const bool a_t = c.trans_a == Transpose::Yes, b_t = c.trans_b == Transpose::Yes;
   const int a_rows = a_t ? c.k : c.m, a_cols = a_t ? c.m : c.k;
   const int b_rows = b_t ? c.n : c.k, b_cols = b_t ? c.k : c.n;
   const int lda = std::max(a_cols, 1) + c.pad, ldb = std::max(b_cols, 1) + c.pad, ldc = c.n + c.pad;
-  const auto a = test::random_halves(rng, c.offset + static_cast<size_t>(a_rows) * lda);
-  const auto b = test::random_halves(rng, c.offset + static_cast<size_t>(b_rows) * ldb);
+  const auto a = fmt.random(rng, c.offset + static_cast<size_t>(a_rows) * lda);
+  const auto b = fmt.random(rng, c.offset + static_cast<size_t>(b_rows) * ldb);
   const size_t c_count = c.offset + static_cast<size_t>(c.m) * ldc;
   // beta == 0 must not read C: poison it (NaN would propagate if read).
-  const auto c0 = c.beta != 0.0f ? test::random_halves(rng, c_count) : test::poison_halves(c_count);
-  const auto bias = test::random_halves(rng, c.offset + static_cast<size_t>(c.n));
+  const auto c0 = c.beta != 0.0f ? fmt.random(rng, c_count) : test::poison_halves(c_count);
+  const auto bias = fmt.random(rng, c.offset + static_cast<size_t>(c.n));
   std::vector<double> magnitude_sum;
 
   std::vector<lowp16> outputs[2];
@@ -86,7 +87,7 @@ void run_gemm_case(CpuBackend& cpu, CudaBackend& gpu, std::mt19937_64& rng, cons
       for (size_t idx = c.offset; idx < c_count; ++idx) {
         const size_t j = (idx - c.offset) % ldc;
         if (static_cast<int>(j) < c.n)
-          magnitude_sum[idx] = half_to_float(mag[idx]) + (c.bias ? std::fabs(half_to_float(bias[c.offset + j])) : 0.0);
+          magnitude_sum[idx] = fmt.widen(mag[idx]) + (c.bias ? std::fabs(fmt.widen(bias[c.offset + j])) : 0.0);
       }
     } else {
       outputs[side] = dc.download();
@@ -110,12 +111,12 @@ void run_gemm_case(CpuBackend& cpu, CudaBackend& gpu, std::mt19937_64& rng, cons
     }
   }
   expect_close(
-      got_window, want_window, kFp16RelTol, [&](size_t i) { return 1e-5 * window_magnitude[i] + kFp16SubnormalStep; },
-      "C");
-  expect_halves_equal(got_rest, want_rest, "C outside the m x n window");
+      fmt, got_window, want_window, fmt.rel_tol(),
+      [&](size_t i) { return 1e-5 * window_magnitude[i] + kFp16SubnormalStep; }, "C");
+  expect_halves_equal(fmt, got_rest, want_rest, "C outside the m x n window");
 }
 
-TEST_F(CudaKernels, GemmAllTransposesOddShapes) {
+TEST_P(CudaLowpKernels, GemmAllTransposesOddShapes) {
   SCOPED_TRACE(seed_text());
   const int shapes[][3] = {{1, 1, 1},     {3, 17, 5},    {17, 3, 1031}, {1, 1003, 3},
                            {1033, 17, 3}, {64, 33, 129}, {5, 1031, 7}};
@@ -129,7 +130,7 @@ TEST_F(CudaKernels, GemmAllTransposesOddShapes) {
       }
 }
 
-TEST_F(CudaKernels, GemmAlphaBeta) {
+TEST_P(CudaLowpKernels, GemmAlphaBeta) {
   SCOPED_TRACE(seed_text());
   const float alpha_beta[][2] = {{0.5f, 0.0f}, {1.0f, 1.0f}, {-2.0f, 0.25f}, {1.5f, -0.75f}};
   for (const auto& ab : alpha_beta)
@@ -144,7 +145,7 @@ TEST_F(CudaKernels, GemmAlphaBeta) {
       }
 }
 
-TEST_F(CudaKernels, GemmBiasEpilogue) {
+TEST_P(CudaLowpKernels, GemmBiasEpilogue) {
   SCOPED_TRACE(seed_text());
   // Forward layers are X W^T + b (trans_b = Yes); the others must hold too.
   const int shapes[][3] = {{1, 1, 1}, {45, 130, 200}, {5, 3, 1000}, {256, 512, 784}, {1031, 10, 17}};
@@ -161,7 +162,7 @@ TEST_F(CudaKernels, GemmBiasEpilogue) {
         }
 }
 
-TEST_F(CudaKernels, GemmPaddedStridesAndUnalignedViews) {
+TEST_P(CudaLowpKernels, GemmPaddedStridesAndUnalignedViews) {
   SCOPED_TRACE(seed_text());
   // Views into the flat parameter buffers can start at any element: 2-byte
   // aligned A, B, C and bias (the bias is then staged to an aligned copy).
@@ -180,7 +181,7 @@ TEST_F(CudaKernels, GemmPaddedStridesAndUnalignedViews) {
         }
 }
 
-TEST_F(CudaKernels, GemmLongKKeepsFp32Sums) {
+TEST_P(CudaLowpKernels, GemmLongKKeepsFp32Sums) {
   SCOPED_TRACE(seed_text());
   // Few outputs, long dot products: where cuBLASLt likes split-K. Partial
   // sums rounded to FP16 would break the tolerance; FP32 ones do not.
@@ -193,7 +194,7 @@ TEST_F(CudaKernels, GemmLongKKeepsFp32Sums) {
     }
 }
 
-TEST_F(CudaKernels, GemmPlanReuseWithNewData) {
+TEST_P(CudaLowpKernels, GemmPlanReuseWithNewData) {
   SCOPED_TRACE(seed_text());
   // Same shape three times: the cached plan must pick up new pointers, alpha
   // and bias each call.
@@ -206,7 +207,7 @@ TEST_F(CudaKernels, GemmPlanReuseWithNewData) {
   }
 }
 
-TEST_F(CudaKernels, GemmZeroKAndEmpty) {
+TEST_P(CudaLowpKernels, GemmZeroKAndEmpty) {
   SCOPED_TRACE(seed_text());
   GemmCase c{7, 9, 0};
   c.beta = 0.5f;
@@ -218,7 +219,7 @@ TEST_F(CudaKernels, GemmZeroKAndEmpty) {
   run_gemm_case(cpu, *gpu, rng, empty);
 }
 
-TEST_F(CudaKernels, GemmSimpleFallbackKernel) {
+TEST_P(CudaLowpKernels, GemmSimpleFallbackKernel) {
   SCOPED_TRACE(seed_text());
   // The CUDA-core kernel used where cuBLASLt has no algorithm.
   gpu->force_simple_gemm_for_testing(true);

@@ -38,7 +38,7 @@ using namespace test;  // cuda_test_support.h: CudaKernels, comparisons, toleran
 // errors of random sign make both far smaller in practice. Magnitudes come from
 // the double reference of gemm_epilogue_support.h. CUDA's erff/expf and
 // glibc's differ by up to 2 FP32 ulps each: in GELU and most of its gradient
-// that is far inside kFp16RelTol, but gelu'(z) = cdf + z pdf cancels near
+// that is far inside fmt.rel_tol(), but gelu'(z) = cdf + z pdf cancels near
 // z = -0.7518, where the slope's relative error reaches ~4e-4 while the
 // summation floor (scaled by |gelu'|) vanishes; the reference's absolute
 // c_slope_error, 4 * 2^-24 * (|cdf| + |z pdf|) * |v| (~1e-7 * |v|), covers it.
@@ -48,10 +48,11 @@ void run_epilogue_case(CpuBackend& cpu, Backend& gpu, std::mt19937_64& rng, cons
   SCOPED_TRACE(what + " m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) + " k=" + std::to_string(c.k) + " ta=" +
                std::to_string(c.trans_a == Transpose::Yes) + " tb=" + std::to_string(c.trans_b == Transpose::Yes) +
                " pad=" + std::to_string(c.pad) + " offset=" + std::to_string(c.offset));
-  const auto in = test::make_epilogue_inputs(rng, c);
+  const LowpFormat fmt{gpu.precision()};
+  const auto in = test::make_epilogue_inputs(rng, c, fmt);
   const auto want = test::run_epilogue_case(cpu, c, in);
   const auto got = test::run_epilogue_case(gpu, c, in);
-  const auto ref = test::epilogue_reference(c, in);
+  const auto ref = test::epilogue_reference(c, in, fmt);
   // Window elements against the CPU; everything outside the window must
   // still hold what it held (C: c0; pre-activation: poison).
   std::vector<lowp16> got_c, want_c, got_pre, want_pre, got_rest, want_rest;
@@ -77,17 +78,17 @@ void run_epilogue_case(CpuBackend& cpu, Backend& gpu, std::mt19937_64& rng, cons
     }
   }
   expect_close(
-      got_c, want_c, kFp16RelTol, [&](size_t i) { return floor[i]; }, "C");
+      fmt, got_c, want_c, fmt.rel_tol(), [&](size_t i) { return floor[i]; }, "C");
   if (c.pre_activation)
     expect_close(
-        got_pre, want_pre, kFp16RelTol, [&](size_t i) { return floor[i]; }, "pre-activation");
-  expect_halves_equal(got_rest, want_rest, "outside the m x n window");
+        fmt, got_pre, want_pre, fmt.rel_tol(), [&](size_t i) { return floor[i]; }, "pre-activation");
+  expect_halves_equal(fmt, got_rest, want_rest, "outside the m x n window");
   if (c.bias_grad) {
     std::vector<lowp16> got_db(got.bias_grad.begin() + c.offset, got.bias_grad.end()),
         want_db(want.bias_grad.begin() + c.offset, want.bias_grad.end());
     expect_close(
-        got_db, want_db, kFp16RelTol, [&](size_t i) { return 1e-5 * ref.bias_grad_magnitude[i] + kFp16SubnormalStep; },
-        "bias_grad");
+        fmt, got_db, want_db, fmt.rel_tol(),
+        [&](size_t i) { return 1e-5 * ref.bias_grad_magnitude[i] + kFp16SubnormalStep; }, "bias_grad");
   }
 }
 
@@ -204,23 +205,25 @@ void run_all_epilogues(CpuBackend& cpu, Backend& gpu, std::mt19937_64& rng) {
   run_epilogue_case(cpu, gpu, rng, empty_c, "n = 0");
 }
 
-TEST_F(CudaKernels, GemmEpiloguesMatchCpu) {
+TEST_P(CudaLowpKernels, GemmEpiloguesMatchCpu) {
   SCOPED_TRACE(seed_text());
   run_all_epilogues(cpu, *gpu, rng);
 }
 
-TEST(CudaEpilogueHarness, PassesCpuAgainstCpuWithOtherSummationOrder) {
+class CudaEpilogueHarness : public ::testing::TestWithParam<Precision> {};
+
+TEST_P(CudaEpilogueHarness, PassesCpuAgainstCpuWithOtherSummationOrder) {
   // Runs without a GPU: the comparison above (windows, padding, tolerances,
   // k = 0 and n = 0) with a two-thread CpuBackend, whose split GEMM sums in
   // another order, in the GPU's place. A harness bug shows here, not first
   // on a GPU machine.
   SCOPED_TRACE(seed_text());
-  CpuBackend one(1), two(2);
+  CpuBackend one(1, GetParam()), two(2, GetParam());
   std::mt19937_64 rng(test::test_seed());
   run_all_epilogues(one, two, rng);
 }
 
-TEST_F(CudaKernels, GemmEpiloguesOnSimpleFallbackKernel) {
+TEST_P(CudaLowpKernels, GemmEpiloguesOnSimpleFallbackKernel) {
   SCOPED_TRACE(seed_text());
   // The CUDA-core kernel implements the whole contract on its own, for
   // shapes cuBLASLt offers nothing for.
@@ -243,16 +246,16 @@ void expect_routes(const GemmRouteCounts& got, std::initializer_list<std::pair<G
   }
 }
 
-// FP16 values i/8 with |i| <= 8: products are multiples of 1/64 of
+// Values i/8 with |i| <= 8 (exact in FP16 and BF16): products are multiples of 1/64 of
 // magnitude <= 1, so a sum of k of them (plus such a bias) is a multiple of
 // 1/64 below k + 1: exact in FP32, in any order, while 64 (k + 1) < 2^24.
-std::vector<lowp16> random_eighths(std::mt19937_64& rng, size_t count) {
+std::vector<lowp16> random_eighths(const LowpFormat& fmt, std::mt19937_64& rng, size_t count) {
   std::vector<lowp16> out(count);
-  for (auto& h : out) h = to_half(static_cast<float>(static_cast<int>(rng() % 17) - 8) / 8.0f);
+  for (auto& h : out) h = fmt.narrow(static_cast<float>(static_cast<int>(rng() % 17) - 8) / 8.0f);
   return out;
 }
 
-TEST_F(CudaKernels, GemmFusedReluMatchesCpuBitwiseWhereSumsAgree) {
+TEST_P(CudaLowpKernels, GemmFusedReluMatchesCpuBitwiseWhereSumsAgree) {
   SCOPED_TRACE(seed_text());
   // Every sum is exact (random_eighths), so there is no summation order to
   // differ in: the GPU's fused relu(bias + sum) and its relu' must give the
@@ -269,20 +272,20 @@ TEST_F(CudaKernels, GemmFusedReluMatchesCpuBitwiseWhereSumsAgree) {
       c.bias = true;
       c.act = Activation::Relu;
     }
-    auto in = test::make_epilogue_inputs(rng, c);
-    in.a = random_eighths(rng, in.a.size());
-    in.b = random_eighths(rng, in.b.size());
-    in.bias = random_eighths(rng, in.bias.size());
+    auto in = test::make_epilogue_inputs(rng, c, fmt);
+    in.a = random_eighths(fmt, rng, in.a.size());
+    in.b = random_eighths(fmt, rng, in.b.size());
+    in.bias = random_eighths(fmt, rng, in.bias.size());
     const auto before = gpu->gemm_route_counts_for_testing();
     const auto got = test::run_epilogue_case(*gpu, c, in).c;
     expect_routes(gpu->gemm_route_counts_for_testing().since(before),
                   {{grad ? GemmRoute::kLtThenReluGradientInPlace : GemmRoute::kLtReluBias, 1}},
                   grad ? "relu gradient" : "relu forward");
-    expect_halves_equal(got, test::run_epilogue_case(cpu, c, in).c, grad ? "relu gradient" : "relu forward");
+    expect_halves_equal(fmt, got, test::run_epilogue_case(cpu, c, in).c, grad ? "relu gradient" : "relu forward");
   }
 }
 
-TEST_F(CudaKernels, ModelGemmsTakeTheFusedCublasLtRoutes) {
+TEST_P(CudaLowpKernels, ModelGemmsTakeTheFusedCublasLtRoutes) {
   SCOPED_TRACE(seed_text());
   // MlpModel's own GEMMs, 784-1024-1024-10 with ReLU at batch 256, as the
   // trainer issues them (the flat parameter buffers, their views' offsets):
@@ -296,7 +299,7 @@ TEST_F(CudaKernels, ModelGemmsTakeTheFusedCublasLtRoutes) {
   const ParameterTables tables =
       ParameterTables::flat(params.weights_lowp.data(), params.grads_lowp.data(), model.parameters());
   Buffer<lowp16> x(*gpu, static_cast<size_t>(rows) * model.input_width());
-  x.upload(test::random_halves(rng, x.count()));
+  x.upload(fmt.random(rng, x.count()));
   DeviceBatch batch;
   batch.features_lowp = x.data();
   batch.rows = rows;
@@ -308,7 +311,7 @@ TEST_F(CudaKernels, ModelGemmsTakeTheFusedCublasLtRoutes) {
   auto now = gpu->gemm_route_counts_for_testing();
   expect_routes(now.since(routes), {{GemmRoute::kLtReluBias, 2}, {GemmRoute::kLtBias, 1}}, "forward");
 
-  const auto dlogits = test::random_halves(rng, static_cast<size_t>(rows) * model.output_width());
+  const auto dlogits = fmt.random(rng, static_cast<size_t>(rows) * model.output_width());
   gpu->copy_to_device(model.output_grad(), dlogits.data(), dlogits.size() * sizeof(lowp16));
   // BGRADB needs a 16-byte-aligned bias-gradient vector. The flat gradient
   // buffer is cudaMalloc'd (256-byte aligned) and the parameter registry
@@ -338,6 +341,8 @@ TEST_F(CudaKernels, ModelGemmsTakeTheFusedCublasLtRoutes) {
                 "accumulating backward");
   gpu->synchronize();
 }
+
+INSTANTIATE_TEST_SUITE_P(Precisions, CudaEpilogueHarness, ::testing::ValuesIn(kBothPrecisions), precision_test_name);
 
 }  // namespace
 }  // namespace ddp

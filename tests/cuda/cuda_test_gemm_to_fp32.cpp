@@ -37,7 +37,7 @@ std::vector<lowp16> absolute(std::vector<lowp16> v) {
   return v;
 }
 
-TEST_F(CudaKernels, GemmToFp32MatchesTheCpu) {
+TEST_P(CudaLowpKernels, GemmToFp32MatchesTheCpu) {
   SCOPED_TRACE(seed_text());
   struct Case {
     bool ta, tb;
@@ -58,8 +58,8 @@ TEST_F(CudaKernels, GemmToFp32MatchesTheCpu) {
     Buffer<float> magnitude(cpu, out);
     magnitude.upload(std::vector<float>(out, 0.0f));
     for (int part = 0; part < c.parts; ++part) {
-      const auto a = random_halves(rng, static_cast<size_t>(c.m) * c.k);
-      const auto b = random_halves(rng, static_cast<size_t>(c.k) * c.n);
+      const auto a = fmt.random(rng, static_cast<size_t>(c.m) * c.k);
+      const auto b = fmt.random(rng, static_cast<size_t>(c.k) * c.n);
       auto da = both(a);
       auto db = both(b);
       Buffer<lowp16> abs_a(cpu, a.size()), abs_b(cpu, b.size());
@@ -95,7 +95,7 @@ TEST_F(CudaKernels, GemmToFp32MatchesTheCpu) {
   }
 }
 
-TEST_F(CudaKernels, GemmToFp32WithNoSumsZeroesOrKeepsC) {
+TEST_P(CudaLowpKernels, GemmToFp32WithNoSumsZeroesOrKeepsC) {
   const auto start = random_floats(rng, 12, -1.0f, 1.0f);
   for (const float beta : {0.0f, 1.0f}) {
     auto c = both(start);
@@ -107,14 +107,14 @@ TEST_F(CudaKernels, GemmToFp32WithNoSumsZeroesOrKeepsC) {
   }
 }
 
-TEST_F(CudaKernels, AddFp32IntoFp16RoundsAsTheCpu) {
+TEST_P(CudaLowpKernels, AddFp32IntoFp16RoundsAsTheCpu) {
   SCOPED_TRACE(seed_text());
   const size_t count = 100003;
-  auto y = both(random_halves(rng, count));
+  auto y = both(fmt.random(rng, count));
   auto x = both(random_floats(rng, count, -4.0f, 4.0f));
   cpu.add_fp32_into_lowp(x.cpu.data(), y.cpu.data(), count);
   gpu->add_fp32_into_lowp(x.gpu.data(), y.gpu.data(), count);
-  expect_halves_equal(y.gpu.download(), y.cpu.download(), "fp16(y + x)");
+  expect_halves_equal(fmt, y.gpu.download(), y.cpu.download(), "fp16(y + x)");
 }
 
 }  // namespace

@@ -20,9 +20,11 @@
 #include "comm/nccl_communicator.h"
 #include "kernels/buffer.h"
 #include "kernels/cuda/cuda_backend.h"
-#include "kernels/half.h"
+#include "kernels/lowp_codec.h"
 #include "support/gpt_micro_batches.h"
 #include "support/gpu_test.h"
+#include "support/lowp_format.h"
+#include "support/precision_config.h"
 #include "support/temp_dir.h"
 #include "support/test_support.h"
 #include "trainer/data/data_source.h"
@@ -50,25 +52,26 @@ GptConfig small_gpt(Recompute level) {
 using test::same_halves;
 using Outcome = test::GptStepOutcome;
 
-Outcome run_model(const GptConfig& g, uint64_t seed) {
-  CudaBackend gpu(0);
+Outcome run_model(const GptConfig& g, uint64_t seed, Precision precision) {
+  CudaBackend gpu(0, precision);
   GptModel model(gpu, g, kBatch);
   std::mt19937_64 rng(seed);
-  const test::GptStepInputs in =
-      test::draw_gpt_step_inputs(rng, model.parameters(), static_cast<size_t>(kBatch) * g.block_size, g.real_vocab);
+  const test::GptStepInputs in = test::draw_gpt_step_inputs(
+      rng, model.parameters(), static_cast<size_t>(kBatch) * g.block_size, g.real_vocab, precision);
   return test::run_gpt_micro_batches(gpu, model, kBatch, g.block_size, in);
 }
 
-class CudaGptRecompute : public test::GpuTest {};
+// Run as Precisions/CudaGptRecompute.<test>/fp16 and .../bf16.
+class CudaGptRecompute : public test::GpuTest, public ::testing::WithParamInterface<Precision> {};
 
-TEST_F(CudaGptRecompute, GradientsAreTheKeptActivationsBits) {
+TEST_P(CudaGptRecompute, GradientsAreTheKeptActivationsBits) {
   const uint64_t seed = test::test_seed();
   SCOPED_TRACE("seed " + std::to_string(seed) + " (set DDP_TEST_SEED to reproduce)");
-  const Outcome want = run_model(small_gpt(Recompute::None), seed);
+  const Outcome want = run_model(small_gpt(Recompute::None), seed, GetParam());
   for (const float l : want.losses) ASSERT_TRUE(std::isfinite(l));
   for (const Recompute level : {Recompute::Light, Recompute::Block}) {
     SCOPED_TRACE(std::string("--recompute ") + recompute_name(level));
-    const Outcome got = run_model(small_gpt(level), seed);
+    const Outcome got = run_model(small_gpt(level), seed, GetParam());
     ASSERT_EQ(got.losses.size(), want.losses.size());
     for (size_t m = 0; m < got.losses.size(); ++m)
       EXPECT_EQ(test::bits_of(got.losses[m]), test::bits_of(want.losses[m])) << "micro-batch " << m;
@@ -84,8 +87,8 @@ struct GpuRun {
 
 // A backend and communicator of its own per run, destroyed in main's order.
 GpuRun train_on_gpu(const TrainConfig& c) {
-  CudaBackend gpu(0);
-  NcclCommunicator comm(0, 1, gpu.compute_stream());
+  CudaBackend gpu(0, c.precision);
+  NcclCommunicator comm(0, 1, gpu.compute_stream(), 0, c.precision);
   Trainer trainer(c, gpu, comm, load_train_test(c.data, c.seed));
   trainer.prepare();
   GpuRun r;
@@ -94,7 +97,7 @@ GpuRun train_on_gpu(const TrainConfig& c) {
   return r;
 }
 
-TEST_F(CudaGptRecompute, TrainingRunsGiveTheSameBits) {
+TEST_P(CudaGptRecompute, TrainingRunsGiveTheSameBits) {
   const test::TempDir temp_dir("cuda_gpt_recompute");
   std::mt19937_64 rng(test::test_seed());
   std::string text;
@@ -118,6 +121,7 @@ TEST_F(CudaGptRecompute, TrainingRunsGiveTheSameBits) {
   c.steps = 6;
   c.log_every = 1000000;
   c.lr_schedule = LrScheduleKind::Constant;
+  c = test::in_precision(c, GetParam());
   int nccl_version = 0;
   ASSERT_EQ(ncclGetVersion(&nccl_version), ncclSuccess);
   for (const bool graphs : {false, true}) {
@@ -143,6 +147,9 @@ TEST_F(CudaGptRecompute, TrainingRunsGiveTheSameBits) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Precisions, CudaGptRecompute, ::testing::ValuesIn(test::kBothPrecisions),
+                         test::precision_test_name);
 
 }  // namespace
 }  // namespace ddp

@@ -18,23 +18,23 @@ using namespace test;  // cuda_test_support.h: CudaKernels, comparisons, toleran
 
 // ---- losses -------------------------------------------------------------------------
 
-TEST_F(CudaKernels, SoftmaxCrossEntropyForwardBackward) {
+TEST_P(CudaLowpKernels, SoftmaxCrossEntropyForwardBackward) {
   SCOPED_TRACE(seed_text());
   const std::pair<int, int> shapes[] = {{257, 10}, {64, 1000}, {1, 1}, {3, 33}};
   for (const auto& shape : shapes) {
     const int rows = shape.first, cols = shape.second;
     SCOPED_TRACE("rows=" + std::to_string(rows) + " cols=" + std::to_string(cols));
-    auto logits = test::random_halves(rng, static_cast<size_t>(rows) * cols, -4.0f, 4.0f);
+    auto logits = fmt.random(rng, static_cast<size_t>(rows) * cols, -4.0f, 4.0f);
     const auto labels = test::random_labels(rng, rows, cols);
     // Make about half the rows correct, and put exact ties in some rows:
     // the first maximum must win (torch.argmax), on both backends.
     for (int r = 0; r < rows; ++r) {
       lowp16* row = logits.data() + static_cast<size_t>(r) * cols;
-      if (r % 2 == 0) row[labels[r]] = to_half(4.5f);
+      if (r % 2 == 0) row[labels[r]] = fmt.narrow(4.5f);
       if (r % 3 == 0 && cols > 1) {
         const int other = (labels[r] + 1) % cols;
-        row[other] = to_half(5.0f);
-        row[labels[r]] = to_half(5.0f);  // tie: correct only if label < other
+        row[other] = fmt.narrow(5.0f);
+        row[labels[r]] = fmt.narrow(5.0f);  // tie: correct only if label < other
       }
     }
     auto dl = both(logits);
@@ -44,8 +44,8 @@ TEST_F(CudaKernels, SoftmaxCrossEntropyForwardBackward) {
     cpu.softmax_xent_forward(dl.cpu.data(), lab.cpu.data(), rows, cols, cols, loss.cpu.data(), correct.cpu.data());
     gpu->softmax_xent_forward(dl.gpu.data(), lab.gpu.data(), rows, cols, cols, loss.gpu.data(), correct.gpu.data());
     // Per-row sums over cols terms, then a mean over rows.
-    expect_close(loss.gpu.download(), loss.cpu.download(), fp32_sum_rel_tol(static_cast<size_t>(rows) + cols), 1e-6,
-                 "loss");
+    expect_close(fmt, loss.gpu.download(), loss.cpu.download(), fp32_sum_rel_tol(static_cast<size_t>(rows) + cols),
+                 1e-6, "loss");
     EXPECT_EQ(correct.gpu.download(), correct.cpu.download());
 
     // Without a correct-count pointer.
@@ -58,7 +58,7 @@ TEST_F(CudaKernels, SoftmaxCrossEntropyForwardBackward) {
       cpu.softmax_xent_backward(dl.cpu.data(), lab.cpu.data(), rows, cols, cols, scale, grad.cpu.data());
       gpu->softmax_xent_backward(dl.gpu.data(), lab.gpu.data(), rows, cols, cols, scale, grad.gpu.data());
       // expf last bits on p <= 1, times scale / rows.
-      expect_close(grad.gpu.download(), grad.cpu.download(), kFp16RelTol,
+      expect_close(fmt, grad.gpu.download(), grad.cpu.download(), fmt.rel_tol(),
                    4.0 * std::ldexp(1.0, -24) * scale / rows + kFp16SubnormalStep,
                    "dlogits scale " + std::to_string(scale));
     }
@@ -67,10 +67,10 @@ TEST_F(CudaKernels, SoftmaxCrossEntropyForwardBackward) {
 
 // The chunked classifier's step: each chunk's rows get their loss and the
 // gradient over their logits; the mean of the row losses is the forward's.
-TEST_F(CudaKernels, FusedCrossEntropyRowsMatchTheCpu) {
+TEST_P(CudaLowpKernels, FusedCrossEntropyRowsMatchTheCpu) {
   SCOPED_TRACE(seed_text());
   const int rows = 130, cols = 1024, real_cols = 1000, chunk = 48;
-  const auto logits = test::random_halves(rng, static_cast<size_t>(rows) * cols, -4.0f, 4.0f);
+  const auto logits = fmt.random(rng, static_cast<size_t>(rows) * cols, -4.0f, 4.0f);
   auto labels = test::random_labels(rng, rows, real_cols);
   auto dl = both(logits);
   auto lab = both(labels);
@@ -84,32 +84,32 @@ TEST_F(CudaKernels, FusedCrossEntropyRowsMatchTheCpu) {
     gpu->softmax_xent_fused_rows(dl.gpu.data() + at * cols, lab.gpu.data() + at, n, cols, real_cols, rows, scale,
                                  row_loss.gpu.data() + at);
   }
-  expect_close(row_loss.gpu.download(), row_loss.cpu.download(), fp32_sum_rel_tol(cols), 1e-6, "row losses");
-  expect_close(dl.gpu.download(), dl.cpu.download(), kFp16RelTol,
+  expect_close(fmt, row_loss.gpu.download(), row_loss.cpu.download(), fp32_sum_rel_tol(cols), 1e-6, "row losses");
+  expect_close(fmt, dl.gpu.download(), dl.cpu.download(), fmt.rel_tol(),
                4.0 * std::ldexp(1.0, -24) * scale / rows + kFp16SubnormalStep, "dlogits over the logits");
   auto mean = both(nan_floats(1));
   cpu.loss_rows_mean(row_loss.cpu.data(), rows, mean.cpu.data());
   gpu->loss_rows_mean(row_loss.gpu.data(), rows, mean.gpu.data());
-  expect_close(mean.gpu.download(), mean.cpu.download(), fp32_sum_rel_tol(static_cast<size_t>(rows) + cols), 1e-6,
+  expect_close(fmt, mean.gpu.download(), mean.cpu.download(), fp32_sum_rel_tol(static_cast<size_t>(rows) + cols), 1e-6,
                "mean");
 }
 
-TEST_F(CudaKernels, MeanSquaredErrorForwardBackward) {
+TEST_P(CudaLowpKernels, MeanSquaredErrorForwardBackward) {
   SCOPED_TRACE(seed_text());
   const std::pair<int, int> shapes[] = {{37, 101}, {1, 1}, {1000, 3}};
   for (const auto& shape : shapes) {
     const int rows = shape.first, cols = shape.second;
     const size_t n = static_cast<size_t>(rows) * cols;
-    auto pred = both(test::random_halves(rng, n, -2.0f, 2.0f));
+    auto pred = both(fmt.random(rng, n, -2.0f, 2.0f));
     auto target = both(test::random_floats(rng, n, -2.0f, 2.0f));
     auto loss = both(nan_floats(1));
     cpu.mse_forward(pred.cpu.data(), target.cpu.data(), rows, cols, loss.cpu.data());
     gpu->mse_forward(pred.gpu.data(), target.gpu.data(), rows, cols, loss.gpu.data());
-    expect_close(loss.gpu.download(), loss.cpu.download(), fp32_sum_rel_tol(n), 0.0, "mse loss");
+    expect_close(fmt, loss.gpu.download(), loss.cpu.download(), fp32_sum_rel_tol(n), 0.0, "mse loss");
     auto grad = both(test::poison_halves(n));
     cpu.mse_backward(pred.cpu.data(), target.cpu.data(), rows, cols, 512.0f, grad.cpu.data());
     gpu->mse_backward(pred.gpu.data(), target.gpu.data(), rows, cols, 512.0f, grad.gpu.data());
-    expect_close(grad.gpu.download(), grad.cpu.download(), kFp16RelTol, kFp16SubnormalStep, "dpred");
+    expect_close(fmt, grad.gpu.download(), grad.cpu.download(), fmt.rel_tol(), kFp16SubnormalStep, "dpred");
   }
 }
 

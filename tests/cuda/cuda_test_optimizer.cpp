@@ -20,11 +20,11 @@ using namespace test;  // cuda_test_support.h: CudaKernels, comparisons, toleran
 
 // ---- optimizer ----------------------------------------------------------------------
 
-TEST_F(CudaKernels, UnscaleFlagsInfAndNanAnywhere) {
+TEST_P(CudaLowpKernels, UnscaleFlagsInfAndNanAnywhere) {
   SCOPED_TRACE(seed_text());
   const size_t n = (size_t{1} << 20) + 7;
   const float inv_scale = 1.0f / 1024.0f;
-  const auto clean = test::random_halves(rng, n, -1000.0f, 1000.0f);
+  const auto clean = fmt.random(rng, n, -1000.0f, 1000.0f);
   auto run = [&](const std::vector<lowp16>& grads, int32_t flag_before, const std::string& what) {
     auto g16 = both(grads);
     auto g32 = both(nan_floats(n));
@@ -39,7 +39,7 @@ TEST_F(CudaKernels, UnscaleFlagsInfAndNanAnywhere) {
   };
   EXPECT_EQ(run(clean, 0, "clean"), 0);
   EXPECT_EQ(run(clean, 1, "clean, flag already set (never cleared)"), 1);
-  for (uint16_t bad : {uint16_t{0x7c00}, uint16_t{0xfc00}, uint16_t{0x7e00}}) {  // +Inf, -Inf, NaN
+  for (uint16_t bad : {fmt.inf_bits(), fmt.neg_inf_bits(), fmt.nan_bits()}) {
     const size_t pos = std::uniform_int_distribution<size_t>(0, n - 1)(rng);
     auto poisoned = clean;
     poisoned[pos].bits = bad;
@@ -47,7 +47,7 @@ TEST_F(CudaKernels, UnscaleFlagsInfAndNanAnywhere) {
   }
   // The very last element too (grid-stride tail).
   auto last = clean;
-  last[n - 1].bits = 0x7c00;
+  last[n - 1].bits = fmt.inf_bits();
   EXPECT_EQ(run(last, 0, "Inf at the last element"), 1);
 }
 
@@ -59,7 +59,7 @@ TEST_F(CudaKernels, L2Norm) {
     cpu.l2_norm_fp32(x.cpu.data(), n, norm.cpu.data());
     gpu->l2_norm_fp32(x.gpu.data(), n, norm.gpu.data());
     // Both accumulate in double.
-    expect_close(norm.gpu.download(), norm.cpu.download(), kFp32RelTol, 0.0, "norm n=" + std::to_string(n));
+    expect_close(fmt, norm.gpu.download(), norm.cpu.download(), kFp32RelTol, 0.0, "norm n=" + std::to_string(n));
   }
   const size_t n = 4099;
   for (float bad : {std::numeric_limits<float>::infinity(), std::nanf("")}) {
@@ -73,7 +73,7 @@ TEST_F(CudaKernels, L2Norm) {
   }
 }
 
-TEST_F(CudaKernels, SgdVariants) {
+TEST_P(CudaLowpKernels, SgdVariants) {
   SCOPED_TRACE(seed_text());
   const size_t n = 100003;
   struct Variant {
@@ -122,20 +122,21 @@ TEST_F(CudaKernels, SgdVariants) {
                       step == 0 ? skip.gpu.data() : nullptr);
       params.first_step = false;
     }
-    expect_close(master.gpu.download(), master.cpu.download(), kFp32RelTol, 1e-6, "master_fp32");
-    expect_close(momentum.gpu.download(), momentum.cpu.download(), kFp32RelTol, 1e-6, "momentum_fp32");
-    expect_close(weights.gpu.download(), weights.cpu.download(), kFp16RelTol, kFp16SubnormalStep, "weights_lowp");
+    expect_close(fmt, master.gpu.download(), master.cpu.download(), kFp32RelTol, 1e-6, "master_fp32");
+    expect_close(fmt, momentum.gpu.download(), momentum.cpu.download(), kFp32RelTol, 1e-6, "momentum_fp32");
+    expect_close(fmt, weights.gpu.download(), weights.cpu.download(), fmt.rel_tol(), kFp16SubnormalStep,
+                 "weights_lowp");
   }
 }
 
 // The fused step (check pass over FP16 only, then SGD unscaling on the fly)
 // gives the bits of the two-pass step (unscale to FP32, then SGD) on the
 // device, and the check alone still flags an Inf.
-TEST_F(CudaKernels, FusedSgdFromFp16GradsMatchesUnscaleThenSgdBitwise) {
+TEST_P(CudaLowpKernels, FusedSgdFromFp16GradsMatchesUnscaleThenSgdBitwise) {
   SCOPED_TRACE(seed_text());
   const size_t n = 100003;
   const float inv_scale = 1.0f / 4096.0f;
-  std::vector<lowp16> grads_host = test::random_halves(rng, n, -60000.0f, 60000.0f);
+  std::vector<lowp16> grads_host = fmt.random(rng, n, -60000.0f, 60000.0f);
   const auto master_host = test::random_floats(rng, n), momentum_host = test::random_floats(rng, n);
   SgdParams p;
   p.lr = 0.05f;
@@ -167,18 +168,18 @@ TEST_F(CudaKernels, FusedSgdFromFp16GradsMatchesUnscaleThenSgdBitwise) {
   for (size_t i = 0; i < n; ++i) differ += a[i].bits != b[i].bits;
   EXPECT_EQ(differ, 0u);
   // One Inf at a random position: the check-only pass flags it.
-  grads_host[rng() % n].bits = 0x7c00;
+  grads_host[rng() % n].bits = fmt.inf_bits();
   grads.upload(grads_host);
   gpu->unscale_lowp_to_fp32(grads.data(), nullptr, n, inv_scale, flag.data());
   EXPECT_EQ(flag.download()[0], 1);
 }
 
-TEST_F(CudaKernels, SgdSkippedWhenFlagSetChangesNothing) {
+TEST_P(CudaLowpKernels, SgdSkippedWhenFlagSetChangesNothing) {
   SCOPED_TRACE(seed_text());
   const size_t n = 100003;
   const auto master_host = test::random_floats(rng, n);
   const auto momentum_host = test::random_floats(rng, n);
-  const auto weights_host = test::random_halves(rng, n);
+  const auto weights_host = fmt.random(rng, n);
   Buffer<float> grads(*gpu, n), master(*gpu, n), momentum(*gpu, n);
   Buffer<lowp16> weights(*gpu, n);
   Buffer<int32_t> skip(*gpu, 1);
@@ -207,7 +208,7 @@ TEST_F(CudaKernels, SgdSkippedWhenFlagSetChangesNothing) {
 // device), t and lr read from device memory, decay on a random mask, on a
 // range that starts mid-tensor: CUDA within FP32 tolerance of the CPU (FMA
 // contraction, as SGD), and nothing outside the range written on either.
-TEST_F(CudaKernels, AdamWOnARangeMatchesCpu) {
+TEST_P(CudaLowpKernels, AdamWOnARangeMatchesCpu) {
   SCOPED_TRACE(seed_text());
   const size_t n = 100003;
   const size_t offset = 1 + rng() % 999, count = n - offset - rng() % 999;
@@ -220,7 +221,7 @@ TEST_F(CudaKernels, AdamWOnARangeMatchesCpu) {
   auto exp_avg_sq = both(std::vector<float>(n, 0.0f));
   auto weights = both(test::poison_halves(n));
   auto mask = both(mask_host);
-  auto grads16 = both(test::random_halves(rng, n));
+  auto grads16 = both(fmt.random(rng, n));
   auto grads32 = both(std::vector<float>(n, 0.0f));
   auto skip = both(std::vector<int32_t>{0});
   auto lr = both(std::vector<float>{0.0f});
@@ -235,7 +236,7 @@ TEST_F(CudaKernels, AdamWOnARangeMatchesCpu) {
   for (int k = 0; k < 4; ++k) {
     const bool skipped = k == 2, fp32_route = k % 2 == 1;
     const std::vector<float> lr_now = {std::uniform_real_distribution<float>(1e-3f, 1e-2f)(rng)};
-    const std::vector<lowp16> g = test::random_halves(rng, n, -30000.0f, 30000.0f);
+    const std::vector<lowp16> g = fmt.random(rng, n, -30000.0f, 30000.0f);
     const std::vector<int32_t> flag = {skipped ? 1 : 0};
     const std::vector<int64_t> t = {taken};
     for (auto* b : {&grads16.cpu, &grads16.gpu}) b->upload(g);
@@ -277,10 +278,11 @@ TEST_F(CudaKernels, AdamWOnARangeMatchesCpu) {
     if (!skipped) ++taken;
   }
   const std::string what = "offset " + std::to_string(offset) + " count " + std::to_string(count);
-  expect_close(master.gpu.download(), master.cpu.download(), kFp32RelTol, 1e-6, what + ": master_fp32");
-  expect_close(exp_avg.gpu.download(), exp_avg.cpu.download(), kFp32RelTol, 1e-6, what + ": exp_avg");
-  expect_close(exp_avg_sq.gpu.download(), exp_avg_sq.cpu.download(), kFp32RelTol, 1e-6, what + ": exp_avg_sq");
-  expect_close(weights.gpu.download(), weights.cpu.download(), kFp16RelTol, kFp16SubnormalStep, what + ": weights");
+  expect_close(fmt, master.gpu.download(), master.cpu.download(), kFp32RelTol, 1e-6, what + ": master_fp32");
+  expect_close(fmt, exp_avg.gpu.download(), exp_avg.cpu.download(), kFp32RelTol, 1e-6, what + ": exp_avg");
+  expect_close(fmt, exp_avg_sq.gpu.download(), exp_avg_sq.cpu.download(), kFp32RelTol, 1e-6, what + ": exp_avg_sq");
+  expect_close(fmt, weights.gpu.download(), weights.cpu.download(), fmt.rel_tol(), kFp16SubnormalStep,
+               what + ": weights");
   const auto m_gpu = master.gpu.download();
   const auto w_gpu = weights.gpu.download();
   size_t outside = 0;

@@ -44,6 +44,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "support/gpu_test.h"
+#include "support/lowp_format.h"
 #include "support/test_support.h"
 
 namespace ddp::test {
@@ -82,13 +83,47 @@ class CudaKernels : public GpuTest {
     return p;
   }
 
+  LowpFormat fmt;  // FP16, both backends' default
   CpuBackend cpu;  // default: leaves the BLAS thread count alone
   std::unique_ptr<CudaBackend> gpu;
   std::mt19937_64 rng;
 };
 
-inline bool same_half(lowp16 a, lowp16 b) {
-  const bool a_nan = std::isnan(half_to_float(a)), b_nan = std::isnan(half_to_float(b));
+// The fixture of the precision-generic suites: both backends built for
+// GetParam(), `fmt` reading, writing and holding their 16-bit buffers to
+// it. Instantiated once (cuda_test_lowp_suites.cpp) for FP16 and BF16: every
+// TEST_P runs as Precisions/CudaLowpKernels.<test>/fp16 and .../bf16. The
+// tolerances above hold with fmt.rel_tol() (two ulps of the format) in
+// place of kFp16RelTol.
+class CudaLowpKernels : public GpuTest, public ::testing::WithParamInterface<Precision> {
+ protected:
+  CudaLowpKernels() : rng(test::test_seed()) {}
+  void SetUp() override {
+    GpuTest::SetUp();
+    if (IsSkipped()) return;
+    gpu = std::make_unique<CudaBackend>(0, GetParam());
+  }
+
+  template <class T>
+  struct Pair {
+    Buffer<T> cpu, gpu;
+  };
+  template <class T>
+  Pair<T> both(const std::vector<T>& host) {
+    Pair<T> p{Buffer<T>(cpu, host.size()), Buffer<T>(*gpu, host.size())};
+    p.cpu.upload(host);
+    p.gpu.upload(host);
+    return p;
+  }
+
+  LowpFormat fmt{GetParam()};
+  CpuBackend cpu{0, GetParam()};
+  std::unique_ptr<CudaBackend> gpu;
+  std::mt19937_64 rng;
+};
+
+inline bool same_half(const LowpFormat& fmt, lowp16 a, lowp16 b) {
+  const bool a_nan = std::isnan(fmt.widen(a)), b_nan = std::isnan(fmt.widen(b));
   // NaN payloads differ (the CUDA intrinsic returns a canonical NaN).
   return (a_nan || b_nan) ? (a_nan && b_nan) : a.bits == b.bits;
 }
@@ -101,16 +136,23 @@ inline bool same_float(float a, float b) {
   return ua == ub;
 }
 
+inline bool same_half(lowp16 a, lowp16 b) { return same_half(LowpFormat{}, a, b); }
+
 // Reports the first few mismatches and the total.
-inline void expect_halves_equal(const std::vector<lowp16>& got, const std::vector<lowp16>& want,
+inline void expect_halves_equal(const LowpFormat& fmt, const std::vector<lowp16>& got, const std::vector<lowp16>& want,
                                 const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   size_t bad = 0;
   for (size_t i = 0; i < got.size(); ++i)
-    if (!same_half(got[i], want[i]) && bad++ < 5)
+    if (!same_half(fmt, got[i], want[i]) && bad++ < 5)
       ADD_FAILURE() << what << "[" << i << "]: cuda 0x" << std::hex << got[i].bits << " cpu 0x" << want[i].bits
                     << std::dec;
   EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << got.size() << " differ";
+}
+
+inline void expect_halves_equal(const std::vector<lowp16>& got, const std::vector<lowp16>& want,
+                                const std::string& what) {
+  expect_halves_equal(LowpFormat{}, got, want, what);
 }
 
 inline void expect_floats_equal(const std::vector<float>& got, const std::vector<float>& want,
@@ -123,17 +165,18 @@ inline void expect_floats_equal(const std::vector<float>& got, const std::vector
   EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << got.size() << " differ";
 }
 
-// abs_floor(i) gives the absolute floor for element i.
+// abs_floor(i) gives the absolute floor for element i; fmt widens lowp16
+// elements.
 template <class T, class Floor>
-void expect_close(const std::vector<T>& got, const std::vector<T>& want, double rel, Floor abs_floor,
-                  const std::string& what) {
+void expect_close(const LowpFormat& fmt, const std::vector<T>& got, const std::vector<T>& want, double rel,
+                  Floor abs_floor, const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   size_t bad = 0;
   for (size_t i = 0; i < got.size(); ++i) {
     double g, w;
     if constexpr (std::is_same_v<T, lowp16>) {
-      g = half_to_float(got[i]);
-      w = half_to_float(want[i]);
+      g = fmt.widen(got[i]);
+      w = fmt.widen(want[i]);
     } else {
       g = got[i];
       w = want[i];
@@ -145,10 +188,17 @@ void expect_close(const std::vector<T>& got, const std::vector<T>& want, double 
 }
 
 template <class T>
-void expect_close(const std::vector<T>& got, const std::vector<T>& want, double rel, double abs_floor,
-                  const std::string& what) {
+void expect_close(const LowpFormat& fmt, const std::vector<T>& got, const std::vector<T>& want, double rel,
+                  double abs_floor, const std::string& what) {
   expect_close(
-      got, want, rel, [abs_floor](size_t) { return abs_floor; }, what);
+      fmt, got, want, rel, [abs_floor](size_t) { return abs_floor; }, what);
+}
+
+// In FP16, for the fixtures that are not precision-generic.
+template <class T, class Floor>
+void expect_close(const std::vector<T>& got, const std::vector<T>& want, double rel, Floor abs_floor,
+                  const std::string& what) {
+  expect_close(LowpFormat{}, got, want, rel, abs_floor, what);
 }
 
 inline std::vector<float> nan_floats(size_t count) { return std::vector<float>(count, std::nanf("")); }

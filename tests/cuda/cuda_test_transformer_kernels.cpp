@@ -41,21 +41,23 @@ void compare_all_transformer_ops(CpuBackend& ref, Backend& dut, std::mt19937_64&
   compare_attention_decode(ref, dut, rng, 12, 64, 700, 1);  // GPT-2 heads, a long cache
 }
 
-TEST_F(CudaKernels, TransformerOperationsMatchCpu) {
+TEST_P(CudaLowpKernels, TransformerOperationsMatchCpu) {
   SCOPED_TRACE(seed_text());
   compare_all_transformer_ops(cpu, *gpu, rng);
 }
 
-TEST(CudaTransformerHarness, PassesCpuAgainstCpuWithOtherThreadCount) {
+class CudaTransformerHarness : public ::testing::TestWithParam<Precision> {};
+
+TEST_P(CudaTransformerHarness, PassesCpuAgainstCpuWithOtherThreadCount) {
   // Runs without a GPU: the comparisons above with a two-thread CpuBackend
   // in the GPU's place.
   SCOPED_TRACE(seed_text());
-  CpuBackend one(1), two(2);
+  CpuBackend one(1, GetParam()), two(2, GetParam());
   std::mt19937_64 rng(test::test_seed());
   compare_all_transformer_ops(one, two, rng);
 }
 
-TEST_F(CudaKernels, BatchedGemmTakesTheBatchedCublasLtRoute) {
+TEST_P(CudaLowpKernels, BatchedGemmTakesTheBatchedCublasLtRoute) {
   // A silent fallback to the simple kernel once per product would still
   // pass the comparisons: count the route.
   SCOPED_TRACE(seed_text());
@@ -66,12 +68,14 @@ TEST_F(CudaKernels, BatchedGemmTakesTheBatchedCublasLtRoute) {
   EXPECT_EQ(taken[GemmRoute::kSimpleGemm], 0);
 }
 
-TEST_F(CudaKernels, BatchedGemmOnSimpleFallbackKernel) {
+TEST_P(CudaLowpKernels, BatchedGemmOnSimpleFallbackKernel) {
   SCOPED_TRACE(seed_text());
   gpu->force_simple_gemm_for_testing(true);
   compare_batched_gemm(cpu, *gpu, rng, 4, 33, 17, 9, Transpose::Yes, Transpose::No, 1.0f, 0.5f, 1);
   gpu->force_simple_gemm_for_testing(false);
 }
+
+INSTANTIATE_TEST_SUITE_P(Precisions, CudaTransformerHarness, ::testing::ValuesIn(kBothPrecisions), precision_test_name);
 
 }  // namespace
 }  // namespace ddp

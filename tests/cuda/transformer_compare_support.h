@@ -12,7 +12,7 @@
 // - embedding backward: both backends add each token's rows in increasing
 //   row order (CUDA after a stable sort): bitwise equal.
 // - LayerNorm, causal softmax: FP32 row/column sums in different orders,
-//   FMA contraction on CUDA, expf/sqrtf last bits: kFp16RelTol relative plus
+//   FMA contraction on CUDA, expf/sqrtf last bits: fmt.rel_tol() relative plus
 //   2e-5 times the magnitude of the terms that cancel (transformer_reference.h
 //   gives it per element) plus one FP16 subnormal step; mean/rstd
 //   fp32_sum_rel_tol(cols).
@@ -36,23 +36,24 @@ Buffer<T> upload_to(Backend& be, const std::vector<T>& host) {
   return b;
 }
 
-inline bool same_bits(const std::vector<lowp16>& a, const std::vector<lowp16>& b) {
+inline bool same_bits(const LowpFormat& fmt, const std::vector<lowp16>& a, const std::vector<lowp16>& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i)
-    if (!same_half(a[i], b[i])) return false;
+    if (!same_half(fmt, a[i], b[i])) return false;
   return true;
 }
 
 inline void compare_embeddings(Backend& ref, Backend& dut, std::mt19937_64& rng, int B, int T, int C, int V) {
+  const LowpFormat fmt{dut.precision()};
   SCOPED_TRACE("embedding B=" + std::to_string(B) + " T=" + std::to_string(T) + " C=" + std::to_string(C) +
                " V=" + std::to_string(V));
   auto tokens = random_labels(rng, static_cast<size_t>(B) * T, V);
   // A frequent token (a long run after the sort) and one out of range.
   for (size_t r = 0; r < tokens.size(); r += 3) tokens[r] = 1 % V;
   tokens.back() = V + 5;
-  const auto wte = random_halves(rng, static_cast<size_t>(V) * C), wpe = random_halves(rng, static_cast<size_t>(T) * C);
-  const auto dout = random_halves(rng, tokens.size() * C), prev = random_halves(rng, wte.size()),
-             prev_pos = random_halves(rng, wpe.size());
+  const auto wte = fmt.random(rng, static_cast<size_t>(V) * C), wpe = fmt.random(rng, static_cast<size_t>(T) * C);
+  const auto dout = fmt.random(rng, tokens.size() * C), prev = fmt.random(rng, wte.size()),
+             prev_pos = fmt.random(rng, wpe.size());
   std::vector<lowp16> out[2], grads[2][2][2];  // [backend][accumulate][wte, wpe]
   Backend* backends[2] = {&ref, &dut};
   for (int k = 0; k < 2; ++k) {
@@ -71,30 +72,32 @@ inline void compare_embeddings(Backend& ref, Backend& dut, std::mt19937_64& rng,
       if (k == 1) {  // run to run
         auto again = upload_to(be, acc ? prev : poison_halves(wte.size()));
         be.embedding_backward_lowp(d_tok.data(), d_dout.data(), B, T, C, V, again.data(), g_wpe.data(), acc != 0);
-        EXPECT_TRUE(same_bits(again.download(), grads[k][acc][0])) << "d_wte differs run to run";
+        EXPECT_TRUE(same_bits(fmt, again.download(), grads[k][acc][0])) << "d_wte differs run to run";
       }
     }
   }
-  expect_halves_equal(out[1], out[0], "embedding forward");
+  expect_halves_equal(fmt, out[1], out[0], "embedding forward");
   for (int acc = 0; acc < 2; ++acc) {
-    expect_halves_equal(grads[1][acc][0], grads[0][acc][0], acc ? "d_wte accumulate" : "d_wte");
-    expect_halves_equal(grads[1][acc][1], grads[0][acc][1], acc ? "d_wpe accumulate" : "d_wpe");
+    expect_halves_equal(fmt, grads[1][acc][0], grads[0][acc][0], acc ? "d_wte accumulate" : "d_wte");
+    expect_halves_equal(fmt, grads[1][acc][1], grads[0][acc][1], acc ? "d_wpe accumulate" : "d_wpe");
   }
 }
 
 inline void compare_layernorm(Backend& ref, Backend& dut, std::mt19937_64& rng, int rows, int cols) {
+  const LowpFormat fmt{dut.precision()};
   SCOPED_TRACE("layernorm rows=" + std::to_string(rows) + " cols=" + std::to_string(cols));
   std::vector<lowp16> x;
   std::uniform_real_distribution<float> offset(-3.0f, 3.0f), spread(0.1f, 4.0f);
   for (int r = 0; r < rows; ++r) {
     const float o = offset(rng), s = spread(rng);
-    for (const lowp16 h : random_halves(rng, cols)) x.push_back(to_half(o + s * half_to_float(h)));
+    for (const lowp16 h : fmt.random(rng, cols)) x.push_back(fmt.narrow(o + s * fmt.widen(h)));
   }
-  const auto gamma = random_halves(rng, cols, 0.5f, 1.5f), beta = random_halves(rng, cols, -0.5f, 0.5f);
-  const auto dy = random_halves(rng, x.size()), prev_dx = random_halves(rng, x.size()),
-             prev_p = random_halves(rng, cols);
-  const auto grad_ref = layernorm_grad_reference(to_doubles(dy), to_doubles(x), to_doubles(gamma), rows, cols, 1e-5);
-  const auto fwd_ref = layernorm_reference(to_doubles(x), to_doubles(gamma), to_doubles(beta), rows, cols, 1e-5);
+  const auto gamma = fmt.random(rng, cols, 0.5f, 1.5f), beta = fmt.random(rng, cols, -0.5f, 0.5f);
+  const auto dy = fmt.random(rng, x.size()), prev_dx = fmt.random(rng, x.size()), prev_p = fmt.random(rng, cols);
+  const auto grad_ref = layernorm_grad_reference(fmt.widened_doubles(dy), fmt.widened_doubles(x),
+                                                 fmt.widened_doubles(gamma), rows, cols, 1e-5);
+  const auto fwd_ref = layernorm_reference(fmt.widened_doubles(x), fmt.widened_doubles(gamma),
+                                           fmt.widened_doubles(beta), rows, cols, 1e-5);
   struct Out {
     std::vector<lowp16> y, dx[2], dgamma[2], dbeta[2];
     std::vector<float> mean, rstd;
@@ -126,42 +129,43 @@ inline void compare_layernorm(Backend& ref, Backend& dut, std::mt19937_64& rng, 
         auto dg2 = upload_to(be, poison_halves(cols)), db2 = upload_to(be, poison_halves(cols));
         be.layernorm_backward_lowp(d_dy.data(), d_x.data(), d_g.data(), mean.data(), rstd.data(), rows, cols, dx.data(),
                                    false, dg2.data(), db2.data(), false);
-        EXPECT_TRUE(same_bits(dg2.download(), o[k].dgamma[0]) && same_bits(db2.download(), o[k].dbeta[0]) &&
-                    same_bits(dx.download(), o[k].dx[0]))
+        EXPECT_TRUE(same_bits(fmt, dg2.download(), o[k].dgamma[0]) && same_bits(fmt, db2.download(), o[k].dbeta[0]) &&
+                    same_bits(fmt, dx.download(), o[k].dx[0]))
             << "layernorm backward differs run to run";
       }
     }
   }
   const double stat_tol = fp32_sum_rel_tol(static_cast<size_t>(cols));
-  expect_close(o[1].mean, o[0].mean, stat_tol, 1e-6, "mean");
-  expect_close(o[1].rstd, o[0].rstd, stat_tol, 0.0, "rstd");
+  expect_close(fmt, o[1].mean, o[0].mean, stat_tol, 1e-6, "mean");
+  expect_close(fmt, o[1].rstd, o[0].rstd, stat_tol, 0.0, "rstd");
   expect_close(
-      o[1].y, o[0].y, kFp16RelTol,
+      fmt, o[1].y, o[0].y, fmt.rel_tol(),
       [&](size_t i) {
         const int c = static_cast<int>(i % cols);
-        return 2e-5 * (std::fabs(fwd_ref.y[i] - half_to_float(beta[c])) + std::fabs(half_to_float(beta[c]))) +
+        return 2e-5 * (std::fabs(fwd_ref.y[i] - fmt.widen(beta[c])) + std::fabs(fmt.widen(beta[c]))) +
                kFp16SubnormalStep;
       },
       "y");
   for (int acc = 0; acc < 2; ++acc) {
     const std::string tag = acc ? " accumulate" : "";
     expect_close(
-        o[1].dx[acc], o[0].dx[acc], kFp16RelTol,
+        fmt, o[1].dx[acc], o[0].dx[acc], fmt.rel_tol(),
         [&](size_t i) { return 2e-5 * grad_ref.dx_magnitude[i] + kFp16SubnormalStep; }, "dx" + tag);
     const double base = acc ? 1.0 : 0.0;  // |prev| <= 1
     expect_close(
-        o[1].dgamma[acc], o[0].dgamma[acc], kFp16RelTol,
+        fmt, o[1].dgamma[acc], o[0].dgamma[acc], fmt.rel_tol(),
         [&](size_t c) { return 2e-5 * (grad_ref.dgamma_magnitude[c] + base) + kFp16SubnormalStep; }, "dgamma" + tag);
     expect_close(
-        o[1].dbeta[acc], o[0].dbeta[acc], kFp16RelTol,
+        fmt, o[1].dbeta[acc], o[0].dbeta[acc], fmt.rel_tol(),
         [&](size_t c) { return 2e-5 * (grad_ref.dbeta_magnitude[c] + base) + kFp16SubnormalStep; }, "dbeta" + tag);
   }
 }
 
 inline void compare_residual_and_permutes(Backend& ref, Backend& dut, std::mt19937_64& rng) {
+  const LowpFormat fmt{dut.precision()};
   const int B = 3, T = 37, nh = 4, hs = 24, C = nh * hs;
-  const auto qkv = random_halves(rng, static_cast<size_t>(B) * T * 3 * C, -4.0f, 4.0f);
-  const auto other = random_halves(rng, qkv.size(), -4.0f, 4.0f);
+  const auto qkv = fmt.random(rng, static_cast<size_t>(B) * T * 3 * C, -4.0f, 4.0f);
+  const auto other = fmt.random(rng, qkv.size(), -4.0f, 4.0f);
   std::vector<lowp16> sums[2], heads[2][3], merged[2];
   Backend* backends[2] = {&ref, &dut};
   for (int k = 0; k < 2; ++k) {
@@ -170,7 +174,7 @@ inline void compare_residual_and_permutes(Backend& ref, Backend& dut, std::mt199
     be.add_lowp(a.data(), b.data(), y.data(), qkv.size());
     be.add_lowp(a.data(), b.data(), a.data(), qkv.size());  // in place
     sums[k] = y.download();
-    EXPECT_TRUE(same_bits(a.download(), sums[k])) << "in-place add";
+    EXPECT_TRUE(same_bits(fmt, a.download(), sums[k])) << "in-place add";
     auto back = upload_to(be, poison_halves(qkv.size()));
     for (int p = 0; p < 3; ++p) {
       auto h = upload_to(be, poison_halves(static_cast<size_t>(B) * nh * T * hs));
@@ -179,21 +183,23 @@ inline void compare_residual_and_permutes(Backend& ref, Backend& dut, std::mt199
       be.heads_to_rows_lowp(h.data(), B, T, nh, hs, back.data() + p * C, 3 * C);
     }
     merged[k] = back.download();
-    EXPECT_TRUE(same_bits(merged[k], sums[k])) << "merge of the split is not the identity";
+    EXPECT_TRUE(same_bits(fmt, merged[k], sums[k])) << "merge of the split is not the identity";
   }
-  expect_halves_equal(sums[1], sums[0], "residual add");
-  for (int p = 0; p < 3; ++p) expect_halves_equal(heads[1][p], heads[0][p], "heads " + std::to_string(p));
+  expect_halves_equal(fmt, sums[1], sums[0], "residual add");
+  for (int p = 0; p < 3; ++p) expect_halves_equal(fmt, heads[1][p], heads[0][p], "heads " + std::to_string(p));
 }
 
 inline void compare_padded_cross_entropy(Backend& ref, Backend& dut, std::mt19937_64& rng, int rows, int cols,
                                          int real_cols) {
+  const LowpFormat fmt{dut.precision()};
   SCOPED_TRACE("xent rows=" + std::to_string(rows) + " cols=" + std::to_string(cols) +
                " real=" + std::to_string(real_cols));
-  auto logits = random_halves(rng, static_cast<size_t>(rows) * cols, -4.0f, 4.0f);
+  auto logits = fmt.random(rng, static_cast<size_t>(rows) * cols, -4.0f, 4.0f);
   for (int r = 0; r < rows; ++r)  // padded logits that would win if they were classes
-    for (int c = real_cols; c < cols; ++c) logits[static_cast<size_t>(r) * cols + c] = to_half(9.0f);
+    for (int c = real_cols; c < cols; ++c) logits[static_cast<size_t>(r) * cols + c] = fmt.narrow(9.0f);
   const auto labels = random_labels(rng, rows, real_cols);
-  for (int r = 0; r < rows; r += 2) logits[static_cast<size_t>(r) * cols + labels[r]] = to_half(5.0f);  // correct rows
+  for (int r = 0; r < rows; r += 2)
+    logits[static_cast<size_t>(r) * cols + labels[r]] = fmt.narrow(5.0f);  // correct rows
   std::vector<float> loss[2];
   std::vector<int32_t> correct[2];
   std::vector<lowp16> grad[2];
@@ -211,9 +217,9 @@ inline void compare_padded_cross_entropy(Backend& ref, Backend& dut, std::mt1993
     correct[k] = d_correct.download();
     grad[k] = d_grad.download();
   }
-  expect_close(loss[1], loss[0], fp32_sum_rel_tol(static_cast<size_t>(rows) + real_cols), 1e-6, "loss");
+  expect_close(fmt, loss[1], loss[0], fp32_sum_rel_tol(static_cast<size_t>(rows) + real_cols), 1e-6, "loss");
   EXPECT_EQ(correct[1], correct[0]);
-  expect_close(grad[1], grad[0], kFp16RelTol, 4.0 * std::ldexp(1.0, -24) * 4096.0 / rows + kFp16SubnormalStep,
+  expect_close(fmt, grad[1], grad[0], fmt.rel_tol(), 4.0 * std::ldexp(1.0, -24) * 4096.0 / rows + kFp16SubnormalStep,
                "dlogits");
   size_t nonzero_padding = 0;
   for (int r = 0; r < rows; ++r)

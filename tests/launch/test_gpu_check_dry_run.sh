@@ -2,8 +2,8 @@
 # test_gpu_check_dry_run.sh SOURCE_DIR: launch/gpu_check.sh --dry-run, the
 # plumbing of the one GPU run, without a GPU or a build (a few seconds).
 # Its carried build is made of stubs: a ddp_train that answers --help, and a
-# ddp_cuda_tests that lists the test names of tests/cuda/*.cpp and applies
-# gtest's filter to them, so every stage's filter is counted against the
+# ddp_cuda_tests that lists the test names of tests/cuda/*.cpp (TEST_P ones
+# once per precision, as gtest names them) and applies gtest's filter to them, so every stage's filter is counted against the
 # tests as they are named today. Checks:
 #   1. the dry run exits 0, every stage of the table has its verdict line in
 #      order (the GPU stages "skipped (no GPU"), the budgets sum to at most
@@ -33,8 +33,19 @@ make_carry() {  # DIR SOURCES_HASH [EXTRA_TEST]
   printf '#!/bin/sh\necho "ddp_train (a stub of test_gpu_check_dry_run.sh)"\n' >"$stage/bin/ddp_train"
   python3 - "$SRC/tests/cuda" "${3:-}" >"$stage/bin/tests.txt" <<'PY'
 import glob, re, sys
-names = {m.group(1) + "." + m.group(2) for f in glob.glob(sys.argv[1] + "/*.cpp")
-         for m in re.finditer(r"^\s*TEST(?:_F)?\(\s*(\w+)\s*,\s*(\w+)\s*\)", open(f).read(), re.M)}
+texts = [open(f).read() for f in glob.glob(sys.argv[1] + "/*.cpp")]
+names = {m.group(1) + "." + m.group(2) for t in texts
+         for m in re.finditer(r"^\s*TEST(?:_F)?\(\s*(\w+)\s*,\s*(\w+)\s*\)", t, re.M)}
+# TEST_P: PREFIX/FIXTURE.NAME/fp16 and /bf16 for each instantiation over
+# kBothPrecisions (named by precision_test_name).
+prefixes = {}
+for t in texts:
+    for m in re.finditer(r"INSTANTIATE_TEST_SUITE_P\(\s*(\w+)\s*,\s*(\w+)\s*,", t):
+        prefixes.setdefault(m.group(2), []).append(m.group(1))
+for t in texts:
+    for m in re.finditer(r"^\s*TEST_P\(\s*(\w+)\s*,\s*(\w+)\s*\)", t, re.M):
+        for prefix in prefixes.get(m.group(1), []):
+            names |= {f"{prefix}/{m.group(1)}.{m.group(2)}/{p}" for p in ("fp16", "bf16")}
 if sys.argv[2]:
     names.add(sys.argv[2])
 print("\n".join(sorted(names)))
