@@ -17,36 +17,44 @@ void check_layout_world(const Communicator& comm, const ShardLayout& layout, con
                   " ranks for shard groups of " + std::to_string(comm.shard_size()));
 }
 
-bool shard_call_in_place(const lowp16* whole, size_t whole_count, const lowp16* part, size_t part_offset,
-                         size_t part_count, const char* what) {
-  if (part == whole + part_offset) return true;
-  if (part_count == 0 || whole_count == 0) return false;  // nothing is read or written through both
-  // As integers: pointers into different arrays do not compare with <.
-  const auto at = [](const lowp16* p) { return reinterpret_cast<std::uintptr_t>(p); };
-  const bool disjoint = at(part + part_count) <= at(whole) || at(whole + whole_count) <= at(part);
-  DDP_REQUIRE(disjoint, std::string(what) + ": the rank's part overlaps the full buffer other than in place");
-  return false;
+void throw_partial_overlap(const char* what) {
+  throw Error(std::string(what) + ": the rank's part overlaps the full buffer other than in place");
 }
 
-void SingleProcessCommunicator::copy_lowp(lowp16* dst, const lowp16* src, size_t count) {
-  if (dst == src || count == 0) return;
+void Communicator::start_allreduce_sum_fp32(float*, size_t) {
+  throw Error("--grad-reduce-dtype fp32: the " + name() + " transport has no FP32 sums");
+}
+
+void Communicator::start_reduce_scatter_sum_fp32(const float*, float*, const ShardLayout&) {
+  throw Error("--grad-reduce-dtype fp32: the " + name() + " transport has no FP32 sums");
+}
+
+void SingleProcessCommunicator::copy_bytes(void* dst, const void* src, size_t size_bytes) {
+  if (dst == src || size_bytes == 0) return;
   if (copies_ != nullptr) {
-    copies_->copy_on_device(dst, src, count * sizeof(lowp16));
+    copies_->copy_on_device(dst, src, size_bytes);
   } else {
-    std::memcpy(dst, src, count * sizeof(lowp16));
+    std::memcpy(dst, src, size_bytes);
   }
 }
 
 void SingleProcessCommunicator::reduce_scatter_sum_lowp(const lowp16* send, lowp16* recv, const ShardLayout& layout) {
   check_layout_world(*this, layout, "reduce_scatter_sum_lowp");
   shard_call_in_place(send, layout.total_count(), recv, 0, layout.total_count(), "reduce_scatter_sum_lowp");
-  copy_lowp(recv, send, layout.total_count());  // the sum over one rank
+  copy_bytes(recv, send, layout.total_count() * sizeof(lowp16));  // the sum over one rank
+}
+
+void SingleProcessCommunicator::start_reduce_scatter_sum_fp32(const float* send, float* recv,
+                                                              const ShardLayout& layout) {
+  check_layout_world(*this, layout, "reduce_scatter_sum_fp32");
+  shard_call_in_place(send, layout.total_count(), recv, 0, layout.total_count(), "reduce_scatter_sum_fp32");
+  copy_bytes(recv, send, layout.total_count() * sizeof(float));
 }
 
 void SingleProcessCommunicator::allgather_lowp(const lowp16* mine, lowp16* full, const ShardLayout& layout) {
   check_layout_world(*this, layout, "allgather_lowp");
   shard_call_in_place(full, layout.total_count(), mine, 0, layout.total_count(), "allgather_lowp");
-  copy_lowp(full, mine, layout.total_count());
+  copy_bytes(full, mine, layout.total_count() * sizeof(lowp16));
 }
 
 }  // namespace ddp

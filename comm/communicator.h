@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "comm/collective_trace.h"
@@ -119,6 +120,14 @@ class Communicator {
     allgather_lowp(mine, full, layout);
   }
   virtual void wait_allreduces() {}
+  // --grad-reduce-dtype fp32: the gradients' bucketed sums in FP32 (FP32
+  // buffers of the backend's memory, FP32 adds, no 16-bit rounding), in
+  // every other respect start_allreduce_sum_lowp and
+  // start_reduce_scatter_sum_lowp (started, in call order with the other
+  // start_* calls, completed by wait_allreduces). A transport without them
+  // throws ddp::Error naming itself (the default).
+  virtual void start_allreduce_sum_fp32(float* data, size_t count);
+  virtual void start_reduce_scatter_sum_fp32(const float* send, float* recv, const ShardLayout& layout);
   // A mark after every collective started so far (start_*, in call order),
   // and a wait for the collectives up to a mark only, those started after
   // it left in flight: how a layer waits for its own prefetched gather and
@@ -176,11 +185,22 @@ class Communicator {
 // Throws ddp::Error unless `layout` is one of this communicator's shard
 // group (`what`: the collective, for the message).
 void check_layout_world(const Communicator& comm, const ShardLayout& layout, const char* what);
+// shard_call_in_place's error.
+[[noreturn]] void throw_partial_overlap(const char* what);
 // Whether a sharded collective runs in place: true when `part` (part_count
 // elements) is whole + part_offset, false when the two buffers do not
 // overlap; throws ddp::Error for any other overlap.
-bool shard_call_in_place(const lowp16* whole, size_t whole_count, const lowp16* part, size_t part_offset,
-                         size_t part_count, const char* what);
+template <class T>
+bool shard_call_in_place(const T* whole, size_t whole_count, const T* part, size_t part_offset, size_t part_count,
+                         const char* what) {
+  if (part == whole + part_offset) return true;
+  if (part_count == 0 || whole_count == 0) return false;  // nothing is read or written through both
+  // As integers: pointers into different arrays do not compare with <.
+  const auto at = [](const T* p) { return reinterpret_cast<std::uintptr_t>(p); };
+  const bool disjoint = at(part + part_count) <= at(whole) || at(whole + whole_count) <= at(part);
+  if (!disjoint) throw_partial_overlap(what);
+  return false;
+}
 
 // A world of one: every collective is the identity, and the sharded ones
 // copy (the one range is the whole buffer) unless they are in place. The
@@ -200,10 +220,12 @@ class SingleProcessCommunicator final : public Communicator {
   void allreduce_max_int32(int32_t*, size_t) override {}
   void reduce_scatter_sum_lowp(const lowp16* send, lowp16* recv, const ShardLayout& layout) override;
   void allgather_lowp(const lowp16* mine, lowp16* full, const ShardLayout& layout) override;
+  void start_allreduce_sum_fp32(float*, size_t) override {}
+  void start_reduce_scatter_sum_fp32(const float* send, float* recv, const ShardLayout& layout) override;
   void barrier() override {}
 
  private:
-  void copy_lowp(lowp16* dst, const lowp16* src, size_t count);
+  void copy_bytes(void* dst, const void* src, size_t size_bytes);
   Backend* copies_;  // not owned; may be null (host memory)
 };
 

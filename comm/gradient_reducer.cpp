@@ -1,6 +1,8 @@
 // gradient_reducer.cpp
 #include "comm/gradient_reducer.h"
 
+#include <algorithm>
+
 #include "kernels/error.h"
 
 namespace ddp {
@@ -62,11 +64,32 @@ void GradientReducer::shard_over(const ShardLayout& layout, lowp16* owned,
   source_ = std::move(source);
 }
 
+void GradientReducer::reduce_in_fp32(Backend& backend, float* sums_fp32) {
+  DDP_REQUIRE(sums_fp32 != nullptr, "GradientReducer: FP32 sums without a buffer");
+  backend_ = &backend;
+  sums_fp32_ = sums_fp32;
+  fp32_staging_.clear();
+  if (!shards_) return;  // all-reduced in place in the sums
+  size_t largest = 0;
+  for (const GradientBucket& b : buckets_) largest = std::max(largest, b.count);
+  const size_t count = std::min(kFp32StagingBuffers, buckets_.size());
+  for (size_t i = 0; i < count; ++i) fp32_staging_.emplace_back(backend, largest);
+}
+
+float* GradientReducer::free_fp32_staging() {
+  if (fp32_staging_busy_ == fp32_staging_.size()) {
+    comm_.wait_allreduces();  // every started collective, so every staging buffer, is done
+    fp32_staging_busy_ = 0;
+  }
+  return fp32_staging_[fp32_staging_busy_++].data();
+}
+
 void GradientReducer::begin(lowp16* grads) {
   DDP_REQUIRE(grads != nullptr || source_, "GradientReducer::begin without gradients");
   grads_ = grads;
   in_step_ = true;
   next_bucket_ = 0;
+  fp32_staging_busy_ = 0;  // the previous step's finalize waited for every collective
   for (size_t b = 0; b < buckets_.size(); ++b) pending_[b] = buckets_[b].end_segment - buckets_[b].first_segment;
   std::fill(ready_.begin(), ready_.end(), 0);
 }
@@ -89,22 +112,48 @@ void GradientReducer::start_ready_buckets() {
     lowp16* bucket = source_ ? source_(next_bucket_) : grads_ + b.offset;
     if (before_start) before_start(next_bucket_, bucket);
     if (trace_ != nullptr) trace_->tag_next(static_cast<int>(next_bucket_), -1);
-    if (shards_) {
-      const ShardLayout& slice = bucket_slices_[next_bucket_];
-      const ShardRange mine = slice.range(comm_.shard_rank());
-      lowp16* recv = bucket + mine.begin;  // in place
-      // Staged: into the owned range, at the bucket's share of it (an empty
-      // share lands nowhere: any address of the range will do).
-      if (source_)
-        recv = owned_ + (mine.count() > 0 ? b.offset + mine.begin - shards_->range(comm_.shard_rank()).begin : 0);
-      comm_.start_reduce_scatter_sum_lowp(bucket, recv, slice);
+    if (sums_fp32_ != nullptr) {
+      start_bucket_fp32(b, bucket);
     } else {
-      comm_.start_allreduce_sum_lowp(grads_ + b.offset, b.count);
+      start_bucket_lowp(b, bucket);
     }
     if (trace_ != nullptr) trace_->tag_next(-1, -1);  // a call that opened no record must not pass it on
     elements_started_ += b.count;
     ++next_bucket_;
   }
+}
+
+void GradientReducer::start_bucket_lowp(const GradientBucket& b, lowp16* bucket) {
+  if (!shards_) {
+    comm_.start_allreduce_sum_lowp(bucket, b.count);
+    return;
+  }
+  const ShardLayout& slice = bucket_slices_[next_bucket_];
+  const ShardRange mine = slice.range(comm_.shard_rank());
+  lowp16* recv = bucket + mine.begin;  // in place
+  // Staged: into the owned range, at the bucket's share of it (an empty
+  // share lands nowhere: any address of the range will do).
+  if (source_)
+    recv = owned_ + (mine.count() > 0 ? b.offset + mine.begin - shards_->range(comm_.shard_rank()).begin : 0);
+  comm_.start_reduce_scatter_sum_lowp(bucket, recv, slice);
+}
+
+// The widening is exact (a factor of 1, no check: the optimizer checks the
+// FP32 sums), queued on the backend before the collective that reads it.
+// Sharded, the sums land at the bucket's share of the rank's range.
+void GradientReducer::start_bucket_fp32(const GradientBucket& b, const lowp16* bucket) {
+  if (!shards_) {
+    float* sums = sums_fp32_ + b.offset;
+    backend_->unscale_lowp_to_fp32(bucket, sums, b.count, 1.0f, nullptr);
+    comm_.start_allreduce_sum_fp32(sums, b.count);
+    return;
+  }
+  const ShardLayout& slice = bucket_slices_[next_bucket_];
+  const ShardRange mine = slice.range(comm_.shard_rank());
+  float* staging = free_fp32_staging();
+  backend_->unscale_lowp_to_fp32(bucket, staging, b.count, 1.0f, nullptr);
+  float* recv = sums_fp32_ + (mine.count() > 0 ? b.offset + mine.begin - shards_->range(comm_.shard_rank()).begin : 0);
+  comm_.start_reduce_scatter_sum_fp32(staging, recv, slice);
 }
 
 void GradientReducer::finalize() {

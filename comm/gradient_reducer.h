@@ -29,6 +29,18 @@
 // of the layout), and each bucket's sums land in `owned` (the calling
 // rank's range of the layout, from its element 0): the rank keeps no
 // gradient outside its range beyond the buckets in flight.
+//
+// FP32 sums (--grad-reduce-dtype fp32, reduce_in_fp32): each bucket's
+// 16-bit gradients are widened, exactly, to FP32 when it starts and summed
+// in FP32, so the sum over ranks has one rounding per FP32 add instead of
+// one to 16 bits per step (llm.c's and torchtitan's FP32 reduction). The
+// sums stay FP32 for the optimizer. All-reduced, a bucket is widened into
+// its place in the FP32 sums buffer and summed there; sharded, into one of
+// kFp32StagingBuffers staging buffers (the largest bucket each) and
+// reduce-scattered from it into the rank's range of the sums. When both
+// staging buffers are still being read, the step waits for the started
+// collectives first (Communicator::wait_allreduces), as LayerShards' stage 2
+// staging does. Twice the bytes on the wire.
 #pragma once
 
 #include <cstddef>
@@ -37,6 +49,8 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "kernels/backend.h"
+#include "kernels/buffer.h"
 #include "kernels/half.h"
 
 namespace ddp {
@@ -67,6 +81,22 @@ class GradientReducer {
   // whole buffer, this communicator's shard group) instead of all-reduced.
   void shard_over(const ShardLayout& layout);
   void shard_over(const ShardLayout& layout, lowp16* owned, std::function<lowp16*(size_t bucket)> source);
+  // From now on the sums are FP32 (the header's "FP32 sums"), widened on
+  // `backend` and landing in `sums_fp32`: all-reduced, the whole buffer's
+  // layout (bucket b at element b.offset); sharded (call shard_over
+  // first), the calling rank's range of the layout from its element 0.
+  // Elements no bucket covers (padding past the last tensor) are never
+  // written: they keep what the buffer held (the store's: zero).
+  // The staging buffers are made here, before any step (a CUDA graph may
+  // hold them).
+  void reduce_in_fp32(Backend& backend, float* sums_fp32);
+  bool reduces_in_fp32() const { return sums_fp32_ != nullptr; }
+  // Bytes of one summed element on the wire: 4 in FP32, else 2.
+  size_t wire_element_bytes() const { return reduces_in_fp32() ? sizeof(float) : sizeof(lowp16); }
+  static constexpr size_t kFp32StagingBuffers = 2;
+  size_t fp32_staging_bytes() const {
+    return fp32_staging_.empty() ? 0 : fp32_staging_.size() * fp32_staging_.front().size_bytes();
+  }
 
   // A step's reduction of `grads` begins: no segment is ready.
   void begin(lowp16* grads);
@@ -76,9 +106,9 @@ class GradientReducer {
   // nothing), then waits for every sum of this step.
   void finalize();
 
-  // FP16 elements this reducer has handed to collectives so far (every
-  // bucket's whole slice, all-reduced or reduce-scattered): the volume the
-  // benchmark turns into bytes sent per step.
+  // Elements this reducer has handed to collectives so far (every bucket's
+  // whole slice, all-reduced or reduce-scattered): the volume the benchmark
+  // turns into bytes sent per step (wire_element_bytes() each).
   size_t elements_started() const { return elements_started_; }
   // This step's buckets whose collective has started: [0, buckets_started()).
   size_t buckets_started() const { return next_bucket_; }
@@ -96,6 +126,12 @@ class GradientReducer {
 
  private:
   void start_ready_buckets();
+  // Bucket b's collective, from its first element `bucket` (16-bit).
+  void start_bucket_lowp(const GradientBucket& b, lowp16* bucket);
+  void start_bucket_fp32(const GradientBucket& b, const lowp16* bucket);
+  // A staging buffer no started collective still reads (waiting for them
+  // when there is none).
+  float* free_fp32_staging();
 
   Communicator& comm_;
   std::optional<ShardLayout> shards_;       // empty: all-reduce
@@ -112,6 +148,13 @@ class GradientReducer {
   bool in_step_ = false;
   size_t elements_started_ = 0;
   CollectiveTrace* trace_ = nullptr;  // not owned
+  // FP32 sums (reduce_in_fp32): the backend that widens, where the sums
+  // land, and the sharded buckets' staging with how many of it are read by
+  // collectives not yet waited for.
+  Backend* backend_ = nullptr;  // not owned
+  float* sums_fp32_ = nullptr;  // not owned; null: 16-bit sums
+  std::vector<Buffer<float>> fp32_staging_;
+  size_t fp32_staging_busy_ = 0;
 };
 
 }  // namespace ddp

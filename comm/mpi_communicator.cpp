@@ -71,12 +71,13 @@ void MpiCommunicator::add_busy(double seconds) {
   times_.busy_s += seconds;
 }
 
-void MpiCommunicator::run_allreduce(lowp16* data, size_t count, CollectiveRecord* rec) {
+void MpiCommunicator::run_allreduce(void* data, size_t count, const SumWire& wire, CollectiveRecord* rec) {
   const double start = MPI_Wtime();
   if (rec != nullptr) rec->begin_us = trace_clock_us();
+  char* bytes = static_cast<char*>(data);
   for (size_t off = 0; off < count; off += kMaxChunk) {
     const int n = static_cast<int>(std::min(kMaxChunk, count - off));
-    DDP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data + off, n, half_type_, half_sum_, comm_));
+    DDP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, bytes + off * wire.bytes, n, wire.type, wire.op, comm_));
   }
   if (rec != nullptr) rec->end_us = trace_clock_us();
   add_busy(MPI_Wtime() - start);
@@ -85,32 +86,34 @@ void MpiCommunicator::run_allreduce(lowp16* data, size_t count, CollectiveRecord
 // Chunks of at most kMaxChunk elements of the full buffer, each a slice of
 // the layout, so every count and displacement fits an int. With shard
 // groups, each chunk's range is then summed across the replicas.
-void MpiCommunicator::run_reduce_scatter(const lowp16* send, lowp16* recv, const ShardLayout& layout, bool in_place,
-                                         CollectiveRecord* rec) {
+void MpiCommunicator::run_reduce_scatter(const void* send, void* recv, const ShardLayout& layout, bool in_place,
+                                         const SumWire& wire, CollectiveRecord* rec) {
   const double start = MPI_Wtime();
   if (rec != nullptr) rec->begin_us = trace_clock_us();
   const ShardRange mine = layout.range(shard_rank_);
+  const char* send_bytes = static_cast<const char*>(send);
+  char* recv_bytes = static_cast<char*>(recv);
   std::vector<int> counts(static_cast<size_t>(shard_size_));
   for (size_t off = 0; off < layout.total_count(); off += kMaxChunk) {
     const ShardLayout chunk = layout.slice(off, std::min(kMaxChunk, layout.total_count() - off));
     for (int q = 0; q < shard_size_; ++q) counts[static_cast<size_t>(q)] = static_cast<int>(chunk.range(q).count());
     const ShardRange my = chunk.range(shard_rank_);  // chunk-relative
-    lowp16* sum = nullptr;                           // this rank's sums of the chunk
+    char* sum = nullptr;                             // this rank's sums of the chunk
     if (in_place) {
       // MPI_IN_PLACE reads the whole chunk from the receive buffer and
       // leaves this rank's sum at its start: move it to its own place.
-      lowp16* chunk_data = const_cast<lowp16*>(send) + off;  // in place: the caller's recv, writable
-      DDP_MPI_CHECK(MPI_Reduce_scatter(MPI_IN_PLACE, chunk_data, counts.data(), half_type_, half_sum_, shard_comm()));
-      if (my.count() > 0) std::memmove(chunk_data + my.begin, chunk_data, my.count() * sizeof(lowp16));
-      sum = chunk_data + my.begin;
+      char* chunk_data = const_cast<char*>(send_bytes) + off * wire.bytes;  // in place: the caller's recv, writable
+      DDP_MPI_CHECK(MPI_Reduce_scatter(MPI_IN_PLACE, chunk_data, counts.data(), wire.type, wire.op, shard_comm()));
+      if (my.count() > 0) std::memmove(chunk_data + my.begin * wire.bytes, chunk_data, my.count() * wire.bytes);
+      sum = chunk_data + my.begin * wire.bytes;
     } else {
-      sum = my.count() > 0 ? recv + (off + my.begin - mine.begin) : recv;
-      DDP_MPI_CHECK(MPI_Reduce_scatter(send + off, sum, counts.data(), half_type_, half_sum_, shard_comm()));
+      sum = my.count() > 0 ? recv_bytes + (off + my.begin - mine.begin) * wire.bytes : recv_bytes;
+      DDP_MPI_CHECK(
+          MPI_Reduce_scatter(send_bytes + off * wire.bytes, sum, counts.data(), wire.type, wire.op, shard_comm()));
     }
     // Every replica has the same place in its group, so the same count.
     if (replica_comm_ != MPI_COMM_NULL && my.count() > 0)
-      DDP_MPI_CHECK(
-          MPI_Allreduce(MPI_IN_PLACE, sum, static_cast<int>(my.count()), half_type_, half_sum_, replica_comm_));
+      DDP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, sum, static_cast<int>(my.count()), wire.type, wire.op, replica_comm_));
   }
   if (rec != nullptr) rec->end_us = trace_clock_us();
   add_busy(MPI_Wtime() - start);
@@ -192,7 +195,13 @@ void MpiCommunicator::run_now(const std::function<void()>& job) {
 void MpiCommunicator::start_allreduce_sum_lowp(lowp16* data, size_t count) {
   if (world_size_ == 1 || count == 0) return;
   const std::shared_ptr<CollectiveRecord> rec = open_record("all-reduce", count);
-  enqueue([this, data, count, rec] { run_allreduce(data, count, rec.get()); });
+  enqueue([this, data, count, rec] { run_allreduce(data, count, lowp_wire(), rec.get()); });
+}
+
+void MpiCommunicator::start_allreduce_sum_fp32(float* data, size_t count) {
+  if (world_size_ == 1 || count == 0) return;
+  const std::shared_ptr<CollectiveRecord> rec = open_record("all-reduce", count);
+  enqueue([this, data, count, rec] { run_allreduce(data, count, fp32_wire(), rec.get()); });
 }
 
 void MpiCommunicator::wait_allreduces() {
@@ -223,20 +232,33 @@ void MpiCommunicator::wait_until(CollectiveMark mark) {
 void MpiCommunicator::allreduce_sum_lowp(lowp16* data, size_t count) {
   if (world_size_ == 1 || count == 0) return wait_allreduces();
   const std::shared_ptr<CollectiveRecord> rec = open_record("all-reduce", count);
-  run_now([&] { run_allreduce(data, count, rec.get()); });
+  run_now([&] { run_allreduce(data, count, lowp_wire(), rec.get()); });
 }
 
 // The checks run on the caller's thread, so a bad call throws at once.
 void MpiCommunicator::reduce_scatter_sum_lowp(const lowp16* send, lowp16* recv, const ShardLayout& layout) {
   const bool in_place = check_reduce_scatter(send, recv, layout);
   const std::shared_ptr<CollectiveRecord> rec = open_record("reduce-scatter", layout.total_count());
-  run_now([&] { run_reduce_scatter(send, recv, layout, in_place, rec.get()); });
+  run_now([&] { run_reduce_scatter(send, recv, layout, in_place, lowp_wire(), rec.get()); });
 }
 
 void MpiCommunicator::start_reduce_scatter_sum_lowp(const lowp16* send, lowp16* recv, const ShardLayout& layout) {
   const bool in_place = check_reduce_scatter(send, recv, layout);
   const std::shared_ptr<CollectiveRecord> rec = open_record("reduce-scatter", layout.total_count());
-  enqueue([this, send, recv, layout, in_place, rec] { run_reduce_scatter(send, recv, layout, in_place, rec.get()); });
+  enqueue([this, send, recv, layout, in_place, rec] {
+    run_reduce_scatter(send, recv, layout, in_place, lowp_wire(), rec.get());
+  });
+}
+
+void MpiCommunicator::start_reduce_scatter_sum_fp32(const float* send, float* recv, const ShardLayout& layout) {
+  check_layout_world(*this, layout, "reduce_scatter_sum_fp32");
+  const ShardRange mine = layout.range(shard_rank_);
+  const bool in_place =
+      shard_call_in_place(send, layout.total_count(), recv, mine.begin, mine.count(), "reduce_scatter_sum_fp32");
+  const std::shared_ptr<CollectiveRecord> rec = open_record("reduce-scatter", layout.total_count());
+  enqueue([this, send, recv, layout, in_place, rec] {
+    run_reduce_scatter(send, recv, layout, in_place, fp32_wire(), rec.get());
+  });
 }
 
 void MpiCommunicator::allgather_lowp(const lowp16* mine, lowp16* full, const ShardLayout& layout) {

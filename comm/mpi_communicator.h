@@ -68,14 +68,28 @@ class MpiCommunicator final : public Communicator {
   void allgather_lowp(const lowp16* mine, lowp16* full, const ShardLayout& layout) override;
   void start_reduce_scatter_sum_lowp(const lowp16* send, lowp16* recv, const ShardLayout& layout) override;
   void start_allgather_lowp(const lowp16* mine, lowp16* full, const ShardLayout& layout) override;
+  // MPI_FLOAT with MPI_SUM.
+  void start_allreduce_sum_fp32(float* data, size_t count) override;
+  void start_reduce_scatter_sum_fp32(const float* send, float* recv, const ShardLayout& layout) override;
   void barrier() override;
   AllreduceTimes take_allreduce_times() override;
 
  private:
+  // A sum's elements as MPI moves and adds them: precision_'s 16-bit words
+  // (half_type_, the user op half_sum_) or FP32 (MPI_FLOAT, MPI_SUM).
+  struct SumWire {
+    MPI_Datatype type;
+    MPI_Op op;
+    size_t bytes;  // of one element
+  };
+  SumWire lowp_wire() const { return {half_type_, half_sum_, sizeof(lowp16)}; }
+  static SumWire fp32_wire() { return {MPI_FLOAT, MPI_SUM, sizeof(float)}; }
+
   // The run_* calls make the MPI calls, timed into times_.busy_s and, when
-  // traced, into `rec` (null: not traced).
-  void run_allreduce(lowp16* data, size_t count, CollectiveRecord* rec);
-  void run_reduce_scatter(const lowp16* send, lowp16* recv, const ShardLayout& layout, bool in_place,
+  // traced, into `rec` (null: not traced). The sums' buffers hold `wire`'s
+  // elements.
+  void run_allreduce(void* data, size_t count, const SumWire& wire, CollectiveRecord* rec);
+  void run_reduce_scatter(const void* send, void* recv, const ShardLayout& layout, bool in_place, const SumWire& wire,
                           CollectiveRecord* rec);
   void run_allgather(const lowp16* mine, lowp16* full, const ShardLayout& layout, bool in_place, CollectiveRecord* rec);
   // Argument checks (throw ddp::Error); whether the call is in place.

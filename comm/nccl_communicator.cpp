@@ -293,6 +293,14 @@ void NcclCommunicator::start_allreduce_sum_lowp(lowp16* data, size_t count) {
   end_collective(timing);
 }
 
+void NcclCommunicator::start_allreduce_sum_fp32(float* data, size_t count) {
+  const AbortGate::Pass pass = gate_.enter("allreduce_sum_fp32");
+  if (count == 0) return;
+  const CollectiveTiming timing = begin_collective("all-reduce", count);
+  DDP_NCCL_CHECK(ncclAllReduce(data, data, count, ncclFloat32, ncclSum, comm_, comm_stream()));
+  end_collective(timing);
+}
+
 void NcclCommunicator::wait_allreduces() {
   marks_used_ = 0;  // every mark is passed after this wait
   ++mark_generation_;

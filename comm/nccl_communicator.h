@@ -81,7 +81,7 @@ class NcclCommunicator final : public Communicator {
   // MPI_Allgather of the world's values, summed over the group in rank order.
   double allreduce_sum_host_shard_group(double value) override;
 
-  // FP16 sum in place on device memory (ncclFloat16, ncclSum).
+  // 16-bit sum in place on device memory (ncclFloat16 or ncclBfloat16, ncclSum).
   void allreduce_sum_lowp(lowp16* data, size_t count) override;
   // Device bytes in place (ncclUint8).
   void broadcast_bytes(void* data, size_t size_bytes, int root) override;
@@ -111,6 +111,9 @@ class NcclCommunicator final : public Communicator {
   // Queues the sum on comm_stream after the compute stream's work so far;
   // the compute stream does not wait for it until wait_allreduces().
   void start_allreduce_sum_lowp(lowp16* data, size_t count) override;
+  // ncclFloat32, otherwise as the 16-bit ones.
+  void start_allreduce_sum_fp32(float* data, size_t count) override;
+  void start_reduce_scatter_sum_fp32(const float* send, float* recv, const ShardLayout& layout) override;
   void wait_allreduces() override;
   CollectiveMark mark_started() override;
   void wait_until(CollectiveMark mark) override;
@@ -167,7 +170,7 @@ class NcclCommunicator final : public Communicator {
   };
   CollectiveTiming begin_collective(const char* op, size_t elements);
   void end_collective(const CollectiveTiming& timing);
-  // At least `count` FP16 elements of staging, growing it before the gate
+  // At least `count` 16-bit elements of staging, growing it before the gate
   // (growth waits for comm_stream: the old buffer may be in use).
   lowp16* staging_lowp(size_t count);
 
@@ -200,7 +203,7 @@ class NcclCommunicator final : public Communicator {
   size_t marks_used_ = 0;
   uint64_t mark_generation_ = 0;
   UniqueDeviceMemory staging_;         // the padded ranges of uneven layouts
-  size_t staging_count_ = 0;           // FP16 elements in staging_
+  size_t staging_count_ = 0;           // 16-bit elements in staging_
   bool capturing_ = false;             // inside a step capture: no timing events
   std::atomic<bool> captured_{false};  // some CUDA graph captured our collectives (see abort()); read by the watchdog
   // Held from the liveness check to the end of each NCCL call on comm_, and

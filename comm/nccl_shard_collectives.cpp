@@ -20,12 +20,13 @@
 namespace ddp {
 namespace {
 
-// Stream-ordered device-to-device copies of FP16 elements.
+// Stream-ordered device-to-device copies of 16-bit or FP32 elements.
 struct CopyOnStream {
   cudaStream_t stream;
-  void operator()(lowp16* dst, const lowp16* src, size_t count) const {
+  template <class T>
+  void operator()(T* dst, const T* src, size_t count) const {
     if (count == 0 || dst == src) return;
-    DDP_CUDA_CHECK(cudaMemcpyAsync(dst, src, count * sizeof(lowp16), cudaMemcpyDeviceToDevice, stream));
+    DDP_CUDA_CHECK(cudaMemcpyAsync(dst, src, count * sizeof(T), cudaMemcpyDeviceToDevice, stream));
   }
 };
 
@@ -77,6 +78,31 @@ void NcclCommunicator::start_reduce_scatter_sum_lowp(const lowp16* send, lowp16*
   // Every replica has the same place in its group, so the same count.
   if (replica_comm_ != nullptr && mine.count() > 0)
     DDP_NCCL_CHECK(ncclAllReduce(recv, recv, mine.count(), lowp_type_, ncclSum, replica_comm_, comm_stream()));
+  end_collective(timing);
+}
+
+// As start_reduce_scatter_sum_lowp in ncclFloat32; an uneven layout's
+// staging holds twice the 16-bit words (reserve_shard_staging's gathers of
+// FP32 state already need that much).
+void NcclCommunicator::start_reduce_scatter_sum_fp32(const float* send, float* recv, const ShardLayout& layout) {
+  check_layout_world(*this, layout, "reduce_scatter_sum_fp32");
+  const ShardRange mine = layout.range(shard_rank_);
+  shard_call_in_place(send, layout.total_count(), recv, mine.begin, mine.count(), "reduce_scatter_sum_fp32");
+  const bool direct = layout.is_uniform();
+  float* staging = direct ? nullptr : reinterpret_cast<float*>(staging_lowp(2 * needed_staging_count(layout)));
+  const AbortGate::Pass pass = gate_.enter("reduce_scatter_sum_fp32");
+  if (layout.total_count() == 0) return;
+  const CollectiveTiming timing = begin_collective("reduce-scatter", layout.total_count());
+  const auto nccl_reduce_scatter = [this](const float* padded_send, float* out, size_t per_rank) {
+    DDP_NCCL_CHECK(ncclReduceScatter(padded_send, out, per_rank, ncclFloat32, ncclSum, shard_comm(), comm_stream()));
+  };
+  if (direct) {
+    nccl_reduce_scatter(send, recv, layout.max_range_count());
+  } else {
+    padded_reduce_scatter(send, recv, layout, shard_rank_, staging, CopyOnStream{comm_stream()}, nccl_reduce_scatter);
+  }
+  if (replica_comm_ != nullptr && mine.count() > 0)
+    DDP_NCCL_CHECK(ncclAllReduce(recv, recv, mine.count(), ncclFloat32, ncclSum, replica_comm_, comm_stream()));
   end_collective(timing);
 }
 

@@ -8,8 +8,9 @@
 //
 // Written once over two callables, so the NCCL communicator (device copies
 // and NCCL on comm_stream) and the CPU tests (memcpy and MPI) run the same
-// plan: copy(dst, src, count) moves `count` FP16 elements; the collective
-// takes (send, recv, per-rank count) with NCCL's buffer layout. Both are
+// plan: copy(dst, src, count) moves `count` elements (16-bit words, or the
+// FP32 sums of --grad-reduce-dtype fp32: the element type T); the
+// collective takes (send, recv, per-rank count) with NCCL's buffer layout. Both are
 // queued in call order (one stream, or a host thread), so the plan needs no
 // waits of its own.
 #pragma once
@@ -21,7 +22,7 @@
 
 namespace ddp {
 
-// Slots start on 128-byte boundaries of FP16.
+// Slots start on 128-byte boundaries of 16-bit words (256-byte ones of FP32).
 constexpr size_t kPaddedSlotAlignElements = 64;
 
 // The longest range, rounded up to kPaddedSlotAlignElements.
@@ -29,11 +30,11 @@ inline size_t padded_slot_count(const ShardLayout& layout) {
   const size_t longest = layout.max_range_count();
   return (longest + kPaddedSlotAlignElements - 1) / kPaddedSlotAlignElements * kPaddedSlotAlignElements;
 }
-// FP16 elements of staging the two plans below need: world + 1 slots.
+// Elements of staging the two plans below need: world + 1 slots.
 inline size_t padded_staging_count(const ShardLayout& layout) {
   return (static_cast<size_t>(layout.world_size()) + 1) * padded_slot_count(layout);
 }
-// FP16 elements of staging an equal-count transport (NCCL) needs for a
+// Elements of staging an equal-count transport (NCCL) needs for a
 // collective over `layout`: none for a uniform layout, which runs on the
 // caller's buffers (an empty one is uniform too), else the plan's. The
 // NCCL communicator sizes its staging by this, and so do the CPU tests
@@ -45,22 +46,22 @@ inline size_t needed_staging_count(const ShardLayout& layout) {
 // Rank `rank`'s part of the sum: send (total_count) -> recv (its range).
 // In place (recv == send + its begin) works too: every copy out of send is
 // queued before the collective writes anything.
-template <class Copy, class EqualReduceScatter>
-void padded_reduce_scatter(const lowp16* send, lowp16* recv, const ShardLayout& layout, int rank, lowp16* staging,
-                           Copy&& copy, EqualReduceScatter&& reduce_scatter) {
+template <class T, class Copy, class EqualReduceScatter>
+void padded_reduce_scatter(const T* send, T* recv, const ShardLayout& layout, int rank, T* staging, Copy&& copy,
+                           EqualReduceScatter&& reduce_scatter) {
   const size_t slot = padded_slot_count(layout);
   if (slot == 0) return;
   const size_t world = static_cast<size_t>(layout.world_size());
-  lowp16* padded_send = staging;                 // (world, slot)
-  lowp16* padded_recv = staging + world * slot;  // (slot)
+  T* padded_send = staging;                 // (world, slot)
+  T* padded_recv = staging + world * slot;  // (slot)
   for (int q = 0; q < layout.world_size(); ++q) {
     const ShardRange range = layout.range(q);
     if (range.count() > 0) copy(padded_send + static_cast<size_t>(q) * slot, send + range.begin, range.count());
   }
   const size_t mine = layout.range(rank).count();
-  lowp16* out = mine == slot ? recv : padded_recv;  // a full slot lands in place
-  reduce_scatter(static_cast<const lowp16*>(padded_send), out, slot);
-  if (out != recv && mine > 0) copy(recv, static_cast<const lowp16*>(padded_recv), mine);
+  T* out = mine == slot ? recv : padded_recv;  // a full slot lands in place
+  reduce_scatter(static_cast<const T*>(padded_send), out, slot);
+  if (out != recv && mine > 0) copy(recv, static_cast<const T*>(padded_recv), mine);
 }
 
 // Every rank's range of `full`, from each rank's `mine` (its range's count).

@@ -59,6 +59,12 @@ class OptimizerOps {
   // that reads only the FP16 gradients (the fused step's first pass).
   virtual void unscale_lowp_to_fp32(const lowp16* grads_lowp, float* grads_fp32, size_t count, ScalarArg inv_scale,
                                     int32_t* nonfinite_flag) = 0;
+  // grads_out = grads_in * inv_scale in FP32 (in place when they are the
+  // same buffer), with the Inf/NaN flag as above: the unscale and check of
+  // gradients summed in FP32 (--grad-reduce-dtype fp32). Of a widened
+  // 16-bit value it gives unscale_element's bits.
+  virtual void unscale_fp32(const float* grads_in, float* grads_out, size_t count, ScalarArg inv_scale,
+                            int32_t* nonfinite_flag) = 0;
   // *norm = sqrt(sum x^2), FP32 accumulation at least (Inf/NaN propagate).
   virtual void l2_norm_fp32(const float* x, size_t count, float* norm) = 0;
   // SGD step (elementwise_math.h: sgd_update_element) on master weights and

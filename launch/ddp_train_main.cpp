@@ -200,6 +200,11 @@ int main(int argc, char** argv) {
       std::fprintf(opts.bench.enabled ? stderr : stdout,
                    "--precision bf16 with --loss-scale dynamic: scaling the loss as asked (bf16 has FP32's range "
                    "and trains without it by default)\n");
+    if (env->rank() == 0 && opts.config.grad_reduce_fp32 && env->world_size() > 1)
+      std::fprintf(opts.bench.enabled ? stderr : stdout,
+                   "--grad-reduce-dtype fp32: the gradients are widened and summed over the %d ranks in FP32 (twice "
+                   "the bytes of %s sums)\n",
+                   env->world_size(), ddp::precision_name(opts.config.precision));
     std::fflush(stdout);  // a signal in start-up ends the process without flushing
     // Declared after comm and before the trainer: it stops before either goes.
     std::unique_ptr<ddp::CollectiveWatchdog> watchdog = make_watchdog(opts.config, *env, *comm);

@@ -233,7 +233,17 @@ void CpuBackend::unscale_lowp_to_fp32(const lowp16* grads_lowp, float* grads_fp3
     if (cpu::unscale_range(precision_, grads_lowp + i0, grads_fp32 ? grads_fp32 + i0 : nullptr, i1 - i0, inv_scale))
       bad.store(true);
   });
-  if (bad.load()) *nonfinite_flag = 1;
+  if (bad.load() && nonfinite_flag != nullptr) *nonfinite_flag = 1;
+}
+
+void CpuBackend::unscale_fp32(const float* grads_in, float* grads_out, size_t count, ScalarArg inv_scale_arg,
+                              int32_t* nonfinite_flag) {
+  const float inv_scale = inv_scale_arg.get();
+  std::atomic<bool> bad{false};
+  pool_->parallel_for(count, kGrain, pieces(count), [&](size_t i0, size_t i1) {
+    if (cpu::unscale_fp32_range(grads_in + i0, grads_out + i0, i1 - i0, inv_scale)) bad.store(true);
+  });
+  if (bad.load() && nonfinite_flag != nullptr) *nonfinite_flag = 1;
 }
 
 void CpuBackend::l2_norm_fp32(const float* x, size_t count, float* norm) {

@@ -407,6 +407,18 @@ bool unscale_range(Precision p, const lowp16* grads_lowp, float* grads_fp32, siz
   });
 }
 
+// A plain loop: g++ vectorises the multiply, and the flag is an OR of
+// per-element tests, so the order does not matter.
+bool unscale_fp32_range(const float* grads_in, float* grads_out, size_t count, float inv_scale) {
+  bool bad = false;
+  for (size_t i = 0; i < count; ++i) {
+    const float v = grads_in[i] * inv_scale;
+    grads_out[i] = v;
+    bad |= !is_finite_float(v);
+  }
+  return bad;
+}
+
 void sgd_range(Precision p, const SgdParams& params, const float* grads_fp32, float* master_fp32, float* momentum_fp32,
                lowp16* weights_lowp, size_t count) {
   with_codec(p, [&](auto codec) {

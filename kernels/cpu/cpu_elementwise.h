@@ -33,6 +33,9 @@ void bias_grad_columns(Precision p, const lowp16* dy, size_t rows, size_t cols, 
 // grads_fp32[i] = unscale_element(grads_lowp[i], inv_scale) (grads_fp32 may
 // be null: the check alone); true when any result is Inf/NaN.
 bool unscale_range(Precision p, const lowp16* grads_lowp, float* grads_fp32, size_t count, float inv_scale);
+// grads_out[i] = grads_in[i] * inv_scale (in place allowed); true when any
+// result is Inf/NaN.
+bool unscale_fp32_range(const float* grads_in, float* grads_out, size_t count, float inv_scale);
 // sgd_update_element on each element (momentum_fp32 may be null: no buffer
 // kept; CpuBackend::sgd_update passes null only with params.momentum == 0),
 // then weights_lowp[i] = lowp(master_fp32[i]).

@@ -373,6 +373,11 @@ void CudaBackend::unscale_lowp_to_fp32(const lowp16* grads_lowp, float* grads_fp
   launch_unscale_lowp_to_fp32(compute_stream(), precision_, grads_lowp, grads_fp32, count, inv_scale, nonfinite_flag);
 }
 
+void CudaBackend::unscale_fp32(const float* grads_in, float* grads_out, size_t count, ScalarArg inv_scale,
+                               int32_t* nonfinite_flag) {
+  launch_unscale_fp32(compute_stream(), grads_in, grads_out, count, inv_scale, nonfinite_flag);
+}
+
 void CudaBackend::l2_norm_fp32(const float* x, size_t count, float* norm) {
   launch_l2_norm_fp32(compute_stream(), x, count, norm, scratch(l2_norm_scratch_bytes()));
 }

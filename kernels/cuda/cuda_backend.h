@@ -111,6 +111,8 @@ class CudaBackend final : public Backend {
 
   void unscale_lowp_to_fp32(const lowp16* grads_lowp, float* grads_fp32, size_t count, ScalarArg inv_scale,
                             int32_t* nonfinite_flag) override;
+  void unscale_fp32(const float* grads_in, float* grads_out, size_t count, ScalarArg inv_scale,
+                    int32_t* nonfinite_flag) override;
   void l2_norm_fp32(const float* x, size_t count, float* norm) override;
   void sgd_update(const SgdParams& params, const SgdGrads& grads, float* master_fp32, float* momentum_fp32,
                   lowp16* weights_lowp, size_t count, const int32_t* skip_flag) override;

@@ -27,6 +27,19 @@ __global__ void unscale_kernel(const lowp16* grads_lowp, float* grads_fp32, size
   if (nonfinite && nonfinite_flag) *nonfinite_flag = 1;
 }
 
+// No __restrict__: grads_out may be grads_in.
+__global__ void unscale_fp32_kernel(const float* grads_in, float* grads_out, size_t count, ScalarArg inv_scale_arg,
+                                    int32_t* nonfinite_flag) {
+  const float inv_scale = inv_scale_arg.get();
+  bool nonfinite = false;
+  for (size_t i = global_thread_index(); i < count; i += grid_stride()) {
+    const float g = __fmul_rn(grads_in[i], inv_scale);  // one rounding, as the CPU's multiply
+    grads_out[i] = g;
+    nonfinite |= !is_finite_float(g);
+  }
+  if (nonfinite && nonfinite_flag) *nonfinite_flag = 1;  // benign race, as unscale_kernel
+}
+
 struct Square {
   const float* x;
   __device__ double operator()(size_t i) const { return static_cast<double>(x[i]) * x[i]; }
@@ -120,6 +133,14 @@ void launch_unscale_lowp_to_fp32(cudaStream_t stream, Precision p, const lowp16*
     unscale_kernel<decltype(codec)>
         <<<grid_for(count), kThreadsPerBlock, 0, stream>>>(grads_lowp, grads_fp32, count, inv_scale, nonfinite_flag);
   });
+  DDP_CUDA_CHECK_LAUNCH();
+}
+
+void launch_unscale_fp32(cudaStream_t stream, const float* grads_in, float* grads_out, size_t count,
+                         ScalarArg inv_scale, int32_t* nonfinite_flag) {
+  if (count == 0) return;
+  unscale_fp32_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(grads_in, grads_out, count, inv_scale,
+                                                                        nonfinite_flag);
   DDP_CUDA_CHECK_LAUNCH();
 }
 

@@ -23,6 +23,10 @@ namespace ddp {
 void launch_unscale_lowp_to_fp32(cudaStream_t stream, Precision p, const lowp16* grads_lowp, float* grads_fp32,
                                  size_t count, ScalarArg inv_scale, int32_t* nonfinite_flag);
 
+// grads_out = grads_in * inv_scale (in place allowed), the flag as above.
+void launch_unscale_fp32(cudaStream_t stream, const float* grads_in, float* grads_out, size_t count,
+                         ScalarArg inv_scale, int32_t* nonfinite_flag);
+
 size_t l2_norm_scratch_bytes();
 void launch_l2_norm_fp32(cudaStream_t stream, const float* x, size_t count, float* norm, void* scratch);
 

@@ -61,8 +61,9 @@ std::string bench_json_line(const BenchContext& c, const BenchTimings& t) {
   // Memory and communication volume (per rank): the state by the ZeRO
   // stage, the trainer's allocation peak, and the bytes a ring algorithm
   // (NCCL's) sends for the step's collectives, from the calls' sizes: an
-  // all-reduce of n FP16 elements sends 2 (N-1)/N n x 2 bytes, a reduce-
-  // scatter or an all-gather half that. The theory is the ZeRO paper's:
+  // all-reduce of n 16-bit elements sends 2 (N-1)/N n x 2 bytes, a reduce-
+  // scatter or an all-gather half that; the sums' elements are 4 bytes
+  // with --grad-reduce-dtype fp32 (the gathers' stay 2). The theory is the ZeRO paper's:
   // 2 Psi elements of traffic at stages 0-2, 3 Psi at stage 3. In shard
   // groups of G (R = N / G replicas) the sharded collectives' rings are
   // the group's, (G-1)/G, and each reduce-scatter's 1/G of the elements is
@@ -73,10 +74,12 @@ std::string bench_json_line(const BenchContext& c, const BenchTimings& t) {
   const double g = t.zero_shard_size > 0 ? static_cast<double>(t.zero_shard_size) : n, replicas = n / g;
   const double group_ring = g > 1 ? (g - 1) / g : 0.0, replica_ring = replicas > 1 ? (replicas - 1) / replicas : 0.0;
   const double reduce_scatter_share = group_ring + 2.0 * replica_ring / g;
-  const double sent =
-      2.0 * (2.0 * ring * t.allreduce_elements_per_step + reduce_scatter_share * t.reduce_scatter_elements_per_step +
-             group_ring * t.allgather_elements_per_step);
+  const double sum_bytes = static_cast<double>(t.reduce_wire_bytes), gather_bytes = 2.0;
+  const double sent = sum_bytes * (2.0 * ring * t.allreduce_elements_per_step +
+                                   reduce_scatter_share * t.reduce_scatter_elements_per_step) +
+                      gather_bytes * group_ring * t.allgather_elements_per_step;
   r.add("precision", precision_name(t.precision));
+  r.add("grad_reduce_dtype", t.reduce_wire_bytes == 4 ? "fp32" : precision_name(t.precision));
   r.add("zero_stage", t.zero_stage).add("zero_shard_size", static_cast<int64_t>(g));
   r.add("parameters", t.parameters).add("state_bytes_per_rank", t.state_bytes_max);
   r.add("peak_allocated_bytes_per_rank", t.peak_allocated_bytes_max);
@@ -94,12 +97,12 @@ std::string bench_json_line(const BenchContext& c, const BenchTimings& t) {
         t.device_used_bytes_max > 0 ? static_cast<double>(t.device_used_bytes_max) : unknown);
   r.add("comm_bytes_per_step_per_rank", sent);
   r.add("comm_bytes_across_groups_per_step_per_rank",
-        2.0 * 2.0 * replica_ring / g * t.reduce_scatter_elements_per_step);
+        sum_bytes * 2.0 * replica_ring / g * t.reduce_scatter_elements_per_step);
   const double psi = static_cast<double>(t.parameters);
-  const double theory = t.zero_stage == 0
-                            ? 2.0 * ring * psi
-                            : (t.zero_stage >= 3 ? 2.0 : 1.0) * group_ring * psi + reduce_scatter_share * psi;
-  r.add("comm_bytes_theory", 2.0 * theory);
+  // The sums' share and the gathers' share of the ZeRO paper's volume.
+  const double theory_sums = t.zero_stage == 0 ? 2.0 * ring * psi : reduce_scatter_share * psi;
+  const double theory_gathers = t.zero_stage == 0 ? 0.0 : (t.zero_stage >= 3 ? 2.0 : 1.0) * group_ring * psi;
+  r.add("comm_bytes_theory", sum_bytes * theory_sums + gather_bytes * theory_gathers);
   // Replayed steps' all-reduces are not timed (no timing events in a
   // capture): with any replay the figures would be partial, so none is given.
   const bool timed = t.graph_replays == 0;

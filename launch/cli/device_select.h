@@ -15,8 +15,8 @@ struct DeviceChoice {
 
 // local_rank picks the GPU (one rank per GPU; more local ranks than GPUs on
 // `host` is an error); cpu_threads <= 0 means cores / local_ranks. The
-// backend computes in `precision` (the CUDA backend in FP16 only, so far:
-// bf16 on a GPU is an error naming --device cpu).
+// backend computes in `precision` (bf16 on a GPU before Ampere is an
+// error: CudaBackend refuses it).
 DeviceChoice select_device(const std::string& device, int local_rank, int local_ranks, int cpu_threads,
                            const std::string& host, Precision precision = Precision::Fp16);
 

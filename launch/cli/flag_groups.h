@@ -26,7 +26,8 @@ struct FlagText {
   std::string lr_scaling = "none";
   std::string optimizer = "sgd";
   std::string precision = "fp16";
-  std::string loss_scale;  // empty: the precision's default (dynamic for fp16, none for bf16)
+  std::string loss_scale;         // empty: the precision's default (dynamic for fp16, none for bf16)
+  std::string grad_reduce_dtype;  // empty: the precision's
   std::string inject_steps;
   std::string trace_steps;
   std::string kv_cache;  // --kv-cache on|off

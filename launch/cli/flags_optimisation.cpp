@@ -82,7 +82,11 @@ po::options_description loss_scaling_flags(TrainConfig& c, FlagText& t) {
       ("precision", po::value(&t.precision)->default_value(t.precision),
        "fp16 | bf16: the working weights, activations and gradients (and the gradients' all-reduce); FP32 "
        "accumulation, master weights and optimizer state either way. bf16 has FP32's range: no loss scaling "
-       "unless --loss-scale is given (torch.autocast(dtype=torch.bfloat16)); the CPU backend only, so far")
+       "unless --loss-scale is given (torch.autocast(dtype=torch.bfloat16)); on a GPU, Ampere or newer")
+      ("grad-reduce-dtype", po::value(&t.grad_reduce_dtype)->default_value(t.grad_reduce_dtype, "the --precision"),
+       "the gradients' sums over ranks: the --precision (16-bit sums, rounded at each step, as NCCL's) or fp32 "
+       "(each bucket widened and summed in FP32, the sums kept in FP32 for the optimizer: twice the bytes on the "
+       "wire; llm.c's and torchtitan's FP32 reduction)")
       ("loss-scale", po::value(&t.loss_scale)->default_value(t.loss_scale, "dynamic (fp16), none (bf16)"),
        "dynamic | static:<S> | none")
       ("init-scale", po::value(&c.loss_scaler.init_scale)->default_value(65536.0), "initial dynamic scale")
@@ -106,6 +110,10 @@ void apply_optimisation_flags(const FlagText& t, TrainConfig& c) {
   // Not given: the precision's default (parse_loss_scale_mode refuses an empty given value).
   const bool given = c.given_flags.count("loss-scale") > 0;
   parse_loss_scale_mode(given ? t.loss_scale : (bf16 ? "none" : "dynamic"), c.loss_scaler);
+  // Not given: the precision's own sums (an empty given value is refused).
+  const bool reduce_given = c.given_flags.count("grad-reduce-dtype") > 0;
+  c.grad_reduce_fp32 =
+      parse_grad_reduce_fp32(reduce_given ? t.grad_reduce_dtype : precision_name(c.precision), c.precision);
 }
 
 void check_batch_flags(const po::variables_map& vm) {

@@ -1,9 +1,11 @@
 // test_single_process_shards.cpp: the sharded collectives of a world of one
 // (SingleProcessCommunicator): the one range is the whole buffer, so a
 // reduce-scatter and an all-gather are copies, bit for bit, through host
-// memcpy or the backend's copy; in place they leave the data alone.
+// memcpy or the backend's copy; in place they leave the data alone; the
+// FP32 sums alike.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -35,6 +37,15 @@ void expect_copies_every_bit(SingleProcessCommunicator& comm, std::mt19937_64& r
     comm.reduce_scatter_sum_lowp(in_place.data(), in_place.data(), layout);
     comm.allgather_lowp(in_place.data(), in_place.data(), layout);
     EXPECT_TRUE(same_bits(in_place, want)) << "in place, " << count;
+    // The FP32 sums of --grad-reduce-dtype fp32: the same copies.
+    const std::vector<float> want32 = test::random_floats(rng, count, -1000.0f, 1000.0f);
+    std::vector<float> got32(count, std::nanf(""));
+    comm.start_reduce_scatter_sum_fp32(want32.data(), got32.data(), layout);
+    EXPECT_EQ(got32, want32) << "FP32 reduce-scatter of " << count;
+    comm.start_allreduce_sum_fp32(got32.data(), count);
+    comm.start_reduce_scatter_sum_fp32(got32.data(), got32.data(), layout);
+    comm.wait_allreduces();
+    EXPECT_EQ(got32, want32) << "FP32 sums in place, " << count;
   }
 }
 
@@ -60,6 +71,10 @@ TEST(SingleProcessShards, MaxOfOneRankKeepsTheFlagsAndAnotherWorldIsRefused) {
   EXPECT_THROW(comm.reduce_scatter_sum_lowp(data.data(), data.data(), ShardLayout::balanced(10, 2, 1)), Error);
   EXPECT_THROW(comm.allgather_lowp(data.data(), data.data(), ShardLayout::balanced(10, 2, 1)), Error);
   EXPECT_THROW(comm.allgather_lowp(data.data() + 1, data.data(), ShardLayout::balanced(9, 1, 1)), Error);  // overlap
+  std::vector<float> sums(10);
+  EXPECT_THROW(comm.start_reduce_scatter_sum_fp32(sums.data(), sums.data(), ShardLayout::balanced(10, 2, 1)), Error);
+  EXPECT_THROW(comm.start_reduce_scatter_sum_fp32(sums.data() + 1, sums.data(), ShardLayout::balanced(9, 1, 1)),
+               Error);  // overlap
 }
 
 }  // namespace

@@ -7,13 +7,14 @@
 // Tolerances: batched GEMM as gemm_lowp (cuda_test_support.h: fmt.rel_tol()
 // plus 1e-5 * sum|terms| + one subnormal step); the softmax forward
 // fmt.rel_tol() plus one subnormal step (p <= 1, expf's last bits and the
-// row sum's order); its backward from the same FP16 probabilities,
+// row sum's order); its backward from the same 16-bit probabilities,
 // fmt.rel_tol() plus 2e-5 times the cancelling terms' magnitude. The
 // decoder's attention against a cache (attention_decode_lowp): each score
 // is an FMA chain over d on both sides (the same FP32 bits), the
-// probabilities then differ as the softmax's do (an FP16 ulp, 2^-11 of p at
-// most), which moves sum_j p_j v_j by at most 2^-11 max_j |v_j|: allowed
-// 2^-10 max_j |v_j| plus fmt.rel_tol() and a subnormal step.
+// probabilities then differ as the softmax's do (an ulp of the format:
+// 2^-11 of p at most in FP16, 2^-8 in BF16), which moves sum_j p_j v_j by
+// at most that times max_j |v_j|: allowed fmt.rel_tol() max_j |v_j| (twice
+// it) plus fmt.rel_tol() and a subnormal step.
 #pragma once
 
 #include <cmath>
@@ -171,7 +172,7 @@ inline void compare_attention_decode(Backend& ref, Backend& dut, std::mt19937_64
     }
   EXPECT_EQ(gap_written, 0u) << "the output's columns past heads * head_size must stay as they were";
   expect_close(
-      fmt, out[1], out[0], fmt.rel_tol(), [&](size_t i) { return std::ldexp(v_max[i], -10) + kFp16SubnormalStep; },
+      fmt, out[1], out[0], fmt.rel_tol(), [&](size_t i) { return fmt.rel_tol() * v_max[i] + kFp16SubnormalStep; },
       "attention decode");
 }
 

@@ -53,7 +53,7 @@ void run_gemm_case(CpuBackend& cpu, CudaBackend& gpu, std::mt19937_64& rng, cons
   for (int side = 0; side < 3; ++side) {
     // Side 2 runs the CPU GEMM on |A|, |B|, |C| with |alpha|, |beta|: the
     // per-element magnitude sum|alpha a b| + |beta c| for the tolerance
-    // floor (exact operands; its own FP16 rounding is irrelevant there).
+    // floor (exact operands; its own 16-bit rounding is irrelevant there).
     Backend& be = side == 1 ? static_cast<Backend&>(gpu) : static_cast<Backend&>(cpu);
     const bool magnitude = side == 2;
     auto abs_of = [](std::vector<lowp16> v) {
@@ -184,7 +184,9 @@ TEST_P(CudaLowpKernels, GemmPaddedStridesAndUnalignedViews) {
 TEST_P(CudaLowpKernels, GemmLongKKeepsFp32Sums) {
   SCOPED_TRACE(seed_text());
   // Few outputs, long dot products: where cuBLASLt likes split-K. Partial
-  // sums rounded to FP16 would break the tolerance; FP32 ones do not.
+  // sums rounded to FP16 would break the tolerance; FP32 ones do not (in BF16
+  // the tolerance is too coarse to tell: the reduction-scheme mask of
+  // cuda_gemm.cpp is what keeps the partial sums FP32 there).
   for (Transpose ta : kBoth)
     for (Transpose tb : kBoth) {
       GemmCase c{16, 16, 8192};

@@ -1,5 +1,5 @@
 // cuda_test_gemm_to_fp32.cpp: CudaBackend's gemm_lowp_to_fp32 (cuBLASLt,
-// FP16 A and B, FP32 C and D) and add_fp32_into_lowp against CpuBackend's
+// 16-bit A and B, FP32 C and D) and add_fp32_into_lowp against CpuBackend's
 // on the same inputs: every transpose, d_wte's shape (a transposed A of
 // [rows, V]) summed into C three times with beta 1, a padded ldc whose
 // columns past n stay poisoned, and k = 0. The GEMM's FP32 sums differ in

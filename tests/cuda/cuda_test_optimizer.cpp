@@ -1,5 +1,5 @@
 // cuda_test_optimizer.cpp: CudaBackend's optimizer kernels (unscale with the
-// non-finite flag, L2 norm, SGD variants, the fused SGD from FP16 gradients,
+// non-finite flag, L2 norm, SGD variants, the fused SGD from 16-bit gradients,
 // a skipped step, AdamW on a range with a decay mask and t read from the
 // device) against CpuBackend on the same inputs, and the two backends'
 // buffer checks (an empty range with null buffers passes, a missing buffer
@@ -49,6 +49,40 @@ TEST_P(CudaLowpKernels, UnscaleFlagsInfAndNanAnywhere) {
   auto last = clean;
   last[n - 1].bits = fmt.inf_bits();
   EXPECT_EQ(run(last, 0, "Inf at the last element"), 1);
+}
+
+// The FP32 sums' unscale: one multiply (bitwise the CPU's), in place or
+// not, the flag set by an Inf, a NaN or an overflow anywhere (the
+// grid-stride tail too), never cleared.
+TEST_F(CudaKernels, UnscaleFp32MatchesTheCpuAndFlagsNonFinite) {
+  SCOPED_TRACE(seed_text());
+  const size_t n = (size_t{1} << 20) + 7;
+  const float inv_scale = 1.0f / 3000.0f;
+  const auto g = test::random_floats(rng, n, -1e4f, 1e4f);
+  auto in = both(g);
+  auto out = both(nan_floats(n));
+  auto flag = both(std::vector<int32_t>{0});
+  cpu.unscale_fp32(in.cpu.data(), out.cpu.data(), n, inv_scale, flag.cpu.data());
+  gpu->unscale_fp32(in.gpu.data(), out.gpu.data(), n, inv_scale, flag.gpu.data());
+  expect_floats_equal(out.gpu.download(), out.cpu.download(), "unscaled");
+  EXPECT_EQ(flag.gpu.download()[0], 0);
+  gpu->unscale_fp32(in.gpu.data(), in.gpu.data(), n, inv_scale, flag.gpu.data());
+  expect_floats_equal(in.gpu.download(), out.cpu.download(), "in place");
+  const float inf = std::numeric_limits<float>::infinity();
+  for (const float bad : {inf, -inf, std::nanf(""), 3e38f}) {
+    for (const size_t pos : {size_t{0}, n / 2 + 3, n - 1}) {
+      auto poisoned = g;
+      poisoned[pos] = bad;
+      in.gpu.upload(poisoned);
+      flag.gpu.upload(std::vector<int32_t>{0});
+      gpu->unscale_fp32(in.gpu.data(), out.gpu.data(), n, bad == 3e38f ? 10.0f : inv_scale, flag.gpu.data());
+      EXPECT_EQ(flag.gpu.download()[0], 1) << bad << " at " << pos;
+    }
+  }
+  flag.gpu.upload(std::vector<int32_t>{1});
+  in.gpu.upload(g);
+  gpu->unscale_fp32(in.gpu.data(), out.gpu.data(), n, inv_scale, flag.gpu.data());
+  EXPECT_EQ(flag.gpu.download()[0], 1) << "a clean pass cleared the flag";
 }
 
 TEST_F(CudaKernels, L2Norm) {
@@ -129,7 +163,7 @@ TEST_P(CudaLowpKernels, SgdVariants) {
   }
 }
 
-// The fused step (check pass over FP16 only, then SGD unscaling on the fly)
+// The fused step (check pass over the 16-bit gradients only, then SGD unscaling on the fly)
 // gives the bits of the two-pass step (unscale to FP32, then SGD) on the
 // device, and the check alone still flags an Inf.
 TEST_P(CudaLowpKernels, FusedSgdFromFp16GradsMatchesUnscaleThenSgdBitwise) {
@@ -313,7 +347,7 @@ TEST_F(CudaKernels, EmptyRangeWithNullBuffersIsANoOpOnBothBackends) {
       EXPECT_NO_THROW(be->sgd_update(s, SgdGrads::unscaled(nullptr), nullptr, nullptr, nullptr, 0, skip))
           << "momentum " << momentum;
       EXPECT_NO_THROW(be->sgd_update(s, SgdGrads::scaled(nullptr, 0.5f), nullptr, nullptr, nullptr, 0, nullptr))
-          << "momentum " << momentum << ", FP16 gradients";
+          << "momentum " << momentum << ", 16-bit gradients";
     }
     AdamWParams a;
     a.lr = 1e-3f;

@@ -6,7 +6,9 @@
 // outputs poisoned before each run.
 //
 // Tolerances, stated once (both sides compute in FP32, so we compare the two
-// implementations with each other, not with an exact value):
+// implementations with each other, not with an exact value), in FP16's
+// terms; the precision-generic suites (CudaLowpKernels, below) hold BF16 to
+// the same rules with its ulp, fmt.rel_tol(), and keep 2^-24 as the floor:
 // - Same FP32 operations in the same order (add_bias, ReLU, casts, unscale):
 //   bitwise equal.
 // - GEMM: both sum exact products in FP32, but in different orders (Tensor

@@ -7,14 +7,14 @@
 // harness shows without a GPU.
 //
 // Tolerances (cuda_test_support.h states the general rules):
-// - embedding forward, residual add, head permutes: one FP32 add of two FP16
+// - embedding forward, residual add, head permutes: one FP32 add of two 16-bit
 //   values or a copy: bitwise equal.
 // - embedding backward: both backends add each token's rows in increasing
 //   row order (CUDA after a stable sort): bitwise equal.
 // - LayerNorm, causal softmax: FP32 row/column sums in different orders,
 //   FMA contraction on CUDA, expf/sqrtf last bits: fmt.rel_tol() relative plus
 //   2e-5 times the magnitude of the terms that cancel (transformer_reference.h
-//   gives it per element) plus one FP16 subnormal step; mean/rstd
+//   gives it per element) plus 2^-24 (FP16's subnormal step, a floor in both formats); mean/rstd
 //   fp32_sum_rel_tol(cols).
 // - Every operation: the backend under test gives the same bits twice.
 #pragma once

@@ -97,10 +97,7 @@ std::string only_stdout_line(const std::string& command) {
   return r.output;
 }
 
-double json_value(const std::string& line, const std::string& key) {
-  const size_t at = line.find("\"" + key + "\":");
-  return at == std::string::npos ? -1.0 : std::strtod(line.c_str() + at + key.size() + 3, nullptr);
-}
+using test::json_value;
 
 TEST(CliBench, OneRankPrintsOneJsonLine) {
   const std::string line = only_stdout_line(std::string(DDP_TRAIN_BINARY) +

@@ -135,6 +135,43 @@ TEST_F(CliPrecision, ABadPrecisionIsRefusedInOneLine) {
   expect_refused_before_training(mlp_args() + " --steps 3 --precision bf16 --loss-scale ''", {"--loss-scale"});
 }
 
+// --grad-reduce-dtype fp32 at 2 ranks: said at start-up, named in --bench's
+// record, and its sums counted at 4 bytes an element (the gathers at 2):
+// 64*96+96+96*10+10 = 7,210 parameters, (N-1)/N = 1/2, an all-reduce
+// sending each element twice, a reduce-scatter once and the gather once.
+TEST_F(CliPrecision, GradReduceDtypeFp32IsSaidAndItsSumsCountFourBytes) {
+#if !defined(DDP_MPIEXEC)
+  GTEST_SKIP() << "built without MPI";
+#else
+  for (const int stage : {0, 1}) {
+    const test::CommandResult r =
+        test::run_command(test::mpiexec_prefix(2) + DDP_TRAIN_BINARY +
+                          " --device cpu --threads 1 --bench --layers 64,96,10 --batch-size 8 --bench-warmup 1 "
+                          "--bench-steps 2 --precision bf16 --grad-reduce-dtype fp32 --zero " +
+                          std::to_string(stage) + " 2>&1");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("--grad-reduce-dtype fp32: the gradients are widened and summed over the 2 ranks in FP32"),
+              std::string::npos)
+        << r.output;
+    EXPECT_NE(r.output.find("\"grad_reduce_dtype\":\"fp32\""), std::string::npos) << r.output;
+    const double theory = stage == 0 ? 4.0 * 0.5 * 2 * 7210 : 4.0 * 0.5 * 7210 + 2.0 * 0.5 * 7210;
+    EXPECT_EQ(test::json_value(r.output, "comm_bytes_theory"), theory) << r.output;
+  }
+#endif
+}
+
+TEST_F(CliPrecision, ABadGradReduceDtypeIsRefusedInOneLine) {
+  // Not the working precision (FP16 gradients are not summed in BF16), not a format, not empty.
+  expect_refused_before_training(mlp_args() + " --steps 3 --grad-reduce-dtype bf16",
+                                 {"--grad-reduce-dtype bf16", "fp32", "fp16"});
+  expect_refused_before_training(mlp_args() + " --steps 3 --precision bf16 --grad-reduce-dtype fp16",
+                                 {"--grad-reduce-dtype fp16", "fp32", "bf16"});
+  expect_refused_before_training(mlp_args() + " --steps 3 --grad-reduce-dtype ''", {"--grad-reduce-dtype ''"});
+  // The working precision's own name is its default.
+  const test::CommandResult same = run(mlp_args() + " --steps 2 --precision bf16 --grad-reduce-dtype bf16");
+  EXPECT_EQ(same.exit_code, 0) << same.output;
+}
+
 TEST_F(CliPrecision, HelpSaysWhatBf16Implies) {
   const test::CommandResult r = run("--help");
   ASSERT_EQ(r.exit_code, 0) << r.output;

@@ -42,10 +42,7 @@ std::string record_of(const std::string& metrics_path, const std::string& event)
   return "";
 }
 
-double json_value(const std::string& line, const std::string& key) {
-  const size_t at = line.find("\"" + key + "\":");
-  return at == std::string::npos ? -1.0 : std::strtod(line.c_str() + at + key.size() + 3, nullptr);
-}
+using test::json_value;
 
 TEST(CliZero, AStageThreeCheckpointResumesOnOtherRanksAndStages) {
 #if !defined(DDP_MPIEXEC)

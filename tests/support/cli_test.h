@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <initializer_list>
 #include <string>
@@ -38,6 +39,13 @@ inline std::string mpiexec_prefix(int ranks) {
          std::string(DDP_MPIEXEC) + " -n " + std::to_string(ranks) + " --oversubscribe ";
 }
 #endif
+
+// The number at `key` in a JSON line (--bench's record, a metrics
+// record), -1 where the key is absent.
+inline double json_value(const std::string& line, const std::string& key) {
+  const size_t at = line.find("\"" + key + "\":");
+  return at == std::string::npos ? -1.0 : std::strtod(line.c_str() + at + key.size() + 3, nullptr);
+}
 
 // The fixture of a suite of trainer runs: `dir` is this test's own
 // directory. A suite derives from it and names its directories by `tag`.

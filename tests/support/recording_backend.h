@@ -171,6 +171,9 @@ class RecordingBackend final : public Backend {
   void unscale_lowp_to_fp32(const lowp16* g, float* g32, size_t n, ScalarArg inv, int32_t* flag) override {
     queue("unscale_lowp_to_fp32", [=] { cpu_.unscale_lowp_to_fp32(g, g32, n, inv, flag); });
   }
+  void unscale_fp32(const float* g, float* out, size_t n, ScalarArg inv, int32_t* flag) override {
+    queue("unscale_fp32", [=] { cpu_.unscale_fp32(g, out, n, inv, flag); });
+  }
   void l2_norm_fp32(const float* x, size_t n, float* norm) override {
     queue("l2_norm_fp32", [=] { cpu_.l2_norm_fp32(x, n, norm); });
   }

@@ -16,6 +16,13 @@ Precision parse_precision(const std::string& text) {
   throw Error("--precision " + text + ": expected fp16 or bf16");
 }
 
+bool parse_grad_reduce_fp32(const std::string& text, Precision precision) {
+  if (text == "fp32") return true;
+  if (text == precision_name(precision)) return false;
+  const std::string given = text.empty() ? "''" : text;
+  throw Error("--grad-reduce-dtype " + given + ": expected fp32 or the --precision, " + precision_name(precision));
+}
+
 int64_t resolve_batch_per_rank(const TrainConfig& config, int world_size) {
   if (config.global_batch <= 0) return config.batch_size;
   const int64_t per_step = static_cast<int64_t>(world_size) * config.grad_accum;

@@ -31,6 +31,7 @@ struct TrainConfig {
   std::set<std::string> command_line_flags;  // those of them set on the command line (it wins over the config)
   std::string device = "auto";               // auto | cuda | cpu
   Precision precision = Precision::Fp16;     // --precision: the working 16-bit weights, activations, gradients
+  bool grad_reduce_fp32 = false;             // --grad-reduce-dtype fp32: gradients summed over ranks in FP32
   DataConfig data;
 
   std::string model = "mlp";  // --model mlp | gpt (config/model_factory.h maps it)
@@ -173,5 +174,9 @@ int resolve_zero_shard_size(const TrainConfig& config, int world_size, int node_
 
 // --precision's text ("fp16", "bf16"); throws naming the flag otherwise.
 Precision parse_precision(const std::string& text);
+// --grad-reduce-dtype's text: true for "fp32", false for the working
+// precision's name (`precision`: its 16-bit sums); throws naming the flag
+// otherwise (FP16 gradients are not summed in BF16, nor BF16 in FP16).
+bool parse_grad_reduce_fp32(const std::string& text, Precision precision);
 
 }  // namespace ddp

@@ -74,6 +74,10 @@ TrainStep::TrainStep(const TrainConfig& cfg, Backend& backend, Communicator& com
       tables_(training_tables(params)),
       captured_(cfg, backend, comm, train, optimizer_, progress) {
   wire_shards(shards);
+  if (cfg.grad_reduce_fp32) {  // after the shards: the reducer's mode is set, its staging sized
+    reducer_.reduce_in_fp32(backend, params.grads_fp32.data());
+    optimizer_.read_fp32_sums(true);
+  }
   if (cfg.cuda_graph) captured_.enable();
   // The overflow test hook lands in the first element, in bucket 0.
   reducer_.before_start = [this](size_t bucket, lowp16* first) {

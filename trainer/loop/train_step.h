@@ -74,9 +74,13 @@ class TrainStep {
 
   // What --bench, the memory line and the log read of the step's parts.
   const GradientReducer& reducer() const { return reducer_; }
+  // Bytes of one element of the gradients' sums on the wire (2, or 4 with --grad-reduce-dtype fp32).
+  size_t reduce_wire_bytes() const { return reducer_.wire_element_bytes(); }
   size_t elements_reduced() const { return reducer_.elements_started(); }
   size_t elements_gathered() const;
-  size_t zero_buffer_bytes() const { return layer_shards_ ? layer_shards_->buffer_bytes() : 0; }
+  size_t zero_buffer_bytes() const {
+    return (layer_shards_ ? layer_shards_->buffer_bytes() : 0) + reducer_.fp32_staging_bytes();
+  }
   bool graphs_enabled() const { return captured_.enabled(); }
   int64_t graph_replays() const { return captured_.replays(); }
   BatchLoaderCounts loader_counts() const { return loader_.counts(); }

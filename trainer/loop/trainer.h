@@ -54,10 +54,13 @@ struct BenchTimings {
   AllreduceTimes allreduce;   // over the timed steps
   int64_t graph_replays = 0;  // timed steps replayed from a CUDA graph: their all-reduces are not timed
   int64_t global_samples_per_step = 0;
-  // Per rank, per timed step: the FP16 elements handed to all-reduces,
-  // to reduce-scatters and to all-gathers (the calls' sizes, whole buffers).
+  // Per rank, per timed step: the elements handed to all-reduces, to
+  // reduce-scatters and to all-gathers (the calls' sizes, whole buffers).
   double allreduce_elements_per_step = 0, reduce_scatter_elements_per_step = 0, allgather_elements_per_step = 0;
   Precision precision = Precision::Fp16;  // --precision: the 16-bit elements above are FP16 or BF16
+  // Bytes of a summed element (the all-reduces' and reduce-scatters'): 2,
+  // or 4 with --grad-reduce-dtype fp32; the gathers' are always 2.
+  size_t reduce_wire_bytes = 2;
   int zero_stage = 0;
   int zero_shard_size = 0;              // the ranks of a shard group (0, or the world: no hybrid sharding)
   size_t parameters = 0;                // the model's (Psi, no padding)

@@ -41,6 +41,7 @@ BenchTimings Trainer::Impl::bench(int64_t warmup_steps, int64_t timed_steps) {
   (cfg_.zero_stage > 0 ? t.reduce_scatter_elements_per_step : t.allreduce_elements_per_step) = reduced;
   t.allgather_elements_per_step = static_cast<double>(train_step_.elements_gathered() - gathered_before) / steps;
   t.precision = cfg_.precision;
+  t.reduce_wire_bytes = train_step_.reduce_wire_bytes();
   t.zero_stage = cfg_.zero_stage;
   t.zero_shard_size = comm_.shard_size();
   t.parameters = model_->parameters().parameter_count();

@@ -48,8 +48,13 @@ StepOutcome MixedPrecisionOptimizer::step(StepStatus* status, bool want_norm) {
   // that reads only the FP16 gradients, then the update unscaling on the
   // fly. Both paths give the same bits (unscale_element).
   const bool need_fp32 = needs_host(want_norm);
-  backend_.unscale_lowp_to_fp32(params_.owned_grads_lowp(), need_fp32 ? params_.grads_fp32.data() : nullptr,
-                                owned.count(), inv_scale, &status->nonfinite);
+  if (fp32_sums_) {
+    float* const sums = params_.grads_fp32.data();
+    backend_.unscale_fp32(sums, sums, owned.count(), inv_scale, &status->nonfinite);
+  } else {
+    backend_.unscale_lowp_to_fp32(params_.owned_grads_lowp(), need_fp32 ? params_.grads_fp32.data() : nullptr,
+                                  owned.count(), inv_scale, &status->nonfinite);
+  }
   // An Inf in one rank's range skips the step on every rank.
   if (shards_) shards_->comm.allreduce_max_int32(&status->nonfinite, 1);
 
@@ -67,7 +72,7 @@ StepOutcome MixedPrecisionOptimizer::step(StepStatus* status, bool want_norm) {
         clip_coef = static_cast<float>(std::min(1.0, config_.clip_grad_norm / (norm + 1e-6)));
     }
   }
-  update(status, need_fp32, clip_coef);
+  update(status, need_fp32 || fp32_sums_, clip_coef);
   // Every rank's updated range to every rank (a skipped step re-sends the
   // unchanged weights: the decision is on the device, the host never waits).
   // Stage 3 holds its range alone: the layers gather what they read.

@@ -25,6 +25,12 @@
 // round trip), the squared norms through a host sum, and after the update
 // the FP16 weights are all-gathered: every rank takes the same decision
 // and ends the step with the same FP16 weights.
+//
+// FP32 sums (--grad-reduce-dtype fp32, read_fp32_sums): the reducer leaves
+// the loss-scaled sums in FP32 in grads_fp32 (the owned range), and the
+// check unscales them there in place (Backend::unscale_fp32): the update
+// then reads FP32 gradients. At one rank this is the 16-bit path's
+// arithmetic (an exact widening, one multiply), so the same bits.
 #pragma once
 
 #include <cstddef>
@@ -77,6 +83,9 @@ class MixedPrecisionOptimizer {
   // caller (LayerShards::start_updated_weight_gathers, overlapped with the
   // next forward) instead of running it at the end of step().
   void defer_weight_gather(bool deferred) { weight_gather_deferred_ = deferred; }
+  // The gradients arrive summed in FP32 in the store's grads_fp32, still
+  // loss-scaled (the header's "FP32 sums").
+  void read_fp32_sums(bool on) { fp32_sums_ = on; }
 
   // True when step() waits for the device (clipping or a wanted norm).
   bool needs_host(bool want_norm) const { return config_.clip_grad_norm > 0.0 || want_norm; }
@@ -98,6 +107,7 @@ class MixedPrecisionOptimizer {
   Buffer<float> grad_norm_;       // (1)
   size_t elements_gathered_ = 0;
   bool weight_gather_deferred_ = false;
+  bool fp32_sums_ = false;
 };
 
 }  // namespace ddp

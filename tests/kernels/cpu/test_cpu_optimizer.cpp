@@ -44,6 +44,55 @@ TEST_P(CpuLowpKernels, UnscaleFindsOneNonFiniteAnywhere) {
   }
 }
 
+// The FP32 sums' unscale (--grad-reduce-dtype fp32): one FP32 multiply per
+// element, in place or not, split over threads; of widened 16-bit values
+// it gives unscale_lowp_to_fp32's bits; an Inf or NaN anywhere (its own, or
+// one the multiply makes: an overflow) sets the flag, a clean pass never
+// clears it.
+TEST_P(CpuLowpKernelsThreaded, UnscaleFp32IsOneMultiplyAndFlagsNonFiniteAnywhere) {
+  const size_t n = kLarge;
+  const float inv_scale = 1.0f / 3000.0f;
+  const auto g = test::random_floats(rng, n, -1e4f, 1e4f);
+  for (CpuBackend* be : {&one, &two}) {
+    Buffer<float> in(*be, n), out(*be, n);
+    Buffer<int32_t> flag(*be, 1);
+    in.upload(g);
+    out.upload(std::vector<float>(n, std::nanf("")));
+    flag.zero();
+    be->unscale_fp32(in.data(), out.data(), n, inv_scale, flag.data());
+    EXPECT_EQ(flag.download()[0], 0);
+    const auto o = out.download();
+    size_t wrong = 0;
+    for (size_t i = 0; i < n; ++i) wrong += test::bits_of(o[i]) != test::bits_of(g[i] * inv_scale);
+    EXPECT_EQ(wrong, 0u) << "out of place";
+    be->unscale_fp32(in.data(), in.data(), n, inv_scale, flag.data());
+    EXPECT_EQ(in.download(), o) << "in place";
+    flag.upload(std::vector<int32_t>{1});
+    be->unscale_fp32(out.data(), out.data(), n, 1.0f, flag.data());
+    EXPECT_EQ(flag.download()[0], 1) << "a clean pass cleared the flag";
+    const float inf = std::numeric_limits<float>::infinity();
+    for (const float bad : {inf, -inf, std::nanf(""), 3e38f}) {  // the last: finite, Inf once multiplied by 10
+      for (const size_t pos : {size_t{0}, std::uniform_int_distribution<size_t>(1, n - 2)(rng), n - 1}) {
+        auto poisoned = g;
+        poisoned[pos] = bad;
+        in.upload(poisoned);
+        flag.zero();
+        be->unscale_fp32(in.data(), out.data(), n, bad == 3e38f ? 10.0f : inv_scale, flag.data());
+        EXPECT_EQ(flag.download()[0], 1) << bad << " at " << pos;
+      }
+    }
+  }
+  // Of widened 16-bit values, unscale_lowp_to_fp32's bits.
+  const auto h = fmt.random(rng, n, -100.0f, 100.0f);
+  Buffer<lowp16> dh(one, n);
+  Buffer<float> widened(one, n), direct(one, n);
+  dh.upload(h);
+  one.unscale_lowp_to_fp32(dh.data(), widened.data(), n, 1.0f, nullptr);
+  one.unscale_fp32(widened.data(), widened.data(), n, inv_scale, nullptr);
+  one.unscale_lowp_to_fp32(dh.data(), direct.data(), n, inv_scale, nullptr);
+  EXPECT_EQ(widened.download(), direct.download());
+}
+
 TEST_P(CpuLowpKernels, L2Norm) {
   const size_t n = 300007;
   const auto x = test::random_floats(rng, n, -3.0f, 3.0f);
