@@ -22,11 +22,12 @@
 namespace ddp {
 
 struct CollectiveRecord {
-  const char* op = "";  // "all-reduce", "reduce-scatter", "all-gather"
-  size_t elements = 0;  // FP16 elements of the whole buffer (the layout's total)
-  int bucket = -1;      // the gradient bucket, or -1
-  int layer = -1;       // the layer whose weights a ZeRO-3 gather brings, or -1
-  int64_t step = 0;     // the traced step it was called in (0: between steps)
+  const char* op = "";       // "all-reduce", "reduce-scatter", "all-gather"
+  size_t elements = 0;       // elements of the whole buffer (the layout's total)
+  size_t element_bytes = 2;  // on the wire: 16-bit words, or 4 (the FP32 sums of --grad-reduce-dtype fp32)
+  int bucket = -1;           // the gradient bucket, or -1
+  int layer = -1;            // the layer whose weights a ZeRO-3 gather brings, or -1
+  int64_t step = 0;          // the traced step it was called in (0: between steps)
   // Host trace clock at the call. On a GPU the host queues ahead of the
   // device: compare it with host times only, not with the device's spans.
   double called_us = 0.0;
@@ -53,7 +54,7 @@ class CollectiveTrace {
   }
   // A record for a collective called now, or null when not active. The
   // tag set before is consumed either way.
-  std::shared_ptr<CollectiveRecord> open(const char* op, size_t elements);
+  std::shared_ptr<CollectiveRecord> open(const char* op, size_t elements, size_t element_bytes = 2);
 
   std::deque<std::shared_ptr<CollectiveRecord>>& records() { return records_; }
   void clear() { records_.clear(); }

@@ -176,8 +176,8 @@ class Communicator {
   virtual void resolve_trace_times() {}
 
  protected:
-  std::shared_ptr<CollectiveRecord> open_record(const char* op, size_t elements) {
-    return trace_ != nullptr ? trace_->open(op, elements) : nullptr;
+  std::shared_ptr<CollectiveRecord> open_record(const char* op, size_t elements, size_t element_bytes = 2) {
+    return trace_ != nullptr ? trace_->open(op, elements, element_bytes) : nullptr;
   }
   CollectiveTrace* trace_ = nullptr;  // not owned
 };

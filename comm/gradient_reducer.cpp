@@ -48,6 +48,7 @@ GradientReducer::GradientReducer(Communicator& comm, std::vector<GradientSegment
 
 void GradientReducer::shard_over(const ShardLayout& layout) {
   check_layout_world(comm_, layout, "GradientReducer");
+  DDP_REQUIRE(!fp32_, "GradientReducer: shard_over after reduce_in_fp32 (its staging is sized for the mode)");
   bucket_slices_.clear();
   for (const GradientBucket& b : buckets_) {
     DDP_REQUIRE(b.offset + b.count <= layout.total_count(), "GradientReducer: a bucket beyond the shard layout");
@@ -65,23 +66,25 @@ void GradientReducer::shard_over(const ShardLayout& layout, lowp16* owned,
 }
 
 void GradientReducer::reduce_in_fp32(Backend& backend, float* sums_fp32) {
-  DDP_REQUIRE(sums_fp32 != nullptr, "GradientReducer: FP32 sums without a buffer");
+  const bool empty_range = shards_ && shards_->range(comm_.shard_rank()).count() == 0;
+  DDP_REQUIRE(sums_fp32 != nullptr || empty_range, "GradientReducer: FP32 sums without a buffer");
+  fp32_ = true;
   backend_ = &backend;
   sums_fp32_ = sums_fp32;
   fp32_staging_.clear();
+  next_staging_ = 0;
   if (!shards_) return;  // all-reduced in place in the sums
   size_t largest = 0;
   for (const GradientBucket& b : buckets_) largest = std::max(largest, b.count);
   const size_t count = std::min(kFp32StagingBuffers, buckets_.size());
-  for (size_t i = 0; i < count; ++i) fp32_staging_.emplace_back(backend, largest);
+  for (size_t i = 0; i < count; ++i) fp32_staging_.push_back(Fp32Staging{Buffer<float>(backend, largest)});
 }
 
-float* GradientReducer::free_fp32_staging() {
-  if (fp32_staging_busy_ == fp32_staging_.size()) {
-    comm_.wait_allreduces();  // every started collective, so every staging buffer, is done
-    fp32_staging_busy_ = 0;
-  }
-  return fp32_staging_[fp32_staging_busy_++].data();
+GradientReducer::Fp32Staging& GradientReducer::next_fp32_staging() {
+  Fp32Staging& s = fp32_staging_[next_staging_];
+  next_staging_ = (next_staging_ + 1) % fp32_staging_.size();
+  if (s.read) comm_.wait_until(s.read_by);  // the collectives after it stay in flight
+  return s;
 }
 
 void GradientReducer::begin(lowp16* grads) {
@@ -89,7 +92,10 @@ void GradientReducer::begin(lowp16* grads) {
   grads_ = grads;
   in_step_ = true;
   next_bucket_ = 0;
-  fp32_staging_busy_ = 0;  // the previous step's finalize waited for every collective
+  // The previous step's finalize waited for every collective; every step
+  // takes the staging buffers in the same order.
+  for (Fp32Staging& s : fp32_staging_) s.read = false;
+  next_staging_ = 0;
   for (size_t b = 0; b < buckets_.size(); ++b) pending_[b] = buckets_[b].end_segment - buckets_[b].first_segment;
   std::fill(ready_.begin(), ready_.end(), 0);
 }
@@ -112,7 +118,7 @@ void GradientReducer::start_ready_buckets() {
     lowp16* bucket = source_ ? source_(next_bucket_) : grads_ + b.offset;
     if (before_start) before_start(next_bucket_, bucket);
     if (trace_ != nullptr) trace_->tag_next(static_cast<int>(next_bucket_), -1);
-    if (sums_fp32_ != nullptr) {
+    if (fp32_) {
       start_bucket_fp32(b, bucket);
     } else {
       start_bucket_lowp(b, bucket);
@@ -150,10 +156,14 @@ void GradientReducer::start_bucket_fp32(const GradientBucket& b, const lowp16* b
   }
   const ShardLayout& slice = bucket_slices_[next_bucket_];
   const ShardRange mine = slice.range(comm_.shard_rank());
-  float* staging = free_fp32_staging();
-  backend_->unscale_lowp_to_fp32(bucket, staging, b.count, 1.0f, nullptr);
-  float* recv = sums_fp32_ + (mine.count() > 0 ? b.offset + mine.begin - shards_->range(comm_.shard_rank()).begin : 0);
-  comm_.start_reduce_scatter_sum_fp32(staging, recv, slice);
+  Fp32Staging& staging = next_fp32_staging();
+  backend_->unscale_lowp_to_fp32(bucket, staging.buffer.data(), b.count, 1.0f, nullptr);
+  // An empty share lands nowhere (the range may be empty too: null).
+  float* recv =
+      mine.count() > 0 ? sums_fp32_ + (b.offset + mine.begin - shards_->range(comm_.shard_rank()).begin) : sums_fp32_;
+  comm_.start_reduce_scatter_sum_fp32(staging.buffer.data(), recv, slice);
+  staging.read = true;
+  staging.read_by = comm_.mark_started();
 }
 
 void GradientReducer::finalize() {

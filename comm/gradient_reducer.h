@@ -1,4 +1,4 @@
-// gradient_reducer.h: the bucketed FP16 gradient all-reduce, overlapped with
+// gradient_reducer.h: the bucketed gradient all-reduce, overlapped with
 // backward (PyTorch DDP's Reducer, in our terms). It knows segments of a
 // flat gradient buffer, (offset, count) in the order backward finishes
 // them, and nothing of layers or models.
@@ -36,11 +36,12 @@
 // one to 16 bits per step (llm.c's and torchtitan's FP32 reduction). The
 // sums stay FP32 for the optimizer. All-reduced, a bucket is widened into
 // its place in the FP32 sums buffer and summed there; sharded, into one of
-// kFp32StagingBuffers staging buffers (the largest bucket each) and
-// reduce-scattered from it into the rank's range of the sums. When both
-// staging buffers are still being read, the step waits for the started
-// collectives first (Communicator::wait_allreduces), as LayerShards' stage 2
-// staging does. Twice the bytes on the wire.
+// kFp32StagingBuffers staging buffers (the largest bucket each), in turn,
+// and reduce-scattered from it into the rank's range of the sums. A
+// staging buffer is reused once the collective that read it is done: the
+// step waits for that one (Communicator::wait_until its mark), not for the
+// collectives started after it. Twice the bytes of the sums on the wire,
+// and twice the largest bucket in FP32 of memory at the sharded stages.
 #pragma once
 
 #include <cstddef>
@@ -85,17 +86,18 @@ class GradientReducer {
   // `backend` and landing in `sums_fp32`: all-reduced, the whole buffer's
   // layout (bucket b at element b.offset); sharded (call shard_over
   // first), the calling rank's range of the layout from its element 0.
-  // Elements no bucket covers (padding past the last tensor) are never
-  // written: they keep what the buffer held (the store's: zero).
-  // The staging buffers are made here, before any step (a CUDA graph may
-  // hold them).
+  // Elements no bucket covers (padding between buckets or past the last
+  // tensor) are never written: they keep what the buffer held (the
+  // store's: zero). A rank whose range is empty may pass null. The staging
+  // buffers are made here, before any step (a CUDA graph may hold them):
+  // call shard_over first.
   void reduce_in_fp32(Backend& backend, float* sums_fp32);
-  bool reduces_in_fp32() const { return sums_fp32_ != nullptr; }
+  bool reduces_in_fp32() const { return fp32_; }
   // Bytes of one summed element on the wire: 4 in FP32, else 2.
   size_t wire_element_bytes() const { return reduces_in_fp32() ? sizeof(float) : sizeof(lowp16); }
   static constexpr size_t kFp32StagingBuffers = 2;
   size_t fp32_staging_bytes() const {
-    return fp32_staging_.empty() ? 0 : fp32_staging_.size() * fp32_staging_.front().size_bytes();
+    return fp32_staging_.empty() ? 0 : fp32_staging_.size() * fp32_staging_.front().buffer.size_bytes();
   }
 
   // A step's reduction of `grads` begins: no segment is ready.
@@ -129,9 +131,14 @@ class GradientReducer {
   // Bucket b's collective, from its first element `bucket` (16-bit).
   void start_bucket_lowp(const GradientBucket& b, lowp16* bucket);
   void start_bucket_fp32(const GradientBucket& b, const lowp16* bucket);
-  // A staging buffer no started collective still reads (waiting for them
-  // when there is none).
-  float* free_fp32_staging();
+  // The next staging buffer in turn, once the collective that last read it
+  // is done.
+  struct Fp32Staging {
+    Buffer<float> buffer;
+    bool read = false;                         // a collective of this step reads it
+    Communicator::CollectiveMark read_by = 0;  // the mark after that collective
+  };
+  Fp32Staging& next_fp32_staging();
 
   Communicator& comm_;
   std::optional<ShardLayout> shards_;       // empty: all-reduce
@@ -149,12 +156,12 @@ class GradientReducer {
   size_t elements_started_ = 0;
   CollectiveTrace* trace_ = nullptr;  // not owned
   // FP32 sums (reduce_in_fp32): the backend that widens, where the sums
-  // land, and the sharded buckets' staging with how many of it are read by
-  // collectives not yet waited for.
+  // land, and the sharded buckets' staging, taken in turn.
+  bool fp32_ = false;
   Backend* backend_ = nullptr;  // not owned
-  float* sums_fp32_ = nullptr;  // not owned; null: 16-bit sums
-  std::vector<Buffer<float>> fp32_staging_;
-  size_t fp32_staging_busy_ = 0;
+  float* sums_fp32_ = nullptr;  // not owned; null where the rank's range is empty
+  std::vector<Fp32Staging> fp32_staging_;
+  size_t next_staging_ = 0;
 };
 
 }  // namespace ddp

@@ -200,7 +200,7 @@ void MpiCommunicator::start_allreduce_sum_lowp(lowp16* data, size_t count) {
 
 void MpiCommunicator::start_allreduce_sum_fp32(float* data, size_t count) {
   if (world_size_ == 1 || count == 0) return;
-  const std::shared_ptr<CollectiveRecord> rec = open_record("all-reduce", count);
+  const std::shared_ptr<CollectiveRecord> rec = open_record("all-reduce", count, sizeof(float));
   enqueue([this, data, count, rec] { run_allreduce(data, count, fp32_wire(), rec.get()); });
 }
 
@@ -255,7 +255,7 @@ void MpiCommunicator::start_reduce_scatter_sum_fp32(const float* send, float* re
   const ShardRange mine = layout.range(shard_rank_);
   const bool in_place =
       shard_call_in_place(send, layout.total_count(), recv, mine.begin, mine.count(), "reduce_scatter_sum_fp32");
-  const std::shared_ptr<CollectiveRecord> rec = open_record("reduce-scatter", layout.total_count());
+  const std::shared_ptr<CollectiveRecord> rec = open_record("reduce-scatter", layout.total_count(), sizeof(float));
   enqueue([this, send, recv, layout, in_place, rec] {
     run_reduce_scatter(send, recv, layout, in_place, fp32_wire(), rec.get());
   });

@@ -247,14 +247,15 @@ double NcclCommunicator::drain_seconds(TimingPool& pool) {
   return ms_total / 1e3;
 }
 
-NcclCommunicator::CollectiveTiming NcclCommunicator::begin_collective(const char* op, size_t elements) {
+NcclCommunicator::CollectiveTiming NcclCommunicator::begin_collective(const char* op, size_t elements,
+                                                                      size_t element_bytes) {
   comm_waits_for_compute();
   CollectiveTiming t;
   if (capturing_) return t;  // replays of a captured step are not timed
   const auto [start, end] = next_timing_pair(busy_events_);
   DDP_CUDA_CHECK(cudaEventRecord(start, comm_stream()));  // reached once the inputs are written
   t.busy_end = end;
-  t.trace = open_record(op, elements).get();  // the trace's records keep it
+  t.trace = open_record(op, elements, element_bytes).get();  // the trace's records keep it
   if (t.trace != nullptr) {
     const auto [trace_start, trace_end] = next_timing_pair(trace_events_);
     DDP_CUDA_CHECK(cudaEventRecord(trace_start, comm_stream()));
@@ -296,7 +297,7 @@ void NcclCommunicator::start_allreduce_sum_lowp(lowp16* data, size_t count) {
 void NcclCommunicator::start_allreduce_sum_fp32(float* data, size_t count) {
   const AbortGate::Pass pass = gate_.enter("allreduce_sum_fp32");
   if (count == 0) return;
-  const CollectiveTiming timing = begin_collective("all-reduce", count);
+  const CollectiveTiming timing = begin_collective("all-reduce", count, sizeof(float));
   DDP_NCCL_CHECK(ncclAllReduce(data, data, count, ncclFloat32, ncclSum, comm_, comm_stream()));
   end_collective(timing);
 }

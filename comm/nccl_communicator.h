@@ -168,7 +168,7 @@ class NcclCommunicator final : public Communicator {
     cudaEvent_t busy_end = nullptr;     // null: not timed
     CollectiveRecord* trace = nullptr;  // null: not traced
   };
-  CollectiveTiming begin_collective(const char* op, size_t elements);
+  CollectiveTiming begin_collective(const char* op, size_t elements, size_t element_bytes = 2);
   void end_collective(const CollectiveTiming& timing);
   // At least `count` 16-bit elements of staging, growing it before the gate
   // (growth waits for comm_stream: the old buffer may be in use).

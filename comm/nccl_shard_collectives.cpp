@@ -92,7 +92,7 @@ void NcclCommunicator::start_reduce_scatter_sum_fp32(const float* send, float* r
   float* staging = direct ? nullptr : reinterpret_cast<float*>(staging_lowp(2 * needed_staging_count(layout)));
   const AbortGate::Pass pass = gate_.enter("reduce_scatter_sum_fp32");
   if (layout.total_count() == 0) return;
-  const CollectiveTiming timing = begin_collective("reduce-scatter", layout.total_count());
+  const CollectiveTiming timing = begin_collective("reduce-scatter", layout.total_count(), sizeof(float));
   const auto nccl_reduce_scatter = [this](const float* padded_send, float* out, size_t per_rank) {
     DDP_NCCL_CHECK(ncclReduceScatter(padded_send, out, per_rank, ncclFloat32, ncclSum, shard_comm(), comm_stream()));
   };

@@ -426,7 +426,7 @@ stage_0_build() {
 # whole of ddp_cuda_tests (the dry run checks this against the carried
 # binary's list).
 LOWP='Precisions/CudaLowpKernels'
-NEW_FILTER="$LOWP.TransformerOperationsMatchCpu/fp16:$LOWP.BatchedGemm*/fp16:$LOWP.FusedAttention*/fp16:CudaKernels.FusedAttention*:$LOWP.FusedCrossEntropyRows*/fp16:$LOWP.AdamW*/fp16:$LOWP.GemmToFp32*/fp16:$LOWP.AddFp32IntoFp16*/fp16:CudaKernels.UnscaleFp32*:CudaKernels.StepState*:CudaKernels.CapturedStep*:CudaKernels.BufferGrowthAroundACaptureIsRefused:CudaKernels.EmptyRange*:CudaKernels.MissingBuffers*:*CudaGptRecompute.*:*CudaGraphTraining.*:NcclShards1Rank.*:NcclCapture.*:CudaUpload.BatchLoaderPrefetchesIntactTokenBatches:*/bf16:*Bf16*:*BF16*"
+NEW_FILTER="$LOWP.TransformerOperationsMatchCpu/fp16:$LOWP.BatchedGemm*/fp16:$LOWP.FusedAttention*/fp16:CudaKernels.FusedAttention*:$LOWP.FusedCrossEntropyRows*/fp16:$LOWP.AdamW*/fp16:$LOWP.GemmToFp32*/fp16:$LOWP.AddFp32IntoFp16*/fp16:CudaKernels.UnscaleFp32*:CudaKernels.StepState*:CudaKernels.CapturedStep*:CudaKernels.BufferGrowthAroundACaptureIsRefused:CudaKernels.EmptyRange*:CudaKernels.MissingBuffers*:*CudaGptRecompute.*:*CudaGraphTraining.*:NcclShards1Rank.*:NcclCapture.*:NcclCommunicator1Rank.AllreduceFp32*:CudaUpload.BatchLoaderPrefetchesIntactTokenBatches:*/bf16:*Bf16*:*BF16*"
 REST_FILTER="Cuda*:Nccl*:Precisions/*:-$NEW_FILTER"
 # Under memcheck (10-100x) the newest kernels in FP16 (the indexing is the
 # same code in both), and a few small BF16 ones: the fallback GEMM and its

@@ -80,7 +80,7 @@ po::options_description loss_scaling_flags(TrainConfig& c, FlagText& t) {
   // clang-format off
   scaling.add_options()
       ("precision", po::value(&t.precision)->default_value(t.precision),
-       "fp16 | bf16: the working weights, activations and gradients (and the gradients' all-reduce); FP32 "
+       "fp16 | bf16: the working weights, activations and gradients (and, by default, the gradients' sums); FP32 "
        "accumulation, master weights and optimizer state either way. bf16 has FP32's range: no loss scaling "
        "unless --loss-scale is given (torch.autocast(dtype=torch.bfloat16)); on a GPU, Ampere or newer")
       ("grad-reduce-dtype", po::value(&t.grad_reduce_dtype)->default_value(t.grad_reduce_dtype, "the --precision"),

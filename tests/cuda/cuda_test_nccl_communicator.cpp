@@ -99,6 +99,17 @@ TEST_F(NcclCommunicator1Rank, AllreduceFp16OfOneRankKeepsEveryBit) {
   EXPECT_EQ(first_mismatch(got, want), -1);
 }
 
+// --grad-reduce-dtype fp32's sum (ncclFloat32): at one rank every bit kept.
+TEST_F(NcclCommunicator1Rank, AllreduceFp32OfOneRankKeepsEveryBit) {
+  SCOPED_TRACE(seed_text());
+  const std::vector<float> want = test::random_floats(rng, kOddCount, -1000.0f, 1000.0f);
+  Buffer<float> sums(*gpu, kOddCount);
+  sums.upload(want);
+  comm->start_allreduce_sum_fp32(sums.data(), kOddCount);
+  comm->wait_allreduces();
+  EXPECT_EQ(sums.download(), want);
+}
+
 // The metrics' all-reduce times: device time of each all-reduce (and of the
 // compute stream's wait) since the last read, then nothing until the next.
 TEST_F(NcclCommunicator1Rank, AllreduceTimeIsTakenOnce) {

@@ -8,6 +8,8 @@
 // same layouts' results on CPUs.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -74,6 +76,24 @@ TEST_F(NcclShards1Rank, ReduceScatterAndAllgatherOfOneRankKeepEveryBit) {
   EXPECT_TRUE(same_bits(download(send_lowp), want)) << "in place";
   EXPECT_NO_THROW(comm->reduce_scatter_sum_lowp(nullptr, nullptr, ShardLayout::balanced(0, 1, 64)));
   EXPECT_NO_THROW(comm->allgather_lowp(nullptr, nullptr, ShardLayout::balanced(0, 1, 64)));
+}
+
+// --grad-reduce-dtype fp32's reduce-scatter (ncclFloat32), in place and
+// not: one rank's sum is its input. (One rank's layout is always uniform:
+// the padded plan in FP32 runs in MpiPaddedCollectives on CPU ranks.)
+TEST_F(NcclShards1Rank, Fp32ReduceScatterOfOneRankKeepsEveryBit) {
+  const std::vector<float> want = test::random_floats(rng, kOddCount, -1000.0f, 1000.0f);
+  for (const size_t align : {size_t{1}, size_t{64}}) {
+    const ShardLayout layout = ShardLayout::balanced(kOddCount, 1, align);
+    Buffer<float> send(*gpu, kOddCount), recv(*gpu, kOddCount);
+    send.upload(want);
+    recv.upload(std::vector<float>(kOddCount, std::nanf("")));
+    comm->start_reduce_scatter_sum_fp32(send.data(), recv.data(), layout);
+    comm->start_reduce_scatter_sum_fp32(send.data(), send.data(), layout);
+    comm->wait_allreduces();
+    EXPECT_EQ(recv.download(), want) << "align " << align;
+    EXPECT_EQ(send.download(), want) << "in place, align " << align;
+  }
 }
 
 // The started forms are fenced like the all-reduce: comm_stream waits for

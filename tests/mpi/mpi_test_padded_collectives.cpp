@@ -103,6 +103,29 @@ TEST(MpiPaddedCollectives, ReduceScatterThroughEqualCountsSumsEachRange) {
   EXPECT_EQ(failures_anywhere(bad), 0) << "rank " << r << ", first wrong " << first_bad;
 }
 
+// The FP32 sums' plan (--grad-reduce-dtype fp32 on NCCL): the same slots
+// of floats, MPI_FLOAT sums of small integers (exact in any order).
+TEST(MpiPaddedCollectives, Fp32ReduceScatterThroughEqualCountsSumsEachRange) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const auto reduce_scatter = [](const float* s, float* d, size_t n) {
+    MPI_Reduce_scatter_block(s, d, static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  };
+  const auto copy = [](float* dst, const float* src, size_t count) { std::memcpy(dst, src, count * sizeof(float)); };
+  int bad = 0;
+  for (const ShardLayout& layout : test_layouts(world_size(), shared_seed())) {
+    std::vector<float> staging(padded_staging_count(layout), -1.0f);
+    std::vector<float> send(layout.total_count());
+    for (size_t i = 0; i < send.size(); ++i) send[i] = contribution(rank, i);
+    const ShardRange mine = layout.range(rank);
+    std::vector<float> recv(mine.count() + kGuard, -1.0f);
+    padded_reduce_scatter(send.data(), recv.data(), layout, rank, staging.data(), copy, reduce_scatter);
+    for (size_t k = 0; k < mine.count(); ++k) bad += recv[k] != expected_sum(layout.world_size(), mine.begin + k);
+    for (size_t k = mine.count(); k < recv.size(); ++k) bad += recv[k] != -1.0f;
+  }
+  EXPECT_EQ(failures_anywhere(bad), 0) << "rank " << rank;
+}
+
 TEST(MpiPaddedCollectives, AllgatherThroughEqualCountsRebuildsTheFullBuffer) {
   const EqualCountMpi mpi;
   const int r = mpi.rank();

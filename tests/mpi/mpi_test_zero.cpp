@@ -228,11 +228,15 @@ TEST_P(Zero, ACheckpointOfAShardedRunResumesAtAnyStageAndWorldSize) {
 // with empty ranges (the last owns everything): every rank still takes the
 // same collectives and optimizer steps (a count of 0 on null buffers, which
 // both backends accept: optimizer_preconditions.h), and every stage trains
-// as --zero 0 does, with SGD (momentum) and AdamW.
+// as --zero 0 does, with SGD (momentum) and AdamW, with 16-bit sums and
+// with FP32 ones (--grad-reduce-dtype fp32: an empty range sums into no
+// FP32 buffer at all).
 TEST_P(Zero, RanksWithEmptyRangesTrainAlongAtEveryStage) {
   MpiCommunicator comm(MPI_COMM_WORLD, 0, GetParam());
-  for (bool adamw : {false, true}) {
+  for (const int variant : {0, 1, 2}) {
+    const bool adamw = variant == 1, fp32_sums = variant == 2;
     TrainConfig c = test::in_precision(mlp_config(agreed_seed()), GetParam());
+    c.grad_reduce_fp32 = fp32_sums;
     c.mlp.layer_widths = {10, 4};  // 44 parameters, 48 in the layout: one unit of 64
     c.steps = 6;
     c.shuffle = false;
@@ -257,9 +261,15 @@ TEST_P(Zero, RanksWithEmptyRangesTrainAlongAtEveryStage) {
       bad += differs_from_root(t.weights_lowp());
       const double rel = test::relative_update_difference(t.snapshot().master_weights_fp32,
                                                           replicated.snapshot().master_weights_fp32, start);
-      bad += !(rel < (adamw ? 2e-2 : 5e-3));  // the tolerances of the test above
+      // The tolerances of the test above, but AdamW's at 10%: with 44
+      // weights, one whose 16-bit sum is 0 in one order and not in the
+      // other moves by a whole lr in one run only, which is 3.9% of the
+      // update here (BF16, 4 ranks, DDP_TEST_SEED=14896; 0.26% the worst
+      // of 31 other seeds). A lost range (100%) or a local norm (21%)
+      // stays far outside.
+      bad += !(rel < (adamw ? 1e-1 : 5e-3));
     }
-    EXPECT_EQ(failures_anywhere(bad), 0) << (adamw ? "AdamW" : "SGD");
+    EXPECT_EQ(failures_anywhere(bad), 0) << (adamw ? "AdamW" : "SGD") << (fp32_sums ? ", FP32 sums" : "");
   }
 }
 

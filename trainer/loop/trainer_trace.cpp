@@ -22,7 +22,8 @@ std::vector<TraceRunInfo::Bucket> trace_buckets(const GradientReducer& reducer, 
   for (const GradientBucket& b : reducer.buckets()) {
     int ready = std::numeric_limits<int>::max();
     for (size_t t = b.first_segment; t < b.end_segment; ++t) ready = std::min(ready, final_after[t]);
-    out.push_back({b.offset, b.count, ready == std::numeric_limits<int>::max() ? -1 : ready});
+    out.push_back(
+        {b.offset, b.count, ready == std::numeric_limits<int>::max() ? -1 : ready, reducer.wire_element_bytes()});
   }
   return out;
 }
@@ -32,6 +33,7 @@ void Trainer::Impl::wire_tracer() {
   TraceRunInfo info;
   info.device = backend_.kind() == DeviceKind::Cuda ? "cuda" : "cpu";
   info.precision = precision_name(backend_.precision());
+  info.grad_reduce_dtype = cfg_.grad_reduce_fp32 ? "fp32" : info.precision;
   info.model = cfg_.model;
   info.zero_stage = cfg_.zero_stage;
   info.micro_batches = cfg_.grad_accum;

@@ -71,7 +71,8 @@ class MixedPrecisionOptimizer {
   MixedPrecisionOptimizer(Backend& backend, ParameterStore& params, const OptimizerConfig& config, Communicator& comm,
                           const ShardLayout& layout);
 
-  // grads_lowp hold loss-scaled gradients summed over ranks; `status` (in
+  // grads_lowp hold loss-scaled gradients summed over ranks (grads_fp32
+  // with read_fp32_sums); `status` (in
   // the backend's memory) holds this step's prepared scalars and receives
   // the Inf/NaN flag. want_norm computes grad_norm even without clipping
   // (for logging); it and clipping read the flag and the norm on the host.

@@ -55,8 +55,10 @@ class ParameterStore {
   Buffer<float> master_weights_fp32;  // (R) the weights the optimizer updates
   Buffer<lowp16> weights_lowp;        // (P, R at stage 3) fp16(master), what forward/backward read
   Buffer<float> momentum_fp32;        // (R) SGD momentum, or AdamW's first moment (exp_avg): the same role
-  Buffer<lowp16> grads_lowp;  // (P, R from stage 2) loss-scaled gradients, summed in FP16 (sharded: the owned range)
-  Buffer<float> grads_fp32;   // (R) unscaled gradients the optimizer reads
+  Buffer<lowp16> grads_lowp;  // (P, R from stage 2) loss-scaled gradients, summed in 16 bits (sharded: the owned range)
+  // (R) unscaled gradients the optimizer reads; with --grad-reduce-dtype fp32
+  // the loss-scaled FP32 sums first, unscaled there in place (grads_lowp is then not summed).
+  Buffer<float> grads_fp32;
   // AdamW only (empty until allocate_adamw_state): an SGD run pays nothing.
   Buffer<float> second_moment_fp32;   // (R) AdamW's exp_avg_sq
   Buffer<uint8_t> weight_decay_mask;  // (R) 1 on the elements of tensors whose registry flag says decay, else 0

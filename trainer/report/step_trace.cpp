@@ -157,6 +157,7 @@ void StepTracer::flush() {
     e.tid = 1;
     e.op = r.op;
     e.elements = r.elements;
+    e.element_bytes = r.element_bytes;
     e.bucket = r.bucket;
     e.layer = r.layer;
     e.name = std::string(r.op) + (r.bucket >= 0  ? " bucket " + std::to_string(r.bucket)
@@ -208,7 +209,7 @@ void StepTracer::write() {
     if (e.op != nullptr) {
       args["op"] = e.op;
       args["elements"] = e.elements;
-      args["bytes"] = e.elements * 2;
+      args["bytes"] = e.elements * e.element_bytes;
       args["called_ts"] = e.called_us;
     }
     if (e.dur_us < 0.0) {  // an instant, on its thread
@@ -240,7 +241,7 @@ void StepTracer::write() {
     buckets.push_back({{"bucket", b},
                        {"offset", k.offset},
                        {"elements", k.elements},
-                       {"bytes", k.elements * 2},
+                       {"bytes", k.elements * k.element_bytes},
                        {"ready_after_layer", k.ready_after_layer}});
   }
   json other = {{"format", "ddp_train trace 1"},
@@ -248,6 +249,7 @@ void StepTracer::write() {
                 {"world_size", comm_.world_size()},
                 {"device", info_.device},
                 {"precision", info_.precision},
+                {"grad_reduce_dtype", info_.grad_reduce_dtype},
                 {"transport", comm_.name()},
                 {"model", info_.model},
                 {"zero_stage", info_.zero_stage},

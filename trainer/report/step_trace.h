@@ -33,7 +33,8 @@ namespace ddp {
 // What the trace says of the run, for its readers (otherData).
 struct TraceRunInfo {
   std::string device, model;
-  std::string precision = "fp16";  // --precision: the 16-bit buffers' format
+  std::string precision = "fp16";          // --precision: the 16-bit buffers' format
+  std::string grad_reduce_dtype = "fp16";  // --grad-reduce-dtype: the gradients' sums, the precision or fp32
   int zero_stage = 0;
   int64_t micro_batches = 1, batch_per_rank = 0, global_batch = 0;
   size_t parameters = 0;
@@ -41,6 +42,7 @@ struct TraceRunInfo {
   struct Bucket {
     size_t offset = 0, elements = 0;
     int ready_after_layer = -1;  // the layer whose backward finishes it (backward runs from the last layer)
+    size_t element_bytes = 2;    // of a summed element on the wire (4: --grad-reduce-dtype fp32)
   };
   std::vector<Bucket> buckets;  // in start order
 };
@@ -105,7 +107,7 @@ class StepTracer {
     int64_t step;
     int layer = -1, bucket = -1;
     const char* op = nullptr;
-    size_t elements = 0;
+    size_t elements = 0, element_bytes = 2;
     double called_us = 0.0;
   };
   static constexpr size_t kNone = static_cast<size_t>(-1);

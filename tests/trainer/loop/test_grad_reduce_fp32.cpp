@@ -61,7 +61,8 @@ TEST_P(GradReduceFp32, AtOneRankTheFp32SumsGiveTheLowpSumsBits) {
       TrainConfig c = test::in_precision(run, GetParam());
       c.seed = seed;
       c.zero_stage = stage;
-      if (stage == 2) c.grad_accum = 1;  // stage 2 shards the gradients: no accumulation
+      c.bucket_mb = c.first_bucket_mb = 4.0 / 1024;  // several buckets: the staging buffers are reused
+      if (stage == 2) c.grad_accum = 1;              // stage 2 shards the gradients: no accumulation
       if (!c.inject_overflow_steps.empty()) c.loss_scaler.mode = LossScaleMode::Dynamic;  // bf16 too
       SCOPED_TRACE(c.model + " --zero " + std::to_string(stage));
       const test::TrainingRun lowp = test::train_with(cpu, c);
