@@ -63,6 +63,19 @@ inline double fp32_sum_rel_tol(size_t count) {
   return std::max(kFp32RelTol, 2.0 * static_cast<double>(count) * std::ldexp(1.0, -24));
 }
 
+// The same host data on both backends.
+template <class T>
+struct BackendPair {
+  Buffer<T> cpu, gpu;
+};
+template <class T>
+BackendPair<T> upload_to_both(CpuBackend& cpu, CudaBackend& gpu, const std::vector<T>& host) {
+  BackendPair<T> p{Buffer<T>(cpu, host.size()), Buffer<T>(gpu, host.size())};
+  p.cpu.upload(host);
+  p.gpu.upload(host);
+  return p;
+}
+
 class CudaKernels : public GpuTest {
  protected:
   CudaKernels() : rng(test::test_seed()) {}
@@ -72,17 +85,11 @@ class CudaKernels : public GpuTest {
     gpu = std::make_unique<CudaBackend>(0);
   }
 
-  // The same host data on both backends.
   template <class T>
-  struct Pair {
-    Buffer<T> cpu, gpu;
-  };
+  using Pair = BackendPair<T>;
   template <class T>
   Pair<T> both(const std::vector<T>& host) {
-    Pair<T> p{Buffer<T>(cpu, host.size()), Buffer<T>(*gpu, host.size())};
-    p.cpu.upload(host);
-    p.gpu.upload(host);
-    return p;
+    return upload_to_both(cpu, *gpu, host);
   }
 
   LowpFormat fmt;  // FP16, both backends' default
@@ -99,6 +106,8 @@ class CudaKernels : public GpuTest {
 // place of kFp16RelTol.
 class CudaLowpKernels : public GpuTest, public ::testing::WithParamInterface<Precision> {
  protected:
+  template <class T>
+  using Pair = BackendPair<T>;
   CudaLowpKernels() : rng(test::test_seed()) {}
   void SetUp() override {
     GpuTest::SetUp();
@@ -107,15 +116,8 @@ class CudaLowpKernels : public GpuTest, public ::testing::WithParamInterface<Pre
   }
 
   template <class T>
-  struct Pair {
-    Buffer<T> cpu, gpu;
-  };
-  template <class T>
   Pair<T> both(const std::vector<T>& host) {
-    Pair<T> p{Buffer<T>(cpu, host.size()), Buffer<T>(*gpu, host.size())};
-    p.cpu.upload(host);
-    p.gpu.upload(host);
-    return p;
+    return upload_to_both(cpu, *gpu, host);
   }
 
   LowpFormat fmt{GetParam()};

@@ -106,16 +106,23 @@ TEST_P(Zero, EveryStageTracksStageZeroWithTheSameWeightsOnEveryRank) {
 // owns: only rank 0's check sees it, and the MAX of the flag must skip the
 // step on every rank (with predivision on, and accumulation where the stage
 // allows it: stage 2 keeps whole gradients then, stage 3 whole gradients
-// with sharded weights).
+// with sharded weights). With 16-bit sums and with FP32 ones
+// (--grad-reduce-dtype fp32, in 4 KB buckets: several, the reducer's
+// staging reused); at stage 0 the Inf reaches every rank's sum.
 TEST_P(Zero, OverflowOnOneRankSkipsTheStepOnEveryRank) {
   MpiCommunicator comm(MPI_COMM_WORLD, 0, GetParam());
   const int n = comm.world_size();
   struct StageAccum {
     int stage;
     int64_t accum;
+    bool fp32_sums;
   };
-  for (const StageAccum sa : {StageAccum{1, 2}, StageAccum{2, 1}, StageAccum{3, 1}, StageAccum{3, 2}}) {
+  for (const StageAccum sa :
+       {StageAccum{1, 2, false}, StageAccum{2, 1, false}, StageAccum{3, 1, false}, StageAccum{3, 2, false},
+        StageAccum{0, 2, true}, StageAccum{1, 2, true}, StageAccum{2, 1, true}, StageAccum{3, 2, true}}) {
     TrainConfig c = test::in_precision(mlp_config(agreed_seed()), GetParam());
+    c.grad_reduce_fp32 = sa.fp32_sums;
+    if (sa.fp32_sums) c.bucket_mb = c.first_bucket_mb = 4.0 / 1024;
     c.zero_stage = sa.stage;
     c.steps = 16;
     c.stop_after_steps = 1;
@@ -144,7 +151,8 @@ TEST_P(Zero, OverflowOnOneRankSkipsTheStepOnEveryRank) {
     const TrainState end = t.snapshot();
     bad += end.skipped_steps != 2;
     bad += end.scaler.scale != c.loss_scaler.init_scale / 4;  // two backoffs by 0.5, no growth in 16 steps
-    EXPECT_EQ(failures_anywhere(bad), 0) << "--zero " << sa.stage << " --grad-accum " << sa.accum;
+    EXPECT_EQ(failures_anywhere(bad), 0) << "--zero " << sa.stage << " --grad-accum " << sa.accum
+                                         << (sa.fp32_sums ? " --grad-reduce-dtype fp32" : "");
   }
 }
 
