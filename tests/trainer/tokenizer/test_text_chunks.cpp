@@ -42,7 +42,9 @@ TEST(TextChunks, CuttingAtEverySafePointKeepsEveryPiece) {
   std::mt19937_64 rng(seed);
   const Pretokenizer p(kGpt2PretokenizerPattern);
   size_t cuts_checked = 0;
-  for (int i = 0; i < 100; ++i) {
+  // At least 100 texts, and on until over 1000 cuts are checked: the safe
+  // points per text vary (seed 110245371257900 found 995 in 100 texts).
+  for (int i = 0; i < 100 || (cuts_checked <= 1000 && i < 1000); ++i) {
     const std::string text = test::random_utf8(rng, 1 + rng() % 400);
     std::vector<size_t> cuts{0};
     for (size_t q = 1; q < text.size(); ++q)
