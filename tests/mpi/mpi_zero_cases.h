@@ -16,6 +16,7 @@
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/config/model_catalog.h"
 #include "trainer/config/train_config.h"
+#include "trainer/loop/trainer.h"
 
 namespace ddp::test::zero_cases {
 
@@ -85,6 +86,36 @@ inline int differs_from_root(const std::vector<T>& mine) {
   std::vector<T> root = mine;
   MPI_Bcast(root.data(), static_cast<int>(root.size() * sizeof(T)), MPI_BYTE, 0, MPI_COMM_WORLD);
   return std::memcmp(root.data(), mine.data(), mine.size() * sizeof(T)) != 0;
+}
+
+// `c` trained at --zero `stage` one step per run() call, checked after
+// every step: the step count advanced by one, the 16-bit weights bitwise
+// rank 0's, the layout's padding still zero. Returns the failed checks
+// (this rank's), the skipped steps and the final master weights.
+struct StepwiseRun {
+  int bad = 0;
+  int64_t skipped = 0;
+  std::vector<float> master;
+};
+inline StepwiseRun run_stepwise(const TrainConfig& c, int stage, Backend& backend, Communicator& comm,
+                                const TrainTestData& data, const ParameterRegistry& registry) {
+  TrainConfig stepwise = c;
+  stepwise.zero_stage = stage;
+  stepwise.stop_after_steps = 1;
+  Trainer sharded(stepwise, backend, comm, data);
+  sharded.prepare();
+  StepwiseRun out;
+  out.bad = differs_from_root(sharded.weights_lowp());
+  for (int64_t step = 1; step <= c.steps; ++step) {
+    const TrainSummary s = sharded.run();
+    out.skipped += s.skipped_steps;
+    out.bad += s.final_step != step;
+    const std::vector<lowp16> weights = sharded.weights_lowp();
+    out.bad += differs_from_root(weights);
+    out.bad += nonzero_padding(weights, registry) > 0;
+  }
+  out.master = sharded.snapshot().master_weights_fp32;
+  return out;
 }
 
 // Whether two training states differ (a restore, a resumed run).
