@@ -4,9 +4,13 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <string>
+#include <thread>
 
 #include "comm/mpi_check.h"
+#include "kernels/error.h"
 
 namespace ddp {
 
@@ -45,6 +49,27 @@ MpiEnvironment::~MpiEnvironment() {
 }
 
 bool MpiEnvironment::has_mpi() const { return true; }
+
+std::vector<uint64_t> MpiEnvironment::allgather_words(const std::vector<uint64_t>& words, double timeout_s) const {
+  std::vector<uint64_t> gathered(words.size() * static_cast<size_t>(world_size_));
+  const int count = static_cast<int>(words.size());
+  MPI_Request request;
+  DDP_MPI_CHECK(MPI_Iallgather(words.data(), count, MPI_UINT64_T, gathered.data(), count, MPI_UINT64_T,
+                               MPI_COMM_WORLD, &request));
+  // Polled, not waited: the deadline is this rank's own (no watchdog runs yet).
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    int done = 0;
+    DDP_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
+    if (done) return gathered;
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (timeout_s > 0 && waited > timeout_s)
+      throw Error("start-up: the other ranks did not reach the configuration check within --collective-timeout " +
+                  std::to_string(static_cast<long long>(timeout_s)) +
+                  " s (a rank runs another program or a different ddp_train, or is stuck reading its input)");
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
 
 void MpiEnvironment::abort_job(int exit_code) const {
   MPI_Abort(MPI_COMM_WORLD, exit_code);

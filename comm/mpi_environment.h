@@ -6,7 +6,9 @@
 // without MPI (DDP_MPI=OFF) is always a world of one.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace ddp {
 
@@ -37,6 +39,13 @@ class MpiEnvironment {
   int node_block_size() const { return node_block_size_; }
   const std::string& host() const { return host_; }
   bool has_mpi() const;
+
+  // Every rank's `words` (the same count on each), in rank order, over
+  // MPI_COMM_WORLD: the start-up agreement's one collective, made before any
+  // Communicator exists. It waits at most `timeout_s` (<= 0: forever) for
+  // the other ranks, then throws ddp::Error saying none of them came: a rank
+  // that runs another program, or is stuck before it, cannot hang the job.
+  std::vector<uint64_t> allgather_words(const std::vector<uint64_t>& words, double timeout_s) const;
 
   // Ends every rank of the job (MPI_Abort), so no peer waits in a collective.
   [[noreturn]] void abort_job(int exit_code) const;

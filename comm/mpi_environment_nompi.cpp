@@ -17,6 +17,10 @@ MpiEnvironment::~MpiEnvironment() = default;
 
 bool MpiEnvironment::has_mpi() const { return false; }
 
+std::vector<uint64_t> MpiEnvironment::allgather_words(const std::vector<uint64_t>& words, double) const {
+  return words;
+}
+
 void MpiEnvironment::abort_job(int exit_code) const { std::_Exit(exit_code); }
 
 }  // namespace ddp

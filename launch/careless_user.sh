@@ -41,7 +41,7 @@ mkdir -p fm
 for f in /usr/share/datasets/fashion-mnist/*.gz; do ln -sf "$f" fm/; done
 
 SECTIONS=(outputs_overlapping outputs_existing pruning resume_elsewhere resume_flags damaged fields unbounded flags signals)
-SECTIONS+=(token_files gpt_shapes safetensors_inputs generate predict zero trace python_tools)
+SECTIONS+=(token_files gpt_shapes safetensors_inputs generate predict zero trace python_tools python_interpreter)
 RUN=("${SECTIONS[@]}")
 (($#)) && RUN=("$@")
 for section in "${RUN[@]}"; do

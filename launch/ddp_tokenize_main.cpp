@@ -141,6 +141,11 @@ size_t check_inputs(const std::vector<std::string>& inputs) {
     if (::stat(path.c_str(), &st) != 0) throw ddp::DataError(path, "cannot be read (no such file?)");
     if (!S_ISREG(st.st_mode)) throw ddp::DataError(path, "not a regular file");
     if (st.st_size == 0) throw ddp::DataError(path, "is empty: no text to tokenize");
+    // Its header and uint16 tokens would be tokenized as text, silently.
+    if (starts_with_llmc_magic(path))
+      throw ddp::DataError(path,
+                           "is already an llm.c .bin token shard (its magic " + std::to_string(ddp::kLlmcMagic) +
+                               "), not text: ddp_train --data text --train-text reads it as it is");
     ddp::require_within_limit(path, static_cast<size_t>(st.st_size), ddp::input_limit_bytes(), "the text");
     total += static_cast<size_t>(st.st_size);
   }

@@ -6,6 +6,7 @@
 //   comm/collective_watchdog.h  a collective that waits past --collective-timeout ends the job
 //   launch/cli/options.h        command line + INI config -> TrainConfig
 //   launch/cli/device_select.h  --device -> CpuBackend / CudaBackend (device = local rank)
+//   launch/cli/run_settings.h   the effective configuration every rank compares with rank 0's at start-up
 //   launch/bench/bench_report.h --bench: the timed steps' JSON line
 //   trainer/data/data_source.h  --data -> train and test sets
 //   trainer/config/model_catalog.h  the configured model's widths and FLOPs (--bench's data and line)
@@ -26,10 +27,12 @@
 #include "launch/bench/bench_report.h"
 #include "launch/cli/device_select.h"
 #include "launch/cli/options.h"
+#include "launch/cli/run_settings.h"
 #include "trainer/config/config_check.h"
 #include "trainer/modes/generation.h"
 #include "trainer/modes/inference.h"
 #include "trainer/config/model_catalog.h"
+#include "trainer/config/rank_agreement.h"
 #include "trainer/loop/stop_signal.h"
 #include "trainer/data/synthetic_data.h"
 #include "trainer/data/token_files.h"
@@ -122,6 +125,19 @@ std::unique_ptr<ddp::CollectiveWatchdog> make_watchdog(const ddp::TrainConfig& c
   });
 }
 
+// Every rank's flags, input files and device kind against rank 0's, in one
+// all-gather before anything else is collective: ranks started differently
+// stop together with one line naming the setting, instead of crashing,
+// hanging or training silently wrong. A world of one has no one to differ.
+void agree_across_ranks(const ddp::ParsedOptions& opts, const ddp::MpiEnvironment& env) {
+  if (env.world_size() == 1) return;
+  const std::vector<ddp::Setting> settings = ddp::run_settings(opts);
+  const std::vector<uint64_t> gathered =
+      env.allgather_words(ddp::agreement_record(settings), opts.config.collective_timeout_s);
+  const std::string problem = ddp::find_disagreement(settings, gathered, env.world_size());
+  if (!problem.empty()) throw ddp::AgreedError(problem);
+}
+
 // --predict: no data set, no Trainer; the model, its weights, X's rows.
 int predict(const ddp::TrainConfig& config, const ddp::MpiEnvironment& env) {
   const std::string note = ddp::check_prediction_files(config);
@@ -174,6 +190,7 @@ int main(int argc, char** argv) {
     // Everything that can reject the input (flags, data, model shape,
     // checkpoint) runs before any output file is opened.
     ddp::check_config_for_world(opts.config, env->world_size());
+    agree_across_ranks(opts, *env);
     if (!opts.config.predict_path.empty()) return predict(opts.config, *env);
     if (opts.config.generate_tokens != 0) return generate(opts.config, *env);
     if (opts.bench.enabled) prepare_bench_config(opts.config, opts.bench);

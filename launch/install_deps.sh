@@ -25,6 +25,8 @@ install_missing_debs install_deps "${packages[@]}"
 # TensorBoard's own event writer (launch/metrics_to_tensorboard.py and its
 # test) is PyPI's tensorboard package: Debian has none.
 # launch/tune.py's search (and its test) uses PyPI's optuna.
+# The tools run with this interpreter whichever python3 comes first on PATH:
+# launch/ddp_tools/common/interpreter.py's PROVISIONED (change both together).
 python=/usr/bin/python3
 pip=("$python" -m pip install --quiet --disable-pip-version-check)
 pypi_install() {  # module to import, package to install

@@ -4,6 +4,10 @@
 #include "kernels/cpu/cpu_thread_pool.h"
 
 #include <chrono>
+#include <string>
+#include <system_error>
+
+#include "kernels/error.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -34,10 +38,20 @@ uint64_t ticket_of(uint64_t generation) { return generation << 16; }
 }  // namespace
 
 CpuThreadPool::CpuThreadPool(int threads) {
-  for (int t = 1; t < threads; ++t) workers_.emplace_back([this] { worker_loop(); });
+  try {
+    for (int t = 1; t < threads; ++t) workers_.emplace_back([this] { worker_loop(); });
+  } catch (const std::system_error& e) {
+    // A joinable std::thread destroyed unjoined would end the process (std::terminate).
+    const size_t started = workers_.size();
+    stop_workers();
+    throw Error("cannot start " + std::to_string(threads) + " CPU threads: the system refused thread " +
+                std::to_string(started + 2) + " (" + e.code().message() + ")");
+  }
 }
 
-CpuThreadPool::~CpuThreadPool() {
+CpuThreadPool::~CpuThreadPool() { stop_workers(); }
+
+void CpuThreadPool::stop_workers() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_.store(true);
@@ -45,6 +59,7 @@ CpuThreadPool::~CpuThreadPool() {
   }
   wake_.notify_all();
   for (std::thread& w : workers_) w.join();
+  workers_.clear();
 }
 
 bool CpuThreadPool::try_join(uint64_t generation) {

@@ -28,7 +28,9 @@ namespace ddp {
 
 class CpuThreadPool {
  public:
-  // threads >= 1: the caller plus threads - 1 started workers.
+  // threads >= 1: the caller plus threads - 1 started workers. Throws
+  // ddp::Error, one line saying how many started, when the system cannot
+  // start them all (a process or memory limit); those started are stopped.
   explicit CpuThreadPool(int threads);
   ~CpuThreadPool();
   CpuThreadPool(const CpuThreadPool&) = delete;
@@ -69,6 +71,8 @@ class CpuThreadPool {
   void run_erased(Call call, void* ctx);
   void worker_loop();
   bool try_join(uint64_t generation);
+  // Wakes every worker to leave and joins it (the destructor, or a start that failed).
+  void stop_workers();
 
   std::vector<std::thread> workers_;
   // The job: written by the caller before it bumps `generation_`, read by

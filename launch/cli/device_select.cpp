@@ -25,7 +25,26 @@ int default_threads(int local_ranks) {
   if (sched_getaffinity(0, sizeof mask, &mask) == 0 && CPU_COUNT(&mask) < all) return std::max(1, CPU_COUNT(&mask));
   return std::max(1, all / std::max(local_ranks, 1));
 }
+
+// The cores this process may run on: its affinity mask, else the machine's.
+int cores_for_this_rank() {
+  cpu_set_t mask;
+  if (sched_getaffinity(0, sizeof mask, &mask) == 0) return std::max(1, CPU_COUNT(&mask));
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+// --threads above this many per core is refused (cores_for_this_rank).
+constexpr int kMaxThreadsPerCore = 8;
 }  // namespace
+
+std::string resolved_device_kind(const std::string& device) {
+#if defined(DDP_HAVE_CUDA)
+  if (device != "cpu" && visible_cuda_devices() > 0) return "cuda";
+#else
+  (void)device;
+#endif
+  return "cpu";
+}
 
 DeviceChoice select_device(const std::string& device, int local_rank, int local_ranks, int cpu_threads,
                            [[maybe_unused]] const std::string& host, Precision precision) {  // host: CUDA only
@@ -48,7 +67,18 @@ DeviceChoice select_device(const std::string& device, int local_rank, int local_
   }
   const int threads = cpu_threads > 0 ? cpu_threads : default_threads(local_ranks);
   (void)local_rank;  // picks the GPU only
-  out.backend = std::make_unique<CpuBackend>(threads, precision);
+  // Workers beyond a few per core only wait for one (each spins before it
+  // sleeps): thousands of them make every step crawl, which looks like a hang.
+  const int cores = cores_for_this_rank();
+  if (cpu_threads > kMaxThreadsPerCore * cores)
+    throw Error("--threads " + std::to_string(cpu_threads) + ": this rank can run on " + std::to_string(cores) +
+                " core(s), and more than " + std::to_string(kMaxThreadsPerCore) +
+                " threads a core only slow it down (0 takes its cores)");
+  try {
+    out.backend = std::make_unique<CpuBackend>(threads, precision);
+  } catch (const Error& e) {
+    throw Error("--threads " + std::to_string(threads) + (cpu_threads > 0 ? "" : " (the default)") + ": " + e.what());
+  }
   out.notice = "device: " + out.backend->description() +
                (device == "auto" ? " (no GPU: " + why_none + ")" : std::string(" (--device cpu)"));
   return out;

@@ -50,7 +50,7 @@ po::options_description optimisation_flags(TrainConfig& c, FlagText& t) {
       ("steps", po::value(&c.steps)->default_value(0), "iterations to run instead of --epochs (0: use --epochs)")
       ("stop-after-steps", po::value(&c.stop_after_steps)->default_value(0),
        "end this run after N iterations, with a checkpoint (e.g. to fit a scheduler slot); --resume continues")
-      ("seed", po::value(&t.seed)->default_value(0), "seed for initialisation and shuffling")
+      ("seed", po::value(&t.seed)->default_value(0), "seed for initialisation and shuffling (>= 0)")
       ("optimizer", po::value(&t.optimizer)->default_value(t.optimizer),
        "sgd | adamw (torch.optim.AdamW: decoupled weight decay, none on biases)")
       ("lr", po::value(&c.lr)->default_value(c.lr), "base learning rate (AdamW: try 1e-3)")

@@ -29,7 +29,7 @@ po::options_description general_flags(TrainConfig& c, FlagText& t) {
       ("help,h", "show this help and exit")
       ("config", po::value(&t.config_file), "INI file with the same options (key = value); the command line wins")
       ("device", po::value(&c.device)->default_value(c.device), "auto | cuda | cpu (auto: CUDA when a GPU is visible)")
-      ("threads", po::value(&c.threads)->default_value(c.threads), "CPU compute threads per rank (0: the cores mpirun bound the rank to, else cores / local ranks)")
+      ("threads", po::value(&c.threads)->default_value(c.threads), "CPU compute threads per rank (0: the cores mpirun bound the rank to, else cores / local ranks; at most 8 a core)")
       ("collective-timeout", po::value(&c.collective_timeout_s)->default_value(c.collective_timeout_s),
        "seconds a collective may wait for the other ranks before this rank ends the job (0: wait forever)");
   // clang-format on
@@ -67,6 +67,8 @@ po::options_description fault_flags(TrainConfig& c, FlagText& t) {
 }
 
 void apply_run_flags(const po::variables_map& vm, const FlagText& t, TrainConfig& c) {
+  // Read as a signed number so that "-1" is refused, not wrapped to 2^64 - 1.
+  if (t.seed < 0) throw Error("--seed must be >= 0 (it is " + std::to_string(t.seed) + ")");
   c.seed = static_cast<uint64_t>(t.seed);
   c.shuffle = !vm["no-shuffle"].as<bool>();
   c.prefetch_batches = !vm["no-prefetch"].as<bool>();

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -45,6 +46,44 @@ void defuse_placeholders(po::error_with_option_name& e) {
     for (char ch : value) safe += ch == '%' ? std::string("\xef\xbc\x85") : std::string(1, ch);
     e.set_substitute(key, safe);
   }
+}
+
+// A flag's parsed value as text, whatever its type: the start-up agreement
+// compares these between ranks, so two spellings of one value ("0.1",
+// "1e-1") are one text. Throws for a type added without a case here (a test
+// parses every flag's default).
+std::string value_text(const boost::any& value, const std::string& flag) {
+  if (value.empty()) return "(unset)";
+  if (const auto* v = boost::any_cast<std::string>(&value)) return "'" + *v + "'";
+  if (const auto* v = boost::any_cast<bool>(&value)) return *v ? "true" : "false";
+  if (const auto* v = boost::any_cast<int>(&value)) return std::to_string(*v);
+  if (const auto* v = boost::any_cast<int64_t>(&value)) return std::to_string(*v);
+  if (const auto* v = boost::any_cast<uint64_t>(&value)) return std::to_string(*v);
+  if (const auto* v = boost::any_cast<double>(&value)) {
+    // The shortest text that reads back as the same double: equal texts are
+    // equal values, and 0.1 reads as a user wrote it; a whole number as one.
+    if (std::fabs(*v) < 1e15 && *v == std::floor(*v)) return std::to_string(static_cast<long long>(*v));
+    std::string text;
+    for (int digits = 1; digits <= 17; ++digits) {
+      std::ostringstream out;
+      out.precision(digits);
+      out << *v;
+      text = out.str();
+      if (std::strtod(text.c_str(), nullptr) == *v) break;
+    }
+    return text;
+  }
+  throw Error("--" + flag + ": a flag of a type the start-up agreement cannot print (options.cpp: value_text)");
+}
+
+std::vector<Setting> flag_values(const po::options_description& all, const po::variables_map& vm) {
+  std::vector<Setting> out;
+  for (const auto& option : all.options()) {
+    const std::string& flag = option->long_name();
+    const auto it = vm.find(flag);
+    out.push_back({"--" + flag, it == vm.end() ? "(unset)" : value_text(it->second.value(), flag)});
+  }
+  return out;
 }
 
 }  // namespace
@@ -107,6 +146,7 @@ ParsedOptions parse_options(int argc, const char* const argv[]) {
   out.help_text = help.str();
   out.show_help = vm.count("help") > 0;
   if (out.show_help) return out;
+  out.flag_values = flag_values(all, vm);
   for (const auto& [name, value] : vm)
     if (!value.defaulted()) c.given_flags.insert(name);
   c.config_path = t.config_file;

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "trainer/config/rank_agreement.h"
 #include "trainer/config/train_config.h"
 
 namespace ddp {
@@ -22,6 +23,10 @@ struct ParsedOptions {
   BenchOptions bench;
   bool show_help = false;
   std::string help_text;
+  // Every flag parse_options knows, "--name" and its value as text (given,
+  // from --config, or defaulted; "(unset)" without a default), in --help's
+  // order: what the start-up agreement compares (run_settings.h).
+  std::vector<Setting> flag_values;
 };
 
 // Throws ddp::Error with one line naming the flag on anything malformed.

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernels/error.h"
+#include "launch/cli/mode_flags.h"
 #include "trainer/checkpoint/weights_dtype.h"
 #include "trainer/checkpoint/weights_io.h"
 #include "trainer/config/model_catalog.h"
@@ -102,8 +103,6 @@ constexpr Needs kNeeds[] = {
     {"generate-logits", "--generate", generating},
     {"kv-cache", "--generate or --sample-every", generating_or_sampling, false},
     {"tokenizer", "--data text or --generate (a language model's tokens)", token_data},
-    // --predict reads feature rows; a GPT continues text instead.
-    {"predict", "--model mlp (a GPT's inference is --generate)", feature_model, false},
 };
 // The flags of one model only (each row's ModelFlag list, model_table.h)
 // are refused with another, as a Needs row is.
@@ -146,14 +145,20 @@ void check_generate_flags(const TrainConfig& c, const BenchOptions& bench) {
     throw Error("--generate needs --resume or --init-weights (the weights to sample from)");
   if (!c.predict_path.empty() || c.eval_only || bench.enabled)
     throw Error("--generate, --predict, --eval-only and --bench contradict each other: give one");
-  for (const char* flag : {"save-weights", "steps", "epochs", "stop-after-steps", "checkpoint-every",
-                           "keep-checkpoints", "async-checkpoint", "metrics", "train-text", "val-text", "val-fraction",
-                           "eval-every", "sample-every", "sample-length", "trace", "trace-steps"})
-    if (on_command_line(c, flag))
-      throw Error(std::string("--") + flag + " has no meaning with --generate (it reads no data and writes " +
-                  "nothing but the bytes on stdout)");
-  if (on_command_line(c, "checkpoint-dir") && !(c.resume && c.resume_path.empty()))
-    throw Error("--checkpoint-dir has no meaning with --generate unless a bare --resume looks in it");
+  check_mode_flags(c, RunMode::Generate);
+}
+
+// At most one of the modes that replace training.
+void check_one_mode(const TrainConfig& c, const BenchOptions& bench) {
+  const bool predicting = given(c, "predict") || given(c, "predictions");
+  const int modes = int{generating(c)} + int{predicting} + int{c.eval_only} + int{bench.enabled};
+  // --predict reads feature rows; a GPT continues text instead (before the
+  // flags a GPT's run gives that --predict does not read).
+  if (predicting && !feature_model(c)) throw Error("--predict needs --model mlp (a GPT's inference is --generate)");
+  if (modes <= 1) return;
+  if (generating(c)) throw Error("--generate, --predict, --eval-only and --bench contradict each other: give one");
+  if (predicting) throw Error("--predict, --eval-only and --bench contradict each other: give one");
+  throw Error("--eval-only and --bench contradict each other: give one");
 }
 
 }  // namespace
@@ -186,6 +191,10 @@ void check_flags_as_a_whole(TrainConfig& c, const BenchOptions& bench) {
   };
   for (const auto& [flag, value] : paths)
     if (given(c, flag) && value->empty()) throw Error(std::string("--") + flag + ": the path is empty");
+  // The mode first: a flag it does not read is named as such, before a rule
+  // below could send the user to another flag the mode does not read either.
+  check_one_mode(c, bench);
+  check_mode_flags(c, run_mode(c, bench));
   // The command line wins over the config file: a config's flag that the
   // command line makes meaningless (another --data kind, another mode) is
   // ignored, as a flag the command line contradicts is overridden. Within one
@@ -235,13 +244,7 @@ void check_flags_as_a_whole(TrainConfig& c, const BenchOptions& bench) {
     if (!c.resume && c.init_weights_dir.empty())
       throw Error("--predict needs --resume or --init-weights (the weights to predict with)");
     if (c.eval_only || bench.enabled) throw Error("--predict, --eval-only and --bench contradict each other: give one");
-    for (const char* flag :
-         {"save-weights", "steps", "epochs", "stop-after-steps", "checkpoint-every", "keep-checkpoints",
-          "async-checkpoint", "metrics", "eval-every", "sample-every", "sample-length", "trace", "trace-steps"})
-      if (on_command_line(c, flag))
-        throw Error(std::string("--") + flag + " has no meaning with --predict (it writes nothing but --predictions)");
-    if (on_command_line(c, "checkpoint-dir") && !(c.resume && c.resume_path.empty()))
-      throw Error("--checkpoint-dir has no meaning with --predict unless a bare --resume looks in it");
+    check_mode_flags(c, RunMode::Predict);
   } else if (given(c, "predict-output")) {
     throw Error("--predict-output needs --predict");
   }
@@ -278,22 +281,10 @@ void check_flags_as_a_whole(TrainConfig& c, const BenchOptions& bench) {
     if (!c.resume && c.init_weights_dir.empty())
       throw Error("--eval-only needs --resume or --init-weights (the weights to evaluate)");
     if (bench.enabled) throw Error("--eval-only and --bench contradict each other: give one");
-    for (const char* flag :
-         {"save-weights", "steps", "epochs", "stop-after-steps", "checkpoint-every", "keep-checkpoints",
-          "async-checkpoint", "eval-every", "sample-every", "sample-length", "trace", "trace-steps"})
-      if (on_command_line(c, flag))
-        throw Error(std::string("--") + flag + " has no meaning with --eval-only (it trains nothing and writes " +
-                    "nothing but --metrics)");
-    if (on_command_line(c, "checkpoint-dir") && !(c.resume && c.resume_path.empty()))
-      throw Error("--checkpoint-dir has no meaning with --eval-only unless a bare --resume looks in it");
+    check_mode_flags(c, RunMode::EvalOnly);
   }
   if (bench.enabled) {
-    for (const char* flag :
-         {"metrics", "checkpoint-dir", "resume", "save-weights", "init-weights", "steps", "epochs", "stop-after-steps",
-          "checkpoint-every", "keep-checkpoints", "async-checkpoint", "eval-every", "sample-every", "sample-length"})
-      if (on_command_line(c, flag))
-        throw Error(std::string("--") + flag + " has no meaning with --bench (it times steps on random data and " +
-                    "writes nothing but its JSON line)");
+    check_mode_flags(c, RunMode::Bench);
   } else {
     for (const char* flag : {"bench-warmup", "bench-steps", "peak-tflops"})
       if (on_command_line(c, flag)) throw Error(std::string("--") + flag + " needs --bench");

@@ -23,4 +23,12 @@ tool; launch/<tool>.py, the scripts the README shows, run the same cli()
 function, and so do the console scripts of launch/pyproject.toml where the
 package is pip-installed. Imports between the modules are absolute
 (ddp_tools.<family>.<module>); none edits sys.path.
+
+Started as a tool (launch/<tool>.py, `-m ddp_tools...`) under an interpreter
+that lacks the family's packages, the process re-executes itself with the one
+launch/install_deps.sh provisioned (/usr/bin/python3) where that one has them:
+common/interpreter.py, which says why and when.
 """
+from ddp_tools.common import interpreter as _interpreter
+
+_interpreter.reexec_if_needed()

@@ -135,6 +135,11 @@ TEST_F(CliFlags, NumbersOutsideTheirSenseAreRefused) {
       {"--inject-overflow 2 --inject-overflow-rank 1", {"--inject-overflow-rank 1", "no such rank"}},
       {"--stall-at-step 2 --stall-rank 3", {"--stall-rank 3", "no such rank"}},
       {"--bucket-mb 1e300", {"--bucket-mb"}},
+      // Values the run cannot use: once taken silently (a wrapped seed, an Inf scale).
+      {"--seed -1", {"--seed must be >= 0", "-1"}},
+      {"--init-scale 1e39", {"--init-scale 1e+39", "beyond FP32's largest value"}},
+      {"--loss-scale static:4e38", {"--loss-scale static:<S> 4e+38", "beyond FP32"}},
+      {"--init-scale 1e39 --min-loss-scale 5e38", {"--init-scale", "beyond FP32"}},
   };
   for (const auto& [args, words] : cases) {
     SCOPED_TRACE(args);

@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <random>
@@ -16,6 +18,7 @@
 
 #include "support/cli_test.h"
 #include "support/test_support.h"
+#include "trainer/io/npy_io.h"
 
 namespace ddp {
 namespace {
@@ -127,6 +130,28 @@ TEST_F(CliPrecision, ACheckpointResumesInTheOtherPrecisionWithTheSameMasters) {
       EXPECT_NE(c.output.find("final loss scale 1\n"), std::string::npos) << c.output;
     }
   }
+}
+
+// A weight of 1e5 (above FP16's 65504) loaded into an FP16 run would make
+// its working copy Inf and every loss NaN: refused with the tensor named,
+// and --precision bf16 offered, which takes it. Before the check it trained
+// on NaN.
+TEST_F(CliPrecision, WeightsBeyondFp16AreRefusedInFp16AndTakenInBf16) {
+  const std::string w = dir + "/w";
+  ASSERT_EQ(run(mlp_args() + " --steps 1 --save-weights " + w).exit_code, 0);
+  std::string npy;
+  for (const auto& e : std::filesystem::directory_iterator(w))
+    if (npy.empty() || e.path().string() < npy) npy = e.path().string();
+  const NpyArray array = read_npy(npy);
+  std::vector<float> values(array.count());
+  std::memcpy(values.data(), array.data.data(), values.size() * sizeof(float));
+  values[test::test_seed() % values.size()] = -1e5f;
+  save_npy_fp32(npy, values.data(), array.shape);
+  expect_refused_before_training(mlp_args() + " --steps 1 --init-weights " + w,
+                                 {"--init-weights " + w + ": tensor", "holds -100000", "beyond FP16's largest value",
+                                  "--precision bf16"});
+  const test::CommandResult bf16 = run(mlp_args() + " --steps 1 --init-weights " + w + " --precision bf16");
+  EXPECT_EQ(bf16.exit_code, 0) << bf16.output;
 }
 
 TEST_F(CliPrecision, ABadPrecisionIsRefusedInOneLine) {

@@ -89,13 +89,14 @@ TEST_F(CliSafetensors, SaveWeightsDtypeRoundsTheFp32ExportOnceOrFallsBackSayingS
     }
     EXPECT_EQ(read_safetensors(file).tensors[0].dtype, bf16 ? SafetensorsDtype::BF16 : SafetensorsDtype::F16);
   }
-  // A start whose weights hold 70000, kept by a step that cannot move them.
+  // A start whose weights hold 70000, kept by a step that cannot move them
+  // (in BF16: an FP16 run refuses weights beyond 65504 at load).
   std::vector<float> big = f32;
   big[registry.tensors()[0].offset] = 70000.0f;
   save_weights(dir + "/big.safetensors", registry, big);
   const test::CommandResult r =
-      run(data() + "--steps 1 --lr 1e-30 --momentum 0 --init-weights " + dir + "/big.safetensors --save-weights " +
-          dir + "/out16.safetensors --save-weights-dtype fp16");
+      run(data() + "--steps 1 --lr 1e-30 --momentum 0 --precision bf16 --init-weights " + dir +
+          "/big.safetensors --save-weights " + dir + "/out16.safetensors --save-weights-dtype fp16");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("beyond FP16's 65504: the weights are written in fp32 instead"), std::string::npos)
       << r.output;

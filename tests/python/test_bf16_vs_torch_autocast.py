@@ -12,17 +12,18 @@ start from one safetensors file: ours in bf16 and fp16, PyTorch 1.13 in
 the loss in FP32, FP32 parameters and SGD: the same split as ours) and in
 plain FP32.
 
-Tolerance, per step: |ours_bf16 - torch_bf16| <= 0.75 x the largest
+Tolerance, per step: |ours_bf16 - torch_bf16| <= 2.5 x the largest
 distance of torch's bf16 run from its own fp32 run over the 30 steps, plus
 1e-5. Both runs round the same forward to BF16 (the Linear outputs, the
 ReLU's input and output), so step 1 agrees to FP32's rounding (held to
-1e-4 relative: an FP16 or FP32 forward is off by more); afterwards they
-differ only where the backward rounds (torch keeps some gradient sums in
-FP32 that we round to BF16), which moves the loss by a fraction of BF16's
-whole effect: 0.000x to 0.26x over 25 seeds, where a run not in BF16 at
-all sits at about 1x (as far from torch's bf16 as torch's own fp32 is),
-and a wrong update or format far beyond. The script prints the ratio, and
-fp16's distance from torch's fp32.
+1e-4 relative: an FP16 or FP32 forward is off by more: that check tells the
+format). Afterwards they differ where the backward rounds, and how much
+depends on torch's CPU BF16 path: on a CPU with AVX512-BF16 0.000x to 0.26x
+of BF16's whole effect over 25 seeds; on an AMD EPYC without it (torch 1.13,
+2026-12-07) 0.54x to 1.45x over 12 seeds, the same with the build before
+that date (so torch's rounding, not ours, moved). A wrong update stays far
+beyond: --lr 5% off gave 13x to 46x over 5 seeds. The script prints the
+ratio, and fp16's distance from torch's fp32.
 
 Exits 77 (ctest's SKIP_RETURN_CODE) when numpy, safetensors or torch is
 missing.
@@ -122,7 +123,7 @@ def main():
     torch_bf16 = theirs(x, y, sd, True)
     torch_fp32 = theirs(x, y, sd, False)
     noise = max(abs(a - b) for a, b in zip(torch_bf16, torch_fp32))
-    bound = 0.75 * noise + 1e-5
+    bound = 2.5 * noise + 1e-5
     worst = max(abs(a - b) for a, b in zip(ours_bf16, torch_bf16))
     fp16_off = max(abs(a - b) for a, b in zip(ours_fp16, torch_fp32))
     print(f"loss at step 1 / {STEPS}: ours bf16 {ours_bf16[0]:.5f} / {ours_bf16[-1]:.5f}, torch bf16 "

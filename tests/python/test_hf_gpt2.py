@@ -18,7 +18,8 @@ GPT2LMHeadModel (PyPI, on Debian's torch), on randomly initialised tiny GPT2Conf
     same text from the same prompt (our BPE against tiktoken's ids, decoded), and our
     export of a model trained on GPT-2 tokens has their vocabulary and their loss;
 (d) bad input refused in one line with nothing written: each unsupported config setting
-    named, an untied lm_head, a sharded or .bin-only save, a disagreeing shape flag, a
+    named, an untied lm_head, a tensor under two names (with and without "transformer."),
+    a sharded or .bin-only save, a disagreeing shape flag, a
     context above n_positions, a tokenizer mismatch, an export path that is a file or
     holds another tool's config.json (left as it was).
 
@@ -209,6 +210,13 @@ def part_a(r, rng):
     save_file(state, bare, metadata={"format": "pt"})
     r.refused(["--model", "gpt", "--init-weights", bare, "--n-head", "2", "--generate", "3", "--prompt", "ab"],
               ["lm_head.weight: not equal to wte.weight"], "an untied lm_head")
+    # One tensor under both names (with and without "transformer."): which to load would be a guess.
+    state["lm_head.weight"] = model.lm_head.weight.detach().clone()
+    state["transformer.h.1.ln_2.weight"] = state["h.1.ln_2.weight"] * 2
+    save_file(state, bare, metadata={"format": "pt"})
+    r.refused(["--model", "gpt", "--init-weights", bare, "--n-head", "2", "--generate", "3", "--prompt", "ab"],
+              ["transformer.h.1.ln_2.weight is stored twice, with and without the 'transformer.' prefix"],
+              "a tensor under two names")
     return hf_dir, val
 
 

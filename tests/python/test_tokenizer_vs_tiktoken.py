@@ -14,8 +14,8 @@ Each input file is one document: ours must equal [50256] + enc.encode_ordinary(t
     text, long runs), one file each, in one run;
 (d) ill-formed UTF-8: ours must equal tiktoken's ids of bytes.decode("utf-8", "replace");
 (e) decoding: tiktoken's decode_bytes of our ids gives back each valid file's bytes;
-(f) an empty input and a ranks file that is not r50k_base are refused in one line, exit 1,
-    no output written;
+(f) an empty input, an llm.c token shard (already tokenized) and a ranks file that is not
+    r50k_base are refused in one line, exit 1, no output written;
 (g) an existing output is refused without --overwrite, kept with it unless it is an llm.c
     shard, and an input is never the output.
 Exits 77 (ctest's SKIP_RETURN_CODE), saying why, when tiktoken or the ranks file is missing.
@@ -163,6 +163,10 @@ def main():
         r = run_ours(tool, other, [write("x.txt", "x")], out, expect_ok=False)
         check(r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1 and "r50k_base" in r.stderr
               and not os.path.exists(out), f"(f) another ranks table is refused in one line: {r.stderr.strip()}")
+        r = run_ours(tool, ranks, [os.path.join(tmp, "ascii.bin")], out, expect_ok=False)
+        check(r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1 and "already an llm.c .bin token shard"
+              in r.stderr and not os.path.exists(out),
+              f"(f) a token shard given as text is refused in one line: {r.stderr.strip()}")
         # (g) the output rule: an existing output only with --overwrite, and only an llm.c shard.
         shard = os.path.join(tmp, "ascii.bin")
         r = run_ours(tool, ranks, [write("y.txt", "y")], shard, expect_ok=False)

@@ -247,6 +247,10 @@ std::vector<float> load_hf_gpt2_weights(const std::string& path, const Parameter
     if (index == registry.size())
       throw DataError(model_file, "tensor " + stored.name + ": not a tensor of GPT-2 (or not of this model's " +
                                       std::to_string(registry.size()) + " tensors)");
+    // "h.0.ln_1.weight" and "transformer.h.0.ln_1.weight" are one tensor: which one to load would be a guess.
+    if (loaded[index])
+      throw DataError(model_file, "tensor " + stored.name + ": " + name +
+                                      " is stored twice, with and without the 'transformer.' prefix");
     const ParameterTensor& t = registry[index];
     std::vector<float> values = file.values_fp32(stored);
     require_finite_weights(model_file, stored.name, values);

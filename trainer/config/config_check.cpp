@@ -5,6 +5,7 @@
 #include "trainer/config/config_check.h"
 
 #include <cmath>
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -12,6 +13,7 @@
 #include "trainer/checkpoint/train_state.h"
 #include "trainer/checkpoint/weights_dtype.h"
 #include "trainer/data/token_files.h"
+#include "trainer/io/json_writer.h"
 
 namespace ddp {
 void require_positive(double v, const char* flag) {
@@ -81,6 +83,15 @@ void check_ranges(const TrainConfig& c) {
   if (!(c.eps > 0) || !std::isfinite(c.eps)) throw Error("--eps must be a positive number");
   if (!(c.loss_scaler.init_scale > 0) || !std::isfinite(c.loss_scaler.init_scale))
     throw Error("--init-scale must be a positive number");
+  // The scale multiplies the FP32 loss gradient and its inverse unscales
+  // FP32 sums: beyond FP32's range the first is Inf and the second 0.
+  const char* scale_flag = c.loss_scaler.mode == LossScaleMode::Static ? "--loss-scale static:<S>" : "--init-scale";
+  const std::pair<double, const char*> scales[] = {{c.loss_scaler.init_scale, scale_flag},
+                                                   {c.loss_scaler.min_scale, "--min-loss-scale"}};
+  for (const auto& [scale, flag] : scales)
+    if (scale > std::numeric_limits<float>::max())
+      throw Error(std::string(flag) + " " + json_number(scale) +
+                  " is beyond FP32's largest value (3.4e38): the scaled loss gradient would be Inf");
   if (!(c.loss_scaler.backoff_factor > 0 && c.loss_scaler.backoff_factor <= 1))
     throw Error("--backoff-factor must be in (0, 1]");
   require_positive(c.loss_scaler.growth_interval, "--growth-interval");

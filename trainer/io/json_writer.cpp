@@ -1,6 +1,8 @@
 // json_writer.cpp: JSON Lines records and the metrics file.
 #include "trainer/io/json_writer.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
@@ -111,8 +113,10 @@ JsonRecord& JsonRecord::add(const std::string& key, const char* value) {
 
 std::string JsonRecord::str() const { return "{" + body_ + "}"; }
 
-MetricsFile::MetricsFile(const std::string& path, bool append)
-    : path_(path), file_(std::fopen(path.c_str(), append ? "a" : "w")) {
+MetricsFile::MetricsFile(const std::string& path, bool append) : path_(path) {
+  struct stat st {};
+  created_ = ::lstat(path.c_str(), &st) != 0 && errno == ENOENT;
+  file_.reset(std::fopen(path.c_str(), append ? "a" : "w"));
   if (!file_) throw Error("--metrics " + path + ": cannot create: " + std::strerror(errno));
 }
 
@@ -121,8 +125,14 @@ void MetricsFile::write(const JsonRecord& record) {
   // One flush per record: a crash then leaves only whole lines, and a reader
   // tailing the file sees each step as it happens.
   if (std::fwrite(line.data(), 1, line.size(), file_.get()) != line.size() || std::fflush(file_.get()) != 0) {
-    throw Error("--metrics " + path_ + ": cannot write: " + std::strerror(errno));
+    const std::string why = std::strerror(errno);
+    if (created_ && lines_written_ == 0) {
+      file_.reset();  // closed before it goes: nothing of it is left
+      std::remove(path_.c_str());
+    }
+    throw Error("--metrics " + path_ + ": cannot write: " + why);
   }
+  ++lines_written_;
 }
 
 }  // namespace ddp

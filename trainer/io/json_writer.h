@@ -59,7 +59,9 @@ std::string json_number(float value);
 std::string json_string(const std::string& text);  // quoted and escaped
 
 // A metrics file: truncated when opened, one flushed line per record, so a
-// crash leaves only complete lines behind.
+// crash leaves only complete lines behind. A file this run created and could
+// not write its first line to (a full disk, a file size limit) is removed
+// with the error: a failed run leaves no empty metrics file.
 class MetricsFile {
  public:
   // Throws ddp::Error naming `path` when it cannot be created.
@@ -76,6 +78,8 @@ class MetricsFile {
     void operator()(std::FILE* f) const { std::fclose(f); }
   };
   std::string path_;
+  bool created_ = false;  // the path held nothing before this run opened it
+  int64_t lines_written_ = 0;
   std::unique_ptr<std::FILE, Closer> file_;
 };
 

@@ -13,6 +13,7 @@
 #include "kernels/error.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/checkpoint_dir.h"
+#include "trainer/params/weights_range.h"
 #include "trainer/checkpoint/checkpoint_validation.h"
 #include "trainer/config/model_catalog.h"
 #include "trainer/loop/run_outputs.h"
@@ -62,7 +63,11 @@ Checkpointing::Checkpointing(const TrainConfig& cfg, const Dataset& train, Param
 std::string Checkpointing::resolve_resume_path() {
   if (!cfg_.resume_path.empty()) return cfg_.resume_path;
   if (cfg_.checkpoint_dir.empty()) throw Error("--resume without a PATH needs --checkpoint-dir");
+  // Training starts from scratch where there is nothing to resume; an
+  // evaluation would evaluate random weights, so it refuses, as --predict
+  // and --generate do.
   if (!std::filesystem::is_directory(cfg_.checkpoint_dir)) {
+    if (cfg_.eval_only) throw Error("--eval-only: no valid checkpoint in " + cfg_.checkpoint_dir + " (it does not exist)");
     say("resume: " + cfg_.checkpoint_dir + " does not exist yet; starting from scratch");
     return "";
   }
@@ -72,6 +77,7 @@ std::string Checkpointing::resolve_resume_path() {
     if (scan.candidates > 0)
       throw Error("--resume: " + cfg_.checkpoint_dir + " holds " + std::to_string(scan.candidates) +
                   " checkpoint(s) and none is valid");
+    if (cfg_.eval_only) throw Error("--eval-only: no valid checkpoint in " + cfg_.checkpoint_dir);
     say("resume: no checkpoint in " + cfg_.checkpoint_dir + "; starting from scratch");
   }
   return scan.newest_valid;
@@ -99,6 +105,7 @@ void Checkpointing::check_model_of(const TrainState& s, const std::string& path)
   check_checkpoint_compatible(s, model_dims(cfg_), model_activation_name(cfg_), cfg_.loss_name,
                               registry.parameter_count(), path);
   check_checkpoint_tensors(s, registry, path);
+  check_weights_fit_precision(s.master_weights_fp32, true, registry, cfg_.precision, path);
 }
 
 int64_t Checkpointing::restore(const TrainState& s, const std::string& path) {
@@ -208,7 +215,15 @@ std::unique_ptr<MetricsFile> Checkpointing::prepare_outputs(int64_t step) {
         cfg_.stop_after_steps > 0 ? std::min(total_steps, step + cfg_.stop_after_steps) : total_steps;
     notes = check_checkpoint_dir_for_run(cfg_.checkpoint_dir, resumed_, step, std::max(last_step, step), run_id_);
   }
-  for (const std::string& line : check_run_outputs(cfg_, cfg_.resume)) notes.push_back(line);
+  // --eval-only writes no checkpoint and no weights: a --config's
+  // --checkpoint-dir (read by a bare --resume) or --save-weights is no output.
+  TrainConfig outputs = cfg_;
+  if (cfg_.eval_only) {
+    outputs.checkpoint_dir.clear();
+    outputs.save_weights_dir.clear();
+  }
+  for (const std::string& line : check_run_outputs(outputs, cfg_.resume, &run_lock_)) notes.push_back(line);
+  if (!run_lock_.note().empty()) notes.push_back(run_lock_.note());
   for (const std::string& line : notes) say(line);
   if (cfg_.metrics_path.empty()) return nullptr;
   return std::make_unique<MetricsFile>(cfg_.metrics_path, cfg_.resume);

@@ -14,6 +14,7 @@
 
 #include "comm/communicator.h"
 #include "trainer/checkpoint/async_checkpoint_writer.h"
+#include "trainer/checkpoint/run_lock.h"
 #include "trainer/data/dataset.h"
 #include "trainer/loop/checkpoint_times.h"
 #include "trainer/loop/epoch_cursor.h"
@@ -118,6 +119,9 @@ class Checkpointing {
   int64_t last_checkpoint_step_ = -1;
   const CheckpointWriteFault write_fault_;  // the environment's test hook (fault_hooks.h)
   CheckpointTimes interval_times_, run_times_;
+  // Rank 0's hold on --checkpoint-dir (prepare_outputs to the end); released
+  // after the writer_ below has finished its last write.
+  RunLock run_lock_;
   // Last: destroyed first, so a write in flight ends before the parts above go.
   AsyncCheckpointWriter writer_;
 };

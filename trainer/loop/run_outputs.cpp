@@ -171,13 +171,21 @@ void check_metrics_path(const std::string& path, bool append, std::vector<std::s
 }
 
 // Opened (created, or for appending) now: the parent must exist and take it.
-void open_metrics(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK, 0644);
-  if (fd < 0) {
-    const int err = errno;
-    throw Error("--metrics " + path + ": cannot open for writing: " + std::strerror(err));
+// Proves --metrics writable without creating it: an existing file is
+// opened for appending (and closed); for a new one, its directory must take
+// a new file (access: write and search, a read-only filesystem included).
+void check_metrics_writable(const std::string& path) {
+  struct stat st {};
+  int err = 0;
+  if (::lstat(path.c_str(), &st) == 0) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) err = errno;
+    else ::close(fd);
+  } else {
+    const fs::path parent = fs::absolute(path).parent_path();
+    if (::access(parent.c_str(), W_OK | X_OK) != 0) err = errno;
   }
-  ::close(fd);
+  if (err != 0) throw Error("--metrics " + path + ": cannot open for writing: " + std::strerror(err));
 }
 
 // The files --save-weights DIR writes: one .npy per tensor, or a Hugging Face directory's two.
@@ -246,7 +254,7 @@ void check_weights_safetensors_file(const std::string& file, const fs::path& che
 
 }  // namespace
 
-std::vector<std::string> check_run_outputs(const TrainConfig& c, bool append_metrics) {
+std::vector<std::string> check_run_outputs(const TrainConfig& c, bool append_metrics, RunLock* checkpoint_dir_lock) {
   const std::vector<std::string> inputs = run_input_paths(c);
   std::vector<std::string> notes;
   // Every refusal first, then what creates anything: a refused run leaves
@@ -280,12 +288,15 @@ std::vector<std::string> check_run_outputs(const TrainConfig& c, bool append_met
       throw Error("--metrics " + c.metrics_path + ": its directory " + parent.string() + " does not exist");
   }
   refuse_overlaps(c, names);
-  if (!c.checkpoint_dir.empty()) make_writable_directory(c.checkpoint_dir, "--checkpoint-dir");
+  if (!c.checkpoint_dir.empty()) {
+    make_writable_directory(c.checkpoint_dir, "--checkpoint-dir");
+    if (checkpoint_dir_lock != nullptr) *checkpoint_dir_lock = RunLock(c.checkpoint_dir);
+  }
   if (weights_one_file)  // its directory takes the temporary file and the rename
     make_writable_directory(resolved(c.save_weights_dir).parent_path().string(), "--save-weights");
   else if (!c.save_weights_dir.empty())
     make_writable_directory(c.save_weights_dir, "--save-weights");
-  if (!c.metrics_path.empty()) open_metrics(c.metrics_path);
+  if (!c.metrics_path.empty()) check_metrics_writable(c.metrics_path);
   return notes;
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "trainer/checkpoint/run_lock.h"
 #include "trainer/config/run_inputs.h"
 #include "trainer/config/train_config.h"
 
@@ -26,10 +27,16 @@ namespace ddp {
 //  - --save-weights PATH.safetensors (one file) exists and is not a file, or
 //    is a file but not a safetensors one, or its directory does not exist
 //    or cannot be written.
-// Creates --checkpoint-dir and --save-weights when missing. Returns the lines
-// to print about what will happen (an earlier metrics file replaced,
-// weights files replaced).
-std::vector<std::string> check_run_outputs(const TrainConfig& config, bool append_metrics);
+// Creates --checkpoint-dir and --save-weights when missing. With a
+// `checkpoint_dir_lock`, takes it on --checkpoint-dir (run_lock.h) right
+// after the directory is there and before anything else is created, so a
+// second run into it refuses with nothing of its own left behind. The
+// --metrics file is not created here (its directory is checked writable):
+// MetricsFile creates it, and so knows it may remove it if its first write
+// fails. Returns the lines to print about what will happen (an earlier
+// metrics file replaced, weights files replaced).
+std::vector<std::string> check_run_outputs(const TrainConfig& config, bool append_metrics,
+                                           RunLock* checkpoint_dir_lock = nullptr);
 
 // A rank's --trace file (`file`: step_trace.h's name for the rank), checked
 // by every rank before training. Throws ddp::Error naming it when it is one

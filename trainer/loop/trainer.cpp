@@ -29,6 +29,7 @@
 #include "trainer/checkpoint/weights_io.h"
 #include "trainer/checkpoint/hf_gpt2.h"
 #include "trainer/checkpoint/weights_dtype.h"
+#include "trainer/params/weights_range.h"
 
 namespace ddp {
 namespace {
@@ -93,6 +94,8 @@ void Trainer::Impl::prepare() {
     }
     std::vector<float> init = cfg_.init_weights_dir.empty() ? registry.initial_values(cfg_.seed)
                                                             : load_weights(cfg_.init_weights_dir, registry);
+    if (!cfg_.init_weights_dir.empty())
+      check_weights_fit_precision(init, false, registry, cfg_.precision, "--init-weights " + cfg_.init_weights_dir);
     if (params_.sharded()) agree_with_root(comm_, backend_, init);  // before it is cut: see below
     params_.set_master_weights(init);
     if (!cfg_.init_weights_dir.empty()) say("initial weights from " + cfg_.init_weights_dir);

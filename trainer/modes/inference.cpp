@@ -18,6 +18,7 @@
 #include "trainer/checkpoint/weights_io.h"
 #include "trainer/data/dataset.h"
 #include "trainer/io/npy_io.h"
+#include "trainer/params/weights_range.h"
 #include "trainer/config/model_catalog.h"
 #include "trainer/config/model_factory.h"
 #include "trainer/config/run_inputs.h"
@@ -53,7 +54,11 @@ void append_row(const TrainConfig& c, const float* logits, int width, std::vecto
 
 std::vector<float> load_starting_weights(const TrainConfig& c, const ParameterRegistry& registry,
                                          const std::string& mode) {
-  if (!c.init_weights_dir.empty()) return load_weights(c.init_weights_dir, registry);  // .safetensors or .npy directory
+  if (!c.init_weights_dir.empty()) {  // .safetensors or .npy directory
+    std::vector<float> weights = load_weights(c.init_weights_dir, registry);
+    check_weights_fit_precision(weights, false, registry, c.precision, "--init-weights " + c.init_weights_dir);
+    return weights;
+  }
   std::string path = c.resume_path;
   if (path.empty()) {
     path = find_newest_valid_checkpoint(c.checkpoint_dir).newest_valid;
@@ -65,6 +70,7 @@ std::vector<float> load_starting_weights(const TrainConfig& c, const ParameterRe
   check_checkpoint_compatible(s, model_dims(c), model_activation_name(c), c.loss_name, registry.parameter_count(),
                               path);
   check_checkpoint_tensors(s, registry, path);
+  check_weights_fit_precision(s.master_weights_fp32, true, registry, c.precision, path);
   return registry.unpack(s.master_weights_fp32);
 }
 

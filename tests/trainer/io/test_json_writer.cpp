@@ -1,8 +1,11 @@
 // test_json_writer.cpp: JSON Lines records (exact numbers, null for
 // non-finite values, escaping, overloads) and the metrics file, checked
 // against a real JSON parser (Python's) where one is installed.
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <cfloat>
 #include <cmath>
@@ -225,6 +228,37 @@ TEST_F(JsonWriterFile, UncreatableFileIsNamed) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
   }
+}
+
+// A write that fails (here a file size limit of 0 bytes, as a full disk
+// fails it) removes the file this run created and never wrote, and keeps
+// one that was there before (a resumed run's records). Run in a child: the
+// limit is the process's.
+TEST_F(JsonWriterFile, AFailedFirstWriteLeavesNoEmptyFileBehind) {
+  const std::string fresh = dir_ + "/fresh.jsonl", earlier = dir_ + "/earlier.jsonl";
+  std::ofstream(earlier) << "{\"event\":\"start\"}\n";
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    signal(SIGXFSZ, SIG_IGN);  // the write fails with EFBIG instead of ending the process
+    const rlimit none{0, 0};
+    setrlimit(RLIMIT_FSIZE, &none);
+    int refused = 0;
+    for (const auto& [path, append] : {std::pair{fresh, false}, std::pair{earlier, true}}) {
+      try {
+        MetricsFile metrics(path, append);
+        metrics.write(JsonRecord().add("event", "step"));
+      } catch (const Error& e) {
+        refused += std::string(e.what()).find("--metrics " + path + ": cannot write") != std::string::npos;
+      }
+    }
+    _exit(refused == 2 ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "both writes must fail, naming the file";
+  EXPECT_FALSE(fs::exists(fresh)) << "an empty metrics file was left behind";
+  EXPECT_EQ(slurp(earlier), "{\"event\":\"start\"}\n") << "a file that was there before is kept";
 }
 
 bool run_ok(const std::string& command) {
