@@ -42,6 +42,7 @@ for f in /usr/share/datasets/fashion-mnist/*.gz; do ln -sf "$f" fm/; done
 
 SECTIONS=(outputs_overlapping outputs_existing pruning resume_elsewhere resume_flags damaged fields unbounded flags signals)
 SECTIONS+=(token_files gpt_shapes safetensors_inputs generate predict zero trace python_tools python_interpreter)
+SECTIONS+=(ranks_agree run_lock values mode_flags inputs_kind)
 RUN=("${SECTIONS[@]}")
 (($#)) && RUN=("$@")
 for section in "${RUN[@]}"; do
