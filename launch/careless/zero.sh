@@ -25,7 +25,8 @@ zero() {
   check "… both ranks' trace files" "zt.rank0.json, zt.rank1.json" "$(ls zt.rank*.json 2>/dev/null | tr '\n' ' ')" \
     "$([[ -s zt.rank0.json && -s zt.rank1.json ]] || echo 'missing')"
   case_runs "--zero 3 GPT --sample-every 2, 2 ranks" "sample (step 2)" 0 -- $MPI -np 2 "$BIN" $G --steps 2 --zero 3 --sample-every 2 --sample-length 10
-  case_runs "--zero 3 --eval-only of a GPT checkpoint, 2 ranks" "eval-only (step 2)" 0 -- $MPI -np 2 "$BIN" $G --zero 3 --eval-only --resume "$T/$(ck ckg 2)"
+  # Without $G's optimizer flags: --eval-only reads none of them (mode_flags.sh refuses them).
+  case_runs "--zero 3 --eval-only of a GPT checkpoint, 2 ranks" "eval-only (step 2)" 0 -- $MPI -np 2 "$BIN" ${G/--optimizer adamw --lr 1e-3 /} --zero 3 --eval-only --resume "$T/$(ck ckg 2)"
   case_runs "--zero 3 --predict, 2 ranks" "" 0 -- $MPI -np 2 "$BIN" --device cpu --threads 1 --layers 4,8,3 --init-weights "$T/w0" --zero 3 --predict x.npy --predictions pz.npy
   case_runs "--zero 3 --generate" "" 0 -- "$BIN" --device cpu --threads 1 --model gpt --resume "$T/$(ck ckg 2)" --zero 3 --generate 5 --prompt ab
   rm -rf zk
