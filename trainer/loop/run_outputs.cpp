@@ -170,7 +170,6 @@ void check_metrics_path(const std::string& path, bool append, std::vector<std::s
   }
 }
 
-// Opened (created, or for appending) now: the parent must exist and take it.
 // Proves --metrics writable without creating it: an existing file is
 // opened for appending (and closed); for a new one, its directory must take
 // a new file (access: write and search, a read-only filesystem included).
