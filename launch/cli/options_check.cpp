@@ -134,7 +134,7 @@ void check_sampling_values(const TrainConfig& c) {
 }
 
 // --generate: a GPT's weights and a prompt; nothing of training means anything.
-void check_generate_flags(const TrainConfig& c, const BenchOptions& bench) {
+void check_generate_flags(const TrainConfig& c) {
   if (!model_reads_tokens(c)) throw Error("--generate needs --model gpt (a language model)");
   if (c.generate_tokens < 1 || c.generate_tokens > (int64_t{1} << 30))
     throw Error("--generate must be at least 1 and at most 2^30 tokens (it is " + std::to_string(c.generate_tokens) +
@@ -143,9 +143,6 @@ void check_generate_flags(const TrainConfig& c, const BenchOptions& bench) {
   check_sampling_values(c);
   if (!c.resume && c.init_weights_dir.empty())
     throw Error("--generate needs --resume or --init-weights (the weights to sample from)");
-  if (!c.predict_path.empty() || c.eval_only || bench.enabled)
-    throw Error("--generate, --predict, --eval-only and --bench contradict each other: give one");
-  check_mode_flags(c, RunMode::Generate);
 }
 
 // At most one of the modes that replace training.
@@ -243,13 +240,11 @@ void check_flags_as_a_whole(TrainConfig& c, const BenchOptions& bench) {
       throw Error("--predict and --predictions go together: the rows to predict and where the outputs go");
     if (!c.resume && c.init_weights_dir.empty())
       throw Error("--predict needs --resume or --init-weights (the weights to predict with)");
-    if (c.eval_only || bench.enabled) throw Error("--predict, --eval-only and --bench contradict each other: give one");
-    check_mode_flags(c, RunMode::Predict);
   } else if (given(c, "predict-output")) {
     throw Error("--predict-output needs --predict");
   }
   if (generating(c))
-    check_generate_flags(c, bench);
+    check_generate_flags(c);
   else if (sampling(c))
     check_sampling_values(c);
   const SafetensorsDtype weights_dtype = weights_dtype_named(c.save_weights_dtype);
@@ -280,12 +275,8 @@ void check_flags_as_a_whole(TrainConfig& c, const BenchOptions& bench) {
   if (c.eval_only) {
     if (!c.resume && c.init_weights_dir.empty())
       throw Error("--eval-only needs --resume or --init-weights (the weights to evaluate)");
-    if (bench.enabled) throw Error("--eval-only and --bench contradict each other: give one");
-    check_mode_flags(c, RunMode::EvalOnly);
   }
-  if (bench.enabled) {
-    check_mode_flags(c, RunMode::Bench);
-  } else {
+  if (!bench.enabled) {
     for (const char* flag : {"bench-warmup", "bench-steps", "peak-tflops"})
       if (on_command_line(c, flag)) throw Error(std::string("--") + flag + " needs --bench");
   }
