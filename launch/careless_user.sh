@@ -14,6 +14,9 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 T=$(mktemp -d /tmp/careless.XXXXXX)
 trap 'chmod -R u+w "$T" 2>/dev/null; rm -rf "$T"' EXIT
 cd "$T" || exit 2
+# The record of what ddp_train wrote (trainer/io/output_registry.h), apart
+# from the user's: files made here by hand are the careless user's own.
+export XDG_STATE_HOME=$T/state
 MPI="mpirun --allow-run-as-root --oversubscribe --mca odls_base_sigkill_timeout 10"
 D="--device cpu --threads 1 --data csv --train-csv $T/train.csv --test-csv $T/test.csv --layers 4,8,3 --batch-size 8"
 S="--device cpu --threads 1 --data synthetic"
@@ -42,7 +45,7 @@ for f in /usr/share/datasets/fashion-mnist/*.gz; do ln -sf "$f" fm/; done
 
 SECTIONS=(outputs_overlapping outputs_existing pruning resume_elsewhere resume_flags damaged fields unbounded flags signals)
 SECTIONS+=(token_files gpt_shapes safetensors_inputs generate predict zero trace python_tools python_interpreter)
-SECTIONS+=(ranks_agree run_lock values mode_flags inputs_kind)
+SECTIONS+=(ranks_agree run_lock values mode_flags inputs_kind outputs_registry fs_errors)
 RUN=("${SECTIONS[@]}")
 (($#)) && RUN=("$@")
 for section in "${RUN[@]}"; do

@@ -12,10 +12,13 @@
 // Everything that can refuse the input (flags, the ranks table, the output
 // path, every input's type and size) runs before the first file is
 // tokenized, and the output is written once, at the end, atomically.
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <filesystem>
+#include <new>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -28,6 +31,8 @@
 #include "trainer/data/llmc_token_writer.h"
 #include "trainer/data/token_files.h"
 #include "trainer/io/input_file.h"
+#include "trainer/io/output_directory.h"
+#include "trainer/io/output_registry.h"
 #include "trainer/tokenizer/gpt2_tokenizer.h"
 #include "trainer/tokenizer/utf8_repair.h"
 
@@ -73,7 +78,8 @@ TokenizeOptions parse_options(int argc, char** argv) {
       ("threads", po::value(&o.threads)->default_value(o.threads),
        "threads encoding chunks of a file (default: the machine's cores)")
       ("overwrite", po::bool_switch(&o.overwrite),
-       "replace an existing --output, if it is an llm.c .bin shard (without it, an existing --output is refused)");
+       "replace an existing --output that ddp_train's tools did not write (one they wrote, as recorded in "
+       "$XDG_STATE_HOME/ddp_train/outputs.jsonl, is replaced without it, saying so)");
   // clang-format on
   po::options_description hidden;
   hidden.add_options()("input", po::value(&o.inputs));
@@ -109,9 +115,9 @@ bool starts_with_llmc_magic(const std::string& path) {
 }
 
 // The output is never an input, a directory or a file the user had: an
-// existing one is replaced only with --overwrite, and only if it is an llm.c
-// shard (an earlier output), as ddp_train's --predictions replaces only an
-// earlier .npy. Returns the line to print when one is replaced.
+// existing file is replaced when this project wrote it (an earlier shard,
+// trainer/io/output_registry.h), anyone else's only with --overwrite, as
+// ddp_train's outputs. Returns the line to print when one is replaced.
 std::string check_output(const TokenizeOptions& o) {
   const std::string& out = o.output_path;
   std::vector<std::string> inputs = o.inputs;
@@ -120,17 +126,11 @@ std::string check_output(const TokenizeOptions& o) {
     if (same_file(out, input))
       throw ddp::Error("--output " + out + " is one of the inputs (" + input + "): choose another path");
   std::error_code ec;
-  const fs::file_status status = fs::symlink_status(out, ec);
-  if (fs::exists(status)) {
-    if (fs::is_directory(status)) throw ddp::Error("--output " + out + ": is a directory");
-    if (!o.overwrite) throw ddp::Error("--output " + out + ": exists; pass --overwrite to replace it");
-    if (!fs::is_regular_file(status) || !starts_with_llmc_magic(out))
-      throw ddp::Error("--output " + out + ": exists and is not an llm.c .bin shard; refusing to overwrite it");
-  }
-  const fs::path parent = fs::absolute(out, ec).parent_path();
-  if (!fs::is_directory(parent, ec))
-    throw ddp::Error("--output " + out + ": its directory " + parent.string() + " does not exist");
-  return fs::exists(status) ? "ddp_tokenize: replacing " + out + " (an earlier llm.c shard)" : "";
+  const fs::file_status status = fs::status(out, ec);
+  if (fs::exists(status) && !fs::is_regular_file(status))
+    throw ddp::Error("--output " + out + ": exists and is not a file; refusing to replace it");
+  ddp::require_output_directory(out, "--output");
+  return ddp::check_replaceable(out, "--output", o.overwrite);
 }
 
 // Every input a non-empty regular file, before any is tokenized. Returns their total size.
@@ -138,7 +138,7 @@ size_t check_inputs(const std::vector<std::string>& inputs) {
   size_t total = 0;
   for (const std::string& path : inputs) {
     struct stat st {};
-    if (::stat(path.c_str(), &st) != 0) throw ddp::DataError(path, "cannot be read (no such file?)");
+    if (::stat(path.c_str(), &st) != 0) throw ddp::DataError(path, std::string("cannot be read: ") + std::strerror(errno));
     if (!S_ISREG(st.st_mode)) throw ddp::DataError(path, "not a regular file");
     if (st.st_size == 0) throw ddp::DataError(path, "is empty: no text to tokenize");
     // Its header and uint16 tokens would be tokenized as text, silently.
@@ -150,6 +150,38 @@ size_t check_inputs(const std::vector<std::string>& inputs) {
     total += static_cast<size_t>(st.st_size);
   }
   return total;
+}
+
+// One input's tokens appended to `tokens`, its end-of-text first.
+template <typename Progress>
+void tokenize_file(const std::string& path, const ddp::Gpt2Tokenizer& tokenizer, int threads,
+                   std::vector<uint32_t>& tokens, Progress&& progress) {
+  std::vector<uint8_t> raw = ddp::read_input_file(path, ddp::input_limit_bytes(), "text file");
+  ddp::RepairedUtf8 text = ddp::repair_utf8(std::string(raw.begin(), raw.end()));
+  std::vector<uint8_t>().swap(raw);
+  if (text.replacements > 0)
+    std::fprintf(stderr,
+                 "ddp_tokenize: %s: %zu ill-formed UTF-8 sequence(s), the first at byte %zu, replaced by U+FFFD "
+                 "(as Python's bytes.decode(\"utf-8\", \"replace\"))\n",
+                 path.c_str(), text.replacements, text.first_bad_offset);
+  tokens.push_back(tokenizer.end_of_text());
+  const std::vector<uint32_t> ids = tokenizer.encode(text.text, threads, ddp::kEncodeChunkBytes, progress);
+  tokens.insert(tokens.end(), ids.begin(), ids.end());
+}
+
+// What a file whose tokenizing ran out of memory needed: its text twice
+// (read, then repaired), and 4 bytes a token (about one token per 4 bytes
+// of English), twice while they join the earlier files' tokens.
+std::string out_of_memory_text(const std::string& path, size_t tokens_before) {
+  std::error_code ec;
+  const double text_mb = 1e-6 * static_cast<double>(fs::file_size(path, ec));
+  const long before_mb = static_cast<long>(4e-6 * static_cast<double>(tokens_before));
+  char needed[160];
+  std::snprintf(needed, sizeof needed, "about %.0f MB (its %.1f MB of text twice, and its tokens at 4 bytes each, twice)",
+                4 * text_mb, text_mb);
+  std::string text = path + ": out of memory while tokenizing it: it needs " + needed;
+  if (before_mb >= 1) text += " beside the earlier files' " + std::to_string(before_mb) + " MB of tokens";
+  return text + "; tokenize it in parts";
 }
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
@@ -166,26 +198,20 @@ int run(const TokenizeOptions& o) {
   double last_progress_s = 0;
   std::vector<uint32_t> tokens;
   for (const std::string& path : o.inputs) {
-    std::vector<uint8_t> raw = ddp::read_input_file(path, ddp::input_limit_bytes(), "text file");
-    ddp::RepairedUtf8 text = ddp::repair_utf8(std::string(raw.begin(), raw.end()));
-    std::vector<uint8_t>().swap(raw);
-    if (text.replacements > 0)
-      std::fprintf(stderr,
-                   "ddp_tokenize: %s: %zu ill-formed UTF-8 sequence(s), the first at byte %zu, replaced by U+FFFD "
-                   "(as Python's bytes.decode(\"utf-8\", \"replace\"))\n",
-                   path.c_str(), text.replacements, text.first_bad_offset);
-    auto progress = [&](size_t done) {
-      const double now = seconds_since(start);
-      if (!show_progress || now - last_progress_s < 1.0) return;
-      last_progress_s = now;
-      const double mb = 1e-6 * static_cast<double>(bytes_before + done);
-      std::fprintf(stderr, "ddp_tokenize: %.1f of %.1f MB (%.0f%%), %.1f s\n", mb, 1e-6 * total_bytes,
-                   100.0 * mb / (1e-6 * total_bytes), now);
-    };
-    tokens.push_back(tokenizer.end_of_text());
-    const std::vector<uint32_t> ids = tokenizer.encode(text.text, o.threads, ddp::kEncodeChunkBytes, progress);
-    tokens.insert(tokens.end(), ids.begin(), ids.end());
-    bytes_before += text.text.size();
+    try {
+      tokenize_file(path, tokenizer, o.threads, tokens, [&](size_t done) {
+        const double now = seconds_since(start);
+        if (!show_progress || now - last_progress_s < 1.0) return;
+        last_progress_s = now;
+        const double mb = 1e-6 * static_cast<double>(bytes_before + done);
+        std::fprintf(stderr, "ddp_tokenize: %.1f of %.1f MB (%.0f%%), %.1f s\n", mb, 1e-6 * total_bytes,
+                     100.0 * mb / (1e-6 * total_bytes), now);
+      });
+    } catch (const std::bad_alloc&) {
+      throw ddp::Error(out_of_memory_text(path, tokens.size()));
+    }
+    std::error_code ec;
+    bytes_before += static_cast<size_t>(fs::file_size(path, ec));
   }
   if (!replacing.empty()) std::fprintf(stderr, "%s\n", replacing.c_str());
   ddp::write_llmc_shard(o.output_path, tokens);

@@ -167,6 +167,24 @@ int generate(const ddp::TrainConfig& config, const ddp::MpiEnvironment& env) {
   return 0;
 }
 
+// --check-worlds: the config at each world size, one line each from rank 0:
+// the start-up check, and the per-rank batch training resolves from it.
+int check_worlds(const ddp::ParsedOptions& opts, const ddp::MpiEnvironment& env) {
+  bool all_ok = true;
+  for (const int64_t world : opts.check_worlds) {
+    std::string verdict = "ok";
+    try {
+      ddp::check_config_for_world(opts.config, static_cast<int>(world));
+      ddp::resolve_batch_per_rank(opts.config, static_cast<int>(world));
+    } catch (const ddp::Error& e) {
+      verdict = std::string("refused: ") + e.what();
+      all_ok = false;
+    }
+    if (env.rank() == 0) std::printf("world %lld: %s\n", static_cast<long long>(world), verdict.c_str());
+  }
+  return all_ok ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -187,6 +205,7 @@ int main(int argc, char** argv) {
       if (env->rank() == 0) std::printf("%s", opts.help_text.c_str());
       return 0;
     }
+    if (!opts.check_worlds.empty()) return check_worlds(opts, *env);
     // Everything that can reject the input (flags, data, model shape,
     // checkpoint) runs before any output file is opened.
     ddp::check_config_for_world(opts.config, env->world_size());

@@ -4,11 +4,16 @@
 # torch_load_weights): empty, torn, foreign and huge inputs, a FIFO or a
 # directory as an input, outputs on inputs (directly, ./, symlink, hard link),
 # in a missing directory, on a directory or on someone else's file, a user's
-# OUT.tmp, bad numbers, and tune.py studies interrupted and resumed. A refusal
-# is exit 2, one line (besides argparse's usage), the inputs unchanged and
-# nothing created in the working directory. Sourced by launch/careless_user.sh
-# (BIN, T, HERE, S, MPI); works in $T/pt. Cases needing tensorboard run where
-# it is installed; torch_load_weights' missing-torch case where torch is not.
+# OUT.tmp, bad numbers, and tune.py studies interrupted and resumed; issue
+# 47's rule at every tool's output (pt_owned_outputs): a user's file refused
+# and unchanged, --overwrite replacing it, the tool's own output replaced and
+# said, that output refused again once edited, a registry that cannot be
+# written costing one note. A refusal is exit 2, one line (besides argparse's
+# usage), the inputs unchanged and nothing created in the working directory.
+# Sourced by launch/careless_user.sh (BIN, T, HERE, S, MPI); works in $T/pt,
+# with its own output registry ($T/pt-state, XDG_STATE_HOME). Cases needing
+# tensorboard run where it is installed; torch_load_weights' missing-torch
+# case where torch is not.
 
 pt_have() { /usr/bin/python3 -c "import $1" 2>/dev/null; }
 
@@ -71,7 +76,8 @@ pt_merge_traces() {
   pt_refused "merge_traces: -o a hard link of an input" "hard.json|one of the inputs" -- "${mt[@]}" t2.json -o hard.json
   pt_refused "merge_traces: -o in a missing directory" "nodir|does not exist" -- "${mt[@]}" t2.json -o nodir/o.json
   guard_dirs odir; pt_refused "merge_traces: -o an existing directory" "odir|is a directory" -- "${mt[@]}" t2.json -o odir
-  guard notes.txt; pt_refused "merge_traces: -o my notes.txt" "notes.txt|not replacing" -- "${mt[@]}" t2.json -o notes.txt
+  guard notes.txt; pt_refused "merge_traces: -o my notes.txt" "notes.txt|not a file ddp_train wrote|--overwrite" -- "${mt[@]}" t2.json -o notes.txt
+  guard t2.rank0.json; pt_refused "merge_traces: -o an input, with --overwrite" "--output|one of the inputs" -- "${mt[@]}" t2.json -o t2.rank0.json --overwrite
   rm -rf mo; mkdir mo; echo "precious" >mo/merged.json.tmp; guard mo/merged.json.tmp
   case_runs "merge_traces: -o merged.json beside my merged.json.tmp" "2 ranks" 0 -- "${mt[@]}" t2.json -o mo/merged.json
   local left; left=$(ls -A mo | tr '\n' ' ')
@@ -93,7 +99,7 @@ pt_scaling_model() {
   pt_refused "scaling_model: --cluster a PNG" "--cluster x.png|not JSON" -- "${sm[@]}" --trace tr.rank0.json --cluster x.png
   pt_refused "scaling_model: --cluster with a NaN bandwidth" "--cluster nan.json|finite bandwidth" -- "${sm[@]}" --trace tr.rank0.json --cluster nan.json
   pt_refused "scaling_model: --allreduce-table a PNG" "--allreduce-table x.png" -- "${sm[@]}" --trace tr.rank0.json --allreduce-table x.png
-  guard notes.md; pt_refused "scaling_model: --projection my notes.md" "--projection notes.md|not replacing" -- "${sm[@]}" --projection notes.md
+  guard notes.md; pt_refused "scaling_model: --projection my notes.md" "--projection notes.md|not a file ddp_train wrote" -- "${sm[@]}" --projection notes.md
   pt_refused "scaling_model: --ranks -4" "--ranks" -- "${sm[@]}" --synthetic gpt2-124m --ranks -4
   pt_refused "scaling_model: --mfu nan" "--mfu nan" -- "${sm[@]}" --synthetic gpt2-124m --mfu nan
 }
@@ -117,7 +123,7 @@ pt_plot_metrics() {
   rm -rf po; mkdir po; cp m.jsonl po/loss.png; guard po/loss.png; guard_dirs po
   case_tool "plot_metrics: my metrics named loss.png in -o" "po/loss.png|one of the inputs" 2 -- "${pm[@]}" po/loss.png -o po
   rm -rf po; mkdir po; echo "my notes" >po/lr.png; guard po/lr.png; guard_dirs po
-  case_tool "plot_metrics: my text file lr.png in -o" "po/lr.png|not a PNG" 2 -- "${pm[@]}" m.jsonl -o po
+  case_tool "plot_metrics: my text file lr.png in -o" "po/lr.png|not a file ddp_train wrote" 2 -- "${pm[@]}" m.jsonl -o po
   guard m.jsonl; pt_refused "plot_metrics: -o the metrics file" "-o m.jsonl|not a directory" -- "${pm[@]}" m.jsonl -o m.jsonl
 }
 
@@ -207,7 +213,7 @@ pt_scaling_sweep() {
   rm -rf sw; mkdir sw; cp pred.csv sw/sweep.csv; guard sw/sweep.csv; guard_dirs sw
   case_tool "scaling_sweep: --prediction = <out-dir>/sweep.csv" "sweep.csv|one of the inputs" 2 -- "${ss[@]}" "${one[@]}" --out-dir sw --prediction sw/sweep.csv "${trial[@]}"
   rm -rf sw; mkdir sw; echo "# my notes" >sw/sweep.md; guard sw/sweep.md; guard_dirs sw
-  case_tool "scaling_sweep: my sweep.md in --out-dir" "sweep.md|not a sweep table" 2 -- "${ss[@]}" "${one[@]}" --out-dir sw "${trial[@]}"
+  case_tool "scaling_sweep: my sweep.md in --out-dir" "sweep.md|not a file ddp_train wrote" 2 -- "${ss[@]}" "${one[@]}" --out-dir sw "${trial[@]}"
   rm -rf sw; mkdir -p sw/job-strong-n1.sbatch; guard_dirs sw
   case_tool "scaling_sweep --slurm: the job script's name is a directory" "job-strong-n1.sbatch|is a directory" 2 -- "${ss[@]}" --slurm --sbatch /bin/true --out-dir sw "${trial[@]}"
   absent sw2; pt_refused "scaling_sweep: --timeout nan" "--timeout" -- "${ss[@]}" "${one[@]}" --out-dir sw2 --timeout nan "${trial[@]}"
@@ -219,7 +225,7 @@ pt_zero_table() {
   pt_refused "zero_table: --ranks 0 (ran as mpiexec -n 0)" "--ranks 0" -- "${zt[@]}" --ranks 0
   pt_refused "zero_table: --models nope" "--models nope" -- "${zt[@]}" --models nope
   pt_refused "zero_table: --out in a missing directory (before the runs)" "--out|does not exist" -- "${zt[@]}" --out nodir/z.md
-  guard notes.md; pt_refused "zero_table: --out my notes.md" "--out notes.md|not replacing" -- "${zt[@]}" --out notes.md
+  guard notes.md; pt_refused "zero_table: --out my notes.md" "--out notes.md|not a file ddp_train wrote" -- "${zt[@]}" --out notes.md
   pt_refused "zero_table: --binary missing" "--binary nope|not an executable" -- "${zt[@]}" --binary nope
 }
 
@@ -234,8 +240,56 @@ pt_torch_load_weights() {
   fi
 }
 
+# pt_owned NAME OUT WRITER -- CMD...: issue 47's rule at one output OUT of a
+# tool (CMD writes it; an @OW argument marks where --overwrite goes, else it
+# goes last): my file there refused and unchanged; --overwrite replaces it and
+# says so; the same command again replaces the tool's own output, naming
+# WRITER; once I edit it (a line appended), refused again.
+pt_owned() {
+  local name=$1 out=$2 writer=$3 a
+  shift 4
+  local plain=() ow=()
+  for a in "$@"; do
+    if [[ $a == @OW ]]; then ow+=(--overwrite); else plain+=("$a") ow+=("$a"); fi
+  done
+  [[ " $* " == *" @OW "* ]] || ow+=(--overwrite)
+  rm -rf "$out"; echo "my notes" >"$out"; guard "$out"
+  case_tool "$name: my file at $out" "$out|not a file ddp_train wrote|--overwrite" 2 -- "${plain[@]}"
+  case_runs "$name --overwrite: my $out replaced" "replacing $out (--overwrite)" 0 -- "${ow[@]}"
+  case_runs "$name again: its own $out replaced, said" "replacing $out (written by $writer at" 0 -- "${plain[@]}"
+  echo "my edit" >>"$out"; guard "$out"
+  case_tool "$name: its $out, edited since" "$out|not a file ddp_train wrote" 2 -- "${plain[@]}"
+}
+
+pt_owned_outputs() {
+  local py=/usr/bin/python3 trial=(-- --data synthetic --steps 3 --device cpu --threads 1)
+  pt_owned "merge_traces" own.json "merge_traces.py --output" -- $py "$HERE/merge_traces.py" t2.json -o own.json
+  pt_owned "scaling_model --csv" own.csv "scaling_model.py --csv" -- $py "$HERE/scaling_model.py" --trace tr.rank0.json --ranks 1,2 --csv own.csv
+  pt_owned "scaling_model --png" own.png "scaling_model.py --png" -- $py "$HERE/scaling_model.py" --synthetic gpt2-124m --ranks 1,2 --png own.png
+  pt_owned "validate_scaling_model --out" own.md "validate_scaling_model.py --out" -- $py "$HERE/validate_scaling_model.py" --from-traces tr.rank0.json t2.rank0.json --out own.md
+  rm -rf opm; mkdir opm
+  pt_owned "plot_metrics" opm/lr.png "plot_metrics.py -o" -- $py "$HERE/plot_metrics.py" m.jsonl -o opm --panels lr
+  rm -rf ops; mkdir ops
+  pt_owned "plot_sweep" ops/sweep_efficiency.png "plot_sweep.py -o" -- $py "$HERE/plot_sweep.py" sweep.csv -o ops
+  pt_owned "zero_table --out" own-zero.md "zero_table.py --out" -- $py "$HERE/zero_table.py" --binary "$BIN" --models mlp --ranks 1 --stages 0 --steps 1 --warmup 0 --out own-zero.md
+  rm -rf osw; mkdir osw
+  pt_owned "scaling_sweep" osw/sweep.md "scaling_sweep.py --out-dir" -- $py "$HERE/scaling_sweep.py" --ranks 1 --steps 3 --data synthetic --global-batch 8 --trainer "$BIN" --no-mpirun-for-1 --out-dir osw @OW -- --threads 1
+  rm -rf ost; mkdir ost
+  pt_owned "tune.py" ost/trials.md "tune.py --study-dir" -- $py "$HERE/tune.py" --trainer "$BIN" --study-dir ost --trials 1 --objective test_loss --param lr=log:1e-3:1e-1 @OW "${trial[@]}"
+  # An empty file holds nothing to lose; an unwritable registry is one note, and the output is written.
+  : >empty-out.json
+  case_runs "merge_traces: -o an empty file of mine" "1 ranks|-> empty-out.json" 0 -- $py "$HERE/merge_traces.py" tr.rank0.json -o empty-out.json
+  echo "not a directory" >state-file
+  case_runs "merge_traces: the registry cannot be written (XDG_STATE_HOME a file)" "note: cannot record|a later run will ask for --overwrite|-> unrecorded.json" 0 -- \
+    env XDG_STATE_HOME="$PWD/state-file" $py "$HERE/merge_traces.py" tr.rank0.json -o unrecorded.json
+  guard unrecorded.json
+  case_tool "merge_traces: … so its output is not known as ours" "unrecorded.json|not a file ddp_train wrote" 2 -- $py "$HERE/merge_traces.py" tr.rank0.json -o unrecorded.json
+}
+
 python_tools() {
-  rm -rf "$T/pt"
+  rm -rf "$T/pt" "$T/pt-state"
+  # What the tools (and ddp_train) write is recorded in a registry of this section's own.
+  local -x XDG_STATE_HOME=$T/pt-state
   mkdir "$T/pt" && cd "$T/pt" || return
   if ! pt_fixtures; then
     check "python tools: fixtures" "traces, metrics and files made" "not made" "the fixture runs of $BIN failed"
@@ -252,5 +306,6 @@ python_tools() {
   pt_scaling_sweep
   pt_zero_table
   pt_torch_load_weights
+  pt_owned_outputs
   cd "$T" || return
 }

@@ -34,6 +34,7 @@ struct FlagText {
   std::string recompute = "none";
   std::string classifier_logits = "keep";
   std::string attention = "auto";
+  std::string check_worlds;  // --check-worlds N[,N...]
   int64_t seed = 0;
 };
 

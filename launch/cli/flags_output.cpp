@@ -16,6 +16,11 @@ po::options_description output_flags(TrainConfig& c, FlagText& t) {
   // clang-format off
   output.add_options()
       ("metrics", po::value(&c.metrics_path), "JSON Lines metrics file")
+      ("overwrite", po::bool_switch(&c.overwrite),
+       "replace an existing output file (--metrics, --trace, --save-weights, --predictions, --generate-logits) "
+       "that ddp_train did not write, or with --resume append to such a --metrics file; without it such a file "
+       "is refused, and one ddp_train wrote (as recorded in $XDG_STATE_HOME/ddp_train/outputs.jsonl) is replaced, "
+       "saying so")
       ("trace", po::value(&c.trace_path),
        "each rank's timeline (layers' forward/backward, each bucket's collective, optimizer) as Chrome trace JSON "
        "(Perfetto, chrome://tracing) in FILE with the rank inserted: run.json -> run.rank0.json; merge the ranks' "

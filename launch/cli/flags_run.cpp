@@ -31,7 +31,11 @@ po::options_description general_flags(TrainConfig& c, FlagText& t) {
       ("device", po::value(&c.device)->default_value(c.device), "auto | cuda | cpu (auto: CUDA when a GPU is visible)")
       ("threads", po::value(&c.threads)->default_value(c.threads), "CPU compute threads per rank (0: the cores mpirun bound the rank to, else cores / local ranks; at most 8 a core)")
       ("collective-timeout", po::value(&c.collective_timeout_s)->default_value(c.collective_timeout_s),
-       "seconds a collective may wait for the other ranks before this rank ends the job (0: wait forever)");
+       "seconds a collective may wait for the other ranks before this rank ends the job (0: wait forever)")
+      ("check-worlds", po::value(&t.check_worlds),
+       "check the other flags against the trainer's rules at each world size N[,N...] (ZeRO groups, "
+       "--global-batch, ranks named by flags), print 'world N: ok' or 'world N: refused: ...' for each and "
+       "exit (0: all ok, 1: one refused); trains nothing (launch/scaling_model.py asks it)");
   // clang-format on
   return general;
 }

@@ -16,6 +16,7 @@
 #include "launch/cli/options_check.h"
 #include "trainer/config/config_check.h"
 #include "trainer/config/init_weights_shape.h"
+#include "trainer/io/int_list.h"
 
 namespace po = boost::program_options;
 
@@ -158,6 +159,8 @@ ParsedOptions parse_options(int argc, const char* const argv[]) {
   check_zero_flags(vm);
   apply_fault_flags(t, c);
   apply_output_flags(t, c);
+  if (vm.count("check-worlds") && !parse_int_list(t.check_worlds, 1, int64_t{1} << 20, out.check_worlds))
+    throw Error("--check-worlds " + t.check_worlds + ": expected world sizes N[,N...], each from 1 to 2^20");
   // Which flags were given where first (the command line drops a config
   // file's flag it overrides), then the values of the config that results:
   // the check the Trainer makes of a config built in code.

@@ -27,6 +27,9 @@ struct ParsedOptions {
   // from --config, or defaulted; "(unset)" without a default), in --help's
   // order: what the start-up agreement compares (run_settings.h).
   std::vector<Setting> flag_values;
+  // --check-worlds: the world sizes to check the config at, and nothing
+  // else to do (empty: run as the flags say).
+  std::vector<int64_t> check_worlds;
 };
 
 // Throws ddp::Error with one line naming the flag on anything malformed.

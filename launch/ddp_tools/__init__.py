@@ -1,7 +1,9 @@
 """ddp_tools: ddp_train's Python tools, one package, a subpackage per family.
 
   common     what every family shares: tool_files (inputs bounded, outputs
-             checked and written whole), repo_paths (the checkout's root)
+             checked and written whole), output_registry (which files this
+             project wrote: the one a tool may replace without --overwrite;
+             shared with ddp_train), repo_paths (the checkout's root)
   traces     merge_traces: the ranks' --trace files as one Chrome trace
   scaling    the scaling model (scaling_model, its _core arithmetic and
              _inputs) and validate_scaling_model (validation_runs,

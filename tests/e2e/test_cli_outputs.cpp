@@ -69,8 +69,9 @@ TEST_F(CliOutputs, AnOutputThatIsAnInputIsRefusedAndLeftIntact) {
 
 // A rank's --trace file (t.json -> t.rank0.json) is an output like the
 // others: not an input (directly, or named so that its rank file is one), not
-// a user's file, a directory or a link, not the --metrics file; an earlier
-// trace is replaced. Each of these once trained and then wrote over it.
+// a user's file (unless --overwrite), a directory or a link, not the
+// --metrics file; an earlier trace is replaced. Each of these once trained
+// and then wrote over it.
 TEST_F(CliOutputs, ATraceFileIsCheckedAsEveryOutputIs) {
   const std::string train = dir + "/train.csv";
   fs::copy_file(train, dir + "/train.rank0.csv");
@@ -80,7 +81,7 @@ TEST_F(CliOutputs, ATraceFileIsCheckedAsEveryOutputIs) {
   const std::string before = test::read_text(train), copy_before = test::read_text(dir + "/train.rank0.csv");
   expect_refused(data(dir + "/train.rank0.csv") + "--steps 2 --trace " + train, {"--trace", "input"});
   expect_refused(data() + "--steps 2 --trace " + dir + "/link.json", {"--trace", "input"});
-  expect_refused(data() + "--steps 2 --trace " + dir + "/mine.json", {"mine.rank0.json", "not a ddp_train trace"});
+  expect_refused(data() + "--steps 2 --trace " + dir + "/mine.json", {"mine.rank0.json", "not a file ddp_train wrote"});
   expect_refused(data() + "--steps 2 --trace " + dir + "/d.json", {"d.rank0.json", "a directory"});
   expect_refused(data() + "--steps 2 --trace " + dir + "/t.json --metrics " + dir + "/t.rank0.json",
                  {"t.rank0.json", "--metrics"});
@@ -91,7 +92,14 @@ TEST_F(CliOutputs, ATraceFileIsCheckedAsEveryOutputIs) {
   EXPECT_FALSE(fs::exists(dir + "/t.rank0.json"));
   ASSERT_EQ(run(data() + "--steps 2 --trace " + dir + "/t.json").exit_code, 0);
   const test::CommandResult again = run(data() + "--steps 2 --trace " + dir + "/t.json");
-  EXPECT_EQ(again.exit_code, 0) << again.output;  // an earlier trace is replaced
+  EXPECT_EQ(again.exit_code, 0) << again.output;  // an earlier trace is replaced, saying so
+  EXPECT_NE(again.output.find("t.rank0.json: replacing it (written by"), std::string::npos) << again.output;
+  // A copy of a trace is a file of the user's: refused until --overwrite.
+  fs::copy_file(dir + "/t.rank0.json", dir + "/copy.rank0.json");
+  expect_refused(data() + "--steps 2 --trace " + dir + "/copy.json", {"copy.rank0.json", "--overwrite"});
+  const test::CommandResult overwrite = run(data() + "--steps 2 --overwrite --trace " + dir + "/mine.json");
+  EXPECT_EQ(overwrite.exit_code, 0) << overwrite.output;
+  EXPECT_NE(test::read_text(dir + "/mine.rank0.json"), "my notes\n");
   std::ofstream(dir + "/empty.rank0.json").flush();
   const test::CommandResult empty = run(data() + "--steps 2 --trace " + dir + "/empty.json");
   EXPECT_EQ(empty.exit_code, 0) << empty.output;  // so is an empty file: nothing in it to lose
@@ -100,14 +108,22 @@ TEST_F(CliOutputs, ATraceFileIsCheckedAsEveryOutputIs) {
 TEST_F(CliOutputs, AMetricsFileNotOursIsNeverOverwritten) {
   const std::string notes = dir + "/notes.jsonl";
   std::ofstream(notes) << "my own notes\n";
-  expect_refused(data() + "--steps 2 --metrics " + notes, {"--metrics", "not a ddp_train metrics file"});
+  expect_refused(data() + "--steps 2 --metrics " + notes, {"--metrics", "not a file ddp_train wrote"});
   EXPECT_EQ(test::read_text(notes), "my own notes\n");
+  // Another tool's JSON Lines that look like ours (an "event" first): not ours either.
+  const std::string other = dir + "/other.jsonl";
+  std::ofstream(other) << "{\"event\":\"epoch\",\"tool\":\"another\"}\n";
+  expect_refused(data() + "--steps 2 --metrics " + other, {"--metrics", "--overwrite"});
+  EXPECT_EQ(test::read_text(other), "{\"event\":\"epoch\",\"tool\":\"another\"}\n");
+  const test::CommandResult overwrite = run(data() + "--steps 2 --overwrite --metrics " + other);
+  EXPECT_EQ(overwrite.exit_code, 0) << overwrite.output;
+  EXPECT_NE(overwrite.output.find("replacing it (--overwrite)"), std::string::npos) << overwrite.output;
   // Ours from an earlier run: replaced, and said so; empty: taken.
   const std::string m = dir + "/m.jsonl";
   ASSERT_EQ(run(data() + "--steps 2 --metrics " + m).exit_code, 0);
   const test::CommandResult again = run(data() + "--steps 2 --metrics " + m);
   EXPECT_EQ(again.exit_code, 0) << again.output;
-  EXPECT_NE(again.output.find("metrics: replacing " + m), std::string::npos) << again.output;
+  EXPECT_NE(again.output.find("--metrics " + m + ": replacing it (written by"), std::string::npos) << again.output;
   EXPECT_EQ(test::read_text(m).rfind("{\"event\":", 0), 0u);
   expect_refused(data() + "--steps 2 --metrics " + dir, {"--metrics", "directory"});
   expect_refused(data() + "--steps 2 --metrics ''", {"--metrics", "empty"});
@@ -120,6 +136,25 @@ TEST_F(CliOutputs, OutputsThatCannotBeWrittenAreRefusedBeforeTraining) {
   expect_refused(data() + "--steps 2 --metrics " + dir + "/no-such-dir/m.jsonl", {"--metrics", "no-such-dir"});
   expect_refused(data() + "--steps 2 --checkpoint-dir ''", {"--checkpoint-dir", "empty"});
   EXPECT_EQ(test::read_text(dir + "/a-file"), "x");
+}
+
+// An output whose directory is a file or a loop of links is one line naming
+// the directory as given (trainer/io/output_directory.h), before training:
+// a --trace through a file once trained and then wrote no trace, and
+// --metrics said "Permission denied".
+TEST_F(CliOutputs, AnOutputsDirectoryThatIsAFileOrALoopIsNamedAsGiven) {
+  std::ofstream(dir + "/afile") << "x";
+  fs::create_symlink(dir + "/loop1", dir + "/loop2");
+  fs::create_symlink(dir + "/loop2", dir + "/loop1");
+  const std::string afile = dir + "/afile", loop = dir + "/loop1";
+  expect_refused(data() + "--steps 2 --trace " + afile + "/t.json",
+                 {"--trace " + afile + "/t.rank0.json: its directory " + afile + " is a file, not a directory"});
+  expect_refused(data() + "--steps 2 --metrics " + afile + "/m.jsonl", {"its directory " + afile + " is a file"});
+  expect_refused(data() + "--steps 2 --metrics " + loop + "/m.jsonl",
+                 {"its directory " + loop + " is a loop of symbolic links"});
+  expect_refused(data() + "--steps 2 --save-weights " + afile + "/w.safetensors",
+                 {"--save-weights", "its directory " + afile + " is a file"});
+  EXPECT_EQ(test::read_text(afile), "x");
 }
 
 TEST_F(CliOutputs, OutputsNeverLandOnEachOtherAndARefusalCreatesNothing) {
@@ -146,14 +181,22 @@ TEST_F(CliOutputs, SaveWeightsReplacesOnlyAnEarlierSavesFiles) {
   fs::create_directories(w);
   std::ofstream(w + "/layer1.bias.npy") << "my notes, not an array\n";
   std::ofstream(w + "/layer0.weight.npy.tmp") << "mine too\n";
-  expect_refused(data() + "--steps 2 --save-weights " + w, {"--save-weights", "layer1.bias.npy", "not a .npy"});
+  expect_refused(data() + "--steps 2 --save-weights " + w, {"--save-weights", "layer1.bias.npy", "not a file"});
+  // A user's array of the right name and kind (a copy: not what ddp_train wrote) is refused too.
+  ASSERT_EQ(run(data() + "--steps 2 --save-weights " + dir + "/first").exit_code, 0);
+  fs::remove(w + "/layer1.bias.npy");
+  fs::copy_file(dir + "/first/layer1.bias.npy", w + "/layer1.bias.npy");
+  expect_refused(data() + "--steps 2 --save-weights " + w, {"--save-weights", "layer1.bias.npy", "--overwrite"});
+  EXPECT_EQ(test::read_text(w + "/layer1.bias.npy"), test::read_text(dir + "/first/layer1.bias.npy"));
   fs::remove(w + "/layer1.bias.npy");
   const test::CommandResult r = run(data() + "--steps 2 --save-weights " + w);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(test::read_text(w + "/layer0.weight.npy.tmp"), "mine too\n");  // the writer's temporary is its own
   const test::CommandResult again = run(data() + "--steps 2 --save-weights " + w);
   EXPECT_EQ(again.exit_code, 0) << again.output;
-  EXPECT_NE(again.output.find("4 file(s) of an earlier save"), std::string::npos) << again.output;
+  EXPECT_NE(again.output.find("weights: 4 file(s) of an earlier save in " + w + " will be replaced at the end"),
+            std::string::npos)
+      << again.output;
 }
 
 // `ddp_train | head`: the reader goes away; the run still ends with its

@@ -129,7 +129,9 @@ TEST(CliPredict, BadInputIsRefusedInOneLineAndNothingIsWritten) {
        "--metrics has no meaning with --predict"},
       {w + " --predict " + f.dir + "/narrow.npy --predictions " + f.dir + "/o.npy", "rows of 6 features"},
       {w + " --predict " + f.x + " --predictions " + f.x, "is one of this run's inputs"},
-      {w + " --predict " + f.x + " --predictions " + f.dir + "/notes.txt", "is not a .npy file"},
+      {w + " --predict " + f.x + " --predictions " + f.dir + "/notes.txt", "is not a file ddp_train wrote"},
+      // A user's array (a copy of one: a .npy, but not what ddp_train wrote) is not replaced either.
+      {w + " --predict " + f.x + " --predictions " + f.dir + "/users.npy", "users.npy: exists and is not a file"},
       {w + " --predict " + f.x + " --predictions " + f.dir + "/nodir/o.npy", "does not exist"},
       {w + " --predict " + f.x + " --predictions " + f.dir + "/o.npy --predict-output odds", "not one of logits"},
       {w + " --predict-output probs", "--predict-output needs --predict"},
@@ -146,6 +148,7 @@ TEST(CliPredict, BadInputIsRefusedInOneLineAndNothingIsWritten) {
   std::vector<float> with_nan(3 * kIn, 0.25f);
   with_nan[kIn + 2] = std::nanf("");
   save_npy_fp32(f.dir + "/nan.npy", with_nan.data(), {3, kIn});
+  fs::copy_file(f.x, f.dir + "/users.npy");
   const std::string x_before = test::read_text(f.x);
   const std::string weights_before = test::read_text(f.dir + "/w/layer0.weight.npy");
   for (const auto& c : cases) {
@@ -156,7 +159,13 @@ TEST(CliPredict, BadInputIsRefusedInOneLineAndNothingIsWritten) {
   EXPECT_FALSE(fs::exists(f.dir + "/o.npy"));
   EXPECT_FALSE(fs::exists(f.dir + "/m.jsonl"));
   EXPECT_EQ(test::read_text(f.dir + "/notes.txt"), "mine\n");
+  EXPECT_EQ(test::read_text(f.dir + "/users.npy"), x_before);
   EXPECT_EQ(test::read_text(f.x), x_before);
+  // With --overwrite the user's file is replaced, and said so.
+  const test::CommandResult overwrite = run_trainer(w + " --predict " + f.x + " --predictions " + f.dir +
+                                                   "/users.npy --overwrite");
+  EXPECT_EQ(overwrite.exit_code, 0) << overwrite.output;
+  EXPECT_NE(overwrite.output.find("users.npy: replacing it (--overwrite)"), std::string::npos) << overwrite.output;
   EXPECT_EQ(test::read_text(f.dir + "/w/layer0.weight.npy"), weights_before);
 }
 

@@ -115,7 +115,7 @@ TEST_F(CliSafetensors, AnEarlierSaveIsReplacedWithANote) {
   const std::string before = test::read_text(file);
   const test::CommandResult r = run(data() + "--loss-scale static:64 --steps 4 --save-weights " + file);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("will be replaced"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(file + ": replacing it (written by ddp_train"), std::string::npos) << r.output;
   EXPECT_NE(test::read_text(file), before) << "four more steps change the weights";
 }
 
@@ -124,7 +124,7 @@ TEST_F(CliSafetensors, OutputsThatAreNotOursOrCannotBeWrittenAreRefusedAndLeftIn
   const std::string text = "my notes " + std::to_string(rng()) + "\n";
   std::ofstream(mine) << text;
   expect_refused(data() + "--steps 2 --save-weights " + mine,
-                 {"--save-weights", "notes.safetensors", "not a safetensors file"});
+                 {"--save-weights", "notes.safetensors", "not a file ddp_train wrote", "--overwrite"});
   EXPECT_EQ(test::read_text(mine), text);
 
   fs::create_directory(dir + "/d.safetensors");

@@ -1,4 +1,4 @@
-// test_signals.cpp: SIGINT and SIGTERM in every phase of a run, as a user
+// test_signals.cpp: SIGINT, SIGTERM (and SIGUSR1 through mpirun) in every phase of a run, as a user
 // meets them (the step-boundary stop itself is in test_faults_processes.cpp):
 //   start-up (blocked opening a FIFO, reading a large data file): the process
 //     ends at once with 128 + signal and one line, having trained nothing;
@@ -283,6 +283,39 @@ TEST_F(Signals, SigtermToOneRankDuringTheFinalEvaluationIsAgreed) {
   EXPECT_EQ(lines_with(out, "(step 3): test loss").size(), 1u) << out;
   EXPECT_EQ(lines_with(out, "SIGTERM came while the run was finishing: it finished at step 3").size(), 1u) << out;
   EXPECT_EQ(read_checkpoint(ck + "/" + checkpoint_file_name(3)).step, 3);
+#endif
+}
+
+// SIGUSR1 to a plain mpirun (Open MPI's default odls_base_sigkill_timeout,
+// 1 s): mpirun passes it to both ranks at once and kills nothing, so the
+// stop checkpoint is written although its write takes 3 s
+// (DDP_TEST_CHECKPOINT_WRITE=slow), more than the 2 s a SIGTERM to mpirun
+// leaves the ranks before SIGKILL. The directory resumes from it.
+TEST_F(Signals, Sigusr1ToAPlainMpirunStopsWithACheckpointWhateverTheKillTimeout) {
+#if !defined(DDP_MPIEXEC)
+  GTEST_SKIP() << "built without MPI";
+#else
+  const std::string ck = dir + "/ck";
+  const std::string data = npy_problem(dir, 4096, 64, 32, 8);
+  Child child("env DDP_TEST_CHECKPOINT_WRITE=slow:1 " + mpiexec_prefix(2) + kTrainer + data +
+                  " --layers 32,64,8 --batch-size 32 --steps 1000000 --log-every 1 --checkpoint-dir " + ck,
+              dir + "/out");
+  ASSERT_TRUE(child.wait_for_output("step 3/", 60)) << child.output();
+  kill(child.pid(), SIGUSR1);
+  const auto status = child.wait_exit(60);
+  ASSERT_TRUE(status.has_value()) << "mpiexec still running 60 s after SIGUSR1:\n" << child.output();
+  const std::string out = child.output();
+  EXPECT_NE(exit_code(*status), 0) << out;
+  const std::vector<std::string> stopped = lines_with(out, "stopped by SIGUSR1 at step ");
+  ASSERT_EQ(stopped.size(), 1u) << out;
+  const CheckpointScan scan = find_newest_valid_checkpoint(ck);
+  ASSERT_FALSE(scan.newest_valid.empty()) << out;
+  EXPECT_NE(stopped.front().find(scan.newest_valid), std::string::npos) << stopped.front();
+  const test::CommandResult resumed =
+      test::run_command(kTrainer + data + " --layers 32,64,8 --batch-size 32 --steps " +
+                        std::to_string(read_checkpoint(scan.newest_valid).step + 1) + " --checkpoint-dir " + ck +
+                        " --resume 2>&1");
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.output;
 #endif
 }
 

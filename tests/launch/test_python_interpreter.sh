@@ -29,6 +29,9 @@ TRAINER=${2:-}
 PROVISIONED=/usr/bin/python3
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
+# What the tools write is recorded (launch/ddp_tools/common/output_registry.py):
+# in a registry of this test's own, not the user's ~/.local/state.
+export XDG_STATE_HOME=$T/state
 fails=0
 ok() { echo "ok: $1"; }
 bad() { echo "FAIL: $1"; fails=$((fails + 1)); }

@@ -29,6 +29,11 @@ import tempfile
 import textwrap
 import unittest
 
+# What the tools write is recorded (launch/ddp_tools/common/output_registry.py): in a
+# registry of this run's own, not the user's ~/.local/state (removed at exit).
+_STATE = tempfile.TemporaryDirectory(prefix="test_bench_activation_memory_state_")
+os.environ["XDG_STATE_HOME"] = _STATE.name
+
 LAUNCH = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "launch"))
 SCRIPT = os.path.join(LAUNCH, "bench_activation_memory.py")
 BINARY = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(LAUNCH), "build", "ddp_train")

@@ -22,6 +22,11 @@ import tempfile
 import textwrap
 import unittest
 
+# What the tools write is recorded (launch/ddp_tools/common/output_registry.py): in a
+# registry of this run's own, not the user's ~/.local/state (removed at exit).
+_STATE = tempfile.TemporaryDirectory(prefix="test_compare_torch_state_")
+os.environ["XDG_STATE_HOME"] = _STATE.name
+
 LAUNCH = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "launch"))
 SCRIPT = os.environ.get("COMPARE_TORCH", os.path.join(LAUNCH, "compare_torch.py"))
 
@@ -234,6 +239,30 @@ class CompareTorchGptRows(StubbedCompare):
         self.assertIn("model gpt2 (GPT-2 124M) runs on --device cuda only", p.stderr)
         self.assertNotIn("Traceback", p.stderr)
         self.assertFalse(os.path.exists(self.stub_log), "nothing ran")
+
+
+class CompareTorchOutputs(StubbedCompare):
+    def test_a_users_file_beside_out_is_refused_before_any_run(self):
+        # The .csv beside --out is the user's: refused before the first run, unless --overwrite;
+        # once compare_torch has written it (the table too, rewritten after every run), it is its own.
+        mine = os.path.splitext(self.out)[0] + ".csv"
+        with open(mine, "w") as f:
+            f.write("my,notes\n")
+        rates = {"intra": 2e4, "blas": 1e4}
+        p = self.run_script(rates, 3e4, "--threads", "1")
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+        self.assertIn("cmp.csv: exists and is not a file ddp_train wrote", p.stderr)
+        self.assertFalse(os.path.exists(self.stub_log), "a run started before the refusal")
+        with open(mine) as f:
+            self.assertEqual(f.read(), "my,notes\n")
+        p = self.run_script(rates, 3e4, "--threads", "1", "--overwrite")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn(f"replacing {mine} (--overwrite)", p.stderr)
+        p = self.run_script(rates, 3e4, "--threads", "1")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        for path in (self.out, mine):
+            self.assertIn(f"replacing {path} (written by compare_torch.py --out at", p.stderr)
 
 
 if __name__ == "__main__":

@@ -352,10 +352,12 @@ def part_d(r, hf_dir, val):
     r.refused(train + [os.path.join(r.tmp, "w.safetensors")], ["names a .safetensors file"], "an hf export to a file")
     foreign = os.path.join(r.tmp, "foreign")
     os.makedirs(foreign)
-    open(os.path.join(foreign, "config.json"), "w").write('{"name": "mine"}\n')
-    r.refused(train + [foreign], ["config.json exists and is not a Hugging Face config.json of an earlier save"],
-              "a directory holding another tool's config.json")
-    check(open(os.path.join(foreign, "config.json")).read() == '{"name": "mine"}\n' and
+    # Another model's config.json (a model_type, as transformers writes): not one ddp_train wrote
+    # (trainer/io/output_registry.h), so refused without --overwrite.
+    open(os.path.join(foreign, "config.json"), "w").write('{"model_type": "bert", "name": "mine"}\n')
+    r.refused(train + [foreign], ["config.json: exists and is not a file ddp_train wrote", "--overwrite"],
+              "a directory holding another model's config.json")
+    check(open(os.path.join(foreign, "config.json")).read() == '{"model_type": "bert", "name": "mine"}\n' and
           os.listdir(foreign) == ["config.json"], "(d) the other tool's config.json is left as it was")
     r.refused(["--model", "mlp", "--data", "synthetic", "--steps", "1", "--weights-format", "hf", "--save-weights",
                os.path.join(r.tmp, "x")], ["--weights-format hf needs --model gpt"], "an hf export of the MLP")

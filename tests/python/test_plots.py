@@ -31,6 +31,11 @@ import unittest
 
 from ddp_tools.plots import metrics_series, plot_common  # launch/ is on PYTHONPATH (ctest sets it)
 
+# What the tools write is recorded (launch/ddp_tools/common/output_registry.py): in a
+# registry of this run's own, not the user's ~/.local/state (removed at exit).
+_STATE = tempfile.TemporaryDirectory(prefix="test_plots_state_")
+os.environ["XDG_STATE_HOME"] = _STATE.name
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 LAUNCH = os.path.normpath(os.path.join(HERE, "..", "..", "launch"))
 

@@ -22,6 +22,11 @@ from ddp_tools.scaling import scaling_model_inputs as inputs  # launch/ is on PY
 from ddp_tools.scaling.checkpoint_cost import STORAGE, Storage, checkpoint_cost, state_bytes
 from ddp_tools.scaling.scaling_model_core import Cluster, Link, Profile, collective_s, simulate_step
 
+# What the tools write is recorded (launch/ddp_tools/common/output_registry.py): in a
+# registry of this run's own, not the user's ~/.local/state (removed at exit).
+_STATE = tempfile.TemporaryDirectory(prefix="test_scaling_model_state_")
+os.environ["XDG_STATE_HOME"] = _STATE.name
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 LAUNCH = os.path.join(HERE, "..", "..", "launch")
 
@@ -391,6 +396,33 @@ class ScalingModelTest(unittest.TestCase):
                 md = f.read()
             for said in ("linear in rows", "FIFO", "no stragglers", "cpu-host", "Strong scaling stops"):
                 self.assertIn(said, md)
+
+    def test_rows_the_trainer_would_refuse_are_left_out_and_said(self):
+        # ddp_train --check-worlds decides (launch/ddp_tools/scaling/trainer_rules.py): a ZeRO group of 3
+        # does not divide 4 ranks; a global batch of 8 rows does not divide by 3 or 6 ranks.
+        binary = os.path.join(os.path.dirname(LAUNCH), "build", "ddp_train")
+        if not os.path.isfile(os.environ.get("DDP_TRAIN", binary)):
+            self.skipTest("no build/ddp_train to ask")
+        with tempfile.TemporaryDirectory() as d:
+            out_csv = os.path.join(d, "m.csv")
+            run = subprocess.run([sys.executable, CLI, "--synthetic", "gpt2-124m", "--zero", "1", "--zero-shard-size",
+                                  "3", "--ranks", "3,4,6", "--csv", out_csv], capture_output=True, text=True)
+            self.assertEqual(run.returncode, 0, msg=run.stderr)
+            with open(out_csv) as f:
+                rows = [(r["mode"], r["ranks"]) for r in csv.DictReader(f)]
+            self.assertEqual(rows, [("weak", "3"), ("weak", "6")])
+            for said in ("N = 4 (weak) left out: ddp_train refuses it: --zero-shard-size 3 does not divide",
+                         "N = 3 (strong) left out: ddp_train refuses it: --global-batch 8 does not divide by 3"):
+                self.assertIn(said, run.stderr)
+            # Without a trainer to ask, every row is projected and that is said.
+            env = dict(os.environ, DDP_TRAIN=os.path.join(d, "no-such-ddp_train"))
+            run = subprocess.run([sys.executable, CLI, "--synthetic", "gpt2-124m", "--zero", "1", "--zero-shard-size",
+                                  "3", "--ranks", "3,4,6", "--mode", "weak", "--csv", out_csv], capture_output=True,
+                                 text=True, env=env)
+            self.assertEqual(run.returncode, 0, msg=run.stderr)
+            self.assertIn("Not checked against ddp_train's rules", run.stdout)
+            with open(out_csv) as f:
+                self.assertEqual(len(list(csv.DictReader(f))), 3)
 
     def test_validation_measures_an_n2_merged_trace(self):
         """The fixture made a merged 2-rank trace: per step bucket 0 (30 us) runs under

@@ -26,6 +26,11 @@ from ddp_tools.scaling import trace_exposure
 from ddp_tools.scaling import validation_runs as runs
 from ddp_tools.scaling.scaling_model_core import ModelError
 
+# What the tools write is recorded (launch/ddp_tools/common/output_registry.py): in a
+# registry of this run's own, not the user's ~/.local/state (removed at exit).
+_STATE = tempfile.TemporaryDirectory(prefix="test_scaling_validation_state_")
+os.environ["XDG_STATE_HOME"] = _STATE.name
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 CLI = os.path.join(HERE, "..", "..", "launch", "validate_scaling_model.py")
 STEPS = (1, 2, 3, 4)

@@ -16,8 +16,8 @@ Each input file is one document: ours must equal [50256] + enc.encode_ordinary(t
 (e) decoding: tiktoken's decode_bytes of our ids gives back each valid file's bytes;
 (f) an empty input, an llm.c token shard (already tokenized) and a ranks file that is not
     r50k_base are refused in one line, exit 1, no output written;
-(g) an existing output is refused without --overwrite, kept with it unless it is an llm.c
-    shard, and an input is never the output.
+(g) an earlier output of ours is replaced, saying so; a user's file only with --overwrite; an
+    input is never the output.
 Exits 77 (ctest's SKIP_RETURN_CODE), saying why, when tiktoken or the ranks file is missing.
 """
 import os
@@ -167,23 +167,28 @@ def main():
         check(r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1 and "already an llm.c .bin token shard"
               in r.stderr and not os.path.exists(out),
               f"(f) a token shard given as text is refused in one line: {r.stderr.strip()}")
-        # (g) the output rule: an existing output only with --overwrite, and only an llm.c shard.
+        # (g) the output rule (trainer/io/output_registry.h): an earlier output of ours is replaced, saying
+        # so; anyone else's file only with --overwrite; an input never.
         shard = os.path.join(tmp, "ascii.bin")
-        r = run_ours(tool, ranks, [write("y.txt", "y")], shard, expect_ok=False)
-        check(r.returncode == 1 and "--overwrite" in r.stderr, f"(g) an existing output is refused: {r.stderr.strip()}")
+        r = subprocess.run([tool, "--tokenizer", "gpt2", "--ranks", ranks, write("y.txt", "y"), "-o", shard],
+                           capture_output=True, text=True)
+        check(r.returncode == 0 and "replacing it (written by" in r.stderr
+              and read_shard(shard) == expected_ids(enc, ["y"]),
+              f"(g) an earlier shard of ours is replaced, saying so: {r.stderr.strip()}")
         notes = write("notes.txt", "my notes")
-        r = subprocess.run([tool, "--tokenizer", "gpt2", "--ranks", ranks, write("z.txt", "z"), "-o", notes,
-                            "--overwrite"], capture_output=True, text=True)
-        check(r.returncode == 1 and open(notes).read() == "my notes",
-              f"(g) --overwrite keeps a file that is not a shard: {r.stderr.strip()}")
+        r = subprocess.run([tool, "--tokenizer", "gpt2", "--ranks", ranks, write("z.txt", "z"), "-o", notes],
+                           capture_output=True, text=True)
+        check(r.returncode == 1 and "--overwrite" in r.stderr and open(notes).read() == "my notes",
+              f"(g) a file of the user's is refused and kept: {r.stderr.strip()}")
         r = subprocess.run([tool, "--tokenizer", "gpt2", "--ranks", ranks, notes, "-o", notes, "--overwrite"],
                            capture_output=True, text=True)
         check(r.returncode == 1 and "is one of the inputs" in r.stderr, f"(g) an input is never the output: "
               f"{r.stderr.strip()}")
-        r = subprocess.run([tool, "--tokenizer", "gpt2", "--ranks", ranks, write("y.txt", "y"), "-o", shard,
+        r = subprocess.run([tool, "--tokenizer", "gpt2", "--ranks", ranks, write("z.txt", "z"), "-o", notes,
                             "--overwrite"], capture_output=True, text=True)
-        check(r.returncode == 0 and read_shard(shard) == expected_ids(enc, ["y"]),
-              "(g) --overwrite replaces an earlier shard")
+        check(r.returncode == 0 and "replacing it (--overwrite)" in r.stderr
+              and read_shard(notes) == expected_ids(enc, ["z"]),
+              f"(g) --overwrite replaces the user's file, saying so: {r.stderr.strip()}")
     print(f"{time.time() - t0:.1f} s")
     if FAILURES:
         print(f"{len(FAILURES)} FAILED (seed {seed})")

@@ -7,8 +7,10 @@ a table), each a regression test of a fix:
   hung: open() of a FIFO blocks, and the file was read whole);
 - an output that is an input (directly, through a symlink or a hard link), two
   outputs on one path, an output that is a directory or in a missing one, and
-  an existing file of another kind are refused before anything is written; a
-  user's OUT.tmp is left alone (it was the fixed temporary name);
+  an existing file that ddp_train and its tools did not write (no record of it
+  in the output registry: test_output_registry.py has that rule's own cases)
+  are refused before anything is written; a user's OUT.tmp is left alone (it
+  was the fixed temporary name);
 - foreign and torn files (a JSON array as a cluster, a PNG as a table, a trace
   event that is a number, a CSV row cut short, ranks 1e300) are one line;
 - tune.py: a --study-dir that is a file, a study.db that is not SQLite, cut
@@ -22,7 +24,9 @@ a table), each a regression test of a fix:
   run names ddp_train's error line rather than mpiexec's banner.
 
 Every refusal: exit status 2 (3 for a missing dependency), one line on stderr
-besides argparse's usage, no traceback, the inputs unchanged.
+besides argparse's usage, no traceback, the inputs unchanged. Each test has
+its own output registry (XDG_STATE_HOME in a fresh temporary directory), so
+none reads or writes the user's ~/.local/state.
 
   PYTHONPATH=launch /usr/bin/python3 tests/python/test_tools_bad_input.py build/ddp_train
 
@@ -75,8 +79,17 @@ class ToolTest(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory(prefix="test_tools_bad_input_")
         self.dir = self.tmp.name
+        # The tools run as subprocesses inherit it: a registry of this test's own.
+        self.state = tempfile.TemporaryDirectory(prefix="test_tools_bad_input_state_")
+        self.saved_state = os.environ.get("XDG_STATE_HOME")
+        os.environ["XDG_STATE_HOME"] = self.state.name
 
     def tearDown(self):
+        if self.saved_state is None:
+            del os.environ["XDG_STATE_HOME"]
+        else:
+            os.environ["XDG_STATE_HOME"] = self.saved_state
+        self.state.cleanup()
         self.tmp.cleanup()
 
     def path(self, name):
@@ -165,10 +178,10 @@ class MergeTraces(ToolTest):
             self.assertEqual(f.read(), "my notes\n")
         self.assert_no_temporary()
 
-    def test_an_existing_file_that_is_not_a_trace_is_not_replaced(self):
+    def test_an_existing_file_it_did_not_write_is_not_replaced(self):
         notes = self.write("notes.txt", "my notes\n")
         done = self.assert_unchanged([notes], lambda: run_tool("merge_traces.py", self.trace(), "-o", notes))
-        self.assert_refused(done, "notes.txt", "not replacing")
+        self.assert_refused(done, "notes.txt", "not a file ddp_train wrote", "--overwrite")
 
     def test_an_event_that_is_not_an_object_is_one_line(self):
         with open(FIXTURE) as f:
@@ -259,7 +272,7 @@ class PlotMetrics(ToolTest):
         notes = self.write("o/lr.png", "my notes\n")
         done = self.assert_unchanged([notes], lambda: run_tool("plot_metrics.py", self.path("m.jsonl"), "-o",
                                                                self.path("o")))
-        self.assert_refused(done, "lr.png", "not a PNG")
+        self.assert_refused(done, "lr.png", "not a file ddp_train wrote")
         self.assertEqual(os.listdir(self.path("o")), ["lr.png"])
 
 
@@ -313,6 +326,24 @@ class Tune(ToolTest):
             self.assert_refused(done, "--study-dir", words)
         self.assertEqual(os.listdir(self.path("foreign")), ["study.db"])
 
+    def test_a_users_report_file_is_refused_before_any_trial(self):
+        os.makedirs(self.path("st"))
+        notes = self.write("st/trials.md", "my notes\n")
+        done = self.assert_unchanged([notes], lambda: self.tune(self.path("st")))
+        self.assert_refused(done, "trials.md", "not a file ddp_train wrote", "--overwrite")
+        self.assertEqual(os.listdir(self.path("st")), ["trials.md"], "a study began before the refusal")
+
+    def test_a_users_file_in_a_trial_directory_stops_the_search_in_one_line(self):
+        # A trial-0000/ left where a study.db was deleted, holding the user's file.
+        os.makedirs(self.path("st/trial-0000"))
+        notes = self.write("st/trial-0000/log.txt", "my notes\n")
+        done = self.assert_unchanged([notes], lambda: self.tune(self.path("st"), trials="1"))
+        self.assert_refused(done, "log.txt", "not a file ddp_train wrote", "--overwrite")
+        # That trial does not count; the same command again runs the next.
+        done = self.tune(self.path("st"), trials="1")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertEqual(done.stdout.count("| complete |"), 1, done.stdout)
+
     def test_bad_numbers_and_a_launcher_that_is_no_command_are_refused(self):
         for args, flag in ((["--timeout", "nan"], "--timeout"), (["--seed", "-1"], "--seed"),
                            (["--startup-trials", "-3"], "--startup-trials"),
@@ -356,7 +387,8 @@ class Tune(ToolTest):
         # The trainer checked at the start, gone (or being rebuilt) when a trial starts.
         cfg = argparse.Namespace(params=[tune_space.parse_param("lr=log:1e-3:1e-1")], launcher=[],
                                  trainer=[self.path("gone/ddp_train")], trial_args=[], metric_key="test_loss",
-                                 direction="minimize", report_mode="step", study_dir=Path(self.path("study")))
+                                 direction="minimize", report_mode="step", study_dir=Path(self.path("study")),
+                                 overwrite=False)
         study = optuna.create_study()
         study.optimize(lambda t: tune_trial.run_trial(t, cfg), n_trials=1, catch=(tune_trial.TrialFailed,))
         trial = study.trials[0]
@@ -387,6 +419,21 @@ class ScalingSweep(ToolTest):
         self.assert_refused(done, "sweep.csv", "one of the inputs")
         self.assertEqual(os.listdir(self.path("sw")), ["sweep.csv"])
 
+    def test_a_users_sweep_md_is_refused_before_any_run_and_overwrite_replaces_it(self):
+        os.mkdir(self.path("sw"))
+        notes = self.write("sw/sweep.md", "# my notes\n")
+        done = self.assert_unchanged([notes], lambda: self.sweep("--out-dir", self.path("sw")))
+        self.assert_refused(done, "sweep.md", "not a file ddp_train wrote", "--overwrite")
+        self.assertEqual(os.listdir(self.path("sw")), ["sweep.md"], "the sweep ran before the refusal")
+        done = self.sweep("--out-dir", self.path("sw"), "--overwrite")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertIn("sweep.md (--overwrite)", done.stderr)
+        # Every file there is the sweep's now: the same command replaces them all, saying so.
+        done = self.sweep("--out-dir", self.path("sw"))
+        self.assertEqual(done.returncode, 0, done.stderr)
+        for name in ("sweep.md", "sweep.csv", "metrics-strong-n1.jsonl", "log-strong-n1.out"):
+            self.assertIn(f"{name} (written by scaling_sweep.py --out-dir at", done.stderr)
+
     def test_a_slurm_job_script_path_that_is_a_directory_is_one_line(self):
         os.makedirs(self.path("sw/job-strong-n1.sbatch"))
         done = run_tool("scaling_sweep.py", "--ranks", "1", "--steps", "3", "--data", "synthetic", "--global-batch",
@@ -409,7 +456,8 @@ class ZeroTable(ToolTest):
                 "--warmup", "0"]
         for args, flag in ((["--ranks", "a"], "--ranks"), (["--ranks", "0"], "--ranks"),
                            (["--models", "nope"], "--models"), (["--stages", "7"], "--stages"),
-                           (["--out", self.path("nodir/z.md")], "--out")):
+                           (["--out", self.path("nodir/z.md")], "--out"),
+                           (["--out", self.write("notes.md", "# my notes\n")], "not a file ddp_train wrote")):
             with self.subTest(args=args):
                 self.assert_refused(run_tool("zero_table.py", *base, *args), flag)
 

@@ -21,6 +21,11 @@ import sys
 import tempfile
 import unittest
 
+# What the tools write is recorded (launch/ddp_tools/common/output_registry.py): in a
+# registry of this run's own, not the user's ~/.local/state (removed at exit).
+_STATE = tempfile.TemporaryDirectory(prefix="test_trace_schema_state_")
+os.environ["XDG_STATE_HOME"] = _STATE.name
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MERGE = os.path.join(REPO, "launch", "merge_traces.py")
 TRAINER = MPIEXEC = None

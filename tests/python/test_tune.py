@@ -33,6 +33,11 @@ import tempfile
 import time
 import unittest
 
+# What the tools write is recorded (launch/ddp_tools/common/output_registry.py): in a
+# registry of this run's own, not the user's ~/.local/state (removed at exit).
+_STATE = tempfile.TemporaryDirectory(prefix="test_tune_state_")
+os.environ["XDG_STATE_HOME"] = _STATE.name
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 LAUNCH = os.path.normpath(os.path.join(HERE, "..", "..", "launch"))
 TUNE = os.path.join(LAUNCH, "tune.py")

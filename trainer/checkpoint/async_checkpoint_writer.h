@@ -37,8 +37,8 @@ class AsyncCheckpointWriter {
   AsyncCheckpointWriter(const AsyncCheckpointWriter&) = delete;
   AsyncCheckpointWriter& operator=(const AsyncCheckpointWriter&) = delete;
 
-  // Runs `write`, the checkpoint of `step`, on a new thread with SIGINT and
-  // SIGTERM blocked there, so a stop request reaches the training thread
+  // Runs `write`, the checkpoint of `step`, on a new thread with SIGINT,
+  // SIGTERM and SIGUSR1 blocked there, so a stop request reaches the training thread
   // as it does without this writer (stop_signal.h). A write must not be in
   // flight (wait() first): ddp::Error otherwise.
   void start(int64_t step, std::function<void()> write);

@@ -15,8 +15,10 @@ namespace ddp {
 // the flag that sets the field (fields are flags: `momentum` is --momentum).
 void check_train_config(const TrainConfig& config);
 
-// The rules that depend on the world size: batch products that fit, ranks
-// named by test hooks that exist. Throws ddp::Error naming the flag.
+// The rules that depend on the world size: batch products that fit, ZeRO
+// groups that divide the world, ranks named by test hooks that exist.
+// Throws ddp::Error naming the flag. `ddp_train --check-worlds` runs it, and
+// training's resolve_batch_per_rank, for each world size it is given.
 void check_config_for_world(const TrainConfig& config, int world_size);
 
 // The shapes of the lines above, for flags checked elsewhere (--bench-*):

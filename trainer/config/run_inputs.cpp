@@ -23,8 +23,10 @@ std::vector<std::string> run_input_paths(const TrainConfig& c) {
       paths.push_back((fs::path(d.data_dir) / name).string());
   }
   for (const std::string* p : {&d.train_images, &d.train_labels, &d.test_images, &d.test_labels, &d.train_x, &d.train_y,
-                               &d.test_x, &d.test_y, &d.train_csv, &d.test_csv})
+                               &d.test_x, &d.test_y, &d.train_csv, &d.test_csv, &d.train_text, &d.val_text})
     paths.push_back(*p);
+  // The tokenizer's ranks file, read for a gpt2 model's text (and never an output).
+  paths.push_back(c.gpt2_ranks_path);
   paths.push_back(c.resume_path);
   if (!c.init_weights_dir.empty()) {
     paths.push_back(c.init_weights_dir);

@@ -107,6 +107,9 @@ struct TrainConfig {
   bool resume = false;
   std::string resume_path;  // empty with resume = newest valid in checkpoint_dir
   std::string save_weights_dir;
+  // --overwrite: an existing output file that ddp_train did not write
+  // (trainer/io/output_registry.h) may be replaced; without it, refused.
+  bool overwrite = false;
   std::string init_weights_dir;
   // What the --init-weights said of the model (Hugging Face GPT-2: its shape,
   // its dropout not applied), for the log; set while the flags are read.

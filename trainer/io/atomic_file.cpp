@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "kernels/error.h"
+#include "trainer/io/output_registry.h"
 
 namespace ddp {
 namespace {
@@ -88,6 +89,7 @@ void write_file_atomic(const std::string& path, const std::vector<uint8_t>& byte
     throw FileWriteError(what, path, "renaming " + temp_path + ": " + errno_text(err));
   }
   fsync_directory(directory_of(path), path, what);
+  record_output(path, program_name() + " (" + what + ")");
 }
 
 }  // namespace ddp

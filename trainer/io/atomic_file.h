@@ -2,7 +2,9 @@
 // "<path>.tmp.<pid>" in the same directory, fsynced, renamed over `path`,
 // and the directory fsynced, so `path` is at every moment either the old
 // complete file or the new complete one, and a crash leaves at most the
-// temporary file (which checkpoint_dir.h recognises and reports).
+// temporary file (which checkpoint_dir.h recognises and reports). The new
+// file is recorded as this program's (output_registry.h), so a later run
+// may replace it without --overwrite.
 #pragma once
 
 #include <cerrno>

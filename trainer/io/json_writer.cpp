@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "kernels/error.h"
+#include "trainer/io/output_registry.h"
 
 namespace ddp {
 
@@ -133,6 +134,21 @@ void MetricsFile::write(const JsonRecord& record) {
     throw Error("--metrics " + path_ + ": cannot write: " + why);
   }
   ++lines_written_;
+  // Recorded once it holds a line, and again when closed: an append-only
+  // output stays ours while it only grows (output_registry.h), so a run
+  // killed in between leaves a file a resumed run still appends to.
+  if (lines_written_ == 1) record_output(path_, program_name() + " --metrics", /*append=*/true);
+}
+
+MetricsFile::~MetricsFile() {
+  if (!file_ || lines_written_ == 0) return;
+  std::fflush(file_.get());
+  // Only the file this run wrote: not one moved or put in its place meanwhile.
+  struct stat open_st {}, path_st {};
+  if (::fstat(fileno(file_.get()), &open_st) != 0 || ::stat(path_.c_str(), &path_st) != 0 ||
+      open_st.st_ino != path_st.st_ino || open_st.st_dev != path_st.st_dev)
+    return;
+  record_output(path_, program_name() + " --metrics", /*append=*/true);
 }
 
 }  // namespace ddp

@@ -67,6 +67,10 @@ class MetricsFile {
   // Throws ddp::Error naming `path` when it cannot be created.
   // append: a resumed run adds its records after the earlier run's.
   explicit MetricsFile(const std::string& path, bool append = false);
+  // Records the file as ddp_train's once more (output_registry.h).
+  ~MetricsFile();
+  MetricsFile(const MetricsFile&) = delete;
+  MetricsFile& operator=(const MetricsFile&) = delete;
 
   // Throws ddp::Error naming the path when the line cannot be written.
   void write(const JsonRecord& record);

@@ -242,11 +242,6 @@ std::vector<int64_t> npy_values_as_int(const NpyArray& array) {
   return values;
 }
 
-bool starts_with_npy_magic(const std::string& path) {
-  const std::vector<uint8_t> head = read_file_head(path, 6);
-  return head.size() == 6 && std::memcmp(head.data(), "\x93NUMPY", 6) == 0;
-}
-
 void require_feature_dtype(const NpyArray& array, const std::string& path) {
   if (array.is_integer()) throw DataError(path, npy_dtype_problem(array, "features", "'<f4', '<f8' or '|u1'"));
 }

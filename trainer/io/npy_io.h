@@ -38,9 +38,6 @@ NpyArray read_npy(const std::string& path);
 std::vector<float> npy_values_as_float(const NpyArray& array);
 std::vector<int64_t> npy_values_as_int(const NpyArray& array);
 
-// Whether the file `path` begins with the .npy magic ("\x93NUMPY").
-bool starts_with_npy_magic(const std::string& path);
-
 // "unsupported dtype '<i4' for ROLE: expected EXPECTED", the words every
 // dtype refusal uses.
 std::string npy_dtype_problem(const NpyArray& array, const char* role, const char* expected);

@@ -1,9 +1,7 @@
 // safetensors.cpp: the reader's checks and the writer (format in safetensors.h).
 #include "trainer/io/safetensors.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <limits>
@@ -371,18 +369,6 @@ std::vector<uint8_t> encode_safetensors(const std::vector<SafetensorsTensorOut>&
 void write_safetensors(const std::string& path, const std::vector<SafetensorsTensorOut>& tensors,
                        const std::map<std::string, std::string>& metadata, const std::string& what) {
   write_file_atomic(path, encode_safetensors(tensors, metadata), what);
-}
-
-bool looks_like_safetensors(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return false;
-  FdCloser closer(fd);
-  struct stat st {};
-  uint8_t head[9] = {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || ::read(fd, head, sizeof head) != 9) return false;
-  const uint64_t header_bytes = read_le64(head);
-  return header_bytes <= kSafetensorsMaxHeaderBytes && header_bytes <= static_cast<uint64_t>(st.st_size) - 8 &&
-         head[8] == '{';
 }
 
 }  // namespace ddp

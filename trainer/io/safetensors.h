@@ -99,9 +99,4 @@ std::vector<uint8_t> encode_safetensors(const std::vector<SafetensorsTensorOut>&
 void write_safetensors(const std::string& path, const std::vector<SafetensorsTensorOut>& tensors,
                        const std::map<std::string, std::string>& metadata, const std::string& what);
 
-// Whether the first bytes of `path` look like a safetensors file (a header
-// size that fits the file, then '{'): how an output check tells an earlier
-// save it may replace from a file that is not ours. Reads 9 bytes.
-bool looks_like_safetensors(const std::string& path);
-
 }  // namespace ddp

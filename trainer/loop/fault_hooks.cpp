@@ -53,13 +53,20 @@ CheckpointWriteFault checkpoint_write_fault_from_env() {
     fault.kind = CheckpointWriteFault::Kind::Hold;
   else if (kind == "fail")
     fault.kind = CheckpointWriteFault::Kind::Fail;
+  else if (kind == "slow")
+    fault.kind = CheckpointWriteFault::Kind::Slow;
   if (fault.kind == CheckpointWriteFault::Kind::None || first == last || ec != std::errc() || end != last ||
       fault.step < 0)
-    throw Error(std::string(kVariable) + "='" + text + "' is not hold:STEP or fail:STEP (a test hook)");
+    throw Error(std::string(kVariable) + "='" + text + "' is not hold:STEP, fail:STEP or slow:STEP (a test hook)");
   return fault;
 }
 
 MidWriteHook checkpoint_write_hook(const CheckpointWriteFault& fault, int64_t step) {
+  if (fault.kind == CheckpointWriteFault::Kind::Slow && step >= fault.step)
+    return [] {
+      std::this_thread::sleep_for(std::chrono::seconds(kSlowCheckpointWriteSeconds));
+      return 0;
+    };
   if (fault.kind == CheckpointWriteFault::Kind::None || fault.step != step) return {};
   if (fault.kind == CheckpointWriteFault::Kind::Fail) return [] { return EIO; };
   return [step] {

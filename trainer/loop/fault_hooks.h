@@ -27,14 +27,17 @@ void inject_overflow(Backend& backend, lowp16* grads_lowp);
 // peers wait. Never returns then.
 void stall_if_asked(const TrainConfig& cfg, int rank, int64_t step_1based);
 
-// DDP_TEST_CHECKPOINT_WRITE=hold:S or fail:S, read from the environment (a
-// test hook, so neither --help nor a --config shows it): the write of step
-// S's checkpoint, once half its bytes are in the temporary file, holds
-// there until the process is killed (a crash mid-write, on the writer
-// thread with --async-checkpoint while training goes on), or fails there as
-// a write(2) error (EIO) would. Unset or empty: no fault.
+// DDP_TEST_CHECKPOINT_WRITE=hold:S, fail:S or slow:S, read from the
+// environment (a test hook, so neither --help nor a --config shows it): the
+// write of step S's checkpoint, once half its bytes are in the temporary
+// file, holds there until the process is killed (a crash mid-write, on the
+// writer thread with --async-checkpoint while training goes on), or fails
+// there as a write(2) error (EIO) would; slow: every write from step S on
+// pauses there kSlowCheckpointWriteSeconds and then completes (a large
+// model's write, for the stop-signal tests). Unset or empty: no fault.
+constexpr int kSlowCheckpointWriteSeconds = 3;
 struct CheckpointWriteFault {
-  enum class Kind { None, Hold, Fail };
+  enum class Kind { None, Hold, Fail, Slow };
   Kind kind = Kind::None;
   int64_t step = 0;
 };

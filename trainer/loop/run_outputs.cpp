@@ -6,20 +6,19 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <string>
 
 #include "kernels/error.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/checkpoint_dir.h"
-#include "trainer/io/safetensors.h"
 #include "trainer/config/model_catalog.h"
 #include "trainer/checkpoint/hf_gpt2.h"
 #include "trainer/checkpoint/weights_io.h"
-#include "trainer/io/npy_io.h"
-#include "trainer/io/input_file.h"
+#include "trainer/io/output_directory.h"
+#include "trainer/io/output_registry.h"
 
 namespace ddp {
 namespace {
@@ -50,38 +49,6 @@ void refuse_if_input(const std::string& output, const char* flag, const std::vec
       throw Error(std::string(flag) + " " + output + " is also an input of this run (" + input +
                   "); refusing to write over it: choose another path");
   }
-}
-
-// A ddp_train metrics file starts with a record {"event":...} (json_writer.h).
-// Only the first line is read, at most 4 KiB of it.
-bool looks_like_our_metrics(const std::string& path) {
-  const std::vector<uint8_t> head = read_file_head(path, 9);
-  return head.size() == 9 && std::memcmp(head.data(), "{\"event\":", 9) == 0;
-}
-
-// A ddp_train trace holds otherData.format "ddp_train trace 1" (step_trace.cpp
-// writes the keys sorted: displayTimeUnit, otherData, traceEvents), after
-// the bucket plan, which grows with the buckets: the file is searched in
-// 1 MiB pieces (each overlapping the last by the tag's length) up to the
-// input limit.
-bool looks_like_our_trace(const std::string& path) {
-  static const std::string kTag = "\"ddp_train trace 1\"";
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return false;
-  std::string window, piece(size_t{1} << 20, '\0');
-  size_t read_bytes = 0;
-  bool first = true, found = false;
-  ssize_t n = 0;
-  while (!found && read_bytes < input_limit_bytes() && (n = ::read(fd, &piece[0], piece.size())) > 0) {
-    window.append(piece, 0, static_cast<size_t>(n));
-    if (first && window.compare(0, 1, "{") != 0) break;
-    first = false;
-    read_bytes += static_cast<size_t>(n);
-    found = window.find(kTag) != std::string::npos;
-    if (window.size() > kTag.size()) window.erase(0, window.size() - kTag.size());
-  }
-  ::close(fd);
-  return found;
 }
 
 // A directory output: an existing path must be a directory.
@@ -155,19 +122,26 @@ void refuse_overlaps(const TrainConfig& c, const OutputNames& o) {
   }
 }
 
-// Metrics: what may already be at the path (nothing is created here).
-void check_metrics_path(const std::string& path, bool append, std::vector<std::string>& notes) {
+// Metrics: what may already be at the path (nothing is created here). A
+// file this project wrote is replaced, or appended to by a resumed run;
+// anyone else's only with --overwrite.
+void check_metrics_path(const std::string& path, bool append, bool overwrite, std::vector<std::string>& notes) {
   struct stat st {};
   if (!exists_on_disk(path, st)) return;
   // A character device (/dev/null, /dev/stdout) takes lines and loses nothing.
   if (S_ISDIR(st.st_mode) || S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode) || S_ISBLK(st.st_mode))
     throw Error("--metrics " + path + ": is " + kind_of(st) + ", not a file");
-  if (S_ISREG(st.st_mode) && st.st_size > 0) {
-    if (!looks_like_our_metrics(path))
-      throw Error("--metrics " + path + ": exists and is not a ddp_train metrics file; refusing to " +
-                  (append ? "append to" : "overwrite") + " it: choose another path");
-    if (!append) notes.push_back("metrics: replacing " + path + " (an earlier run's metrics; --resume appends)");
+  if (append) {
+    if (!S_ISREG(st.st_mode) || st.st_size == 0 || owner_of(path)) return;
+    if (overwrite) {
+      notes.push_back("--metrics " + path + ": appending to it (--overwrite)");
+      return;
+    }
+    throw Error(not_ours_text(path, "--metrics") +
+                "; not appending to it: pass --overwrite to append anyway, or choose another path");
   }
+  const std::string note = check_replaceable(path, "--metrics", overwrite);
+  if (!note.empty()) notes.push_back(note + " (--resume appends)");
 }
 
 // Proves --metrics writable without creating it: an existing file is
@@ -193,39 +167,26 @@ std::vector<std::string> weights_dir_files(const TrainConfig& c) {
   return weights_npy_paths(c.save_weights_dir, model_parameters(c));
 }
 
-// "" when `file` is what an earlier save of this kind wrote there (a .npy
-// file; a safetensors file; a GPT-2 config.json: a JSON object with a
-// model_type), else what it should have been, for the message.
-std::string not_an_earlier_save(const std::string& file) {
-  if (file.size() >= 4 && file.compare(file.size() - 4, 4, ".npy") == 0)
-    return starts_with_npy_magic(file) ? "" : "a .npy file";
-  if (is_safetensors_path(file)) return looks_like_safetensors(file) ? "" : "a safetensors file";
-  std::ifstream in(file);
-  std::string head(4096, '\0');
-  in.read(&head[0], static_cast<std::streamsize>(head.size()));
-  head.resize(static_cast<size_t>(in.gcount()));
-  const bool config = !head.empty() && head[0] == '{' && head.find("\"model_type\"") != std::string::npos;
-  return config ? "" : "a Hugging Face config.json";
-}
-
-// A file --save-weights replaces must be an earlier save's.
+// A file --save-weights replaces must be an earlier save's (or --overwrite).
+// One line for them all: a GPT's directory holds a file per tensor.
 void check_weights_files(const TrainConfig& c, const std::vector<std::string>& inputs,
                          std::vector<std::string>& notes) {
-  int replaced = 0;
+  int ours = 0, overwritten = 0;
   for (const std::string& file : weights_dir_files(c)) {
     refuse_if_input(file, "--save-weights", inputs);
     struct stat st {};
     if (!exists_on_disk(file, st)) continue;
     if (!S_ISREG(st.st_mode)) throw Error("--save-weights: " + file + " exists and is " + kind_of(st) + ", not a file");
-    const std::string wanted = not_an_earlier_save(file);
-    if (!wanted.empty())
-      throw Error("--save-weights: " + file + " exists and is not " + wanted + " of an earlier save; refusing to " +
-                  "overwrite it: choose another directory");
-    ++replaced;
+    const std::string note = check_replaceable(file, "--save-weights", c.overwrite);
+    if (note.find("(--overwrite)") != std::string::npos) ++overwritten;
+    else if (!note.empty()) ++ours;
   }
-  if (replaced > 0)
-    notes.push_back("weights: " + std::to_string(replaced) + " file(s) of an earlier save in " + c.save_weights_dir +
+  if (ours > 0)
+    notes.push_back("weights: " + std::to_string(ours) + " file(s) of an earlier save in " + c.save_weights_dir +
                     " will be replaced at the end");
+  if (overwritten > 0)
+    notes.push_back("weights: " + std::to_string(overwritten) + " file(s) in " + c.save_weights_dir +
+                    " that ddp_train did not write will be replaced at the end (--overwrite)");
 }
 
 // --save-weights PATH.safetensors: one file, replaced atomically at the end.
@@ -233,22 +194,18 @@ void check_weights_files(const TrainConfig& c, const std::vector<std::string>& i
 // the directory must exist (or be the --checkpoint-dir this run creates):
 // one file is not worth creating directories for, and a typo in them
 // should not pass.
-void check_weights_safetensors_file(const std::string& file, const fs::path& checkpoint_dir,
+void check_weights_safetensors_file(const std::string& file, const fs::path& checkpoint_dir, bool overwrite,
                                     std::vector<std::string>& notes) {
   struct stat st {};
   if (exists_on_disk(file, st)) {
     if (!S_ISREG(st.st_mode))
       throw Error("--save-weights " + file + ": exists and is " + kind_of(st) +
                   ", not a file (a .safetensors path writes one file)");
-    if (!looks_like_safetensors(file))
-      throw Error("--save-weights " + file +
-                  ": exists and is not a safetensors file; refusing to overwrite it: " + "choose another path");
-    notes.push_back("weights: " + file + " (a safetensors file of an earlier save) will be replaced at the end");
+    const std::string note = check_replaceable(file, "--save-weights", overwrite);
+    if (!note.empty()) notes.push_back(note + " at the end");
     return;
   }
-  const fs::path parent = resolved(file).parent_path();
-  if ((!exists_on_disk(parent.string(), st) || !S_ISDIR(st.st_mode)) && parent != checkpoint_dir)
-    throw Error("--save-weights " + file + ": its directory " + parent.string() + " does not exist");
+  if (resolved(file).parent_path() != checkpoint_dir) require_output_directory(file, "--save-weights");
 }
 
 }  // namespace
@@ -267,7 +224,7 @@ std::vector<std::string> check_run_outputs(const TrainConfig& c, bool append_met
   const bool weights_one_file = is_safetensors_path(c.save_weights_dir);
   if (weights_one_file) {
     refuse_if_input(c.save_weights_dir, "--save-weights", inputs);
-    check_weights_safetensors_file(c.save_weights_dir, names.checkpoint_dir, notes);
+    check_weights_safetensors_file(c.save_weights_dir, names.checkpoint_dir, c.overwrite, notes);
     names.weights_files.push_back(resolved(c.save_weights_dir));
   } else if (!c.save_weights_dir.empty()) {
     refuse_if_input(c.save_weights_dir, "--save-weights", inputs);
@@ -278,13 +235,12 @@ std::vector<std::string> check_run_outputs(const TrainConfig& c, bool append_met
   }
   if (!c.metrics_path.empty()) {
     refuse_if_input(c.metrics_path, "--metrics", inputs);
-    check_metrics_path(c.metrics_path, append_metrics, notes);
+    check_metrics_path(c.metrics_path, append_metrics, c.overwrite, notes);
     names.metrics = resolved(c.metrics_path);
-    struct stat st {};
     const fs::path parent = names.metrics.parent_path();
     // The parent must be there already (or be an output directory this run creates).
-    if (!exists_on_disk(parent.string(), st) && parent != names.checkpoint_dir && parent != names.weights_dir)
-      throw Error("--metrics " + c.metrics_path + ": its directory " + parent.string() + " does not exist");
+    if (parent != names.checkpoint_dir && parent != names.weights_dir)
+      require_output_directory(c.metrics_path, "--metrics");
   }
   refuse_overlaps(c, names);
   if (!c.checkpoint_dir.empty()) {
@@ -317,8 +273,8 @@ void check_trace_file(const TrainConfig& c, const std::string& file) {
   if (::lstat(file.c_str(), &st) != 0) return;
   if (S_ISLNK(st.st_mode)) throw Error(t + " is a symbolic link, which the trace would replace: choose another name");
   if (!S_ISREG(st.st_mode)) throw Error(t + " exists and is " + kind_of(st) + ", not a file");
-  if (st.st_size > 0 && !looks_like_our_trace(file))  // an empty file holds nothing to lose
-    throw Error(t + " exists and is not a ddp_train trace; refusing to overwrite it: choose another name");
+  const std::string note = check_replaceable(file, "--trace", c.overwrite);
+  if (!note.empty()) std::fprintf(stderr, "%s\n", note.c_str());
 }
 
 std::vector<std::string> check_checkpoint_dir_for_run(const std::string& dir, bool resumed, int64_t start_step,

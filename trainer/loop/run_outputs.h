@@ -15,26 +15,28 @@
 
 namespace ddp {
 
-// What rank 0 checks and creates before training. Throws ddp::Error with one
-// line naming the flag and the path when:
+// What rank 0 checks and creates before training. An existing output file
+// is replaced only when ddp_train wrote it (output_registry.h), or with
+// --overwrite; a resumed run appends only to a --metrics file it wrote.
+// Throws ddp::Error with one line naming the flag and the path when:
 //  - an output path is also one of the run's inputs (the same file or
 //    directory, through any link);
-//  - --metrics names a directory or a FIFO, or an existing file that is not
-//    a ddp_train metrics file (JSON Lines records with an "event" field);
+//  - --metrics names a directory or a FIFO, or an existing file that may
+//    not be replaced (or appended to) as above;
 //  - --checkpoint-dir or --save-weights exists and is not a directory, or
 //    cannot be created or written (a file is created there and removed);
-//  - a --save-weights file it would replace is not a file;
-//  - --save-weights PATH.safetensors (one file) exists and is not a file, or
-//    is a file but not a safetensors one, or its directory does not exist
-//    or cannot be written.
+//  - a --save-weights file it would replace is not a file, or may not be
+//    replaced as above;
+//  - --save-weights PATH.safetensors (one file) exists and is not a file
+//    or may not be replaced, or its directory does not exist or cannot be
+//    written.
 // Creates --checkpoint-dir and --save-weights when missing. With a
 // `checkpoint_dir_lock`, takes it on --checkpoint-dir (run_lock.h) right
 // after the directory is there and before anything else is created, so a
 // second run into it refuses with nothing of its own left behind. The
 // --metrics file is not created here (its directory is checked writable):
 // MetricsFile creates it, and so knows it may remove it if its first write
-// fails. Returns the lines to print about what will happen (an earlier
-// metrics file replaced, weights files replaced).
+// fails. Returns the lines to print about what will happen (files replaced).
 std::vector<std::string> check_run_outputs(const TrainConfig& config, bool append_metrics,
                                            RunLock* checkpoint_dir_lock = nullptr);
 
@@ -42,8 +44,9 @@ std::vector<std::string> check_run_outputs(const TrainConfig& config, bool appen
 // by every rank before training. Throws ddp::Error naming it when it is one
 // of the run's inputs (through any link), the --metrics file, a checkpoint
 // name in --checkpoint-dir or a file --save-weights writes, or exists and
-// is a link, a directory or anything but an earlier ddp_train trace (which
-// it replaces, as --metrics replaces an earlier metrics file).
+// is a link, a directory, or a file it may not replace (output_registry.h:
+// one ddp_train wrote is replaced, saying so on stderr; anyone else's only
+// with --overwrite).
 void check_trace_file(const TrainConfig& config, const std::string& file);
 
 // The checkpoint directory as this run will use it. A fresh run (start_step

@@ -26,9 +26,19 @@ const char* phase_tail(StopSignalPhase phase) {
   return nullptr;
 }
 
-// Only the two signals the handler is installed for, so no number to format.
-const char* short_signal_name(int signal_number) {
-  return signal_number == SIGINT ? "SIGINT" : signal_number == SIGTERM ? "SIGTERM" : "a signal";
+// The name of a signal the handler is installed for, else nullptr: no
+// number to format in a signal handler.
+const char* stop_signal_name(int signal_number) {
+  switch (signal_number) {
+    case SIGINT:
+      return "SIGINT";
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGUSR1:
+      return "SIGUSR1";
+    default:
+      return nullptr;
+  }
 }
 
 // The exit line with its newline into `out`, e.g. "ddp_train: stopped by
@@ -38,7 +48,8 @@ size_t format_exit_line(char* out, size_t capacity, StopSignalPhase phase, int s
   const char* tail = phase_tail(phase);
   if (tail == nullptr) return 0;
   size_t n = 0;
-  for (const char* piece : {"ddp_train: stopped by ", short_signal_name(signal_number), " ", tail, "\n"})
+  const char* name = stop_signal_name(signal_number);
+  for (const char* piece : {"ddp_train: stopped by ", name != nullptr ? name : "a signal", " ", tail, "\n"})
     for (const char* c = piece; *c != '\0' && n < capacity; ++c) out[n++] = *c;
   return n;
 }
@@ -77,6 +88,11 @@ void install_stop_signal_handlers() {
   action.sa_flags = SA_RESTART;
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);
+  // Open MPI's mpirun passes SIGUSR1 on to every rank at once and kills
+  // nothing (SIGTERM it passes on only odls_base_sigkill_timeout seconds
+  // later, and SIGKILL as long after): the stop request that a plain mpirun
+  // delivers whatever its kill timeout.
+  sigaction(SIGUSR1, &action, nullptr);
 }
 
 void set_stop_signal_phase(StopSignalPhase phase) { g_phase = static_cast<std::sig_atomic_t>(phase); }
@@ -84,14 +100,8 @@ void set_stop_signal_phase(StopSignalPhase phase) { g_phase = static_cast<std::s
 int pending_stop_signal() { return g_stop_signal; }
 
 std::string signal_name(int signal_number) {
-  switch (signal_number) {
-    case SIGINT:
-      return "SIGINT";
-    case SIGTERM:
-      return "SIGTERM";
-    default:
-      return "signal " + std::to_string(signal_number);
-  }
+  const char* name = stop_signal_name(signal_number);
+  return name != nullptr ? name : "signal " + std::to_string(signal_number);
 }
 
 }  // namespace ddp

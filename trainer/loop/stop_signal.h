@@ -1,5 +1,7 @@
-// stop_signal.h: SIGINT and SIGTERM as a request to stop, in every phase of
-// a run.
+// stop_signal.h: SIGINT, SIGTERM and SIGUSR1 as a request to stop, in
+// every phase of a run. SIGUSR1 is the one Open MPI's mpirun forwards to the
+// ranks at once, without the kill that follows its SIGTERM (a scheduler's
+// --signal=USR1@SECONDS, or `kill -USR1` of mpirun).
 //
 // What the first signal does depends on the phase the process is in:
 //   StartUp, Bench, Finished: nothing is worth saving (nothing was trained
@@ -26,7 +28,7 @@ enum class StopSignalPhase {
   Finished,  // the run's results are written: exit at once
 };
 
-// Installs the handlers for SIGINT and SIGTERM (idempotent), in the phase
+// Installs the handlers for SIGINT, SIGTERM and SIGUSR1 (idempotent), in the phase
 // StartUp unless another was set before.
 void install_stop_signal_handlers();
 
@@ -34,10 +36,11 @@ void install_stop_signal_handlers();
 // stays pending: the caller that leaves Training reads it first.
 void set_stop_signal_phase(StopSignalPhase phase);
 
-// The first stop signal received since start-up (SIGINT or SIGTERM), or 0.
+// The first stop signal received since start-up (SIGINT, SIGTERM or
+// SIGUSR1), or 0.
 int pending_stop_signal();
 
-// "SIGINT", "SIGTERM", or "signal N".
+// "SIGINT", "SIGTERM", "SIGUSR1", or "signal N".
 std::string signal_name(int signal_number);
 
 }  // namespace ddp

@@ -44,7 +44,7 @@ struct TrainSummary {
   double allreduce_hidden_fraction = 0.0;  // of that time, the share behind backward (NaN likewise)
   int64_t graph_replays = 0;               // steps of this run replayed from a CUDA graph (--cuda-graph)
   CheckpointTimes checkpoints;             // what this run's checkpoints cost the loop, the last one's included
-  int stop_signal = 0;  // SIGINT/SIGTERM when a signal stopped the run early (checkpoint written), else 0
+  int stop_signal = 0;  // SIGINT/SIGTERM/SIGUSR1 when a signal stopped the run early (checkpoint written), else 0
 };
 
 // What `--bench` measures: rank 0's wall time of each timed step (the

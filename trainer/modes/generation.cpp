@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -99,8 +100,11 @@ GenerationPlan plan_generation(const TrainConfig& config) {
   plan.codec = TextCodec(c.tokenizer, c.gpt2_ranks_path);
   plan.prompt_ids = plan.codec.encode(c.prompt, "--prompt");
   check_sampling(shape, plan.prompt_ids, c.top_k, "--generate");
-  if (!c.generate_logits_path.empty())
-    check_npy_output_path(c.generate_logits_path, "--generate-logits", run_input_paths(c));
+  if (!c.generate_logits_path.empty()) {
+    const std::string note =
+        check_npy_output_path(c.generate_logits_path, "--generate-logits", run_input_paths(c), c.overwrite);
+    if (!note.empty()) std::fprintf(stderr, "%s\n", note.c_str());
+  }
   plan.weights_fp32 = load_starting_weights(c, model_parameters(c), "--generate");
   return plan;
 }

@@ -18,6 +18,8 @@
 #include "trainer/checkpoint/weights_io.h"
 #include "trainer/data/dataset.h"
 #include "trainer/io/npy_io.h"
+#include "trainer/io/output_directory.h"
+#include "trainer/io/output_registry.h"
 #include "trainer/params/weights_range.h"
 #include "trainer/config/model_catalog.h"
 #include "trainer/config/model_factory.h"
@@ -85,22 +87,20 @@ std::string check_prediction_files(const TrainConfig& c) {
   // .npy file of a weights directory, any data file named.
   std::vector<std::string> inputs = run_input_paths(c);
   inputs.push_back(c.predict_path);
-  return check_npy_output_path(c.predictions_path, "--predictions", inputs);
+  return check_npy_output_path(c.predictions_path, "--predictions", inputs, c.overwrite);
 }
 
 std::string check_npy_output_path(const std::string& out, const std::string& flag,
-                                  const std::vector<std::string>& inputs) {
+                                  const std::vector<std::string>& inputs, bool overwrite) {
   for (const std::string& input : inputs)
     if (!input.empty() && same_file(out, input))
       throw Error(flag + " " + out + " is one of this run's inputs (" + input + "): choose another path");
   std::error_code ec;
   if (fs::is_directory(out, ec)) throw Error(flag + " " + out + ": is a directory");
-  if (fs::exists(out, ec) && (!fs::is_regular_file(out, ec) || !starts_with_npy_magic(out)))
-    throw Error(flag + " " + out + ": exists and is not a .npy file; refusing to overwrite it");
-  const fs::path parent = fs::absolute(out, ec).parent_path();
-  if (!fs::is_directory(parent, ec))
-    throw Error(flag + " " + out + ": its directory " + parent.string() + " does not exist");
-  return fs::exists(out, ec) ? flag.substr(2) + ": replacing " + out + " (an earlier .npy)" : "";
+  if (fs::exists(out, ec) && !fs::is_regular_file(out, ec))
+    throw Error(flag + " " + out + ": exists and is not a file; refusing to replace it");
+  require_output_directory(out, flag);
+  return check_replaceable(out, flag, overwrite);
 }
 
 void run_prediction(const TrainConfig& c, Backend& backend, Communicator& comm) {

@@ -18,15 +18,17 @@ namespace ddp {
 
 // The checks of --predict's files before anything runs: X is a readable
 // .npy of [N, input width]; OUT is not an input, not a directory, and
-// replaces only an earlier .npy (the note returned says so; "" when OUT is
-// new). Throws one line.
+// replaces only a file ddp_train wrote, or any with --overwrite
+// (output_registry.h; the note returned says so, "" when OUT is new).
+// Throws one line.
 std::string check_prediction_files(const TrainConfig& config);
 
 // An output .npy named by `flag` (--predictions, --generate-logits): not one
-// of `inputs`, not a directory, an earlier .npy if anything is there, in a
-// directory that exists. Throws one line; returns a note when it replaces one.
+// of `inputs`, not a directory, a file it may replace if anything is there
+// (check_replaceable), in a directory that exists. Throws one line; returns
+// a note when it replaces one.
 std::string check_npy_output_path(const std::string& out, const std::string& flag,
-                                  const std::vector<std::string>& inputs);
+                                  const std::vector<std::string>& inputs, bool overwrite);
 
 // The starting weights in the flat layout of `registry`: --init-weights, or
 // the checkpoint --resume names (or the newest valid in --checkpoint-dir),

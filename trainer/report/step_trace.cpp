@@ -12,6 +12,7 @@
 
 #include "kernels/error.h"
 #include "trainer/io/atomic_file.h"
+#include "trainer/io/output_directory.h"
 
 namespace ddp {
 namespace {
@@ -34,10 +35,7 @@ StepTracer::StepTracer(std::string path, TraceWindow window, Backend& backend, C
       marks_(backend.make_stream_marks()),
       origin_us_(trace_clock_us()) {
   // Refused at the start, not after the window: each rank's own directory.
-  const size_t slash = path_.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : path_.substr(0, slash == 0 ? 1 : slash);
-  if (access(dir.c_str(), W_OK) != 0)
-    throw Error("--trace: cannot write " + path_ + " (" + dir + ": " + std::strerror(errno) + ")");
+  require_output_directory(path_, "--trace");
   comm_.set_trace(&collectives_);
 }
 

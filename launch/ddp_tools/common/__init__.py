@@ -1,1 +1,1 @@
-"""ddp_tools.common: what the tool families share (tool_files, repo_paths, interpreter)."""
+"""ddp_tools.common: what the tool families share (tool_files, output_registry, repo_paths, interpreter)."""

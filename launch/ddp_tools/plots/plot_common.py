@@ -4,7 +4,8 @@ style for legible small PNGs, and the one-line error and exit codes.
 
 Exit codes: 2 bad input (the file or flag named), 3 matplotlib missing.
 PNGs are written whole or not at all, and an existing file of that name is
-replaced only if it is a PNG (launch/ddp_tools/common/tool_files.py).
+replaced only if ddp_train or one of its tools wrote it, or with --overwrite
+(launch/ddp_tools/common/tool_files.py).
 """
 import os
 import sys
@@ -62,18 +63,20 @@ def make_out_dir(program, out_dir):
         fail(program, f"-o {out_dir}: cannot create the directory ({e.strerror})")
 
 
-def check_pngs(paths, inputs):
+def check_pngs(paths, inputs, overwrite):
     """Refuses (tool_files.FileError), before the first is drawn, a PNG path that
-    is an input or an existing file that is not a PNG."""
-    tool_files.check_outputs([(p, p, tool_files.PNG) for p in paths], inputs)
+    is an input or an existing file this project did not write (unless overwrite)."""
+    tool_files.check_outputs([(p, p) for p in paths], inputs, overwrite)
 
 
-def save(plt, fig, path, dpi=DPI):
-    """Write fig to path as PNG (atomically) and free it (many plots in one process)."""
+def save(plt, fig, path, writer, dpi=DPI):
+    """Write fig to path as PNG (atomically, recorded as writer's) and free it
+    (many plots in one process)."""
     fig.tight_layout()
     try:
         tool_files.write_atomic(path, path, lambda f: fig.savefig(f, format="png", dpi=dpi,
-                                                                   pil_kwargs={"optimize": True}), binary=True)
+                                                                   pil_kwargs={"optimize": True}),
+                                writer, binary=True)
     finally:
         plt.close(fig)
     return path

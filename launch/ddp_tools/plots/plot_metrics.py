@@ -1,6 +1,6 @@
 """plot_metrics.py: PNG plots of ddp_train --metrics files (JSON Lines).
 
-  launch/plot_metrics.py run.jsonl [run2.jsonl ...] -o DIR [--label NAME ...] [--prefix P]
+  launch/plot_metrics.py run.jsonl [run2.jsonl ...] -o DIR [--label NAME ...] [--prefix P] [--overwrite]
 
 Writes to DIR (P prepended to each name):
   loss.png          training loss (solid) and test/validation loss (dashed, dots)
@@ -14,9 +14,10 @@ Writes to DIR (P prepended to each name):
 against the optimizer step, one line per run (legend: --label, one per file
 in order, else the file's stem). A series no run has is skipped with a note;
 one some runs lack is noted. Bad input (missing file, no step records, a
-garbled line other than a torn last one, a PNG name that is an input or an
-existing file other than a PNG): one line, exit 2, nothing written. No
-matplotlib: one line, exit 3.
+garbled line other than a torn last one, a PNG name that is an input, or an
+existing file that neither ddp_train nor one of its tools wrote, without
+--overwrite): one line, exit 2, nothing written. A PNG this project wrote
+is replaced, and a line on stderr says so. No matplotlib: one line, exit 3.
 """
 import argparse
 import os
@@ -27,6 +28,7 @@ from ddp_tools.plots import metrics_series
 from ddp_tools.plots import plot_common
 
 PROGRAM = "plot_metrics"
+WRITER = "plot_metrics.py -o"  # who wrote the PNGs, in the output registry
 STEP_LABEL = "optimizer step"
 
 
@@ -207,7 +209,7 @@ def plot_runs(runs, out_dir, prefix="", panels=None):
         fig, ax = plt.subplots(figsize=plot_common.FIGSIZE)
         draw(ax, runs)
         _finish(ax)
-        written.append(plot_common.save(plt, fig, os.path.join(out_dir, f"{prefix}{name}.png")))
+        written.append(plot_common.save(plt, fig, os.path.join(out_dir, f"{prefix}{name}.png"), WRITER))
     if present and "overview" in wanted:
         rows = (len(present) + 1) // 2
         fig, axes = plt.subplots(rows, 2, figsize=(11.0, 2.9 * rows), squeeze=False)
@@ -217,7 +219,7 @@ def plot_runs(runs, out_dir, prefix="", panels=None):
         for ax in list(axes.flat)[len(present):]:
             ax.set_visible(False)
         # Lower dpi keeps the many-panel figure small (under ~100 KB).
-        written.append(plot_common.save(plt, fig, os.path.join(out_dir, f"{prefix}overview.png"),
+        written.append(plot_common.save(plt, fig, os.path.join(out_dir, f"{prefix}overview.png"), WRITER,
                                         dpi=plot_common.DPI_OVERVIEW))
     return written, notes
 
@@ -229,6 +231,7 @@ def main(argv=None):
     parser.add_argument("--label", action="append", default=[], help="legend name, one per file in order")
     parser.add_argument("--prefix", default="", help="prepended to each PNG name")
     parser.add_argument("--panels", help="comma-separated subset of " + ",".join(PANEL_NAMES) + " (default: all)")
+    tool_files.add_overwrite_flag(parser)
     args = parser.parse_args(argv)
     panels = None
     if args.panels is not None:
@@ -249,7 +252,8 @@ def main(argv=None):
         plot_common.fail(PROGRAM, str(e), plot_common.EXIT_NO_MATPLOTLIB)
     if os.path.isdir(args.out_dir):  # a directory still to be made holds nothing to lose
         try:
-            plot_common.check_pngs(planned_files(runs, args.out_dir, args.prefix, panels), args.metrics)
+            plot_common.check_pngs(planned_files(runs, args.out_dir, args.prefix, panels), args.metrics,
+                                   args.overwrite)
         except tool_files.FileError as e:
             plot_common.fail(PROGRAM, str(e))
     plot_common.make_out_dir(PROGRAM, args.out_dir)

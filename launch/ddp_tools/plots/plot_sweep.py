@@ -2,7 +2,7 @@
 sweep.csv), with the scaling model's prediction drawn over the measured
 points when given.
 
-  launch/plot_sweep.py sweep.csv [--prediction pred.csv] -o DIR
+  launch/plot_sweep.py sweep.csv [--prediction pred.csv] -o DIR [--overwrite]
 
 Writes DIR/sweep_samples_per_s.png and DIR/sweep_efficiency.png: samples/s
 and efficiency (%) against the rank count N on a log2 axis; measured points
@@ -10,9 +10,12 @@ as markers (one series per mode in the CSV), ideal linear scaling from the
 smallest N dotted, and the prediction's rows of the same mode as lines
 (one per ZeRO stage; see prediction_series for several algorithms).
 
-Importable: plot_sweep(csv_path, prediction_path_or_None, out_dir) -> [png
-paths]; raises SweepError on bad input. As a script: bad input is one line
-and exit 2; no matplotlib, one line and exit 3.
+An existing PNG of that name is replaced only if ddp_train or one of its
+tools wrote it (said on stderr), or with --overwrite.
+
+Importable: plot_sweep(csv_path, prediction_path_or_None, out_dir,
+overwrite=False) -> [png paths]; raises SweepError on bad input. As a
+script: bad input is one line and exit 2; no matplotlib, one line and exit 3.
 """
 import argparse
 import csv
@@ -25,6 +28,7 @@ from ddp_tools.common import tool_files
 from ddp_tools.plots import plot_common
 
 PROGRAM = "plot_sweep"
+WRITER = "plot_sweep.py -o"  # who wrote the PNGs, in the output registry
 NEEDED = ("ranks", "samples_per_s", "efficiency")
 FIGURES = ("sweep_samples_per_s", "sweep_efficiency")
 # The most ranks a row may name: MPI counts ranks in an int. Beyond, a
@@ -145,7 +149,7 @@ def _log2_axis(ax, all_ranks):
     ax.set_xlabel("ranks N (log2 axis)")
 
 
-def plot_sweep(csv_path, prediction_path, out_dir):
+def plot_sweep(csv_path, prediction_path, out_dir, overwrite=False):
     """Write the two PNGs to out_dir (created); returns their paths."""
     measured = measured_series(read_rows(csv_path, "sweep"))
     predicted = {}
@@ -160,7 +164,7 @@ def plot_sweep(csv_path, prediction_path, out_dir):
     pngs = [os.path.join(out_dir, figure + ".png") for figure in FIGURES]
     try:
         if os.path.isdir(out_dir):  # a directory still to be made holds nothing to lose
-            plot_common.check_pngs(pngs, [p for p in (csv_path, prediction_path) if p])
+            plot_common.check_pngs(pngs, [p for p in (csv_path, prediction_path) if p], overwrite)
         os.makedirs(out_dir, exist_ok=True)
     except tool_files.FileError as e:
         raise SweepError(str(e))
@@ -205,7 +209,7 @@ def plot_sweep(csv_path, prediction_path, out_dir):
         ax.set_title(title)
         ax.legend(loc="best", framealpha=0.8)
         try:
-            paths.append(plot_common.save(plt, fig, png))
+            paths.append(plot_common.save(plt, fig, png, WRITER))
         except tool_files.FileError as e:
             raise SweepError(str(e))
     return paths
@@ -216,11 +220,12 @@ def main(argv=None):
     parser.add_argument("sweep_csv", help="launch/scaling_sweep.py's sweep.csv")
     parser.add_argument("--prediction", help="the scaling model's CSV, drawn over the measured points")
     parser.add_argument("-o", "--out-dir", required=True, help="directory for the PNGs (created)")
+    tool_files.add_overwrite_flag(parser)
     args = parser.parse_args(argv)
     if os.path.exists(args.out_dir) and not os.path.isdir(args.out_dir):
         plot_common.fail(PROGRAM, f"-o {args.out_dir}: exists and is not a directory")
     try:
-        paths = plot_sweep(args.sweep_csv, args.prediction, args.out_dir)
+        paths = plot_sweep(args.sweep_csv, args.prediction, args.out_dir, args.overwrite)
     except SweepError as e:
         plot_common.fail(PROGRAM, str(e))
     except plot_common.NoMatplotlib as e:

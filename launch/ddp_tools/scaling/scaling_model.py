@@ -7,9 +7,12 @@ efficiency from one traced rank (or a synthetic model) to N = 1 ... 4096 ranks.
 
 The arithmetic is in scaling_model_core.py (collective costs, the step's schedule), the
 inputs in scaling_model_inputs.py (trace, synthetic models, clusters, bench tables).
+Each projected configuration is first put to the trainer's own start-up rules
+(`ddp_train --check-worlds`, trainer_rules.py): a row it would refuse is left out and said.
 Bad input: one line on stderr, exit status 2. matplotlib is needed for --png only.
 Outputs are checked before the model runs and written whole (launch/ddp_tools/common/tool_files.py):
-one that is an input, or an existing file of another kind, is refused.
+one that is an input is refused, and so is an existing file that neither ddp_train nor one of its
+tools wrote, unless --overwrite; an earlier output of this project's is replaced, said on stderr.
 """
 import argparse
 import csv
@@ -17,19 +20,14 @@ import sys
 
 from ddp_tools.common import tool_files
 from ddp_tools.scaling import scaling_model_inputs as inputs
+from ddp_tools.scaling import trainer_rules
 from ddp_tools.scaling.checkpoint_cost import STORAGE, checkpoint_cost, state_bytes
 from ddp_tools.scaling.scaling_model_core import ModelError, collective_s, simulate_step
 
 CSV_COLUMNS = ["ranks", "mode", "algorithm", "zero_stage", "step_s", "compute_s", "comm_s", "exposed_s",
                "hidden_fraction", "samples_per_s", "speedup", "efficiency"]
 DEFAULT_RANKS = [2 ** i for i in range(13)]
-# What each output flag writes, to tell an earlier run's file (replaced) from another (refused).
-OUTPUT_KINDS = {
-    "csv": tool_files.text_kind("a scaling model CSV", ",".join(CSV_COLUMNS[:3])),
-    "md": tool_files.text_kind("a scaling model report", "# Scaling model"),
-    "png": tool_files.PNG,
-    "projection": tool_files.text_kind("a scaling projection", "# Scaling projection"),
-}
+OUTPUT_FLAGS = ("csv", "md", "png", "projection")
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -66,7 +64,10 @@ def parse_args(argv):
     p.add_argument("--ranks", default=",".join(map(str, DEFAULT_RANKS)), help="comma-separated N")
     p.add_argument("--mode", default="both", choices=["weak", "strong", "both"])
     p.add_argument("--mfu", type=float, default=0.4, help="achieved fraction of 989 TFLOP/s (synthetic)")
-    p.add_argument("--csv"), p.add_argument("--png"), p.add_argument("--md")
+    p.add_argument("--csv", help="write the rows here (CSV)")
+    p.add_argument("--png", help="write the efficiency and throughput plot here (PNG)")
+    p.add_argument("--md", help="write the report here (Markdown)")
+    tool_files.add_overwrite_flag(p)
     args = p.parse_args(argv)
     if not (args.trace or args.synthetic or args.projection):
         p.error("give --trace FILE, --synthetic gpt2-124m|mlp-wide or --projection FILE.md")
@@ -96,9 +97,11 @@ def load_cluster(args):
     return cluster, notes
 
 
-def sweep(profile, cluster, ranks_list, modes, algorithm, zero, accum, prefetch, shard_size=None):
-    """CSV rows (dicts) per mode and N, and the notes (strong scaling's stop)."""
+def sweep(profile, cluster, ranks_list, modes, algorithm, zero, accum, prefetch, shard_size=None, refused=None):
+    """CSV rows (dicts) per mode and N, and the notes (strong scaling's stop, the rows
+    left out because the trainer would refuse them: refused, {(mode, N): reason})."""
     rows, notes = [], []
+    refused = refused or {}
     for mode in modes:
         base = simulate_step(profile, 1, cluster, algorithm, zero, accum, profile.rows, prefetch)
         base_rate = profile.rows * accum / base.step_s
@@ -108,6 +111,9 @@ def sweep(profile, cluster, ranks_list, modes, algorithm, zero, accum, prefetch,
                 notes.append(f"Strong scaling stops before N = {n}: the {profile.rows:g} rows of one rank's "
                              "micro-batch would leave fewer than 1 row per rank.")
                 break
+            if (mode, n) in refused:
+                notes.append(f"N = {n} ({mode}) left out: ddp_train refuses it: {refused[(mode, n)]}.")
+                continue
             r = simulate_step(profile, n, cluster, algorithm, zero, accum, per_rank, prefetch, shard_size=shard_size)
             rate = per_rank * accum * n / r.step_s
             rows.append({"ranks": n, "mode": mode, "algorithm": "+".join(r.algorithms) or algorithm,
@@ -176,18 +182,18 @@ def table(rows):
 
 def check_outputs(args):
     """Refuses, before any work, an output that is an input, another output or someone else's file."""
-    outputs = [(getattr(args, flag), f"--{flag} {getattr(args, flag)}", kind)
-               for flag, kind in OUTPUT_KINDS.items() if getattr(args, flag)]
+    outputs = [(getattr(args, flag), f"--{flag} {getattr(args, flag)}") for flag in OUTPUT_FLAGS
+               if getattr(args, flag)]
     read = [args.trace] + args.allreduce_table + ([args.cluster] if args.cluster not in inputs.PRESETS else [])
     try:
-        tool_files.check_outputs(outputs, [p for p in read if p])
+        tool_files.check_outputs(outputs, [p for p in read if p], args.overwrite)
     except tool_files.FileError as e:
         raise ModelError(str(e))
 
 
 def write_text(path, flag, text):
     try:
-        tool_files.write_text_atomic(path, f"--{flag} {path}", text)
+        tool_files.write_text_atomic(path, f"--{flag} {path}", text, f"scaling_model.py --{flag}")
     except tool_files.FileError as e:
         raise ModelError(str(e))
 
@@ -199,7 +205,7 @@ def write_csv(path, rows):
         for r in rows:
             w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
     try:
-        tool_files.write_atomic(path, f"--csv {path}", write)
+        tool_files.write_atomic(path, f"--csv {path}", write, "scaling_model.py --csv")
     except tool_files.FileError as e:
         raise ModelError(str(e))
 
@@ -234,7 +240,8 @@ def write_png(path, rows, title):
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     try:
-        tool_files.write_atomic(path, f"--png {path}", lambda f: fig.savefig(f, format="png", dpi=110), binary=True)
+        tool_files.write_atomic(path, f"--png {path}", lambda f: fig.savefig(f, format="png", dpi=110),
+                                "scaling_model.py --png", binary=True)
     except tool_files.FileError as e:
         raise ModelError(str(e))
     finally:
@@ -336,9 +343,16 @@ def main(argv=None):
     accum = profile.micro_batches if args.grad_accum is None else args.grad_accum
     cluster, notes = load_cluster(args)
     modes = ["weak", "strong"] if args.mode == "both" else [args.mode]
+    refused, checked = trainer_rules.refusals(args.ranks, modes, profile.rows, accum, zero, args.zero3_prefetch,
+                                              args.zero_shard_size)
     rows, stops = sweep(profile, cluster, args.ranks, modes, args.algorithm, zero, accum, args.zero3_prefetch,
-                        args.zero_shard_size)
-    said = assumptions(profile, cluster, args, zero, accum, notes + stops)
+                        args.zero_shard_size, refused)
+    for stop in stops:
+        if "left out" in stop:
+            print(f"scaling_model: {stop}", file=sys.stderr)
+    if not rows:
+        raise ModelError("ddp_train refuses every projected configuration (see above)")
+    said = assumptions(profile, cluster, args, zero, accum, notes + checked + stops)
     text = ["# Scaling model", "", f"`{command}`", "", "Assumptions:", ""] + [f"- {s}" for s in said] + [""] + table(rows)
     print("\n".join(text))
     if args.md:

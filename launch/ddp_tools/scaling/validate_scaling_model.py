@@ -34,7 +34,6 @@ from ddp_tools.scaling import trace_exposure
 from ddp_tools.scaling import validation_runs as runs
 from ddp_tools.scaling.scaling_model_core import ModelError, simulate_step
 
-REPORT = tool_files.text_kind("a validation report", "# Scaling model validation")
 PREDICTIONS = ("from_n1", "from_nN", "schedule_only")
 
 
@@ -61,6 +60,7 @@ def parse_args(argv):
     p.add_argument("--allreduce-table", action="append", default=[], metavar="FILE",
                    help="a bench_allreduce --markdown table instead of cpu-host, for N up to its N (repeatable)")
     p.add_argument("--out", help="also write the Markdown report here")
+    tool_files.add_overwrite_flag(p)
     args = p.parse_args(argv)
     for flag, value in (("--steps", args.steps), ("--batch-size", args.batch_size or 1)):
         if value < 1:
@@ -78,7 +78,7 @@ def parse_args(argv):
 
 def check_paths(args):
     """Refuses, before any run, a program that cannot run, a --workdir that is a file and an --out
-    that is an input or someone else's file (ModelError)."""
+    that is an input or someone else's file without --overwrite (ModelError)."""
     if not (args.from_traces or args.from_dir):
         for flag, program in (("--trainer", args.trainer), ("--bench", args.bench)):
             if program and not (os.path.isfile(program) and os.access(program, os.X_OK)):
@@ -89,7 +89,7 @@ def check_paths(args):
     if args.out:
         read = list(args.from_traces or []) + args.allreduce_table
         try:
-            tool_files.check_outputs([(args.out, f"--out {args.out}", REPORT)], read)
+            tool_files.check_outputs([(args.out, f"--out {args.out}")], read, args.overwrite)
         except tool_files.FileError as e:
             raise ModelError(str(e))
 
@@ -287,7 +287,7 @@ def main(argv=None):
     print(text)
     if args.out:
         try:
-            tool_files.write_text_atomic(args.out, f"--out {args.out}", text + "\n")
+            tool_files.write_text_atomic(args.out, f"--out {args.out}", text + "\n", "validate_scaling_model.py --out")
         except tool_files.FileError as e:
             raise ModelError(str(e))
     return 0

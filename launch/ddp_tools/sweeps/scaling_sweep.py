@@ -22,11 +22,14 @@ ddp_train <the same arguments>`, one job after the other (see sweep_slurm.py).
   weak scaling:   the per-rank batch B is fixed (--batch-size B); the global
                   batch grows as B*N (B*N*K with `-- --grad-accum K`).
 
---out-dir is the sweep's: the files it names there are replaced, except that
-sweep.csv, sweep.md and the PNGs are replaced only if they are a sweep's, and
-none may be one of the inputs (--prediction, --hostfile): refused before any
-run, as is a --prediction that plot_sweep.py cannot read. The CSV and the
-table are written whole (launch/ddp_tools/common/tool_files.py).
+--out-dir is the sweep's, but an existing file of a name it writes there
+(metrics-*.jsonl, log-*, job-*.sbatch, sweep.csv, sweep.md, the PNGs) is
+replaced only if ddp_train or one of its tools wrote it (an earlier sweep's,
+said on stderr), or with --overwrite; none may be one of the inputs
+(--prediction, --hostfile), even with --overwrite: refused before any run, as
+is a --prediction that plot_sweep.py cannot read. The CSV and the table are
+written whole (launch/ddp_tools/common/tool_files.py), and every file the
+sweep wrote, its runs' metrics and logs included, is recorded as its own.
 
 Standard library only; any python3 >= 3.6.
 """
@@ -67,8 +70,7 @@ OWNED_FLAGS = {
 
 STDERR_TAIL_LINES = 20
 
-SWEEP_CSV = tool_files.text_kind("a sweep CSV", ",".join(CSV_COLUMNS[:2]))
-SWEEP_MD = tool_files.text_kind("a sweep table", "# ddp_train scaling sweep")
+WRITER = "scaling_sweep.py --out-dir"  # who wrote the sweep's files, in the output registry
 
 
 def quote_command(argv):
@@ -152,6 +154,7 @@ def build_parser():
     p.add_argument("--out-dir", metavar="DIR",
                    help="where the metrics files, logs, sweep.csv and sweep.md go "
                         "(default: sweep-results/<date>-<time> under the current directory)")
+    tool_files.add_overwrite_flag(p)
     p.add_argument("--dry-run", action="store_true", help="print the commands (with --slurm: the sbatch commands) and exit")
     p.add_argument("--prediction", metavar="FILE",
                    help="a scaling model's prediction CSV, drawn over the measured points in the plots "
@@ -242,19 +245,22 @@ def parse_args(argv):
 
 
 def check_outputs(args, plan):
-    """Refuses (tool_files.FileError) a file of the sweep's that is one of its inputs, or a result file
-    (sweep.csv, sweep.md, a PNG) that exists and is not a sweep's, before the first run."""
+    """Refuses (tool_files.FileError) a file of the sweep's that is one of its inputs, or one that exists
+    and that this project did not write (without --overwrite), before the first run."""
     if not os.path.isdir(args.out_dir):
         return  # made by the sweep: nothing in it yet
-    results = [("sweep.csv", SWEEP_CSV), ("sweep.md", SWEEP_MD)]
-    results += [(figure + ".png", tool_files.PNG) for figure in plot_sweep_py.FIGURES]
-    outputs = [(os.path.join(args.out_dir, name), kind) for name, kind in results]
+    results = ["sweep.csv", "sweep.md"] + [figure + ".png" for figure in plot_sweep_py.FIGURES]
+    outputs = [os.path.join(args.out_dir, name) for name in results]
     for _, _, stem, metrics, _, job in plan:
-        log_base = os.path.join(args.out_dir, "log-" + stem)
-        runs = [metrics, log_base + ".out", log_base + ".err"] + ([job[1], log_base + ".sbatch"] if job else [])
-        outputs += [(path, None) for path in runs]
+        outputs += run_files(args.out_dir, stem, metrics, job)
     inputs = [p for p in (args.prediction, args.hostfile) if p]
-    tool_files.check_outputs([(path, "the sweep's %s" % path, kind) for path, kind in outputs], inputs)
+    tool_files.check_outputs([(path, "the sweep's %s" % path) for path in outputs], inputs, args.overwrite)
+
+
+def run_files(out_dir, stem, metrics, job):
+    """The files one run of the sweep writes: its metrics, its logs and (--slurm) its job script and sbatch log."""
+    log_base = os.path.join(out_dir, "log-" + stem)
+    return [metrics, log_base + ".out", log_base + ".err"] + ([job[1], log_base + ".sbatch"] if job else [])
 
 
 def launcher_is_open_mpi(launcher):
@@ -329,7 +335,7 @@ def run_command(args, n, metrics_path, open_mpi):
 PLOT_PYTHON = "/usr/bin/python3"  # Debian's, which sees python3-matplotlib
 
 
-def plot_sweep(csv_path, prediction, out_dir):
+def plot_sweep(csv_path, prediction, out_dir, overwrite):
     """PNG plots next to the CSV through launch/plot_sweep.py, or one line saying why not."""
     script = os.path.join(repo_paths.LAUNCH, "plot_sweep.py")
     why = None
@@ -344,6 +350,7 @@ def plot_sweep(csv_path, prediction, out_dir):
         print("plots skipped: %s%s" % (why, " (--prediction unused)" if prediction else ""))
         return
     cmd = [PLOT_PYTHON, script, csv_path] + (["--prediction", prediction] if prediction else []) + ["-o", out_dir]
+    cmd += ["--overwrite"] if overwrite else []
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
     if proc.stdout.strip():
         print(proc.stdout.rstrip())
@@ -351,6 +358,15 @@ def plot_sweep(csv_path, prediction, out_dir):
         # The measured table is written and worth keeping: say so, but do not fail the sweep for a plot.
         print("scaling_sweep: plotting failed (exit status %d): %s" % (proc.returncode, quote_command(cmd)),
               file=sys.stderr)
+
+
+def record_run(out_dir, stem, metrics, job):
+    """Records as the sweep's the files of a run that its ddp_train wrote (the metrics) and, with --slurm,
+    Slurm (the job's logs): outputs of the sweep, which a later sweep into this --out-dir replaces."""
+    log_base = os.path.join(out_dir, "log-" + stem)
+    for path in [metrics] + ([log_base + ".out", log_base + ".err"] if job else []):
+        if os.path.isfile(path):
+            tool_files.record(path, WRITER)
 
 
 def tail(path, lines):
@@ -385,7 +401,12 @@ class RunFailed(Exception):
 def execute(cmd, env, log_base, timeout):
     """Runs cmd with stdout/stderr to log_base.{out,err}; returns the elapsed seconds or raises RunFailed."""
     start = time.time()
-    with open(log_base + ".out", "w") as out, open(log_base + ".err", "w") as err:
+    try:
+        out = tool_files.open_output(log_base + ".out", log_base + ".out", WRITER)
+        err = tool_files.open_output(log_base + ".err", log_base + ".err", WRITER)
+    except tool_files.FileError as e:
+        raise RunFailed(str(e))
+    with out, err:
         try:
             proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, start_new_session=True)
         except OSError as e:
@@ -543,6 +564,7 @@ def main(argv):
                                              "does srun --mpi=%s reach the MPI it was built with" % args.slurm_mpi
                                              if args.slurm else "is `%s` the MPI it was built with" % args.launcher[0]))
         except RunFailed as e:
+            record_run(out_dir, stem, metrics, job)
             print("%s %s: FAILED: %s" % (time.strftime("%H:%M:%S"), tag, e), file=sys.stderr)
             which = ".err" if tail(log_base + ".err", 1) else ".out"
             lines = tail(log_base + which, STDERR_TAIL_LINES)
@@ -556,6 +578,7 @@ def main(argv):
                     print("  | " + line, file=sys.stderr)
             print("command: " + quote_command(job[0] if job else cmd), file=sys.stderr)
             return 1
+        record_run(out_dir, stem, metrics, job)
         sps = num(summary, "samples_per_s")
         print("%s %s: finished in %.1f s, %s samples/s" %
               (time.strftime("%H:%M:%S"), tag, elapsed, fmt(sps, 0) or "?"), flush=True)
@@ -604,7 +627,7 @@ def main(argv):
         w.writerow(CSV_COLUMNS)
         for row in rows:
             w.writerow([fmt(row[c], digits.get(c, 0)) for c in CSV_COLUMNS])
-    tool_files.write_atomic(csv_path, csv_path, write_csv)
+    tool_files.write_atomic(csv_path, csv_path, write_csv, WRITER)
 
     local = not args.hostfile and not args.slurm
     header = ["mode", "ranks", "batch/rank", "global batch", "steps", "samples/s", "speed-up", "efficiency",
@@ -662,7 +685,7 @@ def main(argv):
     md += ["- " + n for n in notes] + ["", "Runs:", ""]
     md += ["- N=%d: `%s`" % (row["ranks"], quote_command(row["_cmd"])) for row in rows]
     md_path = os.path.join(out_dir, "sweep.md")
-    tool_files.write_text_atomic(md_path, md_path, "\n".join(md) + "\n")
+    tool_files.write_text_atomic(md_path, md_path, "\n".join(md) + "\n", WRITER)
 
     print()
     print("%s on %s, %d cores; command: %s" % (started.strftime("%Y-%m-%d %H:%M"), host, cores, sweep_cmd))
@@ -672,7 +695,7 @@ def main(argv):
         print("- " + n)
     print()
     print("wrote %s and %s" % (csv_path, os.path.join(out_dir, "sweep.md")))
-    plot_sweep(csv_path, args.prediction, out_dir)
+    plot_sweep(csv_path, args.prediction, out_dir, args.overwrite)
     return 0
 
 

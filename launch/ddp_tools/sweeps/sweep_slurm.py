@@ -5,7 +5,9 @@ runs `srun --mpi=pmix ddp_train <the same arguments as the mpirun path>`,
 submitted with `sbatch --wait`, so the sweep runs its points one after the
 other as it does under mpirun, and reads the same metrics files. The job's
 stdout/stderr go to the same log-<stem>.out/.err as an mpirun run's; sbatch's
-own messages (the job id, a refusal) to log-<stem>.sbatch.
+own messages (the job id, a refusal) to log-<stem>.sbatch. The script and
+the sbatch log are written through tool_files (checked by scaling_sweep.py
+first, recorded as the sweep's).
 
 Standard library only; imported by scaling_sweep.py.
 """
@@ -16,6 +18,9 @@ import signal
 import subprocess
 import time
 
+from ddp_tools.common import tool_files
+
+WRITER = "scaling_sweep.py --out-dir"  # who wrote the script and the sbatch log, in the output registry
 
 class SubmitFailed(Exception):
     pass
@@ -101,18 +106,23 @@ def submit(sbatch_cmd, script_path, script_text, env, log_base, timeout):
     """Writes the job script, runs sbatch --wait; returns the elapsed seconds or raises SubmitFailed.
 
     On a timeout or Ctrl-C the job is cancelled (scancel), not just the waiting sbatch."""
-    try:
-        with open(script_path, "w") as f:
-            f.write(script_text)
-        os.chmod(script_path, 0o755)
-    except OSError as e:
-        raise SubmitFailed("cannot write the job script %s (%s)" % (script_path, e.strerror))
     for suffix in (".out", ".err"):
         if os.path.exists(log_base + suffix):
             os.remove(log_base + suffix)  # the tail shown on failure must be this job's
+    try:
+        tool_files.write_text_atomic(script_path, "the job script %s" % script_path, script_text, WRITER)
+        os.chmod(script_path, 0o755)
+    except tool_files.FileError as e:
+        raise SubmitFailed(str(e))
+    except OSError as e:
+        raise SubmitFailed("cannot write the job script %s (%s)" % (script_path, e.strerror))
     sbatch_log = log_base + ".sbatch"
     start = time.time()
-    with open(sbatch_log, "w") as log:
+    try:
+        log = tool_files.open_output(sbatch_log, sbatch_log, WRITER)
+    except tool_files.FileError as e:
+        raise SubmitFailed(str(e))
+    with log:
         try:
             proc = subprocess.Popen(sbatch_cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
                                     start_new_session=True)

@@ -10,7 +10,8 @@ it on an idle machine: the step times are wall-clock medians.
   launch/zero_table.py --ranks 1,2,4 --out launch/results/zero.md
 
 Bad flags and an --out that cannot be written (a missing directory, an
-existing file that is not such a table) are refused before the first run.
+existing file that neither ddp_train nor one of its tools wrote, unless
+--overwrite) are refused before the first run.
 """
 import argparse
 import json
@@ -31,7 +32,6 @@ MODELS = {
 
 HEADER = ("| model | ranks | stage | state MiB/rank | formula (paper / ours) MiB | measured / ours "
           "| peak alloc MiB/rank | step ms (median) | sent MiB/step/rank | theory MiB | sent / theory |")
-TABLE = tool_files.text_kind("a zero_table table", "| model | ranks | stage |")
 
 
 def formula(stage, world, params, adamw):
@@ -93,7 +93,7 @@ def check_args(ap, a):
         ap.error(f"--binary {a.binary}: not an executable file (build it: launch/build.sh)")
     if a.out:
         try:
-            tool_files.check_outputs([(a.out, f"--out {a.out}", TABLE)], [a.binary])
+            tool_files.check_outputs([(a.out, f"--out {a.out}")], [a.binary], a.overwrite)
         except tool_files.FileError as e:
             ap.error(str(e))
 
@@ -107,7 +107,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    ap.add_argument("--out", default="")
+    ap.add_argument("--out", default="", help="also write the table here (Markdown)")
+    tool_files.add_overwrite_flag(ap)
     a = ap.parse_args()
     check_args(ap, a)
     lines = [HEADER, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
@@ -127,7 +128,7 @@ def main():
                 print(lines[-1], flush=True)
     if a.out:
         try:
-            tool_files.write_text_atomic(a.out, f"--out {a.out}", "\n".join(lines) + "\n")
+            tool_files.write_text_atomic(a.out, f"--out {a.out}", "\n".join(lines) + "\n", "zero_table.py --out")
         except tool_files.FileError as e:
             sys.exit(f"zero_table: {e}")
 

@@ -43,7 +43,10 @@ tokens/s.
 
 Writes --out (Markdown), and beside it .runs.jsonl (every run: its command
 and its raw JSON line) and .log; the table is rewritten after every run, so
-a run cut short (--budget-s, Ctrl-C) leaves what finished.
+a run cut short (--budget-s, Ctrl-C) leaves what finished. The three are
+checked before the first run: an existing one that neither ddp_train nor one
+of its tools wrote is refused (exit 2) unless --overwrite; an earlier run's
+is replaced, said on stderr (launch/ddp_tools/common/tool_files.py).
 
 Examples:
   python3 launch/bench_activation_memory.py            # the GPT-2-shaped CPU model, batches 2 and 4
@@ -64,13 +67,14 @@ import sys
 import tempfile
 import time
 
-from ddp_tools.common import repo_paths
+from ddp_tools.common import repo_paths, tool_files
 from ddp_tools.torch_ref import compare_torch, torch_thread_configs
 from ddp_tools.torch_ref.compare_torch import (TORCH_REFERENCE, Log, bench_line, core_count, cpu_model, on_sigterm,
                                                pick_python, run_group, sh, tail)
 from ddp_tools.torch_ref.compare_torch_models import GPT_ADAMW
 
 PROG = "bench_activation_memory"
+WRITER = "bench_activation_memory.py --out"  # who wrote the table and the files beside it, in the output registry
 MIB = float(1 << 20)
 GIB = float(1 << 30)
 FIT_TOLERANCE = 0.02  # the check batch's measured peak against the line's
@@ -138,6 +142,7 @@ def parse_args(argv=None):
     p.add_argument("--out", default="",
                    help="the table (Markdown), .runs.jsonl and .log beside it (default: launch/results/"
                    "DATE-cpu-activation-memory.md; --quick: under the temporary folder)")
+    tool_files.add_overwrite_flag(p)
     a = p.parse_args(argv)
     base = QUICK if a.quick else FULL
     for k, v in base.items():
@@ -324,8 +329,11 @@ class Bench:
         self.started = time.monotonic()
         self.stem = os.path.splitext(args.out)[0]
         os.makedirs(os.path.dirname(os.path.abspath(args.out)) or ".", exist_ok=True)
-        self.log = Log(self.stem + ".log")
-        self.runs_file = open(self.stem + ".runs.jsonl", "w")
+        beside = (self.stem + ".runs.jsonl", self.stem + ".log")
+        tool_files.check_outputs([(args.out, f"--out {args.out}")] + [(p, f"--out: {p}") for p in beside],
+                                 overwrite=args.overwrite)
+        self.log = Log(self.stem + ".log", WRITER)
+        self.runs_file = tool_files.open_output(self.stem + ".runs.jsonl", self.stem + ".runs.jsonl", WRITER)
         self.cores = core_count()
         self.threads = args.threads or self.cores
         self.help_text = help_text
@@ -728,8 +736,7 @@ class Bench:
                 + "\n\n## Ours against PyTorch\n\n" + speed
                 + "\n\n## Targets (issue 30)\n\n" + targets
                 + "\n\n## Commands\n\n```\n" + "\n".join(self.commands) + "\n```\n")
-        with open(a.out, "w") as f:
-            f.write(text)
+        tool_files.write_text_atomic(a.out, f"--out {a.out}", text, WRITER)
         return text
 
 
@@ -743,6 +750,9 @@ def main(argv=None):
         return 2
     try:
         bench = Bench(args, help_text)
+    except tool_files.FileError as e:
+        print(f"{PROG}: {e}", file=sys.stderr)
+        return 2
     except OSError as e:
         print(f"{PROG}: cannot write beside {args.out}: {e}", file=sys.stderr)
         return 2

@@ -49,6 +49,11 @@ Ours with N > 1 ranks runs under `mpirun -np N` (--oversubscribe,
 root); N = 1 runs the binary directly. PyTorch uses DDP over gloo
 (torch_reference.py --ranks N). On CUDA only one rank is run (one GPU).
 
+--out and the files beside it are checked before the first run: an existing
+one that neither ddp_train nor one of its tools wrote is refused (exit 2)
+unless --overwrite; an earlier run's is replaced, said on stderr
+(launch/ddp_tools/common/tool_files.py).
+
 Example: python3 launch/compare_torch.py --device cpu --models a,b --ranks 1,2 --out /tmp/cmp.md
 """
 import argparse
@@ -64,7 +69,7 @@ import subprocess
 import sys
 import time
 
-from ddp_tools.common import repo_paths
+from ddp_tools.common import repo_paths, tool_files
 from ddp_tools.torch_ref import compare_torch_table
 from ddp_tools.torch_ref import torch_thread_configs
 from ddp_tools.torch_ref.compare_torch_models import GPT_ADAMW, MODELS, PEAK_TFLOPS_BY_NAME, STEPS
@@ -100,6 +105,7 @@ def parse_args():
     p.add_argument("--budget-s", type=float, default=0.0,
                    help="stop starting runs after this many seconds in all (0: no limit); later cells read 'skipped'")
     p.add_argument("--out", default="", help="write the table here (Markdown), with .csv, .log and .runs.jsonl beside")
+    tool_files.add_overwrite_flag(p)
     a = p.parse_args()
     a.model_list = [m.strip() for m in a.models.split(",") if m.strip()]
     bad = [m for m in a.model_list if m not in MODELS]
@@ -122,11 +128,20 @@ def parse_args():
     return a
 
 
-class Log:
-    """Prints to stdout and appends to the .log file beside --out."""
+WRITER = "compare_torch.py --out"  # who wrote the table and the files beside it, in the output registry
 
-    def __init__(self, path):
-        self.f = open(path, "w") if path else None
+
+def out_files(out):
+    """--out and the files written beside it: (path, label) pairs for tool_files.check_outputs."""
+    stem = os.path.splitext(out)[0]
+    return [(out, f"--out {out}")] + [(stem + ext, f"--out: {stem + ext}") for ext in (".csv", ".log", ".runs.jsonl")]
+
+
+class Log:
+    """Prints to stdout and writes to the .log file beside --out (recorded as writer's)."""
+
+    def __init__(self, path, writer):
+        self.f = tool_files.open_output(path, path, writer) if path else None
 
     def __call__(self, text=""):
         print(text, flush=True)
@@ -232,10 +247,15 @@ def main():
     signal.signal(signal.SIGTERM, on_sigterm)
     started = time.monotonic()
     stem = os.path.splitext(args.out)[0] if args.out else ""
-    if stem:
-        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    log = Log(stem + ".log" if stem else "")
-    runs_file = open(stem + ".runs.jsonl", "w") if stem else None
+    try:
+        if stem:
+            os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+            tool_files.check_outputs(out_files(args.out), overwrite=args.overwrite)
+        log = Log(stem + ".log" if stem else "", WRITER)
+        runs_file = tool_files.open_output(stem + ".runs.jsonl", stem + ".runs.jsonl", WRITER) if stem else None
+    except (OSError, tool_files.FileError) as e:
+        print(f"compare_torch: {e}", file=sys.stderr)
+        return 2
 
     python = pick_python(args.python)
     cores = core_count()

@@ -7,6 +7,7 @@ with PyTorch's MFU beside ours."""
 import csv
 import statistics
 
+from ddp_tools.common import tool_files
 from ddp_tools.torch_ref import torch_thread_configs
 
 SIDES = ("ours", "eager", "compile")
@@ -223,13 +224,15 @@ class Results:
                          "'threads', the others' medians in brackets); ours/PyTorch is against it")
             if "c" in args.model_list:
                 notes.append("- model c on CPU uses batch 256 per rank (4096 on GPU)")
-        with open(out, "w") as f:
-            f.write("\n".join(notes) + "\n\n" + table + "\n")
-        with open(stem + ".csv", "w", newline="") as f:
-            keys = []  # every row's columns, in first-seen order (GPT rows have tokens/s and PyTorch MFU ones)
-            for r in rows:
-                keys += [k for k in r if not k.endswith("_cell") and k not in keys]
+        writer = "compare_torch.py --out"  # in the output registry
+        tool_files.write_text_atomic(out, f"--out {out}", "\n".join(notes) + "\n\n" + table + "\n", writer)
+        keys = []  # every row's columns, in first-seen order (GPT rows have tokens/s and PyTorch MFU ones)
+        for r in rows:
+            keys += [k for k in r if not k.endswith("_cell") and k not in keys]
+
+        def write_csv(f):
             w = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
             w.writeheader()
             w.writerows(rows)
+        tool_files.write_atomic(stem + ".csv", f"--out: {stem}.csv", write_csv, writer)
         return table

@@ -46,8 +46,11 @@ Checks (exit 1 on any miss, 0 when all hold, 77 without torch):
   launch/gpt_equivalence.py [--ddp-train build/ddp_train] [--text FILE]
       [--steps 50] [--n-layer 2 --n-head 2 --n-embd 64 --block-size 64
       --batch-size 8] [--lr 1e-3 --weight-decay 0.1] [--seed S] [--threads 2]
-      [--lr-schedule constant|cosine --warmup-steps W]
+      [--lr-schedule constant|cosine --warmup-steps W] [--workdir DIR [--overwrite]]
 
+--workdir keeps init.safetensors, final.safetensors and metrics.jsonl; an
+existing one that neither ddp_train nor one of its tools wrote is refused
+unless --overwrite, an earlier run's replaced (launch/ddp_tools/common/tool_files.py).
 --text defaults to /tmp/data/shakespeare.txt (launch/fetch_shakespeare.sh
 /tmp/data) when present, else the README.md of this checkout. Needs torch,
 numpy and safetensors for /usr/bin/python3 (launch/install_bench_deps.sh).
@@ -61,7 +64,7 @@ import sys
 import tempfile
 import time
 
-from ddp_tools.common import repo_paths
+from ddp_tools.common import repo_paths, tool_files
 
 SKIP = 77
 try:
@@ -73,6 +76,7 @@ except ImportError as e:
     sys.exit(SKIP)
 
 ROOT = repo_paths.REPO
+WRITER = "gpt_equivalence.py --workdir"  # who wrote the kept files, in the output registry
 BYTE_VOCAB = 256  # --data text on bytes: vocabulary 256, no padding
 
 
@@ -166,6 +170,7 @@ def main():
     ap.add_argument("--own-val-tol", type=float, default=0.02,
                     help="relative: ours' validation loss against torch's on its own trained weights")
     ap.add_argument("--workdir", help="keep the files here (default: a temporary directory, removed)")
+    tool_files.add_overwrite_flag(ap)
     args = ap.parse_args()
 
     text = args.text or ("/tmp/data/shakespeare.txt" if os.path.isfile("/tmp/data/shakespeare.txt")
@@ -201,15 +206,26 @@ def main():
         os.makedirs(work, exist_ok=True)
         init_path, final_path = os.path.join(work, "init.safetensors"), os.path.join(work, "final.safetensors")
         metrics_path = os.path.join(work, "metrics.jsonl")
-        for p in (final_path, metrics_path):
-            if os.path.exists(p):
-                os.remove(p)  # our own earlier outputs in --workdir
-        torch_gpt.save_safetensors(model, init_path)
+        kept = (init_path, final_path, metrics_path)
+        try:
+            tool_files.check_outputs([(p, f"--workdir: {p}") for p in kept], overwrite=args.overwrite)
+            for p in (final_path, metrics_path):
+                if os.path.exists(p):
+                    os.remove(p)  # an earlier run's (or --overwrite): ddp_train writes them afresh
+            tool_files.write_atomic(init_path, f"--workdir: {init_path}",
+                                    lambda f: f.write(torch_gpt.safetensors_bytes(model)), WRITER, binary=True)
+        except (OSError, tool_files.FileError) as e:
+            print(f"gpt_equivalence.py: error: {e}", file=sys.stderr)
+            return 1
         try:
             ours, summary = run_ours(args, text, init_path, final_path, metrics_path)
         except (RuntimeError, OSError, ValueError) as e:
             print(f"gpt_equivalence.py: error: {e}", file=sys.stderr)
             return 1
+        finally:
+            for p in (final_path, metrics_path) if args.workdir else ():  # ddp_train's, kept for this script
+                if os.path.isfile(p):
+                    tool_files.record(p, WRITER)
 
         optimizer = torch.optim.AdamW(decay_groups(model, args.weight_decay), lr=args.lr,
                                       betas=(args.beta1, args.beta2), eps=args.eps)

@@ -188,9 +188,17 @@ def load_safetensors(model, path):
     model.load_state_dict({k: v.to(own[k].dtype) for k, v in sd.items()}, strict=True)
 
 
+def _safetensors_dict(model, dtype):
+    return {k: v.detach().to(dtype).contiguous() for k, v in model.state_dict().items()}
+
+
 def save_safetensors(model, path, dtype=torch.float32):
-    sd = {k: v.detach().to(dtype).contiguous() for k, v in model.state_dict().items()}
-    safetensors.torch.save_file(sd, path)
+    safetensors.torch.save_file(_safetensors_dict(model, dtype), path)
+
+
+def safetensors_bytes(model, dtype=torch.float32):
+    """What save_safetensors writes, for a caller that writes it itself (tool_files.write_atomic)."""
+    return safetensors.torch.save(_safetensors_dict(model, dtype))
 
 
 def init_wide(model, generator):

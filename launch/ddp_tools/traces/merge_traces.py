@@ -1,6 +1,7 @@
 """merge_traces.py: merge the ranks' `ddp_train --trace` files into one Chrome trace.
 
     launch/merge_traces.py run.json -o merged.json            # run.rank0.json, run.rank1.json, ...
+    launch/merge_traces.py run.json -o notes.json --overwrite # replace a file ddp_train did not write
     launch/merge_traces.py run.rank0.json run.rank1.json -o merged.json
 
 Each rank becomes one process (pid = rank, named "rank R") with its two threads,
@@ -13,9 +14,11 @@ otherData of the result: {"format", "world_size", "aligned_at": "clock_sync_ts",
 "ranks": [each file's otherData, in rank order]}.
 
 Standard library only. Bad input (a missing or garbled file, ranks of different
-runs, a rank missing or given twice, an output that is an input or someone
-else's file: launch/ddp_tools/common/tool_files.py) is a one-line error and exit status 2. The
-output is written whole or not at all (a temporary file renamed over it).
+runs, a rank missing or given twice, an output that is an input, or an existing
+file that neither ddp_train nor one of its tools wrote, without --overwrite:
+launch/ddp_tools/common/tool_files.py) is a one-line error and exit status 2. The
+output is written whole or not at all (a temporary file renamed over it); an
+earlier output of this project's is replaced, and a line on stderr says so.
 """
 
 import argparse
@@ -28,10 +31,7 @@ import sys
 from ddp_tools.common import tool_files
 
 FORMAT = "ddp_train trace 1"
-# What merge_traces writes (json.dump of a dict: "{" first), and ddp_train's
-# own trace files: an existing -o file that looks like neither is refused.
-TRACE_OUTPUT = tool_files.Kind("a Chrome trace (JSON)", lambda head: head.startswith(b"{") and any(
-    key in head for key in (b'"traceEvents"', b'"otherData"', b'"displayTimeUnit"')))
+WRITER = "merge_traces.py --output"  # who wrote the merged trace, in the output registry
 
 
 class TraceError(Exception):
@@ -129,6 +129,7 @@ def main(argv):
                                        "are found next to it).")
     p.add_argument("inputs", nargs="+", metavar="TRACE", help="the ranks' trace files, or the --trace name")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="the merged trace to write")
+    tool_files.add_overwrite_flag(p)
     args = p.parse_args(argv)
     paths = []
     for item in args.inputs:
@@ -143,9 +144,9 @@ def main(argv):
             paths += found
     label = "--output %s" % args.output
     try:
-        tool_files.check_outputs([(args.output, label, TRACE_OUTPUT)], paths)
+        tool_files.check_outputs([(args.output, label)], paths, args.overwrite)
         merged = merge(paths)
-        tool_files.write_text_atomic(args.output, label, json.dumps(merged) + "\n")
+        tool_files.write_text_atomic(args.output, label, json.dumps(merged) + "\n", WRITER)
     except (TraceError, tool_files.FileError) as e:
         print("merge_traces: %s" % e, file=sys.stderr)
         return 2

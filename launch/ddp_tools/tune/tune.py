@@ -9,6 +9,10 @@ ended (complete, pruned or failed; not ones interrupted by a stop of tune.py)
 count, so re-running the same command after an interruption finishes the search,
 and a larger N extends it. Each trial keeps DIR/trial-NNNN/{command.txt,log.txt,
 metrics.jsonl}. At the end: DIR/trials.md (printed too), DIR/best.ini, DIR/*.png.
+An existing file of one of those names is replaced only if ddp_train or one of
+its tools wrote it (an earlier search's, said on stderr), or with --overwrite:
+the report's files are checked before any trial, a trial's before it starts
+(launch/ddp_tools/common/tool_files.py).
 
 Pruning: MedianPruner(n_startup_trials=2, n_warmup_steps=--prune-warmup, 0 by
 default): once two trials have
@@ -69,6 +73,7 @@ def parse_args(argv):
     launch.add_argument("--ranks", type=int, help="run each trial under mpirun -np N --oversubscribe")
     launch.add_argument("--launcher", help="a command line to prefix each trial with (e.g. 'srun -n 4')")
     ap.add_argument("--trainer", help="ddp_train (default: build/ddp_train, else PATH's)")
+    tool_files.add_overwrite_flag(ap)
     args = ap.parse_args(own)
     args.trial_args = trial_args
     return args
@@ -91,6 +96,7 @@ def build_config(args):
     if not 0 <= args.seed < 2 ** 32:
         raise SpecError(f"--seed {args.seed}: must be from 0 to 2^32 - 1 (numpy's range)")
     _check_study_dir(args.study_dir)
+    _check_report_files(args.study_dir, args.overwrite)
     params = [tune_space.parse_param(spec) for spec in args.param]
     trainer = _find_trainer(args.trainer)
     flags = tune_space.read_trainer_help([trainer])
@@ -103,7 +109,7 @@ def build_config(args):
         mode = "epoch" if shaped else "step"
     cfg = argparse.Namespace(params=params, trainer=[trainer], trial_args=args.trial_args,
                              metric_key=key, direction=direction, report_mode=mode,
-                             enqueued=enqueued, study_dir=args.study_dir.resolve())
+                             enqueued=enqueued, study_dir=args.study_dir.resolve(), overwrite=args.overwrite)
     cfg.launcher = _launcher(args)
     return cfg
 
@@ -126,6 +132,18 @@ def _check_study_dir(study_dir):
         if head and head != SQLITE_MAGIC:
             raise SpecError(f"--study-dir {study_dir}: {STUDY_FILE} is not a SQLite database (not a "
                             "study of tune.py: move it away or choose another --study-dir)")
+
+
+def _check_report_files(study_dir, overwrite):
+    """Refuses, before any trial, a report file (trials.md, best.ini, a plot) in an existing --study-dir
+    that this project did not write, unless overwrite."""
+    if not study_dir.is_dir():
+        return  # made by the search: nothing in it yet
+    from ddp_tools.tune.tune_report import REPORT_FILES
+    try:
+        tool_files.check_outputs([(str(study_dir / name),) * 2 for name in REPORT_FILES], overwrite=overwrite)
+    except tool_files.FileError as err:
+        raise SpecError(str(err)) from None
 
 
 def _find_trainer(given):
@@ -294,7 +312,7 @@ def main(argv):
     except KeyboardInterrupt:
         print("tune: interrupted; re-run the same command to resume", file=sys.stderr)
         return 130
-    except tool_files.FileError as err:  # trials.md, best.ini or a plot (a full disk)
+    except tool_files.FileError as err:  # a trial's file, trials.md, best.ini or a plot (a full disk)
         print(f"tune.py: error: {err}", file=sys.stderr)
         return 2
 

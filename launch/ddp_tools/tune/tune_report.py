@@ -5,7 +5,9 @@ trial's parameters as `ddp_train --config` reads them) and PNG plots through
 optuna.visualization.matplotlib: the optimisation history, and the parameter
 importances (two or more parameters and enough complete trials) or else a slice plot.
 Each is written whole (a temporary file renamed over it: launch/ddp_tools/common/tool_files.py), so
-a search stopped while it reports leaves the earlier file, not half of one.
+a search stopped while it reports leaves the earlier file, not half of one, and recorded as
+tune.py's; tune.py checks REPORT_FILES before the search (a file this project did not write is
+replaced only with --overwrite).
 """
 
 import math
@@ -20,6 +22,9 @@ STATE_NAMES = {TrialState.COMPLETE: "complete", TrialState.PRUNED: "pruned",
                TrialState.FAIL: "fail", TrialState.RUNNING: "running", TrialState.WAITING: "waiting"}
 MIN_TRIALS_FOR_IMPORTANCE = 4   # fewer complete trials than this give importances of noise
 PLOT_DPI = 90
+PLOTS = ("history.png", "importances.png", "slice.png")
+REPORT_FILES = ("trials.md", "best.ini") + PLOTS
+WRITER = "tune.py --study-dir"  # who wrote the report, in the output registry
 
 
 def _cell(value):
@@ -57,7 +62,7 @@ def _best_number(study):
 
 
 def write_text(path, text):
-    tool_files.write_text_atomic(str(path), str(path), text)
+    tool_files.write_text_atomic(str(path), str(path), text, WRITER)
 
 
 def write_best_ini(study, path, objective_name, trial_args):
@@ -84,8 +89,8 @@ def write_plots(study, out_dir, objective_name):
         plots.append(("importances.png", lambda: ovm.plot_param_importances(study)))
     else:
         plots.append(("slice.png", lambda: ovm.plot_slice(study, target_name=objective_name)))
-    for stale in ("history.png", "importances.png", "slice.png"):   # an earlier run's choice
-        (out_dir / stale).unlink(missing_ok=True)
+    for stale in PLOTS:   # an earlier run's choice
+        tool_files.remove_output(str(out_dir / stale), str(out_dir / stale))
     written = []
     for name, draw in plots:
         with warnings.catch_warnings():
@@ -101,7 +106,7 @@ def write_plots(study, out_dir, objective_name):
                 fig.tight_layout()
             path = str(out_dir / name)
             tool_files.write_atomic(path, path, lambda f: fig.savefig(f, format="png", dpi=PLOT_DPI,
-                                                                      bbox_inches="tight"), binary=True)
+                                                                      bbox_inches="tight"), WRITER, binary=True)
         plt.close(fig)
         written.append(name)
     return written

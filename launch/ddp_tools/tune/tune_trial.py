@@ -4,6 +4,9 @@ The trial runs in its own process group (so SIGTERM reaches mpirun and its ranks
 alike) with its command, log and metrics in the trial's directory. Its metrics
 file is read while it runs; each intermediate value goes to Optuna, and when the
 pruner says so the group gets SIGTERM (ddp_train stops at the next step boundary).
+The trial's files are checked before it starts (a file there that this project did
+not write, left by a deleted study, ends the search with one line unless --overwrite)
+and recorded as tune.py's once it has ended (launch/ddp_tools/common/tool_files.py).
 """
 
 import json
@@ -16,12 +19,14 @@ import time
 
 import optuna
 
+from ddp_tools.common import tool_files
 from ddp_tools.tune import tune_space
 
 POLL_S = 0.2          # how often the metrics file is read while the trial runs
 READ_BYTES = 1 << 20  # read at most this much per poll, so a prune is not held up
                       # by parsing the megabytes a fast trial writes meanwhile
 TERM_GRACE_S = 60     # after SIGTERM, how long the trial may take to stop before SIGKILL
+WRITER = "tune.py --study-dir"  # who wrote a trial's files, in the output registry
 
 
 class TrialFailed(Exception):
@@ -163,15 +168,18 @@ def run_trial(trial, cfg):
     values = {p.name: p.suggest(trial) for p in cfg.params}
     trial_dir = cfg.study_dir / f"trial-{trial.number:04d}"
     trial_dir.mkdir(parents=True, exist_ok=True)
-    metrics = trial_dir / "metrics.jsonl"
-    if metrics.exists():
-        metrics.unlink()                  # a directory left by a deleted study: start clean
+    metrics, command, log_path = (str(trial_dir / name) for name in ("metrics.jsonl", "command.txt", "log.txt"))
+    # FileError (not TrialFailed): the search stops with one line, and this trial is not counted.
+    tool_files.check_outputs([(p, p) for p in (metrics, command, log_path)], overwrite=cfg.overwrite)
+    if os.path.exists(metrics):
+        os.unlink(metrics)                # a directory left by a deleted study: start clean
     cmd = (cfg.launcher + cfg.trainer + tune_space.param_args(values)
-           + ["--metrics", str(metrics)] + cfg.trial_args)
-    (trial_dir / "command.txt").write_text(shlex.join(cmd) + "\n")
+           + ["--metrics", metrics] + cfg.trial_args)
+    tool_files.write_text_atomic(command, command, shlex.join(cmd) + "\n", WRITER)
     follower = MetricsFollower(metrics, cfg.metric_key, cfg.direction, cfg.report_mode)
     start = time.monotonic()
-    with open(trial_dir / "log.txt", "wb") as log:
+    # The log stays open until the trial has ended: closed, it is recorded complete.
+    with tool_files.open_output(log_path, log_path, WRITER, "wb") as log:
         try:
             proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     start_new_session=True)
@@ -181,16 +189,19 @@ def run_trial(trial, cfg):
             trial.set_user_attr("wall_s", time.monotonic() - start)
             trial.set_user_attr("fail_reason", reason)
             raise TrialFailed(f"trial {trial.number}: {reason}") from None
-    try:
-        trial.set_user_attr("pgid", proc.pid)     # the trial's process group (its own session)
-        _follow(trial, proc, follower)
-    except optuna.TrialPruned:
-        trial.set_user_attr("wall_s", time.monotonic() - start)
-        raise
-    except BaseException:                 # Ctrl-C or SIGTERM of tune.py: stop the trial too
-        stop_group(proc)
-        trial.set_user_attr("interrupted", True)
-        raise
+        try:
+            trial.set_user_attr("pgid", proc.pid)     # the trial's process group (its own session)
+            _follow(trial, proc, follower)
+        except optuna.TrialPruned:
+            trial.set_user_attr("wall_s", time.monotonic() - start)
+            raise
+        except BaseException:                 # Ctrl-C or SIGTERM of tune.py: stop the trial too
+            stop_group(proc)
+            trial.set_user_attr("interrupted", True)
+            raise
+        finally:
+            if os.path.isfile(metrics):       # ddp_train's, complete now that the trial has ended
+                tool_files.record(metrics, WRITER)
     trial.set_user_attr("wall_s", time.monotonic() - start)
     trial.set_user_attr("exit_status", proc.returncode)
     if proc.returncode != 0 or follower.summary is None:

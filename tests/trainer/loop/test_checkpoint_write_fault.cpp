@@ -75,7 +75,7 @@ TEST(CheckpointWriteFault, AnyOtherValueIsOneLine) {
     } catch (const Error& e) {
       const std::string message = e.what();
       EXPECT_EQ(message,
-                std::string("DDP_TEST_CHECKPOINT_WRITE='") + value + "' is not hold:STEP or fail:STEP (a test hook)");
+                std::string("DDP_TEST_CHECKPOINT_WRITE='") + value + "' is not hold:STEP, fail:STEP or slow:STEP (a test hook)");
     }
   }
 }
