@@ -319,5 +319,30 @@ TEST_F(Signals, Sigusr1ToAPlainMpirunStopsWithACheckpointWhateverTheKillTimeout)
 #endif
 }
 
+// A checkpoint write longer than the seconds a SIGTERM to mpirun leaves the
+// ranks (Open MPI's default odls_base_sigkill_timeout, 1 s) is said once, with
+// the ways out; with a timeout that covers it, nothing is said.
+TEST_F(Signals, ACheckpointLongerThanMpirunsKillTimeoutIsSaid) {
+#if !defined(DDP_MPIEXEC)
+  GTEST_SKIP() << "built without MPI";
+#else
+  const std::string data = npy_problem(dir, 256, 64, 32, 8);
+  const std::string run = mpiexec_prefix(2) + kTrainer + data + " --layers 32,64,8 --batch-size 32 --steps 2";
+  const test::CommandResult short_grace = test::run_command("env -u OMPI_MCA_odls_base_sigkill_timeout "
+                                                            "DDP_TEST_CHECKPOINT_WRITE=slow:1 " + run +
+                                                            " --checkpoint-every 1 --checkpoint-dir " + dir + "/a 2>&1");
+  ASSERT_EQ(short_grace.exit_code, 0) << short_grace.output;
+  const std::vector<std::string> notes = lines_with(short_grace.output, "note: this checkpoint took 3.");
+  ASSERT_EQ(notes.size(), 1u) << "said once, at the first slow write:\n" << short_grace.output;
+  EXPECT_NE(notes.front().find("gives the ranks 1 s before SIGKILL"), std::string::npos) << notes.front();
+  EXPECT_NE(notes.front().find("SIGUSR1"), std::string::npos) << notes.front();
+  const test::CommandResult long_grace = test::run_command("env OMPI_MCA_odls_base_sigkill_timeout=30 "
+                                                           "DDP_TEST_CHECKPOINT_WRITE=slow:1 " + run +
+                                                           " --checkpoint-dir " + dir + "/b 2>&1");
+  ASSERT_EQ(long_grace.exit_code, 0) << long_grace.output;
+  EXPECT_EQ(long_grace.output.find("note: this checkpoint took"), std::string::npos) << long_grace.output;
+#endif
+}
+
 }  // namespace
 }  // namespace ddp

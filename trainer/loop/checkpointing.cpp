@@ -17,6 +17,7 @@
 #include "trainer/checkpoint/checkpoint_validation.h"
 #include "trainer/config/model_catalog.h"
 #include "trainer/loop/run_outputs.h"
+#include "trainer/loop/stop_grace.h"
 #include "trainer/zero/sharded_state.h"
 
 namespace ddp {
@@ -308,6 +309,12 @@ void Checkpointing::wait_for_write() {
 void Checkpointing::count(const CheckpointTimes& times) {
   interval_times_ += times;
   run_times_ += times;
+  // Rank 0 writes: once a write shows that a stop through mpirun would be cut off, say so once.
+  if (comm_.rank() != 0 || grace_noted_) return;
+  const std::string note = stop_grace_note(std::max(times.blocked_s, times.write_s), mpirun_sigterm_grace_s());
+  if (note.empty()) return;
+  say(note);
+  grace_noted_ = true;
 }
 
 void Checkpointing::count_write(const std::optional<AsyncCheckpointWriter::Finished>& finished) {

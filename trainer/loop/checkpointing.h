@@ -119,6 +119,7 @@ class Checkpointing {
   int64_t last_checkpoint_step_ = -1;
   const CheckpointWriteFault write_fault_;  // the environment's test hook (fault_hooks.h)
   CheckpointTimes interval_times_, run_times_;
+  bool grace_noted_ = false;  // stop_grace.h's note, printed once a run
   // Rank 0's hold on --checkpoint-dir (prepare_outputs to the end); released
   // after the writer_ below has finished its last write.
   RunLock run_lock_;
