@@ -6,19 +6,13 @@
 #include <cstring>
 
 #include "kernels/error.h"
+#include "trainer/io/output_directory.h"
 #include "trainer/io/output_registry.h"
 
 namespace ddp {
 namespace {
 
 std::string errno_text(int err) { return std::strerror(err); }
-
-std::string directory_of(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
 
 // The rename is durable only once the directory entry is on disk.
 void fsync_directory(const std::string& dir, const std::string& path, const std::string& what) {
@@ -88,7 +82,7 @@ void write_file_atomic(const std::string& path, const std::vector<uint8_t>& byte
     ::unlink(temp_path.c_str());
     throw FileWriteError(what, path, "renaming " + temp_path + ": " + errno_text(err));
   }
-  fsync_directory(directory_of(path), path, what);
+  fsync_directory(given_directory_of(path), path, what);
   record_output(path, program_name() + " (" + what + ")");
 }
 
