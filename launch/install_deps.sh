@@ -13,6 +13,8 @@ packages=(build-essential cmake pkg-config libopenmpi-dev openmpi-bin libboost-p
           libgtest-dev libgmock-dev libopenblas-dev zlib1g-dev nlohmann-json3-dev dataset-fashion-mnist
           # GPT-2's tokenizer (ddp_tokenize): PCRE2 for its pattern, libcrypto for a ranks table's sha256.
           libpcre2-dev libssl-dev
+          # The SIMT executor (kernels/simt/): a fiber per CUDA thread, so CI runs our CUDA kernels.
+          libboost-context-dev
           python3 python3-numpy python3-pip
           # Plots (launch/scaling_sweep.py, plot_sweep.py) with Debian's /usr/bin/python3.
           python3-matplotlib)

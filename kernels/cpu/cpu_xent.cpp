@@ -4,6 +4,8 @@
 // with the same operations in the same order.
 #include "kernels/cpu/cpu_xent.h"
 
+#include "kernels/argmax_math.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -28,7 +30,7 @@ void check_shape(int rows, int cols, int real_cols, const char* op) {
 // widened logits and leaves holding exp(logit - max).
 struct RowExp {
   float max = 0.0f;
-  int argmax = 0;     // the first maximum (torch.argmax)
+  int argmax = 0;     // the first maximum, NaN the largest (torch.argmax)
   float label_logit;  // 0 when the label is not a class
   float sum_exp = 0.0f;
   bool valid = false;
@@ -39,7 +41,7 @@ RowExp row_exp(Precision p, const lowp16* logits, size_t real, int32_t label, fl
   RowExp s;
   s.max = v[0];
   for (size_t c = 1; c < real; ++c)
-    if (v[c] > s.max) {  // strict: the first maximum wins
+    if (argmax_scan_takes(v[c], s.max)) {  // the first maximum wins, NaN the largest (argmax_math.h)
       s.max = v[c];
       s.argmax = static_cast<int>(c);
     }

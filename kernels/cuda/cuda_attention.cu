@@ -63,7 +63,7 @@ __global__ void causal_softmax_backward_kernel(const lowp16* probs, const lowp16
             : lowp16{0};
 }
 
-unsigned row_blocks(int rows) { return static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock); }
+unsigned row_blocks(int rows) { return blocks_for(rows, kWarpsPerBlock); }
 
 }  // namespace
 
@@ -75,8 +75,8 @@ void launch_causal_softmax_forward_lowp(cudaStream_t stream, Precision p, const 
   if (rows == 0) return;
   with_codec(p, [&](auto codec) {
     using C = decltype(codec);
-    causal_softmax_forward_kernel<C><<<row_blocks(static_cast<int>(rows)), kThreadsPerBlock, 0, stream>>>(
-        scores, static_cast<int>(rows), seq_len, scale, probs);
+    launch_kernel<causal_softmax_forward_kernel<C>>({row_blocks(static_cast<int>(rows)), kThreadsPerBlock, 0, stream},
+                                                    scores, static_cast<int>(rows), seq_len, scale, probs);
   });
   DDP_CUDA_CHECK_LAUNCH();
 }
@@ -89,8 +89,8 @@ void launch_causal_softmax_backward_lowp(cudaStream_t stream, Precision p, const
   if (rows == 0) return;
   with_codec(p, [&](auto codec) {
     using C = decltype(codec);
-    causal_softmax_backward_kernel<C><<<row_blocks(static_cast<int>(rows)), kThreadsPerBlock, 0, stream>>>(
-        probs, dprobs, static_cast<int>(rows), seq_len, scale, dscores);
+    launch_kernel<causal_softmax_backward_kernel<C>>({row_blocks(static_cast<int>(rows)), kThreadsPerBlock, 0, stream},
+                                                     probs, dprobs, static_cast<int>(rows), seq_len, scale, dscores);
   });
   DDP_CUDA_CHECK_LAUNCH();
 }

@@ -34,7 +34,7 @@ template <class C>
 __global__ void attention_decode_kernel(const lowp16* q, int q_stride, const lowp16* k_cache, const lowp16* v_cache,
                                         int kv_stride, int heads, int head_size, int past_len, float scale, lowp16* out,
                                         int out_stride) {
-  extern __shared__ float row[];  // [visible]: the scaled scores, then the rounded probabilities
+  DDP_DYNAMIC_SHARED(float, row);  // [visible]: the scaled scores, then the rounded probabilities
   const int i = static_cast<int>(blockIdx.x) / heads;
   const int h = static_cast<int>(blockIdx.x) % heads;
   const int lane = static_cast<int>(threadIdx.x);
@@ -84,8 +84,9 @@ void launch_attention_decode_lowp(cudaStream_t stream, Precision p, const lowp16
   const size_t shared_bytes = static_cast<size_t>(positions) * sizeof(float);
   with_codec(p, [&](auto codec) {
     using C = decltype(codec);
-    attention_decode_kernel<C><<<static_cast<unsigned>(blocks), kWarpThreads, shared_bytes, stream>>>(
-        q, q_stride, k_cache, v_cache, kv_stride, heads, head_size, past_len, scale, out, out_stride);
+    launch_kernel<attention_decode_kernel<C>>({static_cast<unsigned>(blocks), kWarpThreads, shared_bytes, stream}, q,
+                                              q_stride, k_cache, v_cache, kv_stride, heads, head_size, past_len, scale,
+                                              out, out_stride);
   });
   DDP_CUDA_CHECK_LAUNCH();
 }

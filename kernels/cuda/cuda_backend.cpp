@@ -113,6 +113,12 @@ GemmRouteCounts CudaBackend::gemm_route_counts_for_testing() const { return gemm
 
 void* CudaBackend::allocate_bytes(size_t size_bytes) {
   if (size_bytes == 0) return nullptr;
+  // cudaMalloc inside a capture would invalidate it with an opaque error at
+  // the end; say what happened where it happened.
+  if (capturing_)
+    throw Error("allocating a " + std::to_string(size_bytes) +
+                "-byte device buffer inside a CUDA graph capture, where allocating is not allowed; create it "
+                "before the capture (one eager step of the same shapes)");
   // cudaMalloc allocates on the calling thread's current device.
   DDP_CUDA_CHECK(cudaSetDevice(device_));
   void* ptr = nullptr;
@@ -123,6 +129,14 @@ void* CudaBackend::allocate_bytes(size_t size_bytes) {
 void CudaBackend::free_bytes(void* ptr) noexcept {
   if (!ptr) return;
   if (skips_device_waits()) return;  // leaked: a replay that never ends may still use it
+  if (capturing_) {
+    // noexcept (destructors call it): freeing inside a capture would wait for
+    // the device and invalidate the capture. Leaked, and said.
+    std::fprintf(stderr,
+                 "ddp: a device buffer was freed inside a CUDA graph capture, where freeing is not allowed; it "
+                 "is leaked (free it after end_capture)\n");
+    return;
+  }
   // Kernels queued on compute_stream may still use the memory. cudaFree
   // waits for the device in practice, but that is not a documented promise;
   // frees are rare, so wait for our stream explicitly.

@@ -54,9 +54,10 @@ inline void report_cublas_error(cublasStatus_t s, const char* file, int line, co
     if (ddp_cuda_err_ != cudaSuccess) ::ddp::report_cuda_error(ddp_cuda_err_, __FILE__, __LINE__, #call); \
   } while (0)
 
-// After a <<<...>>> launch: catches bad launch configurations and missing
-// kernel images at the launcher that caused them. Errors from the kernel's
-// execution surface later, at the next synchronising call.
+// After a kernel launch (launch_kernel, cuda_launch.cuh): catches bad launch
+// configurations and missing kernel images at the launcher that caused them.
+// Errors from the kernel's execution surface later, at the next synchronising
+// call.
 #define DDP_CUDA_CHECK_LAUNCH()                                                                       \
   do {                                                                                                \
     const cudaError_t ddp_cuda_err_ = cudaGetLastError();                                             \

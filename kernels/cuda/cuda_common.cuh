@@ -13,6 +13,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_launch.cuh"
 
 namespace ddp {
 
@@ -29,6 +30,11 @@ inline unsigned grid_for(size_t count, size_t max_blocks = kMaxGridBlocks) {
   if (blocks < 1) blocks = 1;
   if (blocks > max_blocks) blocks = max_blocks;
   return static_cast<unsigned>(blocks);
+}
+
+// ceil(count / per_block) in 64 bits: a count near INT_MAX does not wrap.
+inline unsigned blocks_for(long long count, long long per_block) {
+  return static_cast<unsigned>((count + per_block - 1) / per_block);
 }
 
 __device__ __forceinline__ size_t global_thread_index() {
@@ -90,9 +96,9 @@ template <class Term, class Finish>
 void launch_sum(cudaStream_t stream, Term term, size_t count, Finish finish, float* out, void* scratch) {
   auto* partials = static_cast<double*>(scratch);
   const unsigned blocks = grid_for(count, kReduceBlocks);
-  partial_sums_kernel<<<blocks, kThreadsPerBlock, 0, stream>>>(term, count, partials);
+  launch_kernel<partial_sums_kernel<Term>>({blocks, kThreadsPerBlock, 0, stream}, term, count, partials);
   DDP_CUDA_CHECK_LAUNCH();
-  finish_sum_kernel<<<1, kFinalReduceThreads, 0, stream>>>(partials, blocks, finish, out);
+  launch_kernel<finish_sum_kernel<Finish>>({1, kFinalReduceThreads, 0, stream}, partials, blocks, finish, out);
   DDP_CUDA_CHECK_LAUNCH();
 }
 

@@ -59,10 +59,11 @@ void launch_column_sums_lowp(cudaStream_t stream, Precision p, const lowp16* a, 
   if (cols == 0) return;
   // rows == 0 still runs: db becomes 0 (or stays db when accumulating).
   const dim3 block(32, kBiasGradRowLanes);
-  const dim3 grid(static_cast<unsigned>((cols + 31) / 32));
+  const dim3 grid(blocks_for(cols, 32));
   with_codec(p, [&](auto codec) {
     using C = decltype(codec);
-    column_sums_kernel<C><<<grid, block, 0, stream>>>(a, rows, cols, row_stride, col_stride, db, accumulate);
+    launch_kernel<column_sums_kernel<C>>({grid, block, 0, stream}, a, rows, cols, row_stride, col_stride, db,
+                                         accumulate);
   });
   DDP_CUDA_CHECK_LAUNCH();
 }
@@ -71,7 +72,7 @@ void launch_cast_fp32_to_lowp(cudaStream_t stream, Precision p, const float* src
   if (count == 0) return;
   with_codec(p, [&](auto codec) {
     using C = decltype(codec);
-    cast_fp32_to_lowp_kernel<C><<<grid_for(count), kThreadsPerBlock, 0, stream>>>(src, dst, count);
+    launch_kernel<cast_fp32_to_lowp_kernel<C>>({grid_for(count), kThreadsPerBlock, 0, stream}, src, dst, count);
   });
   DDP_CUDA_CHECK_LAUNCH();
 }
@@ -80,14 +81,15 @@ void launch_add_fp32_into_lowp(cudaStream_t stream, Precision p, const float* sr
   if (count == 0) return;
   with_codec(p, [&](auto codec) {
     using C = decltype(codec);
-    add_fp32_into_lowp_kernel<C><<<grid_for(count), kThreadsPerBlock, 0, stream>>>(src, y, count);
+    launch_kernel<add_fp32_into_lowp_kernel<C>>({grid_for(count), kThreadsPerBlock, 0, stream}, src, y, count);
   });
   DDP_CUDA_CHECK_LAUNCH();
 }
 
 void check_kernel_image_for_current_device() {
   cudaFuncAttributes attributes{};
-  const cudaError_t e = cudaFuncGetAttributes(&attributes, cast_fp32_to_lowp_kernel<Fp16Codec>);
+  const cudaError_t e =
+      cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(&cast_fp32_to_lowp_kernel<Fp16Codec>));
   if (e == cudaSuccess) return;
   (void)cudaGetLastError();
   int device = 0, major = 0, minor = 0;

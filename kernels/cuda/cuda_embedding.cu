@@ -10,9 +10,16 @@
 // block's, so a token that fills much of the batch (a space in byte-level
 // text) makes one long block; for T*B = 8k rows that is still well under a
 // millisecond.
+#include <climits>
 #include <cmath>
 
+#if defined(DDP_SIMT)
+#include <algorithm>
+#include <numeric>
+#include <vector>
+#else
 #include <cub/device/device_radix_sort.cuh>
+#endif
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_common.cuh"
@@ -77,6 +84,23 @@ __global__ void position_grad_kernel(const lowp16* dout, int batch, int seq_len,
   }
 }
 
+#if defined(DDP_SIMT)
+// The SIMT executor's build has no CUB (it needs nvcc): a host stable sort
+// with CUB's contract (keys ascending as signed integers, equal keys in
+// input order), on the executor's device memory, which the host can read.
+size_t sort_temp_bytes(int) { return 0; }
+
+void sort_rows_by_token(void*, size_t, const int32_t* tokens, int32_t* sorted_tokens, const int32_t* row_index,
+                        int32_t* sorted_rows, int rows, cudaStream_t) {
+  std::vector<int32_t> order(static_cast<size_t>(rows));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return tokens[a] < tokens[b]; });
+  for (int i = 0; i < rows; ++i) {
+    sorted_tokens[i] = tokens[order[static_cast<size_t>(i)]];
+    sorted_rows[i] = row_index[order[static_cast<size_t>(i)]];
+  }
+}
+#else
 size_t sort_temp_bytes(int rows) {
   size_t bytes = 0;
   // With null storage CUB only computes the size: no launch, no sync.
@@ -85,6 +109,15 @@ size_t sort_temp_bytes(int rows) {
                                                  static_cast<int32_t*>(nullptr), rows));
   return bytes;
 }
+
+// All 32 key bits: a token outside [0, vocab) must not share a run with a
+// valid one (it is skipped by the table-gradient kernel).
+void sort_rows_by_token(void* temp, size_t temp_bytes, const int32_t* tokens, int32_t* sorted_tokens,
+                        const int32_t* row_index, int32_t* sorted_rows, int rows, cudaStream_t stream) {
+  DDP_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, tokens, sorted_tokens, row_index, sorted_rows, rows,
+                                                 0, 32, stream));
+}
+#endif
 
 }  // namespace
 
@@ -95,8 +128,8 @@ void launch_embedding_forward_lowp(cudaStream_t stream, Precision p, const int32
   if (count == 0) return;
   with_codec(p, [&](auto codec) {
     using C = decltype(codec);
-    embedding_forward_kernel<C>
-        <<<grid_for(count), kThreadsPerBlock, 0, stream>>>(tokens, wte, wpe, seq_len, channels, vocab, count, out);
+    launch_kernel<embedding_forward_kernel<C>>({grid_for(count), kThreadsPerBlock, 0, stream}, tokens, wte, wpe,
+                                               seq_len, channels, vocab, count, out);
   });
   DDP_CUDA_CHECK_LAUNCH();
 }
@@ -110,6 +143,8 @@ void launch_embedding_backward_lowp(cudaStream_t stream, Precision p, const int3
                                     int batch, int seq_len, int channels, int vocab, lowp16* d_wte, lowp16* d_wpe,
                                     bool accumulate, void* scratch) {
   DDP_REQUIRE(batch >= 0 && seq_len >= 0 && channels >= 0 && vocab >= 0, "embedding_backward_lowp: negative shape");
+  DDP_REQUIRE(static_cast<long long>(batch) * seq_len <= INT_MAX,
+              "embedding_backward_lowp: batch * seq_len past INT_MAX rows");
   const int rows = batch * seq_len;
   if (channels == 0) return;
   // Without accumulate, table rows of tokens that do not occur become 0;
@@ -123,19 +158,15 @@ void launch_embedding_backward_lowp(cudaStream_t stream, Precision p, const int3
     auto* sorted_tokens = reinterpret_cast<int32_t*>(base + index_bytes);
     auto* sorted_rows = reinterpret_cast<int32_t*>(base + 2 * index_bytes);
     void* temp = base + 3 * index_bytes;
-    size_t temp_bytes = sort_temp_bytes(rows);
-    row_index_kernel<<<grid_for(rows), kThreadsPerBlock, 0, stream>>>(row_index, rows);
+    launch_kernel<row_index_kernel>({grid_for(rows), kThreadsPerBlock, 0, stream}, row_index, rows);
     DDP_CUDA_CHECK_LAUNCH();
-    // All 32 key bits: a token outside [0, vocab) must not share a run with
-    // a valid one (it is skipped by the kernel below).
-    DDP_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, tokens, sorted_tokens, row_index, sorted_rows,
-                                                   rows, 0, 32, stream));
+    sort_rows_by_token(temp, sort_temp_bytes(rows), tokens, sorted_tokens, row_index, sorted_rows, rows, stream);
     const unsigned threads =
         channels >= static_cast<int>(kThreadsPerBlock) ? kThreadsPerBlock : 32u * ((channels + 31) / 32);
     with_codec(p, [&](auto codec) {
       using C = decltype(codec);
-      embedding_table_grad_kernel<C><<<static_cast<unsigned>(rows), threads, 0, stream>>>(
-          sorted_tokens, sorted_rows, rows, dout, channels, vocab, d_wte, accumulate);
+      launch_kernel<embedding_table_grad_kernel<C>>({static_cast<unsigned>(rows), threads, 0, stream}, sorted_tokens,
+                                                    sorted_rows, rows, dout, channels, vocab, d_wte, accumulate);
     });
     DDP_CUDA_CHECK_LAUNCH();
   }
@@ -143,8 +174,8 @@ void launch_embedding_backward_lowp(cudaStream_t stream, Precision p, const int3
   if (positions == 0) return;
   with_codec(p, [&](auto codec) {
     using C = decltype(codec);
-    position_grad_kernel<C>
-        <<<grid_for(positions), kThreadsPerBlock, 0, stream>>>(dout, batch, seq_len, channels, d_wpe, accumulate);
+    launch_kernel<position_grad_kernel<C>>({grid_for(positions), kThreadsPerBlock, 0, stream}, dout, batch, seq_len,
+                                           channels, d_wpe, accumulate);
   });
   DDP_CUDA_CHECK_LAUNCH();
 }

@@ -15,6 +15,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <utility>
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_common.cuh"
@@ -63,7 +64,7 @@ template <class C>
 __global__ void __launch_bounds__(kThreads)
     flash_forward_kernel(const lowp16* q, const lowp16* k, const lowp16* v, int T, int hs, int tiles, float scale,
                          lowp16* out, float* lse) {
-  extern __shared__ float smem[];
+  DDP_DYNAMIC_SHARED(float, smem);
   const int ld = hs + 1;
   float* q_tile = smem;  // [kTile, ld]
   float* k_tile = q_tile + kTile * ld;
@@ -162,7 +163,7 @@ template <class C>
 __global__ void __launch_bounds__(kThreads)
     flash_backward_dkdv_kernel(const lowp16* q, const lowp16* k, const lowp16* v, const float* lse, const float* row_d,
                                const lowp16* dout, int T, int hs, int tiles, float scale, lowp16* dk, lowp16* dv) {
-  extern __shared__ float smem[];
+  DDP_DYNAMIC_SHARED(float, smem);
   const int ld = hs + 1;
   float* k_tile = smem;  // [kTile, ld] each
   float* v_tile = k_tile + kTile * ld;
@@ -235,7 +236,7 @@ template <class C>
 __global__ void __launch_bounds__(kThreads)
     flash_backward_dq_kernel(const lowp16* q, const lowp16* k, const lowp16* v, const float* lse, const float* row_d,
                              const lowp16* dout, int T, int hs, int tiles, float scale, lowp16* dq) {
-  extern __shared__ float smem[];
+  DDP_DYNAMIC_SHARED(float, smem);
   const int ld = hs + 1;
   float* q_tile = smem;  // [kTile, ld] each
   float* do_tile = q_tile + kTile * ld;
@@ -315,23 +316,26 @@ unsigned flash_grid(const char* op, int batch_heads, int seq_len, int head_size)
 // Opts the kernel in to `bytes` of dynamic shared memory when that is more
 // than the default 48 KB (head sizes above ~90 in the backward), after
 // checking the device allows it.
-// Once per kernel and size: the eager first step sets it, so a launch
-// inside a CUDA graph's capture makes no such call (one device per process).
+// Once per device, kernel and size: the eager first step sets it, so a
+// launch inside a CUDA graph's capture makes no such call. The allowance is
+// the device's (a process that launches on a second device must ask there
+// too: issue 48, shown under the SIMT executor's two devices).
 template <class Kernel>
 void allow_shared_bytes(const char* op, Kernel kernel, size_t bytes) {
   if (bytes <= kDefaultSharedBytes) return;
   static std::mutex mutex;
-  static std::map<const void*, size_t> allowed;
+  static std::map<std::pair<int, const void*>, size_t> allowed;  // (device, kernel) -> bytes
   const std::lock_guard<std::mutex> lock(mutex);
-  size_t& allowed_bytes = allowed[reinterpret_cast<const void*>(kernel)];
-  if (bytes <= allowed_bytes) return;
   int device = 0, optin_bytes = 0;
   DDP_CUDA_CHECK(cudaGetDevice(&device));
+  size_t& allowed_bytes = allowed[{device, reinterpret_cast<const void*>(kernel)}];
+  if (bytes <= allowed_bytes) return;
   DDP_CUDA_CHECK(cudaDeviceGetAttribute(&optin_bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
   DDP_REQUIRE(bytes <= static_cast<size_t>(optin_bytes),
               std::string(op) + ": needs " + std::to_string(bytes) + " bytes of shared memory per block, the device " +
                   "allows " + std::to_string(optin_bytes) + "; use a smaller head size or the explicit attention path");
-  DDP_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  DDP_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel),
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
   allowed_bytes = bytes;
 }
 
@@ -345,13 +349,13 @@ void launch_attention_forward_fused_lowp(cudaStream_t stream, Precision p, const
   const char* op = "attention_forward_fused_lowp";
   const unsigned blocks = flash_grid(op, batch_heads, seq_len, head_size);
   if (blocks == 0) return;
-  const int tiles = (seq_len + kTile - 1) / kTile;
+  const int tiles = static_cast<int>(blocks_for(seq_len, kTile));
   const size_t shared_bytes = 3 * tile_bytes(head_size);  // q, k, v tiles
   with_codec(p, [&](auto codec) {
     using C = decltype(codec);
     allow_shared_bytes(op, flash_forward_kernel<C>, shared_bytes);
-    flash_forward_kernel<C>
-        <<<blocks, kThreads, shared_bytes, stream>>>(q, k, v, seq_len, head_size, tiles, scale, out, lse);
+    launch_kernel<flash_forward_kernel<C>>({blocks, kThreads, shared_bytes, stream}, q, k, v, seq_len, head_size, tiles,
+                                           scale, out, lse);
   });
   DDP_CUDA_CHECK_LAUNCH();
 }
@@ -367,7 +371,7 @@ void launch_attention_backward_fused_lowp(cudaStream_t stream, Precision p, cons
   const char* op = "attention_backward_fused_lowp";
   const unsigned blocks = flash_grid(op, batch_heads, seq_len, head_size);
   if (blocks == 0) return;
-  const int tiles = (seq_len + kTile - 1) / kTile;
+  const int tiles = static_cast<int>(blocks_for(seq_len, kTile));
   float* row_d = static_cast<float*>(scratch);  // D [batch_heads, seq_len]
   const long long rows = static_cast<long long>(batch_heads) * seq_len;
   const long long dot_blocks = (rows + kWarps - 1) / kWarps;
@@ -376,16 +380,16 @@ void launch_attention_backward_fused_lowp(cudaStream_t stream, Precision p, cons
   const size_t dq_bytes = 4 * tile_bytes(head_size);                                // q, dout, k, v
   with_codec(p, [&](auto codec) {
     using C = decltype(codec);
-    flash_row_dots_kernel<C>
-        <<<static_cast<unsigned>(dot_blocks), kThreads, 0, stream>>>(dout, out, rows, head_size, row_d);
+    launch_kernel<flash_row_dots_kernel<C>>({static_cast<unsigned>(dot_blocks), kThreads, 0, stream}, dout, out, rows,
+                                            head_size, row_d);
     DDP_CUDA_CHECK_LAUNCH();
     allow_shared_bytes(op, flash_backward_dkdv_kernel<C>, dkdv_bytes);
-    flash_backward_dkdv_kernel<C>
-        <<<blocks, kThreads, dkdv_bytes, stream>>>(q, k, v, lse, row_d, dout, seq_len, head_size, tiles, scale, dk, dv);
+    launch_kernel<flash_backward_dkdv_kernel<C>>({blocks, kThreads, dkdv_bytes, stream}, q, k, v, lse, row_d, dout,
+                                                 seq_len, head_size, tiles, scale, dk, dv);
     DDP_CUDA_CHECK_LAUNCH();
     allow_shared_bytes(op, flash_backward_dq_kernel<C>, dq_bytes);
-    flash_backward_dq_kernel<C>
-        <<<blocks, kThreads, dq_bytes, stream>>>(q, k, v, lse, row_d, dout, seq_len, head_size, tiles, scale, dq);
+    launch_kernel<flash_backward_dq_kernel<C>>({blocks, kThreads, dq_bytes, stream}, q, k, v, lse, row_d, dout, seq_len,
+                                               head_size, tiles, scale, dq);
   });
   DDP_CUDA_CHECK_LAUNCH();
 }

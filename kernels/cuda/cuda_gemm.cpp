@@ -265,15 +265,30 @@ float* CublasLtGemm::accumulator_scratch(size_t count, cudaStream_t stream) {
   return static_cast<float*>(accumulator_fp32_.get());
 }
 
+bool CublasLtGemm::matmul(Plan& plan, const GemmLowp& g, const void* beta, const void* c, void* d,
+                          cudaStream_t stream) {
+  const cublasStatus_t status =
+      cublasLtMatmul(handle_, plan.desc, &g.alpha, g.b, plan.lt_a, g.a, plan.lt_b, beta, c, plan.lt_c, d, plan.lt_c,
+                     &plan.algo, workspace_.get(), workspace_bytes_, stream);
+  if (status != CUBLAS_STATUS_NOT_SUPPORTED) {
+    DDP_CUBLAS_CHECK(status);
+    return true;
+  }
+  plan.use_simple = true;
+  std::fprintf(stderr,
+               "ddp: cublasLtMatmul refused its own heuristic's algorithm for gemm_lowp %s (NOT_SUPPORTED); "
+               "this plan no longer uses cuBLASLt (cuda_gemm.h)\n",
+               describe(g).c_str());
+  return false;
+}
+
 bool CublasLtGemm::try_lt(const GemmLowp& g, uint32_t epilogue, const void* epilogue_vector, cudaStream_t stream) {
   Plan& plan = plan_for(make_key(g, epilogue, epilogue_vector, false), g, epilogue_vector);
   if (plan.use_simple) return false;
   // The plan is shared by every call of this key; only the vector's address
   // changes between calls (set, not created: no allocation).
   if (epilogue != CUBLASLT_EPILOGUE_DEFAULT) set_desc(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, epilogue_vector);
-  DDP_CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc, &g.alpha, g.b, plan.lt_a, g.a, plan.lt_b, &g.beta, g.c, plan.lt_c,
-                                  g.c, plan.lt_c, &plan.algo, workspace_.get(), workspace_bytes_, stream));
-  return true;
+  return matmul(plan, g, &g.beta, g.c, g.c, stream);
 }
 
 bool CublasLtGemm::try_fp32_then_epilogue(const GemmLowp& g, cudaStream_t stream) {
@@ -283,8 +298,7 @@ bool CublasLtGemm::try_fp32_then_epilogue(const GemmLowp& g, cudaStream_t stream
   if (plan.use_simple) return false;
   float* acc = accumulator_scratch(static_cast<size_t>(g.m) * g.n, stream);
   const float zero = 0.0f;  // an activation epilogue has beta == 0 (validate_gemm_epilogue)
-  DDP_CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc, &g.alpha, g.b, plan.lt_a, g.a, plan.lt_b, &zero, acc, plan.lt_c,
-                                  acc, plan.lt_c, &plan.algo, workspace_.get(), workspace_bytes_, stream));
+  if (!matmul(plan, g, &zero, acc, acc, stream)) return false;
   launch_gemm_epilogue_lowp(precision_, g, acc, stream);
   return true;
 }
@@ -360,12 +374,9 @@ void CublasLtGemm::run_to_fp32(const GemmLowp& g, float* c_fp32, cudaStream_t st
   key.ldc = g.ldc;
   key.align_c = pointer_alignment(c_fp32);
   Plan& plan = plan_for(key, g, nullptr);
-  if (plan.use_simple)
+  if (plan.use_simple || !matmul(plan, g, &g.beta, c_fp32, c_fp32, stream))
     throw Error("gemm_lowp_to_fp32: cuBLASLt offers no algorithm for " + std::string(precision_name(precision_)) +
                 " x " + precision_name(precision_) + " -> FP32 (" + describe(g) + ")");
-  DDP_CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc, &g.alpha, g.b, plan.lt_a, g.a, plan.lt_b, &g.beta, c_fp32,
-                                  plan.lt_c, c_fp32, plan.lt_c, &plan.algo, workspace_.get(), workspace_bytes_,
-                                  stream));
   route_counts_.add(GemmRoute::kLtToFp32);
 }
 
@@ -386,10 +397,7 @@ void CublasLtGemm::run_batched(const GemmLowp& g, int batch_count, int64_t strid
     key.align_b = batch_alignment(g.b, stride_b);
     key.align_c = batch_alignment(g.c, stride_c);
     Plan& plan = plan_for(key, g, nullptr);
-    if (!plan.use_simple) {
-      DDP_CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc, &g.alpha, g.b, plan.lt_a, g.a, plan.lt_b, &g.beta, g.c,
-                                      plan.lt_c, g.c, plan.lt_c, &plan.algo, workspace_.get(), workspace_bytes_,
-                                      stream));
+    if (!plan.use_simple && matmul(plan, g, &g.beta, g.c, g.c, stream)) {
       route_counts_.add(GemmRoute::kLtBatched);
       return;
     }

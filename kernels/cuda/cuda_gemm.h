@@ -155,6 +155,10 @@ class CublasLtGemm {
   // Queues C = epilogue(...) and returns the route it took; kLtBgradb means
   // it also wrote g.bias_grad.
   GemmRoute run_product(const GemmLowp& g, cudaStream_t stream);
+  // cublasLtMatmul with the plan's algorithm; false, with nothing queued and
+  // the plan turned to the simple route (said once), when cuBLASLt answers
+  // NOT_SUPPORTED at the call itself rather than in the heuristic.
+  bool matmul(Plan& plan, const GemmLowp& g, const void* beta, const void* c, void* d, cudaStream_t stream);
   // One cuBLASLt call with 16-bit D = our C and the given epilogue (its vector
   // in BIAS_POINTER); false, with nothing queued, when there is no algorithm.
   bool try_lt(const GemmLowp& g, uint32_t epilogue, const void* epilogue_vector, cudaStream_t stream);

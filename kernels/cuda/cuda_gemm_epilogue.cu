@@ -55,7 +55,7 @@ void launch_gemm_epilogue_lowp(Precision p, const GemmLowp& g, const float* acc_
   if (count == 0) return;
   with_codec(p, [&](auto codec) {
     using C = decltype(codec);
-    gemm_epilogue_kernel<C><<<grid_for(count), kThreadsPerBlock, 0, stream>>>(g, acc_fp32);
+    launch_kernel<gemm_epilogue_kernel<C>>({grid_for(count), kThreadsPerBlock, 0, stream}, g, acc_fp32);
   });
   DDP_CUDA_CHECK_LAUNCH();
 }
@@ -65,7 +65,7 @@ void launch_relu_gradient_in_place_lowp(Precision p, const GemmLowp& g, cudaStre
   if (count == 0) return;
   with_codec(p, [&](auto codec) {
     using C = decltype(codec);
-    relu_gradient_in_place_kernel<C><<<grid_for(count), kThreadsPerBlock, 0, stream>>>(g);
+    launch_kernel<relu_gradient_in_place_kernel<C>>({grid_for(count), kThreadsPerBlock, 0, stream}, g);
   });
   DDP_CUDA_CHECK_LAUNCH();
 }

@@ -8,6 +8,7 @@
 #include "kernels/cuda/cuda_gemm.h"
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_launch.cuh"
 #include "kernels/gemm_epilogue.h"
 
 namespace ddp {
@@ -49,7 +50,7 @@ void launch_simple_gemm_lowp(Precision p, const GemmLowp& g, cudaStream_t stream
   if (grid_y > kMaxGridY) grid_y = kMaxGridY;  // the kernel strides over the rest
   with_codec(p, [&](auto codec) {
     using C = decltype(codec);
-    simple_gemm_kernel<C><<<dim3(grid_x, grid_y), block, 0, stream>>>(g);
+    launch_kernel<simple_gemm_kernel<C>>({dim3(grid_x, grid_y), block, 0, stream}, g);
   });
   DDP_CUDA_CHECK_LAUNCH();
 }

@@ -23,6 +23,7 @@
 
 #include <cmath>
 
+#include "kernels/argmax_math.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/error.h"
@@ -35,7 +36,7 @@ constexpr int kRowsPerBlock = static_cast<int>(kThreadsPerBlock / 32);  // one w
 
 struct RowStats {
   float max;      // max_j x[j]
-  int argmax;     // first j attaining it (torch.argmax), -1 for an empty row
+  int argmax;     // first j attaining it, NaN the largest (torch.argmax), -1 for an empty row
   float sum_exp;  // sum_j exp(x[j] - max)
 };
 
@@ -44,20 +45,20 @@ template <class C>
 __device__ RowStats row_stats(const lowp16* x, int cols, unsigned lane) {
   float best = -INFINITY;
   int best_j = -1;
-  // Within a lane j increases, so a strict '>' keeps the first maximum.
+  // Within a lane j increases: the scan rule keeps the first maximum (or NaN).
   for (int j = static_cast<int>(lane); j < cols; j += 32) {
     const float v = C::widen(x[j]);
-    if (best_j < 0 || v > best) {
+    if (best_j < 0 || argmax_scan_takes(v, best)) {
       best = v;
       best_j = j;
     }
   }
-  // Across lanes: larger value wins, on a tie the smaller index. The rule is
-  // symmetric, so both lanes of each butterfly pair agree.
+  // Across lanes: larger value wins (NaN largest), on a tie the smaller
+  // index. The order is total, so both lanes of each butterfly pair agree.
   for (int offset = 16; offset > 0; offset >>= 1) {
     const float other = __shfl_xor_sync(kFullWarp, best, offset);
     const int other_j = __shfl_xor_sync(kFullWarp, best_j, offset);
-    if (other_j >= 0 && (best_j < 0 || other > best || (other == best && other_j < best_j))) {
+    if (argmax_merge_takes(other, other_j, best, best_j)) {
       best = other;
       best_j = other_j;
     }
@@ -177,7 +178,7 @@ __global__ void mse_backward_kernel(const lowp16* pred, const float* target, siz
     dpred[i] = C::narrow(coef * (C::widen(pred[i]) - target[i]));
 }
 
-unsigned row_blocks(int rows) { return static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock); }
+unsigned row_blocks(int rows) { return blocks_for(rows, kRowsPerBlock); }
 
 }  // namespace
 
@@ -195,13 +196,14 @@ void launch_softmax_xent_forward(cudaStream_t stream, Precision p, const lowp16*
   if (rows > 0) {
     with_codec(p, [&](auto codec) {
       using C = decltype(codec);
-      xent_rows_kernel<C><<<row_blocks(rows), kThreadsPerBlock, 0, stream>>>(logits, labels, rows, cols, real_cols,
-                                                                             row_loss, row_correct);
+      launch_kernel<xent_rows_kernel<C>>({row_blocks(rows), kThreadsPerBlock, 0, stream}, logits, labels, rows, cols,
+                                         real_cols, row_loss, row_correct);
     });
     DDP_CUDA_CHECK_LAUNCH();
   }
   // Runs for rows == 0 too: writes loss 0 and count 0.
-  xent_finish_kernel<<<1, kFinalReduceThreads, 0, stream>>>(row_loss, row_correct, rows, loss_mean, correct_count);
+  launch_kernel<xent_finish_kernel>({1, kFinalReduceThreads, 0, stream}, row_loss, row_correct, rows, loss_mean,
+                                    correct_count);
   DDP_CUDA_CHECK_LAUNCH();
 }
 
@@ -212,8 +214,8 @@ void launch_softmax_xent_backward(cudaStream_t stream, Precision p, const lowp16
   DDP_REQUIRE(real_cols > 0 && real_cols <= cols, "softmax_xent_backward: needs 0 < real_cols <= cols");
   with_codec(p, [&](auto codec) {
     using C = decltype(codec);
-    xent_backward_kernel<C>
-        <<<row_blocks(rows), kThreadsPerBlock, 0, stream>>>(logits, labels, rows, cols, real_cols, loss_scale, dlogits);
+    launch_kernel<xent_backward_kernel<C>>({row_blocks(rows), kThreadsPerBlock, 0, stream}, logits, labels, rows, cols,
+                                           real_cols, loss_scale, dlogits);
   });
   DDP_CUDA_CHECK_LAUNCH();
 }
@@ -226,15 +228,15 @@ void launch_softmax_xent_fused_rows(cudaStream_t stream, Precision p, lowp16* lo
   DDP_REQUIRE(real_cols > 0 && real_cols <= cols, "softmax_xent_fused_rows: needs 0 < real_cols <= cols");
   with_codec(p, [&](auto codec) {
     using C = decltype(codec);
-    xent_fused_rows_kernel<C><<<row_blocks(rows), kThreadsPerBlock, 0, stream>>>(
-        logits_to_grad, labels, rows, cols, real_cols, total_rows, loss_scale, row_loss);
+    launch_kernel<xent_fused_rows_kernel<C>>({row_blocks(rows), kThreadsPerBlock, 0, stream}, logits_to_grad, labels,
+                                             rows, cols, real_cols, total_rows, loss_scale, row_loss);
   });
   DDP_CUDA_CHECK_LAUNCH();
 }
 
 void launch_loss_rows_mean(cudaStream_t stream, const float* row_loss, int rows, float* loss_mean) {
   DDP_REQUIRE(rows >= 0, "loss_rows_mean: negative rows");
-  xent_finish_kernel<<<1, kFinalReduceThreads, 0, stream>>>(row_loss, nullptr, rows, loss_mean, nullptr);
+  launch_kernel<xent_finish_kernel>({1, kFinalReduceThreads, 0, stream}, row_loss, nullptr, rows, loss_mean, nullptr);
   DDP_CUDA_CHECK_LAUNCH();
 }
 
@@ -254,7 +256,8 @@ void launch_mse_backward(cudaStream_t stream, Precision p, const lowp16* pred, c
   if (count == 0) return;
   with_codec(p, [&](auto codec) {
     using C = decltype(codec);
-    mse_backward_kernel<C><<<grid_for(count), kThreadsPerBlock, 0, stream>>>(pred, target, count, loss_scale, dpred);
+    launch_kernel<mse_backward_kernel<C>>({grid_for(count), kThreadsPerBlock, 0, stream}, pred, target, count,
+                                          loss_scale, dpred);
   });
   DDP_CUDA_CHECK_LAUNCH();
 }

@@ -117,12 +117,12 @@ __global__ void step_status_finish_kernel(LossScaleRule rule, StepStatus* status
 
 void launch_step_status_prepare(cudaStream_t stream, StepStatus* status, double backward_divisor,
                                 double unscale_divisor, float lr) {
-  step_status_prepare_kernel<<<1, 1, 0, stream>>>(status, backward_divisor, unscale_divisor, lr);
+  launch_kernel<step_status_prepare_kernel>({1, 1, 0, stream}, status, backward_divisor, unscale_divisor, lr);
   DDP_CUDA_CHECK_LAUNCH();
 }
 
 void launch_step_status_finish(cudaStream_t stream, const LossScaleRule& rule, StepStatus* status) {
-  step_status_finish_kernel<<<1, 1, 0, stream>>>(rule, status);
+  launch_kernel<step_status_finish_kernel>({1, 1, 0, stream}, rule, status);
   DDP_CUDA_CHECK_LAUNCH();
 }
 
@@ -130,8 +130,8 @@ void launch_unscale_lowp_to_fp32(cudaStream_t stream, Precision p, const lowp16*
                                  size_t count, ScalarArg inv_scale, int32_t* nonfinite_flag) {
   if (count == 0) return;
   with_codec(p, [&](auto codec) {
-    unscale_kernel<decltype(codec)>
-        <<<grid_for(count), kThreadsPerBlock, 0, stream>>>(grads_lowp, grads_fp32, count, inv_scale, nonfinite_flag);
+    launch_kernel<unscale_kernel<decltype(codec)>>({grid_for(count), kThreadsPerBlock, 0, stream}, grads_lowp,
+                                                   grads_fp32, count, inv_scale, nonfinite_flag);
   });
   DDP_CUDA_CHECK_LAUNCH();
 }
@@ -139,8 +139,8 @@ void launch_unscale_lowp_to_fp32(cudaStream_t stream, Precision p, const lowp16*
 void launch_unscale_fp32(cudaStream_t stream, const float* grads_in, float* grads_out, size_t count,
                          ScalarArg inv_scale, int32_t* nonfinite_flag) {
   if (count == 0) return;
-  unscale_fp32_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(grads_in, grads_out, count, inv_scale,
-                                                                        nonfinite_flag);
+  launch_kernel<unscale_fp32_kernel>({grid_for(count), kThreadsPerBlock, 0, stream}, grads_in, grads_out, count,
+                                     inv_scale, nonfinite_flag);
   DDP_CUDA_CHECK_LAUNCH();
 }
 
@@ -158,8 +158,9 @@ void launch_sgd_update(cudaStream_t stream, Precision p, const SgdParams& params
   require_sgd_buffers(params, SgdGrads::unscaled(grads_fp32), momentum_fp32, count);
   if (count == 0) return;
   with_codec(p, [&](auto codec) {
-    sgd_kernel<decltype(codec)><<<grid_for(count), kThreadsPerBlock, 0, stream>>>(
-        params, Fp32Grads{grads_fp32}, master_fp32, momentum_fp32, weights_lowp, count, skip_flag);
+    launch_kernel<sgd_kernel<decltype(codec), Fp32Grads>>({grid_for(count), kThreadsPerBlock, 0, stream}, params,
+                                                          Fp32Grads{grads_fp32}, master_fp32, momentum_fp32,
+                                                          weights_lowp, count, skip_flag);
   });
   DDP_CUDA_CHECK_LAUNCH();
 }
@@ -171,9 +172,9 @@ void launch_sgd_update_lowp_grads(cudaStream_t stream, Precision p, const SgdPar
   if (count == 0) return;
   with_codec(p, [&](auto codec) {
     using C = decltype(codec);
-    sgd_kernel<C><<<grid_for(count), kThreadsPerBlock, 0, stream>>>(params, LowpGradsUnscaled<C>{grads_lowp, inv_scale},
-                                                                    master_fp32, momentum_fp32, weights_lowp, count,
-                                                                    skip_flag);
+    launch_kernel<sgd_kernel<C, LowpGradsUnscaled<C>>>({grid_for(count), kThreadsPerBlock, 0, stream}, params,
+                                                       LowpGradsUnscaled<C>{grads_lowp, inv_scale}, master_fp32,
+                                                       momentum_fp32, weights_lowp, count, skip_flag);
   });
   DDP_CUDA_CHECK_LAUNCH();
 }
@@ -183,8 +184,8 @@ void launch_adamw_update(cudaStream_t stream, Precision p, const AdamWParams& pa
   require_adamw_buffers(buffers, count);
   if (count == 0) return;
   with_codec(p, [&](auto codec) {
-    adamw_kernel<decltype(codec)>
-        <<<grid_for(count), kThreadsPerBlock, 0, stream>>>(params, buffers, inv_scale, offset, count, skip_flag);
+    launch_kernel<adamw_kernel<decltype(codec)>>({grid_for(count), kThreadsPerBlock, 0, stream}, params, buffers,
+                                                 inv_scale, offset, count, skip_flag);
   });
   DDP_CUDA_CHECK_LAUNCH();
 }

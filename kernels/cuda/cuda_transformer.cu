@@ -21,7 +21,7 @@ namespace {
 
 constexpr int kWarpsPerBlock = static_cast<int>(kThreadsPerBlock / 32);
 
-unsigned row_blocks(int rows) { return static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock); }
+unsigned row_blocks(int rows) { return blocks_for(rows, kWarpsPerBlock); }
 
 template <class C>
 __global__ void layernorm_forward_kernel(const lowp16* x, const lowp16* gamma, const lowp16* beta, int rows, int cols,
@@ -97,15 +97,16 @@ __global__ void layernorm_param_partials_kernel(const lowp16* dy, const lowp16* 
 template <class C>
 __global__ void layernorm_param_finish_kernel(const float* partials, int chunks, int cols, lowp16* dgamma,
                                               lowp16* dbeta, bool accumulate) {
-  const int c = static_cast<int>(global_thread_index());
-  if (c >= cols) return;
-  float sum_gx = 0.0f, sum_g = 0.0f;
-  for (int k = 0; k < chunks; ++k) {
-    sum_gx += partials[static_cast<size_t>(k) * cols + c];
-    sum_g += partials[static_cast<size_t>(chunks + k) * cols + c];
+  // Grid-stride: the grid is capped (grid_for), cols need not be.
+  for (size_t c = global_thread_index(); c < static_cast<size_t>(cols); c += grid_stride()) {
+    float sum_gx = 0.0f, sum_g = 0.0f;
+    for (int k = 0; k < chunks; ++k) {
+      sum_gx += partials[static_cast<size_t>(k) * cols + c];
+      sum_g += partials[static_cast<size_t>(chunks + k) * cols + c];
+    }
+    dgamma[c] = C::narrow(sum_gx + (accumulate ? C::widen(dgamma[c]) : 0.0f));
+    dbeta[c] = C::narrow(sum_g + (accumulate ? C::widen(dbeta[c]) : 0.0f));
   }
-  dgamma[c] = C::narrow(sum_gx + (accumulate ? C::widen(dgamma[c]) : 0.0f));
-  dbeta[c] = C::narrow(sum_g + (accumulate ? C::widen(dbeta[c]) : 0.0f));
 }
 
 // No __restrict__: y may be a or b.
@@ -134,7 +135,7 @@ __global__ void heads_to_rows_kernel(const lowp16* heads_in, HeadIndex ix, size_
   for (size_t i = global_thread_index(); i < count; i += grid_stride()) rows[ix.row_offset(i)] = heads_in[i];
 }
 
-int chunks_for(int rows) { return (rows + kLayerNormRowsPerChunk - 1) / kLayerNormRowsPerChunk; }
+int chunks_for(int rows) { return static_cast<int>(blocks_for(rows, kLayerNormRowsPerChunk)); }
 
 }  // namespace
 
@@ -145,8 +146,8 @@ void launch_layernorm_forward_lowp(cudaStream_t stream, Precision p, const lowp1
   if (rows == 0) return;
   with_codec(p, [&](auto codec) {
     using C = decltype(codec);
-    layernorm_forward_kernel<C>
-        <<<row_blocks(rows), kThreadsPerBlock, 0, stream>>>(x, gamma, beta, rows, cols, eps, y, mean, rstd);
+    launch_kernel<layernorm_forward_kernel<C>>({row_blocks(rows), kThreadsPerBlock, 0, stream}, x, gamma, beta, rows,
+                                               cols, eps, y, mean, rstd);
   });
   DDP_CUDA_CHECK_LAUNCH();
 }
@@ -165,25 +166,26 @@ void launch_layernorm_backward_lowp(cudaStream_t stream, Precision p, const lowp
   auto* partials = static_cast<float*>(scratch);
   // The parameter sums read dy before the dx kernel may overwrite it (dx == dy).
   if (chunks > 0) {
-    const dim3 grid(static_cast<unsigned>((cols + 127) / 128), static_cast<unsigned>(chunks));
+    const dim3 grid(blocks_for(cols, 128), static_cast<unsigned>(chunks));
     with_codec(p, [&](auto codec) {
       using C = decltype(codec);
-      layernorm_param_partials_kernel<C><<<grid, 128, 0, stream>>>(dy, x, mean, rstd, rows, cols, partials);
+      launch_kernel<layernorm_param_partials_kernel<C>>({grid, 128, 0, stream}, dy, x, mean, rstd, rows, cols,
+                                                        partials);
     });
     DDP_CUDA_CHECK_LAUNCH();
   }
   // chunks == 0 (no rows) still writes dgamma/dbeta: 0, or their old values.
   with_codec(p, [&](auto codec) {
     using C = decltype(codec);
-    layernorm_param_finish_kernel<C><<<grid_for(static_cast<size_t>(cols)), kThreadsPerBlock, 0, stream>>>(
-        partials, chunks, cols, dgamma, dbeta, accumulate_params);
+    launch_kernel<layernorm_param_finish_kernel<C>>({grid_for(static_cast<size_t>(cols)), kThreadsPerBlock, 0, stream},
+                                                    partials, chunks, cols, dgamma, dbeta, accumulate_params);
   });
   DDP_CUDA_CHECK_LAUNCH();
   if (rows == 0) return;
   with_codec(p, [&](auto codec) {
     using C = decltype(codec);
-    layernorm_dx_kernel<C>
-        <<<row_blocks(rows), kThreadsPerBlock, 0, stream>>>(dy, x, gamma, mean, rstd, rows, cols, dx, accumulate_dx);
+    launch_kernel<layernorm_dx_kernel<C>>({row_blocks(rows), kThreadsPerBlock, 0, stream}, dy, x, gamma, mean, rstd,
+                                          rows, cols, dx, accumulate_dx);
   });
   DDP_CUDA_CHECK_LAUNCH();
 }
@@ -192,7 +194,7 @@ void launch_add_lowp(cudaStream_t stream, Precision p, const lowp16* a, const lo
   if (count == 0) return;
   with_codec(p, [&](auto codec) {
     using C = decltype(codec);
-    add_kernel<C><<<grid_for(count), kThreadsPerBlock, 0, stream>>>(a, b, y, count);
+    launch_kernel<add_kernel<C>>({grid_for(count), kThreadsPerBlock, 0, stream}, a, b, y, count);
   });
   DDP_CUDA_CHECK_LAUNCH();
 }
@@ -203,8 +205,8 @@ void launch_rows_to_heads_lowp(cudaStream_t stream, const lowp16* rows, int row_
               "rows_to_heads_lowp: bad shape");
   const size_t count = static_cast<size_t>(batch) * heads * seq_len * head_size;
   if (count == 0) return;
-  rows_to_heads_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(
-      rows, HeadIndex{seq_len, heads, head_size, row_stride}, count, heads_out);
+  launch_kernel<rows_to_heads_kernel>({grid_for(count), kThreadsPerBlock, 0, stream}, rows,
+                                      HeadIndex{seq_len, heads, head_size, row_stride}, count, heads_out);
   DDP_CUDA_CHECK_LAUNCH();
 }
 
@@ -214,8 +216,8 @@ void launch_heads_to_rows_lowp(cudaStream_t stream, const lowp16* heads_in, int 
               "heads_to_rows_lowp: bad shape");
   const size_t count = static_cast<size_t>(batch) * heads * seq_len * head_size;
   if (count == 0) return;
-  heads_to_rows_kernel<<<grid_for(count), kThreadsPerBlock, 0, stream>>>(
-      heads_in, HeadIndex{seq_len, heads, head_size, row_stride}, count, rows);
+  launch_kernel<heads_to_rows_kernel>({grid_for(count), kThreadsPerBlock, 0, stream}, heads_in,
+                                      HeadIndex{seq_len, heads, head_size, row_stride}, count, rows);
   DDP_CUDA_CHECK_LAUNCH();
 }
 

@@ -213,5 +213,19 @@ TEST_F(CudaKernels, BufferGrowthAroundACaptureIsRefused) {
   gpu->synchronize();
 }
 
+// A device buffer made inside a capture would invalidate it at
+// end_capture with an opaque error: the allocation says so itself.
+TEST_F(CudaKernels, AllocatingInsideACaptureIsRefusedByName) {
+  gpu->begin_capture();
+  try {
+    Buffer<float> made_inside(*gpu, 16);
+    ADD_FAILURE() << "a 64-byte buffer was allocated inside a capture";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("inside a CUDA graph capture"), std::string::npos) << e.what();
+  }
+  gpu->end_capture();
+  gpu->release_captures();
+}
+
 }  // namespace
 }  // namespace ddp

@@ -53,10 +53,6 @@ namespace ddp::test {
 
 inline constexpr double kFp16SubnormalStep = 6e-8;  // 2^-24
 
-inline std::string seed_text() {
-  return "seed " + std::to_string(test::test_seed()) + " (set DDP_TEST_SEED to reproduce)";
-}
-
 // Tolerance of an FP32 sum over `count` terms computed by two different
 // orders (see the header comment).
 inline double fp32_sum_rel_tol(size_t count) {

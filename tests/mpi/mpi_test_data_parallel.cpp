@@ -23,6 +23,7 @@
 #include "mpi/mpi_test_support.h"
 #include "support/lowp_format.h"
 #include "support/precision_config.h"
+#include "support/sampler_batches.h"
 #include "support/test_support.h"
 
 namespace ddp {

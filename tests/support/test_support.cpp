@@ -16,26 +16,7 @@
 #include <array>
 #include <cstdio>
 
-#include "trainer/data/distributed_sampler.h"
-
 namespace ddp::test {
-
-std::vector<std::vector<uint32_t>> sampler_batches(size_t samples, int rank, int world, uint64_t seed, bool shuffle,
-                                                   bool drop_last, int64_t batch, int64_t accum, int64_t steps) {
-  const DistributedSampler sampler(samples, rank, world, seed, shuffle, drop_last);
-  const int64_t per_rank = static_cast<int64_t>(sampler.samples_per_rank()), per_step = batch * accum;
-  std::vector<std::vector<uint32_t>> out;
-  for (int64_t epoch = 0, step = 0; step < steps; ++epoch) {
-    const std::vector<uint32_t> order = sampler.rank_indices(epoch);
-    for (int64_t pos = 0; pos < per_rank && step < steps; pos += per_step, ++step) {
-      if (drop_last && pos + per_step > per_rank) break;
-      const int64_t end = std::min(pos + per_step, per_rank);
-      for (int64_t first = pos; first < end; first += batch)
-        out.emplace_back(order.begin() + first, order.begin() + std::min(first + batch, end));
-    }
-  }
-  return out;
-}
 
 uint64_t test_seed() {
   if (const char* s = std::getenv("DDP_TEST_SEED")) return std::strtoull(s, nullptr, 10);
@@ -43,6 +24,8 @@ uint64_t test_seed() {
                                (static_cast<uint64_t>(getpid()) << 32);
   return seed;
 }
+
+std::string seed_text() { return "seed " + std::to_string(test_seed()) + " (set DDP_TEST_SEED to reproduce)"; }
 
 std::vector<lowp16> random_halves(std::mt19937_64& rng, size_t count, float lo, float hi) {
   std::uniform_real_distribution<float> dist(lo, hi);

@@ -13,6 +13,8 @@ namespace ddp::test {
 // A fresh seed per run (printed on failure through SCOPED_TRACE by callers),
 // overridable with DDP_TEST_SEED to reproduce a failure.
 uint64_t test_seed();
+// "seed N (set DDP_TEST_SEED to reproduce)", for a failure's message.
+std::string seed_text();
 
 // Uniform random halves in [lo, hi], already rounded to FP16.
 std::vector<lowp16> random_halves(std::mt19937_64& rng, size_t count, float lo = -1.0f, float hi = 1.0f);
@@ -43,13 +45,6 @@ bool close_enough(double got, double want, double rel, double abs_floor);
 // of how far they moved.
 double relative_update_difference(const std::vector<float>& a, const std::vector<float>& b,
                                   const std::vector<float>& start);
-
-// The micro-batches (this rank's sample indices) of the first `steps`
-// training steps, straight from DistributedSampler: each epoch's order cut
-// into steps of batch x accum rows and those into micro-batches of batch
-// rows; an epoch's last step may be short, or is dropped with drop_last.
-std::vector<std::vector<uint32_t>> sampler_batches(size_t samples, int rank, int world, uint64_t seed, bool shuffle,
-                                                   bool drop_last, int64_t batch, int64_t accum, int64_t steps);
 
 // Unique temporary directory for one test (removed by the caller if wanted).
 std::string make_temp_dir(const std::string& tag);

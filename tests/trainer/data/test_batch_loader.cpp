@@ -20,6 +20,7 @@
 #include "trainer/data/batch_loader.h"
 #include "trainer/loop/trainer.h"
 #include "support/temp_dir.h"
+#include "support/sampler_batches.h"
 #include "support/test_support.h"
 
 namespace ddp {
