@@ -19,8 +19,15 @@ namespace ddp {
 
 constexpr unsigned kThreadsPerBlock = 256;
 // Grid-stride loops cap the grid: past this many blocks each thread simply
-// does more elements, and the launch never exceeds gridDim limits.
+// does more elements, and the launch never exceeds gridDim limits. The SIMT
+// executor's build caps it at 3 blocks, so that the loops' later passes run
+// on its suites' small inputs (on a GPU they begin past 65536 x 256
+// elements, more than the executor can afford).
+#if defined(DDP_SIMT)
+constexpr size_t kMaxGridBlocks = 3;
+#else
 constexpr size_t kMaxGridBlocks = 65536;
+#endif
 // Two-pass reductions: at most this many partial sums, combined by one block.
 constexpr unsigned kReduceBlocks = 1024;
 constexpr unsigned kFinalReduceThreads = 1024;
