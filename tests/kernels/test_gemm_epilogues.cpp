@@ -35,26 +35,15 @@ namespace {
 
 using test::EpilogueCase;
 
-const char* name(Activation a) {
-  switch (a) {
-    case Activation::Relu:
-      return "relu";
-    case Activation::Gelu:
-      return "gelu";
-    case Activation::GeluTanh:
-      return "gelu-tanh";
-    default:
-      return "none";
-  }
-}
+using test::activation_name;
 
 std::string describe(const EpilogueCase& c) {
   return "m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) + " k=" + std::to_string(c.k) +
          " ta=" + std::to_string(c.trans_a == Transpose::Yes) + " tb=" + std::to_string(c.trans_b == Transpose::Yes) +
          " alpha=" + std::to_string(c.alpha) + " beta=" + std::to_string(c.beta) + " bias=" + std::to_string(c.bias) +
-         " act=" + name(c.act) + " pre=" + std::to_string(c.pre_activation) + " dact=" + name(c.dact) +
-         " bias_grad=" + std::to_string(c.bias_grad) + " accumulate=" + std::to_string(c.bias_grad_accumulate) +
-         " pad=" + std::to_string(c.pad);
+         " act=" + activation_name(c.act) + " pre=" + std::to_string(c.pre_activation) +
+         " dact=" + activation_name(c.dact) + " bias_grad=" + std::to_string(c.bias_grad) +
+         " accumulate=" + std::to_string(c.bias_grad_accumulate) + " pad=" + std::to_string(c.pad);
 }
 
 class GemmEpilogues : public ::testing::TestWithParam<Precision> {

@@ -17,6 +17,20 @@
 
 namespace ddp::test {
 
+// The activation as the flags spell it, for a case's description.
+inline const char* activation_name(Activation a) {
+  switch (a) {
+    case Activation::Relu:
+      return "relu";
+    case Activation::Gelu:
+      return "gelu";
+    case Activation::GeluTanh:
+      return "gelu-tanh";
+    default:
+      return "none";
+  }
+}
+
 struct EpilogueCase {
   int m = 1, n = 1, k = 1;
   Transpose trans_a = Transpose::No, trans_b = Transpose::No;

@@ -81,6 +81,24 @@ inline void expect_close(const LowpFormat& fmt, const std::vector<lowp16>& got, 
   expect_close(fmt.widened(got), fmt.widened(want), rel, abs_floor, what);
 }
 
+// |got - want| <= rel * |want| + floor[i]: an absolute floor per element.
+inline void expect_close_each(const LowpFormat& fmt, const std::vector<lowp16>& got, const std::vector<lowp16>& want,
+                              double rel, const std::vector<double>& floor, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  ASSERT_EQ(floor.size(), want.size()) << what;
+  int reported = 0;
+  for (size_t i = 0; i < got.size() && reported < 5; ++i) {
+    const double g = fmt.widen(got[i]), w = fmt.widen(want[i]);
+    const bool ok =
+        std::isnan(w) ? std::isnan(g) : !std::isnan(g) && (g == w || std::fabs(g - w) <= rel * std::fabs(w) + floor[i]);
+    if (!ok) {
+      ADD_FAILURE() << what << "[" << i << "]: got " << g << ", want " << w << " (rel " << rel << ", abs " << floor[i]
+                    << ")";
+      ++reported;
+    }
+  }
+}
+
 // Bitwise, NaNs as a class.
 inline void expect_same_bits(const LowpFormat& fmt, const std::vector<lowp16>& got, const std::vector<lowp16>& want,
                              const std::string& what) {

@@ -39,37 +39,6 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr double kFp32Ulp = 1.0 / (1 << 24);  // 2^-24
 constexpr double kFp16SubnormalStep = 6e-8;   // 2^-24
 
-const char* activation_name(Activation a) {
-  switch (a) {
-    case Activation::Relu:
-      return "relu";
-    case Activation::Gelu:
-      return "gelu";
-    case Activation::GeluTanh:
-      return "gelu-tanh";
-    default:
-      return "none";
-  }
-}
-
-// |got - want| <= rel * |want| + floor[i], NaN only where want is NaN.
-void expect_close_each(const LowpFormat& fmt, const std::vector<lowp16>& got, const std::vector<lowp16>& want,
-                       double rel, const std::vector<double>& floor, const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  ASSERT_EQ(floor.size(), want.size()) << what;
-  int reported = 0;
-  for (size_t i = 0; i < got.size() && reported < 5; ++i) {
-    const double g = fmt.widen(got[i]), w = fmt.widen(want[i]);
-    const bool ok =
-        std::isnan(w) ? std::isnan(g) : !std::isnan(g) && (g == w || std::fabs(g - w) <= rel * std::fabs(w) + floor[i]);
-    if (!ok) {
-      ADD_FAILURE() << what << "[" << i << "]: got " << g << ", want " << w << " (rel " << rel << ", abs " << floor[i]
-                    << ")";
-      ++reported;
-    }
-  }
-}
-
 // An output [m, ld] (ld = n + pad) starting `offset` elements into its
 // allocation, as a view of a flat buffer.
 struct View {

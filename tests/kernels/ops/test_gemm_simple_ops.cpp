@@ -28,42 +28,12 @@ using GemmSimpleOps = OpTest;
 
 constexpr double kFp16SubnormalStep = 6e-8;  // 2^-24
 
-const char* activation_name(Activation a) {
-  switch (a) {
-    case Activation::Relu:
-      return "relu";
-    case Activation::Gelu:
-      return "gelu";
-    case Activation::GeluTanh:
-      return "gelu-tanh";
-    default:
-      return "none";
-  }
-}
-
 std::string case_text(const EpilogueCase& c) {
   return "m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) + " k=" + std::to_string(c.k) +
          " ta=" + (c.trans_a == Transpose::Yes ? "T" : "N") + " tb=" + (c.trans_b == Transpose::Yes ? "T" : "N") +
          " alpha=" + std::to_string(c.alpha) + " beta=" + std::to_string(c.beta) + (c.bias ? " bias" : "") +
          " act=" + activation_name(c.act) + (c.pre_activation ? " pre-activation" : "") +
          " dact=" + activation_name(c.dact) + " pad=" + std::to_string(c.pad) + " offset=" + std::to_string(c.offset);
-}
-
-// |got - want| <= rel * |want| + floor[i], NaN only where want is NaN.
-void expect_close_each(const LowpFormat& fmt, const std::vector<lowp16>& got, const std::vector<lowp16>& want,
-                       double rel, const std::vector<double>& floor, const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  int reported = 0;
-  for (size_t i = 0; i < got.size() && reported < 5; ++i) {
-    const double g = fmt.widen(got[i]), w = fmt.widen(want[i]);
-    const bool ok =
-        std::isnan(w) ? std::isnan(g) : !std::isnan(g) && (g == w || std::fabs(g - w) <= rel * std::fabs(w) + floor[i]);
-    if (!ok) {
-      ADD_FAILURE() << what << "[" << i << "]: got " << g << ", want " << w << " (rel " << rel << ", abs " << floor[i]
-                    << ")";
-      ++reported;
-    }
-  }
 }
 
 // One case on both sides, outputs poisoned (C holds c0: poison unless beta
