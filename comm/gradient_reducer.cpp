@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "kernels/error.h"
+#include "kernels/ops/unscale.h"
 
 namespace ddp {
 
@@ -144,20 +145,34 @@ void GradientReducer::start_bucket_lowp(const GradientBucket& b, lowp16* bucket)
   comm_.start_reduce_scatter_sum_lowp(bucket, recv, slice);
 }
 
+namespace {
+
+// The bucket's 16-bit sums widened to FP32, exactly (a factor of 1, no check).
+void widen_bucket(Backend& backend, const lowp16* bucket, float* sums_fp32, size_t count) {
+  UnscaleLowpToFp32 widen;
+  widen.grads_lowp = bucket;
+  widen.grads_fp32 = sums_fp32;
+  widen.count = count;
+  widen.inv_scale = 1.0f;
+  unscale_lowp_to_fp32(backend, widen);
+}
+
+}  // namespace
+
 // The widening is exact (a factor of 1, no check: the optimizer checks the
 // FP32 sums), queued on the backend before the collective that reads it.
 // Sharded, the sums land at the bucket's share of the rank's range.
 void GradientReducer::start_bucket_fp32(const GradientBucket& b, const lowp16* bucket) {
   if (!shards_) {
     float* sums = sums_fp32_ + b.offset;
-    backend_->unscale_lowp_to_fp32(bucket, sums, b.count, 1.0f, nullptr);
+    widen_bucket(*backend_, bucket, sums, b.count);
     comm_.start_allreduce_sum_fp32(sums, b.count);
     return;
   }
   const ShardLayout& slice = bucket_slices_[next_bucket_];
   const ShardRange mine = slice.range(comm_.shard_rank());
   Fp32Staging& staging = next_fp32_staging();
-  backend_->unscale_lowp_to_fp32(bucket, staging.buffer.data(), b.count, 1.0f, nullptr);
+  widen_bucket(*backend_, bucket, staging.buffer.data(), b.count);
   // An empty share lands nowhere (the range may be empty too: null).
   float* recv =
       mine.count() > 0 ? sums_fp32_ + (b.offset + mine.begin - shards_->range(comm_.shard_rank()).begin) : sums_fp32_;

@@ -1,5 +1,5 @@
 // adamw_math.h: one element of the AdamW step, written once and called from
-// the CPU loop (cpu/cpu_adamw.cpp) and the CUDA kernel (cuda/cuda_optimizer.cu),
+// the CPU loop (cpu/cpu_adamw.cpp) and the CUDA kernel (ops/adamw_cuda.cu),
 // as sgd_update_element is for SGD (elementwise_math.h).
 //
 // torch.optim.AdamW (torch/optim/adam.py, _single_tensor_adam with

@@ -1,6 +1,6 @@
 // argmax_math.h: the first maximum of a row, as torch.argmax defines it
 // (NaN is larger than every number, and the first NaN wins), written once
-// for the CPU loop (cpu_xent.cpp) and the CUDA warp (cuda_loss.cu's
+// for the CPU loop (ops/softmax_xent_cpu.cpp) and the CUDA warp (ops/softmax_xent_cuda.cu's
 // row_stats). With NaN as a value like any other the order is total, so the
 // two lanes of a butterfly pair always pick the same winner.
 #pragma once

@@ -9,28 +9,41 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
-#include "kernels/elementwise_ops.h"
 #include "kernels/error.h"
-#include "kernels/gemm_ops.h"
 #include "kernels/half.h"
 #include "kernels/lowp_codec.h"
-#include "kernels/loss_ops.h"
-#include "kernels/optimizer_ops.h"
+#include "kernels/step_status.h"
 #include "kernels/stream_marks.h"
-#include "kernels/transformer_ops.h"
 #include "kernels/upload_slots.h"
 
 namespace ddp {
 
 enum class DeviceKind { Cpu, Cuda };
 
-// A backend is its device, memory and capture (below) and the op families:
-// a new op is added to its family's header and to the families'
-// implementations in cpu/ and cuda/, and nothing else here changes.
-class Backend : public GemmOps, public ElementwiseOps, public LossOps, public TransformerOps, public OptimizerOps {
+class Backend;
+class CpuBackend;
+class CudaOpContext;  // kernels/cuda/cuda_op_context.h
+
+// A backend that stands in front of another (the tests' RecordingBackend)
+// takes each op's call instead of running it (ops/op_dispatch.h): `call`
+// runs the op, its arguments frozen in it, on the backend it is given.
+class OpForwarder {
+ public:
+  virtual void forward_op(const char* name, std::function<void(Backend&)> call) = 0;
+
+ protected:
+  ~OpForwarder() = default;
+};
+
+// A backend is its device, memory, copies, capture, precision and marks
+// (below). The ops are not its methods: each is a unit of kernels/ops/
+// whose entry point runs the row of the backend's device
+// (ops/op_dispatch.h), so a new op changes nothing here.
+class Backend {
  public:
   virtual ~Backend() = default;
   virtual DeviceKind kind() const = 0;
@@ -101,8 +114,24 @@ class Backend : public GemmOps, public ElementwiseOps, public LossOps, public Tr
   // clock, right for a backend whose calls return after their work.
   virtual std::unique_ptr<StreamMarks> make_stream_marks() { return std::make_unique<HostStreamMarks>(); }
 
+  // ---- ops (kernels/ops/) ---------------------------------------------------
+  // Where an op given this backend runs: exactly one is set, by the
+  // implementation's constructor. cpu: the CPU rows on that CpuBackend;
+  // cuda: the CUDA rows on that context (the CudaBackend's stream, precision
+  // and scratch); forwarder: handed over (OpForwarder).
+  struct OpRows {
+    CpuBackend* cpu = nullptr;
+    CudaOpContext* cuda = nullptr;
+    OpForwarder* forwarder = nullptr;
+  };
+  const OpRows& op_rows() const { return op_rows_; }
+
+ protected:
+  void set_op_rows(const OpRows& rows) { op_rows_ = rows; }
+
  private:
   AllocationTally tally_;
+  OpRows op_rows_;
 };
 
 }  // namespace ddp

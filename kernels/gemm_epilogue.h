@@ -10,7 +10,7 @@
 #include <cstddef>
 #include <string>
 
-#include "kernels/backend.h"
+#include "kernels/gemm_lowp.h"
 #include "kernels/elementwise_math.h"
 #include "kernels/lowp_codec.h"
 #include "kernels/host_device.h"

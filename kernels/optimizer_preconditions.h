@@ -1,7 +1,6 @@
 // optimizer_preconditions.h: the buffers an optimizer step must be given,
-// checked by both backends alike (CpuBackend::sgd_update and adamw_update,
-// the CUDA launchers of cuda_optimizer.cu), so a call one backend accepts
-// the other accepts too. Plain C++: its tests run without a GPU.
+// checked by both rows alike (ops/sgd_*.cpp|cu, ops/adamw_*.cpp|cu), so a
+// call one backend accepts the other accepts too. Plain C++: its tests run without a GPU.
 //
 // An empty range (count 0) reads and writes nothing, so there every
 // pointer may be null: a rank whose --zero range is empty (a model smaller
@@ -12,7 +11,8 @@
 
 #include <cstddef>
 
-#include "kernels/optimizer_ops.h"
+#include "kernels/elementwise_math.h"
+#include "kernels/optimizer_buffers.h"
 
 namespace ddp {
 

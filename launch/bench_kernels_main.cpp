@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/buffer.h"
+#include "kernels/ops/gemm.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/device_query.h"
 #if defined(DDP_HAVE_CUDA)
@@ -63,11 +64,11 @@ void bench_backend(ddp::Backend& backend, const Shape& s, int reps, int calls, d
   g.ldb = s.n;
   g.c = dc.data();
   g.ldc = s.n;
-  backend.gemm_lowp(g);
+  gemm_lowp(backend, g);
   backend.synchronize();  // plan creation stays out of the timing
   *seconds = median_seconds(
                  [&] {
-                   for (int i = 0; i < calls; ++i) backend.gemm_lowp(g);
+                   for (int i = 0; i < calls; ++i) gemm_lowp(backend, g);
                    backend.synchronize();
                  },
                  reps) /

@@ -1,5 +1,5 @@
 // cpu_adamw.h: the CPU backend's AdamW loop over one range, the unit
-// CpuBackend::adamw_update hands to each thread of its pool. Like the
+// the AdamW op's CPU row (ops/adamw_cpu.cpp) hands to each thread of its pool. Like the
 // loops of cpu_elementwise.h it has an AVX/F16C path (8 lanes) and the
 // portable scalar path, both computing adamw_update_element (adamw_math.h)
 // element by element with the same FP32 operations in the same order and no
@@ -8,7 +8,8 @@
 
 #include <cstddef>
 
-#include "kernels/backend.h"
+#include "kernels/adamw_math.h"
+#include "kernels/optimizer_buffers.h"
 #include "kernels/lowp_codec.h"
 
 namespace ddp::cpu {

@@ -340,6 +340,15 @@ void bias_grad_op_a_any(C, const float* a_fp32, size_t ld, bool a_transposed, si
   }
 }
 
+#if DDP_X86
+template <class C>
+DDP_AVX_F16C void add_avx(const lowp16* a, const lowp16* b, lowp16* y, size_t count) {
+  size_t i = 0;
+  for (; i + 8 <= count; i += 8) store8(C{}, y + i, _mm256_add_ps(load8(C{}, a + i), load8(C{}, b + i)));
+  for (; i < count; ++i) y[i] = C::narrow(C::widen(a[i]) + C::widen(b[i]));
+}
+#endif
+
 }  // namespace
 
 void activation_forward_range(Precision p, Activation act, const lowp16* z, lowp16* y, size_t count) {
@@ -466,6 +475,17 @@ void widen_lowp(Precision p, const lowp16* src, float* dst, size_t count) {
 
 void narrow_fp32(Precision p, const float* src, lowp16* dst, size_t count) {
   with_codec(p, [&](auto codec) { narrow_array(codec, src, dst, count); });
+}
+
+// An FP32 add rounds the same in a vector lane as in scalar code.
+void add_lowp_range(Precision p, const lowp16* a, const lowp16* b, lowp16* y, size_t count) {
+  with_codec(p, [&](auto codec) {
+    using C = decltype(codec);
+#if DDP_X86
+    if (f16c_available()) return add_avx<C>(a, b, y, count);
+#endif
+    for (size_t i = 0; i < count; ++i) y[i] = C::narrow(C::widen(a[i]) + C::widen(b[i]));
+  });
 }
 
 NarrowEpilogue NarrowEpilogue::at(size_t row, size_t col) const {

@@ -37,7 +37,7 @@ bool unscale_range(Precision p, const lowp16* grads_lowp, float* grads_fp32, siz
 // result is Inf/NaN.
 bool unscale_fp32_range(const float* grads_in, float* grads_out, size_t count, float inv_scale);
 // sgd_update_element on each element (momentum_fp32 may be null: no buffer
-// kept; CpuBackend::sgd_update passes null only with params.momentum == 0),
+// kept; the SGD op's CPU row passes null only with params.momentum == 0),
 // then weights_lowp[i] = lowp(master_fp32[i]).
 void sgd_range(Precision p, const SgdParams& params, const float* grads_fp32, float* master_fp32, float* momentum_fp32,
                lowp16* weights_lowp, size_t count);
@@ -53,6 +53,8 @@ void widen_rows(Precision p, const lowp16* src, size_t ld_src, float* dst, size_
 void widen_lowp(Precision p, const lowp16* src, float* dst, size_t count);
 // dst[i] = lowp(src[i]).
 void narrow_fp32(Precision p, const float* src, lowp16* dst, size_t count);
+// y[i] = lowp(float(a[i]) + float(b[i])); y may be a or b.
+void add_lowp_range(Precision p, const lowp16* a, const lowp16* b, lowp16* y, size_t count);
 // The GemmLowp epilogue (backend.h, gemm_epilogue.h) of one block of the
 // output, its pointers already offset to the block's first element.
 struct NarrowEpilogue {

@@ -24,7 +24,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/backend.h"
+#include "kernels/gemm_lowp.h"
 #include "kernels/lowp_codec.h"
 #include "kernels/cpu/cpu_thread_pool.h"
 
@@ -41,13 +41,13 @@ struct CpuGemmScratch {
 };
 
 void cpu_gemm_lowp(Precision p, const GemmLowp& g, CpuThreadPool& pool, CpuGemmScratch& scratch);
-// Backend::gemm_lowp_to_fp32: the same slices and BLAS calls as
+// The gemm_lowp_to_fp32 op (ops/gemm.h): the same slices and BLAS calls as
 // cpu_gemm_lowp, the FP32 result left in c_fp32 (row stride g.ldc) instead
 // of rounded, so fp16(c_fp32) is cpu_gemm_lowp's C (beta 0). C is read in
 // place when beta != 0: no scratch for it.
 void cpu_gemm_lowp_to_fp32(Precision p, const GemmLowp& g, float* c_fp32, CpuThreadPool& pool, CpuGemmScratch& scratch);
 
-// Backend::gemm_batched_lowp: cpu_gemm_lowp on each of the batch_count
+// The gemm_batched_lowp op (ops/gemm.h): cpu_gemm_lowp on each of the batch_count
 // products. Many small products are shared out whole over the pool (one
 // BLAS call each, on one thread, with a scratch per piece: `scratch` grows
 // to as many as there are pieces); fewer products than threads run one

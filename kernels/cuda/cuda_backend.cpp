@@ -1,6 +1,6 @@
-// cuda_backend.cpp: CudaBackend's device setup, memory, copies and
-// synchronisation, and the thin calls into the launchers (cuda_gemm.h,
-// cuda_elementwise.h, cuda_loss.h, cuda_optimizer.h). Everything is queued on
+// cuda_backend.cpp: CudaBackend's device setup, memory, copies,
+// synchronisation and capture, and what the ops' CUDA rows run with (the
+// stream, scratch, cuBLASLt's plans). Everything is queued on
 // compute_stream in call order.
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_stream_marks.h"
@@ -11,11 +11,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_elementwise.h"
-#include "kernels/cuda/cuda_flash_attention.h"
 #include "kernels/cuda/cuda_gemm.h"
-#include "kernels/cuda/cuda_loss.h"
-#include "kernels/cuda/cuda_optimizer.h"
-#include "kernels/cuda/cuda_transformer.h"
 #include "kernels/cuda/cuda_upload_slots.h"
 #include "kernels/error.h"
 
@@ -63,6 +59,7 @@ CudaBackend::CudaBackend(int device, Precision precision) : device_(device), pre
   gemm_ = std::make_unique<CublasLtGemm>(kGemmWorkspaceBytes, precision_);
   scratch_ = cuda_malloc_unique(kInitialScratchBytes);
   scratch_bytes_ = kInitialScratchBytes;
+  set_op_rows({nullptr, this, nullptr});
 }
 
 size_t CudaBackend::device_used_bytes() const {
@@ -240,186 +237,11 @@ std::unique_ptr<UploadSlots> CudaBackend::make_upload_slots(size_t slot_bytes) {
                                            [this]() noexcept { return skips_device_waits(); });
 }
 
-// ---- GEMM ---------------------------------------------------------------------
+// ---- GEMM (ops/gemm.h's CUDA rows) ---------------------------------------------
 
-void CudaBackend::gemm_lowp(const GemmLowp& g) {
+CublasLtGemm& CudaBackend::cublaslt_gemm() {
   gemm_->set_capture_state(capture_state());
-  gemm_->run(g, compute_stream());
-}
-
-void CudaBackend::gemm_lowp_to_fp32(const GemmLowp& g, float* c_fp32) {
-  gemm_->set_capture_state(capture_state());
-  gemm_->run_to_fp32(g, c_fp32, compute_stream());
-}
-
-// ---- element-wise and reductions ------------------------------------------------
-
-void CudaBackend::cast_fp32_to_lowp(const float* src, lowp16* dst, size_t count) {
-  launch_cast_fp32_to_lowp(compute_stream(), precision_, src, dst, count);
-}
-
-void CudaBackend::add_fp32_into_lowp(const float* src, lowp16* y, size_t count) {
-  launch_add_fp32_into_lowp(compute_stream(), precision_, src, y, count);
-}
-
-// ---- losses -------------------------------------------------------------------------
-
-void CudaBackend::softmax_xent_forward(const lowp16* logits, const int32_t* labels, int rows, int cols, int real_cols,
-                                       float* loss_mean, int32_t* correct_count) {
-  DDP_REQUIRE(rows >= 0, "softmax_xent_forward: negative rows");
-  launch_softmax_xent_forward(compute_stream(), precision_, logits, labels, rows, cols, real_cols, loss_mean,
-                              correct_count, scratch(softmax_xent_forward_scratch_bytes(rows)));
-}
-
-void CudaBackend::softmax_xent_backward(const lowp16* logits, const int32_t* labels, int rows, int cols, int real_cols,
-                                        ScalarArg loss_scale, lowp16* dlogits) {
-  launch_softmax_xent_backward(compute_stream(), precision_, logits, labels, rows, cols, real_cols, loss_scale,
-                               dlogits);
-}
-
-void CudaBackend::softmax_xent_fused_rows(lowp16* logits_to_grad, const int32_t* labels, int rows, int cols,
-                                          int real_cols, int total_rows, ScalarArg loss_scale, float* row_loss) {
-  launch_softmax_xent_fused_rows(compute_stream(), precision_, logits_to_grad, labels, rows, cols, real_cols,
-                                 total_rows, loss_scale, row_loss);
-}
-
-void CudaBackend::loss_rows_mean(const float* row_loss, int rows, float* loss_mean) {
-  launch_loss_rows_mean(compute_stream(), row_loss, rows, loss_mean);
-}
-
-void CudaBackend::mse_forward(const lowp16* pred, const float* target, int rows, int cols, float* loss_mean) {
-  DDP_REQUIRE(rows >= 0 && cols >= 0, "mse_forward: negative shape");
-  launch_mse_forward(compute_stream(), precision_, pred, target, static_cast<size_t>(rows) * static_cast<size_t>(cols),
-                     loss_mean, scratch(mse_forward_scratch_bytes()));
-}
-
-void CudaBackend::mse_backward(const lowp16* pred, const float* target, int rows, int cols, ScalarArg loss_scale,
-                               lowp16* dpred) {
-  DDP_REQUIRE(rows >= 0 && cols >= 0, "mse_backward: negative shape");
-  launch_mse_backward(compute_stream(), precision_, pred, target, static_cast<size_t>(rows) * static_cast<size_t>(cols),
-                      loss_scale, dpred);
-}
-
-// ---- transformer operations (cuda_transformer.h) ----------------------------------------
-
-void CudaBackend::embedding_forward_lowp(const int32_t* tokens, const lowp16* wte, const lowp16* wpe, int batch,
-                                         int seq_len, int channels, int vocab, lowp16* out) {
-  launch_embedding_forward_lowp(compute_stream(), precision_, tokens, wte, wpe, batch, seq_len, channels, vocab, out);
-}
-
-void CudaBackend::embedding_backward_lowp(const int32_t* tokens, const lowp16* dout, int batch, int seq_len,
-                                          int channels, int vocab, lowp16* d_wte, lowp16* d_wpe, bool accumulate) {
-  DDP_REQUIRE(batch >= 0 && seq_len >= 0, "embedding_backward_lowp: negative shape");
-  launch_embedding_backward_lowp(compute_stream(), precision_, tokens, dout, batch, seq_len, channels, vocab, d_wte,
-                                 d_wpe, accumulate, scratch(embedding_backward_scratch_bytes(batch * seq_len)));
-}
-
-void CudaBackend::layernorm_forward_lowp(const lowp16* x, const lowp16* gamma, const lowp16* beta, int rows, int cols,
-                                         float eps, lowp16* y, float* mean, float* rstd) {
-  launch_layernorm_forward_lowp(compute_stream(), precision_, x, gamma, beta, rows, cols, eps, y, mean, rstd);
-}
-
-void CudaBackend::layernorm_backward_lowp(const lowp16* dy, const lowp16* x, const lowp16* gamma, const float* mean,
-                                          const float* rstd, int rows, int cols, lowp16* dx, bool accumulate_dx,
-                                          lowp16* dgamma, lowp16* dbeta, bool accumulate_params) {
-  DDP_REQUIRE(rows >= 0 && cols > 0, "layernorm_backward_lowp: needs cols > 0");
-  launch_layernorm_backward_lowp(compute_stream(), precision_, dy, x, gamma, mean, rstd, rows, cols, dx, accumulate_dx,
-                                 dgamma, dbeta, accumulate_params,
-                                 scratch(layernorm_backward_scratch_bytes(rows, cols)));
-}
-
-void CudaBackend::gemm_batched_lowp(const GemmLowp& g, int batch_count, int64_t stride_a, int64_t stride_b,
-                                    int64_t stride_c) {
-  gemm_->set_capture_state(capture_state());
-  gemm_->run_batched(g, batch_count, stride_a, stride_b, stride_c, compute_stream());
-}
-
-void CudaBackend::causal_softmax_forward_lowp(const lowp16* scores, int batch_heads, int seq_len, float scale,
-                                              lowp16* probs) {
-  launch_causal_softmax_forward_lowp(compute_stream(), precision_, scores, batch_heads, seq_len, scale, probs);
-}
-
-void CudaBackend::causal_softmax_backward_lowp(const lowp16* probs, const lowp16* dprobs, int batch_heads, int seq_len,
-                                               float scale, lowp16* dscores) {
-  launch_causal_softmax_backward_lowp(compute_stream(), precision_, probs, dprobs, batch_heads, seq_len, scale,
-                                      dscores);
-}
-
-void CudaBackend::add_lowp(const lowp16* a, const lowp16* b, lowp16* y, size_t count) {
-  launch_add_lowp(compute_stream(), precision_, a, b, y, count);
-}
-
-void CudaBackend::rows_to_heads_lowp(const lowp16* rows, int row_stride, int batch, int seq_len, int heads,
-                                     int head_size, lowp16* heads_out) {
-  launch_rows_to_heads_lowp(compute_stream(), rows, row_stride, batch, seq_len, heads, head_size, heads_out);
-}
-
-void CudaBackend::heads_to_rows_lowp(const lowp16* heads_in, int batch, int seq_len, int heads, int head_size,
-                                     lowp16* rows, int row_stride) {
-  launch_heads_to_rows_lowp(compute_stream(), heads_in, batch, seq_len, heads, head_size, rows, row_stride);
-}
-
-void CudaBackend::attention_decode_lowp(const lowp16* q, int q_stride, const lowp16* k_cache, const lowp16* v_cache,
-                                        int kv_stride, int heads, int head_size, int past_len, int new_len, float scale,
-                                        lowp16* out, int out_stride) {
-  launch_attention_decode_lowp(compute_stream(), precision_, q, q_stride, k_cache, v_cache, kv_stride, heads, head_size,
-                               past_len, new_len, scale, out, out_stride);
-}
-
-void CudaBackend::attention_forward_fused_lowp(const lowp16* q, const lowp16* k, const lowp16* v, int batch_heads,
-                                               int seq_len, int head_size, float scale, lowp16* out, float* lse) {
-  launch_attention_forward_fused_lowp(compute_stream(), precision_, q, k, v, batch_heads, seq_len, head_size, scale,
-                                      out, lse);
-}
-
-void CudaBackend::attention_backward_fused_lowp(const lowp16* q, const lowp16* k, const lowp16* v, const lowp16* out,
-                                                const float* lse, const lowp16* dout, int batch_heads, int seq_len,
-                                                int head_size, float scale, lowp16* dq, lowp16* dk, lowp16* dv) {
-  launch_attention_backward_fused_lowp(compute_stream(), precision_, q, k, v, out, lse, dout, batch_heads, seq_len,
-                                       head_size, scale, dq, dk, dv,
-                                       scratch(attention_backward_fused_scratch_bytes(batch_heads, seq_len)));
-}
-
-// ---- optimizer ----------------------------------------------------------------------
-
-void CudaBackend::unscale_lowp_to_fp32(const lowp16* grads_lowp, float* grads_fp32, size_t count, ScalarArg inv_scale,
-                                       int32_t* nonfinite_flag) {
-  launch_unscale_lowp_to_fp32(compute_stream(), precision_, grads_lowp, grads_fp32, count, inv_scale, nonfinite_flag);
-}
-
-void CudaBackend::unscale_fp32(const float* grads_in, float* grads_out, size_t count, ScalarArg inv_scale,
-                               int32_t* nonfinite_flag) {
-  launch_unscale_fp32(compute_stream(), grads_in, grads_out, count, inv_scale, nonfinite_flag);
-}
-
-void CudaBackend::l2_norm_fp32(const float* x, size_t count, float* norm) {
-  launch_l2_norm_fp32(compute_stream(), x, count, norm, scratch(l2_norm_scratch_bytes()));
-}
-
-void CudaBackend::sgd_update(const SgdParams& params, const SgdGrads& grads, float* master_fp32, float* momentum_fp32,
-                             lowp16* weights_lowp, size_t count, const int32_t* skip_flag) {
-  if (grads.fp32 != nullptr) {
-    launch_sgd_update(compute_stream(), precision_, params, grads.fp32, master_fp32, momentum_fp32, weights_lowp, count,
-                      skip_flag);
-    return;
-  }
-  launch_sgd_update_lowp_grads(compute_stream(), precision_, params, grads.lowp, grads.inv_scale, master_fp32,
-                               momentum_fp32, weights_lowp, count, skip_flag);
-}
-
-void CudaBackend::adamw_update(const AdamWParams& params, const AdamWBuffers& b, ScalarArg inv_scale, size_t offset,
-                               size_t count, const int32_t* skip_flag) {
-  launch_adamw_update(compute_stream(), precision_, params, b, inv_scale, offset, count, skip_flag);
-}
-
-// ---- device-resident step state -------------------------------------------------------
-
-void CudaBackend::step_status_prepare(StepStatus* status, double backward_divisor, double unscale_divisor, float lr) {
-  launch_step_status_prepare(compute_stream(), status, backward_divisor, unscale_divisor, lr);
-}
-
-void CudaBackend::step_status_finish(const LossScaleRule& rule, StepStatus* status) {
-  launch_step_status_finish(compute_stream(), rule, status);
+  return *gemm_;
 }
 
 }  // namespace ddp

@@ -1,8 +1,6 @@
-// cuda_elementwise.cu: the FP32 -> 16-bit cast and the column sums (a GEMM's
-// bias gradient where cuBLASLt cannot write it).
-// The per-element math is the shared code of elementwise_math.h and the
-// codecs (lowp_codec.h),
-// the same functions the CPU loops call.
+// cuda_elementwise.cu: the column sums (a GEMM's bias gradient where
+// cuBLASLt cannot write it) and the check that this binary holds a kernel
+// image for the device.
 #include "kernels/cuda/cuda_elementwise.h"
 
 #include <string>
@@ -41,16 +39,6 @@ __global__ void column_sums_kernel(const lowp16* a, int rows, int cols, size_t r
   }
 }
 
-template <class C>
-__global__ void cast_fp32_to_lowp_kernel(const float* src, lowp16* dst, size_t count) {
-  for (size_t i = global_thread_index(); i < count; i += grid_stride()) dst[i] = C::narrow(src[i]);
-}
-
-template <class C>
-__global__ void add_fp32_into_lowp_kernel(const float* src, lowp16* y, size_t count) {
-  for (size_t i = global_thread_index(); i < count; i += grid_stride()) y[i] = C::narrow(C::widen(y[i]) + src[i]);
-}
-
 }  // namespace
 
 void launch_column_sums_lowp(cudaStream_t stream, Precision p, const lowp16* a, int rows, int cols, size_t row_stride,
@@ -68,28 +56,10 @@ void launch_column_sums_lowp(cudaStream_t stream, Precision p, const lowp16* a, 
   DDP_CUDA_CHECK_LAUNCH();
 }
 
-void launch_cast_fp32_to_lowp(cudaStream_t stream, Precision p, const float* src, lowp16* dst, size_t count) {
-  if (count == 0) return;
-  with_codec(p, [&](auto codec) {
-    using C = decltype(codec);
-    launch_kernel<cast_fp32_to_lowp_kernel<C>>({grid_for(count), kThreadsPerBlock, 0, stream}, src, dst, count);
-  });
-  DDP_CUDA_CHECK_LAUNCH();
-}
-
-void launch_add_fp32_into_lowp(cudaStream_t stream, Precision p, const float* src, lowp16* y, size_t count) {
-  if (count == 0) return;
-  with_codec(p, [&](auto codec) {
-    using C = decltype(codec);
-    launch_kernel<add_fp32_into_lowp_kernel<C>>({grid_for(count), kThreadsPerBlock, 0, stream}, src, y, count);
-  });
-  DDP_CUDA_CHECK_LAUNCH();
-}
-
 void check_kernel_image_for_current_device() {
   cudaFuncAttributes attributes{};
   const cudaError_t e =
-      cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(&cast_fp32_to_lowp_kernel<Fp16Codec>));
+      cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(&column_sums_kernel<Fp16Codec>));
   if (e == cudaSuccess) return;
   (void)cudaGetLastError();
   int device = 0, major = 0, minor = 0;

@@ -1,7 +1,6 @@
-// cuda_elementwise.h: launchers for the element-wise CUDA kernels (the FP32
-// -> 16-bit cast, in precision p) and the column sums of a GEMM's bias gradient. Each queues one
-// kernel on `stream` and checks the launch; semantics are those of the
-// Backend method of the same name (backend.h). Plain C++: g++ can include it.
+// cuda_elementwise.h: the launcher of the column sums of a GEMM's bias
+// gradient, which queues one kernel on `stream` and checks the launch, and
+// the kernel-image check. Plain C++: g++ can include it.
 #pragma once
 
 #include <cstddef>
@@ -20,8 +19,6 @@ namespace ddp {
 // col_stride is 1.
 void launch_column_sums_lowp(cudaStream_t stream, Precision p, const lowp16* a, int rows, int cols, size_t row_stride,
                              size_t col_stride, lowp16* db, bool accumulate);
-void launch_cast_fp32_to_lowp(cudaStream_t stream, Precision p, const float* src, lowp16* dst, size_t count);
-void launch_add_fp32_into_lowp(cudaStream_t stream, Precision p, const float* src, lowp16* y, size_t count);
 
 // Throws ddp::Error with the fix ("rebuild with CMAKE_CUDA_ARCHITECTURES=..")
 // when this binary holds no kernel image the current device can run.

@@ -74,6 +74,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/backend.h"
+#include "kernels/gemm_lowp.h"
 #include "kernels/lowp_codec.h"
 #include "kernels/cuda/cuda_gemm_route.h"
 #include "kernels/cuda/cuda_raii.h"
@@ -107,13 +108,13 @@ class CublasLtGemm {
 
   // Queues g on `stream`. Throws ddp::Error on bad arguments or a cuBLAS error.
   void run(const GemmLowp& g, cudaStream_t stream);
-  // Backend::gemm_batched_lowp: one cuBLASLt call over batch_count products
+  // The gemm_batched_lowp op (ops/gemm.h): one cuBLASLt call over batch_count products
   // (CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT / STRIDED_BATCH_OFFSET on the three
   // layouts), no epilogue; where cuBLASLt has no algorithm, the simple
   // kernel once per product.
   void run_batched(const GemmLowp& g, int batch_count, int64_t stride_a, int64_t stride_b, int64_t stride_c,
                    cudaStream_t stream);
-  // Backend::gemm_lowp_to_fp32: one cuBLASLt call with 16-bit A and B and FP32
+  // The gemm_lowp_to_fp32 op (ops/gemm.h): one cuBLASLt call with 16-bit A and B and FP32
   // C = D = c_fp32 (row stride g.ldc), beta read from it. No fallback: a
   // shape cuBLASLt has no algorithm for throws, naming it (16 x 16 bits ->
   // FP32 under CUBLAS_COMPUTE_32F is one of its listed combinations).

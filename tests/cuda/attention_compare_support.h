@@ -22,6 +22,9 @@
 #include <string>
 #include <vector>
 
+#include "kernels/ops/attention_decode.h"
+#include "kernels/ops/causal_softmax.h"
+#include "kernels/ops/gemm.h"
 #include "transformer_compare_support.h"
 
 namespace ddp::test {
@@ -45,7 +48,8 @@ inline void compare_batched_gemm(Backend& ref, Backend& dut, std::mt19937_64& rn
   Backend* backends[2] = {&ref, &dut};
   for (int i = 0; i < 2; ++i) {
     auto da = upload_to(*backends[i], a), db = upload_to(*backends[i], b), dc = upload_to(*backends[i], c0);
-    GemmLowp g;
+    GemmBatchedLowp batched;
+    GemmLowp& g = batched.gemm;
     g.trans_a = ta;
     g.trans_b = tb;
     g.m = m;
@@ -59,7 +63,11 @@ inline void compare_batched_gemm(Backend& ref, Backend& dut, std::mt19937_64& rn
     g.ldb = tb == Transpose::Yes ? k : n;
     g.c = dc.data();
     g.ldc = n;
-    backends[i]->gemm_batched_lowp(g, bh, sa, sb, sc);
+    batched.batch_count = bh;
+    batched.stride_a = sa;
+    batched.stride_b = sb;
+    batched.stride_c = sc;
+    gemm_batched_lowp(*backends[i], batched);
     out[i] = dc.download();
   }
   // Per element sum|a b| (+ |beta c|): the scale of the FP32 summation error.
@@ -92,17 +100,32 @@ inline void compare_causal_softmax(Backend& ref, Backend& dut, std::mt19937_64& 
   for (int k = 0; k < 2; ++k) {
     Backend& be = *backends[k];
     auto s = upload_to(be, scores), p = upload_to(be, poison_halves(scores.size()));
-    be.causal_softmax_forward_lowp(s.data(), bh, t, scale, p.data());
+    CausalSoftmaxForward forward;
+    forward.scores = s.data();
+    forward.batch_heads = bh;
+    forward.seq_len = t;
+    forward.scale = scale;
+    forward.probs = p.data();
+    causal_softmax_forward_lowp(be, forward);
     probs[k] = p.download();
     // In place, as a caller short of memory would run it.
-    be.causal_softmax_forward_lowp(s.data(), bh, t, scale, s.data());
+    forward.probs = s.data();
+    causal_softmax_forward_lowp(be, forward);
     EXPECT_TRUE(same_bits(fmt, s.download(), probs[k])) << "in-place softmax differs";
     // Both backwards read the reference's probabilities.
     p.upload(probs[0]);
     auto dp = upload_to(be, dprobs), ds = upload_to(be, poison_halves(scores.size()));
-    be.causal_softmax_backward_lowp(p.data(), dp.data(), bh, t, scale, ds.data());
+    CausalSoftmaxBackward backward;
+    backward.probs = p.data();
+    backward.dprobs = dp.data();
+    backward.batch_heads = bh;
+    backward.seq_len = t;
+    backward.scale = scale;
+    backward.dscores = ds.data();
+    causal_softmax_backward_lowp(be, backward);
     dscores[k] = ds.download();
-    be.causal_softmax_backward_lowp(p.data(), dp.data(), bh, t, scale, dp.data());  // in place
+    backward.dscores = dp.data();
+    causal_softmax_backward_lowp(be, backward);  // in place
     EXPECT_TRUE(same_bits(fmt, dp.download(), dscores[k])) << "in-place softmax backward differs";
   }
   expect_close(fmt, probs[1], probs[0], fmt.rel_tol(), kFp16SubnormalStep, "probs");
@@ -150,8 +173,20 @@ inline void compare_attention_decode(Backend& ref, Backend& dut, std::mt19937_64
     Backend& be = *backends[b];
     auto dq = upload_to(be, q), dk = upload_to(be, k), dv = upload_to(be, v);
     auto dout = upload_to(be, poison_halves(static_cast<size_t>(new_len) * out_stride));
-    be.attention_decode_lowp(dq.data(), q_stride, dk.data(), dv.data(), kv_stride, heads, head_size, past_len, new_len,
-                             scale, dout.data(), out_stride);
+    AttentionDecode attention;
+    attention.q = dq.data();
+    attention.q_stride = q_stride;
+    attention.k_cache = dk.data();
+    attention.v_cache = dv.data();
+    attention.kv_stride = kv_stride;
+    attention.heads = heads;
+    attention.head_size = head_size;
+    attention.past_len = past_len;
+    attention.new_len = new_len;
+    attention.scale = scale;
+    attention.out = dout.data();
+    attention.out_stride = out_stride;
+    attention_decode_lowp(be, attention);
     out[b] = dout.download();
   }
   const std::vector<lowp16> poison = poison_halves(out[0].size());

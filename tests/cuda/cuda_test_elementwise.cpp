@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cuda_test_support.h"
+#include "kernels/ops/elementwise.h"
 #include "kernels/cuda/cuda_elementwise.h"
 #include "support/unfused_ops.h"
 
@@ -77,8 +78,14 @@ TEST_P(CudaLowpKernels, CastsIncludingSpecialValues) {
     f.push_back(special);
   auto src = both(f);
   auto h = both(test::poison_halves(f.size()));
-  cpu.cast_fp32_to_lowp(src.cpu.data(), h.cpu.data(), f.size());
-  gpu->cast_fp32_to_lowp(src.gpu.data(), h.gpu.data(), f.size());
+  CastFp32ToLowp cast;
+  cast.count = f.size();
+  cast.src = src.cpu.data();
+  cast.dst = h.cpu.data();
+  cast_fp32_to_lowp(cpu, cast);
+  cast.src = src.gpu.data();
+  cast.dst = h.gpu.data();
+  cast_fp32_to_lowp(*gpu, cast);
   expect_halves_equal(fmt, h.gpu.download(), h.cpu.download(), std::string("fp32 -> ") + precision_name(GetParam()));
 }
 

@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "cuda_test_support.h"
-#include "kernels/cuda/cuda_flash_attention.h"
 #include "kernels/error.h"
+#include "kernels/ops/flash_attention.h"
 #include "support/flash_attention_support.h"
 
 namespace ddp {
@@ -96,8 +96,18 @@ TEST_F(CudaKernels, FusedAttentionRefusesHeadSizesPastTheKernelsLimit) {
   const int hs = kFlashCudaMaxHeadSize + 1, T = 4;
   Buffer<lowp16> x(*gpu, static_cast<size_t>(T) * hs);
   Buffer<float> lse(*gpu, T);
+  AttentionForwardFused forward;
+  forward.q = x.data();
+  forward.k = x.data();
+  forward.v = x.data();
+  forward.batch_heads = 1;
+  forward.seq_len = T;
+  forward.head_size = hs;
+  forward.scale = 1.0f;
+  forward.out = x.data();
+  forward.lse = lse.data();
   try {
-    gpu->attention_forward_fused_lowp(x.data(), x.data(), x.data(), 1, T, hs, 1.0f, x.data(), lse.data());
+    attention_forward_fused_lowp(*gpu, forward);
     FAIL() << "head_size " << hs << " was accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("kFlashCudaMaxHeadSize"), std::string::npos) << e.what();

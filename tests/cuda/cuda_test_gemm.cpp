@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cuda_test_support.h"
+#include "kernels/ops/gemm.h"
 
 namespace ddp {
 namespace {
@@ -80,7 +81,7 @@ void run_gemm_case(CpuBackend& cpu, CudaBackend& gpu, std::mt19937_64& rng, cons
     g.c = dc.data() + c.offset;
     g.ldc = ldc;
     g.bias = c.bias && !magnitude ? dbias.data() + c.offset : nullptr;
-    be.gemm_lowp(g);
+    gemm_lowp(be, g);
     if (magnitude) {
       const auto mag = dc.download();
       magnitude_sum.assign(c_count, 0.0);

@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "cuda_test_support.h"
+#include "kernels/ops/elementwise.h"
+#include "kernels/ops/gemm.h"
 
 namespace ddp {
 namespace {
@@ -65,18 +67,22 @@ TEST_P(CudaLowpKernels, GemmToFp32MatchesTheCpu) {
       Buffer<lowp16> abs_a(cpu, a.size()), abs_b(cpu, b.size());
       abs_a.upload(absolute(a));
       abs_b.upload(absolute(b));
-      GemmLowp g = gemm_of(c.ta, c.tb, c.m, c.n, c.k, ldc);
-      g.beta = part == 0 ? 0.0f : 1.0f;  // beta 0 never reads the NaN start
-      g.a = da.cpu.data();
-      g.b = db.cpu.data();
-      cpu.gemm_lowp_to_fp32(g, acc.cpu.data());
-      GemmLowp m = g;
-      m.a = abs_a.data();
-      m.b = abs_b.data();
-      cpu.gemm_lowp_to_fp32(m, magnitude.data());
-      g.a = da.gpu.data();
-      g.b = db.gpu.data();
-      gpu->gemm_lowp_to_fp32(g, acc.gpu.data());
+      GemmLowpToFp32 sum;
+      sum.gemm = gemm_of(c.ta, c.tb, c.m, c.n, c.k, ldc);
+      sum.gemm.beta = part == 0 ? 0.0f : 1.0f;  // beta 0 never reads the NaN start
+      sum.gemm.a = da.cpu.data();
+      sum.gemm.b = db.cpu.data();
+      sum.c_fp32 = acc.cpu.data();
+      gemm_lowp_to_fp32(cpu, sum);
+      GemmLowpToFp32 sum_abs = sum;
+      sum_abs.gemm.a = abs_a.data();
+      sum_abs.gemm.b = abs_b.data();
+      sum_abs.c_fp32 = magnitude.data();
+      gemm_lowp_to_fp32(cpu, sum_abs);
+      sum.gemm.a = da.gpu.data();
+      sum.gemm.b = db.gpu.data();
+      sum.c_fp32 = acc.gpu.data();
+      gemm_lowp_to_fp32(*gpu, sum);
     }
     const auto got = acc.gpu.download(), want = acc.cpu.download(), mag = magnitude.download();
     const double bound = (static_cast<double>(c.k) * c.parts + c.parts + 1) * std::ldexp(1.0, -24);
@@ -99,9 +105,11 @@ TEST_P(CudaLowpKernels, GemmToFp32WithNoSumsZeroesOrKeepsC) {
   const auto start = random_floats(rng, 12, -1.0f, 1.0f);
   for (const float beta : {0.0f, 1.0f}) {
     auto c = both(start);
-    GemmLowp g = gemm_of(false, false, 3, 4, 0, 4);
-    g.beta = beta;
-    gpu->gemm_lowp_to_fp32(g, c.gpu.data());
+    GemmLowpToFp32 no_sums;
+    no_sums.gemm = gemm_of(false, false, 3, 4, 0, 4);
+    no_sums.gemm.beta = beta;
+    no_sums.c_fp32 = c.gpu.data();
+    gemm_lowp_to_fp32(*gpu, no_sums);
     const auto got = c.gpu.download();
     for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], beta == 0.0f ? 0.0f : start[i]) << i;
   }
@@ -112,8 +120,14 @@ TEST_P(CudaLowpKernels, AddFp32IntoFp16RoundsAsTheCpu) {
   const size_t count = 100003;
   auto y = both(fmt.random(rng, count));
   auto x = both(random_floats(rng, count, -4.0f, 4.0f));
-  cpu.add_fp32_into_lowp(x.cpu.data(), y.cpu.data(), count);
-  gpu->add_fp32_into_lowp(x.gpu.data(), y.gpu.data(), count);
+  AddFp32IntoLowp add;
+  add.count = count;
+  add.src = x.cpu.data();
+  add.y = y.cpu.data();
+  add_fp32_into_lowp(cpu, add);
+  add.src = x.gpu.data();
+  add.y = y.gpu.data();
+  add_fp32_into_lowp(*gpu, add);
   expect_halves_equal(fmt, y.gpu.download(), y.cpu.download(), "fp16(y + x)");
 }
 

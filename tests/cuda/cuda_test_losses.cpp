@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "cuda_test_support.h"
+#include "kernels/ops/mse.h"
+#include "kernels/ops/softmax_xent.h"
 
 namespace ddp {
 namespace {
@@ -41,8 +43,20 @@ TEST_P(CudaLowpKernels, SoftmaxCrossEntropyForwardBackward) {
     auto lab = both(labels);
     auto loss = both(nan_floats(1));
     auto correct = both(std::vector<int32_t>{-1});
-    cpu.softmax_xent_forward(dl.cpu.data(), lab.cpu.data(), rows, cols, cols, loss.cpu.data(), correct.cpu.data());
-    gpu->softmax_xent_forward(dl.gpu.data(), lab.gpu.data(), rows, cols, cols, loss.gpu.data(), correct.gpu.data());
+    SoftmaxXentForward xent;
+    xent.rows = rows;
+    xent.cols = cols;
+    xent.real_cols = cols;
+    xent.logits = dl.cpu.data();
+    xent.labels = lab.cpu.data();
+    xent.loss_mean = loss.cpu.data();
+    xent.correct_count = correct.cpu.data();
+    softmax_xent_forward(cpu, xent);
+    xent.logits = dl.gpu.data();
+    xent.labels = lab.gpu.data();
+    xent.loss_mean = loss.gpu.data();
+    xent.correct_count = correct.gpu.data();
+    softmax_xent_forward(*gpu, xent);
     // Per-row sums over cols terms, then a mean over rows.
     expect_close(fmt, loss.gpu.download(), loss.cpu.download(), fp32_sum_rel_tol(static_cast<size_t>(rows) + cols),
                  1e-6, "loss");
@@ -50,13 +64,26 @@ TEST_P(CudaLowpKernels, SoftmaxCrossEntropyForwardBackward) {
 
     // Without a correct-count pointer.
     auto loss_only = both(nan_floats(1));
-    gpu->softmax_xent_forward(dl.gpu.data(), lab.gpu.data(), rows, cols, cols, loss_only.gpu.data(), nullptr);
+    xent.loss_mean = loss_only.gpu.data();
+    xent.correct_count = nullptr;
+    softmax_xent_forward(*gpu, xent);
     EXPECT_TRUE(same_float(loss_only.gpu.download()[0], loss.gpu.download()[0]));
 
     for (float scale : {1.0f, 1024.0f}) {
       auto grad = both(test::poison_halves(logits.size()));
-      cpu.softmax_xent_backward(dl.cpu.data(), lab.cpu.data(), rows, cols, cols, scale, grad.cpu.data());
-      gpu->softmax_xent_backward(dl.gpu.data(), lab.gpu.data(), rows, cols, cols, scale, grad.gpu.data());
+      SoftmaxXentBackward dxent;
+      dxent.rows = rows;
+      dxent.cols = cols;
+      dxent.real_cols = cols;
+      dxent.loss_scale = scale;
+      dxent.logits = dl.cpu.data();
+      dxent.labels = lab.cpu.data();
+      dxent.dlogits = grad.cpu.data();
+      softmax_xent_backward(cpu, dxent);
+      dxent.logits = dl.gpu.data();
+      dxent.labels = lab.gpu.data();
+      dxent.dlogits = grad.gpu.data();
+      softmax_xent_backward(*gpu, dxent);
       // expf last bits on p <= 1, times scale / rows.
       expect_close(fmt, grad.gpu.download(), grad.cpu.download(), fmt.rel_tol(),
                    4.0 * std::ldexp(1.0, -24) * scale / rows + kFp16SubnormalStep,
@@ -79,17 +106,33 @@ TEST_P(CudaLowpKernels, FusedCrossEntropyRowsMatchTheCpu) {
   for (int r0 = 0; r0 < rows; r0 += chunk) {
     const int n = std::min(chunk, rows - r0);
     const size_t at = static_cast<size_t>(r0);
-    cpu.softmax_xent_fused_rows(dl.cpu.data() + at * cols, lab.cpu.data() + at, n, cols, real_cols, rows, scale,
-                                row_loss.cpu.data() + at);
-    gpu->softmax_xent_fused_rows(dl.gpu.data() + at * cols, lab.gpu.data() + at, n, cols, real_cols, rows, scale,
-                                 row_loss.gpu.data() + at);
+    SoftmaxXentFusedRows step;
+    step.rows = n;
+    step.cols = cols;
+    step.real_cols = real_cols;
+    step.total_rows = rows;
+    step.loss_scale = scale;
+    step.logits_to_grad = dl.cpu.data() + at * cols;
+    step.labels = lab.cpu.data() + at;
+    step.row_loss = row_loss.cpu.data() + at;
+    softmax_xent_fused_rows(cpu, step);
+    step.logits_to_grad = dl.gpu.data() + at * cols;
+    step.labels = lab.gpu.data() + at;
+    step.row_loss = row_loss.gpu.data() + at;
+    softmax_xent_fused_rows(*gpu, step);
   }
   expect_close(fmt, row_loss.gpu.download(), row_loss.cpu.download(), fp32_sum_rel_tol(cols), 1e-6, "row losses");
   expect_close(fmt, dl.gpu.download(), dl.cpu.download(), fmt.rel_tol(),
                4.0 * std::ldexp(1.0, -24) * scale / rows + kFp16SubnormalStep, "dlogits over the logits");
   auto mean = both(nan_floats(1));
-  cpu.loss_rows_mean(row_loss.cpu.data(), rows, mean.cpu.data());
-  gpu->loss_rows_mean(row_loss.gpu.data(), rows, mean.gpu.data());
+  LossRowsMean mean_op;
+  mean_op.rows = rows;
+  mean_op.row_loss = row_loss.cpu.data();
+  mean_op.loss_mean = mean.cpu.data();
+  loss_rows_mean(cpu, mean_op);
+  mean_op.row_loss = row_loss.gpu.data();
+  mean_op.loss_mean = mean.gpu.data();
+  loss_rows_mean(*gpu, mean_op);
   expect_close(fmt, mean.gpu.download(), mean.cpu.download(), fp32_sum_rel_tol(static_cast<size_t>(rows) + cols), 1e-6,
                "mean");
 }
@@ -103,12 +146,31 @@ TEST_P(CudaLowpKernels, MeanSquaredErrorForwardBackward) {
     auto pred = both(fmt.random(rng, n, -2.0f, 2.0f));
     auto target = both(test::random_floats(rng, n, -2.0f, 2.0f));
     auto loss = both(nan_floats(1));
-    cpu.mse_forward(pred.cpu.data(), target.cpu.data(), rows, cols, loss.cpu.data());
-    gpu->mse_forward(pred.gpu.data(), target.gpu.data(), rows, cols, loss.gpu.data());
+    MseForward mse;
+    mse.rows = rows;
+    mse.cols = cols;
+    mse.pred = pred.cpu.data();
+    mse.target = target.cpu.data();
+    mse.loss_mean = loss.cpu.data();
+    mse_forward(cpu, mse);
+    mse.pred = pred.gpu.data();
+    mse.target = target.gpu.data();
+    mse.loss_mean = loss.gpu.data();
+    mse_forward(*gpu, mse);
     expect_close(fmt, loss.gpu.download(), loss.cpu.download(), fp32_sum_rel_tol(n), 0.0, "mse loss");
     auto grad = both(test::poison_halves(n));
-    cpu.mse_backward(pred.cpu.data(), target.cpu.data(), rows, cols, 512.0f, grad.cpu.data());
-    gpu->mse_backward(pred.gpu.data(), target.gpu.data(), rows, cols, 512.0f, grad.gpu.data());
+    MseBackward dmse;
+    dmse.rows = rows;
+    dmse.cols = cols;
+    dmse.loss_scale = 512.0f;
+    dmse.pred = pred.cpu.data();
+    dmse.target = target.cpu.data();
+    dmse.dpred = grad.cpu.data();
+    mse_backward(cpu, dmse);
+    dmse.pred = pred.gpu.data();
+    dmse.target = target.gpu.data();
+    dmse.dpred = grad.gpu.data();
+    mse_backward(*gpu, dmse);
     expect_close(fmt, grad.gpu.download(), grad.cpu.download(), fmt.rel_tol(), kFp16SubnormalStep, "dpred");
   }
 }

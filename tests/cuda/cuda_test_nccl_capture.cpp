@@ -18,6 +18,8 @@
 #include <vector>
 
 #include "comm/nccl_communicator.h"
+#include "kernels/ops/elementwise.h"
+#include "kernels/ops/unscale.h"
 #include "kernels/buffer.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/cuda_backend.h"
@@ -71,11 +73,20 @@ TEST_F(NcclCapture, AllreduceBetweenTwoKernelsReplaysWithFreshInputs) {
   // Everything the capture touches exists before it (no allocation inside).
   gpu->begin_capture();
   comm->set_capturing(true);
-  gpu->cast_fp32_to_lowp(input_fp32.data(), grads_lowp.data(), n);  // writes the buffer
+  CastFp32ToLowp cast;  // writes the buffer
+  cast.src = input_fp32.data();
+  cast.dst = grads_lowp.data();
+  cast.count = n;
+  cast_fp32_to_lowp(*gpu, cast);
   comm->start_allreduce_sum_lowp(grads_lowp.data(), n);
   comm->wait_allreduces();
-  gpu->unscale_lowp_to_fp32(grads_lowp.data(), out_fp32.data(), n, ScalarArg::at(inv_scale.data()),
-                            nonfinite.data());  // reads and scales it
+  UnscaleLowpToFp32 unscale;  // reads and scales it
+  unscale.grads_lowp = grads_lowp.data();
+  unscale.grads_fp32 = out_fp32.data();
+  unscale.count = n;
+  unscale.inv_scale = ScalarArg::at(inv_scale.data());
+  unscale.nonfinite_flag = nonfinite.data();
+  unscale_lowp_to_fp32(*gpu, unscale);
   comm->set_capturing(false);
   const int graph = gpu->end_capture();
 
@@ -97,8 +108,18 @@ TEST_F(NcclCapture, AllreduceBetweenTwoKernelsReplaysWithFreshInputs) {
     Buffer<lowp16> cpu_grads(cpu, n);
     int32_t cpu_flag = 0;
     cpu_in.upload(input);
-    cpu.cast_fp32_to_lowp(cpu_in.data(), cpu_grads.data(), n);
-    cpu.unscale_lowp_to_fp32(cpu_grads.data(), cpu_out.data(), n, scale, &cpu_flag);
+    CastFp32ToLowp cpu_cast;
+    cpu_cast.src = cpu_in.data();
+    cpu_cast.dst = cpu_grads.data();
+    cpu_cast.count = n;
+    cast_fp32_to_lowp(cpu, cpu_cast);
+    UnscaleLowpToFp32 cpu_unscale;
+    cpu_unscale.grads_lowp = cpu_grads.data();
+    cpu_unscale.grads_fp32 = cpu_out.data();
+    cpu_unscale.count = n;
+    cpu_unscale.inv_scale = scale;
+    cpu_unscale.nonfinite_flag = &cpu_flag;
+    unscale_lowp_to_fp32(cpu, cpu_unscale);
 
     EXPECT_EQ(first_mismatch(out_fp32.download(), cpu_out.download()), -1);
     EXPECT_EQ(nonfinite.download()[0] != 0, overflow);

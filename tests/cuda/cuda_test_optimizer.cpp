@@ -12,6 +12,10 @@
 
 #include "cuda_test_support.h"
 #include "kernels/error.h"
+#include "kernels/ops/adamw.h"
+#include "kernels/ops/l2_norm.h"
+#include "kernels/ops/sgd.h"
+#include "kernels/ops/unscale.h"
 
 namespace ddp {
 namespace {
@@ -29,8 +33,17 @@ TEST_P(CudaLowpKernels, UnscaleFlagsInfAndNanAnywhere) {
     auto g16 = both(grads);
     auto g32 = both(nan_floats(n));
     auto flag = both(std::vector<int32_t>{flag_before});
-    cpu.unscale_lowp_to_fp32(g16.cpu.data(), g32.cpu.data(), n, inv_scale, flag.cpu.data());
-    gpu->unscale_lowp_to_fp32(g16.gpu.data(), g32.gpu.data(), n, inv_scale, flag.gpu.data());
+    UnscaleLowpToFp32 unscale;
+    unscale.count = n;
+    unscale.inv_scale = inv_scale;
+    unscale.grads_lowp = g16.cpu.data();
+    unscale.grads_fp32 = g32.cpu.data();
+    unscale.nonfinite_flag = flag.cpu.data();
+    unscale_lowp_to_fp32(cpu, unscale);
+    unscale.grads_lowp = g16.gpu.data();
+    unscale.grads_fp32 = g32.gpu.data();
+    unscale.nonfinite_flag = flag.gpu.data();
+    unscale_lowp_to_fp32(*gpu, unscale);
     // One exact widening and one FP32 multiply: the same bits.
     expect_floats_equal(g32.gpu.download(), g32.cpu.download(), what + ": grads_fp32");
     const int32_t flag_cpu = flag.cpu.download()[0];
@@ -62,11 +75,21 @@ TEST_F(CudaKernels, UnscaleFp32MatchesTheCpuAndFlagsNonFinite) {
   auto in = both(g);
   auto out = both(nan_floats(n));
   auto flag = both(std::vector<int32_t>{0});
-  cpu.unscale_fp32(in.cpu.data(), out.cpu.data(), n, inv_scale, flag.cpu.data());
-  gpu->unscale_fp32(in.gpu.data(), out.gpu.data(), n, inv_scale, flag.gpu.data());
+  UnscaleFp32 unscale;
+  unscale.count = n;
+  unscale.inv_scale = inv_scale;
+  unscale.grads_in = in.cpu.data();
+  unscale.grads_out = out.cpu.data();
+  unscale.nonfinite_flag = flag.cpu.data();
+  unscale_fp32(cpu, unscale);
+  unscale.grads_in = in.gpu.data();
+  unscale.grads_out = out.gpu.data();
+  unscale.nonfinite_flag = flag.gpu.data();
+  unscale_fp32(*gpu, unscale);
   expect_floats_equal(out.gpu.download(), out.cpu.download(), "unscaled");
   EXPECT_EQ(flag.gpu.download()[0], 0);
-  gpu->unscale_fp32(in.gpu.data(), in.gpu.data(), n, inv_scale, flag.gpu.data());
+  unscale.grads_out = in.gpu.data();
+  unscale_fp32(*gpu, unscale);
   expect_floats_equal(in.gpu.download(), out.cpu.download(), "in place");
   const float inf = std::numeric_limits<float>::infinity();
   for (const float bad : {inf, -inf, std::nanf(""), 3e38f}) {
@@ -75,13 +98,17 @@ TEST_F(CudaKernels, UnscaleFp32MatchesTheCpuAndFlagsNonFinite) {
       poisoned[pos] = bad;
       in.gpu.upload(poisoned);
       flag.gpu.upload(std::vector<int32_t>{0});
-      gpu->unscale_fp32(in.gpu.data(), out.gpu.data(), n, bad == 3e38f ? 10.0f : inv_scale, flag.gpu.data());
+      unscale.grads_out = out.gpu.data();
+      unscale.inv_scale = bad == 3e38f ? 10.0f : inv_scale;
+      unscale_fp32(*gpu, unscale);
       EXPECT_EQ(flag.gpu.download()[0], 1) << bad << " at " << pos;
     }
   }
   flag.gpu.upload(std::vector<int32_t>{1});
   in.gpu.upload(g);
-  gpu->unscale_fp32(in.gpu.data(), out.gpu.data(), n, inv_scale, flag.gpu.data());
+  unscale.grads_out = out.gpu.data();
+  unscale.inv_scale = inv_scale;
+  unscale_fp32(*gpu, unscale);
   EXPECT_EQ(flag.gpu.download()[0], 1) << "a clean pass cleared the flag";
 }
 
@@ -90,8 +117,14 @@ TEST_F(CudaKernels, L2Norm) {
   for (size_t n : {size_t{0}, size_t{1}, size_t{1000}, (size_t{1} << 20) + 3}) {
     auto x = both(test::random_floats(rng, n, -3.0f, 3.0f));
     auto norm = both(nan_floats(1));
-    cpu.l2_norm_fp32(x.cpu.data(), n, norm.cpu.data());
-    gpu->l2_norm_fp32(x.gpu.data(), n, norm.gpu.data());
+    L2NormFp32 l2;
+    l2.count = n;
+    l2.x = x.cpu.data();
+    l2.norm = norm.cpu.data();
+    l2_norm_fp32(cpu, l2);
+    l2.x = x.gpu.data();
+    l2.norm = norm.gpu.data();
+    l2_norm_fp32(*gpu, l2);
     // Both accumulate in double.
     expect_close(fmt, norm.gpu.download(), norm.cpu.download(), kFp32RelTol, 0.0, "norm n=" + std::to_string(n));
   }
@@ -101,8 +134,14 @@ TEST_F(CudaKernels, L2Norm) {
     host[std::uniform_int_distribution<size_t>(0, n - 1)(rng)] = bad;
     auto x = both(host);
     auto norm = both(std::vector<float>{0.0f});
-    cpu.l2_norm_fp32(x.cpu.data(), n, norm.cpu.data());
-    gpu->l2_norm_fp32(x.gpu.data(), n, norm.gpu.data());
+    L2NormFp32 l2;
+    l2.count = n;
+    l2.x = x.cpu.data();
+    l2.norm = norm.cpu.data();
+    l2_norm_fp32(cpu, l2);
+    l2.x = x.gpu.data();
+    l2.norm = norm.gpu.data();
+    l2_norm_fp32(*gpu, l2);
     expect_floats_equal(norm.gpu.download(), norm.cpu.download(), "norm with a non-finite");
   }
 }
@@ -150,10 +189,21 @@ TEST_P(CudaLowpKernels, SgdVariants) {
     // Two steps on the same state; the second with first_step cleared.
     SgdParams params = v.params;
     for (int step = 0; step < 2; ++step) {
-      cpu.sgd_update(params, SgdGrads::unscaled(grads.cpu.data()), master.cpu.data(), m_cpu, weights.cpu.data(), n,
-                     skip.cpu.data());
-      gpu->sgd_update(params, SgdGrads::unscaled(grads.gpu.data()), master.gpu.data(), m_gpu, weights.gpu.data(), n,
-                      step == 0 ? skip.gpu.data() : nullptr);
+      SgdUpdate sgd;
+      sgd.params = params;
+      sgd.count = n;
+      sgd.grads = SgdGrads::unscaled(grads.cpu.data());
+      sgd.master_fp32 = master.cpu.data();
+      sgd.momentum_fp32 = m_cpu;
+      sgd.weights_lowp = weights.cpu.data();
+      sgd.skip_flag = skip.cpu.data();
+      sgd_update(cpu, sgd);
+      sgd.grads = SgdGrads::unscaled(grads.gpu.data());
+      sgd.master_fp32 = master.gpu.data();
+      sgd.momentum_fp32 = m_gpu;
+      sgd.weights_lowp = weights.gpu.data();
+      sgd.skip_flag = step == 0 ? skip.gpu.data() : nullptr;
+      sgd_update(*gpu, sgd);
       params.first_step = false;
     }
     expect_close(fmt, master.gpu.download(), master.cpu.download(), kFp32RelTol, 1e-6, "master_fp32");
@@ -189,11 +239,29 @@ TEST_P(CudaLowpKernels, FusedSgdFromFp16GradsMatchesUnscaleThenSgdBitwise) {
   w_two.upload(test::poison_halves(n));
   w_fused.upload(test::poison_halves(n));
   flag.zero();
-  gpu->unscale_lowp_to_fp32(grads.data(), grads_fp32.data(), n, inv_scale, flag.data());
-  gpu->sgd_update(p, SgdGrads::unscaled(grads_fp32.data()), m_two.data(), mom_two.data(), w_two.data(), n, flag.data());
-  gpu->unscale_lowp_to_fp32(grads.data(), nullptr, n, inv_scale, flag.data());
-  gpu->sgd_update(p, SgdGrads::scaled(grads.data(), inv_scale), m_fused.data(), mom_fused.data(), w_fused.data(), n,
-                  flag.data());
+  UnscaleLowpToFp32 unscale;
+  unscale.grads_lowp = grads.data();
+  unscale.grads_fp32 = grads_fp32.data();
+  unscale.count = n;
+  unscale.inv_scale = inv_scale;
+  unscale.nonfinite_flag = flag.data();
+  unscale_lowp_to_fp32(*gpu, unscale);
+  SgdUpdate sgd;
+  sgd.params = p;
+  sgd.grads = SgdGrads::unscaled(grads_fp32.data());
+  sgd.master_fp32 = m_two.data();
+  sgd.momentum_fp32 = mom_two.data();
+  sgd.weights_lowp = w_two.data();
+  sgd.count = n;
+  sgd.skip_flag = flag.data();
+  sgd_update(*gpu, sgd);
+  unscale.grads_fp32 = nullptr;
+  unscale_lowp_to_fp32(*gpu, unscale);
+  sgd.grads = SgdGrads::scaled(grads.data(), inv_scale);
+  sgd.master_fp32 = m_fused.data();
+  sgd.momentum_fp32 = mom_fused.data();
+  sgd.weights_lowp = w_fused.data();
+  sgd_update(*gpu, sgd);
   EXPECT_EQ(flag.download()[0], 0);
   EXPECT_EQ(m_fused.download(), m_two.download());
   EXPECT_EQ(mom_fused.download(), mom_two.download());
@@ -204,7 +272,7 @@ TEST_P(CudaLowpKernels, FusedSgdFromFp16GradsMatchesUnscaleThenSgdBitwise) {
   // One Inf at a random position: the check-only pass flags it.
   grads_host[rng() % n].bits = fmt.inf_bits();
   grads.upload(grads_host);
-  gpu->unscale_lowp_to_fp32(grads.data(), nullptr, n, inv_scale, flag.data());
+  unscale_lowp_to_fp32(*gpu, unscale);
   EXPECT_EQ(flag.download()[0], 1);
 }
 
@@ -228,7 +296,15 @@ TEST_P(CudaLowpKernels, SgdSkippedWhenFlagSetChangesNothing) {
   p.first_step = false;
   p.weight_decay = 0.01f;
   p.nesterov = true;
-  gpu->sgd_update(p, SgdGrads::unscaled(grads.data()), master.data(), momentum.data(), weights.data(), n, skip.data());
+  SgdUpdate sgd;
+  sgd.params = p;
+  sgd.grads = SgdGrads::unscaled(grads.data());
+  sgd.master_fp32 = master.data();
+  sgd.momentum_fp32 = momentum.data();
+  sgd.weights_lowp = weights.data();
+  sgd.count = n;
+  sgd.skip_flag = skip.data();
+  sgd_update(*gpu, sgd);
   // Bitwise: not one element may move.
   EXPECT_EQ(master.download(), master_host);
   EXPECT_EQ(momentum.download(), momentum_host);
@@ -297,8 +373,16 @@ TEST_P(CudaLowpKernels, AdamWOnARangeMatchesCpu) {
     const Side on_gpu{&grads16.gpu, &master.gpu, &exp_avg.gpu, &exp_avg_sq.gpu, &weights.gpu, &mask.gpu};
     AdamWBuffers bc = buffers(on_cpu), bg = buffers(on_gpu);
     if (fp32_route) {
-      cpu.unscale_lowp_to_fp32(grads16.cpu.data(), grads32.cpu.data(), n, inv_scale, nullptr);
-      gpu->unscale_lowp_to_fp32(grads16.gpu.data(), grads32.gpu.data(), n, inv_scale, nullptr);
+      UnscaleLowpToFp32 unscale;
+      unscale.count = n;
+      unscale.inv_scale = inv_scale;
+      unscale.nonfinite_flag = nullptr;
+      unscale.grads_lowp = grads16.cpu.data();
+      unscale.grads_fp32 = grads32.cpu.data();
+      unscale_lowp_to_fp32(cpu, unscale);
+      unscale.grads_lowp = grads16.gpu.data();
+      unscale.grads_fp32 = grads32.gpu.data();
+      unscale_lowp_to_fp32(*gpu, unscale);
       bc.grads_fp32 = grads32.cpu.data();
       bg.grads_fp32 = grads32.gpu.data();
     }
@@ -307,8 +391,18 @@ TEST_P(CudaLowpKernels, AdamWOnARangeMatchesCpu) {
     pc.steps_taken = steps_taken.cpu.data();
     pg.lr_ptr = lr.gpu.data();
     pg.steps_taken = steps_taken.gpu.data();
-    cpu.adamw_update(pc, bc, inv_scale, offset, count, skip.cpu.data());
-    gpu->adamw_update(pg, bg, inv_scale, offset, count, skip.gpu.data());
+    AdamWUpdate adamw;
+    adamw.inv_scale = inv_scale;
+    adamw.offset = offset;
+    adamw.count = count;
+    adamw.params = pc;
+    adamw.buffers = bc;
+    adamw.skip_flag = skip.cpu.data();
+    adamw_update(cpu, adamw);
+    adamw.params = pg;
+    adamw.buffers = bg;
+    adamw.skip_flag = skip.gpu.data();
+    adamw_update(*gpu, adamw);
     if (!skipped) ++taken;
   }
   const std::string what = "offset " + std::to_string(offset) + " count " + std::to_string(count);
@@ -344,14 +438,29 @@ TEST_F(CudaKernels, EmptyRangeWithNullBuffersIsANoOpOnBothBackends) {
       SgdParams s;
       s.lr = 0.1f;
       s.momentum = momentum;
-      EXPECT_NO_THROW(be->sgd_update(s, SgdGrads::unscaled(nullptr), nullptr, nullptr, nullptr, 0, skip))
-          << "momentum " << momentum;
-      EXPECT_NO_THROW(be->sgd_update(s, SgdGrads::scaled(nullptr, 0.5f), nullptr, nullptr, nullptr, 0, nullptr))
-          << "momentum " << momentum << ", 16-bit gradients";
+      SgdUpdate sgd;
+      sgd.params = s;
+      sgd.grads = SgdGrads::unscaled(nullptr);
+      sgd.master_fp32 = nullptr;
+      sgd.momentum_fp32 = nullptr;
+      sgd.weights_lowp = nullptr;
+      sgd.count = 0;
+      sgd.skip_flag = skip;
+      EXPECT_NO_THROW(sgd_update(*be, sgd)) << "momentum " << momentum;
+      sgd.grads = SgdGrads::scaled(nullptr, 0.5f);
+      sgd.skip_flag = nullptr;
+      EXPECT_NO_THROW(sgd_update(*be, sgd)) << "momentum " << momentum << ", 16-bit gradients";
     }
     AdamWParams a;
     a.lr = 1e-3f;
-    EXPECT_NO_THROW(be->adamw_update(a, AdamWBuffers{}, 0.5f, 4096, 0, skip));
+    AdamWUpdate adamw;
+    adamw.params = a;
+    adamw.buffers = AdamWBuffers{};
+    adamw.inv_scale = 0.5f;
+    adamw.offset = 4096;
+    adamw.count = 0;
+    adamw.skip_flag = skip;
+    EXPECT_NO_THROW(adamw_update(*be, adamw));
     EXPECT_NO_THROW(be->synchronize());  // nothing was launched that could fail
   }
 }
@@ -369,11 +478,26 @@ TEST_F(CudaKernels, MissingBuffersOfANonEmptyRangeAreRefusedOnBothBackends) {
     SgdParams s;
     s.lr = 0.1f;
     s.momentum = 0.9f;
-    EXPECT_THROW(be.sgd_update(s, SgdGrads::unscaled(g), m, nullptr, nullptr, n, nullptr), Error) << on_gpu;
+    SgdUpdate sgd;
+    sgd.params = s;
+    sgd.grads = SgdGrads::unscaled(g);
+    sgd.master_fp32 = m;
+    sgd.momentum_fp32 = nullptr;
+    sgd.weights_lowp = nullptr;
+    sgd.count = n;
+    sgd.skip_flag = nullptr;
+    EXPECT_THROW(sgd_update(be, sgd), Error) << on_gpu;
     AdamWParams a;
     AdamWBuffers no_grads;
     no_grads.master_fp32 = m;
-    EXPECT_THROW(be.adamw_update(a, no_grads, 1.0f, 0, n, nullptr), Error) << on_gpu;
+    AdamWUpdate adamw;
+    adamw.params = a;
+    adamw.buffers = no_grads;
+    adamw.inv_scale = 1.0f;
+    adamw.offset = 0;
+    adamw.count = n;
+    adamw.skip_flag = nullptr;
+    EXPECT_THROW(adamw_update(be, adamw), Error) << on_gpu;
   }
 }
 

@@ -8,7 +8,12 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_gemm_route.h"
+#include "kernels/ops/gemm.h"
 #include "cuda_test_support.h"
+#include "kernels/ops/sgd.h"
+#include "kernels/ops/softmax_xent.h"
+#include "kernels/ops/step_state.h"
+#include "kernels/ops/unscale.h"
 #include "support/gemm_epilogue_support.h"
 
 namespace ddp {
@@ -37,15 +42,25 @@ TEST_F(CudaKernels, StepStatePrepareAndFinishMatchTheCpu) {
     const bool overflow = rng() % 3 == 0;
     const double backward_divisor = 1 + static_cast<double>(rng() % 4), unscale_divisor = 0.5 * (1 + rng() % 8);
     const float lr = 0.001f * static_cast<float>(1 + rng() % 100);
-    cpu.step_status_prepare(&host, backward_divisor, unscale_divisor, lr);
-    gpu->step_status_prepare(dev.data(), backward_divisor, unscale_divisor, lr);
+    StepStatusPrepare prepare;
+    prepare.status = &host;
+    prepare.backward_divisor = backward_divisor;
+    prepare.unscale_divisor = unscale_divisor;
+    prepare.lr = lr;
+    step_status_prepare(cpu, prepare);
+    prepare.status = dev.data();
+    step_status_prepare(*gpu, prepare);
     if (overflow) {
       host.nonfinite = 1;
       const int32_t one = 1;
       gpu->copy_to_device(&dev.data()->nonfinite, &one, sizeof one);
     }
-    cpu.step_status_finish(rule, &host);
-    gpu->step_status_finish(rule, dev.data());
+    StepStatusFinish finish;
+    finish.rule = rule;
+    finish.status = &host;
+    step_status_finish(cpu, finish);
+    finish.status = dev.data();
+    step_status_finish(*gpu, finish);
     StepStatus got{};
     gpu->copy_to_host(&got, dev.data(), sizeof got);
     ASSERT_EQ(std::memcmp(&got, &host, sizeof got), 0)
@@ -75,10 +90,26 @@ TEST_F(CudaKernels, CapturedStepReadsTheStepStateOnEveryReplay) {
     p.weight_decay = 1e-4f;
     p.lr_ptr = &st->lr;
     p.momentum_initialized = &st->momentum_initialized;
-    be.unscale_lowp_to_fp32(g.data(), nullptr, n, ScalarArg::at(&st->inv_scale), &st->nonfinite);
-    be.sgd_update(p, SgdGrads::scaled(g.data(), ScalarArg::at(&st->inv_scale)), m.data(), mom.data(), w.data(), n,
-                  &st->nonfinite);
-    be.step_status_finish(LossScaleRule{}, st);
+    UnscaleLowpToFp32 unscale;
+    unscale.grads_lowp = g.data();
+    unscale.grads_fp32 = nullptr;
+    unscale.count = n;
+    unscale.inv_scale = ScalarArg::at(&st->inv_scale);
+    unscale.nonfinite_flag = &st->nonfinite;
+    unscale_lowp_to_fp32(be, unscale);
+    SgdUpdate sgd;
+    sgd.params = p;
+    sgd.grads = SgdGrads::scaled(g.data(), ScalarArg::at(&st->inv_scale));
+    sgd.master_fp32 = m.data();
+    sgd.momentum_fp32 = mom.data();
+    sgd.weights_lowp = w.data();
+    sgd.count = n;
+    sgd.skip_flag = &st->nonfinite;
+    sgd_update(be, sgd);
+    StepStatusFinish finish;
+    finish.rule = LossScaleRule{};
+    finish.status = st;
+    step_status_finish(be, finish);
   };
   gpu->begin_capture();
   queue_step(*gpu, dev.data(), grads.gpu, master.gpu, momentum.gpu, weights.gpu);
@@ -86,8 +117,14 @@ TEST_F(CudaKernels, CapturedStepReadsTheStepStateOnEveryReplay) {
   for (int replay = 0; replay < 4; ++replay) {
     const double divisor = 1.0 + replay;
     const float lr = 0.01f * static_cast<float>(replay + 1);
-    cpu.step_status_prepare(&host, 1.0, divisor, lr);
-    gpu->step_status_prepare(dev.data(), 1.0, divisor, lr);
+    StepStatusPrepare prepare;
+    prepare.status = &host;
+    prepare.backward_divisor = 1.0;
+    prepare.unscale_divisor = divisor;
+    prepare.lr = lr;
+    step_status_prepare(cpu, prepare);
+    prepare.status = dev.data();
+    step_status_prepare(*gpu, prepare);
     queue_step(cpu, &host, grads.cpu, master.cpu, momentum.cpu, weights.cpu);
     gpu->replay(graph);
     expect_close(master.gpu.download(), master.cpu.download(), kFp32RelTol, 1e-6, "master after replay");
@@ -102,7 +139,12 @@ TEST_F(CudaKernels, CapturedStepReadsTheStepStateOnEveryReplay) {
   bad[rng() % n].bits = 0x7c00;
   grads.gpu.upload(bad);
   const auto before = master.gpu.download();
-  gpu->step_status_prepare(dev.data(), 1.0, 1.0, 0.5f);
+  StepStatusPrepare prepare;
+  prepare.status = dev.data();
+  prepare.backward_divisor = 1.0;
+  prepare.unscale_divisor = 1.0;
+  prepare.lr = 0.5f;
+  step_status_prepare(*gpu, prepare);
   gpu->replay(graph);
   EXPECT_EQ(master.gpu.download(), before);
   StepStatus got{};
@@ -179,37 +221,44 @@ TEST_F(CudaKernels, BufferGrowthAroundACaptureIsRefused) {
   Buffer<float> loss(*gpu, 1);
   gpu->fill_zero(logits.data(), logits.count() * sizeof(lowp16));
   gpu->fill_zero(labels.data(), labels.count() * sizeof(int32_t));
+  SoftmaxXentForward xent;
+  xent.logits = logits.data();
+  xent.labels = labels.data();
+  xent.rows = rows;
+  xent.cols = 2;
+  xent.real_cols = 2;
+  xent.loss_mean = loss.data();
+  xent.correct_count = nullptr;
 
   // Inside the capture (the reduction scratch: its check comes before any
   // CUDA call, so the capture stays valid; the GEMM's large shape would
   // first query cuBLASLt's heuristic inside the capture).
   gpu->begin_capture();
-  std::string what =
-      error_of([&] { gpu->softmax_xent_forward(logits.data(), labels.data(), rows, 2, 2, loss.data(), nullptr); });
+  std::string what = error_of([&] { softmax_xent_forward(*gpu, xent); });
   EXPECT_NE(
       what.find("CudaBackend reduction scratch would grow from 65536 to 800000 bytes inside a CUDA graph capture"),
       std::string::npos)
       << what;
-  gpu->gemm_lowp(small_ops.g);  // fits: captured as usual
+  gemm_lowp(*gpu, small_ops.g);  // fits: captured as usual
   const int graph = gpu->end_capture();
   gpu->replay(graph);
   gpu->synchronize();
 
-  what = error_of([&] { gpu->gemm_lowp(large_ops.g); });
+  what = error_of([&] { gemm_lowp(*gpu, large_ops.g); });
   EXPECT_NE(what.find("GEMM FP32 accumulator scratch would grow from 512 to 65536 bytes after a CUDA graph capture"),
             std::string::npos)
       << what;
-  what = error_of([&] { gpu->gemm_lowp(large_bias_ops.g); });
+  what = error_of([&] { gemm_lowp(*gpu, large_bias_ops.g); });
   EXPECT_NE(what.find("GEMM bias staging would grow from 32 to 512 bytes after a CUDA graph capture"),
             std::string::npos)
       << what;
-  what = error_of([&] { gpu->softmax_xent_forward(logits.data(), labels.data(), rows, 2, 2, loss.data(), nullptr); });
+  what = error_of([&] { softmax_xent_forward(*gpu, xent); });
   EXPECT_NE(what.find("CudaBackend reduction scratch would grow from 65536 to 800000 bytes after a CUDA graph capture"),
             std::string::npos)
       << what;
   // Nothing was freed: the graph still replays, and small GEMMs still run.
   gpu->replay(graph);
-  gpu->gemm_lowp(small_ops.g);
+  gemm_lowp(*gpu, small_ops.g);
   gpu->synchronize();
 }
 

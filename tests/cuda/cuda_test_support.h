@@ -45,6 +45,7 @@
 #include "kernels/buffer.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/cuda_backend.h"
+#include "kernels/gemm_lowp.h"
 #include "support/gpu_test.h"
 #include "support/lowp_format.h"
 #include "support/test_support.h"

@@ -25,6 +25,11 @@
 #include <vector>
 
 #include "cuda_test_support.h"
+#include "kernels/ops/elementwise.h"
+#include "kernels/ops/embedding.h"
+#include "kernels/ops/head_layout.h"
+#include "kernels/ops/layernorm.h"
+#include "kernels/ops/softmax_xent.h"
 #include "support/transformer_reference.h"
 
 namespace ddp::test {
@@ -61,17 +66,37 @@ inline void compare_embeddings(Backend& ref, Backend& dut, std::mt19937_64& rng,
     auto d_tok = upload_to(be, tokens);
     auto d_wte = upload_to(be, wte), d_wpe = upload_to(be, wpe), d_dout = upload_to(be, dout);
     auto d_out = upload_to(be, poison_halves(dout.size()));
-    be.embedding_forward_lowp(d_tok.data(), d_wte.data(), d_wpe.data(), B, T, C, V, d_out.data());
+    EmbeddingForward forward;
+    forward.tokens = d_tok.data();
+    forward.wte = d_wte.data();
+    forward.wpe = d_wpe.data();
+    forward.batch = B;
+    forward.seq_len = T;
+    forward.channels = C;
+    forward.vocab = V;
+    forward.out = d_out.data();
+    embedding_forward_lowp(be, forward);
     out[k] = d_out.download();
+    EmbeddingBackward backward;
+    backward.tokens = d_tok.data();
+    backward.dout = d_dout.data();
+    backward.batch = B;
+    backward.seq_len = T;
+    backward.channels = C;
+    backward.vocab = V;
     for (int acc = 0; acc < 2; ++acc) {
       auto g_wte = upload_to(be, acc ? prev : poison_halves(wte.size()));
       auto g_wpe = upload_to(be, acc ? prev_pos : poison_halves(wpe.size()));
-      be.embedding_backward_lowp(d_tok.data(), d_dout.data(), B, T, C, V, g_wte.data(), g_wpe.data(), acc != 0);
+      backward.d_wte = g_wte.data();
+      backward.d_wpe = g_wpe.data();
+      backward.accumulate = acc != 0;
+      embedding_backward_lowp(be, backward);
       grads[k][acc][0] = g_wte.download();
       grads[k][acc][1] = g_wpe.download();
       if (k == 1) {  // run to run
         auto again = upload_to(be, acc ? prev : poison_halves(wte.size()));
-        be.embedding_backward_lowp(d_tok.data(), d_dout.data(), B, T, C, V, again.data(), g_wpe.data(), acc != 0);
+        backward.d_wte = again.data();
+        embedding_backward_lowp(be, backward);
         EXPECT_TRUE(same_bits(fmt, again.download(), grads[k][acc][0])) << "d_wte differs run to run";
       }
     }
@@ -108,27 +133,49 @@ inline void compare_layernorm(Backend& ref, Backend& dut, std::mt19937_64& rng, 
     auto d_x = upload_to(be, x), d_g = upload_to(be, gamma), d_b = upload_to(be, beta), d_dy = upload_to(be, dy);
     auto y = upload_to(be, poison_halves(x.size()));
     auto mean = upload_to(be, nan_floats(rows)), rstd = upload_to(be, nan_floats(rows));
-    be.layernorm_forward_lowp(d_x.data(), d_g.data(), d_b.data(), rows, cols, kLayerNormEps, y.data(), mean.data(),
-                              rstd.data());
+    LayerNormForward forward;
+    forward.x = d_x.data();
+    forward.gamma = d_g.data();
+    forward.beta = d_b.data();
+    forward.rows = rows;
+    forward.cols = cols;
+    forward.eps = kLayerNormEps;
+    forward.y = y.data();
+    forward.mean = mean.data();
+    forward.rstd = rstd.data();
+    layernorm_forward_lowp(be, forward);
     o[k].y = y.download();
     o[k].mean = mean.download();
     o[k].rstd = rstd.download();
     // The backward of both backends reads the reference's statistics.
     mean.upload(o[0].mean);
     rstd.upload(o[0].rstd);
+    LayerNormBackward backward;
+    backward.dy = d_dy.data();
+    backward.x = d_x.data();
+    backward.gamma = d_g.data();
+    backward.mean = mean.data();
+    backward.rstd = rstd.data();
+    backward.rows = rows;
+    backward.cols = cols;
     for (int acc = 0; acc < 2; ++acc) {
       auto dx = upload_to(be, acc ? prev_dx : poison_halves(x.size()));
       auto dg = upload_to(be, acc ? prev_p : poison_halves(cols)),
            db = upload_to(be, acc ? prev_p : poison_halves(cols));
-      be.layernorm_backward_lowp(d_dy.data(), d_x.data(), d_g.data(), mean.data(), rstd.data(), rows, cols, dx.data(),
-                                 acc != 0, dg.data(), db.data(), acc != 0);
+      backward.dx = dx.data();
+      backward.accumulate_dx = acc != 0;
+      backward.dgamma = dg.data();
+      backward.dbeta = db.data();
+      backward.accumulate_params = acc != 0;
+      layernorm_backward_lowp(be, backward);
       o[k].dx[acc] = dx.download();
       o[k].dgamma[acc] = dg.download();
       o[k].dbeta[acc] = db.download();
       if (k == 1 && acc == 0) {  // run to run
         auto dg2 = upload_to(be, poison_halves(cols)), db2 = upload_to(be, poison_halves(cols));
-        be.layernorm_backward_lowp(d_dy.data(), d_x.data(), d_g.data(), mean.data(), rstd.data(), rows, cols, dx.data(),
-                                   false, dg2.data(), db2.data(), false);
+        backward.dgamma = dg2.data();  // dx and both accumulate flags as above (acc == 0: false)
+        backward.dbeta = db2.data();
+        layernorm_backward_lowp(be, backward);
         EXPECT_TRUE(same_bits(fmt, dg2.download(), o[k].dgamma[0]) && same_bits(fmt, db2.download(), o[k].dbeta[0]) &&
                     same_bits(fmt, dx.download(), o[k].dx[0]))
             << "layernorm backward differs run to run";
@@ -171,16 +218,38 @@ inline void compare_residual_and_permutes(Backend& ref, Backend& dut, std::mt199
   for (int k = 0; k < 2; ++k) {
     Backend& be = *backends[k];
     auto a = upload_to(be, qkv), b = upload_to(be, other), y = upload_to(be, poison_halves(qkv.size()));
-    be.add_lowp(a.data(), b.data(), y.data(), qkv.size());
-    be.add_lowp(a.data(), b.data(), a.data(), qkv.size());  // in place
+    AddLowp add;
+    add.a = a.data();
+    add.b = b.data();
+    add.y = y.data();
+    add.count = qkv.size();
+    add_lowp(be, add);
+    add.y = a.data();  // in place
+    add_lowp(be, add);
     sums[k] = y.download();
     EXPECT_TRUE(same_bits(fmt, a.download(), sums[k])) << "in-place add";
     auto back = upload_to(be, poison_halves(qkv.size()));
+    RowsToHeads split;
+    split.row_stride = 3 * C;
+    split.batch = B;
+    split.seq_len = T;
+    split.heads = nh;
+    split.head_size = hs;
+    HeadsToRows merge;
+    merge.batch = B;
+    merge.seq_len = T;
+    merge.heads = nh;
+    merge.head_size = hs;
+    merge.row_stride = 3 * C;
     for (int p = 0; p < 3; ++p) {
       auto h = upload_to(be, poison_halves(static_cast<size_t>(B) * nh * T * hs));
-      be.rows_to_heads_lowp(y.data() + p * C, 3 * C, B, T, nh, hs, h.data());
+      split.rows = y.data() + p * C;
+      split.heads_out = h.data();
+      rows_to_heads_lowp(be, split);
       heads[k][p] = h.download();
-      be.heads_to_rows_lowp(h.data(), B, T, nh, hs, back.data() + p * C, 3 * C);
+      merge.heads_in = h.data();
+      merge.rows = back.data() + p * C;
+      heads_to_rows_lowp(be, merge);
     }
     merged[k] = back.download();
     EXPECT_TRUE(same_bits(fmt, merged[k], sums[k])) << "merge of the split is not the identity";
@@ -211,8 +280,24 @@ inline void compare_padded_cross_entropy(Backend& ref, Backend& dut, std::mt1993
     auto d_loss = upload_to(be, nan_floats(1));
     auto d_correct = upload_to(be, std::vector<int32_t>{-1});
     auto d_grad = upload_to(be, poison_halves(logits.size()));
-    be.softmax_xent_forward(l.data(), lab.data(), rows, cols, real_cols, d_loss.data(), d_correct.data());
-    be.softmax_xent_backward(l.data(), lab.data(), rows, cols, real_cols, 4096.0f, d_grad.data());
+    SoftmaxXentForward xent;
+    xent.logits = l.data();
+    xent.labels = lab.data();
+    xent.rows = rows;
+    xent.cols = cols;
+    xent.real_cols = real_cols;
+    xent.loss_mean = d_loss.data();
+    xent.correct_count = d_correct.data();
+    softmax_xent_forward(be, xent);
+    SoftmaxXentBackward dxent;
+    dxent.logits = l.data();
+    dxent.labels = lab.data();
+    dxent.rows = rows;
+    dxent.cols = cols;
+    dxent.real_cols = real_cols;
+    dxent.loss_scale = 4096.0f;
+    dxent.dlogits = d_grad.data();
+    softmax_xent_backward(be, dxent);
     loss[k] = d_loss.download();
     correct[k] = d_correct.download();
     grad[k] = d_grad.download();

@@ -24,6 +24,7 @@
 
 #include "support/gemm_epilogue_support.h"
 #include "kernels/buffer.h"
+#include "kernels/ops/gemm.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/error.h"
 #include "kernels/half_convert.h"
@@ -323,18 +324,18 @@ TEST_P(GemmEpilogues, InvalidCombinationsAreRefused) {
   g.dact = Activation::Relu;
   g.dact_input = z.data();
   g.ld_dact_input = 2;
-  EXPECT_THROW(one.gemm_lowp(g), Error);  // act and dact together
+  EXPECT_THROW(gemm_lowp(one, g), Error);  // act and dact together
   g.dact = Activation::None;
   g.beta = 1.0f;
-  EXPECT_THROW(one.gemm_lowp(g), Error);  // an activation epilogue with beta
+  EXPECT_THROW(gemm_lowp(one, g), Error);  // an activation epilogue with beta
   g.act = Activation::None;
   g.beta = 0.0f;
   g.dact = Activation::Gelu;
   g.dact_input = nullptr;
-  EXPECT_THROW(one.gemm_lowp(g), Error);  // no dact input
+  EXPECT_THROW(gemm_lowp(one, g), Error);  // no dact input
   g.dact_input = z.data();
   g.ld_dact_input = 1;
-  EXPECT_THROW(one.gemm_lowp(g), Error);  // stride shorter than a row
+  EXPECT_THROW(gemm_lowp(one, g), Error);  // stride shorter than a row
 }
 
 INSTANTIATE_TEST_SUITE_P(Precisions, GemmEpilogues, ::testing::ValuesIn(test::kBothPrecisions),

@@ -255,7 +255,6 @@ TEST_P(DataParallel, EvaluationCountsEveryTestSampleOnce) {
   MlpModel model(cpu, mlp, 64);
   ParameterStore params(cpu, model.parameters());
   params.set_master_weights(model.parameters().initial_values(seed));
-  cpu.cast_fp32_to_lowp(params.master_weights_fp32.data(), params.weights_lowp.data(), params.count());
 
   const EvalResult all = evaluate(cpu, comm, model, test, LossKind::SoftmaxCrossEntropy, params.weights_lowp.data());
   const EvalResult one = evaluate(cpu, alone, model, test, LossKind::SoftmaxCrossEntropy, params.weights_lowp.data());

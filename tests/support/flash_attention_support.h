@@ -31,6 +31,9 @@
 
 #include "kernels/backend.h"
 #include "kernels/buffer.h"
+#include "kernels/ops/causal_softmax.h"
+#include "kernels/ops/flash_attention.h"
+#include "kernels/ops/gemm.h"
 #include "support/lowp_format.h"
 #include "support/test_support.h"
 
@@ -88,8 +91,17 @@ inline void run_fused_forward(Backend& be, const FlashInputs& in, const FlashSha
   Buffer<float> lse(be, s.rows());
   out.upload(LowpFormat::poison(s.elems()));
   lse.upload(std::vector<float>(s.rows(), std::numeric_limits<float>::quiet_NaN()));
-  be.attention_forward_fused_lowp(x.q.data(), x.k.data(), x.v.data(), s.bh, s.T, s.hs, s.scale(), out.data(),
-                                  lse.data());
+  AttentionForwardFused forward;
+  forward.q = x.q.data();
+  forward.k = x.k.data();
+  forward.v = x.v.data();
+  forward.batch_heads = s.bh;
+  forward.seq_len = s.T;
+  forward.head_size = s.hs;
+  forward.scale = s.scale();
+  forward.out = out.data();
+  forward.lse = lse.data();
+  attention_forward_fused_lowp(be, forward);
   be.synchronize();
   got.out = out.download();
   got.lse = lse.download();
@@ -106,8 +118,21 @@ inline void run_fused_backward(Backend& be, const FlashInputs& in, const FlashSh
   lse_in.upload(lse);
   Buffer<lowp16> dq(be, s.elems()), dk(be, s.elems()), dv(be, s.elems());
   for (Buffer<lowp16>* b : {&dq, &dk, &dv}) b->upload(LowpFormat::poison(s.elems()));
-  be.attention_backward_fused_lowp(x.q.data(), x.k.data(), x.v.data(), d_out.data(), lse_in.data(), x.dout.data(), s.bh,
-                                   s.T, s.hs, s.scale(), dq.data(), dk.data(), dv.data());
+  AttentionBackwardFused backward;
+  backward.q = x.q.data();
+  backward.k = x.k.data();
+  backward.v = x.v.data();
+  backward.out = d_out.data();
+  backward.lse = lse_in.data();
+  backward.dout = x.dout.data();
+  backward.batch_heads = s.bh;
+  backward.seq_len = s.T;
+  backward.head_size = s.hs;
+  backward.scale = s.scale();
+  backward.dq = dq.data();
+  backward.dk = dk.data();
+  backward.dv = dv.data();
+  attention_backward_fused_lowp(be, backward);
   be.synchronize();
   got.dq = dq.download();
   got.dk = dk.download();
@@ -156,14 +181,63 @@ inline FlashOutputs run_explicit(Backend& be, const FlashInputs& in, const Flash
   Buffer<lowp16> out(be, s.elems()), dq(be, s.elems()), dk(be, s.elems()), dv(be, s.elems());
   for (Buffer<lowp16>* b : {&out, &dq, &dk, &dv}) b->upload(LowpFormat::poison(s.elems()));
   const Transpose N = Transpose::No, Y = Transpose::Yes;
-  be.gemm_batched_lowp(flash_gemm(N, Y, T, T, hs, q.data(), hs, k.data(), hs, probs.data(), T), z, th, th, tt);
-  be.causal_softmax_forward_lowp(probs.data(), z, T, s.scale(), probs.data());
-  be.gemm_batched_lowp(flash_gemm(N, N, T, hs, T, probs.data(), T, v.data(), hs, out.data(), hs), z, tt, th, th);
-  be.gemm_batched_lowp(flash_gemm(N, Y, T, T, hs, dout.data(), hs, v.data(), hs, d_scores.data(), T), z, th, th, tt);
-  be.gemm_batched_lowp(flash_gemm(Y, N, T, hs, T, probs.data(), T, dout.data(), hs, dv.data(), hs), z, tt, th, th);
-  be.causal_softmax_backward_lowp(probs.data(), d_scores.data(), z, T, s.scale(), d_scores.data());
-  be.gemm_batched_lowp(flash_gemm(N, N, T, hs, T, d_scores.data(), T, k.data(), hs, dq.data(), hs), z, tt, th, th);
-  be.gemm_batched_lowp(flash_gemm(Y, N, T, hs, T, d_scores.data(), T, q.data(), hs, dk.data(), hs), z, tt, th, th);
+  GemmBatchedLowp scores_gemm;
+  scores_gemm.gemm = flash_gemm(N, Y, T, T, hs, q.data(), hs, k.data(), hs, probs.data(), T);
+  scores_gemm.batch_count = z;
+  scores_gemm.stride_a = th;
+  scores_gemm.stride_b = th;
+  scores_gemm.stride_c = tt;
+  gemm_batched_lowp(be, scores_gemm);
+  CausalSoftmaxForward softmax;
+  softmax.scores = probs.data();
+  softmax.batch_heads = z;
+  softmax.seq_len = T;
+  softmax.scale = s.scale();
+  softmax.probs = probs.data();
+  causal_softmax_forward_lowp(be, softmax);
+  GemmBatchedLowp out_gemm;
+  out_gemm.gemm = flash_gemm(N, N, T, hs, T, probs.data(), T, v.data(), hs, out.data(), hs);
+  out_gemm.batch_count = z;
+  out_gemm.stride_a = tt;
+  out_gemm.stride_b = th;
+  out_gemm.stride_c = th;
+  gemm_batched_lowp(be, out_gemm);
+  GemmBatchedLowp d_probs_gemm;
+  d_probs_gemm.gemm = flash_gemm(N, Y, T, T, hs, dout.data(), hs, v.data(), hs, d_scores.data(), T);
+  d_probs_gemm.batch_count = z;
+  d_probs_gemm.stride_a = th;
+  d_probs_gemm.stride_b = th;
+  d_probs_gemm.stride_c = tt;
+  gemm_batched_lowp(be, d_probs_gemm);
+  GemmBatchedLowp dv_gemm;
+  dv_gemm.gemm = flash_gemm(Y, N, T, hs, T, probs.data(), T, dout.data(), hs, dv.data(), hs);
+  dv_gemm.batch_count = z;
+  dv_gemm.stride_a = tt;
+  dv_gemm.stride_b = th;
+  dv_gemm.stride_c = th;
+  gemm_batched_lowp(be, dv_gemm);
+  CausalSoftmaxBackward softmax_grad;
+  softmax_grad.probs = probs.data();
+  softmax_grad.dprobs = d_scores.data();
+  softmax_grad.batch_heads = z;
+  softmax_grad.seq_len = T;
+  softmax_grad.scale = s.scale();
+  softmax_grad.dscores = d_scores.data();
+  causal_softmax_backward_lowp(be, softmax_grad);
+  GemmBatchedLowp dq_gemm;
+  dq_gemm.gemm = flash_gemm(N, N, T, hs, T, d_scores.data(), T, k.data(), hs, dq.data(), hs);
+  dq_gemm.batch_count = z;
+  dq_gemm.stride_a = tt;
+  dq_gemm.stride_b = th;
+  dq_gemm.stride_c = th;
+  gemm_batched_lowp(be, dq_gemm);
+  GemmBatchedLowp dk_gemm;
+  dk_gemm.gemm = flash_gemm(Y, N, T, hs, T, d_scores.data(), T, q.data(), hs, dk.data(), hs);
+  dk_gemm.batch_count = z;
+  dk_gemm.stride_a = tt;
+  dk_gemm.stride_b = th;
+  dk_gemm.stride_c = th;
+  gemm_batched_lowp(be, dk_gemm);
   be.synchronize();
   return {out.download(), dq.download(), dk.download(), dv.download(), {}};
 }

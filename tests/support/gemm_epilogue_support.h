@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "kernels/ops/gemm.h"
 #include "kernels/buffer.h"
 #include "support/lowp_format.h"
 #include "support/test_support.h"
@@ -142,7 +143,7 @@ inline EpilogueOutputs run_epilogue_case(Backend& backend, const EpilogueCase& c
   out.upload(in.c0);
   pre.upload(poison_halves(pre.count()));
   db.upload(in.bias_grad0);
-  backend.gemm_lowp(epilogue_gemm(c, a.data(), b.data(), bias.data(), z.data(), out.data(), pre.data(), db.data()));
+  gemm_lowp(backend, epilogue_gemm(c, a.data(), b.data(), bias.data(), z.data(), out.data(), pre.data(), db.data()));
   EpilogueOutputs o;
   o.c = out.download();
   if (c.pre_activation) o.pre_activation = pre.download();

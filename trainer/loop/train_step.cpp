@@ -6,6 +6,7 @@
 #include <functional>
 #include <vector>
 
+#include "kernels/ops/step_state.h"
 #include "trainer/loop/fault_hooks.h"
 #include "trainer/models/loss_head.h"
 #include "trainer/optim/lr_scaling.h"
@@ -105,8 +106,12 @@ TrainStep::Result TrainStep::run(int64_t step) {
   // --grad-predivide before the all-reduce. All of it rides on the scale
   // of the loss gradient, so backward needs no extra pass. The scale lives
   // on the device: prepare derives the step's scalars there (queued, no wait).
-  backend_.step_status_prepare(state_.device(), static_cast<double>(micro_batches) * cfg_.grad_predivide,
-                               comm_.world_size() / cfg_.grad_predivide, static_cast<float>(r.lr));
+  StepStatusPrepare prepare;
+  prepare.status = state_.device();
+  prepare.backward_divisor = static_cast<double>(micro_batches) * cfg_.grad_predivide;
+  prepare.unscale_divisor = comm_.world_size() / cfg_.grad_predivide;
+  prepare.lr = static_cast<float>(r.lr);
+  step_status_prepare(backend_, prepare);
   const bool replayed = captured_.eligible(micro_batches, step_rows, r.log_step, step + 1);
   for (int64_t micro = 0; micro < micro_batches; ++micro) {
     const uint32_t* batch_indices = order.data() + cursor_.micro_first(now, micro);
@@ -172,7 +177,10 @@ StepOutcome TrainStep::reduce_and_update(bool log_step) {
   if (tracer_) tracer_->begin_span("optimizer");
   const StepOutcome outcome = optimizer_.step(state_.device(), log_step);
   if (overlap_update_gathers_) layer_shards_->start_updated_weight_gathers();
-  backend_.step_status_finish(scale_rule_, state_.device());
+  StepStatusFinish finish;
+  finish.rule = scale_rule_;
+  finish.status = state_.device();
+  step_status_finish(backend_, finish);
   if (tracer_) tracer_->end_span();
   return outcome;
 }

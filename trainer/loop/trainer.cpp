@@ -123,7 +123,7 @@ void Trainer::Impl::prepare() {
       comm_.broadcast_bytes(params_.second_moment_fp32.data(), params_.second_moment_fp32.size_bytes(), 0);
   }
   if (is_root()) report_.set_metrics(checkpoints_.prepare_outputs(step_));
-  backend_.cast_fp32_to_lowp(params_.master_weights_fp32.data(), params_.owned_weights_lowp(), params_.owned_count());
+  params_.narrow_masters_to_weights();
   if (params_.sharded() && !params_.weights_sharded()) {  // stage 3's layers gather what they read
     CollectiveWatch watch(observers_.watchdog, "all-gather", step_ + 1);
     comm_.allgather_lowp(params_.owned_weights_lowp(), params_.weights_lowp.data(), shards_);

@@ -7,6 +7,10 @@
 #include <limits>
 
 #include "kernels/error.h"
+#include "kernels/ops/adamw.h"
+#include "kernels/ops/l2_norm.h"
+#include "kernels/ops/sgd.h"
+#include "kernels/ops/unscale.h"
 
 namespace ddp {
 
@@ -27,7 +31,11 @@ MixedPrecisionOptimizer::MixedPrecisionOptimizer(Backend& backend, ParameterStor
 }
 
 double MixedPrecisionOptimizer::global_grad_norm() {
-  backend_.l2_norm_fp32(params_.grads_fp32.data(), params_.owned_count(), grad_norm_.data());
+  L2NormFp32 l2;
+  l2.x = params_.grads_fp32.data();
+  l2.count = params_.owned_count();
+  l2.norm = grad_norm_.data();
+  l2_norm_fp32(backend_, l2);
   float norm = 0.0f;
   backend_.copy_to_host(&norm, grad_norm_.data(), sizeof(norm));
   if (!shards_) return norm;
@@ -49,11 +57,21 @@ StepOutcome MixedPrecisionOptimizer::step(StepStatus* status, bool want_norm) {
   // fly. Both paths give the same bits (unscale_element).
   const bool need_fp32 = needs_host(want_norm);
   if (fp32_sums_) {
-    float* const sums = params_.grads_fp32.data();
-    backend_.unscale_fp32(sums, sums, owned.count(), inv_scale, &status->nonfinite);
+    UnscaleFp32 unscale;
+    unscale.grads_in = params_.grads_fp32.data();
+    unscale.grads_out = params_.grads_fp32.data();
+    unscale.count = owned.count();
+    unscale.inv_scale = inv_scale;
+    unscale.nonfinite_flag = &status->nonfinite;
+    unscale_fp32(backend_, unscale);
   } else {
-    backend_.unscale_lowp_to_fp32(params_.owned_grads_lowp(), need_fp32 ? params_.grads_fp32.data() : nullptr,
-                                  owned.count(), inv_scale, &status->nonfinite);
+    UnscaleLowpToFp32 unscale;
+    unscale.grads_lowp = params_.owned_grads_lowp();
+    unscale.grads_fp32 = need_fp32 ? params_.grads_fp32.data() : nullptr;
+    unscale.count = owned.count();
+    unscale.inv_scale = inv_scale;
+    unscale.nonfinite_flag = &status->nonfinite;
+    unscale_lowp_to_fp32(backend_, unscale);
   }
   // An Inf in one rank's range skips the step on every rank.
   if (shards_) shards_->comm.allreduce_max_int32(&status->nonfinite, 1);
@@ -92,7 +110,8 @@ void MixedPrecisionOptimizer::update(StepStatus* status, bool fp32_grads, float 
   lowp16* const weights_lowp = params_.owned_weights_lowp();
   const ScalarArg inv_scale = ScalarArg::at(&status->inv_scale);
   if (config_.kind == OptimizerKind::AdamW) {
-    AdamWParams a;
+    AdamWUpdate adamw;
+    AdamWParams& a = adamw.params;
     a.lr_ptr = &status->lr;
     a.steps_taken = &status->steps_taken;
     a.beta1 = config_.beta1;
@@ -100,7 +119,7 @@ void MixedPrecisionOptimizer::update(StepStatus* status, bool fp32_grads, float 
     a.eps = config_.eps;
     a.weight_decay = config_.weight_decay;
     a.grad_multiplier = clip_coef;
-    AdamWBuffers b;
+    AdamWBuffers& b = adamw.buffers;
     b.grads_fp32 = fp32_grads ? params_.grads_fp32.data() : nullptr;
     b.grads_lowp = grads_lowp;
     b.master_fp32 = params_.master_weights_fp32.data();
@@ -108,21 +127,28 @@ void MixedPrecisionOptimizer::update(StepStatus* status, bool fp32_grads, float 
     b.exp_avg_sq_fp32 = params_.second_moment_fp32.data();
     b.weights_lowp = weights_lowp;
     b.decay_mask = params_.weight_decay_mask.data();
-    backend_.adamw_update(a, b, inv_scale, 0, count, &status->nonfinite);
+    adamw.inv_scale = inv_scale;
+    adamw.offset = 0;
+    adamw.count = count;
+    adamw.skip_flag = &status->nonfinite;
+    adamw_update(backend_, adamw);
     return;
   }
-  SgdParams sgd;
-  sgd.lr_ptr = &status->lr;
-  sgd.momentum = static_cast<float>(config_.momentum);
-  sgd.dampening = static_cast<float>(config_.dampening);
-  sgd.weight_decay = static_cast<float>(config_.weight_decay);
-  sgd.nesterov = config_.nesterov;
-  sgd.momentum_initialized = &status->momentum_initialized;
-  sgd.grad_multiplier = clip_coef;
-  const SgdGrads grads =
-      fp32_grads ? SgdGrads::unscaled(params_.grads_fp32.data()) : SgdGrads::scaled(grads_lowp, inv_scale);
-  backend_.sgd_update(sgd, grads, params_.master_weights_fp32.data(), params_.momentum_fp32.data(), weights_lowp, count,
-                      &status->nonfinite);
+  SgdUpdate sgd;
+  sgd.params.lr_ptr = &status->lr;
+  sgd.params.momentum = static_cast<float>(config_.momentum);
+  sgd.params.dampening = static_cast<float>(config_.dampening);
+  sgd.params.weight_decay = static_cast<float>(config_.weight_decay);
+  sgd.params.nesterov = config_.nesterov;
+  sgd.params.momentum_initialized = &status->momentum_initialized;
+  sgd.params.grad_multiplier = clip_coef;
+  sgd.grads = fp32_grads ? SgdGrads::unscaled(params_.grads_fp32.data()) : SgdGrads::scaled(grads_lowp, inv_scale);
+  sgd.master_fp32 = params_.master_weights_fp32.data();
+  sgd.momentum_fp32 = params_.momentum_fp32.data();
+  sgd.weights_lowp = weights_lowp;
+  sgd.count = count;
+  sgd.skip_flag = &status->nonfinite;
+  sgd_update(backend_, sgd);
 }
 
 }  // namespace ddp

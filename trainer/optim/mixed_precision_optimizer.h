@@ -28,7 +28,7 @@
 //
 // FP32 sums (--grad-reduce-dtype fp32, read_fp32_sums): the reducer leaves
 // the loss-scaled sums in FP32 in grads_fp32 (the owned range), and the
-// check unscales them there in place (Backend::unscale_fp32): the update
+// check unscales them there in place (the unscale_fp32 op, kernels/ops/unscale.h): the update
 // then reads FP32 gradients. At one rank this is the 16-bit path's
 // arithmetic (an exact widening, one multiply), so the same bits.
 #pragma once

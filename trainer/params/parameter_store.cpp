@@ -5,6 +5,7 @@
 #include <cstddef>
 
 #include "kernels/error.h"
+#include "kernels/ops/elementwise.h"
 
 namespace ddp {
 
@@ -54,7 +55,15 @@ void ParameterStore::upload_owned(Buffer<float>& state, const std::vector<float>
 
 void ParameterStore::set_master_weights(const std::vector<float>& flat) {
   upload_owned(master_weights_fp32, flat);
-  weights_lowp.backend().cast_fp32_to_lowp(master_weights_fp32.data(), owned_weights_lowp(), owned_count());
+  narrow_masters_to_weights();
+}
+
+void ParameterStore::narrow_masters_to_weights() {
+  CastFp32ToLowp cast;
+  cast.src = master_weights_fp32.data();
+  cast.dst = owned_weights_lowp();
+  cast.count = owned_count();
+  cast_fp32_to_lowp(weights_lowp.backend(), cast);
 }
 
 ParameterTables training_tables(ParameterStore& params) {

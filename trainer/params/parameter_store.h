@@ -75,6 +75,8 @@ class ParameterStore {
   // weights (sharded: the rest of them is the caller's all-gather, or at
   // stage 3 the layers' gathers).
   void set_master_weights(const std::vector<float>& flat);
+  // The owned 16-bit weights from the owned FP32 masters (one rounding each).
+  void narrow_masters_to_weights();
   // The owned range of a flat host vector into one of the FP32 buffers.
   void upload_owned(Buffer<float>& state, const std::vector<float>& flat);
   // The masters as held: the whole layout unsharded, the owned range sharded.

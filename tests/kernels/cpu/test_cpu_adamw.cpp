@@ -19,6 +19,9 @@
 
 #include "cpu_kernel_support.h"
 #include "kernels/buffer.h"
+#include "kernels/ops/adamw.h"
+#include "kernels/ops/step_state.h"
+#include "kernels/ops/unscale.h"
 #include "trainer/params/parameter_store.h"
 
 namespace ddp {
@@ -99,7 +102,12 @@ TEST_P(CpuLowpKernels, AdamWMatchesTorchOverStepsWithSkipsAndDecayOnWeightsOnly)
   for (int k = 0; k < 7; ++k) {
     SCOPED_TRACE("step " + std::to_string(k));
     const float lr = std::uniform_real_distribution<float>(1e-3f, 1e-2f)(rng);
-    cpu.step_status_prepare(&status, 1.0, 1.0, lr);
+    StepStatusPrepare prepare;
+    prepare.status = &status;
+    prepare.backward_divisor = 1.0;
+    prepare.unscale_divisor = 1.0;
+    prepare.lr = lr;
+    step_status_prepare(cpu, prepare);
     // Loss-scaled FP16 gradients, zero in the padding (nothing writes there).
     std::vector<lowp16> g16(n, lowp16{0});
     for (const ParameterTensor& t : registry.tensors()) {
@@ -114,8 +122,13 @@ TEST_P(CpuLowpKernels, AdamWMatchesTorchOverStepsWithSkipsAndDecayOnWeightsOnly)
     // unscaled to FP32 with a clip coefficient.
     const bool fp32_route = k % 2 == 1;
     const float clip = fp32_route ? 0.625f : 1.0f;
-    cpu.unscale_lowp_to_fp32(store.grads_lowp.data(), fp32_route ? store.grads_fp32.data() : nullptr, n,
-                             ScalarArg::at(&status.inv_scale), &status.nonfinite);
+    UnscaleLowpToFp32 unscale;
+    unscale.grads_lowp = store.grads_lowp.data();
+    unscale.grads_fp32 = fp32_route ? store.grads_fp32.data() : nullptr;
+    unscale.count = n;
+    unscale.inv_scale = ScalarArg::at(&status.inv_scale);
+    unscale.nonfinite_flag = &status.nonfinite;
+    unscale_lowp_to_fp32(cpu, unscale);
     EXPECT_EQ(status.nonfinite != 0, skipped[k]);
     AdamWParams p;
     p.lr_ptr = &status.lr;
@@ -134,8 +147,18 @@ TEST_P(CpuLowpKernels, AdamWMatchesTorchOverStepsWithSkipsAndDecayOnWeightsOnly)
     b.exp_avg_sq_fp32 = store.second_moment_fp32.data();
     b.weights_lowp = store.weights_lowp.data();
     b.decay_mask = store.weight_decay_mask.data();
-    cpu.adamw_update(p, b, ScalarArg::at(&status.inv_scale), 0, n, &status.nonfinite);
-    cpu.step_status_finish(rule, &status);
+    AdamWUpdate adamw;
+    adamw.params = p;
+    adamw.buffers = b;
+    adamw.inv_scale = ScalarArg::at(&status.inv_scale);
+    adamw.offset = 0;
+    adamw.count = n;
+    adamw.skip_flag = &status.nonfinite;
+    adamw_update(cpu, adamw);
+    StepStatusFinish finish;
+    finish.rule = rule;
+    finish.status = &status;
+    step_status_finish(cpu, finish);
 
     if (!skipped[k]) {  // GradScaler skips optimizer.step(): torch's state stays
       ref.lr = lr;
@@ -193,7 +216,15 @@ AdamWRun run_adamw(Backend& be, const AdamWInputs& in, const AdamWParams& p, flo
   AdamWRun r{in.master, in.exp_avg, in.exp_avg_sq, LowpFormat::poison(n)};
   std::vector<float> g32(n);
   int32_t flag = 0;
-  if (fp32_route) be.unscale_lowp_to_fp32(in.grads_lowp.data(), g32.data(), n, inv_scale, &flag);
+  if (fp32_route) {
+    UnscaleLowpToFp32 unscale;
+    unscale.grads_lowp = in.grads_lowp.data();
+    unscale.grads_fp32 = g32.data();
+    unscale.count = n;
+    unscale.inv_scale = inv_scale;
+    unscale.nonfinite_flag = &flag;
+    unscale_lowp_to_fp32(be, unscale);
+  }
   AdamWBuffers b;
   b.grads_fp32 = fp32_route ? g32.data() : nullptr;
   b.grads_lowp = in.grads_lowp.data();
@@ -202,7 +233,14 @@ AdamWRun run_adamw(Backend& be, const AdamWInputs& in, const AdamWParams& p, flo
   b.exp_avg_sq_fp32 = r.exp_avg_sq.data();
   b.weights_lowp = r.weights.data();
   b.decay_mask = with_mask ? in.mask.data() : nullptr;
-  be.adamw_update(p, b, inv_scale, offset, count, &skip);
+  AdamWUpdate adamw;
+  adamw.params = p;
+  adamw.buffers = b;
+  adamw.inv_scale = inv_scale;
+  adamw.offset = offset;
+  adamw.count = count;
+  adamw.skip_flag = &skip;
+  adamw_update(be, adamw);
   return r;
 }
 

@@ -23,6 +23,10 @@
 
 #include "cpu_kernel_support.h"
 #include "kernels/buffer.h"
+#include "kernels/ops/attention_decode.h"
+#include "kernels/ops/causal_softmax.h"
+#include "kernels/ops/gemm.h"
+#include "kernels/ops/head_layout.h"
 
 namespace ddp {
 namespace {
@@ -64,8 +68,20 @@ std::vector<lowp16> decode(Backend& be, const Window& w, int past) {
   k.upload(w.k_cache);
   v.upload(w.v_cache);
   out.upload(LowpFormat::poison(out.count()));
-  be.attention_decode_lowp(q.data(), 3 * c, k.data(), v.data(), c, w.heads, w.head_size, past, new_len, w.scale(),
-                           out.data(), c);
+  AttentionDecode attention;
+  attention.q = q.data();
+  attention.q_stride = 3 * c;
+  attention.k_cache = k.data();
+  attention.v_cache = v.data();
+  attention.kv_stride = c;
+  attention.heads = w.heads;
+  attention.head_size = w.head_size;
+  attention.past_len = past;
+  attention.new_len = new_len;
+  attention.scale = w.scale();
+  attention.out = out.data();
+  attention.out_stride = c;
+  attention_decode_lowp(be, attention);
   return out.download();
 }
 
@@ -76,35 +92,69 @@ std::vector<lowp16> full_path(Backend& be, const Window& w) {
   Buffer<lowp16> probs(be, static_cast<size_t>(nh) * t * t), heads(be, q.count()), y(be, q.count());
   qkv.upload(w.qkv);
   y.upload(LowpFormat::poison(y.count()));
-  be.rows_to_heads_lowp(qkv.data(), 3 * c, 1, t, nh, hs, q.data());
-  be.rows_to_heads_lowp(qkv.data() + c, 3 * c, 1, t, nh, hs, k.data());
-  be.rows_to_heads_lowp(qkv.data() + 2 * c, 3 * c, 1, t, nh, hs, v.data());
+  RowsToHeads split;
+  split.row_stride = 3 * c;
+  split.batch = 1;
+  split.seq_len = t;
+  split.heads = nh;
+  split.head_size = hs;
+  split.rows = qkv.data();
+  split.heads_out = q.data();
+  rows_to_heads_lowp(be, split);
+  split.rows = qkv.data() + c;
+  split.heads_out = k.data();
+  rows_to_heads_lowp(be, split);
+  split.rows = qkv.data() + 2 * c;
+  split.heads_out = v.data();
+  rows_to_heads_lowp(be, split);
   const int64_t th = static_cast<int64_t>(t) * hs, tt = static_cast<int64_t>(t) * t;
-  GemmLowp scores;
-  scores.trans_b = Transpose::Yes;
-  scores.m = t;
-  scores.n = t;
-  scores.k = hs;
-  scores.a = q.data();
-  scores.lda = hs;
-  scores.b = k.data();
-  scores.ldb = hs;
-  scores.c = probs.data();
-  scores.ldc = t;
-  be.gemm_batched_lowp(scores, nh, th, th, tt);
-  be.causal_softmax_forward_lowp(probs.data(), nh, t, w.scale(), probs.data());
-  GemmLowp pv;
-  pv.m = t;
-  pv.n = hs;
-  pv.k = t;
-  pv.a = probs.data();
-  pv.lda = t;
-  pv.b = v.data();
-  pv.ldb = hs;
-  pv.c = heads.data();
-  pv.ldc = hs;
-  be.gemm_batched_lowp(pv, nh, tt, th, th);
-  be.heads_to_rows_lowp(heads.data(), 1, t, nh, hs, y.data(), c);
+  GemmBatchedLowp scores;
+  scores.gemm.trans_b = Transpose::Yes;
+  scores.gemm.m = t;
+  scores.gemm.n = t;
+  scores.gemm.k = hs;
+  scores.gemm.a = q.data();
+  scores.gemm.lda = hs;
+  scores.gemm.b = k.data();
+  scores.gemm.ldb = hs;
+  scores.gemm.c = probs.data();
+  scores.gemm.ldc = t;
+  scores.batch_count = nh;
+  scores.stride_a = th;
+  scores.stride_b = th;
+  scores.stride_c = tt;
+  gemm_batched_lowp(be, scores);
+  CausalSoftmaxForward softmax;
+  softmax.scores = probs.data();
+  softmax.batch_heads = nh;
+  softmax.seq_len = t;
+  softmax.scale = w.scale();
+  softmax.probs = probs.data();
+  causal_softmax_forward_lowp(be, softmax);
+  GemmBatchedLowp pv;
+  pv.gemm.m = t;
+  pv.gemm.n = hs;
+  pv.gemm.k = t;
+  pv.gemm.a = probs.data();
+  pv.gemm.lda = t;
+  pv.gemm.b = v.data();
+  pv.gemm.ldb = hs;
+  pv.gemm.c = heads.data();
+  pv.gemm.ldc = hs;
+  pv.batch_count = nh;
+  pv.stride_a = tt;
+  pv.stride_b = th;
+  pv.stride_c = th;
+  gemm_batched_lowp(be, pv);
+  HeadsToRows merge;
+  merge.heads_in = heads.data();
+  merge.batch = 1;
+  merge.seq_len = t;
+  merge.heads = nh;
+  merge.head_size = hs;
+  merge.rows = y.data();
+  merge.row_stride = c;
+  heads_to_rows_lowp(be, merge);
   return y.download();
 }
 

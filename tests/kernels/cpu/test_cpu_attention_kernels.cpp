@@ -11,6 +11,8 @@
 #include "cpu_kernel_support.h"
 #include "support/gemm_epilogue_support.h"
 #include "kernels/buffer.h"
+#include "kernels/ops/causal_softmax.h"
+#include "kernels/ops/gemm.h"
 #include "support/transformer_reference.h"
 #include "support/unfused_ops.h"
 
@@ -44,7 +46,8 @@ void check_batched(const LowpFormat& fmt, Backend& be, std::mt19937_64& rng, con
   da.upload(a);
   db.upload(b);
   dc.upload(c0);
-  GemmLowp g;
+  GemmBatchedLowp batched;
+  GemmLowp& g = batched.gemm;
   g.trans_a = c.ta;
   g.trans_b = c.tb;
   g.m = c.m;
@@ -58,7 +61,11 @@ void check_batched(const LowpFormat& fmt, Backend& be, std::mt19937_64& rng, con
   g.ldb = c.tb == Transpose::Yes ? c.k : c.n;
   g.c = dc.data();
   g.ldc = c.n;
-  be.gemm_batched_lowp(g, c.batch, c.stride_a(), c.stride_b(), c.stride_c());
+  batched.batch_count = c.batch;
+  batched.stride_a = c.stride_a();
+  batched.stride_b = c.stride_b();
+  batched.stride_c = c.stride_c();
+  gemm_batched_lowp(be, batched);
   const auto got = dc.download();
   for (int z = 0; z < c.batch; ++z) {
     const size_t oa = z * c.stride_a(), ob = z * c.stride_b(), oc = z * c.stride_c();
@@ -94,13 +101,18 @@ TEST_P(CpuLowpKernelsThreaded, BatchedGemmMatchesDoubleEveryTranspose) {
 
 TEST_P(CpuLowpKernels, BatchedGemmRefusesEpilogues) {
   Buffer<lowp16> x(cpu, 16);
-  GemmLowp g;
+  GemmBatchedLowp batched;
+  GemmLowp& g = batched.gemm;
   g.m = g.n = g.k = 2;
   g.lda = g.ldb = g.ldc = 2;
   g.a = g.b = x.data();
   g.c = x.data() + 8;
   g.bias = x.data();
-  EXPECT_THROW(cpu.gemm_batched_lowp(g, 2, 4, 4, 4), Error);
+  batched.batch_count = 2;
+  batched.stride_a = 4;
+  batched.stride_b = 4;
+  batched.stride_c = 4;
+  EXPECT_THROW(gemm_batched_lowp(cpu, batched), Error);
 }
 
 struct SoftmaxCase {
@@ -119,7 +131,13 @@ TEST_P(CpuLowpKernels, CausalSoftmaxForwardMatchesDouble) {
   Buffer<lowp16> s(cpu, c.s.size()), p(cpu, c.s.size());
   s.upload(c.s);
   p.upload(fmt.poison(p.count()));
-  cpu.causal_softmax_forward_lowp(s.data(), c.bh, c.t, c.scale, p.data());
+  CausalSoftmaxForward forward;
+  forward.scores = s.data();
+  forward.batch_heads = c.bh;
+  forward.seq_len = c.t;
+  forward.scale = c.scale;
+  forward.probs = p.data();
+  causal_softmax_forward_lowp(cpu, forward);
   const auto got = p.download();
   for (int z = 0; z < c.bh; ++z) {
     std::vector<double> sd(c.t * c.t);
@@ -146,8 +164,21 @@ TEST_P(CpuLowpKernels, CausalSoftmaxMaskedPositionsAreExactlyZero) {
   p.upload(fmt.poison(p.count()));
   d_dp.upload(dp);
   ds.upload(fmt.poison(ds.count()));
-  cpu.causal_softmax_forward_lowp(s.data(), bh, t, 0.25f, p.data());
-  cpu.causal_softmax_backward_lowp(p.data(), d_dp.data(), bh, t, 0.25f, ds.data());
+  CausalSoftmaxForward forward;
+  forward.scores = s.data();
+  forward.batch_heads = bh;
+  forward.seq_len = t;
+  forward.scale = 0.25f;
+  forward.probs = p.data();
+  causal_softmax_forward_lowp(cpu, forward);
+  CausalSoftmaxBackward backward;
+  backward.probs = p.data();
+  backward.dprobs = d_dp.data();
+  backward.batch_heads = bh;
+  backward.seq_len = t;
+  backward.scale = 0.25f;
+  backward.dscores = ds.data();
+  causal_softmax_backward_lowp(cpu, backward);
   const auto gp = p.download(), gds = ds.download();
   for (int z = 0; z < bh; ++z)
     for (int i = 0; i < t; ++i) {
@@ -200,8 +231,21 @@ TEST_P(CpuLowpKernels, CausalSoftmaxBackwardMatchesDouble) {
   s.upload(c.s);
   dp.upload(c.dp);
   ds.upload(fmt.poison(ds.count()));
-  cpu.causal_softmax_forward_lowp(s.data(), c.bh, c.t, c.scale, p.data());
-  cpu.causal_softmax_backward_lowp(p.data(), dp.data(), c.bh, c.t, c.scale, ds.data());
+  CausalSoftmaxForward forward;
+  forward.scores = s.data();
+  forward.batch_heads = c.bh;
+  forward.seq_len = c.t;
+  forward.scale = c.scale;
+  forward.probs = p.data();
+  causal_softmax_forward_lowp(cpu, forward);
+  CausalSoftmaxBackward backward;
+  backward.probs = p.data();
+  backward.dprobs = dp.data();
+  backward.batch_heads = c.bh;
+  backward.seq_len = c.t;
+  backward.scale = c.scale;
+  backward.dscores = ds.data();
+  causal_softmax_backward_lowp(cpu, backward);
   const auto got_p = p.download(), got = ds.download();
   for (int z = 0; z < c.bh; ++z) {
     // The reference from the FP16 probabilities the kernel reads.

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cpu_kernel_support.h"
+#include "kernels/ops/elementwise.h"
 #include "kernels/buffer.h"
 #include "support/unfused_ops.h"
 
@@ -91,7 +92,11 @@ TEST_P(CpuLowpKernels, Casts) {
   Buffer<lowp16> dh(cpu, n);
   df.upload(f);
   dh.upload(fmt.poison(n));
-  cpu.cast_fp32_to_lowp(df.data(), dh.data(), n);
+  CastFp32ToLowp cast;
+  cast.src = df.data();
+  cast.dst = dh.data();
+  cast.count = n;
+  cast_fp32_to_lowp(cpu, cast);
   test::cast_lowp_to_fp32(dh.data(), back.data(), n, fmt.precision);
   const auto h = dh.download();
   const auto b = back.download();
@@ -130,7 +135,11 @@ TEST_P(CpuLowpKernels, Casts) {
   for (bool f16c : {true, false}) {
     set_f16c_enabled(f16c);
     dhe.upload(fmt.poison(e.size()));
-    cpu.cast_fp32_to_lowp(de.data(), dhe.data(), e.size());
+    CastFp32ToLowp cast;
+    cast.src = de.data();
+    cast.dst = dhe.data();
+    cast.count = e.size();
+    cast_fp32_to_lowp(cpu, cast);
     const auto he = dhe.download();
     for (size_t i = 0; i < e.size(); ++i) {
       const uint16_t want = fmt.narrow(e[i]).bits;
@@ -214,7 +223,11 @@ TEST_P(CpuLowpKernelsThreaded, ElementwiseBitwiseEqualAcrossThreadsAndPaths) {
   auto cast = [&](CpuBackend& be, lowp16* out) {
     Buffer<float> df(be, n);
     df.upload(f);
-    be.cast_fp32_to_lowp(df.data(), out, n);
+    CastFp32ToLowp op;
+    op.src = df.data();
+    op.dst = out;
+    op.count = n;
+    cast_fp32_to_lowp(be, op);
   };
   const auto want_cast = run_halves(one, false, n, cast);
   expect_same_bits(run_halves(two, true, n, cast), want_cast, "cast");

@@ -17,6 +17,9 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/ops/causal_softmax.h"
+#include "kernels/ops/flash_attention.h"
+#include "kernels/ops/gemm.h"
 #include "kernels/error.h"
 #include "support/flash_attention_support.h"
 #include "support/test_support.h"
@@ -124,8 +127,17 @@ TEST_P(CpuFlashAttention, RefusesAHeadSizeOfZero) {
   CpuBackend be(1, GetParam());
   Buffer<lowp16> x(be, 4);
   Buffer<float> lse(be, 4);
-  EXPECT_THROW(be.attention_forward_fused_lowp(x.data(), x.data(), x.data(), 1, 4, 0, 1.0f, x.data(), lse.data()),
-               Error);
+  AttentionForwardFused forward;
+  forward.q = x.data();
+  forward.k = x.data();
+  forward.v = x.data();
+  forward.batch_heads = 1;
+  forward.seq_len = 4;
+  forward.head_size = 0;
+  forward.scale = 1.0f;
+  forward.out = x.data();
+  forward.lse = lse.data();
+  EXPECT_THROW(attention_forward_fused_lowp(be, forward), Error);
 }
 
 TEST(AttentionMemory, FusedKeepsOutAndLseOnlyExplicitKeepsTheProbabilities) {
@@ -165,26 +177,94 @@ TEST_P(CpuFlashAttention, DISABLED_TimingFusedAgainstExplicit) {
   Buffer<lowp16> probs(be, static_cast<size_t>(z) * T * T), d_scores(be, static_cast<size_t>(z) * T * T);
   const Transpose N = Transpose::No, Y = Transpose::Yes;
   const float scale = s.scale();
+  AttentionForwardFused fused_forward;
+  fused_forward.q = q.data();
+  fused_forward.k = k.data();
+  fused_forward.v = v.data();
+  fused_forward.batch_heads = z;
+  fused_forward.seq_len = T;
+  fused_forward.head_size = hs;
+  fused_forward.scale = scale;
+  fused_forward.out = out.data();
+  fused_forward.lse = lse.data();
+  AttentionBackwardFused fused_backward;
+  fused_backward.q = q.data();
+  fused_backward.k = k.data();
+  fused_backward.v = v.data();
+  fused_backward.out = out.data();
+  fused_backward.lse = lse.data();
+  fused_backward.dout = dout.data();
+  fused_backward.batch_heads = z;
+  fused_backward.seq_len = T;
+  fused_backward.head_size = hs;
+  fused_backward.scale = scale;
+  fused_backward.dq = dq.data();
+  fused_backward.dk = dk.data();
+  fused_backward.dv = dv.data();
+  CausalSoftmaxForward softmax;
+  softmax.scores = probs.data();
+  softmax.batch_heads = z;
+  softmax.seq_len = T;
+  softmax.scale = scale;
+  softmax.probs = probs.data();
+  CausalSoftmaxBackward softmax_grad;
+  softmax_grad.probs = probs.data();
+  softmax_grad.dprobs = d_scores.data();
+  softmax_grad.batch_heads = z;
+  softmax_grad.seq_len = T;
+  softmax_grad.scale = scale;
+  softmax_grad.dscores = d_scores.data();
+  GemmBatchedLowp scores_gemm;
+  scores_gemm.gemm = flash_gemm(N, Y, T, T, hs, q.data(), hs, k.data(), hs, probs.data(), T);
+  scores_gemm.batch_count = z;
+  scores_gemm.stride_a = th;
+  scores_gemm.stride_b = th;
+  scores_gemm.stride_c = tt;
+  GemmBatchedLowp out_gemm;
+  out_gemm.gemm = flash_gemm(N, N, T, hs, T, probs.data(), T, v.data(), hs, out.data(), hs);
+  out_gemm.batch_count = z;
+  out_gemm.stride_a = tt;
+  out_gemm.stride_b = th;
+  out_gemm.stride_c = th;
+  GemmBatchedLowp d_probs_gemm;
+  d_probs_gemm.gemm = flash_gemm(N, Y, T, T, hs, dout.data(), hs, v.data(), hs, d_scores.data(), T);
+  d_probs_gemm.batch_count = z;
+  d_probs_gemm.stride_a = th;
+  d_probs_gemm.stride_b = th;
+  d_probs_gemm.stride_c = tt;
+  GemmBatchedLowp dv_gemm;
+  dv_gemm.gemm = flash_gemm(Y, N, T, hs, T, probs.data(), T, dout.data(), hs, dv.data(), hs);
+  dv_gemm.batch_count = z;
+  dv_gemm.stride_a = tt;
+  dv_gemm.stride_b = th;
+  dv_gemm.stride_c = th;
+  GemmBatchedLowp dq_gemm;
+  dq_gemm.gemm = flash_gemm(N, N, T, hs, T, d_scores.data(), T, k.data(), hs, dq.data(), hs);
+  dq_gemm.batch_count = z;
+  dq_gemm.stride_a = tt;
+  dq_gemm.stride_b = th;
+  dq_gemm.stride_c = th;
+  GemmBatchedLowp dk_gemm;
+  dk_gemm.gemm = flash_gemm(Y, N, T, hs, T, d_scores.data(), T, q.data(), hs, dk.data(), hs);
+  dk_gemm.batch_count = z;
+  dk_gemm.stride_a = tt;
+  dk_gemm.stride_b = th;
+  dk_gemm.stride_c = th;
   const int reps = 5;
-  const double fused_fwd = best_ms(reps, [&] {
-    be.attention_forward_fused_lowp(q.data(), k.data(), v.data(), z, T, hs, scale, out.data(), lse.data());
-  });
-  const double fused_bwd = best_ms(reps, [&] {
-    be.attention_backward_fused_lowp(q.data(), k.data(), v.data(), out.data(), lse.data(), dout.data(), z, T, hs, scale,
-                                     dq.data(), dk.data(), dv.data());
-  });
+  const double fused_fwd = best_ms(reps, [&] { attention_forward_fused_lowp(be, fused_forward); });
+  const double fused_bwd = best_ms(reps, [&] { attention_backward_fused_lowp(be, fused_backward); });
   const double explicit_fwd = best_ms(reps, [&] {
-    be.gemm_batched_lowp(flash_gemm(N, Y, T, T, hs, q.data(), hs, k.data(), hs, probs.data(), T), z, th, th, tt);
-    be.causal_softmax_forward_lowp(probs.data(), z, T, scale, probs.data());
-    be.gemm_batched_lowp(flash_gemm(N, N, T, hs, T, probs.data(), T, v.data(), hs, out.data(), hs), z, tt, th, th);
+    gemm_batched_lowp(be, scores_gemm);
+    causal_softmax_forward_lowp(be, softmax);
+    gemm_batched_lowp(be, out_gemm);
   });
   // The explicit backward reads the probabilities the forward left.
   const double explicit_bwd = best_ms(reps, [&] {
-    be.gemm_batched_lowp(flash_gemm(N, Y, T, T, hs, dout.data(), hs, v.data(), hs, d_scores.data(), T), z, th, th, tt);
-    be.gemm_batched_lowp(flash_gemm(Y, N, T, hs, T, probs.data(), T, dout.data(), hs, dv.data(), hs), z, tt, th, th);
-    be.causal_softmax_backward_lowp(probs.data(), d_scores.data(), z, T, scale, d_scores.data());
-    be.gemm_batched_lowp(flash_gemm(N, N, T, hs, T, d_scores.data(), T, k.data(), hs, dq.data(), hs), z, tt, th, th);
-    be.gemm_batched_lowp(flash_gemm(Y, N, T, hs, T, d_scores.data(), T, q.data(), hs, dk.data(), hs), z, tt, th, th);
+    gemm_batched_lowp(be, d_probs_gemm);
+    gemm_batched_lowp(be, dv_gemm);
+    causal_softmax_backward_lowp(be, softmax_grad);
+    gemm_batched_lowp(be, dq_gemm);
+    gemm_batched_lowp(be, dk_gemm);
   });
   std::printf(
       "[ timing ] %s, %d threads, best of %d: fused fwd %.1f ms, explicit fwd %.1f ms; "

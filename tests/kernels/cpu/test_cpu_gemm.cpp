@@ -10,6 +10,7 @@
 
 #include "cpu_kernel_support.h"
 #include "kernels/buffer.h"
+#include "kernels/ops/gemm.h"
 
 namespace ddp {
 namespace {
@@ -68,7 +69,7 @@ void check_gemm(const LowpFormat& fmt, CpuBackend& cpu, std::mt19937_64& rng, bo
   g.c = dc.data();
   g.ldc = n;
   g.bias = with_bias ? dbias.data() : nullptr;
-  cpu.gemm_lowp(g);
+  gemm_lowp(cpu, g);
   std::vector<double> want, mag;
   gemm_reference(fmt, ta, tb, m, n, k, alpha, a, b, beta, c0, with_bias ? &bias : nullptr, want, mag);
   const auto got = fmt.widened_doubles(dc.download());
@@ -110,7 +111,7 @@ TEST_P(CpuLowpKernels, GemmStridedOperands) {
   g.ldb = ldb;
   g.c = dc.data();
   g.ldc = ldc;
-  cpu.gemm_lowp(g);
+  gemm_lowp(cpu, g);
   const auto c = dc.download();
   for (int i = 0; i < m; ++i)
     for (int j = 0; j < n; ++j) {
@@ -157,10 +158,10 @@ TEST_P(CpuLowpKernelsThreaded, GemmSlicesMatchReferenceAndRepeatBitwise) {
   g.c = dc.data();
   g.ldc = n;
   g.bias = dbias.data();
-  two.gemm_lowp(g);
+  gemm_lowp(two, g);
   const auto first = dc.download();
   dc.upload(fmt.poison(dc.count()));
-  two.gemm_lowp(g);
+  gemm_lowp(two, g);
   const auto second = dc.download();
   for (size_t i = 0; i < first.size(); ++i) ASSERT_EQ(first[i].bits, second[i].bits) << i;
 }
@@ -200,7 +201,7 @@ TEST_P(CpuLowpKernelsThreaded, GemmRowSlicesGiveOneThreadsBits) {
           g.ldb = tb ? k : n;
           g.c = dc.data();
           g.ldc = n;
-          be.gemm_lowp(g);
+          gemm_lowp(be, g);
           got[t] = dc.download();
         }
         size_t differ = 0;
@@ -227,7 +228,7 @@ TEST_P(CpuLowpKernelsThreaded, GemmSlicesWithStrides) {
   g.ldb = ldb;
   g.c = dc.data();
   g.ldc = ldc;
-  two.gemm_lowp(g);
+  gemm_lowp(two, g);
   const auto c = dc.download();
   for (int i = 0; i < m; ++i) {
     for (int j = 0; j < n; ++j) {

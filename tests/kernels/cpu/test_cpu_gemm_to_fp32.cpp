@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "cpu_kernel_support.h"
+#include "kernels/ops/elementwise.h"
+#include "kernels/ops/gemm.h"
 #include "kernels/buffer.h"
 
 namespace ddp {
@@ -59,8 +61,11 @@ void expect_rounds_to_gemm_lowp(const LowpFormat& fmt, CpuBackend& cpu, std::mt1
   dc32.upload(std::vector<float>(dc32.count(), std::numeric_limits<float>::quiet_NaN()));
   GemmLowp g16 = gemm_of(s, da.data(), db.data(), s.n);
   g16.c = dc16.data();
-  cpu.gemm_lowp(g16);
-  cpu.gemm_lowp_to_fp32(gemm_of(s, da.data(), db.data(), ldc), dc32.data());
+  gemm_lowp(cpu, g16);
+  GemmLowpToFp32 g32;
+  g32.gemm = gemm_of(s, da.data(), db.data(), ldc);
+  g32.c_fp32 = dc32.data();
+  gemm_lowp_to_fp32(cpu, g32);
   const auto want = dc16.download();
   const auto got = dc32.download();
   size_t differ = 0, padding_written = 0;
@@ -106,9 +111,11 @@ TEST_P(CpuLowpKernelsThreaded, GemmToFp32SumsIntoC) {
       Buffer<lowp16> da(*cpu, a.size()), db(*cpu, b.size());
       da.upload(a);
       db.upload(b);
-      GemmLowp g = gemm_of(s, da.data(), db.data(), s.n);
-      g.beta = 1.0f;
-      cpu->gemm_lowp_to_fp32(g, dc.data());
+      GemmLowpToFp32 sum;
+      sum.gemm = gemm_of(s, da.data(), db.data(), s.n);
+      sum.gemm.beta = 1.0f;
+      sum.c_fp32 = dc.data();
+      gemm_lowp_to_fp32(*cpu, sum);
       for (int i = 0; i < s.m; ++i)
         for (int j = 0; j < s.n; ++j)
           for (int p = 0; p < s.k; ++p) {
@@ -129,15 +136,18 @@ TEST_P(CpuLowpKernelsThreaded, GemmToFp32SumsIntoC) {
 TEST_P(CpuLowpKernels, GemmToFp32RefusesAnEpilogueOrAnFp16C) {
   Buffer<lowp16> a(cpu, 4), b(cpu, 4), c(cpu, 4);
   Buffer<float> c32(cpu, 4);
-  GemmLowp g = gemm_of(Shape{false, false, 2, 2, 2}, a.data(), b.data(), 2);
+  GemmLowpToFp32 to_fp32;
+  to_fp32.gemm = gemm_of(Shape{false, false, 2, 2, 2}, a.data(), b.data(), 2);
+  to_fp32.c_fp32 = c32.data();
+  GemmLowp& g = to_fp32.gemm;
   g.c = c.data();
-  EXPECT_THROW(cpu.gemm_lowp_to_fp32(g, c32.data()), Error);
+  EXPECT_THROW(gemm_lowp_to_fp32(cpu, to_fp32), Error);
   g.c = nullptr;
   g.bias = a.data();
-  EXPECT_THROW(cpu.gemm_lowp_to_fp32(g, c32.data()), Error);
+  EXPECT_THROW(gemm_lowp_to_fp32(cpu, to_fp32), Error);
   g.bias = nullptr;
   g.ldc = 1;
-  EXPECT_THROW(cpu.gemm_lowp_to_fp32(g, c32.data()), Error);
+  EXPECT_THROW(gemm_lowp_to_fp32(cpu, to_fp32), Error);
 }
 
 TEST_P(CpuLowpKernelsThreaded, AddFp32IntoFp16RoundsOnce) {
@@ -149,7 +159,11 @@ TEST_P(CpuLowpKernelsThreaded, AddFp32IntoFp16RoundsOnce) {
     Buffer<float> dx(*cpu, count);
     y.upload(y0);
     dx.upload(x);
-    cpu->add_fp32_into_lowp(dx.data(), y.data(), count);
+    AddFp32IntoLowp add;
+    add.src = dx.data();
+    add.y = y.data();
+    add.count = count;
+    add_fp32_into_lowp(*cpu, add);
     const auto got = y.download();
     size_t differ = 0;
     for (size_t i = 0; i < count; ++i) differ += got[i].bits != fmt.narrow(fmt.widen(y0[i]) + x[i]).bits;

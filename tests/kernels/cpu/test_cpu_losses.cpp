@@ -7,6 +7,8 @@
 
 #include "cpu_kernel_support.h"
 #include "kernels/buffer.h"
+#include "kernels/ops/mse.h"
+#include "kernels/ops/softmax_xent.h"
 
 namespace ddp {
 namespace {
@@ -24,8 +26,24 @@ TEST_P(CpuLowpKernels, SoftmaxCrossEntropy) {
   dl.upload(logits);
   dlab.upload(labels);
   grad.upload(fmt.poison(grad.count()));
-  cpu.softmax_xent_forward(dl.data(), dlab.data(), rows, cols, cols, loss.data(), correct.data());
-  cpu.softmax_xent_backward(dl.data(), dlab.data(), rows, cols, cols, scale, grad.data());
+  SoftmaxXentForward xent;
+  xent.logits = dl.data();
+  xent.labels = dlab.data();
+  xent.rows = rows;
+  xent.cols = cols;
+  xent.real_cols = cols;
+  xent.loss_mean = loss.data();
+  xent.correct_count = correct.data();
+  softmax_xent_forward(cpu, xent);
+  SoftmaxXentBackward dxent;
+  dxent.logits = dl.data();
+  dxent.labels = dlab.data();
+  dxent.rows = rows;
+  dxent.cols = cols;
+  dxent.real_cols = cols;
+  dxent.loss_scale = scale;
+  dxent.dlogits = grad.data();
+  softmax_xent_backward(cpu, dxent);
   double want_loss = 0;
   int want_correct = 0;
   const auto g = grad.download();
@@ -60,8 +78,21 @@ TEST_P(CpuLowpKernels, MeanSquaredError) {
   dp.upload(pred);
   dt.upload(target);
   grad.upload(fmt.poison(grad.count()));
-  cpu.mse_forward(dp.data(), dt.data(), rows, cols, loss.data());
-  cpu.mse_backward(dp.data(), dt.data(), rows, cols, scale, grad.data());
+  MseForward mse;
+  mse.pred = dp.data();
+  mse.target = dt.data();
+  mse.rows = rows;
+  mse.cols = cols;
+  mse.loss_mean = loss.data();
+  mse_forward(cpu, mse);
+  MseBackward dmse;
+  dmse.pred = dp.data();
+  dmse.target = dt.data();
+  dmse.rows = rows;
+  dmse.cols = cols;
+  dmse.loss_scale = scale;
+  dmse.dpred = grad.data();
+  mse_backward(cpu, dmse);
   double want = 0;
   const auto g = grad.download();
   const double n = rows * cols;

@@ -14,6 +14,10 @@
 #include "cpu_kernel_support.h"
 #include "kernels/buffer.h"
 #include "kernels/error.h"
+#include "kernels/ops/adamw.h"
+#include "kernels/ops/l2_norm.h"
+#include "kernels/ops/sgd.h"
+#include "kernels/ops/unscale.h"
 
 namespace ddp {
 namespace {
@@ -29,7 +33,13 @@ TEST_P(CpuLowpKernels, UnscaleFindsOneNonFiniteAnywhere) {
   Buffer<int32_t> flag(cpu, 1);
   dg.upload(g);
   flag.zero();
-  cpu.unscale_lowp_to_fp32(dg.data(), out.data(), n, inv_scale, flag.data());
+  UnscaleLowpToFp32 unscale;
+  unscale.grads_lowp = dg.data();
+  unscale.grads_fp32 = out.data();
+  unscale.count = n;
+  unscale.inv_scale = inv_scale;
+  unscale.nonfinite_flag = flag.data();
+  unscale_lowp_to_fp32(cpu, unscale);
   EXPECT_EQ(flag.download()[0], 0);
   const auto o = out.download();
   for (size_t i = 0; i < n; ++i) ASSERT_EQ(o[i], fmt.widen(g[i]) * inv_scale);
@@ -39,7 +49,7 @@ TEST_P(CpuLowpKernels, UnscaleFindsOneNonFiniteAnywhere) {
     poisoned[pos].bits = bad;
     dg.upload(poisoned);
     flag.zero();
-    cpu.unscale_lowp_to_fp32(dg.data(), out.data(), n, inv_scale, flag.data());
+    unscale_lowp_to_fp32(cpu, unscale);
     EXPECT_EQ(flag.download()[0], 1) << "bits " << bad << " at " << pos;
   }
 }
@@ -59,16 +69,26 @@ TEST_P(CpuLowpKernelsThreaded, UnscaleFp32IsOneMultiplyAndFlagsNonFiniteAnywhere
     in.upload(g);
     out.upload(std::vector<float>(n, std::nanf("")));
     flag.zero();
-    be->unscale_fp32(in.data(), out.data(), n, inv_scale, flag.data());
+    UnscaleFp32 unscale;
+    unscale.grads_in = in.data();
+    unscale.grads_out = out.data();
+    unscale.count = n;
+    unscale.inv_scale = inv_scale;
+    unscale.nonfinite_flag = flag.data();
+    unscale_fp32(*be, unscale);
     EXPECT_EQ(flag.download()[0], 0);
     const auto o = out.download();
     size_t wrong = 0;
     for (size_t i = 0; i < n; ++i) wrong += test::bits_of(o[i]) != test::bits_of(g[i] * inv_scale);
     EXPECT_EQ(wrong, 0u) << "out of place";
-    be->unscale_fp32(in.data(), in.data(), n, inv_scale, flag.data());
+    unscale.grads_out = in.data();
+    unscale_fp32(*be, unscale);
     EXPECT_EQ(in.download(), o) << "in place";
     flag.upload(std::vector<int32_t>{1});
-    be->unscale_fp32(out.data(), out.data(), n, 1.0f, flag.data());
+    unscale.grads_in = out.data();
+    unscale.grads_out = out.data();
+    unscale.inv_scale = 1.0f;
+    unscale_fp32(*be, unscale);
     EXPECT_EQ(flag.download()[0], 1) << "a clean pass cleared the flag";
     const float inf = std::numeric_limits<float>::infinity();
     for (const float bad : {inf, -inf, std::nanf(""), 3e38f}) {  // the last: finite, Inf once multiplied by 10
@@ -77,7 +97,10 @@ TEST_P(CpuLowpKernelsThreaded, UnscaleFp32IsOneMultiplyAndFlagsNonFiniteAnywhere
         poisoned[pos] = bad;
         in.upload(poisoned);
         flag.zero();
-        be->unscale_fp32(in.data(), out.data(), n, bad == 3e38f ? 10.0f : inv_scale, flag.data());
+        unscale.grads_in = in.data();
+        unscale.grads_out = out.data();
+        unscale.inv_scale = bad == 3e38f ? 10.0f : inv_scale;
+        unscale_fp32(*be, unscale);
         EXPECT_EQ(flag.download()[0], 1) << bad << " at " << pos;
       }
     }
@@ -87,9 +110,27 @@ TEST_P(CpuLowpKernelsThreaded, UnscaleFp32IsOneMultiplyAndFlagsNonFiniteAnywhere
   Buffer<lowp16> dh(one, n);
   Buffer<float> widened(one, n), direct(one, n);
   dh.upload(h);
-  one.unscale_lowp_to_fp32(dh.data(), widened.data(), n, 1.0f, nullptr);
-  one.unscale_fp32(widened.data(), widened.data(), n, inv_scale, nullptr);
-  one.unscale_lowp_to_fp32(dh.data(), direct.data(), n, inv_scale, nullptr);
+  UnscaleLowpToFp32 widen;
+  widen.grads_lowp = dh.data();
+  widen.grads_fp32 = widened.data();
+  widen.count = n;
+  widen.inv_scale = 1.0f;
+  widen.nonfinite_flag = nullptr;
+  unscale_lowp_to_fp32(one, widen);
+  UnscaleFp32 unscale;
+  unscale.grads_in = widened.data();
+  unscale.grads_out = widened.data();
+  unscale.count = n;
+  unscale.inv_scale = inv_scale;
+  unscale.nonfinite_flag = nullptr;
+  unscale_fp32(one, unscale);
+  UnscaleLowpToFp32 unscale_direct;
+  unscale_direct.grads_lowp = dh.data();
+  unscale_direct.grads_fp32 = direct.data();
+  unscale_direct.count = n;
+  unscale_direct.inv_scale = inv_scale;
+  unscale_direct.nonfinite_flag = nullptr;
+  unscale_lowp_to_fp32(one, unscale_direct);
   EXPECT_EQ(widened.download(), direct.download());
 }
 
@@ -98,7 +139,11 @@ TEST_P(CpuLowpKernels, L2Norm) {
   const auto x = test::random_floats(rng, n, -3.0f, 3.0f);
   Buffer<float> dx(cpu, n), norm(cpu, 1);
   dx.upload(x);
-  cpu.l2_norm_fp32(dx.data(), n, norm.data());
+  L2NormFp32 l2;
+  l2.x = dx.data();
+  l2.count = n;
+  l2.norm = norm.data();
+  l2_norm_fp32(cpu, l2);
   double s = 0;
   for (float v : x) s += static_cast<double>(v) * v;
   EXPECT_TRUE(close_enough(norm.download()[0], std::sqrt(s), test::kFp32RelTol, 0));
@@ -137,7 +182,15 @@ TEST_P(CpuLowpKernels, SgdMatchesTorchSemantics) {
       std::vector<double> p(p0.begin(), p0.end()), m(m0.begin(), m0.end());
       dp.upload(p0);
       dm.upload(m0);
-      cpu.sgd_update(s, SgdGrads::unscaled(dg.data()), dp.data(), dm.data(), dw.data(), n, flag.data());
+      SgdUpdate sgd;
+      sgd.params = s;
+      sgd.grads = SgdGrads::unscaled(dg.data());
+      sgd.master_fp32 = dp.data();
+      sgd.momentum_fp32 = dm.data();
+      sgd.weights_lowp = dw.data();
+      sgd.count = n;
+      sgd.skip_flag = flag.data();
+      sgd_update(cpu, sgd);
       const auto gp = dp.download(), gm = dm.download();
       const auto gw = dw.download();
       for (size_t i = 0; i < n; ++i) {
@@ -169,7 +222,15 @@ TEST_P(CpuLowpKernels, SgdSkippedWhenFlagSetChangesNothing) {
   s.momentum = 0.9f;
   s.first_step = false;
   s.weight_decay = 0.01f;
-  cpu.sgd_update(s, SgdGrads::unscaled(dg.data()), dp.data(), dm.data(), dw.data(), n, flag.data());
+  SgdUpdate sgd;
+  sgd.params = s;
+  sgd.grads = SgdGrads::unscaled(dg.data());
+  sgd.master_fp32 = dp.data();
+  sgd.momentum_fp32 = dm.data();
+  sgd.weights_lowp = dw.data();
+  sgd.count = n;
+  sgd.skip_flag = flag.data();
+  sgd_update(cpu, sgd);
   EXPECT_EQ(dp.download(), p0);
   EXPECT_EQ(dm.download(), m0);
   const auto w = dw.download();
@@ -186,9 +247,15 @@ TEST_P(CpuLowpKernelsThreaded, UnscaleSplitFindsNonFiniteAndChecksWithoutOutput)
   Buffer<float> out(two, n);
   Buffer<int32_t> flag(two, 1);
   dg.upload(g);
+  UnscaleLowpToFp32 unscale;
+  unscale.grads_lowp = dg.data();
+  unscale.count = n;
+  unscale.inv_scale = inv_scale;
+  unscale.nonfinite_flag = flag.data();
   for (float* dst : {out.data(), static_cast<float*>(nullptr)}) {
     flag.zero();
-    two.unscale_lowp_to_fp32(dg.data(), dst, n, inv_scale, flag.data());
+    unscale.grads_fp32 = dst;
+    unscale_lowp_to_fp32(two, unscale);
     EXPECT_EQ(flag.download()[0], 0);
   }
   const auto o = out.download();
@@ -201,9 +268,11 @@ TEST_P(CpuLowpKernelsThreaded, UnscaleSplitFindsNonFiniteAndChecksWithoutOutput)
       poisoned[pos].bits = bad;
       dg.upload(poisoned);
       const float scale = bad == fmt.max_bits() ? 1e35f : inv_scale;
+      unscale.inv_scale = scale;
       for (float* dst : {out.data(), static_cast<float*>(nullptr)}) {
         flag.zero();
-        two.unscale_lowp_to_fp32(dg.data(), dst, n, scale, flag.data());
+        unscale.grads_fp32 = dst;
+        unscale_lowp_to_fp32(two, unscale);
         EXPECT_EQ(flag.download()[0], 1) << "bits " << bad << " at " << pos << (dst ? "" : " (check only)");
       }
     }
@@ -245,10 +314,15 @@ TEST_P(CpuLowpKernelsThreaded, SgdBitwiseEqualsScalarElementLoop) {
             dp.upload(p0);
             dm.upload(m0);
             dw.upload(fmt.poison(n));
-            if (fused)
-              be->sgd_update(s, SgdGrads::scaled(dg16.data(), inv_scale), dp.data(), dm.data(), dw.data(), n, nullptr);
-            else
-              be->sgd_update(s, SgdGrads::unscaled(dg.data()), dp.data(), dm.data(), dw.data(), n, nullptr);
+            SgdUpdate sgd;
+            sgd.params = s;
+            sgd.grads = fused ? SgdGrads::scaled(dg16.data(), inv_scale) : SgdGrads::unscaled(dg.data());
+            sgd.master_fp32 = dp.data();
+            sgd.momentum_fp32 = dm.data();
+            sgd.weights_lowp = dw.data();
+            sgd.count = n;
+            sgd.skip_flag = nullptr;
+            sgd_update(*be, sgd);
             set_f16c_enabled(true);
             const auto gp = dp.download(), gm = dm.download();
             const auto gw = dw.download();
@@ -277,16 +351,31 @@ TEST_P(CpuLowpKernels, EmptyRangeWithNullBuffersIsANoOp) {
     s.lr = 0.1f;
     s.momentum = momentum;
     for (const int32_t* skip : {static_cast<const int32_t*>(nullptr), static_cast<const int32_t*>(&no_skip)}) {
-      EXPECT_NO_THROW(cpu.sgd_update(s, SgdGrads::unscaled(nullptr), nullptr, nullptr, nullptr, 0, skip))
-          << "momentum " << momentum;
-      EXPECT_NO_THROW(cpu.sgd_update(s, SgdGrads::scaled(nullptr, 0.5f), nullptr, nullptr, nullptr, 0, skip))
-          << "momentum " << momentum << ", FP16 gradients";
+      SgdUpdate sgd;
+      sgd.params = s;
+      sgd.grads = SgdGrads::unscaled(nullptr);
+      sgd.master_fp32 = nullptr;
+      sgd.momentum_fp32 = nullptr;
+      sgd.weights_lowp = nullptr;
+      sgd.count = 0;
+      sgd.skip_flag = skip;
+      EXPECT_NO_THROW(sgd_update(cpu, sgd)) << "momentum " << momentum;
+      sgd.grads = SgdGrads::scaled(nullptr, 0.5f);
+      EXPECT_NO_THROW(sgd_update(cpu, sgd)) << "momentum " << momentum << ", FP16 gradients";
     }
   }
   AdamWParams a;
   a.lr = 1e-3f;
-  for (size_t offset : {size_t{0}, size_t{4096}})  // a range's offset into whole buffers; none here
-    EXPECT_NO_THROW(cpu.adamw_update(a, AdamWBuffers{}, 0.5f, offset, 0, &no_skip)) << "offset " << offset;
+  for (size_t offset : {size_t{0}, size_t{4096}}) {  // a range's offset into whole buffers; none here
+    AdamWUpdate adamw;
+    adamw.params = a;
+    adamw.buffers = AdamWBuffers{};
+    adamw.inv_scale = 0.5f;
+    adamw.offset = offset;
+    adamw.count = 0;
+    adamw.skip_flag = &no_skip;
+    EXPECT_NO_THROW(adamw_update(cpu, adamw)) << "offset " << offset;
+  }
 }
 
 // Where there is something to update, a missing buffer the step needs is
@@ -300,19 +389,39 @@ TEST_P(CpuLowpKernels, MissingBuffersOfANonEmptyRangeAreRefused) {
   SgdParams s;
   s.lr = 0.1f;
   s.momentum = 0.9f;
-  EXPECT_THROW(cpu.sgd_update(s, SgdGrads::unscaled(grads.data()), master.data(), nullptr, weights.data(), n, nullptr),
-               Error);
-  EXPECT_THROW(
-      cpu.sgd_update(s, SgdGrads::unscaled(nullptr), master.data(), momentum_fp32.data(), weights.data(), n, nullptr),
-      Error);
+  SgdUpdate no_momentum;  // momentum without its buffer
+  no_momentum.params = s;
+  no_momentum.grads = SgdGrads::unscaled(grads.data());
+  no_momentum.master_fp32 = master.data();
+  no_momentum.momentum_fp32 = nullptr;
+  no_momentum.weights_lowp = weights.data();
+  no_momentum.count = n;
+  no_momentum.skip_flag = nullptr;
+  EXPECT_THROW(sgd_update(cpu, no_momentum), Error);
+  SgdUpdate no_grads_sgd;
+  no_grads_sgd.params = s;
+  no_grads_sgd.grads = SgdGrads::unscaled(nullptr);
+  no_grads_sgd.master_fp32 = master.data();
+  no_grads_sgd.momentum_fp32 = momentum_fp32.data();
+  no_grads_sgd.weights_lowp = weights.data();
+  no_grads_sgd.count = n;
+  no_grads_sgd.skip_flag = nullptr;
+  EXPECT_THROW(sgd_update(cpu, no_grads_sgd), Error);
   s.momentum = 0.0f;  // no momentum, no buffer needed
-  EXPECT_NO_THROW(
-      cpu.sgd_update(s, SgdGrads::unscaled(grads.data()), master.data(), nullptr, weights.data(), n, nullptr));
+  no_momentum.params = s;
+  EXPECT_NO_THROW(sgd_update(cpu, no_momentum));
   AdamWParams a;
   a.lr = 1e-3f;
   AdamWBuffers no_grads;
   no_grads.master_fp32 = master.data();
-  EXPECT_THROW(cpu.adamw_update(a, no_grads, 1.0f, 0, n, nullptr), Error);
+  AdamWUpdate adamw;
+  adamw.params = a;
+  adamw.buffers = no_grads;
+  adamw.inv_scale = 1.0f;
+  adamw.offset = 0;
+  adamw.count = n;
+  adamw.skip_flag = nullptr;
+  EXPECT_THROW(adamw_update(cpu, adamw), Error);
 }
 
 }  // namespace

@@ -10,6 +10,13 @@
 #include <vector>
 
 #include "cpu_kernel_support.h"
+#include "kernels/ops/causal_softmax.h"
+#include "kernels/ops/elementwise.h"
+#include "kernels/ops/embedding.h"
+#include "kernels/ops/gemm.h"
+#include "kernels/ops/head_layout.h"
+#include "kernels/ops/layernorm.h"
+#include "kernels/ops/softmax_xent.h"
 #include "kernels/buffer.h"
 
 namespace ddp {
@@ -52,11 +59,30 @@ TEST_P(CpuLowpKernelsThreaded, TransformerOperationsSameBitsAnyThreadCount) {
     d_wte.upload(wte);
     d_wpe.upload(wpe);
     d_dy.upload(dy);
-    be.embedding_forward_lowp(tok.data(), d_wte.data(), d_wpe.data(), B, T, C, V, out.data());
+    EmbeddingForward forward;
+    forward.tokens = tok.data();
+    forward.wte = d_wte.data();
+    forward.wpe = d_wpe.data();
+    forward.batch = B;
+    forward.seq_len = T;
+    forward.channels = C;
+    forward.vocab = V;
+    forward.out = out.data();
+    embedding_forward_lowp(be, forward);
     std::vector<uint16_t> bits;
     append_bits(bits, out.download());
+    EmbeddingBackward backward;
+    backward.tokens = tok.data();
+    backward.dout = d_dy.data();
+    backward.batch = B;
+    backward.seq_len = T;
+    backward.channels = C;
+    backward.vocab = V;
+    backward.d_wte = d_wte.data();
+    backward.d_wpe = d_wpe.data();
     for (bool accumulate : {false, true}) {
-      be.embedding_backward_lowp(tok.data(), d_dy.data(), B, T, C, V, d_wte.data(), d_wpe.data(), accumulate);
+      backward.accumulate = accumulate;
+      embedding_backward_lowp(be, backward);
       append_bits(bits, d_wte.download());
       append_bits(bits, d_wpe.download());
     }
@@ -70,16 +96,37 @@ TEST_P(CpuLowpKernelsThreaded, TransformerOperationsSameBitsAnyThreadCount) {
     g.upload(gamma);
     b.upload(beta);
     d_dy.upload(dy);
-    be.layernorm_forward_lowp(d_x.data(), g.data(), b.data(), B * T, C, kLayerNormEps, y.data(), mean.data(),
-                              rstd.data());
+    LayerNormForward forward;
+    forward.x = d_x.data();
+    forward.gamma = g.data();
+    forward.beta = b.data();
+    forward.rows = B * T;
+    forward.cols = C;
+    forward.eps = kLayerNormEps;
+    forward.y = y.data();
+    forward.mean = mean.data();
+    forward.rstd = rstd.data();
+    layernorm_forward_lowp(be, forward);
     std::vector<uint16_t> bits;
     append_bits(bits, y.download());
     append_bits(bits, mean.download());
     append_bits(bits, rstd.download());
     dx.upload(x);
+    LayerNormBackward backward;
+    backward.dy = d_dy.data();
+    backward.x = d_x.data();
+    backward.gamma = g.data();
+    backward.mean = mean.data();
+    backward.rstd = rstd.data();
+    backward.rows = B * T;
+    backward.cols = C;
+    backward.dx = dx.data();
+    backward.dgamma = dg.data();
+    backward.dbeta = db.data();
     for (bool accumulate : {false, true}) {
-      be.layernorm_backward_lowp(d_dy.data(), d_x.data(), g.data(), mean.data(), rstd.data(), B * T, C, dx.data(),
-                                 accumulate, dg.data(), db.data(), accumulate);
+      backward.accumulate_dx = accumulate;
+      backward.accumulate_params = accumulate;
+      layernorm_backward_lowp(be, backward);
       append_bits(bits, dx.download());
       append_bits(bits, dg.download());
       append_bits(bits, db.download());
@@ -93,10 +140,32 @@ TEST_P(CpuLowpKernelsThreaded, TransformerOperationsSameBitsAnyThreadCount) {
     s.upload(scores);
     dp.upload(dprobs);
     rows.upload(x);
-    be.causal_softmax_forward_lowp(s.data(), bh, T, 0.2f, p.data());
-    be.causal_softmax_backward_lowp(p.data(), dp.data(), bh, T, 0.2f, ds.data());
-    be.rows_to_heads_lowp(rows.data(), C, B, T, nh, hs, heads.data());
-    GemmLowp g;  // (P V) per head: [T, T] x [T, hs]
+    CausalSoftmaxForward softmax;
+    softmax.scores = s.data();
+    softmax.batch_heads = bh;
+    softmax.seq_len = T;
+    softmax.scale = 0.2f;
+    softmax.probs = p.data();
+    causal_softmax_forward_lowp(be, softmax);
+    CausalSoftmaxBackward softmax_grad;
+    softmax_grad.probs = p.data();
+    softmax_grad.dprobs = dp.data();
+    softmax_grad.batch_heads = bh;
+    softmax_grad.seq_len = T;
+    softmax_grad.scale = 0.2f;
+    softmax_grad.dscores = ds.data();
+    causal_softmax_backward_lowp(be, softmax_grad);
+    RowsToHeads split;
+    split.rows = rows.data();
+    split.row_stride = C;
+    split.batch = B;
+    split.seq_len = T;
+    split.heads = nh;
+    split.head_size = hs;
+    split.heads_out = heads.data();
+    rows_to_heads_lowp(be, split);
+    GemmBatchedLowp pv;  // (P V) per head: [T, T] x [T, hs]
+    GemmLowp& g = pv.gemm;
     g.m = T;
     g.n = hs;
     g.k = T;
@@ -106,10 +175,26 @@ TEST_P(CpuLowpKernelsThreaded, TransformerOperationsSameBitsAnyThreadCount) {
     g.ldb = hs;
     g.c = out.data();
     g.ldc = hs;
-    be.gemm_batched_lowp(g, bh, static_cast<int64_t>(T) * T, static_cast<int64_t>(T) * hs,
-                         static_cast<int64_t>(T) * hs);
-    be.heads_to_rows_lowp(out.data(), B, T, nh, hs, rows.data(), C);
-    be.add_lowp(rows.data(), rows.data(), rows.data(), rows.count());
+    pv.batch_count = bh;
+    pv.stride_a = static_cast<int64_t>(T) * T;
+    pv.stride_b = static_cast<int64_t>(T) * hs;
+    pv.stride_c = static_cast<int64_t>(T) * hs;
+    gemm_batched_lowp(be, pv);
+    HeadsToRows merge;
+    merge.heads_in = out.data();
+    merge.batch = B;
+    merge.seq_len = T;
+    merge.heads = nh;
+    merge.head_size = hs;
+    merge.rows = rows.data();
+    merge.row_stride = C;
+    heads_to_rows_lowp(be, merge);
+    AddLowp twice;
+    twice.a = rows.data();
+    twice.b = rows.data();
+    twice.y = rows.data();
+    twice.count = rows.count();
+    add_lowp(be, twice);
     std::vector<uint16_t> bits;
     append_bits(bits, p.download());
     append_bits(bits, ds.download());
@@ -122,8 +207,24 @@ TEST_P(CpuLowpKernelsThreaded, TransformerOperationsSameBitsAnyThreadCount) {
     Buffer<float> loss(be, 1);
     l.upload(logits);
     lab.upload(labels);
-    be.softmax_xent_forward(l.data(), lab.data(), xent_rows, xent_cols, xent_real, loss.data(), correct.data());
-    be.softmax_xent_backward(l.data(), lab.data(), xent_rows, xent_cols, xent_real, 4096.0f, dl.data());
+    SoftmaxXentForward xent;
+    xent.logits = l.data();
+    xent.labels = lab.data();
+    xent.rows = xent_rows;
+    xent.cols = xent_cols;
+    xent.real_cols = xent_real;
+    xent.loss_mean = loss.data();
+    xent.correct_count = correct.data();
+    softmax_xent_forward(be, xent);
+    SoftmaxXentBackward dxent;
+    dxent.logits = l.data();
+    dxent.labels = lab.data();
+    dxent.rows = xent_rows;
+    dxent.cols = xent_cols;
+    dxent.real_cols = xent_real;
+    dxent.loss_scale = 4096.0f;
+    dxent.dlogits = dl.data();
+    softmax_xent_backward(be, dxent);
     std::vector<uint16_t> bits;
     append_bits(bits, loss.download());
     append_bits(bits, correct.download());

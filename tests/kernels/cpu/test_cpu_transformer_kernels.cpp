@@ -12,6 +12,12 @@
 #include <vector>
 
 #include "cpu_kernel_support.h"
+#include "kernels/ops/causal_softmax.h"
+#include "kernels/ops/elementwise.h"
+#include "kernels/ops/embedding.h"
+#include "kernels/ops/head_layout.h"
+#include "kernels/ops/layernorm.h"
+#include "kernels/ops/softmax_xent.h"
 #include "kernels/buffer.h"
 #include "support/transformer_reference.h"
 
@@ -37,7 +43,16 @@ TEST_P(CpuLowpKernels, EmbeddingForwardAddsTokenAndPositionRows) {
   d_wpe.upload(wpe);
   d_tok.upload(tokens);
   out.upload(fmt.poison(out.count()));
-  cpu.embedding_forward_lowp(d_tok.data(), d_wte.data(), d_wpe.data(), B, T, C, V, out.data());
+  EmbeddingForward forward;
+  forward.tokens = d_tok.data();
+  forward.wte = d_wte.data();
+  forward.wpe = d_wpe.data();
+  forward.batch = B;
+  forward.seq_len = T;
+  forward.channels = C;
+  forward.vocab = V;
+  forward.out = out.data();
+  embedding_forward_lowp(cpu, forward);
   const auto got = out.download();
   for (int r = 0; r < B * T; ++r)
     for (int c = 0; c < C; ++c) {
@@ -60,11 +75,21 @@ TEST_P(CpuLowpKernels, EmbeddingBackwardSumsRowsPerTokenAndPosition) {
   Buffer<int32_t> d_tok(cpu, tokens.size());
   d_out.upload(dout);
   d_tok.upload(tokens);
+  EmbeddingBackward backward;
+  backward.tokens = d_tok.data();
+  backward.dout = d_out.data();
+  backward.batch = B;
+  backward.seq_len = T;
+  backward.channels = C;
+  backward.vocab = V;
+  backward.d_wte = d_wte.data();
+  backward.d_wpe = d_wpe.data();
   for (bool accumulate : {false, true}) {
     SCOPED_TRACE(accumulate ? "accumulate" : "overwrite");
     d_wte.upload(accumulate ? prev_wte : fmt.poison(V * C));
     d_wpe.upload(accumulate ? prev_wpe : fmt.poison(T * C));
-    cpu.embedding_backward_lowp(d_tok.data(), d_out.data(), B, T, C, V, d_wte.data(), d_wpe.data(), accumulate);
+    backward.accumulate = accumulate;
+    embedding_backward_lowp(cpu, backward);
     const auto g_wte = d_wte.download(), g_wpe = d_wpe.download();
     for (int v = 0; v < V; ++v)
       for (int c = 0; c < C; ++c) {
@@ -120,8 +145,17 @@ TEST_P(CpuLowpKernels, LayerNormForwardMatchesDouble) {
   y.upload(fmt.poison(y.count()));
   mean.upload(std::vector<float>(c.rows, NAN));
   rstd.upload(std::vector<float>(c.rows, NAN));
-  cpu.layernorm_forward_lowp(x.data(), gamma.data(), beta.data(), c.rows, c.cols, kLayerNormEps, y.data(), mean.data(),
-                             rstd.data());
+  LayerNormForward forward;
+  forward.x = x.data();
+  forward.gamma = gamma.data();
+  forward.beta = beta.data();
+  forward.rows = c.rows;
+  forward.cols = c.cols;
+  forward.eps = kLayerNormEps;
+  forward.y = y.data();
+  forward.mean = mean.data();
+  forward.rstd = rstd.data();
+  layernorm_forward_lowp(cpu, forward);
   const auto ref = layernorm_reference(fmt.widened_doubles(c.x), fmt.widened_doubles(c.gamma),
                                        fmt.widened_doubles(c.beta), c.rows, c.cols, 1e-5);
   const auto got_y = y.download();
@@ -184,17 +218,38 @@ TEST_P(CpuLowpKernels, LayerNormBackwardMatchesDouble) {
   gamma.upload(c.gamma);
   beta.upload(c.beta);
   dy.upload(c.dy);
-  cpu.layernorm_forward_lowp(x.data(), gamma.data(), beta.data(), c.rows, c.cols, kLayerNormEps, y.data(), mean.data(),
-                             rstd.data());
+  LayerNormForward forward;
+  forward.x = x.data();
+  forward.gamma = gamma.data();
+  forward.beta = beta.data();
+  forward.rows = c.rows;
+  forward.cols = c.cols;
+  forward.eps = kLayerNormEps;
+  forward.y = y.data();
+  forward.mean = mean.data();
+  forward.rstd = rstd.data();
+  layernorm_forward_lowp(cpu, forward);
   const auto ref = layernorm_grad_reference(fmt.widened_doubles(c.dy), fmt.widened_doubles(c.x),
                                             fmt.widened_doubles(c.gamma), c.rows, c.cols, 1e-5);
+  LayerNormBackward backward;
+  backward.dy = dy.data();
+  backward.x = x.data();
+  backward.gamma = gamma.data();
+  backward.mean = mean.data();
+  backward.rstd = rstd.data();
+  backward.rows = c.rows;
+  backward.cols = c.cols;
+  backward.dx = dx.data();
+  backward.dgamma = dgamma.data();
+  backward.dbeta = dbeta.data();
   for (bool accumulate : {false, true}) {
     SCOPED_TRACE(accumulate ? "accumulate" : "overwrite");
     dx.upload(accumulate ? prev_dx : fmt.poison(dx.count()));
     dgamma.upload(accumulate ? prev_dgamma : fmt.poison(c.cols));
     dbeta.upload(accumulate ? prev_dbeta : fmt.poison(c.cols));
-    cpu.layernorm_backward_lowp(dy.data(), x.data(), gamma.data(), mean.data(), rstd.data(), c.rows, c.cols, dx.data(),
-                                accumulate, dgamma.data(), dbeta.data(), accumulate);
+    backward.accumulate_dx = accumulate;
+    backward.accumulate_params = accumulate;
+    layernorm_backward_lowp(cpu, backward);
     const auto got_dx = dx.download(), got_dg = dgamma.download(), got_db = dbeta.download();
     for (size_t i = 0; i < got_dx.size(); ++i) {
       const double base = accumulate ? fmt.widen(prev_dx[i]) : 0.0;
@@ -222,8 +277,14 @@ TEST_P(CpuLowpKernels, ResidualAddAndInPlaceAccumulate) {
   da.upload(a);
   db.upload(b);
   y.upload(fmt.poison(n));
-  cpu.add_lowp(da.data(), db.data(), y.data(), n);
-  cpu.add_lowp(da.data(), db.data(), da.data(), n);  // a += b
+  AddLowp add;
+  add.a = da.data();
+  add.b = db.data();
+  add.y = y.data();
+  add.count = n;
+  add_lowp(cpu, add);
+  add.y = da.data();  // a += b
+  add_lowp(cpu, add);
   const auto got = y.download(), in_place = da.download();
   for (size_t i = 0; i < n; ++i) {
     const double want = static_cast<double>(fmt.widen(a[i])) + fmt.widen(b[i]);
@@ -240,9 +301,23 @@ TEST_P(CpuLowpKernels, HeadSplitAndMergeArePermutations) {
   d_qkv.upload(qkv);
   back.upload(fmt.poison(back.count()));
   Buffer<lowp16>* parts[3] = {&q, &k, &v};
+  RowsToHeads split;
+  split.row_stride = 3 * C;
+  split.batch = B;
+  split.seq_len = T;
+  split.heads = nh;
+  split.head_size = hs;
+  HeadsToRows merge;
+  merge.batch = B;
+  merge.seq_len = T;
+  merge.heads = nh;
+  merge.head_size = hs;
+  merge.row_stride = 3 * C;
   for (int p = 0; p < 3; ++p) {
     parts[p]->upload(fmt.poison(q.count()));
-    cpu.rows_to_heads_lowp(d_qkv.data() + p * C, 3 * C, B, T, nh, hs, parts[p]->data());
+    split.rows = d_qkv.data() + p * C;
+    split.heads_out = parts[p]->data();
+    rows_to_heads_lowp(cpu, split);
     const auto got = parts[p]->download();
     for (int b = 0; b < B; ++b)
       for (int h = 0; h < nh; ++h)
@@ -250,7 +325,9 @@ TEST_P(CpuLowpKernels, HeadSplitAndMergeArePermutations) {
           for (int d = 0; d < hs; ++d)
             ASSERT_EQ(got[((b * nh + h) * T + t) * hs + d].bits, qkv[(b * T + t) * 3 * C + p * C + h * hs + d].bits);
     // The inverse writes only its third of each row.
-    cpu.heads_to_rows_lowp(parts[p]->data(), B, T, nh, hs, back.data() + p * C, 3 * C);
+    merge.heads_in = parts[p]->data();
+    merge.rows = back.data() + p * C;
+    heads_to_rows_lowp(cpu, merge);
     const auto partial = back.download();
     for (size_t i = 0; i < qkv.size(); ++i) {
       const bool written = static_cast<int>(i % (3 * C)) / C <= p;
@@ -276,9 +353,25 @@ TEST_P(CpuLowpKernels, PaddedCrossEntropyIgnoresPaddedColumns) {
   d_logits.upload(logits);
   d_labels.upload(labels);
   grad.upload(fmt.poison(grad.count()));
-  cpu.softmax_xent_forward(d_logits.data(), d_labels.data(), rows, cols, real, loss.data(), correct.data());
+  SoftmaxXentForward xent;
+  xent.logits = d_logits.data();
+  xent.labels = d_labels.data();
+  xent.rows = rows;
+  xent.cols = cols;
+  xent.real_cols = real;
+  xent.loss_mean = loss.data();
+  xent.correct_count = correct.data();
+  softmax_xent_forward(cpu, xent);
   const float scale = 1024.0f;
-  cpu.softmax_xent_backward(d_logits.data(), d_labels.data(), rows, cols, real, scale, grad.data());
+  SoftmaxXentBackward dxent;
+  dxent.logits = d_logits.data();
+  dxent.labels = d_labels.data();
+  dxent.rows = rows;
+  dxent.cols = cols;
+  dxent.real_cols = real;
+  dxent.loss_scale = scale;
+  dxent.dlogits = grad.data();
+  softmax_xent_backward(cpu, dxent);
   double want_loss = 0;
   int want_correct = 0;
   const auto got = grad.download();
@@ -311,10 +404,28 @@ TEST_P(CpuLowpKernels, PaddedCrossEntropyIgnoresPaddedColumns) {
   // real_cols == cols is the unpadded call, bit for bit.
   Buffer<float> loss_full(cpu, 1), loss_same(cpu, 1);
   Buffer<lowp16> g_full(cpu, logits.size()), g_same(cpu, logits.size());
-  cpu.softmax_xent_forward(d_logits.data(), d_labels.data(), rows, cols, cols, loss_full.data(), nullptr);
-  cpu.softmax_xent_forward(d_logits.data(), d_labels.data(), rows, cols, cols, loss_same.data(), nullptr);
-  cpu.softmax_xent_backward(d_logits.data(), d_labels.data(), rows, cols, cols, scale, g_full.data());
-  cpu.softmax_xent_backward(d_logits.data(), d_labels.data(), rows, cols, cols, scale, g_same.data());
+  SoftmaxXentForward unpadded;
+  unpadded.logits = d_logits.data();
+  unpadded.labels = d_labels.data();
+  unpadded.rows = rows;
+  unpadded.cols = cols;
+  unpadded.real_cols = cols;
+  unpadded.loss_mean = loss_full.data();
+  unpadded.correct_count = nullptr;
+  softmax_xent_forward(cpu, unpadded);
+  unpadded.loss_mean = loss_same.data();
+  softmax_xent_forward(cpu, unpadded);
+  SoftmaxXentBackward dunpadded;
+  dunpadded.logits = d_logits.data();
+  dunpadded.labels = d_labels.data();
+  dunpadded.rows = rows;
+  dunpadded.cols = cols;
+  dunpadded.real_cols = cols;
+  dunpadded.loss_scale = scale;
+  dunpadded.dlogits = g_full.data();
+  softmax_xent_backward(cpu, dunpadded);
+  dunpadded.dlogits = g_same.data();
+  softmax_xent_backward(cpu, dunpadded);
   EXPECT_EQ(bits_of(loss_full.download()[0]), bits_of(loss_same.download()[0]));
   const auto full = g_full.download(), same = g_same.download();
   for (size_t i = 0; i < full.size(); ++i) ASSERT_EQ(full[i].bits, same[i].bits) << i;
@@ -329,8 +440,24 @@ TEST_P(CpuLowpKernels, PaddedCrossEntropyLabelInPaddingIsNaN) {
   Buffer<float> loss(cpu, 1);
   d_logits.upload(logits);
   d_labels.upload(labels);
-  cpu.softmax_xent_forward(d_logits.data(), d_labels.data(), rows, cols, real, loss.data(), nullptr);
-  cpu.softmax_xent_backward(d_logits.data(), d_labels.data(), rows, cols, real, 1.0f, grad.data());
+  SoftmaxXentForward xent;
+  xent.logits = d_logits.data();
+  xent.labels = d_labels.data();
+  xent.rows = rows;
+  xent.cols = cols;
+  xent.real_cols = real;
+  xent.loss_mean = loss.data();
+  xent.correct_count = nullptr;
+  softmax_xent_forward(cpu, xent);
+  SoftmaxXentBackward dxent;
+  dxent.logits = d_logits.data();
+  dxent.labels = d_labels.data();
+  dxent.rows = rows;
+  dxent.cols = cols;
+  dxent.real_cols = real;
+  dxent.loss_scale = 1.0f;
+  dxent.dlogits = grad.data();
+  softmax_xent_backward(cpu, dxent);
   EXPECT_TRUE(std::isnan(loss.download()[0]));
   const auto g = grad.download();
   EXPECT_TRUE(std::isnan(fmt.widen(g[cols + 0])));
@@ -357,8 +484,24 @@ TEST_P(CpuLowpKernels, NonFiniteLogitsReachTheLossAndTheGradient) {
     d_logits.upload(logits);
     d_labels.upload(labels);
     grad.upload(fmt.poison(grad.count()));
-    cpu.softmax_xent_forward(d_logits.data(), d_labels.data(), rows, cols, cols, loss.data(), nullptr);
-    cpu.softmax_xent_backward(d_logits.data(), d_labels.data(), rows, cols, cols, 1.0f, grad.data());
+    SoftmaxXentForward xent;
+    xent.logits = d_logits.data();
+    xent.labels = d_labels.data();
+    xent.rows = rows;
+    xent.cols = cols;
+    xent.real_cols = cols;
+    xent.loss_mean = loss.data();
+    xent.correct_count = nullptr;
+    softmax_xent_forward(cpu, xent);
+    SoftmaxXentBackward dxent;
+    dxent.logits = d_logits.data();
+    dxent.labels = d_labels.data();
+    dxent.rows = rows;
+    dxent.cols = cols;
+    dxent.real_cols = cols;
+    dxent.loss_scale = 1.0f;
+    dxent.dlogits = grad.data();
+    softmax_xent_backward(cpu, dxent);
     EXPECT_FALSE(std::isfinite(loss.download()[0]));
     const auto g = grad.download();
     for (int r = 0; r < rows; ++r) {
@@ -373,7 +516,13 @@ TEST_P(CpuLowpKernels, NonFiniteLogitsReachTheLossAndTheGradient) {
     Buffer<lowp16> d_scores(cpu, scores.size()), probs(cpu, scores.size());
     d_scores.upload(scores);
     probs.upload(fmt.poison(probs.count()));
-    cpu.causal_softmax_forward_lowp(d_scores.data(), 1, t, 0.5f, probs.data());
+    CausalSoftmaxForward softmax;
+    softmax.scores = d_scores.data();
+    softmax.batch_heads = 1;
+    softmax.seq_len = t;
+    softmax.scale = 0.5f;
+    softmax.probs = probs.data();
+    causal_softmax_forward_lowp(cpu, softmax);
     const auto p = probs.download();
     for (int i = 0; i < t; ++i) EXPECT_EQ(std::isnan(fmt.widen(p[i * t + 0])), i == 5) << "row " << i;
   }

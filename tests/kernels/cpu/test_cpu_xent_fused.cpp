@@ -11,6 +11,7 @@
 
 #include "cpu_kernel_support.h"
 #include "kernels/buffer.h"
+#include "kernels/ops/softmax_xent.h"
 
 namespace ddp {
 namespace {
@@ -33,8 +34,24 @@ void unfused(CpuBackend& cpu, const std::vector<lowp16>& logits, const std::vect
   dl.upload(logits);
   dlab.upload(labels);
   dg.upload(LowpFormat::poison(logits.size()));
-  cpu.softmax_xent_forward(dl.data(), dlab.data(), c.rows, c.cols, c.real_cols, dloss.data(), nullptr);
-  cpu.softmax_xent_backward(dl.data(), dlab.data(), c.rows, c.cols, c.real_cols, scale, dg.data());
+  SoftmaxXentForward xent;
+  xent.logits = dl.data();
+  xent.labels = dlab.data();
+  xent.rows = c.rows;
+  xent.cols = c.cols;
+  xent.real_cols = c.real_cols;
+  xent.loss_mean = dloss.data();
+  xent.correct_count = nullptr;
+  softmax_xent_forward(cpu, xent);
+  SoftmaxXentBackward dxent;
+  dxent.logits = dl.data();
+  dxent.labels = dlab.data();
+  dxent.rows = c.rows;
+  dxent.cols = c.cols;
+  dxent.real_cols = c.real_cols;
+  dxent.loss_scale = scale;
+  dxent.dlogits = dg.data();
+  softmax_xent_backward(cpu, dxent);
   *loss = dloss.download()[0];
   grad = dg.download();
 }
@@ -51,10 +68,22 @@ void fused(CpuBackend& cpu, const std::vector<lowp16>& logits, const std::vector
   for (int r0 = 0; r0 < c.rows; r0 += c.chunk) {
     const int n = std::min(c.chunk, c.rows - r0);
     const size_t at = static_cast<size_t>(r0);
-    cpu.softmax_xent_fused_rows(dl.data() + at * c.cols, dlab.data() + at, n, c.cols, c.real_cols, c.rows, scale,
-                                row_loss.data() + at);
+    SoftmaxXentFusedRows step;
+    step.logits_to_grad = dl.data() + at * c.cols;
+    step.labels = dlab.data() + at;
+    step.rows = n;
+    step.cols = c.cols;
+    step.real_cols = c.real_cols;
+    step.total_rows = c.rows;
+    step.loss_scale = scale;
+    step.row_loss = row_loss.data() + at;
+    softmax_xent_fused_rows(cpu, step);
   }
-  cpu.loss_rows_mean(row_loss.data(), c.rows, dloss.data());
+  LossRowsMean mean;
+  mean.row_loss = row_loss.data();
+  mean.rows = c.rows;
+  mean.loss_mean = dloss.data();
+  loss_rows_mean(cpu, mean);
   *loss = dloss.download()[0];
   grad = dl.download();
 }

@@ -6,6 +6,8 @@
 
 #include "kernels/buffer.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/ops/sgd.h"
+#include "kernels/ops/unscale.h"
 #include "support/test_support.h"
 
 namespace ddp {
@@ -33,12 +35,29 @@ TEST(FusedOptimizer, Fp16GradSgdMatchesUnscaleThenSgdBitwise) {
                                       mom_fused = momentum_host;
     std::vector<lowp16> w_two = test::poison_halves(n), w_fused = test::poison_halves(n);
     int32_t flag = 0;
-    cpu.unscale_lowp_to_fp32(grads_host.data(), grads_fp32.data(), n, inv_scale, &flag);
-    cpu.sgd_update(p, SgdGrads::unscaled(grads_fp32.data()), m_two.data(), momentum ? mom_two.data() : nullptr,
-                   w_two.data(), n, &flag);
-    cpu.unscale_lowp_to_fp32(grads_host.data(), nullptr, n, inv_scale, &flag);
-    cpu.sgd_update(p, SgdGrads::scaled(grads_host.data(), inv_scale), m_fused.data(),
-                   momentum ? mom_fused.data() : nullptr, w_fused.data(), n, &flag);
+    UnscaleLowpToFp32 unscale;
+    unscale.grads_lowp = grads_host.data();
+    unscale.grads_fp32 = grads_fp32.data();
+    unscale.count = n;
+    unscale.inv_scale = inv_scale;
+    unscale.nonfinite_flag = &flag;
+    unscale_lowp_to_fp32(cpu, unscale);
+    SgdUpdate sgd;
+    sgd.params = p;
+    sgd.grads = SgdGrads::unscaled(grads_fp32.data());
+    sgd.master_fp32 = m_two.data();
+    sgd.momentum_fp32 = momentum ? mom_two.data() : nullptr;
+    sgd.weights_lowp = w_two.data();
+    sgd.count = n;
+    sgd.skip_flag = &flag;
+    sgd_update(cpu, sgd);
+    unscale.grads_fp32 = nullptr;
+    unscale_lowp_to_fp32(cpu, unscale);
+    sgd.grads = SgdGrads::scaled(grads_host.data(), inv_scale);
+    sgd.master_fp32 = m_fused.data();
+    sgd.momentum_fp32 = momentum ? mom_fused.data() : nullptr;
+    sgd.weights_lowp = w_fused.data();
+    sgd_update(cpu, sgd);
     EXPECT_EQ(flag, 0);
     EXPECT_EQ(m_fused, m_two) << "momentum " << momentum;
     EXPECT_EQ(mom_fused, mom_two);
@@ -57,14 +76,28 @@ TEST(FusedOptimizer, CheckOnlyPassFlagsInfAndNanAndSkipChangesNothing) {
     auto grads = test::random_halves(rng, n);
     grads[rng() % n].bits = bad_bits;
     int32_t flag = 0;
-    cpu.unscale_lowp_to_fp32(grads.data(), nullptr, n, 0.5f, &flag);
+    UnscaleLowpToFp32 unscale;
+    unscale.grads_lowp = grads.data();
+    unscale.grads_fp32 = nullptr;
+    unscale.count = n;
+    unscale.inv_scale = 0.5f;
+    unscale.nonfinite_flag = &flag;
+    unscale_lowp_to_fp32(cpu, unscale);
     EXPECT_EQ(flag, 1) << std::hex << bad_bits;
     const auto master_host = test::random_floats(rng, n);
     auto master = master_host;
     std::vector<lowp16> weights = test::poison_halves(n);
     SgdParams p;
     p.lr = 0.1f;
-    cpu.sgd_update(p, SgdGrads::scaled(grads.data(), 0.5f), master.data(), nullptr, weights.data(), n, &flag);
+    SgdUpdate sgd;
+    sgd.params = p;
+    sgd.grads = SgdGrads::scaled(grads.data(), 0.5f);
+    sgd.master_fp32 = master.data();
+    sgd.momentum_fp32 = nullptr;
+    sgd.weights_lowp = weights.data();
+    sgd.count = n;
+    sgd.skip_flag = &flag;
+    sgd_update(cpu, sgd);
     EXPECT_EQ(master, master_host);
     EXPECT_EQ(weights[0].bits, test::kPoisonHalfBits);  // not even the FP16 copy is written
   }

@@ -99,6 +99,20 @@ inline void expect_close_each(const LowpFormat& fmt, const std::vector<lowp16>& 
   }
 }
 
+// FP32 words bitwise (the sign of zero counts), NaNs as a class.
+inline void expect_same_float_bits(const std::vector<float>& got, const std::vector<float>& want,
+                                   const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  int reported = 0;
+  for (size_t i = 0; i < got.size() && reported < 5; ++i) {
+    const bool ok = std::isnan(want[i]) ? std::isnan(got[i]) : bits_of(got[i]) == bits_of(want[i]);
+    if (!ok) {
+      ADD_FAILURE() << what << "[" << i << "]: got " << got[i] << ", want " << want[i];
+      ++reported;
+    }
+  }
+}
+
 // Bitwise, NaNs as a class.
 inline void expect_same_bits(const LowpFormat& fmt, const std::vector<lowp16>& got, const std::vector<lowp16>& want,
                              const std::string& what) {

@@ -1,16 +1,18 @@
-// test_flash_attention_devices.cpp: the fused attention's shared-memory
-// opt-in (head sizes whose tiles pass 48 KB) is made on every device the
-// process launches on, not once per kernel (issue 48: it was remembered
-// per kernel, so a second device's launch failed). The SIMT executor
-// emulates two devices and keeps the opt-in per device, as CUDA does.
+// test_flash_attention_devices.cpp: the fused attention's CUDA row
+// (kernels/ops/flash_attention.h) makes its shared-memory opt-in (head
+// sizes whose tiles pass 48 KB) on every device the process launches on,
+// not once per kernel (issue 48: it was remembered per kernel, so a second
+// device's launch failed). The SIMT executor emulates two devices and
+// keeps the opt-in per device, as CUDA does.
 #include <cuda_runtime.h>
 
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/cuda_flash_attention.h"
 #include "kernels/error.h"
+#include "kernels/ops/flash_attention.h"
 #include "kernels/ops/op_test_support.h"
+#include "support/test_cuda_op_context.h"
 
 namespace ddp::test {
 namespace {
@@ -29,9 +31,19 @@ TEST_P(FlashAttentionDevices, TheSharedMemoryOptInIsMadeOnEachDevice) {
     ASSERT_EQ(cudaSetDevice(device), cudaSuccess);
     DeviceArray<lowp16> d_q(q), d_k(k), d_v(v), d_out(LowpFormat::poison(n));
     DeviceArray<float> d_lse(static_cast<size_t>(seq_len));
+    TestCudaOpContext cuda(precision());  // made after cudaSetDevice: its scratch, were it asked, on this device
+    AttentionForwardFused op;
+    op.q = d_q.get();
+    op.k = d_k.get();
+    op.v = d_v.get();
+    op.batch_heads = 1;
+    op.seq_len = seq_len;
+    op.head_size = head_size;
+    op.scale = 0.125f;
+    op.out = d_out.get();
+    op.lse = d_lse.get();
     try {
-      launch_attention_forward_fused_lowp(nullptr, precision(), d_q.get(), d_k.get(), d_v.get(), 1, seq_len, head_size,
-                                          0.125f, d_out.get(), d_lse.get());
+      attention_forward_fused_lowp_cuda(cuda, op);
     } catch (const Error& e) {
       ADD_FAILURE() << "device " << device << ": " << e.what();
     }

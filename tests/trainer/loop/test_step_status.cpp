@@ -12,6 +12,7 @@
 
 #include "comm/communicator.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/ops/step_state.h"
 #include "support/lowp_format.h"
 #include "support/recording_backend.h"
 #include "support/temp_dir.h"
@@ -53,12 +54,20 @@ TEST(StepStatusRule, FinishMatchesTheHostScalerAndCountsOverRandomFlags) {
     const double p_overflow = 0.1 + 0.8 * static_cast<double>(rng() % 100) / 100.0;
     int64_t skipped = 0, streak = 0, giveup = 0;
     bool momentum_started = false;
+    StepStatusPrepare prepare;
+    prepare.status = &s;
+    prepare.backward_divisor = 1.0;
+    prepare.unscale_divisor = 1.0;
+    prepare.lr = 0.1f;
+    StepStatusFinish finish;
+    finish.rule = rule;
+    finish.status = &s;
     for (int64_t i = 1; i <= 200; ++i) {
       const bool overflow = std::bernoulli_distribution(p_overflow)(rng);
-      cpu.step_status_prepare(&s, 1.0, 1.0, 0.1f);
+      step_status_prepare(cpu, prepare);
       ASSERT_EQ(s.step_scale, host.scale());
       if (overflow) s.nonfinite = 1;
-      cpu.step_status_finish(rule, &s);
+      step_status_finish(cpu, finish);
       host.update(overflow);
       skipped += overflow;
       streak = overflow ? streak + 1 : 0;
@@ -90,7 +99,12 @@ TEST(StepStatusRule, PrepareGivesTheHostScalarsBitwise) {
     const double micro = 1 + static_cast<double>(rng() % 8), predivide = 1.0 + static_cast<double>(rng() % 7);
     const double world = 1 + static_cast<double>(rng() % 16);
     const float lr = std::uniform_real_distribution<float>(1e-4f, 1.0f)(rng);
-    cpu.step_status_prepare(&s, micro * predivide, world / predivide, lr);
+    StepStatusPrepare prepare;
+    prepare.status = &s;
+    prepare.backward_divisor = micro * predivide;
+    prepare.unscale_divisor = world / predivide;
+    prepare.lr = lr;
+    step_status_prepare(cpu, prepare);
     ASSERT_EQ(bits_of(s.backward_scale), bits_of(static_cast<float>(s.scale / (micro * predivide))));
     ASSERT_EQ(bits_of(s.inv_scale), bits_of(static_cast<float>(1.0 / (s.scale * (world / predivide)))));
     ASSERT_EQ(bits_of(s.lr), bits_of(lr));

@@ -18,6 +18,7 @@
 #include <random>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/ops/softmax_xent.h"
 #include "trainer/models/mlp/mlp_model.h"
 #include "trainer/params/parameter_store.h"
 #include "support/lowp_format.h"
@@ -152,8 +153,24 @@ void check_gradients(Activation act, Precision precision) {
   const ModelOutput out = model.forward(batch, tables.weights_lowp);
   ASSERT_EQ(out.rows, rows);
   ASSERT_EQ(out.width, widths.back());
-  cpu.softmax_xent_forward(out.values, dlabels.data(), rows, out.width, out.width, loss.data(), nullptr);
-  cpu.softmax_xent_backward(out.values, dlabels.data(), rows, out.width, out.width, loss_scale, model.output_grad());
+  SoftmaxXentForward xent;
+  xent.logits = out.values;
+  xent.labels = dlabels.data();
+  xent.rows = rows;
+  xent.cols = out.width;
+  xent.real_cols = out.width;
+  xent.loss_mean = loss.data();
+  xent.correct_count = nullptr;
+  softmax_xent_forward(cpu, xent);
+  SoftmaxXentBackward dxent;
+  dxent.logits = out.values;
+  dxent.labels = dlabels.data();
+  dxent.rows = rows;
+  dxent.cols = out.width;
+  dxent.real_cols = out.width;
+  dxent.loss_scale = loss_scale;
+  dxent.dlogits = model.output_grad();
+  softmax_xent_backward(cpu, dxent);
   model.backward(tables.weights_lowp, tables.grads_lowp, false, nullptr);
 
   const std::vector<Slices> layers = linear_slices(registry, widths);

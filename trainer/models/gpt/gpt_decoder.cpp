@@ -7,7 +7,11 @@
 
 #include "kernels/error.h"
 #include "kernels/lowp_convert.h"
+#include "kernels/ops/attention_decode.h"
+#include "kernels/ops/embedding.h"
+#include "kernels/ops/head_layout.h"
 #include "trainer/models/layers/gemm_calls.h"
+#include "trainer/models/layers/residual_add.h"
 
 namespace ddp {
 
@@ -79,15 +83,22 @@ void GptDecoder::forward_new(int first) {
   backend_.copy_to_device(token_ids_.data(), tokens_.data() + first, static_cast<size_t>(rows) * sizeof(int32_t));
   // x = wte[tok] + wpe[pos]: the position table from row `first` on, so the
   // embedding's row r reads position first + r.
-  backend_.embedding_forward_lowp(token_ids_.data(), weights_lowp_.at(wte_),
-                                  weights_lowp_.at(wpe_) + static_cast<size_t>(first) * c_count, 1, rows, c,
-                                  config_.vocab_size, x_.data());
+  EmbeddingForward embed;
+  embed.tokens = token_ids_.data();
+  embed.wte = weights_lowp_.at(wte_);
+  embed.wpe = weights_lowp_.at(wpe_) + static_cast<size_t>(first) * c_count;
+  embed.batch = 1;
+  embed.seq_len = rows;
+  embed.channels = c;
+  embed.vocab = config_.vocab_size;
+  embed.out = x_.data();
+  embedding_forward_lowp(backend_, embed);
   for (Layer& layer : layers_) block_forward(layer, first, rows);
   // logits [1, V] = LN_f(x_last) [1, C] wte [V, C]^T: the last row alone.
   norm_.bind(registry_, "transformer.ln_f");
   norm_.forward(x_.data() + static_cast<size_t>(rows - 1) * c_count, 1, weights_lowp_);
-  backend_.gemm_lowp(gemm_nt(1, config_.vocab_size, c, norm_.out(), c, weights_lowp_.at(wte_), c, logits_lowp_.data(),
-                             config_.vocab_size));
+  gemm_lowp(backend_, gemm_nt(1, config_.vocab_size, c, norm_.out(), c, weights_lowp_.at(wte_), c, logits_lowp_.data(),
+                              config_.vocab_size));
   backend_.copy_to_host(logits_host_lowp_.data(), logits_lowp_.data(), logits_host_lowp_.size() * sizeof(lowp16));
   lowp_to_float_array(backend_.precision(), logits_host_lowp_.data(), logits_fp32_.data(), logits_fp32_.size());
 }
@@ -105,18 +116,40 @@ void GptDecoder::block_forward(Layer& layer, int past, int rows) {
   layer.c_attn.forward(backend_, norm_.out(), rows, weights_lowp_, qkv_.data(), Activation::None, nullptr);
   // The new keys and values into the cache at rows past..: a strided copy
   // of qkv's k and v columns (one "head" as wide as the rows).
-  backend_.rows_to_heads_lowp(qkv_.data() + c, 3 * c, 1, rows, 1, c, layer.k_cache.data() + cache_offset);
-  backend_.rows_to_heads_lowp(qkv_.data() + 2 * c, 3 * c, 1, rows, 1, c, layer.v_cache.data() + cache_offset);
+  RowsToHeads to_cache;
+  to_cache.row_stride = 3 * c;
+  to_cache.batch = 1;
+  to_cache.seq_len = rows;
+  to_cache.heads = 1;
+  to_cache.head_size = c;
+  to_cache.rows = qkv_.data() + c;
+  to_cache.heads_out = layer.k_cache.data() + cache_offset;
+  rows_to_heads_lowp(backend_, to_cache);
+  to_cache.rows = qkv_.data() + 2 * c;
+  to_cache.heads_out = layer.v_cache.data() + cache_offset;
+  rows_to_heads_lowp(backend_, to_cache);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-  backend_.attention_decode_lowp(qkv_.data(), 3 * c, layer.k_cache.data(), layer.v_cache.data(), c, nh, hs, past, rows,
-                                 scale, attn_rows_.data(), c);
+  AttentionDecode attention;
+  attention.q = qkv_.data();
+  attention.q_stride = 3 * c;
+  attention.k_cache = layer.k_cache.data();
+  attention.v_cache = layer.v_cache.data();
+  attention.kv_stride = c;
+  attention.heads = nh;
+  attention.head_size = hs;
+  attention.past_len = past;
+  attention.new_len = rows;
+  attention.scale = scale;
+  attention.out = attn_rows_.data();
+  attention.out_stride = c;
+  attention_decode_lowp(backend_, attention);
   layer.c_proj.forward(backend_, attn_rows_.data(), rows, weights_lowp_, branch_.data(), Activation::None, nullptr);
-  backend_.add_lowp(x_.data(), branch_.data(), mid_.data(), count);
+  residual_add(backend_, x_.data(), branch_.data(), mid_.data(), count);
   norm_.bind(registry_, layer.prefix + "ln_2");
   norm_.forward(mid_.data(), rows, weights_lowp_);
   mlp_.bind(registry_, layer.prefix + "mlp.");
   mlp_.forward(norm_.out(), rows, weights_lowp_, branch_.data());
-  backend_.add_lowp(mid_.data(), branch_.data(), x_.data(), count);
+  residual_add(backend_, mid_.data(), branch_.data(), x_.data(), count);
 }
 
 }  // namespace ddp

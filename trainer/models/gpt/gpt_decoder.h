@@ -2,7 +2,7 @@
 // generation, with a KV cache: each layer keeps the keys and values of
 // the positions it has seen (FP16, on the backend's device, block_size
 // positions per layer), so a new token costs one position's forward and
-// its attention against the cache (transformer_ops.h,
+// its attention against the cache (kernels/ops/attention_decode.h,
 // attention_decode_lowp), instead of a whole window's forward.
 //
 // The numbers are the full forward's: the same layers (LayerNorm,

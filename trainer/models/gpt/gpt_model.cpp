@@ -2,6 +2,7 @@
 #include "trainer/models/gpt/gpt_model.h"
 
 #include "kernels/error.h"
+#include "kernels/ops/embedding.h"
 #include "trainer/models/layers/gemm_calls.h"
 
 namespace ddp {
@@ -84,8 +85,16 @@ void GptModel::forward_body(const DeviceBatch& batch, const WeightTable& weights
   const int rows_i = static_cast<int>(rows());
   before_forward(0);
   lowp16* x = config_.n_layer > 0 ? blocks_[0].input() : final_out_.data();
-  backend_.embedding_forward_lowp(tokens_, weights_lowp.at(wte_), weights_lowp.at(wpe_), batch_rows_,
-                                  config_.block_size, c, config_.vocab_size, x);
+  EmbeddingForward embed;
+  embed.tokens = tokens_;
+  embed.wte = weights_lowp.at(wte_);
+  embed.wpe = weights_lowp.at(wpe_);
+  embed.batch = batch_rows_;
+  embed.seq_len = config_.block_size;
+  embed.channels = c;
+  embed.vocab = config_.vocab_size;
+  embed.out = x;
+  embedding_forward_lowp(backend_, embed);
   for (int l = 0; l < config_.n_layer; ++l) {
     before_forward(l + 1);
     lowp16* next = l + 1 < config_.n_layer ? blocks_[l + 1].input() : final_out_.data();
@@ -138,8 +147,17 @@ void GptModel::backward(const WeightTable& weights_lowp, const GradTable& grads_
   before_backward(0);
   // wpe is written or added to as asked; wte always adds (the head's part is there).
   if (!accumulate) backend_.fill_zero(grads_lowp.at(wpe_), registry_[wpe_].count * sizeof(lowp16));
-  backend_.embedding_backward_lowp(tokens_, d_residual_.data(), batch_rows_, config_.block_size, c, config_.vocab_size,
-                                   grads_lowp.at(wte_), grads_lowp.at(wpe_), /*accumulate=*/true);
+  EmbeddingBackward embed;
+  embed.tokens = tokens_;
+  embed.dout = d_residual_.data();
+  embed.batch = batch_rows_;
+  embed.seq_len = config_.block_size;
+  embed.channels = c;
+  embed.vocab = config_.vocab_size;
+  embed.d_wte = grads_lowp.at(wte_);
+  embed.d_wpe = grads_lowp.at(wpe_);
+  embed.accumulate = true;
+  embedding_backward_lowp(backend_, embed);
   report(TensorRange{wpe_, wte_ + 1});
 }
 

@@ -2,7 +2,7 @@
 // computes softmax(q k^T / sqrt(hs)) v.
 //   explicit  the batched GEMMs and the causal softmax over the whole
 //             [B, nh, T, T] scores, kept in FP16 for backward (the reference);
-//   fused     FlashAttention's tiles (transformer_ops.h:
+//   fused     FlashAttention's tiles (kernels/ops/flash_attention.h:
 //             attention_forward_fused_lowp): per query row only the output
 //             and its FP32 log-sum-exp are kept, the backward recomputes
 //             the probabilities tile by tile. Within an FP16 tolerance of

@@ -21,6 +21,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/buffer.h"
+#include "kernels/ops/head_layout.h"
 #include "trainer/models/layers/attention_path.h"
 #include "trainer/models/layers/linear_layer.h"
 #include "trainer/models/layers/tensor_range.h"
@@ -100,6 +101,13 @@ class CausalSelfAttention {
   void heads_backward(const lowp16* d_rows, int batch, AttentionScratch& scratch) const;
   void heads_forward_fused(int batch, AttentionScratch& scratch);
   void heads_backward_fused(const lowp16* d_rows, int batch, AttentionScratch& scratch) const;
+  // q, k, v split from qkv's rows; dq, dk, dv merged into d_qkv's.
+  void split_qkv(int batch, const AttentionScratch& scratch);
+  void merge_d_qkv(int batch, AttentionScratch& scratch) const;
+  // The head split and merge of `batch` windows with this layer's T, nh and
+  // hs; the caller sets the pointers and the row stride.
+  RowsToHeads head_split(int batch) const;
+  HeadsToRows head_merge(int batch) const;
 
   Backend& backend_;
   int channels_;

@@ -5,7 +5,7 @@
 // Epilogues (bias, activations, bias gradients) are set on it by the caller.
 #pragma once
 
-#include "kernels/gemm_ops.h"
+#include "kernels/ops/gemm.h"
 
 namespace ddp {
 

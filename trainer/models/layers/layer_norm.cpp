@@ -2,6 +2,7 @@
 #include "trainer/models/layers/layer_norm.h"
 
 #include "kernels/error.h"
+#include "kernels/ops/layernorm.h"
 #include "kernels/transformer_math.h"
 
 namespace ddp {
@@ -23,15 +24,35 @@ void LayerNorm::bind(const ParameterRegistry& registry, const std::string& prefi
 }
 
 void LayerNorm::forward(const lowp16* x, int rows, const WeightTable& weights_lowp) {
-  backend_.layernorm_forward_lowp(x, weights_lowp.at(weight_tensor_), weights_lowp.at(weight_tensor_ + 1), rows,
-                                  channels_, kLayerNormEps, kept_->out.data(), kept_->mean.data(), kept_->rstd.data());
+  LayerNormForward norm;
+  norm.x = x;
+  norm.gamma = weights_lowp.at(weight_tensor_);
+  norm.beta = weights_lowp.at(weight_tensor_ + 1);
+  norm.rows = rows;
+  norm.cols = channels_;
+  norm.eps = kLayerNormEps;
+  norm.y = kept_->out.data();
+  norm.mean = kept_->mean.data();
+  norm.rstd = kept_->rstd.data();
+  layernorm_forward_lowp(backend_, norm);
 }
 
 void LayerNorm::backward(const lowp16* dy, const lowp16* x, int rows, const WeightTable& weights_lowp,
                          const GradTable& grads_lowp, bool accumulate, lowp16* d_residual, bool add_to_residual) const {
-  backend_.layernorm_backward_lowp(dy, x, weights_lowp.at(weight_tensor_), kept_->mean.data(), kept_->rstd.data(), rows,
-                                   channels_, d_residual, add_to_residual, grads_lowp.at(weight_tensor_),
-                                   grads_lowp.at(weight_tensor_ + 1), accumulate);
+  LayerNormBackward norm;
+  norm.dy = dy;
+  norm.x = x;
+  norm.gamma = weights_lowp.at(weight_tensor_);
+  norm.mean = kept_->mean.data();
+  norm.rstd = kept_->rstd.data();
+  norm.rows = rows;
+  norm.cols = channels_;
+  norm.dx = d_residual;
+  norm.accumulate_dx = add_to_residual;
+  norm.dgamma = grads_lowp.at(weight_tensor_);
+  norm.dbeta = grads_lowp.at(weight_tensor_ + 1);
+  norm.accumulate_params = accumulate;
+  layernorm_backward_lowp(backend_, norm);
 }
 
 }  // namespace ddp

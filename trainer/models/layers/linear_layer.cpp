@@ -27,7 +27,7 @@ void LinearLayer::forward(Backend& backend, const lowp16* x, int rows, const Wei
     g.pre_activation = pre_activation;
     g.ld_pre_activation = out_;
   }
-  backend.gemm_lowp(g);
+  gemm_lowp(backend, g);
 }
 
 void LinearLayer::backward_weights(Backend& backend, const lowp16* dz, const lowp16* x, int rows,
@@ -37,7 +37,7 @@ void LinearLayer::backward_weights(Backend& backend, const lowp16* dz, const low
   dw.beta = accumulate ? 1.0f : 0.0f;
   dw.bias_grad = grads_lowp.at(bias_tensor_);
   dw.bias_grad_accumulate = accumulate;
-  backend.gemm_lowp(dw);
+  gemm_lowp(backend, dw);
 }
 
 void LinearLayer::backward_input(Backend& backend, const lowp16* dz, int rows, const WeightTable& weights_lowp,
@@ -47,7 +47,7 @@ void LinearLayer::backward_input(Backend& backend, const lowp16* dz, int rows, c
   g.dact = dact;
   g.dact_input = dact_input;
   g.ld_dact_input = in_;
-  backend.gemm_lowp(g);
+  gemm_lowp(backend, g);
 }
 
 }  // namespace ddp

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "kernels/backend.h"
+#include "kernels/elementwise_math.h"
 #include "trainer/models/layers/tensor_range.h"
 #include "trainer/params/parameter_registry.h"
 #include "trainer/params/tensor_table.h"

@@ -6,6 +6,8 @@
 #include <limits>
 
 #include "kernels/error.h"
+#include "kernels/ops/elementwise.h"
+#include "kernels/ops/softmax_xent.h"
 #include "trainer/models/layers/gemm_calls.h"
 
 namespace ddp {
@@ -152,7 +154,7 @@ ModelOutput TiedClassifier::forward(const lowp16* x, int rows, const WeightTable
     n = chunks.at(r0);
     const size_t at = static_cast<size_t>(r0);
     // logits [n, V] = x [n, C] wte [V, C]^T
-    backend_.gemm_lowp(gemm_nt(n, vocab_, c, x + at * c, c, weights_lowp.at(wte_), c, logits + at * vocab_, vocab_));
+    gemm_lowp(backend_, gemm_nt(n, vocab_, c, x + at * c, c, weights_lowp.at(wte_), c, logits + at * vocab_, vocab_));
   }
   ModelOutput out{logits, rows, vocab_};
   out.classes = real_vocab_;
@@ -169,8 +171,8 @@ void TiedClassifier::forward_rows(const lowp16* x, int rows, const WeightTable& 
   const Pieces chunks = row_pieces(rows, chunk_rows_, vocab_, c);
   for (int r0 = 0, n = 0; r0 < rows; r0 += n) {
     n = chunks.at(r0);
-    backend_.gemm_lowp(
-        gemm_nt(n, vocab_, c, x + static_cast<size_t>(r0) * c, c, weights_lowp.at(wte_), c, logits_.data(), vocab_));
+    gemm_lowp(backend_, gemm_nt(n, vocab_, c, x + static_cast<size_t>(r0) * c, c, weights_lowp.at(wte_), c,
+                                logits_.data(), vocab_));
     ModelOutput part{logits_.data(), n, vocab_};
     part.classes = real_vocab_;
     each(part, r0);
@@ -187,19 +189,34 @@ void TiedClassifier::forward_with_loss(const lowp16* x, int rows, const WeightTa
     n = chunks.at(r0);
     const size_t at = static_cast<size_t>(r0);
     lowp16* logits = logits_.data() + (drops_logits() ? 0 : at * vocab_);
-    backend_.gemm_lowp(gemm_nt(n, vocab_, c, x + at * c, c, wte, c, logits, vocab_));
+    gemm_lowp(backend_, gemm_nt(n, vocab_, c, x + at * c, c, wte, c, logits, vocab_));
     // While the chunk is fresh: its loss, and its gradient over it.
-    backend_.softmax_xent_fused_rows(logits, labels + at, n, vocab_, real_vocab_, rows, scale, row_loss_.data() + at);
+    SoftmaxXentFusedRows xent;
+    xent.logits_to_grad = logits;
+    xent.labels = labels + at;
+    xent.rows = n;
+    xent.cols = vocab_;
+    xent.real_cols = real_vocab_;
+    xent.total_rows = rows;
+    xent.loss_scale = scale;
+    xent.row_loss = row_loss_.data() + at;
+    softmax_xent_fused_rows(backend_, xent);
     if (!drops_logits()) continue;
     // And, dropped, its backward before the next chunk overwrites it: dx
     // [n, C] = dlogits [n, V] wte [V, C] (backward()'s row pieces, so its
     // bits), and d_wte [V, C] (+)= dlogits [n, V]^T x [n, C] in FP32.
-    backend_.gemm_lowp(gemm_nn(n, c, vocab_, logits, vocab_, wte, c, dx_.data() + at * c, c));
-    GemmLowp d_head = gemm_tn(vocab_, c, n, logits, vocab_, x + at * c, c, nullptr, c);
-    d_head.beta = r0 == 0 ? 0.0f : 1.0f;
-    backend_.gemm_lowp_to_fp32(d_head, d_wte_sum_fp32_.data());
+    gemm_lowp(backend_, gemm_nn(n, c, vocab_, logits, vocab_, wte, c, dx_.data() + at * c, c));
+    GemmLowpToFp32 d_head;
+    d_head.gemm = gemm_tn(vocab_, c, n, logits, vocab_, x + at * c, c, nullptr, c);
+    d_head.gemm.beta = r0 == 0 ? 0.0f : 1.0f;
+    d_head.c_fp32 = d_wte_sum_fp32_.data();
+    gemm_lowp_to_fp32(backend_, d_head);
   }
-  backend_.loss_rows_mean(row_loss_.data(), rows, loss_mean);
+  LossRowsMean mean;
+  mean.row_loss = row_loss_.data();
+  mean.rows = rows;
+  mean.loss_mean = loss_mean;
+  loss_rows_mean(backend_, mean);
 }
 
 void TiedClassifier::backward(const lowp16* x, int rows, const WeightTable& weights_lowp, const GradTable& grads_lowp,
@@ -207,10 +224,19 @@ void TiedClassifier::backward(const lowp16* x, int rows, const WeightTable& weig
   const int c = channels_;
   if (drops_logits()) {  // forward_with_loss did the GEMMs: round d_wte's sum once, hand dx over
     const size_t count = static_cast<size_t>(vocab_) * c;
-    if (accumulate)
-      backend_.add_fp32_into_lowp(d_wte_sum_fp32_.data(), grads_lowp.at(wte_), count);
-    else
-      backend_.cast_fp32_to_lowp(d_wte_sum_fp32_.data(), grads_lowp.at(wte_), count);
+    if (accumulate) {
+      AddFp32IntoLowp add;
+      add.src = d_wte_sum_fp32_.data();
+      add.y = grads_lowp.at(wte_);
+      add.count = count;
+      add_fp32_into_lowp(backend_, add);
+    } else {
+      CastFp32ToLowp cast;
+      cast.src = d_wte_sum_fp32_.data();
+      cast.dst = grads_lowp.at(wte_);
+      cast.count = count;
+      cast_fp32_to_lowp(backend_, cast);
+    }
     backend_.copy_on_device(dx, dx_.data(), static_cast<size_t>(rows) * c * sizeof(lowp16));
     return;
   }
@@ -224,14 +250,14 @@ void TiedClassifier::backward(const lowp16* x, int rows, const WeightTable& weig
     const size_t at = static_cast<size_t>(v0);
     GemmLowp d_head = gemm_tn(n, c, rows, dlogits + at, vocab_, x, c, d_wte + at * c, c);
     d_head.beta = accumulate ? 1.0f : 0.0f;
-    backend_.gemm_lowp(d_head);
+    gemm_lowp(backend_, d_head);
   }
   // dx [R, C] = dlogits [R, V] wte [V, C], by rows.
   const Pieces chunks = row_pieces(rows, chunked() ? chunk_rows_ : rows, vocab_, c);
   for (int r0 = 0, n = 0; r0 < rows; r0 += n) {
     n = chunks.at(r0);
     const size_t at = static_cast<size_t>(r0);
-    backend_.gemm_lowp(gemm_nn(n, c, vocab_, dlogits + at * vocab_, vocab_, weights_lowp.at(wte_), c, dx + at * c, c));
+    gemm_lowp(backend_, gemm_nn(n, c, vocab_, dlogits + at * vocab_, vocab_, weights_lowp.at(wte_), c, dx + at * c, c));
   }
 }
 

@@ -1,6 +1,8 @@
 // transformer_block.cpp
 #include "trainer/models/layers/transformer_block.h"
 
+#include "trainer/models/layers/residual_add.h"
+
 namespace ddp {
 
 BlockScratch::BlockScratch(Backend& backend, size_t max_rows, int channels, const AttentionSizes& attention_sizes,
@@ -44,7 +46,7 @@ void TransformerBlock::attention_half_forward(int batch, const WeightTable& weig
   const int rows = batch * context_;
   ln_1_.forward(input_.data(), rows, weights_lowp);
   attn_.forward(ln_1_.out(), batch, weights_lowp, scratch.attention, scratch.branch.data());
-  backend_.add_lowp(input_.data(), scratch.branch.data(), mid(scratch), static_cast<size_t>(rows) * channels_);
+  residual_add(backend_, input_.data(), scratch.branch.data(), mid(scratch), static_cast<size_t>(rows) * channels_);
 }
 
 void TransformerBlock::forward(int batch, const WeightTable& weights_lowp, BlockScratch& scratch, lowp16* out) {
@@ -52,7 +54,7 @@ void TransformerBlock::forward(int batch, const WeightTable& weights_lowp, Block
   attention_half_forward(batch, weights_lowp, scratch);
   ln_2_.forward(mid(scratch), rows, weights_lowp);
   mlp_.forward(ln_2_.out(), rows, weights_lowp, scratch.branch.data());
-  backend_.add_lowp(mid(scratch), scratch.branch.data(), out, static_cast<size_t>(rows) * channels_);
+  residual_add(backend_, mid(scratch), scratch.branch.data(), out, static_cast<size_t>(rows) * channels_);
 }
 
 void TransformerBlock::backward(int batch, const WeightTable& weights_lowp, const GradTable& grads_lowp,
