@@ -45,6 +45,10 @@ class OpForwarder {
 // (ops/op_dispatch.h), so a new op changes nothing here.
 class Backend {
  public:
+  Backend() = default;
+  // Not copied or moved: the op rows (below) point at the backend itself.
+  Backend(const Backend&) = delete;
+  Backend& operator=(const Backend&) = delete;
   virtual ~Backend() = default;
   virtual DeviceKind kind() const = 0;
   virtual std::string description() const = 0;

@@ -16,8 +16,8 @@
 // back to the input's 16-bit type before the weight multiplies it), so a
 // Llama built on this op can match transformers bit for bit where the FP32
 // statistics agree. (The product weight * h of two 16-bit values is exact
-// in FP32, barring BF16 products past FP32's range: the second rounding is
-// the only one after the first.)
+// in FP32, barring BF16 products past FP32's range or below its smallest
+// subnormal: the second rounding is the only one after the first.)
 //
 // Backward. With xhat = x * rstd (FP32) and g = float(weight) * dy:
 //   y_c = w_c xhat_c,  xhat_c = x_c r,  r = (ms + eps)^(-1/2),
@@ -41,8 +41,8 @@
 // rows agree to FP32's summation tolerance.
 //
 // Shapes and memory: cols > 0 (else ddp::Error naming the op), rows >= 0;
-// rows == 0 reads and writes nothing (no launch; dweight keeps its value,
-// accumulate_weight or not). No output may overlap an input or another
+// rows == 0 reads nothing and writes dweight = 0 unless accumulate_weight
+// (an empty sum, as LayerNorm's dgamma). No output may overlap an input or another
 // output: y != x, dx != dy, dx != x (the backward reads x and dy for
 // dweight and dx alike). rstd is the forward's, passed back unchanged.
 #pragma once

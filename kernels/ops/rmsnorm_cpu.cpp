@@ -6,6 +6,8 @@
 // order on one thread whatever the thread count.
 #include "kernels/ops/rmsnorm.h"
 
+#include <algorithm>
+
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
@@ -50,7 +52,10 @@ void rmsnorm_backward_lowp_cpu(CpuBackend& cpu, const RmsNormBackward& op) {
   lowp16 *dx = op.dx, *dweight = op.dweight;
   const bool accumulate_dx = op.accumulate_dx, accumulate_weight = op.accumulate_weight;
   DDP_REQUIRE(op.rows >= 0 && op.cols > 0, "rmsnorm_backward_lowp: needs rows >= 0 and cols > 0");
-  if (op.rows == 0) return;
+  if (op.rows == 0) {  // no rows: the sums are 0 (LayerNorm's rule), dx has no rows
+    if (!op.accumulate_weight) std::fill(op.dweight, op.dweight + count_of(op.cols), lowp16{0});
+    return;
+  }
   const size_t width = count_of(op.cols), height = count_of(op.rows);
   std::vector<float> weight32(width);
   cpu::widen_lowp(p, op.weight, weight32.data(), width);

@@ -131,7 +131,11 @@ void rmsnorm_forward_lowp_cuda(CudaOpContext& cuda, const RmsNormForward& op) {
 void rmsnorm_backward_lowp_cuda(CudaOpContext& cuda, const RmsNormBackward& op) {
   const int rows = op.rows, cols = op.cols;
   DDP_REQUIRE(rows >= 0 && cols > 0, "rmsnorm_backward_lowp: needs rows >= 0 and cols > 0");
-  if (rows == 0) return;
+  if (rows == 0) {  // no rows: the sums are 0 (LayerNorm's rule), dx has no rows
+    if (!op.accumulate_weight)
+      DDP_CUDA_CHECK(cudaMemsetAsync(op.dweight, 0, static_cast<size_t>(cols) * sizeof(lowp16), cuda.stream()));
+    return;
+  }
   const int chunks = chunks_for(rows);
   // The partials: [chunks, cols] floats.
   auto* partials =

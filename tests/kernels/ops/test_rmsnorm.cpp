@@ -458,9 +458,9 @@ TEST_P(RmsNorm, RefusesNoColumns) {
       RmsNormBackward::kName, "CUDA backward");
 }
 
-// rows == 0 reads and writes nothing: dweight keeps its value, accumulating
-// or not (the header's contract), in both rows.
-TEST_P(RmsNorm, NoRowsWritesNothing) {
+// rows == 0: dweight is an empty sum, 0, unless accumulating (then it keeps
+// its value), in both rows (the header's contract, LayerNorm's rule).
+TEST_P(RmsNorm, NoRowsGivesAZeroWeightGradientOrLeavesTheSum) {
   const int cols = 7;
   const std::vector<lowp16> weight = fmt.random(rng, cols), old_dw = fmt.random(rng, cols);
   for (const bool acc_w : {false, true}) {
@@ -469,12 +469,13 @@ TEST_P(RmsNorm, NoRowsWritesNothing) {
     rmsnorm_forward_lowp(cpu, forward_op(nullptr, weight.data(), 0, cols, nullptr, nullptr));
     rmsnorm_backward_lowp(
         cpu, backward_op(nullptr, nullptr, weight.data(), nullptr, 0, cols, nullptr, true, dw.data(), acc_w));
-    expect_same_bits(fmt, dw, old_dw, "CPU dweight");
+    const std::vector<lowp16> want = acc_w ? old_dw : std::vector<lowp16>(cols, lowp16{0});
+    expect_same_bits(fmt, dw, want, "CPU dweight");
     DeviceArray<lowp16> d_weight(weight), d_dw(old_dw);
     rmsnorm_forward_lowp_cuda(cuda, forward_op(nullptr, d_weight.get(), 0, cols, nullptr, nullptr));
     rmsnorm_backward_lowp_cuda(
         cuda, backward_op(nullptr, nullptr, d_weight.get(), nullptr, 0, cols, nullptr, false, d_dw.get(), acc_w));
-    expect_same_bits(fmt, d_dw.download(), old_dw, "CUDA dweight");
+    expect_same_bits(fmt, d_dw.download(), want, "CUDA dweight");
   }
 }
 
